@@ -1,0 +1,3 @@
+//! bellc: compiles a fleet spec into per-host bundles.
+pub mod escape;
+pub mod validate;
