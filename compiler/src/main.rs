@@ -1,1 +1,203 @@
-fn main() {}
+//! The `bellc` command line. Owns the terminal: printing, colours and exit codes
+//! (0 ok, 1 spec errors or differences, 2 usage or I/O errors).
+
+use bellc::diagnostic::Diagnostics;
+use bellc::source::Sources;
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "bellc",
+    version,
+    about = "Compile a fleet spec (KDL) into per-host bundles of exactly the files that will land",
+    long_about = "bellc resolves a fleet spec — inventory, label and host overrides, services — and \
+writes for every host a content-addressed bundle: the files that will land on it and the apply \
+and revert scripts that bring each resource live. bell-run applies bundles on hosts.\n\n\
+SPEC defaults to ./bell.kdl everywhere."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Treat warnings as errors (for CI).
+    #[arg(long, global = true)]
+    deny_warnings: bool,
+    /// Print diagnostics one per line (`file:line:col: error[code]: message`).
+    #[arg(long, global = true)]
+    short: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate a spec without writing anything.
+    Check {
+        #[arg(default_value = "bell.kdl")]
+        spec: PathBuf,
+    },
+    /// Build every host's bundle into OUT (default ./out).
+    Build {
+        #[arg(default_value = "bell.kdl")]
+        spec: PathBuf,
+        /// Output directory.
+        #[arg(short, long, default_value = "out")]
+        out: PathBuf,
+        /// Build in memory and compare with OUT instead of writing; exit 1 naming every host
+        /// whose bundle differs (keeps checked-in snapshots honest in CI).
+        #[arg(long)]
+        check: bool,
+    },
+    /// Show the resolved configuration of one host, with the layer and line of every value.
+    Explain {
+        host: String,
+        #[arg(default_value = "bell.kdl")]
+        spec: PathBuf,
+    },
+    /// List hosts: name, bundle id (short), labels.
+    Hosts {
+        #[arg(default_value = "bell.kdl")]
+        spec: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let mut sources = Sources::with_base(cwd);
+    let mut diags = Diagnostics::new();
+    let code = run(&cli, &mut sources, &mut diags);
+    let warnings_fail = cli.deny_warnings && diags.warning_count() > 0;
+    let has_errors = diags.has_errors();
+    print_diagnostics(diags, &sources, cli.short);
+    match code {
+        Ok(code) if has_errors || warnings_fail => ExitCode::from(code.max(1)),
+        Ok(code) => ExitCode::from(code),
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn print_diagnostics(diags: Diagnostics, sources: &Sources, short: bool) {
+    if diags.is_empty() {
+        return;
+    }
+    let (errors, warnings) = (diags.error_count(), diags.warning_count());
+    if short {
+        for line in diags.to_short_lines(sources) {
+            eprintln!("{line}");
+        }
+    } else {
+        for report in diags.into_reports(sources) {
+            eprintln!("{report:?}");
+        }
+    }
+    let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
+    if errors > 0 {
+        eprintln!("{} and {}", plural(errors, "error"), plural(warnings, "warning"));
+    } else {
+        eprintln!("{}", plural(warnings, "warning"));
+    }
+}
+
+fn read_check(spec: &Path) -> Result<(), String> {
+    match std::fs::metadata(spec) {
+        Ok(m) if m.is_file() => Ok(()),
+        Ok(_) => Err(format!("{} is not a file", spec.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "no spec at {} (bellc reads ./bell.kdl when no spec is named)",
+            spec.display()
+        )),
+        Err(e) => Err(format!("cannot read {}: {e}", spec.display())),
+    }
+}
+
+fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, String> {
+    match &cli.command {
+        Command::Check { spec } => {
+            read_check(spec)?;
+            if let Some(front) = bellc::frontend(spec, sources, diags) {
+                if !diags.has_errors() {
+                    bellc::compile_frontend(front, diags);
+                }
+            }
+            if !diags.has_errors() {
+                eprintln!("{}: ok", spec.display());
+            }
+            Ok(0)
+        }
+        Command::Build { spec, out, check } => {
+            read_check(spec)?;
+            let Some(compiled) = bellc::compile(spec, sources, diags) else {
+                return Ok(1);
+            };
+            if *check {
+                let differing = bellc::emit::check(out, &compiled.bundles, &compiled.release);
+                if differing.is_empty() {
+                    eprintln!("{}: up to date ({} hosts)", out.display(), compiled.release.hosts.len());
+                    return Ok(0);
+                }
+                eprintln!(
+                    "{} differs from a fresh build of {} for {} host(s):",
+                    out.display(),
+                    spec.display(),
+                    differing.len()
+                );
+                for host in differing {
+                    eprintln!("  {host}");
+                }
+                eprintln!("run `bellc build {} -o {}` and commit the result", spec.display(), out.display());
+                return Ok(1);
+            }
+            let stats = bellc::emit::write(out, &compiled.bundles, &compiled.release).map_err(|e| e.to_string())?;
+            eprintln!(
+                "built {} hosts into {} bundles in {} ({} bundles written, {} unchanged, {} removed)",
+                compiled.release.hosts.len(),
+                compiled.bundles.len(),
+                out.display(),
+                stats.bundles_written,
+                stats.bundles_kept,
+                stats.bundles_removed
+            );
+            Ok(0)
+        }
+        Command::Explain { host, spec } => {
+            read_check(spec)?;
+            let Some(front) = bellc::frontend(spec, sources, diags) else {
+                return Ok(1);
+            };
+            match front.resolution.hosts.iter().find(|h| &h.name == host) {
+                Some(h) => {
+                    print!("{}", bellc::explain::explain(&front.spec, h, sources));
+                    Ok(0)
+                }
+                None => {
+                    let names = front.resolution.hosts.iter().map(|h| h.name.as_str());
+                    let hint = bellc::validate::did_you_mean(host, names)
+                        .map(|s| format!("; did you mean `{s}`?"))
+                        .unwrap_or_default();
+                    Err(format!("no host `{host}` in {}{hint}", spec.display()))
+                }
+            }
+        }
+        Command::Hosts { spec, json } => {
+            read_check(spec)?;
+            let Some(compiled) = bellc::compile(spec, sources, diags) else {
+                return Ok(1);
+            };
+            if *json {
+                let text = serde_json::to_string_pretty(&compiled.release.hosts).map_err(|e| e.to_string())?;
+                println!("{text}");
+            } else {
+                for (name, host) in &compiled.release.hosts {
+                    let labels: Vec<String> = host.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    println!("{name}\t{}\t{}", &host.bundle[..12], labels.join(" "));
+                }
+            }
+            Ok(0)
+        }
+    }
+}

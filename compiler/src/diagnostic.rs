@@ -1,0 +1,125 @@
+//! The common shape of every user-facing error and warning.
+//!
+//! Each stage has its own error enum (`LoadError`, `LowerError`, `ResolveError`, ...). They all
+//! implement `SpecDiagnostic`, which adds the one thing miette does not know: which source file
+//! the labelled span points into. Stages collect diagnostics instead of stopping at the first
+//! one, and the CLI attaches the source text when it prints them.
+
+use crate::source::{FileId, Sources};
+use miette::{Diagnostic, Report, Severity};
+
+pub trait SpecDiagnostic: Diagnostic + Send + Sync + 'static {
+    /// The file the labels point into, when the diagnostic points into one.
+    fn file(&self) -> Option<FileId>;
+}
+
+/// Diagnostics collected by one or more stages, in the order they were found.
+#[derive(Default)]
+pub struct Diagnostics {
+    items: Vec<Box<dyn SpecDiagnostic>>,
+}
+
+impl std::fmt::Debug for Diagnostics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.items.iter().map(|d| d.to_string()))
+            .finish()
+    }
+}
+
+impl Diagnostics {
+    pub fn new() -> Diagnostics {
+        Diagnostics::default()
+    }
+
+    pub fn push(&mut self, diagnostic: impl SpecDiagnostic) {
+        self.items.push(Box::new(diagnostic));
+    }
+
+    pub fn push_boxed(&mut self, diagnostic: Box<dyn SpecDiagnostic>) {
+        self.items.push(diagnostic);
+    }
+
+    pub fn into_boxed(self) -> Vec<Box<dyn SpecDiagnostic>> {
+        self.items
+    }
+
+    pub fn append(&mut self, mut other: Diagnostics) {
+        self.items.append(&mut other.items);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &dyn SpecDiagnostic> {
+        self.items.iter().map(|d| d.as_ref())
+    }
+
+    pub fn error_count(&self) -> usize {
+        self.iter().filter(|d| is_error(*d)).count()
+    }
+
+    pub fn warning_count(&self) -> usize {
+        self.len() - self.error_count()
+    }
+
+    pub fn has_errors(&self) -> bool {
+        self.error_count() > 0
+    }
+
+    /// miette reports with the source text attached, ready to print.
+    pub fn into_reports(self, sources: &Sources) -> Vec<Report> {
+        self.items
+            .into_iter()
+            .map(|d| {
+                let file = d.file();
+                let report = Report::new_boxed(d);
+                match file {
+                    Some(file) => report.with_source_code(sources.named_source(file)),
+                    None => report,
+                }
+            })
+            .collect()
+    }
+
+    /// One line per diagnostic, `file:line:col: severity[code]: message`, for tests and for
+    /// `--message-format short`.
+    pub fn to_short_lines(&self, sources: &Sources) -> Vec<String> {
+        self.iter()
+            .map(|d| {
+                let severity = if is_error(d) { "error" } else { "warning" };
+                let code = d.code().map(|c| c.to_string()).unwrap_or_default();
+                let location = match (d.file(), d.labels().and_then(|mut l| l.next())) {
+                    (Some(file), Some(label)) => {
+                        let span = crate::source::Span::new(file, *label.inner());
+                        format!("{}: ", sources.location(span))
+                    }
+                    (Some(file), None) => format!("{}: ", sources.get(file).name),
+                    _ => String::new(),
+                };
+                format!("{location}{severity}[{code}]: {d}")
+            })
+            .collect()
+    }
+}
+
+pub fn is_error(d: &dyn SpecDiagnostic) -> bool {
+    !matches!(d.severity(), Some(Severity::Warning) | Some(Severity::Advice))
+}
+
+/// Implements `SpecDiagnostic` for a stage's error enum whose every variant has a `file` field.
+#[macro_export]
+macro_rules! spec_diagnostic {
+    ($ty:ty) => {
+        impl $crate::diagnostic::SpecDiagnostic for $ty {
+            fn file(&self) -> Option<$crate::source::FileId> {
+                self.file_id()
+            }
+        }
+    };
+}

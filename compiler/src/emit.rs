@@ -1,0 +1,189 @@
+//! Emission: bundles in memory → the output directory. The only stage that writes to disk.
+//!
+//! Layout (a contract other tools rely on):
+//!
+//! ```text
+//! OUT/release.json                 host → bundle id, rollout waves, release version
+//! OUT/bundles/<id>/bundle.json     the manifest; <id> is its sha256
+//! OUT/bundles/<id>/root/...        files at their host paths
+//! OUT/bundles/<id>/scripts/...     apply / revert / trigger / exec scripts
+//! OUT/hosts/<name>                 symlink → ../bundles/<id>
+//! ```
+//!
+//! Bundles are content-addressed, so a bundle directory that already exists is already right
+//! and is not rewritten; a new one is written under a temporary name and renamed into place,
+//! so an interrupted build never leaves a half-written bundle under its final name.
+
+use crate::render::RenderedBundle;
+use bell_bundle::Release;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmitError {
+    #[error("cannot write {path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> EmitError + '_ {
+    move |source| EmitError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What a write changed, for the CLI's summary and for tests of incremental rebuilds.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct WriteStats {
+    pub bundles_written: usize,
+    pub bundles_kept: usize,
+    pub bundles_removed: usize,
+    pub files_written: usize,
+    pub links_written: usize,
+    pub links_removed: usize,
+    pub release_written: bool,
+}
+
+pub fn write(
+    out: &Path,
+    bundles: &BTreeMap<String, RenderedBundle>,
+    release: &Release,
+) -> Result<WriteStats, EmitError> {
+    let mut stats = WriteStats::default();
+    let bundles_dir = out.join("bundles");
+    let hosts_dir = out.join("hosts");
+    fs::create_dir_all(&bundles_dir).map_err(io_err(&bundles_dir))?;
+    fs::create_dir_all(&hosts_dir).map_err(io_err(&hosts_dir))?;
+
+    for (id, bundle) in bundles {
+        let dir = bundles_dir.join(id);
+        if dir.join(bell_bundle::MANIFEST_FILE).is_file() {
+            stats.bundles_kept += 1;
+            continue;
+        }
+        let tmp = bundles_dir.join(format!(".tmp-{id}"));
+        if tmp.exists() {
+            fs::remove_dir_all(&tmp).map_err(io_err(&tmp))?;
+        }
+        for (rel, content) in &bundle.contents {
+            let path = tmp.join(rel);
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent).map_err(io_err(parent))?;
+            }
+            fs::write(&path, content).map_err(io_err(&path))?;
+            stats.files_written += 1;
+        }
+        let manifest = tmp.join(bell_bundle::MANIFEST_FILE);
+        fs::write(&manifest, &bundle.manifest_json).map_err(io_err(&manifest))?;
+        stats.files_written += 1;
+        if dir.exists() {
+            fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
+        }
+        fs::rename(&tmp, &dir).map_err(io_err(&dir))?;
+        stats.bundles_written += 1;
+    }
+
+    for (name, host) in &release.hosts {
+        let link = hosts_dir.join(name);
+        let target = PathBuf::from("../bundles").join(&host.bundle);
+        if fs::read_link(&link).ok().as_deref() == Some(target.as_path()) {
+            continue;
+        }
+        if fs::symlink_metadata(&link).is_ok() {
+            remove_any(&link)?;
+        }
+        symlink(&target, &link)?;
+        stats.links_written += 1;
+    }
+
+    // Hosts that left the release, and bundles no host uses any more.
+    let wanted_hosts: BTreeSet<&str> = release.hosts.keys().map(String::as_str).collect();
+    for entry in fs::read_dir(&hosts_dir).map_err(io_err(&hosts_dir))? {
+        let entry = entry.map_err(io_err(&hosts_dir))?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        if !wanted_hosts.contains(name.as_str()) {
+            remove_any(&entry.path())?;
+            stats.links_removed += 1;
+        }
+    }
+    for entry in fs::read_dir(&bundles_dir).map_err(io_err(&bundles_dir))? {
+        let entry = entry.map_err(io_err(&bundles_dir))?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        if !bundles.contains_key(&name) {
+            remove_any(&entry.path())?;
+            stats.bundles_removed += 1;
+        }
+    }
+
+    let release_path = out.join("release.json");
+    let json = release.to_json();
+    if fs::read_to_string(&release_path).ok().as_deref() != Some(json.as_str()) {
+        let tmp = out.join(".release.json.tmp");
+        fs::write(&tmp, &json).map_err(io_err(&tmp))?;
+        fs::rename(&tmp, &release_path).map_err(io_err(&release_path))?;
+        stats.release_written = true;
+    }
+    Ok(stats)
+}
+
+fn remove_any(path: &Path) -> Result<(), EmitError> {
+    let meta = fs::symlink_metadata(path).map_err(io_err(path))?;
+    if meta.is_dir() {
+        fs::remove_dir_all(path).map_err(io_err(path))
+    } else {
+        fs::remove_file(path).map_err(io_err(path))
+    }
+}
+
+fn symlink(target: &Path, link: &Path) -> Result<(), EmitError> {
+    std::os::unix::fs::symlink(target, link).map_err(io_err(link))
+}
+
+/// Compares a build in memory with an existing output directory: the hosts whose bundle
+/// differs (or is missing), and whether release.json differs.
+pub fn check(
+    out: &Path,
+    bundles: &BTreeMap<String, RenderedBundle>,
+    release: &Release,
+) -> Vec<String> {
+    let mut differing = Vec::new();
+    let existing: Option<Release> = fs::read_to_string(out.join("release.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    for (name, host) in &release.hosts {
+        let on_disk = fs::read_link(out.join("hosts").join(name)).ok();
+        let expected = PathBuf::from("../bundles").join(&host.bundle);
+        let same_link = on_disk.as_deref() == Some(expected.as_path());
+        let same_bundle = same_link && bundle_matches(&out.join("bundles").join(&host.bundle), &bundles[&host.bundle]);
+        let same_release = existing
+            .as_ref()
+            .and_then(|r| r.hosts.get(name))
+            .is_some_and(|h| h == host);
+        if !(same_bundle && same_release) {
+            differing.push(name.clone());
+        }
+    }
+    if let Some(existing) = &existing {
+        for name in existing.hosts.keys() {
+            if !release.hosts.contains_key(name) {
+                differing.push(name.clone());
+            }
+        }
+    }
+    differing.sort();
+    differing
+}
+
+fn bundle_matches(dir: &Path, bundle: &RenderedBundle) -> bool {
+    if fs::read_to_string(dir.join(bell_bundle::MANIFEST_FILE)).ok().as_deref()
+        != Some(bundle.manifest_json.as_str())
+    {
+        return false;
+    }
+    bundle
+        .contents
+        .iter()
+        .all(|(rel, content)| fs::read(dir.join(rel)).ok().as_deref() == Some(&content[..]))
+}

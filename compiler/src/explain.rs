@@ -1,0 +1,85 @@
+//! `bellc explain HOST`: the resolved configuration of one host, every value with the layer
+//! (base or override) and the `file:line` that set it.
+
+use crate::resolve::{Origin, ResolvedHost};
+use crate::source::Sources;
+use crate::spec::{Spec, Value};
+use std::fmt::Write;
+
+pub fn explain(spec: &Spec, host: &ResolvedHost, sources: &Sources) -> String {
+    let mut rows: Vec<(String, String)> = Vec::new();
+    let origin = |o: &Origin| format!("{}  {}", o.layer_name(spec), sources.file_line(o.span));
+    let mut out = String::new();
+    let _ = writeln!(out, "host {}", host.name);
+    if let Some(a) = &host.address {
+        let _ = writeln!(out, "  address: {a}");
+    }
+    let _ = writeln!(out, "  target: {}", host.target);
+    if !host.labels.is_empty() {
+        let labels: Vec<String> = host.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = writeln!(out, "  labels: {}", labels.join(" "));
+    }
+    let layers: Vec<&str> = std::iter::once("base")
+        .chain(host.model.layers.iter().map(|&i| spec.overrides[i].name.as_str()))
+        .collect();
+    let _ = writeln!(out, "  layers: {}", layers.join(" → "));
+    let _ = writeln!(out);
+
+    for s in host.model.sysctl.values() {
+        rows.push((format!("sysctl {} = {}", s.key, s.value), origin(&s.origin)));
+    }
+    for r in &host.model.resources {
+        rows.push((format!("{} {:?}", r.kind.keyword(), r.name), origin(&r.origin)));
+        for (field, (value, o)) in &r.fields {
+            rows.push((format!("    {field} = {}", show(value)), origin(o)));
+        }
+    }
+    for s in &host.model.services {
+        let port = s.port.map(|p| format!(" port={p}")).unwrap_or_default();
+        rows.push((format!("service {:?}{port}", s.name), origin(&s.origin)));
+    }
+    for u in &host.model.uses {
+        rows.push((
+            format!("uses {:?} count={} runtime={}", u.name, u.count, u.runtime),
+            origin(&u.origin),
+        ));
+    }
+    let width = rows
+        .iter()
+        .map(|(l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(60);
+    for (left, right) in rows {
+        let pad = width.saturating_sub(left.chars().count());
+        let _ = writeln!(out, "{left}{}  # {right}", " ".repeat(pad));
+    }
+    out
+}
+
+fn show(value: &Value) -> String {
+    let one_line = |s: &str| {
+        if s.contains('\n') {
+            let first = s.lines().next().unwrap_or("");
+            format!("{first:?}… ({} lines)", s.lines().count())
+        } else {
+            format!("{s:?}")
+        }
+    };
+    match value {
+        Value::Bool(b) => format!("#{b}"),
+        Value::Int(i) => i.to_string(),
+        Value::Str(s) => one_line(s),
+        Value::List(l) => l.iter().map(|s| one_line(s)).collect::<Vec<_>>().join(" "),
+        Value::Map(m) => m
+            .iter()
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+        Value::Debconf(d) => d
+            .iter()
+            .map(|d| format!("{}({})={}", d.question, d.kind, d.value))
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}

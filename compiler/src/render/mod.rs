@@ -1,0 +1,315 @@
+//! Rendering: one resolved host → its bundle in memory (manifest + file contents).
+//!
+//! Each resource kind has a module here that turns its resolved values into files and
+//! apply/revert scripts, from minijinja templates in `stdlib/` (embedded, see `stdlib.rs`).
+//! Values reach templates only through escaping filters (`sh`, `unit`, ...) chosen by the
+//! template for its context; the environment auto-escapes nothing, because no single escaping
+//! is right for config files, shell scripts and unit files at once.
+
+mod limits;
+pub mod stdlib;
+mod sysctl;
+
+use crate::diagnostic::Diagnostics;
+use crate::resolve::ResolvedHost;
+use crate::source::{FileId, Span};
+use crate::targets::Target;
+use bell_bundle::{File, Manifest, Resource, Script, Trigger};
+use miette::{Diagnostic, SourceSpan};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use thiserror::Error;
+
+#[derive(Debug, Error, Diagnostic)]
+pub enum RenderError {
+    #[error("template error in `{resource}`: {message}")]
+    #[diagnostic(code(bell::render::template))]
+    Template {
+        resource: String,
+        message: String,
+        #[label("in this template")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("`{path}` is written by both `{first}` and `{second}`")]
+    #[diagnostic(code(bell::render::path_conflict))]
+    PathConflict {
+        path: String,
+        first: String,
+        second: String,
+        #[label("second writer")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("{message}")]
+    #[diagnostic(code(bell::render::invalid))]
+    Invalid {
+        message: String,
+        #[label("here")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+}
+
+impl RenderError {
+    fn file_id(&self) -> Option<FileId> {
+        match self {
+            RenderError::Template { file, .. }
+            | RenderError::PathConflict { file, .. }
+            | RenderError::Invalid { file, .. } => Some(*file),
+        }
+    }
+}
+crate::spec_diagnostic!(RenderError);
+
+/// A bundle in memory: the manifest and the bytes of every file it lists, by their path
+/// relative to the bundle directory (`root/etc/...`, `scripts/...`).
+#[derive(Debug, Clone)]
+pub struct RenderedBundle {
+    pub manifest: Manifest,
+    pub manifest_json: String,
+    pub id: String,
+    pub contents: BTreeMap<String, Arc<[u8]>>,
+}
+
+/// What a template can see of the fleet besides its own host.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ServiceEndpoint {
+    pub host: String,
+    pub address: Option<String>,
+    pub port: Option<u16>,
+}
+
+pub struct HostContext<'a> {
+    pub host: &'a ResolvedHost,
+    pub target: &'a Target,
+    pub fleet: &'a str,
+    pub services: &'a BTreeMap<String, Vec<ServiceEndpoint>>,
+}
+
+pub struct Renderer {
+    env: minijinja::Environment<'static>,
+}
+
+impl Default for Renderer {
+    fn default() -> Self {
+        Renderer::new()
+    }
+}
+
+impl Renderer {
+    pub fn new() -> Renderer {
+        let mut env = minijinja::Environment::new();
+        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+        env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+        env.set_keep_trailing_newline(true);
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        stdlib::register_filters(&mut env);
+        for (name, source) in stdlib::TEMPLATES {
+            // Our own templates are covered by tests that render every kind; a template that
+            // fails to parse shows up there, so it is skipped here instead of panicking.
+            let _ = env.add_template(name, source);
+        }
+        Renderer { env }
+    }
+
+    /// Renders a stdlib template.
+    pub fn stdlib(&self, name: &str, ctx: minijinja::Value) -> Result<String, String> {
+        let template = self
+            .env
+            .get_template(name)
+            .map_err(|e| format!("stdlib template `{name}`: {e}"))?;
+        template
+            .render(ctx)
+            .map_err(|e| format!("stdlib template `{name}`: {e:#}"))
+    }
+
+    /// Renders a template written by the user (file content, unit content).
+    pub fn user_template(&self, source: &str, ctx: minijinja::Value) -> Result<String, minijinja::Error> {
+        self.env.render_str(source, ctx)
+    }
+
+    pub fn render_host(&self, cx: &HostContext, diags: &mut Diagnostics) -> Option<RenderedBundle> {
+        let mut out = BundleBuilder::new(cx.target, cx.fleet);
+        let before = diags.error_count();
+        sysctl::render(self, cx, &mut out, diags);
+        limits::render(self, cx, &mut out, diags);
+        if diags.error_count() > before {
+            return None;
+        }
+        Some(out.finish())
+    }
+}
+
+/// Collects a bundle's resources and files as the kind modules add them.
+pub struct BundleBuilder {
+    target: String,
+    fleet: String,
+    resources: Vec<Resource>,
+    files: BTreeMap<String, (File, String)>,
+    contents: BTreeMap<String, Arc<[u8]>>,
+    triggers: Vec<Trigger>,
+}
+
+/// A file a resource (or the bundle) puts on the host.
+pub struct NewFile {
+    pub path: String,
+    pub content: Vec<u8>,
+    pub mode: u32,
+    pub owner: String,
+    pub group: String,
+}
+
+impl NewFile {
+    pub fn root_owned(path: impl Into<String>, content: impl Into<Vec<u8>>, mode: u32) -> NewFile {
+        NewFile {
+            path: path.into(),
+            content: content.into(),
+            mode,
+            owner: "root".into(),
+            group: "root".into(),
+        }
+    }
+}
+
+/// A resource as a kind module describes it, before hashing.
+pub struct NewResource {
+    pub kind: &'static str,
+    pub name: String,
+    pub files: Vec<String>,
+    pub after: Vec<String>,
+    pub apply: Option<String>,
+    pub revert: Option<String>,
+    pub exec: Option<bell_bundle::ExecPolicy>,
+}
+
+impl BundleBuilder {
+    pub fn new(target: &Target, fleet: &str) -> BundleBuilder {
+        BundleBuilder {
+            target: target.name.clone(),
+            fleet: fleet.to_string(),
+            resources: Vec::new(),
+            files: BTreeMap::new(),
+            contents: BTreeMap::new(),
+            triggers: Vec::new(),
+        }
+    }
+
+    /// Adds a managed file; `owner_key` names the resource that writes it, for conflicts.
+    /// Returns the key of the earlier writer when the path is taken.
+    pub fn add_file(&mut self, file: NewFile, owner_key: &str) -> Result<(), String> {
+        if let Some((_, first)) = self.files.get(&file.path) {
+            return Err(first.clone());
+        }
+        let sha256 = bell_bundle::sha256_hex(&file.content);
+        let entry = File {
+            path: file.path.clone(),
+            sha256,
+            mode: format!("{:04o}", file.mode),
+            owner: file.owner,
+            group: file.group,
+        };
+        self.contents.insert(
+            format!("{}{}", bell_bundle::ROOT_DIR, file.path),
+            Arc::from(file.content.into_boxed_slice()),
+        );
+        self.files.insert(file.path, (entry, owner_key.to_string()));
+        Ok(())
+    }
+
+    fn add_script(&mut self, kind: &str, name: &str, role: &str, text: String) -> Script {
+        let path = format!("scripts/{kind}/{}.{role}", file_name_for(name));
+        let sha256 = bell_bundle::sha256_hex(text.as_bytes());
+        self.contents.insert(path.clone(), Arc::from(text.into_bytes().into_boxed_slice()));
+        Script { path, sha256 }
+    }
+
+    pub fn add_resource(&mut self, r: NewResource) {
+        let apply = r.apply.map(|t| self.add_script(r.kind, &r.name, "apply", t));
+        let revert = r.revert.map(|t| self.add_script(r.kind, &r.name, "revert", t));
+        self.resources.push(Resource {
+            kind: r.kind.to_string(),
+            name: r.name,
+            hash: String::new(),
+            files: r.files,
+            after: r.after,
+            apply,
+            revert,
+            exec: r.exec,
+        });
+    }
+
+    pub fn add_trigger(&mut self, name: &str, paths: Vec<String>, script: String) {
+        if self.triggers.iter().any(|t| t.name == name) {
+            return;
+        }
+        let script = self.add_script("trigger", name, "sh", script);
+        self.triggers.push(Trigger {
+            name: name.to_string(),
+            paths,
+            script,
+        });
+    }
+
+    pub fn finish(self) -> RenderedBundle {
+        let files: Vec<File> = self.files.into_values().map(|(f, _)| f).collect();
+        let mut resources = self.resources;
+        for r in &mut resources {
+            r.hash = r.compute_hash(&files);
+        }
+        let manifest = Manifest {
+            format: bell_bundle::FORMAT,
+            target: self.target,
+            fleet: self.fleet,
+            resources,
+            files,
+            triggers: self.triggers,
+        };
+        let manifest_json = manifest.to_json();
+        let id = bell_bundle::sha256_hex(manifest_json.as_bytes());
+        RenderedBundle {
+            manifest,
+            manifest_json,
+            id,
+            contents: self.contents,
+        }
+    }
+}
+
+/// A resource name as a file name in `scripts/`: bytes outside `[A-Za-z0-9._-]` (and a
+/// leading dot) are percent-encoded, so that distinct names never share a file.
+pub fn file_name_for(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for (i, b) in name.bytes().enumerate() {
+        let safe = b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && i > 0);
+        if safe {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+pub(crate) fn span_label(span: Span) -> (SourceSpan, FileId) {
+    (span.source_span(), span.file)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn script_file_names_are_injective_and_safe() {
+        use super::file_name_for;
+        assert_eq!(file_name_for("net.ipv4.ip_forward"), "net.ipv4.ip_forward");
+        assert_eq!(file_name_for("/etc/a_b"), "%2Fetc%2Fa_b");
+        assert_ne!(file_name_for("/etc/a/b"), file_name_for("/etc/a%2Fb"));
+        assert_eq!(file_name_for(".."), "%2E.");
+    }
+}

@@ -1,0 +1,50 @@
+//! sysctl: one bell-owned file in the target's sysctl.d, and one resource per key so that a key
+//! leaving the spec is reverted on its own (its original value put back).
+
+use super::{BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer};
+use crate::diagnostic::Diagnostics;
+use minijinja::context;
+
+pub const FILE_NAME: &str = "60-bell.conf";
+
+pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
+    let model = &cx.host.model;
+    if model.sysctl.is_empty() {
+        return;
+    }
+    let settings: Vec<_> = model
+        .sysctl
+        .values()
+        .map(|s| context! { key => s.key, value => s.value })
+        .collect();
+    let path = format!("{}/{FILE_NAME}", cx.target.paths.sysctl_dir);
+    match r.stdlib("sysctl/sysctl.conf.j2", context! { settings }) {
+        Ok(text) => {
+            let _ = out.add_file(NewFile::root_owned(path, text, 0o644), "sysctl");
+        }
+        Err(message) => {
+            let first = model.sysctl.values().next().map(|s| s.origin.span);
+            if let Some(span) = first {
+                diags.push(RenderError::Invalid {
+                    message,
+                    span: span.source_span(),
+                    help: "a sysctl value must fit on one line".into(),
+                    file: span.file,
+                });
+            }
+            return;
+        }
+    }
+    for (path, setting) in &model.sysctl {
+        let _ = path;
+        out.add_resource(NewResource {
+            kind: "sysctl",
+            name: setting.key.clone(),
+            files: Vec::new(),
+            after: Vec::new(),
+            apply: None,
+            revert: None,
+            exec: None,
+        });
+    }
+}

@@ -1,0 +1,623 @@
+//! Resolution: the typed spec × the inventory → the configuration of every host.
+//!
+//! Hosts that match the same overrides get the same configuration, so the work is done once
+//! per distinct set of matching overrides (a `Model`), and hosts point at it. Every resolved
+//! value keeps its origin (base or override, and the span that set it) for `bellc explain`.
+
+use crate::diagnostic::Diagnostics;
+use crate::source::{FileId, Sources, Span};
+use crate::spec::*;
+use crate::validate;
+use miette::{Diagnostic, SourceSpan};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use thiserror::Error;
+
+#[derive(Debug, Error, Diagnostic)]
+pub enum ResolveError {
+    #[error("`remove` names `{reference}`, which no layer declares")]
+    #[diagnostic(code(bell::resolve::unknown_removal))]
+    UnknownRemoval {
+        reference: String,
+        #[label("nothing to remove")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("no host carries the label `{label}`")]
+    #[diagnostic(code(bell::resolve::unknown_label), severity(Warning))]
+    UnknownLabel {
+        label: String,
+        #[label("matches nothing")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("override `{name}` matches no host")]
+    #[diagnostic(code(bell::resolve::unmatched_override), severity(Warning))]
+    UnmatchedOverride {
+        name: String,
+        #[label("applies to no host")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("`{resource}` has no `{field}` on host `{host}`{more}")]
+    #[diagnostic(code(bell::resolve::missing_property))]
+    MissingField {
+        resource: String,
+        field: &'static str,
+        host: String,
+        more: String,
+        #[label("declared here without `{field}`")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("host `{host}` has no target")]
+    #[diagnostic(
+        code(bell::resolve::no_target),
+        help("set a default on the fleet (`fleet \"NAME\" target=\"debian-12\"`) or on the host (`target=\"...\"`)")
+    )]
+    NoTarget {
+        host: String,
+        #[label("this host")]
+        span: SourceSpan,
+        file: FileId,
+    },
+    #[error("unknown target `{target}`")]
+    #[diagnostic(code(bell::resolve::unknown_target))]
+    UnknownTarget {
+        target: String,
+        #[label("not a known target")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("the spec declares no host")]
+    #[diagnostic(
+        code(bell::resolve::no_hosts),
+        severity(Warning),
+        help("add `host \"NAME\" address=\"...\"` nodes or an `inventory \"hosts.json\"`")
+    )]
+    NoHosts {
+        #[label("in this fleet")]
+        span: SourceSpan,
+        file: FileId,
+    },
+}
+
+impl ResolveError {
+    fn file_id(&self) -> Option<FileId> {
+        use ResolveError::*;
+        match self {
+            UnknownRemoval { file, .. }
+            | UnknownLabel { file, .. }
+            | UnmatchedOverride { file, .. }
+            | MissingField { file, .. }
+            | NoTarget { file, .. }
+            | UnknownTarget { file, .. }
+            | NoHosts { file, .. } => Some(*file),
+        }
+    }
+}
+crate::spec_diagnostic!(ResolveError);
+
+/// Which layer set a value: the base, or an override (by index into `Spec::overrides`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub layer: Option<usize>,
+    pub span: Span,
+}
+
+impl Origin {
+    pub fn layer_name<'a>(&self, spec: &'a Spec) -> &'a str {
+        match self.layer {
+            None => "base",
+            Some(i) => &spec.overrides[i].name,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SysctlValue {
+    /// The key as last written (dotted, or slash form when a segment holds a dot).
+    pub key: String,
+    pub value: String,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedResource {
+    pub kind: Kind,
+    pub name: String,
+    /// Where the resource was first declared among the layers this host gets.
+    pub origin: Origin,
+    pub fields: BTreeMap<&'static str, (Value, Origin)>,
+}
+
+impl ResolvedResource {
+    pub fn key(&self) -> String {
+        format!("{}:{}", self.kind.keyword(), self.name)
+    }
+    pub fn str(&self, field: &str) -> Option<&str> {
+        match self.fields.get(field) {
+            Some((Value::Str(s), _)) => Some(s),
+            _ => None,
+        }
+    }
+    pub fn bool(&self, field: &str) -> Option<bool> {
+        match self.fields.get(field) {
+            Some((Value::Bool(b), _)) => Some(*b),
+            _ => None,
+        }
+    }
+    pub fn int(&self, field: &str) -> Option<i64> {
+        match self.fields.get(field) {
+            Some((Value::Int(i), _)) => Some(*i),
+            _ => None,
+        }
+    }
+    pub fn list(&self, field: &str) -> &[String] {
+        match self.fields.get(field) {
+            Some((Value::List(l), _)) => l,
+            _ => &[],
+        }
+    }
+    pub fn map(&self, field: &str) -> Option<&BTreeMap<String, String>> {
+        match self.fields.get(field) {
+            Some((Value::Map(m), _)) => Some(m),
+            _ => None,
+        }
+    }
+    pub fn debconf(&self) -> &[Debconf] {
+        match self.fields.get("debconf") {
+            Some((Value::Debconf(d), _)) => d,
+            _ => &[],
+        }
+    }
+    pub fn span_of(&self, field: &str) -> Span {
+        self.fields.get(field).map_or(self.origin.span, |(_, o)| o.span)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedService {
+    pub name: String,
+    pub port: Option<u16>,
+    pub origin: Origin,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedUses {
+    pub name: String,
+    pub count: u32,
+    pub runtime: bool,
+    pub origin: Origin,
+}
+
+/// The configuration shared by every host that matches the same overrides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    /// The overrides applied, in the order they were applied.
+    pub layers: Vec<usize>,
+    /// Keyed by the sysctl path (slash form) so that both spellings of a key are one key.
+    pub sysctl: BTreeMap<String, SysctlValue>,
+    /// In declaration order: base resources first, then those first declared by overrides.
+    pub resources: Vec<ResolvedResource>,
+    pub services: Vec<ResolvedService>,
+    pub uses: Vec<ResolvedUses>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ResolvedHost {
+    pub name: String,
+    pub address: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub target: String,
+    pub model: Arc<Model>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Resolution {
+    pub hosts: Vec<ResolvedHost>,
+    /// Distinct models, for statistics and for per-model work.
+    pub model_count: usize,
+}
+
+/// Resolves every host. Static checks of the whole spec (removals, labels, unmatched
+/// overrides) are reported once, not per host.
+pub fn resolve(spec: &Spec, sources: &Sources, known_targets: &[&str], diags: &mut Diagnostics) -> Resolution {
+    static_checks(spec, sources, diags);
+    if spec.hosts.is_empty() {
+        if let Some(span) = spec.fleet.span {
+            diags.push(ResolveError::NoHosts {
+                span: span.source_span(),
+                file: span.file,
+            });
+        }
+    }
+
+    // Index label overrides by the labels they test, so matching is linear in hosts.
+    let mut layer_sets: HashMap<Vec<usize>, Arc<Model>> = HashMap::new();
+    let mut matched = vec![false; spec.overrides.len()];
+    let mut missing_reported: BTreeSet<(String, &'static str)> = BTreeSet::new();
+    let mut hosts = Vec::with_capacity(spec.hosts.len());
+    let mut target_errors: BTreeSet<String> = BTreeSet::new();
+    let matcher = Matcher::new(spec);
+    for host in &spec.hosts {
+        let layers = matcher.layers_for(spec, host);
+        for &i in &layers {
+            matched[i] = true;
+        }
+        let model = match layer_sets.get(&layers) {
+            Some(m) => m.clone(),
+            None => {
+                let model = Arc::new(merge(spec, &layers));
+                check_required(&model, host, sources, diags, &mut missing_reported);
+                layer_sets.insert(layers.clone(), model.clone());
+                model
+            }
+        };
+        let target = host
+            .target
+            .as_ref()
+            .or(spec.fleet.target.as_ref());
+        let target = match target {
+            Some(t) => {
+                if !known_targets.contains(&t.value.as_str()) {
+                    if target_errors.insert(format!("{:?}", t.span)) {
+                        let help = match validate::did_you_mean(&t.value, known_targets.iter().copied()) {
+                            Some(s) => format!("did you mean `{s}`? known targets: {}", known_targets.join(", ")),
+                            None => format!("known targets: {}", known_targets.join(", ")),
+                        };
+                        diags.push(ResolveError::UnknownTarget {
+                            target: t.value.clone(),
+                            span: t.span.source_span(),
+                            help,
+                            file: t.span.file,
+                        });
+                    }
+                }
+                t.value.clone()
+            }
+            None => {
+                diags.push(ResolveError::NoTarget {
+                    host: host.name.clone(),
+                    span: host.span.source_span(),
+                    file: host.span.file,
+                });
+                String::new()
+            }
+        };
+        hosts.push(ResolvedHost {
+            name: host.name.clone(),
+            address: host.address.clone(),
+            labels: host.labels.clone(),
+            target,
+            model,
+        });
+    }
+    for (i, ov) in spec.overrides.iter().enumerate() {
+        if !matched[i] && !spec.hosts.is_empty() {
+            diags.push(ResolveError::UnmatchedOverride {
+                name: ov.name.clone(),
+                span: ov.span.source_span(),
+                help: "check the `match` labels against the inventory, or remove the override".into(),
+                file: ov.span.file,
+            });
+        }
+    }
+    hosts.sort_by(|a, b| a.name.cmp(&b.name));
+    Resolution {
+        hosts,
+        model_count: layer_sets.len(),
+    }
+}
+
+fn matches(m: &Match, host: &Host) -> bool {
+    m.conditions.iter().all(|c| {
+        if c.label == "host" {
+            host.name == c.value
+        } else {
+            host.labels.get(&c.label) == Some(&c.value)
+        }
+    })
+}
+
+/// Finds the overrides of a host without testing every host override against every host:
+/// host overrides are looked up by name, so matching stays linear in the number of hosts.
+pub struct Matcher<'s> {
+    by_host: HashMap<&'s str, Vec<usize>>,
+    label_overrides: Vec<usize>,
+}
+
+impl<'s> Matcher<'s> {
+    pub fn new(spec: &'s Spec) -> Matcher<'s> {
+        let mut by_host: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut label_overrides = Vec::new();
+        for (i, ov) in spec.overrides.iter().enumerate() {
+            if ov.is_host_override() {
+                for m in &ov.matches {
+                    for c in &m.conditions {
+                        let list = by_host.entry(c.value.as_str()).or_default();
+                        if list.last() != Some(&i) {
+                            list.push(i);
+                        }
+                    }
+                }
+            } else {
+                label_overrides.push(i);
+            }
+        }
+        Matcher {
+            by_host,
+            label_overrides,
+        }
+    }
+
+    /// The overrides that apply to a host, in application order.
+    pub fn layers_for(&self, spec: &Spec, host: &Host) -> Vec<usize> {
+        let label_layers: Vec<usize> = self
+            .label_overrides
+            .iter()
+            .copied()
+            .filter(|&i| spec.overrides[i].matches.iter().any(|m| matches(m, host)))
+            .collect();
+        let host_layers: &[usize] = self
+            .by_host
+            .get(host.name.as_str())
+            .map_or(&[], Vec::as_slice);
+        match spec.fleet.mode {
+            OverrideMode::Layered => {
+                let mut all = label_layers;
+                all.extend_from_slice(host_layers);
+                all
+            }
+            OverrideMode::Exclusive => host_layers
+                .last()
+                .or(label_layers.last())
+                .map(|&i| vec![i])
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// Merges the base and the given overrides, in order.
+pub fn merge(spec: &Spec, layers: &[usize]) -> Model {
+    let mut model = Model {
+        layers: layers.to_vec(),
+        sysctl: BTreeMap::new(),
+        resources: Vec::new(),
+        services: Vec::new(),
+        uses: Vec::new(),
+    };
+    let mut index: HashMap<(Kind, String), usize> = HashMap::new();
+    let all = std::iter::once((None, &spec.base)).chain(layers.iter().map(|&i| (Some(i), &spec.overrides[i].layer)));
+    for (layer, content) in all {
+        for setting in &content.sysctl {
+            let path = validate::sysctl_path(&setting.key);
+            match &setting.value {
+                Some(value) => {
+                    model.sysctl.insert(
+                        path,
+                        SysctlValue {
+                            key: setting.key.clone(),
+                            value: value.clone(),
+                            origin: Origin { layer, span: setting.span },
+                        },
+                    );
+                }
+                None => {
+                    model.sysctl.remove(&path);
+                }
+            }
+        }
+        for decl in &content.resources {
+            let key = (decl.kind, decl.name.clone());
+            let fields = decl
+                .fields
+                .iter()
+                .map(|(name, f)| (*name, (f.value.clone(), Origin { layer, span: f.span })));
+            match index.get(&key) {
+                Some(&i) => model.resources[i].fields.extend(fields),
+                None => {
+                    index.insert(key, model.resources.len());
+                    model.resources.push(ResolvedResource {
+                        kind: decl.kind,
+                        name: decl.name.clone(),
+                        origin: Origin { layer, span: decl.name_span },
+                        fields: fields.collect(),
+                    });
+                }
+            }
+        }
+        for removal in &content.removes {
+            match removal.kind {
+                RefKind::Sysctl => {
+                    model.sysctl.remove(&validate::sysctl_path(&removal.name));
+                }
+                RefKind::Resource(kind) => {
+                    if let Some(i) = index.remove(&(kind, removal.name.clone())) {
+                        model.resources.remove(i);
+                        for v in index.values_mut() {
+                            if *v > i {
+                                *v -= 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for service in &content.services {
+            model.services.retain(|s| s.name != service.name);
+            model.services.push(ResolvedService {
+                name: service.name.clone(),
+                port: service.port,
+                origin: Origin { layer, span: service.span },
+            });
+        }
+        for uses in &content.uses {
+            model.uses.retain(|u| u.name != uses.name);
+            model.uses.push(ResolvedUses {
+                name: uses.name.clone(),
+                count: uses.count,
+                runtime: uses.runtime,
+                origin: Origin { layer, span: uses.span },
+            });
+        }
+    }
+    model
+}
+
+fn check_required(
+    model: &Model,
+    host: &Host,
+    sources: &Sources,
+    diags: &mut Diagnostics,
+    reported: &mut BTreeSet<(String, &'static str)>,
+) {
+    for resource in &model.resources {
+        for field in resource.kind.schema().iter().filter(|f| f.required) {
+            if resource.fields.contains_key(field.name) {
+                continue;
+            }
+            if !reported.insert((resource.key(), field.name)) {
+                continue;
+            }
+            let more = if resource.origin.layer.is_some() {
+                " (an override declares it, and no earlier layer gives the property)".to_string()
+            } else {
+                String::new()
+            };
+            let how = match field.source {
+                FieldSource::Prop => format!("add `{}=...` to the declaration", field.name),
+                _ => format!("add a `{} ...` child node", field.name),
+            };
+            let _ = sources;
+            diags.push(ResolveError::MissingField {
+                resource: resource.key(),
+                field: field.name,
+                host: host.name.clone(),
+                more,
+                span: resource.origin.span.source_span(),
+                help: how,
+                file: resource.origin.span.file,
+            });
+        }
+    }
+}
+
+/// Checks that need the whole spec but no host's configuration.
+fn static_checks(spec: &Spec, _sources: &Sources, diags: &mut Diagnostics) {
+    let mut declared: BTreeSet<(RefKind, String)> = BTreeSet::new();
+    let all_layers = std::iter::once(&spec.base).chain(spec.overrides.iter().map(|o| &o.layer));
+    for layer in all_layers.clone() {
+        for s in &layer.sysctl {
+            declared.insert((RefKind::Sysctl, validate::sysctl_path(&s.key)));
+        }
+        for r in &layer.resources {
+            declared.insert((RefKind::Resource(r.kind), r.name.clone()));
+        }
+    }
+    for layer in all_layers {
+        for removal in &layer.removes {
+            let name = match removal.kind {
+                RefKind::Sysctl => validate::sysctl_path(&removal.name),
+                RefKind::Resource(_) => removal.name.clone(),
+            };
+            if declared.contains(&(removal.kind, name)) {
+                continue;
+            }
+            let same_kind: Vec<String> = declared
+                .iter()
+                .filter(|(k, _)| *k == removal.kind)
+                .map(|(_, n)| n.clone())
+                .collect();
+            let help = match validate::did_you_mean(&removal.name, same_kind.iter().map(String::as_str)) {
+                Some(s) => format!("did you mean `{}:{s}`?", removal.kind.keyword()),
+                None if same_kind.is_empty() => format!("no layer declares any `{}`", removal.kind.keyword()),
+                None => format!("declared `{}` resources: {}", removal.kind.keyword(), same_kind.join(", ")),
+            };
+            diags.push(ResolveError::UnknownRemoval {
+                reference: format!("{}:{}", removal.kind.keyword(), removal.name),
+                span: removal.span.source_span(),
+                help,
+                file: removal.span.file,
+            });
+        }
+    }
+
+    // Labels every host carries, for `match` checks.
+    let mut labels: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut names: BTreeSet<&str> = BTreeSet::new();
+    for host in &spec.hosts {
+        names.insert(&host.name);
+        for (k, v) in &host.labels {
+            labels.entry(k).or_default().insert(v);
+        }
+    }
+    if spec.hosts.is_empty() {
+        return;
+    }
+    for ov in &spec.overrides {
+        for m in &ov.matches {
+            for c in &m.conditions {
+                if c.label == "host" {
+                    if !names.contains(c.value.as_str()) {
+                        let help = match validate::did_you_mean(&c.value, names.iter().copied()) {
+                            Some(s) => format!("did you mean host `{s}`?"),
+                            None => "no host of the inventory has this name".into(),
+                        };
+                        diags.push(ResolveError::UnknownLabel {
+                            label: format!("host={}", c.value),
+                            span: c.span.source_span(),
+                            help,
+                            file: c.span.file,
+                        });
+                    }
+                    continue;
+                }
+                match labels.get(c.label.as_str()) {
+                    None => {
+                        let help = match validate::did_you_mean(&c.label, labels.keys().copied()) {
+                            Some(s) => format!("did you mean `{s}`?"),
+                            None => format!(
+                                "labels in the inventory: {}",
+                                labels.keys().copied().collect::<Vec<_>>().join(", ")
+                            ),
+                        };
+                        diags.push(ResolveError::UnknownLabel {
+                            label: c.label.clone(),
+                            span: c.span.source_span(),
+                            help,
+                            file: c.span.file,
+                        });
+                    }
+                    Some(values) if !values.contains(c.value.as_str()) => {
+                        let help = match validate::did_you_mean(&c.value, values.iter().copied()) {
+                            Some(s) => format!("did you mean `{}=\"{s}\"`?", c.label),
+                            None => format!(
+                                "values of `{}`: {}",
+                                c.label,
+                                values.iter().copied().collect::<Vec<_>>().join(", ")
+                            ),
+                        };
+                        diags.push(ResolveError::UnknownLabel {
+                            label: format!("{}={}", c.label, c.value),
+                            span: c.span.source_span(),
+                            help,
+                            file: c.span.file,
+                        });
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+}

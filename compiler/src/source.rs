@@ -1,0 +1,124 @@
+//! Source files and spans.
+//!
+//! Every diagnostic points into a file by a `Span` (file id + byte range). Errors carry only the
+//! span; the text is attached when the report is printed (`Sources::report`), so the stages stay
+//! free of I/O and the same error type serves files read from disk and strings in tests.
+
+use miette::{NamedSource, SourceSpan};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FileId(pub u32);
+
+/// A byte range in one source file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Span {
+    pub file: FileId,
+    pub offset: usize,
+    pub len: usize,
+}
+
+impl Span {
+    pub fn new(file: FileId, span: SourceSpan) -> Span {
+        Span {
+            file,
+            offset: span.offset(),
+            len: span.len(),
+        }
+    }
+
+    pub fn source_span(&self) -> SourceSpan {
+        SourceSpan::new(self.offset.into(), self.len)
+    }
+}
+
+#[derive(Debug)]
+pub struct SourceFile {
+    /// The path as the user would recognise it (relative to the working directory when possible).
+    pub name: String,
+    pub path: PathBuf,
+    pub text: Arc<String>,
+}
+
+/// All files read during one build: spec files and inventory files.
+#[derive(Debug, Default)]
+pub struct Sources {
+    files: Vec<SourceFile>,
+    /// Paths under this directory are shown relative to it (the CLI passes the working
+    /// directory), so that diagnostics and provenance do not depend on the checkout's location.
+    base: Option<PathBuf>,
+}
+
+impl Sources {
+    pub fn new() -> Sources {
+        Sources::default()
+    }
+
+    pub fn with_base(base: PathBuf) -> Sources {
+        Sources {
+            files: Vec::new(),
+            base: Some(base),
+        }
+    }
+
+    pub fn add(&mut self, path: &Path, text: String) -> FileId {
+        let id = FileId(self.files.len() as u32);
+        self.files.push(SourceFile {
+            name: display_name(path, self.base.as_deref()),
+            path: path.to_path_buf(),
+            text: Arc::new(text),
+        });
+        id
+    }
+
+    pub fn get(&self, id: FileId) -> &SourceFile {
+        &self.files[id.0 as usize]
+    }
+
+    pub fn find(&self, path: &Path) -> Option<FileId> {
+        self.files
+            .iter()
+            .position(|f| f.path == path)
+            .map(|i| FileId(i as u32))
+    }
+
+    pub fn named_source(&self, id: FileId) -> NamedSource<Arc<String>> {
+        let file = self.get(id);
+        NamedSource::new(file.name.clone(), file.text.clone())
+    }
+
+    /// 1-based line and column of a span's start, for `file:line:col` locations.
+    pub fn line_col(&self, span: Span) -> (usize, usize) {
+        let text = &self.get(span.file).text;
+        let upto = &text[..span.offset.min(text.len())];
+        let line = upto.matches('\n').count() + 1;
+        let col = upto.rsplit('\n').next().map_or(0, |s| s.chars().count()) + 1;
+        (line, col)
+    }
+
+    /// `file:line:col` of a span.
+    pub fn location(&self, span: Span) -> String {
+        let (line, col) = self.line_col(span);
+        format!("{}:{}:{}", self.get(span.file).name, line, col)
+    }
+
+    /// `file:line` of a span, as `bellc explain` prints provenance.
+    pub fn file_line(&self, span: Span) -> String {
+        let (line, _) = self.line_col(span);
+        format!("{}:{}", self.get(span.file).name, line)
+    }
+
+    /// The text a span covers.
+    pub fn slice(&self, span: Span) -> &str {
+        let text = &self.get(span.file).text;
+        text.get(span.offset..span.offset + span.len).unwrap_or("")
+    }
+}
+
+fn display_name(path: &Path, base: Option<&Path>) -> String {
+    match base.and_then(|b| path.strip_prefix(b).ok()) {
+        Some(rel) => rel.display().to_string(),
+        None => path.display().to_string(),
+    }
+}

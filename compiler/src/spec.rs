@@ -1,0 +1,449 @@
+//! The typed fleet spec: what `lower` produces from KDL, before any host is considered.
+//!
+//! Resources are kept as *partial* declarations (a map from field name to a typed value with
+//! its span), because a resource in an override only sets what it changes and inherits the rest
+//! (LANGUAGE.md: "property by property"). `resolve` merges the layers a host gets and only then
+//! checks that every required field is present, pointing at the declarations involved.
+
+use crate::source::Span;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub fleet: Fleet,
+    pub hosts: Vec<Host>,
+    pub base: Layer,
+    pub overrides: Vec<Override>,
+    pub rollout: Option<Rollout>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Fleet {
+    pub name: String,
+    pub target: Option<Spanned<String>>,
+    pub mode: OverrideMode,
+    pub span: Option<Span>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverrideMode {
+    /// Every matching override applies: label layers in declaration order, then host layers.
+    Layered,
+    /// Divingbell's rule: at most one override; a host override beats label overrides; among
+    /// label overrides the last matching one wins.
+    Exclusive,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spanned<T> {
+    pub value: T,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct Host {
+    pub name: String,
+    pub address: Option<String>,
+    pub target: Option<Spanned<String>>,
+    pub labels: BTreeMap<String, String>,
+    /// Where the host was declared: its `host` node, or its entry's `inventory` node.
+    pub span: Span,
+}
+
+/// The configuration one layer contributes: the base (top level) or one override.
+#[derive(Debug, Clone, Default)]
+pub struct Layer {
+    pub sysctl: Vec<SysctlSetting>,
+    pub resources: Vec<ResourceDecl>,
+    pub removes: Vec<Removal>,
+    pub services: Vec<ServiceDecl>,
+    pub uses: Vec<UsesDecl>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SysctlSetting {
+    pub key: String,
+    /// `None` is `#null`: remove an inherited key.
+    pub value: Option<String>,
+    pub span: Span,
+}
+
+/// One resource declaration in one layer; every field optional until resolution.
+#[derive(Debug, Clone)]
+pub struct ResourceDecl {
+    pub kind: Kind,
+    pub name: String,
+    pub name_span: Span,
+    pub span: Span,
+    pub fields: BTreeMap<&'static str, Field>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    pub value: Value,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Bool(bool),
+    Int(i64),
+    Str(String),
+    List(Vec<String>),
+    Map(BTreeMap<String, String>),
+    Debconf(Vec<Debconf>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Debconf {
+    pub question: String,
+    pub kind: String,
+    /// As debconf-set-selections wants it: booleans become `true`/`false`.
+    pub value: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Removal {
+    pub kind: RefKind,
+    pub name: String,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServiceDecl {
+    pub name: String,
+    pub port: Option<u16>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct UsesDecl {
+    pub name: String,
+    pub count: u32,
+    pub runtime: bool,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct Override {
+    pub name: String,
+    pub span: Span,
+    /// Any one match may hold; within a match every label must hold.
+    pub matches: Vec<Match>,
+    pub layer: Layer,
+}
+
+impl Override {
+    /// A host override names hosts only (`match host="..."`); it applies after label layers.
+    pub fn is_host_override(&self) -> bool {
+        !self.matches.is_empty()
+            && self
+                .matches
+                .iter()
+                .all(|m| m.conditions.iter().all(|c| c.label == "host"))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Match {
+    pub conditions: Vec<Condition>,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct Condition {
+    /// A label name, or `host` for the host's name.
+    pub label: String,
+    pub value: String,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct Rollout {
+    pub batch_by: Option<String>,
+    pub max_unavailable: MaxUnavailable,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxUnavailable {
+    Count(u32),
+    Percent(u32),
+}
+
+/// Every resource kind of the language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Limit,
+    Mount,
+    Ethtool,
+    Users,
+    User,
+    Package,
+    Apt,
+    AptSource,
+    Perm,
+    Exec,
+    Apparmor,
+    File,
+    Unit,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 13] = [
+        Kind::Limit,
+        Kind::Mount,
+        Kind::Ethtool,
+        Kind::Users,
+        Kind::User,
+        Kind::Package,
+        Kind::Apt,
+        Kind::AptSource,
+        Kind::Perm,
+        Kind::Exec,
+        Kind::Apparmor,
+        Kind::File,
+        Kind::Unit,
+    ];
+
+    /// The node name in the language, also the KIND in `KIND:NAME`.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Kind::Limit => "limit",
+            Kind::Mount => "mount",
+            Kind::Ethtool => "ethtool",
+            Kind::Users => "users",
+            Kind::User => "user",
+            Kind::Package => "package",
+            Kind::Apt => "apt",
+            Kind::AptSource => "apt-source",
+            Kind::Perm => "perm",
+            Kind::Exec => "exec",
+            Kind::Apparmor => "apparmor",
+            Kind::File => "file",
+            Kind::Unit => "unit",
+        }
+    }
+
+    pub fn from_keyword(word: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.keyword() == word)
+    }
+
+    /// Settings nodes (`users`, `apt`) take no name: there is one per host.
+    pub fn is_setting(self) -> bool {
+        matches!(self, Kind::Users | Kind::Apt)
+    }
+
+    pub fn schema(self) -> &'static [FieldSchema] {
+        use FieldSource::*;
+        use FieldType::*;
+        const fn f(
+            name: &'static str,
+            source: FieldSource,
+            ty: FieldType,
+            required: bool,
+        ) -> FieldSchema {
+            FieldSchema {
+                name,
+                source,
+                ty,
+                required,
+            }
+        }
+        const AFTER: FieldSchema = f("after", ChildArgs, Strings, false);
+        match self {
+            Kind::Limit => &[
+                f("domain", Prop, Str, true),
+                f("type", Prop, Enum(&["soft", "hard", "-"]), true),
+                f("item", Prop, Enum(LIMIT_ITEMS), true),
+                f("value", Prop, IntOrStr, true),
+                AFTER,
+            ],
+            Kind::Mount => &[
+                f("target", Prop, Str, true),
+                f("device", Prop, Str, true),
+                f("type", Prop, Str, true),
+                f("options", Prop, Str, false),
+                f("before", Prop, Str, false),
+                f("after", Prop, Str, false),
+                f("requires", ChildArgs, Strings, false),
+            ],
+            Kind::Ethtool => &[f("settings", AnyChildren, OnOffMap, false), AFTER],
+            Kind::Users => &[f("purge-expired", Prop, Bool, false)],
+            Kind::User => &[
+                f("sudo", Prop, Bool, false),
+                f("shell", Prop, Str, false),
+                f("password", ChildArg, Str, false),
+                f("ssh-key", RepeatedChildArg, Strings, false),
+                f("ssh-keys", ChildArg, Enum(&["unmanaged", "managed"]), false),
+                AFTER,
+            ],
+            Kind::Package => &[
+                f("version", Prop, Str, false),
+                f("absent", Prop, Bool, false),
+                f("debconf", DebconfChildren, DebconfList, false),
+                AFTER,
+            ],
+            Kind::Apt => &[
+                f("upgrade", Prop, Bool, false),
+                f("allow-downgrade", Prop, Bool, false),
+            ],
+            Kind::AptSource => &[
+                f("url", Prop, Str, true),
+                f("suites", Prop, Str, true),
+                f("components", Prop, Str, false),
+                f("key", ChildArg, Str, false),
+                AFTER,
+            ],
+            Kind::Perm => &[
+                f("owner", Prop, Str, false),
+                f("group", Prop, Str, false),
+                f("mode", Prop, Mode, false),
+                f("ignore-missing", Prop, Bool, false),
+                AFTER,
+            ],
+            Kind::Exec => &[
+                f(
+                    "rerun",
+                    Prop,
+                    Enum(&["always", "never", "once-successfully"]),
+                    false,
+                ),
+                f("rerun-interval", Prop, Seconds, false),
+                f("retry-interval", Prop, Seconds, false),
+                f("timeout", Prop, Seconds, false),
+                f("on-failure", Prop, Enum(&["continue", "halt"]), false),
+                f("background", Prop, Bool, false),
+                f("args", ChildArgs, Strings, false),
+                f("env", ChildProps, StrMap, false),
+                f("script", ChildArg, Str, true),
+                AFTER,
+            ],
+            Kind::Apparmor => &[
+                f("mode", Prop, Enum(&["enforce", "complain"]), false),
+                f("profile", ChildArg, Str, true),
+                AFTER,
+            ],
+            Kind::File => &[
+                f("mode", Prop, Mode, false),
+                f("owner", Prop, Str, false),
+                f("group", Prop, Str, false),
+                f("content", ChildArg, Str, true),
+                AFTER,
+            ],
+            Kind::Unit => &[
+                f("enable", Prop, Bool, false),
+                f("start", Prop, Bool, false),
+                f("content", ChildArg, Str, true),
+                AFTER,
+            ],
+        }
+    }
+}
+
+/// The `item` values limits.conf(5) knows.
+pub const LIMIT_ITEMS: &[&str] = &[
+    "as",
+    "chroot",
+    "core",
+    "cpu",
+    "data",
+    "fsize",
+    "locks",
+    "maxlogins",
+    "maxsyslogins",
+    "memlock",
+    "msgqueue",
+    "nice",
+    "nofile",
+    "nonewprivs",
+    "nproc",
+    "priority",
+    "rss",
+    "rtprio",
+    "sigpending",
+    "stack",
+];
+
+#[derive(Debug, Clone, Copy)]
+pub struct FieldSchema {
+    pub name: &'static str,
+    pub source: FieldSource,
+    pub ty: FieldType,
+    pub required: bool,
+}
+
+/// Where in a node a field is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldSource {
+    /// A property on the resource node: `mount "mnt" target="/mnt"`.
+    Prop,
+    /// A child node with one argument: `password "..."`.
+    ChildArg,
+    /// A child node with any number of arguments: `args "a" "b"`.
+    ChildArgs,
+    /// A child node that may repeat, one argument each, collected into a list: `ssh-key "..."`.
+    RepeatedChildArg,
+    /// A child node with properties: `env a="1" b="2"`.
+    ChildProps,
+    /// Every child is `NAME VALUE` (ethtool settings).
+    AnyChildren,
+    /// `debconf "question" type="..." value=...` children.
+    DebconfChildren,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldType {
+    Bool,
+    Str,
+    IntOrStr,
+    /// A whole number of seconds; `"infinite"` is accepted where LANGUAGE.md allows it.
+    Seconds,
+    /// An octal file mode written as a string: `"0640"`.
+    Mode,
+    Enum(&'static [&'static str]),
+    Strings,
+    StrMap,
+    OnOffMap,
+    DebconfList,
+}
+
+impl FieldType {
+    pub fn describe(self) -> String {
+        match self {
+            FieldType::Bool => "a boolean (`#true` or `#false`)".into(),
+            FieldType::Str => "a string".into(),
+            FieldType::IntOrStr => "a number or a string".into(),
+            FieldType::Seconds => "a whole number of seconds".into(),
+            FieldType::Mode => "an octal mode string such as \"0644\"".into(),
+            FieldType::Enum(values) => format!(
+                "one of {}",
+                values
+                    .iter()
+                    .map(|v| format!("\"{v}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            FieldType::Strings => "strings".into(),
+            FieldType::StrMap => "string properties".into(),
+            FieldType::OnOffMap => "`on` or `off`".into(),
+            FieldType::DebconfList => "debconf answers".into(),
+        }
+    }
+}
+
+/// The KIND of a `KIND:NAME` reference: a resource kind, or `sysctl` for one sysctl key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RefKind {
+    Sysctl,
+    Resource(Kind),
+}
+
+impl RefKind {
+    pub fn keyword(self) -> &'static str {
+        match self {
+            RefKind::Sysctl => "sysctl",
+            RefKind::Resource(k) => k.keyword(),
+        }
+    }
+}
