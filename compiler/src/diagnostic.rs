@@ -109,7 +109,10 @@ impl Diagnostics {
 }
 
 pub fn is_error(d: &dyn SpecDiagnostic) -> bool {
-    !matches!(d.severity(), Some(Severity::Warning) | Some(Severity::Advice))
+    !matches!(
+        d.severity(),
+        Some(Severity::Warning) | Some(Severity::Advice)
+    )
 }
 
 /// Implements `SpecDiagnostic` for a stage's error enum whose every variant has a `file` field.

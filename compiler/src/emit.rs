@@ -156,7 +156,11 @@ pub fn check(
         let on_disk = fs::read_link(out.join("hosts").join(name)).ok();
         let expected = PathBuf::from("../bundles").join(&host.bundle);
         let same_link = on_disk.as_deref() == Some(expected.as_path());
-        let same_bundle = same_link && bundle_matches(&out.join("bundles").join(&host.bundle), &bundles[&host.bundle]);
+        let same_bundle = same_link
+            && bundle_matches(
+                &out.join("bundles").join(&host.bundle),
+                &bundles[&host.bundle],
+            );
         let same_release = existing
             .as_ref()
             .and_then(|r| r.hosts.get(name))
@@ -177,7 +181,9 @@ pub fn check(
 }
 
 fn bundle_matches(dir: &Path, bundle: &RenderedBundle) -> bool {
-    if fs::read_to_string(dir.join(bell_bundle::MANIFEST_FILE)).ok().as_deref()
+    if fs::read_to_string(dir.join(bell_bundle::MANIFEST_FILE))
+        .ok()
+        .as_deref()
         != Some(bundle.manifest_json.as_str())
     {
         return false;

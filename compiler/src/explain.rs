@@ -16,11 +16,20 @@ pub fn explain(spec: &Spec, host: &ResolvedHost, sources: &Sources) -> String {
     }
     let _ = writeln!(out, "  target: {}", host.target);
     if !host.labels.is_empty() {
-        let labels: Vec<String> = host.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let labels: Vec<String> = host
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         let _ = writeln!(out, "  labels: {}", labels.join(" "));
     }
     let layers: Vec<&str> = std::iter::once("base")
-        .chain(host.model.layers.iter().map(|&i| spec.overrides[i].name.as_str()))
+        .chain(
+            host.model
+                .layers
+                .iter()
+                .map(|&i| spec.overrides[i].name.as_str()),
+        )
         .collect();
     let _ = writeln!(out, "  layers: {}", layers.join(" → "));
     let _ = writeln!(out);
@@ -29,7 +38,10 @@ pub fn explain(spec: &Spec, host: &ResolvedHost, sources: &Sources) -> String {
         rows.push((format!("sysctl {} = {}", s.key, s.value), origin(&s.origin)));
     }
     for r in &host.model.resources {
-        rows.push((format!("{} {:?}", r.kind.keyword(), r.name), origin(&r.origin)));
+        rows.push((
+            format!("{} {:?}", r.kind.keyword(), r.name),
+            origin(&r.origin),
+        ));
         for (field, (value, o)) in &r.fields {
             rows.push((format!("    {field} = {}", show(value)), origin(o)));
         }

@@ -82,11 +82,16 @@ struct KubeAddress {
 /// Parses an inventory file's text.
 pub fn parse(text: &str) -> Result<Vec<Entry>, InventoryError> {
     let trimmed = text.trim_start();
-    let hosts: Vec<(String, Option<String>, BTreeMap<String, String>)> = if trimmed.starts_with('[') {
+    let hosts: Vec<(String, Option<String>, BTreeMap<String, String>)> = if trimmed.starts_with('[')
+    {
         let list: Vec<PlainHost> = serde_json::from_str(text).map_err(|e| json_error(text, e))?;
         list.into_iter()
             .map(|h| {
-                let labels = h.labels.into_iter().map(|(k, v)| (k, v.into_string())).collect();
+                let labels = h
+                    .labels
+                    .into_iter()
+                    .map(|(k, v)| (k, v.into_string()))
+                    .collect();
                 (h.name, h.address, labels)
             })
             .collect()
@@ -158,7 +163,8 @@ mod tests {
 
     #[test]
     fn plain_list() {
-        let text = r#"[{"name":"a","address":"10.0.0.1","labels":{"rack":"r1","n":3}},{"name":"b"}]"#;
+        let text =
+            r#"[{"name":"a","address":"10.0.0.1","labels":{"rack":"r1","n":3}},{"name":"b"}]"#;
         let entries = parse(text).unwrap();
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[0].labels["n"], "3");
@@ -180,7 +186,11 @@ mod tests {
     fn syntax_error_points_into_the_file() {
         let text = "[\n  {\"name\": \"a\",}\n]";
         let err = parse(text).unwrap_err();
-        assert!(err.message.starts_with("invalid inventory"), "{}", err.message);
+        assert!(
+            err.message.starts_with("invalid inventory"),
+            "{}",
+            err.message
+        );
         assert_eq!(text[..err.offset].matches('\n').count(), 1);
     }
 }

@@ -148,11 +148,14 @@ pub fn service_endpoints(resolution: &Resolution) -> BTreeMap<String, Vec<Servic
     let mut services: BTreeMap<String, Vec<ServiceEndpoint>> = BTreeMap::new();
     for host in &resolution.hosts {
         for service in &host.model.services {
-            services.entry(service.name.clone()).or_default().push(ServiceEndpoint {
-                host: host.name.clone(),
-                address: host.address.clone(),
-                port: service.port,
-            });
+            services
+                .entry(service.name.clone())
+                .or_default()
+                .push(ServiceEndpoint {
+                    host: host.name.clone(),
+                    address: host.address.clone(),
+                    port: service.port,
+                });
         }
     }
     for list in services.values_mut() {

@@ -322,7 +322,13 @@ impl Lowerer<'_> {
         }
     }
 
-    fn unknown_node(&mut self, file: FileId, node: &KdlNode, allowed: &[&str], context: &'static str) {
+    fn unknown_node(
+        &mut self,
+        file: FileId,
+        node: &KdlNode,
+        allowed: &[&str],
+        context: &'static str,
+    ) {
         let name = node.name().value();
         let help = match validate::did_you_mean(name, allowed.iter().copied()) {
             Some(s) => format!("did you mean `{s}`?"),
@@ -357,7 +363,12 @@ impl Lowerer<'_> {
             "sysctl" => {
                 let mut settings = Vec::new();
                 self.sysctl(file, node, &mut settings);
-                merge_sysctl_into(&mut self.spec.base.sysctl, settings, self.diags, self.sources);
+                merge_sysctl_into(
+                    &mut self.spec.base.sysctl,
+                    settings,
+                    self.diags,
+                    self.sources,
+                );
             }
             _ => match Kind::from_keyword(name) {
                 Some(kind) => {
@@ -374,7 +385,10 @@ impl Lowerer<'_> {
 
     /// The positional arguments of a node.
     fn args<'n>(&self, node: &'n KdlNode) -> Vec<&'n KdlEntry> {
-        node.entries().iter().filter(|e| e.name().is_none()).collect()
+        node.entries()
+            .iter()
+            .filter(|e| e.name().is_none())
+            .collect()
     }
 
     fn props<'n>(&self, node: &'n KdlNode) -> Vec<(&'n str, &'n KdlEntry)> {
@@ -483,13 +497,26 @@ impl Lowerer<'_> {
         match entry.value() {
             KdlValue::Bool(b) => Some(*b),
             other => {
-                self.wrong_type(file, what, "a boolean (`#true` or `#false`)", other, entry.span());
+                self.wrong_type(
+                    file,
+                    what,
+                    "a boolean (`#true` or `#false`)",
+                    other,
+                    entry.span(),
+                );
                 None
             }
         }
     }
 
-    fn wrong_type(&mut self, file: FileId, what: &str, expected: &str, found: &KdlValue, span: SourceSpan) {
+    fn wrong_type(
+        &mut self,
+        file: FileId,
+        what: &str,
+        expected: &str,
+        found: &KdlValue,
+        span: SourceSpan,
+    ) {
         let help = match found {
             KdlValue::String(s) if s == "true" || s == "false" => {
                 format!("booleans are written `#{s}`, without quotes")
@@ -610,7 +637,13 @@ impl Lowerer<'_> {
                         host.labels.insert(label.to_string(), v);
                     }
                     None => {
-                        self.wrong_type(file, &format!("label `{label}`"), "a string", entry.value(), entry.span());
+                        self.wrong_type(
+                            file,
+                            &format!("label `{label}`"),
+                            "a string",
+                            entry.value(),
+                            entry.span(),
+                        );
                         ok = false;
                     }
                 },
@@ -762,11 +795,9 @@ impl Lowerer<'_> {
         }
         for path in paths {
             let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
-            if let Some(pos) = self
-                .include_stack
-                .iter()
-                .position(|(p, _)| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()) == canonical)
-            {
+            if let Some(pos) = self.include_stack.iter().position(|(p, _)| {
+                std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()) == canonical
+            }) {
                 let mut chain: Vec<String> = self.include_stack[pos..]
                     .iter()
                     .map(|(p, _)| self.short_name(p))
@@ -784,7 +815,11 @@ impl Lowerer<'_> {
                 Err(e) => {
                     self.diags.push(LowerError::Unreadable {
                         what: "included file",
-                        path: if is_glob { self.short_name(&path) } else { pattern.clone() },
+                        path: if is_glob {
+                            self.short_name(&path)
+                        } else {
+                            pattern.clone()
+                        },
                         reason: io_reason(&e),
                         span: span.source_span(),
                         help: "the path is relative to the directory of this spec file".into(),
@@ -815,7 +850,10 @@ impl Lowerer<'_> {
             self.unknown_prop(file, "override", entry, &[]);
         }
         if let Some(first) = self.seen_overrides.get(&name) {
-            let help = format!("`{name}` is first declared at {}; give each override its own name", self.location(*first));
+            let help = format!(
+                "`{name}` is first declared at {}; give each override its own name",
+                self.location(*first)
+            );
             self.diags.push(LowerError::Duplicate {
                 what: "override",
                 name,
@@ -890,7 +928,13 @@ impl Lowerer<'_> {
                     value,
                     span: self.span(file, entry.span()),
                 }),
-                None => self.wrong_type(file, &format!("match `{key}`"), "a string", entry.value(), entry.span()),
+                None => self.wrong_type(
+                    file,
+                    &format!("match `{key}`"),
+                    "a string",
+                    entry.value(),
+                    entry.span(),
+                ),
             }
         }
         if conditions.is_empty() {
@@ -925,7 +969,9 @@ impl Lowerer<'_> {
             });
         }
         for entry in args {
-            let Some(text) = self.string(file, "remove", entry) else { continue };
+            let Some(text) = self.string(file, "remove", entry) else {
+                continue;
+            };
             match parse_ref(&text) {
                 Ok((kind, name)) => layer.removes.push(Removal {
                     kind,
@@ -939,7 +985,9 @@ impl Lowerer<'_> {
 
     fn service(&mut self, file: FileId, node: &KdlNode, layer: &mut Layer) {
         self.no_children(file, node);
-        let Some((name, _)) = self.name_arg(file, node, "service name") else { return };
+        let Some((name, _)) = self.name_arg(file, node, "service name") else {
+            return;
+        };
         let mut port = None;
         for (key, entry) in self.props(node) {
             match key {
@@ -965,7 +1013,9 @@ impl Lowerer<'_> {
 
     fn uses(&mut self, file: FileId, node: &KdlNode, layer: &mut Layer) {
         self.no_children(file, node);
-        let Some((name, _)) = self.name_arg(file, node, "service name") else { return };
+        let Some((name, _)) = self.name_arg(file, node, "service name") else {
+            return;
+        };
         let mut uses = UsesDecl {
             name,
             count: 1,
@@ -975,8 +1025,12 @@ impl Lowerer<'_> {
         for (key, entry) in self.props(node) {
             match key {
                 "count" => match entry.value() {
-                    KdlValue::Integer(i) if (0..=u32::MAX as i128).contains(i) => uses.count = *i as u32,
-                    other => self.wrong_type(file, "count", "a non-negative number", other, entry.span()),
+                    KdlValue::Integer(i) if (0..=u32::MAX as i128).contains(i) => {
+                        uses.count = *i as u32
+                    }
+                    other => {
+                        self.wrong_type(file, "count", "a non-negative number", other, entry.span())
+                    }
                 },
                 "runtime" => {
                     if let Some(b) = self.bool(file, "runtime", entry) {
@@ -1016,9 +1070,16 @@ impl Lowerer<'_> {
                         rollout.max_unavailable = MaxUnavailable::Count(*i as u32)
                     }
                     KdlValue::String(s) if parse_percent(s).is_some() => {
-                        rollout.max_unavailable = MaxUnavailable::Percent(parse_percent(s).unwrap_or(1))
+                        rollout.max_unavailable =
+                            MaxUnavailable::Percent(parse_percent(s).unwrap_or(1))
                     }
-                    other => self.wrong_type(file, "max-unavailable", "a count of at least 1 or a percentage such as \"10%\"", other, entry.span()),
+                    other => self.wrong_type(
+                        file,
+                        "max-unavailable",
+                        "a count of at least 1 or a percentage such as \"10%\"",
+                        other,
+                        entry.span(),
+                    ),
                 },
                 _ => self.unknown_prop(file, "rollout", entry, &["batch-by", "max-unavailable"]),
             }
@@ -1033,7 +1094,9 @@ impl Lowerer<'_> {
         for (_, entry) in self.props(node) {
             self.unknown_prop(file, "sysctl", entry, &[]);
         }
-        let Some(children) = node.children() else { return };
+        let Some(children) = node.children() else {
+            return;
+        };
         for child in children.nodes() {
             let key = child.name().value().to_string();
             let key_span = child.name().span();
@@ -1069,7 +1132,13 @@ impl Lowerer<'_> {
                         Some(s.clone())
                     }
                     other => {
-                        self.wrong_type(file, &key, "a number or a string (or `#null` to remove the key)", other, entry.span());
+                        self.wrong_type(
+                            file,
+                            &key,
+                            "a number or a string (or `#null` to remove the key)",
+                            other,
+                            entry.span(),
+                        );
                         continue;
                     }
                 },
@@ -1088,7 +1157,9 @@ impl Lowerer<'_> {
                         node: key.clone(),
                         expected: "one value",
                         span: extra.span(),
-                        help: "a value with several fields is one string: `kernel.printk \"4 4 1 7\"`".into(),
+                        help:
+                            "a value with several fields is one string: `kernel.printk \"4 4 1 7\"`"
+                                .into(),
                         file,
                     });
                     continue;
@@ -1192,7 +1263,13 @@ impl Lowerer<'_> {
                 let feature = child.name().value();
                 if feature == "after" {
                     if let Some(v) = self.child_args(file, child) {
-                        fields.insert("after", Field { value: Value::List(v), span: self.span(file, child.span()) });
+                        fields.insert(
+                            "after",
+                            Field {
+                                value: Value::List(v),
+                                span: self.span(file, child.span()),
+                            },
+                        );
                     }
                     continue;
                 }
@@ -1297,7 +1374,10 @@ impl Lowerer<'_> {
                     match args {
                         Some(list) if list.len() == 1 => {
                             let mut all = match fields.remove(field.name) {
-                                Some(Field { value: Value::List(l), .. }) => l,
+                                Some(Field {
+                                    value: Value::List(l),
+                                    ..
+                                }) => l,
                                 _ => Vec::new(),
                             };
                             all.extend(list);
@@ -1331,7 +1411,10 @@ impl Lowerer<'_> {
                 }
                 FieldSource::DebconfChildren => {
                     let mut list = match fields.remove(field.name) {
-                        Some(Field { value: Value::Debconf(l), .. }) => l,
+                        Some(Field {
+                            value: Value::Debconf(l),
+                            ..
+                        }) => l,
                         _ => Vec::new(),
                     };
                     if let Some(d) = self.debconf(file, child) {
@@ -1342,8 +1425,10 @@ impl Lowerer<'_> {
                 FieldSource::Prop | FieldSource::AnyChildren => None,
             };
             if let Some(value) = value {
-                if matches!(field.source, FieldSource::ChildArg | FieldSource::ChildArgs | FieldSource::ChildProps)
-                    && fields.contains_key(field.name)
+                if matches!(
+                    field.source,
+                    FieldSource::ChildArg | FieldSource::ChildArgs | FieldSource::ChildProps
+                ) && fields.contains_key(field.name)
                 {
                     self.diags.push(LowerError::Duplicate {
                         what: "child node",
@@ -1392,7 +1477,13 @@ impl Lowerer<'_> {
                         KdlValue::String(s) => Some(s.clone()),
                         KdlValue::Integer(i) => Some(i.to_string()),
                         other => {
-                            self.wrong_type(file, "value", "a string or a boolean", other, entry.span());
+                            self.wrong_type(
+                                file,
+                                "value",
+                                "a string or a boolean",
+                                other,
+                                entry.span(),
+                            );
                             None
                         }
                     }
@@ -1400,7 +1491,18 @@ impl Lowerer<'_> {
                 _ => self.unknown_prop(file, "debconf", entry, &["type", "value"]),
             }
         }
-        const TYPES: &[&str] = &["boolean", "string", "select", "multiselect", "note", "text", "password", "title", "error", "seen"];
+        const TYPES: &[&str] = &[
+            "boolean",
+            "string",
+            "select",
+            "multiselect",
+            "note",
+            "text",
+            "password",
+            "title",
+            "error",
+            "seen",
+        ];
         let Some(kind) = kind else {
             self.diags.push(LowerError::Missing {
                 node: "debconf".into(),
@@ -1443,10 +1545,20 @@ impl Lowerer<'_> {
             });
             return None;
         }
-        Some(Debconf { question, kind, value })
+        Some(Debconf {
+            question,
+            kind,
+            value,
+        })
     }
 
-    fn typed_value(&mut self, file: FileId, node: &str, field: &FieldSchema, entry: &KdlEntry) -> Option<Value> {
+    fn typed_value(
+        &mut self,
+        file: FileId,
+        node: &str,
+        field: &FieldSchema,
+        entry: &KdlEntry,
+    ) -> Option<Value> {
         let what = format!("{node} {}", field.name);
         let value = entry.value();
         match field.ty {
@@ -1461,10 +1573,18 @@ impl Lowerer<'_> {
                 }
             },
             FieldType::Seconds => match value {
-                KdlValue::Integer(i) if (0..=i64::MAX as i128).contains(i) => Some(Value::Int(*i as i64)),
+                KdlValue::Integer(i) if (0..=i64::MAX as i128).contains(i) => {
+                    Some(Value::Int(*i as i64))
+                }
                 KdlValue::String(s) if s == "infinite" => Some(Value::Str(s.clone())),
                 other => {
-                    self.wrong_type(file, &what, "a whole number of seconds (or \"infinite\")", other, entry.span());
+                    self.wrong_type(
+                        file,
+                        &what,
+                        "a whole number of seconds (or \"infinite\")",
+                        other,
+                        entry.span(),
+                    );
                     None
                 }
             },
@@ -1513,9 +1633,12 @@ impl Lowerer<'_> {
                     None
                 }
             }
-            FieldType::Strings | FieldType::StrMap | FieldType::OnOffMap | FieldType::DebconfList => {
-                self.string(file, &what, entry).map(|s| Value::List(vec![s]))
-            }
+            FieldType::Strings
+            | FieldType::StrMap
+            | FieldType::OnOffMap
+            | FieldType::DebconfList => self
+                .string(file, &what, entry)
+                .map(|s| Value::List(vec![s])),
         }
     }
 
@@ -1526,7 +1649,11 @@ impl Lowerer<'_> {
             Kind::Package => validate::apt_package_name(name),
             Kind::File => validate::absolute_path(name),
             Kind::Perm => validate::absolute_path(name.trim_end_matches('*')).or_else(|e| {
-                if name.starts_with('/') && !name.contains("/../") && !name.contains("//") && !name.ends_with("/..") {
+                if name.starts_with('/')
+                    && !name.contains("/../")
+                    && !name.contains("//")
+                    && !name.ends_with("/..")
+                {
                     Ok(())
                 } else {
                     Err(e)
@@ -1560,12 +1687,17 @@ impl Lowerer<'_> {
                 (Kind::File | Kind::Perm, "group", Value::Str(s)) => validate::unix_group_name(s),
                 (Kind::AptSource, "url", Value::Str(s)) => validate::apt_url(s),
                 (Kind::AptSource, "key", Value::Str(s)) => validate::pgp_public_key(s),
-                (_, "after", Value::List(refs)) => refs.iter().try_for_each(|r| parse_ref(r).map(|_| ())),
+                (_, "after", Value::List(refs)) => {
+                    refs.iter().try_for_each(|r| parse_ref(r).map(|_| ()))
+                }
                 (Kind::Limit, "domain", Value::Str(s)) | (Kind::Limit, "value", Value::Str(s)) => {
-                    crate::escape::config_field(s).map(|_| ()).map_err(|reason| validate::Invalid {
-                        message: format!("invalid limits.conf field: {reason}"),
-                        help: "a limits.conf field is one word: no spaces, tabs or newlines".into(),
-                    })
+                    crate::escape::config_field(s)
+                        .map(|_| ())
+                        .map_err(|reason| validate::Invalid {
+                            message: format!("invalid limits.conf field: {reason}"),
+                            help: "a limits.conf field is one word: no spaces, tabs or newlines"
+                                .into(),
+                        })
                 }
                 _ => Ok(()),
             };
@@ -1577,14 +1709,23 @@ impl Lowerer<'_> {
 }
 
 /// Adds a resource to a layer; the same kind and name twice in one layer is an error.
-fn push_resource(layer: &mut Layer, decl: ResourceDecl, diags: &mut Diagnostics, sources: &Sources) {
+fn push_resource(
+    layer: &mut Layer,
+    decl: ResourceDecl,
+    diags: &mut Diagnostics,
+    sources: &Sources,
+) {
     if let Some(first) = layer
         .resources
         .iter()
         .find(|r| r.kind == decl.kind && r.name == decl.name)
     {
         let help = if decl.kind.is_setting() {
-            format!("`{}` is first set at {}; set all its properties on one node", decl.kind.keyword(), sources.location(first.name_span))
+            format!(
+                "`{}` is first set at {}; set all its properties on one node",
+                decl.kind.keyword(),
+                sources.location(first.name_span)
+            )
         } else {
             format!(
                 "`{}:{}` is first declared at {}; merge the two, or change one in an `override`",
@@ -1606,15 +1747,27 @@ fn push_resource(layer: &mut Layer, decl: ResourceDecl, diags: &mut Diagnostics,
 }
 
 /// Several `sysctl` blocks in one layer are one map; a key set twice in it is an error.
-fn merge_sysctl_into(into: &mut Vec<SysctlSetting>, new: Vec<SysctlSetting>, diags: &mut Diagnostics, sources: &Sources) {
+fn merge_sysctl_into(
+    into: &mut Vec<SysctlSetting>,
+    new: Vec<SysctlSetting>,
+    diags: &mut Diagnostics,
+    sources: &Sources,
+) {
     for setting in new {
         let canonical = validate::sysctl_path(&setting.key);
-        if let Some(first) = into.iter().find(|s| validate::sysctl_path(&s.key) == canonical) {
+        if let Some(first) = into
+            .iter()
+            .find(|s| validate::sysctl_path(&s.key) == canonical)
+        {
             diags.push(LowerError::Duplicate {
                 what: "sysctl key",
                 name: setting.key.clone(),
                 span: setting.span.source_span(),
-                help: format!("`{}` is first set at {}; set each key once per layer", first.key, sources.location(first.span)),
+                help: format!(
+                    "`{}` is first set at {}; set each key once per layer",
+                    first.key,
+                    sources.location(first.span)
+                ),
                 file: setting.span.file,
             });
             continue;
@@ -1625,7 +1778,9 @@ fn merge_sysctl_into(into: &mut Vec<SysctlSetting>, new: Vec<SysctlSetting>, dia
 
 /// `KIND:NAME`, as written in `remove` and `after`.
 pub fn parse_ref(text: &str) -> Result<(RefKind, &str), validate::Invalid> {
-    let kinds: Vec<&str> = std::iter::once("sysctl").chain(Kind::ALL.iter().map(|k| k.keyword())).collect();
+    let kinds: Vec<&str> = std::iter::once("sysctl")
+        .chain(Kind::ALL.iter().map(|k| k.keyword()))
+        .collect();
     let Some((kind, name)) = text.split_once(':') else {
         return Err(validate::Invalid {
             message: format!("`{text}` is not a `KIND:NAME` reference"),

@@ -97,7 +97,11 @@ fn print_diagnostics(diags: Diagnostics, sources: &Sources, short: bool) {
     }
     let plural = |n: usize, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     if errors > 0 {
-        eprintln!("{} and {}", plural(errors, "error"), plural(warnings, "warning"));
+        eprintln!(
+            "{} and {}",
+            plural(errors, "error"),
+            plural(warnings, "warning")
+        );
     } else {
         eprintln!("{}", plural(warnings, "warning"));
     }
@@ -137,7 +141,11 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             if *check {
                 let differing = bellc::emit::check(out, &compiled.bundles, &compiled.release);
                 if differing.is_empty() {
-                    eprintln!("{}: up to date ({} hosts)", out.display(), compiled.release.hosts.len());
+                    eprintln!(
+                        "{}: up to date ({} hosts)",
+                        out.display(),
+                        compiled.release.hosts.len()
+                    );
                     return Ok(0);
                 }
                 eprintln!(
@@ -149,10 +157,15 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 for host in differing {
                     eprintln!("  {host}");
                 }
-                eprintln!("run `bellc build {} -o {}` and commit the result", spec.display(), out.display());
+                eprintln!(
+                    "run `bellc build {} -o {}` and commit the result",
+                    spec.display(),
+                    out.display()
+                );
                 return Ok(1);
             }
-            let stats = bellc::emit::write(out, &compiled.bundles, &compiled.release).map_err(|e| e.to_string())?;
+            let stats = bellc::emit::write(out, &compiled.bundles, &compiled.release)
+                .map_err(|e| e.to_string())?;
             eprintln!(
                 "built {} hosts into {} bundles in {} ({} bundles written, {} unchanged, {} removed)",
                 compiled.release.hosts.len(),
@@ -189,11 +202,16 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 return Ok(1);
             };
             if *json {
-                let text = serde_json::to_string_pretty(&compiled.release.hosts).map_err(|e| e.to_string())?;
+                let text = serde_json::to_string_pretty(&compiled.release.hosts)
+                    .map_err(|e| e.to_string())?;
                 println!("{text}");
             } else {
                 for (name, host) in &compiled.release.hosts {
-                    let labels: Vec<String> = host.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    let labels: Vec<String> = host
+                        .labels
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect();
                     println!("{name}\t{}\t{}", &host.bundle[..12], labels.join(" "));
                 }
             }

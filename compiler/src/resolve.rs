@@ -182,7 +182,9 @@ impl ResolvedResource {
         }
     }
     pub fn span_of(&self, field: &str) -> Span {
-        self.fields.get(field).map_or(self.origin.span, |(_, o)| o.span)
+        self.fields
+            .get(field)
+            .map_or(self.origin.span, |(_, o)| o.span)
     }
 }
 
@@ -232,7 +234,12 @@ pub struct Resolution {
 
 /// Resolves every host. Static checks of the whole spec (removals, labels, unmatched
 /// overrides) are reported once, not per host.
-pub fn resolve(spec: &Spec, sources: &Sources, known_targets: &[&str], diags: &mut Diagnostics) -> Resolution {
+pub fn resolve(
+    spec: &Spec,
+    sources: &Sources,
+    known_targets: &[&str],
+    diags: &mut Diagnostics,
+) -> Resolution {
     static_checks(spec, sources, diags);
     if spec.hosts.is_empty() {
         if let Some(span) = spec.fleet.span {
@@ -264,18 +271,19 @@ pub fn resolve(spec: &Spec, sources: &Sources, known_targets: &[&str], diags: &m
                 model
             }
         };
-        let target = host
-            .target
-            .as_ref()
-            .or(spec.fleet.target.as_ref());
+        let target = host.target.as_ref().or(spec.fleet.target.as_ref());
         let target = match target {
             Some(t) => {
                 if !known_targets.contains(&t.value.as_str()) {
                     if target_errors.insert(format!("{:?}", t.span)) {
-                        let help = match validate::did_you_mean(&t.value, known_targets.iter().copied()) {
-                            Some(s) => format!("did you mean `{s}`? known targets: {}", known_targets.join(", ")),
-                            None => format!("known targets: {}", known_targets.join(", ")),
-                        };
+                        let help =
+                            match validate::did_you_mean(&t.value, known_targets.iter().copied()) {
+                                Some(s) => format!(
+                                    "did you mean `{s}`? known targets: {}",
+                                    known_targets.join(", ")
+                                ),
+                                None => format!("known targets: {}", known_targets.join(", ")),
+                            };
                         diags.push(ResolveError::UnknownTarget {
                             target: t.value.clone(),
                             span: t.span.source_span(),
@@ -308,7 +316,8 @@ pub fn resolve(spec: &Spec, sources: &Sources, known_targets: &[&str], diags: &m
             diags.push(ResolveError::UnmatchedOverride {
                 name: ov.name.clone(),
                 span: ov.span.source_span(),
-                help: "check the `match` labels against the inventory, or remove the override".into(),
+                help: "check the `match` labels against the inventory, or remove the override"
+                    .into(),
                 file: ov.span.file,
             });
         }
@@ -398,7 +407,8 @@ pub fn merge(spec: &Spec, layers: &[usize]) -> Model {
         uses: Vec::new(),
     };
     let mut index: HashMap<(Kind, String), usize> = HashMap::new();
-    let all = std::iter::once((None, &spec.base)).chain(layers.iter().map(|&i| (Some(i), &spec.overrides[i].layer)));
+    let all = std::iter::once((None, &spec.base))
+        .chain(layers.iter().map(|&i| (Some(i), &spec.overrides[i].layer)));
     for (layer, content) in all {
         for setting in &content.sysctl {
             let path = validate::sysctl_path(&setting.key);
@@ -409,7 +419,10 @@ pub fn merge(spec: &Spec, layers: &[usize]) -> Model {
                         SysctlValue {
                             key: setting.key.clone(),
                             value: value.clone(),
-                            origin: Origin { layer, span: setting.span },
+                            origin: Origin {
+                                layer,
+                                span: setting.span,
+                            },
                         },
                     );
                 }
@@ -420,10 +433,18 @@ pub fn merge(spec: &Spec, layers: &[usize]) -> Model {
         }
         for decl in &content.resources {
             let key = (decl.kind, decl.name.clone());
-            let fields = decl
-                .fields
-                .iter()
-                .map(|(name, f)| (*name, (f.value.clone(), Origin { layer, span: f.span })));
+            let fields = decl.fields.iter().map(|(name, f)| {
+                (
+                    *name,
+                    (
+                        f.value.clone(),
+                        Origin {
+                            layer,
+                            span: f.span,
+                        },
+                    ),
+                )
+            });
             match index.get(&key) {
                 Some(&i) => model.resources[i].fields.extend(fields),
                 None => {
@@ -431,7 +452,10 @@ pub fn merge(spec: &Spec, layers: &[usize]) -> Model {
                     model.resources.push(ResolvedResource {
                         kind: decl.kind,
                         name: decl.name.clone(),
-                        origin: Origin { layer, span: decl.name_span },
+                        origin: Origin {
+                            layer,
+                            span: decl.name_span,
+                        },
                         fields: fields.collect(),
                     });
                 }
@@ -459,7 +483,10 @@ pub fn merge(spec: &Spec, layers: &[usize]) -> Model {
             model.services.push(ResolvedService {
                 name: service.name.clone(),
                 port: service.port,
-                origin: Origin { layer, span: service.span },
+                origin: Origin {
+                    layer,
+                    span: service.span,
+                },
             });
         }
         for uses in &content.uses {
@@ -468,7 +495,10 @@ pub fn merge(spec: &Spec, layers: &[usize]) -> Model {
                 name: uses.name.clone(),
                 count: uses.count,
                 runtime: uses.runtime,
-                origin: Origin { layer, span: uses.span },
+                origin: Origin {
+                    layer,
+                    span: uses.span,
+                },
             });
         }
     }
@@ -539,11 +569,18 @@ fn static_checks(spec: &Spec, _sources: &Sources, diags: &mut Diagnostics) {
                 .filter(|(k, _)| *k == removal.kind)
                 .map(|(_, n)| n.clone())
                 .collect();
-            let help = match validate::did_you_mean(&removal.name, same_kind.iter().map(String::as_str)) {
-                Some(s) => format!("did you mean `{}:{s}`?", removal.kind.keyword()),
-                None if same_kind.is_empty() => format!("no layer declares any `{}`", removal.kind.keyword()),
-                None => format!("declared `{}` resources: {}", removal.kind.keyword(), same_kind.join(", ")),
-            };
+            let help =
+                match validate::did_you_mean(&removal.name, same_kind.iter().map(String::as_str)) {
+                    Some(s) => format!("did you mean `{}:{s}`?", removal.kind.keyword()),
+                    None if same_kind.is_empty() => {
+                        format!("no layer declares any `{}`", removal.kind.keyword())
+                    }
+                    None => format!(
+                        "declared `{}` resources: {}",
+                        removal.kind.keyword(),
+                        same_kind.join(", ")
+                    ),
+                };
             diags.push(ResolveError::UnknownRemoval {
                 reference: format!("{}:{}", removal.kind.keyword(), removal.name),
                 span: removal.span.source_span(),

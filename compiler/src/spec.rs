@@ -252,91 +252,130 @@ impl Kind {
         }
         const AFTER: FieldSchema = f("after", ChildArgs, Strings, false);
         match self {
-            Kind::Limit => &[
-                f("domain", Prop, Str, true),
-                f("type", Prop, Enum(&["soft", "hard", "-"]), true),
-                f("item", Prop, Enum(LIMIT_ITEMS), true),
-                f("value", Prop, IntOrStr, true),
-                AFTER,
-            ],
-            Kind::Mount => &[
-                f("target", Prop, Str, true),
-                f("device", Prop, Str, true),
-                f("type", Prop, Str, true),
-                f("options", Prop, Str, false),
-                f("before", Prop, Str, false),
-                f("after", Prop, Str, false),
-                f("requires", ChildArgs, Strings, false),
-            ],
-            Kind::Ethtool => &[f("settings", AnyChildren, OnOffMap, false), AFTER],
-            Kind::Users => &[f("purge-expired", Prop, Bool, false)],
-            Kind::User => &[
-                f("sudo", Prop, Bool, false),
-                f("shell", Prop, Str, false),
-                f("password", ChildArg, Str, false),
-                f("ssh-key", RepeatedChildArg, Strings, false),
-                f("ssh-keys", ChildArg, Enum(&["unmanaged", "managed"]), false),
-                AFTER,
-            ],
-            Kind::Package => &[
-                f("version", Prop, Str, false),
-                f("absent", Prop, Bool, false),
-                f("debconf", DebconfChildren, DebconfList, false),
-                AFTER,
-            ],
-            Kind::Apt => &[
-                f("upgrade", Prop, Bool, false),
-                f("allow-downgrade", Prop, Bool, false),
-            ],
-            Kind::AptSource => &[
-                f("url", Prop, Str, true),
-                f("suites", Prop, Str, true),
-                f("components", Prop, Str, false),
-                f("key", ChildArg, Str, false),
-                AFTER,
-            ],
-            Kind::Perm => &[
-                f("owner", Prop, Str, false),
-                f("group", Prop, Str, false),
-                f("mode", Prop, Mode, false),
-                f("ignore-missing", Prop, Bool, false),
-                AFTER,
-            ],
-            Kind::Exec => &[
-                f(
-                    "rerun",
-                    Prop,
-                    Enum(&["always", "never", "once-successfully"]),
-                    false,
-                ),
-                f("rerun-interval", Prop, Seconds, false),
-                f("retry-interval", Prop, Seconds, false),
-                f("timeout", Prop, Seconds, false),
-                f("on-failure", Prop, Enum(&["continue", "halt"]), false),
-                f("background", Prop, Bool, false),
-                f("args", ChildArgs, Strings, false),
-                f("env", ChildProps, StrMap, false),
-                f("script", ChildArg, Str, true),
-                AFTER,
-            ],
-            Kind::Apparmor => &[
-                f("mode", Prop, Enum(&["enforce", "complain"]), false),
-                f("profile", ChildArg, Str, true),
-                AFTER,
-            ],
-            Kind::File => &[
-                f("mode", Prop, Mode, false),
-                f("owner", Prop, Str, false),
-                f("group", Prop, Str, false),
-                f("content", ChildArg, Str, true),
-                AFTER,
-            ],
-            Kind::Unit => &[
-                f("enable", Prop, Bool, false),
-                f("start", Prop, Bool, false),
-                f("content", ChildArg, Str, true),
-                AFTER,
-            ],
+            Kind::Limit => {
+                const S: &[FieldSchema] = &[
+                    f("domain", Prop, Str, true),
+                    f("type", Prop, Enum(&["soft", "hard", "-"]), true),
+                    f("item", Prop, Enum(LIMIT_ITEMS), true),
+                    f("value", Prop, IntOrStr, true),
+                    AFTER,
+                ];
+                S
+            }
+            Kind::Mount => {
+                const S: &[FieldSchema] = &[
+                    f("target", Prop, Str, true),
+                    f("device", Prop, Str, true),
+                    f("type", Prop, Str, true),
+                    f("options", Prop, Str, false),
+                    f("before", Prop, Str, false),
+                    f("after", Prop, Str, false),
+                    f("requires", ChildArgs, Strings, false),
+                ];
+                S
+            }
+            Kind::Ethtool => {
+                const S: &[FieldSchema] = &[f("settings", AnyChildren, OnOffMap, false), AFTER];
+                S
+            }
+            Kind::Users => {
+                const S: &[FieldSchema] = &[f("purge-expired", Prop, Bool, false)];
+                S
+            }
+            Kind::User => {
+                const S: &[FieldSchema] = &[
+                    f("sudo", Prop, Bool, false),
+                    f("shell", Prop, Str, false),
+                    f("password", ChildArg, Str, false),
+                    f("ssh-key", RepeatedChildArg, Strings, false),
+                    f("ssh-keys", ChildArg, Enum(&["unmanaged", "managed"]), false),
+                    AFTER,
+                ];
+                S
+            }
+            Kind::Package => {
+                const S: &[FieldSchema] = &[
+                    f("version", Prop, Str, false),
+                    f("absent", Prop, Bool, false),
+                    f("debconf", DebconfChildren, DebconfList, false),
+                    AFTER,
+                ];
+                S
+            }
+            Kind::Apt => {
+                const S: &[FieldSchema] = &[
+                    f("upgrade", Prop, Bool, false),
+                    f("allow-downgrade", Prop, Bool, false),
+                ];
+                S
+            }
+            Kind::AptSource => {
+                const S: &[FieldSchema] = &[
+                    f("url", Prop, Str, true),
+                    f("suites", Prop, Str, true),
+                    f("components", Prop, Str, false),
+                    f("key", ChildArg, Str, false),
+                    AFTER,
+                ];
+                S
+            }
+            Kind::Perm => {
+                const S: &[FieldSchema] = &[
+                    f("owner", Prop, Str, false),
+                    f("group", Prop, Str, false),
+                    f("mode", Prop, Mode, false),
+                    f("ignore-missing", Prop, Bool, false),
+                    AFTER,
+                ];
+                S
+            }
+            Kind::Exec => {
+                const S: &[FieldSchema] = &[
+                    f(
+                        "rerun",
+                        Prop,
+                        Enum(&["always", "never", "once-successfully"]),
+                        false,
+                    ),
+                    f("rerun-interval", Prop, Seconds, false),
+                    f("retry-interval", Prop, Seconds, false),
+                    f("timeout", Prop, Seconds, false),
+                    f("on-failure", Prop, Enum(&["continue", "halt"]), false),
+                    f("background", Prop, Bool, false),
+                    f("args", ChildArgs, Strings, false),
+                    f("env", ChildProps, StrMap, false),
+                    f("script", ChildArg, Str, true),
+                    AFTER,
+                ];
+                S
+            }
+            Kind::Apparmor => {
+                const S: &[FieldSchema] = &[
+                    f("mode", Prop, Enum(&["enforce", "complain"]), false),
+                    f("profile", ChildArg, Str, true),
+                    AFTER,
+                ];
+                S
+            }
+            Kind::File => {
+                const S: &[FieldSchema] = &[
+                    f("mode", Prop, Mode, false),
+                    f("owner", Prop, Str, false),
+                    f("group", Prop, Str, false),
+                    f("content", ChildArg, Str, true),
+                    AFTER,
+                ];
+                S
+            }
+            Kind::Unit => {
+                const S: &[FieldSchema] = &[
+                    f("enable", Prop, Bool, false),
+                    f("start", Prop, Bool, false),
+                    f("content", ChildArg, Str, true),
+                    AFTER,
+                ];
+                S
+            }
         }
     }
 }

@@ -34,8 +34,14 @@ pub struct Paths {
 
 const EMBEDDED: &[(&str, &str)] = &[
     ("debian-12", include_str!("../../targets/debian-12.json")),
-    ("ubuntu-22.04", include_str!("../../targets/ubuntu-22.04.json")),
-    ("ubuntu-24.04", include_str!("../../targets/ubuntu-24.04.json")),
+    (
+        "ubuntu-22.04",
+        include_str!("../../targets/ubuntu-22.04.json"),
+    ),
+    (
+        "ubuntu-24.04",
+        include_str!("../../targets/ubuntu-24.04.json"),
+    ),
 ];
 
 /// Every known target, by name.

@@ -12,7 +12,7 @@ mod sysctl;
 
 use crate::diagnostic::Diagnostics;
 use crate::resolve::ResolvedHost;
-use crate::source::{FileId, Span};
+use crate::source::FileId;
 use crate::targets::Target;
 use bell_bundle::{File, Manifest, Resource, Script, Trigger};
 use miette::{Diagnostic, SourceSpan};
@@ -132,7 +132,11 @@ impl Renderer {
     }
 
     /// Renders a template written by the user (file content, unit content).
-    pub fn user_template(&self, source: &str, ctx: minijinja::Value) -> Result<String, minijinja::Error> {
+    pub fn user_template(
+        &self,
+        source: &str,
+        ctx: minijinja::Value,
+    ) -> Result<String, minijinja::Error> {
         self.env.render_str(source, ctx)
     }
 
@@ -227,13 +231,20 @@ impl BundleBuilder {
     fn add_script(&mut self, kind: &str, name: &str, role: &str, text: String) -> Script {
         let path = format!("scripts/{kind}/{}.{role}", file_name_for(name));
         let sha256 = bell_bundle::sha256_hex(text.as_bytes());
-        self.contents.insert(path.clone(), Arc::from(text.into_bytes().into_boxed_slice()));
+        self.contents.insert(
+            path.clone(),
+            Arc::from(text.into_bytes().into_boxed_slice()),
+        );
         Script { path, sha256 }
     }
 
     pub fn add_resource(&mut self, r: NewResource) {
-        let apply = r.apply.map(|t| self.add_script(r.kind, &r.name, "apply", t));
-        let revert = r.revert.map(|t| self.add_script(r.kind, &r.name, "revert", t));
+        let apply = r
+            .apply
+            .map(|t| self.add_script(r.kind, &r.name, "apply", t));
+        let revert = r
+            .revert
+            .map(|t| self.add_script(r.kind, &r.name, "revert", t));
         self.resources.push(Resource {
             kind: r.kind.to_string(),
             name: r.name,
@@ -296,10 +307,6 @@ pub fn file_name_for(name: &str) -> String {
         }
     }
     out
-}
-
-pub(crate) fn span_label(span: Span) -> (SourceSpan, FileId) {
-    (span.source_span(), span.file)
 }
 
 #[cfg(test)]

@@ -4,8 +4,14 @@
 use crate::escape;
 
 pub const TEMPLATES: &[(&str, &str)] = &[
-    ("sysctl/sysctl.conf.j2", include_str!("../../../stdlib/sysctl/sysctl.conf.j2")),
-    ("limits/limits.conf.j2", include_str!("../../../stdlib/limits/limits.conf.j2")),
+    (
+        "sysctl/sysctl.conf.j2",
+        include_str!("../../../stdlib/sysctl/sysctl.conf.j2"),
+    ),
+    (
+        "limits/limits.conf.j2",
+        include_str!("../../../stdlib/limits/limits.conf.j2"),
+    ),
 ];
 
 pub fn register_filters(env: &mut minijinja::Environment<'static>) {
@@ -13,19 +19,16 @@ pub fn register_filters(env: &mut minijinja::Environment<'static>) {
     env.add_filter("sh", |value: String| escape::shell_quote(&value));
     // `unit`: a value for a systemd unit setting; refuses what systemd cannot represent.
     env.add_filter("unit", |value: String| {
-        escape::unit_value(&value).map_err(|reason| {
-            minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, reason)
-        })
+        escape::unit_value(&value)
+            .map_err(|reason| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, reason))
     });
     env.add_filter("unit_arg", |value: String| {
-        escape::unit_exec_arg(&value).map_err(|reason| {
-            minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, reason)
-        })
+        escape::unit_exec_arg(&value)
+            .map_err(|reason| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, reason))
     });
     // `conf`: one field of a line-based config file (sysctl.d, limits.d).
     env.add_filter("conf", |value: String| {
-        escape::config_field(&value).map_err(|reason| {
-            minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, reason)
-        })
+        escape::config_field(&value)
+            .map_err(|reason| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, reason))
     });
 }

@@ -288,7 +288,9 @@ pub fn is_contained_relative(path: &str) -> bool {
     Path::new(path)
         .components()
         .all(|c| matches!(c, Component::Normal(_)))
-        && !path.split('/').any(|s| s.is_empty() || s == "." || s == "..")
+        && !path
+            .split('/')
+            .any(|s| s.is_empty() || s == "." || s == "..")
 }
 
 /// Checks that a host path from a manifest is absolute and normalised (`/a/b`, no `..`, `.`,
