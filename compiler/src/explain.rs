@@ -43,7 +43,13 @@ pub fn explain(spec: &Spec, host: &ResolvedHost, sources: &Sources) -> String {
             origin(&r.origin),
         ));
         for (field, (value, o)) in &r.fields {
-            rows.push((format!("    {field} = {}", show(value)), origin(o)));
+            // Secrets are never printed: a password hash is shown by its kind only.
+            let shown = if *field == "password" {
+                "\"$6$…\" (hidden)".to_string()
+            } else {
+                show(value)
+            };
+            rows.push((format!("    {field} = {shown}"), origin(o)));
         }
     }
     for s in &host.model.services {

@@ -1336,7 +1336,7 @@ impl Lowerer<'_> {
                 });
                 continue;
             };
-            let span = self.span(file, child.span());
+            let mut span = self.span(file, child.span());
             let value = match field.source {
                 FieldSource::ChildArg => {
                     self.no_children(file, child);
@@ -1345,7 +1345,10 @@ impl Lowerer<'_> {
                     }
                     let args = self.args(child);
                     match args.as_slice() {
-                        [entry] => self.typed_value(file, keyword, field, entry),
+                        [entry] => {
+                            span = self.span(file, entry.span());
+                            self.typed_value(file, keyword, field, entry)
+                        }
                         [] => {
                             self.diags.push(LowerError::Missing {
                                 node: name.to_string(),
