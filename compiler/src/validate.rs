@@ -35,43 +35,30 @@ fn show_char(c: char) -> String {
 // sysctl
 
 const SYSCTL_HELP: &str = "write the key as `sysctl -a` prints it, e.g. `net.ipv4.ip_forward`, \
-     or in slash form when a segment contains a dot, e.g. `net/ipv4/conf/eth0.100/rp_filter`";
+     or in slash form, e.g. `net/ipv4/conf/eth0.100/rp_filter`";
 
-/// A sysctl key, dotted (`net.ipv4.ip_forward`) or in slash form
-/// (`net/ipv4/conf/eth0.100/rp_filter`, where dots belong to segments such as VLAN interfaces).
-///
-/// sysctl(8) and systemd-sysctl both decide the form by the first separator, so a key with a
-/// slash must have no dot before its first slash.
+/// The key in slash form, as sysctl(8) and systemd-sysctl read it: the first separator decides
+/// the form, and in dotted form `/` stands for a `.` inside a segment (`sysctl -a` prints
+/// `net.ipv4.conf.eth0/100.rp_filter` for the VLAN interface `eth0.100`).
+fn sysctl_slash_form(key: &str) -> String {
+    match key.find(['.', '/']) {
+        Some(i) if key.as_bytes()[i] == b'.' => key
+            .chars()
+            .map(|c| match c {
+                '.' => '/',
+                '/' => '.',
+                c => c,
+            })
+            .collect(),
+        _ => key.to_owned(),
+    }
+}
+
+/// A sysctl key, dotted (`net.ipv4.ip_forward`, `net.ipv4.conf.eth0/100.rp_filter`) or in slash
+/// form (`net/ipv4/conf/eth0.100/rp_filter`).
 pub fn sysctl_key(key: &str) -> Result<(), Invalid> {
     if key.is_empty() {
         return Err(invalid("sysctl key is empty", SYSCTL_HELP));
-    }
-    let slash_form = key.contains('/');
-    if slash_form {
-        let first_dot = key.find('.');
-        let first_slash = key.find('/');
-        if let (Some(dot), Some(slash)) = (first_dot, first_slash) {
-            if dot < slash {
-                return Err(invalid(
-                    format!("sysctl key `{key}` mixes `.` and `/` separators"),
-                    "sysctl reads a key whose first separator is `.` as dotted form and turns its \
-                     `/` into `.`; use slashes throughout, e.g. `net/ipv4/conf/eth0.100/rp_filter`",
-                ));
-            }
-        }
-    }
-    let separator = if slash_form { '/' } else { '.' };
-    if key.starts_with(separator) || key.ends_with(separator) {
-        return Err(invalid(
-            format!("sysctl key `{key}` starts or ends with `{separator}`"),
-            SYSCTL_HELP,
-        ));
-    }
-    if key.contains("..") {
-        return Err(invalid(
-            format!("sysctl key `{key}` contains `..`"),
-            SYSCTL_HELP,
-        ));
     }
     if key.starts_with('-') {
         return Err(invalid(
@@ -80,31 +67,39 @@ pub fn sysctl_key(key: &str) -> Result<(), Invalid> {
              write the key without it",
         ));
     }
-    let segments: Vec<&str> = key.split(separator).collect();
-    if segments.iter().any(|s| s.is_empty()) {
+    if let Some(c) = key
+        .chars()
+        .find(|&c| !(c.is_ascii_alphanumeric() || "_-./".contains(c)))
+    {
         return Err(invalid(
-            format!("sysctl key `{key}` has an empty segment"),
+            format!("sysctl key `{key}` contains {}", show_char(c)),
             SYSCTL_HELP,
         ));
     }
+    if key.starts_with(['.', '/']) || key.ends_with(['.', '/']) {
+        return Err(invalid(
+            format!("sysctl key `{key}` starts or ends with a separator"),
+            SYSCTL_HELP,
+        ));
+    }
+    let path = sysctl_slash_form(key);
+    let segments: Vec<&str> = path.split('/').collect();
     if segments.len() < 2 {
         return Err(invalid(
             format!("sysctl key `{key}` has only one segment"),
             SYSCTL_HELP,
         ));
     }
-    for segment in &segments {
-        if *segment == "." {
+    for segment in segments {
+        if segment.is_empty() {
             return Err(invalid(
-                format!("sysctl key `{key}` has a `.` segment"),
+                format!("sysctl key `{key}` has an empty segment"),
                 SYSCTL_HELP,
             ));
         }
-        let allowed =
-            |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-' || (slash_form && c == '.');
-        if let Some(c) = segment.chars().find(|&c| !allowed(c)) {
+        if segment == "." || segment.contains("..") {
             return Err(invalid(
-                format!("sysctl key `{key}` contains {}", show_char(c)),
+                format!("sysctl key `{key}` has a `.` or `..` segment"),
                 SYSCTL_HELP,
             ));
         }
@@ -112,13 +107,10 @@ pub fn sysctl_key(key: &str) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// The path of a (valid) sysctl key relative to `/proc/sys`.
+/// The path of a (valid) sysctl key relative to `/proc/sys`:
+/// `net.ipv4.conf.eth0/100.rp_filter` -> `net/ipv4/conf/eth0.100/rp_filter`.
 pub fn sysctl_path(key: &str) -> String {
-    if key.contains('/') {
-        key.to_owned()
-    } else {
-        key.replace('.', "/")
-    }
+    sysctl_slash_form(key)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -229,6 +221,8 @@ pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
         }
     }
     let bytes = text.as_bytes();
+    // `is_multiple_of` is newer than the workspace's rust-version (1.80).
+    #[allow(clippy::manual_is_multiple_of)]
     if bytes.is_empty() || bytes.len() % 4 != 0 {
         return None;
     }
@@ -442,15 +436,6 @@ fn unix_name(kind: &str, tool: &str, name: &str) -> Result<(), Invalid> {
     if name.is_empty() {
         return Err(invalid(format!("{kind} is empty"), help));
     }
-    if name.len() > 32 {
-        return Err(invalid(
-            format!(
-                "{kind} `{name}` is {} characters long, the limit is 32",
-                name.chars().count()
-            ),
-            help,
-        ));
-    }
     let body = name.strip_suffix('$').unwrap_or(name);
     let mut chars = body.chars();
     let first_ok = chars
@@ -472,6 +457,16 @@ fn unix_name(kind: &str, tool: &str, name: &str) -> Result<(), Invalid> {
             format!("{kind} `{name}` contains {}", show_char(c))
         };
         return Err(invalid(message, help));
+    }
+    // Checked after the characters, so the count below is of ASCII characters.
+    if name.len() > 32 {
+        return Err(invalid(
+            format!(
+                "{kind} `{name}` is {} characters long, the limit is 32",
+                name.len()
+            ),
+            help,
+        ));
     }
     Ok(())
 }
