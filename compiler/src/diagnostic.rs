@@ -48,6 +48,18 @@ impl Diagnostics {
         self.items.append(&mut other.items);
     }
 
+    /// Orders diagnostics by file and position (stable, so that diagnostics at one place keep
+    /// the order the stages found them in): a user reads them top to bottom.
+    pub fn sort(&mut self) {
+        self.items.sort_by_key(|d| {
+            let offset = d
+                .labels()
+                .and_then(|mut l| l.next())
+                .map_or(usize::MAX, |l| l.offset());
+            (d.file().map_or(u32::MAX, |f| f.0), offset)
+        });
+    }
+
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

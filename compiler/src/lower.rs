@@ -1228,9 +1228,6 @@ impl Lowerer<'_> {
         if let Some(children) = node.children() {
             self.resource_children(file, kind, children, &mut fields);
         }
-        if self.diags.error_count() > before {
-            return None;
-        }
         let decl = ResourceDecl {
             kind,
             name,
@@ -1238,7 +1235,12 @@ impl Lowerer<'_> {
             span: self.span(file, node.span()),
             fields,
         };
+        // Field checks run even when something else in the node is wrong, so that one run
+        // reports every mistake; the node is dropped afterwards.
         self.check_fields(file, &decl);
+        if self.diags.error_count() > before {
+            return None;
+        }
         Some(decl)
     }
 
@@ -1373,6 +1375,16 @@ impl Lowerer<'_> {
                 }
                 FieldSource::ChildArgs => self.child_args(file, child).map(Value::List),
                 FieldSource::RepeatedChildArg => {
+                    if let [entry] = self.args(child).as_slice() {
+                        span = self.span(file, entry.span());
+                        // Each key is checked where it is written, not after the list is merged.
+                        if let (Kind::User, KdlValue::String(key)) = (kind, entry.value()) {
+                            if let Err(invalid) = validate::ssh_public_key(key) {
+                                self.invalid(file, entry.span(), invalid);
+                                continue;
+                            }
+                        }
+                    }
                     let args = self.child_args(file, child);
                     match args {
                         Some(list) if list.len() == 1 => {
@@ -1680,9 +1692,6 @@ impl Lowerer<'_> {
         for (name, field) in &decl.fields {
             let result = match (decl.kind, *name, &field.value) {
                 (Kind::User, "password", Value::Str(s)) => validate::sha512_crypt(s),
-                (Kind::User, "ssh-key", Value::List(keys)) => {
-                    keys.iter().try_for_each(|k| validate::ssh_public_key(k))
-                }
                 (Kind::User, "shell", Value::Str(s)) => validate::absolute_path(s),
                 (Kind::Package, "version", Value::Str(v)) => validate::apt_version(v),
                 (Kind::Mount, "target", Value::Str(t)) => validate::mount_target(t),

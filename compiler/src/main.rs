@@ -81,10 +81,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn print_diagnostics(diags: Diagnostics, sources: &Sources, short: bool) {
+fn print_diagnostics(mut diags: Diagnostics, sources: &Sources, short: bool) {
     if diags.is_empty() {
         return;
     }
+    diags.sort();
     let (errors, warnings) = (diags.error_count(), diags.warning_count());
     if short {
         for line in diags.to_short_lines(sources) {

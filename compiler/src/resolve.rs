@@ -45,7 +45,7 @@ pub enum ResolveError {
         help: String,
         file: FileId,
     },
-    #[error("`{resource}` has no `{field}` on host `{host}`{more}")]
+    #[error("`{resource}` is missing its required `{field}`{more}")]
     #[diagnostic(code(bell::resolve::missing_property))]
     MissingField {
         resource: String,
@@ -521,7 +521,7 @@ fn check_required(
                 continue;
             }
             let more = if resource.origin.layer.is_some() {
-                " (an override declares it, and no earlier layer gives the property)".to_string()
+                format!(" on host `{}` (an override declares it, and no layer gives the property)", host.name)
             } else {
                 String::new()
             };

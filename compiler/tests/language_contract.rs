@@ -52,19 +52,16 @@ fn the_completed_snippet_checks_clean() {
 #[test]
 fn the_snippet_split_across_includes_resolves_identically() {
     let text = completed_snippet();
-    // Split at the section comments: each section goes into its own included file.
-    let mut main = String::new();
-    let mut parts: Vec<String> = Vec::new();
-    for section in text.split("// ---- ") {
-        if parts.is_empty() && main.is_empty() {
-            main.push_str(section);
-            parts.push(String::new());
-            continue;
-        }
-        parts.push(format!("// ---- {section}"));
-    }
+    // Split at the section comments: the head and the inventory section stay in the root
+    // (their paths are relative to it); every later section goes into its own included file.
+    let sections: Vec<&str> = text.split("// ---- ").collect();
+    let main = format!("{}// ---- {}", sections[0], sections[1]);
+    let parts: Vec<String> = sections[2..]
+        .iter()
+        .map(|s| format!("// ---- {s}"))
+        .collect();
     let mut fx = completed_fixture(&main);
-    for (i, part) in parts.iter().enumerate().skip(1) {
+    for (i, part) in parts.iter().enumerate() {
         fx = fx.file(&format!("parts/{i:02}.kdl"), part);
     }
     // `include "parts/*.kdl"` in the root, after the head (fleet + hosts + inventory + include).
@@ -96,7 +93,7 @@ fn explain_shows_which_override_and_line_set_a_value() {
         .find(|l| l.starts_with("sysctl fs.file-max"))
         .expect("fs.file-max in explain output");
     assert!(line.contains("fs.file-max = 12345"), "{line}");
-    assert!(line.ends_with("# superhost  bell.kdl:76"), "{line}");
+    assert!(line.ends_with("# superhost  bell.kdl:90"), "{line}");
     // The key removed with #null by the same override is gone.
     assert!(!run.stdout.contains("net.ipv6.conf.all.forwarding"), "{}", run.stdout);
     // And its `remove` took the mount and the package away.
