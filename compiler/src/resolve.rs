@@ -241,7 +241,8 @@ pub fn resolve(
     diags: &mut Diagnostics,
 ) -> Resolution {
     static_checks(spec, sources, diags);
-    if spec.hosts.is_empty() {
+    // With errors already found (an unreadable inventory, say), "no hosts" is only an echo.
+    if spec.hosts.is_empty() && !diags.has_errors() {
         if let Some(span) = spec.fleet.span {
             diags.push(ResolveError::NoHosts {
                 span: span.source_span(),
@@ -274,23 +275,23 @@ pub fn resolve(
         let target = host.target.as_ref().or(spec.fleet.target.as_ref());
         let target = match target {
             Some(t) => {
-                if !known_targets.contains(&t.value.as_str()) {
-                    if target_errors.insert(format!("{:?}", t.span)) {
-                        let help =
-                            match validate::did_you_mean(&t.value, known_targets.iter().copied()) {
-                                Some(s) => format!(
-                                    "did you mean `{s}`? known targets: {}",
-                                    known_targets.join(", ")
-                                ),
-                                None => format!("known targets: {}", known_targets.join(", ")),
-                            };
-                        diags.push(ResolveError::UnknownTarget {
-                            target: t.value.clone(),
-                            span: t.span.source_span(),
-                            help,
-                            file: t.span.file,
-                        });
-                    }
+                if !known_targets.contains(&t.value.as_str())
+                    && target_errors.insert(format!("{:?}", t.span))
+                {
+                    let help = match validate::did_you_mean(&t.value, known_targets.iter().copied())
+                    {
+                        Some(s) => format!(
+                            "did you mean `{s}`? known targets: {}",
+                            known_targets.join(", ")
+                        ),
+                        None => format!("known targets: {}", known_targets.join(", ")),
+                    };
+                    diags.push(ResolveError::UnknownTarget {
+                        target: t.value.clone(),
+                        span: t.span.source_span(),
+                        help,
+                        file: t.span.file,
+                    });
                 }
                 t.value.clone()
             }
@@ -521,7 +522,10 @@ fn check_required(
                 continue;
             }
             let more = if resource.origin.layer.is_some() {
-                format!(" on host `{}` (an override declares it, and no layer gives the property)", host.name)
+                format!(
+                    " on host `{}` (an override declares it, and no layer gives the property)",
+                    host.name
+                )
             } else {
                 String::new()
             };

@@ -884,31 +884,6 @@ pub fn apparmor_profile_name(name: &str) -> Result<(), Invalid> {
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn base64_is_strict() {
-        assert_eq!(decode_base64("aGk=").as_deref(), Some(&b"hi"[..]));
-        assert_eq!(decode_base64("aGkh").as_deref(), Some(&b"hi!"[..]));
-        assert_eq!(decode_base64("aA==").as_deref(), Some(&b"h"[..]));
-        assert_eq!(decode_base64("aGl="), None, "non-zero padding bits");
-        assert_eq!(decode_base64("aGk"), None);
-        assert_eq!(decode_base64("a=Gk"), None);
-        assert_eq!(decode_base64("aGk=aGk="), None);
-        assert_eq!(decode_base64("a===",), None);
-        assert_eq!(decode_base64(""), None);
-    }
-
-    #[test]
-    fn edit_distance_counts_transpositions_once() {
-        assert_eq!(edit_distance("tso", "tos"), 1);
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Names of hosts and resources, and values the compiler checks before rendering.
 
@@ -1063,4 +1038,29 @@ pub fn pgp_public_key(text: &str) -> Result<(), Invalid> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_is_strict() {
+        assert_eq!(decode_base64("aGk=").as_deref(), Some(&b"hi"[..]));
+        assert_eq!(decode_base64("aGkh").as_deref(), Some(&b"hi!"[..]));
+        assert_eq!(decode_base64("aA==").as_deref(), Some(&b"h"[..]));
+        assert_eq!(decode_base64("aGl="), None, "non-zero padding bits");
+        assert_eq!(decode_base64("aGk"), None);
+        assert_eq!(decode_base64("a=Gk"), None);
+        assert_eq!(decode_base64("aGk=aGk="), None);
+        assert_eq!(decode_base64("a===",), None);
+        assert_eq!(decode_base64(""), None);
+    }
+
+    #[test]
+    fn edit_distance_counts_transpositions_once() {
+        assert_eq!(edit_distance("tso", "tos"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+    }
 }

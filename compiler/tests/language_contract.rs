@@ -16,8 +16,16 @@ fn the_verbatim_snippet_only_trips_on_its_elided_placeholders() {
     let diags = run.diagnostics();
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert_eq!(diags.len(), 2, "{}", run.stderr);
-    assert!(diags[0].starts_with("bell.kdl:25:14: error[bell::lower::invalid_value]: password hash"), "{}", diags[0]);
-    assert!(diags[1].starts_with("bell.kdl:26:13: error[bell::lower::invalid_value]:"), "{}", diags[1]);
+    assert!(
+        diags[0].starts_with("bell.kdl:25:14: error[bell::lower::invalid_value]: password hash"),
+        "{}",
+        diags[0]
+    );
+    assert!(
+        diags[1].starts_with("bell.kdl:26:13: error[bell::lower::invalid_value]:"),
+        "{}",
+        diags[1]
+    );
 }
 
 /// The snippet with real values where it elides them.
@@ -45,7 +53,11 @@ fn completed_fixture(spec: &str) -> Fixture {
 fn the_completed_snippet_checks_clean() {
     let fx = completed_fixture(&completed_snippet());
     let run = fx.bellc(&["--short", "check"]);
-    let errors: Vec<_> = run.diagnostics().into_iter().filter(|d| d.contains("error[")).collect();
+    let errors: Vec<_> = run
+        .diagnostics()
+        .into_iter()
+        .filter(|d| d.contains("error["))
+        .collect();
     assert!(errors.is_empty(), "{}", run.stderr);
 }
 
@@ -73,7 +85,9 @@ fn the_snippet_split_across_includes_resolves_identically() {
     assert_eq!(split_explain.code, 0, "{}", split_explain.stderr);
     assert_eq!(whole_explain.code, 0, "{}", whole_explain.stderr);
     let values = |s: &str| -> Vec<String> {
-        s.lines().map(|l| l.split("  # ").next().unwrap_or("").trim_end().to_string()).collect()
+        s.lines()
+            .map(|l| l.split("  # ").next().unwrap_or("").trim_end().to_string())
+            .collect()
     };
     assert_eq!(values(&split_explain.stdout), values(&whole_explain.stdout));
     let a = fx.bellc(&["hosts", "--json"]);
@@ -95,7 +109,11 @@ fn explain_shows_which_override_and_line_set_a_value() {
     assert!(line.contains("fs.file-max = 12345"), "{line}");
     assert!(line.ends_with("# superhost  bell.kdl:90"), "{line}");
     // The key removed with #null by the same override is gone.
-    assert!(!run.stdout.contains("net.ipv6.conf.all.forwarding"), "{}", run.stdout);
+    assert!(
+        !run.stdout.contains("net.ipv6.conf.all.forwarding"),
+        "{}",
+        run.stdout
+    );
     // And its `remove` took the mount and the package away.
     assert!(!run.stdout.contains("mount \"mnt\""), "{}", run.stdout);
     assert!(!run.stdout.contains("package \"htop\""), "{}", run.stdout);

@@ -49,7 +49,9 @@ fn ten_mistakes_are_reported_in_one_run() {
     ];
     for (location, message) in expected {
         assert!(
-            diags.iter().any(|d| d.starts_with(location) && d.contains(message)),
+            diags
+                .iter()
+                .any(|d| d.starts_with(location) && d.contains(message)),
             "missing `{location} {message}` in:\n{}",
             diags.join("\n")
         );
@@ -62,7 +64,11 @@ fn ten_mistakes_are_reported_in_one_run() {
 fn every_error_has_a_help_line_and_points_at_the_source() {
     let fx = Fixture::spec(SPEC).file("broken.kdl", "sysctl {\n  vm.swappiness 1\n");
     let run = fx.bellc(&["check"]);
-    let reports: Vec<&str> = run.stderr.split("\n\n").filter(|r| r.contains("×") || r.contains("⚠")).collect();
+    let reports: Vec<&str> = run
+        .stderr
+        .split("\n\n")
+        .filter(|r| r.contains("×") || r.contains("⚠"))
+        .collect();
     assert!(reports.len() >= 10, "{}", run.stderr);
     for report in reports {
         assert!(report.contains("help:"), "no help line in:\n{report}");
@@ -74,7 +80,20 @@ fn every_error_has_a_help_line_and_points_at_the_source() {
 fn did_you_mean_suggests_the_closest_name() {
     let fx = Fixture::spec(SPEC).file("broken.kdl", "");
     let run = fx.bellc(&["check"]);
-    assert!(run.stderr.contains("did you mean `sysctl`?"), "{}", run.stderr);
-    assert!(run.stderr.contains("did you mean `target`?"), "{}", run.stderr);
-    assert!(run.stderr.contains("booleans are written `#false`, without quotes"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("did you mean `sysctl`?"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("did you mean `target`?"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("booleans are written `#false`, without quotes"),
+        "{}",
+        run.stderr
+    );
 }

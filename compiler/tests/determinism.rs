@@ -1,0 +1,120 @@
+//! The same spec built twice, in two different directories, gives identical bundle ids and
+//! bytes; hosts with identical configuration share one bundle; rebuilds rewrite nothing that
+//! did not change and remove bundles no host uses any more.
+mod common;
+use common::*;
+
+fn example_fixture() -> Fixture {
+    let root = repo_root();
+    Fixture::spec(&std::fs::read_to_string(root.join("examples/three-role.kdl")).unwrap()).file(
+        "inventory/three-role.json",
+        &std::fs::read_to_string(root.join("examples/inventory/three-role.json")).unwrap(),
+    )
+}
+
+#[test]
+fn two_builds_in_two_directories_are_byte_identical() {
+    let a = example_fixture();
+    let b = example_fixture();
+    assert_eq!(a.bellc(&["build", "bell.kdl", "-o", "out"]).code, 0);
+    let run = b.bellc(&["build", "bell.kdl", "-o", "elsewhere/out"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let ta = tree(&a.path().join("out"));
+    let tb = tree(&b.path().join("elsewhere/out"));
+    assert!(!ta.is_empty());
+    assert_eq!(ta, tb);
+}
+
+#[test]
+fn hosts_with_identical_configuration_share_a_bundle() {
+    let fx = example_fixture();
+    assert_eq!(fx.bellc(&["build", "bell.kdl", "-o", "out"]).code, 0);
+    let release: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fx.path().join("out/release.json")).unwrap())
+            .unwrap();
+    let hosts = release["hosts"].as_object().unwrap();
+    let bundle = |h: &str| hosts[h]["bundle"].as_str().unwrap().to_string();
+    // Same role, same configuration, one bundle.
+    assert_eq!(bundle("cmp-01"), bundle("cmp-06"));
+    assert_eq!(bundle("ctl-01"), bundle("ctl-03"));
+    assert_ne!(bundle("ctl-01"), bundle("cmp-01"));
+    let dirs = std::fs::read_dir(fx.path().join("out/bundles"))
+        .unwrap()
+        .count();
+    let distinct: std::collections::BTreeSet<String> = hosts.keys().map(|h| bundle(h)).collect();
+    assert_eq!(dirs, distinct.len());
+    // Each bundle id is the sha256 of its manifest, and each host link points at its bundle.
+    for id in &distinct {
+        let manifest =
+            std::fs::read(fx.path().join("out/bundles").join(id).join("bundle.json")).unwrap();
+        assert_eq!(&bell_bundle::sha256_hex(&manifest), id);
+    }
+    for host in hosts.keys() {
+        let link = std::fs::read_link(fx.path().join("out/hosts").join(host)).unwrap();
+        assert_eq!(link, std::path::Path::new("../bundles").join(bundle(host)));
+    }
+}
+
+#[test]
+fn a_rebuild_rewrites_nothing_and_prunes_unused_bundles() {
+    let fx = example_fixture();
+    assert_eq!(fx.bellc(&["build", "bell.kdl", "-o", "out"]).code, 0);
+    let before = tree(&fx.path().join("out"));
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert!(run.stderr.contains("0 bundles written"), "{}", run.stderr);
+    assert_eq!(before, tree(&fx.path().join("out")));
+
+    // Storage hosts lose their override: their bundle goes, nothing else is rewritten.
+    let spec = std::fs::read_to_string(fx.path().join("bell.kdl")).unwrap();
+    let spec = spec.replace("match role=\"storage\"", "match role=\"storage-gone\"");
+    std::fs::write(fx.path().join("bell.kdl"), spec).unwrap();
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("1 removed"), "{}", run.stderr);
+    let release: bell_bundle::Release =
+        serde_json::from_str(&std::fs::read_to_string(fx.path().join("out/release.json")).unwrap())
+            .unwrap();
+    let used: std::collections::BTreeSet<&str> =
+        release.hosts.values().map(|h| h.bundle.as_str()).collect();
+    let on_disk: std::collections::BTreeSet<String> =
+        std::fs::read_dir(fx.path().join("out/bundles"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+    assert_eq!(
+        on_disk
+            .iter()
+            .map(String::as_str)
+            .collect::<std::collections::BTreeSet<_>>(),
+        used
+    );
+}
+
+#[test]
+fn build_check_names_every_host_whose_bundle_differs() {
+    let fx = example_fixture();
+    assert_eq!(fx.bellc(&["build", "bell.kdl", "-o", "out"]).code, 0);
+    assert_eq!(
+        fx.bellc(&["build", "--check", "bell.kdl", "-o", "out"])
+            .code,
+        0
+    );
+    let spec = std::fs::read_to_string(fx.path().join("bell.kdl")).unwrap();
+    std::fs::write(
+        fx.path().join("bell.kdl"),
+        spec.replace("sysctl { vm.swappiness 1 }", "sysctl { vm.swappiness 2 }"),
+    )
+    .unwrap();
+    let run = fx.bellc(&["build", "--check", "bell.kdl", "-o", "out"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let named: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("  "))
+        .map(str::trim)
+        .collect();
+    assert_eq!(
+        named,
+        ["cmp-01", "cmp-02", "cmp-03", "cmp-04", "cmp-05", "cmp-06"]
+    );
+}

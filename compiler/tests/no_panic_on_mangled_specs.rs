@@ -1,0 +1,169 @@
+//! Truncated and mutated versions of the examples never make bellc panic: every outcome is
+//! either a build or diagnostics.
+mod common;
+use common::*;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// splitmix64: deterministic mutations, so a failure reproduces.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+const TOKENS: &[&str] = &[
+    "{",
+    "}",
+    "\"",
+    "#",
+    "=",
+    ";",
+    "\n",
+    "\\",
+    "#null",
+    "#true",
+    "-1",
+    "0x",
+    "r#\"",
+    "\"\"\"",
+    "/*",
+    "//",
+    "override \"x\" { match host=\"superhost\" }",
+    "remove \"sysctl:x\"",
+    "after \"mount:mnt\"",
+    "ü",
+    "\u{feff}",
+    "include \"*.kdl\"",
+    "inventory \"bell.kdl\"",
+    "9999999999999999999999",
+    "1.5e308",
+    "..",
+    "$(reboot)",
+];
+
+fn mutate(text: &str, rng: &mut Rng) -> String {
+    let mut bytes = text.as_bytes().to_vec();
+    for _ in 0..=rng.below(3) {
+        let at = rng.below(bytes.len());
+        match rng.below(4) {
+            0 => bytes.truncate(at),
+            1 => {
+                let end = (at + rng.below(40)).min(bytes.len());
+                bytes.drain(at..end);
+            }
+            2 => {
+                let token = TOKENS[rng.below(TOKENS.len())].as_bytes();
+                bytes.splice(at..at, token.iter().copied());
+            }
+            _ => {
+                let end = (at + rng.below(60)).min(bytes.len());
+                let copy = bytes[at..end].to_vec();
+                let to = rng.below(bytes.len());
+                bytes.splice(to..to, copy);
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn compile_in_process(dir: &std::path::Path) {
+    let spec = dir.join("bell.kdl");
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        let mut sources = bellc::source::Sources::new();
+        let mut diags = bellc::diagnostic::Diagnostics::new();
+        let compiled = bellc::compile(&spec, &mut sources, &mut diags);
+        // Rendering diagnostics to text exercises every span against its source.
+        let _ = diags.to_short_lines(&sources);
+        for report in diags.into_reports(&sources) {
+            let _ = format!("{report:?}");
+        }
+        compiled.is_some()
+    }));
+    if result.is_err() {
+        let text = std::fs::read_to_string(&spec).unwrap_or_default();
+        panic!("bellc panicked on this spec:\n{text}");
+    }
+}
+
+fn fuzz_example(relative: &str, inventory: Option<(&str, &str)>, rounds: usize, seed: u64) {
+    let original = std::fs::read_to_string(repo_root().join(relative)).unwrap();
+    let mut fx = Fixture::new();
+    if let Some((path, from)) = inventory {
+        fx = fx.file(
+            path,
+            &std::fs::read_to_string(repo_root().join(from)).unwrap(),
+        );
+    }
+    let mut rng = Rng(seed);
+    // Every truncation point of a stride, then random mutations.
+    let stride = (original.len() / 150).max(1);
+    let mut variants: Vec<String> = (0..original.len())
+        .step_by(stride)
+        .filter(|i| original.is_char_boundary(*i))
+        .map(|i| original[..i].to_string())
+        .collect();
+    for _ in 0..rounds {
+        variants.push(mutate(&original, &mut rng));
+    }
+    for variant in variants {
+        std::fs::write(fx.path().join("bell.kdl"), &variant).unwrap();
+        compile_in_process(fx.path());
+    }
+}
+
+#[test]
+fn the_divingbell_example_mangled() {
+    fuzz_example("examples/divingbell.kdl", None, 250, 1);
+}
+
+#[test]
+fn the_three_role_example_mangled() {
+    fuzz_example(
+        "examples/three-role.kdl",
+        Some((
+            "inventory/three-role.json",
+            "examples/inventory/three-role.json",
+        )),
+        250,
+        2,
+    );
+}
+
+#[test]
+fn the_language_contract_mangled() {
+    fuzz_example(
+        "compiler/tests/fixtures/language/bell.kdl",
+        Some((
+            "inventory/nodes.json",
+            "compiler/tests/fixtures/language/inventory/nodes.json",
+        )),
+        250,
+        3,
+    );
+}
+
+#[test]
+fn mangled_inventories() {
+    let original =
+        std::fs::read_to_string(repo_root().join("examples/inventory/three-role.json")).unwrap();
+    let spec = std::fs::read_to_string(repo_root().join("examples/three-role.kdl")).unwrap();
+    let fx = Fixture::spec(&spec);
+    let mut rng = Rng(4);
+    for _ in 0..300 {
+        std::fs::create_dir_all(fx.path().join("inventory")).unwrap();
+        std::fs::write(
+            fx.path().join("inventory/three-role.json"),
+            mutate(&original, &mut rng),
+        )
+        .unwrap();
+        compile_in_process(fx.path());
+    }
+}
