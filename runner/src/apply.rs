@@ -204,6 +204,10 @@ pub fn lock(root: &Root) -> Result<Lock, Refusal> {
 pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     let checked = check(bundle, opts)?;
     let root = &checked.root;
+    // Everything that can refuse is checked once before the lock file is even created, so
+    // that a refusal leaves the root exactly as it was; the plan is made again under the lock.
+    let unlocked = state::load(root).map_err(Refusal::new)?;
+    make_plan(root, &checked.manifest, &unlocked)?;
     let _lock = lock(root)?;
     let mut state = state::load(root).map_err(Refusal::new)?;
     let recovered = journal::recover(root, &mut state).map_err(|e| {
