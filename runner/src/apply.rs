@@ -109,7 +109,10 @@ fn check(bundle: &Path, opts: &Options) -> Result<Checked, Refusal> {
     })?;
     let root = Root::open(&opts.root).map_err(Refusal::new)?;
     root.check_contained("/var/lib/bell/state.json")
-        .map_err(|e| Refusal::new(format!("bell-run's state directory is unsafe: {e}")))?;
+        .map_err(|e| {
+            Refusal::new(format!("bell-run's state directory is unsafe: {e}"))
+                .help("`/var/lib/bell` must be a directory inside the root; nothing was changed")
+        })?;
     let id = manifest.id();
     Ok(Checked { root, manifest, id })
 }
