@@ -18,15 +18,13 @@ impl Accounts {
     }
 
     pub fn uid(&self, name: &str) -> Result<u32, String> {
-        resolve(&self.users, name).ok_or_else(|| {
-            format!("owner `{name}` is not a user in the root's etc/passwd")
-        })
+        resolve(&self.users, name)
+            .ok_or_else(|| format!("owner `{name}` is not a user in the root's etc/passwd"))
     }
 
     pub fn gid(&self, name: &str) -> Result<u32, String> {
-        resolve(&self.groups, name).ok_or_else(|| {
-            format!("group `{name}` is not a group in the root's etc/group")
-        })
+        resolve(&self.groups, name)
+            .ok_or_else(|| format!("group `{name}` is not a group in the root's etc/group"))
     }
 }
 

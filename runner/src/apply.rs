@@ -104,8 +104,11 @@ struct Checked {
 
 fn check(bundle: &Path, opts: &Options) -> Result<Checked, Refusal> {
     let manifest = bell_bundle::verify_dir(bundle).map_err(|e| {
-        Refusal::new(format!("the bundle {} does not verify: {e}", bundle.display()))
-            .help("rebuild the bundle with `bellc build` and copy it again; nothing was changed")
+        Refusal::new(format!(
+            "the bundle {} does not verify: {e}",
+            bundle.display()
+        ))
+        .help("rebuild the bundle with `bellc build` and copy it again; nothing was changed")
     })?;
     let root = Root::open(&opts.root).map_err(Refusal::new)?;
     root.check_contained("/var/lib/bell/state.json")
@@ -229,11 +232,15 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
             let _ = fs::remove_dir_all(&tmp);
             crate::rootfs::copy_tree(bundle, &tmp)
                 .and_then(|()| fs::rename(&tmp, &copy))
-                .map_err(|e| Refusal::new(format!("cannot copy the bundle into {}: {e}", copy.display())))?;
+                .map_err(|e| {
+                    Refusal::new(format!(
+                        "cannot copy the bundle into {}: {e}",
+                        copy.display()
+                    ))
+                })?;
         }
-        bell_bundle::verify_dir(&copy).map_err(|e| {
-            Refusal::new(format!("the bundle changed while it was copied: {e}"))
-        })?;
+        bell_bundle::verify_dir(&copy)
+            .map_err(|e| Refusal::new(format!("the bundle changed while it was copied: {e}")))?;
     }
     make_exec_scripts_executable(&copy, &checked.manifest);
 
@@ -268,11 +275,18 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         .and_then(|g| load_generation(&ctx, &mut manifests, g).map(|m| (g.clone(), m)));
     let fired = fired_triggers(&checked, previous.as_ref(), &plan);
     if !plan.files.is_empty() {
-        rep.files = journal::switch(root, &mut state, &checked.manifest, &copy, &plan.files, fired)
-            .map_err(|e| {
-                Refusal::new(format!("the file switch failed: {e}"))
-                    .help("the next bell-run completes or undoes it")
-            })?;
+        rep.files = journal::switch(
+            root,
+            &mut state,
+            &checked.manifest,
+            &copy,
+            &plan.files,
+            fired,
+        )
+        .map_err(|e| {
+            Refusal::new(format!("the file switch failed: {e}"))
+                .help("the next bell-run completes or undoes it")
+        })?;
     }
 
     for pending in std::mem::take(&mut state.pending_triggers) {
@@ -301,7 +315,11 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         .filter(|o| o.failed())
         .map(|o| o.key.clone())
         .collect();
-    let result = if rep.failed.is_empty() { "ok" } else { "failed" };
+    let result = if rep.failed.is_empty() {
+        "ok"
+    } else {
+        "failed"
+    };
     state.generation = Some(checked.id.clone());
     state.applied_at = Some(ctx.now);
     state.result = Some(result.to_string());
@@ -440,7 +458,12 @@ fn revert(
         let _ = fs::remove_dir_all(&state_dir);
         Outcome::new(key, None, "reverted", None)
     } else {
-        Outcome::new(key, None, "failed", Some(format!("revert {}", exit.describe())))
+        Outcome::new(
+            key,
+            None,
+            "failed",
+            Some(format!("revert {}", exit.describe())),
+        )
     };
     outcome.log = Some(log);
     outcome
@@ -499,7 +522,11 @@ fn fired_triggers(
             .map(|f| f.path())
             .collect();
         for trigger in &prev.triggers {
-            let known = checked.manifest.triggers.iter().any(|t| t.name == trigger.name);
+            let known = checked
+                .manifest
+                .triggers
+                .iter()
+                .any(|t| t.name == trigger.name);
             if !known && hits(trigger, &removed) {
                 fired.push(Pending {
                     name: trigger.name.clone(),
@@ -570,7 +597,12 @@ fn run_resources(
             exec: previous.and_then(|p| p.exec.clone()),
         };
         let outcome = if let Some(dep) = resource.after.iter().find(|d| broken.contains(*d)) {
-            Outcome::new(&key, Some(change), "skipped", Some(format!("`{dep}` did not apply")))
+            Outcome::new(
+                &key,
+                Some(change),
+                "skipped",
+                Some(format!("`{dep}` did not apply")),
+            )
         } else if let Some(policy) = &resource.exec {
             if let Some(halter) = &halted {
                 Outcome::new(
@@ -592,8 +624,8 @@ fn run_resources(
             }
             Outcome::new(&key, Some(change), "unchanged", None)
         } else if let Some(script) = &resource.apply {
-            let log = state::resource_log_dir(ctx.root, &resource.kind, &resource.name)
-                .join("apply.log");
+            let log =
+                state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("apply.log");
             let env = ctx.env(&resource.kind, &resource.name, &checked.id);
             let (exit, log) = ctx.run_sh(bundle, &script.path, env, log);
             let mut outcome = if exit.ok() {
@@ -615,7 +647,10 @@ fn run_resources(
             }
             "not-due" => {
                 let last = record.exec.as_ref();
-                record.result = match (last.and_then(|e| e.running.as_ref()), last.and_then(|e| e.last_ok)) {
+                record.result = match (
+                    last.and_then(|e| e.running.as_ref()),
+                    last.and_then(|e| e.last_ok),
+                ) {
                     (Some(_), _) => "started",
                     (None, Some(false)) => "failed",
                     _ => "ok",
@@ -649,7 +684,12 @@ fn run_exec(
     let mut rec: ExecRecord = record.exec.clone().unwrap_or_default();
     let collected = exec::collect_background(&mut rec, &ctx.root.dir);
     if collected.is_some() {
-        record.result = if rec.last_ok == Some(true) { "ok" } else { "failed" }.to_string();
+        record.result = if rec.last_ok == Some(true) {
+            "ok"
+        } else {
+            "failed"
+        }
+        .to_string();
     }
     let reason = exec::due(policy, &rec, &resource.hash, ctx.now);
     let Ok(reason) = reason else {
@@ -684,7 +724,12 @@ fn run_exec(
                     started: ctx.now,
                     result_file: ctx.rel(&result_file),
                 });
-                Outcome::new(&key, Some(change), "started", Some(format!("{reason}; in the background, pid {pid}")))
+                Outcome::new(
+                    &key,
+                    Some(change),
+                    "started",
+                    Some(format!("{reason}; in the background, pid {pid}")),
+                )
             }
             Err(e) => {
                 rec.last_ok = Some(false);

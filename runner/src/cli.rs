@@ -54,7 +54,10 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
             "--timeout" => {
                 let v = value("--timeout")?;
                 out.timeout = Some(v.to_string_lossy().parse().map_err(|_| {
-                    format!("`--timeout {}` is not a number of seconds", v.to_string_lossy())
+                    format!(
+                        "`--timeout {}` is not a number of seconds",
+                        v.to_string_lossy()
+                    )
                 })?);
             }
             "--exec" => out.exec = Some(value("--exec")?.to_string_lossy().to_string()),
@@ -231,8 +234,11 @@ fn cmd_verify(bundle: &Path, args: &Args) -> i32 {
             OK
         }
         Err(e) => refused(
-            &Refusal::new(format!("the bundle {} does not verify: {e}", bundle.display()))
-                .help("rebuild the bundle with `bellc build` and copy it again"),
+            &Refusal::new(format!(
+                "the bundle {} does not verify: {e}",
+                bundle.display()
+            ))
+            .help("rebuild the bundle with `bellc build` and copy it again"),
             args.json,
         ),
     }
@@ -276,7 +282,9 @@ fn cmd_install_timer(args: &Args) -> i32 {
             for path in paths {
                 println!("wrote {path}");
             }
-            println!("enable with: systemctl daemon-reload && systemctl enable --now bell-run.timer");
+            println!(
+                "enable with: systemctl daemon-reload && systemctl enable --now bell-run.timer"
+            );
             OK
         }
         Err(e) => refused(&Refusal::new(e), false),
@@ -346,7 +354,11 @@ fn print_outcome(prefix: &str, outcome: &Outcome, width: usize) {
 fn print_report(report: &Report) {
     let plan = &report.plan;
     let mode = if report.offline { "offline" } else { "live" };
-    let verb = if report.dry_run { "plan for" } else { "applied" };
+    let verb = if report.dry_run {
+        "plan for"
+    } else {
+        "applied"
+    };
     println!(
         "bell-run: {verb} {} to {} ({mode})",
         journal::short(&report.generation),

@@ -9,12 +9,7 @@ use bell_bundle::{ExecPolicy, Rerun};
 use std::path::Path;
 
 /// `Ok(why)` when the script should run now, `Err(why not)` otherwise.
-pub fn due(
-    policy: &ExecPolicy,
-    rec: &ExecRecord,
-    hash: &str,
-    now: u64,
-) -> Result<String, String> {
+pub fn due(policy: &ExecPolicy, rec: &ExecRecord, hash: &str, now: u64) -> Result<String, String> {
     if let Some(running) = &rec.running {
         return Err(format!(
             "still running in the background (pid {}) since {}",
@@ -64,7 +59,10 @@ pub fn collect_background(rec: &mut ExecRecord, root_dir: &Path) -> Option<Strin
             }
             rec.running = None;
             let _ = std::fs::remove_file(&file);
-            Some(format!("background run finished: {}", result.exit.describe()))
+            Some(format!(
+                "background run finished: {}",
+                result.exit.describe()
+            ))
         }
         None if sys::pid_alive(running.pid) => None,
         None => {

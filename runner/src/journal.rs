@@ -216,7 +216,14 @@ fn stage(
             } => {
                 let src = bell_bundle::content_path(bundle, path);
                 let result = fs::read(&src).and_then(|bytes| {
-                    write_stage(&root.host(&stage_name(path)), &bytes, *mode, *uid, *gid, None)
+                    write_stage(
+                        &root.host(&stage_name(path)),
+                        &bytes,
+                        *mode,
+                        *uid,
+                        *gid,
+                        None,
+                    )
                 });
                 (path, result)
             }
@@ -373,7 +380,8 @@ fn complete(root: &Root, state: &mut State, journal: &Journal) -> Result<(), Str
 fn undo(root: &Root, journal: &Journal) -> Result<(), String> {
     for op in &journal.ops {
         if let Op::Put { stage, .. } = op {
-            remove_if_exists(&root.host(stage)).map_err(|e| format!("cannot remove {stage}: {e}"))?;
+            remove_if_exists(&root.host(stage))
+                .map_err(|e| format!("cannot remove {stage}: {e}"))?;
         }
     }
     for path in &journal.backups {

@@ -106,8 +106,12 @@ pub fn make(
     let mut files = Vec::new();
     let mut unchanged_files = 0;
     for file in &manifest.files {
-        let uid = accounts.uid(&file.owner).map_err(|e| format!("{e} (file `{}`)", file.path))?;
-        let gid = accounts.gid(&file.group).map_err(|e| format!("{e} (file `{}`)", file.path))?;
+        let uid = accounts
+            .uid(&file.owner)
+            .map_err(|e| format!("{e} (file `{}`)", file.path))?;
+        let gid = accounts
+            .gid(&file.group)
+            .map_err(|e| format!("{e} (file `{}`)", file.path))?;
         let mode = bell_bundle::parse_mode(&file.mode).unwrap_or(0o644);
         let target = root.host(&file.path);
         let meta = fs::symlink_metadata(&target).ok();

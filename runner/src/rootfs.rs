@@ -47,7 +47,10 @@ impl Root {
         while let Some(dir) = ancestor {
             if fs::symlink_metadata(dir).is_ok() {
                 let canon = dir.canonicalize().map_err(|e| {
-                    format!("cannot resolve {} on the way to `{path}`: {e}", dir.display())
+                    format!(
+                        "cannot resolve {} on the way to `{path}`: {e}",
+                        dir.display()
+                    )
                 })?;
                 if !canon.starts_with(&self.dir) {
                     return Err(format!(

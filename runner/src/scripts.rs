@@ -63,7 +63,10 @@ fn command(inv: &Invocation) -> Result<Command, String> {
         .stderr(log2)
         .process_group(0);
     if std::env::var_os("PATH").is_none() {
-        cmd.env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+        cmd.env(
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        );
     }
     for (key, value) in &inv.env {
         cmd.env(key, value);

@@ -130,7 +130,8 @@ pub fn save(root: &Root, state: &State) -> Result<(), String> {
     let mut text = serde_json::to_string_pretty(state).unwrap_or_default();
     text.push('\n');
     let path = state_file(root);
-    write_atomic(&path, text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    write_atomic(&path, text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// A path component for a resource kind or name: anything but `[A-Za-z0-9_-.]` (and a leading

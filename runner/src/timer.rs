@@ -10,18 +10,29 @@ pub const TIMER: &str = include_str!("../systemd/bell-run.timer");
 const UNIT_DIR: &str = "/etc/systemd/system";
 
 pub fn install(root: &Root, exe: &str, interval: &str) -> Result<Vec<String>, String> {
-    if !exe.starts_with('/') || exe.chars().any(|c| c.is_whitespace() || c == '%' || c == '\\') {
+    if !exe.starts_with('/')
+        || exe
+            .chars()
+            .any(|c| c.is_whitespace() || c == '%' || c == '\\')
+    {
         return Err(format!(
             "`--exec {exe}` must be an absolute path without spaces, `%` or `\\`"
         ));
     }
-    if interval.is_empty() || !interval.chars().all(|c| c.is_ascii_alphanumeric() || c == ' ') {
+    if interval.is_empty()
+        || !interval
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == ' ')
+    {
         return Err(format!(
             "`--interval {interval}` is not a systemd time span such as `15min`"
         ));
     }
     let service = SERVICE.replace("/usr/local/sbin/bell-run", exe);
-    let timer = TIMER.replace("OnUnitActiveSec=15min", &format!("OnUnitActiveSec={interval}"));
+    let timer = TIMER.replace(
+        "OnUnitActiveSec=15min",
+        &format!("OnUnitActiveSec={interval}"),
+    );
     let mut written = Vec::new();
     for (name, text) in [("bell-run.service", service), ("bell-run.timer", timer)] {
         let path = format!("{UNIT_DIR}/{name}");

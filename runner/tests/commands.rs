@@ -38,13 +38,23 @@ fn status_shows_the_generation_and_every_result() {
     expect_code(&out, 0);
     assert!(stdout(&out).contains("no generation applied"));
 
-    let bundle = w.build(&gen(&w, 1).resource(ResourceSpec::new("svc", "broken").apply("exit 4\n")));
-    expect_code(&w.apply_env(&bundle, &[], &[("BELL_RUN_NOW", "1700000000")]), 3);
+    let bundle =
+        w.build(&gen(&w, 1).resource(ResourceSpec::new("svc", "broken").apply("exit 4\n")));
+    expect_code(
+        &w.apply_env(&bundle, &[], &[("BELL_RUN_NOW", "1700000000")]),
+        3,
+    );
     let out = status(false);
     expect_code(&out, 0);
     let text = stdout(&out);
-    assert!(text.contains(&format!("generation {}", id_of(&bundle))), "{text}");
-    assert!(text.contains("applied 2023-11-14 22:13:20 UTC (1700000000), result failed"), "{text}");
+    assert!(
+        text.contains(&format!("generation {}", id_of(&bundle))),
+        "{text}"
+    );
+    assert!(
+        text.contains("applied 2023-11-14 22:13:20 UTC (1700000000), result failed"),
+        "{text}"
+    );
     assert!(text.contains("conf:main   ok"), "{text}");
     assert!(text.contains("svc:broken  failed: exit 4"), "{text}");
 
@@ -65,23 +75,37 @@ fn rollback_applies_the_previous_generation_again() {
     let rollback = || w.run(&["rollback", "--root", root.to_str().unwrap()]);
     let out = rollback();
     expect_code(&out, 1);
-    assert!(stderr(&out).contains("no previous generation"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no previous generation"),
+        "{}",
+        stderr(&out)
+    );
 
     expect_code(&w.apply(&b1, &[]), 0);
     expect_code(&w.apply(&b2, &[]), 0);
     w.clear_events();
     let out = rollback();
     expect_code(&out, 0);
-    assert_eq!(std::fs::read_to_string(root.join("etc/bell.conf")).unwrap(), "generation 1\n");
-    assert_eq!(w.events(), vec!["revert only2", "apply main 1", "apply only1"]);
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/bell.conf")).unwrap(),
+        "generation 1\n"
+    );
+    assert_eq!(
+        w.events(),
+        vec!["revert only2", "apply main 1", "apply only1"]
+    );
     let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(root.join("var/lib/bell/state.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(root.join("var/lib/bell/state.json")).unwrap())
+            .unwrap();
     assert_eq!(state["generation"], id_of(&b1));
 
     // The source bundle can be gone: rollback uses bell-run's own copy.
     std::fs::remove_dir_all(&b2).unwrap();
     expect_code(&rollback(), 0);
-    assert_eq!(std::fs::read_to_string(root.join("etc/bell.conf")).unwrap(), "generation 2\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/bell.conf")).unwrap(),
+        "generation 2\n"
+    );
 }
 
 #[test]
@@ -102,7 +126,10 @@ fn verify_checks_a_bundle_without_a_root() {
     expect_code(&out, 1);
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(value["result"], "refused");
-    assert!(value["error"].as_str().unwrap().contains("root/etc/bell.conf does not match"));
+    assert!(value["error"]
+        .as_str()
+        .unwrap()
+        .contains("root/etc/bell.conf does not match"));
 }
 
 #[test]
@@ -146,7 +173,10 @@ fn json_output_of_an_apply() {
     assert_eq!(value["generation"], id_of(&bundle));
     assert_eq!(value["offline"], true);
     assert_eq!(value["changed"], 2);
-    assert_eq!(value["files"]["written"], serde_json::json!(["/etc/bell.conf"]));
+    assert_eq!(
+        value["files"]["written"],
+        serde_json::json!(["/etc/bell.conf"])
+    );
     assert_eq!(value["resources"][0]["status"], "ok");
 }
 
@@ -160,7 +190,11 @@ fn reapplying_the_current_generation_as_the_timer_does_is_a_no_op() {
     w.clear_events();
     let out = w.apply(&current, &[]);
     expect_code(&out, 0);
-    assert!(stdout(&out).contains("result: 0 changed"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("result: 0 changed"),
+        "{}",
+        stdout(&out)
+    );
     assert!(w.events().is_empty());
 }
 
@@ -195,10 +229,19 @@ fn install_timer_writes_units_that_systemd_accepts() {
             "systemd-analyze verify: {}",
             String::from_utf8_lossy(&out.stderr)
         ),
-        Err(e) => assert!(std::env::var("CI").is_err(), "systemd-analyze is missing in CI: {e}"),
+        Err(e) => assert!(
+            std::env::var("CI").is_err(),
+            "systemd-analyze is missing in CI: {e}"
+        ),
     }
 
-    let out = w.run(&["install-timer", "--root", root.to_str().unwrap(), "--exec", "bell run"]);
+    let out = w.run(&[
+        "install-timer",
+        "--root",
+        root.to_str().unwrap(),
+        "--exec",
+        "bell run",
+    ]);
     expect_code(&out, 1);
 }
 

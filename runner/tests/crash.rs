@@ -65,9 +65,15 @@ fn a_crash_at_any_step_leaves_all_old_or_all_new() {
     let reference = World::new();
     prepare(&reference);
     let before_bell = files(&reference);
-    expect_code(&reference.apply(&reference.build(&gen1(&reference)), &[]), 0);
+    expect_code(
+        &reference.apply(&reference.build(&gen1(&reference)), &[]),
+        0,
+    );
     let old = files(&reference);
-    expect_code(&reference.apply(&reference.build(&gen2(&reference)), &[]), 0);
+    expect_code(
+        &reference.apply(&reference.build(&gen2(&reference)), &[]),
+        0,
+    );
     let new = files(&reference);
     assert_ne!(old, new);
 
@@ -83,7 +89,10 @@ fn a_crash_at_any_step_leaves_all_old_or_all_new() {
         assert_eq!(out.status.signal(), Some(9), "{point}: {}", stderr(&out));
         if *point == "mid-switch" {
             let torn = files(&w);
-            assert!(torn != old && torn != new, "the failpoint must stop a switch halfway");
+            assert!(
+                torn != old && torn != new,
+                "the failpoint must stop a switch halfway"
+            );
         }
 
         let rec = w.run(&["recover", "--root", w.root().to_str().unwrap()]);
@@ -97,11 +106,24 @@ fn a_crash_at_any_step_leaves_all_old_or_all_new() {
         expect_code(&out, 0);
         assert_eq!(files(&w), new, "{point}");
         let events = w.events();
-        assert!(events.contains(&"trigger reload".to_string()), "{point}: {events:?}");
-        assert!(events.contains(&"apply two".to_string()), "{point}: {events:?}");
-        assert!(events.contains(&"revert one".to_string()), "{point}: {events:?}");
+        assert!(
+            events.contains(&"trigger reload".to_string()),
+            "{point}: {events:?}"
+        );
+        assert!(
+            events.contains(&"apply two".to_string()),
+            "{point}: {events:?}"
+        );
+        assert!(
+            events.contains(&"revert one".to_string()),
+            "{point}: {events:?}"
+        );
         let out = w.apply(&b2, &[]);
-        assert!(stdout(&out).contains("result: 0 changed"), "{point}: {}", stdout(&out));
+        assert!(
+            stdout(&out).contains("result: 0 changed"),
+            "{point}: {}",
+            stdout(&out)
+        );
 
         // Going back restores the pre-bell orig2 and takes orig1 over again.
         expect_code(&w.apply(&b1, &[]), 0);
@@ -109,6 +131,9 @@ fn a_crash_at_any_step_leaves_all_old_or_all_new() {
         expect_code(&w.apply(&w.build(&BundleSpec::new()), &[]), 0);
         let mut gone = files(&w);
         gone.retain(|_, e| e.kind == "file");
-        assert_eq!(gone, before_bell, "{point}: nothing of bell left, the originals back");
+        assert_eq!(
+            gone, before_bell,
+            "{point}: nothing of bell left, the originals back"
+        );
     }
 }

@@ -26,10 +26,22 @@ fn runs(w: &World, name: &str) -> usize {
 fn run_counts_follow_the_rerun_policy() {
     let w = World::new();
     let spec = BundleSpec::new()
-        .resource(ResourceSpec::new("exec", "always").exec(&counting(&w, "always", 1), exec_policy(Rerun::Always)))
-        .resource(ResourceSpec::new("exec", "never").exec(&counting(&w, "never", 1), exec_policy(Rerun::Never)))
-        .resource(ResourceSpec::new("exec", "never-failing").exec(&counting(&w, "never-failing", 99), exec_policy(Rerun::Never)))
-        .resource(ResourceSpec::new("exec", "once").exec(&counting(&w, "once", 3), exec_policy(Rerun::OnceSuccessfully)));
+        .resource(
+            ResourceSpec::new("exec", "always")
+                .exec(&counting(&w, "always", 1), exec_policy(Rerun::Always)),
+        )
+        .resource(
+            ResourceSpec::new("exec", "never")
+                .exec(&counting(&w, "never", 1), exec_policy(Rerun::Never)),
+        )
+        .resource(ResourceSpec::new("exec", "never-failing").exec(
+            &counting(&w, "never-failing", 99),
+            exec_policy(Rerun::Never),
+        ))
+        .resource(ResourceSpec::new("exec", "once").exec(
+            &counting(&w, "once", 3),
+            exec_policy(Rerun::OnceSuccessfully),
+        ));
     let bundle = w.build(&spec);
     let mut codes = Vec::new();
     for _ in 0..5 {
@@ -46,8 +58,13 @@ fn run_counts_follow_the_rerun_policy() {
 #[test]
 fn a_changed_script_is_a_new_script() {
     let w = World::new();
-    let one = BundleSpec::new().resource(ResourceSpec::new("exec", "x").exec(&counting(&w, "x", 1), exec_policy(Rerun::Never)));
-    let two = BundleSpec::new().resource(ResourceSpec::new("exec", "x").exec(&format!("{}# v2\n", counting(&w, "x", 1)), exec_policy(Rerun::Never)));
+    let one = BundleSpec::new().resource(
+        ResourceSpec::new("exec", "x").exec(&counting(&w, "x", 1), exec_policy(Rerun::Never)),
+    );
+    let two = BundleSpec::new().resource(ResourceSpec::new("exec", "x").exec(
+        &format!("{}# v2\n", counting(&w, "x", 1)),
+        exec_policy(Rerun::Never),
+    ));
     expect_code(&w.apply(&w.build(&one), &[]), 0);
     expect_code(&w.apply(&w.build(&one), &[]), 0);
     expect_code(&w.apply(&w.build(&two), &[]), 0);
@@ -72,7 +89,11 @@ fn rerun_and_retry_intervals_follow_the_clock() {
     let out = at("1010");
     assert_eq!((runs(&w, "every"), runs(&w, "retry")), (1, 1));
     assert!(stdout(&out).contains("retry at 1030"), "{}", stdout(&out));
-    assert!(stdout(&out).contains("next run at 1100"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("next run at 1100"),
+        "{}",
+        stdout(&out)
+    );
     at("1030");
     assert_eq!((runs(&w, "every"), runs(&w, "retry")), (1, 2));
     at("1099");
@@ -80,7 +101,11 @@ fn rerun_and_retry_intervals_follow_the_clock() {
     at("1100");
     assert_eq!((runs(&w, "every"), runs(&w, "retry")), (2, 2));
     at("5000");
-    assert_eq!((runs(&w, "every"), runs(&w, "retry")), (3, 2), "retry succeeded once: done");
+    assert_eq!(
+        (runs(&w, "every"), runs(&w, "retry")),
+        (3, 2),
+        "retry succeeded once: done"
+    );
 }
 
 #[test]
@@ -98,7 +123,11 @@ fn a_timeout_kills_the_script_and_its_children() {
     let out = w.apply(&w.build(&spec), &[]);
     expect_code(&out, 3);
     assert!(started.elapsed() < Duration::from_secs(10));
-    assert!(stdout(&out).contains("timed out after 1s"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("timed out after 1s"),
+        "{}",
+        stdout(&out)
+    );
     std::thread::sleep(Duration::from_secs(4));
     assert!(!marker.exists(), "a child of the timed-out script survived");
 }
@@ -109,15 +138,28 @@ fn on_failure_halt_stops_the_exec_scripts_after_it() {
     let mut halt = exec_policy(Rerun::Always);
     halt.on_failure = OnFailure::Halt;
     let spec = BundleSpec::new()
-        .resource(ResourceSpec::new("exec", "first").exec(&counting(&w, "first", 1), exec_policy(Rerun::Always)))
+        .resource(
+            ResourceSpec::new("exec", "first")
+                .exec(&counting(&w, "first", 1), exec_policy(Rerun::Always)),
+        )
         .resource(ResourceSpec::new("exec", "breaks").exec(&counting(&w, "breaks", 99), halt))
         .resource(ResourceSpec::new("sysctl", "plain").apply(&w.event("plain")))
-        .resource(ResourceSpec::new("exec", "later").exec(&counting(&w, "later", 1), exec_policy(Rerun::Always)));
+        .resource(
+            ResourceSpec::new("exec", "later")
+                .exec(&counting(&w, "later", 1), exec_policy(Rerun::Always)),
+        );
     let out = w.apply(&w.build(&spec), &[]);
     expect_code(&out, 3);
-    assert_eq!((runs(&w, "first"), runs(&w, "breaks"), runs(&w, "later")), (1, 1, 0));
+    assert_eq!(
+        (runs(&w, "first"), runs(&w, "breaks"), runs(&w, "later")),
+        (1, 1, 0)
+    );
     assert_eq!(w.events(), vec!["plain"], "non-exec resources go on");
-    assert!(stdout(&out).contains("halted: `exec:breaks` failed with on-failure halt"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("halted: `exec:breaks` failed with on-failure halt"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 fn wait_for(path: &Path, secs: u64) -> bool {
@@ -145,7 +187,10 @@ fn background_scripts_do_not_block_and_their_result_is_collected_next_time() {
     let started = Instant::now();
     let out = w.apply(&bundle, &[]);
     expect_code(&out, 0);
-    assert!(started.elapsed() < Duration::from_secs(2), "apply waited for the background run");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "apply waited for the background run"
+    );
     assert!(!marker.exists());
     assert!(stdout(&out).contains("exec:bg"), "{}", stdout(&out));
     assert!(stdout(&out).contains("started"), "{}", stdout(&out));
@@ -153,7 +198,11 @@ fn background_scripts_do_not_block_and_their_result_is_collected_next_time() {
 
     // While it runs, it is not started again.
     let out = w.apply(&bundle, &[]);
-    assert!(stdout(&out).contains("still running in the background"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("still running in the background"),
+        "{}",
+        stdout(&out)
+    );
 
     assert!(wait_for(&marker, 10));
     let result = w.root().join("var/lib/bell/log/exec/bg/background.json");
@@ -162,7 +211,8 @@ fn background_scripts_do_not_block_and_their_result_is_collected_next_time() {
     expect_code(&out, 0);
     assert!(stdout(&out).contains("succeeded once"), "{}", stdout(&out));
     let state: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(w.root().join("var/lib/bell/state.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(w.root().join("var/lib/bell/state.json")).unwrap())
+            .unwrap();
     assert_eq!(state["resources"]["exec:bg"]["result"], "ok");
     assert_eq!(state["resources"]["exec:bg"]["exec"]["runs"], 1);
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "run\n");
@@ -175,16 +225,26 @@ fn a_background_script_that_times_out_is_killed_and_recorded_failed() {
     let mut policy = exec_policy(Rerun::OnceSuccessfully);
     policy.background = true;
     policy.timeout = 1;
-    let script = format!("#!/bin/sh\n(sleep 3; touch '{m}') &\nsleep 3\ntouch '{m}'\n", m = marker.display());
+    let script = format!(
+        "#!/bin/sh\n(sleep 3; touch '{m}') &\nsleep 3\ntouch '{m}'\n",
+        m = marker.display()
+    );
     let spec = BundleSpec::new().resource(ResourceSpec::new("exec", "bg").exec(&script, policy));
     let bundle = w.build(&spec);
     expect_code(&w.apply(&bundle, &[]), 0);
-    assert!(wait_for(&w.root().join("var/lib/bell/log/exec/bg/background.json"), 10));
+    assert!(wait_for(
+        &w.root().join("var/lib/bell/log/exec/bg/background.json"),
+        10
+    ));
     std::thread::sleep(Duration::from_secs(3));
     assert!(!marker.exists());
     // Collected as a failure and, with no retry interval, run again.
     let out = w.apply(&bundle, &[]);
-    assert!(stdout(&out).contains("retrying after a failure"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("retrying after a failure"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 #[test]
@@ -204,7 +264,9 @@ fn args_and_env_reach_the_script_exactly() {
     ];
     let mut policy = exec_policy(Rerun::Always);
     policy.args = hostile.iter().map(|s| s.to_string()).collect();
-    policy.env.insert("HOSTILE".into(), "$(id) `id` ; rm -rf / \n\t'\"".into());
+    policy
+        .env
+        .insert("HOSTILE".into(), "$(id) `id` ; rm -rf / \n\t'\"".into());
     policy.env.insert("EMPTY".into(), String::new());
     // bash, not sh: the shebang is honoured.
     let script = format!(
@@ -212,7 +274,8 @@ fn args_and_env_reach_the_script_exactly() {
         out_args.display(),
         out_env.display()
     );
-    let spec = BundleSpec::new().resource(ResourceSpec::new("exec", "quoted").exec(&script, policy));
+    let spec =
+        BundleSpec::new().resource(ResourceSpec::new("exec", "quoted").exec(&script, policy));
     let out = w.apply(&w.build(&spec), &[]);
     expect_code(&out, 0);
     let args = std::fs::read(&out_args).unwrap();
@@ -221,23 +284,39 @@ fn args_and_env_reach_the_script_exactly() {
         want.extend_from_slice(h.as_bytes());
         want.push(0);
     }
-    assert_eq!(String::from_utf8_lossy(&args), String::from_utf8_lossy(&want));
+    assert_eq!(
+        String::from_utf8_lossy(&args),
+        String::from_utf8_lossy(&want)
+    );
     let env = std::fs::read_to_string(&out_env).unwrap();
     let fields: Vec<&str> = env.split('\0').collect();
     assert_eq!(fields[0], "$(id) `id` ; rm -rf / \n\t'\"");
     assert_eq!(fields[1], "", "an empty value is set, not dropped");
     assert_eq!(fields[2], "1", "offline, since the root is not /");
     assert_eq!(fields[3], w.root().to_str().unwrap());
-    assert!(fields[4].starts_with(w.root().join("var/lib/bell/state/exec/quoted").to_str().unwrap()));
-    assert!(fields[5].starts_with(w.root().join("var/lib/bell/generations").to_str().unwrap()), "cwd is the bundle");
+    assert!(fields[4].starts_with(
+        w.root()
+            .join("var/lib/bell/state/exec/quoted")
+            .to_str()
+            .unwrap()
+    ));
+    assert!(
+        fields[5].starts_with(w.root().join("var/lib/bell/generations").to_str().unwrap()),
+        "cwd is the bundle"
+    );
     assert!(!Path::new("/tmp/bell-pwned").exists());
 }
 
 #[test]
 fn a_script_without_a_shebang_fails_clearly() {
     let w = World::new();
-    let spec = BundleSpec::new().resource(ResourceSpec::new("exec", "bare").exec("echo hi\n", exec_policy(Rerun::Always)));
+    let spec = BundleSpec::new()
+        .resource(ResourceSpec::new("exec", "bare").exec("echo hi\n", exec_policy(Rerun::Always)));
     let out = w.apply(&w.build(&spec), &[]);
     expect_code(&out, 3);
-    assert!(stdout(&out).contains("give the script a `#!` line"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("give the script a `#!` line"),
+        "{}",
+        stdout(&out)
+    );
 }

@@ -15,13 +15,21 @@ fn a_second_concurrent_run_is_refused() {
     let bundle = w.build(&slow);
     let root = w.root();
     let mut first = std::process::Command::new(BIN)
-        .args(["apply", bundle.to_str().unwrap(), "--root", root.to_str().unwrap()])
+        .args([
+            "apply",
+            bundle.to_str().unwrap(),
+            "--root",
+            root.to_str().unwrap(),
+        ])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     while w.events().is_empty() {
-        assert!(Instant::now() < deadline, "the first run never started its script");
+        assert!(
+            Instant::now() < deadline,
+            "the first run never started its script"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 
@@ -30,7 +38,10 @@ fn a_second_concurrent_run_is_refused() {
     expect_code(&out, 1);
     let message = stderr(&out);
     assert!(
-        message.contains(&format!("another bell-run (pid {}) is applying", first.id())),
+        message.contains(&format!(
+            "another bell-run (pid {}) is applying",
+            first.id()
+        )),
         "{message}"
     );
     assert!(!root.join("etc/other").exists());

@@ -1,8 +1,8 @@
 //! Bundles that do not verify, or that would write outside the root, are refused with a clear
 //! message and nothing under the root changes (full tree snapshot, mtimes included).
 mod common;
-use common::*;
 use bell_bundle::Manifest;
+use common::*;
 use std::path::{Path, PathBuf};
 
 fn good(w: &World) -> BundleSpec {
@@ -41,9 +41,17 @@ fn assert_refused(w: &World, bundle: &Path, needle: &str) {
     w.clear_events();
     let out = w.apply(bundle, &[]);
     expect_code(&out, 1);
-    assert!(stderr(&out).contains(needle), "expected {needle:?} in:\n{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(needle),
+        "expected {needle:?} in:\n{}",
+        stderr(&out)
+    );
     assert!(stderr(&out).contains("help:"), "{}", stderr(&out));
-    assert_eq!(snapshot(&w.root(), &[], true, true), before, "the root changed");
+    assert_eq!(
+        snapshot(&w.root(), &[], true, true),
+        before,
+        "the root changed"
+    );
     assert!(w.events().is_empty());
     // `verify` says the same without a root.
     let out = w.run(&["verify", bundle.to_str().unwrap()]);
@@ -122,7 +130,11 @@ fn a_newer_manifest_format_is_refused() {
     let (w, bundle) = applied();
     let dir = copy_of(&w, &bundle, "newer");
     let text = std::fs::read_to_string(dir.join("bundle.json")).unwrap();
-    std::fs::write(dir.join("bundle.json"), text.replace("\"format\": 1", "\"format\": 2")).unwrap();
+    std::fs::write(
+        dir.join("bundle.json"),
+        text.replace("\"format\": 1", "\"format\": 2"),
+    )
+    .unwrap();
     assert_refused(&w, &dir, "has format 2");
 }
 

@@ -12,20 +12,31 @@ fn units(w: &World, content: &str, with_second: bool) -> BundleSpec {
         spec = spec.file("/etc/systemd/system/b.service", content, "0644");
         files.push("/etc/systemd/system/b.service");
     }
-    spec.resource(ResourceSpec::new("unit", "ab").files(&files).apply(&w.event("apply units")))
-        .resource(
-            ResourceSpec::new("sysctl", "x")
-                .files(&["/etc/sysctl.d/60-bell.conf"])
-                .apply(&w.event("apply sysctl")),
-        )
-        .trigger("daemon-reload", &["/etc/systemd/system/"], &w.event("daemon-reload"))
+    spec.resource(
+        ResourceSpec::new("unit", "ab")
+            .files(&files)
+            .apply(&w.event("apply units")),
+    )
+    .resource(
+        ResourceSpec::new("sysctl", "x")
+            .files(&["/etc/sysctl.d/60-bell.conf"])
+            .apply(&w.event("apply sysctl")),
+    )
+    .trigger(
+        "daemon-reload",
+        &["/etc/systemd/system/"],
+        &w.event("daemon-reload"),
+    )
 }
 
 #[test]
 fn a_trigger_runs_once_before_the_applies_when_its_paths_change() {
     let w = World::new();
     expect_code(&w.apply(&w.build(&units(&w, "[Unit]\n", true)), &[]), 0);
-    assert_eq!(w.events(), vec!["daemon-reload", "apply units", "apply sysctl"]);
+    assert_eq!(
+        w.events(),
+        vec!["daemon-reload", "apply units", "apply sysctl"]
+    );
 
     w.clear_events();
     expect_code(&w.apply(&w.build(&units(&w, "[Unit]\n", true)), &[]), 0);
@@ -71,7 +82,11 @@ fn a_failed_trigger_fails_the_run_and_is_retried() {
     let bundle = w.build(&spec);
     let out = w.apply(&bundle, &[]);
     expect_code(&out, 3);
-    assert!(stdout(&out).contains("trigger:daemon-reload"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("trigger:daemon-reload"),
+        "{}",
+        stdout(&out)
+    );
     std::fs::write(&flag, "").unwrap();
     expect_code(&w.apply(&bundle, &[]), 0);
     expect_code(&w.apply(&bundle, &[]), 0);

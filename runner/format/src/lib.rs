@@ -288,7 +288,9 @@ pub fn is_contained_relative(path: &str) -> bool {
     Path::new(path)
         .components()
         .all(|c| matches!(c, Component::Normal(_)))
-        && !path.split('/').any(|s| s.is_empty() || s == "." || s == "..")
+        && !path
+            .split('/')
+            .any(|s| s.is_empty() || s == "." || s == "..")
 }
 
 /// Checks that a host path from a manifest is absolute and normalised (`/a/b`, no `..`, `.`,
@@ -551,7 +553,9 @@ pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
         for entry in entries {
             let entry = entry.map_err(|e| unreadable(&abs, e))?;
             let child = rel.join(entry.file_name());
-            let kind = entry.file_type().map_err(|e| unreadable(&dir.join(&child), e))?;
+            let kind = entry
+                .file_type()
+                .map_err(|e| unreadable(&dir.join(&child), e))?;
             if kind.is_dir() {
                 stack.push(child);
             } else if kind.is_file() {
@@ -561,8 +565,8 @@ pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
                 let Some(sha) = expected.get(&child) else {
                     return Err(VerifyError::UnlistedFile { path: child });
                 };
-                let content =
-                    std::fs::read(dir.join(&child)).map_err(|e| unreadable(&dir.join(&child), e))?;
+                let content = std::fs::read(dir.join(&child))
+                    .map_err(|e| unreadable(&dir.join(&child), e))?;
                 if &sha256_hex(&content) != sha {
                     return Err(VerifyError::HashMismatch {
                         path: child.display().to_string(),

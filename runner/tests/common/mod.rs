@@ -32,7 +32,8 @@ pub fn tempdir() -> TempDir {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .subsec_nanos();
-    let dir = std::env::temp_dir().join(format!("bell-run-test-{}-{n}-{nanos}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("bell-run-test-{}-{n}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     TempDir(dir.canonicalize().unwrap())
 }
@@ -53,7 +54,11 @@ impl World {
             "root:x:0:0:root:/root:/bin/sh\nalice:x:1000:1001::/home/alice:/bin/sh\n",
         )
         .unwrap();
-        std::fs::write(root.join("etc/group"), "root:x:0:\nstaff:x:1001:\nadm:x:4:\n").unwrap();
+        std::fs::write(
+            root.join("etc/group"),
+            "root:x:0:\nstaff:x:1001:\nadm:x:4:\n",
+        )
+        .unwrap();
         std::fs::create_dir_all(tmp.path().join("bundles")).unwrap();
         World { tmp }
     }
@@ -109,7 +114,12 @@ impl World {
 
     pub fn apply_env(&self, bundle: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
         let root = self.root();
-        let mut args = vec!["apply", bundle.to_str().unwrap(), "--root", root.to_str().unwrap()];
+        let mut args = vec![
+            "apply",
+            bundle.to_str().unwrap(),
+            "--root",
+            root.to_str().unwrap(),
+        ];
         args.extend_from_slice(extra);
         self.run_env(&args, env)
     }
@@ -201,7 +211,14 @@ impl BundleSpec {
         self.file_owned(path, content, mode, "root", "root")
     }
 
-    pub fn file_owned(mut self, path: &str, content: &str, mode: &str, owner: &str, group: &str) -> Self {
+    pub fn file_owned(
+        mut self,
+        path: &str,
+        content: &str,
+        mode: &str,
+        owner: &str,
+        group: &str,
+    ) -> Self {
         self.files.push(FileSpec {
             path: path.to_string(),
             content: content.as_bytes().to_vec(),
@@ -255,8 +272,14 @@ impl BundleSpec {
                 hash: String::new(),
                 files: r.files.clone(),
                 after: r.after.clone(),
-                apply: r.apply.as_ref().map(|t| script(format!("scripts/{i}-{}/apply", r.kind), t)),
-                revert: r.revert.as_ref().map(|t| script(format!("scripts/{i}-{}/revert", r.kind), t)),
+                apply: r
+                    .apply
+                    .as_ref()
+                    .map(|t| script(format!("scripts/{i}-{}/apply", r.kind), t)),
+                revert: r
+                    .revert
+                    .as_ref()
+                    .map(|t| script(format!("scripts/{i}-{}/revert", r.kind), t)),
                 exec: r.exec.clone(),
             };
             resource.hash = resource.compute_hash(&files);
@@ -301,7 +324,10 @@ impl BundleSpec {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         }
-        assert!(bell_bundle::verify_dir(&bundle).is_ok(), "test bundle must verify");
+        assert!(
+            bell_bundle::verify_dir(&bundle).is_ok(),
+            "test bundle must verify"
+        );
         bundle
     }
 }
@@ -330,15 +356,27 @@ pub struct Entry {
 }
 
 /// Every entry under `dir`, by relative path; `skip` prefixes are left out.
-pub fn snapshot(dir: &Path, skip: &[&str], with_mtime: bool, with_dirs: bool) -> BTreeMap<String, Entry> {
+pub fn snapshot(
+    dir: &Path,
+    skip: &[&str],
+    with_mtime: bool,
+    with_dirs: bool,
+) -> BTreeMap<String, Entry> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
         for entry in std::fs::read_dir(&d).unwrap() {
             let entry = entry.unwrap();
             let path = entry.path();
-            let rel = path.strip_prefix(dir).unwrap().to_string_lossy().to_string();
-            if skip.iter().any(|s| rel == *s || rel.starts_with(&format!("{s}/"))) {
+            let rel = path
+                .strip_prefix(dir)
+                .unwrap()
+                .to_string_lossy()
+                .to_string();
+            if skip
+                .iter()
+                .any(|s| rel == *s || rel.starts_with(&format!("{s}/")))
+            {
                 continue;
             }
             let meta = std::fs::symlink_metadata(&path).unwrap();
@@ -348,7 +386,14 @@ pub fn snapshot(dir: &Path, skip: &[&str], with_mtime: bool, with_dirs: bool) ->
                 0
             };
             let (kind, content) = if meta.file_type().is_symlink() {
-                ("symlink", std::fs::read_link(&path).unwrap().as_os_str().as_encoded_bytes().to_vec())
+                (
+                    "symlink",
+                    std::fs::read_link(&path)
+                        .unwrap()
+                        .as_os_str()
+                        .as_encoded_bytes()
+                        .to_vec(),
+                )
             } else if meta.is_dir() {
                 stack.push(path.clone());
                 if !with_dirs {
