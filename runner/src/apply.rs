@@ -31,6 +31,9 @@ pub struct Options {
 pub struct Refusal {
     pub message: String,
     pub help: Option<String>,
+    /// Set when the error came after changes began (reverts ran): not a clean refusal, so
+    /// the exit code is 3, not 1.
+    pub partial: bool,
 }
 
 impl Refusal {
@@ -38,7 +41,13 @@ impl Refusal {
         Refusal {
             message: message.into(),
             help: None,
+            partial: false,
         }
+    }
+
+    fn partial(mut self) -> Refusal {
+        self.partial = true;
+        self
     }
 
     pub fn help(mut self, help: impl Into<String>) -> Refusal {
@@ -331,7 +340,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     });
     let excess = state.history.len().saturating_sub(20);
     state.history.drain(..excess);
-    state::save(root, &state).map_err(Refusal::new)?;
+    state::save(root, &state).map_err(|e| Refusal::new(e).partial())?;
     set_current(root, &checked.id);
     state::prune_generations(root, &state);
     Ok(rep)

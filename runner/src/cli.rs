@@ -114,7 +114,7 @@ fn usage(message: &str) -> i32 {
 fn refused(refusal: &Refusal, json: bool) -> i32 {
     if json {
         let value = serde_json::json!({
-            "result": "refused",
+            "result": if refusal.partial { "failed" } else { "refused" },
             "error": refusal.message,
             "help": refusal.help,
         });
@@ -124,7 +124,11 @@ fn refused(refusal: &Refusal, json: bool) -> i32 {
     if let Some(help) = &refusal.help {
         eprintln!("help: {help}");
     }
-    REFUSED
+    if refusal.partial {
+        FAILURES
+    } else {
+        REFUSED
+    }
 }
 
 fn root_of(args: &Args) -> PathBuf {
