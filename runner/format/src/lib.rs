@@ -586,3 +586,33 @@ pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
     }
     Ok(manifest)
 }
+
+#[cfg(test)]
+mod verify_tests {
+    use super::*;
+
+    #[test]
+    fn bundle_ids_are_64_lowercase_hex() {
+        assert!(is_bundle_id(&sha256_hex(b"x")));
+        assert!(!is_bundle_id(&sha256_hex(b"x").to_uppercase()));
+        assert!(!is_bundle_id("node-001"));
+    }
+
+    #[test]
+    fn modes_are_four_octal_digits() {
+        assert_eq!(parse_mode("0644"), Some(0o644));
+        assert_eq!(parse_mode("4755"), Some(0o4755));
+        assert_eq!(parse_mode("644"), None);
+        assert_eq!(parse_mode("0689"), None);
+        assert_eq!(parse_mode("+644"), None);
+    }
+
+    #[test]
+    fn verify_dir_refuses_a_missing_manifest() {
+        let dir = std::env::temp_dir().join(format!("bell-bundle-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let result = verify_dir(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(matches!(result, Err(VerifyError::Unreadable { .. })));
+    }
+}
