@@ -375,7 +375,11 @@ struct Ctx<'a> {
 impl Ctx<'_> {
     fn env(&self, kind: &str, name: &str, generation: &str) -> Vec<(String, String)> {
         let state_dir = state::resource_state_dir(self.root, kind, name);
-        let _ = fs::create_dir_all(&state_dir);
+        if fs::create_dir_all(&state_dir).is_ok() {
+            // Private: scripts may record secrets they need to undo themselves.
+            use std::os::unix::fs::PermissionsExt;
+            let _ = fs::set_permissions(&state_dir, fs::Permissions::from_mode(0o700));
+        }
         vec![
             ("BELL_ROOT".to_string(), self.root.dir.display().to_string()),
             ("BELL_STATE".to_string(), state_dir.display().to_string()),

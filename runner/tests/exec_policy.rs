@@ -305,6 +305,11 @@ fn args_and_env_reach_the_script_exactly() {
         "cwd is the bundle"
     );
     assert!(!Path::new("/tmp/bell-pwned").exists());
+    assert_eq!(
+        mode_of(Path::new(fields[4])),
+        0o700,
+        "BELL_STATE is private"
+    );
 }
 
 #[test]
