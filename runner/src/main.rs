@@ -1,5 +1,18 @@
-//! bell-run: applies a bundle built by bellc on a host. See the README.
+//! bell-run: applies a bundle built by bellc on a host. See runner/README.md.
+
+mod accounts;
+mod apply;
+mod cli;
+mod exec;
+mod failpoint;
+mod journal;
+mod plan;
+mod rootfs;
+mod scripts;
+mod state;
+mod sys;
+mod timer;
+
 fn main() {
-    eprintln!("bell-run: not built yet");
-    std::process::exit(2);
+    std::process::exit(cli::main());
 }

@@ -321,6 +321,14 @@ pub enum VerifyError {
     UnknownFile { resource: String, path: String },
     UnlistedFile { path: PathBuf },
     DuplicatePath { path: String },
+    NotCanonical,
+    Unsorted { path: String },
+    BadMode { path: String, mode: String },
+    BadOwner { path: String },
+    BadDependency { resource: String, after: String },
+    DuplicateResource { resource: String },
+    ExecWithoutScript { resource: String },
+    NotAFile { path: PathBuf },
 }
 
 impl fmt::Display for VerifyError {
@@ -355,8 +363,256 @@ impl fmt::Display for VerifyError {
             VerifyError::DuplicatePath { path } => {
                 write!(f, "the manifest lists {path} more than once")
             }
+            VerifyError::NotCanonical => write!(
+                f,
+                "the manifest is not in canonical form, so its sha256 is not the bundle id: it was edited after the build"
+            ),
+            VerifyError::Unsorted { path } => {
+                write!(f, "the manifest's files are not sorted by path at {path}")
+            }
+            VerifyError::BadMode { path, mode } => {
+                write!(f, "{path} has mode {mode:?}; expected four octal digits such as \"0644\"")
+            }
+            VerifyError::BadOwner { path } => write!(f, "{path} has an empty owner or group"),
+            VerifyError::BadDependency { resource, after } => write!(
+                f,
+                "resource {resource} comes after {after}, which is not an earlier resource of the bundle"
+            ),
+            VerifyError::DuplicateResource { resource } => {
+                write!(f, "the manifest lists resource {resource} more than once")
+            }
+            VerifyError::ExecWithoutScript { resource } => {
+                write!(f, "exec resource {resource} has no apply script")
+            }
+            VerifyError::NotAFile { path } => write!(
+                f,
+                "{} in the bundle is not a regular file or directory (a symlink or device)",
+                path.display()
+            ),
         }
     }
 }
 
 impl std::error::Error for VerifyError {}
+
+/// The directory inside a bundle that holds every script.
+pub const SCRIPTS_DIR: &str = "scripts";
+
+/// Whether `text` looks like a bundle id: 64 lowercase hex digits.
+pub fn is_bundle_id(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Parses a manifest file mode (`"0644"`): four octal digits.
+pub fn parse_mode(mode: &str) -> Option<u32> {
+    if mode.len() != 4 || !mode.bytes().all(|b| matches!(b, b'0'..=b'7')) {
+        return None;
+    }
+    u32::from_str_radix(mode, 8).ok()
+}
+
+/// Verifies a bundle directory completely before anything uses it: the manifest parses and is
+/// of a known format, its bytes are canonical (so its sha256 is `Manifest::id`), the directory
+/// name matches the id when it is one (`bundles/<id>`, also when reached through a symlink),
+/// every path is normalised, every file and script has its listed sha256, every resource hash
+/// matches its content, and the directory holds nothing that the manifest does not list.
+pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
+    let unreadable = |path: &Path, e: std::io::Error| VerifyError::Unreadable {
+        path: path.to_path_buf(),
+        error: e.to_string(),
+    };
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let bytes = std::fs::read(&manifest_path).map_err(|e| unreadable(&manifest_path, e))?;
+    let text = std::str::from_utf8(&bytes).map_err(|_| {
+        VerifyError::Format(FormatError::Json("the manifest is not UTF-8".to_string()))
+    })?;
+    let manifest = Manifest::from_json(text).map_err(VerifyError::Format)?;
+    let actual = sha256_hex(&bytes);
+    if manifest.to_json().as_bytes() != bytes.as_slice() {
+        return Err(VerifyError::NotCanonical);
+    }
+    // A bundle reached through `hosts/<name>` is a symlink to `bundles/<id>`: resolve it, so
+    // that the id in the directory name is checked there too.
+    let resolved = dir.canonicalize().map_err(|e| unreadable(dir, e))?;
+    if let Some(name) = resolved.file_name().and_then(|n| n.to_str()) {
+        if is_bundle_id(name) && name != actual {
+            return Err(VerifyError::IdMismatch {
+                expected: name.to_string(),
+                actual,
+            });
+        }
+    }
+
+    let mut expected: BTreeMap<PathBuf, String> = BTreeMap::new();
+    let mut previous: Option<&str> = None;
+    for file in &manifest.files {
+        if !is_normal_absolute(&file.path) {
+            return Err(VerifyError::BadPath {
+                path: file.path.clone(),
+            });
+        }
+        if let Some(prev) = previous {
+            if prev >= file.path.as_str() {
+                return Err(if prev == file.path {
+                    VerifyError::DuplicatePath {
+                        path: file.path.clone(),
+                    }
+                } else {
+                    VerifyError::Unsorted {
+                        path: file.path.clone(),
+                    }
+                });
+            }
+        }
+        previous = Some(&file.path);
+        if parse_mode(&file.mode).is_none() {
+            return Err(VerifyError::BadMode {
+                path: file.path.clone(),
+                mode: file.mode.clone(),
+            });
+        }
+        if file.owner.is_empty() || file.group.is_empty() {
+            return Err(VerifyError::BadOwner {
+                path: file.path.clone(),
+            });
+        }
+        let rel = Path::new(ROOT_DIR).join(file.path.trim_start_matches('/'));
+        expected.insert(rel, file.sha256.clone());
+    }
+
+    let mut scripts: Vec<&Script> = Vec::new();
+    let mut keys = std::collections::BTreeSet::new();
+    for resource in &manifest.resources {
+        let key = resource.key();
+        for dep in &resource.after {
+            if !keys.contains(dep) {
+                return Err(VerifyError::BadDependency {
+                    resource: key,
+                    after: dep.clone(),
+                });
+            }
+        }
+        if !keys.insert(key.clone()) {
+            return Err(VerifyError::DuplicateResource { resource: key });
+        }
+        for path in &resource.files {
+            if manifest.file(path).is_none() {
+                return Err(VerifyError::UnknownFile {
+                    resource: key,
+                    path: path.clone(),
+                });
+            }
+        }
+        if resource.exec.is_some() && resource.apply.is_none() {
+            return Err(VerifyError::ExecWithoutScript { resource: key });
+        }
+        if resource.compute_hash(&manifest.files) != resource.hash {
+            return Err(VerifyError::ResourceHash { resource: key });
+        }
+        scripts.extend(resource.apply.iter().chain(resource.revert.iter()));
+    }
+    for trigger in &manifest.triggers {
+        for prefix in &trigger.paths {
+            let trimmed = prefix.strip_suffix('/').unwrap_or(prefix);
+            if !(trimmed.is_empty() || is_normal_absolute(trimmed)) || !prefix.starts_with('/') {
+                return Err(VerifyError::BadPath {
+                    path: prefix.clone(),
+                });
+            }
+        }
+        scripts.push(&trigger.script);
+    }
+    for script in scripts {
+        let inside_scripts = script
+            .path
+            .strip_prefix(SCRIPTS_DIR)
+            .is_some_and(|rest| rest.starts_with('/'));
+        if !is_contained_relative(&script.path) || !inside_scripts {
+            return Err(VerifyError::BadPath {
+                path: script.path.clone(),
+            });
+        }
+        let rel = PathBuf::from(&script.path);
+        if let Some(other) = expected.get(&rel) {
+            if other != &script.sha256 {
+                return Err(VerifyError::HashMismatch {
+                    path: script.path.clone(),
+                });
+            }
+        }
+        expected.insert(rel, script.sha256.clone());
+    }
+
+    // Walk the directory: every regular file must be listed with its hash, and nothing else
+    // (no symlinks, no devices) may be there.
+    let mut found = std::collections::BTreeSet::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let abs = dir.join(&rel);
+        let entries = std::fs::read_dir(&abs).map_err(|e| unreadable(&abs, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| unreadable(&abs, e))?;
+            let child = rel.join(entry.file_name());
+            let kind = entry
+                .file_type()
+                .map_err(|e| unreadable(&dir.join(&child), e))?;
+            if kind.is_dir() {
+                stack.push(child);
+            } else if kind.is_file() {
+                if child.as_os_str() == MANIFEST_FILE {
+                    continue;
+                }
+                let Some(sha) = expected.get(&child) else {
+                    return Err(VerifyError::UnlistedFile { path: child });
+                };
+                let content = std::fs::read(dir.join(&child))
+                    .map_err(|e| unreadable(&dir.join(&child), e))?;
+                if &sha256_hex(&content) != sha {
+                    return Err(VerifyError::HashMismatch {
+                        path: child.display().to_string(),
+                    });
+                }
+                found.insert(child);
+            } else {
+                return Err(VerifyError::NotAFile { path: child });
+            }
+        }
+    }
+    if let Some(missing) = expected.keys().find(|p| !found.contains(*p)) {
+        return Err(VerifyError::Unreadable {
+            path: dir.join(missing),
+            error: "listed in the manifest but missing from the bundle".to_string(),
+        });
+    }
+    Ok(manifest)
+}
+
+#[cfg(test)]
+mod verify_tests {
+    use super::*;
+
+    #[test]
+    fn bundle_ids_are_64_lowercase_hex() {
+        assert!(is_bundle_id(&sha256_hex(b"x")));
+        assert!(!is_bundle_id(&sha256_hex(b"x").to_uppercase()));
+        assert!(!is_bundle_id("node-001"));
+    }
+
+    #[test]
+    fn modes_are_four_octal_digits() {
+        assert_eq!(parse_mode("0644"), Some(0o644));
+        assert_eq!(parse_mode("4755"), Some(0o4755));
+        assert_eq!(parse_mode("644"), None);
+        assert_eq!(parse_mode("0689"), None);
+        assert_eq!(parse_mode("+644"), None);
+    }
+
+    #[test]
+    fn verify_dir_refuses_a_missing_manifest() {
+        let dir = std::env::temp_dir().join(format!("bell-bundle-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let result = verify_dir(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(matches!(result, Err(VerifyError::Unreadable { .. })));
+    }
+}

@@ -1,0 +1,768 @@
+//! One apply, stage by stage: verify, plan, revert departed resources, switch files, run
+//! triggers, run applies (and due exec scripts), record the generation. Each stage lives in
+//! its own module; this one only orders them and keeps the promise that a refusal changes
+//! nothing.
+
+use crate::accounts::Accounts;
+use crate::exec;
+use crate::failpoint;
+use crate::journal::{self, Switched};
+use crate::plan::{self, Change, Plan};
+use crate::rootfs::Root;
+use crate::scripts::{self, Exit, Invocation};
+use crate::state::{self, ExecRecord, HistoryEntry, Pending, ResourceRecord, Running, State};
+use bell_bundle::{Manifest, Resource};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub struct Options {
+    pub root: PathBuf,
+    pub offline: bool,
+    pub dry_run: bool,
+    /// Timeout of generated apply, revert and trigger scripts (exec scripts carry their own).
+    pub script_timeout: u64,
+}
+
+/// Why nothing was done.
+#[derive(Debug)]
+pub struct Refusal {
+    pub message: String,
+    pub help: Option<String>,
+    /// Set when the error came after changes began (reverts ran): not a clean refusal, so
+    /// the exit code is 3, not 1.
+    pub partial: bool,
+}
+
+impl Refusal {
+    pub fn new(message: impl Into<String>) -> Refusal {
+        Refusal {
+            message: message.into(),
+            help: None,
+            partial: false,
+        }
+    }
+
+    fn partial(mut self) -> Refusal {
+        self.partial = true;
+        self
+    }
+
+    pub fn help(mut self, help: impl Into<String>) -> Refusal {
+        self.help = Some(help.into());
+        self
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub key: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change: Option<Change>,
+    /// `ok`, `failed`, `skipped`, `halted`, `started`, `not-due`, `unchanged`, `reverted`.
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+}
+
+impl Outcome {
+    fn new(key: &str, change: Option<Change>, status: &str, detail: Option<String>) -> Outcome {
+        Outcome {
+            key: key.to_string(),
+            change,
+            status: status.to_string(),
+            detail,
+            log: None,
+        }
+    }
+
+    pub fn failed(&self) -> bool {
+        matches!(self.status.as_str(), "failed" | "skipped" | "halted")
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub generation: String,
+    pub root: String,
+    pub offline: bool,
+    pub dry_run: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovered: Option<String>,
+    pub plan: Plan,
+    pub reverts: Vec<Outcome>,
+    pub files: Switched,
+    pub triggers: Vec<Outcome>,
+    pub resources: Vec<Outcome>,
+    /// Resources created, changed, retried, put back or departed.
+    pub changed: usize,
+    /// Resources, reverts and triggers that did not succeed.
+    pub failed: Vec<String>,
+}
+
+/// Everything read-only that must hold before anything is touched.
+struct Checked {
+    root: Root,
+    manifest: Manifest,
+    id: String,
+}
+
+fn check(bundle: &Path, opts: &Options) -> Result<Checked, Refusal> {
+    let manifest = bell_bundle::verify_dir(bundle).map_err(|e| {
+        Refusal::new(format!(
+            "the bundle {} does not verify: {e}",
+            bundle.display()
+        ))
+        .help("rebuild the bundle with `bellc build` and copy it again; nothing was changed")
+    })?;
+    let root = Root::open(&opts.root).map_err(Refusal::new)?;
+    root.check_contained("/var/lib/bell/state.json")
+        .map_err(|e| {
+            Refusal::new(format!("bell-run's state directory is unsafe: {e}"))
+                .help("`/var/lib/bell` must be a directory inside the root; nothing was changed")
+        })?;
+    let id = manifest.id();
+    Ok(Checked { root, manifest, id })
+}
+
+fn previous_manifest(root: &Root, state: &State) -> Option<Manifest> {
+    let id = state.generation.as_ref()?;
+    bell_bundle::verify_dir(&state::generation_dir(root, id)).ok()
+}
+
+fn make_plan(root: &Root, manifest: &Manifest, state: &State) -> Result<Plan, Refusal> {
+    let accounts = Accounts::load(&root.dir);
+    let previous = previous_manifest(root, state);
+    for file in &manifest.files {
+        root.check_contained(&file.path).map_err(|e| {
+            Refusal::new(e).help("a managed path must stay inside the root; nothing was changed")
+        })?;
+    }
+    for path in state.files.keys() {
+        root.check_contained(path).map_err(Refusal::new)?;
+    }
+    plan::make(root, manifest, previous.as_ref(), state, &accounts).map_err(|e| {
+        Refusal::new(e).help("add the account to the image or host first; nothing was changed")
+    })
+}
+
+/// `--dry-run`: the plan, without the lock and without touching anything.
+pub fn dry_run(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
+    let checked = check(bundle, opts)?;
+    let state = state::load(&checked.root).map_err(Refusal::new)?;
+    let plan = make_plan(&checked.root, &checked.manifest, &state)?;
+    let pending = journal::load(&checked.root)
+        .ok()
+        .flatten()
+        .map(|_| "an interrupted switch will be completed or undone first".to_string());
+    Ok(report(&checked, opts, pending, plan))
+}
+
+fn report(checked: &Checked, opts: &Options, recovered: Option<String>, plan: Plan) -> Report {
+    Report {
+        generation: checked.id.clone(),
+        root: checked.root.dir.display().to_string(),
+        offline: opts.offline,
+        dry_run: opts.dry_run,
+        recovered,
+        plan,
+        reverts: Vec::new(),
+        files: Switched::default(),
+        triggers: Vec::new(),
+        resources: Vec::new(),
+        changed: 0,
+        failed: Vec::new(),
+    }
+}
+
+/// Holds `ROOT/var/lib/bell/lock` for the lifetime of a run.
+pub struct Lock {
+    _file: fs::File,
+}
+
+pub fn lock(root: &Root) -> Result<Lock, Refusal> {
+    let dir = root.bell_dir();
+    fs::create_dir_all(&dir)
+        .map_err(|e| Refusal::new(format!("cannot create {}: {e}", dir.display())))?;
+    let path = dir.join("lock");
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Refusal::new(format!("cannot open {}: {e}", path.display())))?;
+    match crate::sys::try_lock_exclusive(&file) {
+        Ok(true) => {
+            let _ = file.set_len(0);
+            let _ = fs::write(&path, format!("{}\n", std::process::id()));
+            Ok(Lock { _file: file })
+        }
+        Ok(false) => {
+            let holder = fs::read_to_string(&path).unwrap_or_default();
+            Err(Refusal::new(format!(
+                "another bell-run (pid {}) is applying to {}",
+                holder.trim(),
+                root.dir.display()
+            ))
+            .help("wait for it to finish; nothing was changed"))
+        }
+        Err(e) => Err(Refusal::new(format!("cannot lock {}: {e}", path.display()))),
+    }
+}
+
+/// Applies a bundle. `Err` is a refusal (nothing changed); a report with failures is exit 3.
+pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
+    let checked = check(bundle, opts)?;
+    let root = &checked.root;
+    // Everything that can refuse is checked once before the lock file is even created, so
+    // that a refusal leaves the root exactly as it was; the plan is made again under the lock.
+    let unlocked = state::load(root).map_err(Refusal::new)?;
+    make_plan(root, &checked.manifest, &unlocked)?;
+    let _lock = lock(root)?;
+    let mut state = state::load(root).map_err(Refusal::new)?;
+    let recovered = journal::recover(root, &mut state).map_err(|e| {
+        Refusal::new(format!("cannot finish the interrupted switch: {e}"))
+            .help("fix the cause and run `bell-run recover`")
+    })?;
+
+    // bell-run's own copy of the bundle: departed resources are reverted from it later, and
+    // what runs is what was verified.
+    let copy = state::generation_dir(root, &checked.id);
+    let same_dir = bundle.canonicalize().ok() == copy.canonicalize().ok();
+    if !same_dir {
+        if bell_bundle::verify_dir(&copy).is_err() {
+            let _ = fs::remove_dir_all(&copy);
+            let tmp = copy.with_file_name(format!(".{}.tmp", checked.id));
+            let _ = fs::remove_dir_all(&tmp);
+            crate::rootfs::copy_tree(bundle, &tmp)
+                .and_then(|()| fs::rename(&tmp, &copy))
+                .map_err(|e| {
+                    Refusal::new(format!(
+                        "cannot copy the bundle into {}: {e}",
+                        copy.display()
+                    ))
+                })?;
+        }
+        bell_bundle::verify_dir(&copy)
+            .map_err(|e| Refusal::new(format!("the bundle changed while it was copied: {e}")))?;
+    }
+    make_exec_scripts_executable(&copy, &checked.manifest);
+
+    let plan = make_plan(root, &checked.manifest, &state)?;
+    let mut rep = report(&checked, opts, recovered, plan.clone());
+    let ctx = Ctx {
+        root,
+        offline: opts.offline,
+        timeout: Duration::from_secs(opts.script_timeout),
+        now: state::now(),
+    };
+
+    failpoint::hit("before-revert");
+    let mut manifests: BTreeMap<String, Option<Manifest>> = BTreeMap::new();
+    let mut still_pending = Vec::new();
+    for departed in &plan.departed {
+        let outcome = revert(&ctx, &mut manifests, &departed.key, &departed.generation);
+        if outcome.failed() {
+            still_pending.push(Pending {
+                name: departed.key.clone(),
+                generation: departed.generation.clone(),
+            });
+        }
+        rep.reverts.push(outcome);
+    }
+    state.pending_reverts = still_pending;
+    failpoint::hit("after-revert");
+
+    let previous = state
+        .generation
+        .as_ref()
+        .and_then(|g| load_generation(&ctx, &mut manifests, g).map(|m| (g.clone(), m)));
+    let fired = fired_triggers(&checked, previous.as_ref(), &plan);
+    if !plan.files.is_empty() {
+        rep.files = journal::switch(
+            root,
+            &mut state,
+            &checked.manifest,
+            &copy,
+            &plan.files,
+            fired,
+        )
+        .map_err(|e| {
+            Refusal::new(format!("the file switch failed: {e}"))
+                .help("the next bell-run completes or undoes it")
+        })?;
+    }
+
+    for pending in std::mem::take(&mut state.pending_triggers) {
+        let outcome = run_trigger(&ctx, &mut manifests, &pending);
+        if outcome.failed() {
+            state.pending_triggers.push(pending);
+        }
+        rep.triggers.push(outcome);
+    }
+
+    failpoint::hit("before-apply");
+    let records = run_resources(&ctx, &checked, &copy, &plan, &state, &mut rep);
+    failpoint::hit("after-apply");
+
+    rep.changed = plan
+        .resources
+        .iter()
+        .filter(|r| r.change != Change::Unchanged)
+        .count()
+        + plan.departed.len();
+    rep.failed = rep
+        .reverts
+        .iter()
+        .chain(&rep.triggers)
+        .chain(&rep.resources)
+        .filter(|o| o.failed())
+        .map(|o| o.key.clone())
+        .collect();
+    let result = if rep.failed.is_empty() {
+        "ok"
+    } else {
+        "failed"
+    };
+    state.generation = Some(checked.id.clone());
+    state.applied_at = Some(ctx.now);
+    state.result = Some(result.to_string());
+    state.resources = records;
+    state.history.push(HistoryEntry {
+        generation: checked.id.clone(),
+        applied_at: ctx.now,
+        result: result.to_string(),
+    });
+    let excess = state.history.len().saturating_sub(20);
+    state.history.drain(..excess);
+    state::save(root, &state).map_err(|e| Refusal::new(e).partial())?;
+    set_current(root, &checked.id);
+    state::prune_generations(root, &state);
+    Ok(rep)
+}
+
+/// exec scripts run directly, honouring their shebang, so bell-run's copy is executable.
+fn make_exec_scripts_executable(copy: &Path, manifest: &Manifest) {
+    use std::os::unix::fs::PermissionsExt;
+    for resource in &manifest.resources {
+        if let (Some(_), Some(script)) = (&resource.exec, &resource.apply) {
+            let _ = fs::set_permissions(copy.join(&script.path), fs::Permissions::from_mode(0o755));
+        }
+    }
+}
+
+fn set_current(root: &Root, id: &str) {
+    let link = root.bell_dir().join("current");
+    let tmp = root.bell_dir().join(".current.tmp");
+    let _ = fs::remove_file(&tmp);
+    if std::os::unix::fs::symlink(Path::new("generations").join(id), &tmp).is_ok() {
+        let _ = fs::rename(&tmp, &link);
+    }
+}
+
+struct Ctx<'a> {
+    root: &'a Root,
+    offline: bool,
+    timeout: Duration,
+    now: u64,
+}
+
+impl Ctx<'_> {
+    fn env(&self, kind: &str, name: &str, generation: &str) -> Vec<(String, String)> {
+        let state_dir = state::resource_state_dir(self.root, kind, name);
+        if fs::create_dir_all(&state_dir).is_ok() {
+            // Private: scripts may record secrets they need to undo themselves.
+            use std::os::unix::fs::PermissionsExt;
+            let _ = fs::set_permissions(&state_dir, fs::Permissions::from_mode(0o700));
+        }
+        vec![
+            ("BELL_ROOT".to_string(), self.root.dir.display().to_string()),
+            ("BELL_STATE".to_string(), state_dir.display().to_string()),
+            (
+                "BELL_OFFLINE".to_string(),
+                if self.offline { "1" } else { "0" }.to_string(),
+            ),
+            ("BELL_RESOURCE".to_string(), format!("{kind}:{name}")),
+            ("BELL_GENERATION".to_string(), generation.to_string()),
+        ]
+    }
+
+    /// A log path relative to the root, as recorded in `state.json`.
+    fn rel(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.root.dir) {
+            Ok(rel) => format!("/{}", rel.display()),
+            Err(_) => path.display().to_string(),
+        }
+    }
+
+    fn run_sh(
+        &self,
+        bundle: &Path,
+        script: &str,
+        env: Vec<(String, String)>,
+        log: PathBuf,
+    ) -> (Exit, String) {
+        let inv = Invocation {
+            program: PathBuf::from("sh"),
+            args: vec![script.into()],
+            cwd: bundle.to_path_buf(),
+            env,
+            timeout: self.timeout,
+            log: log.clone(),
+        };
+        (scripts::run(&inv), self.rel(&log))
+    }
+}
+
+fn load_generation<'m>(
+    ctx: &Ctx,
+    cache: &'m mut BTreeMap<String, Option<Manifest>>,
+    id: &str,
+) -> Option<&'m Manifest> {
+    cache
+        .entry(id.to_string())
+        .or_insert_with(|| bell_bundle::verify_dir(&state::generation_dir(ctx.root, id)).ok())
+        .as_ref()
+}
+
+fn split_key(key: &str) -> (&str, &str) {
+    key.split_once(':').unwrap_or((key, ""))
+}
+
+fn revert(
+    ctx: &Ctx,
+    cache: &mut BTreeMap<String, Option<Manifest>>,
+    key: &str,
+    generation: &str,
+) -> Outcome {
+    let (kind, name) = split_key(key);
+    let Some(manifest) = load_generation(ctx, cache, generation) else {
+        return Outcome::new(
+            key,
+            None,
+            "failed",
+            Some(format!(
+                "cannot revert: bell-run's copy of generation {} is missing or damaged",
+                journal::short(generation)
+            )),
+        );
+    };
+    let script = manifest
+        .resources
+        .iter()
+        .find(|r| r.key() == key)
+        .and_then(|r| r.revert.clone());
+    let state_dir = state::resource_state_dir(ctx.root, kind, name);
+    // A departed resource is reverted whatever its last apply did: a failed apply may still
+    // have left things behind.
+    let Some(script) = script else {
+        let _ = fs::remove_dir_all(&state_dir);
+        return Outcome::new(key, None, "reverted", Some("no revert script".to_string()));
+    };
+    let bundle = state::generation_dir(ctx.root, generation);
+    let log = state::resource_log_dir(ctx.root, kind, name).join("revert.log");
+    let (exit, log) = ctx.run_sh(&bundle, &script.path, ctx.env(kind, name, generation), log);
+    let mut outcome = if exit.ok() {
+        let _ = fs::remove_dir_all(&state_dir);
+        Outcome::new(key, None, "reverted", None)
+    } else {
+        Outcome::new(
+            key,
+            None,
+            "failed",
+            Some(format!("revert {}", exit.describe())),
+        )
+    };
+    outcome.log = Some(log);
+    outcome
+}
+
+fn matches_prefix(path: &str, prefix: &str) -> bool {
+    if prefix.ends_with('/') {
+        path.starts_with(prefix)
+    } else {
+        path == prefix
+            || path
+                .strip_prefix(prefix)
+                .is_some_and(|rest| rest.starts_with('/'))
+    }
+}
+
+/// Triggers of the new generation whose paths saw a change, and triggers that only the
+/// previous generation has, for paths it managed and the new one removed (dropping the last
+/// unit must still `daemon-reload`).
+fn fired_triggers(
+    checked: &Checked,
+    previous: Option<&(String, &Manifest)>,
+    plan: &Plan,
+) -> Vec<Pending> {
+    let touched: Vec<&str> = plan
+        .files
+        .iter()
+        .filter(|f| !matches!(f, plan::FileAction::Leave { .. }))
+        .map(|f| f.path())
+        .collect();
+    let hits = |t: &bell_bundle::Trigger, paths: &[&str]| {
+        t.paths
+            .iter()
+            .any(|p| paths.iter().any(|path| matches_prefix(path, p)))
+    };
+    let mut fired: Vec<Pending> = checked
+        .manifest
+        .triggers
+        .iter()
+        .filter(|t| hits(t, &touched))
+        .map(|t| Pending {
+            name: t.name.clone(),
+            generation: checked.id.clone(),
+        })
+        .collect();
+    if let Some((id, prev)) = previous {
+        let removed: Vec<&str> = plan
+            .files
+            .iter()
+            .filter(|f| {
+                matches!(
+                    f,
+                    plan::FileAction::Remove { .. } | plan::FileAction::Restore { .. }
+                )
+            })
+            .map(|f| f.path())
+            .collect();
+        for trigger in &prev.triggers {
+            let known = checked
+                .manifest
+                .triggers
+                .iter()
+                .any(|t| t.name == trigger.name);
+            if !known && hits(trigger, &removed) {
+                fired.push(Pending {
+                    name: trigger.name.clone(),
+                    generation: id.clone(),
+                });
+            }
+        }
+    }
+    fired
+}
+
+fn run_trigger(
+    ctx: &Ctx,
+    cache: &mut BTreeMap<String, Option<Manifest>>,
+    pending: &Pending,
+) -> Outcome {
+    let key = format!("trigger:{}", pending.name);
+    let script = load_generation(ctx, cache, &pending.generation).and_then(|m| {
+        m.triggers
+            .iter()
+            .find(|t| t.name == pending.name)
+            .map(|t| t.script.clone())
+    });
+    let Some(script) = script else {
+        return Outcome::new(
+            &key,
+            None,
+            "failed",
+            Some("the generation holding this trigger is missing".to_string()),
+        );
+    };
+    let bundle = state::generation_dir(ctx.root, &pending.generation);
+    let log = state::resource_log_dir(ctx.root, "trigger", &pending.name).join("trigger.log");
+    let env = ctx.env("trigger", &pending.name, &pending.generation);
+    let (exit, log) = ctx.run_sh(&bundle, &script.path, env, log);
+    let mut outcome = if exit.ok() {
+        Outcome::new(&key, None, "ok", None)
+    } else {
+        Outcome::new(&key, None, "failed", Some(exit.describe()))
+    };
+    outcome.log = Some(log);
+    outcome
+}
+
+fn run_resources(
+    ctx: &Ctx,
+    checked: &Checked,
+    bundle: &Path,
+    plan: &Plan,
+    state: &State,
+    rep: &mut Report,
+) -> BTreeMap<String, ResourceRecord> {
+    let mut records = BTreeMap::new();
+    let mut broken: BTreeSet<String> = BTreeSet::new();
+    let mut halted: Option<String> = None;
+    for (resource, planned) in checked.manifest.resources.iter().zip(&plan.resources) {
+        let key = resource.key();
+        let change = planned.change;
+        let previous = state.resources.get(&key);
+        let mut record = ResourceRecord {
+            kind: resource.kind.clone(),
+            name: resource.name.clone(),
+            hash: resource.hash.clone(),
+            result: "ok".to_string(),
+            at: ctx.now,
+            message: None,
+            log: previous.and_then(|p| p.log.clone()),
+            exec: previous.and_then(|p| p.exec.clone()),
+        };
+        let outcome = if let Some(dep) = resource.after.iter().find(|d| broken.contains(*d)) {
+            Outcome::new(
+                &key,
+                Some(change),
+                "skipped",
+                Some(format!("`{dep}` did not apply")),
+            )
+        } else if let Some(policy) = &resource.exec {
+            if let Some(halter) = &halted {
+                Outcome::new(
+                    &key,
+                    Some(change),
+                    "halted",
+                    Some(format!("`{halter}` failed with on-failure halt")),
+                )
+            } else {
+                let outcome = run_exec(ctx, checked, bundle, resource, policy, change, &mut record);
+                if outcome.status == "failed" && policy.on_failure == bell_bundle::OnFailure::Halt {
+                    halted = Some(key.clone());
+                }
+                outcome
+            }
+        } else if change == Change::Unchanged {
+            if let Some(prev) = previous {
+                record = prev.clone();
+            }
+            Outcome::new(&key, Some(change), "unchanged", None)
+        } else if let Some(script) = &resource.apply {
+            let log =
+                state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("apply.log");
+            let env = ctx.env(&resource.kind, &resource.name, &checked.id);
+            let (exit, log) = ctx.run_sh(bundle, &script.path, env, log);
+            let mut outcome = if exit.ok() {
+                Outcome::new(&key, Some(change), "ok", None)
+            } else {
+                Outcome::new(&key, Some(change), "failed", Some(exit.describe()))
+            };
+            outcome.log = Some(log.clone());
+            record.log = Some(log);
+            outcome
+        } else {
+            Outcome::new(&key, Some(change), "ok", None)
+        };
+        match outcome.status.as_str() {
+            "failed" | "skipped" | "halted" => {
+                broken.insert(key.clone());
+                record.result = outcome.status.clone();
+                record.message = outcome.detail.clone();
+            }
+            "not-due" => {
+                let last = record.exec.as_ref();
+                record.result = match (
+                    last.and_then(|e| e.running.as_ref()),
+                    last.and_then(|e| e.last_ok),
+                ) {
+                    (Some(_), _) => "started",
+                    (None, Some(false)) => "failed",
+                    _ => "ok",
+                }
+                .to_string();
+                record.message = previous.and_then(|p| p.message.clone());
+                // A not-due exec whose last run failed keeps its dependents waiting.
+                if record.result == "failed" {
+                    broken.insert(key.clone());
+                }
+            }
+            "started" => record.result = "started".to_string(),
+            _ => {}
+        }
+        records.insert(key, record);
+        rep.resources.push(outcome);
+    }
+    records
+}
+
+fn run_exec(
+    ctx: &Ctx,
+    checked: &Checked,
+    bundle: &Path,
+    resource: &Resource,
+    policy: &bell_bundle::ExecPolicy,
+    change: Change,
+    record: &mut ResourceRecord,
+) -> Outcome {
+    let key = resource.key();
+    let mut rec: ExecRecord = record.exec.clone().unwrap_or_default();
+    let collected = exec::collect_background(&mut rec, &ctx.root.dir);
+    if collected.is_some() {
+        record.result = if rec.last_ok == Some(true) {
+            "ok"
+        } else {
+            "failed"
+        }
+        .to_string();
+    }
+    let reason = exec::due(policy, &rec, &resource.hash, ctx.now);
+    let Ok(reason) = reason else {
+        let detail = reason.err();
+        record.exec = Some(rec);
+        return Outcome::new(&key, Some(change), "not-due", detail);
+    };
+    let Some(script) = &resource.apply else {
+        return Outcome::new(&key, Some(change), "failed", Some("no script".to_string()));
+    };
+    let log_dir = state::resource_log_dir(ctx.root, &resource.kind, &resource.name);
+    let mut env = ctx.env(&resource.kind, &resource.name, &checked.id);
+    env.extend(policy.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let inv = Invocation {
+        program: bundle.join(&script.path),
+        args: policy.args.iter().map(Into::into).collect(),
+        cwd: bundle.to_path_buf(),
+        env,
+        timeout: Duration::from_secs(policy.timeout),
+        log: log_dir.join("exec.log"),
+    };
+    rec.ran_hash = Some(resource.hash.clone());
+    rec.last_start = Some(ctx.now);
+    rec.runs += 1;
+    record.log = Some(ctx.rel(&inv.log));
+    let mut outcome = if policy.background {
+        let result_file = log_dir.join("background.json");
+        match scripts::spawn_background(&inv, &result_file) {
+            Ok(pid) => {
+                rec.running = Some(Running {
+                    pid,
+                    started: ctx.now,
+                    result_file: ctx.rel(&result_file),
+                });
+                Outcome::new(
+                    &key,
+                    Some(change),
+                    "started",
+                    Some(format!("{reason}; in the background, pid {pid}")),
+                )
+            }
+            Err(e) => {
+                rec.last_ok = Some(false);
+                rec.last_finish = Some(ctx.now);
+                Outcome::new(&key, Some(change), "failed", Some(e))
+            }
+        }
+    } else {
+        let exit = scripts::run(&inv);
+        let finished = state::now();
+        rec.last_finish = Some(finished.max(ctx.now));
+        rec.last_ok = Some(exit.ok());
+        if exit.ok() {
+            rec.last_success = rec.last_finish;
+            Outcome::new(&key, Some(change), "ok", Some(reason))
+        } else {
+            Outcome::new(&key, Some(change), "failed", Some(exit.describe()))
+        }
+    };
+    outcome.log = record.log.clone();
+    record.exec = Some(rec);
+    outcome
+}

@@ -1,0 +1,463 @@
+//! The command line: raw arguments become validated options here, and this is the only module
+//! that prints or decides exit codes (0 applied, 1 refused with nothing changed, 2 usage,
+//! 3 applied with failures).
+
+use crate::apply::{self, Options, Outcome, Refusal, Report};
+use crate::plan::{Change, FileAction};
+use crate::rootfs::Root;
+use crate::{journal, state};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+const USAGE: &str = "\
+usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--timeout SECS]
+       bell-run status [--root DIR] [--json]
+       bell-run rollback [--root DIR] [--offline] [--dry-run] [--json] [--timeout SECS]
+       bell-run verify BUNDLE [--json]
+       bell-run recover [--root DIR]
+       bell-run install-timer [--root DIR] [--exec PATH] [--interval SPAN]
+
+exit codes: 0 applied, 1 refused (nothing changed), 2 usage, 3 applied with failures";
+
+const OK: i32 = 0;
+const REFUSED: i32 = 1;
+const USAGE_ERROR: i32 = 2;
+const FAILURES: i32 = 3;
+
+#[derive(Default)]
+struct Args {
+    positional: Vec<PathBuf>,
+    root: Option<PathBuf>,
+    offline: bool,
+    dry_run: bool,
+    json: bool,
+    timeout: Option<u64>,
+    exec: Option<String>,
+    interval: Option<String>,
+}
+
+fn parse(args: &[OsString]) -> Result<Args, String> {
+    let mut out = Args::default();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let text = arg.to_string_lossy();
+        let mut value = |flag: &str| {
+            iter.next()
+                .cloned()
+                .ok_or_else(|| format!("`{flag}` needs a value"))
+        };
+        match text.as_ref() {
+            "--root" => out.root = Some(PathBuf::from(value("--root")?)),
+            "--offline" => out.offline = true,
+            "--dry-run" => out.dry_run = true,
+            "--json" => out.json = true,
+            "--timeout" => {
+                let v = value("--timeout")?;
+                out.timeout = Some(v.to_string_lossy().parse().map_err(|_| {
+                    format!(
+                        "`--timeout {}` is not a number of seconds",
+                        v.to_string_lossy()
+                    )
+                })?);
+            }
+            "--exec" => out.exec = Some(value("--exec")?.to_string_lossy().to_string()),
+            "--interval" => out.interval = Some(value("--interval")?.to_string_lossy().to_string()),
+            flag if flag.starts_with("--") => return Err(format!("unknown option `{flag}`")),
+            _ => out.positional.push(PathBuf::from(arg)),
+        }
+    }
+    Ok(out)
+}
+
+pub fn main() -> i32 {
+    let all: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let Some(command) = all.first().map(|c| c.to_string_lossy().to_string()) else {
+        eprintln!("{USAGE}");
+        return USAGE_ERROR;
+    };
+    if command == "__supervise" {
+        return crate::scripts::supervise(&all[1..]);
+    }
+    if matches!(command.as_str(), "help" | "--help" | "-h") {
+        println!("{USAGE}");
+        return OK;
+    }
+    if command == "--version" {
+        println!("bell-run {}", env!("CARGO_PKG_VERSION"));
+        return OK;
+    }
+    let args = match parse(&all[1..]) {
+        Ok(args) => args,
+        Err(e) => return usage(&e),
+    };
+    let wants = |n: usize| args.positional.len() == n;
+    match command.as_str() {
+        "apply" if wants(1) => cmd_apply(&args.positional[0], &args),
+        "rollback" if wants(0) => cmd_rollback(&args),
+        "status" if wants(0) => cmd_status(&args),
+        "verify" if wants(1) => cmd_verify(&args.positional[0], &args),
+        "recover" if wants(0) => cmd_recover(&args),
+        "install-timer" if wants(0) => cmd_install_timer(&args),
+        "apply" | "verify" => usage(&format!("`{command}` takes one bundle directory")),
+        "rollback" | "status" | "recover" | "install-timer" => {
+            usage(&format!("`{command}` takes no positional argument"))
+        }
+        other => usage(&format!("unknown command `{other}`")),
+    }
+}
+
+fn usage(message: &str) -> i32 {
+    eprintln!("error: {message}\n\n{USAGE}");
+    USAGE_ERROR
+}
+
+fn refused(refusal: &Refusal, json: bool) -> i32 {
+    if json {
+        let value = serde_json::json!({
+            "result": if refusal.partial { "failed" } else { "refused" },
+            "error": refusal.message,
+            "help": refusal.help,
+        });
+        println!("{value:#}");
+    }
+    eprintln!("error: {}", refusal.message);
+    if let Some(help) = &refusal.help {
+        eprintln!("help: {help}");
+    }
+    if refusal.partial {
+        FAILURES
+    } else {
+        REFUSED
+    }
+}
+
+fn root_of(args: &Args) -> PathBuf {
+    args.root.clone().unwrap_or_else(|| PathBuf::from("/"))
+}
+
+fn options(args: &Args) -> Options {
+    let root = root_of(args);
+    // An image root is never the running host: its scripts must not touch live kernel state.
+    let offline = args.offline || root.canonicalize().ok().as_deref() != Some(Path::new("/"));
+    Options {
+        root,
+        offline,
+        dry_run: args.dry_run,
+        script_timeout: args.timeout.unwrap_or(900),
+    }
+}
+
+fn cmd_apply(bundle: &Path, args: &Args) -> i32 {
+    let opts = options(args);
+    let result = if opts.dry_run {
+        apply::dry_run(bundle, &opts)
+    } else {
+        apply::apply(bundle, &opts)
+    };
+    match result {
+        Err(refusal) => refused(&refusal, args.json),
+        Ok(report) => {
+            if args.json {
+                let mut value = serde_json::to_value(&report).unwrap_or_default();
+                let result = match (report.dry_run, report.failed.is_empty()) {
+                    (true, _) => "planned",
+                    (false, true) => "ok",
+                    (false, false) => "failed",
+                };
+                value["result"] = result.into();
+                println!("{value:#}");
+            } else {
+                print_report(&report);
+            }
+            if report.failed.is_empty() {
+                OK
+            } else {
+                FAILURES
+            }
+        }
+    }
+}
+
+fn cmd_rollback(args: &Args) -> i32 {
+    let root = match Root::open(&root_of(args)) {
+        Ok(root) => root,
+        Err(e) => return refused(&Refusal::new(e), args.json),
+    };
+    let state = match state::load(&root) {
+        Ok(state) => state,
+        Err(e) => return refused(&Refusal::new(e), args.json),
+    };
+    let current = state.generation.clone();
+    let previous = state
+        .history
+        .iter()
+        .rev()
+        .map(|h| &h.generation)
+        .find(|g| Some(*g) != current.as_ref());
+    let Some(previous) = previous else {
+        return refused(
+            &Refusal::new("there is no previous generation to roll back to")
+                .help("`bell-run status` shows the applied generation"),
+            args.json,
+        );
+    };
+    let dir = state::generation_dir(&root, previous);
+    if !dir.is_dir() {
+        return refused(
+            &Refusal::new(format!(
+                "the copy of generation {} is gone from {}",
+                journal::short(previous),
+                dir.display()
+            ))
+            .help("apply that bundle again from its source"),
+            args.json,
+        );
+    }
+    cmd_apply(&dir, args)
+}
+
+fn cmd_verify(bundle: &Path, args: &Args) -> i32 {
+    match bell_bundle::verify_dir(bundle) {
+        Ok(manifest) => {
+            if args.json {
+                let value = serde_json::json!({
+                    "result": "ok",
+                    "id": manifest.id(),
+                    "resources": manifest.resources.len(),
+                    "files": manifest.files.len(),
+                });
+                println!("{value:#}");
+            } else {
+                println!(
+                    "bundle {} verifies: {} resources, {} files",
+                    manifest.id(),
+                    manifest.resources.len(),
+                    manifest.files.len()
+                );
+            }
+            OK
+        }
+        Err(e) => refused(
+            &Refusal::new(format!(
+                "the bundle {} does not verify: {e}",
+                bundle.display()
+            ))
+            .help("rebuild the bundle with `bellc build` and copy it again"),
+            args.json,
+        ),
+    }
+}
+
+fn cmd_recover(args: &Args) -> i32 {
+    let root = match Root::open(&root_of(args)) {
+        Ok(root) => root,
+        Err(e) => return refused(&Refusal::new(e), false),
+    };
+    let _lock = match apply::lock(&root) {
+        Ok(lock) => lock,
+        Err(r) => return refused(&r, false),
+    };
+    let mut state = match state::load(&root) {
+        Ok(state) => state,
+        Err(e) => return refused(&Refusal::new(e), false),
+    };
+    match journal::recover(&root, &mut state) {
+        Ok(Some(done)) => {
+            println!("bell-run: {done}");
+            OK
+        }
+        Ok(None) => {
+            println!("bell-run: no interrupted switch");
+            OK
+        }
+        Err(e) => refused(&Refusal::new(format!("cannot recover: {e}")), false),
+    }
+}
+
+fn cmd_install_timer(args: &Args) -> i32 {
+    let root = match Root::open(&root_of(args)) {
+        Ok(root) => root,
+        Err(e) => return refused(&Refusal::new(e), false),
+    };
+    let exe = args.exec.as_deref().unwrap_or("/usr/local/sbin/bell-run");
+    let interval = args.interval.as_deref().unwrap_or("15min");
+    match crate::timer::install(&root, exe, interval) {
+        Ok(paths) => {
+            for path in paths {
+                println!("wrote {path}");
+            }
+            println!(
+                "enable with: systemctl daemon-reload && systemctl enable --now bell-run.timer"
+            );
+            OK
+        }
+        Err(e) => refused(&Refusal::new(e), false),
+    }
+}
+
+fn cmd_status(args: &Args) -> i32 {
+    let root = match Root::open(&root_of(args)) {
+        Ok(root) => root,
+        Err(e) => return refused(&Refusal::new(e), args.json),
+    };
+    let state = match state::load(&root) {
+        Ok(state) => state,
+        Err(e) => return refused(&Refusal::new(e), args.json),
+    };
+    let interrupted = journal::load(&root).ok().flatten().is_some();
+    if args.json {
+        let mut value = serde_json::to_value(&state).unwrap_or_default();
+        value["interrupted_switch"] = interrupted.into();
+        println!("{value:#}");
+        return OK;
+    }
+    let Some(generation) = &state.generation else {
+        println!("no generation applied under {}", root.dir.display());
+        return OK;
+    };
+    let at = state.applied_at.unwrap_or(0);
+    println!(
+        "generation {generation}\napplied {} ({at}), result {}",
+        utc(at),
+        state.result.as_deref().unwrap_or("unknown")
+    );
+    if interrupted {
+        println!("an interrupted file switch is pending: run `bell-run recover`");
+    }
+    let width = state.resources.keys().map(String::len).max().unwrap_or(0);
+    for (key, rec) in &state.resources {
+        let detail = rec
+            .message
+            .as_deref()
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default();
+        println!("  {key:width$}  {}{detail}", rec.result);
+    }
+    for pending in &state.pending_reverts {
+        println!("  revert of {} is still owed", pending.name);
+    }
+    for pending in &state.pending_triggers {
+        println!("  trigger {} is still owed", pending.name);
+    }
+    OK
+}
+
+fn print_outcome(prefix: &str, outcome: &Outcome, width: usize) {
+    let mut line = format!("  {prefix} {:width$}  {}", outcome.key, outcome.status);
+    if let Some(detail) = &outcome.detail {
+        line.push_str(&format!(": {detail}"));
+    }
+    if outcome.failed() {
+        if let Some(log) = &outcome.log {
+            line.push_str(&format!(" (output in {log})"));
+        }
+    }
+    println!("{line}");
+}
+
+fn print_report(report: &Report) {
+    let plan = &report.plan;
+    let mode = if report.offline { "offline" } else { "live" };
+    let verb = if report.dry_run {
+        "plan for"
+    } else {
+        "applied"
+    };
+    println!(
+        "bell-run: {verb} {} to {} ({mode})",
+        journal::short(&report.generation),
+        report.root
+    );
+    if let Some(recovered) = &report.recovered {
+        println!("  {recovered}");
+    }
+    let width = plan
+        .resources
+        .iter()
+        .map(|r| r.key.len())
+        .chain(plan.departed.iter().map(|d| d.key.len()))
+        .max()
+        .unwrap_or(0);
+    if report.dry_run {
+        for departed in &plan.departed {
+            println!("  - {:width$}  revert", departed.key);
+        }
+        for file in &plan.files {
+            let what = match file {
+                FileAction::Write { created: true, .. } => "create",
+                FileAction::Write { backup: true, .. } => "take over (backed up)",
+                FileAction::Write { .. } => "rewrite",
+                FileAction::Restore { .. } => "restore the file from before bell",
+                FileAction::Remove { .. } => "remove",
+                FileAction::Leave { .. } => "leave in place (changed since bell wrote it)",
+            };
+            println!("  file {}: {what}", file.path());
+        }
+        for r in &plan.resources {
+            println!("  {} {:width$}  {:?}", r.change.symbol(), r.key, r.change);
+        }
+        println!(
+            "plan: {} created, {} changed, {} departed, {} retried, {} drifted, {} unchanged; {} files to switch",
+            plan.count(Change::Created),
+            plan.count(Change::Changed),
+            plan.departed.len(),
+            plan.count(Change::Retry),
+            plan.count(Change::Drifted),
+            plan.count(Change::Unchanged),
+            plan.files.iter().filter(|f| !matches!(f, FileAction::Leave { .. })).count()
+        );
+        return;
+    }
+    for outcome in &report.reverts {
+        print_outcome("-", outcome, width);
+    }
+    let files = &report.files;
+    println!(
+        "  files: {} written, {} restored, {} removed, {} unchanged",
+        files.written.len(),
+        files.restored.len(),
+        files.removed.len(),
+        plan.unchanged_files
+    );
+    for path in &files.left {
+        println!("  left {path} in place: it changed since bell wrote it");
+    }
+    for outcome in &report.triggers {
+        print_outcome("^", outcome, width);
+    }
+    for outcome in &report.resources {
+        let symbol = outcome.change.map(Change::symbol).unwrap_or(' ');
+        print_outcome(&symbol.to_string(), outcome, width);
+    }
+    if report.failed.is_empty() {
+        println!("result: {} changed", report.changed);
+    } else {
+        println!(
+            "result: {} changed, {} failed: {}",
+            report.changed,
+            report.failed.len(),
+            report.failed.join(", ")
+        );
+    }
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC` from unix seconds (days-to-civil, proleptic Gregorian).
+fn utc(secs: u64) -> String {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}

@@ -1,0 +1,119 @@
+//! The target root: mapping host paths under it, refusing paths that would leave it, and the
+//! durable-write helpers every stage uses (write beside, fsync, rename, fsync the directory).
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+pub struct Root {
+    /// The root as canonicalised at start; every host path is joined under it.
+    pub dir: PathBuf,
+}
+
+impl Root {
+    pub fn open(dir: &Path) -> Result<Root, String> {
+        let canon = dir
+            .canonicalize()
+            .map_err(|e| format!("cannot open the root {}: {e}", dir.display()))?;
+        if !canon.is_dir() {
+            return Err(format!("the root {} is not a directory", canon.display()));
+        }
+        Ok(Root { dir: canon })
+    }
+
+    /// The path under the root of a normalised absolute host path.
+    pub fn host(&self, path: &str) -> PathBuf {
+        self.dir.join(path.trim_start_matches('/'))
+    }
+
+    /// bell-run's own directory, `ROOT/var/lib/bell`.
+    pub fn bell_dir(&self) -> PathBuf {
+        self.host("/var/lib/bell")
+    }
+
+    /// Refuses a host path whose existing directories lead outside the root (a symlinked
+    /// directory pointing elsewhere), or that names an existing directory. What counts is where
+    /// the kernel would really write, so the deepest existing ancestor is canonicalised.
+    pub fn check_contained(&self, path: &str) -> Result<(), String> {
+        let target = self.host(path);
+        if let Ok(meta) = fs::symlink_metadata(&target) {
+            if meta.is_dir() {
+                return Err(format!(
+                    "`{path}` is a directory under the root; bell-run manages files only"
+                ));
+            }
+        }
+        let mut ancestor = target.parent();
+        while let Some(dir) = ancestor {
+            if fs::symlink_metadata(dir).is_ok() {
+                let canon = dir.canonicalize().map_err(|e| {
+                    format!(
+                        "cannot resolve {} on the way to `{path}`: {e}",
+                        dir.display()
+                    )
+                })?;
+                if !canon.starts_with(&self.dir) {
+                    return Err(format!(
+                        "`{path}` would be written outside the root: {} resolves to {}",
+                        dir.display(),
+                        canon.display()
+                    ));
+                }
+                if !canon.is_dir() {
+                    return Err(format!(
+                        "`{path}` cannot be created: {} is not a directory",
+                        dir.display()
+                    ));
+                }
+                return Ok(());
+            }
+            ancestor = dir.parent();
+        }
+        Err(format!("`{path}` has no existing ancestor under the root"))
+    }
+}
+
+/// fsyncs a directory so that renames and creations inside it survive a power cut.
+pub fn fsync_dir(dir: &Path) -> io::Result<()> {
+    fs::File::open(dir)?.sync_all()
+}
+
+/// Replaces `path` with `bytes` atomically and durably (bell-run's own records).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    fs::create_dir_all(dir)?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let tmp = dir.join(format!(".{name}.tmp"));
+    {
+        let mut file = fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    fsync_dir(dir)
+}
+
+/// Removes a file, treating "already gone" as done, so that recovery can repeat any step.
+pub fn remove_if_exists(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// Copies a verified bundle directory (regular files and directories only).
+pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
+    fs::create_dir_all(to)?;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let dest = to.join(entry.file_name());
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &dest)?;
+        } else if kind.is_file() {
+            fs::copy(entry.path(), &dest)?;
+            fs::File::open(&dest)?.sync_all()?;
+        }
+    }
+    fsync_dir(to)
+}

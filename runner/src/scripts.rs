@@ -1,0 +1,183 @@
+//! Running one script: in its own process group (so a timeout kills everything it started),
+//! with a fixed environment, the bundle as working directory, stdin closed and stdout+stderr
+//! captured into a log file under the state directory. Also the detached supervisor that
+//! carries a background exec script's timeout and result past the end of its bell-run.
+
+use crate::sys;
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::fs;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Invocation {
+    /// `sh` for generated scripts; the script itself for exec scripts (honouring its shebang).
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub cwd: PathBuf,
+    pub env: Vec<(String, String)>,
+    pub timeout: Duration,
+    pub log: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Exit {
+    Code(i32),
+    Signal(i32),
+    TimedOut(u64),
+    NotStarted(String),
+}
+
+impl Exit {
+    pub fn ok(&self) -> bool {
+        *self == Exit::Code(0)
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Exit::Code(c) => format!("exit {c}"),
+            Exit::Signal(s) => format!("killed by signal {s}"),
+            Exit::TimedOut(t) => format!("timed out after {t}s; its process group was killed"),
+            Exit::NotStarted(e) => format!("could not start: {e}"),
+        }
+    }
+}
+
+fn command(inv: &Invocation) -> Result<Command, String> {
+    if let Some(dir) = inv.log.parent() {
+        fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let log = fs::File::create(&inv.log)
+        .map_err(|e| format!("cannot create {}: {e}", inv.log.display()))?;
+    let log2 = log
+        .try_clone()
+        .map_err(|e| format!("cannot share {}: {e}", inv.log.display()))?;
+    let mut cmd = Command::new(&inv.program);
+    cmd.args(&inv.args)
+        .current_dir(&inv.cwd)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log2)
+        .process_group(0);
+    if std::env::var_os("PATH").is_none() {
+        cmd.env(
+            "PATH",
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        );
+    }
+    for (key, value) in &inv.env {
+        cmd.env(key, value);
+    }
+    Ok(cmd)
+}
+
+/// Runs to completion or timeout.
+pub fn run(inv: &Invocation) -> Exit {
+    let mut cmd = match command(inv) {
+        Ok(cmd) => cmd,
+        Err(e) => return Exit::NotStarted(e),
+    };
+    let mut child = match cmd.spawn() {
+        Ok(child) => child,
+        Err(e) => return Exit::NotStarted(spawn_error(&inv.program, &e)),
+    };
+    let deadline = Instant::now() + inv.timeout;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                return match (status.code(), status.signal()) {
+                    (Some(code), _) => Exit::Code(code),
+                    (None, Some(sig)) => Exit::Signal(sig),
+                    (None, None) => Exit::Code(-1),
+                }
+            }
+            Ok(None) => {}
+            Err(e) => return Exit::NotStarted(format!("cannot wait for the script: {e}")),
+        }
+        if Instant::now() >= deadline {
+            sys::kill_process_group(child.id());
+            let _ = child.wait();
+            return Exit::TimedOut(inv.timeout.as_secs());
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
+fn spawn_error(program: &Path, e: &std::io::Error) -> String {
+    if e.raw_os_error() == Some(libc::ENOEXEC) {
+        format!(
+            "{} is not an executable format; give the script a `#!` line",
+            program.display()
+        )
+    } else {
+        format!("{}: {e}", program.display())
+    }
+}
+
+/// What a background supervisor leaves for the next bell-run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BackgroundResult {
+    pub exit: Exit,
+    pub finished: u64,
+}
+
+/// Starts `inv` under a detached supervisor (bell-run itself, re-executed) that enforces the
+/// timeout and writes the result to `result_file`. Returns the supervisor's pid.
+pub fn spawn_background(inv: &Invocation, result_file: &Path) -> Result<u32, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find bell-run itself: {e}"))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("__supervise")
+        .arg(result_file)
+        .arg(&inv.log)
+        .arg(inv.timeout.as_secs().to_string())
+        .arg(&inv.cwd)
+        .arg(&inv.program)
+        .args(&inv.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    for (key, value) in &inv.env {
+        cmd.env(key, value);
+    }
+    let _ = fs::remove_file(result_file);
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start the background supervisor: {e}"))?;
+    Ok(child.id())
+}
+
+/// The hidden `__supervise` command: `RESULT LOG TIMEOUT CWD PROGRAM ARGS...`, environment
+/// inherited as the foreground run would set it.
+pub fn supervise(args: &[OsString]) -> i32 {
+    if args.len() < 5 {
+        return 2;
+    }
+    let result_file = PathBuf::from(&args[0]);
+    let Some(timeout) = args[2].to_str().and_then(|t| t.parse().ok()) else {
+        return 2;
+    };
+    let inv = Invocation {
+        program: PathBuf::from(&args[4]),
+        args: args[5..].to_vec(),
+        cwd: PathBuf::from(&args[3]),
+        env: Vec::new(),
+        timeout: Duration::from_secs(timeout),
+        log: PathBuf::from(&args[1]),
+    };
+    let exit = run(&inv);
+    let result = BackgroundResult {
+        exit,
+        finished: crate::state::now(),
+    };
+    let text = serde_json::to_string(&result).unwrap_or_default();
+    match crate::rootfs::write_atomic(&result_file, text.as_bytes()) {
+        Ok(()) => 0,
+        Err(_) => 1,
+    }
+}

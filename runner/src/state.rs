@@ -1,0 +1,224 @@
+//! What bell-run remembers between runs, all under `ROOT/var/lib/bell/`: the applied
+//! generation and every resource's result (`state.json`), copies of the last generations'
+//! bundles (so departed resources can be reverted and `rollback` works), per-resource state
+//! directories for the scripts, script output, and backups of files that existed before bell.
+
+use crate::rootfs::{write_atomic, Root};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The `state.json` format this bell-run writes and reads.
+pub const STATE_FORMAT: u32 = 1;
+
+/// How many generations (besides the applied one) keep their bundle copies.
+pub const KEEP_GENERATIONS: usize = 5;
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct State {
+    pub format: u32,
+    /// The bundle id last applied, if any.
+    pub generation: Option<String>,
+    pub applied_at: Option<u64>,
+    /// `ok` or `failed` for the last apply.
+    pub result: Option<String>,
+    /// Every managed host path and the sha256 bell wrote there.
+    pub files: BTreeMap<String, ManagedFile>,
+    /// The resources of the applied generation, by `KIND:NAME`.
+    pub resources: BTreeMap<String, ResourceRecord>,
+    /// Departed resources whose revert has not succeeded yet, with the generation holding the
+    /// revert script.
+    #[serde(default)]
+    pub pending_reverts: Vec<Pending>,
+    /// Triggers fired by a file switch that have not run yet (a crash between the switch and
+    /// the triggers must not lose a `daemon-reload`).
+    #[serde(default)]
+    pub pending_triggers: Vec<Pending>,
+    /// Applies, newest last.
+    #[serde(default)]
+    pub history: Vec<HistoryEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManagedFile {
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ResourceRecord {
+    pub kind: String,
+    pub name: String,
+    pub hash: String,
+    /// `ok`, `failed`, `skipped`, `halted` or `started` (a background exec still running).
+    pub result: String,
+    pub at: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Where the last script run's output is, relative to the root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec: Option<ExecRecord>,
+}
+
+/// The bookkeeping of an exec resource's schedule.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecRecord {
+    /// The resource hash the script last ran with: a new hash is a new script.
+    pub ran_hash: Option<String>,
+    pub last_start: Option<u64>,
+    pub last_finish: Option<u64>,
+    pub last_ok: Option<bool>,
+    pub last_success: Option<u64>,
+    pub runs: u64,
+    /// A background run that had not finished when its bell-run exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<Running>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Running {
+    pub pid: u32,
+    pub started: u64,
+    /// Where the supervisor writes the result, relative to the root.
+    pub result_file: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pending {
+    /// `KIND:NAME` of a resource, or a trigger's name.
+    pub name: String,
+    pub generation: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub generation: String,
+    pub applied_at: u64,
+    pub result: String,
+}
+
+pub fn state_file(root: &Root) -> PathBuf {
+    root.bell_dir().join("state.json")
+}
+
+pub fn load(root: &Root) -> Result<State, String> {
+    let path = state_file(root);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(State {
+                format: STATE_FORMAT,
+                ..State::default()
+            })
+        }
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let state: State = serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not a bell-run state file: {e}", path.display()))?;
+    if state.format != STATE_FORMAT {
+        return Err(format!(
+            "{} has format {}, but this bell-run reads format {STATE_FORMAT}; use a newer bell-run",
+            path.display(),
+            state.format
+        ));
+    }
+    Ok(state)
+}
+
+pub fn save(root: &Root, state: &State) -> Result<(), String> {
+    let mut text = serde_json::to_string_pretty(state).unwrap_or_default();
+    text.push('\n');
+    let path = state_file(root);
+    write_atomic(&path, text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// A path component for a resource kind or name: anything but `[A-Za-z0-9_-.]` (and a leading
+/// dot) is percent-encoded, so that `user:../../x` stays one directory.
+pub fn component(text: &str) -> String {
+    let mut out = String::new();
+    for (i, b) in text.bytes().enumerate() {
+        let plain = b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && i > 0);
+        if plain {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if out.is_empty() {
+        out.push('%');
+    }
+    out
+}
+
+fn resource_rel(kind: &str, name: &str) -> PathBuf {
+    Path::new(&component(kind)).join(component(name))
+}
+
+/// `BELL_STATE` of a resource: its scripts' private directory.
+pub fn resource_state_dir(root: &Root, kind: &str, name: &str) -> PathBuf {
+    root.bell_dir().join("state").join(resource_rel(kind, name))
+}
+
+/// Where bell-run keeps a resource's script output and background results.
+pub fn resource_log_dir(root: &Root, kind: &str, name: &str) -> PathBuf {
+    root.bell_dir().join("log").join(resource_rel(kind, name))
+}
+
+pub fn generations_dir(root: &Root) -> PathBuf {
+    root.bell_dir().join("generations")
+}
+
+pub fn generation_dir(root: &Root, id: &str) -> PathBuf {
+    generations_dir(root).join(id)
+}
+
+/// Where the file that was at a host path before bell first managed it is kept.
+pub fn backup_path(root: &Root, host_path: &str) -> PathBuf {
+    root.bell_dir()
+        .join("backup")
+        .join(host_path.trim_start_matches('/'))
+}
+
+/// Removes bundle copies that neither the applied generation, the last few of the history,
+/// nor a pending revert or trigger needs.
+pub fn prune_generations(root: &Root, state: &State) {
+    let mut keep: Vec<&str> = Vec::new();
+    keep.extend(state.generation.as_deref());
+    for entry in state.history.iter().rev() {
+        if keep.len() > KEEP_GENERATIONS {
+            break;
+        }
+        if !keep.contains(&entry.generation.as_str()) {
+            keep.push(&entry.generation);
+        }
+    }
+    keep.extend(state.pending_reverts.iter().map(|p| p.generation.as_str()));
+    keep.extend(state.pending_triggers.iter().map(|p| p.generation.as_str()));
+    let Ok(entries) = std::fs::read_dir(generations_dir(root)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !keep.contains(&name.as_ref()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Unix seconds now; `BELL_RUN_NOW` overrides it so that tests can move the clock across
+/// rerun and retry intervals.
+pub fn now() -> u64 {
+    if let Some(now) = std::env::var("BELL_RUN_NOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return now;
+    }
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}

@@ -1,0 +1,61 @@
+//! The few system calls std does not wrap: an advisory lock, signalling a whole process group,
+//! probing a pid, and killing ourselves for failpoints. Kept in one tiny module so that the rest
+//! of the crate stays free of `unsafe`.
+#![allow(unsafe_code)]
+
+use std::fs::File;
+use std::io;
+use std::os::unix::io::AsRawFd;
+
+/// Takes an exclusive `flock` on `file` without blocking; `Ok(false)` when another process
+/// holds it. (std's `File::try_lock` needs a newer Rust than the workspace's minimum.)
+pub fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    // SAFETY: flock on a valid, open descriptor owned by `file` has no memory effects.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(err)
+    }
+}
+
+/// Sends SIGKILL to every process of process group `pgid`, so that a timed-out script's
+/// children die with it.
+pub fn kill_process_group(pgid: u32) {
+    let Ok(pgid) = i32::try_from(pgid) else {
+        return;
+    };
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: kill has no memory effects; a negative pid addresses the group.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+/// Whether a process with this pid exists (signal 0 probes without sending anything).
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: kill with signal 0 only checks for existence and permission.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Dies at once by SIGKILL, exactly as an operator's `kill -9` or a power cut would stop us.
+pub fn kill_self() -> ! {
+    // SAFETY: signalling our own pid; SIGKILL cannot be caught, so this never returns.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+    std::process::abort()
+}

@@ -1,0 +1,257 @@
+//! The other commands and output modes: status, rollback, verify, --dry-run, --json,
+//! install-timer (checked by systemd-analyze), re-applying the current generation as the timer
+//! does, and usage errors.
+mod common;
+use common::*;
+
+fn gen(w: &World, n: u32) -> BundleSpec {
+    BundleSpec::new()
+        .file("/etc/bell.conf", &format!("generation {n}\n"), "0644")
+        .resource(
+            ResourceSpec::new("conf", "main")
+                .files(&["/etc/bell.conf"])
+                .apply(&w.event(&format!("apply main {n}"))),
+        )
+        .resource(
+            ResourceSpec::new("gen", &format!("only{n}"))
+                .apply(&w.event(&format!("apply only{n}")))
+                .revert(&w.event(&format!("revert only{n}"))),
+        )
+}
+
+fn id_of(bundle: &std::path::Path) -> String {
+    bundle.file_name().unwrap().to_string_lossy().to_string()
+}
+
+#[test]
+fn status_shows_the_generation_and_every_result() {
+    let w = World::new();
+    let root = w.root();
+    let status = |json: bool| {
+        let mut args = vec!["status", "--root", root.to_str().unwrap()];
+        if json {
+            args.push("--json");
+        }
+        w.run(&args)
+    };
+    let out = status(false);
+    expect_code(&out, 0);
+    assert!(stdout(&out).contains("no generation applied"));
+
+    let bundle =
+        w.build(&gen(&w, 1).resource(ResourceSpec::new("svc", "broken").apply("exit 4\n")));
+    expect_code(
+        &w.apply_env(&bundle, &[], &[("BELL_RUN_NOW", "1700000000")]),
+        3,
+    );
+    let out = status(false);
+    expect_code(&out, 0);
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!("generation {}", id_of(&bundle))),
+        "{text}"
+    );
+    assert!(
+        text.contains("applied 2023-11-14 22:13:20 UTC (1700000000), result failed"),
+        "{text}"
+    );
+    assert!(text.contains("conf:main   ok"), "{text}");
+    assert!(text.contains("svc:broken  failed: exit 4"), "{text}");
+
+    let out = status(true);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["generation"], id_of(&bundle));
+    assert_eq!(value["resources"]["svc:broken"]["result"], "failed");
+    assert_eq!(value["resources"]["conf:main"]["result"], "ok");
+    assert_eq!(value["interrupted_switch"], false);
+}
+
+#[test]
+fn rollback_applies_the_previous_generation_again() {
+    let w = World::new();
+    let root = w.root();
+    let b1 = w.build(&gen(&w, 1));
+    let b2 = w.build(&gen(&w, 2));
+    let rollback = || w.run(&["rollback", "--root", root.to_str().unwrap()]);
+    let out = rollback();
+    expect_code(&out, 1);
+    assert!(
+        stderr(&out).contains("no previous generation"),
+        "{}",
+        stderr(&out)
+    );
+
+    expect_code(&w.apply(&b1, &[]), 0);
+    expect_code(&w.apply(&b2, &[]), 0);
+    w.clear_events();
+    let out = rollback();
+    expect_code(&out, 0);
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/bell.conf")).unwrap(),
+        "generation 1\n"
+    );
+    assert_eq!(
+        w.events(),
+        vec!["revert only2", "apply main 1", "apply only1"]
+    );
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("var/lib/bell/state.json")).unwrap())
+            .unwrap();
+    assert_eq!(state["generation"], id_of(&b1));
+
+    // The source bundle can be gone: rollback uses bell-run's own copy.
+    std::fs::remove_dir_all(&b2).unwrap();
+    expect_code(&rollback(), 0);
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/bell.conf")).unwrap(),
+        "generation 2\n"
+    );
+}
+
+#[test]
+fn verify_checks_a_bundle_without_a_root() {
+    let w = World::new();
+    let bundle = w.build(&gen(&w, 1));
+    let out = w.run(&["verify", bundle.to_str().unwrap()]);
+    expect_code(&out, 0);
+    assert_eq!(
+        stdout(&out),
+        format!("bundle {} verifies: 2 resources, 1 files\n", id_of(&bundle))
+    );
+    let out = w.run(&["verify", bundle.to_str().unwrap(), "--json"]);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["id"], id_of(&bundle));
+    std::fs::write(bundle.join("root/etc/bell.conf"), "tampered\n").unwrap();
+    let out = w.run(&["verify", bundle.to_str().unwrap(), "--json"]);
+    expect_code(&out, 1);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["result"], "refused");
+    assert!(value["error"]
+        .as_str()
+        .unwrap()
+        .contains("root/etc/bell.conf does not match"));
+}
+
+#[test]
+fn dry_run_prints_the_plan_and_changes_nothing() {
+    let w = World::new();
+    let b1 = w.build(&gen(&w, 1));
+    expect_code(&w.apply(&b1, &[]), 0);
+    let b2 = w.build(&gen(&w, 2));
+    let before = snapshot(&w.root(), &[], true, true);
+    w.clear_events();
+    let out = w.apply(&b2, &["--dry-run"]);
+    expect_code(&out, 0);
+    let text = stdout(&out);
+    assert!(text.contains("- gen:only1"), "{text}");
+    assert!(text.contains("+ gen:only2"), "{text}");
+    assert!(text.contains("~ conf:main"), "{text}");
+    assert!(text.contains("file /etc/bell.conf: rewrite"), "{text}");
+    assert!(text.contains("plan: 1 created, 1 changed, 1 departed, 0 retried, 0 drifted, 0 unchanged; 1 files to switch"), "{text}");
+
+    let out = w.apply(&b2, &["--dry-run", "--json"]);
+    expect_code(&out, 0);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["result"], "planned");
+    assert_eq!(value["plan"]["departed"][0]["key"], "gen:only1");
+    assert_eq!(value["plan"]["resources"][0]["change"], "changed");
+    assert_eq!(value["plan"]["resources"][1]["change"], "created");
+    assert_eq!(value["plan"]["files"][0]["action"], "write");
+
+    assert_eq!(snapshot(&w.root(), &[], true, true), before);
+    assert!(w.events().is_empty());
+}
+
+#[test]
+fn json_output_of_an_apply() {
+    let w = World::new();
+    let bundle = w.build(&gen(&w, 1));
+    let out = w.apply(&bundle, &["--json"]);
+    expect_code(&out, 0);
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["result"], "ok");
+    assert_eq!(value["generation"], id_of(&bundle));
+    assert_eq!(value["offline"], true);
+    assert_eq!(value["changed"], 2);
+    assert_eq!(
+        value["files"]["written"],
+        serde_json::json!(["/etc/bell.conf"])
+    );
+    assert_eq!(value["resources"][0]["status"], "ok");
+}
+
+#[test]
+fn reapplying_the_current_generation_as_the_timer_does_is_a_no_op() {
+    let w = World::new();
+    let bundle = w.build(&gen(&w, 1));
+    expect_code(&w.apply(&bundle, &[]), 0);
+    let current = w.root().join("var/lib/bell/current");
+    assert!(current.exists());
+    w.clear_events();
+    let out = w.apply(&current, &[]);
+    expect_code(&out, 0);
+    assert!(
+        stdout(&out).contains("result: 0 changed"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(w.events().is_empty());
+}
+
+#[test]
+fn install_timer_writes_units_that_systemd_accepts() {
+    let w = World::new();
+    let root = w.root();
+    let out = w.run(&[
+        "install-timer",
+        "--root",
+        root.to_str().unwrap(),
+        "--exec",
+        BIN,
+        "--interval",
+        "30min",
+    ]);
+    expect_code(&out, 0);
+    let unit_dir = root.join("etc/systemd/system");
+    let service = std::fs::read_to_string(unit_dir.join("bell-run.service")).unwrap();
+    assert!(service.contains(&format!("ExecStart={BIN} apply /var/lib/bell/current")));
+    let timer = std::fs::read_to_string(unit_dir.join("bell-run.timer")).unwrap();
+    assert!(timer.contains("OnUnitActiveSec=30min"));
+
+    let tool = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(unit_dir.join("bell-run.service"))
+        .arg(unit_dir.join("bell-run.timer"))
+        .output();
+    match tool {
+        Ok(out) => assert!(
+            out.status.success(),
+            "systemd-analyze verify: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => assert!(
+            std::env::var("CI").is_err(),
+            "systemd-analyze is missing in CI: {e}"
+        ),
+    }
+
+    let out = w.run(&[
+        "install-timer",
+        "--root",
+        root.to_str().unwrap(),
+        "--exec",
+        "bell run",
+    ]);
+    expect_code(&out, 1);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let w = World::new();
+    expect_code(&w.run(&[]), 2);
+    expect_code(&w.run(&["apply"]), 2);
+    expect_code(&w.run(&["frobnicate"]), 2);
+    let out = w.run(&["status", "--bogus"]);
+    expect_code(&out, 2);
+    assert!(stderr(&out).contains("unknown option `--bogus`"));
+}

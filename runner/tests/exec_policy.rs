@@ -1,0 +1,327 @@
+//! exec resources: run counts per rerun policy, rerun and retry intervals on an injected clock
+//! (`BELL_RUN_NOW`), a timeout that kills the script's children, halting on failure,
+//! background runs, and args and env with hostile strings passed exactly.
+mod common;
+use bell_bundle::{OnFailure, Rerun};
+use common::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A script that counts its runs in `name.count` and succeeds from run `ok_from` on.
+fn counting(w: &World, name: &str, ok_from: u32) -> String {
+    let count = w.tmp.path().join(format!("{name}.count"));
+    format!(
+        "#!/bin/sh\necho run >> '{c}'\nn=$(wc -l < '{c}')\n[ \"$n\" -ge {ok_from} ]\n",
+        c = count.display()
+    )
+}
+
+fn runs(w: &World, name: &str) -> usize {
+    std::fs::read_to_string(w.tmp.path().join(format!("{name}.count")))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn run_counts_follow_the_rerun_policy() {
+    let w = World::new();
+    let spec = BundleSpec::new()
+        .resource(
+            ResourceSpec::new("exec", "always")
+                .exec(&counting(&w, "always", 1), exec_policy(Rerun::Always)),
+        )
+        .resource(
+            ResourceSpec::new("exec", "never")
+                .exec(&counting(&w, "never", 1), exec_policy(Rerun::Never)),
+        )
+        .resource(ResourceSpec::new("exec", "never-failing").exec(
+            &counting(&w, "never-failing", 99),
+            exec_policy(Rerun::Never),
+        ))
+        .resource(ResourceSpec::new("exec", "once").exec(
+            &counting(&w, "once", 3),
+            exec_policy(Rerun::OnceSuccessfully),
+        ));
+    let bundle = w.build(&spec);
+    let mut codes = Vec::new();
+    for _ in 0..5 {
+        codes.push(w.apply(&bundle, &[]).status.code().unwrap());
+    }
+    assert_eq!(runs(&w, "always"), 5);
+    assert_eq!(runs(&w, "never"), 1);
+    assert_eq!(runs(&w, "never-failing"), 1);
+    assert_eq!(runs(&w, "once"), 3);
+    // Runs 1 and 2 had failures (never-failing, once); from run 3 on nothing due fails.
+    assert_eq!(codes, vec![3, 3, 0, 0, 0]);
+}
+
+#[test]
+fn a_changed_script_is_a_new_script() {
+    let w = World::new();
+    let one = BundleSpec::new().resource(
+        ResourceSpec::new("exec", "x").exec(&counting(&w, "x", 1), exec_policy(Rerun::Never)),
+    );
+    let two = BundleSpec::new().resource(ResourceSpec::new("exec", "x").exec(
+        &format!("{}# v2\n", counting(&w, "x", 1)),
+        exec_policy(Rerun::Never),
+    ));
+    expect_code(&w.apply(&w.build(&one), &[]), 0);
+    expect_code(&w.apply(&w.build(&one), &[]), 0);
+    expect_code(&w.apply(&w.build(&two), &[]), 0);
+    expect_code(&w.apply(&w.build(&two), &[]), 0);
+    assert_eq!(runs(&w, "x"), 2);
+}
+
+#[test]
+fn rerun_and_retry_intervals_follow_the_clock() {
+    let w = World::new();
+    let mut every = exec_policy(Rerun::Always);
+    every.rerun_interval = Some(100);
+    let mut retry = exec_policy(Rerun::OnceSuccessfully);
+    retry.retry_interval = Some(30);
+    let spec = BundleSpec::new()
+        .resource(ResourceSpec::new("exec", "every").exec(&counting(&w, "every", 1), every))
+        .resource(ResourceSpec::new("exec", "retry").exec(&counting(&w, "retry", 2), retry));
+    let bundle = w.build(&spec);
+    let at = |t: &str| w.apply_env(&bundle, &[], &[("BELL_RUN_NOW", t)]);
+    at("1000");
+    assert_eq!((runs(&w, "every"), runs(&w, "retry")), (1, 1));
+    let out = at("1010");
+    assert_eq!((runs(&w, "every"), runs(&w, "retry")), (1, 1));
+    assert!(stdout(&out).contains("retry at 1030"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("next run at 1100"),
+        "{}",
+        stdout(&out)
+    );
+    at("1030");
+    assert_eq!((runs(&w, "every"), runs(&w, "retry")), (1, 2));
+    at("1099");
+    assert_eq!((runs(&w, "every"), runs(&w, "retry")), (1, 2));
+    at("1100");
+    assert_eq!((runs(&w, "every"), runs(&w, "retry")), (2, 2));
+    at("5000");
+    assert_eq!(
+        (runs(&w, "every"), runs(&w, "retry")),
+        (3, 2),
+        "retry succeeded once: done"
+    );
+}
+
+#[test]
+fn a_timeout_kills_the_script_and_its_children() {
+    let w = World::new();
+    let marker = w.tmp.path().join("marker");
+    let mut policy = exec_policy(Rerun::Always);
+    policy.timeout = 1;
+    let script = format!(
+        "#!/bin/sh\n(sleep 2; touch '{m}') &\nsh -c \"sleep 3; touch '{m}'\" &\nsleep 30\n",
+        m = marker.display()
+    );
+    let spec = BundleSpec::new().resource(ResourceSpec::new("exec", "slow").exec(&script, policy));
+    let started = Instant::now();
+    let out = w.apply(&w.build(&spec), &[]);
+    expect_code(&out, 3);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(
+        stdout(&out).contains("timed out after 1s"),
+        "{}",
+        stdout(&out)
+    );
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(!marker.exists(), "a child of the timed-out script survived");
+}
+
+#[test]
+fn on_failure_halt_stops_the_exec_scripts_after_it() {
+    let w = World::new();
+    let mut halt = exec_policy(Rerun::Always);
+    halt.on_failure = OnFailure::Halt;
+    let spec = BundleSpec::new()
+        .resource(
+            ResourceSpec::new("exec", "first")
+                .exec(&counting(&w, "first", 1), exec_policy(Rerun::Always)),
+        )
+        .resource(ResourceSpec::new("exec", "breaks").exec(&counting(&w, "breaks", 99), halt))
+        .resource(ResourceSpec::new("sysctl", "plain").apply(&w.event("plain")))
+        .resource(
+            ResourceSpec::new("exec", "later")
+                .exec(&counting(&w, "later", 1), exec_policy(Rerun::Always)),
+        );
+    let out = w.apply(&w.build(&spec), &[]);
+    expect_code(&out, 3);
+    assert_eq!(
+        (runs(&w, "first"), runs(&w, "breaks"), runs(&w, "later")),
+        (1, 1, 0)
+    );
+    assert_eq!(w.events(), vec!["plain"], "non-exec resources go on");
+    assert!(
+        stdout(&out).contains("halted: `exec:breaks` failed with on-failure halt"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+fn wait_for(path: &Path, secs: u64) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if path.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn background_scripts_do_not_block_and_their_result_is_collected_next_time() {
+    let w = World::new();
+    let marker = w.tmp.path().join("bg-done");
+    let mut policy = exec_policy(Rerun::OnceSuccessfully);
+    policy.background = true;
+    let script = format!("#!/bin/sh\nsleep 2\necho run >> '{}'\n", marker.display());
+    let spec = BundleSpec::new()
+        .resource(ResourceSpec::new("exec", "bg").exec(&script, policy))
+        .resource(ResourceSpec::new("sysctl", "after-bg").apply(&w.event("after")));
+    let bundle = w.build(&spec);
+    let started = Instant::now();
+    let out = w.apply(&bundle, &[]);
+    expect_code(&out, 0);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "apply waited for the background run"
+    );
+    assert!(!marker.exists());
+    assert!(stdout(&out).contains("exec:bg"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("started"), "{}", stdout(&out));
+    assert_eq!(w.events(), vec!["after"]);
+
+    // While it runs, it is not started again.
+    let out = w.apply(&bundle, &[]);
+    assert!(
+        stdout(&out).contains("still running in the background"),
+        "{}",
+        stdout(&out)
+    );
+
+    assert!(wait_for(&marker, 10));
+    let result = w.root().join("var/lib/bell/log/exec/bg/background.json");
+    assert!(wait_for(&result, 10));
+    let out = w.apply(&bundle, &[]);
+    expect_code(&out, 0);
+    assert!(stdout(&out).contains("succeeded once"), "{}", stdout(&out));
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(w.root().join("var/lib/bell/state.json")).unwrap())
+            .unwrap();
+    assert_eq!(state["resources"]["exec:bg"]["result"], "ok");
+    assert_eq!(state["resources"]["exec:bg"]["exec"]["runs"], 1);
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "run\n");
+}
+
+#[test]
+fn a_background_script_that_times_out_is_killed_and_recorded_failed() {
+    let w = World::new();
+    let marker = w.tmp.path().join("never");
+    let mut policy = exec_policy(Rerun::OnceSuccessfully);
+    policy.background = true;
+    policy.timeout = 1;
+    let script = format!(
+        "#!/bin/sh\n(sleep 3; touch '{m}') &\nsleep 3\ntouch '{m}'\n",
+        m = marker.display()
+    );
+    let spec = BundleSpec::new().resource(ResourceSpec::new("exec", "bg").exec(&script, policy));
+    let bundle = w.build(&spec);
+    expect_code(&w.apply(&bundle, &[]), 0);
+    assert!(wait_for(
+        &w.root().join("var/lib/bell/log/exec/bg/background.json"),
+        10
+    ));
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(!marker.exists());
+    // Collected as a failure and, with no retry interval, run again.
+    let out = w.apply(&bundle, &[]);
+    assert!(
+        stdout(&out).contains("retrying after a failure"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn args_and_env_reach_the_script_exactly() {
+    let w = World::new();
+    let out_args = w.tmp.path().join("args");
+    let out_env = w.tmp.path().join("env");
+    let hostile = [
+        "$(touch /tmp/bell-pwned)",
+        "a b  c",
+        "'\"`;|&<>*?",
+        "",
+        "-n",
+        "line\nbreak",
+        "\\x41 %s %n",
+        "ünïcode",
+    ];
+    let mut policy = exec_policy(Rerun::Always);
+    policy.args = hostile.iter().map(|s| s.to_string()).collect();
+    policy
+        .env
+        .insert("HOSTILE".into(), "$(id) `id` ; rm -rf / \n\t'\"".into());
+    policy.env.insert("EMPTY".into(), String::new());
+    // bash, not sh: the shebang is honoured.
+    let script = format!(
+        "#!/usr/bin/env bash\n[[ -n \"$BASH_VERSION\" ]] || exit 9\nprintf '%s\\0' \"$#\" \"$@\" > '{}'\nprintf '%s\\0' \"$HOSTILE\" \"${{EMPTY-unset}}\" \"$BELL_OFFLINE\" \"$BELL_ROOT\" \"$BELL_STATE\" \"$PWD\" > '{}'\n",
+        out_args.display(),
+        out_env.display()
+    );
+    let spec =
+        BundleSpec::new().resource(ResourceSpec::new("exec", "quoted").exec(&script, policy));
+    let out = w.apply(&w.build(&spec), &[]);
+    expect_code(&out, 0);
+    let args = std::fs::read(&out_args).unwrap();
+    let mut want = format!("{}\0", hostile.len()).into_bytes();
+    for h in hostile {
+        want.extend_from_slice(h.as_bytes());
+        want.push(0);
+    }
+    assert_eq!(
+        String::from_utf8_lossy(&args),
+        String::from_utf8_lossy(&want)
+    );
+    let env = std::fs::read_to_string(&out_env).unwrap();
+    let fields: Vec<&str> = env.split('\0').collect();
+    assert_eq!(fields[0], "$(id) `id` ; rm -rf / \n\t'\"");
+    assert_eq!(fields[1], "", "an empty value is set, not dropped");
+    assert_eq!(fields[2], "1", "offline, since the root is not /");
+    assert_eq!(fields[3], w.root().to_str().unwrap());
+    assert!(fields[4].starts_with(
+        w.root()
+            .join("var/lib/bell/state/exec/quoted")
+            .to_str()
+            .unwrap()
+    ));
+    assert!(
+        fields[5].starts_with(w.root().join("var/lib/bell/generations").to_str().unwrap()),
+        "cwd is the bundle"
+    );
+    assert!(!Path::new("/tmp/bell-pwned").exists());
+    assert_eq!(
+        mode_of(Path::new(fields[4])),
+        0o700,
+        "BELL_STATE is private"
+    );
+}
+
+#[test]
+fn a_script_without_a_shebang_fails_clearly() {
+    let w = World::new();
+    let spec = BundleSpec::new()
+        .resource(ResourceSpec::new("exec", "bare").exec("echo hi\n", exec_policy(Rerun::Always)));
+    let out = w.apply(&w.build(&spec), &[]);
+    expect_code(&out, 3);
+    assert!(
+        stdout(&out).contains("give the script a `#!` line"),
+        "{}",
+        stdout(&out)
+    );
+}
