@@ -1,3 +1,4 @@
 //! bellc: compiles a fleet spec into per-host bundles.
 pub mod escape;
+pub mod fleetgen;
 pub mod validate;
