@@ -15,6 +15,7 @@ pub mod diagnostic;
 pub mod emit;
 pub mod escape;
 pub mod explain;
+pub mod fleetgen;
 pub mod inventory;
 pub mod lower;
 pub mod render;
