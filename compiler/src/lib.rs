@@ -72,13 +72,31 @@ pub fn compile_frontend(front: Frontend, diags: &mut Diagnostics) -> Option<Comp
     let Frontend { spec, resolution } = front;
     let services = service_endpoints(&resolution);
     let renderer = Renderer::new();
-    let rendered: Vec<(String, Result<RenderedBundle, Diagnostics>)> = resolution
-        .hosts
+    // Hosts that share a model and a target get the same bundle, unless a template of theirs
+    // reads `host`: render each distinct combination once, on as many threads as there are.
+    let mut groups: BTreeMap<(usize, &str, Option<&str>), Vec<usize>> = BTreeMap::new();
+    let mut uses_host: std::collections::HashMap<usize, bool> = std::collections::HashMap::new();
+    for (i, host) in resolution.hosts.iter().enumerate() {
+        let model_id = std::sync::Arc::as_ptr(&host.model) as usize;
+        let per_host = *uses_host
+            .entry(model_id)
+            .or_insert_with(|| renderer.reads_host(&host.model));
+        let key = (
+            model_id,
+            host.target.as_str(),
+            per_host.then_some(host.name.as_str()),
+        );
+        groups.entry(key).or_default().push(i);
+    }
+    let groups: Vec<Vec<usize>> = groups.into_values().collect();
+    let rendered: Vec<(usize, Result<RenderedBundle, Diagnostics>)> = groups
         .par_iter()
-        .map(|host| {
+        .map(|members| {
+            let first = members[0];
+            let host = &resolution.hosts[first];
             let mut local = Diagnostics::new();
             let Some(target) = targets::get(&host.target) else {
-                return (host.name.clone(), Err(local));
+                return (first, Err(local));
             };
             let cx = HostContext {
                 host,
@@ -90,16 +108,18 @@ pub fn compile_frontend(front: Frontend, diags: &mut Diagnostics) -> Option<Comp
                 Some(bundle) if !local.has_errors() => Ok(bundle),
                 _ => Err(local),
             };
-            (host.name.clone(), result)
+            (first, result)
         })
         .collect();
     let mut bundles = BTreeMap::new();
-    let mut host_bundle = BTreeMap::new();
+    let mut host_bundle: BTreeMap<&str, String> = BTreeMap::new();
     let mut seen_messages = std::collections::BTreeSet::new();
-    for (name, result) in rendered {
+    for ((_, result), members) in rendered.into_iter().zip(&groups) {
         match result {
             Ok(bundle) => {
-                host_bundle.insert(name, bundle.id.clone());
+                for &i in members {
+                    host_bundle.insert(&resolution.hosts[i].name, bundle.id.clone());
+                }
                 bundles.entry(bundle.id.clone()).or_insert(bundle);
             }
             Err(local) => {
@@ -122,7 +142,7 @@ pub fn compile_frontend(front: Frontend, diags: &mut Diagnostics) -> Option<Comp
             (
                 h.name.clone(),
                 ReleaseHost {
-                    bundle: host_bundle[&h.name].clone(),
+                    bundle: host_bundle[h.name.as_str()].clone(),
                     address: h.address.clone(),
                     labels: h.labels.clone(),
                 },

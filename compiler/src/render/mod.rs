@@ -131,6 +131,21 @@ impl Renderer {
             .map_err(|e| format!("stdlib template `{name}`: {e:#}"))
     }
 
+    /// Whether any template of the model reads `host`, so that its bundle differs per host.
+    /// A template that does not parse counts as reading it: rendering reports the error.
+    pub fn reads_host(&self, model: &crate::resolve::Model) -> bool {
+        use crate::spec::Kind;
+        model
+            .resources
+            .iter()
+            .filter(|r| matches!(r.kind, Kind::File | Kind::Unit))
+            .filter_map(|r| r.str("content"))
+            .any(|source| match self.env.template_from_str(source) {
+                Ok(t) => t.undeclared_variables(false).contains("host"),
+                Err(_) => true,
+            })
+    }
+
     /// Renders a template written by the user (file content, unit content).
     pub fn user_template(
         &self,
