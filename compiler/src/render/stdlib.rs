@@ -6,7 +6,10 @@ use crate::escape;
 pub const TEMPLATES: &[(&str, &str)] = &[
     // Included at the top of every apply/revert script: `{% include "common/prelude.sh.j2" %}`
     // with `kind`, `name` and `role` in the context.
-    ("common/prelude.sh.j2", include_str!("../../../stdlib/common/prelude.sh.j2")),
+    (
+        "common/prelude.sh.j2",
+        include_str!("../../../stdlib/common/prelude.sh.j2"),
+    ),
     (
         "sysctl/sysctl.conf.j2",
         include_str!("../../../stdlib/sysctl/sysctl.conf.j2"),
@@ -14,6 +17,86 @@ pub const TEMPLATES: &[(&str, &str)] = &[
     (
         "limits/limits.conf.j2",
         include_str!("../../../stdlib/limits/limits.conf.j2"),
+    ),
+    (
+        "common/ids.sh.j2",
+        include_str!("../../../stdlib/common/ids.sh.j2"),
+    ),
+    (
+        "systemd/daemon-reload.sh.j2",
+        include_str!("../../../stdlib/systemd/daemon-reload.sh.j2"),
+    ),
+    (
+        "systemd/enable.sh.j2",
+        include_str!("../../../stdlib/systemd/enable.sh.j2"),
+    ),
+    (
+        "systemd/disable.sh.j2",
+        include_str!("../../../stdlib/systemd/disable.sh.j2"),
+    ),
+    (
+        "systemd/disable-only.sh.j2",
+        include_str!("../../../stdlib/systemd/disable-only.sh.j2"),
+    ),
+    (
+        "sysctl/apply.sh.j2",
+        include_str!("../../../stdlib/sysctl/apply.sh.j2"),
+    ),
+    (
+        "sysctl/revert.sh.j2",
+        include_str!("../../../stdlib/sysctl/revert.sh.j2"),
+    ),
+    (
+        "mount/mount.unit.j2",
+        include_str!("../../../stdlib/mount/mount.unit.j2"),
+    ),
+    (
+        "mount/apply.sh.j2",
+        include_str!("../../../stdlib/mount/apply.sh.j2"),
+    ),
+    (
+        "mount/revert.sh.j2",
+        include_str!("../../../stdlib/mount/revert.sh.j2"),
+    ),
+    (
+        "ethtool/ethtool.service.j2",
+        include_str!("../../../stdlib/ethtool/ethtool.service.j2"),
+    ),
+    (
+        "ethtool/apply.sh.j2",
+        include_str!("../../../stdlib/ethtool/apply.sh.j2"),
+    ),
+    (
+        "ethtool/revert.sh.j2",
+        include_str!("../../../stdlib/ethtool/revert.sh.j2"),
+    ),
+    (
+        "perm/apply.sh.j2",
+        include_str!("../../../stdlib/perm/apply.sh.j2"),
+    ),
+    (
+        "perm/revert.sh.j2",
+        include_str!("../../../stdlib/perm/revert.sh.j2"),
+    ),
+    (
+        "apparmor/apply.sh.j2",
+        include_str!("../../../stdlib/apparmor/apply.sh.j2"),
+    ),
+    (
+        "apparmor/revert.sh.j2",
+        include_str!("../../../stdlib/apparmor/revert.sh.j2"),
+    ),
+    (
+        "file/apply.sh.j2",
+        include_str!("../../../stdlib/file/apply.sh.j2"),
+    ),
+    (
+        "unit/apply.sh.j2",
+        include_str!("../../../stdlib/unit/apply.sh.j2"),
+    ),
+    (
+        "unit/revert.sh.j2",
+        include_str!("../../../stdlib/unit/revert.sh.j2"),
     ),
 ];
 
