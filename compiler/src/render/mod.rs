@@ -65,10 +65,10 @@ pub enum RenderError {
     #[diagnostic(code(bell::render::clash))]
     Clash {
         message: String,
-        #[label("first declared here")]
-        first: Option<SourceSpan>,
-        #[label("and here")]
+        #[label("declared here")]
         span: SourceSpan,
+        #[label("and first here")]
+        first: Option<SourceSpan>,
         #[help]
         help: String,
         file: FileId,
