@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn build(example: &str) -> tempfile::TempDir {
-    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(example);
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(example);
     let (compiled, lines) = compile_path(&spec, None);
     let compiled = compiled.unwrap_or_else(|| panic!("{example}:\n{}", lines.join("\n")));
     let out = tempfile::tempdir().expect("temp dir");
@@ -57,7 +59,10 @@ fn shell_of(script: &Path) -> Option<&'static str> {
         "#!/bin/sh" | "#!/usr/bin/env sh" => Some("sh"),
         "#!/bin/bash" | "#!/usr/bin/env bash" | "#!/usr/bin/bash" => Some("bash"),
         other => {
-            eprintln!("note: {} has shebang {other:?}, which shellcheck does not read", script.display());
+            eprintln!(
+                "note: {} has shebang {other:?}, which shellcheck does not read",
+                script.display()
+            );
             None
         }
     }
@@ -70,7 +75,10 @@ fn scripts_pass_shellcheck(out: &Path) -> usize {
             let Some(shell) = shell_of(&script) else {
                 continue;
             };
-            check(Command::new("shellcheck").args(["-s", shell]).arg(&script), &script);
+            check(
+                Command::new("shellcheck").args(["-s", shell]).arg(&script),
+                &script,
+            );
             n += 1;
         }
     }
@@ -109,7 +117,10 @@ fn units_pass_systemd_analyze(out: &Path) -> usize {
             }
         }
         check(
-            Command::new("systemd-analyze").args(["verify", "--man=no"]).args(&copies).current_dir(dir.path()),
+            Command::new("systemd-analyze")
+                .args(["verify", "--man=no"])
+                .args(&copies)
+                .current_dir(dir.path()),
             &unit_dir,
         );
         n += copies.len();
@@ -122,7 +133,9 @@ fn profiles_pass_apparmor_parser(out: &Path) -> usize {
     for bundle in bundles(out) {
         for profile in files_under(&bundle.join("root/etc/apparmor.d")) {
             check(
-                Command::new("apparmor_parser").args(["--skip-kernel-load", "--skip-cache", "-Q", "-K"]).arg(&profile),
+                Command::new("apparmor_parser")
+                    .args(["--skip-kernel-load", "--skip-cache", "-Q", "-K"])
+                    .arg(&profile),
                 &profile,
             );
             n += 1;

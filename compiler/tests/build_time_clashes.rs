@@ -8,7 +8,10 @@ use common::*;
 fn errors(spec: &str) -> Vec<String> {
     let (compiled, lines) = compile(spec);
     assert!(compiled.is_none(), "spec compiled");
-    lines.into_iter().filter(|l| l.contains(": error[")).collect()
+    lines
+        .into_iter()
+        .filter(|l| l.contains(": error["))
+        .collect()
 }
 
 const HEAD: &str = "fleet \"t\" target=\"ubuntu-24.04\"\nhost \"h\" address=\"10.0.0.1\"\n";
@@ -20,7 +23,9 @@ fn two_mounts_on_one_target() {
     ));
     assert_eq!(
         e,
-        vec!["bell.kdl:4:11: error[bell::render::clash]: mounts `a` and `b` both mount on `/srv/x`"]
+        vec![
+            "bell.kdl:4:11: error[bell::render::clash]: mounts `a` and `b` both mount on `/srv/x`"
+        ]
     );
 }
 
@@ -95,7 +100,9 @@ fn template_error_points_at_its_line_inside_the_content() {
     );
     assert!(e[0].ends_with("undefined value (on host `h`)"), "{e:?}");
     // A syntax error on a one-line string points at the string.
-    let e = errors(&format!("{HEAD}file \"/etc/b.conf\" {{\n    content \"a={{{{ host.name \"\n}}\n"));
+    let e = errors(&format!(
+        "{HEAD}file \"/etc/b.conf\" {{\n    content \"a={{{{ host.name \"\n}}\n"
+    ));
     assert_eq!(e.len(), 1, "{e:?}");
     assert!(e[0].starts_with("bell.kdl:4:5: error[bell::render::template]: template error in `file:/etc/b.conf`: line 1 of the content: "), "{e:?}");
 }
@@ -103,7 +110,10 @@ fn template_error_points_at_its_line_inside_the_content() {
 #[test]
 fn unknown_target() {
     let e = errors("fleet \"t\" target=\"ubuntu-24.10\"\nhost \"h\" address=\"10.0.0.1\"\n");
-    assert_eq!(e, vec!["bell.kdl:1:11: error[bell::resolve::unknown_target]: unknown target `ubuntu-24.10`"]);
+    assert_eq!(
+        e,
+        vec!["bell.kdl:1:11: error[bell::resolve::unknown_target]: unknown target `ubuntu-24.10`"]
+    );
 }
 
 #[test]

@@ -25,13 +25,21 @@ file "/etc/my app/peers.conf" mode="0640" owner="root" group="root" {
     let b = c
         .bundles
         .values()
-        .find(|b| b.manifest.files.iter().any(|f| b.contents[&format!("root{}", f.path)].starts_with(b"peers=10.0.0.9 on h ")))
+        .find(|b| {
+            b.manifest.files.iter().any(|f| {
+                b.contents[&format!("root{}", f.path)].starts_with(b"peers=10.0.0.9 on h ")
+            })
+        })
         .expect("bundle of h");
     let path = "/etc/my app/peers.conf";
     assert_eq!(file(b, path), "peers=10.0.0.9 on h in t\n");
     let root = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir_all(root.path().join("etc/my app")).expect("mkdir");
-    std::fs::write(root.path().join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").expect("passwd");
+    std::fs::write(
+        root.path().join("etc/passwd"),
+        "root:x:0:0::/root:/bin/sh\n",
+    )
+    .expect("passwd");
     std::fs::write(root.path().join("etc/group"), "root:x:0:\n").expect("group");
     let on_host = root.path().join("etc/my app/peers.conf");
     std::fs::write(&on_host, file(b, path)).expect("write");
@@ -52,5 +60,9 @@ file "/etc/my app/peers.conf" mode="0640" owner="root" group="root" {
     std::fs::write(&on_host, "edited\n").expect("write");
     let out = run(&apply, root.path(), state.path(), true);
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not hold the content bell wrote"));
-    assert!(b.manifest.resources.iter().any(|r| r.kind == "file" && r.revert.is_none()));
+    assert!(b
+        .manifest
+        .resources
+        .iter()
+        .any(|r| r.kind == "file" && r.revert.is_none()));
 }

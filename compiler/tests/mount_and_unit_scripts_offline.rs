@@ -9,7 +9,9 @@ use common::*;
 use std::path::Path;
 
 fn link(root: &Path, rel: &str) -> Option<String> {
-    std::fs::read_link(root.join(rel)).ok().map(|p| p.display().to_string())
+    std::fs::read_link(root.join(rel))
+        .ok()
+        .map(|p| p.display().to_string())
 }
 
 #[test]
@@ -28,27 +30,62 @@ mount "mnt" target="/mnt" device="tmpfs" type="tmpfs"
     let root = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir_all(root.path().join("srv/keep")).expect("mkdir");
     std::fs::create_dir_all(root.path().join("mnt")).expect("mkdir");
-    let (s_data, s_mnt) = (tempfile::tempdir().expect("dir"), tempfile::tempdir().expect("dir"));
+    let (s_data, s_mnt) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
     let apply = script(b, "mount", "data", "apply");
     ok(&run(&apply, root.path(), s_data.path(), true));
-    ok(&run(&script(b, "mount", "mnt", "apply"), root.path(), s_mnt.path(), true));
+    ok(&run(
+        &script(b, "mount", "mnt", "apply"),
+        root.path(),
+        s_mnt.path(),
+        true,
+    ));
     assert!(root.path().join("srv/bell data/x").is_dir());
     assert_eq!(
-        link(root.path(), &format!("etc/systemd/system/local-fs.target.wants/{unit}")).as_deref(),
+        link(
+            root.path(),
+            &format!("etc/systemd/system/local-fs.target.wants/{unit}")
+        )
+        .as_deref(),
         Some(format!("/etc/systemd/system/{unit}").as_str())
     );
-    assert_eq!(std::fs::read_to_string(s_data.path().join("created")).expect("record"), "/srv/bell data\n");
-    assert!(!s_mnt.path().join("created").exists(), "/mnt existed before");
+    assert_eq!(
+        std::fs::read_to_string(s_data.path().join("created")).expect("record"),
+        "/srv/bell data\n"
+    );
+    assert!(
+        !s_mnt.path().join("created").exists(),
+        "/mnt existed before"
+    );
 
     let before = snapshot_tree(s_data.path());
     ok(&run(&apply, root.path(), s_data.path(), true));
     assert_eq!(snapshot_tree(s_data.path()), before);
 
-    ok(&run(&script(b, "mount", "data", "revert"), root.path(), s_data.path(), true));
-    ok(&run(&script(b, "mount", "mnt", "revert"), root.path(), s_mnt.path(), true));
-    assert!(!root.path().join("srv/bell data").exists(), "bell created it");
+    ok(&run(
+        &script(b, "mount", "data", "revert"),
+        root.path(),
+        s_data.path(),
+        true,
+    ));
+    ok(&run(
+        &script(b, "mount", "mnt", "revert"),
+        root.path(),
+        s_mnt.path(),
+        true,
+    ));
+    assert!(
+        !root.path().join("srv/bell data").exists(),
+        "bell created it"
+    );
     assert!(root.path().join("srv/keep").is_dir() && root.path().join("mnt").is_dir());
-    assert!(link(root.path(), &format!("etc/systemd/system/local-fs.target.wants/{unit}")).is_none());
+    assert!(link(
+        root.path(),
+        &format!("etc/systemd/system/local-fs.target.wants/{unit}")
+    )
+    .is_none());
 }
 
 #[test]
@@ -59,9 +96,17 @@ fn mount_point_that_is_a_file_fails() {
     let root = tempfile::tempdir().expect("temp dir");
     std::fs::write(root.path().join("m"), "").expect("write");
     let state = tempfile::tempdir().expect("temp dir");
-    let out = run(&script(only_bundle(&c), "mount", "m", "apply"), root.path(), state.path(), true);
+    let out = run(
+        &script(only_bundle(&c), "mount", "m", "apply"),
+        root.path(),
+        state.path(),
+        true,
+    );
     assert!(!out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stderr), "bell: mount:m: /m exists and is not a directory\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "bell: mount:m: /m exists and is not a directory\n"
+    );
 }
 
 #[test]
@@ -91,7 +136,11 @@ unit "myapp.service" enable=#true {
     ok(&run(&apply, root.path(), state.path(), true));
     for dir in ["multi-user.target.wants", "other.target.requires"] {
         assert_eq!(
-            link(root.path(), &format!("etc/systemd/system/{dir}/myapp.service")).as_deref(),
+            link(
+                root.path(),
+                &format!("etc/systemd/system/{dir}/myapp.service")
+            )
+            .as_deref(),
             Some("/etc/systemd/system/myapp.service")
         );
     }
@@ -99,8 +148,21 @@ unit "myapp.service" enable=#true {
     let before = snapshot_tree(root.path());
     ok(&run(&apply, root.path(), state.path(), true));
     assert_eq!(snapshot_tree(root.path()).len(), before.len());
-    ok(&run(&script(b, "unit", "myapp.service", "revert"), root.path(), state.path(), true));
-    assert!(link(root.path(), "etc/systemd/system/multi-user.target.wants/myapp.service").is_none());
-    assert!(link(root.path(), "etc/systemd/system/other.target.requires/myapp.service").is_none());
+    ok(&run(
+        &script(b, "unit", "myapp.service", "revert"),
+        root.path(),
+        state.path(),
+        true,
+    ));
+    assert!(link(
+        root.path(),
+        "etc/systemd/system/multi-user.target.wants/myapp.service"
+    )
+    .is_none());
+    assert!(link(
+        root.path(),
+        "etc/systemd/system/other.target.requires/myapp.service"
+    )
+    .is_none());
     assert_eq!(std::fs::read_dir(state.path()).expect("state").count(), 0);
 }

@@ -21,9 +21,14 @@ fn in_netns(driver: &str, dir: &std::path::Path) -> Option<String> {
     if !have("unshare") {
         return None;
     }
-    let probe = Command::new("unshare").args(["--net", "--mount", "true"]).status();
+    let probe = Command::new("unshare")
+        .args(["--net", "--mount", "true"])
+        .status();
     if !probe.is_ok_and(|s| s.success()) {
-        assert!(std::env::var("CI").is_err(), "unshare --net needs root in CI");
+        assert!(
+            std::env::var("CI").is_err(),
+            "unshare --net needs root in CI"
+        );
         eprintln!("skipping: cannot create a network namespace (not root?)");
         return None;
     }
@@ -56,10 +61,16 @@ fn apply_reapply_revert_restore_the_original() {
     let c = compile_ok(SPEC);
     let b = only_bundle(&c);
     let dir = tempfile::tempdir().expect("temp dir");
-    for (key, tag) in [("net.ipv4.ip_forward", "fwd"), ("net/ipv4/conf/all/rp_filter", "rpf")] {
+    for (key, tag) in [
+        ("net.ipv4.ip_forward", "fwd"),
+        ("net/ipv4/conf/all/rp_filter", "rpf"),
+    ] {
         for role in ["apply", "revert"] {
-            std::fs::write(dir.path().join(format!("{tag}.{role}")), script(b, "sysctl", key, role))
-                .expect("write script");
+            std::fs::write(
+                dir.path().join(format!("{tag}.{role}")),
+                script(b, "sysctl", key, role),
+            )
+            .expect("write script");
         }
     }
     let driver = r#"
@@ -85,10 +96,17 @@ printf 'left=%s\n' "$(find state -type f | tr '\n' ' ')"
     assert_eq!(value(&out, "orig_fwd"), value(&out, "before_fwd"));
     assert_eq!(value(&out, "orig_rpf"), value(&out, "before_rpf"));
     assert_eq!(value(&out, "reapplied_fwd"), "1");
-    assert_eq!(value(&out, "stamp1"), value(&out, "stamp2"), "re-apply rewrote its state");
+    assert_eq!(
+        value(&out, "stamp1"),
+        value(&out, "stamp2"),
+        "re-apply rewrote its state"
+    );
     assert_eq!(value(&out, "reverted_fwd"), value(&out, "before_fwd"));
     assert_eq!(value(&out, "reverted_rpf"), value(&out, "before_rpf"));
-    assert!(value(&out, "left").trim().is_empty(), "revert left state: {out}");
+    assert!(
+        value(&out, "left").trim().is_empty(),
+        "revert left state: {out}"
+    );
 }
 
 #[test]
@@ -100,8 +118,11 @@ fn a_value_the_kernel_refuses_or_does_not_take_fails_the_resource() {
             "fleet \"t\" target=\"ubuntu-24.04\"\nhost \"h\" address=\"10.0.0.1\"\nsysctl {{\n    net.ipv4.ip_forward {value}\n}}\n"
         ));
         let b = only_bundle(&c);
-        std::fs::write(dir.path().join(tag), script(b, "sysctl", "net.ipv4.ip_forward", "apply"))
-            .expect("write script");
+        std::fs::write(
+            dir.path().join(tag),
+            script(b, "sysctl", "net.ipv4.ip_forward", "apply"),
+        )
+        .expect("write script");
     }
     let driver = r#"
 export BELL_ROOT=/ BELL_OFFLINE=0
@@ -114,7 +135,9 @@ done
     };
     assert_eq!(value(&out, "refused_rc"), "1", "{out}");
     assert!(
-        value(&out, "refused_err").starts_with("bell: sysctl:net.ipv4.ip_forward: the kernel refused net.ipv4.ip_forward = abc"),
+        value(&out, "refused_err").starts_with(
+            "bell: sysctl:net.ipv4.ip_forward: the kernel refused net.ipv4.ip_forward = abc"
+        ),
         "{out}"
     );
     assert_eq!(value(&out, "not_taken_rc"), "1", "{out}");
@@ -130,7 +153,15 @@ fn offline_touches_nothing_live() {
     let b = only_bundle(&c);
     let root = tempfile::tempdir().expect("temp dir");
     let state = tempfile::tempdir().expect("temp dir");
-    let out = run(&script(b, "sysctl", "net.ipv4.ip_forward", "apply"), root.path(), state.path(), true);
+    let out = run(
+        &script(b, "sysctl", "net.ipv4.ip_forward", "apply"),
+        root.path(),
+        state.path(),
+        true,
+    );
     ok(&out);
-    assert!(std::fs::read_dir(state.path()).expect("state").next().is_none());
+    assert!(std::fs::read_dir(state.path())
+        .expect("state")
+        .next()
+        .is_none());
 }

@@ -22,6 +22,15 @@ fn shown_name(feature: &str) -> &str {
         "txvlan" => "tx-vlan-offload",
         "ntuple" => "ntuple-filters",
         "rxhash" => "receive-hashing",
+        // Kernel names that `ethtool -k` shows under their legacy long name.
+        "rx-checksum" => "rx-checksumming",
+        "rx-gro" => "generic-receive-offload",
+        "tx-generic-segmentation" => "generic-segmentation-offload",
+        "rx-lro" => "large-receive-offload",
+        "rx-vlan-hw-parse" => "rx-vlan-offload",
+        "tx-vlan-hw-insert" => "tx-vlan-offload",
+        "rx-ntuple-filter" => "ntuple-filters",
+        "rx-hashing" => "receive-hashing",
         other => other,
     }
 }

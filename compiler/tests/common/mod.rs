@@ -17,10 +17,7 @@ pub fn have(tool: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
-        assert!(
-            std::env::var("CI").is_err(),
-            "`{tool}` is required in CI"
-        );
+        assert!(std::env::var("CI").is_err(), "`{tool}` is required in CI");
         eprintln!("skipping: `{tool}` is not installed");
     }
     found
