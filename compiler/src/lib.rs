@@ -65,10 +65,14 @@ pub fn compile(path: &Path, sources: &mut Sources, diags: &mut Diagnostics) -> O
     if diags.has_errors() {
         return None;
     }
-    compile_frontend(front, diags)
+    compile_frontend(front, sources, diags)
 }
 
-pub fn compile_frontend(front: Frontend, diags: &mut Diagnostics) -> Option<Compiled> {
+pub fn compile_frontend(
+    front: Frontend,
+    sources: &Sources,
+    diags: &mut Diagnostics,
+) -> Option<Compiled> {
     let Frontend { spec, resolution } = front;
     let services = service_endpoints(&resolution);
     let renderer = Renderer::new();
@@ -103,6 +107,7 @@ pub fn compile_frontend(front: Frontend, diags: &mut Diagnostics) -> Option<Comp
                 target,
                 fleet: &spec.fleet.name,
                 services: &services,
+                sources,
             };
             let result = match renderer.render_host(&cx, &mut local) {
                 Some(bundle) if !local.has_errors() => Ok(bundle),

@@ -34,6 +34,10 @@ enum Command {
     Check {
         #[arg(default_value = "bell.kdl")]
         spec: PathBuf,
+        /// Also run the consumers installed on this machine over what they can check at build
+        /// time: every AppArmor profile is compiled by `apparmor_parser` (not loaded).
+        #[arg(long)]
+        strict: bool,
     },
     /// Build every host's bundle into OUT (default ./out).
     Build {
@@ -122,11 +126,18 @@ fn read_check(spec: &Path) -> Result<(), String> {
 
 fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, String> {
     match &cli.command {
-        Command::Check { spec } => {
+        Command::Check { spec, strict } => {
             read_check(spec)?;
             if let Some(front) = bellc::frontend(spec, sources, diags) {
+                if *strict {
+                    bellc::render::apparmor::check_profiles_with_parser(
+                        &front.spec,
+                        sources,
+                        diags,
+                    )?;
+                }
                 if !diags.has_errors() {
-                    bellc::compile_frontend(front, diags);
+                    bellc::compile_frontend(front, sources, diags);
                 }
             }
             if !diags.has_errors() {

@@ -6,7 +6,13 @@
 //! template for its context; the environment auto-escapes nothing, because no single escaping
 //! is right for config files, shell scripts and unit files at once.
 
+pub mod apparmor;
+mod common;
+mod ethtool;
+mod file;
 mod limits;
+mod mount;
+mod perm;
 pub mod stdlib;
 mod sysctl;
 
@@ -55,6 +61,18 @@ pub enum RenderError {
         help: String,
         file: FileId,
     },
+    #[error("{message}")]
+    #[diagnostic(code(bell::render::clash))]
+    Clash {
+        message: String,
+        #[label("declared here")]
+        span: SourceSpan,
+        #[label("and first here")]
+        first: Option<SourceSpan>,
+        #[help]
+        help: String,
+        file: FileId,
+    },
 }
 
 impl RenderError {
@@ -62,7 +80,8 @@ impl RenderError {
         match self {
             RenderError::Template { file, .. }
             | RenderError::PathConflict { file, .. }
-            | RenderError::Invalid { file, .. } => Some(*file),
+            | RenderError::Invalid { file, .. }
+            | RenderError::Clash { file, .. } => Some(*file),
         }
     }
 }
@@ -91,6 +110,8 @@ pub struct HostContext<'a> {
     pub target: &'a Target,
     pub fleet: &'a str,
     pub services: &'a BTreeMap<String, Vec<ServiceEndpoint>>,
+    /// The spec's text, so that an error inside a multi-line string points at its line.
+    pub sources: &'a crate::source::Sources,
 }
 
 pub struct Renderer {
@@ -160,6 +181,11 @@ impl Renderer {
         let before = diags.error_count();
         sysctl::render(self, cx, &mut out, diags);
         limits::render(self, cx, &mut out, diags);
+        mount::render(self, cx, &mut out, diags);
+        ethtool::render(self, cx, &mut out, diags);
+        perm::render(self, cx, &mut out, diags);
+        apparmor::render(self, cx, &mut out, diags);
+        file::render(self, cx, &mut out, diags);
         if diags.error_count() > before {
             return None;
         }

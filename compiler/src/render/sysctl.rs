@@ -1,7 +1,7 @@
 //! sysctl: one bell-owned file in the target's sysctl.d, and one resource per key so that a key
 //! leaving the spec is reverted on its own (its original value put back).
 
-use super::{BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer};
+use super::{common, BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer};
 use crate::diagnostic::Diagnostics;
 use minijinja::context;
 
@@ -36,15 +36,33 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         }
     }
     for (path, setting) in &model.sysctl {
-        let _ = path;
-        out.add_resource(NewResource {
-            kind: "sysctl",
-            name: setting.key.clone(),
-            files: Vec::new(),
-            after: Vec::new(),
-            apply: None,
-            revert: None,
-            exec: None,
+        let ctx = context! { key => setting.key, value => setting.value, path };
+        let scripts = ["apply", "revert"].map(|role| {
+            common::script(
+                r,
+                "sysctl",
+                &setting.key,
+                role,
+                &format!("sysctl/{role}.sh.j2"),
+                ctx.clone(),
+            )
         });
+        match scripts {
+            [Ok(apply), Ok(revert)] => out.add_resource(NewResource {
+                kind: "sysctl",
+                name: setting.key.clone(),
+                files: Vec::new(),
+                after: Vec::new(),
+                apply: Some(apply),
+                revert: Some(revert),
+                exec: None,
+            }),
+            [Err(message), _] | [_, Err(message)] => common::invalid(
+                diags,
+                setting.origin.span,
+                message,
+                "a sysctl value is one line of text",
+            ),
+        }
     }
 }
