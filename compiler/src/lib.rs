@@ -71,7 +71,9 @@ pub fn compile_frontend(front: Frontend, diags: &mut Diagnostics) -> Option<Comp
     let Frontend { spec, resolution } = front;
     let services = service_endpoints(&resolution);
     let renderer = Renderer::new();
-    let rendered: Vec<(String, Result<RenderedBundle, Diagnostics>)> = resolution
+    // Warnings travel with a rendered bundle; errors replace it.
+    #[allow(clippy::type_complexity)]
+    let rendered: Vec<(String, Result<(RenderedBundle, Diagnostics), Diagnostics>)> = resolution
         .hosts
         .par_iter()
         .map(|host| {
@@ -86,7 +88,7 @@ pub fn compile_frontend(front: Frontend, diags: &mut Diagnostics) -> Option<Comp
                 services: &services,
             };
             let result = match renderer.render_host(&cx, &mut local) {
-                Some(bundle) if !local.has_errors() => Ok(bundle),
+                Some(bundle) if !local.has_errors() => Ok((bundle, local)),
                 _ => Err(local),
             };
             (host.name.clone(), result)
@@ -97,9 +99,14 @@ pub fn compile_frontend(front: Frontend, diags: &mut Diagnostics) -> Option<Comp
     let mut seen_messages = std::collections::BTreeSet::new();
     for (name, result) in rendered {
         match result {
-            Ok(bundle) => {
+            Ok((bundle, warnings)) => {
                 host_bundle.insert(name, bundle.id.clone());
                 bundles.entry(bundle.id.clone()).or_insert(bundle);
+                for d in warnings.into_boxed() {
+                    if seen_messages.insert(d.to_string()) {
+                        diags.push_boxed(d);
+                    }
+                }
             }
             Err(local) => {
                 // The same mistake shows up once per host that has it; report it once.

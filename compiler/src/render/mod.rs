@@ -9,6 +9,7 @@
 mod limits;
 pub mod stdlib;
 mod sysctl;
+pub mod user;
 
 use crate::diagnostic::Diagnostics;
 use crate::resolve::ResolvedHost;
@@ -145,6 +146,7 @@ impl Renderer {
         let before = diags.error_count();
         sysctl::render(self, cx, &mut out, diags);
         limits::render(self, cx, &mut out, diags);
+        user::render(self, cx, &mut out, diags);
         if diags.error_count() > before {
             return None;
         }

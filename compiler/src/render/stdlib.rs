@@ -15,6 +15,12 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         "limits/limits.conf.j2",
         include_str!("../../../stdlib/limits/limits.conf.j2"),
     ),
+    ("user/common.sh.j2", include_str!("../../../stdlib/user/common.sh.j2")),
+    ("user/apply.sh.j2", include_str!("../../../stdlib/user/apply.sh.j2")),
+    ("user/revert.sh.j2", include_str!("../../../stdlib/user/revert.sh.j2")),
+    ("user/sudoers.j2", include_str!("../../../stdlib/user/sudoers.j2")),
+    ("user/default-account-apply.sh.j2", include_str!("../../../stdlib/user/default-account-apply.sh.j2")),
+    ("user/default-account-revert.sh.j2", include_str!("../../../stdlib/user/default-account-revert.sh.j2")),
 ];
 
 pub fn register_filters(env: &mut minijinja::Environment<'static>) {
