@@ -6,7 +6,9 @@
 //! template for its context; the environment auto-escapes nothing, because no single escaping
 //! is right for config files, shell scripts and unit files at once.
 
+pub mod exec;
 mod limits;
+pub mod package;
 pub mod stdlib;
 mod sysctl;
 pub mod user;
@@ -147,6 +149,8 @@ impl Renderer {
         sysctl::render(self, cx, &mut out, diags);
         limits::render(self, cx, &mut out, diags);
         user::render(self, cx, &mut out, diags);
+        package::render(self, cx, &mut out, diags);
+        exec::render(cx, &mut out, diags);
         if diags.error_count() > before {
             return None;
         }

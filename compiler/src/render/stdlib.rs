@@ -6,7 +6,10 @@ use crate::escape;
 pub const TEMPLATES: &[(&str, &str)] = &[
     // Included at the top of every apply/revert script: `{% include "common/prelude.sh.j2" %}`
     // with `kind`, `name` and `role` in the context.
-    ("common/prelude.sh.j2", include_str!("../../../stdlib/common/prelude.sh.j2")),
+    (
+        "common/prelude.sh.j2",
+        include_str!("../../../stdlib/common/prelude.sh.j2"),
+    ),
     (
         "sysctl/sysctl.conf.j2",
         include_str!("../../../stdlib/sysctl/sysctl.conf.j2"),
@@ -15,12 +18,58 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         "limits/limits.conf.j2",
         include_str!("../../../stdlib/limits/limits.conf.j2"),
     ),
-    ("user/common.sh.j2", include_str!("../../../stdlib/user/common.sh.j2")),
-    ("user/apply.sh.j2", include_str!("../../../stdlib/user/apply.sh.j2")),
-    ("user/revert.sh.j2", include_str!("../../../stdlib/user/revert.sh.j2")),
-    ("user/sudoers.j2", include_str!("../../../stdlib/user/sudoers.j2")),
-    ("user/default-account-apply.sh.j2", include_str!("../../../stdlib/user/default-account-apply.sh.j2")),
-    ("user/default-account-revert.sh.j2", include_str!("../../../stdlib/user/default-account-revert.sh.j2")),
+    (
+        "user/common.sh.j2",
+        include_str!("../../../stdlib/user/common.sh.j2"),
+    ),
+    (
+        "user/apply.sh.j2",
+        include_str!("../../../stdlib/user/apply.sh.j2"),
+    ),
+    (
+        "user/revert.sh.j2",
+        include_str!("../../../stdlib/user/revert.sh.j2"),
+    ),
+    (
+        "user/sudoers.j2",
+        include_str!("../../../stdlib/user/sudoers.j2"),
+    ),
+    (
+        "user/default-account-apply.sh.j2",
+        include_str!("../../../stdlib/user/default-account-apply.sh.j2"),
+    ),
+    (
+        "user/default-account-revert.sh.j2",
+        include_str!("../../../stdlib/user/default-account-revert.sh.j2"),
+    ),
+    (
+        "package/common.sh.j2",
+        include_str!("../../../stdlib/package/common.sh.j2"),
+    ),
+    (
+        "package/apply.sh.j2",
+        include_str!("../../../stdlib/package/apply.sh.j2"),
+    ),
+    (
+        "package/revert.sh.j2",
+        include_str!("../../../stdlib/package/revert.sh.j2"),
+    ),
+    (
+        "package/debconf.seed.j2",
+        include_str!("../../../stdlib/package/debconf.seed.j2"),
+    ),
+    (
+        "apt/upgrade.sh.j2",
+        include_str!("../../../stdlib/apt/upgrade.sh.j2"),
+    ),
+    (
+        "apt-source/source.sources.j2",
+        include_str!("../../../stdlib/apt-source/source.sources.j2"),
+    ),
+    (
+        "apt-source/update.sh.j2",
+        include_str!("../../../stdlib/apt-source/update.sh.j2"),
+    ),
 ];
 
 pub fn register_filters(env: &mut minijinja::Environment<'static>) {

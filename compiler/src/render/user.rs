@@ -105,7 +105,10 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         if !sudoers_safe(name) {
             let span = user.origin.span;
             diags.push(RenderError::Invalid {
-                message: format!("user name `{}` cannot be written to sudoers", name.escape_debug()),
+                message: format!(
+                    "user name `{}` cannot be written to sudoers",
+                    name.escape_debug()
+                ),
                 span: span.source_span(),
                 help: "user names are lowercase letters, digits, `_` and `-`".into(),
                 file: span.file,
