@@ -19,8 +19,7 @@ pub fn build(text: &str) -> Build {
     let file = sources.add(Path::new("bell.kdl"), text.to_string());
     let mut diags = Diagnostics::new();
     let spec = bellc::lower::lower_root(file, &mut sources, &mut diags);
-    let resolution =
-        bellc::resolve::resolve(&spec, &sources, &bellc::targets::names(), &mut diags);
+    let resolution = bellc::resolve::resolve(&spec, &sources, &bellc::targets::names(), &mut diags);
     let compiled = if diags.has_errors() {
         None
     } else {
@@ -112,6 +111,10 @@ pub fn example(name: &str) -> bellc::Compiled {
     let mut sources = Sources::new();
     let mut diags = Diagnostics::new();
     let path = workspace().join("examples").join(name);
-    bellc::compile(&path, &mut sources, &mut diags)
-        .unwrap_or_else(|| panic!("{name} does not build: {:#?}", diags.to_short_lines(&sources)))
+    bellc::compile(&path, &mut sources, &mut diags).unwrap_or_else(|| {
+        panic!(
+            "{name} does not build: {:#?}",
+            diags.to_short_lines(&sources)
+        )
+    })
 }
