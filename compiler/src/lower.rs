@@ -1373,6 +1373,13 @@ impl Lowerer<'_> {
                     let args = self.child_args(file, child);
                     match args {
                         Some(list) if list.len() == 1 => {
+                            // Checked here, one node at a time, so that a diagnostic points at
+                            // the offending `ssh-key` rather than at the last one.
+                            if let (Kind::User, "ssh-key") = (kind, field.name) {
+                                if let Err(invalid) = validate::ssh_public_key(&list[0]) {
+                                    self.invalid(file, child.span(), invalid);
+                                }
+                            }
                             let mut all = match fields.remove(field.name) {
                                 Some(Field {
                                     value: Value::List(l),
@@ -1677,9 +1684,6 @@ impl Lowerer<'_> {
         for (name, field) in &decl.fields {
             let result = match (decl.kind, *name, &field.value) {
                 (Kind::User, "password", Value::Str(s)) => validate::sha512_crypt(s),
-                (Kind::User, "ssh-key", Value::List(keys)) => {
-                    keys.iter().try_for_each(|k| validate::ssh_public_key(k))
-                }
                 (Kind::User, "shell", Value::Str(s)) => validate::absolute_path(s),
                 (Kind::Package, "version", Value::Str(v)) => validate::apt_version(v),
                 (Kind::Mount, "target", Value::Str(t)) => validate::mount_target(t),
