@@ -273,3 +273,47 @@ fn the_default_account_is_expired_and_given_back() {
     root.ok("ubuntu", &script(&b, "default-account", "ubuntu", "revert"));
     assert_eq!(root.entry("shadow", "ubuntu").unwrap()[7], "");
 }
+
+#[test]
+fn hostile_key_comments_and_shells_stay_literal() {
+    if !ready() {
+        return;
+    }
+    let comment = r#"it's "$(touch pwned)" `touch pwned2` ${HOME} \ ;"#;
+    let shell = "/bin/it's $(touch pwned3)";
+    let key = format!("{} {comment}", &KEY_A[..KEY_A.rfind(' ').unwrap()]);
+    let text = format!(
+        "fleet \"f\" target=\"ubuntu-24.04\"\nhost \"h\"\nuser \"mallory\" shell=\"{}\" {{\n    ssh-key \"{}\"\n}}\n",
+        shell.replace('\\', "\\\\").replace('"', "\\\""),
+        key.replace('\\', "\\\\").replace('"', "\\\"")
+    );
+    let b = bundle(&text, "h");
+    let root = Root::new(&b);
+    let cwd = tempfile::tempdir().unwrap();
+    let file = cwd.path().join("apply.sh");
+    std::fs::write(&file, script(&b, "user", "mallory", "apply")).unwrap();
+    let out = Command::new("sh")
+        .arg(&file)
+        .current_dir(cwd.path())
+        .env("BELL_ROOT", root.dir.path())
+        .env("BELL_STATE", root.state.path().join("mallory"))
+        .env("BELL_OFFLINE", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        root.read("home/mallory/.ssh/authorized_keys"),
+        format!("{key}\n")
+    );
+    assert_eq!(root.entry("passwd", "mallory").unwrap()[6], shell);
+    let created: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
+    assert_eq!(
+        created.len(),
+        1,
+        "only the script is in the working directory"
+    );
+}

@@ -109,3 +109,11 @@ fn apt_sources_name_a_suite() {
         &["bell.kdl:3:48: error[bell::render::invalid]: `apt-source:s` names no suite"],
     );
 }
+
+#[test]
+fn shells_hold_no_colon() {
+    check(
+        "user \"dave\"\nuser \"erin\" shell=\"/bin/a:b\"\n",
+        &["bell.kdl:4:13: error[bell::render::invalid]: shell `/bin/a:b` holds a `:`, which separates /etc/passwd fields"],
+    );
+}

@@ -115,6 +115,19 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             });
             continue;
         }
+        if let Some(shell) = user.str("shell").filter(|s| s.contains(':')) {
+            let span = user.span_of("shell");
+            diags.push(RenderError::Invalid {
+                message: format!(
+                    "shell `{}` holds a `:`, which separates /etc/passwd fields",
+                    shell.escape_debug()
+                ),
+                span: span.source_span(),
+                help: "give the path of a login shell, such as \"/bin/bash\"".into(),
+                file: span.file,
+            });
+            continue;
+        }
         let sudo = user.bool("sudo").unwrap_or(false);
         let manage_keys = user.str("ssh-keys") != Some("unmanaged");
         let keys: &[String] = if manage_keys {
