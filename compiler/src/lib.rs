@@ -93,7 +93,9 @@ pub fn compile_frontend(
         groups.entry(key).or_default().push(i);
     }
     let groups: Vec<Vec<usize>> = groups.into_values().collect();
-    let rendered: Vec<(usize, Result<RenderedBundle, Diagnostics>)> = groups
+    // Warnings travel with a rendered bundle; errors replace it.
+    #[allow(clippy::type_complexity)]
+    let rendered: Vec<(usize, Result<(RenderedBundle, Diagnostics), Diagnostics>)> = groups
         .par_iter()
         .map(|members| {
             let first = members[0];
@@ -110,7 +112,7 @@ pub fn compile_frontend(
                 sources,
             };
             let result = match renderer.render_host(&cx, &mut local) {
-                Some(bundle) if !local.has_errors() => Ok(bundle),
+                Some(bundle) if !local.has_errors() => Ok((bundle, local)),
                 _ => Err(local),
             };
             (first, result)
@@ -121,9 +123,14 @@ pub fn compile_frontend(
     let mut seen_messages = std::collections::BTreeSet::new();
     for ((_, result), members) in rendered.into_iter().zip(&groups) {
         match result {
-            Ok(bundle) => {
+            Ok((bundle, warnings)) => {
                 for &i in members {
                     host_bundle.insert(&resolution.hosts[i].name, bundle.id.clone());
+                }
+                for d in warnings.into_boxed() {
+                    if seen_messages.insert(d.to_string()) {
+                        diags.push_boxed(d);
+                    }
                 }
                 bundles.entry(bundle.id.clone()).or_insert(bundle);
             }

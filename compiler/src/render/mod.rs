@@ -9,12 +9,15 @@
 pub mod apparmor;
 mod common;
 mod ethtool;
+pub mod exec;
 mod file;
 mod limits;
 mod mount;
+pub mod package;
 mod perm;
 pub mod stdlib;
 mod sysctl;
+pub mod user;
 
 use crate::diagnostic::Diagnostics;
 use crate::resolve::ResolvedHost;
@@ -183,9 +186,12 @@ impl Renderer {
         limits::render(self, cx, &mut out, diags);
         mount::render(self, cx, &mut out, diags);
         ethtool::render(self, cx, &mut out, diags);
+        user::render(self, cx, &mut out, diags);
+        package::render(self, cx, &mut out, diags);
         perm::render(self, cx, &mut out, diags);
         apparmor::render(self, cx, &mut out, diags);
         file::render(self, cx, &mut out, diags);
+        exec::render(cx, &mut out, diags);
         if diags.error_count() > before {
             return None;
         }

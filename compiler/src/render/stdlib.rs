@@ -98,6 +98,58 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         "unit/revert.sh.j2",
         include_str!("../../../stdlib/unit/revert.sh.j2"),
     ),
+    (
+        "user/common.sh.j2",
+        include_str!("../../../stdlib/user/common.sh.j2"),
+    ),
+    (
+        "user/apply.sh.j2",
+        include_str!("../../../stdlib/user/apply.sh.j2"),
+    ),
+    (
+        "user/revert.sh.j2",
+        include_str!("../../../stdlib/user/revert.sh.j2"),
+    ),
+    (
+        "user/sudoers.j2",
+        include_str!("../../../stdlib/user/sudoers.j2"),
+    ),
+    (
+        "user/default-account-apply.sh.j2",
+        include_str!("../../../stdlib/user/default-account-apply.sh.j2"),
+    ),
+    (
+        "user/default-account-revert.sh.j2",
+        include_str!("../../../stdlib/user/default-account-revert.sh.j2"),
+    ),
+    (
+        "package/common.sh.j2",
+        include_str!("../../../stdlib/package/common.sh.j2"),
+    ),
+    (
+        "package/apply.sh.j2",
+        include_str!("../../../stdlib/package/apply.sh.j2"),
+    ),
+    (
+        "package/revert.sh.j2",
+        include_str!("../../../stdlib/package/revert.sh.j2"),
+    ),
+    (
+        "package/debconf.seed.j2",
+        include_str!("../../../stdlib/package/debconf.seed.j2"),
+    ),
+    (
+        "apt/upgrade.sh.j2",
+        include_str!("../../../stdlib/apt/upgrade.sh.j2"),
+    ),
+    (
+        "apt-source/source.sources.j2",
+        include_str!("../../../stdlib/apt-source/source.sources.j2"),
+    ),
+    (
+        "apt-source/update.sh.j2",
+        include_str!("../../../stdlib/apt-source/update.sh.j2"),
+    ),
 ];
 
 pub fn register_filters(env: &mut minijinja::Environment<'static>) {
