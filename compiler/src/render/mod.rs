@@ -11,6 +11,7 @@ pub mod stdlib;
 mod sysctl;
 
 use crate::diagnostic::Diagnostics;
+use crate::graph::ResourceOrder;
 use crate::resolve::ResolvedHost;
 use crate::source::FileId;
 use crate::targets::Target;
@@ -140,7 +141,20 @@ impl Renderer {
         self.env.render_str(source, ctx)
     }
 
+    /// Renders a host, ordering its resources by a graph built for it alone. Builds of whole
+    /// fleets use `render_host_ordered` with the order shared by every host of the same model.
     pub fn render_host(&self, cx: &HostContext, diags: &mut Diagnostics) -> Option<RenderedBundle> {
+        let sources = crate::source::Sources::new();
+        let order = crate::graph::order(&cx.host.model, &cx.host.name, &sources, diags)?;
+        self.render_host_ordered(cx, &order, diags)
+    }
+
+    pub fn render_host_ordered(
+        &self,
+        cx: &HostContext,
+        order: &ResourceOrder,
+        diags: &mut Diagnostics,
+    ) -> Option<RenderedBundle> {
         let mut out = BundleBuilder::new(cx.target, cx.fleet);
         let before = diags.error_count();
         sysctl::render(self, cx, &mut out, diags);
@@ -148,7 +162,7 @@ impl Renderer {
         if diags.error_count() > before {
             return None;
         }
-        Some(out.finish())
+        Some(out.finish(order))
     }
 }
 
@@ -269,9 +283,38 @@ impl BundleBuilder {
         });
     }
 
-    pub fn finish(self) -> RenderedBundle {
+    /// Puts the resources in the model's apply order and gives each the dependencies the graph
+    /// found. A resource a kind module adds that the graph does not know (a part of a larger
+    /// resource) stays right after the last known resource added before it.
+    pub fn finish(self, order: &ResourceOrder) -> RenderedBundle {
         let files: Vec<File> = self.files.into_values().map(|(f, _)| f).collect();
         let mut resources = self.resources;
+        let mut last_known = 0;
+        let mut rank: Vec<(usize, usize, usize)> = Vec::with_capacity(resources.len());
+        for (seq, r) in resources.iter().enumerate() {
+            match order.position(&r.key()) {
+                Some(p) => {
+                    last_known = p;
+                    rank.push((p, 0, seq));
+                }
+                None => rank.push((last_known, 1, seq)),
+            }
+        }
+        let mut ranked: Vec<_> = rank.into_iter().zip(resources).collect();
+        ranked.sort_by_key(|(k, _)| *k);
+        resources = ranked.into_iter().map(|(_, r)| r).collect();
+        let present: std::collections::HashSet<String> =
+            resources.iter().map(|r| r.key()).collect();
+        for r in &mut resources {
+            let mut after = order.after_present(&r.key(), |k| present.contains(k));
+            // Edges a kind module adds itself (inside one resource family) are kept.
+            for extra in std::mem::take(&mut r.after) {
+                if present.contains(&extra) && !after.contains(&extra) {
+                    after.push(extra);
+                }
+            }
+            r.after = after;
+        }
         for r in &mut resources {
             r.hash = r.compute_hash(&files);
         }

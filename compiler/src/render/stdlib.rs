@@ -6,7 +6,10 @@ use crate::escape;
 pub const TEMPLATES: &[(&str, &str)] = &[
     // Included at the top of every apply/revert script: `{% include "common/prelude.sh.j2" %}`
     // with `kind`, `name` and `role` in the context.
-    ("common/prelude.sh.j2", include_str!("../../../stdlib/common/prelude.sh.j2")),
+    (
+        "common/prelude.sh.j2",
+        include_str!("../../../stdlib/common/prelude.sh.j2"),
+    ),
     (
         "sysctl/sysctl.conf.j2",
         include_str!("../../../stdlib/sysctl/sysctl.conf.j2"),
