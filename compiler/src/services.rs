@@ -172,7 +172,8 @@ pub fn check(hosts: &[ResolvedHost], diags: &mut Diagnostics) -> Option<ServiceL
         let span = span.span();
         let more = match missing.len() {
             1 => String::new(),
-            n => format!(" (nor do {} other providers)", n - 1),
+            2 => " (1 more provider has none)".to_string(),
+            n => format!(" ({} more providers have none)", n - 1),
         };
         diags.push(ServiceError::NoAddress {
             service: service.to_string(),
