@@ -93,7 +93,10 @@ fn the_order_is_a_topological_order_and_stable() {
     let order = front.orders[0].as_ref().expect("an order");
     for (p, key) in order.keys.iter().enumerate() {
         for dep in order.after(key) {
-            assert!(order.position(dep).expect("known") < p, "{dep} before {key}");
+            assert!(
+                order.position(dep).expect("known") < p,
+                "{dep} before {key}"
+            );
         }
     }
     let (again, _, _dir2) = frontend(SPEC);
