@@ -71,12 +71,15 @@ pub enum Reason {
 
 impl Reason {
     /// The rule behind an edge `before → after`, in words.
-    fn explain(&self, before: &str, after: &str, sources: &Sources) -> String {
+    fn explain(&self, before: &str, after: &str, sources: Option<&Sources>) -> String {
         match self {
-            Reason::After(span) => format!(
-                "`{after}` has `after \"{before}\"` at {}",
-                sources.location(*span)
-            ),
+            Reason::After(span) => match sources {
+                Some(sources) => format!(
+                    "`{after}` has `after \"{before}\"` at {}",
+                    sources.location(*span)
+                ),
+                None => format!("`{after}` has `after \"{before}\"`"),
+            },
             Reason::NestedMount => {
                 format!("`{after}` is mounted under `{before}`, so it is mounted after it")
             }
@@ -178,7 +181,7 @@ pub fn order_hosts(
                 .entry(Arc::as_ptr(&host.model))
                 .or_insert_with(|| {
                     let mut local = Diagnostics::new();
-                    let order = order(&host.model, &host.name, sources, &mut local);
+                    let order = order(&host.model, &host.name, Some(sources), &mut local);
                     for d in local.into_boxed() {
                         let at = d
                             .labels()
@@ -197,10 +200,12 @@ pub fn order_hosts(
 }
 
 /// Builds and sorts the graph of one model; `host` names a host that has it, for messages.
+/// `sources`, when given, lets a cycle report name the file and line of `after` edges that its
+/// labels cannot show (those in another file than the first).
 pub fn order(
     model: &Model,
     host: &str,
-    sources: &Sources,
+    sources: Option<&Sources>,
     diags: &mut Diagnostics,
 ) -> Option<ResourceOrder> {
     // Nodes in tie-break order: sysctl keys (by path), then resources by kind, then name.
@@ -459,7 +464,7 @@ fn unknown_help(kind: RefKind, name: &str, nodes: &[Node], host: &str) -> String
 fn report_cycles(
     graph: &DiGraph<(), Reason>,
     nodes: &[Node],
-    sources: &Sources,
+    sources: Option<&Sources>,
     diags: &mut Diagnostics,
 ) {
     let mut components = petgraph::algo::tarjan_scc(graph);

@@ -133,3 +133,30 @@ limit "a" domain="*" type="soft" item="nproc" value=1 {{
     assert_eq!(a.after, ["sysctl:vm.swappiness", "limit:z"]);
     assert!(bundle.manifest.resources[2].after.is_empty());
 }
+
+#[test]
+fn ordering_one_model_without_sources_reports_instead_of_panicking() {
+    let spec = format!(
+        r#"{HEAD}limit "a" domain="*" type="soft" item="nofile" value=1 {{
+    after "limit:b"
+}}
+limit "b" domain="*" type="soft" item="nproc" value=1 {{
+    after "limit:a"
+}}
+"#
+    );
+    let (front, diags, _dir) = graph_support::frontend(&spec);
+    assert!(diags.has_errors());
+    let mut local = bellc::diagnostic::Diagnostics::new();
+    let host = &front.resolution.hosts[0];
+    assert!(bellc::graph::order(&host.model, &host.name, None, &mut local).is_none());
+    let help: Vec<String> = local
+        .iter()
+        .filter_map(|d| d.help().map(|h| h.to_string()))
+        .collect();
+    assert_eq!(help.len(), 1);
+    assert!(
+        help[0].contains("`limit:b` has `after \"limit:a\"`;"),
+        "{help:?}"
+    );
+}

@@ -144,8 +144,7 @@ impl Renderer {
     /// Renders a host, ordering its resources by a graph built for it alone. Builds of whole
     /// fleets use `render_host_ordered` with the order shared by every host of the same model.
     pub fn render_host(&self, cx: &HostContext, diags: &mut Diagnostics) -> Option<RenderedBundle> {
-        let sources = crate::source::Sources::new();
-        let order = crate::graph::order(&cx.host.model, &cx.host.name, &sources, diags)?;
+        let order = crate::graph::order(&cx.host.model, &cx.host.name, None, diags)?;
         self.render_host_ordered(cx, &order, diags)
     }
 
