@@ -5,7 +5,9 @@
 //! ```text
 //! lower    KDL files (includes, inventories) → typed Spec        (lower.rs, inventory.rs)
 //! resolve  Spec × hosts → per-host Model with provenance          (resolve.rs)
+//! graph    Model → resource apply order; services → rollout layers (graph.rs, services.rs)
 //! render   Model → bundle in memory (manifest, files, scripts)    (render/)
+//! plan     layers × rollout policy → waves                        (plan.rs)
 //! emit     bundles → OUT/ on disk                                  (emit.rs)
 //! ```
 //!
@@ -16,10 +18,13 @@ pub mod emit;
 pub mod escape;
 pub mod explain;
 pub mod fleetgen;
+pub mod graph;
 pub mod inventory;
 pub mod lower;
+pub mod plan;
 pub mod render;
 pub mod resolve;
+pub mod services;
 pub mod source;
 pub mod spec;
 pub mod targets;
@@ -27,13 +32,16 @@ pub mod validate;
 
 use bell_bundle::{Release, ReleaseHost};
 use diagnostic::Diagnostics;
+use graph::ResourceOrder;
 use rayon::prelude::*;
 use render::{HostContext, RenderedBundle, Renderer, ServiceEndpoint};
 use resolve::Resolution;
+use services::ServiceLayers;
 use source::Sources;
 use spec::Spec;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// The result of compiling a spec in memory.
 pub struct Compiled {
@@ -42,21 +50,40 @@ pub struct Compiled {
     /// Distinct bundles by id.
     pub bundles: BTreeMap<String, RenderedBundle>,
     pub release: Release,
+    /// Rollout layers of every host, for planning waves against another release.
+    pub layers: ServiceLayers,
 }
 
 /// How far the pipeline got; later stages need the earlier ones' results.
 pub struct Frontend {
     pub spec: Spec,
     pub resolution: Resolution,
+    /// By host index: the apply order of the host's resources (`None` after a graph error).
+    pub orders: Vec<Option<Arc<ResourceOrder>>>,
+    /// `None` after a service error.
+    pub layers: Option<ServiceLayers>,
 }
 
 /// Loads, lowers and resolves. Lowering errors do not stop resolution (so that one run reports
 /// as many mistakes as possible), but they do stop the pipeline before rendering.
 pub fn frontend(path: &Path, sources: &mut Sources, diags: &mut Diagnostics) -> Option<Frontend> {
     let spec = lower::load(path, sources, diags)?;
+    Some(analyse(spec, sources, diags))
+}
+
+/// The stages after lowering: resolution, the resource graph of every host, and the service
+/// checks. For callers that lowered a spec themselves (tests that build from a string).
+pub fn analyse(spec: Spec, sources: &Sources, diags: &mut Diagnostics) -> Frontend {
     let names = targets::names();
     let resolution = resolve::resolve(&spec, sources, &names, diags);
-    Some(Frontend { spec, resolution })
+    let orders = graph::order_hosts(&resolution.hosts, sources, diags);
+    let layers = services::check(&resolution.hosts, diags);
+    Frontend {
+        spec,
+        resolution,
+        orders,
+        layers,
+    }
 }
 
 /// Compiles a spec into bundles in memory. `None` when there are errors (in `diags`).
@@ -73,7 +100,14 @@ pub fn compile_frontend(
     sources: &Sources,
     diags: &mut Diagnostics,
 ) -> Option<Compiled> {
-    let Frontend { spec, resolution } = front;
+    let Frontend {
+        spec,
+        resolution,
+        orders,
+        layers,
+    } = front;
+    // The stages before reported why an order or the layers are missing.
+    let layers = layers?;
     let services = service_endpoints(&resolution);
     let renderer = Renderer::new();
     // Hosts that share a model and a target get the same bundle, unless a template of theirs
@@ -100,7 +134,11 @@ pub fn compile_frontend(
         .map(|members| {
             let first = members[0];
             let host = &resolution.hosts[first];
+            let order = &orders[first];
             let mut local = Diagnostics::new();
+            let Some(order) = order else {
+                return (first, Err(local));
+            };
             let Some(target) = targets::get(&host.target) else {
                 return (first, Err(local));
             };
@@ -111,7 +149,7 @@ pub fn compile_frontend(
                 services: &services,
                 sources,
             };
-            let result = match renderer.render_host(&cx, &mut local) {
+            let result = match renderer.render_host_ordered(&cx, order, &mut local) {
                 Some(bundle) if !local.has_errors() => Ok((bundle, local)),
                 _ => Err(local),
             };
@@ -144,7 +182,7 @@ pub fn compile_frontend(
             }
         }
     }
-    if diags.has_errors() {
+    if diags.has_errors() || host_bundle.len() != resolution.hosts.len() {
         return None;
     }
     let hosts: BTreeMap<String, ReleaseHost> = resolution
@@ -168,11 +206,18 @@ pub fn compile_frontend(
         hosts,
         waves: Vec::new(),
     };
+    let policy = plan::Policy::from_spec(spec.rollout.as_ref());
+    let waves = plan::plan(&resolution.hosts, &layers, &policy, |_| true);
+    let release = Release {
+        waves: plan::release_waves(&waves),
+        ..release
+    };
     Some(Compiled {
         spec,
         resolution,
         bundles,
         release,
+        layers,
     })
 }
 

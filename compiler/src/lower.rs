@@ -1388,13 +1388,6 @@ impl Lowerer<'_> {
                     let args = self.child_args(file, child);
                     match args {
                         Some(list) if list.len() == 1 => {
-                            // Checked here, one node at a time, so that a diagnostic points at
-                            // the offending `ssh-key` rather than at the last one.
-                            if let (Kind::User, "ssh-key") = (kind, field.name) {
-                                if let Err(invalid) = validate::ssh_public_key(&list[0]) {
-                                    self.invalid(file, child.span(), invalid);
-                                }
-                            }
                             let mut all = match fields.remove(field.name) {
                                 Some(Field {
                                     value: Value::List(l),

@@ -57,6 +57,19 @@ enum Command {
         #[arg(default_value = "bell.kdl")]
         spec: PathBuf,
     },
+    /// Show the rollout waves: providers before their consumers, one batch (rack) at a time,
+    /// at most `max-unavailable` hosts per wave.
+    Plan {
+        #[arg(default_value = "bell.kdl")]
+        spec: PathBuf,
+        /// Plan only the hosts whose bundle differs from the release in this output directory
+        /// (reads OLD_OUT/release.json).
+        #[arg(long, value_name = "OLD_OUT")]
+        against: Option<PathBuf>,
+        /// Print the waves as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// List hosts: name, bundle id (short), labels.
     Hosts {
         #[arg(default_value = "bell.kdl")]
@@ -122,6 +135,13 @@ fn read_check(spec: &Path) -> Result<(), String> {
         )),
         Err(e) => Err(format!("cannot read {}: {e}", spec.display())),
     }
+}
+
+fn read_release(dir: &Path) -> Result<bell_bundle::Release, String> {
+    let path = dir.join("release.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{} is not a release: {e}", path.display()))
 }
 
 fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, String> {
@@ -207,6 +227,45 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                     Err(format!("no host `{host}` in {}{hint}", spec.display()))
                 }
             }
+        }
+        Command::Plan {
+            spec,
+            against,
+            json,
+        } => {
+            read_check(spec)?;
+            let old = match against {
+                Some(dir) => Some(read_release(dir)?),
+                None => None,
+            };
+            let Some(compiled) = bellc::compile(spec, sources, diags) else {
+                return Ok(1);
+            };
+            let policy = bellc::plan::Policy::from_spec(compiled.spec.rollout.as_ref());
+            let new = &compiled.release.hosts;
+            let changed = |h: &bellc::resolve::ResolvedHost| match &old {
+                None => true,
+                Some(old) => {
+                    old.hosts.get(&h.name).map(|o| &o.bundle) != new.get(&h.name).map(|n| &n.bundle)
+                }
+            };
+            let waves = bellc::plan::plan(
+                &compiled.resolution.hosts,
+                &compiled.layers,
+                &policy,
+                changed,
+            );
+            if *json {
+                let text = serde_json::to_string_pretty(&waves).map_err(|e| e.to_string())?;
+                println!("{text}");
+            } else if waves.is_empty() {
+                println!("nothing to roll out: no host's bundle changed");
+            } else {
+                print!("{}", bellc::plan::table(&waves, &policy));
+            }
+            let planned: usize = waves.iter().map(|w| w.hosts.len()).sum();
+            eprintln!("{planned} of {} hosts in {} waves", new.len(), waves.len());
+            Ok(0)
         }
         Command::Hosts { spec, json } => {
             read_check(spec)?;

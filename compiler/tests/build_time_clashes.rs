@@ -76,7 +76,7 @@ apparmor "three" {{
         e,
         vec![
             "bell.kdl:13:1: error[bell::render::clash]: `/usr/bin/tool` is confined by both `apparmor:one` and `apparmor:two`",
-            "bell.kdl:20:5: error[bell::render::clash]: profile name `shared` is declared by both `apparmor:two` and `apparmor:three`",
+            "bell.kdl:20:13: error[bell::render::clash]: profile name `shared` is declared by both `apparmor:two` and `apparmor:three`",
         ]
     );
 }
@@ -104,7 +104,7 @@ fn template_error_points_at_its_line_inside_the_content() {
         "{HEAD}file \"/etc/b.conf\" {{\n    content \"a={{{{ host.name \"\n}}\n"
     ));
     assert_eq!(e.len(), 1, "{e:?}");
-    assert!(e[0].starts_with("bell.kdl:4:5: error[bell::render::template]: template error in `file:/etc/b.conf`: line 1 of the content: "), "{e:?}");
+    assert!(e[0].starts_with("bell.kdl:4:13: error[bell::render::template]: template error in `file:/etc/b.conf`: line 1 of the content: "), "{e:?}");
 }
 
 #[test]

@@ -20,7 +20,7 @@ const ED25519: &str =
 fn md5_crypt_hashes_are_refused() {
     check(
         "user \"alice\" {\n    password \"$1$abc$def\"\n}\n",
-        &["bell.kdl:4:5: error[bell::lower::invalid_value]: password hash uses md5 crypt, not sha-512 (`$6$`)"],
+        &["bell.kdl:4:14: error[bell::lower::invalid_value]: password hash uses md5 crypt, not sha-512 (`$6$`)"],
     );
 }
 
@@ -28,7 +28,7 @@ fn md5_crypt_hashes_are_refused() {
 fn plain_text_passwords_are_refused() {
     check(
         "user \"alice\" {\n    password \"hunter2\"\n}\n",
-        &["bell.kdl:4:5: error[bell::lower::invalid_value]: password is not a crypt hash; plain-text passwords are not accepted"],
+        &["bell.kdl:4:14: error[bell::lower::invalid_value]: password is not a crypt hash; plain-text passwords are not accepted"],
     );
 }
 
@@ -36,7 +36,7 @@ fn plain_text_passwords_are_refused() {
 fn truncated_sha512_hashes_are_refused() {
     check(
         "user \"alice\" {\n    password \"$6$rounds=5000$saltsalt$tooshort\"\n}\n",
-        &["bell.kdl:4:5: error[bell::lower::invalid_value]: password hash digest must be 86 characters of `[./0-9A-Za-z]`, found 8"],
+        &["bell.kdl:4:14: error[bell::lower::invalid_value]: password hash digest must be 86 characters of `[./0-9A-Za-z]`, found 8"],
     );
 }
 
@@ -47,9 +47,9 @@ fn the_offending_ssh_key_is_pointed_at() {
             "user \"bob\" {{\n    ssh-key \"ssh-ed25519 {ED25519}\"\n    ssh-key \"ssh-rsa {ED25519}\"\n    ssh-key \"ssh-foo AAAA x\"\n    ssh-key \"ssh-ed25519 AAAAnot!base64 x\"\n}}\n"
         ),
         &[
-            "bell.kdl:5:5: error[bell::lower::invalid_value]: ssh key says `ssh-rsa` but its key data is a `ssh-ed25519` key",
-            "bell.kdl:6:5: error[bell::lower::invalid_value]: unknown ssh key type `ssh-foo`",
-            "bell.kdl:7:5: error[bell::lower::invalid_value]: the key data of this `ssh-ed25519` key is not valid base64",
+            "bell.kdl:5:13: error[bell::lower::invalid_value]: ssh key says `ssh-rsa` but its key data is a `ssh-ed25519` key",
+            "bell.kdl:6:13: error[bell::lower::invalid_value]: unknown ssh key type `ssh-foo`",
+            "bell.kdl:7:13: error[bell::lower::invalid_value]: the key data of this `ssh-ed25519` key is not valid base64",
         ],
     );
 }

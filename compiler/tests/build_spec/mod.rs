@@ -19,11 +19,11 @@ pub fn build(text: &str) -> Build {
     let file = sources.add(Path::new("bell.kdl"), text.to_string());
     let mut diags = Diagnostics::new();
     let spec = bellc::lower::lower_root(file, &mut sources, &mut diags);
-    let resolution = bellc::resolve::resolve(&spec, &sources, &bellc::targets::names(), &mut diags);
+    let front = bellc::analyse(spec, &sources, &mut diags);
     let compiled = if diags.has_errors() {
         None
     } else {
-        bellc::compile_frontend(bellc::Frontend { spec, resolution }, &sources, &mut diags)
+        bellc::compile_frontend(front, &sources, &mut diags)
     };
     Build {
         compiled,
