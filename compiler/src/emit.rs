@@ -81,9 +81,9 @@ pub fn write(
     // Many bundles share most of their files, so this is most of the saving of a large build.
     let mut distinct: BTreeMap<String, &[u8]> = BTreeMap::new();
     for (_, bundle) in &new {
-        for content in bundle.contents.values() {
+        for (rel, content) in &bundle.contents {
             distinct
-                .entry(bell_bundle::sha256_hex(content))
+                .entry(bundle.sha256[rel].clone())
                 .or_insert(content);
         }
     }
@@ -204,7 +204,7 @@ fn write_bundle(
                 fs::create_dir_all(parent).map_err(io_err(parent))?;
             }
         }
-        let source = store_path(store, &bell_bundle::sha256_hex(content));
+        let source = store_path(store, &bundle.sha256[rel]);
         if fs::hard_link(&source, &path).is_err() {
             // A file system without hard links (or a store on another device) gets copies.
             fs::write(&path, content).map_err(io_err(&path))?;

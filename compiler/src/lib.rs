@@ -19,6 +19,7 @@ pub mod escape;
 pub mod explain;
 pub mod fleetgen;
 pub mod graph;
+pub mod incremental;
 pub mod inventory;
 pub mod lower;
 pub mod plan;

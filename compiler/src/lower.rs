@@ -204,6 +204,7 @@ pub fn lower_root(file: FileId, sources: &mut Sources, diagnostics: &mut Diagnos
             base: Layer::default(),
             overrides: Vec::new(),
             rollout: None,
+            globs: Vec::new(),
         },
         include_stack: Vec::new(),
         seen_hosts: HashMap::new(),
@@ -783,8 +784,11 @@ impl Lowerer<'_> {
                 }
             }
         } else {
-            vec![full]
+            vec![full.clone()]
         };
+        if is_glob {
+            self.spec.globs.push((full.clone(), paths.clone()));
+        }
         if is_glob && paths.is_empty() {
             self.diags.push(LowerError::EmptyGlob {
                 pattern,

@@ -50,6 +50,13 @@ enum Command {
         /// whose bundle differs (keeps checked-in snapshots honest in CI).
         #[arg(long)]
         check: bool,
+        /// Print how long each stage took, what was written and the peak memory, as one JSON
+        /// line on stderr starting with `timings: ` (the benchmark reads it).
+        #[arg(long)]
+        timings: bool,
+        /// Rebuild even when the inputs are unchanged since the last build into OUT.
+        #[arg(long)]
+        force: bool,
     },
     /// Show the resolved configuration of one host, with the layer and line of every value.
     Explain {
@@ -125,6 +132,19 @@ fn print_diagnostics(mut diags: Diagnostics, sources: &Sources, short: bool) {
     }
 }
 
+/// The process's peak resident set (VmHWM), from /proc; 0 where there is no /proc.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
 fn read_check(spec: &Path) -> Result<(), String> {
     match std::fs::metadata(spec) {
         Ok(m) if m.is_file() => Ok(()),
@@ -165,11 +185,46 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             }
             Ok(0)
         }
-        Command::Build { spec, out, check } => {
+        Command::Build {
+            spec,
+            out,
+            check,
+            timings,
+            force,
+        } => {
             read_check(spec)?;
-            let Some(compiled) = bellc::compile(spec, sources, diags) else {
+            let clock = std::time::Instant::now();
+            if !*check && !*force && bellc::incremental::is_current(spec, out) {
+                if *timings {
+                    eprintln!(
+                        "timings: {}",
+                        serde_json::json!({"total_s": clock.elapsed().as_secs_f64(), "skipped": true, "peak_rss_kib": peak_rss_kib()})
+                    );
+                }
+                eprintln!(
+                    "{}: up to date (inputs unchanged since the last build)",
+                    out.display()
+                );
+                return Ok(0);
+            }
+            let mut phases: Vec<(&str, f64)> = Vec::new();
+            let lap = |name: &'static str, phases: &mut Vec<(&str, f64)>| {
+                let total: f64 = phases.iter().map(|(_, t)| t).sum();
+                phases.push((name, clock.elapsed().as_secs_f64() - total));
+            };
+            let Some(spec_tree) = bellc::lower::load(spec, sources, diags) else {
                 return Ok(1);
             };
+            lap("parse", &mut phases);
+            let front = bellc::analyse(spec_tree, sources, diags);
+            lap("resolve", &mut phases);
+            if diags.has_errors() {
+                return Ok(1);
+            }
+            let Some(compiled) = bellc::compile_frontend(front, sources, diags) else {
+                return Ok(1);
+            };
+            lap("render", &mut phases);
             if *check {
                 let differing = bellc::emit::check(out, &compiled.bundles, &compiled.release);
                 if differing.is_empty() {
@@ -196,8 +251,48 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 );
                 return Ok(1);
             }
+            bellc::incremental::forget(out);
             let stats = bellc::emit::write(out, &compiled.bundles, &compiled.release)
                 .map_err(|e| e.to_string())?;
+            if diags.is_empty() {
+                bellc::incremental::record(spec, &compiled.spec, sources, out).map_err(|e| {
+                    format!("cannot record the build's inputs in {}: {e}", out.display())
+                })?;
+            }
+            lap("write", &mut phases);
+            if *timings {
+                let mut line = serde_json::Map::new();
+                for (name, secs) in &phases {
+                    line.insert(format!("{name}_s"), serde_json::json!(secs));
+                }
+                line.insert(
+                    "total_s".into(),
+                    serde_json::json!(clock.elapsed().as_secs_f64()),
+                );
+                line.insert(
+                    "hosts".into(),
+                    serde_json::json!(compiled.release.hosts.len()),
+                );
+                line.insert("bundles".into(), serde_json::json!(compiled.bundles.len()));
+                line.insert(
+                    "bundles_written".into(),
+                    serde_json::json!(stats.bundles_written),
+                );
+                line.insert(
+                    "files_written".into(),
+                    serde_json::json!(stats.files_written),
+                );
+                line.insert(
+                    "links_written".into(),
+                    serde_json::json!(stats.links_written),
+                );
+                line.insert(
+                    "release_written".into(),
+                    serde_json::json!(stats.release_written),
+                );
+                line.insert("peak_rss_kib".into(), serde_json::json!(peak_rss_kib()));
+                eprintln!("timings: {}", serde_json::Value::Object(line));
+            }
             eprintln!(
                 "built {} hosts into {} bundles in {} ({} bundles written, {} unchanged, {} removed)",
                 compiled.release.hosts.len(),

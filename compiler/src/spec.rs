@@ -15,6 +15,9 @@ pub struct Spec {
     pub base: Layer,
     pub overrides: Vec<Override>,
     pub rollout: Option<Rollout>,
+    /// Every `include` glob with the files it matched, so that an incremental rebuild can tell
+    /// when a new file starts matching.
+    pub globs: Vec<(std::path::PathBuf, Vec<std::path::PathBuf>)>,
 }
 
 #[derive(Debug, Clone)]

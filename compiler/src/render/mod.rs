@@ -99,6 +99,29 @@ pub struct RenderedBundle {
     pub manifest_json: String,
     pub id: String,
     pub contents: BTreeMap<String, Arc<[u8]>>,
+    /// The sha256 of each entry of `contents`, computed once (the manifest carries them too).
+    pub sha256: BTreeMap<String, String>,
+}
+
+/// Interns file contents per thread: bundles of a fleet share most of their files, so equal
+/// contents are stored once and hashed once, however many bundles hold them. The fast hash only
+/// finds candidates; equality is decided by comparing the bytes.
+fn intern(content: Vec<u8>) -> (Arc<[u8]>, String) {
+    use std::cell::RefCell;
+    thread_local! {
+        static SEEN: RefCell<rustc_hash::FxHashMap<Arc<[u8]>, String>> =
+            RefCell::new(rustc_hash::FxHashMap::default());
+    }
+    SEEN.with(|seen| {
+        let mut seen = seen.borrow_mut();
+        if let Some((bytes, sha)) = seen.get_key_value(content.as_slice()) {
+            return (bytes.clone(), sha.clone());
+        }
+        let sha = bell_bundle::sha256_hex(&content);
+        let bytes: Arc<[u8]> = Arc::from(content.into_boxed_slice());
+        seen.insert(bytes.clone(), sha.clone());
+        (bytes, sha)
+    })
 }
 
 /// What a template can see of the fleet besides its own host.
@@ -219,6 +242,7 @@ pub struct BundleBuilder {
     resources: Vec<Resource>,
     files: BTreeMap<String, (File, String)>,
     contents: BTreeMap<String, Arc<[u8]>>,
+    sha256: BTreeMap<String, String>,
     triggers: Vec<Trigger>,
 }
 
@@ -262,6 +286,7 @@ impl BundleBuilder {
             resources: Vec::new(),
             files: BTreeMap::new(),
             contents: BTreeMap::new(),
+            sha256: BTreeMap::new(),
             triggers: Vec::new(),
         }
     }
@@ -272,7 +297,10 @@ impl BundleBuilder {
         if let Some((_, first)) = self.files.get(&file.path) {
             return Err(first.clone());
         }
-        let sha256 = bell_bundle::sha256_hex(&file.content);
+        let (bytes, sha256) = intern(file.content);
+        let rel = format!("{}{}", bell_bundle::ROOT_DIR, file.path);
+        self.sha256.insert(rel.clone(), sha256.clone());
+        self.contents.insert(rel, bytes);
         let entry = File {
             path: file.path.clone(),
             sha256,
@@ -280,21 +308,15 @@ impl BundleBuilder {
             owner: file.owner,
             group: file.group,
         };
-        self.contents.insert(
-            format!("{}{}", bell_bundle::ROOT_DIR, file.path),
-            Arc::from(file.content.into_boxed_slice()),
-        );
         self.files.insert(file.path, (entry, owner_key.to_string()));
         Ok(())
     }
 
     fn add_script(&mut self, kind: &str, name: &str, role: &str, text: String) -> Script {
         let path = format!("scripts/{kind}/{}.{role}", file_name_for(name));
-        let sha256 = bell_bundle::sha256_hex(text.as_bytes());
-        self.contents.insert(
-            path.clone(),
-            Arc::from(text.into_bytes().into_boxed_slice()),
-        );
+        let (bytes, sha256) = intern(text.into_bytes());
+        self.contents.insert(path.clone(), bytes);
+        self.sha256.insert(path.clone(), sha256.clone());
         Script { path, sha256 }
     }
 
@@ -380,6 +402,7 @@ impl BundleBuilder {
             manifest_json,
             id,
             contents: self.contents,
+            sha256: self.sha256,
         }
     }
 }

@@ -95,9 +95,14 @@ pub fn repo_root() -> PathBuf {
 }
 
 /// Every file under `dir` with its bytes, symlinks as their targets, for tree comparisons.
+/// The incremental-build record (absolute paths of this machine) is not part of the output.
 pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
+    for entry in walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| e.file_name() != bellc::incremental::RECORD_FILE)
+    {
         let entry = entry.expect("walk");
         let rel = entry
             .path()

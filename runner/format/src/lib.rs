@@ -170,13 +170,30 @@ pub struct ReleaseHost {
 
 /// Lowercase hex sha256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(64);
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(digest.len() * 2);
     for byte in digest {
-        use fmt::Write;
-        let _ = write!(out, "{byte:02x}");
+        out.push(DIGITS[(byte >> 4) as usize] as char);
+        out.push(DIGITS[(byte & 15) as usize] as char);
     }
     out
+}
+
+/// Feeds serialised bytes into a sha256 without buffering them.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 impl Manifest {
@@ -227,15 +244,42 @@ impl Resource {
     /// The hash of everything about the resource: kind, name, dependencies, scripts and exec
     /// policy, and the path, content hash, mode and ownership of each of its files.
     pub fn compute_hash(&self, files: &[File]) -> String {
-        let mut unhashed = self.clone();
-        unhashed.hash = String::new();
+        // A view of the resource with its hash left out, serialised straight into the hasher:
+        // this runs for every resource of every bundle, so it builds no intermediate JSON.
+        #[derive(Serialize)]
+        struct Hashed<'a> {
+            kind: &'a str,
+            name: &'a str,
+            files: Vec<&'a File>,
+            after: &'a [String],
+            apply: &'a Option<Script>,
+            revert: &'a Option<Script>,
+            exec: &'a Option<ExecPolicy>,
+        }
         let owned: Vec<&File> = self
             .files
             .iter()
-            .filter_map(|p| files.iter().find(|f| &f.path == p))
+            .filter_map(|p| {
+                files
+                    .binary_search_by(|f| f.path.as_str().cmp(p))
+                    .ok()
+                    .map(|i| &files[i])
+                    .or_else(|| files.iter().find(|f| &f.path == p))
+            })
             .collect();
-        let value = serde_json::json!({ "resource": unhashed, "files": owned });
-        sha256_hex(value.to_string().as_bytes())
+        let view = Hashed {
+            kind: &self.kind,
+            name: &self.name,
+            files: owned,
+            after: &self.after,
+            apply: &self.apply,
+            revert: &self.revert,
+            exec: &self.exec,
+        };
+        let mut hasher = HashWriter(Sha256::new());
+        // Writing plain data into a hasher cannot fail.
+        let _ = serde_json::to_writer(&mut hasher, &view);
+        hex(&hasher.0.finalize())
     }
 }
 

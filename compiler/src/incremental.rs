@@ -1,0 +1,94 @@
+//! Incremental rebuilds: `OUT/.bell-inputs.json` records what a build read (every spec and
+//! inventory file with its sha256, every include glob with its matches) and the sha256 of the
+//! release it wrote. When nothing of that changed, the output is already what the build would
+//! write, so `bellc build` stops after hashing its inputs instead of parsing, resolving and
+//! rendering the whole fleet again.
+//!
+//! Only builds without any diagnostic are recorded, so a warning is never hidden by a skipped
+//! rebuild; a record from another version of bellc never matches.
+
+use crate::source::Sources;
+use crate::spec::Spec;
+use serde::{Deserialize, Serialize};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+pub const RECORD_FILE: &str = ".bell-inputs.json";
+
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+struct Record {
+    bellc: String,
+    spec: PathBuf,
+    inputs: Vec<(PathBuf, String)>,
+    globs: Vec<(PathBuf, Vec<PathBuf>)>,
+    release: String,
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// Whether OUT holds the build of `spec` as it is now: the same bellc, the same input bytes,
+/// the same glob matches, and release.json as that build wrote it.
+pub fn is_current(spec: &Path, out: &Path) -> bool {
+    let Ok(text) = fs::read_to_string(out.join(RECORD_FILE)) else {
+        return false;
+    };
+    let Ok(record) = serde_json::from_str::<Record>(&text) else {
+        return false;
+    };
+    if record.bellc != env!("CARGO_PKG_VERSION") || record.spec != absolute(spec) {
+        return false;
+    }
+    let release_ok = fs::read(out.join("release.json"))
+        .map(|bytes| bell_bundle::sha256_hex(&bytes) == record.release)
+        .unwrap_or(false);
+    if !release_ok || !out.join("hosts").is_dir() {
+        return false;
+    }
+    let inputs_ok = record.inputs.iter().all(|(path, sha)| {
+        fs::read(path)
+            .map(|bytes| &bell_bundle::sha256_hex(&bytes) == sha)
+            .unwrap_or(false)
+    });
+    inputs_ok
+        && record.globs.iter().all(|(pattern, matches)| {
+            let now: Vec<PathBuf> = glob::glob(&pattern.to_string_lossy())
+                .map(|paths| {
+                    let mut v: Vec<PathBuf> = paths.filter_map(Result::ok).collect();
+                    v.sort();
+                    v
+                })
+                .unwrap_or_default();
+            &now == matches
+        })
+}
+
+/// Records the inputs of a build that just wrote `out` without any diagnostic.
+pub fn record(spec_path: &Path, spec: &Spec, sources: &Sources, out: &Path) -> std::io::Result<()> {
+    let release = fs::read(out.join("release.json"))?;
+    let record = Record {
+        bellc: env!("CARGO_PKG_VERSION").to_string(),
+        spec: absolute(spec_path),
+        inputs: sources
+            .iter()
+            .map(|f| {
+                (
+                    absolute(&f.path),
+                    bell_bundle::sha256_hex(f.text.as_bytes()),
+                )
+            })
+            .collect(),
+        globs: spec.globs.clone(),
+        release: bell_bundle::sha256_hex(&release),
+    };
+    let text = serde_json::to_string_pretty(&record).unwrap_or_default();
+    let tmp = out.join(".bell-inputs.json.tmp");
+    fs::write(&tmp, text)?;
+    fs::rename(&tmp, out.join(RECORD_FILE))
+}
+
+/// Forgets the record, before a build that may change OUT.
+pub fn forget(out: &Path) {
+    let _ = fs::remove_file(out.join(RECORD_FILE));
+}
