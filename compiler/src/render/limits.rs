@@ -54,6 +54,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             after: l.list("after").to_vec(),
             apply: None,
             revert: None,
+            check: None,
             exec: None,
         });
     }

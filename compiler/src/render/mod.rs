@@ -191,6 +191,8 @@ pub struct NewResource {
     pub after: Vec<String>,
     pub apply: Option<String>,
     pub revert: Option<String>,
+    /// Reads the live value back: exit 0 in sync, 2 drifted (see `bell-run check`).
+    pub check: Option<String>,
     pub exec: Option<bell_bundle::ExecPolicy>,
 }
 
@@ -245,6 +247,9 @@ impl BundleBuilder {
         let revert = r
             .revert
             .map(|t| self.add_script(r.kind, &r.name, "revert", t));
+        let check = r
+            .check
+            .map(|t| self.add_script(r.kind, &r.name, "check", t));
         self.resources.push(Resource {
             kind: r.kind.to_string(),
             name: r.name,
@@ -253,6 +258,7 @@ impl BundleBuilder {
             after: r.after,
             apply,
             revert,
+            check,
             exec: r.exec,
         });
     }

@@ -36,7 +36,22 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         }
     }
     for (path, setting) in &model.sysctl {
-        let _ = path;
+        let ctx = context! {
+            kind => "sysctl", name => setting.key, role => "check",
+            key => setting.key, value => setting.value, path,
+        };
+        let check = match r.stdlib("sysctl/check.sh.j2", ctx) {
+            Ok(text) => text,
+            Err(message) => {
+                diags.push(RenderError::Invalid {
+                    message,
+                    span: setting.origin.span.source_span(),
+                    help: "a sysctl value is one line of text".into(),
+                    file: setting.origin.span.file,
+                });
+                continue;
+            }
+        };
         out.add_resource(NewResource {
             kind: "sysctl",
             name: setting.key.clone(),
@@ -44,6 +59,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             after: Vec::new(),
             apply: None,
             revert: None,
+            check: Some(check),
             exec: None,
         });
     }

@@ -70,6 +70,10 @@ pub struct Resource {
     pub apply: Option<Script>,
     /// Takes the resource back, from what `apply` recorded in its state directory.
     pub revert: Option<Script>,
+    /// Reads the live value back and compares it with the bundle: exit 0 in sync, 2 drifted
+    /// (printing what differs). Absent from manifests of kinds with nothing live to read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Script>,
     /// Present on `exec` resources: how bell-run schedules the user's script.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec: Option<ExecPolicy>,
@@ -509,7 +513,13 @@ pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
         if resource.compute_hash(&manifest.files) != resource.hash {
             return Err(VerifyError::ResourceHash { resource: key });
         }
-        scripts.extend(resource.apply.iter().chain(resource.revert.iter()));
+        scripts.extend(
+            resource
+                .apply
+                .iter()
+                .chain(resource.revert.iter())
+                .chain(resource.check.iter()),
+        );
     }
     for trigger in &manifest.triggers {
         for prefix in &trigger.paths {
