@@ -12,6 +12,7 @@
 //! The library never prints or exits; `main.rs` owns the terminal and exit codes.
 
 pub mod diagnostic;
+pub mod diff;
 pub mod emit;
 pub mod escape;
 pub mod explain;
@@ -22,6 +23,7 @@ pub mod render;
 pub mod resolve;
 pub mod source;
 pub mod spec;
+pub mod status;
 pub mod targets;
 pub mod validate;
 
