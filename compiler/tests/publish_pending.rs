@@ -32,7 +32,10 @@ fn publish_sets_the_desired_release_and_pending_compares_with_it() {
     let published = f.bellc(&["publish", "v1", "--store", &etcd.url]);
     assert_eq!(published.code, 0, "{}", published.stderr);
     let v1 = release(&f, "v1");
-    assert_eq!(client.get("/bell/lab/current_version").unwrap(), Some(v1.version.clone().into_bytes()));
+    assert_eq!(
+        client.get("/bell/lab/current_version").unwrap(),
+        Some(v1.version.clone().into_bytes())
+    );
     assert_eq!(
         client.get("/bell/lab/desired/a").unwrap(),
         Some(v1.hosts["a"].bundle.clone().into_bytes())
@@ -57,14 +60,21 @@ fn publish_sets_the_desired_release_and_pending_compares_with_it() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let out = pending(&[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("a is up to date"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("a is up to date"),
+        "{}",
+        text(&out)
+    );
 
     // A new release that changes the host and drops `b`.
     std::fs::write(f.path().join("bell.kdl"), spec(&["a"], 30)).unwrap();
     assert_eq!(f.bellc(&["build", "bell.kdl", "-o", "v2"]).code, 0);
     assert_eq!(f.bellc(&["publish", "v2", "--store", &etcd.url]).code, 0);
     let v2 = release(&f, "v2");
-    assert!(client.get("/bell/lab/desired/b").unwrap().is_none(), "a host that left is not desired");
+    assert!(
+        client.get("/bell/lab/desired/b").unwrap().is_none(),
+        "a host that left is not desired"
+    );
     let out = pending(&["--json"]);
     assert_eq!(out.status.code(), Some(10), "{}", text(&out));
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -74,9 +84,17 @@ fn publish_sets_the_desired_release_and_pending_compares_with_it() {
     assert_eq!(value["version"], v2.version.as_str());
 
     // A host the release does not have.
-    let out = run(&bin, &["pending", "--store", &etcd.url, "--host", "b", "--root", r], &[]);
+    let out = run(
+        &bin,
+        &["pending", "--store", &etcd.url, "--host", "b", "--root", r],
+        &[],
+    );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(text(&out).contains("no desired bundle for host `b`"), "{}", text(&out));
+    assert!(
+        text(&out).contains("no desired bundle for host `b`"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]
