@@ -54,7 +54,6 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             after: l.list("after").to_vec(),
             apply: None,
             revert: None,
-            check: None,
             exec: None,
         });
     }

@@ -59,8 +59,8 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             after: Vec::new(),
             apply: None,
             revert: None,
-            check: Some(check),
             exec: None,
         });
+        out.add_check("sysctl", &setting.key, check);
     }
 }
