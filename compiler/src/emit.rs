@@ -13,9 +13,16 @@
 //! Bundles are content-addressed, so a bundle directory that already exists is already right
 //! and is not rewritten; a new one is written under a temporary name and renamed into place,
 //! so an interrupted build never leaves a half-written bundle under its final name.
+//!
+//! Creating files dominates the cost of a large build, and bundles share most of their files,
+//! so every distinct content is written once into `OUT/.store/` and bundle files are hard links
+//! to it. `OUT/hosts/<name>` stays a plain tree to read and rsync (`rsync -H` keeps the links).
+//! Bundles, store files and host links are written in parallel; what is written does not
+//! depend on the order, so the output is identical to a serial build.
 
 use crate::render::RenderedBundle;
 use bell_bundle::Release;
+use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
@@ -54,56 +61,77 @@ pub fn write(
     let mut stats = WriteStats::default();
     let bundles_dir = out.join("bundles");
     let hosts_dir = out.join("hosts");
+    let store_dir = out.join(STORE_DIR);
     fs::create_dir_all(&bundles_dir).map_err(io_err(&bundles_dir))?;
     fs::create_dir_all(&hosts_dir).map_err(io_err(&hosts_dir))?;
 
-    for (id, bundle) in bundles {
-        let dir = bundles_dir.join(id);
-        if dir.join(bell_bundle::MANIFEST_FILE).is_file() {
-            stats.bundles_kept += 1;
-            continue;
+    // Content-addressed bundles that are already on disk are already right.
+    let new: Vec<(&String, &RenderedBundle)> = bundles
+        .iter()
+        .filter(|(id, _)| {
+            !bundles_dir
+                .join(id)
+                .join(bell_bundle::MANIFEST_FILE)
+                .is_file()
+        })
+        .collect();
+    stats.bundles_kept = bundles.len() - new.len();
+
+    // Every distinct file content is written once into the store; bundles hard-link to it.
+    // Many bundles share most of their files, so this is most of the saving of a large build.
+    let mut distinct: BTreeMap<String, &[u8]> = BTreeMap::new();
+    for (_, bundle) in &new {
+        for content in bundle.contents.values() {
+            distinct
+                .entry(bell_bundle::sha256_hex(content))
+                .or_insert(content);
         }
-        let tmp = bundles_dir.join(format!(".tmp-{id}"));
-        if tmp.exists() {
-            fs::remove_dir_all(&tmp).map_err(io_err(&tmp))?;
-        }
-        for (rel, content) in &bundle.contents {
-            let path = tmp.join(rel);
-            if let Some(parent) = path.parent() {
-                fs::create_dir_all(parent).map_err(io_err(parent))?;
-            }
-            fs::write(&path, content).map_err(io_err(&path))?;
+    }
+    let written: Vec<Result<bool, EmitError>> = distinct
+        .par_iter()
+        .map(|(sha, content)| write_store_file(&store_dir, sha, content))
+        .collect();
+    for result in written {
+        if result? {
             stats.files_written += 1;
         }
-        let manifest = tmp.join(bell_bundle::MANIFEST_FILE);
-        fs::write(&manifest, &bundle.manifest_json).map_err(io_err(&manifest))?;
-        stats.files_written += 1;
-        if dir.exists() {
-            fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
-        }
-        fs::rename(&tmp, &dir).map_err(io_err(&dir))?;
+    }
+    let results: Vec<Result<usize, EmitError>> = new
+        .par_iter()
+        .map(|(id, bundle)| write_bundle(&bundles_dir, &store_dir, id, bundle))
+        .collect();
+    for result in results {
+        stats.files_written += result?;
         stats.bundles_written += 1;
     }
 
-    for (name, host) in &release.hosts {
-        let link = hosts_dir.join(name);
-        let target = PathBuf::from("../bundles").join(&host.bundle);
-        if fs::read_link(&link).ok().as_deref() == Some(target.as_path()) {
-            continue;
+    let links: Vec<Result<bool, EmitError>> = release
+        .hosts
+        .par_iter()
+        .map(|(name, host)| {
+            let link = hosts_dir.join(name);
+            let target = PathBuf::from("../bundles").join(&host.bundle);
+            if fs::read_link(&link).ok().as_deref() == Some(target.as_path()) {
+                return Ok(false);
+            }
+            if fs::symlink_metadata(&link).is_ok() {
+                remove_any(&link)?;
+            }
+            symlink(&target, &link)?;
+            Ok(true)
+        })
+        .collect();
+    for result in links {
+        if result? {
+            stats.links_written += 1;
         }
-        if fs::symlink_metadata(&link).is_ok() {
-            remove_any(&link)?;
-        }
-        symlink(&target, &link)?;
-        stats.links_written += 1;
     }
 
     // Hosts that left the release, and bundles no host uses any more.
-    let wanted_hosts: BTreeSet<&str> = release.hosts.keys().map(String::as_str).collect();
     for entry in fs::read_dir(&hosts_dir).map_err(io_err(&hosts_dir))? {
         let entry = entry.map_err(io_err(&hosts_dir))?;
         let name = entry.file_name().to_string_lossy().to_string();
-        if !wanted_hosts.contains(name.as_str()) {
+        if !release.hosts.contains_key(&name) {
             remove_any(&entry.path())?;
             stats.links_removed += 1;
         }
@@ -116,6 +144,9 @@ pub fn write(
             stats.bundles_removed += 1;
         }
     }
+    if stats.bundles_removed > 0 {
+        prune_store(&store_dir)?;
+    }
 
     let release_path = out.join("release.json");
     let json = release.to_json();
@@ -126,6 +157,89 @@ pub fn write(
         stats.release_written = true;
     }
     Ok(stats)
+}
+
+/// Where distinct file contents live, by sha256; bundle files are hard links into it.
+pub const STORE_DIR: &str = ".store";
+
+fn store_path(store: &Path, sha: &str) -> PathBuf {
+    store.join(&sha[..2]).join(&sha[2..])
+}
+
+/// Writes one content into the store unless it is there; true when it wrote.
+fn write_store_file(store: &Path, sha: &str, content: &[u8]) -> Result<bool, EmitError> {
+    let path = store_path(store, sha);
+    if path.is_file() {
+        return Ok(false);
+    }
+    let dir = path.parent().unwrap_or(store);
+    fs::create_dir_all(dir).map_err(io_err(dir))?;
+    // Written under a temporary name so that an interrupted build never leaves a store file
+    // whose content does not match its name.
+    let tmp = dir.join(format!(".tmp-{}", &sha[2..]));
+    fs::write(&tmp, content).map_err(io_err(&tmp))?;
+    fs::rename(&tmp, &path).map_err(io_err(&path))?;
+    Ok(true)
+}
+
+/// Writes one bundle under a temporary name and renames it into place; returns the number of
+/// directory entries created (links and the manifest).
+fn write_bundle(
+    bundles_dir: &Path,
+    store: &Path,
+    id: &str,
+    bundle: &RenderedBundle,
+) -> Result<usize, EmitError> {
+    let dir = bundles_dir.join(id);
+    let tmp = bundles_dir.join(format!(".tmp-{id}"));
+    if tmp.exists() {
+        fs::remove_dir_all(&tmp).map_err(io_err(&tmp))?;
+    }
+    let mut created = 0;
+    let mut made_dirs: BTreeSet<PathBuf> = BTreeSet::new();
+    for (rel, content) in &bundle.contents {
+        let path = tmp.join(rel);
+        if let Some(parent) = path.parent() {
+            if made_dirs.insert(parent.to_path_buf()) {
+                fs::create_dir_all(parent).map_err(io_err(parent))?;
+            }
+        }
+        let source = store_path(store, &bell_bundle::sha256_hex(content));
+        if fs::hard_link(&source, &path).is_err() {
+            // A file system without hard links (or a store on another device) gets copies.
+            fs::write(&path, content).map_err(io_err(&path))?;
+        }
+        created += 1;
+    }
+    let manifest = tmp.join(bell_bundle::MANIFEST_FILE);
+    fs::write(&manifest, &bundle.manifest_json).map_err(io_err(&manifest))?;
+    created += 1;
+    if dir.exists() {
+        fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
+    }
+    fs::rename(&tmp, &dir).map_err(io_err(&dir))?;
+    Ok(created)
+}
+
+/// Removes store files no bundle links to any more (link count 1: only the store's own name).
+fn prune_store(store: &Path) -> Result<(), EmitError> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(shards) = fs::read_dir(store) else {
+        return Ok(());
+    };
+    for shard in shards {
+        let shard = shard.map_err(io_err(store))?.path();
+        let Ok(files) = fs::read_dir(&shard) else {
+            continue;
+        };
+        for file in files {
+            let path = file.map_err(io_err(&shard))?.path();
+            if fs::metadata(&path).map(|m| m.nlink() <= 1).unwrap_or(false) {
+                fs::remove_file(&path).map_err(io_err(&path))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn remove_any(path: &Path) -> Result<(), EmitError> {

@@ -36,6 +36,10 @@ enum Command {
     Check {
         #[arg(default_value = "bell.kdl")]
         spec: PathBuf,
+        /// Also run the consumers installed on this machine over what they can check at build
+        /// time: every AppArmor profile is compiled by `apparmor_parser` (not loaded).
+        #[arg(long)]
+        strict: bool,
     },
     /// Build every host's bundle into OUT (default ./out).
     Build {
@@ -98,6 +102,19 @@ enum Command {
         host: String,
         #[arg(default_value = "bell.kdl")]
         spec: PathBuf,
+    },
+    /// Show the rollout waves: providers before their consumers, one batch (rack) at a time,
+    /// at most `max-unavailable` hosts per wave.
+    Plan {
+        #[arg(default_value = "bell.kdl")]
+        spec: PathBuf,
+        /// Plan only the hosts whose bundle differs from the release in this output directory
+        /// (reads OLD_OUT/release.json).
+        #[arg(long, value_name = "OLD_OUT")]
+        against: Option<PathBuf>,
+        /// Print the waves as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// List hosts: name, bundle id (short), labels.
     Hosts {
@@ -166,13 +183,27 @@ fn read_check(spec: &Path) -> Result<(), String> {
     }
 }
 
+fn read_release(dir: &Path) -> Result<bell_bundle::Release, String> {
+    let path = dir.join("release.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{} is not a release: {e}", path.display()))
+}
+
 fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, String> {
     match &cli.command {
-        Command::Check { spec } => {
+        Command::Check { spec, strict } => {
             read_check(spec)?;
             if let Some(front) = bellc::frontend(spec, sources, diags) {
+                if *strict {
+                    bellc::render::apparmor::check_profiles_with_parser(
+                        &front.spec,
+                        sources,
+                        diags,
+                    )?;
+                }
                 if !diags.has_errors() {
-                    bellc::compile_frontend(front, diags);
+                    bellc::compile_frontend(front, sources, diags);
                 }
             }
             if !diags.has_errors() {
@@ -288,6 +319,45 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                     Err(format!("no host `{host}` in {}{hint}", spec.display()))
                 }
             }
+        }
+        Command::Plan {
+            spec,
+            against,
+            json,
+        } => {
+            read_check(spec)?;
+            let old = match against {
+                Some(dir) => Some(read_release(dir)?),
+                None => None,
+            };
+            let Some(compiled) = bellc::compile(spec, sources, diags) else {
+                return Ok(1);
+            };
+            let policy = bellc::plan::Policy::from_spec(compiled.spec.rollout.as_ref());
+            let new = &compiled.release.hosts;
+            let changed = |h: &bellc::resolve::ResolvedHost| match &old {
+                None => true,
+                Some(old) => {
+                    old.hosts.get(&h.name).map(|o| &o.bundle) != new.get(&h.name).map(|n| &n.bundle)
+                }
+            };
+            let waves = bellc::plan::plan(
+                &compiled.resolution.hosts,
+                &compiled.layers,
+                &policy,
+                changed,
+            );
+            if *json {
+                let text = serde_json::to_string_pretty(&waves).map_err(|e| e.to_string())?;
+                println!("{text}");
+            } else if waves.is_empty() {
+                println!("nothing to roll out: no host's bundle changed");
+            } else {
+                print!("{}", bellc::plan::table(&waves, &policy));
+            }
+            let planned: usize = waves.iter().map(|w| w.hosts.len()).sum();
+            eprintln!("{planned} of {} hosts in {} waves", new.len(), waves.len());
+            Ok(0)
         }
         Command::Hosts { spec, json } => {
             read_check(spec)?;

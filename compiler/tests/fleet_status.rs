@@ -47,7 +47,7 @@ fn scenario(dest: &str) -> (serde_json::Value, i32, Fixture, String) {
         let root = roots.path().join(host);
         std::fs::create_dir_all(&root).unwrap();
         let bundle = f.path().join(out).join("hosts").join(host);
-        run(
+        run_bin(
             &bin,
             &[
                 "apply",
@@ -90,7 +90,7 @@ fn scenario(dest: &str) -> (serde_json::Value, i32, Fixture, String) {
     let stranger = roots.path().join("stranger");
     std::fs::create_dir_all(&stranger).unwrap();
     let bundle = f.path().join("v2/hosts/ok-1");
-    let out = run(
+    let out = run_bin(
         &bin,
         &[
             "apply",
@@ -112,7 +112,7 @@ fn scenario(dest: &str) -> (serde_json::Value, i32, Fixture, String) {
         "vm.swappiness = 99\n",
     )
     .unwrap();
-    let out = run(
+    let out = run_bin(
         &bin,
         &[
             "check",

@@ -46,7 +46,7 @@ fn publish_sets_the_desired_release_and_pending_compares_with_it() {
     let pending = |extra: &[&str]| {
         let mut args = vec!["pending", "--store", &etcd.url, "--host", "a", "--root", r];
         args.extend_from_slice(extra);
-        run(&bin, &args, &[])
+        run_bin(&bin, &args, &[])
     };
     // Nothing applied: the fleet must be named, and an update is pending.
     let out = pending(&[]);
@@ -56,7 +56,7 @@ fn publish_sets_the_desired_release_and_pending_compares_with_it() {
     assert_eq!(out.status.code(), Some(10), "{}", text(&out));
 
     let bundle = f.path().join("v1/hosts/a");
-    let out = run(&bin, &["apply", bundle.to_str().unwrap(), "--root", r], &[]);
+    let out = run_bin(&bin, &["apply", bundle.to_str().unwrap(), "--root", r], &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let out = pending(&[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
@@ -84,7 +84,7 @@ fn publish_sets_the_desired_release_and_pending_compares_with_it() {
     assert_eq!(value["version"], v2.version.as_str());
 
     // A host the release does not have.
-    let out = run(
+    let out = run_bin(
         &bin,
         &["pending", "--store", &etcd.url, "--host", "b", "--root", r],
         &[],

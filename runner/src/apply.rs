@@ -666,6 +666,15 @@ fn run_resources(
             let (exit, log) = ctx.run_sh(bundle, &script.path, env, log);
             let mut outcome = if exit.ok() {
                 Outcome::new(&key, Some(change), "ok", None)
+            } else if ctx.offline && exit == Exit::Code(bell_bundle::EXIT_DEFERRED) {
+                // Work only a live host can do; not a failure of the bake, and not done either:
+                // the result is not `ok`, so the next run plans it again.
+                Outcome::new(
+                    &key,
+                    Some(change),
+                    "deferred",
+                    Some("needs a live host; applied on the next live run".to_string()),
+                )
             } else {
                 Outcome::new(&key, Some(change), "failed", Some(exit.describe()))
             };
@@ -699,6 +708,10 @@ fn run_resources(
                 }
             }
             "started" => record.result = "started".to_string(),
+            "deferred" => {
+                record.result = "deferred".to_string();
+                record.message = outcome.detail.clone();
+            }
             _ => {}
         }
         records.insert(key, record);

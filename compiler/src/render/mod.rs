@@ -6,11 +6,21 @@
 //! template for its context; the environment auto-escapes nothing, because no single escaping
 //! is right for config files, shell scripts and unit files at once.
 
+pub mod apparmor;
+mod common;
+mod ethtool;
+pub mod exec;
+mod file;
 mod limits;
+mod mount;
+pub mod package;
+mod perm;
 pub mod stdlib;
 mod sysctl;
+pub mod user;
 
 use crate::diagnostic::Diagnostics;
+use crate::graph::ResourceOrder;
 use crate::resolve::ResolvedHost;
 use crate::source::FileId;
 use crate::targets::Target;
@@ -55,6 +65,18 @@ pub enum RenderError {
         help: String,
         file: FileId,
     },
+    #[error("{message}")]
+    #[diagnostic(code(bell::render::clash))]
+    Clash {
+        message: String,
+        #[label("declared here")]
+        span: SourceSpan,
+        #[label("and first here")]
+        first: Option<SourceSpan>,
+        #[help]
+        help: String,
+        file: FileId,
+    },
 }
 
 impl RenderError {
@@ -62,7 +84,8 @@ impl RenderError {
         match self {
             RenderError::Template { file, .. }
             | RenderError::PathConflict { file, .. }
-            | RenderError::Invalid { file, .. } => Some(*file),
+            | RenderError::Invalid { file, .. }
+            | RenderError::Clash { file, .. } => Some(*file),
         }
     }
 }
@@ -91,6 +114,8 @@ pub struct HostContext<'a> {
     pub target: &'a Target,
     pub fleet: &'a str,
     pub services: &'a BTreeMap<String, Vec<ServiceEndpoint>>,
+    /// The spec's text, so that an error inside a multi-line string points at its line.
+    pub sources: &'a crate::source::Sources,
 }
 
 pub struct Renderer {
@@ -131,6 +156,21 @@ impl Renderer {
             .map_err(|e| format!("stdlib template `{name}`: {e:#}"))
     }
 
+    /// Whether any template of the model reads `host`, so that its bundle differs per host.
+    /// A template that does not parse counts as reading it: rendering reports the error.
+    pub fn reads_host(&self, model: &crate::resolve::Model) -> bool {
+        use crate::spec::Kind;
+        model
+            .resources
+            .iter()
+            .filter(|r| matches!(r.kind, Kind::File | Kind::Unit))
+            .filter_map(|r| r.str("content"))
+            .any(|source| match self.env.template_from_str(source) {
+                Ok(t) => t.undeclared_variables(false).contains("host"),
+                Err(_) => true,
+            })
+    }
+
     /// Renders a template written by the user (file content, unit content).
     pub fn user_template(
         &self,
@@ -140,15 +180,35 @@ impl Renderer {
         self.env.render_str(source, ctx)
     }
 
+    /// Renders a host, ordering its resources by a graph built for it alone. Builds of whole
+    /// fleets use `render_host_ordered` with the order shared by every host of the same model.
     pub fn render_host(&self, cx: &HostContext, diags: &mut Diagnostics) -> Option<RenderedBundle> {
+        let order = crate::graph::order(&cx.host.model, &cx.host.name, None, diags)?;
+        self.render_host_ordered(cx, &order, diags)
+    }
+
+    pub fn render_host_ordered(
+        &self,
+        cx: &HostContext,
+        order: &ResourceOrder,
+        diags: &mut Diagnostics,
+    ) -> Option<RenderedBundle> {
         let mut out = BundleBuilder::new(cx.target, cx.fleet);
         let before = diags.error_count();
         sysctl::render(self, cx, &mut out, diags);
         limits::render(self, cx, &mut out, diags);
+        mount::render(self, cx, &mut out, diags);
+        ethtool::render(self, cx, &mut out, diags);
+        user::render(self, cx, &mut out, diags);
+        package::render(self, cx, &mut out, diags);
+        perm::render(self, cx, &mut out, diags);
+        apparmor::render(self, cx, &mut out, diags);
+        file::render(self, cx, &mut out, diags);
+        exec::render(cx, &mut out, diags);
         if diags.error_count() > before {
             return None;
         }
-        Some(out.finish())
+        Some(out.finish(order))
     }
 }
 
@@ -284,9 +344,39 @@ impl BundleBuilder {
         });
     }
 
-    pub fn finish(self) -> RenderedBundle {
+    /// Puts the resources in the model's apply order and gives each the dependencies the graph
+    /// found. A resource a kind module adds that the graph does not know (a part of a larger
+    /// resource) stays right after the last known resource added before it.
+    pub fn finish(self, order: &ResourceOrder) -> RenderedBundle {
         let files: Vec<File> = self.files.into_values().map(|(f, _)| f).collect();
         let mut resources = self.resources;
+        let mut last_known = 0;
+        let mut rank: Vec<(usize, usize, usize)> = Vec::with_capacity(resources.len());
+        for (seq, r) in resources.iter().enumerate() {
+            match order.position(&r.key()) {
+                Some(p) => {
+                    last_known = p;
+                    rank.push((p, 0, seq));
+                }
+                None => rank.push((last_known, 1, seq)),
+            }
+        }
+        let mut ranked: Vec<_> = rank.into_iter().zip(resources).collect();
+        ranked.sort_by_key(|(k, _)| *k);
+        resources = ranked.into_iter().map(|(_, r)| r).collect();
+        let present: std::collections::HashSet<String> =
+            resources.iter().map(|r| r.key()).collect();
+        for r in &mut resources {
+            let mut after = order.after_present(&r.key(), |k| present.contains(k));
+            // Edges a kind module adds itself (inside one resource family) are kept.
+            for extra in std::mem::take(&mut r.after) {
+                if present.contains(&extra) && !after.contains(&extra) {
+                    after.push(extra);
+                }
+            }
+            r.after = after;
+        }
+        let mut resources = stable_topological(resources);
         for r in &mut resources {
             r.hash = r.compute_hash(&files);
         }
@@ -307,6 +397,45 @@ impl BundleBuilder {
             contents: self.contents,
         }
     }
+}
+
+/// Reorders resources so that every `after` target comes first, moving as little as possible
+/// (among resources that are ready, the earliest goes first). The graph orders the kinds of
+/// the language; resources a kind module adds on its own (a default account after the users
+/// that replace it) only carry `after` edges, and bell-run requires them to point backwards.
+fn stable_topological(resources: Vec<Resource>) -> Vec<Resource> {
+    use std::collections::{BTreeSet, HashMap};
+    let index: HashMap<String, usize> = resources
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.key(), i))
+        .collect();
+    let mut waiting = vec![0usize; resources.len()];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); resources.len()];
+    for (i, r) in resources.iter().enumerate() {
+        for dep in &r.after {
+            if let Some(&d) = index.get(dep) {
+                waiting[i] += 1;
+                dependents[d].push(i);
+            }
+        }
+    }
+    let mut ready: BTreeSet<usize> = (0..resources.len()).filter(|&i| waiting[i] == 0).collect();
+    let mut order = Vec::with_capacity(resources.len());
+    while let Some(i) = ready.pop_first() {
+        order.push(i);
+        for &d in &dependents[i] {
+            waiting[d] -= 1;
+            if waiting[d] == 0 {
+                ready.insert(d);
+            }
+        }
+    }
+    // A cycle (reported by the graph stage for the language's kinds) leaves the rest in place.
+    let placed: BTreeSet<usize> = order.iter().copied().collect();
+    order.extend((0..resources.len()).filter(|i| !placed.contains(i)));
+    let mut slots: Vec<Option<Resource>> = resources.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).collect()
 }
 
 /// A resource name as a file name in `scripts/`: bytes outside `[A-Za-z0-9._-]` (and a

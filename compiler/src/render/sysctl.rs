@@ -1,7 +1,7 @@
 //! sysctl: one bell-owned file in the target's sysctl.d, and one resource per key so that a key
 //! leaving the spec is reverted on its own (its original value put back).
 
-use super::{BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer};
+use super::{common, BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer};
 use crate::diagnostic::Diagnostics;
 use minijinja::context;
 
@@ -36,31 +36,36 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         }
     }
     for (path, setting) in &model.sysctl {
-        let ctx = context! {
-            kind => "sysctl", name => setting.key, role => "check",
-            key => setting.key, value => setting.value, path,
-        };
-        let check = match r.stdlib("sysctl/check.sh.j2", ctx) {
-            Ok(text) => text,
-            Err(message) => {
-                diags.push(RenderError::Invalid {
-                    message,
-                    span: setting.origin.span.source_span(),
-                    help: "a sysctl value is one line of text".into(),
-                    file: setting.origin.span.file,
-                });
-                continue;
-            }
-        };
-        out.add_resource(NewResource {
-            kind: "sysctl",
-            name: setting.key.clone(),
-            files: Vec::new(),
-            after: Vec::new(),
-            apply: None,
-            revert: None,
-            exec: None,
+        let ctx = context! { key => setting.key, value => setting.value, path };
+        let scripts = ["apply", "revert", "check"].map(|role| {
+            common::script(
+                r,
+                "sysctl",
+                &setting.key,
+                role,
+                &format!("sysctl/{role}.sh.j2"),
+                ctx.clone(),
+            )
         });
-        out.add_check("sysctl", &setting.key, check);
+        match scripts {
+            [Ok(apply), Ok(revert), Ok(check)] => {
+                out.add_resource(NewResource {
+                    kind: "sysctl",
+                    name: setting.key.clone(),
+                    files: Vec::new(),
+                    after: Vec::new(),
+                    apply: Some(apply),
+                    revert: Some(revert),
+                    exec: None,
+                });
+                out.add_check("sysctl", &setting.key, check);
+            }
+            [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => common::invalid(
+                diags,
+                setting.origin.span,
+                message,
+                "a sysctl value is one line of text",
+            ),
+        }
     }
 }

@@ -1,7 +1,13 @@
-//! Shared test harness: specs written into temporary directories, and the real `bellc`
-//! binary run on them.
+//! Helpers the behaviour tests share: specs written into temporary directories and the real
+//! `bellc` binary run on them; compiling a spec in memory and reaching into its bundles;
+//! running a rendered script the way bell-run does; and finding the real tools (a missing tool
+//! skips the test with a note, and fails it when `CI=true`).
 #![allow(dead_code)]
 
+use bellc::diagnostic::Diagnostics;
+use bellc::render::RenderedBundle;
+use bellc::source::Sources;
+use bellc::Compiled;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -106,6 +112,117 @@ pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
         } else if ft.is_file() {
             out.push((rel, std::fs::read(entry.path()).expect("read")));
         }
+    }
+    out
+}
+
+/// Whether `tool` is installed; in CI (`CI=true`) a missing tool fails the test instead.
+pub fn have(tool: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(std::env::var("CI").is_err(), "`{tool}` is required in CI");
+        eprintln!("skipping: `{tool}` is not installed");
+    }
+    found
+}
+
+/// Compiles `spec` (written as `bell.kdl` in a temp dir) and returns the result and the
+/// diagnostics as `file:line:col: severity[code]: message` lines.
+pub fn compile(spec: &str) -> (Option<Compiled>, Vec<String>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("bell.kdl");
+    std::fs::write(&path, spec).expect("write spec");
+    compile_path(&path, Some(dir.path()))
+}
+
+pub fn compile_path(path: &Path, base: Option<&Path>) -> (Option<Compiled>, Vec<String>) {
+    let mut sources = match base {
+        Some(b) => Sources::with_base(b.to_path_buf()),
+        None => Sources::new(),
+    };
+    let mut diags = Diagnostics::new();
+    let compiled = bellc::compile(path, &mut sources, &mut diags);
+    let lines = diags.to_short_lines(&sources);
+    (compiled, lines)
+}
+
+pub fn compile_ok(spec: &str) -> Compiled {
+    let (compiled, lines) = compile(spec);
+    match compiled {
+        Some(c) => c,
+        None => panic!("spec does not compile:\n{}", lines.join("\n")),
+    }
+}
+
+/// The only bundle of a one-host fleet.
+pub fn only_bundle(c: &Compiled) -> &RenderedBundle {
+    assert_eq!(c.bundles.len(), 1, "expected one bundle");
+    c.bundles.values().next().expect("one bundle")
+}
+
+/// The text of a bundle's script for `kind:name`'s `role` (`apply`/`revert`).
+pub fn script(b: &RenderedBundle, kind: &str, name: &str, role: &str) -> String {
+    let r = b
+        .manifest
+        .resources
+        .iter()
+        .find(|r| r.kind == kind && r.name == name)
+        .unwrap_or_else(|| panic!("no resource {kind}:{name}"));
+    let s = match role {
+        "apply" => r.apply.as_ref(),
+        _ => r.revert.as_ref(),
+    }
+    .unwrap_or_else(|| panic!("{kind}:{name} has no {role} script"));
+    String::from_utf8(b.contents[&s.path].to_vec()).expect("utf-8 script")
+}
+
+/// The content of a managed file.
+pub fn file(b: &RenderedBundle, path: &str) -> String {
+    String::from_utf8(b.contents[&format!("root{path}")].to_vec()).expect("utf-8 file")
+}
+
+/// Runs a script as bell-run does: `sh SCRIPT` with BELL_ROOT, BELL_STATE and BELL_OFFLINE.
+pub fn run(text: &str, root: &Path, state: &Path, offline: bool) -> Output {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("script");
+    std::fs::write(&path, text).expect("write script");
+    Command::new("sh")
+        .arg(&path)
+        .env("BELL_ROOT", root)
+        .env("BELL_STATE", state)
+        .env("BELL_OFFLINE", if offline { "1" } else { "0" })
+        .output()
+        .expect("run sh")
+}
+
+pub fn ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "script failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// Every file under `dir` with its content, for asserting that a step changed nothing.
+pub fn snapshot_tree(dir: &Path) -> Vec<(String, Vec<u8>, Option<std::time::SystemTime>)> {
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let entry = entry.expect("walk");
+        let meta = entry.path().symlink_metadata().expect("metadata");
+        let content = if meta.is_file() {
+            std::fs::read(entry.path()).expect("read")
+        } else {
+            Vec::new()
+        };
+        out.push((
+            entry.path().display().to_string(),
+            content,
+            meta.modified().ok(),
+        ));
     }
     out
 }

@@ -44,7 +44,7 @@ pub fn bell_run() -> PathBuf {
     bin
 }
 
-pub fn run(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+pub fn run_bin(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(bin);
     cmd.args(args).env("NO_COLOR", "1");
     for (k, v) in env {

@@ -26,6 +26,11 @@ use std::path::{Component, Path, PathBuf};
 /// The manifest format this crate writes and the newest one it reads.
 pub const FORMAT: u32 = 1;
 
+/// The exit status by which an apply script says, when run offline (`BELL_OFFLINE=1`), that it
+/// can only do its work on a live host (installing a package, say). bell-run records the
+/// resource as `deferred`, which is not a failure, and applies it again on the next run.
+pub const EXIT_DEFERRED: i32 = 75;
+
 /// The file name of the manifest inside a bundle directory.
 pub const MANIFEST_FILE: &str = "bundle.json";
 

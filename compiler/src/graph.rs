@@ -1,0 +1,685 @@
+//! The resource graph of one host configuration: which resource must be applied before which.
+//!
+//! bell-run applies resources in manifest order and skips the dependents of a resource that
+//! failed, so the manifest needs both a topological order and, per resource, the resources it
+//! waits for. Edges come from `after "KIND:NAME"` in the spec and from the orderings a careful
+//! operator would write anyway (a package before the files and units that configure it, a mount
+//! before the mounts nested under it, ...), so that specs do not have to spell them out.
+//!
+//! The graph depends only on a `Model`, which many hosts share, so it is built once per model.
+
+use crate::diagnostic::Diagnostics;
+use crate::lower::parse_ref;
+use crate::resolve::{Model, ResolvedHost};
+use crate::source::{FileId, Sources, Span};
+use crate::spec::{Kind, RefKind};
+use crate::validate;
+use miette::{Diagnostic, LabeledSpan, SourceSpan};
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::visit::EdgeRef;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use thiserror::Error;
+
+#[derive(Debug, Error, Diagnostic)]
+pub enum GraphError {
+    #[error("`after` names `{reference}`, which host `{host}` does not have")]
+    #[diagnostic(code(bell::graph::unknown_after))]
+    UnknownAfter {
+        reference: String,
+        host: String,
+        #[label("no such resource on `{host}`")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("resources wait for each other in a cycle: {path}")]
+    #[diagnostic(code(bell::graph::cycle))]
+    Cycle {
+        path: String,
+        #[label(collection)]
+        labels: Vec<LabeledSpan>,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+}
+
+impl GraphError {
+    fn file_id(&self) -> Option<FileId> {
+        match self {
+            GraphError::UnknownAfter { file, .. } | GraphError::Cycle { file, .. } => Some(*file),
+        }
+    }
+}
+crate::spec_diagnostic!(GraphError);
+
+/// Why one resource comes before another; explicit edges keep the span of their `after`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    After(Span),
+    NestedMount,
+    PackageFirst,
+    SourceBeforePackage,
+    OwnerFirst,
+    UserBeforeScript,
+    MountBeforeScript,
+    FileNamedByUnit,
+    ScriptNameOrder,
+}
+
+impl Reason {
+    /// The rule behind an edge `before → after`, in words.
+    fn explain(&self, before: &str, after: &str, sources: Option<&Sources>) -> String {
+        match self {
+            Reason::After(span) => match sources {
+                Some(sources) => format!(
+                    "`{after}` has `after \"{before}\"` at {}",
+                    sources.location(*span)
+                ),
+                None => format!("`{after}` has `after \"{before}\"`"),
+            },
+            Reason::NestedMount => {
+                format!("`{after}` is mounted under `{before}`, so it is mounted after it")
+            }
+            Reason::PackageFirst => format!(
+                "packages are installed before the files, units, profiles and scripts of their \
+                 host, so `{before}` comes before `{after}`"
+            ),
+            Reason::SourceBeforePackage => format!(
+                "apt sources are in place before packages are installed, so `{before}` comes \
+                 before `{after}`"
+            ),
+            Reason::OwnerFirst => {
+                format!("`{after}` is owned by `{before}`, which must exist first")
+            }
+            Reason::UserBeforeScript => {
+                format!("users exist before scripts run, so `{before}` comes before `{after}`")
+            }
+            Reason::MountBeforeScript => {
+                format!("mounts are up before scripts run, so `{before}` comes before `{after}`")
+            }
+            Reason::FileNamedByUnit => {
+                format!("`{after}` names the path of `{before}`, so the file is written first")
+            }
+            Reason::ScriptNameOrder => {
+                format!("scripts run in name order, so `{before}` runs before `{after}`")
+            }
+        }
+    }
+}
+
+/// The apply order of one model's resources and the direct dependencies of each.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResourceOrder {
+    /// `KIND:NAME` keys in apply order.
+    pub keys: Vec<String>,
+    position: HashMap<String, usize>,
+    /// By position: the positions of the resources this one waits for, ascending.
+    deps: Vec<Vec<usize>>,
+}
+
+impl ResourceOrder {
+    /// Where a key is applied, if the model has it.
+    pub fn position(&self, key: &str) -> Option<usize> {
+        self.position.get(key).copied()
+    }
+
+    /// The keys a resource waits for directly, in apply order.
+    pub fn after(&self, key: &str) -> Vec<&str> {
+        match self.position(key) {
+            Some(p) => self.deps[p]
+                .iter()
+                .map(|&d| self.keys[d].as_str())
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// The dependencies of `key` among the keys `present` says exist, looking through absent
+    /// ones (a setting that renders no resource) to what they wait for, so that no ordering is
+    /// lost when a node of the graph has no resource in the bundle.
+    pub fn after_present(&self, key: &str, present: impl Fn(&str) -> bool) -> Vec<String> {
+        let Some(start) = self.position(key) else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        let mut seen = HashSet::new();
+        let mut stack: Vec<usize> = self.deps[start].clone();
+        while let Some(p) = stack.pop() {
+            if !seen.insert(p) {
+                continue;
+            }
+            if present(&self.keys[p]) {
+                found.push(p);
+            } else {
+                stack.extend(self.deps[p].iter().copied());
+            }
+        }
+        found.sort_unstable();
+        found.into_iter().map(|p| self.keys[p].clone()).collect()
+    }
+}
+
+struct Node {
+    key: String,
+    kind: RefKind,
+    name: String,
+    span: Span,
+}
+
+/// Orders every distinct model of a resolution once. Returns one order per host, by index into
+/// `hosts`; `None` for hosts whose model has a diagnostic (reported once per span, not per host).
+pub fn order_hosts(
+    hosts: &[ResolvedHost],
+    sources: &Sources,
+    diags: &mut Diagnostics,
+) -> Vec<Option<Arc<ResourceOrder>>> {
+    let mut by_model: HashMap<*const Model, Option<Arc<ResourceOrder>>> = HashMap::new();
+    let mut reported = HashSet::new();
+    // What some host has: an `after` naming one of these is not a typo on a host that lacks
+    // it (an override removed it there, or only other hosts get it); there is nothing to wait for.
+    let mut declared: HashSet<(RefKind, String)> = HashSet::new();
+    let mut seen: HashSet<*const Model> = HashSet::new();
+    for host in hosts {
+        if seen.insert(Arc::as_ptr(&host.model)) {
+            declared.extend(
+                host.model
+                    .sysctl
+                    .keys()
+                    .map(|k| (RefKind::Sysctl, k.clone())),
+            );
+            declared.extend(
+                host.model
+                    .resources
+                    .iter()
+                    .map(|r| (RefKind::Resource(r.kind), r.name.clone())),
+            );
+        }
+    }
+    hosts
+        .iter()
+        .map(|host| {
+            by_model
+                .entry(Arc::as_ptr(&host.model))
+                .or_insert_with(|| {
+                    let mut local = Diagnostics::new();
+                    let order = order_with(
+                        &host.model,
+                        &host.name,
+                        Some(sources),
+                        Some(&declared),
+                        &mut local,
+                    );
+                    for d in local.into_boxed() {
+                        let at = d
+                            .labels()
+                            .and_then(|mut l| l.next())
+                            .map(|l| (l.offset(), l.len()));
+                        let key = (d.code().map(|c| c.to_string()), d.file(), at);
+                        if reported.insert(key) {
+                            diags.push_boxed(d);
+                        }
+                    }
+                    order.map(Arc::new)
+                })
+                .clone()
+        })
+        .collect()
+}
+
+/// Builds and sorts the graph of one model; `host` names a host that has it, for messages.
+/// `sources`, when given, lets a cycle report name the file and line of `after` edges that its
+/// labels cannot show (those in another file than the first).
+pub fn order(
+    model: &Model,
+    host: &str,
+    sources: Option<&Sources>,
+    diags: &mut Diagnostics,
+) -> Option<ResourceOrder> {
+    order_with(model, host, sources, None, diags)
+}
+
+/// `order`, where an `after` naming something in `elsewhere` (declared for other hosts) but
+/// missing here is satisfied rather than an error.
+fn order_with(
+    model: &Model,
+    host: &str,
+    sources: Option<&Sources>,
+    elsewhere: Option<&HashSet<(RefKind, String)>>,
+    diags: &mut Diagnostics,
+) -> Option<ResourceOrder> {
+    // Nodes in tie-break order: sysctl keys (by path), then resources by kind, then name.
+    let mut nodes: Vec<Node> = model
+        .sysctl
+        .values()
+        .map(|s| Node {
+            key: format!("sysctl:{}", s.key),
+            kind: RefKind::Sysctl,
+            name: s.key.clone(),
+            span: s.origin.span,
+        })
+        .collect();
+    let first_resource = nodes.len();
+    let mut resources: Vec<usize> = (0..model.resources.len()).collect();
+    resources.sort_by(|&a, &b| {
+        let (a, b) = (&model.resources[a], &model.resources[b]);
+        (a.kind, &a.name).cmp(&(b.kind, &b.name))
+    });
+    for &i in &resources {
+        let r = &model.resources[i];
+        nodes.push(Node {
+            key: r.key(),
+            kind: RefKind::Resource(r.kind),
+            name: r.name.clone(),
+            span: r.origin.span,
+        });
+    }
+    // Model index → node index.
+    let mut node_of = vec![0; model.resources.len()];
+    for (n, &i) in resources.iter().enumerate() {
+        node_of[i] = first_resource + n;
+    }
+
+    let mut lookup: HashMap<(RefKind, String), usize> = HashMap::new();
+    for (n, node) in nodes.iter().enumerate() {
+        let name = match node.kind {
+            RefKind::Sysctl => validate::sysctl_path(&node.name),
+            RefKind::Resource(_) => node.name.clone(),
+        };
+        lookup.insert((node.kind, name), n);
+    }
+
+    let mut graph: DiGraph<(), Reason> = DiGraph::with_capacity(nodes.len(), nodes.len());
+    for _ in &nodes {
+        graph.add_node(());
+    }
+    let mut edges: HashSet<(usize, usize)> = HashSet::new();
+    let mut edge = |graph: &mut DiGraph<(), Reason>, before: usize, after: usize, why: Reason| {
+        if edges.insert((before, after)) {
+            graph.add_edge(NodeIndex::new(before), NodeIndex::new(after), why);
+        }
+    };
+
+    // Explicit edges first, so that a cycle report shows the user's own `after` lines.
+    let mut ok = true;
+    for (i, r) in model.resources.iter().enumerate() {
+        let refs = r.list("after");
+        if refs.is_empty() {
+            continue;
+        }
+        let span = r.span_of("after");
+        for reference in refs {
+            // `lower` already rejected malformed references.
+            let Ok((kind, name)) = parse_ref(reference) else {
+                continue;
+            };
+            let name = match kind {
+                RefKind::Sysctl => validate::sysctl_path(name),
+                RefKind::Resource(_) => name.to_string(),
+            };
+            match lookup.get(&(kind, name.clone())) {
+                Some(&before) => edge(&mut graph, before, node_of[i], Reason::After(span)),
+                None if elsewhere.is_some_and(|e| e.contains(&(kind, name.clone()))) => {}
+                None => {
+                    ok = false;
+                    diags.push(GraphError::UnknownAfter {
+                        reference: reference.clone(),
+                        host: host.to_string(),
+                        span: span.source_span(),
+                        help: unknown_help(kind, &name, &nodes, host),
+                        file: span.file,
+                    });
+                }
+            }
+        }
+    }
+
+    let of_kind = |kind: Kind| -> Vec<usize> {
+        resources
+            .iter()
+            .filter(|&&i| model.resources[i].kind == kind)
+            .copied()
+            .collect()
+    };
+    let mounts = of_kind(Kind::Mount);
+    let packages = of_kind(Kind::Package);
+    let users = of_kind(Kind::User);
+    let execs = of_kind(Kind::Exec);
+    let files = of_kind(Kind::File);
+    let units = of_kind(Kind::Unit);
+
+    // A mount waits for the nearest mount above its target.
+    let by_target: HashMap<String, usize> = mounts
+        .iter()
+        .filter_map(|&i| {
+            model.resources[i]
+                .str("target")
+                .map(|t| (normalize_path(t), i))
+        })
+        .collect();
+    for &i in &mounts {
+        let Some(target) = model.resources[i].str("target") else {
+            continue;
+        };
+        let mut path = normalize_path(target);
+        while let Some(parent) = parent_path(&path) {
+            if let Some(&above) = by_target.get(&parent) {
+                edge(&mut graph, node_of[above], node_of[i], Reason::NestedMount);
+                break;
+            }
+            path = parent;
+        }
+    }
+    let configured: Vec<usize> = [Kind::File, Kind::Unit, Kind::Apparmor, Kind::Exec]
+        .into_iter()
+        .flat_map(of_kind)
+        .collect();
+    for &p in &packages {
+        for &r in &configured {
+            edge(&mut graph, node_of[p], node_of[r], Reason::PackageFirst);
+        }
+    }
+    for s in of_kind(Kind::AptSource) {
+        for &p in &packages {
+            edge(
+                &mut graph,
+                node_of[s],
+                node_of[p],
+                Reason::SourceBeforePackage,
+            );
+        }
+    }
+    let user_by_name: HashMap<&str, usize> = users
+        .iter()
+        .map(|&u| (model.resources[u].name.as_str(), u))
+        .collect();
+    for &u in &users {
+        for &e in &execs {
+            edge(&mut graph, node_of[u], node_of[e], Reason::UserBeforeScript);
+        }
+    }
+    for &r in files.iter().chain(&of_kind(Kind::Perm)) {
+        if let Some(&u) = model.resources[r]
+            .str("owner")
+            .and_then(|o| user_by_name.get(o))
+        {
+            edge(&mut graph, node_of[u], node_of[r], Reason::OwnerFirst);
+        }
+    }
+    for &m in &mounts {
+        for &e in &execs {
+            edge(
+                &mut graph,
+                node_of[m],
+                node_of[e],
+                Reason::MountBeforeScript,
+            );
+        }
+    }
+    for &u in &units {
+        let Some(content) = model.resources[u].str("content") else {
+            continue;
+        };
+        for &f in &files {
+            if names_path(content, &model.resources[f].name) {
+                edge(&mut graph, node_of[f], node_of[u], Reason::FileNamedByUnit);
+            }
+        }
+    }
+    // `execs` is sorted by name already (resources are sorted by kind, then name).
+    for pair in execs.windows(2) {
+        edge(
+            &mut graph,
+            node_of[pair[0]],
+            node_of[pair[1]],
+            Reason::ScriptNameOrder,
+        );
+    }
+    if !ok {
+        return None;
+    }
+
+    // Kahn's algorithm; among ready nodes the smallest index (kind, then name) goes first.
+    let n = nodes.len();
+    let mut indegree = vec![0usize; n];
+    for e in graph.edge_references() {
+        indegree[e.target().index()] += 1;
+    }
+    let mut ready: BinaryHeap<Reverse<usize>> =
+        (0..n).filter(|&i| indegree[i] == 0).map(Reverse).collect();
+    let mut sorted = Vec::with_capacity(n);
+    while let Some(Reverse(i)) = ready.pop() {
+        sorted.push(i);
+        for next in graph.neighbors(NodeIndex::new(i)) {
+            let j = next.index();
+            indegree[j] -= 1;
+            if indegree[j] == 0 {
+                ready.push(Reverse(j));
+            }
+        }
+    }
+    if sorted.len() < n {
+        report_cycles(&graph, &nodes, sources, diags);
+        return None;
+    }
+
+    let mut position_of = vec![0; n];
+    for (p, &i) in sorted.iter().enumerate() {
+        position_of[i] = p;
+    }
+    let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for e in graph.edge_references() {
+        deps[position_of[e.target().index()]].push(position_of[e.source().index()]);
+    }
+    for d in &mut deps {
+        d.sort_unstable();
+    }
+    let keys: Vec<String> = sorted.iter().map(|&i| nodes[i].key.clone()).collect();
+    let position = keys
+        .iter()
+        .enumerate()
+        .map(|(p, k)| (k.clone(), p))
+        .collect();
+    Some(ResourceOrder {
+        keys,
+        position,
+        deps,
+    })
+}
+
+fn unknown_help(kind: RefKind, name: &str, nodes: &[Node], host: &str) -> String {
+    let same_kind: Vec<&str> = nodes
+        .iter()
+        .filter(|n| n.kind == kind)
+        .map(|n| n.name.as_str())
+        .collect();
+    let shown = match kind {
+        RefKind::Sysctl => name.replace('/', "."),
+        RefKind::Resource(_) => name.to_string(),
+    };
+    match validate::did_you_mean(&shown, same_kind.iter().copied()) {
+        Some(s) => format!("did you mean `{}:{s}`?", kind.keyword()),
+        None if same_kind.is_empty() => format!(
+            "`{host}` has no `{}` resource; declare it, or drop the `after`",
+            kind.keyword()
+        ),
+        None => format!(
+            "`{}` resources of `{host}`: {}",
+            kind.keyword(),
+            same_kind.join(", ")
+        ),
+    }
+}
+
+/// One cycle per strongly connected component, as the shortest cycle through its first node.
+fn report_cycles(
+    graph: &DiGraph<(), Reason>,
+    nodes: &[Node],
+    sources: Option<&Sources>,
+    diags: &mut Diagnostics,
+) {
+    let mut components = petgraph::algo::tarjan_scc(graph);
+    for c in &mut components {
+        c.sort();
+    }
+    components.sort();
+    for component in components {
+        let start = component[0];
+        let cyclic = component.len() > 1 || graph.find_edge(start, start).is_some();
+        if !cyclic {
+            continue;
+        }
+        let members: HashSet<NodeIndex> = component.iter().copied().collect();
+        let Some(cycle) = shortest_cycle(graph, start, &members) else {
+            continue;
+        };
+        // `cycle` is a list of edges (before, after, reason) that returns to `start`.
+        let mut path: Vec<&str> = cycle
+            .iter()
+            .map(|(b, _, _)| nodes[b.index()].key.as_str())
+            .collect();
+        path.push(nodes[start.index()].key.as_str());
+        let path = path
+            .iter()
+            .map(|k| format!("`{k}`"))
+            .collect::<Vec<_>>()
+            .join(" → ");
+        let explicit: Vec<(Span, &str, &str)> = cycle
+            .iter()
+            .filter_map(|(b, a, r)| match r {
+                Reason::After(span) => Some((
+                    *span,
+                    nodes[b.index()].key.as_str(),
+                    nodes[a.index()].key.as_str(),
+                )),
+                _ => None,
+            })
+            .collect();
+        let file = explicit
+            .first()
+            .map_or(nodes[start.index()].span.file, |(s, _, _)| s.file);
+        let mut labels: Vec<LabeledSpan> = explicit
+            .iter()
+            .filter(|(s, _, _)| s.file == file)
+            .map(|(s, b, a)| {
+                LabeledSpan::new_with_span(Some(format!("`{a}` after `{b}`")), s.source_span())
+            })
+            .collect();
+        if labels.is_empty() {
+            let span = nodes[start.index()].span;
+            labels.push(LabeledSpan::new_with_span(
+                Some("in this cycle".into()),
+                span.source_span(),
+            ));
+        }
+        let words: Vec<String> = cycle
+            .iter()
+            .map(|(b, a, r)| r.explain(&nodes[b.index()].key, &nodes[a.index()].key, sources))
+            .collect();
+        diags.push(GraphError::Cycle {
+            path,
+            labels,
+            help: format!(
+                "{}; remove or change one of these `after` edges",
+                words.join("; ")
+            ),
+            file,
+        });
+    }
+}
+
+type CycleEdge<'g> = (NodeIndex, NodeIndex, &'g Reason);
+
+fn shortest_cycle<'g>(
+    graph: &'g DiGraph<(), Reason>,
+    start: NodeIndex,
+    members: &HashSet<NodeIndex>,
+) -> Option<Vec<CycleEdge<'g>>> {
+    let mut parent: HashMap<NodeIndex, CycleEdge<'g>> = HashMap::new();
+    let mut queue = VecDeque::from([start]);
+    let mut seen = HashSet::from([start]);
+    while let Some(u) = queue.pop_front() {
+        let mut out: Vec<_> = graph.edges(u).collect();
+        out.sort_by_key(|e| e.target());
+        for e in out {
+            let v = e.target();
+            if !members.contains(&v) {
+                continue;
+            }
+            if v == start {
+                let mut cycle = vec![(u, v, e.weight())];
+                let mut at = u;
+                while at != start {
+                    let step = parent.get(&at)?;
+                    cycle.push(*step);
+                    at = step.0;
+                }
+                cycle.reverse();
+                return Some(cycle);
+            }
+            if seen.insert(v) {
+                parent.insert(v, (u, v, e.weight()));
+                queue.push_back(v);
+            }
+        }
+    }
+    None
+}
+
+/// `/srv/data/` and `/srv//data` are the same mount point as `/srv/data`.
+fn normalize_path(path: &str) -> String {
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    format!("/{}", parts.join("/"))
+}
+
+fn parent_path(path: &str) -> Option<String> {
+    if path == "/" {
+        return None;
+    }
+    let cut = path.rfind('/')?;
+    Some(if cut == 0 {
+        "/".to_string()
+    } else {
+        path[..cut].to_string()
+    })
+}
+
+/// Whether `text` mentions `path` as a whole path (not as the prefix of a longer one).
+fn names_path(text: &str, path: &str) -> bool {
+    if path.is_empty() {
+        return false;
+    }
+    text.match_indices(path).any(|(at, _)| {
+        let next = text[at + path.len()..].chars().next();
+        !matches!(next, Some(c) if c.is_ascii_alphanumeric() || matches!(c, '/' | '.' | '_' | '-'))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parents_walk_up_to_root() {
+        assert_eq!(parent_path("/srv/data").as_deref(), Some("/srv"));
+        assert_eq!(parent_path("/srv").as_deref(), Some("/"));
+        assert_eq!(parent_path("/"), None);
+        assert_eq!(normalize_path("/srv//data/"), "/srv/data");
+    }
+
+    #[test]
+    fn a_path_is_named_only_as_a_whole() {
+        assert!(names_path(
+            "EnvironmentFile=/etc/app.conf\n",
+            "/etc/app.conf"
+        ));
+        assert!(!names_path(
+            "EnvironmentFile=/etc/app.conf.d/x",
+            "/etc/app.conf"
+        ));
+        assert!(names_path("x /etc/app.conf", "/etc/app.conf"));
+    }
+}

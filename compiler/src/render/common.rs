@@ -1,0 +1,82 @@
+//! Pieces several kinds share: rendering an apply/revert script from a stdlib template with the
+//! prelude's context, the `systemd-daemon-reload` trigger, diagnostics that point at two
+//! declarations, and mapping a line inside a multi-line spec string back to the spec file.
+
+use super::{BundleBuilder, HostContext, RenderError, Renderer};
+use crate::diagnostic::Diagnostics;
+use crate::source::{Sources, Span};
+use minijinja::context;
+
+/// Renders `template` as the `role` script (`apply` or `revert`) of `kind:name`. The prelude
+/// the template includes reads `kind`, `name` and `role` from the context.
+pub fn script(
+    r: &Renderer,
+    kind: &str,
+    name: &str,
+    role: &str,
+    template: &str,
+    ctx: minijinja::Value,
+) -> Result<String, String> {
+    r.stdlib(template, context! { kind, name, role, ..ctx })
+}
+
+/// Adds the trigger that reloads systemd once after unit files under the target's unit
+/// directory changed, so that the applies that follow see the new units.
+pub fn daemon_reload_trigger(
+    r: &Renderer,
+    cx: &HostContext,
+    out: &mut BundleBuilder,
+) -> Result<(), String> {
+    let dir = format!("{}/", cx.target.paths.unit_dir);
+    let text = r.stdlib("systemd/daemon-reload.sh.j2", context! {})?;
+    out.add_trigger("systemd-daemon-reload", vec![dir], text);
+    Ok(())
+}
+
+/// Reports a stdlib rendering failure (a value the template's filter refused) against a span.
+pub fn invalid(diags: &mut Diagnostics, span: Span, message: String, help: &str) {
+    diags.push(RenderError::Invalid {
+        message,
+        span: span.source_span(),
+        help: help.into(),
+        file: span.file,
+    });
+}
+
+/// Reports two declarations that claim the same thing. miette labels point into one file, so
+/// the first declaration is labelled when it is in the same file, and named in the message
+/// either way.
+pub fn clash(diags: &mut Diagnostics, message: String, first: Span, second: Span, help: String) {
+    diags.push(RenderError::Clash {
+        message,
+        first: (first.file == second.file).then(|| first.source_span()),
+        span: second.source_span(),
+        help,
+        file: second.file,
+    });
+}
+
+/// The span of line `line` (1-based) of the string value written at `field`: for a multi-line
+/// string (`"""` ... `"""`) the value's lines are the source lines after the opening quotes;
+/// otherwise the whole value is on one source line and the field's span is the best answer.
+pub fn line_in_string(sources: &Sources, field: Span, line: usize) -> Span {
+    let text = sources.slice(field);
+    let Some(open) = text.find("\"\"\"") else {
+        return field;
+    };
+    let mut start = match text[open..].find('\n') {
+        Some(nl) => open + nl + 1,
+        None => return field,
+    };
+    for _ in 1..line {
+        match text[start..].find('\n') {
+            Some(nl) => start += nl + 1,
+            None => return field,
+        }
+    }
+    let end = text[start..].find('\n').map_or(text.len(), |nl| start + nl);
+    Span::new(
+        field.file,
+        (field.offset + start, end.saturating_sub(start)).into(),
+    )
+}

@@ -1,0 +1,53 @@
+//! perm: owner, group and mode of paths bell does not create (globs expand on the host). The
+//! originals are recorded per path the first time and put back by the revert.
+//!
+//! bell-run re-runs an apply only when the resource changed, so a path that appears later (a
+//! new file matching the glob) or is changed back by someone else is corrected at the next
+//! apply of a changed bundle; keeping it corrected needs a periodic apply.
+
+use super::{common, BundleBuilder, HostContext, NewResource, Renderer};
+use crate::diagnostic::Diagnostics;
+use crate::spec::Kind;
+use minijinja::context;
+
+pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
+    for p in cx
+        .host
+        .model
+        .resources
+        .iter()
+        .filter(|p| p.kind == Kind::Perm)
+    {
+        let ctx = context! {
+            pattern => p.name,
+            owner => p.str("owner"),
+            group => p.str("group"),
+            mode => p.str("mode"),
+            ignore_missing => p.bool("ignore-missing").unwrap_or(false),
+        };
+        let scripts = ["apply", "revert"].map(|role| {
+            common::script(
+                r,
+                "perm",
+                &p.name,
+                role,
+                &format!("perm/{role}.sh.j2"),
+                ctx.clone(),
+            )
+        });
+        match scripts {
+            [Ok(apply), Ok(revert)] => out.add_resource(NewResource {
+                kind: "perm",
+                name: p.name.clone(),
+                files: Vec::new(),
+                after: p.list("after").to_vec(),
+                apply: Some(apply),
+                revert: Some(revert),
+                exec: None,
+            }),
+            [Err(message), _] | [_, Err(message)] => {
+                common::invalid(diags, p.origin.span, message, "")
+            }
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! `bellc check --strict` compiles every AppArmor profile with the build machine's
+//! apparmor_parser and reports its error at the line of the spec.
+
+mod common;
+use bellc::diagnostic::Diagnostics;
+use bellc::source::Sources;
+use common::have;
+
+#[test]
+fn parser_errors_point_at_the_spec_line() {
+    if !have("apparmor_parser") {
+        return;
+    }
+    let spec = r####"fleet "t" target="ubuntu-24.04"
+host "h" address="10.0.0.1"
+apparmor "good" {
+    profile "/usr/bin/good {\n  capability setgid,\n}\n"
+}
+apparmor "bad" {
+    profile #"""
+        /usr/bin/bad {
+          capability setgid,
+          capability not_a_capability,
+        }
+        """#
+}
+"####;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("bell.kdl");
+    std::fs::write(&path, spec).expect("write");
+    let mut sources = Sources::with_base(dir.path().to_path_buf());
+    let mut diags = Diagnostics::new();
+    let front = bellc::frontend(&path, &mut sources, &mut diags).expect("frontend");
+    let checked =
+        bellc::render::apparmor::check_profiles_with_parser(&front.spec, &sources, &mut diags)
+            .expect("apparmor_parser runs");
+    assert_eq!(checked, 2);
+    assert_eq!(
+        diags.to_short_lines(&sources),
+        vec!["bell.kdl:10:1: error[bell::render::invalid]: apparmor_parser rejects profile `bad`: Invalid capability not_a_capability."]
+    );
+}

@@ -1,0 +1,120 @@
+//! Builds a spec given as text, in memory, for tests of rendered bundles and diagnostics; and
+//! small helpers for running rendered scripts with real tools.
+#![allow(dead_code)]
+
+use bellc::diagnostic::Diagnostics;
+use bellc::render::RenderedBundle;
+use bellc::source::Sources;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub struct Build {
+    pub compiled: Option<bellc::Compiled>,
+    /// `bell.kdl:LINE:COL: severity[code]: message`, one per diagnostic.
+    pub diagnostics: Vec<String>,
+}
+
+pub fn build(text: &str) -> Build {
+    let mut sources = Sources::new();
+    let file = sources.add(Path::new("bell.kdl"), text.to_string());
+    let mut diags = Diagnostics::new();
+    let spec = bellc::lower::lower_root(file, &mut sources, &mut diags);
+    let front = bellc::analyse(spec, &sources, &mut diags);
+    let compiled = if diags.has_errors() {
+        None
+    } else {
+        bellc::compile_frontend(front, &sources, &mut diags)
+    };
+    Build {
+        compiled,
+        diagnostics: diags.to_short_lines(&sources),
+    }
+}
+
+/// The bundle of `host`, failing the test with the diagnostics when the spec does not build.
+pub fn bundle(text: &str, host: &str) -> RenderedBundle {
+    let b = build(text);
+    let Some(compiled) = b.compiled else {
+        panic!("the spec does not build: {:#?}", b.diagnostics);
+    };
+    let id = &compiled.release.hosts[host].bundle;
+    compiled.bundles[id].clone()
+}
+
+/// The diagnostics of a spec that must not build.
+pub fn errors(text: &str) -> Vec<String> {
+    let b = build(text);
+    assert!(b.compiled.is_none(), "the spec builds, but it should not");
+    b.diagnostics
+}
+
+/// The text of a bundle file by its path in the bundle (`scripts/user/alice.apply`).
+pub fn text(bundle: &RenderedBundle, path: &str) -> String {
+    let bytes = bundle
+        .contents
+        .get(path)
+        .unwrap_or_else(|| panic!("no {path} in the bundle: {:?}", bundle.contents.keys()));
+    String::from_utf8(bytes.to_vec()).expect("utf-8")
+}
+
+pub fn script(bundle: &RenderedBundle, kind: &str, name: &str, role: &str) -> String {
+    let file = bellc::render::file_name_for(name);
+    text(bundle, &format!("scripts/{kind}/{file}.{role}"))
+}
+
+/// Whether `tool` is installed; in CI (`CI=true`) a missing tool fails the test instead.
+pub fn have(tool: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "`{tool}` is required in CI"
+        );
+        eprintln!("skipping: `{tool}` is not installed");
+    }
+    found
+}
+
+/// Whether the test runs as root (needed to chown files in a temp root); in CI it must.
+pub fn is_root() -> bool {
+    let out = Command::new("id").arg("-u").output().expect("id");
+    let root = String::from_utf8_lossy(&out.stdout).trim() == "0";
+    if !root {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "this test needs root in CI"
+        );
+        eprintln!("skipping: not root");
+    }
+    root
+}
+
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    std::fs::write(&path, text).expect("write");
+    path
+}
+
+/// The workspace root, for the examples.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Every bundle of an example, compiled from disk.
+pub fn example(name: &str) -> bellc::Compiled {
+    let mut sources = Sources::new();
+    let mut diags = Diagnostics::new();
+    let path = workspace().join("examples").join(name);
+    bellc::compile(&path, &mut sources, &mut diags).unwrap_or_else(|| {
+        panic!(
+            "{name} does not build: {:#?}",
+            diags.to_short_lines(&sources)
+        )
+    })
+}

@@ -1,0 +1,178 @@
+//! `exec`: the user's script ships verbatim as the resource's apply, its policy goes into the
+//! manifest for bell-run, and the policy rules of the language are diagnostics that point at
+//! the property breaking them.
+
+mod build_spec;
+use bell_bundle::{ExecPolicy, OnFailure, Rerun};
+use build_spec::{bundle, errors, example};
+use std::collections::BTreeMap;
+
+#[test]
+fn the_divingbell_example_carries_its_policies() {
+    let compiled = example("divingbell.kdl");
+    let id = &compiled.release.hosts["node-plain"].bundle;
+    let b = &compiled.bundles[id];
+    let execs: Vec<_> = b
+        .manifest
+        .resources
+        .iter()
+        .filter(|r| r.kind == "exec")
+        .collect();
+    let names: Vec<&str> = execs.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["001-script1.sh", "002-script2.sh", "003-script3.sh"]
+    );
+    assert_eq!(
+        execs[0].exec.as_ref().unwrap(),
+        &ExecPolicy {
+            rerun: Rerun::OnceSuccessfully,
+            rerun_interval: None,
+            retry_interval: None,
+            timeout: 1800,
+            on_failure: OnFailure::Halt,
+            background: false,
+            args: vec!["arg1".into(), "arg2".into()],
+            env: BTreeMap::from([
+                ("env1".into(), "env1-val".into()),
+                ("env2".into(), "env2-val".into())
+            ]),
+        }
+    );
+    let p2 = execs[1].exec.as_ref().unwrap();
+    assert_eq!(
+        (
+            p2.rerun,
+            p2.rerun_interval,
+            p2.retry_interval,
+            p2.on_failure
+        ),
+        (Rerun::Always, Some(3600), Some(60), OnFailure::Continue)
+    );
+    assert_eq!(execs[2].exec.as_ref().unwrap().rerun, Rerun::Never);
+    // The script is the apply, byte for byte; nothing to revert.
+    let apply = execs[1].apply.as_ref().unwrap();
+    assert_eq!(&*b.contents[&apply.path], b"#!/bin/sh\necho hello\n");
+    assert!(execs.iter().all(|r| r.revert.is_none()));
+}
+
+#[test]
+fn the_script_is_not_templated() {
+    let b = bundle(
+        r##"
+fleet "f" target="debian-12"
+host "h"
+exec "s.sh" {
+    script "#!/bin/sh\necho '{{ host.name }}' \"$HOME\" `id`\n"
+}
+"##,
+        "h",
+    );
+    assert_eq!(
+        build_spec::script(&b, "exec", "s.sh", "apply"),
+        "#!/bin/sh\necho '{{ host.name }}' \"$HOME\" `id`\n"
+    );
+}
+
+#[test]
+fn identity_covers_the_name_and_the_policy() {
+    let spec = |name: &str, timeout: u32| {
+        format!(
+            "fleet \"f\" target=\"debian-12\"\nhost \"h\"\nexec \"{name}\" timeout={timeout} {{\n    script \"#!/bin/sh\\ntrue\\n\"\n}}\n"
+        )
+    };
+    let hash = |text: String| bundle(&text, "h").manifest.resources[0].hash.clone();
+    let base = hash(spec("a.sh", 60));
+    assert_ne!(base, hash(spec("b.sh", 60)));
+    assert_ne!(base, hash(spec("a.sh", 61)));
+    assert_eq!(base, hash(spec("a.sh", 60)));
+}
+
+#[test]
+fn after_edges_are_kept() {
+    let b = bundle(
+        r##"
+fleet "f" target="debian-12"
+host "h"
+package "htop"
+exec "s.sh" {
+    after "package:htop"
+    script "#!/bin/sh\n"
+}
+"##,
+        "h",
+    );
+    let exec = b
+        .manifest
+        .resources
+        .iter()
+        .find(|r| r.kind == "exec")
+        .unwrap();
+    assert_eq!(exec.after, ["package:htop"]);
+}
+
+fn one_error(body: &str) -> String {
+    let text = format!("fleet \"f\" target=\"debian-12\"\nhost \"h\"\n{body}");
+    let errors = errors(&text);
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    errors.into_iter().next().unwrap()
+}
+
+#[test]
+fn a_finite_rerun_interval_needs_rerun_always() {
+    let e = one_error(
+        "exec \"s.sh\" rerun=\"once-successfully\" \\\n    rerun-interval=60 {\n    script \"#!/bin/sh\\n\"\n}\n",
+    );
+    assert_eq!(
+        e,
+        "bell.kdl:4:5: error[bell::render::invalid]: `exec:s.sh` has a finite `rerun-interval` but does not rerun"
+    );
+    // "infinite" means none, and is fine with any rerun.
+    bundle(
+        "fleet \"f\" target=\"debian-12\"\nhost \"h\"\nexec \"s.sh\" rerun=\"never\" rerun-interval=\"infinite\" retry-interval=\"infinite\" {\n    script \"#!/bin/sh\\n\"\n}\n",
+        "h",
+    );
+}
+
+#[test]
+fn a_finite_retry_interval_needs_a_rerun() {
+    let e = one_error(
+        "exec \"s.sh\" rerun=\"never\" {\n    script \"#!/bin/sh\\n\"\n}\noverride \"o\" {\n    match host=\"h\"\n    exec \"s.sh\" retry-interval=30\n}\n",
+    );
+    assert_eq!(
+        e,
+        "bell.kdl:8:17: error[bell::render::invalid]: `exec:s.sh` has a finite `retry-interval` but `rerun=\"never\"`"
+    );
+    let b = bundle(
+        "fleet \"f\" target=\"debian-12\"\nhost \"h\"\nexec \"s.sh\" rerun=\"once-successfully\" retry-interval=30 {\n    script \"#!/bin/sh\\n\"\n}\n",
+        "h",
+    );
+    assert_eq!(
+        b.manifest.resources[0]
+            .exec
+            .as_ref()
+            .unwrap()
+            .retry_interval,
+        Some(30)
+    );
+}
+
+#[test]
+fn the_timeout_cannot_be_infinite() {
+    let e = one_error("exec \"s.sh\" timeout=\"infinite\" {\n    script \"#!/bin/sh\\n\"\n}\n");
+    assert_eq!(
+        e,
+        "bell.kdl:3:13: error[bell::render::invalid]: `exec:s.sh` cannot have an infinite `timeout`"
+    );
+}
+
+#[test]
+fn env_names_must_be_shell_identifiers() {
+    let e = one_error(
+        "exec \"s.sh\" {\n    script \"#!/bin/sh\\n\"\n    env GOOD=\"1\" \"1bad\"=\"2\"\n}\n",
+    );
+    assert_eq!(
+        e,
+        "bell.kdl:5:5: error[bell::render::invalid]: `1bad` is not a valid environment variable name"
+    );
+}

@@ -1,0 +1,167 @@
+//! sysctl apply/revert scripts run for real in a private network namespace (`unshare --net
+//! --mount`), where net.* keys belong to the test: apply sets and records the original,
+//! re-apply changes nothing (not even its state), revert restores the original, and a value the
+//! kernel refuses or does not take fails the resource.
+
+mod common;
+use common::*;
+use std::process::Command;
+
+const SPEC: &str = r#"
+fleet "t" target="ubuntu-24.04"
+host "h" address="10.0.0.1"
+sysctl {
+    net.ipv4.ip_forward 1
+    "net/ipv4/conf/all/rp_filter" 2
+}
+"#;
+
+/// Runs `driver` (sh) in a fresh network and mount namespace; None when that is not possible.
+fn in_netns(driver: &str, dir: &std::path::Path) -> Option<String> {
+    if !have("unshare") {
+        return None;
+    }
+    let probe = Command::new("unshare")
+        .args(["--net", "--mount", "true"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        assert!(
+            std::env::var("CI").is_err(),
+            "unshare --net needs root in CI"
+        );
+        eprintln!("skipping: cannot create a network namespace (not root?)");
+        return None;
+    }
+    let path = dir.join("driver.sh");
+    std::fs::write(&path, driver).expect("write driver");
+    let out = Command::new("unshare")
+        .args(["--net", "--mount", "sh"])
+        .arg(&path)
+        .current_dir(dir)
+        .output()
+        .expect("run unshare");
+    assert!(
+        out.status.success(),
+        "driver failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn value(out: &str, label: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{label}=")))
+        .unwrap_or_else(|| panic!("no {label} in:\n{out}"))
+        .to_string()
+}
+
+#[test]
+fn apply_reapply_revert_restore_the_original() {
+    let c = compile_ok(SPEC);
+    let b = only_bundle(&c);
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (key, tag) in [
+        ("net.ipv4.ip_forward", "fwd"),
+        ("net/ipv4/conf/all/rp_filter", "rpf"),
+    ] {
+        for role in ["apply", "revert"] {
+            std::fs::write(
+                dir.path().join(format!("{tag}.{role}")),
+                script(b, "sysctl", key, role),
+            )
+            .expect("write script");
+        }
+    }
+    let driver = r#"
+set -u
+export BELL_ROOT=/ BELL_OFFLINE=0
+show() { printf '%s_fwd=%s\n%s_rpf=%s\n' "$1" "$(cat /proc/sys/net/ipv4/ip_forward)" "$1" "$(cat /proc/sys/net/ipv4/conf/all/rp_filter)"; }
+stamp() { printf '%s=%s\n' "$1" "$(stat -c '%y %s' state/fwd/original state/rpf/original 2>&1 | tr '\n' ' ')"; }
+step() { for t in fwd rpf; do BELL_STATE=state/$t sh "$t.$1" || echo "failed_$1_$t"; done; }
+show before
+step apply; show applied; stamp stamp1
+printf 'orig_fwd=%s\norig_rpf=%s\n' "$(cat state/fwd/original)" "$(cat state/rpf/original)"
+sleep 0.05
+step apply; show reapplied; stamp stamp2
+step revert; show reverted
+printf 'left=%s\n' "$(find state -type f | tr '\n' ' ')"
+"#;
+    let Some(out) = in_netns(driver, dir.path()) else {
+        return;
+    };
+    assert!(!out.contains("failed_"), "{out}");
+    assert_eq!(value(&out, "applied_fwd"), "1");
+    assert_eq!(value(&out, "applied_rpf"), "2");
+    assert_eq!(value(&out, "orig_fwd"), value(&out, "before_fwd"));
+    assert_eq!(value(&out, "orig_rpf"), value(&out, "before_rpf"));
+    assert_eq!(value(&out, "reapplied_fwd"), "1");
+    assert_eq!(
+        value(&out, "stamp1"),
+        value(&out, "stamp2"),
+        "re-apply rewrote its state"
+    );
+    assert_eq!(value(&out, "reverted_fwd"), value(&out, "before_fwd"));
+    assert_eq!(value(&out, "reverted_rpf"), value(&out, "before_rpf"));
+    assert!(
+        value(&out, "left").trim().is_empty(),
+        "revert left state: {out}"
+    );
+}
+
+#[test]
+fn a_value_the_kernel_refuses_or_does_not_take_fails_the_resource() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // "abc" is refused with EINVAL; "1 2" is accepted but the kernel keeps only "1".
+    for (tag, value) in [("refused", "\"abc\""), ("not_taken", "\"1 2\"")] {
+        let c = compile_ok(&format!(
+            "fleet \"t\" target=\"ubuntu-24.04\"\nhost \"h\" address=\"10.0.0.1\"\nsysctl {{\n    net.ipv4.ip_forward {value}\n}}\n"
+        ));
+        let b = only_bundle(&c);
+        std::fs::write(
+            dir.path().join(tag),
+            script(b, "sysctl", "net.ipv4.ip_forward", "apply"),
+        )
+        .expect("write script");
+    }
+    let driver = r#"
+export BELL_ROOT=/ BELL_OFFLINE=0
+for t in refused not_taken; do
+    BELL_STATE=state/$t sh "$t" 2>"$t.err"; printf '%s_rc=%s\n%s_err=%s\n' "$t" "$?" "$t" "$(cat "$t.err")"
+done
+"#;
+    let Some(out) = in_netns(driver, dir.path()) else {
+        return;
+    };
+    assert_eq!(value(&out, "refused_rc"), "1", "{out}");
+    assert!(
+        value(&out, "refused_err").starts_with(
+            "bell: sysctl:net.ipv4.ip_forward: the kernel refused net.ipv4.ip_forward = abc"
+        ),
+        "{out}"
+    );
+    assert_eq!(value(&out, "not_taken_rc"), "1", "{out}");
+    assert!(
+        value(&out, "not_taken_err").contains("net.ipv4.ip_forward is 1 after setting it to 1 2"),
+        "{out}"
+    );
+}
+
+#[test]
+fn offline_touches_nothing_live() {
+    let c = compile_ok(SPEC);
+    let b = only_bundle(&c);
+    let root = tempfile::tempdir().expect("temp dir");
+    let state = tempfile::tempdir().expect("temp dir");
+    let out = run(
+        &script(b, "sysctl", "net.ipv4.ip_forward", "apply"),
+        root.path(),
+        state.path(),
+        true,
+    );
+    ok(&out);
+    assert!(std::fs::read_dir(state.path())
+        .expect("state")
+        .next()
+        .is_none());
+}

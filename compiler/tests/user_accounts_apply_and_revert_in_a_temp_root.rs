@@ -1,0 +1,319 @@
+//! The rendered user scripts, run with the real shadow tools (`useradd --root` & co.) against a
+//! temporary root: create, re-apply without change, expire on revert, purge with
+//! `purge-expired=#true`, give back what they changed on an account bell did not create, and
+//! expire the default account only behind a user who can take over.
+
+mod build_spec;
+use bellc::render::RenderedBundle;
+use build_spec::{bundle, have, is_root, script};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const HASH: &str = "$6$bellsalt0123$PS2EAEBNHcsWK7.N4hZehzmPPgLUgs0l1d0XHpozG8/tzzPyAjRmR48g4xwN0czhvqHgGx1ltq1273AGkCgaz/";
+const KEY_A: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPAydqFJPL5VvU88Mt5c04CAp5Ch/deM8Y1db3CQH0Z2 ops@example";
+const KEY_B: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKSAYsxYiAVlSSWQfmJFmq4RM4FKvKuP5VAtPD6lkEDO alice@example";
+
+fn spec(purge: bool) -> String {
+    format!(
+        r#"
+fleet "f" target="ubuntu-24.04"
+host "h"
+users purge-expired=#{purge}
+user "alice" sudo=#true {{
+    password "{HASH}"
+    ssh-key "{KEY_A}"
+}}
+user "olduser" shell="/bin/sh" {{
+    ssh-key "{KEY_B}"
+}}
+"#
+    )
+}
+
+/// A root with a small account database: root, the target's default account `ubuntu`, and
+/// `olduser`, an account that exists before bell.
+struct Root {
+    dir: tempfile::TempDir,
+    state: tempfile::TempDir,
+}
+
+impl Root {
+    fn new(bundle: &RenderedBundle) -> Root {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = dir.path();
+        let files = [
+            ("etc/passwd", "root:x:0:0:root:/root:/bin/bash\nubuntu:x:1000:1000::/home/ubuntu:/bin/bash\nolduser:x:1001:1001::/home/olduser:/bin/bash\n", 0o644),
+            ("etc/shadow", "root:*:19000:0:99999:7:::\nubuntu:!:19000:0:99999:7:::\nolduser:!:19000:0:99999:7:::\n", 0o640),
+            ("etc/group", "root:x:0:\nsudo:x:27:ubuntu\nubuntu:x:1000:\nolduser:x:1001:\n", 0o644),
+            ("etc/gshadow", "root:*::\nsudo:*::ubuntu\nubuntu:!::\nolduser:!::\n", 0o640),
+            ("home/olduser/.ssh/authorized_keys", "ssh-rsa AAAA old@before\n", 0o600),
+            ("etc/skel/.profile", "# skel\n", 0o644),
+        ];
+        for (path, text, mode) in files {
+            let p = r.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, text).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        std::fs::create_dir_all(r.join("etc/sudoers.d")).unwrap();
+        std::fs::create_dir_all(r.join("home/ubuntu")).unwrap();
+        let root = Root {
+            dir,
+            state: tempfile::tempdir().expect("tempdir"),
+        };
+        root.switch_files(bundle);
+        root
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    /// What bell-run does before the applies: the bundle's managed files land in the root.
+    fn switch_files(&self, bundle: &RenderedBundle) {
+        for (path, bytes) in &bundle.contents {
+            if let Some(host_path) = path.strip_prefix("root/") {
+                let p = self.path(host_path);
+                std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                std::fs::write(&p, bytes).unwrap();
+            }
+        }
+    }
+
+    /// Runs a script as bell-run does, offline; the exit status and stderr.
+    fn run(&self, resource: &str, text: &str) -> (bool, String) {
+        let file = self.state.path().join("script.sh");
+        std::fs::write(&file, text).unwrap();
+        let out = Command::new("sh")
+            .arg(&file)
+            .env("BELL_ROOT", self.dir.path())
+            .env("BELL_STATE", self.state.path().join(resource))
+            .env("BELL_OFFLINE", "1")
+            .output()
+            .expect("sh");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    fn ok(&self, resource: &str, text: &str) {
+        let (ok, stderr) = self.run(resource, text);
+        assert!(ok, "{resource} failed: {stderr}");
+    }
+
+    fn read(&self, p: &str) -> String {
+        std::fs::read_to_string(self.path(p)).unwrap_or_default()
+    }
+
+    /// The fields of an account's line in etc/passwd or etc/shadow.
+    fn entry(&self, db: &str, user: &str) -> Option<Vec<String>> {
+        self.read(&format!("etc/{db}"))
+            .lines()
+            .map(|l| l.split(':').map(String::from).collect::<Vec<_>>())
+            .find(|f| f[0] == user)
+    }
+}
+
+fn ready() -> bool {
+    is_root() && have("useradd") && have("visudo")
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn a_new_account_is_created_kept_and_expired() {
+    if !ready() {
+        return;
+    }
+    let b = bundle(&spec(false), "h");
+    let root = Root::new(&b);
+    let apply = script(&b, "user", "alice", "apply");
+    root.ok("alice", &apply);
+
+    let passwd = root.entry("passwd", "alice").expect("alice exists");
+    let shadow = root.entry("shadow", "alice").unwrap();
+    assert_eq!(shadow[1], HASH);
+    assert_eq!(shadow[7], "", "not expired");
+    let uid: u32 = passwd[2].parse().unwrap();
+    let home = root.path(passwd[5].trim_start_matches('/'));
+    let ssh = home.join(".ssh");
+    let keys = ssh.join("authorized_keys");
+    assert_eq!(
+        std::fs::read_to_string(&keys).unwrap(),
+        format!("{KEY_A}\n")
+    );
+    assert_eq!(mode(&ssh), 0o700);
+    assert_eq!(mode(&keys), 0o600);
+    assert_eq!(std::fs::metadata(&keys).unwrap().uid(), uid);
+    assert_eq!(std::fs::metadata(&ssh).unwrap().uid(), uid);
+    let dropin = root.path("etc/sudoers.d/bell-alice");
+    assert_eq!(
+        std::fs::read_to_string(&dropin).unwrap(),
+        root.read("var/lib/bell/sudoers/alice")
+    );
+    assert_eq!(mode(&dropin), 0o440);
+    let out = Command::new("visudo")
+        .args(["-c", "-f"])
+        .arg(&dropin)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+
+    // Unchanged re-apply: nothing is rewritten.
+    let before = (
+        root.read("etc/passwd"),
+        root.read("etc/shadow"),
+        root.read("etc/group"),
+        std::fs::metadata(&keys).unwrap().ino(),
+        std::fs::metadata(&dropin).unwrap().ino(),
+    );
+    root.ok("alice", &apply);
+    let after = (
+        root.read("etc/passwd"),
+        root.read("etc/shadow"),
+        root.read("etc/group"),
+        std::fs::metadata(&keys).unwrap().ino(),
+        std::fs::metadata(&dropin).unwrap().ino(),
+    );
+    assert_eq!(before, after);
+
+    // Revert: expired and locked, not removed; the drop-in goes.
+    root.ok("alice", &script(&b, "user", "alice", "revert"));
+    let shadow = root.entry("shadow", "alice").expect("alice is kept");
+    assert_eq!(shadow[7], "1", "expired");
+    assert!(shadow[1].starts_with('!'), "locked: {}", shadow[1]);
+    assert!(!dropin.exists());
+    assert!(home.exists());
+
+    // Back in the spec: usable again.
+    root.ok("alice", &apply);
+    let shadow = root.entry("shadow", "alice").unwrap();
+    assert_eq!((shadow[1].as_str(), shadow[7].as_str()), (HASH, ""));
+}
+
+#[test]
+fn purge_expired_removes_the_account_and_its_home() {
+    if !ready() {
+        return;
+    }
+    let b = bundle(&spec(true), "h");
+    let root = Root::new(&b);
+    root.ok("alice", &script(&b, "user", "alice", "apply"));
+    let home = root.path("home/alice");
+    assert!(home.join(".ssh/authorized_keys").exists());
+    root.ok("alice", &script(&b, "user", "alice", "revert"));
+    assert_eq!(root.entry("passwd", "alice"), None);
+    assert_eq!(root.entry("shadow", "alice"), None);
+    assert!(!home.exists(), "the home directory is removed");
+}
+
+#[test]
+fn an_account_bell_did_not_create_is_given_back_never_expired() {
+    if !ready() {
+        return;
+    }
+    // Even with purge-expired, an account that existed before bell stays.
+    let b = bundle(&spec(true), "h");
+    let root = Root::new(&b);
+    let shadow_before = root.entry("shadow", "olduser").unwrap();
+    root.ok("olduser", &script(&b, "user", "olduser", "apply"));
+    assert_eq!(root.entry("passwd", "olduser").unwrap()[6], "/bin/sh");
+    assert_eq!(
+        root.read("home/olduser/.ssh/authorized_keys"),
+        format!("{KEY_B}\n")
+    );
+    root.ok("olduser", &script(&b, "user", "olduser", "revert"));
+    assert_eq!(root.entry("passwd", "olduser").unwrap()[6], "/bin/bash");
+    assert_eq!(root.entry("shadow", "olduser").unwrap(), shadow_before);
+    assert_eq!(
+        root.read("home/olduser/.ssh/authorized_keys"),
+        "ssh-rsa AAAA old@before\n"
+    );
+}
+
+#[test]
+fn a_symlinked_ssh_directory_is_refused() {
+    if !ready() {
+        return;
+    }
+    let b = bundle(&spec(false), "h");
+    let root = Root::new(&b);
+    let victim = root.path("etc/victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::remove_dir_all(root.path("home/olduser/.ssh")).unwrap();
+    std::os::unix::fs::symlink(&victim, root.path("home/olduser/.ssh")).unwrap();
+    let (ok, stderr) = root.run("olduser", &script(&b, "user", "olduser", "apply"));
+    assert!(!ok);
+    assert!(stderr.contains("is a symlink"), "{stderr}");
+    assert!(std::fs::read_dir(&victim).unwrap().next().is_none());
+}
+
+#[test]
+fn the_default_account_is_expired_and_given_back() {
+    if !ready() {
+        return;
+    }
+    let b = bundle(&spec(false), "h");
+    let resource = b
+        .manifest
+        .resources
+        .iter()
+        .find(|r| r.kind == "default-account")
+        .expect("alice can take over, so ubuntu is expired");
+    assert_eq!(resource.name, "ubuntu");
+    assert_eq!(resource.after, ["user:alice"]);
+    let root = Root::new(&b);
+    root.ok("ubuntu", &script(&b, "default-account", "ubuntu", "apply"));
+    assert_eq!(root.entry("shadow", "ubuntu").unwrap()[7], "1");
+    root.ok("ubuntu", &script(&b, "default-account", "ubuntu", "revert"));
+    assert_eq!(root.entry("shadow", "ubuntu").unwrap()[7], "");
+}
+
+#[test]
+fn hostile_key_comments_and_shells_stay_literal() {
+    if !ready() {
+        return;
+    }
+    let comment = r#"it's "$(touch pwned)" `touch pwned2` ${HOME} \ ;"#;
+    let shell = "/bin/it's $(touch pwned3)";
+    let key = format!("{} {comment}", &KEY_A[..KEY_A.rfind(' ').unwrap()]);
+    let text = format!(
+        "fleet \"f\" target=\"ubuntu-24.04\"\nhost \"h\"\nuser \"mallory\" shell=\"{}\" {{\n    ssh-key \"{}\"\n}}\n",
+        shell.replace('\\', "\\\\").replace('"', "\\\""),
+        key.replace('\\', "\\\\").replace('"', "\\\"")
+    );
+    let b = bundle(&text, "h");
+    let root = Root::new(&b);
+    let cwd = tempfile::tempdir().unwrap();
+    let file = cwd.path().join("apply.sh");
+    std::fs::write(&file, script(&b, "user", "mallory", "apply")).unwrap();
+    let out = Command::new("sh")
+        .arg(&file)
+        .current_dir(cwd.path())
+        .env("BELL_ROOT", root.dir.path())
+        .env("BELL_STATE", root.state.path().join("mallory"))
+        .env("BELL_OFFLINE", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        root.read("home/mallory/.ssh/authorized_keys"),
+        format!("{key}\n")
+    );
+    assert_eq!(root.entry("passwd", "mallory").unwrap()[6], shell);
+    let created: Vec<_> = std::fs::read_dir(cwd.path()).unwrap().collect();
+    assert_eq!(
+        created.len(),
+        1,
+        "only the script is in the working directory"
+    );
+}

@@ -1,0 +1,92 @@
+//! Every apply/revert script and trigger that the user, package, apt and apt-source kinds
+//! render for the examples passes shellcheck as POSIX sh; every staged sudoers drop-in passes
+//! `visudo -c`.
+
+mod build_spec;
+use build_spec::{example, have};
+use std::process::Command;
+
+const KINDS: &[&str] = &[
+    "scripts/user/",
+    "scripts/default-account/",
+    "scripts/package/",
+    "scripts/apt/",
+    "scripts/trigger/apt-update",
+];
+
+const SOURCES: &str = r#"
+fleet "f" target="debian-12"
+host "h"
+apt upgrade=#true allow-downgrade=#true
+apt-source "vendor" url="https://deb.example/debian" suites="bookworm bookworm-updates" components="main" {
+    key "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmQINBGV\n-----END PGP PUBLIC KEY BLOCK-----\n"
+}
+package "htop"
+"#;
+
+#[test]
+fn rendered_scripts_pass_shellcheck() {
+    if !have("shellcheck") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut checked = 0;
+    let mut bundles: Vec<bellc::render::RenderedBundle> = ["divingbell.kdl", "three-role.kdl"]
+        .iter()
+        .flat_map(|e| example(e).bundles.into_values())
+        .collect();
+    bundles.push(build_spec::bundle(SOURCES, "h"));
+    for bundle in &bundles {
+        for (path, bytes) in &bundle.contents {
+            if !KINDS.iter().any(|k| path.starts_with(k)) {
+                continue;
+            }
+            let file = dir.path().join(format!("{checked}.sh"));
+            std::fs::write(&file, bytes).expect("write");
+            let out = Command::new("shellcheck")
+                .args(["--shell=sh", "--severity=style"])
+                .arg(&file)
+                .output()
+                .expect("shellcheck");
+            assert!(
+                out.status.success(),
+                "shellcheck rejects {path}:\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            checked += 1;
+        }
+    }
+    // user, default-account, package apply+revert from the examples, plus apt and the trigger.
+    assert!(checked >= 12, "only {checked} scripts checked");
+}
+
+#[test]
+fn staged_sudoers_dropins_pass_visudo() {
+    if !have("visudo") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut checked = 0;
+    for bundle in example("divingbell.kdl").bundles.values() {
+        for (path, bytes) in &bundle.contents {
+            if !path.starts_with("root/var/lib/bell/sudoers/") {
+                continue;
+            }
+            let file = dir.path().join("dropin");
+            std::fs::write(&file, bytes).expect("write");
+            let out = Command::new("visudo")
+                .args(["-c", "-f"])
+                .arg(&file)
+                .output()
+                .expect("visudo");
+            assert!(
+                out.status.success(),
+                "visudo rejects {path}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "the divingbell example has a sudo user");
+}
