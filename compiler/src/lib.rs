@@ -14,6 +14,7 @@
 //! The library never prints or exits; `main.rs` owns the terminal and exit codes.
 
 pub mod diagnostic;
+pub mod diff;
 pub mod emit;
 pub mod escape;
 pub mod explain;
@@ -28,6 +29,7 @@ pub mod resolve;
 pub mod services;
 pub mod source;
 pub mod spec;
+pub mod status;
 pub mod targets;
 pub mod validate;
 

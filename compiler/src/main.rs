@@ -1,6 +1,8 @@
 //! The `bellc` command line. Owns the terminal: printing, colours and exit codes
 //! (0 ok, 1 spec errors or differences, 2 usage or I/O errors).
 
+mod review_cmds;
+
 use bellc::diagnostic::Diagnostics;
 use bellc::source::Sources;
 use clap::{Parser, Subcommand};
@@ -57,6 +59,50 @@ enum Command {
         /// Rebuild even when the inputs are unchanged since the last build into OUT.
         #[arg(long)]
         force: bool,
+        /// After building, show what changed against the build output OLD (may be OUT itself);
+        /// exit 1 when something did.
+        #[arg(long, value_name = "OLD")]
+        diff: Option<PathBuf>,
+    },
+    /// Show what a release changes: hosts added, removed and changed, grouped by bundle change,
+    /// with file diffs. Exit 0 without changes, 1 with.
+    Diff {
+        /// The earlier build output (release.json, bundles/, hosts/).
+        old: PathBuf,
+        /// The later build output.
+        new: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make a build output the fleet's desired release in etcd.
+    Publish {
+        out: PathBuf,
+        /// `etcd://HOST:PORT`.
+        #[arg(long)]
+        store: String,
+    },
+    /// Per host: up-to-date, pending, drifted, failed, unaccounted or unknown, from the reports
+    /// hosts filed. Exit 1 when a host failed or is unaccounted.
+    Status {
+        /// The build output whose release.json says what each host should run.
+        out: PathBuf,
+        /// A directory that `bell-run --report DIR` wrote.
+        #[arg(long, conflicts_with = "store", required_unless_present = "store")]
+        reports: Option<PathBuf>,
+        /// `etcd://HOST:PORT` that `bell-run --report etcd://...` wrote.
+        #[arg(long)]
+        store: Option<String>,
+        /// A report older than this many minutes leaves its host unaccounted.
+        #[arg(long, value_name = "MINUTES")]
+        stale: Option<u64>,
+        #[arg(long)]
+        json: bool,
+        /// A rollout gate: exit 0 only if these hosts (comma-separated) are up to date on
+        /// `--version`.
+        #[arg(long, requires = "version")]
+        hosts: Option<String>,
+        #[arg(long)]
+        version: Option<String>,
     },
     /// Show the resolved configuration of one host, with the layer and line of every value.
     Explain {
@@ -185,16 +231,42 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             }
             Ok(0)
         }
+        Command::Diff { old, new, json } => review_cmds::diff_dirs(old, new, *json),
+        Command::Publish { out, store } => review_cmds::publish(out, store),
+        Command::Status {
+            out,
+            reports,
+            store,
+            stale,
+            json,
+            hosts,
+            version,
+        } => {
+            let source = match (reports, store) {
+                (Some(dir), _) => dir.display().to_string(),
+                (None, Some(url)) => url.clone(),
+                (None, None) => return Err("give `--reports DIR` or `--store etcd://…`".into()),
+            };
+            review_cmds::status(&review_cmds::StatusArgs {
+                out,
+                source: &source,
+                stale_minutes: *stale,
+                json: *json,
+                hosts: hosts.as_deref(),
+                version: version.as_deref(),
+            })
+        }
         Command::Build {
             spec,
             out,
             check,
             timings,
             force,
+            diff,
         } => {
             read_check(spec)?;
             let clock = std::time::Instant::now();
-            if !*check && !*force && bellc::incremental::is_current(spec, out) {
+            if !*check && !*force && diff.is_none() && bellc::incremental::is_current(spec, out) {
                 if *timings {
                     eprintln!(
                         "timings: {}",
@@ -251,6 +323,19 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 );
                 return Ok(1);
             }
+            // The old side is read before the write, which may replace it (OLD = OUT).
+            let old = match diff {
+                Some(old) => Some(bellc::diff::DirSide::open(old)?),
+                None => None,
+            };
+            let new = bellc::diff::MemorySide {
+                release: &compiled.release,
+                bundles: &compiled.bundles,
+            };
+            let changes = match &old {
+                Some(old) => Some(bellc::diff::diff(old, &new)?),
+                None => None,
+            };
             bellc::incremental::forget(out);
             let stats = bellc::emit::write(out, &compiled.bundles, &compiled.release)
                 .map_err(|e| e.to_string())?;
@@ -302,7 +387,10 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 stats.bundles_kept,
                 stats.bundles_removed
             );
-            Ok(0)
+            match changes {
+                Some(d) => review_cmds::show_diff(&d, false),
+                None => Ok(0),
+            }
         }
         Command::Explain { host, spec } => {
             read_check(spec)?;

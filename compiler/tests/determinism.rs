@@ -62,7 +62,11 @@ fn a_rebuild_rewrites_nothing_and_prunes_unused_bundles() {
     let before = tree(&fx.path().join("out"));
     // Unchanged inputs: the build stops after hashing them.
     let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
-    assert!(run.stderr.contains("up to date (inputs unchanged"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("up to date (inputs unchanged"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(before, tree(&fx.path().join("out")));
     // Forced through the whole pipeline, it still writes nothing.
     let run = fx.bellc(&["build", "--force", "bell.kdl", "-o", "out"]);

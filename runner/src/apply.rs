@@ -102,6 +102,12 @@ pub struct Report {
     pub changed: usize,
     /// Resources, reverts and triggers that did not succeed.
     pub failed: Vec<String>,
+    /// Resources whose check script found the live value drifted (they were applied again),
+    /// and managed files that had changed on disk (they were put back).
+    pub drift: Vec<bell_store::Drift>,
+    /// The applied manifest, for reports and metrics.
+    #[serde(skip)]
+    pub manifest: Manifest,
 }
 
 /// Everything read-only that must hold before anything is touched.
@@ -176,6 +182,8 @@ fn report(checked: &Checked, opts: &Options, recovered: Option<String>, plan: Pl
         resources: Vec::new(),
         changed: 0,
         failed: Vec::new(),
+        drift: Vec::new(),
+        manifest: checked.manifest.clone(),
     }
 }
 
@@ -253,14 +261,29 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     }
     make_exec_scripts_executable(&copy, &checked.manifest);
 
-    let plan = make_plan(root, &checked.manifest, &state)?;
-    let mut rep = report(&checked, opts, recovered, plan.clone());
+    let mut plan = make_plan(root, &checked.manifest, &state)?;
     let ctx = Ctx {
         root,
         offline: opts.offline,
         timeout: Duration::from_secs(opts.script_timeout),
         now: state::now(),
     };
+    // Live drift that only a check script can see: those resources are applied again.
+    let checked_drift =
+        crate::check::mark_drifted(&ctx, &checked.manifest, &copy, &checked.id, &mut plan);
+    let mut rep = report(&checked, opts, recovered, plan.clone());
+    rep.drift = plan
+        .files
+        .iter()
+        .filter(|f| {
+            matches!(f, plan::FileAction::Write { .. }) && state.files.contains_key(f.path())
+        })
+        .map(|f| bell_store::Drift {
+            name: format!("file:{}", f.path()),
+            detail: "changed on disk; put back".to_string(),
+        })
+        .chain(checked_drift)
+        .collect();
 
     failpoint::hit("before-revert");
     let mut manifests: BTreeMap<String, Option<Manifest>> = BTreeMap::new();
@@ -365,15 +388,15 @@ fn set_current(root: &Root, id: &str) {
     }
 }
 
-struct Ctx<'a> {
-    root: &'a Root,
-    offline: bool,
-    timeout: Duration,
-    now: u64,
+pub(crate) struct Ctx<'a> {
+    pub(crate) root: &'a Root,
+    pub(crate) offline: bool,
+    pub(crate) timeout: Duration,
+    pub(crate) now: u64,
 }
 
 impl Ctx<'_> {
-    fn env(&self, kind: &str, name: &str, generation: &str) -> Vec<(String, String)> {
+    pub(crate) fn env(&self, kind: &str, name: &str, generation: &str) -> Vec<(String, String)> {
         let state_dir = state::resource_state_dir(self.root, kind, name);
         if fs::create_dir_all(&state_dir).is_ok() {
             // Private: scripts may record secrets they need to undo themselves.
@@ -400,7 +423,7 @@ impl Ctx<'_> {
         }
     }
 
-    fn run_sh(
+    pub(crate) fn run_sh(
         &self,
         bundle: &Path,
         script: &str,

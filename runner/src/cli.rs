@@ -5,24 +5,32 @@
 use crate::apply::{self, Options, Outcome, Refusal, Report};
 use crate::plan::{Change, FileAction};
 use crate::rootfs::Root;
-use crate::{journal, state};
+use crate::{check, journal, report, state};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 const USAGE: &str = "\
 usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--timeout SECS]
+                      [--report DIR|etcd://HOST:PORT] [--host NAME] [--release VERSION]
+                      [--metrics FILE]
+       bell-run check [--root DIR] [--offline] [--json] [--timeout SECS] [--report DEST]
+                      [--host NAME] [--release VERSION] [--metrics FILE]
+       bell-run pending --store etcd://HOST:PORT [--host NAME] [--root DIR] [--fleet NAME] [--json]
        bell-run status [--root DIR] [--json]
        bell-run rollback [--root DIR] [--offline] [--dry-run] [--json] [--timeout SECS]
        bell-run verify BUNDLE [--json]
        bell-run recover [--root DIR]
        bell-run install-timer [--root DIR] [--exec PATH] [--interval SPAN]
 
-exit codes: 0 applied, 1 refused (nothing changed), 2 usage, 3 applied with failures";
+exit codes: 0 applied, 1 refused (nothing changed), 2 usage, 3 applied with failures;
+check: 0 in sync, 2 drifted, 1 refused or a check failed; pending: 0 up to date, 10 pending";
 
 const OK: i32 = 0;
 const REFUSED: i32 = 1;
 const USAGE_ERROR: i32 = 2;
 const FAILURES: i32 = 3;
+const DRIFTED: i32 = 2;
+const PENDING: i32 = 10;
 
 #[derive(Default)]
 struct Args {
@@ -34,6 +42,23 @@ struct Args {
     timeout: Option<u64>,
     exec: Option<String>,
     interval: Option<String>,
+    report: Option<String>,
+    metrics: Option<PathBuf>,
+    host: Option<String>,
+    release: Option<String>,
+    store: Option<String>,
+    fleet: Option<String>,
+}
+
+impl Args {
+    fn sinks(&self) -> report::Sinks {
+        report::Sinks {
+            report: self.report.clone(),
+            metrics: self.metrics.clone(),
+            host: self.host.clone(),
+            release: self.release.clone(),
+        }
+    }
 }
 
 fn parse(args: &[OsString]) -> Result<Args, String> {
@@ -62,6 +87,12 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
             }
             "--exec" => out.exec = Some(value("--exec")?.to_string_lossy().to_string()),
             "--interval" => out.interval = Some(value("--interval")?.to_string_lossy().to_string()),
+            "--report" => out.report = Some(value("--report")?.to_string_lossy().to_string()),
+            "--metrics" => out.metrics = Some(PathBuf::from(value("--metrics")?)),
+            "--host" => out.host = Some(value("--host")?.to_string_lossy().to_string()),
+            "--release" => out.release = Some(value("--release")?.to_string_lossy().to_string()),
+            "--store" => out.store = Some(value("--store")?.to_string_lossy().to_string()),
+            "--fleet" => out.fleet = Some(value("--fleet")?.to_string_lossy().to_string()),
             flag if flag.starts_with("--") => return Err(format!("unknown option `{flag}`")),
             _ => out.positional.push(PathBuf::from(arg)),
         }
@@ -95,11 +126,13 @@ pub fn main() -> i32 {
         "apply" if wants(1) => cmd_apply(&args.positional[0], &args),
         "rollback" if wants(0) => cmd_rollback(&args),
         "status" if wants(0) => cmd_status(&args),
+        "check" if wants(0) => cmd_check(&args),
+        "pending" if wants(0) => cmd_pending(&args),
         "verify" if wants(1) => cmd_verify(&args.positional[0], &args),
         "recover" if wants(0) => cmd_recover(&args),
         "install-timer" if wants(0) => cmd_install_timer(&args),
         "apply" | "verify" => usage(&format!("`{command}` takes one bundle directory")),
-        "rollback" | "status" | "recover" | "install-timer" => {
+        "rollback" | "status" | "recover" | "install-timer" | "check" | "pending" => {
             usage(&format!("`{command}` takes no positional argument"))
         }
         other => usage(&format!("unknown command `{other}`")),
@@ -149,11 +182,22 @@ fn options(args: &Args) -> Options {
 
 fn cmd_apply(bundle: &Path, args: &Args) -> i32 {
     let opts = options(args);
+    let started = state::now();
     let result = if opts.dry_run {
         apply::dry_run(bundle, &opts)
     } else {
         apply::apply(bundle, &opts)
     };
+    // A dry run changes nothing and reports nothing.
+    if !opts.dry_run {
+        let run = match &result {
+            Ok(rep) => report::from_apply(&opts.root, started, rep),
+            Err(refusal) => {
+                report::from_refusal("apply", &opts.root, started, Some(bundle), refusal)
+            }
+        };
+        report::emit(&args.sinks(), run);
+    }
     match result {
         Err(refusal) => refused(&refusal, args.json),
         Ok(report) => {
@@ -460,4 +504,149 @@ fn utc(secs: u64) -> String {
         rem % 3600 / 60,
         rem % 60
     )
+}
+
+fn cmd_check(args: &Args) -> i32 {
+    let opts = options(args);
+    let started = state::now();
+    let result = (|| {
+        let root = Root::open(&opts.root).map_err(Refusal::new)?;
+        let state = state::load(&root).map_err(Refusal::new)?;
+        // A check during an apply would see half-applied values as drift.
+        let _lock = apply::lock(&root)?;
+        let ctx = apply::Ctx {
+            root: &root,
+            offline: opts.offline,
+            timeout: std::time::Duration::from_secs(opts.script_timeout),
+            now: started,
+        };
+        check::check(&ctx, &state)
+    })();
+    let run = match &result {
+        Ok(rep) => report::from_check(&opts.root, started, rep),
+        Err(refusal) => report::from_refusal("check", &opts.root, started, None, refusal),
+    };
+    report::emit(&args.sinks(), run);
+    let rep = match result {
+        Ok(rep) => rep,
+        Err(refusal) => return refused(&refusal, args.json),
+    };
+    let code = if !rep.drift.is_empty() {
+        DRIFTED
+    } else if !rep.errors.is_empty() {
+        REFUSED
+    } else {
+        OK
+    };
+    if args.json {
+        let mut value = serde_json::to_value(&rep).unwrap_or_default();
+        value["result"] = match code {
+            OK => "in-sync",
+            DRIFTED => "drifted",
+            _ => "error",
+        }
+        .into();
+        println!("{value:#}");
+        return code;
+    }
+    for drift in &rep.drift {
+        println!("drifted {}: {}", drift.name, drift.detail);
+    }
+    for c in rep.resources.iter().filter(|c| c.result == "error") {
+        println!(
+            "error {}: {}",
+            c.key,
+            c.detail.as_deref().unwrap_or("the check failed")
+        );
+    }
+    let checked = rep
+        .resources
+        .iter()
+        .filter(|c| c.result != "no-check")
+        .count();
+    println!(
+        "check of {}: {} drifted, {} errors ({} files, {checked} resource checks)",
+        journal::short(&rep.generation),
+        rep.drift.len(),
+        rep.errors.len(),
+        rep.manifest.as_ref().map_or(0, |m| m.files.len()),
+    );
+    if code == DRIFTED {
+        println!("`bell-run apply` of the same bundle puts the drifted resources back");
+    }
+    code
+}
+
+fn cmd_pending(args: &Args) -> i32 {
+    let Some(dest) = &args.store else {
+        return usage("`pending` needs `--store etcd://HOST:PORT`");
+    };
+    let result = (|| {
+        let store = bell_store::Store::parse(dest).map_err(Refusal::new)?;
+        let root = Root::open(&root_of(args)).map_err(Refusal::new)?;
+        let state = state::load(&root).map_err(Refusal::new)?;
+        let applied = state.generation.clone();
+        let fleet = match (&args.fleet, &applied) {
+            (Some(fleet), _) => fleet.clone(),
+            (None, Some(id)) => {
+                let path = state::generation_dir(&root, id).join(bell_bundle::MANIFEST_FILE);
+                std::fs::read_to_string(&path)
+                    .ok()
+                    .and_then(|t| bell_bundle::Manifest::from_json(&t).ok())
+                    .map(|m| m.fleet)
+                    .ok_or_else(|| {
+                        Refusal::new(format!("cannot read the fleet from {}", path.display()))
+                            .help("pass `--fleet NAME`")
+                    })?
+            }
+            (None, None) => {
+                return Err(
+                    Refusal::new("nothing is applied yet, so the fleet is unknown")
+                        .help("pass `--fleet NAME`"),
+                )
+            }
+        };
+        let host = report::host_name(args.host.as_deref(), &root.dir).map_err(Refusal::new)?;
+        let desired = store.desired(&fleet, &host).map_err(Refusal::new)?;
+        Ok((host, applied, desired))
+    })();
+    let (host, applied, desired) = match result {
+        Ok(found) => found,
+        Err(refusal) => return refused(&refusal, args.json),
+    };
+    let Some(want) = desired.bundle else {
+        return refused(
+            &Refusal::new(format!("the store has no desired bundle for host `{host}`"))
+                .help("publish a release that has this host with `bellc publish`"),
+            args.json,
+        );
+    };
+    let pending = applied.as_deref() != Some(want.as_str());
+    if args.json {
+        let value = serde_json::json!({
+            "host": host,
+            "applied": applied,
+            "desired": want,
+            "version": desired.version,
+            "pending": pending,
+        });
+        println!("{value:#}");
+    } else if pending {
+        println!(
+            "update pending for {host}: applied {}, desired {} (release {})",
+            applied.as_deref().map_or("nothing", journal::short),
+            journal::short(&want),
+            desired.version.as_deref().map_or("unknown", journal::short)
+        );
+    } else {
+        println!(
+            "{host} is up to date with release {}",
+            desired.version.as_deref().map_or("unknown", journal::short)
+        );
+    }
+    if pending {
+        PENDING
+    } else {
+        OK
+    }
 }

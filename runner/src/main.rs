@@ -2,11 +2,14 @@
 
 mod accounts;
 mod apply;
+mod check;
 mod cli;
 mod exec;
 mod failpoint;
 mod journal;
+mod metrics;
 mod plan;
+mod report;
 mod rootfs;
 mod scripts;
 mod state;

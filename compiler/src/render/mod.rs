@@ -335,8 +335,23 @@ impl BundleBuilder {
             after: r.after,
             apply,
             revert,
+            check: None,
             exec: r.exec,
         });
+    }
+
+    /// Gives the resource `kind:name` (already added) a check script that reads its live value
+    /// back for `bell-run check`: exit 0 in sync, 2 drifted (printing what differs). A method
+    /// rather than a `NewResource` field, so that kinds without one need not say so.
+    pub fn add_check(&mut self, kind: &str, name: &str, text: String) {
+        let script = self.add_script(kind, name, "check", text);
+        if let Some(r) = self
+            .resources
+            .iter_mut()
+            .find(|r| r.kind == kind && r.name == name)
+        {
+            r.check = Some(script);
+        }
     }
 
     pub fn add_trigger(&mut self, name: &str, paths: Vec<String>, script: String) {

@@ -15,6 +15,10 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../../stdlib/sysctl/sysctl.conf.j2"),
     ),
     (
+        "sysctl/check.sh.j2",
+        include_str!("../../../stdlib/sysctl/check.sh.j2"),
+    ),
+    (
         "limits/limits.conf.j2",
         include_str!("../../../stdlib/limits/limits.conf.j2"),
     ),

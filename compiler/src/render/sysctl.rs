@@ -37,7 +37,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
     }
     for (path, setting) in &model.sysctl {
         let ctx = context! { key => setting.key, value => setting.value, path };
-        let scripts = ["apply", "revert"].map(|role| {
+        let scripts = ["apply", "revert", "check"].map(|role| {
             common::script(
                 r,
                 "sysctl",
@@ -48,16 +48,19 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             )
         });
         match scripts {
-            [Ok(apply), Ok(revert)] => out.add_resource(NewResource {
-                kind: "sysctl",
-                name: setting.key.clone(),
-                files: Vec::new(),
-                after: Vec::new(),
-                apply: Some(apply),
-                revert: Some(revert),
-                exec: None,
-            }),
-            [Err(message), _] | [_, Err(message)] => common::invalid(
+            [Ok(apply), Ok(revert), Ok(check)] => {
+                out.add_resource(NewResource {
+                    kind: "sysctl",
+                    name: setting.key.clone(),
+                    files: Vec::new(),
+                    after: Vec::new(),
+                    apply: Some(apply),
+                    revert: Some(revert),
+                    exec: None,
+                });
+                out.add_check("sysctl", &setting.key, check);
+            }
+            [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => common::invalid(
                 diags,
                 setting.origin.span,
                 message,

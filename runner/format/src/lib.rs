@@ -75,6 +75,10 @@ pub struct Resource {
     pub apply: Option<Script>,
     /// Takes the resource back, from what `apply` recorded in its state directory.
     pub revert: Option<Script>,
+    /// Reads the live value back and compares it with the bundle: exit 0 in sync, 2 drifted
+    /// (printing what differs). Absent from manifests of kinds with nothing live to read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Script>,
     /// Present on `exec` resources: how bell-run schedules the user's script.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec: Option<ExecPolicy>,
@@ -254,6 +258,8 @@ impl Resource {
             after: &'a [String],
             apply: &'a Option<Script>,
             revert: &'a Option<Script>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            check: &'a Option<Script>,
             exec: &'a Option<ExecPolicy>,
         }
         let owned: Vec<&File> = self
@@ -274,6 +280,7 @@ impl Resource {
             after: &self.after,
             apply: &self.apply,
             revert: &self.revert,
+            check: &self.check,
             exec: &self.exec,
         };
         let mut hasher = HashWriter(Sha256::new());
@@ -558,7 +565,13 @@ pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
         if resource.compute_hash(&manifest.files) != resource.hash {
             return Err(VerifyError::ResourceHash { resource: key });
         }
-        scripts.extend(resource.apply.iter().chain(resource.revert.iter()));
+        scripts.extend(
+            resource
+                .apply
+                .iter()
+                .chain(resource.revert.iter())
+                .chain(resource.check.iter()),
+        );
     }
     for trigger in &manifest.triggers {
         for prefix in &trigger.paths {

@@ -161,6 +161,7 @@ pub struct ResourceSpec {
     pub after: Vec<String>,
     pub apply: Option<String>,
     pub revert: Option<String>,
+    pub check: Option<String>,
     pub exec: Option<ExecPolicy>,
 }
 
@@ -186,6 +187,10 @@ impl ResourceSpec {
     }
     pub fn revert(mut self, script: &str) -> Self {
         self.revert = Some(script.to_string());
+        self
+    }
+    pub fn check(mut self, script: &str) -> Self {
+        self.check = Some(script.to_string());
         self
     }
     pub fn exec(mut self, script: &str, policy: ExecPolicy) -> Self {
@@ -280,6 +285,10 @@ impl BundleSpec {
                     .revert
                     .as_ref()
                     .map(|t| script(format!("scripts/{i}-{}/revert", r.kind), t)),
+                check: r
+                    .check
+                    .as_ref()
+                    .map(|t| script(format!("scripts/{i}-{}/check", r.kind), t)),
                 exec: r.exec.clone(),
             };
             resource.hash = resource.compute_hash(&files);

@@ -1,0 +1,453 @@
+//! Release diffs: what a new build changes, for review before it is published. Hosts are
+//! grouped by bundle change (old id → new id), so three thousand hosts sharing one change are
+//! one entry; each change lists the managed files, scripts and resources it adds, removes or
+//! changes, with unified diffs of the contents.
+//!
+//! Both sides are read through `Side`, so an output directory on disk can be compared with
+//! another one or with a build still in memory (`bellc build --diff OUT` before OUT is
+//! overwritten). The result is data; `main.rs` prints it.
+
+use crate::render::RenderedBundle;
+use bell_bundle::{Manifest, Release, Resource};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// One side of a diff: a release and the bundles it names.
+pub trait Side {
+    fn release(&self) -> &Release;
+    fn manifest(&self, id: &str) -> Result<Manifest, String>;
+    /// A file of a bundle by its path inside the bundle (`root/etc/...`, `scripts/...`).
+    fn content(&self, id: &str, rel: &str) -> Option<Vec<u8>>;
+}
+
+/// A build output directory (`release.json`, `bundles/`, `hosts/`).
+pub struct DirSide {
+    dir: PathBuf,
+    release: Release,
+}
+
+impl DirSide {
+    pub fn open(dir: &Path) -> Result<DirSide, String> {
+        let path = dir.join("release.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            format!(
+                "cannot read {}: {e}; is {} the output of `bellc build`?",
+                path.display(),
+                dir.display()
+            )
+        })?;
+        let release: Release = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not a bellc release: {e}", path.display()))?;
+        Ok(DirSide {
+            dir: dir.to_path_buf(),
+            release,
+        })
+    }
+}
+
+impl Side for DirSide {
+    fn release(&self) -> &Release {
+        &self.release
+    }
+
+    fn manifest(&self, id: &str) -> Result<Manifest, String> {
+        if !bell_bundle::is_bundle_id(id) {
+            return Err(format!("`{id}` in the release is not a bundle id"));
+        }
+        let path = self
+            .dir
+            .join("bundles")
+            .join(id)
+            .join(bell_bundle::MANIFEST_FILE);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Manifest::from_json(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    fn content(&self, id: &str, rel: &str) -> Option<Vec<u8>> {
+        if !bell_bundle::is_bundle_id(id) || !bell_bundle::is_contained_relative(rel) {
+            return None;
+        }
+        std::fs::read(self.dir.join("bundles").join(id).join(rel)).ok()
+    }
+}
+
+/// A build in memory.
+pub struct MemorySide<'a> {
+    pub release: &'a Release,
+    pub bundles: &'a BTreeMap<String, RenderedBundle>,
+}
+
+impl Side for MemorySide<'_> {
+    fn release(&self) -> &Release {
+        self.release
+    }
+
+    fn manifest(&self, id: &str) -> Result<Manifest, String> {
+        self.bundles
+            .get(id)
+            .map(|b| b.manifest.clone())
+            .ok_or_else(|| format!("the build has no bundle `{id}`"))
+    }
+
+    fn content(&self, id: &str, rel: &str) -> Option<Vec<u8>> {
+        self.bundles
+            .get(id)
+            .and_then(|b| b.contents.get(rel))
+            .map(|c| c.to_vec())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Change {
+    Added,
+    Removed,
+    Changed,
+}
+
+impl Change {
+    pub fn symbol(self) -> char {
+        match self {
+            Change::Added => '+',
+            Change::Removed => '-',
+            Change::Changed => '~',
+        }
+    }
+}
+
+/// A managed file or a script.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileChange {
+    pub path: String,
+    pub change: Change,
+    /// Manifest-level changes: `mode 0644 → 0600`, `owner root:root → app:app`.
+    pub details: Vec<String>,
+    /// A unified diff of the content, when it changed and is text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResourceChange {
+    pub key: String,
+    pub change: Change,
+    pub details: Vec<String>,
+}
+
+/// One bundle change and every host it applies to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BundleChange {
+    pub old: String,
+    pub new: String,
+    pub hosts: Vec<String>,
+    /// Target or fleet of the manifest.
+    pub manifest: Vec<String>,
+    pub files: Vec<FileChange>,
+    pub scripts: Vec<FileChange>,
+    pub resources: Vec<ResourceChange>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReleaseDiff {
+    pub fleet: String,
+    pub old_version: String,
+    pub new_version: String,
+    /// Hosts only in the new release, with their bundle.
+    pub added: BTreeMap<String, String>,
+    /// Hosts only in the old release, with the bundle they had.
+    pub removed: BTreeMap<String, String>,
+    pub unchanged: Vec<String>,
+    pub changes: Vec<BundleChange>,
+}
+
+impl ReleaseDiff {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changes.is_empty()
+    }
+
+    pub fn changed_hosts(&self) -> usize {
+        self.changes.iter().map(|c| c.hosts.len()).sum()
+    }
+
+    /// One line for logs and CI.
+    pub fn summary(&self) -> String {
+        if self.is_empty() {
+            return format!(
+                "no change: {} hosts on the same bundles",
+                self.unchanged.len()
+            );
+        }
+        format!(
+            "{} host(s) changed in {} bundle change(s), {} added, {} removed, {} unchanged (release {} → {})",
+            self.changed_hosts(),
+            self.changes.len(),
+            self.added.len(),
+            self.removed.len(),
+            self.unchanged.len(),
+            short(&self.old_version),
+            short(&self.new_version)
+        )
+    }
+}
+
+pub fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+/// Compares two releases.
+pub fn diff(old: &dyn Side, new: &dyn Side) -> Result<ReleaseDiff, String> {
+    let (or, nr) = (old.release(), new.release());
+    let mut added = BTreeMap::new();
+    let mut removed = BTreeMap::new();
+    let mut unchanged = Vec::new();
+    let mut groups: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for (host, entry) in &nr.hosts {
+        match or.hosts.get(host) {
+            None => {
+                added.insert(host.clone(), entry.bundle.clone());
+            }
+            Some(before) if before.bundle == entry.bundle => unchanged.push(host.clone()),
+            Some(before) => groups
+                .entry((before.bundle.clone(), entry.bundle.clone()))
+                .or_default()
+                .push(host.clone()),
+        }
+    }
+    for (host, entry) in &or.hosts {
+        if !nr.hosts.contains_key(host) {
+            removed.insert(host.clone(), entry.bundle.clone());
+        }
+    }
+    let mut changes = Vec::new();
+    for ((old_id, new_id), hosts) in groups {
+        let a = old.manifest(&old_id)?;
+        let b = new.manifest(&new_id)?;
+        let mut change = compare(old, new, (&old_id, &a), (&new_id, &b));
+        change.hosts = hosts;
+        changes.push(change);
+    }
+    // Biggest changes first: they are what a reviewer must not miss.
+    changes.sort_by(|x, y| {
+        y.hosts
+            .len()
+            .cmp(&x.hosts.len())
+            .then_with(|| x.hosts.cmp(&y.hosts))
+    });
+    Ok(ReleaseDiff {
+        fleet: nr.fleet.clone(),
+        old_version: or.version.clone(),
+        new_version: nr.version.clone(),
+        added,
+        removed,
+        unchanged,
+        changes,
+    })
+}
+
+fn compare(
+    old: &dyn Side,
+    new: &dyn Side,
+    (a_id, a): (&str, &Manifest),
+    (b_id, b): (&str, &Manifest),
+) -> BundleChange {
+    let mut manifest = Vec::new();
+    if a.target != b.target {
+        manifest.push(format!("target {} → {}", a.target, b.target));
+    }
+    if a.fleet != b.fleet {
+        manifest.push(format!("fleet {} → {}", a.fleet, b.fleet));
+    }
+
+    let a_files: BTreeMap<&str, &bell_bundle::File> =
+        a.files.iter().map(|f| (f.path.as_str(), f)).collect();
+    let b_files: BTreeMap<&str, &bell_bundle::File> =
+        b.files.iter().map(|f| (f.path.as_str(), f)).collect();
+    let mut files = Vec::new();
+    for path in a_files
+        .keys()
+        .chain(b_files.keys())
+        .collect::<BTreeSet<_>>()
+    {
+        let rel = format!("{}{path}", bell_bundle::ROOT_DIR);
+        let (fa, fb) = (a_files.get(path), b_files.get(path));
+        let text = |side: &dyn Side, id: &str, present: bool| {
+            if present {
+                side.content(id, &rel)
+            } else {
+                Some(Vec::new())
+            }
+        };
+        let (change, mut details) = match (fa, fb) {
+            (None, Some(f)) => (
+                Change::Added,
+                vec![format!("mode {} owner {}:{}", f.mode, f.owner, f.group)],
+            ),
+            (Some(_), None) => (Change::Removed, Vec::new()),
+            (Some(x), Some(y)) if x == y => continue,
+            (Some(x), Some(y)) => {
+                let mut details = Vec::new();
+                if x.mode != y.mode {
+                    details.push(format!("mode {} → {}", x.mode, y.mode));
+                }
+                if (&x.owner, &x.group) != (&y.owner, &y.group) {
+                    details.push(format!(
+                        "owner {}:{} → {}:{}",
+                        x.owner, x.group, y.owner, y.group
+                    ));
+                }
+                (Change::Changed, details)
+            }
+            (None, None) => continue,
+        };
+        let content_changed = fa.map(|f| &f.sha256) != fb.map(|f| &f.sha256);
+        let diff = if content_changed {
+            let before = text(old, a_id, fa.is_some());
+            let after = text(new, b_id, fb.is_some());
+            unified(path, before.as_deref(), after.as_deref(), &mut details)
+        } else {
+            None
+        };
+        files.push(FileChange {
+            path: path.to_string(),
+            change,
+            details,
+            diff,
+        });
+    }
+
+    let a_scripts = scripts(a);
+    let b_scripts = scripts(b);
+    let mut script_changes = Vec::new();
+    for path in a_scripts
+        .keys()
+        .chain(b_scripts.keys())
+        .collect::<BTreeSet<_>>()
+    {
+        let (sa, sb) = (a_scripts.get(path), b_scripts.get(path));
+        let change = match (sa, sb) {
+            (None, Some(_)) => Change::Added,
+            (Some(_), None) => Change::Removed,
+            (Some(x), Some(y)) if x == y => continue,
+            _ => Change::Changed,
+        };
+        let mut details = Vec::new();
+        let before = match sa {
+            Some(_) => old.content(a_id, path),
+            None => Some(Vec::new()),
+        };
+        let after = match sb {
+            Some(_) => new.content(b_id, path),
+            None => Some(Vec::new()),
+        };
+        let diff = unified(path, before.as_deref(), after.as_deref(), &mut details);
+        script_changes.push(FileChange {
+            path: path.to_string(),
+            change,
+            details,
+            diff,
+        });
+    }
+
+    let a_res: BTreeMap<String, &Resource> = a.resources.iter().map(|r| (r.key(), r)).collect();
+    let b_res: BTreeMap<String, &Resource> = b.resources.iter().map(|r| (r.key(), r)).collect();
+    let mut resources = Vec::new();
+    for key in a_res.keys().chain(b_res.keys()).collect::<BTreeSet<_>>() {
+        let (change, details) = match (a_res.get(key), b_res.get(key)) {
+            (None, Some(_)) => (Change::Added, Vec::new()),
+            (Some(_), None) => (Change::Removed, Vec::new()),
+            (Some(x), Some(y)) if x.hash == y.hash => continue,
+            (Some(x), Some(y)) => (Change::Changed, resource_details(x, y)),
+            (None, None) => continue,
+        };
+        resources.push(ResourceChange {
+            key: key.clone(),
+            change,
+            details,
+        });
+    }
+    BundleChange {
+        old: a_id.to_string(),
+        new: b_id.to_string(),
+        hosts: Vec::new(),
+        manifest,
+        files,
+        scripts: script_changes,
+        resources,
+    }
+}
+
+/// Every script of a manifest by its path in the bundle, with its sha256.
+fn scripts(m: &Manifest) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for r in &m.resources {
+        for s in [&r.apply, &r.revert, &r.check].into_iter().flatten() {
+            out.insert(s.path.clone(), s.sha256.clone());
+        }
+    }
+    for t in &m.triggers {
+        out.insert(t.script.path.clone(), t.script.sha256.clone());
+    }
+    out
+}
+
+fn resource_details(x: &Resource, y: &Resource) -> Vec<String> {
+    let mut details = Vec::new();
+    let list = |v: &[String]| format!("[{}]", v.join(", "));
+    if x.after != y.after {
+        details.push(format!("after {} → {}", list(&x.after), list(&y.after)));
+    }
+    if x.files != y.files {
+        details.push(format!("files {} → {}", list(&x.files), list(&y.files)));
+    }
+    for (role, a, b) in [
+        ("apply", &x.apply, &y.apply),
+        ("revert", &x.revert, &y.revert),
+        ("check", &x.check, &y.check),
+    ] {
+        match (a, b) {
+            (None, Some(_)) => details.push(format!("{role} script added")),
+            (Some(_), None) => details.push(format!("{role} script removed")),
+            (Some(a), Some(b)) if a != b => details.push(format!("{role} script changed")),
+            _ => {}
+        }
+    }
+    if x.exec != y.exec {
+        let show = |e: &Option<bell_bundle::ExecPolicy>| {
+            e.as_ref()
+                .map(|p| serde_json::to_string(p).unwrap_or_default())
+                .unwrap_or_else(|| "none".to_string())
+        };
+        details.push(format!("exec policy {} → {}", show(&x.exec), show(&y.exec)));
+    }
+    if details.is_empty() {
+        // Only the content, mode or owner of files it owns changed; they are listed above.
+        details.push("its files changed".to_string());
+    }
+    details
+}
+
+/// A unified diff of two contents, or a note in `details` when there is none to show.
+fn unified(
+    path: &str,
+    before: Option<&[u8]>,
+    after: Option<&[u8]>,
+    details: &mut Vec<String>,
+) -> Option<String> {
+    let (Some(before), Some(after)) = (before, after) else {
+        details.push("content unreadable on one side".to_string());
+        return None;
+    };
+    let (Ok(before), Ok(after)) = (std::str::from_utf8(before), std::str::from_utf8(after)) else {
+        details.push("binary content differs".to_string());
+        return None;
+    };
+    let shown = path.trim_start_matches('/');
+    let text = similar::TextDiff::from_lines(before, after)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{shown}"), &format!("b/{shown}"))
+        .to_string();
+    Some(text)
+}

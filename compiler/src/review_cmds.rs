@@ -1,0 +1,191 @@
+//! The binary's side of `bellc diff`, `build --diff`, `publish` and `status`: reading the
+//! stores, passing the clock in, printing and exit codes. The logic is in `bellc::diff` and
+//! `bellc::status`.
+
+use bell_store::Store;
+use bellc::diff::{self, ReleaseDiff, Side};
+use bellc::status::{self, FleetStatus, HostState};
+use std::path::Path;
+
+/// How many host names a group prints before "and N more" (all of them are in `--json`).
+const HOSTS_SHOWN: usize = 10;
+
+/// Exit 0 without changes, 1 with.
+pub fn diff_sides(old: &dyn Side, new: &dyn Side, json: bool) -> Result<u8, String> {
+    show_diff(&diff::diff(old, new)?, json)
+}
+
+pub fn show_diff(d: &ReleaseDiff, json: bool) -> Result<u8, String> {
+    if json {
+        let text = serde_json::to_string_pretty(&d).map_err(|e| e.to_string())?;
+        println!("{text}");
+    } else {
+        print_diff(d);
+    }
+    Ok(u8::from(!d.is_empty()))
+}
+
+pub fn diff_dirs(old: &Path, new: &Path, json: bool) -> Result<u8, String> {
+    let old = diff::DirSide::open(old)?;
+    let new = diff::DirSide::open(new)?;
+    diff_sides(&old, &new, json)
+}
+
+fn hosts_line(hosts: &[String]) -> String {
+    let mut line = hosts
+        .iter()
+        .take(HOSTS_SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if hosts.len() > HOSTS_SHOWN {
+        line.push_str(&format!(" and {} more", hosts.len() - HOSTS_SHOWN));
+    }
+    line
+}
+
+fn print_diff(d: &ReleaseDiff) {
+    let total = d.changes.len();
+    for (i, c) in d.changes.iter().enumerate() {
+        println!(
+            "bundle change {}/{total}: {} host(s), {} → {}",
+            i + 1,
+            c.hosts.len(),
+            diff::short(&c.old),
+            diff::short(&c.new)
+        );
+        println!("  hosts: {}", hosts_line(&c.hosts));
+        for m in &c.manifest {
+            println!("  ~ manifest: {m}");
+        }
+        for r in &c.resources {
+            let details = if r.details.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", r.details.join("; "))
+            };
+            println!("  {} resource {}{details}", r.change.symbol(), r.key);
+        }
+        for (what, list) in [("file", &c.files), ("script", &c.scripts)] {
+            for f in list {
+                let details = if f.details.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", f.details.join("; "))
+                };
+                println!("  {} {what} {}{details}", f.change.symbol(), f.path);
+                if let Some(text) = &f.diff {
+                    for line in text.lines() {
+                        println!("      {line}");
+                    }
+                }
+            }
+        }
+    }
+    if !d.added.is_empty() {
+        let hosts: Vec<String> = d.added.keys().cloned().collect();
+        println!("added hosts: {}", hosts_line(&hosts));
+    }
+    if !d.removed.is_empty() {
+        let hosts: Vec<String> = d.removed.keys().cloned().collect();
+        println!("removed hosts: {}", hosts_line(&hosts));
+    }
+    println!("{}", d.summary());
+}
+
+pub fn publish(out: &Path, dest: &str) -> Result<u8, String> {
+    let side = diff::DirSide::open(out)?;
+    let release = side.release();
+    let store = Store::parse(dest)?;
+    let hosts = store.publish(release)?;
+    println!(
+        "published release {} of fleet {} to {} ({hosts} hosts)",
+        release.version,
+        release.fleet,
+        store.describe()
+    );
+    Ok(0)
+}
+
+pub struct StatusArgs<'a> {
+    pub out: &'a Path,
+    pub source: &'a str,
+    pub stale_minutes: Option<u64>,
+    pub json: bool,
+    pub hosts: Option<&'a str>,
+    pub version: Option<&'a str>,
+}
+
+/// Exit 1 when a host failed or is unaccounted (or, as a gate, when the named hosts are not up
+/// to date on the version).
+pub fn status(args: &StatusArgs) -> Result<u8, String> {
+    let side = diff::DirSide::open(args.out)?;
+    let release = side.release();
+    let store = Store::parse(args.source)?;
+    let views = store.load_fleet(&release.fleet)?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let fleet = status::fleet_status(release, &views, now, args.stale_minutes.map(|m| m * 60));
+    if let Some(hosts) = args.hosts {
+        let Some(version) = args.version else {
+            return Err("`--hosts` needs `--version V`: the version the hosts must be on".into());
+        };
+        let names: Vec<String> = hosts
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        let gate = status::gate(&fleet, &names, version);
+        if args.json {
+            let text = serde_json::to_string_pretty(&gate).map_err(|e| e.to_string())?;
+            println!("{text}");
+        } else if gate.passed {
+            println!("all {} host(s) are up to date on {version}", names.len());
+        } else {
+            for (host, why) in &gate.not_ready {
+                println!("{host}: {why}");
+            }
+            println!(
+                "{} of {} host(s) are not up to date on {version}",
+                gate.not_ready.len(),
+                names.len()
+            );
+        }
+        return Ok(u8::from(!gate.passed));
+    }
+    if args.version.is_some() {
+        return Err("`--version` goes with `--hosts A,B`".into());
+    }
+    if args.json {
+        let text = serde_json::to_string_pretty(&fleet).map_err(|e| e.to_string())?;
+        println!("{text}");
+    } else {
+        print_status(&fleet);
+    }
+    Ok(u8::from(fleet.needs_attention()))
+}
+
+fn print_status(s: &FleetStatus) {
+    let width = s.hosts.iter().map(|h| h.host.len()).max().unwrap_or(0);
+    for h in &s.hosts {
+        if h.state == HostState::UpToDate {
+            continue;
+        }
+        let detail = h
+            .detail
+            .as_deref()
+            .map(|d| format!("  {d}"))
+            .unwrap_or_default();
+        println!("{:width$}  {:11}{detail}", h.host, h.state.as_str());
+    }
+    let versions: Vec<String> = s
+        .versions
+        .iter()
+        .map(|(v, n)| format!("{} {n}", diff::short(v)))
+        .collect();
+    println!("versions: {}", versions.join(", "));
+    println!("{}", s.summary());
+}

@@ -1,0 +1,273 @@
+//! `bellc status`: bundles applied with the real bell-run to several temporary roots, reports
+//! filed to a real etcd (and, the same scenario, to a directory). One host fails on purpose,
+//! one never reports, one reported too long ago, one is still on the previous release, one
+//! drifted, and one host outside the release reports: every host gets the right state, the
+//! failed host comes first, and the exit code says that someone must look.
+mod common;
+mod review_common;
+use common::*;
+use review_common::*;
+use std::path::Path;
+
+fn spec(swappiness: u32) -> String {
+    format!(
+        r#"fleet "lab" target="debian-12"
+host "ok-1" address="10.0.0.1" role="web"
+host "ok-2" address="10.0.0.2" role="web"
+host "broken" address="10.0.0.3" role="web"
+host "silent" address="10.0.0.4" role="web"
+host "old" address="10.0.0.5" role="web"
+host "behind" address="10.0.0.6" role="web"
+host "drifty" address="10.0.0.7" role="web"
+sysctl {{
+    vm.swappiness {swappiness}
+}}
+limit "nofile" domain="*" type="soft" item="nofile" value=4096
+"#
+    )
+}
+
+fn build(f: &Fixture, out: &str) -> bell_bundle::Release {
+    let run = f.bellc(&["build", "bell.kdl", "-o", out]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    serde_json::from_str(&std::fs::read_to_string(f.path().join(out).join("release.json")).unwrap())
+        .unwrap()
+}
+
+/// Runs the fleet through its day and returns `bellc status --json` for `source`.
+fn scenario(dest: &str) -> (serde_json::Value, i32, Fixture, String) {
+    let bin = bell_run();
+    let f = Fixture::spec(&spec(10));
+    let v1 = build(&f, "v1");
+    std::fs::write(f.path().join("bell.kdl"), spec(20)).unwrap();
+    let v2 = build(&f, "v2");
+    assert_ne!(v1.version, v2.version);
+    let roots = tempfile::tempdir().unwrap();
+    let apply = |host: &str, out: &str, version: &str, env: &[(&str, &str)]| {
+        let root = roots.path().join(host);
+        std::fs::create_dir_all(&root).unwrap();
+        let bundle = f.path().join(out).join("hosts").join(host);
+        run_bin(
+            &bin,
+            &[
+                "apply",
+                bundle.to_str().unwrap(),
+                "--root",
+                root.to_str().unwrap(),
+                "--report",
+                dest,
+                "--host",
+                host,
+                "--release",
+                version,
+            ],
+            env,
+        )
+    };
+    for host in ["ok-1", "ok-2", "drifty"] {
+        let out = apply(host, "v2", &v2.version, &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    }
+    // The previous release only.
+    let out = apply("behind", "v1", &v1.version, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // Reported, but three hours ago.
+    let long_ago = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        - 3 * 3600)
+        .to_string();
+    let out = apply("old", "v2", &v2.version, &[("BELL_RUN_NOW", &long_ago)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // A root where the limits directory is a file: the file switch cannot happen.
+    let broken = roots.path().join("broken");
+    std::fs::create_dir_all(broken.join("etc/security")).unwrap();
+    std::fs::write(broken.join("etc/security/limits.d"), "not a directory\n").unwrap();
+    let out = apply("broken", "v2", &v2.version, &[]);
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+    // A host the release does not know, applying some bundle.
+    let stranger = roots.path().join("stranger");
+    std::fs::create_dir_all(&stranger).unwrap();
+    let bundle = f.path().join("v2/hosts/ok-1");
+    let out = run_bin(
+        &bin,
+        &[
+            "apply",
+            bundle.to_str().unwrap(),
+            "--root",
+            stranger.to_str().unwrap(),
+            "--report",
+            dest,
+            "--host",
+            "stranger",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // Drift behind bell's back on one host, found by a check.
+    let drifty = roots.path().join("drifty");
+    std::fs::write(
+        drifty.join("etc/sysctl.d/60-bell.conf"),
+        "vm.swappiness = 99\n",
+    )
+    .unwrap();
+    let out = run_bin(
+        &bin,
+        &[
+            "check",
+            "--root",
+            drifty.to_str().unwrap(),
+            "--report",
+            dest,
+            "--host",
+            "drifty",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+
+    let source = if dest.starts_with("etcd://") {
+        "--store"
+    } else {
+        "--reports"
+    };
+    let status = f.bellc(&["status", "v2", source, dest, "--stale", "60", "--json"]);
+    assert!(status.stderr.is_empty(), "{}", status.stderr);
+    let value: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
+    (value, status.code, f, v2.version)
+}
+
+fn check_status(dest: &str) {
+    let (value, code, f, version) = scenario(dest);
+    assert_eq!(code, 1, "a failed and unaccounted hosts exit 1");
+    let states: Vec<(String, String)> = value["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["host"].as_str().unwrap().to_string(),
+                h["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("broken", "failed"),
+        ("old", "unaccounted"),
+        ("silent", "unaccounted"),
+        ("drifty", "drifted"),
+        ("behind", "pending"),
+        ("ok-1", "up-to-date"),
+        ("ok-2", "up-to-date"),
+        ("stranger", "unknown"),
+    ]
+    .iter()
+    .map(|(h, s)| (h.to_string(), s.to_string()))
+    .collect();
+    assert_eq!(states, expected, "failed hosts first");
+    let host = |name: &str| {
+        value["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["host"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert!(
+        host("broken")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("limits.d/60-bell.conf` cannot be created"),
+        "{value:#}"
+    );
+    assert!(
+        host("old")["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("last report 180 minutes ago"),
+        "{value:#}"
+    );
+    assert_eq!(host("silent")["detail"], "no report");
+    assert_eq!(host("drifty")["detail"], "file:/etc/sysctl.d/60-bell.conf");
+    assert_eq!(value["counts"]["up-to-date"], 2);
+    assert_eq!(value["counts"]["unaccounted"], 2);
+    assert_eq!(value["counts"]["failed"], 1);
+    assert_eq!(
+        value["versions"][&version], 5,
+        "ok-1, ok-2, drifty, old and broken said v2: {value:#}"
+    );
+
+    // As a rollout gate.
+    let source = if dest.starts_with("etcd://") {
+        "--store"
+    } else {
+        "--reports"
+    };
+    let gate = |hosts: &str| {
+        f.bellc(&[
+            "status",
+            "v2",
+            source,
+            dest,
+            "--hosts",
+            hosts,
+            "--version",
+            &version[..12],
+        ])
+    };
+    let run = gate("ok-1,ok-2");
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let run = gate("ok-1,behind,silent");
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.contains("behind: pending"), "{}", run.stdout);
+    assert!(run.stdout.contains("silent: unaccounted"), "{}", run.stdout);
+
+    // The text form: failures first, then the summary line.
+    let run = f.bellc(&["status", "v2", source, dest, "--stale", "60"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stdout.lines().next().unwrap().starts_with("broken "),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .trim_end()
+            .ends_with("2 up-to-date, 1 pending, 1 drifted, 1 failed, 2 unaccounted, 1 unknown"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn status_from_a_real_etcd() {
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    check_status(&etcd.url);
+    // One state per category: the keys hold plain states.
+    let client = etcd.client();
+    assert_eq!(
+        client.get("/bell/lab/status/apply/broken").unwrap(),
+        Some(b"failed".to_vec())
+    );
+    assert_eq!(
+        client.get("/bell/lab/status/check/drifty").unwrap(),
+        Some(b"drifted".to_vec())
+    );
+    assert_eq!(
+        client.get("/bell/lab/status/apply/drifty").unwrap(),
+        Some(b"success".to_vec())
+    );
+    assert!(client.get("/bell/lab/running/silent").unwrap().is_none());
+}
+
+#[test]
+fn status_from_a_report_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let reports = dir.path().join("reports");
+    check_status(reports.to_str().unwrap());
+    assert!(Path::new(&reports).join("broken.json").is_file());
+}

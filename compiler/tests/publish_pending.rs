@@ -1,0 +1,111 @@
+//! `bellc publish OUT --store etcd://…` makes a build the fleet's desired release in a real
+//! etcd, and `bell-run pending` tells a host whether its applied bundle is the desired one
+//! (exit 0 up to date, 10 update pending).
+mod common;
+mod review_common;
+use common::*;
+use review_common::*;
+
+fn spec(hosts: &[&str], value: u32) -> String {
+    let mut s = String::from("fleet \"lab\" target=\"debian-12\"\n");
+    for (i, h) in hosts.iter().enumerate() {
+        s.push_str(&format!("host \"{h}\" address=\"10.0.0.{}\"\n", i + 1));
+    }
+    s.push_str(&format!("sysctl {{\n    vm.swappiness {value}\n}}\n"));
+    s
+}
+
+fn release(f: &Fixture, out: &str) -> bell_bundle::Release {
+    serde_json::from_str(&std::fs::read_to_string(f.path().join(out).join("release.json")).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn publish_sets_the_desired_release_and_pending_compares_with_it() {
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let bin = bell_run();
+    let client = etcd.client();
+    let f = Fixture::spec(&spec(&["a", "b"], 10));
+    assert_eq!(f.bellc(&["build", "bell.kdl", "-o", "v1"]).code, 0);
+    let published = f.bellc(&["publish", "v1", "--store", &etcd.url]);
+    assert_eq!(published.code, 0, "{}", published.stderr);
+    let v1 = release(&f, "v1");
+    assert_eq!(
+        client.get("/bell/lab/current_version").unwrap(),
+        Some(v1.version.clone().into_bytes())
+    );
+    assert_eq!(
+        client.get("/bell/lab/desired/a").unwrap(),
+        Some(v1.hosts["a"].bundle.clone().into_bytes())
+    );
+
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path().to_str().unwrap();
+    let pending = |extra: &[&str]| {
+        let mut args = vec!["pending", "--store", &etcd.url, "--host", "a", "--root", r];
+        args.extend_from_slice(extra);
+        run_bin(&bin, &args, &[])
+    };
+    // Nothing applied: the fleet must be named, and an update is pending.
+    let out = pending(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("--fleet NAME"), "{}", text(&out));
+    let out = pending(&["--fleet", "lab"]);
+    assert_eq!(out.status.code(), Some(10), "{}", text(&out));
+
+    let bundle = f.path().join("v1/hosts/a");
+    let out = run_bin(&bin, &["apply", bundle.to_str().unwrap(), "--root", r], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = pending(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("a is up to date"),
+        "{}",
+        text(&out)
+    );
+
+    // A new release that changes the host and drops `b`.
+    std::fs::write(f.path().join("bell.kdl"), spec(&["a"], 30)).unwrap();
+    assert_eq!(f.bellc(&["build", "bell.kdl", "-o", "v2"]).code, 0);
+    assert_eq!(f.bellc(&["publish", "v2", "--store", &etcd.url]).code, 0);
+    let v2 = release(&f, "v2");
+    assert!(
+        client.get("/bell/lab/desired/b").unwrap().is_none(),
+        "a host that left is not desired"
+    );
+    let out = pending(&["--json"]);
+    assert_eq!(out.status.code(), Some(10), "{}", text(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["pending"], true);
+    assert_eq!(value["desired"], v2.hosts["a"].bundle.as_str());
+    assert_eq!(value["applied"], v1.hosts["a"].bundle.as_str());
+    assert_eq!(value["version"], v2.version.as_str());
+
+    // A host the release does not have.
+    let out = run_bin(
+        &bin,
+        &["pending", "--store", &etcd.url, "--host", "b", "--root", r],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("no desired bundle for host `b`"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn publish_needs_etcd() {
+    let f = Fixture::spec(&spec(&["a"], 1));
+    assert_eq!(f.bellc(&["build", "bell.kdl", "-o", "out"]).code, 0);
+    let run = f.bellc(&["publish", "out", "--store", "somedir"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("needs an etcd store"), "{}", run.stderr);
+    // An etcd that is not there: a clear error, not a hang.
+    let run = f.bellc(&["publish", "out", "--store", "etcd://127.0.0.1:1"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("cannot connect"), "{}", run.stderr);
+}

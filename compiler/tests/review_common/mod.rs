@@ -1,0 +1,155 @@
+//! Harness for the fleet review tests: the real `bell-run` binary (built on demand, since a
+//! test of one package cannot name another package's binary), a real etcd server on a free
+//! loopback port with a temporary data directory (killed on drop), and CI's rule that a
+//! missing tool fails instead of skipping.
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Whether `tool` is on PATH; under CI a missing tool is a failure, elsewhere a skip.
+pub fn require(tool: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .chain(["/usr/sbin", "/sbin"].map(PathBuf::from))
+        .any(|d| d.join(tool).is_file());
+    if !found {
+        assert!(
+            std::env::var("CI").is_err(),
+            "`{tool}` is missing and CI is set: install it (.ci/test does)"
+        );
+        eprintln!("skipping: `{tool}` is not installed");
+    }
+    found
+}
+
+/// The bell-run binary of this workspace, built if needed (a no-op when up to date).
+pub fn bell_run() -> PathBuf {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "-p", "bell-run", "--bin", "bell-run"])
+        .current_dir(workspace)
+        .status()
+        .expect("run cargo build -p bell-run");
+    assert!(status.success(), "cargo build -p bell-run failed");
+    // Tests run from target/debug/deps/; the binaries are one level up.
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let bin = dir.join("bell-run");
+    assert!(bin.is_file(), "no bell-run at {}", bin.display());
+    bin
+}
+
+pub fn run_bin(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(bin);
+    cmd.args(args).env("NO_COLOR", "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+        "{} panicked:\n{}",
+        bin.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+pub fn text(out: &Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A real etcd on loopback, for one test.
+pub struct Etcd {
+    child: Child,
+    pub url: String,
+    pub endpoint: String,
+    _data: tempfile::TempDir,
+}
+
+impl Etcd {
+    /// `None` (a skip) only outside CI when etcd is not installed.
+    pub fn start() -> Option<Etcd> {
+        if !require("etcd") {
+            return None;
+        }
+        // Another process may take a port between probing and binding; try a few.
+        for _ in 0..5 {
+            let data = tempfile::tempdir().expect("tempdir");
+            let (client, peer) = (free_port(), free_port());
+            let endpoint = format!("127.0.0.1:{client}");
+            let peer_url = format!("http://127.0.0.1:{peer}");
+            let client_url = format!("http://{endpoint}");
+            let log = std::fs::File::create(data.path().join("etcd.log")).expect("log");
+            let child = Command::new("etcd")
+                .arg("--name=bell-test")
+                .arg(format!("--data-dir={}", data.path().join("data").display()))
+                .arg(format!("--listen-client-urls={client_url}"))
+                .arg(format!("--advertise-client-urls={client_url}"))
+                .arg(format!("--listen-peer-urls={peer_url}"))
+                .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+                .arg(format!("--initial-cluster=bell-test={peer_url}"))
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("start etcd");
+            let mut etcd = Etcd {
+                child,
+                url: format!("etcd://{endpoint}"),
+                endpoint,
+                _data: data,
+            };
+            if etcd.wait_ready() {
+                return Some(etcd);
+            }
+        }
+        panic!("etcd did not become ready on a free loopback port in five tries");
+    }
+
+    fn wait_ready(&mut self) -> bool {
+        let store = bell_store::Etcd {
+            endpoint: self.endpoint.clone(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if store.put("/bell-test/ready", b"1").is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+
+    pub fn client(&self) -> bell_store::Etcd {
+        bell_store::Etcd {
+            endpoint: self.endpoint.clone(),
+        }
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,201 @@
+//! Drift: does the host still match the generation bell applied? Managed files are compared by
+//! bell-run itself (content, mode, owner, group); live values only the bundle knows how to read
+//! back, so each resource may ship a `check` script (exit 0 in sync, 2 drifted, printing what
+//! differs). `bell-run check` reports both; `apply` runs the same checks on resources it would
+//! otherwise leave alone, so that applying the same bundle again repairs live drift too.
+
+use crate::accounts::Accounts;
+use crate::apply::{Ctx, Refusal};
+use crate::plan::{Change, Plan};
+use crate::rootfs::Root;
+use crate::scripts::Exit;
+use crate::state::{self, State};
+use bell_bundle::{sha256_hex, Manifest, Resource};
+use bell_store::Drift;
+use serde::Serialize;
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+/// One resource's check.
+#[derive(Debug, Clone, Serialize)]
+pub struct Checked {
+    pub key: String,
+    /// `in-sync`, `drifted`, `error` (the check itself failed) or `no-check`.
+    pub result: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// The result of `bell-run check`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckReport {
+    pub generation: String,
+    pub fleet: String,
+    pub resources: Vec<Checked>,
+    pub drift: Vec<Drift>,
+    /// Resources whose check could not run or did not answer 0 or 2.
+    pub errors: Vec<String>,
+    /// The manifest of the applied generation, for metrics.
+    #[serde(skip)]
+    pub manifest: Option<Manifest>,
+}
+
+/// Runs a resource's check script, if it has one.
+pub fn run_one(ctx: &Ctx, bundle: &Path, generation: &str, resource: &Resource) -> Checked {
+    let key = resource.key();
+    let Some(script) = &resource.check else {
+        return Checked {
+            key,
+            result: "no-check".to_string(),
+            detail: None,
+        };
+    };
+    let log = state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("check.log");
+    let env = ctx.env(&resource.kind, &resource.name, generation);
+    let (exit, _) = ctx.run_sh(bundle, &script.path, env, log.clone());
+    let said = fs::read_to_string(&log).unwrap_or_default();
+    let said = said.trim();
+    let (result, detail) = match exit {
+        Exit::Code(0) => ("in-sync", None),
+        Exit::Code(2) => (
+            "drifted",
+            Some(if said.is_empty() {
+                "its check reports drift".to_string()
+            } else {
+                said.lines().collect::<Vec<_>>().join("; ")
+            }),
+        ),
+        other => (
+            "error",
+            Some(match said.lines().last() {
+                Some(line) => format!("check {}: {line}", other.describe()),
+                None => format!("check {}", other.describe()),
+            }),
+        ),
+    };
+    Checked {
+        key,
+        result: result.to_string(),
+        detail,
+    }
+}
+
+/// For `apply`: checks every resource the plan would leave alone, and marks the drifted ones
+/// `Drifted` so that they are applied again. Returns what was found drifted.
+pub fn mark_drifted(
+    ctx: &Ctx,
+    manifest: &Manifest,
+    bundle: &Path,
+    generation: &str,
+    plan: &mut Plan,
+) -> Vec<Drift> {
+    let mut drift = Vec::new();
+    for (resource, planned) in manifest.resources.iter().zip(plan.resources.iter_mut()) {
+        if planned.change != Change::Unchanged || resource.exec.is_some() {
+            continue;
+        }
+        let checked = run_one(ctx, bundle, generation, resource);
+        if checked.result == "drifted" {
+            planned.change = Change::Drifted;
+            drift.push(Drift {
+                name: checked.key,
+                detail: checked.detail.unwrap_or_default(),
+            });
+        }
+    }
+    drift
+}
+
+/// How a managed file on disk differs from the bundle, if it does.
+fn file_drift(root: &Root, accounts: &Accounts, file: &bell_bundle::File) -> Option<String> {
+    let target = root.host(&file.path);
+    let meta = match fs::symlink_metadata(&target) {
+        Ok(meta) => meta,
+        Err(_) => return Some("missing".to_string()),
+    };
+    if !meta.file_type().is_file() {
+        return Some("no longer a regular file".to_string());
+    }
+    let mut diffs = Vec::new();
+    if !fs::read(&target).is_ok_and(|bytes| sha256_hex(&bytes) == file.sha256) {
+        diffs.push("content differs".to_string());
+    }
+    let mode = bell_bundle::parse_mode(&file.mode).unwrap_or(0o644);
+    if meta.mode() & 0o7777 != mode {
+        diffs.push(format!(
+            "mode {:04o}, the bundle sets {}",
+            meta.mode() & 0o7777,
+            file.mode
+        ));
+    }
+    let uid = accounts.uid(&file.owner).ok();
+    let gid = accounts.gid(&file.group).ok();
+    if uid != Some(meta.uid()) || gid != Some(meta.gid()) {
+        diffs.push(format!(
+            "owner {}:{}, the bundle sets {}:{}",
+            meta.uid(),
+            meta.gid(),
+            file.owner,
+            file.group
+        ));
+    }
+    (!diffs.is_empty()).then(|| diffs.join(", "))
+}
+
+/// `bell-run check`: the applied generation against the host.
+pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
+    let Some(generation) = state.generation.clone() else {
+        return Err(Refusal::new(format!(
+            "no generation has been applied under {}",
+            ctx.root.dir.display()
+        ))
+        .help("there is nothing to check until `bell-run apply` has run"));
+    };
+    let bundle = state::generation_dir(ctx.root, &generation);
+    let manifest = bell_bundle::verify_dir(&bundle).map_err(|e| {
+        Refusal::new(format!(
+            "bell-run's copy of the applied generation does not verify: {e}"
+        ))
+        .help("apply the bundle again from its source")
+    })?;
+    let accounts = Accounts::load(&ctx.root.dir);
+    let mut drift = Vec::new();
+    for file in &manifest.files {
+        if ctx.root.check_contained(&file.path).is_err() {
+            drift.push(Drift {
+                name: format!("file:{}", file.path),
+                detail: "a directory on its path now leads outside the root".to_string(),
+            });
+            continue;
+        }
+        if let Some(detail) = file_drift(ctx.root, &accounts, file) {
+            drift.push(Drift {
+                name: format!("file:{}", file.path),
+                detail,
+            });
+        }
+    }
+    let mut resources = Vec::new();
+    let mut errors = Vec::new();
+    for resource in &manifest.resources {
+        let checked = run_one(ctx, &bundle, &generation, resource);
+        match checked.result.as_str() {
+            "drifted" => drift.push(Drift {
+                name: checked.key.clone(),
+                detail: checked.detail.clone().unwrap_or_default(),
+            }),
+            "error" => errors.push(checked.key.clone()),
+            _ => {}
+        }
+        resources.push(checked);
+    }
+    Ok(CheckReport {
+        generation,
+        fleet: manifest.fleet.clone(),
+        resources,
+        drift,
+        errors,
+        manifest: Some(manifest),
+    })
+}

@@ -1,0 +1,255 @@
+//! After `apply` and `check`: the report filed with `--report DEST` (a directory or etcd) and
+//! the metrics written with `--metrics FILE`. Both describe the same run; filing is best
+//! effort in the sense that the run's own result and exit code stand whether or not the store
+//! was reachable (a host that cannot report shows up as unaccounted in `bellc status`).
+
+use crate::apply::{self, Refusal};
+use crate::check::CheckReport;
+use crate::metrics::{self, Metrics};
+use crate::rootfs::Root;
+use crate::state;
+use bell_bundle::Manifest;
+use bell_store::{Report, ResourceResult, State, Store, REPORT_FORMAT};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// What the command line asked to be written after the run.
+pub struct Sinks {
+    pub report: Option<String>,
+    pub metrics: Option<PathBuf>,
+    pub host: Option<String>,
+    pub release: Option<String>,
+}
+
+impl Sinks {
+    pub fn wanted(&self) -> bool {
+        self.report.is_some() || self.metrics.is_some()
+    }
+}
+
+/// The host's name: `--host`, else `ROOT/etc/hostname`.
+pub fn host_name(given: Option<&str>, root: &Path) -> Result<String, String> {
+    if let Some(name) = given {
+        return Ok(name.to_string());
+    }
+    let path = root.join("etc/hostname");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        format!(
+            "cannot tell the host's name from {}: {e}; pass `--host NAME`",
+            path.display()
+        )
+    })?;
+    let name = text.trim();
+    if name.is_empty() {
+        return Err(format!("{} is empty; pass `--host NAME`", path.display()));
+    }
+    Ok(name.to_string())
+}
+
+/// One finished run, whatever the command.
+pub struct Run<'a> {
+    pub command: &'a str,
+    pub root: &'a Path,
+    pub started_at: u64,
+    pub result: State,
+    pub bundle: Option<String>,
+    pub fleet: Option<String>,
+    pub resources: Vec<ResourceResult>,
+    pub drift: Vec<bell_store::Drift>,
+    pub error: Option<String>,
+    /// Categories this run sets (its own, and `check` after a clean apply).
+    pub status: BTreeMap<String, State>,
+    /// Out of sync after the run, when known.
+    pub drifted_after: Option<usize>,
+}
+
+pub fn from_apply<'a>(root: &'a Path, started_at: u64, rep: &apply::Report) -> Run<'a> {
+    let result = if rep.failed.is_empty() {
+        State::Success
+    } else {
+        State::Failed
+    };
+    let mut status = BTreeMap::from([("apply".to_string(), result)]);
+    if result == State::Success {
+        // The apply checked every resource and put back whatever had drifted.
+        status.insert("check".to_string(), State::Success);
+    }
+    let resources = rep
+        .reverts
+        .iter()
+        .chain(&rep.triggers)
+        .chain(&rep.resources)
+        .map(|o| ResourceResult {
+            key: o.key.clone(),
+            result: o.status.clone(),
+            detail: o.detail.clone(),
+        })
+        .collect();
+    let unrepaired = rep
+        .drift
+        .iter()
+        .filter(|d| rep.failed.contains(&d.name))
+        .count();
+    Run {
+        command: "apply",
+        root,
+        started_at,
+        result,
+        bundle: Some(rep.generation.clone()),
+        fleet: Some(rep.manifest.fleet.clone()),
+        resources,
+        drift: rep.drift.clone(),
+        error: None,
+        status,
+        drifted_after: Some(unrepaired),
+    }
+}
+
+pub fn from_check<'a>(root: &'a Path, started_at: u64, rep: &CheckReport) -> Run<'a> {
+    let result = if !rep.drift.is_empty() {
+        State::Drifted
+    } else if !rep.errors.is_empty() {
+        State::Failed
+    } else {
+        State::Success
+    };
+    Run {
+        command: "check",
+        root,
+        started_at,
+        result,
+        bundle: Some(rep.generation.clone()),
+        fleet: Some(rep.fleet.clone()),
+        resources: rep
+            .resources
+            .iter()
+            .map(|c| ResourceResult {
+                key: c.key.clone(),
+                result: c.result.clone(),
+                detail: c.detail.clone(),
+            })
+            .collect(),
+        drift: rep.drift.clone(),
+        error: None,
+        status: BTreeMap::from([("check".to_string(), result)]),
+        drifted_after: Some(rep.drift.len()),
+    }
+}
+
+/// A refused run: nothing was done, so the category records a failure. The fleet and bundle
+/// come from the bundle's manifest as far as it can be read at all.
+pub fn from_refusal<'a>(
+    command: &'a str,
+    root: &'a Path,
+    started_at: u64,
+    bundle: Option<&Path>,
+    refusal: &Refusal,
+) -> Run<'a> {
+    let (fleet, id) = match bundle {
+        Some(dir) => (
+            std::fs::read_to_string(dir.join(bell_bundle::MANIFEST_FILE))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .and_then(|v| v.get("fleet").and_then(|f| f.as_str()).map(str::to_string)),
+            dir.canonicalize()
+                .ok()
+                .and_then(|d| d.file_name().map(|n| n.to_string_lossy().to_string()))
+                .filter(|n| bell_bundle::is_bundle_id(n)),
+        ),
+        None => (None, None),
+    };
+    Run {
+        command,
+        root,
+        started_at,
+        result: State::Failed,
+        bundle: id,
+        fleet,
+        resources: Vec::new(),
+        drift: Vec::new(),
+        error: Some(refusal.message.clone()),
+        status: BTreeMap::from([(command.to_string(), State::Failed)]),
+        drifted_after: None,
+    }
+}
+
+/// Files the report and writes the metrics; problems are printed, never fatal.
+pub fn emit(sinks: &Sinks, run: Run) {
+    if !sinks.wanted() {
+        return;
+    }
+    let host = match host_name(sinks.host.as_deref(), run.root) {
+        Ok(host) => host,
+        Err(e) => {
+            eprintln!("warning: no report or metrics written: {e}");
+            return;
+        }
+    };
+    // The applied generation as recorded, for fleet and metrics when the run itself did not
+    // get that far.
+    let recorded = Root::open(run.root)
+        .ok()
+        .and_then(|root| state::load(&root).ok().map(|s| (root, s)));
+    let applied: Option<Manifest> = recorded.as_ref().and_then(|(root, s)| {
+        let id = s.generation.as_ref()?;
+        let dir = state::generation_dir(root, id);
+        let text = std::fs::read_to_string(dir.join(bell_bundle::MANIFEST_FILE)).ok()?;
+        Manifest::from_json(&text).ok()
+    });
+    let fleet = run
+        .fleet
+        .clone()
+        .or_else(|| applied.as_ref().map(|m| m.fleet.clone()));
+    let finished_at = state::now();
+    if let Some(dest) = &sinks.report {
+        match fleet.clone() {
+            None => eprintln!(
+                "warning: no report filed: the fleet is unknown (the bundle cannot be read and nothing was applied)"
+            ),
+            Some(fleet) => {
+                let mut report = Report {
+                    format: REPORT_FORMAT,
+                    host: host.clone(),
+                    fleet,
+                    command: run.command.to_string(),
+                    result: run.result,
+                    release: sinks.release.clone(),
+                    bundle: run.bundle.clone(),
+                    started_at: run.started_at,
+                    finished_at,
+                    resources: run.resources.clone(),
+                    drift: run.drift.clone(),
+                    error: run.error.clone(),
+                    status: run.status.clone(),
+                };
+                let filed = Store::parse(dest).and_then(|store| store.record(&mut report));
+                if let Err(e) = filed {
+                    eprintln!("warning: the report was not filed: {e}");
+                }
+            }
+        }
+    }
+    if let Some(path) = &sinks.metrics {
+        let state = recorded.as_ref().map(|(_, s)| s);
+        let mut kinds = BTreeMap::new();
+        for resource in applied.iter().flat_map(|m| &m.resources) {
+            *kinds.entry(resource.kind.clone()).or_insert(0) += 1;
+        }
+        let m = Metrics {
+            host,
+            fleet: fleet.unwrap_or_default(),
+            bundle: state.and_then(|s| s.generation.clone()),
+            release: sinks.release.clone(),
+            applied_at: state.and_then(|s| s.applied_at),
+            apply_ok: state.and_then(|s| s.result.as_deref().map(|r| r == "ok")),
+            drifted: run.drifted_after,
+            kinds,
+            command: run.command.to_string(),
+            run_at: finished_at,
+            run_ok: run.result == State::Success,
+        };
+        if let Err(e) = metrics::write(path, &metrics::render(&m)) {
+            eprintln!("warning: {e}");
+        }
+    }
+}

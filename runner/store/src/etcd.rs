@@ -1,0 +1,316 @@
+//! A minimal etcd v3 client over the server's HTTP/JSON gateway (`/v3/kv/...`): plain HTTP/1.1
+//! on a `std::net::TcpStream`, one request per connection. bell-run stays a small synchronous
+//! binary with no async runtime and no TLS stack; the fleet store is expected on a management
+//! network (or behind a local proxy that adds TLS).
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An etcd endpoint, `HOST:PORT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Etcd {
+    pub endpoint: String,
+}
+
+/// One key and its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    pub key: String,
+    pub value: Vec<u8>,
+}
+
+impl Etcd {
+    /// Parses `etcd://HOST:PORT` (no path, no credentials).
+    pub fn parse(url: &str) -> Result<Etcd, String> {
+        let rest = url
+            .strip_prefix("etcd://")
+            .ok_or_else(|| format!("`{url}` is not an etcd URL; expected `etcd://HOST:PORT`"))?;
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        let port_ok = rest
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if !port_ok || rest.contains('/') || rest.contains('@') {
+            return Err(format!(
+                "`{url}` is not an etcd URL; expected `etcd://HOST:PORT`, such as `etcd://127.0.0.1:2379`"
+            ));
+        }
+        Ok(Etcd {
+            endpoint: rest.to_string(),
+        })
+    }
+
+    pub fn put(&self, key: &str, value: &[u8]) -> Result<(), String> {
+        let body = serde_json::json!({ "key": b64(key.as_bytes()), "value": b64(value) });
+        self.call("/v3/kv/put", &body).map(|_| ())
+    }
+
+    pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
+        let body = serde_json::json!({ "key": b64(key.as_bytes()) });
+        let kvs = kvs(&self.call("/v3/kv/range", &body)?)?;
+        Ok(kvs.into_iter().next().map(|kv| kv.value))
+    }
+
+    /// Every key starting with `prefix`, sorted by key.
+    pub fn range_prefix(&self, prefix: &str) -> Result<Vec<KeyValue>, String> {
+        let body = serde_json::json!({
+            "key": b64(prefix.as_bytes()),
+            "range_end": b64(&prefix_end(prefix.as_bytes())),
+        });
+        kvs(&self.call("/v3/kv/range", &body)?)
+    }
+
+    pub fn delete_prefix(&self, prefix: &str) -> Result<(), String> {
+        let body = serde_json::json!({
+            "key": b64(prefix.as_bytes()),
+            "range_end": b64(&prefix_end(prefix.as_bytes())),
+        });
+        self.call("/v3/kv/deleterange", &body).map(|_| ())
+    }
+
+    pub fn delete(&self, key: &str) -> Result<(), String> {
+        let body = serde_json::json!({ "key": b64(key.as_bytes()) });
+        self.call("/v3/kv/deleterange", &body).map(|_| ())
+    }
+
+    fn call(&self, path: &str, body: &serde_json::Value) -> Result<serde_json::Value, String> {
+        let fail = |e: String| format!("etcd at {}: {e}", self.endpoint);
+        let body = body.to_string();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.endpoint,
+            body.len()
+        );
+        let response = self.exchange(request.as_bytes()).map_err(fail)?;
+        let (status, body) = parse_response(&response).map_err(fail)?;
+        let value: serde_json::Value = serde_json::from_slice(&body)
+            .map_err(|e| fail(format!("`{path}` answered with invalid JSON: {e}")))?;
+        if status != 200 {
+            let message = value
+                .get("message")
+                .or_else(|| value.get("error"))
+                .and_then(|m| m.as_str())
+                .unwrap_or("no message");
+            return Err(fail(format!(
+                "`{path}` failed with HTTP {status}: {message}"
+            )));
+        }
+        Ok(value)
+    }
+
+    fn exchange(&self, request: &[u8]) -> Result<Vec<u8>, String> {
+        let addrs = self
+            .endpoint
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve: {e}"))?;
+        let mut last = "no address".to_string();
+        for addr in addrs {
+            match TcpStream::connect_timeout(&addr, TIMEOUT) {
+                Ok(mut stream) => {
+                    let _ = stream.set_read_timeout(Some(TIMEOUT));
+                    let _ = stream.set_write_timeout(Some(TIMEOUT));
+                    stream
+                        .write_all(request)
+                        .map_err(|e| format!("cannot send: {e}"))?;
+                    let mut response = Vec::new();
+                    stream
+                        .read_to_end(&mut response)
+                        .map_err(|e| format!("cannot read the answer: {e}"))?;
+                    return Ok(response);
+                }
+                Err(e) => last = format!("cannot connect: {e}"),
+            }
+        }
+        Err(last)
+    }
+}
+
+fn kvs(value: &serde_json::Value) -> Result<Vec<KeyValue>, String> {
+    let mut out = Vec::new();
+    let Some(list) = value.get("kvs").and_then(|k| k.as_array()) else {
+        return Ok(out);
+    };
+    for kv in list {
+        let field = |name: &str| -> Result<Vec<u8>, String> {
+            match kv.get(name).and_then(|v| v.as_str()) {
+                // The gateway leaves out empty fields (an empty value).
+                None => Ok(Vec::new()),
+                Some(text) => unb64(text).ok_or_else(|| format!("etcd sent a bad base64 {name}")),
+            }
+        };
+        let key = String::from_utf8(field("key")?).map_err(|_| "etcd sent a non-UTF-8 key")?;
+        out.push(KeyValue {
+            key,
+            value: field("value")?,
+        });
+    }
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(out)
+}
+
+/// The smallest key after every key that starts with `prefix` (etcd's `range_end`).
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // All 0xff (or empty): to the end of the keyspace.
+    vec![0]
+}
+
+/// Splits an HTTP/1.1 response into status and body, undoing chunked transfer encoding.
+fn parse_response(bytes: &[u8]) -> Result<(u16, Vec<u8>), String> {
+    let split = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or("the answer is not HTTP")?;
+    let head = String::from_utf8_lossy(&bytes[..split]);
+    let body = &bytes[split + 4..];
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .ok_or_else(|| format!("bad HTTP status line `{status_line}`"))?;
+    let mut chunked = false;
+    let mut length = None;
+    for line in lines {
+        if let Some((name, value)) = line.split_once(':') {
+            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+            if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
+                chunked = true;
+            } else if name == "content-length" {
+                length = value.parse::<usize>().ok();
+            }
+        }
+    }
+    if chunked {
+        return dechunk(body).map(|b| (status, b));
+    }
+    let body = match length {
+        Some(n) if n <= body.len() => body[..n].to_vec(),
+        Some(_) => return Err("the answer was cut short".to_string()),
+        None => body.to_vec(),
+    };
+    Ok((status, body))
+}
+
+fn dechunk(mut body: &[u8]) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = body
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or("bad chunked encoding")?;
+        let size_text = String::from_utf8_lossy(&body[..line_end]);
+        let size_text = size_text.split(';').next().unwrap_or_default().trim();
+        let size = usize::from_str_radix(size_text, 16).map_err(|_| "bad chunk size")?;
+        body = &body[line_end + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        if body.len() < size + 2 {
+            return Err("the answer was cut short".to_string());
+        }
+        out.extend_from_slice(&body[..size]);
+        body = &body[size + 2..];
+    }
+}
+
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Standard base64 with padding, which the gateway uses for `bytes` fields.
+pub fn b64(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |acc, (i, b)| acc | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+pub fn unb64(text: &str) -> Option<Vec<u8>> {
+    let text = text.trim_end_matches('=');
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in text.bytes() {
+        let v = ALPHABET.iter().position(|a| *a == c)? as u32;
+        acc = acc << 6 | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits & 0xff) as u8);
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_round_trips_and_matches_the_rfc_vectors() {
+        for (plain, coded) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(b64(plain.as_bytes()), coded);
+            assert_eq!(unb64(coded).as_deref(), Some(plain.as_bytes()));
+        }
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(unb64(&b64(&all)), Some(all));
+        assert_eq!(unb64("Zm9v!"), None);
+    }
+
+    #[test]
+    fn prefix_end_is_the_next_key_after_the_prefix() {
+        assert_eq!(prefix_end(b"/bell/a/"), b"/bell/a0".to_vec());
+        assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
+        assert_eq!(prefix_end(b""), vec![0]);
+    }
+
+    #[test]
+    fn urls_need_host_and_port() {
+        assert_eq!(
+            Etcd::parse("etcd://127.0.0.1:2379").map(|e| e.endpoint),
+            Ok("127.0.0.1:2379".to_string())
+        );
+        assert!(Etcd::parse("etcd://127.0.0.1").is_err());
+        assert!(Etcd::parse("etcd://u:p@h:1").is_err());
+        assert!(Etcd::parse("etcd://h:1/x").is_err());
+        assert!(Etcd::parse("http://h:1").is_err());
+    }
+
+    #[test]
+    fn responses_with_length_or_chunks_parse() {
+        let plain = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+        assert_eq!(parse_response(plain), Ok((200, b"{}".to_vec())));
+        let chunked =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n1\r\n}\r\n0\r\n\r\n";
+        assert_eq!(parse_response(chunked), Ok((200, b"{}".to_vec())));
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}").is_err());
+    }
+}

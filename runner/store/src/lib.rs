@@ -1,0 +1,402 @@
+//! Where a fleet's state lives between bell-run on the hosts and bellc on a workstation: the
+//! report every `bell-run apply` and `check` files, the per-category status of each host, and
+//! the desired release that `bellc publish` sets.
+//!
+//! Two stores, chosen by the destination string:
+//!
+//! ```text
+//! DIR                       DIR/<host>.json: the host's last report, with its status map
+//! etcd://HOST:PORT          /bell/<fleet>/running/<host>           the host's last report
+//!                           /bell/<fleet>/status/<category>/<host> success | failed | drifted
+//!                           /bell/<fleet>/current_version          the published release
+//!                           /bell/<fleet>/desired/<host>           its bundle id for the host
+//! ```
+//!
+//! A category (`apply`, `check`) holds one state per host at a time: a new report replaces
+//! what the host said before in that category and leaves the other categories alone.
+//!
+//! Shared by bell-run (which writes) and bellc (which reads and publishes), so that both agree
+//! on the layout by construction. No clock here: callers pass timestamps in.
+
+pub mod etcd;
+
+use bell_bundle::Release;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+pub use etcd::Etcd;
+
+/// The report format this crate writes.
+pub const REPORT_FORMAT: u32 = 1;
+
+/// A host's state in one status category.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    Success,
+    Failed,
+    Drifted,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Success => "success",
+            State::Failed => "failed",
+            State::Drifted => "drifted",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<State> {
+        match text.trim() {
+            "success" => Some(State::Success),
+            "failed" => Some(State::Failed),
+            "drifted" => Some(State::Drifted),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What one `bell-run apply` or `check` found on one host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    pub format: u32,
+    pub host: String,
+    pub fleet: String,
+    /// `apply` or `check`: the status category this report sets.
+    pub command: String,
+    pub result: State,
+    /// The release version the host was told it is applying (`bell-run --release`); bundles
+    /// are shared between releases, so the bundle alone cannot say.
+    pub release: Option<String>,
+    /// The bundle the command ran against: the one applied, or the applied generation checked.
+    pub bundle: Option<String>,
+    /// Unix seconds.
+    pub started_at: u64,
+    pub finished_at: u64,
+    /// Every resource's result (`ok`, `failed`, `skipped`, `unchanged`, `in-sync`, ...).
+    #[serde(default)]
+    pub resources: Vec<ResourceResult>,
+    /// What did not match the bundle: managed files and resources whose check said so.
+    #[serde(default)]
+    pub drift: Vec<Drift>,
+    /// Why the command did nothing at all (a refusal), if it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The host's state in every category, this report's own and the last known of the others.
+    #[serde(default)]
+    pub status: BTreeMap<String, State>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceResult {
+    pub key: String,
+    pub result: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drift {
+    /// `file:/etc/...` for a managed file, `KIND:NAME` for a resource.
+    pub name: String,
+    pub detail: String,
+}
+
+/// Everything the store holds about one host of a fleet.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HostView {
+    pub report: Option<Report>,
+    pub status: BTreeMap<String, State>,
+}
+
+/// A report destination or source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Store {
+    Dir(PathBuf),
+    Etcd(Etcd),
+}
+
+/// Host and fleet names become one path component or key segment.
+pub fn check_name(what: &str, name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "the {what} name `{}` cannot be filed: use letters, digits, `-`, `_` and `.` (not first)",
+            name.escape_debug()
+        ))
+    }
+}
+
+pub fn running_key(fleet: &str, host: &str) -> String {
+    format!("/bell/{fleet}/running/{host}")
+}
+
+pub fn status_key(fleet: &str, category: &str, host: &str) -> String {
+    format!("/bell/{fleet}/status/{category}/{host}")
+}
+
+pub fn desired_key(fleet: &str, host: &str) -> String {
+    format!("/bell/{fleet}/desired/{host}")
+}
+
+pub fn version_key(fleet: &str) -> String {
+    format!("/bell/{fleet}/current_version")
+}
+
+impl Store {
+    /// `etcd://HOST:PORT` or a directory path.
+    pub fn parse(dest: &str) -> Result<Store, String> {
+        if dest.contains("://") {
+            return Etcd::parse(dest).map(Store::Etcd);
+        }
+        if dest.is_empty() {
+            return Err(
+                "an empty report destination; give a directory or `etcd://HOST:PORT`".into(),
+            );
+        }
+        Ok(Store::Dir(PathBuf::from(dest)))
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Store::Dir(dir) => dir.display().to_string(),
+            Store::Etcd(etcd) => format!("etcd://{}", etcd.endpoint),
+        }
+    }
+
+    /// Files a report: the host's running report, and its state in the report's categories
+    /// (`report.status`, which the caller fills). In a directory the categories the report
+    /// does not set are carried over from the host's previous report.
+    pub fn record(&self, report: &mut Report) -> Result<(), String> {
+        check_name("host", &report.host)?;
+        check_name("fleet", &report.fleet)?;
+        match self {
+            Store::Dir(dir) => {
+                let path = dir.join(format!("{}.json", report.host));
+                if let Some(previous) = read_report(&path)? {
+                    if previous.fleet == report.fleet {
+                        for (category, state) in previous.status {
+                            report.status.entry(category).or_insert(state);
+                        }
+                    }
+                }
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                let tmp = dir.join(format!(".{}.json.tmp", report.host));
+                let mut text = serde_json::to_string_pretty(report).unwrap_or_default();
+                text.push('\n');
+                std::fs::write(&tmp, text)
+                    .and_then(|()| std::fs::rename(&tmp, &path))
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))
+            }
+            Store::Etcd(etcd) => {
+                let text = serde_json::to_string(report).unwrap_or_default();
+                etcd.put(&running_key(&report.fleet, &report.host), text.as_bytes())?;
+                for (category, state) in &report.status {
+                    let key = status_key(&report.fleet, category, &report.host);
+                    etcd.put(&key, state.as_str().as_bytes())?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Every host the store has heard from in `fleet`.
+    pub fn load_fleet(&self, fleet: &str) -> Result<BTreeMap<String, HostView>, String> {
+        check_name("fleet", fleet)?;
+        let mut hosts: BTreeMap<String, HostView> = BTreeMap::new();
+        match self {
+            Store::Dir(dir) => {
+                let entries = std::fs::read_dir(dir)
+                    .map_err(|e| format!("cannot read the reports in {}: {e}", dir.display()))?;
+                for entry in entries {
+                    let entry = entry.map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+                    let name = entry.file_name().to_string_lossy().to_string();
+                    if name.starts_with('.') || !name.ends_with(".json") {
+                        continue;
+                    }
+                    let Some(report) = read_report(&entry.path())? else {
+                        continue;
+                    };
+                    if report.fleet != fleet {
+                        continue;
+                    }
+                    hosts.insert(
+                        report.host.clone(),
+                        HostView {
+                            status: report.status.clone(),
+                            report: Some(report),
+                        },
+                    );
+                }
+            }
+            Store::Etcd(etcd) => {
+                let running = format!("/bell/{fleet}/running/");
+                for kv in etcd.range_prefix(&running)? {
+                    let host = kv.key[running.len()..].to_string();
+                    let report: Report = serde_json::from_slice(&kv.value)
+                        .map_err(|e| format!("the report at `{}` is not valid: {e}", kv.key))?;
+                    hosts.entry(host).or_default().report = Some(report);
+                }
+                let status = format!("/bell/{fleet}/status/");
+                for kv in etcd.range_prefix(&status)? {
+                    let Some((category, host)) = kv.key[status.len()..].split_once('/') else {
+                        continue;
+                    };
+                    let text = String::from_utf8_lossy(&kv.value);
+                    let state = State::parse(&text)
+                        .ok_or_else(|| format!("`{}` holds `{text}`, not a state", kv.key))?;
+                    hosts
+                        .entry(host.to_string())
+                        .or_default()
+                        .status
+                        .insert(category.to_string(), state);
+                }
+            }
+        }
+        Ok(hosts)
+    }
+
+    /// Makes `release` the fleet's desired version: every host's bundle, hosts that left the
+    /// release removed, and the version written last so that whoever sees it sees the map.
+    pub fn publish(&self, release: &Release) -> Result<usize, String> {
+        let Store::Etcd(etcd) = self else {
+            return Err("`publish` needs an etcd store (`--store etcd://HOST:PORT`)".to_string());
+        };
+        check_name("fleet", &release.fleet)?;
+        let prefix = format!("/bell/{}/desired/", release.fleet);
+        for kv in etcd.range_prefix(&prefix)? {
+            if !release.hosts.contains_key(&kv.key[prefix.len()..]) {
+                etcd.delete(&kv.key)?;
+            }
+        }
+        for (host, entry) in &release.hosts {
+            check_name("host", host)?;
+            etcd.put(&desired_key(&release.fleet, host), entry.bundle.as_bytes())?;
+        }
+        etcd.put(&version_key(&release.fleet), release.version.as_bytes())?;
+        Ok(release.hosts.len())
+    }
+
+    /// The published version and the bundle desired for `host`.
+    pub fn desired(&self, fleet: &str, host: &str) -> Result<Desired, String> {
+        let Store::Etcd(etcd) = self else {
+            return Err("`pending` needs an etcd store (`--store etcd://HOST:PORT`)".to_string());
+        };
+        check_name("fleet", fleet)?;
+        check_name("host", host)?;
+        let text = |v: Option<Vec<u8>>| v.map(|b| String::from_utf8_lossy(&b).trim().to_string());
+        Ok(Desired {
+            version: text(etcd.get(&version_key(fleet))?),
+            bundle: text(etcd.get(&desired_key(fleet, host))?),
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Desired {
+    pub version: Option<String>,
+    pub bundle: Option<String>,
+}
+
+fn read_report(path: &Path) -> Result<Option<Report>, String> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| format!("{} is not a bell report: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(host: &str, command: &str, result: State) -> Report {
+        Report {
+            format: REPORT_FORMAT,
+            host: host.into(),
+            fleet: "f".into(),
+            command: command.into(),
+            result,
+            release: None,
+            bundle: None,
+            started_at: 1,
+            finished_at: 2,
+            resources: Vec::new(),
+            drift: Vec::new(),
+            error: None,
+            status: BTreeMap::from([(command.to_string(), result)]),
+        }
+    }
+
+    #[test]
+    fn a_directory_keeps_one_state_per_category() {
+        let dir = std::env::temp_dir().join(format!("bell-store-{}", std::process::id()));
+        let store = Store::Dir(dir.clone());
+        store
+            .record(&mut report("h1", "apply", State::Success))
+            .unwrap();
+        store
+            .record(&mut report("h1", "check", State::Drifted))
+            .unwrap();
+        store
+            .record(&mut report("h1", "check", State::Success))
+            .unwrap();
+        let fleet = store.load_fleet("f").unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let view = &fleet["h1"];
+        assert_eq!(
+            view.status,
+            BTreeMap::from([
+                ("apply".to_string(), State::Success),
+                ("check".to_string(), State::Success)
+            ])
+        );
+        assert_eq!(
+            view.report.as_ref().map(|r| r.command.as_str()),
+            Some("check")
+        );
+    }
+
+    #[test]
+    fn names_that_would_escape_a_key_or_directory_are_refused() {
+        for bad in ["", "..", ".h", "a/b", "a b", "h\n"] {
+            assert!(check_name("host", bad).is_err(), "{bad:?}");
+        }
+        assert!(check_name("host", "node-001.rack_2").is_ok());
+        let mut r = report("../x", "apply", State::Success);
+        assert!(Store::Dir(PathBuf::from("/nonexistent"))
+            .record(&mut r)
+            .is_err());
+    }
+
+    #[test]
+    fn destinations_parse() {
+        assert_eq!(
+            Store::parse("reports"),
+            Ok(Store::Dir(PathBuf::from("reports")))
+        );
+        assert!(matches!(
+            Store::parse("etcd://127.0.0.1:2379"),
+            Ok(Store::Etcd(_))
+        ));
+        assert!(Store::parse("https://x:1").is_err());
+    }
+}
