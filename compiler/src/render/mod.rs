@@ -168,8 +168,28 @@ impl Renderer {
         Renderer { env }
     }
 
-    /// Renders a stdlib template.
+    /// Renders a stdlib template. Stdlib templates are pure functions of their context, and
+    /// the bundles of a fleet render the same resource again and again, so results are
+    /// remembered per thread, keyed by the template and its context as JSON.
     pub fn stdlib(&self, name: &str, ctx: minijinja::Value) -> Result<String, String> {
+        use std::cell::RefCell;
+        thread_local! {
+            static RENDERED: RefCell<rustc_hash::FxHashMap<String, Result<String, String>>> =
+                RefCell::new(rustc_hash::FxHashMap::default());
+        }
+        let key = match serde_json::to_string(&ctx) {
+            Ok(json) => format!("{name}\0{json}"),
+            Err(_) => return self.render_stdlib(name, ctx),
+        };
+        if let Some(hit) = RENDERED.with(|r| r.borrow().get(&key).cloned()) {
+            return hit;
+        }
+        let result = self.render_stdlib(name, ctx);
+        RENDERED.with(|r| r.borrow_mut().insert(key, result.clone()));
+        result
+    }
+
+    fn render_stdlib(&self, name: &str, ctx: minijinja::Value) -> Result<String, String> {
         let template = self
             .env
             .get_template(name)

@@ -1,0 +1,340 @@
+//! `cargo bench -p bellc`: the scale benchmark of the README.
+//!
+//! For generated fleets (bellc::fleetgen) it runs the real `bellc build --timings` into a tmpfs
+//! OUT (/dev/shm) and prints, per fleet: phase times of a cold build (parse, resolve, render,
+//! write), the cold build, a no-change rebuild, a one-host-change rebuild, peak RSS, bundles and
+//! files, and the time `cp -a OUT OUT2` takes for the same output on the same file system (the
+//! floor for writing it) with the ratio of the cold build to it; then the same cold build on
+//! disk. Then bell-run: the first offline apply and a no-op re-apply of a typical bundle.
+//! Times are medians of `BELL_BENCH_RUNS` runs (default 3). `BELL_BENCH_QUICK=1` runs the
+//! small fleets only. Nothing here asserts a target: the figures go into the README as they are.
+
+use bellc::fleetgen::{FleetGen, Inventory, Shape};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+struct Fleet {
+    label: &'static str,
+    gen: FleetGen,
+    disk: bool,
+}
+
+#[derive(Default, Clone)]
+struct Timings {
+    total: f64,
+    parse: f64,
+    resolve: f64,
+    render: f64,
+    write: f64,
+    rss_kib: u64,
+    bundles: u64,
+    bundles_written: u64,
+    links_written: u64,
+    release_written: bool,
+    skipped: bool,
+}
+
+fn bellc() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_bellc"))
+}
+
+fn build(dir: &Path, out: &Path, extra: &[&str]) -> Timings {
+    let mut cmd = Command::new(bellc());
+    cmd.arg("build")
+        .arg("--timings")
+        .args(extra)
+        .arg("bell.kdl")
+        .arg("-o")
+        .arg(out)
+        .current_dir(dir);
+    let output = cmd.output().expect("run bellc");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "bellc build failed:\n{stderr}");
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("timings: "))
+        .expect("a timings line");
+    let v: serde_json::Value = serde_json::from_str(line).expect("timings json");
+    let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+    let u = |k: &str| v[k].as_u64().unwrap_or(0);
+    Timings {
+        total: f("total_s"),
+        parse: f("parse_s"),
+        resolve: f("resolve_s"),
+        render: f("render_s"),
+        write: f("write_s"),
+        rss_kib: u("peak_rss_kib"),
+        bundles: u("bundles"),
+        bundles_written: u("bundles_written"),
+        links_written: u("links_written"),
+        release_written: v["release_written"].as_bool().unwrap_or(false),
+        skipped: v["skipped"].as_bool().unwrap_or(false),
+    }
+}
+
+fn median_by(mut runs: Vec<Timings>) -> Timings {
+    runs.sort_by(|a, b| a.total.total_cmp(&b.total));
+    runs[runs.len() / 2].clone()
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+fn rm(path: &Path) {
+    let _ = std::fs::remove_dir_all(path);
+}
+
+fn count_files(dir: &Path) -> usize {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| !e.file_type().is_dir())
+        .count()
+}
+
+fn time_cp(from: &Path, to: &Path) -> f64 {
+    rm(to);
+    let t = Instant::now();
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .expect("cp")
+        .success();
+    assert!(ok, "cp -a failed");
+    let secs = t.elapsed().as_secs_f64();
+    rm(to);
+    secs
+}
+
+fn write_fleet(gen: &FleetGen, dir: &Path) {
+    rm(dir);
+    for (rel, text) in gen.generate() {
+        let path = dir.join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write fleet");
+    }
+}
+
+fn bench_fleet(fleet: &Fleet, scratch: &Path, disk_scratch: &Path, runs: usize) -> String {
+    let dir = scratch.join(format!("{}-{}", fleet.gen.shape.as_str(), fleet.gen.hosts));
+    write_fleet(&fleet.gen, &dir);
+    let out = dir.join("out");
+    let cold = median_by(
+        (0..runs)
+            .map(|_| {
+                rm(&out);
+                build(&dir, &out, &[])
+            })
+            .collect(),
+    );
+    let files = count_files(&out);
+    let nochange = median_by((0..runs).map(|_| build(&dir, &out, &[])).collect());
+    assert!(nochange.skipped, "an unchanged rebuild should be skipped");
+    let floor = median(
+        (0..runs)
+            .map(|_| time_cp(&out, &dir.join("out2")))
+            .collect(),
+    );
+
+    // One host changes: a host override of its own gives it a new bundle.
+    let first = fleet.gen.hosts()[0].name.clone();
+    let spec = dir.join("bell.kdl");
+    let original = std::fs::read_to_string(&spec).expect("spec");
+    let mut one = Vec::new();
+    for i in 0..runs {
+        std::fs::write(
+            &spec,
+            format!(
+                "{original}\noverride \"bench-one-host\" {{\n    match host=\"{first}\"\n    sysctl {{ kernel.panic {} }}\n}}\n",
+                30 + i
+            ),
+        )
+        .expect("spec");
+        let t = build(&dir, &out, &[]);
+        assert_eq!(t.bundles_written, 1, "a one-host change writes one bundle");
+        assert_eq!(t.links_written, 1, "a one-host change writes one pointer");
+        assert!(t.release_written);
+        one.push(t);
+    }
+    std::fs::write(&spec, &original).expect("spec");
+    let one = median_by(one);
+
+    let disk = if fleet.disk {
+        let ddir = disk_scratch.join(format!("{}-{}", fleet.gen.shape.as_str(), fleet.gen.hosts));
+        write_fleet(&fleet.gen, &ddir);
+        let dout = ddir.join("out");
+        let t = median_by(
+            (0..runs)
+                .map(|_| {
+                    rm(&dout);
+                    build(&ddir, &dout, &[])
+                })
+                .collect(),
+        );
+        let f = median(
+            (0..runs)
+                .map(|_| time_cp(&dout, &ddir.join("out2")))
+                .collect(),
+        );
+        rm(&ddir);
+        format!("{:.2} s (cp -a {:.2} s)", t.total, f)
+    } else {
+        "—".to_string()
+    };
+    rm(&dir);
+    format!(
+        "| {} | {} | {:.3} / {:.3} / {:.3} / {:.3} | **{:.3} s** | {:.3} s ({:.0} %) | {:.3} s | {} MiB | {} / {} | {:.3} s | {:.2}× | {} |",
+        fleet.label,
+        fleet.gen.hosts,
+        cold.parse,
+        cold.resolve,
+        cold.render,
+        cold.write,
+        cold.total,
+        nochange.total,
+        100.0 * nochange.total / cold.total,
+        one.total,
+        cold.rss_kib / 1024,
+        cold.bundles,
+        files,
+        floor,
+        cold.total / floor,
+        disk,
+    )
+}
+
+fn bell_run() -> PathBuf {
+    // The runner is another package; build it with the same profile next to bellc.
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let ok = Command::new(cargo)
+        .args(["build", "--release", "-q", "-p", "bell-run"])
+        .status()
+        .expect("cargo build bell-run")
+        .success();
+    assert!(ok, "cannot build bell-run");
+    let target = bellc().parent().expect("target dir").to_path_buf();
+    let candidates = [target.join("bell-run"), target.join("../release/bell-run")];
+    candidates
+        .into_iter()
+        .find(|p| p.is_file())
+        .expect("bell-run binary next to bellc")
+}
+
+fn bench_apply(scratch: &Path, runs: usize) -> String {
+    let gen = FleetGen {
+        hosts: 100,
+        seed: 7,
+        shape: Shape::Shared,
+        inventory: Inventory::Inline,
+    };
+    let dir = scratch.join("apply");
+    write_fleet(&gen, &dir);
+    let out = dir.join("out");
+    build(&dir, &out, &[]);
+    let host = gen.hosts()[0].name.clone();
+    let bundle = out.join("hosts").join(&host);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("bundle.json")).expect("manifest"))
+            .expect("manifest json");
+    let resources = manifest["resources"].as_array().map_or(0, Vec::len);
+    let files = manifest["files"].as_array().map_or(0, Vec::len);
+    let runner = bell_run();
+    let (mut first, mut again) = (Vec::new(), Vec::new());
+    for _ in 0..runs.max(5) {
+        let root = dir.join("root");
+        rm(&root);
+        std::fs::create_dir_all(root.join("etc")).expect("root");
+        for f in ["passwd", "group", "shadow", "gshadow"] {
+            let _ = std::fs::copy(Path::new("/etc").join(f), root.join("etc").join(f));
+        }
+        for times in [&mut first, &mut again] {
+            let t = Instant::now();
+            let status = Command::new(&runner)
+                .arg("apply")
+                .arg(&bundle)
+                .arg("--root")
+                .arg(&root)
+                .output()
+                .expect("bell-run");
+            times.push(t.elapsed().as_secs_f64());
+            assert!(
+                status.status.success(),
+                "bell-run apply failed: {}",
+                String::from_utf8_lossy(&status.stdout)
+            );
+        }
+    }
+    rm(&dir);
+    format!(
+        "| bell-run, offline, bundle `{host}` ({resources} resources, {files} files) | first apply {:.1} ms | no-op re-apply {:.1} ms |",
+        1000.0 * median(first),
+        1000.0 * median(again)
+    )
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument is not supported.
+    let runs: usize = std::env::var("BELL_BENCH_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let quick = std::env::var("BELL_BENCH_QUICK").is_ok();
+    let scratch = PathBuf::from("/dev/shm/bell-bench");
+    let disk_scratch = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bell-bench-disk");
+    let gen = |hosts, shape, inventory| FleetGen {
+        hosts,
+        seed: 1,
+        shape,
+        inventory,
+    };
+    let mut fleets = vec![
+        Fleet {
+            label: "shared, inline",
+            gen: gen(1_000, Shape::Shared, Inventory::Inline),
+            disk: true,
+        },
+        Fleet {
+            label: "shared, inline",
+            gen: gen(10_000, Shape::Shared, Inventory::Inline),
+            disk: true,
+        },
+    ];
+    if !quick {
+        fleets.extend([
+            Fleet {
+                label: "shared, json",
+                gen: gen(50_000, Shape::Shared, Inventory::Json),
+                disk: false,
+            },
+            Fleet {
+                label: "shared, json",
+                gen: gen(100_000, Shape::Shared, Inventory::Json),
+                disk: false,
+            },
+            Fleet {
+                label: "unique, json",
+                gen: gen(10_000, Shape::Unique, Inventory::Json),
+                disk: true,
+            },
+        ]);
+    }
+    println!(
+        "bellc scale benchmark: medians of {runs} runs, OUT on tmpfs ({})",
+        scratch.display()
+    );
+    println!();
+    println!("| fleet | hosts | cold: parse / resolve / render / write (s) | cold build | no-change rebuild | one-host change | peak RSS | bundles / files | `cp -a` floor | cold ÷ floor | cold build on disk |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for fleet in &fleets {
+        println!("{}", bench_fleet(fleet, &scratch, &disk_scratch, runs));
+    }
+    println!();
+    println!("{}", bench_apply(&scratch, runs));
+    rm(&scratch);
+    rm(&disk_scratch);
+}
