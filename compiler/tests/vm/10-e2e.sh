@@ -9,10 +9,13 @@
 # The spec is generated from specs/e2e.kdl.in: an SSH key pair and a password hash are made here,
 # at test time, so that no private key lives in the repository.
 #
-# The package comes from a local flat apt repository (lib/make-local-repo.sh) that is configured
-# outside bell with `[trusted=yes]`: an `apt-source` resource cannot express a trusted=yes
-# source (it renders `Signed-By:` only from an armoured `key`), and signing a Release file needs
-# gpg, which the image does not have. So this test manages the `package` only.
+# The package comes from a local flat apt repository (lib/make-local-repo.sh) that bell adds
+# with an `apt-source` resource. apt-source cannot express `[trusted=yes]` (it renders
+# `Signed-By:` from an armoured `key` only), so the repository is signed for real. The image has
+# no gpg (only gpgv), so specs/pgp.pl makes the OpenPGP key and the Release signature with openssl
+# and perl-base; apt verifies them with gpgv as on any host. The mirror's sources.list is moved
+# aside first, so that the apt-update trigger reads only the local repository (no network, and
+# none of the 40 s a mirror update takes under TCG).
 set -euo pipefail
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -33,6 +36,9 @@ app_conf=/etc/bell-e2e/app.conf
 limits_conf=/etc/security/limits.d/60-bell.conf
 sysctl_conf=/etc/sysctl.d/60-bell.conf
 sudoers=/etc/sudoers.d/bell-$user
+apt_sources=/etc/apt/sources.list.d/bell-e2e-repo.sources
+apt_keyring=/etc/apt/keyrings/bell-e2e-repo.asc
+repo=/srv/repo
 key=$work/id_ed25519
 profiles=/sys/kernel/security/apparmor/profiles
 
@@ -62,7 +68,15 @@ stamps() {
 }
 # complain_mode_names: the profile names aa-status lists in complain mode.
 complain_mode_names() {
-    aa-status | awk '/profiles are in complain mode/ { f = 1; next } /^[0-9]+ / { f = 0 } f { print $1 }'
+    local out
+    out=$(aa-status) || fail "aa-status failed"
+    awk '/profiles are in complain mode/ { f = 1; next } /^[0-9]+ / { f = 0 } f { print $1 }' <<<"$out"
+}
+# candidate PACKAGE: the version apt would install, "(none)" when no source has it.
+candidate() {
+    local out
+    out=$(apt-cache policy "$1") || fail "apt-cache policy $1 failed"
+    awk '$1 == "Candidate:" { c = $2 } END { print (c == "" ? "(none)" : c) }' <<<"$out"
 }
 
 # ---- the host before bell ----
@@ -86,16 +100,19 @@ password_hash=$(openssl passwd -6 "e2e-$RANDOM-$RANDOM")
 spec=$(<"$here/specs/e2e.kdl.in")
 # Quoted replacements: no `&` expansion (bash 5.2 patsub_replacement).
 spec=${spec//@SSH_KEY@/"$pubkey"}
-spec=${spec//@PASSWORD_HASH@/"$password_hash"}
+
+"$here/lib/make-local-repo.sh" "$repo" "$pkg" 1.0 >/dev/null
+openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$work/repo-key.pem" 2>/dev/null
+created=$(($(date +%s) - 60))
+perl "$here/specs/pgp.pl" key "$work/repo-key.pem" "$created" >"$work/repo-key.asc"
+perl "$here/specs/pgp.pl" sign "$work/repo-key.pem" "$created" "$repo/Release" >"$repo/Release.gpg"
+repo_key=$(sed 's/^/        /' "$work/repo-key.asc")
+spec=${spec//@REPO_KEY@/"$repo_key"}
 printf '%s\n' "$spec" >"$work/e2e.kdl"
 cp "$here/specs/e2e-after.kdl" "$work/e2e-after.kdl"
-
-repo=/srv/repo
-"$here/lib/make-local-repo.sh" "$repo" "$pkg" 1.0 >/etc/apt/sources.list.d/bell-e2e-test.list
-apt-get -o Dir::Etc::sourcelist=sources.list.d/bell-e2e-test.list -o Dir::Etc::sourceparts=- \
-    -o APT::Get::List-Cleanup=0 update -q >"$work/apt-update.out" 2>&1 \
-    || { cat "$work/apt-update.out" >&2; fail "apt-get update of the local repository failed"; }
-ok "ssh key pair, password hash and local apt repository $repo made"
+[ "$(candidate "$pkg")" = "(none)" ] || fail "apt knows $pkg before bell adds its source"
+if [ -e /etc/apt/sources.list ]; then mv /etc/apt/sources.list /etc/apt/sources.list.e2e-aside; fi
+ok "ssh key pair, password hash and a signed local apt repository $repo made"
 
 # ---- first apply ----
 build "$work/e2e.kdl" "$work/out1"
@@ -126,7 +143,7 @@ ok "mount: $unit active and enabled, findmnt shows tmpfs on $where ($opts)"
 
 # apparmor
 grep -qx "$profile (complain)" "$profiles" || fail "profile $profile not loaded in complain mode: $(grep "^$profile " "$profiles" || echo absent)"
-complain_mode_names | grep -qx "$profile" || fail "aa-status does not list $profile in complain mode"
+grep -qx "$profile" <<<"$(complain_mode_names)" || fail "aa-status does not list $profile in complain mode"
 ok "apparmor: $profile loaded in complain mode (kernel and aa-status)"
 
 # user
@@ -152,6 +169,14 @@ ok "user: ssh login with the key to 127.0.0.1, sudo -n works there"
     || fail "nofile limits in the ssh session are $(sed -n 2,3p <<<"$login" | tr '\n' ' '), not 4242 4242"
 ok "limit: $limits_conf holds '$user - nofile 4242' and the ssh session gets it"
 
+# apt-source
+grep -qx "Signed-By: $apt_keyring" "$apt_sources" || fail "$apt_sources lacks Signed-By: $(cat "$apt_sources")"
+grep -qx "URIs: file:$repo" "$apt_sources" || fail "$apt_sources lacks the URI: $(cat "$apt_sources")"
+cmp -s "$apt_keyring" "$work/repo-key.asc" || fail "$apt_keyring is not the spec's key"
+grep -Eq '^  \^ trigger:apt-update +ok$' "$work/first.out" || fail "the apt-update trigger did not run"
+[ "$(candidate "$pkg")" = 1.0 ] || fail "apt's candidate for $pkg is $(candidate "$pkg"), not 1.0"
+ok "apt-source: deb822 file with Signed-By $apt_keyring; apt update verified the signed repository"
+
 # package
 dpkg -s "$pkg" 2>/dev/null | grep -qx 'Status: install ok installed' || fail "dpkg -s $pkg: not installed"
 [ "$(cat "/usr/share/$pkg/version")" = 1.0 ] || fail "$pkg 1.0 files missing"
@@ -170,7 +195,8 @@ before=$(stamps "${watched[@]}")
 mount_since=$(systemctl show -P ActiveEnterTimestampMonotonic "$unit")
 apply second "$bundle1"
 grep -qx 'result: 0 changed' "$work/second.out" || fail "second apply did not report 'result: 0 changed'"
-ok "second apply: exit 0, 0 changed"
+! grep -q 'trigger:' "$work/second.out" || fail "the second apply ran a trigger"
+ok "second apply: exit 0, 0 changed, no trigger"
 after=$(stamps "${watched[@]}")
 if [ "$before" != "$after" ]; then
     diff <(echo "$before") <(echo "$after") >&2 || :
@@ -197,7 +223,7 @@ state=$(systemctl is-active "$unit" || :)
 ok "mount: $unit $state, unit file and enable link gone, $where unmounted and removed"
 
 ! grep -q "^$profile " "$profiles" || fail "profile $profile is still loaded: $(grep "^$profile " "$profiles")"
-! complain_mode_names | grep -qx "$profile" || fail "aa-status still lists $profile"
+! grep -qx "$profile" <<<"$(complain_mode_names)" || fail "aa-status still lists $profile"
 [ ! -e "/etc/apparmor.d/$profile" ] || fail "/etc/apparmor.d/$profile still exists"
 ok "apparmor: $profile unloaded, its file gone"
 
@@ -207,14 +233,22 @@ getent passwd "$user" >/dev/null || fail "$user was removed, but purge-expired i
 chage -l "$user" | grep -Eq '^Account expires[[:space:]]*: .*1970$' || { chage -l "$user"; fail "chage -l: $user does not expire"; }
 [[ $(getent shadow "$user" | cut -d: -f2) == '!'* ]] || fail "the password of $user is not locked"
 [ ! -e "$sudoers" ] || fail "$sudoers still exists"
-! sudo -l -U "$user" | grep -q NOPASSWD || fail "sudo -l -U $user still grants sudo"
-if ssh_as true 2>/dev/null; then fail "ssh login as the expired $user still works"; fi
-ok "user: $user kept but expired (chage -l: 1970) and locked, sudoers drop-in gone, ssh login refused"
+sudo_now=$(sudo -l -U "$user" 2>&1 || :)
+! grep -q NOPASSWD <<<"$sudo_now" || fail "sudo -l -U $user still grants sudo: $sudo_now"
+if ssh_as true 2>"$work/ssh.err"; then fail "ssh login as the expired $user still works"; fi
+! grep -q 'Connection refused' "$work/ssh.err" || fail "sshd is not running, the login refusal shows nothing"
+ok "user: $user kept but expired (chage -l: 1970) and locked, sudoers drop-in gone, ssh login refused ($(tr '\n' ' ' <"$work/ssh.err"))"
 
 ! dpkg -s "$pkg" >/dev/null 2>&1 || dpkg -s "$pkg" | grep -q '^Status: deinstall' \
     || fail "$pkg (installed by bell) is still installed: $(dpkg -s "$pkg" | grep ^Status)"
 [ ! -e "/usr/share/$pkg/version" ] || fail "files of $pkg are still there"
 ok "package: $pkg removed (bell installed it)"
+
+[ ! -e "$apt_sources" ] || fail "$apt_sources still exists"
+[ ! -e "$apt_keyring" ] || fail "$apt_keyring still exists"
+grep -Eq '^  \^ trigger:apt-update +ok$' "$work/revert.out" || fail "the apt-update trigger did not run after the source left"
+[ "$(candidate "$pkg")" = "(none)" ] || fail "apt still offers $pkg ($(candidate "$pkg")) after its source left"
+ok "apt-source: sources file and keyring gone, apt no longer offers $pkg"
 
 [ ! -e "$limits_conf" ] || fail "$limits_conf still exists: $(cat "$limits_conf")"
 ok "limit: $limits_conf gone"
