@@ -97,9 +97,6 @@ ssh-keygen -q -t ed25519 -N '' -C bell-e2e -f "$key"
 pubkey=$(cat "$key.pub")
 password_hash=$(openssl passwd -6 "e2e-$RANDOM-$RANDOM")
 [[ $password_hash =~ ^\$6\$[./A-Za-z0-9]+\$[./A-Za-z0-9]+$ ]] || fail "openssl passwd -6 gave '$password_hash'"
-spec=$(<"$here/specs/e2e.kdl.in")
-# Quoted replacements: no `&` expansion (bash 5.2 patsub_replacement).
-spec=${spec//@SSH_KEY@/"$pubkey"}
 
 "$here/lib/make-local-repo.sh" "$repo" "$pkg" 1.0 >/dev/null
 openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$work/repo-key.pem" 2>/dev/null
@@ -107,7 +104,12 @@ created=$(($(date +%s) - 60))
 perl "$here/specs/pgp.pl" key "$work/repo-key.pem" "$created" >"$work/repo-key.asc"
 perl "$here/specs/pgp.pl" sign "$work/repo-key.pem" "$created" "$repo/Release" >"$repo/Release.gpg"
 repo_key=$(sed 's/^/        /' "$work/repo-key.asc")
+spec=$(<"$here/specs/e2e.kdl.in")
+# Quoted replacements: no `&` expansion (bash 5.2 patsub_replacement).
+spec=${spec//@SSH_KEY@/"$pubkey"}
+spec=${spec//@PASSWORD_HASH@/"$password_hash"}
 spec=${spec//@REPO_KEY@/"$repo_key"}
+! grep -q '@[A-Z_]*@' <<<"$spec" || fail "placeholders left in the spec: $(grep -o '@[A-Z_]*@' <<<"$spec" | tr '\n' ' ')"
 printf '%s\n' "$spec" >"$work/e2e.kdl"
 cp "$here/specs/e2e-after.kdl" "$work/e2e-after.kdl"
 [ "$(candidate "$pkg")" = "(none)" ] || fail "apt knows $pkg before bell adds its source"
