@@ -47,7 +47,11 @@ apply() {
     local rc=0
     "$bell_run" apply "$2" >"$work/$1.out" 2>&1 || rc=$?
     sed "s/^/  bell-run: /" "$work/$1.out"
-    [ "$rc" = 0 ] || fail "bell-run apply ($1) exited $rc"
+    if [ "$rc" != 0 ]; then
+        find /var/lib/bell/log -name '*.log' -newer "$work/$1.out" -o -name '*.log' -mmin -2 | sort -u \
+            | while read -r log; do echo "--- $log" >&2; tail -n 20 "$log" >&2; done
+        fail "bell-run apply ($1) exited $rc"
+    fi
 }
 # build SPEC OUT: bellc build, which must succeed without warnings.
 build() {

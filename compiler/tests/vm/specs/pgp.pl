@@ -1,5 +1,8 @@
-# pgp.pl key|sign KEY.pem CREATED [FILE]: an RSA OpenPGP v4 public key (armoured, with a
-# self-signed user ID) or a binary detached SHA-256 signature of FILE, made with openssl.
+# pgp.pl key|sign KEY.pem CREATED [FILE]: the RSA key KEY.pem as an armoured OpenPGP v4 public
+# key (with a self-signed user ID), or an armoured detached SHA-256 signature of FILE by it.
+# The VM image has gpgv but no gpg, and an apt-source test needs a repository signed for real;
+# openssl does the RSA and the hashing, and this script only lays out the packets (RFC 4880)
+# with what perl-base has.
 use strict;
 use warnings;
 my ($mode, $pem, $created, $file) = @ARGV;
@@ -61,13 +64,17 @@ sub crc24 {
     }
     substr(pack('N', $crc & 0xffffff), 1)
 }
+sub armour {
+    my ($what, $bin) = @_;
+    my $b64 = base64($bin); $b64 =~ s/(.{64})/$1\n/g; $b64 =~ s/\n?$/\n/;
+    "-----BEGIN PGP $what-----\n\n$b64=" . base64(crc24($bin)) . "\n-----END PGP $what-----\n"
+}
 if ($mode eq 'key') {
     my $uid = 'bell e2e test repository';
     my $cert = signature(0x13, $pub_hashed . "\xb4" . pack('N', length $uid) . $uid, sub_packet(27, "\x03"));
-    my $bin = packet(6, $pub) . packet(13, $uid) . $cert;
-    my $b64 = base64($bin); $b64 =~ s/(.{64})/$1\n/g; $b64 =~ s/\n?$/\n/;
-    print "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\n$b64=" . base64(crc24($bin)) . "\n-----END PGP PUBLIC KEY BLOCK-----\n";
+    print armour('PUBLIC KEY BLOCK', packet(6, $pub) . packet(13, $uid) . $cert);
 } elsif ($mode eq 'sign') {
-    print signature(0x00, slurp($file));
+    # Armoured: apt passes gpgv only the armoured block of a Release.gpg, never binary data.
+    print armour('SIGNATURE', signature(0x00, slurp($file)));
 } else { die "usage: pgp.pl key|sign KEY.pem CREATED [FILE]\n" }
 unlink $tmp;
