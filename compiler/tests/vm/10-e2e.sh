@@ -243,7 +243,10 @@ sudo_now=$(sudo -l -U "$user" 2>&1 || :)
 ! grep -q NOPASSWD <<<"$sudo_now" || fail "sudo -l -U $user still grants sudo: $sudo_now"
 if ssh_as true 2>"$work/ssh.err"; then fail "ssh login as the expired $user still works"; fi
 ! grep -q 'Connection refused' "$work/ssh.err" || fail "sshd is not running, the login refusal shows nothing"
-ok "user: $user kept but expired (chage -l: 1970) and locked, sudoers drop-in gone, ssh login refused ($(tr '\n' ' ' <"$work/ssh.err"))"
+# sshd's own word on why, so that a refusal for another reason (a broken key) does not pass.
+why=$(journalctl -q -o cat -u ssh.service --no-pager | grep -Ei "$user.*(expired|locked)|(expired|locked).*$user" | tail -n 1)
+[ -n "$why" ] || { journalctl -q -u ssh.service --no-pager | tail -n 5 >&2; fail "sshd logged no expired or locked account for $user"; }
+ok "user: $user kept but expired (chage -l: 1970) and locked, sudoers drop-in gone, ssh login refused (sshd: $why)"
 
 ! dpkg -s "$pkg" >/dev/null 2>&1 || dpkg -s "$pkg" | grep -q '^Status: deinstall' \
     || fail "$pkg (installed by bell) is still installed: $(dpkg -s "$pkg" | grep ^Status)"
