@@ -100,6 +100,8 @@ pub struct Report {
     pub resources: Vec<Outcome>,
     /// Resources created, changed, retried, put back or departed.
     pub changed: usize,
+    /// Resources whose apply needs a live host (exit `EXIT_DEFERRED` offline).
+    pub deferred: usize,
     /// Resources, reverts and triggers that did not succeed.
     pub failed: Vec<String>,
     /// Resources whose check script found the live value drifted (they were applied again),
@@ -181,6 +183,7 @@ fn report(checked: &Checked, opts: &Options, recovered: Option<String>, plan: Pl
         triggers: Vec::new(),
         resources: Vec::new(),
         changed: 0,
+        deferred: 0,
         failed: Vec::new(),
         drift: Vec::new(),
         manifest: checked.manifest.clone(),
@@ -333,10 +336,18 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     let records = run_resources(&ctx, &checked, &copy, &plan, &state, &mut rep);
     failpoint::hit("after-apply");
 
+    // A deferred resource (work only a live host can do, during an image bake) is not counted
+    // as changed: an offline re-apply that defers it again changed nothing.
+    rep.deferred = rep
+        .resources
+        .iter()
+        .filter(|o| o.status == "deferred")
+        .count();
     rep.changed = plan
         .resources
         .iter()
-        .filter(|r| r.change != Change::Unchanged)
+        .zip(&rep.resources)
+        .filter(|(r, o)| r.change != Change::Unchanged && o.status != "deferred")
         .count()
         + plan.departed.len();
     rep.failed = rep

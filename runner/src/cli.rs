@@ -473,8 +473,13 @@ fn print_report(report: &Report) {
         let symbol = outcome.change.map(Change::symbol).unwrap_or(' ');
         print_outcome(&symbol.to_string(), outcome, width);
     }
+    let deferred = if report.deferred > 0 {
+        format!(", {} deferred to the first live apply", report.deferred)
+    } else {
+        String::new()
+    };
     if report.failed.is_empty() {
-        println!("result: {} changed", report.changed);
+        println!("result: {} changed{deferred}", report.changed);
     } else {
         println!(
             "result: {} changed, {} failed: {}",
