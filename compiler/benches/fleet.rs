@@ -7,7 +7,8 @@
 //! floor for writing it) with the ratio of the cold build to it; then the same cold build on
 //! disk. Then bell-run: the first offline apply and a no-op re-apply of a typical bundle.
 //! Times are medians of `BELL_BENCH_RUNS` runs (default 3). `BELL_BENCH_QUICK=1` runs the
-//! small fleets only. Nothing here asserts a target: the figures go into the README as they are.
+//! small fleets only; `BELL_BENCH_ONLY=TEXT` the fleets whose `shape-hosts` name contains TEXT.
+//! Nothing here asserts a target: the figures go into the README as they are.
 
 use bellc::fleetgen::{FleetGen, Inventory, Shape};
 use std::path::{Path, PathBuf};
@@ -330,8 +331,13 @@ fn main() {
     println!();
     println!("| fleet | hosts | cold: parse / resolve / render / write (s) | cold build | no-change rebuild | one-host change | peak RSS | bundles / files | `cp -a` floor | cold ÷ floor | cold build on disk |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    // `BELL_BENCH_ONLY=unique-10000` runs the fleets whose `shape-hosts` contains the text.
+    let only = std::env::var("BELL_BENCH_ONLY").unwrap_or_default();
     for fleet in &fleets {
-        println!("{}", bench_fleet(fleet, &scratch, &disk_scratch, runs));
+        let name = format!("{}-{}", fleet.gen.shape.as_str(), fleet.gen.hosts);
+        if name.contains(&only) {
+            println!("{}", bench_fleet(fleet, &scratch, &disk_scratch, runs));
+        }
     }
     println!();
     println!("{}", bench_apply(&scratch, runs));

@@ -444,7 +444,10 @@ fn base_config(kdl: &mut String) {
         &[
             "#!/bin/sh",
             "set -eu",
-            "out=$2",
+            "# Under BELL_ROOT, so that baking an image (bell-run --root) writes into the image.",
+            "root=${BELL_ROOT:-/}",
+            "out=${root%/}$2",
+            "mkdir -p \"${out%/*}\"",
             "{",
             "    echo \"fleet=$FLEET\"",
             "    echo \"kernel=$(uname -r)\"",
@@ -467,7 +470,7 @@ fn base_config(kdl: &mut String) {
     kdl.push_str(concat!(
         "exec \"002-scratch-check.sh\" rerun=\"always\" rerun-interval=3600 retry-interval=60 {\n",
         "    after \"mount:scratch\"\n",
-        "    script \"#!/bin/sh\\nset -eu\\ntest -d /srv/scratch\\ntest -w /srv/scratch\\n\"\n",
+        "    script \"#!/bin/sh\\nset -eu\\nroot=${BELL_ROOT:-/}\\ntest -d \\\"${root%/}/srv/scratch\\\"\\ntest -w \\\"${root%/}/srv/scratch\\\"\\n\"\n",
         "}\n",
     ));
     let profile = raw_block(
