@@ -271,9 +271,33 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         timeout: Duration::from_secs(opts.script_timeout),
         now: state::now(),
     };
-    // Live drift that only a check script can see: those resources are applied again.
-    let checked_drift =
-        crate::check::mark_drifted(&ctx, &checked.manifest, &copy, &checked.id, &mut plan);
+    // Live drift that only a check script can see: those resources are applied again. An
+    // offline root (an image being baked) has no live values of its own, and a re-apply there
+    // must cost no more than comparing hashes, so offline only what `bell-run check` marked
+    // drifted is checked again.
+    let marks = state::drift_marks_path(root);
+    let marked: Option<BTreeSet<String>> = opts.offline.then(|| {
+        fs::read_to_string(&marks)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    });
+    let checked_drift = if marked.as_ref().is_some_and(BTreeSet::is_empty) {
+        Vec::new()
+    } else {
+        crate::check::mark_drifted(
+            &ctx,
+            &checked.manifest,
+            &copy,
+            &checked.id,
+            &mut plan,
+            marked.as_ref(),
+        )
+    };
+    if !opts.dry_run {
+        let _ = fs::remove_file(&marks);
+    }
     let mut rep = report(&checked, opts, recovered, plan.clone());
     rep.drift = plan
         .files

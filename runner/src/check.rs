@@ -89,10 +89,14 @@ pub fn mark_drifted(
     bundle: &Path,
     generation: &str,
     plan: &mut Plan,
+    only: Option<&std::collections::BTreeSet<String>>,
 ) -> Vec<Drift> {
     let mut drift = Vec::new();
     for (resource, planned) in manifest.resources.iter().zip(plan.resources.iter_mut()) {
         if planned.change != Change::Unchanged || resource.exec.is_some() {
+            continue;
+        }
+        if only.is_some_and(|keys| !keys.contains(&resource.key())) {
             continue;
         }
         let checked = run_one(ctx, bundle, generation, resource);
@@ -189,6 +193,18 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
             _ => {}
         }
         resources.push(checked);
+    }
+    let marked: Vec<&str> = drift
+        .iter()
+        .filter(|d| !d.name.starts_with("file:"))
+        .map(|d| d.name.as_str())
+        .collect();
+    let marks = state::drift_marks_path(ctx.root);
+    if marked.is_empty() {
+        let _ = std::fs::remove_file(&marks);
+    } else {
+        // Best effort: without the marks an offline apply repairs the files but not these.
+        let _ = std::fs::write(&marks, marked.join("\n") + "\n");
     }
     Ok(CheckReport {
         generation,

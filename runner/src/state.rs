@@ -166,6 +166,12 @@ pub fn resource_log_dir(root: &Root, kind: &str, name: &str) -> PathBuf {
     root.bell_dir().join("log").join(resource_rel(kind, name))
 }
 
+/// Resources the last `bell-run check` found drifted, one key a line: an offline apply runs no
+/// check scripts of its own, so it repairs what a check reported.
+pub fn drift_marks_path(root: &Root) -> PathBuf {
+    root.bell_dir().join("drifted")
+}
+
 pub fn generations_dir(root: &Root) -> PathBuf {
     root.bell_dir().join("generations")
 }
