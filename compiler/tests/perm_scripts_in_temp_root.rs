@@ -148,6 +148,52 @@ perm "/etc/x" owner="nobody-here" mode="0640"
     assert!(String::from_utf8_lossy(&out.stderr).contains("user nobody-here does not exist"));
 }
 
+#[test]
+fn the_check_reports_paths_changed_behind_bells_back_and_new_matches() {
+    if !nix_root() {
+        return;
+    }
+    let c = compile_ok(
+        r#"
+fleet "t" target="ubuntu-24.04"
+host "h" address="10.0.0.1"
+perm "/srv/app/*.key" owner="app" group="app" mode="0600" ignore-missing=#true
+"#,
+    );
+    let b = only_bundle(&c);
+    let root = root_with_accounts();
+    let dir = root.path().join("srv/app");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("a.key"), "k").expect("write");
+    let state = tempfile::tempdir().expect("temp dir");
+    let apply = script(b, "perm", "/srv/app/*.key", "apply");
+    let check = script(b, "perm", "/srv/app/*.key", "check");
+    ok(&run(&apply, root.path(), state.path(), true));
+    let out = run(&check, root.path(), state.path(), true);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    // Someone changes the mode back, and a new key appears.
+    std::fs::set_permissions(dir.join("a.key"), std::fs::Permissions::from_mode(0o644))
+        .expect("chmod");
+    std::fs::write(dir.join("b.key"), "k").expect("write");
+    let out = run(&check, root.path(), state.path(), true);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains(
+            "/srv/app/a.key is 4242 4343 644 (uid gid mode), the bundle sets 4242 4343 600"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("/srv/app/b.key is 0 0 644"), "{said}");
+
+    // The apply that follows a drift report puts both right.
+    ok(&run(&apply, root.path(), state.path(), true));
+    assert_eq!(ids(&dir.join("b.key")), (4242, 4343, 0o600));
+    let out = run(&check, root.path(), state.path(), true);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
 /// chown needs root; elsewhere the test is skipped with a note (and fails in CI).
 fn nix_root() -> bool {
     let uid = std::fs::metadata("/proc/self")

@@ -1,9 +1,9 @@
 //! perm: owner, group and mode of paths bell does not create (globs expand on the host). The
 //! originals are recorded per path the first time and put back by the revert.
 //!
-//! bell-run re-runs an apply only when the resource changed, so a path that appears later (a
-//! new file matching the glob) or is changed back by someone else is corrected at the next
-//! apply of a changed bundle; keeping it corrected needs a periodic apply.
+//! A path that appears later (a new file matching the glob) or is changed back by someone else
+//! is found by the resource's check script, which `bell-run check` and every live apply run
+//! (the periodic timer's included), and the drifted resource is applied again.
 
 use super::{common, BundleBuilder, HostContext, NewResource, Renderer};
 use crate::diagnostic::Diagnostics;
@@ -25,7 +25,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             mode => p.str("mode"),
             ignore_missing => p.bool("ignore-missing").unwrap_or(false),
         };
-        let scripts = ["apply", "revert"].map(|role| {
+        let scripts = ["apply", "revert", "check"].map(|role| {
             common::script(
                 r,
                 "perm",
@@ -36,16 +36,19 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             )
         });
         match scripts {
-            [Ok(apply), Ok(revert)] => out.add_resource(NewResource {
-                kind: "perm",
-                name: p.name.clone(),
-                files: Vec::new(),
-                after: p.list("after").to_vec(),
-                apply: Some(apply),
-                revert: Some(revert),
-                exec: None,
-            }),
-            [Err(message), _] | [_, Err(message)] => {
+            [Ok(apply), Ok(revert), Ok(check)] => {
+                out.add_resource(NewResource {
+                    kind: "perm",
+                    name: p.name.clone(),
+                    files: Vec::new(),
+                    after: p.list("after").to_vec(),
+                    apply: Some(apply),
+                    revert: Some(revert),
+                    exec: None,
+                });
+                out.add_check("perm", &p.name, check);
+            }
+            [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => {
                 common::invalid(diags, p.origin.span, message, "")
             }
         }

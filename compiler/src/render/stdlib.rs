@@ -83,6 +83,10 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../../stdlib/perm/revert.sh.j2"),
     ),
     (
+        "perm/check.sh.j2",
+        include_str!("../../../stdlib/perm/check.sh.j2"),
+    ),
+    (
         "apparmor/apply.sh.j2",
         include_str!("../../../stdlib/apparmor/apply.sh.j2"),
     ),

@@ -178,6 +178,7 @@ pub fn script(b: &RenderedBundle, kind: &str, name: &str, role: &str) -> String 
         .unwrap_or_else(|| panic!("no resource {kind}:{name}"));
     let s = match role {
         "apply" => r.apply.as_ref(),
+        "check" => r.check.as_ref(),
         _ => r.revert.as_ref(),
     }
     .unwrap_or_else(|| panic!("{kind}:{name} has no {role} script"));
