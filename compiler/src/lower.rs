@@ -227,49 +227,31 @@ struct Lowerer<'a> {
     rollout_seen: bool,
 }
 
-const TOP_LEVEL: &[&str] = &[
+/// Nodes that are not resource kinds, by where they may stand. Resource kinds (`Kind::ALL`)
+/// may stand in both places.
+const TOP_LEVEL_ONLY: &[&str] = &[
     "fleet",
     "host",
     "inventory",
     "include",
-    "sysctl",
     "override",
     "rollout",
-    "limit",
-    "mount",
-    "ethtool",
-    "users",
-    "user",
-    "package",
-    "apt",
-    "apt-source",
-    "perm",
-    "exec",
-    "apparmor",
-    "file",
-    "unit",
 ];
+const OVERRIDE_ONLY: &[&str] = &["match", "remove", "service", "uses"];
 
-const IN_OVERRIDE: &[&str] = &[
-    "match",
-    "sysctl",
-    "remove",
-    "service",
-    "uses",
-    "limit",
-    "mount",
-    "ethtool",
-    "users",
-    "user",
-    "package",
-    "apt",
-    "apt-source",
-    "perm",
-    "exec",
-    "apparmor",
-    "file",
-    "unit",
-];
+/// The node names allowed at the top level or inside an override, for suggestions.
+fn allowed(in_override: bool) -> Vec<&'static str> {
+    let own = if in_override {
+        OVERRIDE_ONLY
+    } else {
+        TOP_LEVEL_ONLY
+    };
+    own.iter()
+        .copied()
+        .chain(std::iter::once("sysctl"))
+        .chain(Kind::ALL.iter().map(|k| k.keyword()))
+        .collect()
+}
 
 impl Lowerer<'_> {
     fn span(&self, file: FileId, span: SourceSpan) -> Span {
@@ -334,9 +316,9 @@ impl Lowerer<'_> {
         let help = match validate::did_you_mean(name, allowed.iter().copied()) {
             Some(s) => format!("did you mean `{s}`?"),
             None => {
-                if context == "at the top level" && IN_OVERRIDE.contains(&name) {
+                if context == "at the top level" && OVERRIDE_ONLY.contains(&name) {
                     format!("`{name}` is only allowed inside an `override` block")
-                } else if context == "inside `override`" && TOP_LEVEL.contains(&name) {
+                } else if context == "inside `override`" && TOP_LEVEL_ONLY.contains(&name) {
                     format!("`{name}` is only allowed at the top level")
                 } else {
                     format!("allowed here: {}", allowed.join(", "))
@@ -377,7 +359,7 @@ impl Lowerer<'_> {
                         push_resource(&mut self.spec.base, decl, self.diags, self.sources);
                     }
                 }
-                None => self.unknown_node(file, node, TOP_LEVEL, "at the top level"),
+                None => self.unknown_node(file, node, &allowed(false), "at the top level"),
             },
         }
     }
@@ -905,7 +887,7 @@ impl Lowerer<'_> {
                             push_resource(&mut ov.layer, decl, self.diags, self.sources);
                         }
                     }
-                    None => self.unknown_node(file, child, IN_OVERRIDE, "inside `override`"),
+                    None => self.unknown_node(file, child, &allowed(true), "inside `override`"),
                 },
             }
         }
