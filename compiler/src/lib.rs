@@ -13,6 +13,7 @@
 //!
 //! The library never prints or exits; `main.rs` owns the terminal and exit codes.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 pub mod diagnostic;
 pub mod diff;
 pub mod emit;

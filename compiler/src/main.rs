@@ -1,6 +1,7 @@
 //! The `bellc` command line. Owns the terminal: printing, colours and exit codes
 //! (0 ok, 1 spec errors or differences, 2 usage or I/O errors).
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 mod review_cmds;
 
 use bellc::diagnostic::Diagnostics;

@@ -1,5 +1,6 @@
 //! bell-run: applies a bundle built by bellc on a host. See runner/README.md.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 mod accounts;
 mod apply;
 mod check;

@@ -17,6 +17,7 @@
 //! This crate is deliberately small: serde types, hashing, and integrity checks. It knows nothing
 //! of sysctl, units or users; that knowledge lives in the scripts that the compiler renders.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;

@@ -18,6 +18,7 @@
 //! Shared by bell-run (which writes) and bellc (which reads and publishes), so that both agree
 //! on the layout by construction. No clock here: callers pass timestamps in.
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 pub mod etcd;
 
 use bell_bundle::Release;
