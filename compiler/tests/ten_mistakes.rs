@@ -97,3 +97,11 @@ fn did_you_mean_suggests_the_closest_name() {
         run.stderr
     );
 }
+
+/// The reports as a user sees them (no colour, 80 columns), reviewed as a snapshot.
+#[test]
+fn the_reports_read_well() {
+    let fx = Fixture::spec(SPEC).file("broken.kdl", "sysctl {\n  vm.swappiness 1\n");
+    let run = fx.bellc(&["check"]);
+    insta::assert_snapshot!(run.stderr);
+}

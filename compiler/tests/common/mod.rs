@@ -73,8 +73,15 @@ pub fn bellc_in(dir: &Path, args: &[&str]) -> Run {
     let output = Command::new(env!("CARGO_BIN_EXE_bellc"))
         .args(args)
         .current_dir(dir)
+        // Reports are compared as text: no colour, 80 columns, and a UTF-8 terminal pinned so
+        // miette's unicode detection reads the same on every machine.
         .env("NO_COLOR", "1")
         .env("COLUMNS", "80")
+        .env("TERM", "xterm-256color")
+        .env("LANG", "C.UTF-8")
+        .env("LC_ALL", "C.UTF-8")
+        .env("LC_CTYPE", "C.UTF-8")
+        .env_remove("CI")
         .output()
         .expect("run bellc");
     let run = Run::from(output);
