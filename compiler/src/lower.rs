@@ -264,8 +264,14 @@ impl Lowerer<'_> {
 
     fn file(&mut self, file: FileId) {
         let text = self.sources.get(file).text.clone();
+        let parsed = KdlDocument::parse_v2(&text);
+        self.parsed_file(file, parsed);
+    }
+
+    /// Lowers a file that is already parsed (included files are parsed in parallel).
+    fn parsed_file(&mut self, file: FileId, parsed: Result<KdlDocument, kdl::KdlError>) {
         let path = self.sources.get(file).path.clone();
-        let doc = match KdlDocument::parse_v2(&text) {
+        let doc = match parsed {
             Ok(doc) => doc,
             Err(err) => {
                 self.syntax_errors(file, err);
@@ -779,6 +785,9 @@ impl Lowerer<'_> {
             });
             return;
         }
+        // Read in order, parse in parallel (the KDL parser is the slow part of a large spec
+        // split into many files), then lower in order, so declaration order is kept.
+        let mut included: Vec<FileId> = Vec::new();
         for path in paths {
             let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
             if let Some(pos) = self.include_stack.iter().position(|(p, _)| {
@@ -814,8 +823,18 @@ impl Lowerer<'_> {
                     continue;
                 }
             };
-            let included = self.sources.add(&path, text);
-            self.file(included);
+            included.push(self.sources.add(&path, text));
+        }
+        let texts: Vec<std::sync::Arc<String>> = included
+            .iter()
+            .map(|&id| self.sources.get(id).text.clone())
+            .collect();
+        let parsed: Vec<Result<KdlDocument, kdl::KdlError>> = {
+            use rayon::prelude::*;
+            texts.par_iter().map(|t| KdlDocument::parse_v2(t)).collect()
+        };
+        for (id, doc) in included.into_iter().zip(parsed) {
+            self.parsed_file(id, doc);
         }
     }
 

@@ -18,6 +18,10 @@ fn nodes_in_the_wrong_place_say_where_they_belong() {
         "unknown node `pakage` inside `override`",
         "help: did you mean `package`?",
     ] {
-        assert!(run.stderr.contains(expected), "missing {expected:?} in:\n{}", run.stderr);
+        assert!(
+            run.stderr.contains(expected),
+            "missing {expected:?} in:\n{}",
+            run.stderr
+        );
     }
 }
