@@ -290,7 +290,15 @@ sudo_now=$(sudo -l -U "$user" 2>&1 || :)
 if ssh_as true 2>"$work/ssh.err"; then fail "ssh login as the expired $user still works"; fi
 ! grep -q 'Connection refused' "$work/ssh.err" || fail "sshd is not running, the login refusal shows nothing"
 # sshd's own word on why, so that a refusal for another reason (a broken key) does not pass.
-why=$(journalctl -q -o cat -u ssh.service --no-pager | grep -Ei "$user.*(expired|locked)|(expired|locked).*$user" | tail -n 1)
+# journald may not have stored sshd's line yet when the refused login returns: ask a few times.
+# By identifier, not unit: journald loses the unit of a preauth child that exited before it read
+# its cgroup.
+why=
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+    why=$(journalctl -q -o cat -t sshd --no-pager | grep -Ei "$user.*(expired|locked)|(expired|locked).*$user" | tail -n 1 || :)
+    [ -z "$why" ] || break
+    sleep 0.5
+done
 [ -n "$why" ] || { journalctl -q -u ssh.service --no-pager | tail -n 5 >&2; fail "sshd logged no expired or locked account for $user"; }
 ok "user: $user kept but expired (chage -l: 1970) and locked, sudoers drop-in gone, ssh login refused (sshd: $why)"
 
