@@ -183,7 +183,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         }
         let profiles: Vec<&str> = found.iter().map(|h| h.name.as_str()).collect();
         let ctx = context! { path, profile_hash, mode, profiles };
-        let scripts = ["apply", "revert"].map(|role| {
+        let scripts = ["apply", "revert", "check"].map(|role| {
             common::script(
                 r,
                 "apparmor",
@@ -194,16 +194,19 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             )
         });
         match scripts {
-            [Ok(apply), Ok(revert)] => out.add_resource(NewResource {
-                kind: "apparmor",
-                name: a.name.clone(),
-                files: vec![path],
-                after: a.list("after").to_vec(),
-                apply: Some(apply),
-                revert: Some(revert),
-                exec: None,
-            }),
-            [Err(message), _] | [_, Err(message)] => {
+            [Ok(apply), Ok(revert), Ok(check)] => {
+                out.add_resource(NewResource {
+                    kind: "apparmor",
+                    name: a.name.clone(),
+                    files: vec![path],
+                    after: a.list("after").to_vec(),
+                    apply: Some(apply),
+                    revert: Some(revert),
+                    exec: None,
+                });
+                out.add_check("apparmor", &a.name, check);
+            }
+            [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => {
                 common::invalid(diags, a.origin.span, message, "")
             }
         }

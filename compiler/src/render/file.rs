@@ -44,6 +44,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             continue;
         }
         reload |= path.starts_with(&format!("{unit_dir}/"));
+        let mut check = None;
         let (kind, scripts) = match res.kind {
             Kind::Unit => {
                 let enable = res.bool("enable").unwrap_or(false);
@@ -60,6 +61,17 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                 let ctx = context! {
                     unit => res.name, unit_dir, unit_hash => sha256, enable, start, install_links,
                 };
+                // A unit neither enabled nor started has nothing live to read back.
+                if enable || start {
+                    check = Some(common::script(
+                        r,
+                        "unit",
+                        &res.name,
+                        "check",
+                        "unit/check.sh.j2",
+                        ctx.clone(),
+                    ));
+                }
                 (
                     "unit",
                     ["apply", "revert"].map(|role| {
@@ -82,16 +94,28 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                 ("file", [apply.map(Some), Ok(None)])
             }
         };
+        let check = match check.transpose() {
+            Ok(check) => check,
+            Err(message) => {
+                common::invalid(diags, res.origin.span, message, "");
+                continue;
+            }
+        };
         match scripts {
-            [Ok(apply), Ok(revert)] => out.add_resource(NewResource {
-                kind,
-                name: res.name.clone(),
-                files: vec![path],
-                after: res.list("after").to_vec(),
-                apply,
-                revert,
-                exec: None,
-            }),
+            [Ok(apply), Ok(revert)] => {
+                out.add_resource(NewResource {
+                    kind,
+                    name: res.name.clone(),
+                    files: vec![path],
+                    after: res.list("after").to_vec(),
+                    apply,
+                    revert,
+                    exec: None,
+                });
+                if let Some(check) = check {
+                    out.add_check(kind, &res.name, check);
+                }
+            }
             [Err(message), _] | [_, Err(message)] => {
                 common::invalid(diags, res.origin.span, message, "")
             }

@@ -88,11 +88,15 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             );
             continue;
         }
+        // A bind mount shows its source's device and file system, not the spec's path.
+        let bind = m
+            .str("options")
+            .is_some_and(|o| o.split(',').any(|o| matches!(o.trim(), "bind" | "rbind")));
         let ctx = context! {
-            target, unit, unit_dir, unit_hash,
+            target, unit, unit_dir, unit_hash, device, type => fstype, bind,
             install_links => vec![context! { dir => "local-fs.target.wants" }],
         };
-        let scripts = ["apply", "revert"].map(|role| {
+        let scripts = ["apply", "revert", "check"].map(|role| {
             common::script(
                 r,
                 "mount",
@@ -103,16 +107,19 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             )
         });
         match scripts {
-            [Ok(apply), Ok(revert)] => out.add_resource(NewResource {
-                kind: "mount",
-                name: m.name.clone(),
-                files: vec![path],
-                after: Vec::new(),
-                apply: Some(apply),
-                revert: Some(revert),
-                exec: None,
-            }),
-            [Err(message), _] | [_, Err(message)] => {
+            [Ok(apply), Ok(revert), Ok(check)] => {
+                out.add_resource(NewResource {
+                    kind: "mount",
+                    name: m.name.clone(),
+                    files: vec![path],
+                    after: Vec::new(),
+                    apply: Some(apply),
+                    revert: Some(revert),
+                    exec: None,
+                });
+                out.add_check("mount", &m.name, check);
+            }
+            [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => {
                 common::invalid(diags, m.origin.span, message, "");
                 continue;
             }

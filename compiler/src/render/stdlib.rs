@@ -43,6 +43,10 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../../stdlib/systemd/disable-only.sh.j2"),
     ),
     (
+        "systemd/check-enabled.sh.j2",
+        include_str!("../../../stdlib/systemd/check-enabled.sh.j2"),
+    ),
+    (
         "sysctl/apply.sh.j2",
         include_str!("../../../stdlib/sysctl/apply.sh.j2"),
     ),
@@ -61,6 +65,10 @@ pub const TEMPLATES: &[(&str, &str)] = &[
     (
         "mount/revert.sh.j2",
         include_str!("../../../stdlib/mount/revert.sh.j2"),
+    ),
+    (
+        "mount/check.sh.j2",
+        include_str!("../../../stdlib/mount/check.sh.j2"),
     ),
     (
         "ethtool/ethtool.service.j2",
@@ -95,6 +103,10 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../../stdlib/apparmor/revert.sh.j2"),
     ),
     (
+        "apparmor/check.sh.j2",
+        include_str!("../../../stdlib/apparmor/check.sh.j2"),
+    ),
+    (
         "file/apply.sh.j2",
         include_str!("../../../stdlib/file/apply.sh.j2"),
     ),
@@ -107,6 +119,10 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../../stdlib/unit/revert.sh.j2"),
     ),
     (
+        "unit/check.sh.j2",
+        include_str!("../../../stdlib/unit/check.sh.j2"),
+    ),
+    (
         "user/common.sh.j2",
         include_str!("../../../stdlib/user/common.sh.j2"),
     ),
@@ -117,6 +133,10 @@ pub const TEMPLATES: &[(&str, &str)] = &[
     (
         "user/revert.sh.j2",
         include_str!("../../../stdlib/user/revert.sh.j2"),
+    ),
+    (
+        "user/check.sh.j2",
+        include_str!("../../../stdlib/user/check.sh.j2"),
     ),
     (
         "user/sudoers.j2",

@@ -164,32 +164,39 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             }
             files.push(staged.clone());
         }
+        let account = context! {
+            kind => "user", name,
+            shell => user.str("shell").unwrap_or(""),
+            sudo, password, manage_keys, keys,
+            sudoers_staged => staged, sudoers_dropin => dropin,
+        };
         let apply = r.stdlib(
             "user/apply.sh.j2",
-            context! {
-                kind => "user", name, role => "apply",
-                shell => user.str("shell").unwrap_or(""),
-                sudo, password, manage_keys, keys,
-                sudoers_staged => staged, sudoers_dropin => dropin,
-            },
+            context! { role => "apply", ..account.clone() },
         );
+        let check = r.stdlib("user/check.sh.j2", context! { role => "check", ..account });
         let revert = r.stdlib(
             "user/revert.sh.j2",
             context! {
                 kind => "user", name, role => "revert", purge, sudoers_dropin => dropin,
             },
         );
-        match (apply, revert) {
-            (Ok(apply), Ok(revert)) => out.add_resource(NewResource {
-                kind: "user",
-                name: name.to_string(),
-                files,
-                after: user.list("after").to_vec(),
-                apply: Some(apply),
-                revert: Some(revert),
-                exec: None,
-            }),
-            (Err(message), _) | (_, Err(message)) => diags.push(template_error(user, message)),
+        match (apply, revert, check) {
+            (Ok(apply), Ok(revert), Ok(check)) => {
+                out.add_resource(NewResource {
+                    kind: "user",
+                    name: name.to_string(),
+                    files,
+                    after: user.list("after").to_vec(),
+                    apply: Some(apply),
+                    revert: Some(revert),
+                    exec: None,
+                });
+                out.add_check("user", name, check);
+            }
+            (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
+                diags.push(template_error(user, message))
+            }
         }
     }
 
