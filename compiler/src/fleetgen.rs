@@ -182,11 +182,11 @@ const USERS: [(&str, bool, &str, &str); 3] = [
 const NIC: &str = "ens3";
 
 /// splitmix64 (Steele, Lea, Flood 2014): tiny, fast, and fixed forever, unlike a crate's
-/// default generator.
-struct SplitMix64(u64);
+/// default generator. Public for tests that need reproducible randomness too.
+pub struct SplitMix64(pub u64);
 
 impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -196,7 +196,7 @@ impl SplitMix64 {
 
     /// A number in `0..n` (`n > 0`), by multiply-shift; the bias is below 2^-32 for any
     /// `n` a fleet can have.
-    fn below(&mut self, n: usize) -> usize {
+    pub fn below(&mut self, n: usize) -> usize {
         ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
     }
 

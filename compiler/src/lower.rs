@@ -675,14 +675,27 @@ impl Lowerer<'_> {
         base.join(relative)
     }
 
+    /// The one path argument of `inventory` and `include`, resolved against the directory of
+    /// the file that holds the node.
+    fn path_arg(
+        &mut self,
+        file: FileId,
+        node: &KdlNode,
+        what: &str,
+    ) -> Option<(String, Span, PathBuf)> {
+        let (relative, span) = self.name_arg(file, node, what)?;
+        let keyword = node.name().value().to_string();
+        for (_, entry) in self.props(node) {
+            self.unknown_prop(file, &keyword, entry, &[]);
+        }
+        let full = self.resolve_relative(file, &relative);
+        Some((relative, span, full))
+    }
+
     fn inventory(&mut self, file: FileId, node: &KdlNode) {
-        let Some((relative, span)) = self.name_arg(file, node, "inventory file path") else {
+        let Some((relative, span, path)) = self.path_arg(file, node, "inventory file path") else {
             return;
         };
-        for (_, entry) in self.props(node) {
-            self.unknown_prop(file, "inventory", entry, &[]);
-        }
-        let path = self.resolve_relative(file, &relative);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) => {
@@ -745,13 +758,9 @@ impl Lowerer<'_> {
     }
 
     fn include(&mut self, file: FileId, node: &KdlNode) {
-        let Some((pattern, span)) = self.name_arg(file, node, "file or glob") else {
+        let Some((pattern, span, full)) = self.path_arg(file, node, "file or glob") else {
             return;
         };
-        for (_, entry) in self.props(node) {
-            self.unknown_prop(file, "include", entry, &[]);
-        }
-        let full = self.resolve_relative(file, &pattern);
         let is_glob = pattern.contains(['*', '?', '[']);
         let paths: Vec<PathBuf> = if is_glob {
             let full_text = full.to_string_lossy().to_string();

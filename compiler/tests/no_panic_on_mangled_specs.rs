@@ -4,20 +4,8 @@ mod common;
 use common::*;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// splitmix64: deterministic mutations, so a failure reproduces.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+/// Deterministic mutations, so a failure reproduces.
+use bellc::fleetgen::SplitMix64 as Rng;
 
 const TOKENS: &[&str] = &[
     "{",
