@@ -270,6 +270,34 @@ fn the_default_account_is_expired_and_given_back() {
     let root = Root::new(&b);
     root.ok("ubuntu", &script(&b, "default-account", "ubuntu", "apply"));
     assert_eq!(root.entry("shadow", "ubuntu").unwrap()[7], "1");
+
+    // The check: in sync now; drifted once someone re-enables the account behind bell's back.
+    let check = script(&b, "default-account", "ubuntu", "check");
+    root.ok("ubuntu", &check);
+    let unexpired = Command::new("usermod")
+        .args(["--root"])
+        .arg(root.dir.path())
+        .args(["--expiredate", "", "ubuntu"])
+        .status()
+        .expect("usermod");
+    assert!(unexpired.success());
+    let file = root.state.path().join("check.sh");
+    std::fs::write(&file, &check).unwrap();
+    let out = Command::new("sh")
+        .arg(&file)
+        .env("BELL_ROOT", root.dir.path())
+        .env("BELL_STATE", root.state.path().join("ubuntu"))
+        .env("BELL_OFFLINE", "1")
+        .output()
+        .expect("sh");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "account ubuntu is no longer expired (expiry field empty)\n"
+    );
+    root.ok("ubuntu", &script(&b, "default-account", "ubuntu", "apply"));
+    root.ok("ubuntu", &check);
+
     root.ok("ubuntu", &script(&b, "default-account", "ubuntu", "revert"));
     assert_eq!(root.entry("shadow", "ubuntu").unwrap()[7], "");
 }

@@ -151,6 +151,10 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../../stdlib/user/default-account-revert.sh.j2"),
     ),
     (
+        "user/default-account-check.sh.j2",
+        include_str!("../../../stdlib/user/default-account-check.sh.j2"),
+    ),
+    (
         "package/common.sh.j2",
         include_str!("../../../stdlib/package/common.sh.j2"),
     ),

@@ -225,18 +225,27 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         "user/default-account-revert.sh.j2",
         context! { kind => DEFAULT_ACCOUNT_KIND, name => account, role => "revert" },
     );
-    match (apply, revert) {
-        (Ok(apply), Ok(revert)) => out.add_resource(NewResource {
-            kind: DEFAULT_ACCOUNT_KIND,
-            name: account.to_string(),
-            files: Vec::new(),
-            // Only once a user who can take over is in place.
-            after: can_take_over,
-            apply: Some(apply),
-            revert: Some(revert),
-            exec: None,
-        }),
-        (Err(message), _) | (_, Err(message)) => diags.push(template_error(users[0], message)),
+    let check = r.stdlib(
+        "user/default-account-check.sh.j2",
+        context! { kind => DEFAULT_ACCOUNT_KIND, name => account, role => "check" },
+    );
+    match (apply, revert, check) {
+        (Ok(apply), Ok(revert), Ok(check)) => {
+            out.add_resource(NewResource {
+                kind: DEFAULT_ACCOUNT_KIND,
+                name: account.to_string(),
+                files: Vec::new(),
+                // Only once a user who can take over is in place.
+                after: can_take_over,
+                apply: Some(apply),
+                revert: Some(revert),
+                exec: None,
+            });
+            out.add_check(DEFAULT_ACCOUNT_KIND, account, check);
+        }
+        (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
+            diags.push(template_error(users[0], message))
+        }
     }
 }
 
