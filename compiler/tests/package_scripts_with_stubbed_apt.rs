@@ -142,6 +142,32 @@ impl Host {
         )
     }
 
+    /// Runs a check script: its exit code and what it printed.
+    fn check(&self, name: &str, text: &str) -> (Option<i32>, String) {
+        let w = self.work.path();
+        let file = w.join("check.sh");
+        std::fs::write(&file, text).unwrap();
+        let path = format!(
+            "{}:{}",
+            w.join("bin").display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let out = Command::new("sh")
+            .arg(&file)
+            .env("PATH", path)
+            .env("BELL_ROOT", self.root.path())
+            .env("BELL_STATE", w.join("state").join(name))
+            .env("FAKE_DB", w.join("db"))
+            .env("FAKE_LOG", w.join("log"))
+            .env("BELL_OFFLINE", "1")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    }
+
     fn ok(&self, name: &str, text: &str) -> Vec<String> {
         let (ok, stderr, calls) = self.run(name, text, &[]);
         assert!(ok, "{name} failed: {stderr}");
@@ -310,4 +336,45 @@ fn offline_packages_pass_only_when_the_image_already_matches() {
     let (ok, stderr, calls) = host.run("htop-2", &apply, &[("BELL_OFFLINE", "1")]);
     assert!(ok, "{stderr}");
     assert_eq!(calls, Vec::<String>::new());
+}
+
+#[test]
+fn the_check_reports_a_package_changed_behind_bells_back() {
+    let b = bundle(SPEC, "h");
+    let host = Host::new(&b);
+    let check = script(&b, "package", "openssh-server", "check");
+    assert_eq!(
+        host.check("openssh-server", &check),
+        (
+            Some(2),
+            "openssh-server is not installed (not-installed )\n".to_string()
+        )
+    );
+    host.ok(
+        "openssh-server",
+        &script(&b, "package", "openssh-server", "apply"),
+    );
+    assert_eq!(
+        host.check("openssh-server", &check),
+        (Some(0), String::new())
+    );
+    // Someone upgrades it by hand: the pin is no longer met.
+    host.install("openssh-server", "1:9.9p1-1");
+    assert_eq!(
+        host.check("openssh-server", &check),
+        (
+            Some(2),
+            "openssh-server is at 1:9.9p1-1, the bundle pins 1:9.6p1-3ubuntu13\n".to_string()
+        )
+    );
+    // An absent package that comes back is drift too.
+    let telnetd = script(&b, "package", "telnetd", "check");
+    assert_eq!(host.check("telnetd", &telnetd), (Some(0), String::new()));
+    host.install("telnetd", "0.17-44");
+    let (code, said) = host.check("telnetd", &telnetd);
+    assert_eq!(code, Some(2));
+    assert!(
+        said.starts_with("telnetd should be absent but is installed 0.17-44"),
+        "{said}"
+    );
 }

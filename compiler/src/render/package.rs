@@ -295,16 +295,25 @@ fn render_package(
         "package/revert.sh.j2",
         context! { kind => "package", name, role => "revert", absent },
     );
-    match (apply, revert) {
-        (Ok(apply), Ok(revert)) => out.add_resource(NewResource {
-            kind: "package",
-            name: name.to_string(),
-            files,
-            after: pkg.list("after").to_vec(),
-            apply: Some(apply),
-            revert: Some(revert),
-            exec: None,
-        }),
-        (Err(message), _) | (_, Err(message)) => diags.push(template_error(pkg, message)),
+    let check = r.stdlib(
+        "package/check.sh.j2",
+        context! { kind => "package", name, role => "check", version, absent },
+    );
+    match (apply, revert, check) {
+        (Ok(apply), Ok(revert), Ok(check)) => {
+            out.add_resource(NewResource {
+                kind: "package",
+                name: name.to_string(),
+                files,
+                after: pkg.list("after").to_vec(),
+                apply: Some(apply),
+                revert: Some(revert),
+                exec: None,
+            });
+            out.add_check("package", name, check);
+        }
+        (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
+            diags.push(template_error(pkg, message))
+        }
     }
 }

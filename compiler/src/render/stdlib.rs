@@ -167,6 +167,10 @@ pub const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../../stdlib/package/revert.sh.j2"),
     ),
     (
+        "package/check.sh.j2",
+        include_str!("../../../stdlib/package/check.sh.j2"),
+    ),
+    (
         "package/debconf.seed.j2",
         include_str!("../../../stdlib/package/debconf.seed.j2"),
     ),
