@@ -127,9 +127,15 @@ ok "unit: $once (oneshot) enabled, ran successfully, inactive"
 
 [ "$(feature "$toggle")" = "$toggle_new" ] || fail "$toggle of $iface is $(feature "$toggle"), not $toggle_new"
 [ "$(is_enabled "$ethtool_unit")" = enabled ] || fail "$ethtool_unit is $(is_enabled "$ethtool_unit"), not enabled"
-grep -q "^ExecStart=/usr/sbin/ethtool -K $iface $toggle $toggle_new\$" "$units/$ethtool_unit" \
+grep -Eq "^ExecStart=/usr/sbin/ethtool -K \"?$iface\"? \"?$toggle\"? $toggle_new\$" "$units/$ethtool_unit" \
     || fail "$ethtool_unit does not set $toggle: $(cat "$units/$ethtool_unit")"
 ok "ethtool: ethtool -k $iface shows $toggle $toggle_new; $ethtool_unit enabled"
+# What a boot does: the unit sets the feature again after something else changed it.
+ethtool -K "$iface" "$toggle" "$toggle_orig" || fail "ethtool -K $iface $toggle $toggle_orig failed"
+[ "$(feature "$toggle")" = "$toggle_orig" ] || fail "ethtool -K did not put $toggle back to $toggle_orig"
+systemctl start "$ethtool_unit" || { journalctl -q -u "$ethtool_unit" --no-pager | tail -n 5 >&2; fail "systemctl start $ethtool_unit failed"; }
+[ "$(feature "$toggle")" = "$toggle_new" ] || fail "$ethtool_unit left $toggle at $(feature "$toggle")"
+ok "ethtool: $ethtool_unit, started as at boot, sets $toggle $toggle_new again"
 
 # ---- the same bundle again: nothing to do ----
 hello_pid=$(systemctl show -P MainPID "$hello")
@@ -179,7 +185,8 @@ ok "changed unit file: daemon-reload ran, systemd reads the new description, $he
 
 # ---- a spec without them: the host goes back ----
 # One file stays: bellc cannot yet write a bundle without any file.
-spec empty 'file "/etc/bell-e2e/kept.conf" { content "kept\n"; }'
+kept='file "/etc/bell-e2e/kept.conf" { content "kept\n"; }'
+spec empty "$kept"
 build empty
 bundle_empty=$bundle
 apply revert "$bundle_empty"
@@ -200,6 +207,8 @@ if [ "$(ethtool -k "$iface")" != "$orig_features" ]; then
 fi
 [ ! -e "$units/$ethtool_unit" ] || fail "$units/$ethtool_unit still exists"
 [ ! -e "$units/multi-user.target.wants/$ethtool_unit" ] || fail "$ethtool_unit is still wanted by multi-user.target"
+state=$(is_active "$ethtool_unit")
+[ "$state" = inactive ] || [ "$state" = unknown ] || fail "$ethtool_unit is $state after the revert"
 ok "ethtool: $toggle back to $toggle_orig (all features of $iface as before), $ethtool_unit gone"
 
 # ---- a feature the driver fixes: the resource fails, naming it ----
@@ -208,7 +217,7 @@ while read -r name value rest; do
     name=${name%:}
     [ "$rest" = "[fixed]" ] || continue
     # bellc knows only the names an ethtool accepts for -K; skip the ones it rejects.
-    spec fixed "$(ethtool_part "$iface" "$name" "$([ "$value" = on ] && echo off || echo on)")"
+    spec fixed "$kept" "$(ethtool_part "$iface" "$name" "$([ "$value" = on ] && echo off || echo on)")"
     if "$bellc" --deny-warnings build "$work/fixed.kdl" -o "$work/fixed" >/dev/null 2>&1; then
         fixed=$name fixed_value=$value
         break
@@ -217,12 +226,15 @@ done < <(ethtool -k "$iface" | sed 1d)
 [ -n "$fixed" ] || { echo "$orig_features" >&2; fail "no [fixed] feature of $iface that bellc accepts"; }
 apply_rc fixed "$work/fixed/hosts/e2e"
 [ "$apply_rc" = 3 ] || fail "applying a change of the fixed $fixed exited $apply_rc, not 3"
-grep -qx "result: 0 changed, 1 failed: ethtool:$iface" "$work/fixed.out" || fail "the apply did not report ethtool:$iface as failed"
-reason=$(grep -E "^  \+ ethtool:$iface +failed" "$work/fixed.out") || fail "no failure line for ethtool:$iface"
-[ "$(grep -c "ethtool:$iface" <<<"$reason")" = 1 ] || fail "the failure is not one line: $reason"
-[[ $reason == *"$fixed"* ]] || fail "the failure does not name the feature $fixed: $reason"
+grep -Eqx "result: [0-9]+ changed, 1 failed: ethtool:$iface" "$work/fixed.out" || fail "the apply did not report ethtool:$iface alone as failed"
+line=$(grep -E "^  \+ ethtool:$iface +failed" "$work/fixed.out") || fail "no failure line for ethtool:$iface"
+# bell-run names the script's log; the script's last word there is the reason.
+log=$(sed -n 's/.*(output in \(.*\))$/\1/p' <<<"$line")
+[ -f "$log" ] || fail "the failure line names no log: $line"
+reason=$(tail -n 1 "$log")
+[ "$reason" = "bell: ethtool:$iface: feature $fixed of $iface is fixed at $fixed_value [fixed] by its driver" ] || { cat "$log" >&2; fail "the last line of $log does not name the feature $fixed: $reason"; }
 [ "$(feature "$fixed")" = "$fixed_value [fixed]" ] || fail "$fixed is $(feature "$fixed") after the failed apply"
-ok "fixed feature: changing $fixed ($fixed_value [fixed]) fails with exit 3: ${reason#  }"
+ok "fixed feature: changing $fixed ($fixed_value [fixed]) fails, exit 3; $log ends: $reason"
 
 apply after-fixed "$bundle_empty"
 if [ "$(ethtool -k "$iface")" != "$orig_features" ]; then
