@@ -195,6 +195,8 @@ fn write_bundle(
     if tmp.exists() {
         fs::remove_dir_all(&tmp).map_err(io_err(&tmp))?;
     }
+    // A bundle that manages nothing still has its directory and manifest.
+    fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
     let mut created = 0;
     let mut made_dirs: BTreeSet<PathBuf> = BTreeSet::new();
     for (rel, content) in &bundle.contents {

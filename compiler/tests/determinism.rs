@@ -127,3 +127,13 @@ fn build_check_names_every_host_whose_bundle_differs() {
         ["cmp-01", "cmp-02", "cmp-03", "cmp-04", "cmp-05", "cmp-06"]
     );
 }
+
+#[test]
+fn a_host_that_manages_nothing_gets_an_empty_bundle() {
+    let fx = Fixture::spec("fleet \"f\" target=\"debian-12\"\nhost \"bare\"\n");
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let manifest = std::fs::read_to_string(fx.path().join("out/hosts/bare/bundle.json")).unwrap();
+    let manifest = bell_bundle::Manifest::from_json(&manifest).unwrap();
+    assert!(manifest.resources.is_empty() && manifest.files.is_empty());
+}

@@ -477,6 +477,16 @@ impl Ctx<'_> {
     }
 }
 
+/// The one-line reason a failed script gave: stdlib scripts end with `bell: KIND:NAME: why`
+/// on stderr, which lands in the log; shown inline so the operator need not open the log.
+fn last_reason(log: &Path) -> Option<String> {
+    let text = fs::read_to_string(log).ok()?;
+    text.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("bell: "))
+        .map(|l| l.chars().take(300).collect())
+}
+
 fn load_generation<'m>(
     ctx: &Ctx,
     cache: &'m mut BTreeMap<String, Option<Manifest>>,
@@ -695,10 +705,10 @@ fn run_resources(
             }
             Outcome::new(&key, Some(change), "unchanged", None)
         } else if let Some(script) = &resource.apply {
-            let log =
+            let log_path =
                 state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("apply.log");
             let env = ctx.env(&resource.kind, &resource.name, &checked.id);
-            let (exit, log) = ctx.run_sh(bundle, &script.path, env, log);
+            let (exit, log) = ctx.run_sh(bundle, &script.path, env, log_path.clone());
             let mut outcome = if exit.ok() {
                 Outcome::new(&key, Some(change), "ok", None)
             } else if ctx.offline && exit == Exit::Code(bell_bundle::EXIT_DEFERRED) {
@@ -711,7 +721,11 @@ fn run_resources(
                     Some("needs a live host; applied on the next live run".to_string()),
                 )
             } else {
-                Outcome::new(&key, Some(change), "failed", Some(exit.describe()))
+                let detail = match last_reason(&log_path) {
+                    Some(reason) => format!("{}: {reason}", exit.describe()),
+                    None => exit.describe(),
+                };
+                Outcome::new(&key, Some(change), "failed", Some(detail))
             };
             outcome.log = Some(log.clone());
             record.log = Some(log);

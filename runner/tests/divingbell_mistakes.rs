@@ -177,3 +177,19 @@ fn a_failed_revert_is_retried_on_the_next_run() {
     expect_code(&w.apply(&empty, &[]), 0);
     assert_eq!(w.events(), vec!["revert data", "revert data"]);
 }
+
+#[test]
+fn a_failed_apply_shows_the_scripts_one_line_reason_inline() {
+    let w = World::new();
+    let spec = BundleSpec::new().resource(
+        ResourceSpec::new("sysctl", "net.ipv4.ip_forward")
+            .apply("echo 'some noise' >&2\necho 'bell: sysctl:net.ipv4.ip_forward: the kernel refused it' >&2\nexit 1\n"),
+    );
+    let out = w.apply(&w.build(&spec), &[]);
+    expect_code(&out, 3);
+    let text = stdout(&out);
+    assert!(
+        text.contains("failed: exit 1: sysctl:net.ipv4.ip_forward: the kernel refused it"),
+        "{text}"
+    );
+}
