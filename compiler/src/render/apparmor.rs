@@ -203,8 +203,8 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                     apply: Some(apply),
                     revert: Some(revert),
                     exec: None,
+                    check: Some(check),
                 });
-                out.add_check("apparmor", &a.name, check);
             }
             [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => {
                 common::invalid(diags, a.origin.span, message, "")

@@ -108,6 +108,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                 apply: Some(apply),
                 revert: Some(revert),
                 exec: None,
+                check: None,
             }),
             [Err(message), _] | [_, Err(message)] => {
                 common::invalid(diags, e.origin.span, message, "");

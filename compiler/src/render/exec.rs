@@ -141,6 +141,7 @@ pub fn render(cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics
             apply: Some(res.str("script").unwrap_or_default().to_string()),
             revert: None,
             exec: Some(policy),
+            check: None,
         });
     }
 }

@@ -111,10 +111,8 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                     apply,
                     revert,
                     exec: None,
+                    check,
                 });
-                if let Some(check) = check {
-                    out.add_check(kind, &res.name, check);
-                }
             }
             [Err(message), _] | [_, Err(message)] => {
                 common::invalid(diags, res.origin.span, message, "")

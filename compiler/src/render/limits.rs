@@ -55,6 +55,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             apply: None,
             revert: None,
             exec: None,
+            check: None,
         });
     }
 }

@@ -296,6 +296,8 @@ pub struct NewResource {
     pub apply: Option<String>,
     pub revert: Option<String>,
     pub exec: Option<bell_bundle::ExecPolicy>,
+    /// Reads the live state back for `bell-run check` (exit 0 in sync, 2 drifted).
+    pub check: Option<String>,
 }
 
 impl BundleBuilder {
@@ -347,6 +349,9 @@ impl BundleBuilder {
         let revert = r
             .revert
             .map(|t| self.add_script(r.kind, &r.name, "revert", t));
+        let check = r
+            .check
+            .map(|t| self.add_script(r.kind, &r.name, "check", t));
         self.resources.push(Resource {
             kind: r.kind.to_string(),
             name: r.name,
@@ -355,23 +360,9 @@ impl BundleBuilder {
             after: r.after,
             apply,
             revert,
-            check: None,
+            check,
             exec: r.exec,
         });
-    }
-
-    /// Gives the resource `kind:name` (already added) a check script that reads its live value
-    /// back for `bell-run check`: exit 0 in sync, 2 drifted (printing what differs). A method
-    /// rather than a `NewResource` field, so that kinds without one need not say so.
-    pub fn add_check(&mut self, kind: &str, name: &str, text: String) {
-        let script = self.add_script(kind, name, "check", text);
-        if let Some(r) = self
-            .resources
-            .iter_mut()
-            .find(|r| r.kind == kind && r.name == name)
-        {
-            r.check = Some(script);
-        }
     }
 
     pub fn add_trigger(&mut self, name: &str, paths: Vec<String>, script: String) {

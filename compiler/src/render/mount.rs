@@ -116,8 +116,8 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                     apply: Some(apply),
                     revert: Some(revert),
                     exec: None,
+                    check: Some(check),
                 });
-                out.add_check("mount", &m.name, check);
             }
             [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => {
                 common::invalid(diags, m.origin.span, message, "");

@@ -160,6 +160,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             apply: None,
             revert: None,
             exec: None,
+            check: None,
         });
         source_keys.push(key);
     }
@@ -194,6 +195,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                 apply: Some(apply),
                 revert: None,
                 exec: None,
+                check: None,
             }),
             Err(message) => diags.push(template_error(apt, message)),
         }
@@ -309,8 +311,8 @@ fn render_package(
                 apply: Some(apply),
                 revert: Some(revert),
                 exec: None,
+                check: Some(check),
             });
-            out.add_check("package", name, check);
         }
         (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
             diags.push(template_error(pkg, message))

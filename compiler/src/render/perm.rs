@@ -45,8 +45,8 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                     apply: Some(apply),
                     revert: Some(revert),
                     exec: None,
+                    check: Some(check),
                 });
-                out.add_check("perm", &p.name, check);
             }
             [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => {
                 common::invalid(diags, p.origin.span, message, "")

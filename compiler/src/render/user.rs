@@ -191,8 +191,8 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                     apply: Some(apply),
                     revert: Some(revert),
                     exec: None,
+                    check: Some(check),
                 });
-                out.add_check("user", name, check);
             }
             (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
                 diags.push(template_error(user, message))
@@ -240,8 +240,8 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                 apply: Some(apply),
                 revert: Some(revert),
                 exec: None,
+                check: Some(check),
             });
-            out.add_check(DEFAULT_ACCOUNT_KIND, account, check);
         }
         (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
             diags.push(template_error(users[0], message))
