@@ -418,16 +418,34 @@ impl Lowerer<'_> {
                 }
             },
             None => {
-                self.diags.push(LowerError::Missing {
-                    node: node_name.clone(),
-                    what: what.to_string(),
-                    span: node.name().span(),
-                    help: format!("write `{node_name} \"NAME\" ...`"),
+                self.missing(
                     file,
-                });
+                    node.name().span(),
+                    node_name.clone(),
+                    what.to_string(),
+                    format!("write `{node_name} \"NAME\" ...`"),
+                );
                 None
             }
         }
+    }
+
+    /// A node lacks something it needs (`what`), with a help line showing how to write it.
+    fn missing(
+        &mut self,
+        file: FileId,
+        span: SourceSpan,
+        node: impl Into<String>,
+        what: impl Into<String>,
+        help: impl Into<String>,
+    ) {
+        self.diags.push(LowerError::Missing {
+            node: node.into(),
+            what: what.into(),
+            span,
+            help: help.into(),
+            file,
+        });
     }
 
     fn no_args(&mut self, file: FileId, node: &KdlNode) {
@@ -885,13 +903,13 @@ impl Lowerer<'_> {
             layer: Layer::default(),
         };
         let Some(children) = node.children() else {
-            self.diags.push(LowerError::Missing {
-                node: "override".into(),
-                what: "block with `match` and settings".into(),
-                span: node.name().span(),
-                help: "write `override \"NAME\" { match role=\"compute\"; sysctl { ... } }`".into(),
+            self.missing(
                 file,
-            });
+                node.name().span(),
+                "override",
+                "block with `match` and settings",
+                "write `override \"NAME\" { match role=\"compute\"; sysctl { ... } }`",
+            );
             return;
         };
         for child in children.nodes() {
@@ -920,13 +938,7 @@ impl Lowerer<'_> {
             }
         }
         if ov.matches.is_empty() {
-            self.diags.push(LowerError::Missing {
-                node: format!("override \"{}\"", ov.name),
-                what: "`match`".into(),
-                span: node.name().span(),
-                help: "add `match LABEL=\"VALUE\"` (or `match host=\"NAME\"`) to say which hosts it applies to".into(),
-                file,
-            });
+            self.missing(file, node.name().span(), format!("override \"{}\"", ov.name), "`match`", "add `match LABEL=\"VALUE\"` (or `match host=\"NAME\"`) to say which hosts it applies to");
         }
         self.spec.overrides.push(ov);
     }
@@ -952,13 +964,13 @@ impl Lowerer<'_> {
             }
         }
         if conditions.is_empty() {
-            self.diags.push(LowerError::Missing {
-                node: "match".into(),
-                what: "label condition".into(),
-                span: node.name().span(),
-                help: "write `match LABEL=\"VALUE\"`; several properties must all hold".into(),
+            self.missing(
                 file,
-            });
+                node.name().span(),
+                "match",
+                "label condition",
+                "write `match LABEL=\"VALUE\"`; several properties must all hold",
+            );
             return None;
         }
         Some(Match {
@@ -974,13 +986,13 @@ impl Lowerer<'_> {
         }
         let args = self.args(node);
         if args.is_empty() {
-            self.diags.push(LowerError::Missing {
-                node: "remove".into(),
-                what: "`KIND:NAME` argument".into(),
-                span: node.name().span(),
-                help: "write `remove \"mount:mnt\" \"package:htop\"`".into(),
+            self.missing(
                 file,
-            });
+                node.name().span(),
+                "remove",
+                "`KIND:NAME` argument",
+                "write `remove \"mount:mnt\" \"package:htop\"`",
+            );
         }
         for entry in args {
             let Some(text) = self.string(file, "remove", entry) else {
@@ -1157,13 +1169,13 @@ impl Lowerer<'_> {
                     }
                 },
                 [] => {
-                    self.diags.push(LowerError::Missing {
-                        node: key.clone(),
-                        what: "value".into(),
-                        span: key_span,
-                        help: "write `KEY VALUE`, or `KEY #null` to remove an inherited key".into(),
+                    self.missing(
                         file,
-                    });
+                        key_span,
+                        key.clone(),
+                        "value",
+                        "write `KEY VALUE`, or `KEY #null` to remove an inherited key",
+                    );
                     continue;
                 }
                 [_, extra, ..] => {
@@ -1303,13 +1315,13 @@ impl Lowerer<'_> {
                         }
                     },
                     _ => {
-                        self.diags.push(LowerError::Missing {
-                            node: feature.to_string(),
-                            what: "value `on` or `off`".into(),
-                            span: child.span(),
-                            help: format!("write `{feature} on` or `{feature} off`"),
+                        self.missing(
                             file,
-                        });
+                            child.span(),
+                            feature.to_string(),
+                            "value `on` or `off`",
+                            format!("write `{feature} on` or `{feature} off`"),
+                        );
                         continue;
                     }
                 };
@@ -1366,13 +1378,13 @@ impl Lowerer<'_> {
                             self.typed_value(file, keyword, field, entry)
                         }
                         [] => {
-                            self.diags.push(LowerError::Missing {
-                                node: name.to_string(),
-                                what: "value".into(),
-                                span: child.name().span(),
-                                help: format!("write `{name} \"...\"`"),
+                            self.missing(
                                 file,
-                            });
+                                child.name().span(),
+                                name.to_string(),
+                                "value",
+                                format!("write `{name} \"...\"`"),
+                            );
                             None
                         }
                         [_, extra, ..] => {
@@ -1533,13 +1545,13 @@ impl Lowerer<'_> {
             "seen",
         ];
         let Some(kind) = kind else {
-            self.diags.push(LowerError::Missing {
-                node: "debconf".into(),
-                what: "`type`".into(),
-                span: node.name().span(),
-                help: format!("debconf types: {}", TYPES.join(", ")),
+            self.missing(
                 file,
-            });
+                node.name().span(),
+                "debconf",
+                "`type`",
+                format!("debconf types: {}", TYPES.join(", ")),
+            );
             return None;
         };
         if !TYPES.contains(&kind.as_str()) {
@@ -1556,13 +1568,13 @@ impl Lowerer<'_> {
             return None;
         }
         let Some(value) = value else {
-            self.diags.push(LowerError::Missing {
-                node: "debconf".into(),
-                what: "`value`".into(),
-                span: node.name().span(),
-                help: "write `debconf \"pkg/question\" type=\"boolean\" value=#false`".into(),
+            self.missing(
                 file,
-            });
+                node.name().span(),
+                "debconf",
+                "`value`",
+                "write `debconf \"pkg/question\" type=\"boolean\" value=#false`",
+            );
             return None;
         };
         if value.contains('\n') {
