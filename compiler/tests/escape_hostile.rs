@@ -6,24 +6,10 @@ use bellc::escape::{
     mount_unit_name, shell_quote, systemd_escape_path, unit_environment, unit_exec_arg,
     unit_exec_path, unit_value,
 };
+mod common;
+use common::have;
 use std::path::Path;
 use std::process::{Command, Output};
-
-/// Whether `tool` is installed; in CI (`CI=true`) a missing tool fails the test instead.
-fn have(tool: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "`{tool}` is required in CI"
-        );
-        eprintln!("skipping: `{tool}` is not installed");
-    }
-    found
-}
 
 const HOSTILE: &[&str] = &[
     "",

@@ -62,21 +62,11 @@ pub fn script(bundle: &RenderedBundle, kind: &str, name: &str, role: &str) -> St
     text(bundle, &format!("scripts/{kind}/{file}.{role}"))
 }
 
-/// Whether `tool` is installed; in CI (`CI=true`) a missing tool fails the test instead.
-pub fn have(tool: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "`{tool}` is required in CI"
-        );
-        eprintln!("skipping: `{tool}` is not installed");
-    }
-    found
-}
+// The tool check every test shares.
+#[path = "../common/mod.rs"]
+mod common;
+#[allow(unused_imports)] // not every test that builds specs checks for tools
+pub use common::have;
 
 /// Whether the test runs as root (needed to chown files in a temp root); in CI it must.
 pub fn is_root() -> bool {
