@@ -79,7 +79,7 @@ pub fn frontend(path: &Path, sources: &mut Sources, diags: &mut Diagnostics) -> 
 /// checks. For callers that lowered a spec themselves (tests that build from a string).
 pub fn analyse(spec: Spec, sources: &Sources, diags: &mut Diagnostics) -> Frontend {
     let names = targets::names();
-    let resolution = resolve::resolve(&spec, sources, &names, diags);
+    let resolution = resolve::resolve(&spec, &names, diags);
     let orders = graph::order_hosts(&resolution.hosts, sources, diags);
     let layers = services::check(&resolution.hosts, diags);
     Frontend {

@@ -5,7 +5,7 @@
 //! value keeps its origin (base or override, and the span that set it) for `bellc explain`.
 
 use crate::diagnostic::Diagnostics;
-use crate::source::{FileId, Sources, Span};
+use crate::source::{FileId, Span};
 use crate::spec::*;
 use crate::validate;
 use miette::{Diagnostic, SourceSpan};
@@ -234,13 +234,8 @@ pub struct Resolution {
 
 /// Resolves every host. Static checks of the whole spec (removals, labels, unmatched
 /// overrides) are reported once, not per host.
-pub fn resolve(
-    spec: &Spec,
-    sources: &Sources,
-    known_targets: &[&str],
-    diags: &mut Diagnostics,
-) -> Resolution {
-    static_checks(spec, sources, diags);
+pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> Resolution {
+    static_checks(spec, diags);
     // With errors already found (an unreadable inventory, say), "no hosts" is only an echo.
     if spec.hosts.is_empty() && !diags.has_errors() {
         if let Some(span) = spec.fleet.span {
@@ -256,7 +251,7 @@ pub fn resolve(
     let mut matched = vec![false; spec.overrides.len()];
     let mut missing_reported: BTreeSet<(String, &'static str)> = BTreeSet::new();
     let mut hosts = Vec::with_capacity(spec.hosts.len());
-    let mut target_errors: BTreeSet<String> = BTreeSet::new();
+    let mut target_errors: std::collections::HashSet<Span> = std::collections::HashSet::new();
     let matcher = Matcher::new(spec);
     for host in &spec.hosts {
         let layers = matcher.layers_for(spec, host);
@@ -267,7 +262,7 @@ pub fn resolve(
             Some(m) => m.clone(),
             None => {
                 let model = Arc::new(merge(spec, &layers));
-                check_required(&model, host, sources, diags, &mut missing_reported);
+                check_required(&model, host, diags, &mut missing_reported);
                 layer_sets.insert(layers.clone(), model.clone());
                 model
             }
@@ -275,9 +270,7 @@ pub fn resolve(
         let target = host.target.as_ref().or(spec.fleet.target.as_ref());
         let target = match target {
             Some(t) => {
-                if !known_targets.contains(&t.value.as_str())
-                    && target_errors.insert(format!("{:?}", t.span))
-                {
+                if !known_targets.contains(&t.value.as_str()) && target_errors.insert(t.span) {
                     let help = match validate::did_you_mean(&t.value, known_targets.iter().copied())
                     {
                         Some(s) => format!(
@@ -509,7 +502,6 @@ pub fn merge(spec: &Spec, layers: &[usize]) -> Model {
 fn check_required(
     model: &Model,
     host: &Host,
-    sources: &Sources,
     diags: &mut Diagnostics,
     reported: &mut BTreeSet<(String, &'static str)>,
 ) {
@@ -533,7 +525,6 @@ fn check_required(
                 FieldSource::Prop => format!("add `{}=...` to the declaration", field.name),
                 _ => format!("add a `{} ...` child node", field.name),
             };
-            let _ = sources;
             diags.push(ResolveError::MissingField {
                 resource: resource.key(),
                 field: field.name,
@@ -548,7 +539,7 @@ fn check_required(
 }
 
 /// Checks that need the whole spec but no host's configuration.
-fn static_checks(spec: &Spec, _sources: &Sources, diags: &mut Diagnostics) {
+fn static_checks(spec: &Spec, diags: &mut Diagnostics) {
     let mut declared: BTreeSet<(RefKind, String)> = BTreeSet::new();
     let all_layers = std::iter::once(&spec.base).chain(spec.overrides.iter().map(|o| &o.layer));
     for layer in all_layers.clone() {
