@@ -157,12 +157,6 @@ impl ResolvedResource {
             _ => None,
         }
     }
-    pub fn int(&self, field: &str) -> Option<i64> {
-        match self.fields.get(field) {
-            Some((Value::Int(i), _)) => Some(*i),
-            _ => None,
-        }
-    }
     pub fn list(&self, field: &str) -> &[String] {
         match self.fields.get(field) {
             Some((Value::List(l), _)) => l,

@@ -223,13 +223,7 @@ impl Renderer {
         self.env.render_str(source, ctx)
     }
 
-    /// Renders a host, ordering its resources by a graph built for it alone. Builds of whole
-    /// fleets use `render_host_ordered` with the order shared by every host of the same model.
-    pub fn render_host(&self, cx: &HostContext, diags: &mut Diagnostics) -> Option<RenderedBundle> {
-        let order = crate::graph::order(&cx.host.model, &cx.host.name, None, diags)?;
-        self.render_host_ordered(cx, &order, diags)
-    }
-
+    /// Renders a host's bundle; `order` is the apply order shared by every host of its model.
     pub fn render_host_ordered(
         &self,
         cx: &HostContext,

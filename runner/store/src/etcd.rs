@@ -62,14 +62,6 @@ impl Etcd {
         kvs(&self.call("/v3/kv/range", &body)?)
     }
 
-    pub fn delete_prefix(&self, prefix: &str) -> Result<(), String> {
-        let body = serde_json::json!({
-            "key": b64(prefix.as_bytes()),
-            "range_end": b64(&prefix_end(prefix.as_bytes())),
-        });
-        self.call("/v3/kv/deleterange", &body).map(|_| ())
-    }
-
     pub fn delete(&self, key: &str) -> Result<(), String> {
         let body = serde_json::json!({ "key": b64(key.as_bytes()) });
         self.call("/v3/kv/deleterange", &body).map(|_| ())
