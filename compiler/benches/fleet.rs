@@ -1,6 +1,6 @@
 //! `cargo bench -p bellc`: the scale benchmark of the README.
 //!
-//! For generated fleets (bellc::fleetgen) it runs the real `bellc build --timings` into a tmpfs
+//! For generated fleets (bell_fleetgen) it runs the real `bellc build --timings` into a tmpfs
 //! OUT (/dev/shm) and prints, per fleet: phase times of a cold build (parse, resolve, render,
 //! write), the cold build, a no-change rebuild, a one-host-change rebuild, peak RSS, bundles and
 //! files, and the time `cp -a OUT OUT2` takes for the same output on the same file system (the
@@ -10,7 +10,7 @@
 //! small fleets only; `BELL_BENCH_ONLY=TEXT` the fleets whose `shape-hosts` name contains TEXT.
 //! Nothing here asserts a target: the figures go into the README as they are.
 
-use bellc::fleetgen::{FleetGen, Inventory, Shape};
+use bell_fleetgen::{FleetGen, Inventory, Shape};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;

@@ -73,7 +73,7 @@ fn push_hex_escape(out: &mut String, byte: u8) {
 /// `mnt-data\x2d1`, `/` -> `-`.
 ///
 /// Like systemd, repeated slashes, `.` components and a trailing slash are dropped first. The
-/// caller validates the path (see [`crate::validate::absolute_path`]); `..` components, which
+/// caller validates the path (see [`crate::front::validate::absolute_path`]); `..` components, which
 /// systemd refuses, are not resolved here.
 pub fn systemd_escape_path(path: &str) -> String {
     let simplified = path

@@ -1,46 +1,41 @@
 //! bellc: compiles a fleet spec into content-addressed per-host bundles.
 //!
-//! The pipeline, one module per stage, each with its own error type:
+//! The pipeline, one folder per stage, in order; a stage uses only the stages before it and
+//! the shared modules beside this file (spec types, sources, diagnostics, escaping, targets):
 //!
 //! ```text
-//! lower    KDL files (includes, inventories) → typed Spec        (lower.rs, inventory.rs)
-//! resolve  Spec × hosts → per-host Model with provenance          (resolve.rs)
-//! graph    Model → resource apply order; services → rollout layers (graph.rs, services.rs)
-//! render   Model → bundle in memory (manifest, files, scripts)    (render/)
-//! plan     layers × rollout policy → waves                        (plan.rs)
-//! emit     bundles → OUT/ on disk                                  (emit.rs)
+//! front    KDL files (includes, inventories) → typed Spec          front/
+//! resolve  Spec × hosts → per-host Model with provenance            resolve/
+//! graph    Model → resource order; services → layers → waves        graph/
+//! render   Model → bundle in memory (manifest, files, scripts)      render/
+//! emit     release; bundles → OUT/ on disk; the incremental cache   emit/
+//! review   diff, explain, the plan table                            review/
+//! fleet    a published release and what hosts report                fleet/
 //! ```
 //!
-//! The library never prints or exits; `main.rs` owns the terminal and exit codes.
+//! The library never prints or exits; the binary (`cli/`) owns the terminal and exit codes.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 pub mod diagnostic;
-pub mod diff;
-pub mod emit;
 pub mod escape;
-pub mod explain;
-pub mod fleetgen;
-pub mod graph;
-pub mod incremental;
-pub mod inventory;
-pub mod lower;
-pub mod plan;
-pub mod render;
-pub mod resolve;
-pub mod services;
 pub mod source;
 pub mod spec;
-pub mod status;
 pub mod targets;
-pub mod validate;
 
-use bell_bundle::{Release, ReleaseHost};
+pub mod emit;
+pub mod fleet;
+pub mod front;
+pub mod graph;
+pub mod render;
+pub mod resolve;
+pub mod review;
+
+use bell_bundle::Release;
 use diagnostic::Diagnostics;
+use graph::services::ServiceLayers;
 use graph::ResourceOrder;
-use rayon::prelude::*;
-use render::{HostContext, RenderedBundle, Renderer, ServiceEndpoint};
+use render::RenderedBundle;
 use resolve::Resolution;
-use services::ServiceLayers;
 use source::Sources;
 use spec::Spec;
 use std::collections::BTreeMap;
@@ -71,17 +66,16 @@ pub struct Frontend {
 /// Loads, lowers and resolves. Lowering errors do not stop resolution (so that one run reports
 /// as many mistakes as possible), but they do stop the pipeline before rendering.
 pub fn frontend(path: &Path, sources: &mut Sources, diags: &mut Diagnostics) -> Option<Frontend> {
-    let spec = lower::load(path, sources, diags)?;
+    let spec = front::load(path, sources, diags)?;
     Some(analyse(spec, sources, diags))
 }
 
 /// The stages after lowering: resolution, the resource graph of every host, and the service
 /// checks. For callers that lowered a spec themselves (tests that build from a string).
 pub fn analyse(spec: Spec, sources: &Sources, diags: &mut Diagnostics) -> Frontend {
-    let names = targets::names();
-    let resolution = resolve::resolve(&spec, &names, diags);
+    let resolution = resolve::resolve(&spec, &targets::names(), diags);
     let orders = graph::order_hosts(&resolution.hosts, sources, diags);
-    let layers = services::check(&resolution.hosts, diags);
+    let layers = graph::services::check(&resolution.hosts, diags);
     Frontend {
         spec,
         resolution,
@@ -99,6 +93,7 @@ pub fn compile(path: &Path, sources: &mut Sources, diags: &mut Diagnostics) -> O
     compile_frontend(front, sources, diags)
 }
 
+/// Renders the hosts of a front end without errors and plans the release.
 pub fn compile_frontend(
     front: Frontend,
     sources: &Sources,
@@ -112,110 +107,16 @@ pub fn compile_frontend(
     } = front;
     // The stages before reported why an order or the layers are missing.
     let layers = layers?;
-    let services = service_endpoints(&resolution);
-    let renderer = Renderer::new();
-    // Hosts that share a model and a target get the same bundle, unless a template of theirs
-    // reads `host`: render each distinct combination once, on as many threads as there are.
-    let mut groups: BTreeMap<(usize, &str, Option<&str>), Vec<usize>> = BTreeMap::new();
-    let mut uses_host: std::collections::HashMap<usize, bool> = std::collections::HashMap::new();
-    for (i, host) in resolution.hosts.iter().enumerate() {
-        let model_id = std::sync::Arc::as_ptr(&host.model) as usize;
-        let per_host = *uses_host
-            .entry(model_id)
-            .or_insert_with(|| renderer.reads_host(&host.model));
-        let key = (
-            model_id,
-            host.target.as_str(),
-            per_host.then_some(host.name.as_str()),
-        );
-        groups.entry(key).or_default().push(i);
-    }
-    let groups: Vec<Vec<usize>> = groups.into_values().collect();
-    // Warnings travel with a rendered bundle; errors replace it.
-    #[allow(clippy::type_complexity)]
-    let rendered: Vec<(usize, Result<(RenderedBundle, Diagnostics), Diagnostics>)> = groups
-        .par_iter()
-        .map(|members| {
-            let first = members[0];
-            let host = &resolution.hosts[first];
-            let order = &orders[first];
-            let mut local = Diagnostics::new();
-            let Some(order) = order else {
-                return (first, Err(local));
-            };
-            let Some(target) = targets::get(&host.target) else {
-                return (first, Err(local));
-            };
-            let cx = HostContext {
-                host,
-                target,
-                fleet: &spec.fleet.name,
-                services: &services,
-                sources,
-            };
-            let result = match renderer.render_host_ordered(&cx, order, &mut local) {
-                Some(bundle) if !local.has_errors() => Ok((bundle, local)),
-                _ => Err(local),
-            };
-            (first, result)
-        })
-        .collect();
-    let mut bundles = BTreeMap::new();
-    let mut host_bundle: BTreeMap<&str, String> = BTreeMap::new();
-    let mut seen_messages = std::collections::BTreeSet::new();
-    for ((_, result), members) in rendered.into_iter().zip(&groups) {
-        match result {
-            Ok((bundle, warnings)) => {
-                for &i in members {
-                    host_bundle.insert(&resolution.hosts[i].name, bundle.id.clone());
-                }
-                for d in warnings.into_boxed() {
-                    if seen_messages.insert(d.to_string()) {
-                        diags.push_boxed(d);
-                    }
-                }
-                bundles.entry(bundle.id.clone()).or_insert(bundle);
-            }
-            Err(local) => {
-                // The same mistake shows up once per host that has it; report it once.
-                for d in local.into_boxed() {
-                    if seen_messages.insert(d.to_string()) {
-                        diags.push_boxed(d);
-                    }
-                }
-            }
-        }
-    }
-    if diags.has_errors() || host_bundle.len() != resolution.hosts.len() {
-        return None;
-    }
-    let hosts: BTreeMap<String, ReleaseHost> = resolution
-        .hosts
-        .iter()
-        .map(|h| {
-            (
-                h.name.clone(),
-                ReleaseHost {
-                    bundle: host_bundle[h.name.as_str()].clone(),
-                    address: h.address.clone(),
-                    labels: h.labels.clone(),
-                },
-            )
-        })
-        .collect();
-    let release = Release {
-        format: bell_bundle::FORMAT,
-        fleet: spec.fleet.name.clone(),
-        version: Release::compute_version(&hosts),
-        hosts,
-        waves: Vec::new(),
-    };
-    let policy = plan::Policy::from_spec(spec.rollout.as_ref());
-    let waves = plan::plan(&resolution.hosts, &layers, &policy, |_| true);
-    let release = Release {
-        waves: plan::release_waves(&waves),
-        ..release
-    };
+    let fleet = render::render_fleet(&spec, &resolution, &orders, sources, diags)?;
+    let policy = graph::waves::Policy::from_spec(spec.rollout.as_ref());
+    let waves = graph::waves::plan(&resolution.hosts, &layers, &policy, |_| true);
+    let release = emit::release::release(
+        &spec.fleet.name,
+        &resolution.hosts,
+        &fleet.bundle_of,
+        &waves,
+    );
+    let bundles = fleet.bundles;
     Some(Compiled {
         spec,
         resolution,
@@ -223,25 +124,4 @@ pub fn compile_frontend(
         release,
         layers,
     })
-}
-
-/// `services.NAME` for templates: every provider, sorted by host name.
-pub fn service_endpoints(resolution: &Resolution) -> BTreeMap<String, Vec<ServiceEndpoint>> {
-    let mut services: BTreeMap<String, Vec<ServiceEndpoint>> = BTreeMap::new();
-    for host in &resolution.hosts {
-        for service in &host.model.services {
-            services
-                .entry(service.name.clone())
-                .or_default()
-                .push(ServiceEndpoint {
-                    host: host.name.clone(),
-                    address: host.address.clone(),
-                    port: service.port,
-                });
-        }
-    }
-    for list in services.values_mut() {
-        list.sort_by(|a, b| a.host.cmp(&b.host));
-    }
-    services
 }

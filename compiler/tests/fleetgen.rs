@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
 
-use bellc::fleetgen::{FleetGen, Inventory, Shape, INVENTORY_PATH, NIC_EVERY, RACKS};
+use bell_fleetgen::{FleetGen, Inventory, Shape, INVENTORY_PATH, NIC_EVERY, RACKS};
 use kdl::{KdlDocument, KdlNode};
 
 type Labels = BTreeMap<String, String>;

@@ -5,7 +5,7 @@ use common::*;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Deterministic mutations, so a failure reproduces.
-use bellc::fleetgen::SplitMix64 as Rng;
+use bell_fleetgen::SplitMix64 as Rng;
 
 const TOKENS: &[&str] = &[
     "{",

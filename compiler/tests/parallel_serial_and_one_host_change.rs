@@ -1,7 +1,7 @@
 //! Rendering and writing run on every core, yet a build is byte-identical to a serial one; and
 //! a change to one host rewrites exactly that host's bundle, its pointer and release.json.
 mod common;
-use bellc::fleetgen::{FleetGen, Inventory, Shape};
+use bell_fleetgen::{FleetGen, Inventory, Shape};
 use common::*;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -53,7 +53,9 @@ fn stamps(out: &Path) -> BTreeMap<String, (u64, i64, i64)> {
     walkdir::WalkDir::new(out)
         .into_iter()
         .filter_map(Result::ok)
-        .filter(|e| !e.file_type().is_dir() && e.file_name() != bellc::incremental::RECORD_FILE)
+        .filter(|e| {
+            !e.file_type().is_dir() && e.file_name() != bellc::emit::incremental::RECORD_FILE
+        })
         .map(|e| {
             let m = std::fs::symlink_metadata(e.path()).expect("meta");
             let rel = e

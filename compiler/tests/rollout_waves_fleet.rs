@@ -3,7 +3,7 @@
 //! invariants a rollout relies on.
 
 mod graph_support;
-use bellc::plan::{plan, Policy, Wave};
+use bellc::graph::waves::{plan, Policy, Wave};
 use bellc::resolve::ResolvedHost;
 use bellc::spec::MaxUnavailable;
 use graph_support::{build, frontend};
@@ -159,7 +159,10 @@ fn count_batching_on_a_thousand_hosts() {
     let all: HashSet<String> = compiled.release.hosts.keys().cloned().collect();
     check(&waves, &compiled.resolution.hosts, &policy, &all, |_| 3);
     // release.json carries the same waves.
-    assert_eq!(compiled.release.waves, bellc::plan::release_waves(&waves));
+    assert_eq!(
+        compiled.release.waves,
+        bellc::graph::waves::release_waves(&waves)
+    );
     // Three layers, in order.
     let layers: Vec<u32> = waves.iter().map(|w| w.layer).collect();
     assert!(layers.windows(2).all(|p| p[0] <= p[1]));
@@ -253,7 +256,7 @@ override "w" {
     };
     let started = std::time::Instant::now();
     let mut diags = bellc::diagnostic::Diagnostics::new();
-    let layers = bellc::services::check(&hosts, &mut diags).expect("no service errors");
+    let layers = bellc::graph::services::check(&hosts, &mut diags).expect("no service errors");
     let waves = plan(&hosts, &layers, &policy, |_| true);
     let took = started.elapsed();
     assert_eq!(waves.iter().map(|w| w.hosts.len()).sum::<usize>(), 100_000);

@@ -20,7 +20,7 @@ fn compile() -> bellc::Compiled {
 #[test]
 fn compute_hosts_see_the_three_etcd_addresses() {
     let compiled = compile();
-    let services = bellc::service_endpoints(&compiled.resolution);
+    let services = bellc::render::service_endpoints(&compiled.resolution);
     let etcd = &services["etcd"];
     let hosts: Vec<&str> = etcd.iter().map(|e| e.host.as_str()).collect();
     assert_eq!(hosts, ["ctl-01", "ctl-02", "ctl-03"]);

@@ -1,6 +1,6 @@
 //! Absolute paths of managed resources and file modes.
 
-use bellc::validate::{absolute_path, file_mode};
+use bellc::front::validate::{absolute_path, file_mode};
 
 fn message(path: &str) -> String {
     match absolute_path(path) {

@@ -223,7 +223,7 @@ fn install_links(unit: &str) -> Vec<minijinja::Value> {
         // A name systemd would refuse cannot become a directory outside the unit directory.
         for target in value
             .split_whitespace()
-            .filter(|t| crate::validate::systemd_unit_name(t).is_ok())
+            .filter(|t| crate::front::validate::systemd_unit_name(t).is_ok())
         {
             dirs.push(format!("{target}.{suffix}"));
         }

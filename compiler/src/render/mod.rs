@@ -11,6 +11,7 @@ mod common;
 mod ethtool;
 pub mod exec;
 mod file;
+mod hosts;
 mod limits;
 mod mount;
 pub mod package;
@@ -18,6 +19,8 @@ mod perm;
 pub mod stdlib;
 mod sysctl;
 pub mod user;
+
+pub use hosts::{render_fleet, service_endpoints, RenderedFleet};
 
 use crate::diagnostic::Diagnostics;
 use crate::graph::ResourceOrder;

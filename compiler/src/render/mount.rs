@@ -5,9 +5,9 @@
 use super::{common, BundleBuilder, HostContext, NewFile, NewResource, Renderer};
 use crate::diagnostic::Diagnostics;
 use crate::escape;
+use crate::front::validate;
 use crate::source::Span;
 use crate::spec::Kind;
-use crate::validate;
 use minijinja::context;
 use std::collections::BTreeMap;
 

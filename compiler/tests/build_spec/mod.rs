@@ -18,7 +18,7 @@ pub fn build(text: &str) -> Build {
     let mut sources = Sources::new();
     let file = sources.add(Path::new("bell.kdl"), text.to_string());
     let mut diags = Diagnostics::new();
-    let spec = bellc::lower::lower_root(file, &mut sources, &mut diags);
+    let spec = bellc::front::lower::lower_root(file, &mut sources, &mut diags);
     let front = bellc::analyse(spec, &sources, &mut diags);
     let compiled = if diags.has_errors() {
         None

@@ -108,7 +108,7 @@ pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     for entry in walkdir::WalkDir::new(dir)
         .sort_by_file_name()
         .into_iter()
-        .filter_entry(|e| e.file_name() != bellc::incremental::RECORD_FILE)
+        .filter_entry(|e| e.file_name() != bellc::emit::incremental::RECORD_FILE)
     {
         let entry = entry.expect("walk");
         let rel = entry

@@ -10,9 +10,9 @@
 //! in time linear in its hosts.
 
 use crate::diagnostic::Diagnostics;
+use crate::front::validate;
 use crate::resolve::{Model, ResolvedHost};
 use crate::source::{FileId, Span};
-use crate::validate;
 use miette::{Diagnostic, LabeledSpan, SourceSpan};
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;

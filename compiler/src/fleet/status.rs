@@ -89,7 +89,7 @@ impl FleetStatus {
         format!(
             "fleet {} release {}: {}",
             self.fleet,
-            crate::diff::short(&self.version),
+            crate::review::diff::short(&self.version),
             parts.join(", ")
         )
     }
@@ -131,8 +131,10 @@ pub fn fleet_status(
                 HostState::Pending,
                 Some(format!(
                     "on bundle {}, the release has {}",
-                    reported.as_deref().map_or("none", crate::diff::short),
-                    crate::diff::short(&entry.bundle)
+                    reported
+                        .as_deref()
+                        .map_or("none", crate::review::diff::short),
+                    crate::review::diff::short(&entry.bundle)
                 )),
             ),
             Some(r) if category("check") == Some(State::Drifted) => (
@@ -244,7 +246,9 @@ pub fn gate(status: &FleetStatus, hosts: &[String], version: &str) -> Gate {
                     name.clone(),
                     format!(
                         "on version {}",
-                        h.version.as_deref().map_or("unknown", crate::diff::short)
+                        h.version
+                            .as_deref()
+                            .map_or("unknown", crate::review::diff::short)
                     ),
                 ))
             }

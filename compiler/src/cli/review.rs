@@ -1,10 +1,10 @@
 //! The binary's side of `bellc diff`, `build --diff`, `publish` and `status`: reading the
-//! stores, passing the clock in, printing and exit codes. The logic is in `bellc::diff` and
-//! `bellc::status`.
+//! stores, passing the clock in, printing and exit codes. The logic is in `bellc::review::diff` and
+//! `bellc::fleet::status`.
 
 use bell_store::Store;
-use bellc::diff::{self, ReleaseDiff, Side};
-use bellc::status::{self, FleetStatus, HostState};
+use bellc::fleet::status::{self, FleetStatus, HostState};
+use bellc::review::diff::{self, ReleaseDiff, Side};
 use std::path::Path;
 
 /// How many host names a group prints before "and N more" (all of them are in `--json`).

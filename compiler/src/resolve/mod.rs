@@ -5,9 +5,9 @@
 //! value keeps its origin (base or override, and the span that set it) for `bellc explain`.
 
 use crate::diagnostic::Diagnostics;
+use crate::front::validate;
 use crate::source::{FileId, Span};
 use crate::spec::*;
-use crate::validate;
 use miette::{Diagnostic, SourceSpan};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

@@ -1,8 +1,8 @@
-//! bell-fleetgen: writes a synthetic fleet spec (see `bellc::fleetgen`) for scale tests.
+//! bell-fleetgen: writes a synthetic fleet spec (see the `bell_fleetgen` library) for scale tests.
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use bellc::fleetgen::{FleetGen, Inventory, Shape};
+use bell_fleetgen::{FleetGen, Inventory, Shape};
 
 const USAGE: &str = "usage: bell-fleetgen --hosts N [--shape shared|unique] [--inventory inline|json] [--seed S] -o DIR
   --hosts N        number of hosts

@@ -8,10 +8,10 @@
 //! the first; a node with an error is dropped, its siblings are still checked.
 
 use crate::diagnostic::Diagnostics;
-use crate::inventory;
+use crate::front::inventory;
+use crate::front::validate;
 use crate::source::{FileId, Sources, Span};
 use crate::spec::*;
-use crate::validate;
 use kdl::{KdlDocument, KdlEntry, KdlNode, KdlValue};
 use miette::{Diagnostic, SourceSpan};
 use std::collections::{BTreeMap, HashMap};

@@ -9,11 +9,11 @@
 //! The graph depends only on a `Model`, which many hosts share, so it is built once per model.
 
 use crate::diagnostic::Diagnostics;
-use crate::lower::parse_ref;
+use crate::front::lower::parse_ref;
+use crate::front::validate;
 use crate::resolve::{Model, ResolvedHost};
 use crate::source::{FileId, Sources, Span};
 use crate::spec::{Kind, RefKind};
-use crate::validate;
 use miette::{Diagnostic, LabeledSpan, SourceSpan};
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;

@@ -2,7 +2,7 @@
 //! (0 ok, 1 spec errors or differences, 2 usage or I/O errors).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
-mod review_cmds;
+mod review;
 
 use bellc::diagnostic::Diagnostics;
 use bellc::source::Sources;
@@ -232,8 +232,8 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             }
             Ok(0)
         }
-        Command::Diff { old, new, json } => review_cmds::diff_dirs(old, new, *json),
-        Command::Publish { out, store } => review_cmds::publish(out, store),
+        Command::Diff { old, new, json } => review::diff_dirs(old, new, *json),
+        Command::Publish { out, store } => review::publish(out, store),
         Command::Status {
             out,
             reports,
@@ -248,7 +248,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 (None, Some(url)) => url.clone(),
                 (None, None) => return Err("give `--reports DIR` or `--store etcd://…`".into()),
             };
-            review_cmds::status(&review_cmds::StatusArgs {
+            review::status(&review::StatusArgs {
                 out,
                 source: &source,
                 stale_minutes: *stale,
@@ -267,7 +267,11 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         } => {
             read_check(spec)?;
             let clock = std::time::Instant::now();
-            if !*check && !*force && diff.is_none() && bellc::incremental::is_current(spec, out) {
+            if !*check
+                && !*force
+                && diff.is_none()
+                && bellc::emit::incremental::is_current(spec, out)
+            {
                 if *timings {
                     eprintln!(
                         "timings: {}",
@@ -285,7 +289,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 let total: f64 = phases.iter().map(|(_, t)| t).sum();
                 phases.push((name, clock.elapsed().as_secs_f64() - total));
             };
-            let Some(spec_tree) = bellc::lower::load(spec, sources, diags) else {
+            let Some(spec_tree) = bellc::front::lower::load(spec, sources, diags) else {
                 return Ok(1);
             };
             lap("parse", &mut phases);
@@ -326,24 +330,24 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             }
             // The old side is read before the write, which may replace it (OLD = OUT).
             let old = match diff {
-                Some(old) => Some(bellc::diff::DirSide::open(old)?),
+                Some(old) => Some(bellc::review::diff::DirSide::open(old)?),
                 None => None,
             };
-            let new = bellc::diff::MemorySide {
+            let new = bellc::review::diff::MemorySide {
                 release: &compiled.release,
                 bundles: &compiled.bundles,
             };
             let changes = match &old {
-                Some(old) => Some(bellc::diff::diff(old, &new)?),
+                Some(old) => Some(bellc::review::diff::diff(old, &new)?),
                 None => None,
             };
-            bellc::incremental::forget(out);
+            bellc::emit::incremental::forget(out);
             let stats = bellc::emit::write(out, &compiled.bundles, &compiled.release)
                 .map_err(|e| e.to_string())?;
             if diags.is_empty() {
-                bellc::incremental::record(spec, &compiled.spec, sources, out).map_err(|e| {
-                    format!("cannot record the build's inputs in {}: {e}", out.display())
-                })?;
+                bellc::emit::incremental::record(spec, &compiled.spec, sources, out).map_err(
+                    |e| format!("cannot record the build's inputs in {}: {e}", out.display()),
+                )?;
             }
             lap("write", &mut phases);
             if *timings {
@@ -389,7 +393,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 stats.bundles_removed
             );
             match changes {
-                Some(d) => review_cmds::show_diff(&d, false),
+                Some(d) => review::show_diff(&d, false),
                 None => Ok(0),
             }
         }
@@ -400,12 +404,15 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             };
             match front.resolution.hosts.iter().find(|h| &h.name == host) {
                 Some(h) => {
-                    print!("{}", bellc::explain::explain(&front.spec, h, sources));
+                    print!(
+                        "{}",
+                        bellc::review::explain::explain(&front.spec, h, sources)
+                    );
                     Ok(0)
                 }
                 None => {
                     let names = front.resolution.hosts.iter().map(|h| h.name.as_str());
-                    let hint = bellc::validate::did_you_mean(host, names)
+                    let hint = bellc::front::validate::did_you_mean(host, names)
                         .map(|s| format!("; did you mean `{s}`?"))
                         .unwrap_or_default();
                     Err(format!("no host `{host}` in {}{hint}", spec.display()))
@@ -425,7 +432,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             let Some(compiled) = bellc::compile(spec, sources, diags) else {
                 return Ok(1);
             };
-            let policy = bellc::plan::Policy::from_spec(compiled.spec.rollout.as_ref());
+            let policy = bellc::graph::waves::Policy::from_spec(compiled.spec.rollout.as_ref());
             let new = &compiled.release.hosts;
             let changed = |h: &bellc::resolve::ResolvedHost| match &old {
                 None => true,
@@ -433,7 +440,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                     old.hosts.get(&h.name).map(|o| &o.bundle) != new.get(&h.name).map(|n| &n.bundle)
                 }
             };
-            let waves = bellc::plan::plan(
+            let waves = bellc::graph::waves::plan(
                 &compiled.resolution.hosts,
                 &compiled.layers,
                 &policy,
@@ -445,7 +452,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             } else if waves.is_empty() {
                 println!("nothing to roll out: no host's bundle changed");
             } else {
-                print!("{}", bellc::plan::table(&waves, &policy));
+                print!("{}", bellc::review::plan::table(&waves, &policy));
             }
             let planned: usize = waves.iter().map(|w| w.hosts.len()).sum();
             eprintln!("{planned} of {} hosts in {} waves", new.len(), waves.len());

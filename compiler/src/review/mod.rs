@@ -1,0 +1,11 @@
+//! Review: what a build says to the people who read it before it ships.
+//!
+//! - [`diff`]: a release against another (on disk or still in memory), grouped by bundle change.
+//! - [`explain`]: one host's resolved configuration, every value with its layer and line.
+//! - [`plan`]: the rollout waves as the table `bellc plan` prints.
+//!
+//! Everything here returns data or text; `main.rs` prints it.
+
+pub mod diff;
+pub mod explain;
+pub mod plan;
