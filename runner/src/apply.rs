@@ -4,13 +4,16 @@
 //! nothing.
 
 use crate::accounts::Accounts;
+use crate::context::{last_reason, load_generation, Ctx, Outcome, Refusal};
 use crate::exec;
 use crate::failpoint;
 use crate::journal::{self, Switched};
 use crate::plan::{self, Change, Plan};
+use crate::revert::revert;
 use crate::rootfs::Root;
 use crate::scripts::{self, Exit, Invocation};
 use crate::state::{self, ExecRecord, HistoryEntry, Pending, ResourceRecord, Running, State};
+use crate::triggers::{fired_triggers, run_trigger};
 use bell_bundle::{Manifest, Resource};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,65 +27,6 @@ pub struct Options {
     pub dry_run: bool,
     /// Timeout of generated apply, revert and trigger scripts (exec scripts carry their own).
     pub script_timeout: u64,
-}
-
-/// Why nothing was done.
-#[derive(Debug)]
-pub struct Refusal {
-    pub message: String,
-    pub help: Option<String>,
-    /// Set when the error came after changes began (reverts ran): not a clean refusal, so
-    /// the exit code is 3, not 1.
-    pub partial: bool,
-}
-
-impl Refusal {
-    pub fn new(message: impl Into<String>) -> Refusal {
-        Refusal {
-            message: message.into(),
-            help: None,
-            partial: false,
-        }
-    }
-
-    fn partial(mut self) -> Refusal {
-        self.partial = true;
-        self
-    }
-
-    pub fn help(mut self, help: impl Into<String>) -> Refusal {
-        self.help = Some(help.into());
-        self
-    }
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Outcome {
-    pub key: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub change: Option<Change>,
-    /// `ok`, `failed`, `skipped`, `halted`, `started`, `not-due`, `unchanged`, `reverted`.
-    pub status: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub log: Option<String>,
-}
-
-impl Outcome {
-    fn new(key: &str, change: Option<Change>, status: &str, detail: Option<String>) -> Outcome {
-        Outcome {
-            key: key.to_string(),
-            change,
-            status: status.to_string(),
-            detail,
-            log: None,
-        }
-    }
-
-    pub fn failed(&self) -> bool {
-        matches!(self.status.as_str(), "failed" | "skipped" | "halted")
-    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -332,7 +276,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         .generation
         .as_ref()
         .and_then(|g| load_generation(&ctx, &mut manifests, g).map(|m| (g.clone(), m)));
-    let fired = fired_triggers(&checked, previous.as_ref(), &plan);
+    let fired = fired_triggers(&checked.manifest, &checked.id, previous.as_ref(), &plan);
     if !plan.files.is_empty() {
         rep.files = journal::switch(
             root,
@@ -421,235 +365,6 @@ fn set_current(root: &Root, id: &str) {
     if std::os::unix::fs::symlink(Path::new("generations").join(id), &tmp).is_ok() {
         let _ = fs::rename(&tmp, &link);
     }
-}
-
-pub(crate) struct Ctx<'a> {
-    pub(crate) root: &'a Root,
-    pub(crate) offline: bool,
-    pub(crate) timeout: Duration,
-    pub(crate) now: u64,
-}
-
-impl Ctx<'_> {
-    pub(crate) fn env(&self, kind: &str, name: &str, generation: &str) -> Vec<(String, String)> {
-        let state_dir = state::resource_state_dir(self.root, kind, name);
-        if fs::create_dir_all(&state_dir).is_ok() {
-            // Private: scripts may record secrets they need to undo themselves.
-            use std::os::unix::fs::PermissionsExt;
-            let _ = fs::set_permissions(&state_dir, fs::Permissions::from_mode(0o700));
-        }
-        vec![
-            ("BELL_ROOT".to_string(), self.root.dir.display().to_string()),
-            ("BELL_STATE".to_string(), state_dir.display().to_string()),
-            (
-                "BELL_OFFLINE".to_string(),
-                if self.offline { "1" } else { "0" }.to_string(),
-            ),
-            ("BELL_RESOURCE".to_string(), format!("{kind}:{name}")),
-            ("BELL_GENERATION".to_string(), generation.to_string()),
-        ]
-    }
-
-    /// A log path relative to the root, as recorded in `state.json`.
-    fn rel(&self, path: &Path) -> String {
-        match path.strip_prefix(&self.root.dir) {
-            Ok(rel) => format!("/{}", rel.display()),
-            Err(_) => path.display().to_string(),
-        }
-    }
-
-    pub(crate) fn run_sh(
-        &self,
-        bundle: &Path,
-        script: &str,
-        env: Vec<(String, String)>,
-        log: PathBuf,
-    ) -> (Exit, String) {
-        let inv = Invocation {
-            program: PathBuf::from("sh"),
-            args: vec![script.into()],
-            cwd: bundle.to_path_buf(),
-            env,
-            timeout: self.timeout,
-            log: log.clone(),
-        };
-        (scripts::run(&inv), self.rel(&log))
-    }
-}
-
-/// The one-line reason a failed script gave: stdlib scripts end with `bell: KIND:NAME: why`
-/// on stderr, which lands in the log; shown inline so the operator need not open the log.
-fn last_reason(log: &Path) -> Option<String> {
-    let text = fs::read_to_string(log).ok()?;
-    text.lines()
-        .rev()
-        .find_map(|l| l.strip_prefix("bell: "))
-        .map(|l| l.chars().take(300).collect())
-}
-
-fn load_generation<'m>(
-    ctx: &Ctx,
-    cache: &'m mut BTreeMap<String, Option<Manifest>>,
-    id: &str,
-) -> Option<&'m Manifest> {
-    cache
-        .entry(id.to_string())
-        .or_insert_with(|| bell_bundle::verify_dir(&state::generation_dir(ctx.root, id)).ok())
-        .as_ref()
-}
-
-fn split_key(key: &str) -> (&str, &str) {
-    key.split_once(':').unwrap_or((key, ""))
-}
-
-fn revert(
-    ctx: &Ctx,
-    cache: &mut BTreeMap<String, Option<Manifest>>,
-    key: &str,
-    generation: &str,
-) -> Outcome {
-    let (kind, name) = split_key(key);
-    let Some(manifest) = load_generation(ctx, cache, generation) else {
-        return Outcome::new(
-            key,
-            None,
-            "failed",
-            Some(format!(
-                "cannot revert: bell-run's copy of generation {} is missing or damaged",
-                journal::short(generation)
-            )),
-        );
-    };
-    let script = manifest
-        .resources
-        .iter()
-        .find(|r| r.key() == key)
-        .and_then(|r| r.revert.clone());
-    let state_dir = state::resource_state_dir(ctx.root, kind, name);
-    // A departed resource is reverted whatever its last apply did: a failed apply may still
-    // have left things behind.
-    let Some(script) = script else {
-        let _ = fs::remove_dir_all(&state_dir);
-        return Outcome::new(key, None, "reverted", Some("no revert script".to_string()));
-    };
-    let bundle = state::generation_dir(ctx.root, generation);
-    let log = state::resource_log_dir(ctx.root, kind, name).join("revert.log");
-    let (exit, log) = ctx.run_sh(&bundle, &script.path, ctx.env(kind, name, generation), log);
-    let mut outcome = if exit.ok() {
-        let _ = fs::remove_dir_all(&state_dir);
-        Outcome::new(key, None, "reverted", None)
-    } else {
-        Outcome::new(
-            key,
-            None,
-            "failed",
-            Some(format!("revert {}", exit.describe())),
-        )
-    };
-    outcome.log = Some(log);
-    outcome
-}
-
-fn matches_prefix(path: &str, prefix: &str) -> bool {
-    if prefix.ends_with('/') {
-        path.starts_with(prefix)
-    } else {
-        path == prefix
-            || path
-                .strip_prefix(prefix)
-                .is_some_and(|rest| rest.starts_with('/'))
-    }
-}
-
-/// Triggers of the new generation whose paths saw a change, and triggers that only the
-/// previous generation has, for paths it managed and the new one removed (dropping the last
-/// unit must still `daemon-reload`).
-fn fired_triggers(
-    checked: &Checked,
-    previous: Option<&(String, &Manifest)>,
-    plan: &Plan,
-) -> Vec<Pending> {
-    let touched: Vec<&str> = plan
-        .files
-        .iter()
-        .filter(|f| !matches!(f, plan::FileAction::Leave { .. }))
-        .map(|f| f.path())
-        .collect();
-    let hits = |t: &bell_bundle::Trigger, paths: &[&str]| {
-        t.paths
-            .iter()
-            .any(|p| paths.iter().any(|path| matches_prefix(path, p)))
-    };
-    let mut fired: Vec<Pending> = checked
-        .manifest
-        .triggers
-        .iter()
-        .filter(|t| hits(t, &touched))
-        .map(|t| Pending {
-            name: t.name.clone(),
-            generation: checked.id.clone(),
-        })
-        .collect();
-    if let Some((id, prev)) = previous {
-        let removed: Vec<&str> = plan
-            .files
-            .iter()
-            .filter(|f| {
-                matches!(
-                    f,
-                    plan::FileAction::Remove { .. } | plan::FileAction::Restore { .. }
-                )
-            })
-            .map(|f| f.path())
-            .collect();
-        for trigger in &prev.triggers {
-            let known = checked
-                .manifest
-                .triggers
-                .iter()
-                .any(|t| t.name == trigger.name);
-            if !known && hits(trigger, &removed) {
-                fired.push(Pending {
-                    name: trigger.name.clone(),
-                    generation: id.clone(),
-                });
-            }
-        }
-    }
-    fired
-}
-
-fn run_trigger(
-    ctx: &Ctx,
-    cache: &mut BTreeMap<String, Option<Manifest>>,
-    pending: &Pending,
-) -> Outcome {
-    let key = format!("trigger:{}", pending.name);
-    let script = load_generation(ctx, cache, &pending.generation).and_then(|m| {
-        m.triggers
-            .iter()
-            .find(|t| t.name == pending.name)
-            .map(|t| t.script.clone())
-    });
-    let Some(script) = script else {
-        return Outcome::new(
-            &key,
-            None,
-            "failed",
-            Some("the generation holding this trigger is missing".to_string()),
-        );
-    };
-    let bundle = state::generation_dir(ctx.root, &pending.generation);
-    let log = state::resource_log_dir(ctx.root, "trigger", &pending.name).join("trigger.log");
-    let env = ctx.env("trigger", &pending.name, &pending.generation);
-    let (exit, log) = ctx.run_sh(&bundle, &script.path, env, log);
-    let mut outcome = if exit.ok() {
-        Outcome::new(&key, None, "ok", None)
-    } else {
-        Outcome::new(&key, None, "failed", Some(exit.describe()))
-    };
-    outcome.log = Some(log);
-    outcome
 }
 
 fn run_resources(

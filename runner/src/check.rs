@@ -5,7 +5,7 @@
 //! otherwise leave alone, so that applying the same bundle again repairs live drift too.
 
 use crate::accounts::Accounts;
-use crate::apply::{Ctx, Refusal};
+use crate::context::{Ctx, Refusal};
 use crate::plan::{Change, Plan};
 use crate::rootfs::Root;
 use crate::scripts::Exit;

@@ -2,7 +2,8 @@
 //! that prints or decides exit codes (0 applied, 1 refused with nothing changed, 2 usage,
 //! 3 applied with failures).
 
-use crate::apply::{self, Options, Outcome, Refusal, Report};
+use crate::apply::{self, Options, Report};
+use crate::context::{Ctx, Outcome, Refusal};
 use crate::plan::{Change, FileAction};
 use crate::rootfs::Root;
 use crate::{check, journal, report, state};
@@ -519,7 +520,7 @@ fn cmd_check(args: &Args) -> i32 {
         let state = state::load(&root).map_err(Refusal::new)?;
         // A check during an apply would see half-applied values as drift.
         let _lock = apply::lock(&root)?;
-        let ctx = apply::Ctx {
+        let ctx = Ctx {
             root: &root,
             offline: opts.offline,
             timeout: std::time::Duration::from_secs(opts.script_timeout),

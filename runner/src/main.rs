@@ -5,17 +5,20 @@ mod accounts;
 mod apply;
 mod check;
 mod cli;
+mod context;
 mod exec;
 mod failpoint;
 mod journal;
 mod metrics;
 mod plan;
 mod report;
+mod revert;
 mod rootfs;
 mod scripts;
 mod state;
 mod sys;
 mod timer;
+mod triggers;
 
 fn main() {
     std::process::exit(cli::main());

@@ -3,8 +3,9 @@
 //! effort in the sense that the run's own result and exit code stand whether or not the store
 //! was reachable (a host that cannot report shows up as unaccounted in `bellc status`).
 
-use crate::apply::{self, Refusal};
+use crate::apply;
 use crate::check::CheckReport;
+use crate::context::Refusal;
 use crate::metrics::{self, Metrics};
 use crate::rootfs::Root;
 use crate::state;

@@ -1,0 +1,154 @@
+//! What every step of an apply shares: the context scripts run in (root, offline, timeout,
+//! the environment they get), the outcome of one script, and the refusal that stops an apply
+//! before it changes anything. Its own module so that the steps (apply, check, revert,
+//! triggers) can all use it without importing each other.
+
+use crate::plan::Change;
+use crate::rootfs::Root;
+use crate::scripts::{self, Exit, Invocation};
+use crate::state;
+use bell_bundle::Manifest;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Why nothing was done.
+#[derive(Debug)]
+pub struct Refusal {
+    pub message: String,
+    pub help: Option<String>,
+    /// Set when the error came after changes began (reverts ran): not a clean refusal, so
+    /// the exit code is 3, not 1.
+    pub partial: bool,
+}
+
+impl Refusal {
+    pub fn new(message: impl Into<String>) -> Refusal {
+        Refusal {
+            message: message.into(),
+            help: None,
+            partial: false,
+        }
+    }
+
+    pub(crate) fn partial(mut self) -> Refusal {
+        self.partial = true;
+        self
+    }
+
+    pub fn help(mut self, help: impl Into<String>) -> Refusal {
+        self.help = Some(help.into());
+        self
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Outcome {
+    pub key: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub change: Option<Change>,
+    /// `ok`, `failed`, `skipped`, `halted`, `started`, `not-due`, `unchanged`, `reverted`.
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+}
+
+impl Outcome {
+    pub(crate) fn new(
+        key: &str,
+        change: Option<Change>,
+        status: &str,
+        detail: Option<String>,
+    ) -> Outcome {
+        Outcome {
+            key: key.to_string(),
+            change,
+            status: status.to_string(),
+            detail,
+            log: None,
+        }
+    }
+
+    pub fn failed(&self) -> bool {
+        matches!(self.status.as_str(), "failed" | "skipped" | "halted")
+    }
+}
+
+pub(crate) struct Ctx<'a> {
+    pub(crate) root: &'a Root,
+    pub(crate) offline: bool,
+    pub(crate) timeout: Duration,
+    pub(crate) now: u64,
+}
+
+impl Ctx<'_> {
+    pub(crate) fn env(&self, kind: &str, name: &str, generation: &str) -> Vec<(String, String)> {
+        let state_dir = state::resource_state_dir(self.root, kind, name);
+        if fs::create_dir_all(&state_dir).is_ok() {
+            // Private: scripts may record secrets they need to undo themselves.
+            use std::os::unix::fs::PermissionsExt;
+            let _ = fs::set_permissions(&state_dir, fs::Permissions::from_mode(0o700));
+        }
+        vec![
+            ("BELL_ROOT".to_string(), self.root.dir.display().to_string()),
+            ("BELL_STATE".to_string(), state_dir.display().to_string()),
+            (
+                "BELL_OFFLINE".to_string(),
+                if self.offline { "1" } else { "0" }.to_string(),
+            ),
+            ("BELL_RESOURCE".to_string(), format!("{kind}:{name}")),
+            ("BELL_GENERATION".to_string(), generation.to_string()),
+        ]
+    }
+
+    /// A log path relative to the root, as recorded in `state.json`.
+    pub(crate) fn rel(&self, path: &Path) -> String {
+        match path.strip_prefix(&self.root.dir) {
+            Ok(rel) => format!("/{}", rel.display()),
+            Err(_) => path.display().to_string(),
+        }
+    }
+
+    pub(crate) fn run_sh(
+        &self,
+        bundle: &Path,
+        script: &str,
+        env: Vec<(String, String)>,
+        log: PathBuf,
+    ) -> (Exit, String) {
+        let inv = Invocation {
+            program: PathBuf::from("sh"),
+            args: vec![script.into()],
+            cwd: bundle.to_path_buf(),
+            env,
+            timeout: self.timeout,
+            log: log.clone(),
+        };
+        (scripts::run(&inv), self.rel(&log))
+    }
+}
+
+/// The one-line reason a failed script gave: stdlib scripts end with `bell: KIND:NAME: why`
+/// on stderr, which lands in the log; shown inline so the operator need not open the log.
+pub(crate) fn last_reason(log: &Path) -> Option<String> {
+    let text = fs::read_to_string(log).ok()?;
+    text.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("bell: "))
+        .map(|l| l.chars().take(300).collect())
+}
+
+pub(crate) fn load_generation<'m>(
+    ctx: &Ctx,
+    cache: &'m mut BTreeMap<String, Option<Manifest>>,
+    id: &str,
+) -> Option<&'m Manifest> {
+    cache
+        .entry(id.to_string())
+        .or_insert_with(|| bell_bundle::verify_dir(&state::generation_dir(ctx.root, id)).ok())
+        .as_ref()
+}
