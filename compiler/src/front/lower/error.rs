@@ -1,0 +1,161 @@
+//! The errors of lowering: each points at the node or value in its file.
+
+use super::*;
+
+#[derive(Debug, Error, Diagnostic)]
+pub enum LowerError {
+    #[error("{message}")]
+    #[diagnostic(code(bell::parse::syntax))]
+    Syntax {
+        message: String,
+        #[label("{label}")]
+        span: SourceSpan,
+        label: String,
+        #[help]
+        help: Option<String>,
+        file: FileId,
+    },
+    #[error("unknown node `{name}` {context}")]
+    #[diagnostic(code(bell::lower::unknown_node))]
+    UnknownNode {
+        name: String,
+        context: &'static str,
+        #[label("not a node bellc knows here")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("unknown property `{name}` on `{node}`")]
+    #[diagnostic(code(bell::lower::unknown_property))]
+    UnknownProperty {
+        name: String,
+        node: String,
+        #[label("unknown property")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("`{node}` takes {expected}")]
+    #[diagnostic(code(bell::lower::unexpected_argument))]
+    UnexpectedArgument {
+        node: String,
+        expected: &'static str,
+        #[label("unexpected")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("`{what}` expects {expected}, found {found}")]
+    #[diagnostic(code(bell::lower::wrong_type))]
+    WrongType {
+        what: String,
+        expected: String,
+        found: String,
+        #[label("expected {expected}")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("`{node}` is missing its required {what}")]
+    #[diagnostic(code(bell::lower::missing_property))]
+    Missing {
+        node: String,
+        what: String,
+        #[label("needs {what}")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("{what} `{name}` is declared twice")]
+    #[diagnostic(code(bell::lower::duplicate))]
+    Duplicate {
+        what: &'static str,
+        name: String,
+        #[label("declared again here")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("{message}")]
+    #[diagnostic(code(bell::lower::invalid_value))]
+    InvalidValue {
+        message: String,
+        #[label("here")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("cannot read {what} `{path}`: {reason}")]
+    #[diagnostic(code(bell::load::unreadable))]
+    Unreadable {
+        what: &'static str,
+        path: String,
+        reason: String,
+        #[label("this file")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("include cycle: {chain}")]
+    #[diagnostic(
+        code(bell::load::include_cycle),
+        help("a spec file may include another only once along any chain of includes; move the shared nodes into a file both include")
+    )]
+    IncludeCycle {
+        chain: String,
+        #[label("this include closes the cycle")]
+        span: SourceSpan,
+        file: FileId,
+    },
+    #[error("`{pattern}` matches no file")]
+    #[diagnostic(
+        code(bell::load::empty_glob),
+        severity(Warning),
+        help("the pattern is relative to the directory of the file that includes it")
+    )]
+    EmptyGlob {
+        pattern: String,
+        #[label("no match")]
+        span: SourceSpan,
+        file: FileId,
+    },
+    #[error("{message}")]
+    #[diagnostic(code(bell::inventory::invalid))]
+    Inventory {
+        message: String,
+        #[label("here")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+}
+
+impl LowerError {
+    fn file_id(&self) -> Option<FileId> {
+        use LowerError::*;
+        match self {
+            Syntax { file, .. }
+            | UnknownNode { file, .. }
+            | UnknownProperty { file, .. }
+            | UnexpectedArgument { file, .. }
+            | WrongType { file, .. }
+            | Missing { file, .. }
+            | Duplicate { file, .. }
+            | InvalidValue { file, .. }
+            | Unreadable { file, .. }
+            | IncludeCycle { file, .. }
+            | EmptyGlob { file, .. }
+            | Inventory { file, .. } => Some(*file),
+        }
+    }
+}
+crate::spec_diagnostic!(LowerError);

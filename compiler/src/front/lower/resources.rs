@@ -1,0 +1,468 @@
+//! Resources: `sysctl` settings and every resource kind's node, its name, properties and
+//! children, and how a declaration joins its layer.
+
+use super::*;
+
+impl Lowerer<'_> {
+    pub(super) fn sysctl(&mut self, file: FileId, node: &KdlNode, out: &mut Vec<SysctlSetting>) {
+        self.no_args(file, node);
+        for (_, entry) in self.props(node) {
+            self.unknown_prop(file, "sysctl", entry, &[]);
+        }
+        let Some(children) = node.children() else {
+            return;
+        };
+        for child in children.nodes() {
+            let key = child.name().value().to_string();
+            let key_span = child.name().span();
+            if let Err(invalid) = validate::sysctl_key(&key) {
+                self.invalid(file, key_span, invalid);
+                continue;
+            }
+            self.no_children(file, child);
+            for (_, entry) in self.props(child) {
+                self.diags.push(LowerError::UnexpectedArgument {
+                    node: key.clone(),
+                    expected: "one value",
+                    span: entry.span(),
+                    help: "write `KEY VALUE`, such as `net.ipv4.ip_forward 1`".into(),
+                    file,
+                });
+            }
+            let args = self.args(child);
+            let value = match args.as_slice() {
+                [entry] => match entry.value() {
+                    KdlValue::Null => None,
+                    KdlValue::Integer(i) => Some(i.to_string()),
+                    KdlValue::String(s) => {
+                        if let Err(reason) = crate::escape::config_field(s) {
+                            self.diags.push(LowerError::InvalidValue {
+                                message: format!("invalid value for `{key}`: {reason}"),
+                                span: entry.span(),
+                                help: "a sysctl value is one line; several numbers are separated by spaces or tabs".into(),
+                                file,
+                            });
+                            continue;
+                        }
+                        Some(s.clone())
+                    }
+                    other => {
+                        self.wrong_type(
+                            file,
+                            &key,
+                            "a number or a string (or `#null` to remove the key)",
+                            other,
+                            entry.span(),
+                        );
+                        continue;
+                    }
+                },
+                [] => {
+                    self.missing(
+                        file,
+                        key_span,
+                        key.clone(),
+                        "value",
+                        "write `KEY VALUE`, or `KEY #null` to remove an inherited key",
+                    );
+                    continue;
+                }
+                [_, extra, ..] => {
+                    self.diags.push(LowerError::UnexpectedArgument {
+                        node: key.clone(),
+                        expected: "one value",
+                        span: extra.span(),
+                        help:
+                            "a value with several fields is one string: `kernel.printk \"4 4 1 7\"`"
+                                .into(),
+                        file,
+                    });
+                    continue;
+                }
+            };
+            out.push(SysctlSetting {
+                key,
+                value,
+                span: self.span(file, child.span()),
+            });
+        }
+    }
+
+    // ---- resources -------------------------------------------------------------------------
+
+    pub(super) fn resource(
+        &mut self,
+        file: FileId,
+        node: &KdlNode,
+        kind: Kind,
+    ) -> Option<ResourceDecl> {
+        let keyword = kind.keyword();
+        let (name, name_span) = if kind.is_setting() {
+            self.no_args(file, node);
+            (keyword.to_string(), self.span(file, node.name().span()))
+        } else {
+            let what = match kind {
+                Kind::Perm | Kind::File => "path",
+                Kind::Ethtool => "interface name",
+                _ => "name",
+            };
+            self.name_arg(file, node, what)?
+        };
+        let before = self.diags.error_count();
+        self.check_name(file, kind, &name, name_span);
+        let schema = kind.schema();
+        let mut fields: BTreeMap<&'static str, Field> = BTreeMap::new();
+        let prop_names: Vec<&str> = schema
+            .iter()
+            .filter(|f| f.source == FieldSource::Prop)
+            .map(|f| f.name)
+            .collect();
+        for (key, entry) in self.props(node) {
+            match schema
+                .iter()
+                .find(|f| f.source == FieldSource::Prop && f.name == key)
+            {
+                Some(field) => {
+                    if let Some(value) = self.typed_value(file, keyword, field, entry) {
+                        if fields.contains_key(field.name) {
+                            self.diags.push(LowerError::Duplicate {
+                                what: "property",
+                                name: key.to_string(),
+                                span: entry.span(),
+                                help: "a property may be set once per node".into(),
+                                file,
+                            });
+                        }
+                        fields.insert(
+                            field.name,
+                            Field {
+                                value,
+                                span: self.span(file, entry.span()),
+                            },
+                        );
+                    }
+                }
+                None => self.unknown_prop(file, keyword, entry, &prop_names),
+            }
+        }
+        if let Some(children) = node.children() {
+            self.resource_children(file, kind, children, &mut fields);
+        }
+        let decl = ResourceDecl {
+            kind,
+            name,
+            name_span,
+            span: self.span(file, node.span()),
+            fields,
+        };
+        // Field checks run even when something else in the node is wrong, so that one run
+        // reports every mistake; the node is dropped afterwards.
+        self.check_fields(file, &decl);
+        if self.diags.error_count() > before {
+            return None;
+        }
+        Some(decl)
+    }
+
+    pub(super) fn resource_children(
+        &mut self,
+        file: FileId,
+        kind: Kind,
+        children: &KdlDocument,
+        fields: &mut BTreeMap<&'static str, Field>,
+    ) {
+        let schema = kind.schema();
+        let keyword = kind.keyword();
+        let child_names: Vec<&str> = schema
+            .iter()
+            .filter(|f| !matches!(f.source, FieldSource::Prop | FieldSource::AnyChildren))
+            .map(|f| f.name)
+            .collect();
+        if let Some(field) = schema.iter().find(|f| f.source == FieldSource::AnyChildren) {
+            // ethtool: every child is `feature on|off`.
+            let mut map = BTreeMap::new();
+            for child in children.nodes() {
+                let feature = child.name().value();
+                if feature == "after" {
+                    if let Some(v) = self.child_args(file, child) {
+                        fields.insert(
+                            "after",
+                            Field {
+                                value: Value::List(v),
+                                span: self.span(file, child.span()),
+                            },
+                        );
+                    }
+                    continue;
+                }
+                if let Err(invalid) = validate::ethtool_feature(feature) {
+                    self.invalid(file, child.name().span(), invalid);
+                    continue;
+                }
+                let args = self.args(child);
+                let value = match args.as_slice() {
+                    [entry] => match entry.value() {
+                        KdlValue::String(s) if s == "on" || s == "off" => s.clone(),
+                        other => {
+                            self.wrong_type(file, feature, "`on` or `off`", other, entry.span());
+                            continue;
+                        }
+                    },
+                    _ => {
+                        self.missing(
+                            file,
+                            child.span(),
+                            feature.to_string(),
+                            "value `on` or `off`",
+                            format!("write `{feature} on` or `{feature} off`"),
+                        );
+                        continue;
+                    }
+                };
+                if map.insert(feature.to_string(), value).is_some() {
+                    self.diags.push(LowerError::Duplicate {
+                        what: "ethtool feature",
+                        name: feature.to_string(),
+                        span: child.name().span(),
+                        help: "set each feature once".into(),
+                        file,
+                    });
+                }
+            }
+            fields.insert(
+                field.name,
+                Field {
+                    value: Value::Map(map),
+                    span: self.span(file, children.span()),
+                },
+            );
+            return;
+        }
+        for child in children.nodes() {
+            let name = child.name().value();
+            let Some(field) = schema
+                .iter()
+                .find(|f| f.name == name && f.source != FieldSource::Prop)
+            else {
+                let help = match validate::did_you_mean(name, child_names.iter().copied()) {
+                    Some(s) => format!("did you mean `{s}`?"),
+                    None if child_names.is_empty() => format!("`{keyword}` takes no child nodes"),
+                    None => format!("`{keyword}` knows: {}", child_names.join(", ")),
+                };
+                self.diags.push(LowerError::UnknownNode {
+                    name: name.to_string(),
+                    context: "in this resource",
+                    span: child.name().span(),
+                    help,
+                    file,
+                });
+                continue;
+            };
+            let mut span = self.span(file, child.span());
+            let value = match field.source {
+                FieldSource::ChildArg => {
+                    self.no_children(file, child);
+                    for (_, entry) in self.props(child) {
+                        self.unknown_prop(file, name, entry, &[]);
+                    }
+                    let args = self.args(child);
+                    match args.as_slice() {
+                        [entry] => {
+                            span = self.span(file, entry.span());
+                            self.typed_value(file, keyword, field, entry)
+                        }
+                        [] => {
+                            self.missing(
+                                file,
+                                child.name().span(),
+                                name.to_string(),
+                                "value",
+                                format!("write `{name} \"...\"`"),
+                            );
+                            None
+                        }
+                        [_, extra, ..] => {
+                            self.diags.push(LowerError::UnexpectedArgument {
+                                node: name.to_string(),
+                                expected: "one value",
+                                span: extra.span(),
+                                help: format!("write one `{name}` value"),
+                                file,
+                            });
+                            None
+                        }
+                    }
+                }
+                FieldSource::ChildArgs => self.child_args(file, child).map(Value::List),
+                FieldSource::RepeatedChildArg => {
+                    if let [entry] = self.args(child).as_slice() {
+                        span = self.span(file, entry.span());
+                        // Each key is checked where it is written, not after the list is merged.
+                        if let (Kind::User, KdlValue::String(key)) = (kind, entry.value()) {
+                            if let Err(invalid) = validate::ssh_public_key(key) {
+                                self.invalid(file, entry.span(), invalid);
+                                continue;
+                            }
+                        }
+                    }
+                    let args = self.child_args(file, child);
+                    match args {
+                        Some(list) if list.len() == 1 => {
+                            let mut all = match fields.remove(field.name) {
+                                Some(Field {
+                                    value: Value::List(l),
+                                    ..
+                                }) => l,
+                                _ => Vec::new(),
+                            };
+                            all.extend(list);
+                            Some(Value::List(all))
+                        }
+                        Some(_) => {
+                            self.diags.push(LowerError::UnexpectedArgument {
+                                node: name.to_string(),
+                                expected: "one value",
+                                span: child.span(),
+                                help: format!("write one `{name}` node per value"),
+                                file,
+                            });
+                            None
+                        }
+                        None => None,
+                    }
+                }
+                FieldSource::ChildProps => {
+                    self.no_args(file, child);
+                    self.no_children(file, child);
+                    let mut map = BTreeMap::new();
+                    for (key, entry) in self.props(child) {
+                        if let Some(v) = label_value(entry.value()) {
+                            map.insert(key.to_string(), v);
+                        } else {
+                            self.wrong_type(file, key, "a string", entry.value(), entry.span());
+                        }
+                    }
+                    Some(Value::Map(map))
+                }
+                FieldSource::DebconfChildren => {
+                    let mut list = match fields.remove(field.name) {
+                        Some(Field {
+                            value: Value::Debconf(l),
+                            ..
+                        }) => l,
+                        _ => Vec::new(),
+                    };
+                    if let Some(d) = self.debconf(file, child) {
+                        list.push(d);
+                    }
+                    Some(Value::Debconf(list))
+                }
+                FieldSource::Prop | FieldSource::AnyChildren => None,
+            };
+            if let Some(value) = value {
+                if matches!(
+                    field.source,
+                    FieldSource::ChildArg | FieldSource::ChildArgs | FieldSource::ChildProps
+                ) && fields.contains_key(field.name)
+                {
+                    self.diags.push(LowerError::Duplicate {
+                        what: "child node",
+                        name: name.to_string(),
+                        span: child.name().span(),
+                        help: format!("write `{name}` once"),
+                        file,
+                    });
+                }
+                fields.insert(field.name, Field { value, span });
+            }
+        }
+    }
+
+    pub(super) fn child_args(&mut self, file: FileId, child: &KdlNode) -> Option<Vec<String>> {
+        self.no_children(file, child);
+        let name = child.name().value().to_string();
+        for (_, entry) in self.props(child) {
+            self.unknown_prop(file, &name, entry, &[]);
+        }
+        let mut out = Vec::new();
+        let mut ok = true;
+        for entry in self.args(child) {
+            match entry.value() {
+                KdlValue::String(s) => out.push(s.clone()),
+                other => {
+                    self.wrong_type(file, &name, "a string", other, entry.span());
+                    ok = false;
+                }
+            }
+        }
+        ok.then_some(out)
+    }
+}
+
+/// Adds a resource to a layer; the same kind and name twice in one layer is an error.
+pub(super) fn push_resource(
+    layer: &mut Layer,
+    decl: ResourceDecl,
+    diags: &mut Diagnostics,
+    sources: &Sources,
+) {
+    if let Some(first) = layer
+        .resources
+        .iter()
+        .find(|r| r.kind == decl.kind && r.name == decl.name)
+    {
+        let help = if decl.kind.is_setting() {
+            format!(
+                "`{}` is first set at {}; set all its properties on one node",
+                decl.kind.keyword(),
+                sources.location(first.name_span)
+            )
+        } else {
+            format!(
+                "`{}:{}` is first declared at {}; merge the two, or change one in an `override`",
+                decl.kind.keyword(),
+                decl.name,
+                sources.location(first.name_span)
+            )
+        };
+        diags.push(LowerError::Duplicate {
+            what: "resource",
+            name: format!("{}:{}", decl.kind.keyword(), decl.name),
+            span: decl.name_span.source_span(),
+            help,
+            file: decl.name_span.file,
+        });
+        return;
+    }
+    layer.resources.push(decl);
+}
+
+/// Several `sysctl` blocks in one layer are one map; a key set twice in it is an error.
+pub(super) fn merge_sysctl_into(
+    into: &mut Vec<SysctlSetting>,
+    new: Vec<SysctlSetting>,
+    diags: &mut Diagnostics,
+    sources: &Sources,
+) {
+    for setting in new {
+        let canonical = validate::sysctl_path(&setting.key);
+        if let Some(first) = into
+            .iter()
+            .find(|s| validate::sysctl_path(&s.key) == canonical)
+        {
+            diags.push(LowerError::Duplicate {
+                what: "sysctl key",
+                name: setting.key.clone(),
+                span: setting.span.source_span(),
+                help: format!(
+                    "`{}` is first set at {}; set each key once per layer",
+                    first.key,
+                    sources.location(first.span)
+                ),
+                file: setting.span.file,
+            });
+            continue;
+        }
+        into.push(setting);
+    }
+}

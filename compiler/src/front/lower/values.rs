@@ -1,0 +1,247 @@
+//! Typed values of resource fields (debconf answers, booleans, modes, lists, …) and the checks
+//! of a resource's name and fields against the tools that will read them.
+
+use super::*;
+
+impl Lowerer<'_> {
+    pub(super) fn debconf(&mut self, file: FileId, node: &KdlNode) -> Option<Debconf> {
+        self.no_children(file, node);
+        let (question, _) = self.name_arg(file, node, "debconf question")?;
+        let mut kind = None;
+        let mut value = None;
+        for (key, entry) in self.props(node) {
+            match key {
+                "type" => kind = self.string(file, "type", entry),
+                "value" => {
+                    value = match entry.value() {
+                        KdlValue::Bool(b) => Some(b.to_string()),
+                        KdlValue::String(s) => Some(s.clone()),
+                        KdlValue::Integer(i) => Some(i.to_string()),
+                        other => {
+                            self.wrong_type(
+                                file,
+                                "value",
+                                "a string or a boolean",
+                                other,
+                                entry.span(),
+                            );
+                            None
+                        }
+                    }
+                }
+                _ => self.unknown_prop(file, "debconf", entry, &["type", "value"]),
+            }
+        }
+        const TYPES: &[&str] = &[
+            "boolean",
+            "string",
+            "select",
+            "multiselect",
+            "note",
+            "text",
+            "password",
+            "title",
+            "error",
+            "seen",
+        ];
+        let Some(kind) = kind else {
+            self.missing(
+                file,
+                node.name().span(),
+                "debconf",
+                "`type`",
+                format!("debconf types: {}", TYPES.join(", ")),
+            );
+            return None;
+        };
+        if !TYPES.contains(&kind.as_str()) {
+            let help = match validate::did_you_mean(&kind, TYPES.iter().copied()) {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => format!("debconf types: {}", TYPES.join(", ")),
+            };
+            self.diags.push(LowerError::InvalidValue {
+                message: format!("unknown debconf type `{kind}`"),
+                span: node.span(),
+                help,
+                file,
+            });
+            return None;
+        }
+        let Some(value) = value else {
+            self.missing(
+                file,
+                node.name().span(),
+                "debconf",
+                "`value`",
+                "write `debconf \"pkg/question\" type=\"boolean\" value=#false`",
+            );
+            return None;
+        };
+        if value.contains('\n') {
+            self.diags.push(LowerError::InvalidValue {
+                message: "a debconf answer cannot span lines".into(),
+                span: node.span(),
+                help: "debconf-set-selections reads one answer per line".into(),
+                file,
+            });
+            return None;
+        }
+        Some(Debconf {
+            question,
+            kind,
+            value,
+        })
+    }
+
+    pub(super) fn typed_value(
+        &mut self,
+        file: FileId,
+        node: &str,
+        field: &FieldSchema,
+        entry: &KdlEntry,
+    ) -> Option<Value> {
+        let what = format!("{node} {}", field.name);
+        let value = entry.value();
+        match field.ty {
+            FieldType::Bool => self.bool(file, &what, entry).map(Value::Bool),
+            FieldType::Str => self.string(file, &what, entry).map(Value::Str),
+            FieldType::IntOrStr => match value {
+                KdlValue::Integer(i) => Some(Value::Str(i.to_string())),
+                KdlValue::String(s) => Some(Value::Str(s.clone())),
+                other => {
+                    self.wrong_type(file, &what, "a number or a string", other, entry.span());
+                    None
+                }
+            },
+            FieldType::Seconds => match value {
+                KdlValue::Integer(i) if (0..=i64::MAX as i128).contains(i) => {
+                    Some(Value::Int(*i as i64))
+                }
+                KdlValue::String(s) if s == "infinite" => Some(Value::Str(s.clone())),
+                other => {
+                    self.wrong_type(
+                        file,
+                        &what,
+                        "a whole number of seconds (or \"infinite\")",
+                        other,
+                        entry.span(),
+                    );
+                    None
+                }
+            },
+            FieldType::Mode => {
+                let text = match value {
+                    KdlValue::String(s) => s.clone(),
+                    other => {
+                        let help_value = match other {
+                            KdlValue::Integer(i) => format!("\"{i:04}\""),
+                            _ => "\"0644\"".into(),
+                        };
+                        self.diags.push(LowerError::WrongType {
+                            what,
+                            expected: "an octal mode string".into(),
+                            found: describe_value(other),
+                            span: entry.span(),
+                            help: format!("write the mode in quotes, such as {help_value}, so that it is read as octal"),
+                            file,
+                        });
+                        return None;
+                    }
+                };
+                match validate::file_mode(&text) {
+                    Ok(_) => Some(Value::Str(text)),
+                    Err(invalid) => {
+                        self.invalid(file, entry.span(), invalid);
+                        None
+                    }
+                }
+            }
+            FieldType::Enum(values) => {
+                let text = self.string(file, &what, entry)?;
+                if values.contains(&text.as_str()) {
+                    Some(Value::Str(text))
+                } else {
+                    let help = match validate::did_you_mean(&text, values.iter().copied()) {
+                        Some(s) => format!("did you mean \"{s}\"?"),
+                        None => format!("use {}", field.ty.describe()),
+                    };
+                    self.diags.push(LowerError::InvalidValue {
+                        message: format!("`{what}` cannot be \"{text}\""),
+                        span: entry.span(),
+                        help,
+                        file,
+                    });
+                    None
+                }
+            }
+            FieldType::Strings
+            | FieldType::StrMap
+            | FieldType::OnOffMap
+            | FieldType::DebconfList => self
+                .string(file, &what, entry)
+                .map(|s| Value::List(vec![s])),
+        }
+    }
+
+    /// Checks of a resource's name that depend on its kind.
+    pub(super) fn check_name(&mut self, file: FileId, kind: Kind, name: &str, span: Span) {
+        let result = match kind {
+            Kind::User => validate::unix_user_name(name),
+            Kind::Package => validate::apt_package_name(name),
+            Kind::File => validate::absolute_path(name),
+            Kind::Perm => validate::absolute_path(name.trim_end_matches('*')).or_else(|e| {
+                if name.starts_with('/')
+                    && !name.contains("/../")
+                    && !name.contains("//")
+                    && !name.ends_with("/..")
+                {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            }),
+            Kind::Unit => validate::systemd_unit_name(name),
+            Kind::Apparmor => validate::apparmor_profile_name(name),
+            Kind::Ethtool => validate::interface_name(name),
+            Kind::Exec => validate::script_name(name),
+            Kind::AptSource => validate::source_name(name),
+            Kind::Limit | Kind::Mount => validate::resource_name(name),
+            Kind::Users | Kind::Apt => Ok(()),
+        };
+        if let Err(invalid) = result {
+            self.invalid(file, span.source_span(), invalid);
+        }
+    }
+
+    /// Checks of field values that do not need the other layers.
+    pub(super) fn check_fields(&mut self, file: FileId, decl: &ResourceDecl) {
+        for (name, field) in &decl.fields {
+            let result = match (decl.kind, *name, &field.value) {
+                (Kind::User, "password", Value::Str(s)) => validate::sha512_crypt(s),
+                (Kind::User, "shell", Value::Str(s)) => validate::absolute_path(s),
+                (Kind::Package, "version", Value::Str(v)) => validate::apt_version(v),
+                (Kind::Mount, "target", Value::Str(t)) => validate::mount_target(t),
+                (Kind::File | Kind::Perm, "owner", Value::Str(s)) => validate::unix_user_name(s),
+                (Kind::File | Kind::Perm, "group", Value::Str(s)) => validate::unix_group_name(s),
+                (Kind::AptSource, "url", Value::Str(s)) => validate::apt_url(s),
+                (Kind::AptSource, "key", Value::Str(s)) => validate::pgp_public_key(s),
+                (_, "after", Value::List(refs)) => {
+                    refs.iter().try_for_each(|r| parse_ref(r).map(|_| ()))
+                }
+                (Kind::Limit, "domain", Value::Str(s)) | (Kind::Limit, "value", Value::Str(s)) => {
+                    crate::escape::config_field(s)
+                        .map(|_| ())
+                        .map_err(|reason| validate::Invalid {
+                            message: format!("invalid limits.conf field: {reason}"),
+                            help: "a limits.conf field is one word: no spaces, tabs or newlines"
+                                .into(),
+                        })
+                }
+                _ => Ok(()),
+            };
+            if let Err(invalid) = result {
+                self.invalid(file, field.span.source_span(), invalid);
+            }
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Names of hosts and resources, and values the compiler checks before rendering (mount
+//! targets, apt URLs, PGP keys).
+
+use super::*;
+
+/// A host name: what `hostname` accepts and what makes a safe file name in `OUT/hosts/`
+/// (RFC 1123 labels, dots allowed, at most 253 characters).
+pub fn host_name(name: &str) -> Result<(), Invalid> {
+    let help = "host names are letters, digits, `-` and `.` (RFC 1123), such as `node-001` or `rack1.node3`";
+    if name.is_empty() || name.len() > 253 {
+        return Err(invalid(
+            format!("host name must be 1 to 253 characters, not {}", name.len()),
+            help,
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '.' || *c == '_'))
+    {
+        return Err(invalid(
+            format!(
+                "host name `{}` contains {}",
+                name.escape_debug(),
+                show_char(c)
+            ),
+            help,
+        ));
+    }
+    if name
+        .split('.')
+        .any(|label| label.is_empty() || label.starts_with('-') || label.ends_with('-'))
+    {
+        return Err(invalid(
+            format!(
+                "host name `{name}` has an empty label or a label that starts or ends with `-`"
+            ),
+            help,
+        ));
+    }
+    Ok(())
+}
+
+/// A network interface name as the kernel accepts it (at most 15 bytes, no `/`, `:` or space).
+pub fn interface_name(name: &str) -> Result<(), Invalid> {
+    let help = "interface names are at most 15 characters without `/`, `:` or whitespace, such as `ens3` or `eth0.100`";
+    if name.is_empty() || name.len() > 15 || name == "." || name == ".." {
+        return Err(invalid(
+            format!("`{}` is not a valid interface name", name.escape_debug()),
+            help,
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@')))
+    {
+        return Err(invalid(
+            format!(
+                "interface name `{}` contains {}",
+                name.escape_debug(),
+                show_char(c)
+            ),
+            help,
+        ));
+    }
+    Ok(())
+}
+
+/// A name that becomes part of a file name bell writes (exec scripts, apt sources, limits).
+fn plain_name(name: &str, what: &str, example: &str) -> Result<(), Invalid> {
+    let help = format!("{what} names are letters, digits, `.`, `_` and `-`, such as `{example}`");
+    if name.is_empty() || name.len() > 128 || name.starts_with('.') || name.starts_with('-') {
+        return Err(invalid(
+            format!("`{}` is not a valid {what} name", name.escape_debug()),
+            help,
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(invalid(
+            format!(
+                "{what} name `{}` contains {}",
+                name.escape_debug(),
+                show_char(c)
+            ),
+            help,
+        ));
+    }
+    Ok(())
+}
+
+pub fn script_name(name: &str) -> Result<(), Invalid> {
+    plain_name(name, "exec script", "001-setup.sh")
+}
+
+pub fn source_name(name: &str) -> Result<(), Invalid> {
+    plain_name(name, "apt source", "ubuntu")
+}
+
+pub fn resource_name(name: &str) -> Result<(), Invalid> {
+    plain_name(name, "resource", "core_dump")
+}
+
+/// A mount target: an absolute normalised path outside the kernel's virtual file systems.
+pub fn mount_target(path: &str) -> Result<(), Invalid> {
+    absolute_path(path)?;
+    for virtual_fs in ["/proc", "/sys", "/dev"] {
+        if path == virtual_fs || path.starts_with(&format!("{virtual_fs}/")) {
+            return Err(invalid(
+                format!("cannot mount on `{path}`: {virtual_fs} belongs to the kernel"),
+                "mount somewhere bell can own, such as /mnt/NAME or /srv/NAME",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An apt repository URL.
+pub fn apt_url(url: &str) -> Result<(), Invalid> {
+    let help = "write the repository's base URL, such as `http://deb.debian.org/debian` or `file:/srv/repo`";
+    let ok_scheme = [
+        "http://",
+        "https://",
+        "file:",
+        "mirror+http://",
+        "mirror+https://",
+        "cdrom:",
+    ]
+    .iter()
+    .any(|s| url.starts_with(s));
+    if !ok_scheme {
+        return Err(invalid(
+            format!("`{}` is not an apt URL", url.escape_debug()),
+            help,
+        ));
+    }
+    if let Some(c) = url.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(invalid(format!("apt URL contains {}", show_char(c)), help));
+    }
+    Ok(())
+}
+
+/// An ASCII-armoured OpenPGP public key block, as `Signed-By` keyrings take it.
+pub fn pgp_public_key(text: &str) -> Result<(), Invalid> {
+    let help = "paste the output of `gpg --armor --export KEYID`, from `-----BEGIN PGP PUBLIC KEY BLOCK-----` to `-----END PGP PUBLIC KEY BLOCK-----`";
+    let trimmed = text.trim();
+    if !trimmed.starts_with("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+        || !trimmed.ends_with("-----END PGP PUBLIC KEY BLOCK-----")
+    {
+        return Err(invalid(
+            "`key` is not an armoured PGP public key block",
+            help,
+        ));
+    }
+    Ok(())
+}

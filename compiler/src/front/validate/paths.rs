@@ -1,0 +1,69 @@
+//! Absolute paths of managed files and file modes.
+
+use super::*;
+
+/// An absolute, normalised path for a managed resource: not `/` itself, no `.`/`..` components,
+/// no `//`, no trailing `/`, no control characters, within PATH_MAX and NAME_MAX.
+pub fn absolute_path(path: &str) -> Result<(), Invalid> {
+    let help =
+        "write an absolute path without `.`, `..`, doubled or trailing slashes, e.g. `/mnt/data`";
+    if !path.starts_with('/') {
+        return Err(invalid(format!("path `{path}` is not absolute"), help));
+    }
+    if let Some(c) = path.chars().find(|c| c.is_control()) {
+        return Err(invalid(
+            format!("path contains {}", show_char(c)),
+            "control characters (newlines, NUL, ...) are not allowed in paths bell manages",
+        ));
+    }
+    if path == "/" {
+        return Err(invalid(
+            "path `/` is the root directory",
+            "name a file or directory below `/`",
+        ));
+    }
+    if path.len() >= 4096 {
+        return Err(invalid(
+            format!("path is {} bytes long, the limit is 4095", path.len()),
+            help,
+        ));
+    }
+    if path.ends_with('/') {
+        return Err(invalid(
+            format!("path `{path}` ends with `/`"),
+            format!("write `{}`", path.trim_end_matches('/')),
+        ));
+    }
+    for component in path[1..].split('/') {
+        match component {
+            "" => return Err(invalid(format!("path `{path}` contains `//`"), help)),
+            "." | ".." => {
+                return Err(invalid(
+                    format!("path `{path}` contains a `{component}` component"),
+                    help,
+                ))
+            }
+            c if c.len() > 255 => {
+                return Err(invalid(
+                    format!("path `{path}` has a component longer than 255 bytes"),
+                    help,
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A file mode in octal, as chmod takes it: `0640`, `640`, `1777`.
+pub fn file_mode(mode: &str) -> Result<u32, Invalid> {
+    let help = "write the mode as three or four octal digits, e.g. `0644`, `0750` or `1777`";
+    if !(3..=4).contains(&mode.len()) || !mode.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+        return Err(invalid(
+            format!("file mode `{mode}` is not an octal mode"),
+            help,
+        ));
+    }
+    u32::from_str_radix(mode, 8)
+        .map_err(|_| invalid(format!("file mode `{mode}` is not an octal mode"), help))
+}
