@@ -1,18 +1,22 @@
-//! Target profiles (`targets/*.json`, embedded at build time): where a distribution keeps the
-//! files bell writes, and which features it has. Rendering reads paths from here instead of
-//! hard-coding them, so a new distribution is one JSON file.
+//! Target profiles (`targets/*.json`, embedded at build time): which distribution a host runs,
+//! where it keeps the files bell writes when that is not where Debian keeps them, and which
+//! features it has. Rendering reads directories through [`Target::path`] instead of
+//! hard-coding them, so a new distribution is one JSON file and a new directory one constant.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
 pub struct Target {
     pub name: String,
     pub os: String,
     pub version: String,
     pub codename: String,
-    pub paths: Paths,
+    /// Directories this distribution keeps somewhere else than Debian, by [`TargetPath::key`].
+    #[serde(default)]
+    pub paths: BTreeMap<String, String>,
     pub package_manager: String,
     /// The distribution's built-in login account (`debian`, `ubuntu`), disabled only when a
     /// managed user can take over (Divingbell's rule).
@@ -20,16 +24,22 @@ pub struct Target {
     pub features: BTreeMap<String, bool>,
 }
 
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
-pub struct Paths {
-    pub sysctl_dir: String,
-    pub limits_dir: String,
-    pub unit_dir: String,
-    pub apparmor_dir: String,
-    pub sudoers_dir: String,
-    pub apt_sources_dir: String,
-    pub apt_keyring_dir: String,
-    pub debconf_dir: String,
+/// A directory bell writes into, with where Debian keeps it. A kind names the directories it
+/// writes next to its render code; a profile lists (under `paths`, by `key`) only the ones its
+/// distribution keeps elsewhere. So a new path is one constant, not an edit to every profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TargetPath {
+    pub key: &'static str,
+    pub default: &'static str,
+}
+
+impl Target {
+    /// The directory `path` names on this target.
+    pub fn path(&self, path: &TargetPath) -> &str {
+        self.paths
+            .get(path.key)
+            .map_or(path.default, String::as_str)
+    }
 }
 
 const EMBEDDED: &[(&str, &str)] = &[
@@ -77,5 +87,30 @@ mod tests {
         for (name, target) in super::all() {
             assert_eq!(name, &target.name);
         }
+    }
+
+    const SYSCTL: super::TargetPath = super::TargetPath {
+        key: "sysctl_dir",
+        default: "/etc/sysctl.d",
+    };
+
+    fn profile(paths: &str) -> Result<super::Target, serde_json::Error> {
+        serde_json::from_str(&format!(
+            r#"{{"name": "x", "os": "x", "version": "1", "codename": "x",
+                "package_manager": "apt", "default_account": "x", "features": {{}}{paths}}}"#
+        ))
+    }
+
+    #[test]
+    fn a_profile_names_only_the_paths_it_moves() {
+        let debian_like = profile("").expect("parses");
+        assert_eq!(debian_like.path(&SYSCTL), "/etc/sysctl.d");
+        let moved = profile(r#", "paths": {"sysctl_dir": "/usr/lib/sysctl.d"}"#).expect("parses");
+        assert_eq!(moved.path(&SYSCTL), "/usr/lib/sysctl.d");
+    }
+
+    #[test]
+    fn a_misspelt_profile_field_is_refused() {
+        assert!(profile(r#", "pahts": {}"#).is_err());
     }
 }

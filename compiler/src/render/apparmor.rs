@@ -7,8 +7,14 @@ use super::{common, BundleBuilder, HostContext, NewFile, NewResource, RenderErro
 use crate::diagnostic::Diagnostics;
 use crate::source::{Sources, Span};
 use crate::spec::{Kind, Spec, Value};
+use crate::targets::TargetPath;
 use minijinja::context;
 use std::collections::BTreeMap;
+
+pub const APPARMOR_DIR: TargetPath = TargetPath {
+    key: "apparmor_dir",
+    default: "/etc/apparmor.d",
+};
 
 /// A top-level profile declared by a profile file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,7 +170,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             continue;
         }
         let mode = a.str("mode").unwrap_or("enforce");
-        let path = format!("{}/{}", cx.target.paths.apparmor_dir, a.name);
+        let path = format!("{}/{}", cx.target.path(&APPARMOR_DIR), a.name);
         let mut text = profile.to_string();
         if !text.ends_with('\n') {
             text.push('\n');

@@ -5,7 +5,14 @@
 use super::{BundleBuilder, HostContext, RenderError, Renderer};
 use crate::diagnostic::Diagnostics;
 use crate::source::{Sources, Span};
+use crate::targets::TargetPath;
 use minijinja::context;
+
+/// Where units bell writes go (mounts, ethtool, `unit`, the units `file` drops there).
+pub const UNIT_DIR: TargetPath = TargetPath {
+    key: "unit_dir",
+    default: "/etc/systemd/system",
+};
 
 /// Renders `template` as the `role` script (`apply` or `revert`) of `kind:name`. The prelude
 /// the template includes reads `kind`, `name` and `role` from the context.
@@ -27,7 +34,7 @@ pub fn daemon_reload_trigger(
     cx: &HostContext,
     out: &mut BundleBuilder,
 ) -> Result<(), String> {
-    let dir = format!("{}/", cx.target.paths.unit_dir);
+    let dir = format!("{}/", cx.target.path(&UNIT_DIR));
     let text = r.stdlib("systemd/daemon-reload.sh.j2", context! {})?;
     out.add_trigger("systemd-daemon-reload", vec![dir], text);
     Ok(())

@@ -61,7 +61,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             "{}.device",
             escape::systemd_escape_path(&format!("/sys/subsystem/net/devices/{iface}"))
         );
-        let unit_dir = &cx.target.paths.unit_dir;
+        let unit_dir = cx.target.path(&common::UNIT_DIR);
         let path = format!("{unit_dir}/{unit}");
         let text = match r.stdlib(
             "ethtool/ethtool.service.j2",

@@ -10,7 +10,7 @@ use crate::spec::Kind;
 use minijinja::context;
 
 pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
-    let unit_dir = &cx.target.paths.unit_dir;
+    let unit_dir = cx.target.path(&common::UNIT_DIR);
     let mut reload = false;
     for res in cx
         .host

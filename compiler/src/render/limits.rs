@@ -4,9 +4,15 @@
 use super::{BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer};
 use crate::diagnostic::Diagnostics;
 use crate::spec::Kind;
+use crate::targets::TargetPath;
 use minijinja::context;
 
 pub const FILE_NAME: &str = "60-bell.conf";
+
+pub const LIMITS_DIR: TargetPath = TargetPath {
+    key: "limits_dir",
+    default: "/etc/security/limits.d",
+};
 
 pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
     let limits: Vec<_> = cx
@@ -30,7 +36,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             }
         })
         .collect();
-    let path = format!("{}/{FILE_NAME}", cx.target.paths.limits_dir);
+    let path = format!("{}/{FILE_NAME}", cx.target.path(&LIMITS_DIR));
     match r.stdlib("limits/limits.conf.j2", context! { limits => rows }) {
         Ok(text) => {
             let _ = out.add_file(NewFile::root_owned(path, text, 0o644), "limit");

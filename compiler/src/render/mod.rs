@@ -164,8 +164,7 @@ impl Renderer {
         env.set_lstrip_blocks(true);
         stdlib::register_filters(&mut env);
         for (name, source) in stdlib::TEMPLATES {
-            // Our own templates are covered by tests that render every kind; a template that
-            // fails to parse shows up there, so it is skipped here instead of panicking.
+            // `build.rs` parsed every stdlib template with this same minijinja: none fails here.
             let _ = env.add_template(name, source);
         }
         Renderer { env }
@@ -484,8 +483,41 @@ pub fn file_name_for(name: &str) -> String {
     out
 }
 
+/// Every directory a kind writes into, for checking the target profiles' `paths`.
+pub const TARGET_PATHS: &[&crate::targets::TargetPath] = &[
+    &apparmor::APPARMOR_DIR,
+    &common::UNIT_DIR,
+    &limits::LIMITS_DIR,
+    &package::APT_KEYRING_DIR,
+    &package::APT_SOURCES_DIR,
+    &package::DEBCONF_DIR,
+    &sysctl::SYSCTL_DIR,
+    &user::SUDOERS_DIR,
+];
+
 #[cfg(test)]
 mod tests {
+    /// A profile that names a directory no kind writes into has a typo: it would be ignored.
+    #[test]
+    fn every_profile_path_is_one_a_kind_writes_into() {
+        for target in crate::targets::all().values() {
+            for key in target.paths.keys() {
+                assert!(
+                    super::TARGET_PATHS.iter().any(|p| p.key == key),
+                    "targets/{}.json: `paths.{key}` is no directory bell writes into",
+                    target.name
+                );
+            }
+        }
+        let mut keys: Vec<_> = super::TARGET_PATHS.iter().map(|p| p.key).collect();
+        keys.dedup();
+        assert_eq!(
+            keys.len(),
+            super::TARGET_PATHS.len(),
+            "a key is listed twice"
+        );
+    }
+
     #[test]
     fn script_file_names_are_injective_and_safe() {
         use super::file_name_for;

@@ -57,7 +57,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             order.push(names);
         }
         let unit = escape::mount_unit_name(target);
-        let unit_dir = &cx.target.paths.unit_dir;
+        let unit_dir = cx.target.path(&common::UNIT_DIR);
         let path = format!("{unit_dir}/{unit}");
         let ctx = context! {
             name => m.name, target, device, type => fstype,

@@ -23,7 +23,22 @@ use crate::diagnostic::Diagnostics;
 use crate::resolve::ResolvedResource;
 use crate::source::Span;
 use crate::spec::Kind;
+use crate::targets::TargetPath;
 use minijinja::context;
+
+pub const APT_SOURCES_DIR: TargetPath = TargetPath {
+    key: "apt_sources_dir",
+    default: "/etc/apt/sources.list.d",
+};
+pub const APT_KEYRING_DIR: TargetPath = TargetPath {
+    key: "apt_keyring_dir",
+    default: "/etc/apt/keyrings",
+};
+/// Where debconf answers are staged for `debconf-set-selections` (bell's own state).
+pub const DEBCONF_DIR: TargetPath = TargetPath {
+    key: "debconf_dir",
+    default: "/var/lib/bell/debconf",
+};
 
 fn template_error(res: &ResolvedResource, message: String) -> RenderError {
     let span = res.origin.span;
@@ -84,7 +99,6 @@ fn words<'a>(
 
 pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
     let model = &cx.host.model;
-    let paths = &cx.target.paths;
     let apt = model.resources.iter().find(|res| res.kind == Kind::Apt);
     let allow_downgrade = apt.and_then(|a| a.bool("allow-downgrade")).unwrap_or(false);
 
@@ -113,7 +127,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         let mut files = Vec::new();
         let keyring = source
             .str("key")
-            .map(|_| format!("{}/bell-{name}.asc", paths.apt_keyring_dir));
+            .map(|_| format!("{}/bell-{name}.asc", cx.target.path(&APT_KEYRING_DIR)));
         if let (Some(path), Some(key_text)) = (&keyring, source.str("key")) {
             let mut text = key_text.trim().to_string();
             text.push('\n');
@@ -146,7 +160,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                 continue;
             }
         };
-        let path = format!("{}/bell-{name}.sources", paths.apt_sources_dir);
+        let path = format!("{}/bell-{name}.sources", cx.target.path(&APT_SOURCES_DIR));
         if let Err(first) = out.add_file(NewFile::root_owned(&path, text, 0o644), &key) {
             diags.push(conflict(source.origin.span, path, first, key.clone()));
             continue;
@@ -169,8 +183,8 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             Ok(script) => out.add_trigger(
                 "apt-update",
                 vec![
-                    format!("{}/", paths.apt_sources_dir),
-                    format!("{}/", paths.apt_keyring_dir),
+                    format!("{}/", cx.target.path(&APT_SOURCES_DIR)),
+                    format!("{}/", cx.target.path(&APT_KEYRING_DIR)),
                 ],
                 script,
             ),
@@ -277,7 +291,7 @@ fn render_package(
                 return;
             }
         };
-        seed = format!("{}/{name}.seed", cx.target.paths.debconf_dir);
+        seed = format!("{}/{name}.seed", cx.target.path(&DEBCONF_DIR));
         // Answers may hold passwords: readable by root only.
         if let Err(first) = out.add_file(NewFile::root_owned(&seed, text, 0o600), &key) {
             diags.push(conflict(pkg.span_of("debconf"), seed, first, key));

@@ -3,9 +3,15 @@
 
 use super::{common, BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer};
 use crate::diagnostic::Diagnostics;
+use crate::targets::TargetPath;
 use minijinja::context;
 
 pub const FILE_NAME: &str = "60-bell.conf";
+
+pub const SYSCTL_DIR: TargetPath = TargetPath {
+    key: "sysctl_dir",
+    default: "/etc/sysctl.d",
+};
 
 pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
     let model = &cx.host.model;
@@ -17,7 +23,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         .values()
         .map(|s| context! { key => s.key, value => s.value })
         .collect();
-    let path = format!("{}/{FILE_NAME}", cx.target.paths.sysctl_dir);
+    let path = format!("{}/{FILE_NAME}", cx.target.path(&SYSCTL_DIR));
     match r.stdlib("sysctl/sysctl.conf.j2", context! { settings }) {
         Ok(text) => {
             let _ = out.add_file(NewFile::root_owned(path, text, 0o644), "sysctl");

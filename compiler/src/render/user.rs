@@ -23,12 +23,18 @@ use crate::diagnostic::Diagnostics;
 use crate::resolve::ResolvedResource;
 use crate::source::FileId;
 use crate::spec::Kind;
+use crate::targets::TargetPath;
 use miette::{Diagnostic, SourceSpan};
 use minijinja::context;
 use thiserror::Error;
 
 /// Where the bundle stages sudoers drop-ins for the apply to check and install.
 pub const SUDOERS_STAGING_DIR: &str = "/var/lib/bell/sudoers";
+
+pub const SUDOERS_DIR: TargetPath = TargetPath {
+    key: "sudoers_dir",
+    default: "/etc/sudoers.d",
+};
 
 /// The kind of the resource that expires the target's built-in account.
 pub const DEFAULT_ACCOUNT_KIND: &str = "default-account";
@@ -97,7 +103,6 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         .find(|res| res.kind == Kind::Users)
         .and_then(|res| res.bool("purge-expired"))
         .unwrap_or(false);
-    let paths = &cx.target.paths;
     let mut can_take_over = Vec::new();
     for user in &users {
         let name = user.name.as_str();
@@ -140,7 +145,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             can_take_over.push(key.clone());
         }
         let staged = format!("{SUDOERS_STAGING_DIR}/{name}");
-        let dropin = format!("{}/bell-{name}", paths.sudoers_dir);
+        let dropin = format!("{}/bell-{name}", cx.target.path(&SUDOERS_DIR));
         let mut files = Vec::new();
         if sudo {
             let text = match r.stdlib("user/sudoers.j2", context! { name }) {
