@@ -1,0 +1,65 @@
+//! The README's architecture tree is how a newcomer finds their way: it must name exactly the
+//! folders of `compiler/src/` and the shared modules beside `lib.rs`.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+fn readme_tree() -> String {
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let text = std::fs::read_to_string(readme).expect("README.md");
+    let arch = text
+        .split("## Architecture")
+        .nth(1)
+        .expect("an Architecture section");
+    arch.split("```text")
+        .map(|block| block.split("```").next().unwrap_or(""))
+        .find(|block| block.contains("\ncompiler/"))
+        .expect("a tree of compiler/ in the Architecture section")
+        .to_string()
+}
+
+#[test]
+fn readme_tree_names_every_stage_folder() {
+    let tree = readme_tree();
+    let listed: BTreeSet<String> = tree
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("src/"))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .filter_map(|entry| entry.strip_suffix('/'))
+        .map(str::to_string)
+        .collect();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let folders: BTreeSet<String> = std::fs::read_dir(&src)
+        .expect("read src")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_dir())
+        .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        listed, folders,
+        "the README's tree and compiler/src/ differ"
+    );
+
+    let shared_line = tree
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("src/{"))
+        .expect("a `src/{...}.rs` line for the shared modules");
+    let listed: BTreeSet<String> = shared_line
+        .split('}')
+        .next()
+        .unwrap_or("")
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .collect();
+    let files: BTreeSet<String> = std::fs::read_dir(&src)
+        .expect("read src")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .map(|p| p.file_stem().expect("stem").to_string_lossy().into_owned())
+        .filter(|name| name != "lib")
+        .collect();
+    assert_eq!(
+        listed, files,
+        "the README's shared modules and compiler/src/*.rs differ"
+    );
+}
