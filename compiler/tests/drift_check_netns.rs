@@ -5,9 +5,8 @@
 //! two and exits 2; `bell-run apply` of the same bundle puts the file back and applies the
 //! drifted sysctl again (its check said so), after which `check` is clean.
 mod common;
-mod review_common;
+use common::fleet::*;
 use common::*;
-use review_common::*;
 use std::process::Command;
 
 const SPEC: &str = r#"fleet "lab" target="debian-12"

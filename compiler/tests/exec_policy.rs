@@ -2,9 +2,9 @@
 //! manifest for bell-run, and the policy rules of the language are diagnostics that point at
 //! the property breaking them.
 
-mod build_spec;
+mod common;
 use bell_bundle::{ExecPolicy, OnFailure, Rerun};
-use build_spec::{bundle, errors, example};
+use common::in_memory::{bundle, errors, example};
 use std::collections::BTreeMap;
 
 #[test]
@@ -69,7 +69,7 @@ exec "s.sh" {
         "h",
     );
     assert_eq!(
-        build_spec::script(&b, "exec", "s.sh", "apply"),
+        common::script(&b, "exec", "s.sh", "apply"),
         "#!/bin/sh\necho '{{ host.name }}' \"$HOME\" `id`\n"
     );
 }

@@ -4,9 +4,8 @@
 //! drifted, and one host outside the release reports: every host gets the right state, the
 //! failed host comes first, and the exit code says that someone must look.
 mod common;
-mod review_common;
+use common::fleet::*;
 use common::*;
-use review_common::*;
 use std::path::Path;
 
 fn spec(swappiness: u32) -> String {

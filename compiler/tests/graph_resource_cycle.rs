@@ -2,8 +2,8 @@
 //! lines involved and explains the implicit edges in words; an `after` naming a resource the
 //! host does not have points at the reference with a suggestion.
 
-mod graph_support;
-use graph_support::build;
+mod common;
+use common::spec_dir::build;
 
 const HEAD: &str = r#"fleet "t" target="ubuntu-24.04"
 host "h1" address="10.0.0.1" role="web"
@@ -145,7 +145,7 @@ limit "b" domain="*" type="soft" item="nproc" value=1 {{
 }}
 "#
     );
-    let (front, diags, _dir) = graph_support::frontend(&spec);
+    let (front, diags, _dir) = common::spec_dir::frontend(&spec);
     assert!(diags.has_errors());
     let mut local = bellc::diagnostic::Diagnostics::new();
     let host = &front.resolution.hosts[0];

@@ -2,9 +2,10 @@
 //! `debconf-set-selections` and `dpkg-reconfigure` replaced on PATH by stubs that keep a tiny
 //! package database and log every call. (The real apt runs in the VM end-to-end test.)
 
-mod build_spec;
+mod common;
 use bellc::render::RenderedBundle;
-use build_spec::{bundle, script};
+use common::in_memory::bundle;
+use common::script;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 

@@ -1,8 +1,8 @@
 //! `bellc plan --against OLD_OUT` plans only the hosts whose bundle changed since the release
 //! in OLD_OUT.
 
-mod graph_support;
-use graph_support::{bellc, examples};
+mod common;
+use common::spec_dir::{bellc, examples};
 use std::path::Path;
 
 fn copy_example(dir: &Path) {

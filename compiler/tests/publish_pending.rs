@@ -2,9 +2,8 @@
 //! etcd, and `bell-run pending` tells a host whether its applied bundle is the desired one
 //! (exit 0 up to date, 10 update pending).
 mod common;
-mod review_common;
+use common::fleet::*;
 use common::*;
-use review_common::*;
 
 fn spec(hosts: &[&str], value: u32) -> String {
     let mut s = String::from("fleet \"lab\" target=\"debian-12\"\n");

@@ -2,11 +2,11 @@
 //! (etcd ← api ← workers), under a count and a percentage: every wave is checked against the
 //! invariants a rollout relies on.
 
-mod graph_support;
+mod common;
 use bellc::graph::waves::{plan, Policy, Wave};
 use bellc::resolve::ResolvedHost;
 use bellc::spec::MaxUnavailable;
-use graph_support::{build, frontend};
+use common::spec_dir::{build, frontend};
 use std::collections::{HashMap, HashSet};
 
 const HOSTS: usize = 1000;

@@ -1,8 +1,8 @@
 //! A host that provides a service must have an address for its consumers to reach; one that
 //! has none is an error at the `service` line that names the host.
 
-mod graph_support;
-use graph_support::build;
+mod common;
+use common::spec_dir::build;
 
 #[test]
 fn a_provider_without_an_address_is_named() {

@@ -1,8 +1,8 @@
 //! Runtime `uses` that go round (load balancers need the controllers up, controllers need the
 //! load balancers up) leave no rollout order; the build says so and suggests `runtime=#false`.
 
-mod graph_support;
-use graph_support::{build, frontend};
+mod common;
+use common::spec_dir::{build, frontend};
 
 fn fleet(lb_uses: &str) -> String {
     format!(

@@ -3,9 +3,8 @@
 //! the difference when drifted (comparing words, as the kernel separates fields by tabs), and
 //! 0 offline, where there is no live value to read.
 mod common;
-mod review_common;
+use common::fleet::*;
 use common::*;
-use review_common::*;
 use std::process::Command;
 
 const HOSTILE: &str = "1024 $(touch PWNED)' 65000";

@@ -2,11 +2,11 @@
 //! a config file listing their addresses, and the plan rolls control hosts out first, one rack
 //! host at a time.
 
-mod graph_support;
+mod common;
 use bellc::diagnostic::Diagnostics;
 use bellc::render::Renderer;
 use bellc::source::Sources;
-use graph_support::examples;
+use common::spec_dir::examples;
 use std::collections::HashMap;
 
 fn compile() -> bellc::Compiled {

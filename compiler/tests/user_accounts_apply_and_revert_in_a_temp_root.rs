@@ -3,9 +3,10 @@
 //! `purge-expired=#true`, give back what they changed on an account bell did not create, and
 //! expire the default account only behind a user who can take over.
 
-mod build_spec;
+mod common;
 use bellc::render::RenderedBundle;
-use build_spec::{bundle, have, is_root, script};
+use common::in_memory::{bundle, is_root};
+use common::{have, script};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -5,8 +5,9 @@
 //! after the apply runs again. Spec values reach the script quoted: a shell with quotes and `$(`
 //! is compared as written.
 
-mod build_spec;
-use build_spec::{bundle, have, is_root, script};
+mod common;
+use common::in_memory::{bundle, is_root};
+use common::{have, script};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -2,8 +2,9 @@
 //! render for the examples passes shellcheck as POSIX sh; every staged sudoers drop-in passes
 //! `visudo -c`.
 
-mod build_spec;
-use build_spec::{example, have};
+mod common;
+use common::have;
+use common::in_memory::example;
 use std::process::Command;
 
 const KINDS: &[&str] = &[
@@ -35,7 +36,7 @@ fn rendered_scripts_pass_shellcheck() {
         .iter()
         .flat_map(|e| example(e).bundles.into_values())
         .collect();
-    bundles.push(build_spec::bundle(SOURCES, "h"));
+    bundles.push(common::in_memory::bundle(SOURCES, "h"));
     for bundle in &bundles {
         for (path, bytes) in &bundle.contents {
             if !KINDS.iter().any(|k| path.starts_with(k)) {

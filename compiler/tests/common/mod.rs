@@ -1,8 +1,14 @@
-//! Helpers the behaviour tests share: specs written into temporary directories and the real
-//! `bellc` binary run on them; compiling a spec in memory and reaching into its bundles;
-//! running a rendered script the way bell-run does; and finding the real tools (a missing tool
-//! skips the test with a note, and fails it when `CI=true`).
+//! The one helper module of the compiler's tests: specs written into temporary directories and
+//! the real `bellc` binary run on them; compiling a spec and reaching into its bundles; running
+//! a rendered script the way bell-run does; and finding the real tools (a missing tool skips the
+//! test with a note, and fails it when `CI=true`). Beside it, by what a test builds from:
+//! [`in_memory`] (spec text, no directory), [`spec_dir`] (files in a temporary directory, with
+//! rendered diagnostics) and [`fleet`] (bell-run and a real etcd).
 #![allow(dead_code)]
+
+pub mod fleet;
+pub mod in_memory;
+pub mod spec_dir;
 
 use bellc::diagnostic::Diagnostics;
 use bellc::render::RenderedBundle;
@@ -128,14 +134,19 @@ pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
-/// Whether `tool` is installed; in CI (`CI=true`) a missing tool fails the test instead.
+/// Whether `tool` is installed (on PATH, or in the sbin directories a non-root PATH lacks on
+/// Debian); in CI (`CI=true`) a missing tool fails the test instead.
 pub fn have(tool: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let found = std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .chain(["/usr/sbin", "/sbin"].map(PathBuf::from))
+        .any(|d| d.join(tool).is_file());
     if !found {
-        assert!(std::env::var("CI").is_err(), "`{tool}` is required in CI");
+        assert!(
+            std::env::var("CI").is_err(),
+            "`{tool}` is missing and CI is set: install it (.ci/test does)"
+        );
         eprintln!("skipping: `{tool}` is not installed");
     }
     found

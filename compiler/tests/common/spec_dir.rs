@@ -1,7 +1,5 @@
-//! Shared by the graph, services and rollout tests: compile a spec written into a temporary
-//! directory and look at the diagnostics the way a user sees them.
-
-#![allow(dead_code)]
+//! A spec written into a temporary directory and compiled from there, with the diagnostics the
+//! way a user sees them (for the graph, services and rollout tests).
 
 use bellc::diagnostic::Diagnostics;
 use bellc::source::Sources;

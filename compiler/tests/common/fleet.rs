@@ -1,30 +1,13 @@
-//! Harness for the fleet review tests: the real `bell-run` binary (built on demand, since a
-//! test of one package cannot name another package's binary), a real etcd server on a free
-//! loopback port with a temporary data directory (killed on drop), and CI's rule that a
-//! missing tool fails instead of skipping.
-#![allow(dead_code)]
+//! For the fleet review tests: the real `bell-run` binary (built on demand, since a test of one
+//! package cannot name another package's binary) and a real etcd server on a free loopback
+//! port with a temporary data directory (killed on drop).
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// Whether `tool` is on PATH; under CI a missing tool is a failure, elsewhere a skip.
-pub fn require(tool: &str) -> bool {
-    let found = std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .chain(["/usr/sbin", "/sbin"].map(PathBuf::from))
-        .any(|d| d.join(tool).is_file());
-    if !found {
-        assert!(
-            std::env::var("CI").is_err(),
-            "`{tool}` is missing and CI is set: install it (.ci/test does)"
-        );
-        eprintln!("skipping: `{tool}` is not installed");
-    }
-    found
-}
+pub use super::have as require;
 
 /// The bell-run binary of this workspace, built if needed (a no-op when up to date).
 pub fn bell_run() -> PathBuf {

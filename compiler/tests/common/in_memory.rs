@@ -1,6 +1,5 @@
-//! Builds a spec given as text, in memory, for tests of rendered bundles and diagnostics; and
-//! small helpers for running rendered scripts with real tools.
-#![allow(dead_code)]
+//! A spec given as text, built in memory (as `bell.kdl`, no directory), for tests of rendered
+//! bundles and diagnostics; and the examples, built from disk.
 
 use bellc::diagnostic::Diagnostics;
 use bellc::render::RenderedBundle;
@@ -57,17 +56,6 @@ pub fn text(bundle: &RenderedBundle, path: &str) -> String {
     String::from_utf8(bytes.to_vec()).expect("utf-8")
 }
 
-pub fn script(bundle: &RenderedBundle, kind: &str, name: &str, role: &str) -> String {
-    let file = bellc::render::file_name_for(name);
-    text(bundle, &format!("scripts/{kind}/{file}.{role}"))
-}
-
-// The tool check every test shares.
-#[path = "../common/mod.rs"]
-mod common;
-#[allow(unused_imports)] // not every test that builds specs checks for tools
-pub use common::have;
-
 /// Whether the test runs as root (needed to chown files in a temp root); in CI it must.
 pub fn is_root() -> bool {
     let out = Command::new("id").arg("-u").output().expect("id");
@@ -91,16 +79,11 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
-/// The workspace root, for the examples.
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 /// Every bundle of an example, compiled from disk.
 pub fn example(name: &str) -> bellc::Compiled {
     let mut sources = Sources::new();
     let mut diags = Diagnostics::new();
-    let path = workspace().join("examples").join(name);
+    let path = super::repo_root().join("examples").join(name);
     bellc::compile(&path, &mut sources, &mut diags).unwrap_or_else(|| {
         panic!(
             "{name} does not build: {:#?}",
