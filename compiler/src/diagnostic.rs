@@ -13,6 +13,15 @@ pub trait SpecDiagnostic: Diagnostic + Send + Sync + 'static {
     fn file(&self) -> Option<FileId>;
 }
 
+/// What is wrong with a value, for a diagnostic: a one-line message and a help line teaching
+/// the fix. The value checks (`front::validate`, the kinds' name and field checks) return it; the
+/// stage that found the value adds the span.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    pub message: String,
+    pub help: String,
+}
+
 /// Diagnostics collected by one or more stages, in the order they were found.
 #[derive(Default)]
 pub struct Diagnostics {

@@ -26,6 +26,7 @@ pub mod emit;
 pub mod fleet;
 pub mod front;
 pub mod graph;
+pub mod kinds;
 pub mod render;
 pub mod resolve;
 pub mod review;

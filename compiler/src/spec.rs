@@ -5,6 +5,7 @@
 //! (LANGUAGE.md: "property by property"). `resolve` merges the layers a host gets and only then
 //! checks that every required field is present, pointing at the declarations involved.
 
+use crate::diagnostic::Invalid;
 use crate::source::Span;
 use std::collections::BTreeMap;
 
@@ -174,245 +175,56 @@ pub enum MaxUnavailable {
     Percent(u32),
 }
 
-/// Every resource kind of the language.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
-    Limit,
-    Mount,
-    Ethtool,
-    Users,
-    User,
-    Package,
-    Apt,
-    AptSource,
-    Perm,
-    Exec,
-    Apparmor,
-    File,
-    Unit,
-}
+/// A resource kind of the language. Everything particular to a kind (its keyword, schema,
+/// checks and rendering) is in its file under `kinds/`, and the registry there lists the kinds
+/// and names them (`Kind::USER`, `Kind::ALL`): this is only the handle, ordered as the registry
+/// lists the kinds, which is the order resources sort in.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Kind(pub(crate) u8);
 
-impl Kind {
-    pub const ALL: [Kind; 13] = [
-        Kind::Limit,
-        Kind::Mount,
-        Kind::Ethtool,
-        Kind::Users,
-        Kind::User,
-        Kind::Package,
-        Kind::Apt,
-        Kind::AptSource,
-        Kind::Perm,
-        Kind::Exec,
-        Kind::Apparmor,
-        Kind::File,
-        Kind::Unit,
-    ];
+/// Checks one string value of a field against the tool that will read it.
+pub type ValueCheck = fn(&str) -> Result<(), Invalid>;
 
-    /// The node name in the language, also the KIND in `KIND:NAME`.
-    pub fn keyword(self) -> &'static str {
-        match self {
-            Kind::Limit => "limit",
-            Kind::Mount => "mount",
-            Kind::Ethtool => "ethtool",
-            Kind::Users => "users",
-            Kind::User => "user",
-            Kind::Package => "package",
-            Kind::Apt => "apt",
-            Kind::AptSource => "apt-source",
-            Kind::Perm => "perm",
-            Kind::Exec => "exec",
-            Kind::Apparmor => "apparmor",
-            Kind::File => "file",
-            Kind::Unit => "unit",
-        }
-    }
-
-    pub fn from_keyword(word: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.keyword() == word)
-    }
-
-    /// Settings nodes (`users`, `apt`) take no name: there is one per host.
-    pub fn is_setting(self) -> bool {
-        matches!(self, Kind::Users | Kind::Apt)
-    }
-
-    pub fn schema(self) -> &'static [FieldSchema] {
-        use FieldSource::*;
-        use FieldType::*;
-        const fn f(
-            name: &'static str,
-            source: FieldSource,
-            ty: FieldType,
-            required: bool,
-        ) -> FieldSchema {
-            FieldSchema {
-                name,
-                source,
-                ty,
-                required,
-            }
-        }
-        const AFTER: FieldSchema = f("after", ChildArgs, Strings, false);
-        match self {
-            Kind::Limit => {
-                const S: &[FieldSchema] = &[
-                    f("domain", Prop, Str, true),
-                    f("type", Prop, Enum(&["soft", "hard", "-"]), true),
-                    f("item", Prop, Enum(LIMIT_ITEMS), true),
-                    f("value", Prop, IntOrStr, true),
-                    AFTER,
-                ];
-                S
-            }
-            Kind::Mount => {
-                const S: &[FieldSchema] = &[
-                    f("target", Prop, Str, true),
-                    f("device", Prop, Str, true),
-                    f("type", Prop, Str, true),
-                    f("options", Prop, Str, false),
-                    f("before", Prop, Str, false),
-                    f("after", Prop, Str, false),
-                    f("requires", ChildArgs, Strings, false),
-                ];
-                S
-            }
-            Kind::Ethtool => {
-                const S: &[FieldSchema] = &[f("settings", AnyChildren, OnOffMap, false), AFTER];
-                S
-            }
-            Kind::Users => {
-                const S: &[FieldSchema] = &[f("purge-expired", Prop, Bool, false)];
-                S
-            }
-            Kind::User => {
-                const S: &[FieldSchema] = &[
-                    f("sudo", Prop, Bool, false),
-                    f("shell", Prop, Str, false),
-                    f("password", ChildArg, Str, false),
-                    f("ssh-key", RepeatedChildArg, Strings, false),
-                    f("ssh-keys", ChildArg, Enum(&["unmanaged", "managed"]), false),
-                    AFTER,
-                ];
-                S
-            }
-            Kind::Package => {
-                const S: &[FieldSchema] = &[
-                    f("version", Prop, Str, false),
-                    f("absent", Prop, Bool, false),
-                    f("debconf", DebconfChildren, DebconfList, false),
-                    AFTER,
-                ];
-                S
-            }
-            Kind::Apt => {
-                const S: &[FieldSchema] = &[
-                    f("upgrade", Prop, Bool, false),
-                    f("allow-downgrade", Prop, Bool, false),
-                ];
-                S
-            }
-            Kind::AptSource => {
-                const S: &[FieldSchema] = &[
-                    f("url", Prop, Str, true),
-                    f("suites", Prop, Str, true),
-                    f("components", Prop, Str, false),
-                    f("key", ChildArg, Str, false),
-                    AFTER,
-                ];
-                S
-            }
-            Kind::Perm => {
-                const S: &[FieldSchema] = &[
-                    f("owner", Prop, Str, false),
-                    f("group", Prop, Str, false),
-                    f("mode", Prop, Mode, false),
-                    f("ignore-missing", Prop, Bool, false),
-                    AFTER,
-                ];
-                S
-            }
-            Kind::Exec => {
-                const S: &[FieldSchema] = &[
-                    f(
-                        "rerun",
-                        Prop,
-                        Enum(&["always", "never", "once-successfully"]),
-                        false,
-                    ),
-                    f("rerun-interval", Prop, Seconds, false),
-                    f("retry-interval", Prop, Seconds, false),
-                    f("timeout", Prop, Seconds, false),
-                    f("on-failure", Prop, Enum(&["continue", "halt"]), false),
-                    f("background", Prop, Bool, false),
-                    f("args", ChildArgs, Strings, false),
-                    f("env", ChildProps, StrMap, false),
-                    f("script", ChildArg, Str, true),
-                    AFTER,
-                ];
-                S
-            }
-            Kind::Apparmor => {
-                const S: &[FieldSchema] = &[
-                    f("mode", Prop, Enum(&["enforce", "complain"]), false),
-                    f("profile", ChildArg, Str, true),
-                    AFTER,
-                ];
-                S
-            }
-            Kind::File => {
-                const S: &[FieldSchema] = &[
-                    f("mode", Prop, Mode, false),
-                    f("owner", Prop, Str, false),
-                    f("group", Prop, Str, false),
-                    f("content", ChildArg, Str, true),
-                    AFTER,
-                ];
-                S
-            }
-            Kind::Unit => {
-                const S: &[FieldSchema] = &[
-                    f("enable", Prop, Bool, false),
-                    f("start", Prop, Bool, false),
-                    f("content", ChildArg, Str, true),
-                    AFTER,
-                ];
-                S
-            }
-        }
-    }
-}
-
-/// The `item` values limits.conf(5) knows.
-pub const LIMIT_ITEMS: &[&str] = &[
-    "as",
-    "chroot",
-    "core",
-    "cpu",
-    "data",
-    "fsize",
-    "locks",
-    "maxlogins",
-    "maxsyslogins",
-    "memlock",
-    "msgqueue",
-    "nice",
-    "nofile",
-    "nonewprivs",
-    "nproc",
-    "priority",
-    "rss",
-    "rtprio",
-    "sigpending",
-    "stack",
-];
-
+/// One field a kind's node takes: where it is written, its type, and the check of its value
+/// against the tool that will read it.
 #[derive(Debug, Clone, Copy)]
 pub struct FieldSchema {
     pub name: &'static str,
     pub source: FieldSource,
     pub ty: FieldType,
     pub required: bool,
+    /// Checks a string value where it is written (each entry of a repeated child); the error
+    /// points at the value.
+    pub check: Option<ValueCheck>,
+}
+
+impl FieldSchema {
+    pub const fn new(
+        name: &'static str,
+        source: FieldSource,
+        ty: FieldType,
+        required: bool,
+    ) -> FieldSchema {
+        FieldSchema {
+            name,
+            source,
+            ty,
+            required,
+            check: None,
+        }
+    }
+
+    /// The same field, with its value checked by `check`.
+    pub const fn checked(self, check: ValueCheck) -> FieldSchema {
+        FieldSchema {
+            check: Some(check),
+            ..self
+        }
+    }
+
+    /// `after "KIND:NAME" ...`, which every kind with an apply order takes.
+    pub const AFTER: FieldSchema =
+        FieldSchema::new("after", FieldSource::ChildArgs, FieldType::Strings, false);
 }
 
 /// Where in a node a field is written.

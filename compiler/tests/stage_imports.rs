@@ -22,6 +22,10 @@ const ORDER: &[(&str, &[&str])] = &[
     ("resolve", &["resolve"]),
     ("graph", &["graph"]),
     ("render", &["render"]),
+    // A kind file holds everything particular to its kind, so it uses the stages it plugs into
+    // (front's value checks, render's builder); the stages reach a kind only through the
+    // methods of `spec::Kind`, never by importing `kinds`.
+    ("kinds", &["kinds"]),
     ("emit", &["emit"]),
     ("review", &["review"]),
     ("fleet", &["fleet"]),

@@ -344,12 +344,12 @@ fn order_with(
             .copied()
             .collect()
     };
-    let mounts = of_kind(Kind::Mount);
-    let packages = of_kind(Kind::Package);
-    let users = of_kind(Kind::User);
-    let execs = of_kind(Kind::Exec);
-    let files = of_kind(Kind::File);
-    let units = of_kind(Kind::Unit);
+    let mounts = of_kind(Kind::MOUNT);
+    let packages = of_kind(Kind::PACKAGE);
+    let users = of_kind(Kind::USER);
+    let execs = of_kind(Kind::EXEC);
+    let files = of_kind(Kind::FILE);
+    let units = of_kind(Kind::UNIT);
 
     // A mount waits for the nearest mount above its target.
     let by_target: HashMap<String, usize> = mounts
@@ -373,7 +373,7 @@ fn order_with(
             path = parent;
         }
     }
-    let configured: Vec<usize> = [Kind::File, Kind::Unit, Kind::Apparmor, Kind::Exec]
+    let configured: Vec<usize> = [Kind::FILE, Kind::UNIT, Kind::APPARMOR, Kind::EXEC]
         .into_iter()
         .flat_map(of_kind)
         .collect();
@@ -382,7 +382,7 @@ fn order_with(
             edge(&mut graph, node_of[p], node_of[r], Reason::PackageFirst);
         }
     }
-    for s in of_kind(Kind::AptSource) {
+    for s in of_kind(Kind::APT_SOURCE) {
         for &p in &packages {
             edge(
                 &mut graph,
@@ -401,7 +401,7 @@ fn order_with(
             edge(&mut graph, node_of[u], node_of[e], Reason::UserBeforeScript);
         }
     }
-    for &r in files.iter().chain(&of_kind(Kind::Perm)) {
+    for &r in files.iter().chain(&of_kind(Kind::PERM)) {
         if let Some(&u) = model.resources[r]
             .str("owner")
             .and_then(|o| user_by_name.get(o))

@@ -118,7 +118,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         .model
         .resources
         .iter()
-        .filter(|a| a.kind == Kind::Apparmor)
+        .filter(|a| a.kind == Kind::APPARMOR)
     {
         let Some(profile) = a.str("profile") else {
             continue;
@@ -234,7 +234,7 @@ pub fn check_profiles_with_parser(
     let mut checked = 0;
     for decl in layers
         .flat_map(|l| &l.resources)
-        .filter(|d| d.kind == Kind::Apparmor)
+        .filter(|d| d.kind == Kind::APPARMOR)
     {
         let Some(field) = decl.fields.get("profile") else {
             continue;

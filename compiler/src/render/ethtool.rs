@@ -42,7 +42,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         .model
         .resources
         .iter()
-        .filter(|e| e.kind == Kind::Ethtool)
+        .filter(|e| e.kind == Kind::ETHTOOL)
     {
         let iface = e.name.as_str();
         let features: Vec<_> = e

@@ -125,7 +125,7 @@ pub fn render(cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics
         .model
         .resources
         .iter()
-        .filter(|res| res.kind == Kind::Exec)
+        .filter(|res| res.kind == Kind::EXEC)
         .collect();
     // Scripts run in name order where `after` edges leave a choice (Divingbell's rule).
     scripts.sort_by(|a, b| a.name.cmp(&b.name));

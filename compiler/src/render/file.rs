@@ -17,13 +17,13 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         .model
         .resources
         .iter()
-        .filter(|res| matches!(res.kind, Kind::File | Kind::Unit))
+        .filter(|res| matches!(res.kind, Kind::FILE | Kind::UNIT))
     {
         let Some(content) = content(r, cx, res, diags) else {
             continue;
         };
         let path = match res.kind {
-            Kind::Unit => format!("{unit_dir}/{}", res.name),
+            Kind::UNIT => format!("{unit_dir}/{}", res.name),
             _ => res.name.clone(),
         };
         let mode = res.str("mode").unwrap_or("0644");
@@ -46,7 +46,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         reload |= path.starts_with(&format!("{unit_dir}/"));
         let mut check = None;
         let (kind, scripts) = match res.kind {
-            Kind::Unit => {
+            Kind::UNIT => {
                 let enable = res.bool("enable").unwrap_or(false);
                 let start = res.bool("start").unwrap_or(enable);
                 if (enable || start) && res.name.contains("@.") {

@@ -20,7 +20,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         .model
         .resources
         .iter()
-        .filter(|res| res.kind == Kind::Limit)
+        .filter(|res| res.kind == Kind::LIMIT)
         .collect();
     if limits.is_empty() {
         return;

@@ -208,7 +208,7 @@ impl Renderer {
         model
             .resources
             .iter()
-            .filter(|r| matches!(r.kind, Kind::File | Kind::Unit))
+            .filter(|r| matches!(r.kind, Kind::FILE | Kind::UNIT))
             .filter_map(|r| r.str("content"))
             .any(|source| match self.env.template_from_str(source) {
                 Ok(t) => t.undeclared_variables(false).contains("host"),

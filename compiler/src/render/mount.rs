@@ -19,7 +19,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         .model
         .resources
         .iter()
-        .filter(|m| m.kind == Kind::Mount)
+        .filter(|m| m.kind == Kind::MOUNT)
     {
         let (Some(target), Some(device), Some(fstype)) =
             (m.str("target"), m.str("device"), m.str("type"))

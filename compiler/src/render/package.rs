@@ -99,14 +99,14 @@ fn words<'a>(
 
 pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
     let model = &cx.host.model;
-    let apt = model.resources.iter().find(|res| res.kind == Kind::Apt);
+    let apt = model.resources.iter().find(|res| res.kind == Kind::APT);
     let allow_downgrade = apt.and_then(|a| a.bool("allow-downgrade")).unwrap_or(false);
 
     let mut source_keys = Vec::new();
     for source in model
         .resources
         .iter()
-        .filter(|res| res.kind == Kind::AptSource)
+        .filter(|res| res.kind == Kind::APT_SOURCE)
     {
         let key = source.key();
         let name = source.name.as_str();
@@ -189,7 +189,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                 script,
             ),
             Err(message) => {
-                if let Some(first) = model.resources.iter().find(|r| r.kind == Kind::AptSource) {
+                if let Some(first) = model.resources.iter().find(|r| r.kind == Kind::APT_SOURCE) {
                     diags.push(template_error(first, message));
                 }
             }
@@ -218,7 +218,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
     for pkg in model
         .resources
         .iter()
-        .filter(|res| res.kind == Kind::Package)
+        .filter(|res| res.kind == Kind::PACKAGE)
     {
         render_package(r, cx, out, diags, pkg, allow_downgrade);
     }

@@ -16,7 +16,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         .model
         .resources
         .iter()
-        .filter(|p| p.kind == Kind::Perm)
+        .filter(|p| p.kind == Kind::PERM)
     {
         let ctx = context! {
             pattern => p.name,

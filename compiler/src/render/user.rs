@@ -92,7 +92,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
     let users: Vec<&ResolvedResource> = model
         .resources
         .iter()
-        .filter(|res| res.kind == Kind::User)
+        .filter(|res| res.kind == Kind::USER)
         .collect();
     if users.is_empty() {
         return;
@@ -100,7 +100,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
     let purge = model
         .resources
         .iter()
-        .find(|res| res.kind == Kind::Users)
+        .find(|res| res.kind == Kind::USERS)
         .and_then(|res| res.bool("purge-expired"))
         .unwrap_or(false);
     let mut can_take_over = Vec::new();

@@ -101,12 +101,7 @@ impl Lowerer<'_> {
             self.no_args(file, node);
             (keyword.to_string(), self.span(file, node.name().span()))
         } else {
-            let what = match kind {
-                Kind::Perm | Kind::File => "path",
-                Kind::Ethtool => "interface name",
-                _ => "name",
-            };
-            self.name_arg(file, node, what)?
+            self.name_arg(file, node, kind.name_label())?
         };
         let before = self.diags.error_count();
         self.check_name(file, kind, &name, name_span);
@@ -298,8 +293,9 @@ impl Lowerer<'_> {
                     if let [entry] = self.args(child).as_slice() {
                         span = self.span(file, entry.span());
                         // Each key is checked where it is written, not after the list is merged.
-                        if let (Kind::User, KdlValue::String(key)) = (kind, entry.value()) {
-                            if let Err(invalid) = validate::ssh_public_key(key) {
+                        if let (Some(check), KdlValue::String(value)) = (field.check, entry.value())
+                        {
+                            if let Err(invalid) = check(value) {
                                 self.invalid(file, entry.span(), invalid);
                                 continue;
                             }

@@ -185,30 +185,7 @@ impl Lowerer<'_> {
 
     /// Checks of a resource's name that depend on its kind.
     pub(super) fn check_name(&mut self, file: FileId, kind: Kind, name: &str, span: Span) {
-        let result = match kind {
-            Kind::User => validate::unix_user_name(name),
-            Kind::Package => validate::apt_package_name(name),
-            Kind::File => validate::absolute_path(name),
-            Kind::Perm => validate::absolute_path(name.trim_end_matches('*')).or_else(|e| {
-                if name.starts_with('/')
-                    && !name.contains("/../")
-                    && !name.contains("//")
-                    && !name.ends_with("/..")
-                {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
-            }),
-            Kind::Unit => validate::systemd_unit_name(name),
-            Kind::Apparmor => validate::apparmor_profile_name(name),
-            Kind::Ethtool => validate::interface_name(name),
-            Kind::Exec => validate::script_name(name),
-            Kind::AptSource => validate::source_name(name),
-            Kind::Limit | Kind::Mount => validate::resource_name(name),
-            Kind::Users | Kind::Apt => Ok(()),
-        };
-        if let Err(invalid) = result {
+        if let Err(invalid) = kind.check_name(name) {
             self.invalid(file, span.source_span(), invalid);
         }
     }
@@ -216,27 +193,18 @@ impl Lowerer<'_> {
     /// Checks of field values that do not need the other layers.
     pub(super) fn check_fields(&mut self, file: FileId, decl: &ResourceDecl) {
         for (name, field) in &decl.fields {
-            let result = match (decl.kind, *name, &field.value) {
-                (Kind::User, "password", Value::Str(s)) => validate::sha512_crypt(s),
-                (Kind::User, "shell", Value::Str(s)) => validate::absolute_path(s),
-                (Kind::Package, "version", Value::Str(v)) => validate::apt_version(v),
-                (Kind::Mount, "target", Value::Str(t)) => validate::mount_target(t),
-                (Kind::File | Kind::Perm, "owner", Value::Str(s)) => validate::unix_user_name(s),
-                (Kind::File | Kind::Perm, "group", Value::Str(s)) => validate::unix_group_name(s),
-                (Kind::AptSource, "url", Value::Str(s)) => validate::apt_url(s),
-                (Kind::AptSource, "key", Value::Str(s)) => validate::pgp_public_key(s),
-                (_, "after", Value::List(refs)) => {
+            let check = decl
+                .kind
+                .schema()
+                .iter()
+                .find(|f| f.name == *name)
+                .and_then(|f| f.check);
+            let result = match (&field.value, check) {
+                (Value::List(refs), _) if *name == "after" => {
                     refs.iter().try_for_each(|r| parse_ref(r).map(|_| ()))
                 }
-                (Kind::Limit, "domain", Value::Str(s)) | (Kind::Limit, "value", Value::Str(s)) => {
-                    crate::escape::config_field(s)
-                        .map(|_| ())
-                        .map_err(|reason| validate::Invalid {
-                            message: format!("invalid limits.conf field: {reason}"),
-                            help: "a limits.conf field is one word: no spaces, tabs or newlines"
-                                .into(),
-                        })
-                }
+                // Lists (`ssh-key`) were checked entry by entry where they were written.
+                (Value::Str(s), Some(check)) => check(s),
                 _ => Ok(()),
             };
             if let Err(invalid) = result {

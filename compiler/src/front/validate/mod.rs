@@ -30,13 +30,7 @@ pub use suggest::did_you_mean;
 pub use sysctl::{sysctl_key, sysctl_path};
 pub use units::{apparmor_profile_name, systemd_unit_name};
 
-/// What is wrong with a value, for a diagnostic: a one-line message and a help line teaching
-/// the fix.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Invalid {
-    pub message: String,
-    pub help: String,
-}
+pub use crate::diagnostic::Invalid;
 
 fn invalid(message: impl Into<String>, help: impl Into<String>) -> Invalid {
     Invalid {

@@ -1,0 +1,24 @@
+//! `apt`: the settings of package management on a host (one per host, no name).
+
+use super::ResourceKind;
+use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
+
+pub struct Apt;
+
+impl ResourceKind for Apt {
+    fn keyword(&self) -> &'static str {
+        "apt"
+    }
+
+    fn schema(&self) -> &'static [FieldSchema] {
+        const SCHEMA: &[FieldSchema] = &[
+            FieldSchema::new("upgrade", Prop, Bool, false),
+            FieldSchema::new("allow-downgrade", Prop, Bool, false),
+        ];
+        SCHEMA
+    }
+
+    fn is_setting(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,148 @@
+//! Resource kinds: everything particular to one kind of resource is in its file here, behind
+//! [`ResourceKind`]; the registry below lists the kinds, and the stages loop over it instead of
+//! naming kinds.
+//!
+//! A kind file holds its keyword and schema (each field with the check of its value), the check
+//! of its name, and what it needs of the later stages. [`Kind`](crate::spec::Kind) is the handle
+//! the spec types carry; the methods here let every stage ask a kind about itself without
+//! importing this module.
+//!
+//! Adding a kind: its file here, its templates under `stdlib/<kind>/`, one line in `registry!`
+//! below, and its rows in the README's tables.
+
+use crate::diagnostic::Invalid;
+use crate::spec::{FieldSchema, Kind};
+use std::fmt;
+
+mod apparmor;
+mod apt;
+mod apt_source;
+mod ethtool;
+mod exec;
+mod file;
+mod limit;
+mod mount;
+mod package;
+mod perm;
+mod unit;
+mod user;
+mod users;
+
+/// What the stages need to know of a resource kind.
+pub trait ResourceKind: Sync {
+    /// The node name in the language, also the KIND in `KIND:NAME`.
+    fn keyword(&self) -> &'static str;
+
+    /// The properties and children the node takes.
+    fn schema(&self) -> &'static [FieldSchema];
+
+    /// A settings node (`users`, `apt`) takes no name: there is one per host.
+    fn is_setting(&self) -> bool {
+        false
+    }
+
+    /// What the name argument is, for "missing …" messages.
+    fn name_label(&self) -> &'static str {
+        "name"
+    }
+
+    /// Checks the name against the tool that will read it; the error points at the name.
+    fn check_name(&self, _name: &str) -> Result<(), Invalid> {
+        Ok(())
+    }
+}
+
+/// The registry: one line per kind, `CONSTANT => the kind's definition`. The order is the order
+/// resources sort in (and so the tie-break of the apply order): changing it changes bundles.
+macro_rules! registry {
+    ($($name:ident => $def:expr,)*) => {
+        impl Kind {
+            registry!(@consts 0u8; $($name,)*);
+
+            /// Every kind, in registry order.
+            pub const ALL: &'static [Kind] = &[$(Kind::$name,)*];
+        }
+
+        const REGISTRY: &[&dyn ResourceKind] = &[$(&$def,)*];
+    };
+    (@consts $n:expr; ) => {};
+    (@consts $n:expr; $name:ident, $($rest:ident,)*) => {
+        pub const $name: Kind = Kind($n);
+        registry!(@consts $n + 1; $($rest,)*);
+    };
+}
+
+registry! {
+    LIMIT => limit::Limit,
+    MOUNT => mount::Mount,
+    ETHTOOL => ethtool::Ethtool,
+    USERS => users::Users,
+    USER => user::User,
+    PACKAGE => package::Package,
+    APT => apt::Apt,
+    APT_SOURCE => apt_source::AptSource,
+    PERM => perm::Perm,
+    EXEC => exec::Exec,
+    APPARMOR => apparmor::Apparmor,
+    FILE => file::File,
+    UNIT => unit::Unit,
+}
+
+impl Kind {
+    fn definition(self) -> &'static dyn ResourceKind {
+        // Kinds are made only by the registry, so the index is always in range.
+        REGISTRY[usize::from(self.0)]
+    }
+
+    /// The node name in the language, also the KIND in `KIND:NAME`.
+    pub fn keyword(self) -> &'static str {
+        self.definition().keyword()
+    }
+
+    pub fn from_keyword(word: &str) -> Option<Kind> {
+        Kind::ALL.iter().copied().find(|k| k.keyword() == word)
+    }
+
+    /// Settings nodes (`users`, `apt`) take no name: there is one per host.
+    pub fn is_setting(self) -> bool {
+        self.definition().is_setting()
+    }
+
+    pub fn schema(self) -> &'static [FieldSchema] {
+        self.definition().schema()
+    }
+
+    /// What the name argument is, for "missing …" messages.
+    pub fn name_label(self) -> &'static str {
+        self.definition().name_label()
+    }
+
+    /// Checks a resource's name against the tool that will read it.
+    pub fn check_name(self, name: &str) -> Result<(), Invalid> {
+        self.definition().check_name(name)
+    }
+}
+
+impl fmt::Debug for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Kind({})", self.keyword())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_and_the_handles_agree() {
+        assert_eq!(Kind::ALL.len(), REGISTRY.len());
+        for (i, kind) in Kind::ALL.iter().enumerate() {
+            assert_eq!(usize::from(kind.0), i);
+            assert_eq!(Kind::from_keyword(kind.keyword()), Some(*kind));
+        }
+        let mut keywords: Vec<_> = Kind::ALL.iter().map(|k| k.keyword()).collect();
+        keywords.sort_unstable();
+        keywords.dedup();
+        assert_eq!(keywords.len(), Kind::ALL.len(), "two kinds share a keyword");
+    }
+}
