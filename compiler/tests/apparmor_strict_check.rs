@@ -32,7 +32,7 @@ apparmor "bad" {
     let mut diags = Diagnostics::new();
     let front = bellc::frontend(&path, &mut sources, &mut diags).expect("frontend");
     let checked =
-        bellc::render::apparmor::check_profiles_with_parser(&front.spec, &sources, &mut diags)
+        bellc::kinds::apparmor::check_profiles_with_parser(&front.spec, &sources, &mut diags)
             .expect("apparmor_parser runs");
     assert_eq!(checked, 2);
     assert_eq!(

@@ -217,7 +217,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             read_check(spec)?;
             if let Some(front) = bellc::frontend(spec, sources, diags) {
                 if *strict {
-                    bellc::render::apparmor::check_profiles_with_parser(
+                    bellc::kinds::apparmor::check_profiles_with_parser(
                         &front.spec,
                         sources,
                         diags,

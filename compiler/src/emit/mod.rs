@@ -1,7 +1,7 @@
 //! Emission: the only stage that writes to disk.
 //!
 //! - [`release`]: the release (host → bundle id, rollout waves, version) from the rendered fleet.
-//! - [`bundles`]: bundles in memory → the output directory ([`write`]), or compared with it
+//! - [`bundles`]: bundles in memory → the output directory ([`write()`]), or compared with it
 //!   ([`check`], for `build --check`).
 //! - [`incremental`]: the record of a build's inputs that lets an unchanged rebuild stop early.
 

@@ -1,8 +1,22 @@
 //! `apparmor`: a profile in the target's apparmor.d, loaded in enforce or complain mode.
+//!
+//! apparmor: a profile file in the target's apparmor directory, loaded now by the apply and at
+//! boot by the distribution's apparmor service. The profile names and attachments a profile
+//! declares are read from its header lines at build time: two profiles claiming one name or one
+//! executable are refused, and the names are what the revert unloads.
 
 use super::ResourceKind;
+use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
+use crate::render::{
+    common, BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer,
+};
+use crate::source::{Sources, Span};
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
+use crate::spec::{Kind, Spec, Value};
+use crate::targets::TargetPath;
+use minijinja::context;
+use std::collections::BTreeMap;
 
 pub struct Apparmor;
 
@@ -22,5 +36,320 @@ impl ResourceKind for Apparmor {
 
     fn check_name(&self, name: &str) -> Result<(), Invalid> {
         crate::front::validate::apparmor_profile_name(name)
+    }
+
+    fn render(
+        &self,
+        r: &Renderer,
+        cx: &HostContext,
+        out: &mut BundleBuilder,
+        diags: &mut Diagnostics,
+    ) {
+        render_all(r, cx, out, diags);
+    }
+
+    fn target_paths(&self) -> &'static [TargetPath] {
+        &[APPARMOR_DIR]
+    }
+}
+
+pub const APPARMOR_DIR: TargetPath = TargetPath {
+    key: "apparmor_dir",
+    default: "/etc/apparmor.d",
+};
+
+/// A top-level profile declared by a profile file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    pub name: String,
+    /// The executable path (or glob) the profile attaches to, when it has one.
+    pub attachment: Option<String>,
+    /// 1-based line of the header inside the profile text.
+    pub line: usize,
+}
+
+/// Reads the top-level profile headers: `/path {`, `/path flags=(...) {`,
+/// `profile NAME [/path] [flags=(...)] {`. Nested blocks (hats, child profiles) are skipped.
+/// This is deliberately a simple reader: apparmor_parser (`bellc check --strict`) is the judge
+/// of the full syntax.
+pub fn headers(text: &str) -> Vec<Header> {
+    let mut out = Vec::new();
+    let mut depth = 0usize;
+    for (i, raw) in text.lines().enumerate() {
+        let line = strip_comment(raw).trim();
+        if depth == 0 && line.ends_with('{') {
+            let words = words(line.trim_end_matches('{'));
+            let words: Vec<&str> = words
+                .iter()
+                .map(String::as_str)
+                .take_while(|w| !w.starts_with("flags") && !w.starts_with("xattrs") && *w != "=")
+                .collect();
+            let header = match words.as_slice() {
+                ["profile", name, rest @ ..] => Some(Header {
+                    name: name.to_string(),
+                    attachment: rest
+                        .first()
+                        .filter(|a| a.starts_with(['/', '@']))
+                        .map(|a| a.to_string()),
+                    line: i + 1,
+                }),
+                [attach, ..] if attach.starts_with(['/', '@']) => Some(Header {
+                    name: attach.to_string(),
+                    attachment: Some(attach.to_string()),
+                    line: i + 1,
+                }),
+                _ => None,
+            };
+            out.extend(header);
+        }
+        for c in line.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// A line without its comment; `#include` is a directive, not a comment.
+fn strip_comment(line: &str) -> &str {
+    let trimmed = line.trim_start();
+    if trimmed.starts_with("#include") {
+        return "";
+    }
+    let mut in_quote = false;
+    for (i, c) in line.char_indices() {
+        match c {
+            '"' => in_quote = !in_quote,
+            '#' if !in_quote => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
+/// Whitespace-separated words, a double-quoted word kept whole (without its quotes).
+fn words(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut in_quote = false;
+    for c in line.chars() {
+        match c {
+            '"' => in_quote = !in_quote,
+            c if c.is_whitespace() && !in_quote => {
+                if !word.is_empty() {
+                    out.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out
+}
+
+fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
+    let mut names: BTreeMap<String, (String, Span)> = BTreeMap::new();
+    let mut attachments: BTreeMap<String, (String, Span)> = BTreeMap::new();
+    for a in cx
+        .host
+        .model
+        .resources
+        .iter()
+        .filter(|a| a.kind == Kind::APPARMOR)
+    {
+        let Some(profile) = a.str("profile") else {
+            continue;
+        };
+        let field = a.span_of("profile");
+        let found = headers(profile);
+        if found.is_empty() {
+            common::invalid(
+                diags,
+                field,
+                format!("apparmor `{}` declares no profile", a.name),
+                "a profile starts with `/path/to/executable {` or `profile NAME {`",
+            );
+            continue;
+        }
+        let mut clashed = false;
+        for h in &found {
+            let at = common::line_in_string(cx.sources, field, h.line);
+            let name_clash = names.insert(h.name.clone(), (a.key(), at));
+            if let Some((other, first)) = &name_clash {
+                clashed = true;
+                common::clash(
+                    diags,
+                    format!("profile name `{}` is declared by both `{other}` and `{}`", h.name, a.key()),
+                    *first,
+                    at,
+                    "the kernel keeps one profile per name; the second load would replace the first".into(),
+                );
+            }
+            if let Some(path) = &h.attachment {
+                if name_clash.is_some() && path == &h.name {
+                    continue;
+                }
+                if let Some((other, first)) = attachments.insert(path.clone(), (a.key(), at)) {
+                    if other != a.key() {
+                        clashed = true;
+                        common::clash(
+                            diags,
+                            format!("`{path}` is confined by both `{other}` and `{}`", a.key()),
+                            first,
+                            at,
+                            "one profile per executable: remove one, or give one another attachment".into(),
+                        );
+                    }
+                }
+            }
+        }
+        if clashed {
+            continue;
+        }
+        let mode = a.str("mode").unwrap_or("enforce");
+        let path = format!("{}/{}", cx.target.path(&APPARMOR_DIR), a.name);
+        let mut text = profile.to_string();
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        let profile_hash = bell_bundle::sha256_hex(text.as_bytes());
+        if let Err(first) = out.add_file(NewFile::root_owned(path.clone(), text, 0o644), &a.key()) {
+            diags.push(RenderError::PathConflict {
+                path: path.clone(),
+                first,
+                second: a.key(),
+                span: a.origin.span.source_span(),
+                help: "choose another profile name".into(),
+                file: a.origin.span.file,
+            });
+            continue;
+        }
+        let profiles: Vec<&str> = found.iter().map(|h| h.name.as_str()).collect();
+        let ctx = context! { path, profile_hash, mode, profiles };
+        let scripts = ["apply", "revert", "check"].map(|role| {
+            common::script(
+                r,
+                "apparmor",
+                &a.name,
+                role,
+                &format!("apparmor/{role}.sh.j2"),
+                ctx.clone(),
+            )
+        });
+        match scripts {
+            [Ok(apply), Ok(revert), Ok(check)] => {
+                out.add_resource(NewResource {
+                    kind: "apparmor",
+                    name: a.name.clone(),
+                    files: vec![path],
+                    after: a.list("after").to_vec(),
+                    apply: Some(apply),
+                    revert: Some(revert),
+                    exec: None,
+                    check: Some(check),
+                });
+            }
+            [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => {
+                common::invalid(diags, a.origin.span, message, "")
+            }
+        }
+    }
+}
+
+/// `bellc check --strict`: compiles every AppArmor profile of the spec (each declaration once,
+/// whatever host gets it) with the build machine's `apparmor_parser`, without loading it, and
+/// reports its errors at the line of the spec. Runs a process, so only the CLI calls it.
+/// Returns how many profiles were checked, or why the check could not run.
+pub fn check_profiles_with_parser(
+    spec: &Spec,
+    sources: &Sources,
+    diags: &mut Diagnostics,
+) -> Result<usize, String> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let layers = std::iter::once(&spec.base).chain(spec.overrides.iter().map(|o| &o.layer));
+    let mut checked = 0;
+    for decl in layers
+        .flat_map(|l| &l.resources)
+        .filter(|d| d.kind == Kind::APPARMOR)
+    {
+        let Some(field) = decl.fields.get("profile") else {
+            continue;
+        };
+        let Value::Str(text) = &field.value else {
+            continue;
+        };
+        let mut child = Command::new("apparmor_parser")
+            .args(["--skip-kernel-load", "--skip-cache", "-Q", "-K"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run `apparmor_parser` (package `apparmor`): {e}"))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A parser that exits early closes its stdin; its exit status tells what happened.
+            let _ = stdin.write_all(text.as_bytes());
+        }
+        let output = child
+            .wait_with_output()
+            .map_err(|e| format!("`apparmor_parser` failed to run: {e}"))?;
+        checked += 1;
+        if output.status.success() {
+            continue;
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let error = stderr
+            .lines()
+            .find(|l| l.contains("error"))
+            .or_else(|| stderr.lines().last())
+            .unwrap_or("apparmor_parser rejected the profile")
+            .trim();
+        let line = error
+            .split_once(" at line ")
+            .and_then(|(_, rest)| rest.split(':').next())
+            .and_then(|n| n.trim().parse::<usize>().ok());
+        let span = match line {
+            Some(line) => common::line_in_string(sources, field.span, line),
+            None => field.span,
+        };
+        let message = match error.split_once(": ") {
+            Some((_, reason)) if line.is_some() => reason.to_string(),
+            _ => error.to_string(),
+        };
+        diags.push(RenderError::Invalid {
+            message: format!("apparmor_parser rejects profile `{}`: {message}", decl.name),
+            span: span.source_span(),
+            help: "see apparmor.d(5); `apparmor_parser -Q -K FILE` reproduces this".into(),
+            file: span.file,
+        });
+    }
+    Ok(checked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::headers;
+
+    #[test]
+    fn reads_top_level_headers_only() {
+        let text = "#include <tunables/global>\n# /not/a/profile {\n/usr/bin/a flags=(complain) {\n  ^hat {\n  }\n  profile child {\n  }\n}\nprofile \"b c\" /usr/bin/b {\n}\nprofile d {\n}\n";
+        let h = headers(text);
+        let got: Vec<_> = h
+            .iter()
+            .map(|h| (h.name.as_str(), h.attachment.as_deref(), h.line))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("/usr/bin/a", Some("/usr/bin/a"), 3),
+                ("b c", Some("/usr/bin/b"), 9),
+                ("d", None, 11)
+            ]
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! `apt`: the settings of package management on a host (one per host, no name).
 
 use super::ResourceKind;
+use crate::diagnostic::Diagnostics;
+use crate::render::{BundleBuilder, HostContext, Renderer};
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 
 pub struct Apt;
@@ -21,4 +23,7 @@ impl ResourceKind for Apt {
     fn is_setting(&self) -> bool {
         true
     }
+
+    /// Rendered by `package`: `apt` settings are read by the `package` kind, which renders the upgrade step between the sources and the packages.
+    fn render(&self, _: &Renderer, _: &HostContext, _: &mut BundleBuilder, _: &mut Diagnostics) {}
 }

@@ -1,8 +1,10 @@
 //! `apt-source`: a deb822 source with its signing key, both bell-owned files.
 
 use super::ResourceKind;
+use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
+use crate::render::{BundleBuilder, HostContext, Renderer};
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 
 pub struct AptSource;
@@ -26,4 +28,7 @@ impl ResourceKind for AptSource {
     fn check_name(&self, name: &str) -> Result<(), Invalid> {
         validate::source_name(name)
     }
+
+    /// Rendered by `package`: apt sources are rendered with the packages (`package`), so that the upgrade step sits between them.
+    fn render(&self, _: &Renderer, _: &HostContext, _: &mut BundleBuilder, _: &mut Diagnostics) {}
 }

@@ -1,8 +1,26 @@
 //! `exec`: a script of the user's with a rerun policy, run in name order.
+//!
+//! exec: the user's own scripts, shipped verbatim with the policy bell-run runs them by.
+//!
+//! The script is the resource's `apply`, byte for byte as written in the spec: it is a program
+//! in whatever language its `#!` line names, so templating or quoting it would change what the
+//! user reviewed. Everything bell-run needs to schedule it (rerun, intervals, timeout, failure
+//! handling, arguments, environment) goes into the manifest's `ExecPolicy`, which is part of
+//! the resource hash along with the name and the script, so any change to any of them runs the
+//! script again.
+//!
+//! The policy rules of the language are checked here, on the merged resource, because an
+//! override may set `rerun` while the base sets an interval: each diagnostic points at the
+//! property that breaks the rule.
 
 use super::ResourceKind;
+use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
+use crate::render::{BundleBuilder, HostContext, NewResource, RenderError, Renderer};
+use crate::resolve::ResolvedResource;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
+use crate::spec::{Kind, Value};
+use bell_bundle::{ExecPolicy, OnFailure, Rerun};
 
 pub struct Exec;
 
@@ -34,5 +52,157 @@ impl ResourceKind for Exec {
 
     fn check_name(&self, name: &str) -> Result<(), Invalid> {
         crate::front::validate::script_name(name)
+    }
+
+    fn render(
+        &self,
+        _r: &Renderer,
+        cx: &HostContext,
+        out: &mut BundleBuilder,
+        diags: &mut Diagnostics,
+    ) {
+        render_all(cx, out, diags);
+    }
+}
+
+/// Divingbell's default: a script gets half an hour.
+pub const DEFAULT_TIMEOUT: u64 = 1800;
+
+/// A finite number of seconds, `None` for `"infinite"` or unset.
+fn seconds(res: &ResolvedResource, field: &str) -> Option<u64> {
+    match res.fields.get(field) {
+        Some((Value::Int(i), _)) => u64::try_from(*i).ok(),
+        _ => None,
+    }
+}
+
+fn is_shell_identifier(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// The policy of one `exec`, or the diagnostics that say why it has none.
+pub fn policy(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<ExecPolicy> {
+    let mut ok = true;
+    let mut error = |field: &str, message: String, help: &str| {
+        let span = res.span_of(field);
+        diags.push(RenderError::Invalid {
+            message,
+            span: span.source_span(),
+            help: help.into(),
+            file: span.file,
+        });
+        ok = false;
+    };
+    let rerun = match res.str("rerun") {
+        Some("never") => Rerun::Never,
+        Some("once-successfully") => Rerun::OnceSuccessfully,
+        _ => Rerun::Always,
+    };
+    let rerun_interval = seconds(res, "rerun-interval");
+    let retry_interval = seconds(res, "retry-interval");
+    let key = res.key();
+    if rerun_interval.is_some() && rerun != Rerun::Always {
+        error(
+            "rerun-interval",
+            format!("`{key}` has a finite `rerun-interval` but does not rerun"),
+            "a rerun interval needs `rerun=\"always\"`; drop it, or set it to \"infinite\"",
+        );
+    }
+    if retry_interval.is_some() && rerun == Rerun::Never {
+        error(
+            "retry-interval",
+            format!("`{key}` has a finite `retry-interval` but `rerun=\"never\"`"),
+            "a retry interval needs `rerun=\"always\"` or `rerun=\"once-successfully\"`",
+        );
+    }
+    let timeout = match res.fields.get("timeout") {
+        Some((Value::Str(s), _)) if s == "infinite" => {
+            error(
+                "timeout",
+                format!("`{key}` cannot have an infinite `timeout`"),
+                "give a whole number of seconds; a script that hangs would hold every later one",
+            );
+            DEFAULT_TIMEOUT
+        }
+        Some((Value::Int(0), _)) => {
+            error(
+                "timeout",
+                format!("`{key}` has a `timeout` of 0 seconds"),
+                "give a positive number of seconds, such as 1800",
+            );
+            DEFAULT_TIMEOUT
+        }
+        _ => seconds(res, "timeout").unwrap_or(DEFAULT_TIMEOUT),
+    };
+    let env = res.map("env").cloned().unwrap_or_default();
+    for name in env.keys() {
+        if !is_shell_identifier(name) {
+            error(
+                "env",
+                format!(
+                    "`{}` is not a valid environment variable name",
+                    name.escape_debug()
+                ),
+                "names are letters, digits and `_`, not starting with a digit, such as `APP_MODE`",
+            );
+        }
+    }
+    let on_failure = match res.str("on-failure") {
+        Some("halt") => OnFailure::Halt,
+        _ => OnFailure::Continue,
+    };
+    ok.then(|| ExecPolicy {
+        rerun,
+        rerun_interval,
+        retry_interval,
+        timeout,
+        on_failure,
+        background: res.bool("background").unwrap_or(false),
+        args: res.list("args").to_vec(),
+        env,
+    })
+}
+
+fn render_all(cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
+    let mut scripts: Vec<&ResolvedResource> = cx
+        .host
+        .model
+        .resources
+        .iter()
+        .filter(|res| res.kind == Kind::EXEC)
+        .collect();
+    // Scripts run in name order where `after` edges leave a choice (Divingbell's rule).
+    scripts.sort_by(|a, b| a.name.cmp(&b.name));
+    for res in scripts {
+        let Some(policy) = policy(res, diags) else {
+            continue;
+        };
+        out.add_resource(NewResource {
+            kind: "exec",
+            name: res.name.clone(),
+            files: Vec::new(),
+            after: res.list("after").to_vec(),
+            apply: Some(res.str("script").unwrap_or_default().to_string()),
+            revert: None,
+            exec: Some(policy),
+            check: None,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shell_identifiers() {
+        assert!(super::is_shell_identifier("env1"));
+        assert!(super::is_shell_identifier("_X"));
+        assert!(!super::is_shell_identifier("1x"));
+        assert!(!super::is_shell_identifier("a-b"));
+        assert!(!super::is_shell_identifier(""));
+        assert!(!super::is_shell_identifier("a=b"));
     }
 }

@@ -1,9 +1,21 @@
 //! `file`: a file bell owns at an absolute path, its content a template.
+//!
+//! file and unit: arbitrary managed files and systemd units whose content is a minijinja
+//! template over the host (`host.name`, `host.address`, `host.labels`), the fleet's services
+//! (`services.NAME` → `[{host, address, port}]`) and the fleet name. A template error points at
+//! the line inside the spec string; two resources writing one path name both.
 
 use super::ResourceKind;
+use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
+use crate::render::{
+    common, BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer,
+};
+use crate::resolve::ResolvedResource;
+use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
+use minijinja::context;
 
 pub struct File;
 
@@ -30,4 +42,242 @@ impl ResourceKind for File {
     fn check_name(&self, name: &str) -> Result<(), Invalid> {
         validate::absolute_path(name)
     }
+
+    fn render(
+        &self,
+        r: &Renderer,
+        cx: &HostContext,
+        out: &mut BundleBuilder,
+        diags: &mut Diagnostics,
+    ) {
+        render_all(r, cx, out, diags);
+    }
+
+    fn user_template<'r>(&self, resource: &'r ResolvedResource) -> Option<&'r str> {
+        resource.str("content")
+    }
+}
+
+fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
+    let unit_dir = cx.target.path(&common::UNIT_DIR);
+    let mut reload = false;
+    for res in cx
+        .host
+        .model
+        .resources
+        .iter()
+        .filter(|res| matches!(res.kind, Kind::FILE | Kind::UNIT))
+    {
+        let Some(content) = content(r, cx, res, diags) else {
+            continue;
+        };
+        let path = match res.kind {
+            Kind::UNIT => format!("{unit_dir}/{}", res.name),
+            _ => res.name.clone(),
+        };
+        let mode = res.str("mode").unwrap_or("0644");
+        let owner = res.str("owner").unwrap_or("root");
+        let group = res.str("group").unwrap_or("root");
+        let sha256 = bell_bundle::sha256_hex(content.as_bytes());
+        let install_links = install_links(&content);
+        let file = NewFile {
+            path: path.clone(),
+            content: content.into_bytes(),
+            // The mode was validated when the spec was lowered.
+            mode: u32::from_str_radix(mode, 8).unwrap_or(0o644),
+            owner: owner.into(),
+            group: group.into(),
+        };
+        if let Err(first) = out.add_file(file, &res.key()) {
+            conflict(cx, diags, res, &path, &first);
+            continue;
+        }
+        reload |= path.starts_with(&format!("{unit_dir}/"));
+        let mut check = None;
+        let (kind, scripts) = match res.kind {
+            Kind::UNIT => {
+                let enable = res.bool("enable").unwrap_or(false);
+                let start = res.bool("start").unwrap_or(enable);
+                if (enable || start) && res.name.contains("@.") {
+                    common::invalid(
+                        diags,
+                        res.origin.span,
+                        format!("unit `{}` is a template: it cannot be enabled or started without an instance", res.name),
+                        "set `enable=#false start=#false` and add a `unit` for an instance, such as `NAME@INSTANCE.service`",
+                    );
+                    continue;
+                }
+                let ctx = context! {
+                    unit => res.name, unit_dir, unit_hash => sha256, enable, start, install_links,
+                };
+                // A unit neither enabled nor started has nothing live to read back.
+                if enable || start {
+                    check = Some(common::script(
+                        r,
+                        "unit",
+                        &res.name,
+                        "check",
+                        "unit/check.sh.j2",
+                        ctx.clone(),
+                    ));
+                }
+                (
+                    "unit",
+                    ["apply", "revert"].map(|role| {
+                        common::script(
+                            r,
+                            "unit",
+                            &res.name,
+                            role,
+                            &format!("unit/{role}.sh.j2"),
+                            ctx.clone(),
+                        )
+                        .map(Some)
+                    }),
+                )
+            }
+            _ => {
+                let ctx = context! { path, sha256, mode, owner, group };
+                let apply = common::script(r, "file", &res.name, "apply", "file/apply.sh.j2", ctx);
+                // bell-run removes a departed file itself; there is nothing else to undo.
+                ("file", [apply.map(Some), Ok(None)])
+            }
+        };
+        let check = match check.transpose() {
+            Ok(check) => check,
+            Err(message) => {
+                common::invalid(diags, res.origin.span, message, "");
+                continue;
+            }
+        };
+        match scripts {
+            [Ok(apply), Ok(revert)] => {
+                out.add_resource(NewResource {
+                    kind,
+                    name: res.name.clone(),
+                    files: vec![path],
+                    after: res.list("after").to_vec(),
+                    apply,
+                    revert,
+                    exec: None,
+                    check,
+                });
+            }
+            [Err(message), _] | [_, Err(message)] => {
+                common::invalid(diags, res.origin.span, message, "")
+            }
+        }
+    }
+    if reload {
+        if let Err(message) = common::daemon_reload_trigger(r, cx, out) {
+            common::invalid(diags, cx.host.model.resources[0].origin.span, message, "");
+        }
+    }
+}
+
+/// Renders the resource's content template, reporting errors at the template's line.
+fn content(
+    r: &Renderer,
+    cx: &HostContext,
+    res: &ResolvedResource,
+    diags: &mut Diagnostics,
+) -> Option<String> {
+    let source = res.str("content")?;
+    let host = context! {
+        name => cx.host.name, address => cx.host.address, labels => cx.host.labels,
+    };
+    let ctx = context! { host, services => cx.services, fleet => context! { name => cx.fleet } };
+    match r.user_template(source, ctx) {
+        Ok(text) => Some(text),
+        Err(e) => {
+            let field = res.span_of("content");
+            let span = match e.line() {
+                Some(line) => common::line_in_string(cx.sources, field, line),
+                None => field,
+            };
+            let detail = e
+                .detail()
+                .map_or_else(|| e.kind().to_string(), str::to_string);
+            let message = match e.line() {
+                Some(line) => format!(
+                    "line {line} of the content: {detail} (on host `{}`)",
+                    cx.host.name
+                ),
+                None => format!("{detail} (on host `{}`)", cx.host.name),
+            };
+            diags.push(RenderError::Template {
+                resource: res.key(),
+                message,
+                span: span.source_span(),
+                help:
+                    "the template sees `host` (name, address, labels), `services` (NAME → list of \
+                       {host, address, port}) and `fleet` (name); undefined names are errors"
+                        .into(),
+                file: span.file,
+            });
+            None
+        }
+    }
+}
+
+fn conflict(
+    cx: &HostContext,
+    diags: &mut Diagnostics,
+    res: &ResolvedResource,
+    path: &str,
+    first: &str,
+) {
+    let first_decl = cx.host.model.resources.iter().find(|o| o.key() == first);
+    match first_decl {
+        Some(other) => common::clash(
+            diags,
+            format!("`{path}` is written by both `{first}` and `{}`", res.key()),
+            other.origin.span,
+            res.origin.span,
+            "one resource per path: remove one of them, or merge their content".into(),
+        ),
+        None => diags.push(RenderError::PathConflict {
+            path: path.to_string(),
+            first: first.to_string(),
+            second: res.key(),
+            span: res.origin.span.source_span(),
+            help: format!("bell writes `{path}` for `{first}` itself; choose another path"),
+            file: res.origin.span.file,
+        }),
+    }
+}
+
+/// The `[Install]` section of a unit as the symlinks `systemctl enable` makes (directories
+/// relative to the unit directory), for enabling while baking an image with no systemd running.
+fn install_links(unit: &str) -> Vec<minijinja::Value> {
+    let mut section = "";
+    let mut dirs = Vec::new();
+    for line in unit.lines().map(str::trim) {
+        if line.starts_with('[') && line.ends_with(']') {
+            section = line;
+            continue;
+        }
+        if section != "[Install]" {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let suffix = match key.trim() {
+            "WantedBy" => "wants",
+            "RequiredBy" => "requires",
+            "UpheldBy" => "upholds",
+            _ => continue,
+        };
+        // A name systemd would refuse cannot become a directory outside the unit directory.
+        for target in value
+            .split_whitespace()
+            .filter(|t| crate::front::validate::systemd_unit_name(t).is_ok())
+        {
+            dirs.push(format!("{target}.{suffix}"));
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs.into_iter().map(|dir| context! { dir }).collect()
 }

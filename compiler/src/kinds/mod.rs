@@ -3,29 +3,32 @@
 //! naming kinds.
 //!
 //! A kind file holds its keyword and schema (each field with the check of its value), the check
-//! of its name, and what it needs of the later stages. [`Kind`](crate::spec::Kind) is the handle
+//! of its name, and what it needs of the later stages. [`Kind`] is the handle
 //! the spec types carry; the methods here let every stage ask a kind about itself without
 //! importing this module.
 //!
 //! Adding a kind: its file here, its templates under `stdlib/<kind>/`, one line in `registry!`
 //! below, and its rows in the README's tables.
 
-use crate::diagnostic::Invalid;
+use crate::diagnostic::{Diagnostics, Invalid};
+use crate::render::{BundleBuilder, HostContext, Renderer};
+use crate::resolve::ResolvedResource;
 use crate::spec::{FieldSchema, Kind};
+use crate::targets::TargetPath;
 use std::fmt;
 
-mod apparmor;
+pub mod apparmor;
 mod apt;
 mod apt_source;
 mod ethtool;
-mod exec;
+pub mod exec;
 mod file;
 mod limit;
 mod mount;
-mod package;
+pub mod package;
 mod perm;
 mod unit;
-mod user;
+pub mod user;
 mod users;
 
 /// What the stages need to know of a resource kind.
@@ -49,6 +52,28 @@ pub trait ResourceKind: Sync {
     /// Checks the name against the tool that will read it; the error points at the name.
     fn check_name(&self, _name: &str) -> Result<(), Invalid> {
         Ok(())
+    }
+
+    /// Renders every resource of this kind of one host into its bundle: files, scripts,
+    /// triggers. A kind whose resources only shape another kind's (a settings node) renders
+    /// nothing itself and says which kind reads it.
+    fn render(
+        &self,
+        r: &Renderer,
+        cx: &HostContext,
+        out: &mut BundleBuilder,
+        diags: &mut Diagnostics,
+    );
+
+    /// The template the user wrote for a resource (a file's content), if the kind has one: a
+    /// bundle whose templates read `host` is rendered once per host instead of once per model.
+    fn user_template<'r>(&self, _resource: &'r ResolvedResource) -> Option<&'r str> {
+        None
+    }
+
+    /// The directories this kind writes into, which a target profile may move.
+    fn target_paths(&self) -> &'static [TargetPath] {
+        &[]
     }
 }
 
@@ -120,6 +145,27 @@ impl Kind {
     /// Checks a resource's name against the tool that will read it.
     pub fn check_name(self, name: &str) -> Result<(), Invalid> {
         self.definition().check_name(name)
+    }
+
+    /// Renders this kind's resources of one host into its bundle.
+    pub fn render(
+        self,
+        r: &Renderer,
+        cx: &HostContext,
+        out: &mut BundleBuilder,
+        diags: &mut Diagnostics,
+    ) {
+        self.definition().render(r, cx, out, diags);
+    }
+
+    /// The template the user wrote for `resource`, if its kind has one.
+    pub fn user_template(self, resource: &ResolvedResource) -> Option<&str> {
+        self.definition().user_template(resource)
+    }
+
+    /// The directories this kind writes into.
+    pub fn target_paths(self) -> &'static [TargetPath] {
+        self.definition().target_paths()
     }
 }
 

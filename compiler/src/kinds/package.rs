@@ -1,9 +1,36 @@
 //! `package`: an apt package at a version (or absent), with its debconf answers.
+//!
+//! package, apt, apt-source: pinned apt packages with their debconf answers, apt-wide
+//! settings, and bell-owned apt sources.
+//!
+//! - `package`: the apply records once whether the package was there before bell, sets the
+//!   debconf answers (a managed seed file in the target's `debconf_dir`) before installing,
+//!   installs `NAME=VERSION` only when dpkg reports another version (so an unchanged re-apply
+//!   never touches the package, unlike Divingbell, which purged on re-run), and reads the
+//!   version back. The revert removes the package only when bell installed it. `absent=#true`
+//!   purges when present and never installs.
+//! - `apt`: `allow-downgrade` is passed to every install; `upgrade=#true` is a resource of its
+//!   own that upgrades when it is applied.
+//! - `apt-source`: a deb822 `bell-NAME.sources` file and its `bell-NAME.asc` keyring, both
+//!   managed files; other sources and keyrings are never touched. A trigger on those
+//!   directories runs `apt-get update` after the file switch, before packages are applied.
+//!
+//! Offline (`BELL_OFFLINE=1`, baking an image), packages cannot be installed or purged: the
+//! apply succeeds when the image's dpkg database already matches the spec and fails with a
+//! one-line reason otherwise. Source files are written either way; the update trigger does
+//! nothing offline.
 
 use super::ResourceKind;
+use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
+use crate::render::{BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer};
+use crate::resolve::ResolvedResource;
+use crate::source::Span;
+use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
+use crate::targets::TargetPath;
+use minijinja::context;
 
 pub struct Package;
 
@@ -24,5 +51,327 @@ impl ResourceKind for Package {
 
     fn check_name(&self, name: &str) -> Result<(), Invalid> {
         validate::apt_package_name(name)
+    }
+
+    fn render(
+        &self,
+        r: &Renderer,
+        cx: &HostContext,
+        out: &mut BundleBuilder,
+        diags: &mut Diagnostics,
+    ) {
+        render_all(r, cx, out, diags);
+    }
+
+    fn target_paths(&self) -> &'static [TargetPath] {
+        &[APT_SOURCES_DIR, APT_KEYRING_DIR, DEBCONF_DIR]
+    }
+}
+
+pub const APT_SOURCES_DIR: TargetPath = TargetPath {
+    key: "apt_sources_dir",
+    default: "/etc/apt/sources.list.d",
+};
+pub const APT_KEYRING_DIR: TargetPath = TargetPath {
+    key: "apt_keyring_dir",
+    default: "/etc/apt/keyrings",
+};
+/// Where debconf answers are staged for `debconf-set-selections` (bell's own state).
+pub const DEBCONF_DIR: TargetPath = TargetPath {
+    key: "debconf_dir",
+    default: "/var/lib/bell/debconf",
+};
+
+fn template_error(res: &ResolvedResource, message: String) -> RenderError {
+    let span = res.origin.span;
+    RenderError::Template {
+        resource: res.key(),
+        message,
+        span: span.source_span(),
+        help: "this is a bug in bellc's stdlib templates; please report it".into(),
+        file: span.file,
+    }
+}
+
+fn invalid(span: Span, message: String, help: &str) -> RenderError {
+    RenderError::Invalid {
+        message,
+        span: span.source_span(),
+        help: help.into(),
+        file: span.file,
+    }
+}
+
+fn conflict(span: Span, path: String, first: String, second: String) -> RenderError {
+    RenderError::PathConflict {
+        path,
+        first,
+        second,
+        span: span.source_span(),
+        help: "two resources cannot write the same file".into(),
+        file: span.file,
+    }
+}
+
+/// A whitespace-separated word of a debconf or deb822 line.
+fn is_word(s: &str) -> bool {
+    !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// The suites or components of a source: words, so that the deb822 field stays one line.
+fn words<'a>(
+    res: &'a ResolvedResource,
+    field: &str,
+    diags: &mut Diagnostics,
+) -> Option<Vec<&'a str>> {
+    let text = res.str(field).unwrap_or_default();
+    if text
+        .chars()
+        .any(|c| c.is_control() && c != '\t' && c != ' ')
+    {
+        diags.push(invalid(
+            res.span_of(field),
+            format!("`{field}` of `{}` holds a control character", res.key()),
+            "list the values separated by spaces, such as \"noble noble-updates\"",
+        ));
+        return None;
+    }
+    Some(text.split_whitespace().collect())
+}
+
+fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
+    let model = &cx.host.model;
+    let apt = model.resources.iter().find(|res| res.kind == Kind::APT);
+    let allow_downgrade = apt.and_then(|a| a.bool("allow-downgrade")).unwrap_or(false);
+
+    let mut source_keys = Vec::new();
+    for source in model
+        .resources
+        .iter()
+        .filter(|res| res.kind == Kind::APT_SOURCE)
+    {
+        let key = source.key();
+        let name = source.name.as_str();
+        let (Some(suites), Some(components)) = (
+            words(source, "suites", diags),
+            words(source, "components", diags),
+        ) else {
+            continue;
+        };
+        if suites.is_empty() {
+            diags.push(invalid(
+                source.span_of("suites"),
+                format!("`{key}` names no suite"),
+                "name at least one suite, such as \"noble\"",
+            ));
+            continue;
+        }
+        let mut files = Vec::new();
+        let keyring = source
+            .str("key")
+            .map(|_| format!("{}/bell-{name}.asc", cx.target.path(&APT_KEYRING_DIR)));
+        if let (Some(path), Some(key_text)) = (&keyring, source.str("key")) {
+            let mut text = key_text.trim().to_string();
+            text.push('\n');
+            if let Err(first) = out.add_file(NewFile::root_owned(path, text, 0o644), &key) {
+                diags.push(conflict(
+                    source.span_of("key"),
+                    path.clone(),
+                    first,
+                    key.clone(),
+                ));
+                continue;
+            }
+            files.push(path.clone());
+        }
+        let text = r.stdlib(
+            "apt-source/source.sources.j2",
+            context! {
+                name, url => source.str("url").unwrap_or_default(),
+                suites, components, keyring,
+            },
+        );
+        let text = match text {
+            Ok(text) => text,
+            Err(message) => {
+                diags.push(invalid(
+                    source.span_of("url"),
+                    message,
+                    "a deb822 field must fit on one line",
+                ));
+                continue;
+            }
+        };
+        let path = format!("{}/bell-{name}.sources", cx.target.path(&APT_SOURCES_DIR));
+        if let Err(first) = out.add_file(NewFile::root_owned(&path, text, 0o644), &key) {
+            diags.push(conflict(source.origin.span, path, first, key.clone()));
+            continue;
+        }
+        files.insert(0, path);
+        out.add_resource(NewResource {
+            kind: "apt-source",
+            name: name.to_string(),
+            files,
+            after: source.list("after").to_vec(),
+            apply: None,
+            revert: None,
+            exec: None,
+            check: None,
+        });
+        source_keys.push(key);
+    }
+    if !source_keys.is_empty() {
+        match r.stdlib("apt-source/update.sh.j2", context! {}) {
+            Ok(script) => out.add_trigger(
+                "apt-update",
+                vec![
+                    format!("{}/", cx.target.path(&APT_SOURCES_DIR)),
+                    format!("{}/", cx.target.path(&APT_KEYRING_DIR)),
+                ],
+                script,
+            ),
+            Err(message) => {
+                if let Some(first) = model.resources.iter().find(|r| r.kind == Kind::APT_SOURCE) {
+                    diags.push(template_error(first, message));
+                }
+            }
+        }
+    }
+
+    if let Some(apt) = apt.filter(|a| a.bool("upgrade") == Some(true)) {
+        match r.stdlib(
+            "apt/upgrade.sh.j2",
+            context! { kind => "apt", name => "upgrade", role => "apply", allow_downgrade },
+        ) {
+            Ok(apply) => out.add_resource(NewResource {
+                kind: "apt",
+                name: "upgrade".into(),
+                files: Vec::new(),
+                after: source_keys.clone(),
+                apply: Some(apply),
+                revert: None,
+                exec: None,
+                check: None,
+            }),
+            Err(message) => diags.push(template_error(apt, message)),
+        }
+    }
+
+    for pkg in model
+        .resources
+        .iter()
+        .filter(|res| res.kind == Kind::PACKAGE)
+    {
+        render_package(r, cx, out, diags, pkg, allow_downgrade);
+    }
+}
+
+fn render_package(
+    r: &Renderer,
+    cx: &HostContext,
+    out: &mut BundleBuilder,
+    diags: &mut Diagnostics,
+    pkg: &ResolvedResource,
+    allow_downgrade: bool,
+) {
+    let key = pkg.key();
+    let name = pkg.name.as_str();
+    let absent = pkg.bool("absent").unwrap_or(false);
+    let answers = pkg.debconf();
+    if absent && (pkg.str("version").is_some() || !answers.is_empty()) {
+        let field = if pkg.str("version").is_some() {
+            "version"
+        } else {
+            "debconf"
+        };
+        diags.push(invalid(
+            pkg.span_of(field),
+            format!("`{key}` is `absent=#true` and also sets `{field}`"),
+            "an absent package is never installed; drop `absent` or the other property",
+        ));
+        return;
+    }
+    let mut files = Vec::new();
+    let mut seed = String::new();
+    if !answers.is_empty() {
+        if let Some(bad) = answers.iter().find(|d| !is_word(&d.question)) {
+            diags.push(invalid(
+                pkg.span_of("debconf"),
+                format!(
+                    "debconf question `{}` of `{key}` holds whitespace",
+                    bad.question.escape_debug()
+                ),
+                "a debconf question is one word, such as \"openssh-server/permit-root-login\"",
+            ));
+            return;
+        }
+        if let Some(bad) = answers
+            .iter()
+            .find(|d| crate::escape::config_field(&d.value).is_err())
+        {
+            diags.push(invalid(
+                pkg.span_of("debconf"),
+                format!(
+                    "the debconf answer to `{}` starts or ends with whitespace or holds a control character",
+                    bad.question.escape_debug()
+                ),
+                "debconf-set-selections reads one trimmed answer per line",
+            ));
+            return;
+        }
+        let rows: Vec<_> = answers
+            .iter()
+            .map(|d| context! { question => d.question, kind => d.kind, value => d.value })
+            .collect();
+        let text = match r.stdlib(
+            "package/debconf.seed.j2",
+            context! { pkg => name, answers => rows },
+        ) {
+            Ok(text) => text,
+            Err(message) => {
+                diags.push(template_error(pkg, message));
+                return;
+            }
+        };
+        seed = format!("{}/{name}.seed", cx.target.path(&DEBCONF_DIR));
+        // Answers may hold passwords: readable by root only.
+        if let Err(first) = out.add_file(NewFile::root_owned(&seed, text, 0o600), &key) {
+            diags.push(conflict(pkg.span_of("debconf"), seed, first, key));
+            return;
+        }
+        files.push(seed.clone());
+    }
+    let version = pkg.str("version").unwrap_or_default();
+    let apply = r.stdlib(
+        "package/apply.sh.j2",
+        context! {
+            kind => "package", name, role => "apply",
+            version, absent, allow_downgrade, seed,
+        },
+    );
+    let revert = r.stdlib(
+        "package/revert.sh.j2",
+        context! { kind => "package", name, role => "revert", absent },
+    );
+    let check = r.stdlib(
+        "package/check.sh.j2",
+        context! { kind => "package", name, role => "check", version, absent },
+    );
+    match (apply, revert, check) {
+        (Ok(apply), Ok(revert), Ok(check)) => {
+            out.add_resource(NewResource {
+                kind: "package",
+                name: name.to_string(),
+                files,
+                after: pkg.list("after").to_vec(),
+                apply: Some(apply),
+                revert: Some(revert),
+                exec: None,
+                check: Some(check),
+            });
+        }
+        (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
+            diags.push(template_error(pkg, message))
+        }
     }
 }

@@ -1,7 +1,10 @@
 //! `unit`: a systemd unit file bell owns, enabled and started as asked.
 
 use super::ResourceKind;
+use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
+use crate::render::{BundleBuilder, HostContext, Renderer};
+use crate::resolve::ResolvedResource;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 
 pub struct Unit;
@@ -23,5 +26,12 @@ impl ResourceKind for Unit {
 
     fn check_name(&self, name: &str) -> Result<(), Invalid> {
         crate::front::validate::systemd_unit_name(name)
+    }
+
+    /// Rendered by `file`: units are rendered with files (`file`): both are bell-owned files, in declaration order, so a unit and a file at one path conflict the same way either way round.
+    fn render(&self, _: &Renderer, _: &HostContext, _: &mut BundleBuilder, _: &mut Diagnostics) {}
+
+    fn user_template<'r>(&self, resource: &'r ResolvedResource) -> Option<&'r str> {
+        resource.str("content")
     }
 }

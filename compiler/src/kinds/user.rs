@@ -1,9 +1,38 @@
 //! `user`: a local account with its password hash, SSH keys and sudo rights.
+//!
+//! user (Divingbell's uamlite): local accounts, their `authorized_keys`, and sudo.
+//!
+//! The account is created or updated by the apply script, with the shadow tools pointed at
+//! `BELL_ROOT` (`--root`), so baking an image and applying live are the same code. Two things
+//! are deliberately *not* managed files of the bundle:
+//!
+//! - `authorized_keys` lives in the user's home and must be owned by the user, who does not
+//!   exist before the first apply (bell-run switches files before it runs applies, and resolves
+//!   owners by name). The keys are in the apply script instead, which writes them after the
+//!   account exists, refusing symlinks in the user-writable home.
+//! - The sudoers drop-in must pass `visudo -c` *before* sudo reads it: a broken drop-in breaks
+//!   sudo for everyone. The bundle carries it at a staging path sudo never reads
+//!   (`/var/lib/bell/sudoers/USER`), and the apply checks it and renames it into sudoers.d.
+//!
+//! Bell records the accounts it created and only ever expires (or, with
+//! `users purge-expired=#true`, removes) those; an account that existed before gets back its
+//! recorded shell, password hash, expiry and keys. The target's built-in account
+//! (`default_account`) is expired only when a managed user has sudo and a way to log in, after
+//! that user is applied; otherwise the build warns that it stays.
 
 use super::ResourceKind;
+use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
+use crate::render::{BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer};
+use crate::resolve::ResolvedResource;
+use crate::source::FileId;
+use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
+use crate::targets::TargetPath;
+use miette::{Diagnostic, SourceSpan};
+use minijinja::context;
+use thiserror::Error;
 
 pub struct User;
 
@@ -27,5 +56,258 @@ impl ResourceKind for User {
 
     fn check_name(&self, name: &str) -> Result<(), Invalid> {
         validate::unix_user_name(name)
+    }
+
+    fn render(
+        &self,
+        r: &Renderer,
+        cx: &HostContext,
+        out: &mut BundleBuilder,
+        diags: &mut Diagnostics,
+    ) {
+        render_all(r, cx, out, diags);
+    }
+
+    fn target_paths(&self) -> &'static [TargetPath] {
+        &[SUDOERS_DIR]
+    }
+}
+
+/// Where the bundle stages sudoers drop-ins for the apply to check and install.
+pub const SUDOERS_STAGING_DIR: &str = "/var/lib/bell/sudoers";
+
+pub const SUDOERS_DIR: TargetPath = TargetPath {
+    key: "sudoers_dir",
+    default: "/etc/sudoers.d",
+};
+
+/// The kind of the resource that expires the target's built-in account.
+pub const DEFAULT_ACCOUNT_KIND: &str = "default-account";
+
+#[derive(Debug, Error, Diagnostic)]
+pub enum UserWarning {
+    #[error(
+        "the default account `{account}` stays enabled: no managed user has `sudo=#true` and a password or an ssh key"
+    )]
+    #[diagnostic(code(bell::render::default_account_kept), severity(Warning))]
+    DefaultAccountKept {
+        account: String,
+        #[label("managed users start here")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+}
+
+impl UserWarning {
+    fn file_id(&self) -> Option<FileId> {
+        match self {
+            UserWarning::DefaultAccountKept { file, .. } => Some(*file),
+        }
+    }
+}
+crate::spec_diagnostic!(UserWarning);
+
+/// A user name that may stand bare in a sudoers line and in a sudoers.d file name (sudo skips
+/// files whose name holds a `.`). `lower` already enforces useradd's stricter rule; this keeps
+/// the sudoers line safe by construction should that rule ever be relaxed.
+fn sudoers_safe(name: &str) -> bool {
+    let body = name.strip_suffix('$').unwrap_or(name);
+    !body.is_empty()
+        && body
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        && !body.starts_with('-')
+}
+
+fn template_error(res: &ResolvedResource, message: String) -> RenderError {
+    let span = res.origin.span;
+    RenderError::Template {
+        resource: res.key(),
+        message,
+        span: span.source_span(),
+        help: "this is a bug in bellc's stdlib templates; please report it".into(),
+        file: span.file,
+    }
+}
+
+fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
+    let model = &cx.host.model;
+    let users: Vec<&ResolvedResource> = model
+        .resources
+        .iter()
+        .filter(|res| res.kind == Kind::USER)
+        .collect();
+    if users.is_empty() {
+        return;
+    }
+    let purge = model
+        .resources
+        .iter()
+        .find(|res| res.kind == Kind::USERS)
+        .and_then(|res| res.bool("purge-expired"))
+        .unwrap_or(false);
+    let mut can_take_over = Vec::new();
+    for user in &users {
+        let name = user.name.as_str();
+        let key = user.key();
+        if !sudoers_safe(name) {
+            let span = user.origin.span;
+            diags.push(RenderError::Invalid {
+                message: format!(
+                    "user name `{}` cannot be written to sudoers",
+                    name.escape_debug()
+                ),
+                span: span.source_span(),
+                help: "user names are lowercase letters, digits, `_` and `-`".into(),
+                file: span.file,
+            });
+            continue;
+        }
+        if let Some(shell) = user.str("shell").filter(|s| s.contains(':')) {
+            let span = user.span_of("shell");
+            diags.push(RenderError::Invalid {
+                message: format!(
+                    "shell `{}` holds a `:`, which separates /etc/passwd fields",
+                    shell.escape_debug()
+                ),
+                span: span.source_span(),
+                help: "give the path of a login shell, such as \"/bin/bash\"".into(),
+                file: span.file,
+            });
+            continue;
+        }
+        let sudo = user.bool("sudo").unwrap_or(false);
+        let manage_keys = user.str("ssh-keys") != Some("unmanaged");
+        let keys: &[String] = if manage_keys {
+            user.list("ssh-key")
+        } else {
+            &[]
+        };
+        let password = user.str("password");
+        if sudo && (password.is_some() || !keys.is_empty()) {
+            can_take_over.push(key.clone());
+        }
+        let staged = format!("{SUDOERS_STAGING_DIR}/{name}");
+        let dropin = format!("{}/bell-{name}", cx.target.path(&SUDOERS_DIR));
+        let mut files = Vec::new();
+        if sudo {
+            let text = match r.stdlib("user/sudoers.j2", context! { name }) {
+                Ok(text) => text,
+                Err(message) => {
+                    diags.push(template_error(user, message));
+                    continue;
+                }
+            };
+            if let Err(first) = out.add_file(NewFile::root_owned(&staged, text, 0o440), &key) {
+                let span = user.span_of("sudo");
+                diags.push(RenderError::PathConflict {
+                    path: staged.clone(),
+                    first,
+                    second: key.clone(),
+                    span: span.source_span(),
+                    help: "two resources cannot write the same file".into(),
+                    file: span.file,
+                });
+                continue;
+            }
+            files.push(staged.clone());
+        }
+        let account = context! {
+            kind => "user", name,
+            shell => user.str("shell").unwrap_or(""),
+            sudo, password, manage_keys, keys,
+            sudoers_staged => staged, sudoers_dropin => dropin,
+        };
+        let apply = r.stdlib(
+            "user/apply.sh.j2",
+            context! { role => "apply", ..account.clone() },
+        );
+        let check = r.stdlib("user/check.sh.j2", context! { role => "check", ..account });
+        let revert = r.stdlib(
+            "user/revert.sh.j2",
+            context! {
+                kind => "user", name, role => "revert", purge, sudoers_dropin => dropin,
+            },
+        );
+        match (apply, revert, check) {
+            (Ok(apply), Ok(revert), Ok(check)) => {
+                out.add_resource(NewResource {
+                    kind: "user",
+                    name: name.to_string(),
+                    files,
+                    after: user.list("after").to_vec(),
+                    apply: Some(apply),
+                    revert: Some(revert),
+                    exec: None,
+                    check: Some(check),
+                });
+            }
+            (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
+                diags.push(template_error(user, message))
+            }
+        }
+    }
+
+    let account = cx.target.default_account.as_str();
+    if account.is_empty() || users.iter().any(|u| u.name == account) {
+        // No built-in account, or the spec manages it like any other user.
+        return;
+    }
+    if can_take_over.is_empty() {
+        let span = users[0].origin.span;
+        diags.push(UserWarning::DefaultAccountKept {
+            account: account.to_string(),
+            span: span.source_span(),
+            help: format!(
+                "give a user `sudo=#true` and a `password` or an `ssh-key` to have `{account}` expired, or declare `user \"{account}\"` to manage it"
+            ),
+            file: span.file,
+        });
+        return;
+    }
+    let apply = r.stdlib(
+        "user/default-account-apply.sh.j2",
+        context! { kind => DEFAULT_ACCOUNT_KIND, name => account, role => "apply" },
+    );
+    let revert = r.stdlib(
+        "user/default-account-revert.sh.j2",
+        context! { kind => DEFAULT_ACCOUNT_KIND, name => account, role => "revert" },
+    );
+    let check = r.stdlib(
+        "user/default-account-check.sh.j2",
+        context! { kind => DEFAULT_ACCOUNT_KIND, name => account, role => "check" },
+    );
+    match (apply, revert, check) {
+        (Ok(apply), Ok(revert), Ok(check)) => {
+            out.add_resource(NewResource {
+                kind: DEFAULT_ACCOUNT_KIND,
+                name: account.to_string(),
+                files: Vec::new(),
+                // Only once a user who can take over is in place.
+                after: can_take_over,
+                apply: Some(apply),
+                revert: Some(revert),
+                exec: None,
+                check: Some(check),
+            });
+        }
+        (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
+            diags.push(template_error(users[0], message))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sudoers_safe_names() {
+        assert!(super::sudoers_safe("alice"));
+        assert!(super::sudoers_safe("svc-backup$"));
+        assert!(!super::sudoers_safe("a.b"));
+        assert!(!super::sudoers_safe("a b"));
+        assert!(!super::sudoers_safe("ALL"));
+        assert!(!super::sudoers_safe("$"));
     }
 }

@@ -1,24 +1,18 @@
 //! Rendering: one resolved host → its bundle in memory (manifest + file contents).
 //!
-//! Each resource kind has a module here that turns its resolved values into files and
-//! apply/revert scripts, from minijinja templates in `stdlib/` (embedded, see `stdlib.rs`).
+//! The machinery every kind renders with: the template environment ([`Renderer`], templates
+//! from `stdlib/`, embedded by `build.rs`), the [`BundleBuilder`] a kind adds files, scripts and
+//! triggers to, and the helpers in [`common`]. Each kind's own rendering is in its file under
+//! `kinds/`; a host's bundle is sysctl (the language's own node) and then every kind of the
+//! registry, in order. [`render_fleet`] renders every distinct host configuration once.
 //! Values reach templates only through escaping filters (`sh`, `unit`, ...) chosen by the
 //! template for its context; the environment auto-escapes nothing, because no single escaping
 //! is right for config files, shell scripts and unit files at once.
 
-pub mod apparmor;
-mod common;
-mod ethtool;
-pub mod exec;
-mod file;
+pub mod common;
 mod hosts;
-mod limits;
-mod mount;
-pub mod package;
-mod perm;
 pub mod stdlib;
 mod sysctl;
-pub mod user;
 
 pub use hosts::{render_fleet, service_endpoints, RenderedFleet};
 
@@ -26,7 +20,8 @@ use crate::diagnostic::Diagnostics;
 use crate::graph::ResourceOrder;
 use crate::resolve::ResolvedHost;
 use crate::source::FileId;
-use crate::targets::Target;
+use crate::spec::Kind;
+use crate::targets::{Target, TargetPath};
 use bell_bundle::{File, Manifest, Resource, Script, Trigger};
 use miette::{Diagnostic, SourceSpan};
 use std::collections::BTreeMap;
@@ -204,12 +199,10 @@ impl Renderer {
     /// Whether any template of the model reads `host`, so that its bundle differs per host.
     /// A template that does not parse counts as reading it: rendering reports the error.
     pub fn reads_host(&self, model: &crate::resolve::Model) -> bool {
-        use crate::spec::Kind;
         model
             .resources
             .iter()
-            .filter(|r| matches!(r.kind, Kind::FILE | Kind::UNIT))
-            .filter_map(|r| r.str("content"))
+            .filter_map(|r| r.kind.user_template(r))
             .any(|source| match self.env.template_from_str(source) {
                 Ok(t) => t.undeclared_variables(false).contains("host"),
                 Err(_) => true,
@@ -234,16 +227,11 @@ impl Renderer {
     ) -> Option<RenderedBundle> {
         let mut out = BundleBuilder::new(cx.target, cx.fleet);
         let before = diags.error_count();
+        // sysctl is the language's own node (a map of keys), not a kind of the registry.
         sysctl::render(self, cx, &mut out, diags);
-        limits::render(self, cx, &mut out, diags);
-        mount::render(self, cx, &mut out, diags);
-        ethtool::render(self, cx, &mut out, diags);
-        user::render(self, cx, &mut out, diags);
-        package::render(self, cx, &mut out, diags);
-        perm::render(self, cx, &mut out, diags);
-        apparmor::render(self, cx, &mut out, diags);
-        file::render(self, cx, &mut out, diags);
-        exec::render(cx, &mut out, diags);
+        for kind in Kind::ALL {
+            kind.render(self, cx, &mut out, diags);
+        }
         if diags.error_count() > before {
             return None;
         }
@@ -484,16 +472,11 @@ pub fn file_name_for(name: &str) -> String {
 }
 
 /// Every directory a kind writes into, for checking the target profiles' `paths`.
-pub const TARGET_PATHS: &[&crate::targets::TargetPath] = &[
-    &apparmor::APPARMOR_DIR,
-    &common::UNIT_DIR,
-    &limits::LIMITS_DIR,
-    &package::APT_KEYRING_DIR,
-    &package::APT_SOURCES_DIR,
-    &package::DEBCONF_DIR,
-    &sysctl::SYSCTL_DIR,
-    &user::SUDOERS_DIR,
-];
+pub fn target_paths() -> Vec<&'static TargetPath> {
+    let mut paths = vec![&common::UNIT_DIR, &sysctl::SYSCTL_DIR];
+    paths.extend(Kind::ALL.iter().flat_map(|k| k.target_paths()));
+    paths
+}
 
 #[cfg(test)]
 mod tests {
@@ -503,17 +486,17 @@ mod tests {
         for target in crate::targets::all().values() {
             for key in target.paths.keys() {
                 assert!(
-                    super::TARGET_PATHS.iter().any(|p| p.key == key),
+                    super::target_paths().iter().any(|p| p.key == key),
                     "targets/{}.json: `paths.{key}` is no directory bell writes into",
                     target.name
                 );
             }
         }
-        let mut keys: Vec<_> = super::TARGET_PATHS.iter().map(|p| p.key).collect();
+        let mut keys: Vec<_> = super::target_paths().iter().map(|p| p.key).collect();
         keys.dedup();
         assert_eq!(
             keys.len(),
-            super::TARGET_PATHS.len(),
+            super::target_paths().len(),
             "a key is listed twice"
         );
     }
