@@ -111,6 +111,25 @@ impl Reason {
     }
 }
 
+/// An ordering a kind implies for its resources, so that specs need not spell out what a
+/// careful operator would write anyway. Each kind lists its own in its file under `kinds/`.
+#[derive(Debug, Clone)]
+pub enum Implied {
+    /// Every resource of the kind comes after every resource of another kind, for the reason
+    /// given (apt sources before packages, packages before what configures them).
+    AfterEvery(Kind, Reason),
+    /// After the resource of `kind` that the value of `field` names (a file after its `owner`).
+    AfterNamedBy { field: &'static str, kind: Kind },
+    /// After the resource of the same kind whose `field`, a path, is the nearest above this
+    /// one's (a mount after the mount it is nested under).
+    AfterEnclosing { field: &'static str },
+    /// After every resource of `kind` whose name, a path, the text of `field` names (a unit
+    /// after the files its content refers to).
+    AfterPathsIn { field: &'static str, kind: Kind },
+    /// The resources of the kind one after another, in name order (scripts).
+    InNameOrder,
+}
+
 /// The apply order of one model's resources and the direct dependencies of each.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResourceOrder {
@@ -344,99 +363,87 @@ fn order_with(
             .copied()
             .collect()
     };
-    let mounts = of_kind(Kind::MOUNT);
-    let packages = of_kind(Kind::PACKAGE);
-    let users = of_kind(Kind::USER);
-    let execs = of_kind(Kind::EXEC);
-    let files = of_kind(Kind::FILE);
-    let units = of_kind(Kind::UNIT);
-
-    // A mount waits for the nearest mount above its target.
-    let by_target: HashMap<String, usize> = mounts
-        .iter()
-        .filter_map(|&i| {
-            model.resources[i]
-                .str("target")
-                .map(|t| (normalize_path(t), i))
-        })
-        .collect();
-    for &i in &mounts {
-        let Some(target) = model.resources[i].str("target") else {
+    // The orderings each kind implies (see `Implied`), kind by kind.
+    for &kind in Kind::ALL {
+        let implied = kind.implied_order();
+        if implied.is_empty() {
             continue;
-        };
-        let mut path = normalize_path(target);
-        while let Some(parent) = parent_path(&path) {
-            if let Some(&above) = by_target.get(&parent) {
-                edge(&mut graph, node_of[above], node_of[i], Reason::NestedMount);
-                break;
-            }
-            path = parent;
         }
-    }
-    let configured: Vec<usize> = [Kind::FILE, Kind::UNIT, Kind::APPARMOR, Kind::EXEC]
-        .into_iter()
-        .flat_map(of_kind)
-        .collect();
-    for &p in &packages {
-        for &r in &configured {
-            edge(&mut graph, node_of[p], node_of[r], Reason::PackageFirst);
-        }
-    }
-    for s in of_kind(Kind::APT_SOURCE) {
-        for &p in &packages {
-            edge(
-                &mut graph,
-                node_of[s],
-                node_of[p],
-                Reason::SourceBeforePackage,
-            );
-        }
-    }
-    let user_by_name: HashMap<&str, usize> = users
-        .iter()
-        .map(|&u| (model.resources[u].name.as_str(), u))
-        .collect();
-    for &u in &users {
-        for &e in &execs {
-            edge(&mut graph, node_of[u], node_of[e], Reason::UserBeforeScript);
-        }
-    }
-    for &r in files.iter().chain(&of_kind(Kind::PERM)) {
-        if let Some(&u) = model.resources[r]
-            .str("owner")
-            .and_then(|o| user_by_name.get(o))
-        {
-            edge(&mut graph, node_of[u], node_of[r], Reason::OwnerFirst);
-        }
-    }
-    for &m in &mounts {
-        for &e in &execs {
-            edge(
-                &mut graph,
-                node_of[m],
-                node_of[e],
-                Reason::MountBeforeScript,
-            );
-        }
-    }
-    for &u in &units {
-        let Some(content) = model.resources[u].str("content") else {
+        let these = of_kind(kind);
+        if these.is_empty() {
             continue;
-        };
-        for &f in &files {
-            if names_path(content, &model.resources[f].name) {
-                edge(&mut graph, node_of[f], node_of[u], Reason::FileNamedByUnit);
+        }
+        for rule in implied {
+            match rule {
+                Implied::AfterEvery(before_kind, why) => {
+                    for b in of_kind(*before_kind) {
+                        for &r in &these {
+                            edge(&mut graph, node_of[b], node_of[r], why.clone());
+                        }
+                    }
+                }
+                Implied::AfterNamedBy { field, kind: named } => {
+                    let by_name: HashMap<&str, usize> = of_kind(*named)
+                        .into_iter()
+                        .map(|u| (model.resources[u].name.as_str(), u))
+                        .collect();
+                    for &r in &these {
+                        if let Some(&u) = model.resources[r].str(field).and_then(|o| by_name.get(o))
+                        {
+                            edge(&mut graph, node_of[u], node_of[r], Reason::OwnerFirst);
+                        }
+                    }
+                }
+                Implied::AfterEnclosing { field } => {
+                    // The nearest resource of the kind whose path is above this one's.
+                    let by_path: HashMap<String, usize> = these
+                        .iter()
+                        .filter_map(|&i| {
+                            model.resources[i]
+                                .str(field)
+                                .map(|t| (normalize_path(t), i))
+                        })
+                        .collect();
+                    for &i in &these {
+                        let Some(target) = model.resources[i].str(field) else {
+                            continue;
+                        };
+                        let mut path = normalize_path(target);
+                        while let Some(parent) = parent_path(&path) {
+                            if let Some(&above) = by_path.get(&parent) {
+                                edge(&mut graph, node_of[above], node_of[i], Reason::NestedMount);
+                                break;
+                            }
+                            path = parent;
+                        }
+                    }
+                }
+                Implied::AfterPathsIn { field, kind: named } => {
+                    let named = of_kind(*named);
+                    for &r in &these {
+                        let Some(text) = model.resources[r].str(field) else {
+                            continue;
+                        };
+                        for &f in &named {
+                            if names_path(text, &model.resources[f].name) {
+                                edge(&mut graph, node_of[f], node_of[r], Reason::FileNamedByUnit);
+                            }
+                        }
+                    }
+                }
+                Implied::InNameOrder => {
+                    // `these` is sorted by name already (resources are sorted by kind, then name).
+                    for pair in these.windows(2) {
+                        edge(
+                            &mut graph,
+                            node_of[pair[0]],
+                            node_of[pair[1]],
+                            Reason::ScriptNameOrder,
+                        );
+                    }
+                }
             }
         }
-    }
-    // `execs` is sorted by name already (resources are sorted by kind, then name).
-    for pair in execs.windows(2) {
-        edge(
-            &mut graph,
-            node_of[pair[0]],
-            node_of[pair[1]],
-            Reason::ScriptNameOrder,
-        );
     }
     if !ok {
         return None;

@@ -8,6 +8,7 @@
 use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
+use crate::graph::resources::{Implied, Reason};
 use crate::render::{
     common, BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer,
 };
@@ -50,6 +51,10 @@ impl ResourceKind for Apparmor {
 
     fn target_paths(&self) -> &'static [TargetPath] {
         &[APPARMOR_DIR]
+    }
+
+    fn implied_order(&self) -> &'static [Implied] {
+        &[Implied::AfterEvery(Kind::PACKAGE, Reason::PackageFirst)]
     }
 }
 

@@ -16,6 +16,7 @@
 use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
+use crate::graph::resources::{Implied, Reason};
 use crate::render::{BundleBuilder, HostContext, NewResource, RenderError, Renderer};
 use crate::resolve::ResolvedResource;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
@@ -62,6 +63,15 @@ impl ResourceKind for Exec {
         diags: &mut Diagnostics,
     ) {
         render_all(cx, out, diags);
+    }
+
+    fn implied_order(&self) -> &'static [Implied] {
+        &[
+            Implied::AfterEvery(Kind::PACKAGE, Reason::PackageFirst),
+            Implied::AfterEvery(Kind::USER, Reason::UserBeforeScript),
+            Implied::AfterEvery(Kind::MOUNT, Reason::MountBeforeScript),
+            Implied::InNameOrder,
+        ]
     }
 }
 

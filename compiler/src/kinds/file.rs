@@ -9,6 +9,7 @@ use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
+use crate::graph::resources::{Implied, Reason};
 use crate::render::{
     common, BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer,
 };
@@ -55,6 +56,16 @@ impl ResourceKind for File {
 
     fn user_template<'r>(&self, resource: &'r ResolvedResource) -> Option<&'r str> {
         resource.str("content")
+    }
+
+    fn implied_order(&self) -> &'static [Implied] {
+        &[
+            Implied::AfterEvery(Kind::PACKAGE, Reason::PackageFirst),
+            Implied::AfterNamedBy {
+                field: "owner",
+                kind: Kind::USER,
+            },
+        ]
     }
 }
 

@@ -11,6 +11,7 @@
 //! below, and its rows in the README's tables.
 
 use crate::diagnostic::{Diagnostics, Invalid};
+use crate::graph::resources::Implied;
 use crate::render::{BundleBuilder, HostContext, Renderer};
 use crate::resolve::ResolvedResource;
 use crate::spec::{FieldSchema, Kind};
@@ -52,6 +53,11 @@ pub trait ResourceKind: Sync {
     /// Checks the name against the tool that will read it; the error points at the name.
     fn check_name(&self, _name: &str) -> Result<(), Invalid> {
         Ok(())
+    }
+
+    /// The orderings this kind implies for its resources (see [`Implied`]).
+    fn implied_order(&self) -> &'static [Implied] {
+        &[]
     }
 
     /// Renders every resource of this kind of one host into its bundle: files, scripts,
@@ -145,6 +151,11 @@ impl Kind {
     /// Checks a resource's name against the tool that will read it.
     pub fn check_name(self, name: &str) -> Result<(), Invalid> {
         self.definition().check_name(name)
+    }
+
+    /// The orderings this kind implies for its resources.
+    pub fn implied_order(self) -> &'static [Implied] {
+        self.definition().implied_order()
     }
 
     /// Renders this kind's resources of one host into its bundle.

@@ -9,6 +9,7 @@ use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::escape;
 use crate::front::validate;
+use crate::graph::resources::Implied;
 use crate::render::{common, BundleBuilder, HostContext, NewFile, NewResource, Renderer};
 use crate::source::Span;
 use crate::spec::Kind;
@@ -48,6 +49,10 @@ impl ResourceKind for Mount {
         diags: &mut Diagnostics,
     ) {
         render_all(r, cx, out, diags);
+    }
+
+    fn implied_order(&self) -> &'static [Implied] {
+        &[Implied::AfterEnclosing { field: "target" }]
     }
 }
 

@@ -24,6 +24,7 @@ use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
+use crate::graph::resources::{Implied, Reason};
 use crate::render::{BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer};
 use crate::resolve::ResolvedResource;
 use crate::source::Span;
@@ -65,6 +66,13 @@ impl ResourceKind for Package {
 
     fn target_paths(&self) -> &'static [TargetPath] {
         &[APT_SOURCES_DIR, APT_KEYRING_DIR, DEBCONF_DIR]
+    }
+
+    fn implied_order(&self) -> &'static [Implied] {
+        &[Implied::AfterEvery(
+            Kind::APT_SOURCE,
+            Reason::SourceBeforePackage,
+        )]
     }
 }
 

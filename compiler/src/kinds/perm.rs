@@ -11,6 +11,7 @@ use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
+use crate::graph::resources::Implied;
 use crate::render::{common, BundleBuilder, HostContext, NewResource, Renderer};
 use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
@@ -61,6 +62,13 @@ impl ResourceKind for Perm {
         diags: &mut Diagnostics,
     ) {
         render_all(r, cx, out, diags);
+    }
+
+    fn implied_order(&self) -> &'static [Implied] {
+        &[Implied::AfterNamedBy {
+            field: "owner",
+            kind: Kind::USER,
+        }]
     }
 }
 

@@ -3,8 +3,10 @@
 use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
+use crate::graph::resources::{Implied, Reason};
 use crate::render::{BundleBuilder, HostContext, Renderer};
 use crate::resolve::ResolvedResource;
+use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 
 pub struct Unit;
@@ -33,5 +35,15 @@ impl ResourceKind for Unit {
 
     fn user_template<'r>(&self, resource: &'r ResolvedResource) -> Option<&'r str> {
         resource.str("content")
+    }
+
+    fn implied_order(&self) -> &'static [Implied] {
+        &[
+            Implied::AfterEvery(Kind::PACKAGE, Reason::PackageFirst),
+            Implied::AfterPathsIn {
+                field: "content",
+                kind: Kind::FILE,
+            },
+        ]
     }
 }
