@@ -10,7 +10,7 @@ use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::graph::resources::{Implied, Reason};
 use crate::render::{
-    common, BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer,
+    common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
 };
 use crate::source::{Sources, Span};
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
@@ -249,7 +249,7 @@ fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         match scripts {
             [Ok(apply), Ok(revert), Ok(check)] => {
                 out.add_resource(NewResource {
-                    kind: "apparmor",
+                    kind: BundleKind::Of(Kind::APPARMOR),
                     name: a.name.clone(),
                     files: vec![path],
                     after: a.list("after").to_vec(),

@@ -7,7 +7,9 @@ use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::escape;
-use crate::render::{common, BundleBuilder, HostContext, NewFile, NewResource, Renderer};
+use crate::render::{
+    common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, Renderer,
+};
 use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 use minijinja::context;
@@ -140,7 +142,7 @@ fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         });
         match scripts {
             [Ok(apply), Ok(revert)] => out.add_resource(NewResource {
-                kind: "ethtool",
+                kind: BundleKind::Of(Kind::ETHTOOL),
                 name: e.name.clone(),
                 files: vec![path],
                 after: e.list("after").to_vec(),

@@ -17,7 +17,7 @@ use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::graph::resources::{Implied, Reason};
-use crate::render::{BundleBuilder, HostContext, NewResource, RenderError, Renderer};
+use crate::render::{BundleBuilder, BundleKind, HostContext, NewResource, RenderError, Renderer};
 use crate::resolve::ResolvedResource;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 use crate::spec::{Kind, Value};
@@ -192,7 +192,7 @@ fn render_all(cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics
             continue;
         };
         out.add_resource(NewResource {
-            kind: "exec",
+            kind: BundleKind::Of(Kind::EXEC),
             name: res.name.clone(),
             files: Vec::new(),
             after: res.list("after").to_vec(),

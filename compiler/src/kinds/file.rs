@@ -11,7 +11,7 @@ use crate::diagnostic::Invalid;
 use crate::front::validate;
 use crate::graph::resources::{Implied, Reason};
 use crate::render::{
-    common, BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer,
+    common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
 };
 use crate::resolve::ResolvedResource;
 use crate::spec::Kind;
@@ -133,7 +133,7 @@ fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                     ));
                 }
                 (
-                    "unit",
+                    Kind::UNIT,
                     ["apply", "revert"].map(|role| {
                         common::script(
                             r,
@@ -151,7 +151,7 @@ fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                 let ctx = context! { path, sha256, mode, owner, group };
                 let apply = common::script(r, "file", &res.name, "apply", "file/apply.sh.j2", ctx);
                 // bell-run removes a departed file itself; there is nothing else to undo.
-                ("file", [apply.map(Some), Ok(None)])
+                (Kind::FILE, [apply.map(Some), Ok(None)])
             }
         };
         let check = match check.transpose() {
@@ -164,7 +164,7 @@ fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         match scripts {
             [Ok(apply), Ok(revert)] => {
                 out.add_resource(NewResource {
-                    kind,
+                    kind: BundleKind::Of(kind),
                     name: res.name.clone(),
                     files: vec![path],
                     after: res.list("after").to_vec(),

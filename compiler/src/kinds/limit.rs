@@ -6,7 +6,9 @@
 use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
-use crate::render::{BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer};
+use crate::render::{
+    BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
+};
 use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 use crate::targets::TargetPath;
@@ -130,7 +132,7 @@ fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
     }
     for l in limits {
         out.add_resource(NewResource {
-            kind: "limit",
+            kind: BundleKind::Of(Kind::LIMIT),
             name: l.name.clone(),
             files: Vec::new(),
             after: l.list("after").to_vec(),

@@ -10,7 +10,9 @@ use crate::diagnostic::Invalid;
 use crate::escape;
 use crate::front::validate;
 use crate::graph::resources::Implied;
-use crate::render::{common, BundleBuilder, HostContext, NewFile, NewResource, Renderer};
+use crate::render::{
+    common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, Renderer,
+};
 use crate::source::Span;
 use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
@@ -154,7 +156,7 @@ fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         match scripts {
             [Ok(apply), Ok(revert), Ok(check)] => {
                 out.add_resource(NewResource {
-                    kind: "mount",
+                    kind: BundleKind::Of(Kind::MOUNT),
                     name: m.name.clone(),
                     files: vec![path],
                     after: Vec::new(),

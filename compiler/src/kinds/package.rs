@@ -25,7 +25,9 @@ use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
 use crate::graph::resources::{Implied, Reason};
-use crate::render::{BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer};
+use crate::render::{
+    BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
+};
 use crate::resolve::ResolvedResource;
 use crate::source::Span;
 use crate::spec::Kind;
@@ -217,7 +219,7 @@ fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         }
         files.insert(0, path);
         out.add_resource(NewResource {
-            kind: "apt-source",
+            kind: BundleKind::Of(Kind::APT_SOURCE),
             name: name.to_string(),
             files,
             after: source.list("after").to_vec(),
@@ -252,7 +254,7 @@ fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             context! { kind => "apt", name => "upgrade", role => "apply", allow_downgrade },
         ) {
             Ok(apply) => out.add_resource(NewResource {
-                kind: "apt",
+                kind: BundleKind::Of(Kind::APT),
                 name: "upgrade".into(),
                 files: Vec::new(),
                 after: source_keys.clone(),
@@ -368,7 +370,7 @@ fn render_package(
     match (apply, revert, check) {
         (Ok(apply), Ok(revert), Ok(check)) => {
             out.add_resource(NewResource {
-                kind: "package",
+                kind: BundleKind::Of(Kind::PACKAGE),
                 name: name.to_string(),
                 files,
                 after: pkg.list("after").to_vec(),

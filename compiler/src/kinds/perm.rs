@@ -12,7 +12,7 @@ use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
 use crate::graph::resources::Implied;
-use crate::render::{common, BundleBuilder, HostContext, NewResource, Renderer};
+use crate::render::{common, BundleBuilder, BundleKind, HostContext, NewResource, Renderer};
 use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 use minijinja::context;
@@ -100,7 +100,7 @@ fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         match scripts {
             [Ok(apply), Ok(revert), Ok(check)] => {
                 out.add_resource(NewResource {
-                    kind: "perm",
+                    kind: BundleKind::Of(Kind::PERM),
                     name: p.name.clone(),
                     files: Vec::new(),
                     after: p.list("after").to_vec(),

@@ -24,7 +24,9 @@ use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
-use crate::render::{BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer};
+use crate::render::{
+    BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
+};
 use crate::resolve::ResolvedResource;
 use crate::source::FileId;
 use crate::spec::Kind;
@@ -234,7 +236,7 @@ fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         match (apply, revert, check) {
             (Ok(apply), Ok(revert), Ok(check)) => {
                 out.add_resource(NewResource {
-                    kind: "user",
+                    kind: BundleKind::Of(Kind::USER),
                     name: name.to_string(),
                     files,
                     after: user.list("after").to_vec(),
@@ -282,7 +284,7 @@ fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
     match (apply, revert, check) {
         (Ok(apply), Ok(revert), Ok(check)) => {
             out.add_resource(NewResource {
-                kind: DEFAULT_ACCOUNT_KIND,
+                kind: BundleKind::Part(DEFAULT_ACCOUNT_KIND),
                 name: account.to_string(),
                 files: Vec::new(),
                 // Only once a user who can take over is in place.

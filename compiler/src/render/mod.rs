@@ -271,9 +271,30 @@ impl NewFile {
     }
 }
 
+/// What a bundle resource is listed as: a kind of the registry, one sysctl key, or a part of a
+/// kind's family that the spec does not declare itself (the target's default account, which
+/// `user` expires).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BundleKind {
+    Sysctl,
+    Of(Kind),
+    Part(&'static str),
+}
+
+impl BundleKind {
+    /// The KIND of the resource's `KIND:NAME` in the manifest.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            BundleKind::Sysctl => "sysctl",
+            BundleKind::Of(kind) => kind.keyword(),
+            BundleKind::Part(part) => part,
+        }
+    }
+}
+
 /// A resource as a kind module describes it, before hashing.
 pub struct NewResource {
-    pub kind: &'static str,
+    pub kind: BundleKind,
     pub name: String,
     pub files: Vec<String>,
     pub after: Vec<String>,
@@ -329,15 +350,15 @@ impl BundleBuilder {
     pub fn add_resource(&mut self, r: NewResource) {
         let apply = r
             .apply
-            .map(|t| self.add_script(r.kind, &r.name, "apply", t));
+            .map(|t| self.add_script(r.kind.keyword(), &r.name, "apply", t));
         let revert = r
             .revert
-            .map(|t| self.add_script(r.kind, &r.name, "revert", t));
+            .map(|t| self.add_script(r.kind.keyword(), &r.name, "revert", t));
         let check = r
             .check
-            .map(|t| self.add_script(r.kind, &r.name, "check", t));
+            .map(|t| self.add_script(r.kind.keyword(), &r.name, "check", t));
         self.resources.push(Resource {
-            kind: r.kind.to_string(),
+            kind: r.kind.keyword().to_string(),
             name: r.name,
             hash: String::new(),
             files: r.files,

@@ -1,7 +1,9 @@
 //! sysctl: one bell-owned file in the target's sysctl.d, and one resource per key so that a key
 //! leaving the spec is reverted on its own (its original value put back).
 
-use super::{common, BundleBuilder, HostContext, NewFile, NewResource, RenderError, Renderer};
+use super::{
+    common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
+};
 use crate::diagnostic::Diagnostics;
 use crate::targets::TargetPath;
 use minijinja::context;
@@ -56,7 +58,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         match scripts {
             [Ok(apply), Ok(revert), Ok(check)] => {
                 out.add_resource(NewResource {
-                    kind: "sysctl",
+                    kind: BundleKind::Sysctl,
                     name: setting.key.clone(),
                     files: Vec::new(),
                     after: Vec::new(),
