@@ -1,6 +1,6 @@
-//! The rendered unit files and apply/revert scripts of a small spec per kind, as insta
-//! snapshots (compiler/tests/snapshots/), so that every change to what lands on hosts is
-//! reviewed as a diff.
+//! The rendered unit files and apply/revert scripts of a small spec that declares every kind,
+//! as an insta snapshot (compiler/tests/snapshots/), so that every change to what lands on
+//! hosts is reviewed as a diff.
 
 mod common;
 use common::*;
@@ -29,6 +29,16 @@ apparmor "tool" mode="complain" {
 file "/etc/app.conf" mode="0640" {
     content "host={{ host.name }}\n"
 }
+users purge-expired=#true
+user "ops" {
+    ssh-keys "unmanaged"
+}
+apt upgrade=#true
+apt-source "vendor" url="https://deb.example/debian" suites="noble" components="main"
+package "htop" version="3.3.0-4"
+exec "001-hello.sh" rerun="once-successfully" {
+    script "#!/bin/sh\necho hello\n"
+}
 unit "app.service" enable=#true start=#false {
     content #"""
         [Service]
@@ -52,4 +62,25 @@ fn every_kind_renders() {
     }
     all.push_str(&format!("===== bundle.json\n{}", b.manifest_json));
     insta::assert_snapshot!(all);
+}
+
+/// A new kind joins the spec above (and so the snapshot): every kind of the registry is
+/// declared, and every kind that is not a setting has a resource in the manifest.
+#[test]
+fn every_kind_is_declared_and_rendered() {
+    let c = compile_ok(SPEC);
+    let b = only_bundle(&c);
+    for kind in bellc::spec::Kind::ALL {
+        let keyword = kind.keyword();
+        assert!(
+            SPEC.lines().any(|l| l.starts_with(&format!("{keyword} "))),
+            "the spec of `every_kind_renders` declares no `{keyword}`"
+        );
+        if !kind.is_setting() {
+            assert!(
+                b.manifest.resources.iter().any(|r| r.kind == keyword),
+                "the bundle of `every_kind_renders` has no `{keyword}` resource"
+            );
+        }
+    }
 }

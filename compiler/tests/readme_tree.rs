@@ -63,3 +63,42 @@ fn readme_tree_names_every_stage_folder() {
         "the README's shared modules and compiler/src/*.rs differ"
     );
 }
+
+/// The rows of the markdown table that follows `heading` in the README, first cell only.
+fn first_cells(heading: &str) -> Vec<String> {
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let text = std::fs::read_to_string(readme).expect("README.md");
+    let section = text
+        .split(heading)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no `{heading}` in the README"));
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .filter_map(|l| l.split('|').nth(1))
+        .map(|cell| cell.trim().to_string())
+        .collect()
+}
+
+/// A new kind is documented where users look: the language reference and what it puts on a
+/// host.
+#[test]
+fn every_kind_is_in_the_readme_tables() {
+    let language = first_cells("### Resources");
+    let on_host = first_cells("### What each kind puts on a host");
+    for kind in bellc::spec::Kind::ALL {
+        let keyword = kind.keyword();
+        assert!(
+            language.iter().any(|c| c == &format!("`{keyword}`")),
+            "README's Resources table has no row for `{keyword}`"
+        );
+        assert!(
+            on_host
+                .iter()
+                .any(|c| c.split(',').any(|k| k.trim() == keyword)),
+            "README's \"What each kind puts on a host\" table has no row for `{keyword}`"
+        );
+    }
+}
