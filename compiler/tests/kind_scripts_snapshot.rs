@@ -39,6 +39,7 @@ package "htop" version="3.3.0-4"
 exec "001-hello.sh" rerun="once-successfully" {
     script "#!/bin/sh\necho hello\n"
 }
+modprobe "bonding" options="max_bonds=2" blacklist=#false
 unit "app.service" enable=#true start=#false {
     content #"""
         [Service]

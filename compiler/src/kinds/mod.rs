@@ -25,6 +25,7 @@ mod ethtool;
 pub mod exec;
 mod file;
 mod limit;
+mod modprobe;
 mod mount;
 pub mod package;
 mod perm;
@@ -117,6 +118,7 @@ registry! {
     APPARMOR => apparmor::Apparmor,
     FILE => file::File,
     UNIT => unit::Unit,
+    MODPROBE => modprobe::Modprobe,
 }
 
 impl Kind {
