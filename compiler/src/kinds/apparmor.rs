@@ -46,7 +46,114 @@ impl ResourceKind for Apparmor {
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     ) {
-        render_all(r, cx, out, diags);
+        let mut names: BTreeMap<String, (String, Span)> = BTreeMap::new();
+        let mut attachments: BTreeMap<String, (String, Span)> = BTreeMap::new();
+        for a in cx
+            .host
+            .model
+            .resources
+            .iter()
+            .filter(|a| a.kind == Kind::APPARMOR)
+        {
+            let Some(profile) = a.str("profile") else {
+                continue;
+            };
+            let field = a.span_of("profile");
+            let found = headers(profile);
+            if found.is_empty() {
+                common::invalid(
+                    diags,
+                    field,
+                    format!("apparmor `{}` declares no profile", a.name),
+                    "a profile starts with `/path/to/executable {` or `profile NAME {`",
+                );
+                continue;
+            }
+            let mut clashed = false;
+            for h in &found {
+                let at = common::line_in_string(cx.sources, field, h.line);
+                let name_clash = names.insert(h.name.clone(), (a.key(), at));
+                if let Some((other, first)) = &name_clash {
+                    clashed = true;
+                    common::clash(
+                        diags,
+                        format!("profile name `{}` is declared by both `{other}` and `{}`", h.name, a.key()),
+                        *first,
+                        at,
+                        "the kernel keeps one profile per name; the second load would replace the first".into(),
+                    );
+                }
+                if let Some(path) = &h.attachment {
+                    if name_clash.is_some() && path == &h.name {
+                        continue;
+                    }
+                    if let Some((other, first)) = attachments.insert(path.clone(), (a.key(), at)) {
+                        if other != a.key() {
+                            clashed = true;
+                            common::clash(
+                                diags,
+                                format!("`{path}` is confined by both `{other}` and `{}`", a.key()),
+                                first,
+                                at,
+                                "one profile per executable: remove one, or give one another attachment".into(),
+                            );
+                        }
+                    }
+                }
+            }
+            if clashed {
+                continue;
+            }
+            let mode = a.str("mode").unwrap_or("enforce");
+            let path = format!("{}/{}", cx.target.path(&APPARMOR_DIR), a.name);
+            let mut text = profile.to_string();
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            let profile_hash = bell_bundle::sha256_hex(text.as_bytes());
+            if let Err(first) =
+                out.add_file(NewFile::root_owned(path.clone(), text, 0o644), &a.key())
+            {
+                diags.push(RenderError::PathConflict {
+                    path: path.clone(),
+                    first,
+                    second: a.key(),
+                    span: a.origin.span.source_span(),
+                    help: "choose another profile name".into(),
+                    file: a.origin.span.file,
+                });
+                continue;
+            }
+            let profiles: Vec<&str> = found.iter().map(|h| h.name.as_str()).collect();
+            let ctx = context! { path, profile_hash, mode, profiles };
+            let scripts = ["apply", "revert", "check"].map(|role| {
+                common::script(
+                    r,
+                    "apparmor",
+                    &a.name,
+                    role,
+                    &format!("apparmor/{role}.sh.j2"),
+                    ctx.clone(),
+                )
+            });
+            match scripts {
+                [Ok(apply), Ok(revert), Ok(check)] => {
+                    out.add_resource(NewResource {
+                        kind: BundleKind::Of(Kind::APPARMOR),
+                        name: a.name.clone(),
+                        files: vec![path],
+                        after: a.list("after").to_vec(),
+                        apply: Some(apply),
+                        revert: Some(revert),
+                        exec: None,
+                        check: Some(check),
+                    });
+                }
+                [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => {
+                    common::invalid(diags, a.origin.span, message, "")
+                }
+            }
+        }
     }
 
     fn target_paths(&self) -> &'static [TargetPath] {
@@ -155,115 +262,6 @@ fn words(line: &str) -> Vec<String> {
         out.push(word);
     }
     out
-}
-
-fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
-    let mut names: BTreeMap<String, (String, Span)> = BTreeMap::new();
-    let mut attachments: BTreeMap<String, (String, Span)> = BTreeMap::new();
-    for a in cx
-        .host
-        .model
-        .resources
-        .iter()
-        .filter(|a| a.kind == Kind::APPARMOR)
-    {
-        let Some(profile) = a.str("profile") else {
-            continue;
-        };
-        let field = a.span_of("profile");
-        let found = headers(profile);
-        if found.is_empty() {
-            common::invalid(
-                diags,
-                field,
-                format!("apparmor `{}` declares no profile", a.name),
-                "a profile starts with `/path/to/executable {` or `profile NAME {`",
-            );
-            continue;
-        }
-        let mut clashed = false;
-        for h in &found {
-            let at = common::line_in_string(cx.sources, field, h.line);
-            let name_clash = names.insert(h.name.clone(), (a.key(), at));
-            if let Some((other, first)) = &name_clash {
-                clashed = true;
-                common::clash(
-                    diags,
-                    format!("profile name `{}` is declared by both `{other}` and `{}`", h.name, a.key()),
-                    *first,
-                    at,
-                    "the kernel keeps one profile per name; the second load would replace the first".into(),
-                );
-            }
-            if let Some(path) = &h.attachment {
-                if name_clash.is_some() && path == &h.name {
-                    continue;
-                }
-                if let Some((other, first)) = attachments.insert(path.clone(), (a.key(), at)) {
-                    if other != a.key() {
-                        clashed = true;
-                        common::clash(
-                            diags,
-                            format!("`{path}` is confined by both `{other}` and `{}`", a.key()),
-                            first,
-                            at,
-                            "one profile per executable: remove one, or give one another attachment".into(),
-                        );
-                    }
-                }
-            }
-        }
-        if clashed {
-            continue;
-        }
-        let mode = a.str("mode").unwrap_or("enforce");
-        let path = format!("{}/{}", cx.target.path(&APPARMOR_DIR), a.name);
-        let mut text = profile.to_string();
-        if !text.ends_with('\n') {
-            text.push('\n');
-        }
-        let profile_hash = bell_bundle::sha256_hex(text.as_bytes());
-        if let Err(first) = out.add_file(NewFile::root_owned(path.clone(), text, 0o644), &a.key()) {
-            diags.push(RenderError::PathConflict {
-                path: path.clone(),
-                first,
-                second: a.key(),
-                span: a.origin.span.source_span(),
-                help: "choose another profile name".into(),
-                file: a.origin.span.file,
-            });
-            continue;
-        }
-        let profiles: Vec<&str> = found.iter().map(|h| h.name.as_str()).collect();
-        let ctx = context! { path, profile_hash, mode, profiles };
-        let scripts = ["apply", "revert", "check"].map(|role| {
-            common::script(
-                r,
-                "apparmor",
-                &a.name,
-                role,
-                &format!("apparmor/{role}.sh.j2"),
-                ctx.clone(),
-            )
-        });
-        match scripts {
-            [Ok(apply), Ok(revert), Ok(check)] => {
-                out.add_resource(NewResource {
-                    kind: BundleKind::Of(Kind::APPARMOR),
-                    name: a.name.clone(),
-                    files: vec![path],
-                    after: a.list("after").to_vec(),
-                    apply: Some(apply),
-                    revert: Some(revert),
-                    exec: None,
-                    check: Some(check),
-                });
-            }
-            [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => {
-                common::invalid(diags, a.origin.span, message, "")
-            }
-        }
-    }
 }
 
 /// `bellc check --strict`: compiles every AppArmor profile of the spec (each declaration once,

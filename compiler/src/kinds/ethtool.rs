@@ -44,7 +44,94 @@ impl ResourceKind for Ethtool {
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     ) {
-        render_all(r, cx, out, diags);
+        let mut any = false;
+        for e in cx
+            .host
+            .model
+            .resources
+            .iter()
+            .filter(|e| e.kind == Kind::ETHTOOL)
+        {
+            let iface = e.name.as_str();
+            let features: Vec<_> = e
+                .map("settings")
+                .into_iter()
+                .flatten()
+                .map(|(name, want)| context! { name, want, shown => shown_name(name) })
+                .collect();
+            if features.is_empty() {
+                continue;
+            }
+            // Interface names may hold `-` and `@`, which mean something in unit names.
+            let escaped = escape::systemd_escape_path(&format!("/{iface}"));
+            let unit = format!("bell-ethtool-{escaped}.service");
+            let device = format!(
+                "{}.device",
+                escape::systemd_escape_path(&format!("/sys/subsystem/net/devices/{iface}"))
+            );
+            let unit_dir = cx.target.path(&common::UNIT_DIR);
+            let path = format!("{unit_dir}/{unit}");
+            let text = match r.stdlib(
+                "ethtool/ethtool.service.j2",
+                context! { iface, device, features },
+            ) {
+                Ok(text) => text,
+                Err(message) => {
+                    common::invalid(diags, e.origin.span, message, "");
+                    continue;
+                }
+            };
+            if let Err(first) =
+                out.add_file(NewFile::root_owned(path.clone(), text, 0o644), &e.key())
+            {
+                common::invalid(
+                    diags,
+                    e.origin.span,
+                    format!(
+                        "the unit file `{path}` of `{}` is also written by `{first}`",
+                        e.key()
+                    ),
+                    "remove one of them",
+                );
+                continue;
+            }
+            let ctx = context! {
+                iface, unit, unit_dir, features,
+                install_links => vec![context! { dir => "multi-user.target.wants" }],
+            };
+            let scripts = ["apply", "revert"].map(|role| {
+                common::script(
+                    r,
+                    "ethtool",
+                    iface,
+                    role,
+                    &format!("ethtool/{role}.sh.j2"),
+                    ctx.clone(),
+                )
+            });
+            match scripts {
+                [Ok(apply), Ok(revert)] => out.add_resource(NewResource {
+                    kind: BundleKind::Of(Kind::ETHTOOL),
+                    name: e.name.clone(),
+                    files: vec![path],
+                    after: e.list("after").to_vec(),
+                    apply: Some(apply),
+                    revert: Some(revert),
+                    exec: None,
+                    check: None,
+                }),
+                [Err(message), _] | [_, Err(message)] => {
+                    common::invalid(diags, e.origin.span, message, "");
+                    continue;
+                }
+            }
+            any = true;
+        }
+        if any {
+            if let Err(message) = common::daemon_reload_trigger(r, cx, out) {
+                common::invalid(diags, cx.host.model.resources[0].origin.span, message, "");
+            }
+        }
     }
 }
 
@@ -73,94 +160,5 @@ fn shown_name(feature: &str) -> &str {
         "rx-ntuple-filter" => "ntuple-filters",
         "rx-hashing" => "receive-hashing",
         other => other,
-    }
-}
-
-fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
-    let mut any = false;
-    for e in cx
-        .host
-        .model
-        .resources
-        .iter()
-        .filter(|e| e.kind == Kind::ETHTOOL)
-    {
-        let iface = e.name.as_str();
-        let features: Vec<_> = e
-            .map("settings")
-            .into_iter()
-            .flatten()
-            .map(|(name, want)| context! { name, want, shown => shown_name(name) })
-            .collect();
-        if features.is_empty() {
-            continue;
-        }
-        // Interface names may hold `-` and `@`, which mean something in unit names.
-        let escaped = escape::systemd_escape_path(&format!("/{iface}"));
-        let unit = format!("bell-ethtool-{escaped}.service");
-        let device = format!(
-            "{}.device",
-            escape::systemd_escape_path(&format!("/sys/subsystem/net/devices/{iface}"))
-        );
-        let unit_dir = cx.target.path(&common::UNIT_DIR);
-        let path = format!("{unit_dir}/{unit}");
-        let text = match r.stdlib(
-            "ethtool/ethtool.service.j2",
-            context! { iface, device, features },
-        ) {
-            Ok(text) => text,
-            Err(message) => {
-                common::invalid(diags, e.origin.span, message, "");
-                continue;
-            }
-        };
-        if let Err(first) = out.add_file(NewFile::root_owned(path.clone(), text, 0o644), &e.key()) {
-            common::invalid(
-                diags,
-                e.origin.span,
-                format!(
-                    "the unit file `{path}` of `{}` is also written by `{first}`",
-                    e.key()
-                ),
-                "remove one of them",
-            );
-            continue;
-        }
-        let ctx = context! {
-            iface, unit, unit_dir, features,
-            install_links => vec![context! { dir => "multi-user.target.wants" }],
-        };
-        let scripts = ["apply", "revert"].map(|role| {
-            common::script(
-                r,
-                "ethtool",
-                iface,
-                role,
-                &format!("ethtool/{role}.sh.j2"),
-                ctx.clone(),
-            )
-        });
-        match scripts {
-            [Ok(apply), Ok(revert)] => out.add_resource(NewResource {
-                kind: BundleKind::Of(Kind::ETHTOOL),
-                name: e.name.clone(),
-                files: vec![path],
-                after: e.list("after").to_vec(),
-                apply: Some(apply),
-                revert: Some(revert),
-                exec: None,
-                check: None,
-            }),
-            [Err(message), _] | [_, Err(message)] => {
-                common::invalid(diags, e.origin.span, message, "");
-                continue;
-            }
-        }
-        any = true;
-    }
-    if any {
-        if let Err(message) = common::daemon_reload_trigger(r, cx, out) {
-            common::invalid(diags, cx.host.model.resources[0].origin.span, message, "");
-        }
     }
 }

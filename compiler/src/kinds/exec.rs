@@ -62,7 +62,30 @@ impl ResourceKind for Exec {
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     ) {
-        render_all(cx, out, diags);
+        let mut scripts: Vec<&ResolvedResource> = cx
+            .host
+            .model
+            .resources
+            .iter()
+            .filter(|res| res.kind == Kind::EXEC)
+            .collect();
+        // Scripts run in name order where `after` edges leave a choice (Divingbell's rule).
+        scripts.sort_by(|a, b| a.name.cmp(&b.name));
+        for res in scripts {
+            let Some(policy) = policy(res, diags) else {
+                continue;
+            };
+            out.add_resource(NewResource {
+                kind: BundleKind::Of(Kind::EXEC),
+                name: res.name.clone(),
+                files: Vec::new(),
+                after: res.list("after").to_vec(),
+                apply: Some(res.str("script").unwrap_or_default().to_string()),
+                revert: None,
+                exec: Some(policy),
+                check: None,
+            });
+        }
     }
 
     fn implied_order(&self) -> &'static [Implied] {
@@ -175,33 +198,6 @@ pub fn policy(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<ExecPol
         args: res.list("args").to_vec(),
         env,
     })
-}
-
-fn render_all(cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
-    let mut scripts: Vec<&ResolvedResource> = cx
-        .host
-        .model
-        .resources
-        .iter()
-        .filter(|res| res.kind == Kind::EXEC)
-        .collect();
-    // Scripts run in name order where `after` edges leave a choice (Divingbell's rule).
-    scripts.sort_by(|a, b| a.name.cmp(&b.name));
-    for res in scripts {
-        let Some(policy) = policy(res, diags) else {
-            continue;
-        };
-        out.add_resource(NewResource {
-            kind: BundleKind::Of(Kind::EXEC),
-            name: res.name.clone(),
-            files: Vec::new(),
-            after: res.list("after").to_vec(),
-            apply: Some(res.str("script").unwrap_or_default().to_string()),
-            revert: None,
-            exec: Some(policy),
-            check: None,
-        });
-    }
 }
 
 #[cfg(test)]

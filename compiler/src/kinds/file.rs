@@ -51,7 +51,121 @@ impl ResourceKind for File {
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     ) {
-        render_all(r, cx, out, diags);
+        let unit_dir = cx.target.path(&common::UNIT_DIR);
+        let mut reload = false;
+        for res in cx
+            .host
+            .model
+            .resources
+            .iter()
+            .filter(|res| matches!(res.kind, Kind::FILE | Kind::UNIT))
+        {
+            let Some(content) = content(r, cx, res, diags) else {
+                continue;
+            };
+            let path = match res.kind {
+                Kind::UNIT => format!("{unit_dir}/{}", res.name),
+                _ => res.name.clone(),
+            };
+            let mode = res.str("mode").unwrap_or("0644");
+            let owner = res.str("owner").unwrap_or("root");
+            let group = res.str("group").unwrap_or("root");
+            let sha256 = bell_bundle::sha256_hex(content.as_bytes());
+            let install_links = install_links(&content);
+            let file = NewFile {
+                path: path.clone(),
+                content: content.into_bytes(),
+                // The mode was validated when the spec was lowered.
+                mode: u32::from_str_radix(mode, 8).unwrap_or(0o644),
+                owner: owner.into(),
+                group: group.into(),
+            };
+            if let Err(first) = out.add_file(file, &res.key()) {
+                conflict(cx, diags, res, &path, &first);
+                continue;
+            }
+            reload |= path.starts_with(&format!("{unit_dir}/"));
+            let mut check = None;
+            let (kind, scripts) = match res.kind {
+                Kind::UNIT => {
+                    let enable = res.bool("enable").unwrap_or(false);
+                    let start = res.bool("start").unwrap_or(enable);
+                    if (enable || start) && res.name.contains("@.") {
+                        common::invalid(
+                            diags,
+                            res.origin.span,
+                            format!("unit `{}` is a template: it cannot be enabled or started without an instance", res.name),
+                            "set `enable=#false start=#false` and add a `unit` for an instance, such as `NAME@INSTANCE.service`",
+                        );
+                        continue;
+                    }
+                    let ctx = context! {
+                        unit => res.name, unit_dir, unit_hash => sha256, enable, start, install_links,
+                    };
+                    // A unit neither enabled nor started has nothing live to read back.
+                    if enable || start {
+                        check = Some(common::script(
+                            r,
+                            "unit",
+                            &res.name,
+                            "check",
+                            "unit/check.sh.j2",
+                            ctx.clone(),
+                        ));
+                    }
+                    (
+                        Kind::UNIT,
+                        ["apply", "revert"].map(|role| {
+                            common::script(
+                                r,
+                                "unit",
+                                &res.name,
+                                role,
+                                &format!("unit/{role}.sh.j2"),
+                                ctx.clone(),
+                            )
+                            .map(Some)
+                        }),
+                    )
+                }
+                _ => {
+                    let ctx = context! { path, sha256, mode, owner, group };
+                    let apply =
+                        common::script(r, "file", &res.name, "apply", "file/apply.sh.j2", ctx);
+                    // bell-run removes a departed file itself; there is nothing else to undo.
+                    (Kind::FILE, [apply.map(Some), Ok(None)])
+                }
+            };
+            let check = match check.transpose() {
+                Ok(check) => check,
+                Err(message) => {
+                    common::invalid(diags, res.origin.span, message, "");
+                    continue;
+                }
+            };
+            match scripts {
+                [Ok(apply), Ok(revert)] => {
+                    out.add_resource(NewResource {
+                        kind: BundleKind::Of(kind),
+                        name: res.name.clone(),
+                        files: vec![path],
+                        after: res.list("after").to_vec(),
+                        apply,
+                        revert,
+                        exec: None,
+                        check,
+                    });
+                }
+                [Err(message), _] | [_, Err(message)] => {
+                    common::invalid(diags, res.origin.span, message, "")
+                }
+            }
+        }
+        if reload {
+            if let Err(message) = common::daemon_reload_trigger(r, cx, out) {
+                common::invalid(diags, cx.host.model.resources[0].origin.span, message, "");
+            }
+        }
     }
 
     fn user_template<'r>(&self, resource: &'r ResolvedResource) -> Option<&'r str> {
@@ -66,123 +180,6 @@ impl ResourceKind for File {
                 kind: Kind::USER,
             },
         ]
-    }
-}
-
-fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
-    let unit_dir = cx.target.path(&common::UNIT_DIR);
-    let mut reload = false;
-    for res in cx
-        .host
-        .model
-        .resources
-        .iter()
-        .filter(|res| matches!(res.kind, Kind::FILE | Kind::UNIT))
-    {
-        let Some(content) = content(r, cx, res, diags) else {
-            continue;
-        };
-        let path = match res.kind {
-            Kind::UNIT => format!("{unit_dir}/{}", res.name),
-            _ => res.name.clone(),
-        };
-        let mode = res.str("mode").unwrap_or("0644");
-        let owner = res.str("owner").unwrap_or("root");
-        let group = res.str("group").unwrap_or("root");
-        let sha256 = bell_bundle::sha256_hex(content.as_bytes());
-        let install_links = install_links(&content);
-        let file = NewFile {
-            path: path.clone(),
-            content: content.into_bytes(),
-            // The mode was validated when the spec was lowered.
-            mode: u32::from_str_radix(mode, 8).unwrap_or(0o644),
-            owner: owner.into(),
-            group: group.into(),
-        };
-        if let Err(first) = out.add_file(file, &res.key()) {
-            conflict(cx, diags, res, &path, &first);
-            continue;
-        }
-        reload |= path.starts_with(&format!("{unit_dir}/"));
-        let mut check = None;
-        let (kind, scripts) = match res.kind {
-            Kind::UNIT => {
-                let enable = res.bool("enable").unwrap_or(false);
-                let start = res.bool("start").unwrap_or(enable);
-                if (enable || start) && res.name.contains("@.") {
-                    common::invalid(
-                        diags,
-                        res.origin.span,
-                        format!("unit `{}` is a template: it cannot be enabled or started without an instance", res.name),
-                        "set `enable=#false start=#false` and add a `unit` for an instance, such as `NAME@INSTANCE.service`",
-                    );
-                    continue;
-                }
-                let ctx = context! {
-                    unit => res.name, unit_dir, unit_hash => sha256, enable, start, install_links,
-                };
-                // A unit neither enabled nor started has nothing live to read back.
-                if enable || start {
-                    check = Some(common::script(
-                        r,
-                        "unit",
-                        &res.name,
-                        "check",
-                        "unit/check.sh.j2",
-                        ctx.clone(),
-                    ));
-                }
-                (
-                    Kind::UNIT,
-                    ["apply", "revert"].map(|role| {
-                        common::script(
-                            r,
-                            "unit",
-                            &res.name,
-                            role,
-                            &format!("unit/{role}.sh.j2"),
-                            ctx.clone(),
-                        )
-                        .map(Some)
-                    }),
-                )
-            }
-            _ => {
-                let ctx = context! { path, sha256, mode, owner, group };
-                let apply = common::script(r, "file", &res.name, "apply", "file/apply.sh.j2", ctx);
-                // bell-run removes a departed file itself; there is nothing else to undo.
-                (Kind::FILE, [apply.map(Some), Ok(None)])
-            }
-        };
-        let check = match check.transpose() {
-            Ok(check) => check,
-            Err(message) => {
-                common::invalid(diags, res.origin.span, message, "");
-                continue;
-            }
-        };
-        match scripts {
-            [Ok(apply), Ok(revert)] => {
-                out.add_resource(NewResource {
-                    kind: BundleKind::Of(kind),
-                    name: res.name.clone(),
-                    files: vec![path],
-                    after: res.list("after").to_vec(),
-                    apply,
-                    revert,
-                    exec: None,
-                    check,
-                });
-            }
-            [Err(message), _] | [_, Err(message)] => {
-                common::invalid(diags, res.origin.span, message, "")
-            }
-        }
-    }
-    if reload {
-        if let Err(message) = common::daemon_reload_trigger(r, cx, out) {
-            common::invalid(diags, cx.host.model.resources[0].origin.span, message, "");
-        }
     }
 }
 

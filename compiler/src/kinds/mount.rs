@@ -50,132 +50,132 @@ impl ResourceKind for Mount {
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     ) {
-        render_all(r, cx, out, diags);
+        let mut targets: BTreeMap<&str, (&str, Span)> = BTreeMap::new();
+        let mut any = false;
+        for m in cx
+            .host
+            .model
+            .resources
+            .iter()
+            .filter(|m| m.kind == Kind::MOUNT)
+        {
+            let (Some(target), Some(device), Some(fstype)) =
+                (m.str("target"), m.str("device"), m.str("type"))
+            else {
+                // Missing required fields are reported by resolution.
+                continue;
+            };
+            if let Some((first, first_span)) =
+                targets.insert(target, (&m.name, m.span_of("target")))
+            {
+                common::clash(
+                    diags,
+                    format!("mounts `{first}` and `{}` both mount on `{target}`", m.name),
+                    first_span,
+                    m.span_of("target"),
+                    "one file system per mount point: remove one mount, or give it another target"
+                        .into(),
+                );
+                continue;
+            }
+            let mut order = Vec::new();
+            for field in ["before", "after"] {
+                let names: Vec<&str> = m
+                    .str(field)
+                    .map(|s| s.split_whitespace().collect())
+                    .unwrap_or_default();
+                for name in &names {
+                    if let Err(e) = validate::systemd_unit_name(name) {
+                        common::invalid(
+                            diags,
+                            m.span_of(field),
+                            format!("`{field}` of mount `{}`: {}", m.name, e.message),
+                            &e.help,
+                        );
+                    }
+                }
+                order.push(names);
+            }
+            let unit = escape::mount_unit_name(target);
+            let unit_dir = cx.target.path(&common::UNIT_DIR);
+            let path = format!("{unit_dir}/{unit}");
+            let ctx = context! {
+                name => m.name, target, device, type => fstype,
+                options => m.str("options"), before => order[0], after => order[1],
+            };
+            let text = match r.stdlib("mount/mount.unit.j2", ctx) {
+                Ok(text) => text,
+                Err(message) => {
+                    common::invalid(
+                        diags,
+                        m.origin.span,
+                        message,
+                        "unit file settings are one line each, without control characters",
+                    );
+                    continue;
+                }
+            };
+            let unit_hash = bell_bundle::sha256_hex(text.as_bytes());
+            if let Err(first) =
+                out.add_file(NewFile::root_owned(path.clone(), text, 0o644), &m.key())
+            {
+                common::invalid(
+                    diags,
+                    m.span_of("target"),
+                    format!(
+                        "the unit file `{path}` of mount `{}` is also written by `{first}`",
+                        m.name
+                    ),
+                    "remove one of them",
+                );
+                continue;
+            }
+            // A bind mount shows its source's device and file system, not the spec's path.
+            let bind = m
+                .str("options")
+                .is_some_and(|o| o.split(',').any(|o| matches!(o.trim(), "bind" | "rbind")));
+            let ctx = context! {
+                target, unit, unit_dir, unit_hash, device, type => fstype, bind,
+                install_links => vec![context! { dir => "local-fs.target.wants" }],
+            };
+            let scripts = ["apply", "revert", "check"].map(|role| {
+                common::script(
+                    r,
+                    "mount",
+                    &m.name,
+                    role,
+                    &format!("mount/{role}.sh.j2"),
+                    ctx.clone(),
+                )
+            });
+            match scripts {
+                [Ok(apply), Ok(revert), Ok(check)] => {
+                    out.add_resource(NewResource {
+                        kind: BundleKind::Of(Kind::MOUNT),
+                        name: m.name.clone(),
+                        files: vec![path],
+                        after: Vec::new(),
+                        apply: Some(apply),
+                        revert: Some(revert),
+                        exec: None,
+                        check: Some(check),
+                    });
+                }
+                [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => {
+                    common::invalid(diags, m.origin.span, message, "");
+                    continue;
+                }
+            }
+            any = true;
+        }
+        if any {
+            if let Err(message) = common::daemon_reload_trigger(r, cx, out) {
+                common::invalid(diags, cx.host.model.resources[0].origin.span, message, "");
+            }
+        }
     }
 
     fn implied_order(&self) -> &'static [Implied] {
         &[Implied::AfterEnclosing { field: "target" }]
-    }
-}
-
-fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
-    let mut targets: BTreeMap<&str, (&str, Span)> = BTreeMap::new();
-    let mut any = false;
-    for m in cx
-        .host
-        .model
-        .resources
-        .iter()
-        .filter(|m| m.kind == Kind::MOUNT)
-    {
-        let (Some(target), Some(device), Some(fstype)) =
-            (m.str("target"), m.str("device"), m.str("type"))
-        else {
-            // Missing required fields are reported by resolution.
-            continue;
-        };
-        if let Some((first, first_span)) = targets.insert(target, (&m.name, m.span_of("target"))) {
-            common::clash(
-                diags,
-                format!("mounts `{first}` and `{}` both mount on `{target}`", m.name),
-                first_span,
-                m.span_of("target"),
-                "one file system per mount point: remove one mount, or give it another target"
-                    .into(),
-            );
-            continue;
-        }
-        let mut order = Vec::new();
-        for field in ["before", "after"] {
-            let names: Vec<&str> = m
-                .str(field)
-                .map(|s| s.split_whitespace().collect())
-                .unwrap_or_default();
-            for name in &names {
-                if let Err(e) = validate::systemd_unit_name(name) {
-                    common::invalid(
-                        diags,
-                        m.span_of(field),
-                        format!("`{field}` of mount `{}`: {}", m.name, e.message),
-                        &e.help,
-                    );
-                }
-            }
-            order.push(names);
-        }
-        let unit = escape::mount_unit_name(target);
-        let unit_dir = cx.target.path(&common::UNIT_DIR);
-        let path = format!("{unit_dir}/{unit}");
-        let ctx = context! {
-            name => m.name, target, device, type => fstype,
-            options => m.str("options"), before => order[0], after => order[1],
-        };
-        let text = match r.stdlib("mount/mount.unit.j2", ctx) {
-            Ok(text) => text,
-            Err(message) => {
-                common::invalid(
-                    diags,
-                    m.origin.span,
-                    message,
-                    "unit file settings are one line each, without control characters",
-                );
-                continue;
-            }
-        };
-        let unit_hash = bell_bundle::sha256_hex(text.as_bytes());
-        if let Err(first) = out.add_file(NewFile::root_owned(path.clone(), text, 0o644), &m.key()) {
-            common::invalid(
-                diags,
-                m.span_of("target"),
-                format!(
-                    "the unit file `{path}` of mount `{}` is also written by `{first}`",
-                    m.name
-                ),
-                "remove one of them",
-            );
-            continue;
-        }
-        // A bind mount shows its source's device and file system, not the spec's path.
-        let bind = m
-            .str("options")
-            .is_some_and(|o| o.split(',').any(|o| matches!(o.trim(), "bind" | "rbind")));
-        let ctx = context! {
-            target, unit, unit_dir, unit_hash, device, type => fstype, bind,
-            install_links => vec![context! { dir => "local-fs.target.wants" }],
-        };
-        let scripts = ["apply", "revert", "check"].map(|role| {
-            common::script(
-                r,
-                "mount",
-                &m.name,
-                role,
-                &format!("mount/{role}.sh.j2"),
-                ctx.clone(),
-            )
-        });
-        match scripts {
-            [Ok(apply), Ok(revert), Ok(check)] => {
-                out.add_resource(NewResource {
-                    kind: BundleKind::Of(Kind::MOUNT),
-                    name: m.name.clone(),
-                    files: vec![path],
-                    after: Vec::new(),
-                    apply: Some(apply),
-                    revert: Some(revert),
-                    exec: None,
-                    check: Some(check),
-                });
-            }
-            [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => {
-                common::invalid(diags, m.origin.span, message, "");
-                continue;
-            }
-        }
-        any = true;
-    }
-    if any {
-        if let Err(message) = common::daemon_reload_trigger(r, cx, out) {
-            common::invalid(diags, cx.host.model.resources[0].origin.span, message, "");
-        }
     }
 }

@@ -63,7 +63,131 @@ impl ResourceKind for Package {
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     ) {
-        render_all(r, cx, out, diags);
+        let model = &cx.host.model;
+        let apt = model.resources.iter().find(|res| res.kind == Kind::APT);
+        let allow_downgrade = apt.and_then(|a| a.bool("allow-downgrade")).unwrap_or(false);
+
+        let mut source_keys = Vec::new();
+        for source in model
+            .resources
+            .iter()
+            .filter(|res| res.kind == Kind::APT_SOURCE)
+        {
+            let key = source.key();
+            let name = source.name.as_str();
+            let (Some(suites), Some(components)) = (
+                words(source, "suites", diags),
+                words(source, "components", diags),
+            ) else {
+                continue;
+            };
+            if suites.is_empty() {
+                diags.push(invalid(
+                    source.span_of("suites"),
+                    format!("`{key}` names no suite"),
+                    "name at least one suite, such as \"noble\"",
+                ));
+                continue;
+            }
+            let mut files = Vec::new();
+            let keyring = source
+                .str("key")
+                .map(|_| format!("{}/bell-{name}.asc", cx.target.path(&APT_KEYRING_DIR)));
+            if let (Some(path), Some(key_text)) = (&keyring, source.str("key")) {
+                let mut text = key_text.trim().to_string();
+                text.push('\n');
+                if let Err(first) = out.add_file(NewFile::root_owned(path, text, 0o644), &key) {
+                    diags.push(conflict(
+                        source.span_of("key"),
+                        path.clone(),
+                        first,
+                        key.clone(),
+                    ));
+                    continue;
+                }
+                files.push(path.clone());
+            }
+            let text = r.stdlib(
+                "apt-source/source.sources.j2",
+                context! {
+                    name, url => source.str("url").unwrap_or_default(),
+                    suites, components, keyring,
+                },
+            );
+            let text = match text {
+                Ok(text) => text,
+                Err(message) => {
+                    diags.push(invalid(
+                        source.span_of("url"),
+                        message,
+                        "a deb822 field must fit on one line",
+                    ));
+                    continue;
+                }
+            };
+            let path = format!("{}/bell-{name}.sources", cx.target.path(&APT_SOURCES_DIR));
+            if let Err(first) = out.add_file(NewFile::root_owned(&path, text, 0o644), &key) {
+                diags.push(conflict(source.origin.span, path, first, key.clone()));
+                continue;
+            }
+            files.insert(0, path);
+            out.add_resource(NewResource {
+                kind: BundleKind::Of(Kind::APT_SOURCE),
+                name: name.to_string(),
+                files,
+                after: source.list("after").to_vec(),
+                apply: None,
+                revert: None,
+                exec: None,
+                check: None,
+            });
+            source_keys.push(key);
+        }
+        if !source_keys.is_empty() {
+            match r.stdlib("apt-source/update.sh.j2", context! {}) {
+                Ok(script) => out.add_trigger(
+                    "apt-update",
+                    vec![
+                        format!("{}/", cx.target.path(&APT_SOURCES_DIR)),
+                        format!("{}/", cx.target.path(&APT_KEYRING_DIR)),
+                    ],
+                    script,
+                ),
+                Err(message) => {
+                    if let Some(first) = model.resources.iter().find(|r| r.kind == Kind::APT_SOURCE)
+                    {
+                        diags.push(template_error(first, message));
+                    }
+                }
+            }
+        }
+
+        if let Some(apt) = apt.filter(|a| a.bool("upgrade") == Some(true)) {
+            match r.stdlib(
+                "apt/upgrade.sh.j2",
+                context! { kind => "apt", name => "upgrade", role => "apply", allow_downgrade },
+            ) {
+                Ok(apply) => out.add_resource(NewResource {
+                    kind: BundleKind::Of(Kind::APT),
+                    name: "upgrade".into(),
+                    files: Vec::new(),
+                    after: source_keys.clone(),
+                    apply: Some(apply),
+                    revert: None,
+                    exec: None,
+                    check: None,
+                }),
+                Err(message) => diags.push(template_error(apt, message)),
+            }
+        }
+
+        for pkg in model
+            .resources
+            .iter()
+            .filter(|res| res.kind == Kind::PACKAGE)
+        {
+            render_package(r, cx, out, diags, pkg, allow_downgrade);
+        }
     }
 
     fn target_paths(&self) -> &'static [TargetPath] {
@@ -147,133 +271,6 @@ fn words<'a>(
         return None;
     }
     Some(text.split_whitespace().collect())
-}
-
-fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
-    let model = &cx.host.model;
-    let apt = model.resources.iter().find(|res| res.kind == Kind::APT);
-    let allow_downgrade = apt.and_then(|a| a.bool("allow-downgrade")).unwrap_or(false);
-
-    let mut source_keys = Vec::new();
-    for source in model
-        .resources
-        .iter()
-        .filter(|res| res.kind == Kind::APT_SOURCE)
-    {
-        let key = source.key();
-        let name = source.name.as_str();
-        let (Some(suites), Some(components)) = (
-            words(source, "suites", diags),
-            words(source, "components", diags),
-        ) else {
-            continue;
-        };
-        if suites.is_empty() {
-            diags.push(invalid(
-                source.span_of("suites"),
-                format!("`{key}` names no suite"),
-                "name at least one suite, such as \"noble\"",
-            ));
-            continue;
-        }
-        let mut files = Vec::new();
-        let keyring = source
-            .str("key")
-            .map(|_| format!("{}/bell-{name}.asc", cx.target.path(&APT_KEYRING_DIR)));
-        if let (Some(path), Some(key_text)) = (&keyring, source.str("key")) {
-            let mut text = key_text.trim().to_string();
-            text.push('\n');
-            if let Err(first) = out.add_file(NewFile::root_owned(path, text, 0o644), &key) {
-                diags.push(conflict(
-                    source.span_of("key"),
-                    path.clone(),
-                    first,
-                    key.clone(),
-                ));
-                continue;
-            }
-            files.push(path.clone());
-        }
-        let text = r.stdlib(
-            "apt-source/source.sources.j2",
-            context! {
-                name, url => source.str("url").unwrap_or_default(),
-                suites, components, keyring,
-            },
-        );
-        let text = match text {
-            Ok(text) => text,
-            Err(message) => {
-                diags.push(invalid(
-                    source.span_of("url"),
-                    message,
-                    "a deb822 field must fit on one line",
-                ));
-                continue;
-            }
-        };
-        let path = format!("{}/bell-{name}.sources", cx.target.path(&APT_SOURCES_DIR));
-        if let Err(first) = out.add_file(NewFile::root_owned(&path, text, 0o644), &key) {
-            diags.push(conflict(source.origin.span, path, first, key.clone()));
-            continue;
-        }
-        files.insert(0, path);
-        out.add_resource(NewResource {
-            kind: BundleKind::Of(Kind::APT_SOURCE),
-            name: name.to_string(),
-            files,
-            after: source.list("after").to_vec(),
-            apply: None,
-            revert: None,
-            exec: None,
-            check: None,
-        });
-        source_keys.push(key);
-    }
-    if !source_keys.is_empty() {
-        match r.stdlib("apt-source/update.sh.j2", context! {}) {
-            Ok(script) => out.add_trigger(
-                "apt-update",
-                vec![
-                    format!("{}/", cx.target.path(&APT_SOURCES_DIR)),
-                    format!("{}/", cx.target.path(&APT_KEYRING_DIR)),
-                ],
-                script,
-            ),
-            Err(message) => {
-                if let Some(first) = model.resources.iter().find(|r| r.kind == Kind::APT_SOURCE) {
-                    diags.push(template_error(first, message));
-                }
-            }
-        }
-    }
-
-    if let Some(apt) = apt.filter(|a| a.bool("upgrade") == Some(true)) {
-        match r.stdlib(
-            "apt/upgrade.sh.j2",
-            context! { kind => "apt", name => "upgrade", role => "apply", allow_downgrade },
-        ) {
-            Ok(apply) => out.add_resource(NewResource {
-                kind: BundleKind::Of(Kind::APT),
-                name: "upgrade".into(),
-                files: Vec::new(),
-                after: source_keys.clone(),
-                apply: Some(apply),
-                revert: None,
-                exec: None,
-                check: None,
-            }),
-            Err(message) => diags.push(template_error(apt, message)),
-        }
-    }
-
-    for pkg in model
-        .resources
-        .iter()
-        .filter(|res| res.kind == Kind::PACKAGE)
-    {
-        render_package(r, cx, out, diags, pkg, allow_downgrade);
-    }
 }
 
 fn render_package(

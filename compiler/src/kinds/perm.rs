@@ -61,7 +61,48 @@ impl ResourceKind for Perm {
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     ) {
-        render_all(r, cx, out, diags);
+        for p in cx
+            .host
+            .model
+            .resources
+            .iter()
+            .filter(|p| p.kind == Kind::PERM)
+        {
+            let ctx = context! {
+                pattern => p.name,
+                owner => p.str("owner"),
+                group => p.str("group"),
+                mode => p.str("mode"),
+                ignore_missing => p.bool("ignore-missing").unwrap_or(false),
+            };
+            let scripts = ["apply", "revert", "check"].map(|role| {
+                common::script(
+                    r,
+                    "perm",
+                    &p.name,
+                    role,
+                    &format!("perm/{role}.sh.j2"),
+                    ctx.clone(),
+                )
+            });
+            match scripts {
+                [Ok(apply), Ok(revert), Ok(check)] => {
+                    out.add_resource(NewResource {
+                        kind: BundleKind::Of(Kind::PERM),
+                        name: p.name.clone(),
+                        files: Vec::new(),
+                        after: p.list("after").to_vec(),
+                        apply: Some(apply),
+                        revert: Some(revert),
+                        exec: None,
+                        check: Some(check),
+                    });
+                }
+                [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => {
+                    common::invalid(diags, p.origin.span, message, "")
+                }
+            }
+        }
     }
 
     fn implied_order(&self) -> &'static [Implied] {
@@ -69,50 +110,5 @@ impl ResourceKind for Perm {
             field: "owner",
             kind: Kind::USER,
         }]
-    }
-}
-
-fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
-    for p in cx
-        .host
-        .model
-        .resources
-        .iter()
-        .filter(|p| p.kind == Kind::PERM)
-    {
-        let ctx = context! {
-            pattern => p.name,
-            owner => p.str("owner"),
-            group => p.str("group"),
-            mode => p.str("mode"),
-            ignore_missing => p.bool("ignore-missing").unwrap_or(false),
-        };
-        let scripts = ["apply", "revert", "check"].map(|role| {
-            common::script(
-                r,
-                "perm",
-                &p.name,
-                role,
-                &format!("perm/{role}.sh.j2"),
-                ctx.clone(),
-            )
-        });
-        match scripts {
-            [Ok(apply), Ok(revert), Ok(check)] => {
-                out.add_resource(NewResource {
-                    kind: BundleKind::Of(Kind::PERM),
-                    name: p.name.clone(),
-                    files: Vec::new(),
-                    after: p.list("after").to_vec(),
-                    apply: Some(apply),
-                    revert: Some(revert),
-                    exec: None,
-                    check: Some(check),
-                });
-            }
-            [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => {
-                common::invalid(diags, p.origin.span, message, "")
-            }
-        }
     }
 }

@@ -67,7 +67,170 @@ impl ResourceKind for User {
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     ) {
-        render_all(r, cx, out, diags);
+        let model = &cx.host.model;
+        let users: Vec<&ResolvedResource> = model
+            .resources
+            .iter()
+            .filter(|res| res.kind == Kind::USER)
+            .collect();
+        if users.is_empty() {
+            return;
+        }
+        let purge = model
+            .resources
+            .iter()
+            .find(|res| res.kind == Kind::USERS)
+            .and_then(|res| res.bool("purge-expired"))
+            .unwrap_or(false);
+        let mut can_take_over = Vec::new();
+        for user in &users {
+            let name = user.name.as_str();
+            let key = user.key();
+            if !sudoers_safe(name) {
+                let span = user.origin.span;
+                diags.push(RenderError::Invalid {
+                    message: format!(
+                        "user name `{}` cannot be written to sudoers",
+                        name.escape_debug()
+                    ),
+                    span: span.source_span(),
+                    help: "user names are lowercase letters, digits, `_` and `-`".into(),
+                    file: span.file,
+                });
+                continue;
+            }
+            if let Some(shell) = user.str("shell").filter(|s| s.contains(':')) {
+                let span = user.span_of("shell");
+                diags.push(RenderError::Invalid {
+                    message: format!(
+                        "shell `{}` holds a `:`, which separates /etc/passwd fields",
+                        shell.escape_debug()
+                    ),
+                    span: span.source_span(),
+                    help: "give the path of a login shell, such as \"/bin/bash\"".into(),
+                    file: span.file,
+                });
+                continue;
+            }
+            let sudo = user.bool("sudo").unwrap_or(false);
+            let manage_keys = user.str("ssh-keys") != Some("unmanaged");
+            let keys: &[String] = if manage_keys {
+                user.list("ssh-key")
+            } else {
+                &[]
+            };
+            let password = user.str("password");
+            if sudo && (password.is_some() || !keys.is_empty()) {
+                can_take_over.push(key.clone());
+            }
+            let staged = format!("{SUDOERS_STAGING_DIR}/{name}");
+            let dropin = format!("{}/bell-{name}", cx.target.path(&SUDOERS_DIR));
+            let mut files = Vec::new();
+            if sudo {
+                let text = match r.stdlib("user/sudoers.j2", context! { name }) {
+                    Ok(text) => text,
+                    Err(message) => {
+                        diags.push(template_error(user, message));
+                        continue;
+                    }
+                };
+                if let Err(first) = out.add_file(NewFile::root_owned(&staged, text, 0o440), &key) {
+                    let span = user.span_of("sudo");
+                    diags.push(RenderError::PathConflict {
+                        path: staged.clone(),
+                        first,
+                        second: key.clone(),
+                        span: span.source_span(),
+                        help: "two resources cannot write the same file".into(),
+                        file: span.file,
+                    });
+                    continue;
+                }
+                files.push(staged.clone());
+            }
+            let account = context! {
+                kind => "user", name,
+                shell => user.str("shell").unwrap_or(""),
+                sudo, password, manage_keys, keys,
+                sudoers_staged => staged, sudoers_dropin => dropin,
+            };
+            let apply = r.stdlib(
+                "user/apply.sh.j2",
+                context! { role => "apply", ..account.clone() },
+            );
+            let check = r.stdlib("user/check.sh.j2", context! { role => "check", ..account });
+            let revert = r.stdlib(
+                "user/revert.sh.j2",
+                context! {
+                    kind => "user", name, role => "revert", purge, sudoers_dropin => dropin,
+                },
+            );
+            match (apply, revert, check) {
+                (Ok(apply), Ok(revert), Ok(check)) => {
+                    out.add_resource(NewResource {
+                        kind: BundleKind::Of(Kind::USER),
+                        name: name.to_string(),
+                        files,
+                        after: user.list("after").to_vec(),
+                        apply: Some(apply),
+                        revert: Some(revert),
+                        exec: None,
+                        check: Some(check),
+                    });
+                }
+                (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
+                    diags.push(template_error(user, message))
+                }
+            }
+        }
+
+        let account = cx.target.default_account.as_str();
+        if account.is_empty() || users.iter().any(|u| u.name == account) {
+            // No built-in account, or the spec manages it like any other user.
+            return;
+        }
+        if can_take_over.is_empty() {
+            let span = users[0].origin.span;
+            diags.push(UserWarning::DefaultAccountKept {
+                account: account.to_string(),
+                span: span.source_span(),
+                help: format!(
+                    "give a user `sudo=#true` and a `password` or an `ssh-key` to have `{account}` expired, or declare `user \"{account}\"` to manage it"
+                ),
+                file: span.file,
+            });
+            return;
+        }
+        let apply = r.stdlib(
+            "user/default-account-apply.sh.j2",
+            context! { kind => DEFAULT_ACCOUNT_KIND, name => account, role => "apply" },
+        );
+        let revert = r.stdlib(
+            "user/default-account-revert.sh.j2",
+            context! { kind => DEFAULT_ACCOUNT_KIND, name => account, role => "revert" },
+        );
+        let check = r.stdlib(
+            "user/default-account-check.sh.j2",
+            context! { kind => DEFAULT_ACCOUNT_KIND, name => account, role => "check" },
+        );
+        match (apply, revert, check) {
+            (Ok(apply), Ok(revert), Ok(check)) => {
+                out.add_resource(NewResource {
+                    kind: BundleKind::Part(DEFAULT_ACCOUNT_KIND),
+                    name: account.to_string(),
+                    files: Vec::new(),
+                    // Only once a user who can take over is in place.
+                    after: can_take_over,
+                    apply: Some(apply),
+                    revert: Some(revert),
+                    exec: None,
+                    check: Some(check),
+                });
+            }
+            (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
+                diags.push(template_error(users[0], message))
+            }
+        }
     }
 
     fn target_paths(&self) -> &'static [TargetPath] {
@@ -131,173 +294,6 @@ fn template_error(res: &ResolvedResource, message: String) -> RenderError {
         span: span.source_span(),
         help: "this is a bug in bellc's stdlib templates; please report it".into(),
         file: span.file,
-    }
-}
-
-fn render_all(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &mut Diagnostics) {
-    let model = &cx.host.model;
-    let users: Vec<&ResolvedResource> = model
-        .resources
-        .iter()
-        .filter(|res| res.kind == Kind::USER)
-        .collect();
-    if users.is_empty() {
-        return;
-    }
-    let purge = model
-        .resources
-        .iter()
-        .find(|res| res.kind == Kind::USERS)
-        .and_then(|res| res.bool("purge-expired"))
-        .unwrap_or(false);
-    let mut can_take_over = Vec::new();
-    for user in &users {
-        let name = user.name.as_str();
-        let key = user.key();
-        if !sudoers_safe(name) {
-            let span = user.origin.span;
-            diags.push(RenderError::Invalid {
-                message: format!(
-                    "user name `{}` cannot be written to sudoers",
-                    name.escape_debug()
-                ),
-                span: span.source_span(),
-                help: "user names are lowercase letters, digits, `_` and `-`".into(),
-                file: span.file,
-            });
-            continue;
-        }
-        if let Some(shell) = user.str("shell").filter(|s| s.contains(':')) {
-            let span = user.span_of("shell");
-            diags.push(RenderError::Invalid {
-                message: format!(
-                    "shell `{}` holds a `:`, which separates /etc/passwd fields",
-                    shell.escape_debug()
-                ),
-                span: span.source_span(),
-                help: "give the path of a login shell, such as \"/bin/bash\"".into(),
-                file: span.file,
-            });
-            continue;
-        }
-        let sudo = user.bool("sudo").unwrap_or(false);
-        let manage_keys = user.str("ssh-keys") != Some("unmanaged");
-        let keys: &[String] = if manage_keys {
-            user.list("ssh-key")
-        } else {
-            &[]
-        };
-        let password = user.str("password");
-        if sudo && (password.is_some() || !keys.is_empty()) {
-            can_take_over.push(key.clone());
-        }
-        let staged = format!("{SUDOERS_STAGING_DIR}/{name}");
-        let dropin = format!("{}/bell-{name}", cx.target.path(&SUDOERS_DIR));
-        let mut files = Vec::new();
-        if sudo {
-            let text = match r.stdlib("user/sudoers.j2", context! { name }) {
-                Ok(text) => text,
-                Err(message) => {
-                    diags.push(template_error(user, message));
-                    continue;
-                }
-            };
-            if let Err(first) = out.add_file(NewFile::root_owned(&staged, text, 0o440), &key) {
-                let span = user.span_of("sudo");
-                diags.push(RenderError::PathConflict {
-                    path: staged.clone(),
-                    first,
-                    second: key.clone(),
-                    span: span.source_span(),
-                    help: "two resources cannot write the same file".into(),
-                    file: span.file,
-                });
-                continue;
-            }
-            files.push(staged.clone());
-        }
-        let account = context! {
-            kind => "user", name,
-            shell => user.str("shell").unwrap_or(""),
-            sudo, password, manage_keys, keys,
-            sudoers_staged => staged, sudoers_dropin => dropin,
-        };
-        let apply = r.stdlib(
-            "user/apply.sh.j2",
-            context! { role => "apply", ..account.clone() },
-        );
-        let check = r.stdlib("user/check.sh.j2", context! { role => "check", ..account });
-        let revert = r.stdlib(
-            "user/revert.sh.j2",
-            context! {
-                kind => "user", name, role => "revert", purge, sudoers_dropin => dropin,
-            },
-        );
-        match (apply, revert, check) {
-            (Ok(apply), Ok(revert), Ok(check)) => {
-                out.add_resource(NewResource {
-                    kind: BundleKind::Of(Kind::USER),
-                    name: name.to_string(),
-                    files,
-                    after: user.list("after").to_vec(),
-                    apply: Some(apply),
-                    revert: Some(revert),
-                    exec: None,
-                    check: Some(check),
-                });
-            }
-            (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
-                diags.push(template_error(user, message))
-            }
-        }
-    }
-
-    let account = cx.target.default_account.as_str();
-    if account.is_empty() || users.iter().any(|u| u.name == account) {
-        // No built-in account, or the spec manages it like any other user.
-        return;
-    }
-    if can_take_over.is_empty() {
-        let span = users[0].origin.span;
-        diags.push(UserWarning::DefaultAccountKept {
-            account: account.to_string(),
-            span: span.source_span(),
-            help: format!(
-                "give a user `sudo=#true` and a `password` or an `ssh-key` to have `{account}` expired, or declare `user \"{account}\"` to manage it"
-            ),
-            file: span.file,
-        });
-        return;
-    }
-    let apply = r.stdlib(
-        "user/default-account-apply.sh.j2",
-        context! { kind => DEFAULT_ACCOUNT_KIND, name => account, role => "apply" },
-    );
-    let revert = r.stdlib(
-        "user/default-account-revert.sh.j2",
-        context! { kind => DEFAULT_ACCOUNT_KIND, name => account, role => "revert" },
-    );
-    let check = r.stdlib(
-        "user/default-account-check.sh.j2",
-        context! { kind => DEFAULT_ACCOUNT_KIND, name => account, role => "check" },
-    );
-    match (apply, revert, check) {
-        (Ok(apply), Ok(revert), Ok(check)) => {
-            out.add_resource(NewResource {
-                kind: BundleKind::Part(DEFAULT_ACCOUNT_KIND),
-                name: account.to_string(),
-                files: Vec::new(),
-                // Only once a user who can take over is in place.
-                after: can_take_over,
-                apply: Some(apply),
-                revert: Some(revert),
-                exec: None,
-                check: Some(check),
-            });
-        }
-        (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
-            diags.push(template_error(users[0], message))
-        }
     }
 }
 
