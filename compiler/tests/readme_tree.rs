@@ -4,9 +4,13 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+fn readme() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    std::fs::read_to_string(path).expect("README.md")
+}
+
 fn readme_tree() -> String {
-    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    let text = std::fs::read_to_string(readme).expect("README.md");
+    let text = readme();
     let arch = text
         .split("## Architecture")
         .nth(1)
@@ -66,8 +70,7 @@ fn readme_tree_names_every_stage_folder() {
 
 /// The rows of the markdown table that follows `heading` in the README, first cell only.
 fn first_cells(heading: &str) -> Vec<String> {
-    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    let text = std::fs::read_to_string(readme).expect("README.md");
+    let text = readme();
     let section = text
         .split(heading)
         .nth(1)

@@ -48,13 +48,7 @@ impl ResourceKind for Apparmor {
     ) {
         let mut names: BTreeMap<String, (String, Span)> = BTreeMap::new();
         let mut attachments: BTreeMap<String, (String, Span)> = BTreeMap::new();
-        for a in cx
-            .host
-            .model
-            .resources
-            .iter()
-            .filter(|a| a.kind == Kind::APPARMOR)
-        {
+        for a in cx.host.model.of_kind(Kind::APPARMOR) {
             let Some(profile) = a.str("profile") else {
                 continue;
             };

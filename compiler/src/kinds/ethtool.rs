@@ -45,13 +45,7 @@ impl ResourceKind for Ethtool {
         diags: &mut Diagnostics,
     ) {
         let mut any = false;
-        for e in cx
-            .host
-            .model
-            .resources
-            .iter()
-            .filter(|e| e.kind == Kind::ETHTOOL)
-        {
+        for e in cx.host.model.of_kind(Kind::ETHTOOL) {
             let iface = e.name.as_str();
             let features: Vec<_> = e
                 .map("settings")

@@ -62,13 +62,7 @@ impl ResourceKind for Exec {
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     ) {
-        let mut scripts: Vec<&ResolvedResource> = cx
-            .host
-            .model
-            .resources
-            .iter()
-            .filter(|res| res.kind == Kind::EXEC)
-            .collect();
+        let mut scripts: Vec<&ResolvedResource> = cx.host.model.of_kind(Kind::EXEC).collect();
         // Scripts run in name order where `after` edges leave a choice (Divingbell's rule).
         scripts.sort_by(|a, b| a.name.cmp(&b.name));
         for res in scripts {

@@ -77,13 +77,7 @@ impl ResourceKind for Limit {
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     ) {
-        let limits: Vec<_> = cx
-            .host
-            .model
-            .resources
-            .iter()
-            .filter(|res| res.kind == Kind::LIMIT)
-            .collect();
+        let limits: Vec<_> = cx.host.model.of_kind(Kind::LIMIT).collect();
         if limits.is_empty() {
             return;
         }

@@ -42,7 +42,7 @@ fn module_name(name: &str) -> Result<(), Invalid> {
             message: format!(
                 "module name `{}` holds {}, which is not a letter, digit, `_` or `-`",
                 name.escape_debug(),
-                show(c)
+                crate::front::validate::show_char(c)
             ),
             help: help.into(),
         }),
@@ -50,7 +50,8 @@ fn module_name(name: &str) -> Result<(), Invalid> {
     }
 }
 
-/// `param=value` words as `options` takes them on one line. Quoting is not supported, so that
+/// `param=value` words as `options` takes them on one line (a control character, in a name or
+/// a value, fails its word). Quoting is not supported, so that
 /// what bell writes is what the module gets: a value with a space cannot be written.
 fn module_options(options: &str) -> Result<(), Invalid> {
     let help = "write space-separated `param=value` words, such as \"max_bonds=2 miimon=100\"";
@@ -77,21 +78,7 @@ fn module_options(options: &str) -> Result<(), Invalid> {
             });
         }
     }
-    if let Some(c) = options.chars().find(|c| c.is_control()) {
-        return Err(Invalid {
-            message: format!("`options` holds {}", show(c)),
-            help: help.into(),
-        });
-    }
     Ok(())
-}
-
-fn show(c: char) -> String {
-    if c.is_control() || c.is_whitespace() {
-        format!("U+{:04X}", u32::from(c))
-    } else {
-        format!("`{c}`")
-    }
 }
 
 impl ResourceKind for Modprobe {
@@ -127,12 +114,7 @@ impl ResourceKind for Modprobe {
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     ) {
-        let modules = cx
-            .host
-            .model
-            .resources
-            .iter()
-            .filter(|m| m.kind == Kind::MODPROBE);
+        let modules = cx.host.model.of_kind(Kind::MODPROBE);
         for module in modules {
             let name = module.name.as_str();
             // One space between words, as `modprobe -c` prints them.

@@ -52,13 +52,7 @@ impl ResourceKind for Mount {
     ) {
         let mut targets: BTreeMap<&str, (&str, Span)> = BTreeMap::new();
         let mut any = false;
-        for m in cx
-            .host
-            .model
-            .resources
-            .iter()
-            .filter(|m| m.kind == Kind::MOUNT)
-        {
+        for m in cx.host.model.of_kind(Kind::MOUNT) {
             let (Some(target), Some(device), Some(fstype)) =
                 (m.str("target"), m.str("device"), m.str("type"))
             else {

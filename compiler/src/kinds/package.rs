@@ -26,7 +26,7 @@ use crate::diagnostic::Invalid;
 use crate::front::validate;
 use crate::graph::resources::{Implied, Reason};
 use crate::render::{
-    BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
+    common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
 };
 use crate::resolve::ResolvedResource;
 use crate::source::Span;
@@ -64,15 +64,11 @@ impl ResourceKind for Package {
         diags: &mut Diagnostics,
     ) {
         let model = &cx.host.model;
-        let apt = model.resources.iter().find(|res| res.kind == Kind::APT);
+        let apt = model.of_kind(Kind::APT).next();
         let allow_downgrade = apt.and_then(|a| a.bool("allow-downgrade")).unwrap_or(false);
 
         let mut source_keys = Vec::new();
-        for source in model
-            .resources
-            .iter()
-            .filter(|res| res.kind == Kind::APT_SOURCE)
-        {
+        for source in model.of_kind(Kind::APT_SOURCE) {
             let key = source.key();
             let name = source.name.as_str();
             let (Some(suites), Some(components)) = (
@@ -154,9 +150,8 @@ impl ResourceKind for Package {
                     script,
                 ),
                 Err(message) => {
-                    if let Some(first) = model.resources.iter().find(|r| r.kind == Kind::APT_SOURCE)
-                    {
-                        diags.push(template_error(first, message));
+                    if let Some(first) = model.of_kind(Kind::APT_SOURCE).next() {
+                        diags.push(common::template_error(first, message));
                     }
                 }
             }
@@ -177,15 +172,11 @@ impl ResourceKind for Package {
                     exec: None,
                     check: None,
                 }),
-                Err(message) => diags.push(template_error(apt, message)),
+                Err(message) => diags.push(common::template_error(apt, message)),
             }
         }
 
-        for pkg in model
-            .resources
-            .iter()
-            .filter(|res| res.kind == Kind::PACKAGE)
-        {
+        for pkg in model.of_kind(Kind::PACKAGE) {
             render_package(r, cx, out, diags, pkg, allow_downgrade);
         }
     }
@@ -215,17 +206,6 @@ pub const DEBCONF_DIR: TargetPath = TargetPath {
     key: "debconf_dir",
     default: "/var/lib/bell/debconf",
 };
-
-fn template_error(res: &ResolvedResource, message: String) -> RenderError {
-    let span = res.origin.span;
-    RenderError::Template {
-        resource: res.key(),
-        message,
-        span: span.source_span(),
-        help: "this is a bug in bellc's stdlib templates; please report it".into(),
-        file: span.file,
-    }
-}
 
 fn invalid(span: Span, message: String, help: &str) -> RenderError {
     RenderError::Invalid {
@@ -336,7 +316,7 @@ fn render_package(
         ) {
             Ok(text) => text,
             Err(message) => {
-                diags.push(template_error(pkg, message));
+                diags.push(common::template_error(pkg, message));
                 return;
             }
         };
@@ -378,7 +358,7 @@ fn render_package(
             });
         }
         (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
-            diags.push(template_error(pkg, message))
+            diags.push(common::template_error(pkg, message))
         }
     }
 }

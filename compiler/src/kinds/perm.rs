@@ -61,13 +61,7 @@ impl ResourceKind for Perm {
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     ) {
-        for p in cx
-            .host
-            .model
-            .resources
-            .iter()
-            .filter(|p| p.kind == Kind::PERM)
-        {
+        for p in cx.host.model.of_kind(Kind::PERM) {
             let ctx = context! {
                 pattern => p.name,
                 owner => p.str("owner"),

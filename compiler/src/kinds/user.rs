@@ -25,7 +25,7 @@ use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
 use crate::render::{
-    BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
+    common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
 };
 use crate::resolve::ResolvedResource;
 use crate::source::FileId;
@@ -68,18 +68,13 @@ impl ResourceKind for User {
         diags: &mut Diagnostics,
     ) {
         let model = &cx.host.model;
-        let users: Vec<&ResolvedResource> = model
-            .resources
-            .iter()
-            .filter(|res| res.kind == Kind::USER)
-            .collect();
+        let users: Vec<&ResolvedResource> = model.of_kind(Kind::USER).collect();
         if users.is_empty() {
             return;
         }
         let purge = model
-            .resources
-            .iter()
-            .find(|res| res.kind == Kind::USERS)
+            .of_kind(Kind::USERS)
+            .next()
             .and_then(|res| res.bool("purge-expired"))
             .unwrap_or(false);
         let mut can_take_over = Vec::new();
@@ -130,7 +125,7 @@ impl ResourceKind for User {
                 let text = match r.stdlib("user/sudoers.j2", context! { name }) {
                     Ok(text) => text,
                     Err(message) => {
-                        diags.push(template_error(user, message));
+                        diags.push(common::template_error(user, message));
                         continue;
                     }
                 };
@@ -179,7 +174,7 @@ impl ResourceKind for User {
                     });
                 }
                 (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
-                    diags.push(template_error(user, message))
+                    diags.push(common::template_error(user, message))
                 }
             }
         }
@@ -228,7 +223,7 @@ impl ResourceKind for User {
                 });
             }
             (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
-                diags.push(template_error(users[0], message))
+                diags.push(common::template_error(users[0], message))
             }
         }
     }
@@ -284,17 +279,6 @@ fn sudoers_safe(name: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
         && !body.starts_with('-')
-}
-
-fn template_error(res: &ResolvedResource, message: String) -> RenderError {
-    let span = res.origin.span;
-    RenderError::Template {
-        resource: res.key(),
-        message,
-        span: span.source_span(),
-        help: "this is a bug in bellc's stdlib templates; please report it".into(),
-        file: span.file,
-    }
 }
 
 #[cfg(test)]

@@ -50,6 +50,18 @@ pub fn invalid(diags: &mut Diagnostics, span: Span, message: String, help: &str)
     });
 }
 
+/// A stdlib template that failed on a resource's values: a bug in bellc, not in the spec.
+pub fn template_error(res: &crate::resolve::ResolvedResource, message: String) -> RenderError {
+    let span = res.origin.span;
+    RenderError::Template {
+        resource: res.key(),
+        message,
+        span: span.source_span(),
+        help: "this is a bug in bellc's stdlib templates; please report it".into(),
+        file: span.file,
+    }
+}
+
 /// Reports two declarations that claim the same thing. miette labels point into one file, so
 /// the first declaration is labelled when it is in the same file, and named in the message
 /// either way.

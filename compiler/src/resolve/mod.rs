@@ -210,6 +210,13 @@ pub struct Model {
     pub uses: Vec<ResolvedUses>,
 }
 
+impl Model {
+    /// The resources of one kind, in declaration order.
+    pub fn of_kind(&self, kind: Kind) -> impl Iterator<Item = &ResolvedResource> {
+        self.resources.iter().filter(move |r| r.kind == kind)
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ResolvedHost {
     pub name: String,

@@ -40,7 +40,7 @@ fn invalid(message: impl Into<String>, help: impl Into<String>) -> Invalid {
 }
 
 /// The first character that is not allowed, shown so a user can find it.
-fn show_char(c: char) -> String {
+pub fn show_char(c: char) -> String {
     if c.is_control() || c.is_whitespace() {
         format!("U+{:04X}", u32::from(c))
     } else {
