@@ -176,3 +176,14 @@ fn env_names_must_be_shell_identifiers() {
         "bell.kdl:5:5: error[bell::render::invalid]: `1bad` is not a valid environment variable name"
     );
 }
+
+#[test]
+fn env_cannot_set_bell_runs_own_variables() {
+    // An exec told BELL_OFFLINE=0 while an image is baked would touch the build machine.
+    let e =
+        one_error("exec \"s.sh\" {\n    script \"#!/bin/sh\\n\"\n    env BELL_OFFLINE=\"0\"\n}\n");
+    assert_eq!(
+        e,
+        "bell.kdl:5:5: error[bell::render::invalid]: `BELL_OFFLINE` is set by bell-run itself"
+    );
+}

@@ -71,7 +71,7 @@ fn check(bundle: &Path, opts: &Options) -> Result<Checked, Refusal> {
         ))
         .help("rebuild the bundle with `bellc build` and copy it again; nothing was changed")
     })?;
-    let root = Root::open(&opts.root).map_err(Refusal::new)?;
+    let root = crate::statedir::open_root(&opts.root)?;
     root.check_contained("/var/lib/bell/state.json")
         .map_err(|e| {
             Refusal::new(format!("bell-run's state directory is unsafe: {e}"))
@@ -140,25 +140,53 @@ pub struct Lock {
 }
 
 pub fn lock(root: &Root) -> Result<Lock, Refusal> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
     let dir = root.bell_dir();
-    fs::create_dir_all(&dir)
-        .map_err(|e| Refusal::new(format!("cannot create {}: {e}", dir.display())))?;
+    if let Some(parent) = dir.parent() {
+        fs::create_dir_all(parent)
+            .map_err(|e| Refusal::new(format!("cannot create {}: {e}", parent.display())))?;
+    }
+    // Closed to others: it holds copies of secrets and the scripts' private state.
+    match fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            return Err(Refusal::new(format!(
+                "cannot create {}: {e}",
+                dir.display()
+            )));
+        }
+        _ => {}
+    }
     let path = dir.join("lock");
-    let file = fs::OpenOptions::new()
+    let mut file = fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(&path)
         .map_err(|e| Refusal::new(format!("cannot open {}: {e}", path.display())))?;
+    let plain = file.metadata().is_ok_and(|m| m.is_file() && m.nlink() == 1);
+    if !plain {
+        return Err(Refusal::new(format!(
+            "{} is not a plain file of bell-run's own",
+            path.display()
+        ))
+        .help("remove it; nothing was changed"));
+    }
     match crate::sys::try_lock_exclusive(&file) {
         Ok(true) => {
+            use std::io::{Seek, Write};
             let _ = file.set_len(0);
-            let _ = fs::write(&path, format!("{}\n", std::process::id()));
+            let _ = file.seek(std::io::SeekFrom::Start(0));
+            let _ = writeln!(file, "{}", std::process::id());
             Ok(Lock { _file: file })
         }
         Ok(false) => {
-            let holder = fs::read_to_string(&path).unwrap_or_default();
+            let holder = crate::rootfs::read_record(&path)
+                .ok()
+                .flatten()
+                .unwrap_or_default();
             Err(Refusal::new(format!(
                 "another bell-run (pid {}) is applying to {}",
                 holder.trim(),
@@ -187,28 +215,18 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
 
     // bell-run's own copy of the bundle: departed resources are reverted from it later, and
     // what runs is what was verified.
-    let copy = state::generation_dir(root, &checked.id);
-    let same_dir = bundle.canonicalize().ok() == copy.canonicalize().ok();
-    if !same_dir {
-        if bell_bundle::verify_dir(&copy).is_err() {
+    let (copy, copied) = copy_bundle(root, bundle, &checked.id)?;
+    // A refusal from here until something changes takes the new copy back, so that a refused
+    // apply leaves the root as it was.
+    let forget_copy = |refusal: Refusal| {
+        if copied {
             let _ = fs::remove_dir_all(&copy);
-            let tmp = copy.with_file_name(format!(".{}.tmp", checked.id));
-            let _ = fs::remove_dir_all(&tmp);
-            crate::rootfs::copy_tree(bundle, &tmp)
-                .and_then(|()| fs::rename(&tmp, &copy))
-                .map_err(|e| {
-                    Refusal::new(format!(
-                        "cannot copy the bundle into {}: {e}",
-                        copy.display()
-                    ))
-                })?;
         }
-        bell_bundle::verify_dir(&copy)
-            .map_err(|e| Refusal::new(format!("the bundle changed while it was copied: {e}")))?;
-    }
+        refusal
+    };
     make_exec_scripts_executable(&copy, &checked.manifest);
 
-    let mut plan = make_plan(root, &checked.manifest, &state)?;
+    let mut plan = make_plan(root, &checked.manifest, &state).map_err(forget_copy)?;
     let ctx = Ctx {
         root,
         offline: opts.offline,
@@ -287,8 +305,16 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
             fired,
         )
         .map_err(|e| {
-            Refusal::new(format!("the file switch failed: {e}"))
-                .help("the next bell-run completes or undoes it")
+            let refusal = Refusal::new(format!("the file switch failed: {e}"));
+            let undone = journal::load(root).ok().flatten().is_none();
+            if undone && plan.departed.is_empty() {
+                // Staging failed and was taken back: nothing changed.
+                forget_copy(refusal.help("nothing was changed; fix the cause and apply again"))
+            } else {
+                refusal
+                    .help("the next bell-run completes or undoes it")
+                    .partial()
+            }
         })?;
     }
 
@@ -348,12 +374,51 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     Ok(rep)
 }
 
+/// Copies the verified bundle into `generations/ID` unless a verified copy is there already;
+/// says whether it made the copy. Half-made copies of earlier runs (a full disk, a crash) are
+/// removed first: under the lock nothing else can be writing them, and left behind they would
+/// hold the space the next copy needs.
+fn copy_bundle(root: &Root, bundle: &Path, id: &str) -> Result<(PathBuf, bool), Refusal> {
+    let copy = state::generation_dir(root, id);
+    if bundle.canonicalize().ok() == copy.canonicalize().ok() {
+        return Ok((copy, false));
+    }
+    let generations = state::generations_dir(root);
+    if let Ok(entries) = fs::read_dir(&generations) {
+        for entry in entries.flatten() {
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    if bell_bundle::verify_dir(&copy).is_ok() {
+        return Ok((copy, false));
+    }
+    let _ = fs::remove_dir_all(&copy);
+    let tmp = generations.join(format!(".{id}.tmp"));
+    crate::rootfs::copy_tree(bundle, &tmp)
+        .and_then(|()| fs::rename(&tmp, &copy))
+        .map_err(|e| {
+            let _ = fs::remove_dir_all(&tmp);
+            Refusal::new(format!(
+                "cannot copy the bundle into {}: {e}",
+                copy.display()
+            ))
+            .help("free space under the root and apply again; nothing was changed")
+        })?;
+    bell_bundle::verify_dir(&copy).map_err(|e| {
+        let _ = fs::remove_dir_all(&copy);
+        Refusal::new(format!("the bundle changed while it was copied: {e}"))
+    })?;
+    Ok((copy, true))
+}
+
 /// exec scripts run directly, honouring their shebang, so bell-run's copy is executable.
 fn make_exec_scripts_executable(copy: &Path, manifest: &Manifest) {
     use std::os::unix::fs::PermissionsExt;
     for resource in &manifest.resources {
         if let (Some(_), Some(script)) = (&resource.exec, &resource.apply) {
-            let _ = fs::set_permissions(copy.join(&script.path), fs::Permissions::from_mode(0o755));
+            let _ = fs::set_permissions(copy.join(&script.path), fs::Permissions::from_mode(0o700));
         }
     }
 }
@@ -442,8 +507,9 @@ fn run_resources(
                 };
                 Outcome::new(&key, Some(change), "failed", Some(detail))
             };
-            outcome.log = Some(log.clone());
-            record.log = Some(log);
+            outcome.log = Some(log);
+            // Recorded as the host will see it once the image boots.
+            record.log = Some(ctx.rel(&log_path));
             outcome
         } else {
             Outcome::new(&key, Some(change), "ok", None)
@@ -514,8 +580,15 @@ fn run_exec(
         return Outcome::new(&key, Some(change), "failed", Some("no script".to_string()));
     };
     let log_dir = state::resource_log_dir(ctx.root, &resource.kind, &resource.name);
-    let mut env = ctx.env(&resource.kind, &resource.name, &checked.id);
-    env.extend(policy.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    // The resource's own variables first, so that bell-run's (`BELL_ROOT`, `BELL_OFFLINE`, ...)
+    // win: an exec must not be told it runs on a live host while an image is baked.
+    let mut env: Vec<(String, String)> = policy
+        .env
+        .iter()
+        .filter(|(k, _)| !k.starts_with("BELL_"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    env.extend(ctx.env(&resource.kind, &resource.name, &checked.id));
     let inv = Invocation {
         program: bundle.join(&script.path),
         args: policy.args.iter().map(Into::into).collect(),
@@ -562,7 +635,7 @@ fn run_exec(
             Outcome::new(&key, Some(change), "failed", Some(exit.describe()))
         }
     };
-    outcome.log = record.log.clone();
+    outcome.log = Some(inv.log.display().to_string());
     record.exec = Some(rec);
     outcome
 }

@@ -5,8 +5,7 @@
 use crate::apply::{self, Options, Report};
 use crate::context::{Ctx, Outcome, Refusal};
 use crate::plan::{Change, FileAction};
-use crate::rootfs::Root;
-use crate::{check, journal, report, state};
+use crate::{check, journal, report, state, statedir};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -224,9 +223,9 @@ fn cmd_apply(bundle: &Path, args: &Args) -> i32 {
 }
 
 fn cmd_rollback(args: &Args) -> i32 {
-    let root = match Root::open(&root_of(args)) {
+    let root = match statedir::open_root(&root_of(args)) {
         Ok(root) => root,
-        Err(e) => return refused(&Refusal::new(e), args.json),
+        Err(r) => return refused(&r, args.json),
     };
     let state = match state::load(&root) {
         Ok(state) => state,
@@ -294,9 +293,9 @@ fn cmd_verify(bundle: &Path, args: &Args) -> i32 {
 }
 
 fn cmd_recover(args: &Args) -> i32 {
-    let root = match Root::open(&root_of(args)) {
+    let root = match statedir::open_root(&root_of(args)) {
         Ok(root) => root,
-        Err(e) => return refused(&Refusal::new(e), false),
+        Err(r) => return refused(&r, false),
     };
     let _lock = match apply::lock(&root) {
         Ok(lock) => lock,
@@ -320,9 +319,9 @@ fn cmd_recover(args: &Args) -> i32 {
 }
 
 fn cmd_install_timer(args: &Args) -> i32 {
-    let root = match Root::open(&root_of(args)) {
+    let root = match statedir::open_root(&root_of(args)) {
         Ok(root) => root,
-        Err(e) => return refused(&Refusal::new(e), false),
+        Err(r) => return refused(&r, false),
     };
     let exe = args.exec.as_deref().unwrap_or("/usr/local/sbin/bell-run");
     let interval = args.interval.as_deref().unwrap_or("15min");
@@ -341,9 +340,9 @@ fn cmd_install_timer(args: &Args) -> i32 {
 }
 
 fn cmd_status(args: &Args) -> i32 {
-    let root = match Root::open(&root_of(args)) {
+    let root = match statedir::open_root(&root_of(args)) {
         Ok(root) => root,
-        Err(e) => return refused(&Refusal::new(e), args.json),
+        Err(r) => return refused(&r, args.json),
     };
     let state = match state::load(&root) {
         Ok(state) => state,
@@ -516,10 +515,15 @@ fn cmd_check(args: &Args) -> i32 {
     let opts = options(args);
     let started = state::now();
     let result = (|| {
-        let root = Root::open(&opts.root).map_err(Refusal::new)?;
+        let root = statedir::open_root(&opts.root)?;
         let state = state::load(&root).map_err(Refusal::new)?;
-        // A check during an apply would see half-applied values as drift.
-        let _lock = apply::lock(&root)?;
+        // A check during an apply would see half-applied values as drift. A root never applied
+        // to has nothing to check and gets no lock file: a check changes nothing.
+        let _lock = if root.bell_dir().exists() {
+            Some(apply::lock(&root)?)
+        } else {
+            None
+        };
         let ctx = Ctx {
             root: &root,
             offline: opts.offline,
@@ -589,7 +593,7 @@ fn cmd_pending(args: &Args) -> i32 {
     };
     let result = (|| {
         let store = bell_store::Store::parse(dest).map_err(Refusal::new)?;
-        let root = Root::open(&root_of(args)).map_err(Refusal::new)?;
+        let root = statedir::open_root(&root_of(args))?;
         let state = state::load(&root).map_err(Refusal::new)?;
         let applied = state.generation.clone();
         let fleet = match (&args.fleet, &applied) {

@@ -128,7 +128,8 @@ impl Ctx<'_> {
             timeout: self.timeout,
             log: log.clone(),
         };
-        (scripts::run(&inv), self.rel(&log))
+        // Where the output really is: under the root, which need not be `/`.
+        (scripts::run(&inv), log.display().to_string())
     }
 }
 

@@ -59,12 +59,11 @@ fn save(root: &Root, journal: &Journal) -> Result<(), String> {
 
 pub fn load(root: &Root) -> Result<Option<Journal>, String> {
     let path = journal_file(root);
-    match fs::read_to_string(&path) {
-        Ok(text) => serde_json::from_str(&text)
+    match crate::rootfs::read_record(&path)? {
+        Some(text) => serde_json::from_str(&text)
             .map(Some)
             .map_err(|e| format!("{} is not a bell-run journal: {e}", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        None => Ok(None),
     }
 }
 

@@ -16,10 +16,13 @@ mod revert;
 mod rootfs;
 mod scripts;
 mod state;
+mod statedir;
 mod sys;
 mod timer;
 mod triggers;
 
 fn main() {
+    // What bell-run creates gets the modes it means, whatever mask it was started with.
+    sys::set_umask(0o022);
     std::process::exit(cli::main());
 }

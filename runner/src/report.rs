@@ -7,7 +7,6 @@ use crate::apply;
 use crate::check::CheckReport;
 use crate::context::Refusal;
 use crate::metrics::{self, Metrics};
-use crate::rootfs::Root;
 use crate::state;
 use bell_bundle::Manifest;
 use bell_store::{Report, ResourceResult, State, Store, REPORT_FORMAT};
@@ -34,12 +33,10 @@ pub fn host_name(given: Option<&str>, root: &Path) -> Result<String, String> {
         return Ok(name.to_string());
     }
     let path = root.join("etc/hostname");
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        format!(
-            "cannot tell the host's name from {}: {e}; pass `--host NAME`",
-            path.display()
-        )
-    })?;
+    // Read as bell-run reads its own records: never through a link, never unbounded.
+    let text = crate::rootfs::read_record(&path)
+        .and_then(|text| text.ok_or_else(|| format!("{} does not exist", path.display())))
+        .map_err(|e| format!("cannot tell the host's name: {e}; pass `--host NAME`"))?;
     let name = text.trim();
     if name.is_empty() {
         return Err(format!("{} is empty; pass `--host NAME`", path.display()));
@@ -188,7 +185,7 @@ pub fn emit(sinks: &Sinks, run: Run) {
     };
     // The applied generation as recorded, for fleet and metrics when the run itself did not
     // get that far.
-    let recorded = Root::open(run.root)
+    let recorded = crate::statedir::open_root(run.root)
         .ok()
         .and_then(|root| state::load(&root).ok().map(|s| (root, s)));
     let applied: Option<Manifest> = recorded.as_ref().and_then(|(root, s)| {

@@ -3,6 +3,7 @@
 
 use std::fs;
 use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 pub struct Root {
@@ -73,9 +74,58 @@ impl Root {
     }
 }
 
+/// The largest `state.json` or journal bell-run reads: far above any real one, and a bound on
+/// what a hostile one can make it allocate.
+pub const MAX_RECORD_BYTES: u64 = 256 << 20;
+
+/// Reads one of bell-run's records without following a link, refusing anything but a plain
+/// file and anything larger than [`MAX_RECORD_BYTES`]. `Ok(None)` when there is none.
+pub fn read_record(path: &Path) -> Result<Option<String>, String> {
+    use std::io::Read;
+    let file = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a plain file", path.display()));
+    }
+    if meta.len() > MAX_RECORD_BYTES {
+        return Err(format!(
+            "{} is {} bytes, more than bell-run ever writes",
+            path.display(),
+            meta.len()
+        ));
+    }
+    let mut text = String::new();
+    file.take(MAX_RECORD_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    Ok(Some(text))
+}
+
 /// fsyncs a directory so that renames and creations inside it survive a power cut.
 pub fn fsync_dir(dir: &Path) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()
+}
+
+/// Creates `path` as a new file, never through a link: whatever is there is removed first
+/// (bell-run's own files are only ever replaced whole).
+pub fn create_new(path: &Path, mode: u32) -> io::Result<fs::File> {
+    remove_if_exists(path)?;
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
 }
 
 /// Replaces `path` with `bytes` atomically and durably (bell-run's own records).
@@ -85,7 +135,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.tmp"));
     {
-        let mut file = fs::File::create(&tmp)?;
+        let mut file = create_new(&tmp, 0o600)?;
         file.write_all(bytes)?;
         file.sync_all()?;
     }
@@ -101,9 +151,14 @@ pub fn remove_if_exists(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Copies a verified bundle directory (regular files and directories only).
+/// Copies a verified bundle directory (regular files and directories only) into bell-run's
+/// own: private whatever the bundle's modes, since a bundle may hold secrets.
 pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
-    fs::create_dir_all(to)?;
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(to)?;
     for entry in fs::read_dir(from)? {
         let entry = entry?;
         let kind = entry.file_type()?;
@@ -111,8 +166,10 @@ pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
         if kind.is_dir() {
             copy_tree(&entry.path(), &dest)?;
         } else if kind.is_file() {
-            fs::copy(entry.path(), &dest)?;
-            fs::File::open(&dest)?.sync_all()?;
+            let mut source = fs::File::open(entry.path())?;
+            let mut file = create_new(&dest, 0o600)?;
+            io::copy(&mut source, &mut file)?;
+            file.sync_all()?;
         }
     }
     fsync_dir(to)

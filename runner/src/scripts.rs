@@ -50,7 +50,8 @@ fn command(inv: &Invocation) -> Result<Command, String> {
     if let Some(dir) = inv.log.parent() {
         fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    let log = fs::File::create(&inv.log)
+    // Private: script output may hold what the script was given.
+    let log = crate::rootfs::create_new(&inv.log, 0o600)
         .map_err(|e| format!("cannot create {}: {e}", inv.log.display()))?;
     let log2 = log
         .try_clone()

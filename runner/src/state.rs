@@ -104,15 +104,11 @@ pub fn state_file(root: &Root) -> PathBuf {
 
 pub fn load(root: &Root) -> Result<State, String> {
     let path = state_file(root);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(State {
-                format: STATE_FORMAT,
-                ..State::default()
-            })
-        }
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    let Some(text) = crate::rootfs::read_record(&path)? else {
+        return Ok(State {
+            format: STATE_FORMAT,
+            ..State::default()
+        });
     };
     let state: State = serde_json::from_str(&text)
         .map_err(|e| format!("{} is not a bell-run state file: {e}", path.display()))?;

@@ -59,3 +59,18 @@ pub fn kill_self() -> ! {
     }
     std::process::abort()
 }
+
+/// The effective user id: bell-run's own directory must belong to it.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no arguments, cannot fail and has no memory effects.
+    unsafe { libc::geteuid() }
+}
+
+/// Sets the file mode creation mask, so that the directories and files bell-run creates get
+/// the modes it means whatever mask it was started with.
+pub fn set_umask(mask: u32) {
+    // SAFETY: umask only changes the process's creation mask.
+    unsafe {
+        libc::umask(mask as libc::mode_t);
+    }
+}

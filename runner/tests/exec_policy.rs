@@ -325,3 +325,27 @@ fn a_script_without_a_shebang_fails_clearly() {
         stdout(&out)
     );
 }
+
+#[test]
+fn an_exec_env_cannot_override_bell_runs_own_variables() {
+    // A hand-made bundle (bellc refuses these names) telling the script it runs live, on `/`,
+    // while an image root is baked offline.
+    let w = World::new();
+    let mut policy = exec_policy(Rerun::Always);
+    policy.env.insert("BELL_OFFLINE".into(), "0".into());
+    policy.env.insert("BELL_ROOT".into(), "/".into());
+    policy.env.insert("MINE".into(), "kept".into());
+    let seen = w.tmp.path().join("seen");
+    let script = format!(
+        "#!/bin/sh\necho \"$BELL_OFFLINE $BELL_ROOT $MINE\" > '{}'\n",
+        seen.display()
+    );
+    let bundle = w.build(
+        &BundleSpec::new().resource(ResourceSpec::new("exec", "bake").exec(&script, policy)),
+    );
+    expect_code(&w.apply(&bundle, &[]), 0);
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        format!("1 {} kept\n", w.root().display())
+    );
+}

@@ -55,7 +55,7 @@ fn assert_refused(w: &World, bundle: &Path, needle: &str) {
     assert!(w.events().is_empty());
     // `verify` says the same without a root.
     let out = w.run(&["verify", bundle.to_str().unwrap()]);
-    if !needle.contains("outside the root") {
+    if !needle.contains("outside the root") && !needle.contains("symbolic link") {
         expect_code(&out, 1);
     }
 }
@@ -188,7 +188,7 @@ fn a_symlinked_state_directory_pointing_outside_is_refused() {
     std::fs::create_dir_all(w.root().join("var/lib")).unwrap();
     std::os::unix::fs::symlink(&outside, w.root().join("var/lib/bell")).unwrap();
     let bundle = w.build(&good(&w));
-    assert_refused(&w, &bundle, "outside the root");
+    assert_refused(&w, &bundle, "var/lib/bell is a symbolic link");
     assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
 }
 

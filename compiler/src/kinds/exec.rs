@@ -176,6 +176,13 @@ pub fn policy(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<ExecPol
                 ),
                 "names are letters, digits and `_`, not starting with a digit, such as `APP_MODE`",
             );
+        } else if name.starts_with("BELL_") {
+            error(
+                "env",
+                format!("`{name}` is set by bell-run itself"),
+                "bell-run gives every script BELL_ROOT, BELL_STATE, BELL_OFFLINE, BELL_RESOURCE \
+                 and BELL_GENERATION; pick another name for your own variable",
+            );
         }
     }
     let on_failure = match res.str("on-failure") {
