@@ -26,6 +26,7 @@ use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -79,17 +80,21 @@ pub fn write(
 
     // Every distinct file content is written once into the store; bundles hard-link to it.
     // Many bundles share most of their files, so this is most of the saving of a large build.
-    let mut distinct: BTreeMap<String, &[u8]> = BTreeMap::new();
+    // A content that is secret in any bundle is private in the store, and so in every bundle
+    // that links to it: hard links share their mode.
+    let mut distinct: BTreeMap<String, (&[u8], bool)> = BTreeMap::new();
     for (_, bundle) in &new {
+        let secret = bundle.manifest.secret_paths();
         for (rel, content) in &bundle.contents {
-            distinct
+            let entry = distinct
                 .entry(bundle.sha256[rel].clone())
-                .or_insert(content);
+                .or_insert((content, false));
+            entry.1 |= secret.contains(rel);
         }
     }
     let written: Vec<Result<bool, EmitError>> = distinct
         .par_iter()
-        .map(|(sha, content)| write_store_file(&store_dir, sha, content))
+        .map(|(sha, (content, secret))| write_store_file(&store_dir, sha, content, *secret))
         .collect();
     for result in written {
         if result? {
@@ -167,9 +172,17 @@ fn store_path(store: &Path, sha: &str) -> PathBuf {
 }
 
 /// Writes one content into the store unless it is there; true when it wrote.
-fn write_store_file(store: &Path, sha: &str, content: &[u8]) -> Result<bool, EmitError> {
+fn write_store_file(
+    store: &Path,
+    sha: &str,
+    content: &[u8],
+    secret: bool,
+) -> Result<bool, EmitError> {
     let path = store_path(store, sha);
     if path.is_file() {
+        if secret {
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).map_err(io_err(&path))?;
+        }
         return Ok(false);
     }
     let dir = path.parent().unwrap_or(store);
@@ -177,9 +190,22 @@ fn write_store_file(store: &Path, sha: &str, content: &[u8]) -> Result<bool, Emi
     // Written under a temporary name so that an interrupted build never leaves a store file
     // whose content does not match its name.
     let tmp = dir.join(format!(".tmp-{}", &sha[2..]));
-    fs::write(&tmp, content).map_err(io_err(&tmp))?;
+    write_file(&tmp, content, secret)?;
     fs::rename(&tmp, &path).map_err(io_err(&path))?;
     Ok(true)
+}
+
+/// Writes a file, 0600 from its creation on when it is secret.
+fn write_file(path: &Path, content: &[u8], secret: bool) -> Result<(), EmitError> {
+    use std::io::Write;
+    let _ = fs::remove_file(path);
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(if secret { 0o600 } else { 0o644 })
+        .open(path)
+        .map_err(io_err(path))?;
+    file.write_all(content).map_err(io_err(path))
 }
 
 /// Writes one bundle under a temporary name and renames it into place; returns the number of
@@ -199,6 +225,7 @@ fn write_bundle(
     fs::create_dir_all(&tmp).map_err(io_err(&tmp))?;
     let mut created = 0;
     let mut made_dirs: BTreeSet<PathBuf> = BTreeSet::new();
+    let secret = bundle.manifest.secret_paths();
     for (rel, content) in &bundle.contents {
         let path = tmp.join(rel);
         if let Some(parent) = path.parent() {
@@ -209,7 +236,7 @@ fn write_bundle(
         let source = store_path(store, &bundle.sha256[rel]);
         if fs::hard_link(&source, &path).is_err() {
             // A file system without hard links (or a store on another device) gets copies.
-            fs::write(&path, content).map_err(io_err(&path))?;
+            write_file(&path, content, secret.contains(rel))?;
         }
         created += 1;
     }

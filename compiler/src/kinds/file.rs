@@ -11,7 +11,8 @@ use crate::diagnostic::Invalid;
 use crate::front::validate;
 use crate::graph::resources::{Implied, Reason};
 use crate::render::{
-    common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
+    common, looks_like_private_key, BundleBuilder, BundleKind, HostContext, NewFile, NewResource,
+    RenderError, Renderer,
 };
 use crate::resolve::ResolvedResource;
 use crate::spec::Kind;
@@ -70,13 +71,32 @@ impl ResourceKind for File {
             let mode = res.str("mode").unwrap_or("0644");
             let owner = res.str("owner").unwrap_or("root");
             let group = res.str("group").unwrap_or("root");
+            let mode_bits = u32::from_str_radix(mode, 8).unwrap_or(0o644);
+            if mode_bits & 0o004 != 0 && looks_like_private_key(content.as_bytes()) {
+                // At the mode when the spec gave one, else at the content.
+                let field = if res.str("mode").is_some() {
+                    "mode"
+                } else {
+                    "content"
+                };
+                common::invalid(
+                    diags,
+                    res.span_of(field),
+                    format!(
+                        "`{}` holds a private key but everyone could read it (mode {mode})",
+                        res.key()
+                    ),
+                    "give it `mode=\"0600\"` (or `\"0640\"` with the group that needs it)",
+                );
+                continue;
+            }
             let sha256 = bell_bundle::sha256_hex(content.as_bytes());
             let install_links = install_links(&content);
             let file = NewFile {
                 path: path.clone(),
                 content: content.into_bytes(),
                 // The mode was validated when the spec was lowered.
-                mode: u32::from_str_radix(mode, 8).unwrap_or(0o644),
+                mode: mode_bits,
                 owner: owner.into(),
                 group: group.into(),
             };

@@ -306,6 +306,9 @@ fn render_package(
             ));
             return;
         }
+        for answer in answers.iter().filter(|a| a.kind == "password") {
+            out.secret_value(&answer.value);
+        }
         let rows: Vec<_> = answers
             .iter()
             .map(|d| context! { question => d.question, kind => d.kind, value => d.value })

@@ -115,6 +115,9 @@ impl ResourceKind for User {
                 &[]
             };
             let password = user.str("password");
+            if let Some(hash) = password {
+                out.secret_value(hash);
+            }
             if sudo && (password.is_some() || !keys.is_empty()) {
                 can_take_over.push(key.clone());
             }

@@ -248,6 +248,25 @@ pub struct BundleBuilder {
     contents: BTreeMap<String, Arc<[u8]>>,
     sha256: BTreeMap<String, String>,
     triggers: Vec<Trigger>,
+    /// Values kinds declared secret (password hashes, debconf passwords): any file or script
+    /// that holds one is marked secret in the manifest.
+    secrets: Vec<String>,
+}
+
+/// PEM private keys of every kind (`-----BEGIN OPENSSH PRIVATE KEY-----`, `RSA`, `EC`,
+/// PKCS#8, PGP's `PRIVATE KEY BLOCK`): secret whatever mode the spec gave the file.
+pub fn looks_like_private_key(content: &[u8]) -> bool {
+    const BEGIN: &[u8] = b"-----BEGIN ";
+    const KEY: &[u8] = b"PRIVATE KEY";
+    content
+        .windows(BEGIN.len())
+        .enumerate()
+        .filter(|(_, w)| *w == BEGIN)
+        .any(|(at, _)| {
+            let label = &content[at + BEGIN.len()..];
+            let label = &label[..label.len().min(48)];
+            label.windows(KEY.len()).any(|w| w == KEY)
+        })
 }
 
 /// A file a resource (or the bundle) puts on the host.
@@ -315,7 +334,24 @@ impl BundleBuilder {
             contents: BTreeMap::new(),
             sha256: BTreeMap::new(),
             triggers: Vec::new(),
+            secrets: Vec::new(),
         }
+    }
+
+    /// Declares a value secret: every file and script added from now on that holds it is
+    /// marked secret. Kinds call this before they add what carries the value.
+    pub fn secret_value(&mut self, value: &str) {
+        // A very short one would mark half the bundle; what carries it is private by mode.
+        if value.len() >= 6 && !self.secrets.iter().any(|s| s == value) {
+            self.secrets.push(value.to_string());
+        }
+    }
+
+    fn holds_secret(&self, content: &[u8]) -> bool {
+        self.secrets.iter().any(|secret| {
+            let secret = secret.as_bytes();
+            content.windows(secret.len()).any(|w| w == secret)
+        })
     }
 
     /// Adds a managed file; `owner_key` names the resource that writes it, for conflicts.
@@ -324,6 +360,9 @@ impl BundleBuilder {
         if let Some((_, first)) = self.files.get(&file.path) {
             return Err(first.clone());
         }
+        let secret = bell_bundle::private_mode(file.mode)
+            || looks_like_private_key(&file.content)
+            || self.holds_secret(&file.content);
         let (bytes, sha256) = intern(file.content);
         let rel = format!("{}{}", bell_bundle::ROOT_DIR, file.path);
         self.sha256.insert(rel.clone(), sha256.clone());
@@ -334,6 +373,7 @@ impl BundleBuilder {
             mode: format!("{:04o}", file.mode),
             owner: file.owner,
             group: file.group,
+            secret,
         };
         self.files.insert(file.path, (entry, owner_key.to_string()));
         Ok(())
@@ -341,10 +381,15 @@ impl BundleBuilder {
 
     fn add_script(&mut self, kind: &str, name: &str, role: &str, text: String) -> Script {
         let path = format!("scripts/{kind}/{}.{role}", file_name_for(name));
+        let secret = self.holds_secret(text.as_bytes());
         let (bytes, sha256) = intern(text.into_bytes());
         self.contents.insert(path.clone(), bytes);
         self.sha256.insert(path.clone(), sha256.clone());
-        Script { path, sha256 }
+        Script {
+            path,
+            sha256,
+            secret,
+        }
     }
 
     pub fn add_resource(&mut self, r: NewResource) {

@@ -302,10 +302,16 @@ fn compare(
             (None, None) => continue,
         };
         let content_changed = fa.map(|f| &f.sha256) != fb.map(|f| &f.sha256);
+        let secret = fa.is_some_and(|f| f.is_secret()) || fb.is_some_and(|f| f.is_secret());
         let diff = if content_changed {
             let before = text(old, a_id, fa.is_some());
             let after = text(new, b_id, fb.is_some());
-            unified(path, before.as_deref(), after.as_deref(), &mut details)
+            if secret {
+                details.push(secret_change(before.as_deref(), after.as_deref()));
+                None
+            } else {
+                unified(path, before.as_deref(), after.as_deref(), &mut details)
+            }
         } else {
             None
         };
@@ -329,9 +335,10 @@ fn compare(
         let change = match (sa, sb) {
             (None, Some(_)) => Change::Added,
             (Some(_), None) => Change::Removed,
-            (Some(x), Some(y)) if x == y => continue,
+            (Some(x), Some(y)) if x.0 == y.0 => continue,
             _ => Change::Changed,
         };
+        let secret = sa.is_some_and(|s| s.1) || sb.is_some_and(|s| s.1);
         let mut details = Vec::new();
         let before = match sa {
             Some(_) => old.content(a_id, path),
@@ -341,7 +348,12 @@ fn compare(
             Some(_) => new.content(b_id, path),
             None => Some(Vec::new()),
         };
-        let diff = unified(path, before.as_deref(), after.as_deref(), &mut details);
+        let diff = if secret {
+            details.push(secret_change(before.as_deref(), after.as_deref()));
+            None
+        } else {
+            unified(path, before.as_deref(), after.as_deref(), &mut details)
+        };
         script_changes.push(FileChange {
             path: path.to_string(),
             change,
@@ -378,18 +390,30 @@ fn compare(
     }
 }
 
-/// Every script of a manifest by its path in the bundle, with its sha256.
-fn scripts(m: &Manifest) -> BTreeMap<String, String> {
+/// Every script of a manifest by its path in the bundle, with its sha256 and whether it is
+/// secret.
+fn scripts(m: &Manifest) -> BTreeMap<String, (String, bool)> {
     let mut out = BTreeMap::new();
     for r in &m.resources {
         for s in [&r.apply, &r.revert, &r.check].into_iter().flatten() {
-            out.insert(s.path.clone(), s.sha256.clone());
+            out.insert(s.path.clone(), (s.sha256.clone(), s.secret));
         }
     }
     for t in &m.triggers {
-        out.insert(t.script.path.clone(), t.script.sha256.clone());
+        let s = &t.script;
+        out.insert(s.path.clone(), (s.sha256.clone(), s.secret));
     }
     out
+}
+
+/// What a diff shows of a secret's change: never the content, on either side.
+fn secret_change(before: Option<&[u8]>, after: Option<&[u8]>) -> String {
+    let side = |content: Option<&[u8]>| match content {
+        Some([]) => "none".to_string(),
+        Some(content) => bell_bundle::redacted(content),
+        None => "unreadable".to_string(),
+    };
+    format!("content {} → {}", side(before), side(after))
 }
 
 fn resource_details(x: &Resource, y: &Resource) -> Vec<String> {

@@ -1,10 +1,15 @@
 //! `bellc explain HOST`: the resolved configuration of one host, every value with the layer
 //! (base or override) and the `file:line` that set it.
 
+use crate::render::looks_like_private_key;
 use crate::resolve::{Origin, ResolvedHost};
 use crate::source::Sources;
 use crate::spec::{Spec, Value};
 use std::fmt::Write;
+
+/// What explain shows of a secret value. Not even its size or digest: a bare password's digest
+/// could be guessed back from a list of common ones.
+const SECRET: &str = "<secret>";
 
 pub fn explain(spec: &Spec, host: &ResolvedHost, sources: &Sources) -> String {
     let mut rows: Vec<(String, String)> = Vec::new();
@@ -42,12 +47,31 @@ pub fn explain(spec: &Spec, host: &ResolvedHost, sources: &Sources) -> String {
             format!("{} {:?}", r.kind.keyword(), r.name),
             origin(&r.origin),
         ));
+        // A file's content is secret when its mode keeps everyone else out or it holds a
+        // private key, as the bundle marks it.
+        let private_content = r.fields.get("mode").is_some_and(|(mode, _)| {
+            matches!(mode, Value::Str(m) if bell_bundle::parse_mode(m).is_some_and(bell_bundle::private_mode))
+        }) || r.fields.get("content").is_some_and(|(content, _)| {
+            matches!(content, Value::Str(c) if looks_like_private_key(c.as_bytes()))
+        });
         for (field, (value, o)) in &r.fields {
-            // Secrets are never printed: a password hash is shown by its kind only.
-            let shown = if *field == "password" {
-                "\"$6$…\" (hidden)".to_string()
-            } else {
-                show(value)
+            // Secrets are never printed, only where they were set.
+            let shown = match (*field, value) {
+                ("password", _) => SECRET.to_string(),
+                ("content", _) if private_content => SECRET.to_string(),
+                (_, Value::Debconf(answers)) => answers
+                    .iter()
+                    .map(|d| {
+                        let value = if d.kind == "password" {
+                            SECRET
+                        } else {
+                            &d.value
+                        };
+                        format!("{}({})={value}", d.question, d.kind)
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                _ => show(value),
             };
             rows.push((format!("    {field} = {shown}"), origin(o)));
         }

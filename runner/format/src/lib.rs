@@ -20,7 +20,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
@@ -91,6 +91,10 @@ pub struct Resource {
 pub struct Script {
     pub path: String,
     pub sha256: String,
+    /// It carries a secret (a password hash, say): private wherever it is copied, and never
+    /// printed. See [`redacted`].
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub secret: bool,
 }
 
 /// A managed file.
@@ -104,6 +108,38 @@ pub struct File {
     pub mode: String,
     pub owner: String,
     pub group: String,
+    /// Its content is a secret (a private key, a debconf password answer); files whose mode
+    /// keeps group or others from reading them are secret whatever this says
+    /// ([`File::is_secret`]).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub secret: bool,
+}
+
+impl File {
+    /// Private wherever bell copies it, and shown only as [`redacted`].
+    pub fn is_secret(&self) -> bool {
+        self.secret || parse_mode(&self.mode).is_some_and(private_mode)
+    }
+}
+
+/// A mode that lets neither group nor others read (`0600`, `0400`, `0700`): what it guards is
+/// a secret. (`0440` and `0640` are shared with a group on purpose, as sudoers drop-ins are.)
+pub fn private_mode(mode: u32) -> bool {
+    mode & 0o044 == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// How every command shows a secret's content instead of the content: its size and the start
+/// of its digest, enough to tell that it changed and to match it against a known copy.
+pub fn redacted(content: &[u8]) -> String {
+    format!(
+        "<secret: {} bytes, sha256:{}…>",
+        content.len(),
+        &sha256_hex(content)[..12]
+    )
 }
 
 /// How an `exec` resource's script is run.
@@ -202,6 +238,24 @@ impl std::io::Write for HashWriter {
 }
 
 impl Manifest {
+    /// The bundle-relative paths (`root/...`, `scripts/...`) whose content is secret.
+    pub fn secret_paths(&self) -> BTreeSet<String> {
+        let files = self
+            .files
+            .iter()
+            .filter(|f| f.is_secret())
+            .map(|f| format!("{ROOT_DIR}{}", f.path));
+        let scripts = self
+            .resources
+            .iter()
+            .flat_map(|r| [&r.apply, &r.revert, &r.check])
+            .flatten()
+            .chain(self.triggers.iter().map(|t| &t.script))
+            .filter(|s| s.secret)
+            .map(|s| s.path.clone());
+        files.chain(scripts).collect()
+    }
+
     /// The canonical bytes of the manifest; the bundle id is their sha256.
     pub fn to_json(&self) -> String {
         // Serialising plain structs, Vecs and BTreeMaps of strings cannot fail.

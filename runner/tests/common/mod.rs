@@ -255,6 +255,7 @@ impl BundleSpec {
             Script {
                 path: rel,
                 sha256: sha256_hex(text.as_bytes()),
+                secret: false,
             }
         };
         let mut files: Vec<File> = self
@@ -266,6 +267,7 @@ impl BundleSpec {
                 mode: f.mode.clone(),
                 owner: f.owner.clone(),
                 group: f.group.clone(),
+                secret: false,
             })
             .collect();
         files.sort_by(|a, b| a.path.cmp(&b.path));

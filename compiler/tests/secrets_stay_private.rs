@@ -1,0 +1,196 @@
+//! A spec holding every kind of secret (a password hash, a debconf `password` answer, a file
+//! of mode 0600, a private key) is built twice, every secret changed in between, then diffed,
+//! explained, planned and checked by bellc, and applied into an image root, dry-run, checked
+//! and shown by bell-run. No output holds a secret, and no file bell writes that holds one (in
+//! OUT, in bell-run's directory, on the host) is readable by group or others.
+mod common;
+use common::fleet::*;
+use common::*;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+const HASH: &str = "$6$bellsalt0123$PS2EAEBNHcsWK7.N4hZehzmPPgLUgs0l1d0XHpozG8/tzzPyAjRmR48g4xwN0czhvqHgGx1ltq1273AGkCgaz/";
+
+/// The secrets of version `v` (1 or 2), each different between the versions.
+fn secrets(v: u8) -> Vec<String> {
+    let hash = if v == 1 {
+        HASH.to_string()
+    } else {
+        HASH.replace("PS2E", "QS2E")
+    };
+    vec![
+        hash,
+        format!("debconf-pass-v{v}-Xy"),
+        format!("api-token-v{v}-Zq"),
+        format!("pem-body-v{v}-Kw"),
+    ]
+}
+
+fn spec(v: u8) -> String {
+    let s = secrets(v);
+    format!(
+        r#"fleet "f" target="debian-12"
+host "h" rack="r1"
+user "ops" sudo=#true {{
+    password "{hash}"
+}}
+package "mysql-server" {{
+    debconf "mysql-server/root_password" type="password" value="{debconf}"
+    debconf "mysql-server/start_on_boot" type="boolean" value=#true
+}}
+file "/etc/app/token" mode="0600" {{
+    content "{token}\n"
+}}
+file "/etc/ssl/private/app.pem" mode="0600" {{
+    content "-----BEGIN OPENSSH PRIVATE KEY-----\n{pem}\n-----END OPENSSH PRIVATE KEY-----\n"
+}}
+file "/etc/app/public.conf" {{
+    content "visible=v{v}\n"
+}}
+"#,
+        hash = s[0],
+        debconf = s[1],
+        token = s[2],
+        pem = s[3],
+    )
+}
+
+fn assert_no_secret(what: &str, text: &str) {
+    for v in [1, 2] {
+        for secret in secrets(v) {
+            assert!(
+                !text.contains(&secret),
+                "{what} shows the secret {secret}:\n{text}"
+            );
+        }
+    }
+}
+
+/// Every regular file under `dir` (links not followed) that holds a secret is 0600 or closer.
+fn assert_private(dir: &Path) -> usize {
+    let mut holding = 0;
+    for entry in walkdir::WalkDir::new(dir) {
+        let entry = entry.unwrap();
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let content = std::fs::read(entry.path()).unwrap();
+        let text = String::from_utf8_lossy(&content);
+        if [1, 2]
+            .iter()
+            .flat_map(|v| secrets(*v))
+            .any(|s| text.contains(&s))
+        {
+            holding += 1;
+            let mode = entry.metadata().unwrap().permissions().mode() & 0o777;
+            assert_eq!(
+                mode & 0o077,
+                0,
+                "{} holds a secret but has mode {mode:04o}",
+                entry.path().display()
+            );
+        }
+    }
+    holding
+}
+
+#[test]
+fn no_output_shows_a_secret_and_no_file_holding_one_is_readable_by_others() {
+    let f = Fixture::spec(&spec(1));
+    std::fs::write(f.path().join("v2.kdl"), spec(2)).unwrap();
+    let run = f.bellc(&["build", "bell.kdl", "-o", "out1"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_no_secret("bellc build", &format!("{}{}", run.stdout, run.stderr));
+    let run = f.bellc(&["build", "v2.kdl", "-o", "out2"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    // OUT: the user scripts, the seed, the token and the key, in bundles and in the store.
+    let in_out = assert_private(&f.path().join("out1")) + assert_private(&f.path().join("out2"));
+    assert!(in_out >= 8, "only {in_out} files in OUT hold a secret");
+
+    let diff = f.bellc(&["diff", "out1", "out2"]);
+    let shown = format!("{}{}", diff.stdout, diff.stderr);
+    assert_eq!(diff.code, 1, "{shown}");
+    assert_no_secret("bellc diff", &shown);
+    assert!(shown.contains("<secret: "), "{shown}");
+    // What is not secret is still diffed.
+    assert!(shown.contains("+visible=v2"), "{shown}");
+    let json = f.bellc(&["diff", "out1", "out2", "--json"]);
+    assert_no_secret("bellc diff --json", &json.stdout);
+
+    for args in [
+        vec!["explain", "h", "bell.kdl"],
+        vec!["plan", "bell.kdl"],
+        vec!["check", "bell.kdl"],
+        vec!["hosts", "bell.kdl"],
+    ] {
+        let run = f.bellc(&args);
+        let shown = format!("{}{}", run.stdout, run.stderr);
+        assert_eq!(run.code, 0, "{args:?}: {shown}");
+        assert_no_secret(&format!("bellc {}", args[0]), &shown);
+    }
+    let explain = f.bellc(&["explain", "h", "bell.kdl"]);
+    assert!(
+        explain.stdout.contains("password = <secret>"),
+        "{}",
+        explain.stdout
+    );
+    assert!(explain
+        .stdout
+        .contains("mysql-server/root_password(password)=<secret>"));
+
+    // bell-run, into an image root.
+    let bin = bell_run();
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("etc")).unwrap();
+    for db in ["passwd", "group", "shadow", "gshadow"] {
+        std::fs::copy(Path::new("/etc").join(db), root.path().join("etc").join(db)).unwrap();
+    }
+    let root_arg = root.path().to_str().unwrap();
+    for out in ["out1", "out2"] {
+        let bundle = f.path().join(out).join("hosts/h");
+        let bundle = bundle.to_str().unwrap();
+        for args in [
+            vec!["apply", bundle, "--root", root_arg, "--dry-run"],
+            vec!["apply", bundle, "--root", root_arg, "--dry-run", "--json"],
+            vec!["apply", bundle, "--root", root_arg],
+            vec!["apply", bundle, "--root", root_arg, "--json"],
+            vec!["check", "--root", root_arg],
+            vec!["check", "--root", root_arg, "--json"],
+            vec!["status", "--root", root_arg],
+            vec!["status", "--root", root_arg, "--json"],
+        ] {
+            let run = run_bin(&bin, &args, &[]);
+            assert_no_secret(&format!("bell-run {args:?}"), &text(&run));
+        }
+    }
+    assert_no_secret(
+        "bell-run rollback",
+        &text(&run_bin(&bin, &["rollback", "--root", root_arg], &[])),
+    );
+    // bell-run's own copies, the seed it staged and the files it manages. (The account
+    // databases are the system's own: useradd writes the hash to /etc/shadow.)
+    let bell = root.path().join("var/lib/bell");
+    let on_host = assert_private(&bell)
+        + assert_private(&root.path().join("etc/app"))
+        + assert_private(&root.path().join("etc/ssl"));
+    assert!(
+        on_host >= 6,
+        "only {on_host} files on the host hold a secret"
+    );
+}
+
+#[test]
+fn a_private_key_everyone_could_read_is_an_error_at_its_mode() {
+    let spec = "fleet \"f\" target=\"debian-12\"\nhost \"h\"\nfile \"/etc/k.pem\" mode=\"0644\" {\n    content \"-----BEGIN RSA PRIVATE KEY-----\\nx\\n-----END RSA PRIVATE KEY-----\\n\"\n}\n";
+    let f = Fixture::spec(spec);
+    let run = f.bellc(&["check", "--short", "bell.kdl"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "bell.kdl:3:19: error[bell::render::invalid]: `file:/etc/k.pem` holds a private key but everyone could read it (mode 0644)"
+        ),
+        "{}",
+        run.stderr
+    );
+}
