@@ -32,6 +32,21 @@ impl Root {
         self.host("/var/lib/bell")
     }
 
+    /// The first link on the way from the root down to `dir` that leads out of the root, and
+    /// what it says, so that a refusal names what to fix.
+    fn link_out(&self, dir: &Path) -> Option<(PathBuf, PathBuf)> {
+        let rest = dir.strip_prefix(&self.dir).ok()?;
+        let mut at = self.dir.clone();
+        for part in rest.components() {
+            at.push(part);
+            let is_link = fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink());
+            if is_link && !at.canonicalize().is_ok_and(|c| c.starts_with(&self.dir)) {
+                return Some((at.clone(), fs::read_link(&at).ok()?));
+            }
+        }
+        None
+    }
+
     /// Refuses a host path whose existing directories lead outside the root (a symlinked
     /// directory pointing elsewhere), or that names an existing directory. What counts is where
     /// the kernel would really write, so the deepest existing ancestor is canonicalised.
@@ -54,11 +69,20 @@ impl Root {
                     )
                 })?;
                 if !canon.starts_with(&self.dir) {
-                    return Err(format!(
-                        "`{path}` would be written outside the root: {} resolves to {}",
-                        dir.display(),
-                        canon.display()
-                    ));
+                    return Err(match self.link_out(dir) {
+                        Some((link, to)) => format!(
+                            "`{path}` would be written outside the root: {} is a link to {} \
+                             and resolves to {}",
+                            link.display(),
+                            to.display(),
+                            canon.display()
+                        ),
+                        None => format!(
+                            "`{path}` would be written outside the root: {} resolves to {}",
+                            dir.display(),
+                            canon.display()
+                        ),
+                    });
                 }
                 if !canon.is_dir() {
                     return Err(format!(
