@@ -168,8 +168,6 @@ fn applied_world() -> (World, PathBuf, PathBuf) {
     );
     expect_code(&w.apply(&bundle, &[]), 0);
     let bell = root.join("var/lib/bell");
-    std::fs::write(bell.join("journal.json"), "x").unwrap();
-    std::fs::remove_file(bell.join("journal.json")).unwrap();
     assert!(bell.join("backup/etc/app.conf").exists());
     assert!(bell.join("log/svc/web/apply.log").exists());
     let outside = w.tmp.path().join("outside");
@@ -202,7 +200,6 @@ fn commands(w: &World) -> Vec<Vec<String>> {
 fn every_link_owner_and_mode_problem_in_the_state_directory_is_refused_and_nothing_changes() {
     for case in CASES {
         let (w, bell, outside) = applied_world();
-        // journal.json and drifted only exist at times; give the links a place to be.
         (case.plant)(&bell, &outside);
         let before_outside = snapshot(&outside, &[], true, true);
         // A FIFO cannot be read for the comparison; everything else in the root is.
@@ -251,7 +248,7 @@ fn every_link_owner_and_mode_problem_in_the_state_directory_is_refused_and_nothi
 
 #[test]
 fn a_state_directory_of_another_user_is_refused() {
-    if unsafe_uid() != 0 {
+    if own_uid() != 0 {
         assert!(std::env::var("CI").is_err(), "CI runs the tests as root");
         eprintln!("skipping: only root can give a directory to another user");
         return;
@@ -292,7 +289,7 @@ fn a_fresh_root_gets_a_private_state_directory_and_check_leaves_it_untouched() {
     assert_eq!(mode & 0o777, 0o700);
 }
 
-fn unsafe_uid() -> u32 {
+fn own_uid() -> u32 {
     use std::os::unix::fs::MetadataExt;
     // The owner of a file we just made is who we are.
     let probe = tempdir();
