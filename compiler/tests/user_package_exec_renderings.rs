@@ -50,6 +50,7 @@ fn renderings() {
                 "key": r.key(),
                 "files": r.files,
                 "after": r.after,
+                "order_after": r.order_after,
                 "exec": r.exec,
             })
         })

@@ -566,7 +566,8 @@ fn run_exec(
         }
         .to_string();
     }
-    let reason = exec::due(policy, &rec, &resource.hash, ctx.now);
+    let identity = resource.exec_identity();
+    let reason = exec::due(policy, &rec, &identity, ctx.now);
     let Ok(reason) = reason else {
         let detail = reason.err();
         record.exec = Some(rec);
@@ -593,7 +594,7 @@ fn run_exec(
         timeout: Duration::from_secs(policy.timeout),
         log: log_dir.join("exec.log"),
     };
-    rec.ran_hash = Some(resource.hash.clone());
+    rec.ran_hash = Some(identity);
     rec.last_start = Some(ctx.now);
     rec.runs += 1;
     record.log = Some(ctx.rel(&inv.log));

@@ -9,14 +9,20 @@ use bell_bundle::{ExecPolicy, Rerun};
 use std::path::Path;
 
 /// `Ok(why)` when the script should run now, `Err(why not)` otherwise.
-pub fn due(policy: &ExecPolicy, rec: &ExecRecord, hash: &str, now: u64) -> Result<String, String> {
+/// `identity` is the script's [`bell_bundle::Resource::exec_identity`].
+pub fn due(
+    policy: &ExecPolicy,
+    rec: &ExecRecord,
+    identity: &str,
+    now: u64,
+) -> Result<String, String> {
     if let Some(running) = &rec.running {
         return Err(format!(
             "still running in the background (pid {}) since {}",
             running.pid, running.started
         ));
     }
-    if rec.ran_hash.as_deref() != Some(hash) {
+    if rec.ran_hash.as_deref() != Some(identity) {
         return Ok("first run of this script".to_string());
     }
     let succeeded = rec.last_ok == Some(true);

@@ -64,7 +64,9 @@ pub struct ResourceRecord {
 /// The bookkeeping of an exec resource's schedule.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecRecord {
-    /// The resource hash the script last ran with: a new hash is a new script.
+    /// The script's identity (`Resource::exec_identity`: name, content, policy) when it last
+    /// ran: a new identity is a new script. Where the resource stands in the bundle is not part
+    /// of it, so a run-once script stays run when something unrelated changes.
     pub ran_hash: Option<String>,
     pub last_start: Option<u64>,
     pub last_finish: Option<u64>,

@@ -456,6 +456,25 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             }
             let planned: usize = waves.iter().map(|w| w.hosts.len()).sum();
             eprintln!("{planned} of {} hosts in {} waves", new.len(), waves.len());
+            if let Some(dir) = against {
+                // Run-once scripts this rollout runs again, so that nobody learns it on a host.
+                let old = bellc::review::diff::DirSide::open(dir)?;
+                let new = bellc::review::diff::MemorySide {
+                    release: &compiled.release,
+                    bundles: &compiled.bundles,
+                };
+                let diff = bellc::review::diff::diff(&old, &new)?;
+                for change in &diff.changes {
+                    for r in change.resources.iter().filter(|r| r.runs_again) {
+                        eprintln!(
+                            "{} runs again on {}: its script, arguments, environment or policy \
+                             changed",
+                            r.key,
+                            change.hosts.join(",")
+                        );
+                    }
+                }
+            }
             Ok(0)
         }
         Command::Hosts { spec, json } => {

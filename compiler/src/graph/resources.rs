@@ -71,6 +71,27 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Whether the later resource needs the earlier one to have applied (so bell-run skips it
+    /// when that one failed), or only comes after it. `after` in a spec, a mount nested under
+    /// another, a file owned by a user and a unit naming a file are dependencies: the later
+    /// one cannot do its work without the earlier. The blanket rules (packages before what
+    /// configures them, apt sources before packages, users and mounts before scripts, scripts
+    /// in name order) only order: one failed package must not hold back every file of the
+    /// host, and a failed script does not stop the next, as in Divingbell.
+    pub fn is_dependency(&self) -> bool {
+        match self {
+            Reason::After(_)
+            | Reason::NestedMount
+            | Reason::OwnerFirst
+            | Reason::FileNamedByUnit => true,
+            Reason::PackageFirst
+            | Reason::SourceBeforePackage
+            | Reason::UserBeforeScript
+            | Reason::MountBeforeScript
+            | Reason::ScriptNameOrder => false,
+        }
+    }
+
     /// The rule behind an edge `before → after`, in words.
     fn explain(&self, before: &str, after: &str, sources: Option<&Sources>) -> String {
         match self {
@@ -130,14 +151,23 @@ pub enum Implied {
     InNameOrder,
 }
 
-/// The apply order of one model's resources and the direct dependencies of each.
+/// The apply order of one model's resources and, per resource, what it waits for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResourceOrder {
     /// `KIND:NAME` keys in apply order.
     pub keys: Vec<String>,
     position: HashMap<String, usize>,
-    /// By position: the positions of the resources this one waits for, ascending.
-    deps: Vec<Vec<usize>>,
+    /// By position: the positions of the resources this one comes after, ascending, each with
+    /// whether it is a dependency (`true`: skipped when that one did not apply) or an ordering
+    /// only (see [`Reason::is_dependency`]).
+    deps: Vec<Vec<(usize, bool)>>,
+}
+
+/// What one resource waits for in a bundle: its dependencies and its ordering-only edges.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Waits {
+    pub needs: Vec<String>,
+    pub order_only: Vec<String>,
 }
 
 impl ResourceOrder {
@@ -146,39 +176,65 @@ impl ResourceOrder {
         self.position.get(key).copied()
     }
 
-    /// The keys a resource waits for directly, in apply order.
+    /// The keys a resource comes after directly, in apply order, dependencies and orderings.
     pub fn after(&self, key: &str) -> Vec<&str> {
         match self.position(key) {
             Some(p) => self.deps[p]
                 .iter()
-                .map(|&d| self.keys[d].as_str())
+                .map(|&(d, _)| self.keys[d].as_str())
                 .collect(),
             None => Vec::new(),
         }
     }
 
-    /// The dependencies of `key` among the keys `present` says exist, looking through absent
-    /// ones (a setting that renders no resource) to what they wait for, so that no ordering is
-    /// lost when a node of the graph has no resource in the bundle.
-    pub fn after_present(&self, key: &str, present: impl Fn(&str) -> bool) -> Vec<String> {
+    /// The keys a resource depends on directly (a failure there skips it), in apply order.
+    pub fn needs(&self, key: &str) -> Vec<&str> {
+        match self.position(key) {
+            Some(p) => self.deps[p]
+                .iter()
+                .filter(|&&(_, dependency)| dependency)
+                .map(|&(d, _)| self.keys[d].as_str())
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// What `key` waits for among the keys `present` says exist, looking through absent ones
+    /// (a setting that renders no resource) to what they wait for, so that no ordering is lost
+    /// when a node of the graph has no resource in the bundle. A resource reached through an
+    /// ordering edge is an ordering only.
+    pub fn after_present(&self, key: &str, present: impl Fn(&str) -> bool) -> Waits {
         let Some(start) = self.position(key) else {
-            return Vec::new();
+            return Waits::default();
         };
-        let mut found = Vec::new();
-        let mut seen = HashSet::new();
-        let mut stack: Vec<usize> = self.deps[start].clone();
-        while let Some(p) = stack.pop() {
-            if !seen.insert(p) {
-                continue;
+        // Position → dependency; a dependency path wins over an ordering path.
+        let mut found: HashMap<usize, bool> = HashMap::new();
+        let mut seen: HashMap<usize, bool> = HashMap::new();
+        let mut stack: Vec<(usize, bool)> = self.deps[start].clone();
+        while let Some((p, dependency)) = stack.pop() {
+            match seen.get(&p) {
+                Some(&was) if was || !dependency => continue,
+                _ => {}
             }
+            seen.insert(p, dependency);
             if present(&self.keys[p]) {
-                found.push(p);
+                let entry = found.entry(p).or_insert(dependency);
+                *entry |= dependency;
             } else {
-                stack.extend(self.deps[p].iter().copied());
+                stack.extend(self.deps[p].iter().map(|&(d, dep)| (d, dep && dependency)));
             }
         }
+        let mut found: Vec<(usize, bool)> = found.into_iter().collect();
         found.sort_unstable();
-        found.into_iter().map(|p| self.keys[p].clone()).collect()
+        let mut waits = Waits::default();
+        for (p, dependency) in found {
+            if dependency {
+                waits.needs.push(self.keys[p].clone());
+            } else {
+                waits.order_only.push(self.keys[p].clone());
+            }
+        }
+        waits
     }
 }
 
@@ -315,12 +371,22 @@ fn order_with(
     for _ in &nodes {
         graph.add_node(());
     }
-    let mut edges: HashSet<(usize, usize)> = HashSet::new();
-    let mut edge = |graph: &mut DiGraph<(), Reason>, before: usize, after: usize, why: Reason| {
-        if edges.insert((before, after)) {
-            graph.add_edge(NodeIndex::new(before), NodeIndex::new(after), why);
-        }
-    };
+    // One edge per pair; a dependency replaces an ordering found for the same pair.
+    let mut edges: HashMap<(usize, usize), petgraph::graph::EdgeIndex> = HashMap::new();
+    let mut edge =
+        |graph: &mut DiGraph<(), Reason>, before: usize, after: usize, why: Reason| match edges
+            .get(&(before, after))
+        {
+            Some(&e) => {
+                if why.is_dependency() && !graph[e].is_dependency() {
+                    graph[e] = why;
+                }
+            }
+            None => {
+                let e = graph.add_edge(NodeIndex::new(before), NodeIndex::new(after), why);
+                edges.insert((before, after), e);
+            }
+        };
 
     // Explicit edges first, so that a cycle report shows the user's own `after` lines.
     let mut ok = true;
@@ -477,9 +543,10 @@ fn order_with(
     for (p, &i) in sorted.iter().enumerate() {
         position_of[i] = p;
     }
-    let mut deps: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut deps: Vec<Vec<(usize, bool)>> = vec![Vec::new(); n];
     for e in graph.edge_references() {
-        deps[position_of[e.target().index()]].push(position_of[e.source().index()]);
+        deps[position_of[e.target().index()]]
+            .push((position_of[e.source().index()], e.weight().is_dependency()));
     }
     for d in &mut deps {
         d.sort_unstable();

@@ -408,6 +408,7 @@ impl BundleBuilder {
             hash: String::new(),
             files: r.files,
             after: r.after,
+            order_after: Vec::new(),
             apply,
             revert,
             check,
@@ -450,13 +451,19 @@ impl BundleBuilder {
         let present: std::collections::HashSet<String> =
             resources.iter().map(|r| r.key()).collect();
         for r in &mut resources {
-            let mut after = order.after_present(&r.key(), |k| present.contains(k));
+            let waits = order.after_present(&r.key(), |k| present.contains(k));
+            let mut after = waits.needs;
             // Edges a kind module adds itself (inside one resource family) are kept.
             for extra in std::mem::take(&mut r.after) {
                 if present.contains(&extra) && !after.contains(&extra) {
                     after.push(extra);
                 }
             }
+            r.order_after = waits
+                .order_only
+                .into_iter()
+                .filter(|k| !after.contains(k))
+                .collect();
             r.after = after;
         }
         let mut resources = stable_topological(resources);
@@ -497,7 +504,7 @@ fn stable_topological(resources: Vec<Resource>) -> Vec<Resource> {
     let mut waiting = vec![0usize; resources.len()];
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); resources.len()];
     for (i, r) in resources.iter().enumerate() {
-        for dep in &r.after {
+        for dep in r.after.iter().chain(&r.order_after) {
             if let Some(&d) = index.get(dep) {
                 waiting[i] += 1;
                 dependents[d].push(i);

@@ -134,6 +134,14 @@ pub struct ResourceChange {
     pub key: String,
     pub change: Change,
     pub details: Vec<String>,
+    /// A changed `exec` that runs once (`once-successfully`, `never`) and will run again,
+    /// because its own definition changed; the details say why in words.
+    #[serde(skip_serializing_if = "is_false")]
+    pub runs_again: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// One bundle change and every host it applies to.
@@ -366,17 +374,21 @@ fn compare(
     let b_res: BTreeMap<String, &Resource> = b.resources.iter().map(|r| (r.key(), r)).collect();
     let mut resources = Vec::new();
     for key in a_res.keys().chain(b_res.keys()).collect::<BTreeSet<_>>() {
-        let (change, details) = match (a_res.get(key), b_res.get(key)) {
-            (None, Some(_)) => (Change::Added, Vec::new()),
-            (Some(_), None) => (Change::Removed, Vec::new()),
+        let (change, details, runs_again) = match (a_res.get(key), b_res.get(key)) {
+            (None, Some(_)) => (Change::Added, Vec::new(), false),
+            (Some(_), None) => (Change::Removed, Vec::new(), false),
             (Some(x), Some(y)) if x.hash == y.hash => continue,
-            (Some(x), Some(y)) => (Change::Changed, resource_details(x, y)),
+            (Some(x), Some(y)) => {
+                let (details, runs_again) = resource_details(x, y);
+                (Change::Changed, details, runs_again)
+            }
             (None, None) => continue,
         };
         resources.push(ResourceChange {
             key: key.clone(),
             change,
             details,
+            runs_again,
         });
     }
     BundleChange {
@@ -416,7 +428,9 @@ fn secret_change(before: Option<&[u8]>, after: Option<&[u8]>) -> String {
     format!("content {} → {}", side(before), side(after))
 }
 
-fn resource_details(x: &Resource, y: &Resource) -> Vec<String> {
+/// What changed about a resource, in words, and whether it is a run-once script that will run
+/// again.
+fn resource_details(x: &Resource, y: &Resource) -> (Vec<String>, bool) {
     let mut details = Vec::new();
     let list = |v: &[String]| format!("[{}]", v.join(", "));
     if x.after != y.after {
@@ -449,7 +463,30 @@ fn resource_details(x: &Resource, y: &Resource) -> Vec<String> {
         // Only the content, mode or owner of files it owns changed; they are listed above.
         details.push("its files changed".to_string());
     }
-    details
+    // bell-run knows a script by its own definition (`Resource::exec_identity`): say whether
+    // this change makes a script meant to run once run again, before a host finds out.
+    let mut runs_again = false;
+    if let Some(policy) = &y.exec {
+        let rerun = match policy.rerun {
+            bell_bundle::Rerun::OnceSuccessfully => Some("once-successfully"),
+            bell_bundle::Rerun::Never => Some("never"),
+            bell_bundle::Rerun::Always => None,
+        };
+        if let Some(rerun) = rerun {
+            if x.exec_identity() != y.exec_identity() {
+                runs_again = true;
+                details.push(format!(
+                    "runs again on every host that ran it: its script, arguments, environment \
+                     or policy changed, and rerun=\"{rerun}\" counts that as a new script"
+                ));
+            } else {
+                details.push(format!(
+                    "does not run again: its own definition is unchanged (rerun=\"{rerun}\")"
+                ));
+            }
+        }
+    }
+    (details, runs_again)
 }
 
 /// A unified diff of two contents, or a note in `details` when there is none to show.

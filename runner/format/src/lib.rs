@@ -69,9 +69,15 @@ pub struct Resource {
     /// Host paths of the managed files this resource owns (entries of `Manifest::files`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<String>,
-    /// `KIND:NAME` of resources that must be applied before this one.
+    /// `KIND:NAME` of resources this one depends on: applied before it, and when one of them
+    /// did not apply, this one is skipped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after: Vec<String>,
+    /// `KIND:NAME` of resources applied before this one for order only (packages before what
+    /// configures them, scripts in name order): a failure there does not hold this one back.
+    /// Not part of the resource's hash: where a resource stands changes nothing it does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub order_after: Vec<String>,
     /// Brings the resource live. For `exec` resources this is the user's script itself.
     pub apply: Option<Script>,
     /// Takes the resource back, from what `apply` recorded in its state directory.
@@ -300,8 +306,30 @@ impl Resource {
         format!("{}:{}", self.kind, self.name)
     }
 
+    /// The identity of an `exec` resource's script, which decides whether it has run: its name,
+    /// its content and its exec policy (arguments, environment, schedule), and nothing else.
+    /// Divingbell hashes a script's own definition the same way, so a run-once script stays
+    /// run when something unrelated on the host (a mount, a package, an edge) changes.
+    pub fn exec_identity(&self) -> String {
+        #[derive(Serialize)]
+        struct Identity<'a> {
+            name: &'a str,
+            script: Option<&'a str>,
+            exec: &'a Option<ExecPolicy>,
+        }
+        let view = Identity {
+            name: &self.name,
+            script: self.apply.as_ref().map(|s| s.sha256.as_str()),
+            exec: &self.exec,
+        };
+        let mut hasher = HashWriter(Sha256::new());
+        let _ = serde_json::to_writer(&mut hasher, &view);
+        hex(&hasher.0.finalize())
+    }
+
     /// The hash of everything about the resource: kind, name, dependencies, scripts and exec
-    /// policy, and the path, content hash, mode and ownership of each of its files.
+    /// policy, and the path, content hash, mode and ownership of each of its files. Edges that
+    /// only order (`order_after`) are left out.
     pub fn compute_hash(&self, files: &[File]) -> String {
         // A view of the resource with its hash left out, serialised straight into the hasher:
         // this runs for every resource of every bundle, so it builds no intermediate JSON.
@@ -595,7 +623,7 @@ pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
     let mut keys = std::collections::BTreeSet::new();
     for resource in &manifest.resources {
         let key = resource.key();
-        for dep in &resource.after {
+        for dep in resource.after.iter().chain(&resource.order_after) {
             if !keys.contains(dep) {
                 return Err(VerifyError::BadDependency {
                     resource: key,

@@ -159,6 +159,8 @@ pub struct ResourceSpec {
     pub name: String,
     pub files: Vec<String>,
     pub after: Vec<String>,
+    /// Ordering-only edges: a failure there does not skip this one.
+    pub order_after: Vec<String>,
     pub apply: Option<String>,
     pub revert: Option<String>,
     pub check: Option<String>,
@@ -279,6 +281,7 @@ impl BundleSpec {
                 hash: String::new(),
                 files: r.files.clone(),
                 after: r.after.clone(),
+                order_after: r.order_after.clone(),
                 apply: r
                     .apply
                     .as_ref()
