@@ -40,3 +40,27 @@ apparmor "bad" {
         vec!["bell.kdl:10:1: error[bell::render::invalid]: apparmor_parser rejects profile `bad`: Invalid capability not_a_capability."]
     );
 }
+
+/// A profile whose block closes on its header line is still a profile, for bellc as for
+/// apparmor_parser.
+#[test]
+fn a_profile_closed_on_its_header_line_is_a_profile() {
+    let spec = "fleet \"t\" target=\"debian-12\"\nhost \"h\"\napparmor \"x\" {\n    profile \"profile x {}\\n\"\n}\napparmor \"y\" {\n    profile \"/usr/bin/y flags=(complain) { }\\n\"\n}\n";
+    let (compiled, errors) = common::compile(spec);
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(compiled.is_some());
+    if !have("apparmor_parser") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("bell.kdl");
+    std::fs::write(&path, spec).expect("write");
+    let mut sources = Sources::with_base(dir.path().to_path_buf());
+    let mut diags = Diagnostics::new();
+    let front = bellc::frontend(&path, &mut sources, &mut diags).expect("frontend");
+    let checked =
+        bellc::kinds::apparmor::check_profiles_with_parser(&front.spec, &sources, &mut diags)
+            .expect("apparmor_parser runs");
+    assert_eq!(checked, 2);
+    assert!(diags.to_short_lines(&sources).is_empty());
+}

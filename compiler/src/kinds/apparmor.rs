@@ -183,8 +183,9 @@ pub fn headers(text: &str) -> Vec<Header> {
     let mut depth = 0usize;
     for (i, raw) in text.lines().enumerate() {
         let line = strip_comment(raw).trim();
-        if depth == 0 && line.ends_with('{') {
-            let words = words(line.trim_end_matches('{'));
+        // A header opens a block, which may close on the same line (`profile x {}`).
+        if let Some(open) = line.find('{').filter(|_| depth == 0) {
+            let words = words(&line[..open]);
             let words: Vec<&str> = words
                 .iter()
                 .map(String::as_str)
@@ -348,5 +349,18 @@ mod tests {
                 ("d", None, 11)
             ]
         );
+    }
+
+    #[test]
+    fn a_block_closed_on_the_header_line_is_a_profile() {
+        let h = headers(
+            "profile x {}
+profile y { capability setgid, }
+/usr/bin/z {
+}
+",
+        );
+        let names: Vec<_> = h.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["x", "y", "/usr/bin/z"]);
     }
 }
