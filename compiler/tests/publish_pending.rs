@@ -101,7 +101,7 @@ fn publish_needs_etcd() {
     let f = Fixture::spec(&spec(&["a"], 1));
     assert_eq!(f.bellc(&["build", "bell.kdl", "-o", "out"]).code, 0);
     let run = f.bellc(&["publish", "out", "--store", "somedir"]);
-    assert_eq!(run.code, 2);
+    assert_eq!(run.code, 64, "a usage error");
     assert!(run.stderr.contains("needs an etcd store"), "{}", run.stderr);
     // An etcd that is not there: a clear error, not a hang.
     let run = f.bellc(&["publish", "out", "--store", "etcd://127.0.0.1:1"]);

@@ -1,6 +1,6 @@
 //! The command line: raw arguments become validated options here, and this is the only module
-//! that prints or decides exit codes (0 applied, 1 refused with nothing changed, 2 usage,
-//! 3 applied with failures).
+//! that prints or decides exit codes (the table in `USAGE`: 0 done, 1 refused with nothing
+//! changed, 2 drift found, 3 applied with failures, 10 a new release is pending, 64 usage).
 
 use crate::apply::{self, Options, Report};
 use crate::context::{Ctx, Outcome, Refusal};
@@ -22,12 +22,20 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
        bell-run recover [--root DIR]
        bell-run install-timer [--root DIR] [--exec PATH] [--interval SPAN]
 
-exit codes: 0 applied, 1 refused (nothing changed), 2 usage, 3 applied with failures;
-check: 0 in sync, 2 drifted, 1 refused or a check failed; pending: 0 up to date, 10 pending";
+exit codes:
+   0  done: applied, in sync (check), up to date (pending), verified
+   1  refused, nothing was changed (a bad bundle or root, a lock held, ...); check: a check
+      script could not tell
+   2  check: drift found (printed)
+   3  apply, rollback: applied with failures (each named; the rest applied), or stopped
+      after changes began
+  10  pending: the store holds a release this host has not applied
+  64  usage: an unknown command or option, a missing or extra argument (sysexits EX_USAGE)";
 
 const OK: i32 = 0;
 const REFUSED: i32 = 1;
-const USAGE_ERROR: i32 = 2;
+/// sysexits' EX_USAGE: never confused with `check`'s "drift found".
+const USAGE_ERROR: i32 = 64;
 const FAILURES: i32 = 3;
 const DRIFTED: i32 = 2;
 const PENDING: i32 = 10;

@@ -246,12 +246,22 @@ fn install_timer_writes_units_that_systemd_accepts() {
 }
 
 #[test]
-fn usage_errors_exit_2() {
+fn usage_errors_exit_64() {
     let w = World::new();
-    expect_code(&w.run(&[]), 2);
-    expect_code(&w.run(&["apply"]), 2);
-    expect_code(&w.run(&["frobnicate"]), 2);
+    expect_code(&w.run(&[]), 64);
+    expect_code(&w.run(&["apply"]), 64);
+    expect_code(&w.run(&["frobnicate"]), 64);
     let out = w.run(&["status", "--bogus"]);
-    expect_code(&out, 2);
+    expect_code(&out, 64);
     assert!(stderr(&out).contains("unknown option `--bogus`"));
+    // Never the code of `check`'s "drift found".
+    expect_code(&w.run(&["check", "extra"]), 64);
+    expect_code(&w.run(&["pending"]), 64);
+    // Every code is in the help.
+    let help = w.run(&["--help"]);
+    expect_code(&help, 0);
+    let text = String::from_utf8_lossy(&help.stdout).to_string();
+    for code in ["   0  ", "   1  ", "   2  ", "   3  ", "  10  ", "  64  "] {
+        assert!(text.contains(code), "{code:?} missing from:\n{text}");
+    }
 }

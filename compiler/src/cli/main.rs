@@ -1,5 +1,5 @@
 //! The `bellc` command line. Owns the terminal: printing, colours and exit codes
-//! (0 ok, 1 spec errors or differences, 2 usage or I/O errors).
+//! (the table in `EXIT_CODES`: 0 ok, 1 spec errors or differences, 2 I/O errors, 64 usage).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 mod review;
@@ -10,6 +10,30 @@ use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+const EXIT_CODES: &str = "\
+Exit codes:
+   0  ok: built, checked, no difference, the gate passed
+   1  the spec has errors (every one printed), or a difference or failure was found: diff and
+      build --diff found changes, status found a failed or unaccounted host, the gate failed
+   2  an input or output could not be used: a file cannot be read or written, etcd cannot be
+      reached, a directory is not a build output
+  64  usage: an unknown command or option, a missing or wrong argument (sysexits EX_USAGE)";
+
+/// sysexits' EX_USAGE, apart from the codes a run decides.
+const USAGE_ERROR: u8 = 64;
+
+/// Why a command could not run: the command line itself, or what it named.
+enum Failure {
+    Usage(String),
+    Io(String),
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure::Io(message)
+    }
+}
+
 #[derive(Parser)]
 #[command(
     name = "bellc",
@@ -18,7 +42,8 @@ use std::process::ExitCode;
     long_about = "bellc resolves a fleet spec — inventory, label and host overrides, services — and \
 writes for every host a content-addressed bundle: the files that will land on it and the apply \
 and revert scripts that bring each resource live. bell-run applies bundles on hosts.\n\n\
-SPEC defaults to ./bell.kdl everywhere."
+SPEC defaults to ./bell.kdl everywhere.",
+    after_help = EXIT_CODES
 )]
 struct Cli {
     #[command(subcommand)]
@@ -79,7 +104,7 @@ enum Command {
     Publish {
         out: PathBuf,
         /// `etcd://HOST:PORT`.
-        #[arg(long)]
+        #[arg(long, value_parser = etcd_url)]
         store: String,
     },
     /// Per host: up-to-date, pending, drifted, failed, unaccounted or unknown, from the reports
@@ -102,7 +127,7 @@ enum Command {
         /// `--version`.
         #[arg(long, requires = "version")]
         hosts: Option<String>,
-        #[arg(long)]
+        #[arg(long, requires = "hosts")]
         version: Option<String>,
     },
     /// Show the resolved configuration of one host, with the layer and line of every value.
@@ -134,7 +159,17 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(USAGE_ERROR)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     let cwd = std::env::current_dir().unwrap_or_default();
     let mut sources = Sources::with_base(cwd);
     let mut diags = Diagnostics::new();
@@ -145,7 +180,11 @@ fn main() -> ExitCode {
     match code {
         Ok(code) if has_errors || warnings_fail => ExitCode::from(code.max(1)),
         Ok(code) => ExitCode::from(code),
-        Err(message) => {
+        Err(Failure::Usage(message)) => {
+            eprintln!("error: {message}\n\nFor more information, try '--help'.");
+            ExitCode::from(USAGE_ERROR)
+        }
+        Err(Failure::Io(message)) => {
             eprintln!("error: {message}");
             ExitCode::from(2)
         }
@@ -211,7 +250,7 @@ fn read_release(dir: &Path) -> Result<bell_bundle::Release, String> {
     serde_json::from_str(&text).map_err(|e| format!("{} is not a release: {e}", path.display()))
 }
 
-fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, String> {
+fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, Failure> {
     match &cli.command {
         Command::Check { spec, strict } => {
             read_check(spec)?;
@@ -232,8 +271,8 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             }
             Ok(0)
         }
-        Command::Diff { old, new, json } => review::diff_dirs(old, new, *json),
-        Command::Publish { out, store } => review::publish(out, store),
+        Command::Diff { old, new, json } => Ok(review::diff_dirs(old, new, *json)?),
+        Command::Publish { out, store } => Ok(review::publish(out, store)?),
         Command::Status {
             out,
             reports,
@@ -246,16 +285,20 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             let source = match (reports, store) {
                 (Some(dir), _) => dir.display().to_string(),
                 (None, Some(url)) => url.clone(),
-                (None, None) => return Err("give `--reports DIR` or `--store etcd://…`".into()),
+                (None, None) => {
+                    return Err(Failure::Usage(
+                        "give `--reports DIR` or `--store etcd://…`".into(),
+                    ))
+                }
             };
-            review::status(&review::StatusArgs {
+            Ok(review::status(&review::StatusArgs {
                 out,
                 source: &source,
                 stale_minutes: *stale,
                 json: *json,
                 hosts: hosts.as_deref(),
                 version: version.as_deref(),
-            })
+            })?)
         }
         Command::Build {
             spec,
@@ -393,7 +436,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 stats.bundles_removed
             );
             match changes {
-                Some(d) => review::show_diff(&d, false),
+                Some(d) => Ok(review::show_diff(&d, false)?),
                 None => Ok(0),
             }
         }
@@ -415,7 +458,10 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                     let hint = bellc::front::validate::did_you_mean(host, names)
                         .map(|s| format!("; did you mean `{s}`?"))
                         .unwrap_or_default();
-                    Err(format!("no host `{host}` in {}{hint}", spec.display()))
+                    Err(Failure::Usage(format!(
+                        "no host `{host}` in {}{hint}",
+                        spec.display()
+                    )))
                 }
             }
         }
@@ -498,5 +544,14 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             }
             Ok(0)
         }
+    }
+}
+
+/// `--store` of `publish`: only etcd holds a fleet's desired release.
+fn etcd_url(value: &str) -> Result<String, String> {
+    if value.starts_with("etcd://") {
+        Ok(value.to_string())
+    } else {
+        Err("`publish` needs an etcd store (`--store etcd://HOST:PORT`)".to_string())
     }
 }

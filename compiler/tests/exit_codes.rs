@@ -1,0 +1,48 @@
+//! bellc's exit codes: a usage error is 64 (sysexits' EX_USAGE), apart from spec errors (1)
+//! and inputs that cannot be used (2), and `--help` lists every code.
+
+mod common;
+use common::Fixture;
+
+const SPEC: &str = "fleet \"f\" target=\"debian-12\"\nhost \"h\"\n";
+
+#[test]
+fn usage_errors_exit_64() {
+    let f = Fixture::spec(SPEC);
+    for args in [
+        vec!["frobnicate"],
+        vec!["build", "--no-such-flag"],
+        vec![],
+        vec!["status", "out"],
+        vec!["status", "out", "--reports", "r", "--version", "v1"],
+        vec!["publish", "out", "--store", "/tmp/dir"],
+        vec!["explain", "nosuchhost", "bell.kdl"],
+    ] {
+        let run = f.bellc(&args);
+        assert_eq!(run.code, 64, "bellc {args:?}: {}", run.stderr);
+        assert!(!run.stderr.is_empty(), "bellc {args:?} says nothing");
+    }
+}
+
+#[test]
+fn other_codes_stay_apart_from_usage() {
+    let f = Fixture::spec(SPEC).file("bad.kdl", "fleet \"f\" target=\"debian-12\"\nhots \"h\"\n");
+    assert_eq!(f.bellc(&["check", "bell.kdl"]).code, 0);
+    assert_eq!(f.bellc(&["check", "bad.kdl"]).code, 1);
+    // A spec or a build output that is not there: an input that cannot be used.
+    assert_eq!(f.bellc(&["check", "missing.kdl"]).code, 2);
+    assert_eq!(f.bellc(&["diff", "a", "b"]).code, 2);
+}
+
+#[test]
+fn help_lists_every_exit_code() {
+    let run = Fixture::new().bellc(&["--help"]);
+    assert_eq!(run.code, 0);
+    for code in ["   0  ", "   1  ", "   2  ", "  64  "] {
+        assert!(
+            run.stdout.contains(code),
+            "{code:?} missing:\n{}",
+            run.stdout
+        );
+    }
+}
