@@ -93,7 +93,7 @@ impl ResourceKind for Ethtool {
                 iface, unit, unit_dir, features,
                 install_links => vec![context! { dir => "multi-user.target.wants" }],
             };
-            let scripts = ["apply", "revert"].map(|role| {
+            let scripts = ["apply", "revert", "check"].map(|role| {
                 common::script(
                     r,
                     "ethtool",
@@ -104,7 +104,7 @@ impl ResourceKind for Ethtool {
                 )
             });
             match scripts {
-                [Ok(apply), Ok(revert)] => out.add_resource(NewResource {
+                [Ok(apply), Ok(revert), Ok(check)] => out.add_resource(NewResource {
                     kind: BundleKind::Of(Kind::ETHTOOL),
                     name: e.name.clone(),
                     files: vec![path],
@@ -112,9 +112,9 @@ impl ResourceKind for Ethtool {
                     apply: Some(apply),
                     revert: Some(revert),
                     exec: None,
-                    check: None,
+                    check: Some(check),
                 }),
-                [Err(message), _] | [_, Err(message)] => {
+                [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => {
                     common::invalid(diags, e.origin.span, message, "");
                     continue;
                 }

@@ -167,6 +167,19 @@ check repaired
 [ "$check_rc" = 0 ] || fail "bell-run check exited $check_rc after the repair"
 ok "apply of the same bundle started $hello again; check exits 0"
 
+# A NIC feature changed behind bell's back is drift too, named by its check script.
+ethtool -K "$iface" "$toggle" "$toggle_orig" || fail "ethtool -K $iface $toggle $toggle_orig failed"
+check nic-drifted
+[ "$check_rc" = 2 ] || fail "bell-run check exited $check_rc after $toggle of $iface was changed, not 2"
+[ "$(drifted nic-drifted)" = "ethtool:$iface" ] || fail "bell-run check named '$(drifted nic-drifted | tr '\n' ' ')' instead of ethtool:$iface"
+grep -q "feature $toggle of $iface is $toggle_orig, the bundle sets $toggle_new" "$work/nic-drifted.out" \
+    || fail "the ethtool drift is not described: $(cat "$work/nic-drifted.out")"
+apply nic-repair "$bundle1"
+[ "$(feature "$toggle")" = "$toggle_new" ] || fail "the repairing apply left $toggle at $(feature "$toggle")"
+check nic-repaired
+[ "$check_rc" = 0 ] || fail "bell-run check exited $check_rc after the NIC repair"
+ok "check after ethtool -K behind bell's back: exit 2 naming ethtool:$iface; apply puts $toggle back"
+
 # ---- a changed unit file: daemon-reload, then a restart ----
 hello_pid=$(systemctl show -P MainPID "$hello")
 [ "$hello_pid" -gt 0 ] || fail "$hello has no main process"
