@@ -25,6 +25,44 @@ fn two_builds_in_two_directories_are_byte_identical() {
     assert_eq!(ta, tb);
 }
 
+/// With an include glob and an inventory, the record of inputs too: a second checkout, even
+/// one reached through a symlink, builds the same OUT, and each rebuild checks its own files.
+#[test]
+fn out_does_not_depend_on_where_the_spec_lives() {
+    let spec =
+        "fleet \"f\" target=\"debian-12\"\ninclude \"parts/*.kdl\"\ninventory \"inv/hosts.json\"\n";
+    let fixture = || {
+        Fixture::spec(spec)
+            .file("parts/a.kdl", "sysctl { net.ipv4.ip_forward 1 }\n")
+            .file("parts/b.kdl", "package \"htop\"\n")
+            .file("inv/hosts.json", "[{\"name\": \"h1\"}, {\"name\": \"h2\"}]")
+    };
+    let a = fixture();
+    let b = fixture();
+    let link = tempfile::tempdir().unwrap();
+    let via = link.path().join("checkout");
+    std::os::unix::fs::symlink(b.path(), &via).unwrap();
+    assert_eq!(a.bellc(&["build", "bell.kdl", "-o", "out"]).code, 0);
+    let run = bellc_in(&via, &["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let ta = tree(&a.path().join("out"));
+    assert!(ta.iter().any(|(p, _)| p == ".bell-inputs.json"));
+    assert_eq!(ta, tree(&b.path().join("out")));
+    let record = std::fs::read_to_string(a.path().join("out/.bell-inputs.json")).unwrap();
+    assert!(!record.contains(&*a.path().to_string_lossy()), "{record}");
+
+    // Each checkout's rebuild reads its own files: unchanged skips, a changed part rebuilds.
+    let again = a.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert!(again.stderr.contains("up to date"), "{}", again.stderr);
+    std::fs::write(b.path().join("parts/b.kdl"), "package \"tmux\"\n").unwrap();
+    std::fs::write(b.path().join("parts/c.kdl"), "package \"jq\"\n").unwrap();
+    let rebuilt = b.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert!(!rebuilt.stderr.contains("up to date"), "{}", rebuilt.stderr);
+    assert_ne!(ta, tree(&b.path().join("out")));
+    let again = a.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert!(again.stderr.contains("up to date"), "{}", again.stderr);
+}
+
 #[test]
 fn hosts_with_identical_configuration_share_a_bundle() {
     let fx = example_fixture();

@@ -6,6 +6,10 @@
 //!
 //! Only builds without any diagnostic are recorded, so a warning is never hidden by a skipped
 //! rebuild; a record from another version of bellc never matches.
+//!
+//! Paths are recorded relative to the spec's directory (a spec reads only its own tree), so OUT
+//! does not depend on where the checkout lives: two checkouts build byte-identical trees, and a
+//! record is checked against the files beside the spec being built now.
 
 use crate::source::Sources;
 use crate::spec::Spec;
@@ -28,6 +32,35 @@ fn absolute(path: &Path) -> PathBuf {
     fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// The directory the spec's paths are recorded relative to.
+fn spec_dir(spec: &Path) -> PathBuf {
+    absolute(spec)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+/// `path` relative to `dir`; a path outside it (which a spec cannot read) stays as it is.
+fn relative(dir: &Path, path: &Path) -> PathBuf {
+    let canonical = absolute(path);
+    canonical
+        .strip_prefix(dir)
+        .or_else(|_| path.strip_prefix(dir))
+        .map(Path::to_path_buf)
+        .unwrap_or(canonical)
+}
+
+/// A glob pattern relative to `dir`; its wildcards keep it from being canonicalised itself, so
+/// its directory is.
+fn relative_pattern(dir: &Path, pattern: &Path) -> PathBuf {
+    match (pattern.parent(), pattern.file_name()) {
+        (Some(parent), Some(name)) if !parent.to_string_lossy().contains(['*', '?', '[']) => {
+            relative(dir, parent).join(name)
+        }
+        _ => relative(dir, pattern),
+    }
+}
+
 /// Whether OUT holds the build of `spec` as it is now: the same bellc, the same input bytes,
 /// the same glob matches, and release.json as that build wrote it.
 pub fn is_current(spec: &Path, out: &Path) -> bool {
@@ -37,7 +70,8 @@ pub fn is_current(spec: &Path, out: &Path) -> bool {
     let Ok(record) = serde_json::from_str::<Record>(&text) else {
         return false;
     };
-    if record.bellc != env!("CARGO_PKG_VERSION") || record.spec != absolute(spec) {
+    let dir = spec_dir(spec);
+    if record.bellc != env!("CARGO_PKG_VERSION") || record.spec != relative(&dir, spec) {
         return false;
     }
     let release_ok = fs::read(out.join("release.json"))
@@ -47,15 +81,18 @@ pub fn is_current(spec: &Path, out: &Path) -> bool {
         return false;
     }
     let inputs_ok = record.inputs.iter().all(|(path, sha)| {
-        fs::read(path)
+        fs::read(dir.join(path))
             .map(|bytes| &bell_bundle::sha256_hex(&bytes) == sha)
             .unwrap_or(false)
     });
     inputs_ok
         && record.globs.iter().all(|(pattern, matches)| {
-            let now: Vec<PathBuf> = glob::glob(&pattern.to_string_lossy())
+            let now: Vec<PathBuf> = glob::glob(&dir.join(pattern).to_string_lossy())
                 .map(|paths| {
-                    let mut v: Vec<PathBuf> = paths.filter_map(Result::ok).collect();
+                    let mut v: Vec<PathBuf> = paths
+                        .filter_map(Result::ok)
+                        .map(|p| relative(&dir, &p))
+                        .collect();
                     v.sort();
                     v
                 })
@@ -67,19 +104,28 @@ pub fn is_current(spec: &Path, out: &Path) -> bool {
 /// Records the inputs of a build that just wrote `out` without any diagnostic.
 pub fn record(spec_path: &Path, spec: &Spec, sources: &Sources, out: &Path) -> std::io::Result<()> {
     let release = fs::read(out.join("release.json"))?;
+    let dir = spec_dir(spec_path);
     let record = Record {
         bellc: env!("CARGO_PKG_VERSION").to_string(),
-        spec: absolute(spec_path),
+        spec: relative(&dir, spec_path),
         inputs: sources
             .iter()
             .map(|f| {
                 (
-                    absolute(&f.path),
+                    relative(&dir, &f.path),
                     bell_bundle::sha256_hex(f.text.as_bytes()),
                 )
             })
             .collect(),
-        globs: spec.globs.clone(),
+        globs: spec
+            .globs
+            .iter()
+            .map(|(pattern, matches)| {
+                let mut matches: Vec<PathBuf> = matches.iter().map(|m| relative(&dir, m)).collect();
+                matches.sort();
+                (relative_pattern(&dir, pattern), matches)
+            })
+            .collect(),
         release: bell_bundle::sha256_hex(&release),
     };
     let text = serde_json::to_string_pretty(&record).unwrap_or_default();

@@ -111,11 +111,9 @@ pub fn repo_root() -> PathBuf {
 /// The incremental-build record (absolute paths of this machine) is not part of the output.
 pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    for entry in walkdir::WalkDir::new(dir)
-        .sort_by_file_name()
-        .into_iter()
-        .filter_entry(|e| e.file_name() != bellc::emit::incremental::RECORD_FILE)
-    {
+    // Everything, the record of inputs (`.bell-inputs.json`) included: OUT must not depend on
+    // where the spec lives.
+    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
         let entry = entry.expect("walk");
         let rel = entry
             .path()
