@@ -106,7 +106,7 @@ fn debconf_answers_are_trimmed_single_lines() {
 fn apt_sources_name_a_suite() {
     check(
         "apt-source \"s\" url=\"http://deb.example/debian\" suites=\" \"\n",
-        &["bell.kdl:3:48: error[bell::render::invalid]: `apt-source:s` names no suite"],
+        &["bell.kdl:3:48: error[bell::lower::invalid_value]: the list of suites is empty"],
     );
 }
 
@@ -114,6 +114,6 @@ fn apt_sources_name_a_suite() {
 fn shells_hold_no_colon() {
     check(
         "user \"dave\"\nuser \"erin\" shell=\"/bin/a:b\"\n",
-        &["bell.kdl:4:13: error[bell::render::invalid]: shell `/bin/a:b` holds a `:`, which separates /etc/passwd fields"],
+        &["bell.kdl:4:13: error[bell::lower::invalid_value]: shell `/bin/a:b` holds a `:`, which separates /etc/passwd fields"],
     );
 }

@@ -17,8 +17,8 @@ impl ResourceKind for AptSource {
     fn schema(&self) -> &'static [FieldSchema] {
         const SCHEMA: &[FieldSchema] = &[
             FieldSchema::new("url", Prop, Str, true).checked(validate::apt_url),
-            FieldSchema::new("suites", Prop, Str, true),
-            FieldSchema::new("components", Prop, Str, false),
+            FieldSchema::new("suites", Prop, Str, true).checked(validate::apt_suites),
+            FieldSchema::new("components", Prop, Str, false).checked(validate::apt_words),
             FieldSchema::new("key", ChildArg, Str, false).checked(validate::pgp_public_key),
             FieldSchema::AFTER,
         ];

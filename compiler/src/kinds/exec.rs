@@ -18,7 +18,7 @@ use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::graph::resources::{Implied, Reason};
 use crate::render::{BundleBuilder, BundleKind, HostContext, NewResource, RenderError, Renderer};
-use crate::resolve::ResolvedResource;
+use crate::resolve::{Model, ResolvedResource};
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 use crate::spec::{Kind, Value};
 use bell_bundle::{ExecPolicy, OnFailure, Rerun};
@@ -55,18 +55,25 @@ impl ResourceKind for Exec {
         crate::front::validate::script_name(name)
     }
 
+    fn check_model(&self, model: &Model, diags: &mut Diagnostics) {
+        for res in model.of_kind(Kind::EXEC) {
+            policy(res, diags);
+        }
+    }
+
     fn render(
         &self,
         _r: &Renderer,
         cx: &HostContext,
         out: &mut BundleBuilder,
-        diags: &mut Diagnostics,
+        _diags: &mut Diagnostics,
     ) {
         let mut scripts: Vec<&ResolvedResource> = cx.host.model.of_kind(Kind::EXEC).collect();
         // Scripts run in name order where `after` edges leave a choice (Divingbell's rule).
         scripts.sort_by(|a, b| a.name.cmp(&b.name));
         for res in scripts {
-            let Some(policy) = policy(res, diags) else {
+            // Its mistakes were reported in the first pass (`check_model`).
+            let Some(policy) = policy(res, &mut Diagnostics::new()) else {
                 continue;
             };
             out.add_resource(NewResource {

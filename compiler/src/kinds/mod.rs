@@ -13,7 +13,7 @@
 use crate::diagnostic::{Diagnostics, Invalid};
 use crate::graph::resources::Implied;
 use crate::render::{BundleBuilder, HostContext, Renderer};
-use crate::resolve::ResolvedResource;
+use crate::resolve::{Model, ResolvedHost, ResolvedResource};
 use crate::spec::{FieldSchema, Kind};
 use crate::targets::TargetPath;
 use std::fmt;
@@ -60,6 +60,11 @@ pub trait ResourceKind: Sync {
     fn implied_order(&self) -> &'static [Implied] {
         &[]
     }
+
+    /// Checks between the valid declarations of one host configuration (two mounts on one
+    /// target), made in the first pass beside lowering's, so that one run reports them with
+    /// every other mistake instead of after those are fixed.
+    fn check_model(&self, _model: &Model, _diags: &mut Diagnostics) {}
 
     /// Renders every resource of this kind of one host into its bundle: files, scripts,
     /// triggers. A kind whose resources only shape another kind's (a settings node) renders
@@ -160,6 +165,11 @@ impl Kind {
         self.definition().implied_order()
     }
 
+    /// Checks between the declarations of one host configuration (see `check_model`).
+    pub fn check_model(self, model: &Model, diags: &mut Diagnostics) {
+        self.definition().check_model(model, diags);
+    }
+
     /// Renders this kind's resources of one host into its bundle.
     pub fn render(
         self,
@@ -185,6 +195,33 @@ impl Kind {
 impl fmt::Debug for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Kind({})", self.keyword())
+    }
+}
+
+/// Runs every kind's `check_model` once per distinct host configuration; a mistake shared by
+/// many configurations (a base declaration) is reported once.
+pub fn check_hosts(hosts: &[ResolvedHost], diags: &mut Diagnostics) {
+    use std::collections::HashSet;
+    let mut seen: HashSet<*const Model> = HashSet::new();
+    let mut reported = HashSet::new();
+    for host in hosts {
+        if !seen.insert(std::sync::Arc::as_ptr(&host.model)) {
+            continue;
+        }
+        let mut local = Diagnostics::new();
+        for &kind in Kind::ALL {
+            kind.check_model(&host.model, &mut local);
+        }
+        for d in local.into_boxed() {
+            let labels: Vec<(usize, usize)> = d
+                .labels()
+                .map(|l| l.map(|l| (l.offset(), l.len())).collect())
+                .unwrap_or_default();
+            let key = (d.code().map(|c| c.to_string()), d.file(), labels);
+            if reported.insert(key) {
+                diags.push_boxed(d);
+            }
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use crate::graph::resources::Implied;
 use crate::render::{
     common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, Renderer,
 };
+use crate::resolve::Model;
 use crate::source::Span;
 use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
@@ -29,11 +30,11 @@ impl ResourceKind for Mount {
     fn schema(&self) -> &'static [FieldSchema] {
         const SCHEMA: &[FieldSchema] = &[
             FieldSchema::new("target", Prop, Str, true).checked(validate::mount_target),
-            FieldSchema::new("device", Prop, Str, true),
-            FieldSchema::new("type", Prop, Str, true),
-            FieldSchema::new("options", Prop, Str, false),
-            FieldSchema::new("before", Prop, Str, false),
-            FieldSchema::new("after", Prop, Str, false),
+            FieldSchema::new("device", Prop, Str, true).checked(validate::unit_setting),
+            FieldSchema::new("type", Prop, Str, true).checked(validate::unit_setting),
+            FieldSchema::new("options", Prop, Str, false).checked(validate::unit_setting),
+            FieldSchema::new("before", Prop, Str, false).checked(validate::unit_setting),
+            FieldSchema::new("after", Prop, Str, false).checked(validate::unit_setting),
             FieldSchema::new("requires", ChildArgs, Strings, false),
         ];
         SCHEMA
@@ -41,6 +42,27 @@ impl ResourceKind for Mount {
 
     fn check_name(&self, name: &str) -> Result<(), Invalid> {
         validate::resource_name(name)
+    }
+
+    fn check_model(&self, model: &Model, diags: &mut Diagnostics) {
+        let mut targets: BTreeMap<&str, (&str, Span)> = BTreeMap::new();
+        for m in model.of_kind(Kind::MOUNT) {
+            let Some(target) = m.str("target") else {
+                continue;
+            };
+            if let Some((first, first_span)) =
+                targets.insert(target, (&m.name, m.span_of("target")))
+            {
+                common::clash(
+                    diags,
+                    format!("mounts `{first}` and `{}` both mount on `{target}`", m.name),
+                    first_span,
+                    m.span_of("target"),
+                    "one file system per mount point: remove one mount, or give it another target"
+                        .into(),
+                );
+            }
+        }
     }
 
     fn render(
@@ -59,17 +81,11 @@ impl ResourceKind for Mount {
                 // Missing required fields are reported by resolution.
                 continue;
             };
-            if let Some((first, first_span)) =
-                targets.insert(target, (&m.name, m.span_of("target")))
+            // Two mounts on one target were reported by `check_model`.
+            if targets
+                .insert(target, (&m.name, m.span_of("target")))
+                .is_some()
             {
-                common::clash(
-                    diags,
-                    format!("mounts `{first}` and `{}` both mount on `{target}`", m.name),
-                    first_span,
-                    m.span_of("target"),
-                    "one file system per mount point: remove one mount, or give it another target"
-                        .into(),
-                );
                 continue;
             }
             let mut order = Vec::new();

@@ -28,7 +28,7 @@ use crate::graph::resources::{Implied, Reason};
 use crate::render::{
     common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
 };
-use crate::resolve::ResolvedResource;
+use crate::resolve::{Model, ResolvedResource};
 use crate::source::Span;
 use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
@@ -54,6 +54,14 @@ impl ResourceKind for Package {
 
     fn check_name(&self, name: &str) -> Result<(), Invalid> {
         validate::apt_package_name(name)
+    }
+
+    fn check_model(&self, model: &Model, diags: &mut Diagnostics) {
+        for pkg in model.of_kind(Kind::PACKAGE) {
+            if let Some(mistake) = package_mistake(pkg) {
+                diags.push(mistake);
+            }
+        }
     }
 
     fn render(
@@ -227,6 +235,50 @@ fn conflict(span: Span, path: String, first: String, second: String) -> RenderEr
     }
 }
 
+/// What is wrong with one package declaration on its own: `absent` with a version or answers,
+/// a debconf question that is not one word, an answer that is not one trimmed line.
+fn package_mistake(pkg: &ResolvedResource) -> Option<RenderError> {
+    let key = pkg.key();
+    let answers = pkg.debconf();
+    if pkg.bool("absent").unwrap_or(false) && (pkg.str("version").is_some() || !answers.is_empty())
+    {
+        let field = if pkg.str("version").is_some() {
+            "version"
+        } else {
+            "debconf"
+        };
+        return Some(invalid(
+            pkg.span_of(field),
+            format!("`{key}` is `absent=#true` and also sets `{field}`"),
+            "an absent package is never installed; drop `absent` or the other property",
+        ));
+    }
+    if let Some(bad) = answers.iter().find(|d| !is_word(&d.question)) {
+        return Some(invalid(
+            pkg.span_of("debconf"),
+            format!(
+                "debconf question `{}` of `{key}` holds whitespace",
+                bad.question.escape_debug()
+            ),
+            "a debconf question is one word, such as \"openssh-server/permit-root-login\"",
+        ));
+    }
+    if let Some(bad) = answers
+        .iter()
+        .find(|d| crate::escape::config_field(&d.value).is_err())
+    {
+        return Some(invalid(
+            pkg.span_of("debconf"),
+            format!(
+                "the debconf answer to `{}` starts or ends with whitespace or holds a control character",
+                bad.question.escape_debug()
+            ),
+            "debconf-set-selections reads one trimmed answer per line",
+        ));
+    }
+    None
+}
+
 /// A whitespace-separated word of a debconf or deb822 line.
 fn is_word(s: &str) -> bool {
     !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || c.is_control())
@@ -265,47 +317,13 @@ fn render_package(
     let name = pkg.name.as_str();
     let absent = pkg.bool("absent").unwrap_or(false);
     let answers = pkg.debconf();
-    if absent && (pkg.str("version").is_some() || !answers.is_empty()) {
-        let field = if pkg.str("version").is_some() {
-            "version"
-        } else {
-            "debconf"
-        };
-        diags.push(invalid(
-            pkg.span_of(field),
-            format!("`{key}` is `absent=#true` and also sets `{field}`"),
-            "an absent package is never installed; drop `absent` or the other property",
-        ));
+    // Reported in the first pass (`check_model`); nothing is rendered from such a package.
+    if package_mistake(pkg).is_some() {
         return;
     }
     let mut files = Vec::new();
     let mut seed = String::new();
     if !answers.is_empty() {
-        if let Some(bad) = answers.iter().find(|d| !is_word(&d.question)) {
-            diags.push(invalid(
-                pkg.span_of("debconf"),
-                format!(
-                    "debconf question `{}` of `{key}` holds whitespace",
-                    bad.question.escape_debug()
-                ),
-                "a debconf question is one word, such as \"openssh-server/permit-root-login\"",
-            ));
-            return;
-        }
-        if let Some(bad) = answers
-            .iter()
-            .find(|d| crate::escape::config_field(&d.value).is_err())
-        {
-            diags.push(invalid(
-                pkg.span_of("debconf"),
-                format!(
-                    "the debconf answer to `{}` starts or ends with whitespace or holds a control character",
-                    bad.question.escape_debug()
-                ),
-                "debconf-set-selections reads one trimmed answer per line",
-            ));
-            return;
-        }
         for answer in answers.iter().filter(|a| a.kind == "password") {
             out.secret_value(&answer.value);
         }

@@ -46,7 +46,7 @@ impl ResourceKind for User {
     fn schema(&self) -> &'static [FieldSchema] {
         const SCHEMA: &[FieldSchema] = &[
             FieldSchema::new("sudo", Prop, Bool, false),
-            FieldSchema::new("shell", Prop, Str, false).checked(validate::absolute_path),
+            FieldSchema::new("shell", Prop, Str, false).checked(validate::login_shell),
             FieldSchema::new("password", ChildArg, Str, false).checked(validate::sha512_crypt),
             FieldSchema::new("ssh-key", RepeatedChildArg, Strings, false)
                 .checked(validate::ssh_public_key),
@@ -90,19 +90,6 @@ impl ResourceKind for User {
                     ),
                     span: span.source_span(),
                     help: "user names are lowercase letters, digits, `_` and `-`".into(),
-                    file: span.file,
-                });
-                continue;
-            }
-            if let Some(shell) = user.str("shell").filter(|s| s.contains(':')) {
-                let span = user.span_of("shell");
-                diags.push(RenderError::Invalid {
-                    message: format!(
-                        "shell `{}` holds a `:`, which separates /etc/passwd fields",
-                        shell.escape_debug()
-                    ),
-                    span: span.source_span(),
-                    help: "give the path of a login shell, such as \"/bin/bash\"".into(),
                     file: span.file,
                 });
                 continue;

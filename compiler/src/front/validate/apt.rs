@@ -158,3 +158,30 @@ pub fn apt_version(v: &str) -> Result<(), Invalid> {
     }
     Ok(())
 }
+
+/// The `components` of an apt source: words on one deb822 line.
+pub fn apt_words(text: &str) -> Result<(), Invalid> {
+    match text.chars().find(|c| c.is_control() && *c != '\t') {
+        Some(c) => Err(invalid(
+            format!(
+                "`{}` holds {}, which a deb822 field cannot",
+                text.escape_debug(),
+                show_char(c)
+            ),
+            "list the values separated by spaces, such as \"main contrib\"",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The `suites` of an apt source: at least one word, on one deb822 line.
+pub fn apt_suites(text: &str) -> Result<(), Invalid> {
+    apt_words(text)?;
+    if text.split_whitespace().next().is_none() {
+        return Err(invalid(
+            "the list of suites is empty",
+            "name at least one suite, such as \"bookworm\" or \"noble noble-updates\"",
+        ));
+    }
+    Ok(())
+}

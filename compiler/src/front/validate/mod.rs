@@ -17,18 +17,20 @@ mod suggest;
 mod sysctl;
 mod units;
 
-pub use apt::{apt_package_name, apt_version, unix_group_name, unix_user_name};
+pub use apt::{
+    apt_package_name, apt_suites, apt_version, apt_words, unix_group_name, unix_user_name,
+};
 pub use crypt::sha512_crypt;
 pub use ethtool::{ethtool_feature, ethtool_features};
 pub use names::{
     apt_url, host_name, interface_name, mount_target, pgp_public_key, resource_name, script_name,
     source_name,
 };
-pub use paths::{absolute_path, file_mode};
+pub use paths::{absolute_path, file_mode, login_shell};
 pub use ssh::{decode_base64, ssh_public_key};
 pub use suggest::did_you_mean;
 pub use sysctl::{sysctl_key, sysctl_path};
-pub use units::{apparmor_profile_name, systemd_unit_name};
+pub use units::{apparmor_profile_name, systemd_unit_name, unit_setting};
 
 pub use crate::diagnostic::Invalid;
 

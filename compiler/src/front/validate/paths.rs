@@ -67,3 +67,18 @@ pub fn file_mode(mode: &str) -> Result<u32, Invalid> {
     u32::from_str_radix(mode, 8)
         .map_err(|_| invalid(format!("file mode `{mode}` is not an octal mode"), help))
 }
+
+/// A login shell: an absolute path that fits in an /etc/passwd field.
+pub fn login_shell(path: &str) -> Result<(), Invalid> {
+    absolute_path(path)?;
+    if path.contains(':') {
+        return Err(invalid(
+            format!(
+                "shell `{}` holds a `:`, which separates /etc/passwd fields",
+                path.escape_debug()
+            ),
+            "give the path of a login shell, such as \"/bin/bash\"",
+        ));
+    }
+    Ok(())
+}

@@ -151,3 +151,16 @@ pub fn apparmor_profile_name(name: &str) -> Result<(), Invalid> {
     }
     Ok(())
 }
+
+/// A value that becomes a plain unit file setting (`What=`, `Type=`, `Options=`): checked where
+/// it is written, in the first pass, with the rules the unit file writer applies
+/// ([`crate::escape::unit_value`]), so that it is reported beside every other mistake.
+pub fn unit_setting(value: &str) -> Result<(), Invalid> {
+    crate::escape::unit_value(value).map(|_| ()).map_err(|why| {
+        invalid(
+            format!("`{}` {why}", value.escape_debug()),
+            "this value becomes one line of a systemd unit file; write it on one line, \
+             without control characters or surrounding blanks",
+        )
+    })
+}
