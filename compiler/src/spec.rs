@@ -253,6 +253,8 @@ pub enum FieldType {
     IntOrStr,
     /// A whole number of seconds; `"infinite"` is accepted where LANGUAGE.md allows it.
     Seconds,
+    /// A whole number of times; `"infinite"` means no limit.
+    Count,
     /// An octal file mode written as a string: `"0640"`.
     Mode,
     Enum(&'static [&'static str]),
@@ -269,6 +271,7 @@ impl FieldType {
             FieldType::Str => "a string".into(),
             FieldType::IntOrStr => "a number or a string".into(),
             FieldType::Seconds => "a whole number of seconds".into(),
+            FieldType::Count => "a whole number of times".into(),
             FieldType::Mode => "an octal mode string such as \"0644\"".into(),
             FieldType::Enum(values) => format!(
                 "one of {}",

@@ -29,6 +29,10 @@ fn the_divingbell_example_carries_its_policies() {
             rerun: Rerun::OnceSuccessfully,
             rerun_interval: None,
             retry_interval: None,
+            rerun_interval_persist: true,
+            retry_interval_persist: true,
+            rerun_max_count: None,
+            retry_max_count: None,
             timeout: 1800,
             on_failure: OnFailure::Halt,
             background: false,
@@ -186,4 +190,72 @@ fn env_cannot_set_bell_runs_own_variables() {
         e,
         "bell.kdl:5:5: error[bell::render::invalid]: `BELL_OFFLINE` is set by bell-run itself"
     );
+}
+
+#[test]
+fn persistence_and_max_counts_reach_the_manifest() {
+    let b = bundle(
+        r##"
+fleet "f" target="debian-12"
+host "h"
+exec "a.sh" rerun="always" rerun-interval=3600 rerun-interval-persist=#false rerun-max-count=3 retry-interval=60 retry-interval-persist=#false retry-max-count=5 {
+    script "#!/bin/sh\n"
+}
+exec "b.sh" rerun="always" rerun-max-count="infinite" retry-max-count="infinite" {
+    script "#!/bin/sh\n"
+}
+"##,
+        "h",
+    );
+    let policy = |i: usize| b.manifest.resources[i].exec.clone().unwrap();
+    let a = policy(0);
+    assert_eq!(
+        (
+            a.rerun_interval_persist,
+            a.retry_interval_persist,
+            a.rerun_max_count,
+            a.retry_max_count
+        ),
+        (false, false, Some(3), Some(5))
+    );
+    let b = policy(1);
+    assert_eq!(
+        (
+            b.rerun_interval_persist,
+            b.retry_interval_persist,
+            b.rerun_max_count,
+            b.retry_max_count
+        ),
+        (true, true, None, None)
+    );
+}
+
+#[test]
+fn persistence_and_counts_need_what_they_modify() {
+    let script = "{\n    script \"#!/bin/sh\\n\"\n}\n";
+    for (props, expected) in [
+        (
+            "rerun-interval-persist=#false",
+            "`exec:s.sh` has `rerun-interval-persist=#false` but no finite `rerun-interval`",
+        ),
+        (
+            "retry-interval-persist=#false",
+            "`exec:s.sh` has `retry-interval-persist=#false` but no finite `retry-interval`",
+        ),
+        (
+            "rerun=\"once-successfully\" rerun-max-count=2",
+            "`exec:s.sh` has a `rerun-max-count` but does not rerun",
+        ),
+        (
+            "rerun=\"never\" retry-max-count=2",
+            "`exec:s.sh` has a `retry-max-count` but `rerun=\"never\"`",
+        ),
+        (
+            "retry-max-count=-1",
+            "`exec retry-max-count` expects a whole number of times (or \"infinite\")",
+        ),
+    ] {
+        let e = one_error(&format!("exec \"s.sh\" {props} {script}"));
+        assert!(e.contains(expected), "{props}: {e}");
+    }
 }

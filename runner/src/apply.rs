@@ -567,7 +567,8 @@ fn run_exec(
         .to_string();
     }
     let identity = resource.exec_identity();
-    let reason = exec::due(policy, &rec, &identity, ctx.now);
+    let boot = state::boot_id();
+    let reason = exec::due(policy, &rec, &identity, ctx.now, boot.as_deref());
     let Ok(reason) = reason else {
         let detail = reason.err();
         record.exec = Some(rec);
@@ -594,6 +595,7 @@ fn run_exec(
         timeout: Duration::from_secs(policy.timeout),
         log: log_dir.join("exec.log"),
     };
+    exec::count_start(&mut rec, &identity, boot.as_deref());
     rec.ran_hash = Some(identity);
     rec.last_start = Some(ctx.now);
     rec.runs += 1;
@@ -625,6 +627,7 @@ fn run_exec(
         let finished = state::now();
         rec.last_finish = Some(finished.max(ctx.now));
         rec.last_ok = Some(exit.ok());
+        exec::count_finish(&mut rec, exit.ok());
         if exit.ok() {
             rec.last_success = rec.last_finish;
             Outcome::new(&key, Some(change), "ok", Some(reason))

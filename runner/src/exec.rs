@@ -8,13 +8,20 @@ use crate::sys;
 use bell_bundle::{ExecPolicy, Rerun};
 use std::path::Path;
 
-/// `Ok(why)` when the script should run now, `Err(why not)` otherwise.
-/// `identity` is the script's [`bell_bundle::Resource::exec_identity`].
+/// Whether the script last ran in an earlier boot than `boot` (a boot that cannot be read is
+/// never taken for a new one).
+pub fn booted_since(rec: &ExecRecord, boot: Option<&str>) -> bool {
+    matches!((rec.boot_id.as_deref(), boot), (Some(last), Some(now)) if last != now)
+}
+
+/// `Ok(why)` when the script should run now, `Err(why not)` otherwise. `identity` is the
+/// script's [`bell_bundle::Resource::exec_identity`]; `boot` the running kernel's boot id.
 pub fn due(
     policy: &ExecPolicy,
     rec: &ExecRecord,
     identity: &str,
     now: u64,
+    boot: Option<&str>,
 ) -> Result<String, String> {
     if let Some(running) = &rec.running {
         return Err(format!(
@@ -25,26 +32,76 @@ pub fn due(
     if rec.ran_hash.as_deref() != Some(identity) {
         return Ok("first run of this script".to_string());
     }
+    let booted = booted_since(rec, boot);
+    // Counts are per boot: a boot starts them again.
+    let (reruns, retries) = if booted {
+        (0, 0)
+    } else {
+        (rec.reruns, rec.retries)
+    };
     let succeeded = rec.last_ok == Some(true);
     match policy.rerun {
         Rerun::Never => Err("ran once; rerun is `never`".to_string()),
         Rerun::OnceSuccessfully if succeeded => {
             Err("succeeded once; rerun is `once-successfully`".to_string())
         }
-        Rerun::Always if succeeded => match (policy.rerun_interval, rec.last_start) {
-            (Some(interval), Some(last)) if now < last.saturating_add(interval) => Err(format!(
-                "next run at {} (rerun-interval {interval}s)",
-                last.saturating_add(interval)
+        Rerun::Always if succeeded => match (policy.rerun_max_count, policy.rerun_interval) {
+            (Some(max), _) if reruns >= max => Err(format!(
+                "reran {reruns} times since boot (rerun-max-count {max}); a boot starts the count again"
             )),
-            _ => Ok("rerun is `always`".to_string()),
+            (_, Some(_)) if booted && !policy.rerun_interval_persist => Ok(
+                "first apply since a boot (rerun-interval-persist is false)".to_string(),
+            ),
+            (_, Some(interval)) => match rec.last_start {
+                Some(last) if now < last.saturating_add(interval) => Err(format!(
+                    "next run at {} (rerun-interval {interval}s)",
+                    last.saturating_add(interval)
+                )),
+                _ => Ok("rerun is `always`".to_string()),
+            },
+            (_, None) => Ok("rerun is `always`".to_string()),
         },
-        _ => match (policy.retry_interval, rec.last_finish.or(rec.last_start)) {
-            (Some(interval), Some(last)) if now < last.saturating_add(interval) => Err(format!(
-                "failed; retry at {} (retry-interval {interval}s)",
-                last.saturating_add(interval)
+        _ => match (policy.retry_max_count, policy.retry_interval) {
+            (Some(max), _) if retries >= max => Err(format!(
+                "failed; retried {retries} times since boot (retry-max-count {max}); a boot \
+                 starts the count again"
             )),
-            _ => Ok("retrying after a failure".to_string()),
+            (_, Some(_)) if booted && !policy.retry_interval_persist => Ok(
+                "first apply since a boot (retry-interval-persist is false)".to_string(),
+            ),
+            (_, Some(interval)) => match rec.last_finish.or(rec.last_start) {
+                Some(last) if now < last.saturating_add(interval) => Err(format!(
+                    "failed; retry at {} (retry-interval {interval}s)",
+                    last.saturating_add(interval)
+                )),
+                _ => Ok("retrying after a failure".to_string()),
+            },
+            (_, None) => Ok("retrying after a failure".to_string()),
         },
+    }
+}
+
+/// Counts the run that starts now into the record: a rerun of a script that succeeded, or a
+/// retry of one that failed, in this boot.
+pub fn count_start(rec: &mut ExecRecord, identity: &str, boot: Option<&str>) {
+    if booted_since(rec, boot) || rec.ran_hash.as_deref() != Some(identity) {
+        rec.reruns = 0;
+        rec.retries = 0;
+    }
+    if rec.ran_hash.as_deref() == Some(identity) {
+        match rec.last_ok {
+            Some(true) => rec.reruns += 1,
+            Some(false) => rec.retries += 1,
+            None => {}
+        }
+    }
+    rec.boot_id = boot.map(str::to_string);
+}
+
+/// A run that succeeded ends the failures it was retrying.
+pub fn count_finish(rec: &mut ExecRecord, ok: bool) {
+    if ok {
+        rec.retries = 0;
     }
 }
 
@@ -59,6 +116,7 @@ pub fn collect_background(rec: &mut ExecRecord, root_dir: &Path) -> Option<Strin
         Some(result) => {
             let ok = result.exit.ok();
             rec.last_ok = Some(ok);
+            count_finish(rec, ok);
             rec.last_finish = Some(result.finished);
             if ok {
                 rec.last_success = Some(result.finished);

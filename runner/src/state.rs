@@ -73,6 +73,16 @@ pub struct ExecRecord {
     pub last_ok: Option<bool>,
     pub last_success: Option<u64>,
     pub runs: u64,
+    /// The boot (kernel boot id) of the last run: the counts below are of that boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
+    /// Runs of the script after it had succeeded, in that boot (for `rerun_max_count`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reruns: u64,
+    /// Runs of the script after it had failed, since it last succeeded, in that boot (for
+    /// `retry_max_count`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u64,
     /// A background run that had not finished when its bell-run exited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running: Option<Running>,
@@ -210,6 +220,22 @@ pub fn prune_generations(root: &Root, state: &State) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The running kernel's boot id, which changes at every boot; `BELL_RUN_BOOT_ID` overrides it
+/// so that tests can simulate a reboot. `None` when it cannot be read.
+pub fn boot_id() -> Option<String> {
+    if let Ok(id) = std::env::var("BELL_RUN_BOOT_ID") {
+        return Some(id);
+    }
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
 }
 
 /// Unix seconds now; `BELL_RUN_NOW` overrides it so that tests can move the clock across

@@ -349,3 +349,80 @@ fn an_exec_env_cannot_override_bell_runs_own_variables() {
         format!("1 {} kept\n", w.root().display())
     );
 }
+
+/// Divingbell's four unimplemented options, on the injected clock and a simulated boot (a
+/// changed `BELL_RUN_BOOT_ID`).
+#[test]
+fn interval_persistence_and_max_counts_follow_the_boot() {
+    let w = World::new();
+    let mut boot_rerun = exec_policy(Rerun::Always);
+    boot_rerun.rerun_interval = Some(100);
+    boot_rerun.rerun_interval_persist = false;
+    let mut kept_rerun = exec_policy(Rerun::Always);
+    kept_rerun.rerun_interval = Some(100);
+    let mut boot_retry = exec_policy(Rerun::OnceSuccessfully);
+    boot_retry.retry_interval = Some(100);
+    boot_retry.retry_interval_persist = false;
+    let mut max_reruns = exec_policy(Rerun::Always);
+    max_reruns.rerun_max_count = Some(2);
+    let mut max_retries = exec_policy(Rerun::Always);
+    max_retries.retry_max_count = Some(2);
+    let spec = BundleSpec::new()
+        .resource(
+            ResourceSpec::new("exec", "boot-rerun")
+                .exec(&counting(&w, "boot-rerun", 1), boot_rerun),
+        )
+        .resource(
+            ResourceSpec::new("exec", "kept-rerun")
+                .exec(&counting(&w, "kept-rerun", 1), kept_rerun),
+        )
+        .resource(
+            ResourceSpec::new("exec", "boot-retry")
+                .exec(&counting(&w, "boot-retry", 3), boot_retry),
+        )
+        .resource(
+            ResourceSpec::new("exec", "max-reruns")
+                .exec(&counting(&w, "max-reruns", 1), max_reruns),
+        )
+        .resource(
+            ResourceSpec::new("exec", "max-retries")
+                .exec(&counting(&w, "max-retries", 99), max_retries),
+        );
+    let bundle = w.build(&spec);
+    let names = [
+        "boot-rerun",
+        "kept-rerun",
+        "boot-retry",
+        "max-reruns",
+        "max-retries",
+    ];
+    let at = |t: &str, boot: &str| {
+        let out = w.apply_env(
+            &bundle,
+            &[],
+            &[("BELL_RUN_NOW", t), ("BELL_RUN_BOOT_ID", boot)],
+        );
+        let counts: Vec<usize> = names.iter().map(|n| runs(&w, n)).collect();
+        (counts, stdout(&out))
+    };
+    // Boot A: the first runs, then reruns and retries until the counts stop them.
+    assert_eq!(at("1000", "A").0, [1, 1, 1, 1, 1]);
+    assert_eq!(at("1010", "A").0, [1, 1, 1, 2, 2]);
+    assert_eq!(at("1020", "A").0, [1, 1, 1, 3, 3]);
+    let (counts, out) = at("1030", "A");
+    assert_eq!(counts, [1, 1, 1, 3, 3]);
+    assert!(out.contains("rerun-max-count 2"), "{out}");
+    assert!(out.contains("retry-max-count 2"), "{out}");
+    // Boot B: the first apply ignores the intervals that do not persist, and the counts start
+    // again; an interval that persists still waits.
+    let (counts, out) = at("1040", "B");
+    assert_eq!(counts, [2, 1, 2, 4, 4]);
+    assert!(out.contains("rerun-interval-persist is false"), "{out}");
+    assert!(out.contains("next run at 1100"), "{out}");
+    // Still boot B: the intervals hold again.
+    assert_eq!(at("1050", "B").0, [2, 1, 2, 5, 5]);
+    assert_eq!(at("1060", "B").0, [2, 1, 2, 5, 5]);
+    // The interval passes: the reruns run, and the retry succeeds (its third run): done.
+    assert_eq!(at("1200", "B").0, [3, 2, 3, 5, 5]);
+    assert_eq!(at("5000", "C").0, [4, 3, 3, 6, 6]);
+}

@@ -40,6 +40,10 @@ impl ResourceKind for Exec {
             ),
             FieldSchema::new("rerun-interval", Prop, Seconds, false),
             FieldSchema::new("retry-interval", Prop, Seconds, false),
+            FieldSchema::new("rerun-interval-persist", Prop, Bool, false),
+            FieldSchema::new("retry-interval-persist", Prop, Bool, false),
+            FieldSchema::new("rerun-max-count", Prop, Count, false),
+            FieldSchema::new("retry-max-count", Prop, Count, false),
             FieldSchema::new("timeout", Prop, Seconds, false),
             FieldSchema::new("on-failure", Prop, Enum(&["continue", "halt"]), false),
             FieldSchema::new("background", Prop, Bool, false),
@@ -153,6 +157,38 @@ pub fn policy(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<ExecPol
             "a retry interval needs `rerun=\"always\"` or `rerun=\"once-successfully\"`",
         );
     }
+    let rerun_interval_persist = res.bool("rerun-interval-persist").unwrap_or(true);
+    let retry_interval_persist = res.bool("retry-interval-persist").unwrap_or(true);
+    let rerun_max_count = seconds(res, "rerun-max-count");
+    let retry_max_count = seconds(res, "retry-max-count");
+    if !rerun_interval_persist && rerun_interval.is_none() {
+        error(
+            "rerun-interval-persist",
+            format!("`{key}` has `rerun-interval-persist=#false` but no finite `rerun-interval`"),
+            "it makes the first apply after a boot skip the rerun interval; give              `rerun-interval` (with `rerun=\"always\"`), or drop it",
+        );
+    }
+    if !retry_interval_persist && retry_interval.is_none() {
+        error(
+            "retry-interval-persist",
+            format!("`{key}` has `retry-interval-persist=#false` but no finite `retry-interval`"),
+            "it makes the first apply after a boot skip the retry interval; give              `retry-interval`, or drop it",
+        );
+    }
+    if rerun_max_count.is_some() && rerun != Rerun::Always {
+        error(
+            "rerun-max-count",
+            format!("`{key}` has a `rerun-max-count` but does not rerun"),
+            "a rerun count needs `rerun=\"always\"`; drop it, or set it to \"infinite\"",
+        );
+    }
+    if retry_max_count.is_some() && rerun == Rerun::Never {
+        error(
+            "retry-max-count",
+            format!("`{key}` has a `retry-max-count` but `rerun=\"never\"`"),
+            "a retry count needs `rerun=\"always\"` or `rerun=\"once-successfully\"`",
+        );
+    }
     let timeout = match res.fields.get("timeout") {
         Some((Value::Str(s), _)) if s == "infinite" => {
             error(
@@ -200,6 +236,10 @@ pub fn policy(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<ExecPol
         rerun,
         rerun_interval,
         retry_interval,
+        rerun_interval_persist,
+        retry_interval_persist,
+        rerun_max_count,
+        retry_max_count,
         timeout,
         on_failure,
         background: res.bool("background").unwrap_or(false),

@@ -138,6 +138,14 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+fn yes() -> bool {
+    true
+}
+
 /// How every command shows a secret's content instead of the content: its size and the start
 /// of its digest, enough to tell that it changed and to match it against a known copy.
 pub fn redacted(content: &[u8]) -> String {
@@ -159,6 +167,20 @@ pub struct ExecPolicy {
     /// Seconds to wait before retrying a failed run; `None` means retry on every apply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_interval: Option<u64>,
+    /// `false`: the first apply after a boot reruns a succeeded script whatever its rerun
+    /// interval (Divingbell's `rerun_interval_persist`).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub rerun_interval_persist: bool,
+    /// `false`: the first apply after a boot retries a failed script whatever its retry
+    /// interval (Divingbell's `retry_interval_persist`).
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub retry_interval_persist: bool,
+    /// At most this many successful reruns per boot; `None` means no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun_max_count: Option<u64>,
+    /// At most this many failed retries per boot; `None` means no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_max_count: Option<u64>,
     /// Seconds before the script's whole process group is killed.
     pub timeout: u64,
     pub on_failure: OnFailure,

@@ -129,6 +129,22 @@ impl Lowerer<'_> {
                     None
                 }
             },
+            FieldType::Count => match value {
+                KdlValue::Integer(i) if (0..=i64::MAX as i128).contains(i) => {
+                    Some(Value::Int(*i as i64))
+                }
+                KdlValue::String(s) if s == "infinite" => Some(Value::Str(s.clone())),
+                other => {
+                    self.wrong_type(
+                        file,
+                        &what,
+                        "a whole number of times (or \"infinite\")",
+                        other,
+                        entry.span(),
+                    );
+                    None
+                }
+            },
             FieldType::Mode => {
                 let text = match value {
                     KdlValue::String(s) => s.clone(),
