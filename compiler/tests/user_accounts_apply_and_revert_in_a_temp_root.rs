@@ -346,3 +346,92 @@ fn hostile_key_comments_and_shells_stay_literal() {
         "only the script is in the working directory"
     );
 }
+
+/// Divingbell's gate: users removed from the spec are expired with their homes kept; a later
+/// release that turns `purge-expired` on removes those accounts, never one bell did not create,
+/// one the spec took back, or one someone made again under the same name.
+#[test]
+fn a_later_purge_removes_accounts_expired_earlier() {
+    if !ready() {
+        return;
+    }
+    let before = bundle(&spec(false), "h");
+    let root = Root::new(&before);
+    for user in ["alice", "olduser"] {
+        root.ok(user, &script(&before, "user", user, "apply"));
+    }
+    // Both leave the spec while purging is off: alice (bell's) is expired, olduser given back.
+    for user in ["alice", "olduser"] {
+        root.ok(user, &script(&before, "user", user, "revert"));
+    }
+    assert_eq!(root.entry("shadow", "alice").unwrap()[7], "1");
+    assert!(root.path("home/alice").exists());
+    // A release without users, purging on.
+    let later = bundle(
+        "fleet \"f\" target=\"ubuntu-24.04\"\nhost \"h\"\nusers purge-expired=#true\n",
+        "h",
+    );
+    let check = script(&later, "users", "purge-expired", "check");
+    let (in_sync, _) = root.run("users", &check);
+    assert!(!in_sync, "the expired account is drift until purged");
+    root.ok("users", &script(&later, "users", "purge-expired", "apply"));
+    assert_eq!(root.entry("passwd", "alice"), None);
+    assert!(!root.path("home/alice").exists(), "the home goes too");
+    assert!(root.entry("passwd", "olduser").is_some(), "not bell's");
+    root.ok("users", &check);
+    // Nothing left to do: the purge again changes nothing.
+    let passwd = root.read("etc/passwd");
+    root.ok("users", &script(&later, "users", "purge-expired", "apply"));
+    assert_eq!(root.read("etc/passwd"), passwd);
+}
+
+#[test]
+fn a_purge_spares_accounts_taken_back_or_made_again() {
+    if !ready() {
+        return;
+    }
+    let b = bundle(&spec(false), "h");
+    let later = bundle(
+        "fleet \"f\" target=\"ubuntu-24.04\"\nhost \"h\"\nusers purge-expired=#true\n",
+        "h",
+    );
+    let purge = script(&later, "users", "purge-expired", "apply");
+    // Taken back: expired, then in the spec again before the purge.
+    let root = Root::new(&b);
+    let apply = script(&b, "user", "alice", "apply");
+    root.ok("alice", &apply);
+    root.ok("alice", &script(&b, "user", "alice", "revert"));
+    root.ok("alice", &apply);
+    root.ok("users", &purge);
+    assert_eq!(
+        root.entry("shadow", "alice").unwrap()[7],
+        "",
+        "alice is back"
+    );
+    // ...and still bell's: leaving again expires it, and a purge then removes it.
+    root.ok("alice", &script(&b, "user", "alice", "revert"));
+    root.ok("users", &purge);
+    assert_eq!(root.entry("passwd", "alice"), None);
+
+    // Made again by someone else under the same name (another uid): not bell's to remove.
+    let root = Root::new(&b);
+    root.ok("alice", &apply);
+    root.ok("alice", &script(&b, "user", "alice", "revert"));
+    Command::new("userdel")
+        .args(["--root"])
+        .arg(root.dir.path())
+        .arg("alice")
+        .status()
+        .unwrap();
+    Command::new("useradd")
+        .args(["--root"])
+        .arg(root.dir.path())
+        .args(["--uid", "4242", "--expiredate", "1970-01-02", "alice"])
+        .status()
+        .unwrap();
+    root.ok("users", &purge);
+    assert!(
+        root.entry("passwd", "alice").is_some(),
+        "someone else's alice stays"
+    );
+}
