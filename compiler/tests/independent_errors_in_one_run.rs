@@ -21,6 +21,13 @@ exec "s.sh" rerun="never" retry-interval=60 {
     script "#!/bin/sh\n"
 }
 user "dave" shell="/bin/a:b"
+modprobe "dummy"
+unit "getty@.service" enable=#true {
+    content "[Service]\nExecStart=/bin/true\n"
+}
+apparmor "x" {
+    profile "capability setgid,\n"
+}
 "##;
 
 #[test]
@@ -56,6 +63,12 @@ fn one_run_reports_every_independent_mistake() {
             "`exec:s.sh` has a finite `retry-interval` but `rerun=\"never\"`",
         ),
         ("bell.kdl:16:13:", "shell `/bin/a:b` holds a `:`"),
+        (
+            "bell.kdl:17:10:",
+            "`modprobe:dummy` sets neither `options` nor `blacklist=#true`",
+        ),
+        ("bell.kdl:18:6:", "unit `getty@.service` is a template"),
+        ("bell.kdl:22:13:", "the profile text declares no profile"),
     ];
     assert_eq!(diags.len(), expected.len(), "{diags:#?}");
     for ((at, message), line) in expected.iter().zip(&diags) {

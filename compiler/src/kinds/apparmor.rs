@@ -29,7 +29,7 @@ impl ResourceKind for Apparmor {
     fn schema(&self) -> &'static [FieldSchema] {
         const SCHEMA: &[FieldSchema] = &[
             FieldSchema::new("mode", Prop, Enum(&["enforce", "complain"]), false),
-            FieldSchema::new("profile", ChildArg, Str, true),
+            FieldSchema::new("profile", ChildArg, Str, true).checked(declares_a_profile),
             FieldSchema::AFTER,
         ];
         SCHEMA
@@ -54,13 +54,8 @@ impl ResourceKind for Apparmor {
             };
             let field = a.span_of("profile");
             let found = headers(profile);
+            // A text without one was reported where it was written (`declares_a_profile`).
             if found.is_empty() {
-                common::invalid(
-                    diags,
-                    field,
-                    format!("apparmor `{}` declares no profile", a.name),
-                    "a profile starts with `/path/to/executable {` or `profile NAME {`",
-                );
                 continue;
             }
             let mut clashed = false;
@@ -163,6 +158,17 @@ pub const APPARMOR_DIR: TargetPath = TargetPath {
     key: "apparmor_dir",
     default: "/etc/apparmor.d",
 };
+
+/// The `profile` text declares at least one profile, checked where it is written.
+fn declares_a_profile(text: &str) -> Result<(), Invalid> {
+    if headers(text).is_empty() {
+        return Err(Invalid {
+            message: "the profile text declares no profile".into(),
+            help: "a profile starts with `/path/to/executable {` or `profile NAME {`".into(),
+        });
+    }
+    Ok(())
+}
 
 /// A top-level profile declared by a profile file.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -110,13 +110,8 @@ impl ResourceKind for File {
                 Kind::UNIT => {
                     let enable = res.bool("enable").unwrap_or(false);
                     let start = res.bool("start").unwrap_or(enable);
+                    // Reported in the first pass (the unit kind's `check_model`).
                     if (enable || start) && res.name.contains("@.") {
-                        common::invalid(
-                            diags,
-                            res.origin.span,
-                            format!("unit `{}` is a template: it cannot be enabled or started without an instance", res.name),
-                            "set `enable=#false start=#false` and add a `unit` for an instance, such as `NAME@INSTANCE.service`",
-                        );
                         continue;
                     }
                     let ctx = context! {

@@ -10,6 +10,7 @@ use crate::diagnostic::{Diagnostics, Invalid};
 use crate::render::{
     common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, Renderer,
 };
+use crate::resolve::Model;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*, Kind};
 use crate::targets::TargetPath;
 use minijinja::context;
@@ -99,6 +100,22 @@ impl ResourceKind for Modprobe {
         "module name"
     }
 
+    fn check_model(&self, model: &Model, diags: &mut Diagnostics) {
+        for module in model.of_kind(Kind::MODPROBE) {
+            if module.str("options").is_none() && module.bool("blacklist") != Some(true) {
+                common::invalid(
+                    diags,
+                    module.origin.span,
+                    format!(
+                        "`{}` sets neither `options` nor `blacklist=#true`",
+                        module.key()
+                    ),
+                    "give the module's `options`, set `blacklist=#true`, or drop the resource",
+                );
+            }
+        }
+    }
+
     fn check_name(&self, name: &str) -> Result<(), Invalid> {
         module_name(name)
     }
@@ -122,16 +139,8 @@ impl ResourceKind for Modprobe {
                 .str("options")
                 .map(|o| o.split_whitespace().collect::<Vec<_>>().join(" "));
             let blacklist = module.bool("blacklist").unwrap_or(false);
+            // Reported in the first pass (`check_model`).
             if options.is_none() && !blacklist {
-                common::invalid(
-                    diags,
-                    module.origin.span,
-                    format!(
-                        "`{}` sets neither `options` nor `blacklist=#true`",
-                        module.key()
-                    ),
-                    "give the module's `options`, set `blacklist=#true`, or drop the resource",
-                );
                 continue;
             }
             let text = match r.stdlib(

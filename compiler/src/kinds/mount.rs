@@ -33,8 +33,8 @@ impl ResourceKind for Mount {
             FieldSchema::new("device", Prop, Str, true).checked(validate::unit_setting),
             FieldSchema::new("type", Prop, Str, true).checked(validate::unit_setting),
             FieldSchema::new("options", Prop, Str, false).checked(validate::unit_setting),
-            FieldSchema::new("before", Prop, Str, false).checked(validate::unit_setting),
-            FieldSchema::new("after", Prop, Str, false).checked(validate::unit_setting),
+            FieldSchema::new("before", Prop, Str, false).checked(validate::unit_name_list),
+            FieldSchema::new("after", Prop, Str, false).checked(validate::unit_name_list),
             FieldSchema::new("requires", ChildArgs, Strings, false),
         ];
         SCHEMA
@@ -94,16 +94,6 @@ impl ResourceKind for Mount {
                     .str(field)
                     .map(|s| s.split_whitespace().collect())
                     .unwrap_or_default();
-                for name in &names {
-                    if let Err(e) = validate::systemd_unit_name(name) {
-                        common::invalid(
-                            diags,
-                            m.span_of(field),
-                            format!("`{field}` of mount `{}`: {}", m.name, e.message),
-                            &e.help,
-                        );
-                    }
-                }
                 order.push(names);
             }
             let unit = escape::mount_unit_name(target);

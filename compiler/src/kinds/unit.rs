@@ -5,7 +5,7 @@ use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::graph::resources::{Implied, Reason};
 use crate::render::{BundleBuilder, HostContext, Renderer};
-use crate::resolve::ResolvedResource;
+use crate::resolve::{Model, ResolvedResource};
 use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 
@@ -24,6 +24,26 @@ impl ResourceKind for Unit {
             FieldSchema::AFTER,
         ];
         SCHEMA
+    }
+
+    fn check_model(&self, model: &Model, diags: &mut Diagnostics) {
+        for res in model.of_kind(Kind::UNIT) {
+            let enable = res.bool("enable").unwrap_or(false);
+            let start = res.bool("start").unwrap_or(enable);
+            if (enable || start) && res.name.contains("@.") {
+                crate::render::common::invalid(
+                    diags,
+                    res.origin.span,
+                    format!(
+                        "unit `{}` is a template: it cannot be enabled or started without an \
+                         instance",
+                        res.name
+                    ),
+                    "set `enable=#false start=#false` and add a `unit` for an instance, such as \
+                     `NAME@INSTANCE.service`",
+                );
+            }
+        }
     }
 
     fn check_name(&self, name: &str) -> Result<(), Invalid> {

@@ -30,7 +30,7 @@ pub use paths::{absolute_path, file_mode, login_shell};
 pub use ssh::{decode_base64, ssh_public_key};
 pub use suggest::did_you_mean;
 pub use sysctl::{sysctl_key, sysctl_path};
-pub use units::{apparmor_profile_name, systemd_unit_name, unit_setting};
+pub use units::{apparmor_profile_name, systemd_unit_name, unit_name_list, unit_setting};
 
 pub use crate::diagnostic::Invalid;
 

@@ -164,3 +164,12 @@ pub fn unit_setting(value: &str) -> Result<(), Invalid> {
         )
     })
 }
+
+/// Unit names separated by blanks, as mount ordering (`before`, `after`) takes them.
+pub fn unit_name_list(text: &str) -> Result<(), Invalid> {
+    unit_setting(text)?;
+    for name in text.split_whitespace() {
+        systemd_unit_name(name)?;
+    }
+    Ok(())
+}
