@@ -6,6 +6,21 @@ use bellc::diagnostic::Diagnostics;
 use bellc::source::Sources;
 use common::have;
 
+/// `bellc check --strict`'s profile pass over `spec`: how many profiles apparmor_parser read,
+/// and the diagnostics, one line each.
+fn strict_check(spec: &str) -> (usize, Vec<String>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("bell.kdl");
+    std::fs::write(&path, spec).expect("write");
+    let mut sources = Sources::with_base(dir.path().to_path_buf());
+    let mut diags = Diagnostics::new();
+    let front = bellc::frontend(&path, &mut sources, &mut diags).expect("frontend");
+    let checked =
+        bellc::kinds::apparmor::check_profiles_with_parser(&front.spec, &sources, &mut diags)
+            .expect("apparmor_parser runs");
+    (checked, diags.to_short_lines(&sources))
+}
+
 #[test]
 fn parser_errors_point_at_the_spec_line() {
     if !have("apparmor_parser") {
@@ -25,18 +40,10 @@ apparmor "bad" {
         """#
 }
 "####;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("bell.kdl");
-    std::fs::write(&path, spec).expect("write");
-    let mut sources = Sources::with_base(dir.path().to_path_buf());
-    let mut diags = Diagnostics::new();
-    let front = bellc::frontend(&path, &mut sources, &mut diags).expect("frontend");
-    let checked =
-        bellc::kinds::apparmor::check_profiles_with_parser(&front.spec, &sources, &mut diags)
-            .expect("apparmor_parser runs");
+    let (checked, diags) = strict_check(spec);
     assert_eq!(checked, 2);
     assert_eq!(
-        diags.to_short_lines(&sources),
+        diags,
         vec!["bell.kdl:10:1: error[bell::render::invalid]: apparmor_parser rejects profile `bad`: Invalid capability not_a_capability."]
     );
 }
@@ -52,15 +59,7 @@ fn a_profile_closed_on_its_header_line_is_a_profile() {
     if !have("apparmor_parser") {
         return;
     }
-    let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("bell.kdl");
-    std::fs::write(&path, spec).expect("write");
-    let mut sources = Sources::with_base(dir.path().to_path_buf());
-    let mut diags = Diagnostics::new();
-    let front = bellc::frontend(&path, &mut sources, &mut diags).expect("frontend");
-    let checked =
-        bellc::kinds::apparmor::check_profiles_with_parser(&front.spec, &sources, &mut diags)
-            .expect("apparmor_parser runs");
+    let (checked, diags) = strict_check(spec);
     assert_eq!(checked, 2);
-    assert!(diags.to_short_lines(&sources).is_empty());
+    assert!(diags.is_empty(), "{diags:?}");
 }

@@ -113,32 +113,21 @@ impl Lowerer<'_> {
                     None
                 }
             },
-            FieldType::Seconds => match value {
+            FieldType::Seconds | FieldType::Count => match value {
                 KdlValue::Integer(i) if (0..=i64::MAX as i128).contains(i) => {
                     Some(Value::Int(*i as i64))
                 }
                 KdlValue::String(s) if s == "infinite" => Some(Value::Str(s.clone())),
                 other => {
+                    let unit = if field.ty == FieldType::Count {
+                        "times"
+                    } else {
+                        "seconds"
+                    };
                     self.wrong_type(
                         file,
                         &what,
-                        "a whole number of seconds (or \"infinite\")",
-                        other,
-                        entry.span(),
-                    );
-                    None
-                }
-            },
-            FieldType::Count => match value {
-                KdlValue::Integer(i) if (0..=i64::MAX as i128).contains(i) => {
-                    Some(Value::Int(*i as i64))
-                }
-                KdlValue::String(s) if s == "infinite" => Some(Value::Str(s.clone())),
-                other => {
-                    self.wrong_type(
-                        file,
-                        &what,
-                        "a whole number of times (or \"infinite\")",
+                        &format!("a whole number of {unit} (or \"infinite\")"),
                         other,
                         entry.span(),
                     );
