@@ -75,7 +75,7 @@ pub fn frontend(path: &Path, sources: &mut Sources, diags: &mut Diagnostics) -> 
 /// checks. For callers that lowered a spec themselves (tests that build from a string).
 pub fn analyse(spec: Spec, sources: &Sources, diags: &mut Diagnostics) -> Frontend {
     let resolution = resolve::resolve(&spec, &targets::names(), diags);
-    kinds::check_hosts(&resolution.hosts, diags);
+    kinds::check_hosts(&resolution.hosts, sources, diags);
     let orders = graph::order_hosts(&resolution.hosts, sources, diags);
     let layers = graph::services::check(&resolution.hosts, diags);
     Frontend {

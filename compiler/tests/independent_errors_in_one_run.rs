@@ -28,6 +28,12 @@ unit "getty@.service" enable=#true {
 apparmor "x" {
     profile "capability setgid,\n"
 }
+apparmor "p1" {
+    profile "profile same /usr/bin/a {}\n"
+}
+apparmor "p2" {
+    profile "profile same /usr/bin/b {}\n"
+}
 "##;
 
 #[test]
@@ -69,6 +75,10 @@ fn one_run_reports_every_independent_mistake() {
         ),
         ("bell.kdl:18:6:", "unit `getty@.service` is a template"),
         ("bell.kdl:22:13:", "the profile text declares no profile"),
+        (
+            "bell.kdl:28:13:",
+            "profile name `same` is declared by both `apparmor:p1` and `apparmor:p2`",
+        ),
     ];
     assert_eq!(diags.len(), expected.len(), "{diags:#?}");
     for ((at, message), line) in expected.iter().zip(&diags) {

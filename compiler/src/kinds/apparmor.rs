@@ -12,6 +12,7 @@ use crate::graph::resources::{Implied, Reason};
 use crate::render::{
     common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
 };
+use crate::resolve::Model;
 use crate::source::{Sources, Span};
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 use crate::spec::{Kind, Spec, Value};
@@ -39,6 +40,10 @@ impl ResourceKind for Apparmor {
         crate::front::validate::apparmor_profile_name(name)
     }
 
+    fn check_model(&self, model: &Model, sources: &Sources, diags: &mut Diagnostics) {
+        clashes(model, sources, diags);
+    }
+
     fn render(
         &self,
         r: &Renderer,
@@ -46,51 +51,15 @@ impl ResourceKind for Apparmor {
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     ) {
-        let mut names: BTreeMap<String, (String, Span)> = BTreeMap::new();
-        let mut attachments: BTreeMap<String, (String, Span)> = BTreeMap::new();
+        // Clashes were reported in the first pass (`check_model`); nothing is rendered for them.
+        let clashed = clashes(&cx.host.model, cx.sources, &mut Diagnostics::new());
         for a in cx.host.model.of_kind(Kind::APPARMOR) {
             let Some(profile) = a.str("profile") else {
                 continue;
             };
-            let field = a.span_of("profile");
             let found = headers(profile);
             // A text without one was reported where it was written (`declares_a_profile`).
-            if found.is_empty() {
-                continue;
-            }
-            let mut clashed = false;
-            for h in &found {
-                let at = common::line_in_string(cx.sources, field, h.line);
-                let name_clash = names.insert(h.name.clone(), (a.key(), at));
-                if let Some((other, first)) = &name_clash {
-                    clashed = true;
-                    common::clash(
-                        diags,
-                        format!("profile name `{}` is declared by both `{other}` and `{}`", h.name, a.key()),
-                        *first,
-                        at,
-                        "the kernel keeps one profile per name; the second load would replace the first".into(),
-                    );
-                }
-                if let Some(path) = &h.attachment {
-                    if name_clash.is_some() && path == &h.name {
-                        continue;
-                    }
-                    if let Some((other, first)) = attachments.insert(path.clone(), (a.key(), at)) {
-                        if other != a.key() {
-                            clashed = true;
-                            common::clash(
-                                diags,
-                                format!("`{path}` is confined by both `{other}` and `{}`", a.key()),
-                                first,
-                                at,
-                                "one profile per executable: remove one, or give one another attachment".into(),
-                            );
-                        }
-                    }
-                }
-            }
-            if clashed {
+            if found.is_empty() || clashed.contains(&a.key()) {
                 continue;
             }
             let mode = a.str("mode").unwrap_or("enforce");
@@ -158,6 +127,56 @@ pub const APPARMOR_DIR: TargetPath = TargetPath {
     key: "apparmor_dir",
     default: "/etc/apparmor.d",
 };
+
+/// Two profiles of one host with one name, or confining one executable: reported at the lines
+/// of the profile texts. Returns the keys of the resources that clash with an earlier one.
+fn clashes(
+    model: &Model,
+    sources: &Sources,
+    diags: &mut Diagnostics,
+) -> std::collections::BTreeSet<String> {
+    let mut names: BTreeMap<String, (String, Span)> = BTreeMap::new();
+    let mut attachments: BTreeMap<String, (String, Span)> = BTreeMap::new();
+    let mut clashed = std::collections::BTreeSet::new();
+    for a in model.of_kind(Kind::APPARMOR) {
+        let Some(profile) = a.str("profile") else {
+            continue;
+        };
+        let field = a.span_of("profile");
+        for h in &headers(profile) {
+            let at = common::line_in_string(sources, field, h.line);
+            let name_clash = names.insert(h.name.clone(), (a.key(), at));
+            if let Some((other, first)) = &name_clash {
+                clashed.insert(a.key());
+                common::clash(
+                    diags,
+                    format!("profile name `{}` is declared by both `{other}` and `{}`", h.name, a.key()),
+                    *first,
+                    at,
+                    "the kernel keeps one profile per name; the second load would replace the first".into(),
+                );
+            }
+            if let Some(path) = &h.attachment {
+                if name_clash.is_some() && path == &h.name {
+                    continue;
+                }
+                if let Some((other, first)) = attachments.insert(path.clone(), (a.key(), at)) {
+                    if other != a.key() {
+                        clashed.insert(a.key());
+                        common::clash(
+                            diags,
+                            format!("`{path}` is confined by both `{other}` and `{}`", a.key()),
+                            first,
+                            at,
+                            "one profile per executable: remove one, or give one another attachment".into(),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    clashed
+}
 
 /// The `profile` text declares at least one profile, checked where it is written.
 fn declares_a_profile(text: &str) -> Result<(), Invalid> {

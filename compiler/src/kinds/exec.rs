@@ -59,7 +59,7 @@ impl ResourceKind for Exec {
         crate::front::validate::script_name(name)
     }
 
-    fn check_model(&self, model: &Model, diags: &mut Diagnostics) {
+    fn check_model(&self, model: &Model, _: &crate::source::Sources, diags: &mut Diagnostics) {
         for res in model.of_kind(Kind::EXEC) {
             policy(res, diags);
         }

@@ -14,6 +14,7 @@ use crate::diagnostic::{Diagnostics, Invalid};
 use crate::graph::resources::Implied;
 use crate::render::{BundleBuilder, HostContext, Renderer};
 use crate::resolve::{Model, ResolvedHost, ResolvedResource};
+use crate::source::Sources;
 use crate::spec::{FieldSchema, Kind};
 use crate::targets::TargetPath;
 use std::fmt;
@@ -64,7 +65,7 @@ pub trait ResourceKind: Sync {
     /// Checks between the valid declarations of one host configuration (two mounts on one
     /// target), made in the first pass beside lowering's, so that one run reports them with
     /// every other mistake instead of after those are fixed.
-    fn check_model(&self, _model: &Model, _diags: &mut Diagnostics) {}
+    fn check_model(&self, _model: &Model, _sources: &Sources, _diags: &mut Diagnostics) {}
 
     /// Renders every resource of this kind of one host into its bundle: files, scripts,
     /// triggers. A kind whose resources only shape another kind's (a settings node) renders
@@ -166,8 +167,8 @@ impl Kind {
     }
 
     /// Checks between the declarations of one host configuration (see `check_model`).
-    pub fn check_model(self, model: &Model, diags: &mut Diagnostics) {
-        self.definition().check_model(model, diags);
+    pub fn check_model(self, model: &Model, sources: &Sources, diags: &mut Diagnostics) {
+        self.definition().check_model(model, sources, diags);
     }
 
     /// Renders this kind's resources of one host into its bundle.
@@ -200,7 +201,7 @@ impl fmt::Debug for Kind {
 
 /// Runs every kind's `check_model` once per distinct host configuration; a mistake shared by
 /// many configurations (a base declaration) is reported once.
-pub fn check_hosts(hosts: &[ResolvedHost], diags: &mut Diagnostics) {
+pub fn check_hosts(hosts: &[ResolvedHost], sources: &Sources, diags: &mut Diagnostics) {
     use std::collections::HashSet;
     let mut seen: HashSet<*const Model> = HashSet::new();
     let mut reported = HashSet::new();
@@ -210,7 +211,7 @@ pub fn check_hosts(hosts: &[ResolvedHost], diags: &mut Diagnostics) {
         }
         let mut local = Diagnostics::new();
         for &kind in Kind::ALL {
-            kind.check_model(&host.model, &mut local);
+            kind.check_model(&host.model, sources, &mut local);
         }
         for d in local.into_boxed() {
             let labels: Vec<(usize, usize)> = d

@@ -100,7 +100,7 @@ impl ResourceKind for Modprobe {
         "module name"
     }
 
-    fn check_model(&self, model: &Model, diags: &mut Diagnostics) {
+    fn check_model(&self, model: &Model, _: &crate::source::Sources, diags: &mut Diagnostics) {
         for module in model.of_kind(Kind::MODPROBE) {
             if module.str("options").is_none() && module.bool("blacklist") != Some(true) {
                 common::invalid(

@@ -44,7 +44,7 @@ impl ResourceKind for Mount {
         validate::resource_name(name)
     }
 
-    fn check_model(&self, model: &Model, diags: &mut Diagnostics) {
+    fn check_model(&self, model: &Model, _: &crate::source::Sources, diags: &mut Diagnostics) {
         let mut targets: BTreeMap<&str, (&str, Span)> = BTreeMap::new();
         for m in model.of_kind(Kind::MOUNT) {
             let Some(target) = m.str("target") else {

@@ -56,7 +56,7 @@ impl ResourceKind for Package {
         validate::apt_package_name(name)
     }
 
-    fn check_model(&self, model: &Model, diags: &mut Diagnostics) {
+    fn check_model(&self, model: &Model, _: &crate::source::Sources, diags: &mut Diagnostics) {
         for pkg in model.of_kind(Kind::PACKAGE) {
             if let Some(mistake) = package_mistake(pkg) {
                 diags.push(mistake);

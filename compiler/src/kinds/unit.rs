@@ -26,7 +26,7 @@ impl ResourceKind for Unit {
         SCHEMA
     }
 
-    fn check_model(&self, model: &Model, diags: &mut Diagnostics) {
+    fn check_model(&self, model: &Model, _: &crate::source::Sources, diags: &mut Diagnostics) {
         for res in model.of_kind(Kind::UNIT) {
             let enable = res.bool("enable").unwrap_or(false);
             let start = res.bool("start").unwrap_or(enable);
