@@ -4,7 +4,7 @@
 //! applied by the real `bell-run` into a temporary root.
 
 mod common;
-use common::fleet::{bell_run, run_bin, text};
+use common::fleet::{apply_into, bell_run, text};
 use common::in_memory::bundle;
 use common::Fixture;
 use std::path::Path;
@@ -73,14 +73,8 @@ fn a_failed_script_does_not_stop_the_next_on_any_apply() {
     let bin = bell_run();
     let root = image_root();
     let bundle = f.path().join("out/hosts/h");
-    let args = [
-        "apply",
-        bundle.to_str().unwrap(),
-        "--root",
-        root.path().to_str().unwrap(),
-    ];
     for round in 1..=2 {
-        let out = run_bin(&bin, &args, &[]);
+        let out = apply_into(&bin, &bundle, root.path());
         let shown = text(&out);
         assert_ne!(out.status.code(), Some(0), "{shown}");
         assert!(!shown.contains("skipped"), "round {round}: {shown}");
@@ -103,16 +97,7 @@ fn halt_still_stops_the_later_scripts() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let root = image_root();
     let bundle = f.path().join("out/hosts/h");
-    let out = run_bin(
-        &bell_run(),
-        &[
-            "apply",
-            bundle.to_str().unwrap(),
-            "--root",
-            root.path().to_str().unwrap(),
-        ],
-        &[],
-    );
+    let out = apply_into(&bell_run(), &bundle, root.path());
     assert!(text(&out).contains("halted"), "{}", text(&out));
     assert_eq!(ran(root.path()), ["001", "002", "003", "004"]);
 }
@@ -178,17 +163,7 @@ fn a_run_once_script_stays_run_after_unrelated_changes() {
     let bin = bell_run();
     let root = image_root();
     let apply = |v: u8| {
-        let bundle = f.path().join(format!("out{v}/hosts/h"));
-        let out = run_bin(
-            &bin,
-            &[
-                "apply",
-                bundle.to_str().unwrap(),
-                "--root",
-                root.path().to_str().unwrap(),
-            ],
-            &[],
-        );
+        let out = apply_into(&bin, &f.path().join(format!("out{v}/hosts/h")), root.path());
         assert_eq!(out.status.code(), Some(0), "v{v}: {}", text(&out));
         ran(root.path()).len()
     };

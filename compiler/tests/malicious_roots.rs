@@ -196,16 +196,7 @@ fn a_link_out_of_the_root_is_refused_by_name_and_nothing_outside_changes() {
         symlink(case.to, &link).unwrap();
         let (_f, bundle) = build(case.spec);
         let before = hashed(&dir.path().join("outside"));
-        let out = run_bin(
-            &bin,
-            &[
-                "apply",
-                bundle.to_str().unwrap(),
-                "--root",
-                root.to_str().unwrap(),
-            ],
-            &[],
-        );
+        let out = apply_into(&bin, &bundle, &root);
         let said = text(&out).replace(root.to_str().unwrap(), "ROOT");
         assert_eq!(
             out.status.code(),
@@ -240,16 +231,7 @@ fn an_absolute_link_is_resolved_inside_the_root_as_the_image_sees_it() {
     let (_f, bundle) =
         build("mount \"data\" target=\"/srv/data\" device=\"tmpfs\" type=\"tmpfs\"\n");
     let before = hashed(&dir.path().join("outside"));
-    let out = run_bin(
-        &bin,
-        &[
-            "apply",
-            bundle.to_str().unwrap(),
-            "--root",
-            root.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let out = apply_into(&bin, &bundle, &root);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(
         !Path::new(&elsewhere).exists(),

@@ -228,6 +228,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         offline: opts.offline,
         timeout: Duration::from_secs(opts.script_timeout),
         now: state::now(),
+        boot: state::boot_id(),
     };
     // Live drift that only a check script can see: those resources are applied again. An
     // offline root (an image being baked) has no live values of its own, and a re-apply there
@@ -567,8 +568,8 @@ fn run_exec(
         .to_string();
     }
     let identity = resource.exec_identity();
-    let boot = state::boot_id();
-    let reason = exec::due(policy, &rec, &identity, ctx.now, boot.as_deref());
+    let boot = ctx.boot.as_deref();
+    let reason = exec::due(policy, &rec, &identity, ctx.now, boot);
     let Ok(reason) = reason else {
         let detail = reason.err();
         record.exec = Some(rec);
@@ -595,7 +596,7 @@ fn run_exec(
         timeout: Duration::from_secs(policy.timeout),
         log: log_dir.join("exec.log"),
     };
-    exec::count_start(&mut rec, &identity, boot.as_deref());
+    exec::count_start(&mut rec, &identity, boot);
     rec.ran_hash = Some(identity);
     rec.last_start = Some(ctx.now);
     rec.runs += 1;

@@ -537,6 +537,7 @@ fn cmd_check(args: &Args) -> i32 {
             offline: opts.offline,
             timeout: std::time::Duration::from_secs(opts.script_timeout),
             now: started,
+            boot: state::boot_id(),
         };
         check::check(&ctx, &state)
     })();

@@ -83,6 +83,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) offline: bool,
     pub(crate) timeout: Duration,
     pub(crate) now: u64,
+    /// The running kernel's boot id, read once per run (exec schedules count per boot).
+    pub(crate) boot: Option<String>,
 }
 
 impl Ctx<'_> {

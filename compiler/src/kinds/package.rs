@@ -79,20 +79,16 @@ impl ResourceKind for Package {
         for source in model.of_kind(Kind::APT_SOURCE) {
             let key = source.key();
             let name = source.name.as_str();
-            let (Some(suites), Some(components)) = (
-                words(source, "suites", diags),
-                words(source, "components", diags),
-            ) else {
-                continue;
+            // Checked where they were written (`validate::apt_suites`, `apt_words`): at least
+            // one suite, words on one line.
+            let words = |field: &str| -> Vec<&str> {
+                source
+                    .str(field)
+                    .unwrap_or_default()
+                    .split_whitespace()
+                    .collect()
             };
-            if suites.is_empty() {
-                diags.push(invalid(
-                    source.span_of("suites"),
-                    format!("`{key}` names no suite"),
-                    "name at least one suite, such as \"noble\"",
-                ));
-                continue;
-            }
+            let (suites, components) = (words("suites"), words("components"));
             let mut files = Vec::new();
             let keyring = source
                 .str("key")
@@ -282,27 +278,6 @@ fn package_mistake(pkg: &ResolvedResource) -> Option<RenderError> {
 /// A whitespace-separated word of a debconf or deb822 line.
 fn is_word(s: &str) -> bool {
     !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || c.is_control())
-}
-
-/// The suites or components of a source: words, so that the deb822 field stays one line.
-fn words<'a>(
-    res: &'a ResolvedResource,
-    field: &str,
-    diags: &mut Diagnostics,
-) -> Option<Vec<&'a str>> {
-    let text = res.str(field).unwrap_or_default();
-    if text
-        .chars()
-        .any(|c| c.is_control() && c != '\t' && c != ' ')
-    {
-        diags.push(invalid(
-            res.span_of(field),
-            format!("`{field}` of `{}` holds a control character", res.key()),
-            "list the values separated by spaces, such as \"noble noble-updates\"",
-        ));
-        return None;
-    }
-    Some(text.split_whitespace().collect())
 }
 
 fn render_package(

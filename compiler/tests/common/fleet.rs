@@ -43,6 +43,20 @@ pub fn run_bin(bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     out
 }
 
+/// `bell-run apply BUNDLE --root ROOT`: a bundle applied into an image root.
+pub fn apply_into(bin: &Path, bundle: &Path, root: &Path) -> Output {
+    run_bin(
+        bin,
+        &[
+            "apply",
+            bundle.to_str().unwrap(),
+            "--root",
+            root.to_str().unwrap(),
+        ],
+        &[],
+    )
+}
+
 pub fn text(out: &Output) -> String {
     format!(
         "exit {:?}\nstdout:\n{}\nstderr:\n{}",
