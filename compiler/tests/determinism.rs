@@ -1,6 +1,7 @@
 //! The same spec built twice, in two different directories, gives identical bundle ids and
 //! bytes; hosts with identical configuration share one bundle; rebuilds rewrite nothing that
-//! did not change and remove bundles no host uses any more.
+//! did not change, keep the release they replace, and `prune` removes what no kept release
+//! names.
 mod common;
 use common::*;
 
@@ -94,7 +95,7 @@ fn hosts_with_identical_configuration_share_a_bundle() {
 }
 
 #[test]
-fn a_rebuild_rewrites_nothing_and_prunes_unused_bundles() {
+fn a_rebuild_rewrites_nothing_and_keeps_the_previous_release_until_pruned() {
     let fx = example_fixture();
     assert_eq!(fx.bellc(&["build", "bell.kdl", "-o", "out"]).code, 0);
     let before = tree(&fx.path().join("out"));
@@ -111,30 +112,55 @@ fn a_rebuild_rewrites_nothing_and_prunes_unused_bundles() {
     assert!(run.stderr.contains("0 bundles written"), "{}", run.stderr);
     assert_eq!(before, tree(&fx.path().join("out")));
 
-    // Storage hosts lose their override: their bundle goes, nothing else is rewritten.
+    let first = read_release(&fx.path().join("out/release.json"));
+
+    // Storage hosts lose their override: the new release no longer names their bundle, which
+    // stays with the first release (kept under releases/, since hosts may still run it).
     let spec = std::fs::read_to_string(fx.path().join("bell.kdl")).unwrap();
     let spec = spec.replace("match role=\"storage\"", "match role=\"storage-gone\"");
     std::fs::write(fx.path().join("bell.kdl"), spec).unwrap();
     let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stderr.contains("1 removed"), "{}", run.stderr);
-    let release: bell_bundle::Release =
-        serde_json::from_str(&std::fs::read_to_string(fx.path().join("out/release.json")).unwrap())
-            .unwrap();
-    let used: std::collections::BTreeSet<&str> =
-        release.hosts.values().map(|h| h.bundle.as_str()).collect();
-    let on_disk: std::collections::BTreeSet<String> =
-        std::fs::read_dir(fx.path().join("out/bundles"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-    assert_eq!(
-        on_disk
-            .iter()
-            .map(String::as_str)
-            .collect::<std::collections::BTreeSet<_>>(),
-        used
+    assert!(run.stderr.contains("0 removed"), "{}", run.stderr);
+    let second = read_release(&fx.path().join("out/release.json"));
+    assert_ne!(first.version, second.version);
+    let kept_first = fx
+        .path()
+        .join(format!("out/releases/{}.json", first.version));
+    assert_eq!(read_release(&kept_first), first);
+    assert_eq!(bundles_on_disk(&fx), bundles_of(&[&first, &second]));
+
+    // Pruning to one release removes the first and the bundle only it named.
+    let run = fx.bellc(&["prune", "out", "--keep", "1"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("removed 1 release(s) and 1 bundle(s)"),
+        "{}",
+        run.stdout
     );
+    assert!(!kept_first.exists());
+    assert_eq!(bundles_on_disk(&fx), bundles_of(&[&second]));
+    // The rebuilt output still checks clean after the prune.
+    let run = fx.bellc(&["build", "--check", "bell.kdl", "-o", "out"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}
+
+fn read_release(path: &std::path::Path) -> bell_bundle::Release {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn bundles_of(releases: &[&bell_bundle::Release]) -> std::collections::BTreeSet<String> {
+    releases
+        .iter()
+        .flat_map(|r| r.hosts.values().map(|h| h.bundle.clone()))
+        .collect()
+}
+
+fn bundles_on_disk(fx: &Fixture) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(fx.path().join("out/bundles"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
 }
 
 #[test]

@@ -84,6 +84,7 @@ fn a_one_host_change_rewrites_only_its_bundle_pointer_and_release() {
         .map(|(h, r)| (h.clone(), r.bundle.clone()))
         .unwrap();
     let sharing = release.hosts.values().filter(|r| r.bundle == old).count();
+    let before_version = release.version.clone();
     assert!(
         sharing > 1,
         "the host should share its bundle before the change"
@@ -111,14 +112,18 @@ fn a_one_host_change_rewrites_only_its_bundle_pointer_and_release() {
     touched.dedup();
     // The store may gain the few contents that are new (the changed sysctl file and scripts).
     touched.retain(|rel| !rel.starts_with(".store/"));
+    // The first release was kept when it was built; the new one is kept beside it.
+    assert!(before.contains_key(&format!("releases/{before_version}.json")));
     assert_eq!(
         touched,
         [
             format!("bundles/{new}"),
             format!("hosts/{host}"),
-            "release.json".to_string()
+            "release.json".to_string(),
+            format!("releases/{}.json", release.version),
         ],
-        "only the new bundle, the host's pointer and release.json are written"
+        "only the new bundle, the host's pointer and the release (kept beside the previous one) \
+         are written"
     );
     // Nothing else went away either: the old bundle is still used by the other hosts.
     let removed: Vec<&String> = before.keys().filter(|k| !after.contains_key(*k)).collect();

@@ -370,7 +370,7 @@ fn cmd_status(args: &Args) -> i32 {
     let at = state.applied_at.unwrap_or(0);
     println!(
         "generation {generation}\napplied {} ({at}), result {}",
-        utc(at),
+        bell_bundle::utc(at),
         state.result.as_deref().unwrap_or("unknown")
     );
     if interrupted {
@@ -496,27 +496,6 @@ fn print_report(report: &Report) {
             report.failed.join(", ")
         );
     }
-}
-
-/// `YYYY-MM-DD HH:MM:SS UTC` from unix seconds (days-to-civil, proleptic Gregorian).
-fn utc(secs: u64) -> String {
-    let days = (secs / 86400) as i64;
-    let rem = secs % 86400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 fn cmd_check(args: &Args) -> i32 {

@@ -5,6 +5,7 @@
 mod review;
 
 use bellc::diagnostic::Diagnostics;
+use bellc::fleet::signing;
 use bellc::source::Sources;
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -56,6 +57,18 @@ struct Cli {
     short: bool,
 }
 
+#[derive(clap::Args)]
+struct SignArgs {
+    /// Sign release.json with this minisign secret key (release.json.minisig); an encrypted
+    /// key's password is read from BELLC_KEY_PASSWORD.
+    #[arg(long, value_name = "KEY")]
+    sign_key: Option<PathBuf>,
+    /// How long hosts accept the signed release as their newest, as `30d` or `12h`; sign
+    /// again before then.
+    #[arg(long, value_name = "SPAN", requires = "sign_key", value_parser = span)]
+    expires: Option<u64>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Validate a spec without writing anything.
@@ -89,6 +102,34 @@ enum Command {
         /// exit 1 when something did.
         #[arg(long, value_name = "OLD")]
         diff: Option<PathBuf>,
+        #[command(flatten)]
+        signing: SignArgs,
+    },
+    /// Write an Ed25519 key pair in minisign's format: NAME.key (0600) and NAME.pub.
+    ///
+    /// The secret key is plain (for CI's secret store) unless `--encrypt` is given; then it is
+    /// encrypted with the password in the environment variable BELLC_KEY_PASSWORD, which
+    /// signing reads too. Keys made by `minisign -G` work as well.
+    Keygen {
+        /// Path and name of the pair, without suffix.
+        name: PathBuf,
+        /// Encrypt the secret key with the password in BELLC_KEY_PASSWORD.
+        #[arg(long)]
+        encrypt: bool,
+    },
+    /// List the releases a build output keeps (oldest first): version, sequence, signature,
+    /// expiry, hosts and bundles.
+    Releases {
+        out: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove all but the newest N kept releases (release.json's is always kept), and the
+    /// bundles only they name.
+    Prune {
+        out: PathBuf,
+        #[arg(long, value_name = "N")]
+        keep: usize,
     },
     /// Show what a release changes: hosts added, removed and changed, grouped by bundle change,
     /// with file diffs. Exit 0 without changes, 1 with.
@@ -100,12 +141,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Make a build output the fleet's desired release in etcd.
+    /// Sign a build output's release (`--sign-key`) and make it the fleet's desired release
+    /// in etcd (`--store`); at least one of the two.
     Publish {
         out: PathBuf,
         /// `etcd://HOST:PORT`.
-        #[arg(long, value_parser = etcd_url)]
-        store: String,
+        #[arg(long, value_parser = etcd_url, required_unless_present = "sign_key")]
+        store: Option<String>,
+        #[command(flatten)]
+        signing: SignArgs,
     },
     /// Per host: up-to-date, pending, drifted, failed, unaccounted or unknown, from the reports
     /// hosts filed. Exit 1 when a host failed or is unaccounted.
@@ -272,7 +316,41 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             Ok(0)
         }
         Command::Diff { old, new, json } => Ok(review::diff_dirs(old, new, *json)?),
-        Command::Publish { out, store } => Ok(review::publish(out, store)?),
+        Command::Publish {
+            out,
+            store,
+            signing,
+        } => {
+            if let Some(key) = load_sign_key(signing)? {
+                sign_out(out, &key, signing.expires)?;
+            }
+            match store {
+                Some(store) => Ok(review::publish(out, store)?),
+                None => Ok(0),
+            }
+        }
+        Command::Keygen { name, encrypt } => {
+            let password = match std::env::var(signing::PASSWORD_VAR) {
+                Ok(p) if *encrypt && !p.is_empty() => Some(p),
+                _ if *encrypt => return Err(signing::SigningError::NoPassword.to_string().into()),
+                _ => None,
+            };
+            let files = signing::generate(name, password).map_err(|e| e.to_string())?;
+            println!(
+                "wrote {} ({}, 0600; keep it secret) and {} (key id {})",
+                files.secret.display(),
+                if files.encrypted {
+                    "encrypted"
+                } else {
+                    "not encrypted"
+                },
+                files.public.display(),
+                files.key_id
+            );
+            Ok(0)
+        }
+        Command::Releases { out, json } => Ok(review::releases(out, *json)?),
+        Command::Prune { out, keep } => Ok(review::prune(out, *keep)?),
         Command::Status {
             out,
             reports,
@@ -307,8 +385,11 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             timings,
             force,
             diff,
+            signing,
         } => {
             read_check(spec)?;
+            // A key that cannot sign stops the build before anything is written.
+            let sign_key = load_sign_key(signing)?;
             let clock = std::time::Instant::now();
             if !*check
                 && !*force
@@ -325,6 +406,9 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                     "{}: up to date (inputs unchanged since the last build)",
                     out.display()
                 );
+                if let Some(key) = &sign_key {
+                    sign_out(out, key, signing.expires)?;
+                }
                 return Ok(0);
             }
             let mut phases: Vec<(&str, f64)> = Vec::new();
@@ -387,6 +471,9 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             bellc::emit::incremental::forget(out);
             let stats = bellc::emit::write(out, &compiled.bundles, &compiled.release)
                 .map_err(|e| e.to_string())?;
+            if let Some(key) = &sign_key {
+                sign_out(out, key, signing.expires)?;
+            }
             if diags.is_empty() {
                 bellc::emit::incremental::record(spec, &compiled.spec, sources, out).map_err(
                     |e| format!("cannot record the build's inputs in {}: {e}", out.display()),
@@ -545,6 +632,37 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             Ok(0)
         }
     }
+}
+
+fn span(value: &str) -> Result<u64, String> {
+    signing::parse_span(value)
+}
+
+fn load_sign_key(args: &SignArgs) -> Result<Option<signing::SigningKey>, Failure> {
+    let Some(path) = &args.sign_key else {
+        return Ok(None);
+    };
+    let password = std::env::var(signing::PASSWORD_VAR).ok();
+    signing::load(path, password)
+        .map(Some)
+        .map_err(|e| Failure::Io(e.to_string()))
+}
+
+fn sign_out(out: &Path, key: &signing::SigningKey, expires: Option<u64>) -> Result<(), Failure> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let signed = signing::sign_release(out, key, expires, now).map_err(|e| e.to_string())?;
+    let until = match signed.expires {
+        Some(at) => format!(", valid until {}", bell_bundle::utc(at)),
+        None => String::new(),
+    };
+    eprintln!(
+        "signed release {} (sequence {}{until}) with key {}",
+        signed.version, signed.sequence, key.key_id
+    );
+    Ok(())
 }
 
 /// `--store` of `publish`: only etcd holds a fleet's desired release.

@@ -107,6 +107,64 @@ pub fn publish(out: &Path, dest: &str) -> Result<u8, String> {
     Ok(0)
 }
 
+/// `bellc releases OUT`: every kept release, oldest first.
+pub fn releases(out: &Path, json: bool) -> Result<u8, String> {
+    let kept = bellc::emit::releases::list(out).map_err(|e| e.to_string())?;
+    if json {
+        let rows: Vec<serde_json::Value> = kept
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "version": r.version,
+                    "sequence": r.sequence,
+                    "expires": r.expires,
+                    "signed": r.signed,
+                    "current": r.current,
+                    "hosts": r.hosts,
+                    "bundles": r.bundles.len(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(rows));
+        return Ok(0);
+    }
+    if kept.is_empty() {
+        println!("{} keeps no release (build into it first)", out.display());
+        return Ok(0);
+    }
+    for r in &kept {
+        let sequence = r.sequence.map_or("-".to_string(), |n| n.to_string());
+        let expires = r.expires.map_or("never expires".to_string(), |at| {
+            format!("expires {}", bell_bundle::utc(at))
+        });
+        println!(
+            "{}{}  sequence {sequence}  {}  {expires}  {} hosts, {} bundles",
+            if r.current { "* " } else { "  " },
+            &r.version[..16],
+            if r.signed { "signed" } else { "unsigned" },
+            r.hosts,
+            r.bundles.len()
+        );
+    }
+    println!("(* release.json: the newest)");
+    Ok(0)
+}
+
+/// `bellc prune OUT --keep N`.
+pub fn prune(out: &Path, keep: usize) -> Result<u8, String> {
+    let pruned = bellc::emit::releases::prune(out, keep).map_err(|e| e.to_string())?;
+    println!(
+        "removed {} release(s) and {} bundle(s) from {}",
+        pruned.releases.len(),
+        pruned.bundles,
+        out.display()
+    );
+    for version in &pruned.releases {
+        println!("  - {version}");
+    }
+    Ok(0)
+}
+
 pub struct StatusArgs<'a> {
     pub out: &'a Path,
     pub source: &'a str,

@@ -4,6 +4,9 @@
 //!
 //! ```text
 //! OUT/release.json                 host → bundle id, rollout waves, release version
+//! OUT/release.json.minisig         its minisign signature, when signed (`--sign-key`)
+//! OUT/releases/<version>.json      every release OUT held (and its .minisig), kept until
+//!                                  `bellc prune`, with the bundles they name
 //! OUT/bundles/<id>/bundle.json     the manifest; <id> is its sha256
 //! OUT/bundles/<id>/root/...        files at their host paths
 //! OUT/bundles/<id>/scripts/...     apply / revert / trigger / exec scripts
@@ -35,7 +38,7 @@ pub enum EmitError {
     Io { path: PathBuf, source: io::Error },
 }
 
-fn io_err(path: &Path) -> impl FnOnce(io::Error) -> EmitError + '_ {
+pub(super) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> EmitError + '_ {
     move |source| EmitError::Io {
         path: path.to_path_buf(),
         source,
@@ -132,7 +135,10 @@ pub fn write(
         }
     }
 
-    // Hosts that left the release, and bundles no host uses any more.
+    // The release this build replaces is kept by version before anything of it goes.
+    super::releases::keep_current(out)?;
+
+    // Hosts that left the release, and bundles that neither it nor a kept release names.
     for entry in fs::read_dir(&hosts_dir).map_err(io_err(&hosts_dir))? {
         let entry = entry.map_err(io_err(&hosts_dir))?;
         let name = entry.file_name().to_string_lossy().to_string();
@@ -141,26 +147,42 @@ pub fn write(
             stats.links_removed += 1;
         }
     }
+    let mut unused = Vec::new();
     for entry in fs::read_dir(&bundles_dir).map_err(io_err(&bundles_dir))? {
         let entry = entry.map_err(io_err(&bundles_dir))?;
         let name = entry.file_name().to_string_lossy().to_string();
         if !bundles.contains_key(&name) {
-            remove_any(&entry.path())?;
-            stats.bundles_removed += 1;
+            unused.push((name, entry.path()));
+        }
+    }
+    if !unused.is_empty() {
+        // Read only when something might go: a large fleet's releases take a while to parse.
+        let kept = super::releases::bundles_in_use(out)?;
+        for (name, path) in unused {
+            if !kept.contains(&name) {
+                remove_any(&path)?;
+                stats.bundles_removed += 1;
+            }
         }
     }
     if stats.bundles_removed > 0 {
         prune_store(&store_dir)?;
     }
 
-    let release_path = out.join("release.json");
-    let json = release.to_json();
-    if fs::read_to_string(&release_path).ok().as_deref() != Some(json.as_str()) {
-        let tmp = out.join(".release.json.tmp");
-        fs::write(&tmp, &json).map_err(io_err(&tmp))?;
-        fs::rename(&tmp, &release_path).map_err(io_err(&release_path))?;
+    // A signed release.json whose map and waves are this build's stays as it is (a rebuild
+    // without `--sign-key` does not strip a signature); any other is replaced, and its
+    // signature, which no longer matches, goes with it.
+    let release_path = out.join(super::releases::RELEASE_FILE);
+    let same = fs::read(&release_path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Release>(&bytes).ok())
+        .is_some_and(|existing| existing.unsigned() == *release);
+    if !same {
+        super::releases::remove_if_present(&super::releases::signature_path(&release_path))?;
+        super::releases::write_atomic(&release_path, release.to_json().as_bytes())?;
         stats.release_written = true;
     }
+    super::releases::keep_current(out)?;
     Ok(stats)
 }
 
@@ -251,7 +273,7 @@ fn write_bundle(
 }
 
 /// Removes store files no bundle links to any more (link count 1: only the store's own name).
-fn prune_store(store: &Path) -> Result<(), EmitError> {
+pub(super) fn prune_store(store: &Path) -> Result<(), EmitError> {
     use std::os::unix::fs::MetadataExt;
     let Ok(shards) = fs::read_dir(store) else {
         return Ok(());
@@ -271,7 +293,7 @@ fn prune_store(store: &Path) -> Result<(), EmitError> {
     Ok(())
 }
 
-fn remove_any(path: &Path) -> Result<(), EmitError> {
+pub(super) fn remove_any(path: &Path) -> Result<(), EmitError> {
     let meta = fs::symlink_metadata(path).map_err(io_err(path))?;
     if meta.is_dir() {
         fs::remove_dir_all(path).map_err(io_err(path))

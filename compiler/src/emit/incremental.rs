@@ -75,7 +75,7 @@ pub fn is_current(spec: &Path, out: &Path) -> bool {
         return false;
     }
     let release_ok = fs::read(out.join("release.json"))
-        .map(|bytes| bell_bundle::sha256_hex(&bytes) == record.release)
+        .map(|bytes| release_digest(&bytes) == record.release)
         .unwrap_or(false);
     if !release_ok || !out.join("hosts").is_dir() {
         return false;
@@ -99,6 +99,15 @@ pub fn is_current(spec: &Path, out: &Path) -> bool {
                 .unwrap_or_default();
             &now == matches
         })
+}
+
+/// The digest of release.json as the build wrote it: signing it later (which adds a sequence
+/// and an expiry) leaves the build current.
+fn release_digest(bytes: &[u8]) -> String {
+    match serde_json::from_slice::<bell_bundle::Release>(bytes) {
+        Ok(release) => bell_bundle::sha256_hex(release.unsigned().to_json().as_bytes()),
+        Err(_) => bell_bundle::sha256_hex(bytes),
+    }
 }
 
 /// Records the inputs of a build that just wrote `out` without any diagnostic.
@@ -126,7 +135,7 @@ pub fn record(spec_path: &Path, spec: &Spec, sources: &Sources, out: &Path) -> s
                 (relative_pattern(&dir, pattern), matches)
             })
             .collect(),
-        release: bell_bundle::sha256_hex(&release),
+        release: release_digest(&release),
     };
     let text = serde_json::to_string_pretty(&record).unwrap_or_default();
     let tmp = out.join(".bell-inputs.json.tmp");

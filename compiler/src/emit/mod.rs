@@ -3,10 +3,12 @@
 //! - [`release`]: the release (host → bundle id, rollout waves, version) from the rendered fleet.
 //! - [`bundles`]: bundles in memory → the output directory ([`write()`]), or compared with it
 //!   ([`check`], for `build --check`).
+//! - [`releases`]: every release OUT held, kept by version, and `prune`.
 //! - [`incremental`]: the record of a build's inputs that lets an unchanged rebuild stop early.
 
 pub mod bundles;
 pub mod incremental;
 pub mod release;
+pub mod releases;
 
 pub use bundles::{check, write, EmitError, WriteStats, STORE_DIR};

@@ -34,5 +34,7 @@ pub fn release(
         version: Release::compute_version(&hosts),
         hosts,
         waves: waves::release_waves(waves),
+        sequence: None,
+        expires: None,
     }
 }

@@ -2,8 +2,10 @@
 //!
 //! - [`status`]: the release against the reports hosts filed in the store (what they ran and
 //!   how it went), and the gate a rollout waits on.
+//! - [`signing`]: minisign keys and signed releases (a sequence that only grows, an expiry).
 //!
-//! Publishing lives in the binary today (`bellc publish` copies OUT into a store). Signed
-//! releases, the disruption lock and the rollout controller belong here.
+//! Publishing lives in the binary today (`bellc publish` copies OUT into a store). The
+//! disruption lock and the rollout controller belong here.
 
+pub mod signing;
 pub mod status;

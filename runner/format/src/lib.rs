@@ -228,6 +228,15 @@ pub struct Release {
     /// Rollout waves, in order; every host appears in exactly one wave.
     #[serde(default)]
     pub waves: Vec<Vec<String>>,
+    /// Set when the release is signed (`bellc build --sign-key`): a number that only grows
+    /// from one signed release of a fleet to the next, so that a host can refuse an older one
+    /// (a rollback attack). Not part of `version`: the same map signed again is a newer release.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
+    /// Unix seconds after which a host no longer accepts this release as its newest (a frozen
+    /// mirror cannot hold a fleet on it in silence). Signed with the rest of the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -235,6 +244,27 @@ pub struct ReleaseHost {
     pub bundle: String,
     pub address: Option<String>,
     pub labels: BTreeMap<String, String>,
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC` from unix seconds (days-to-civil, proleptic Gregorian).
+pub fn utc(secs: u64) -> String {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 /// Lowercase hex sha256 of `bytes`.
@@ -414,7 +444,21 @@ impl Release {
         text.push('\n');
         text
     }
+
+    /// The release as a build writes it, without what signing adds: what a build compares.
+    pub fn unsigned(&self) -> Release {
+        Release {
+            sequence: None,
+            expires: None,
+            ..self.clone()
+        }
+    }
 }
+
+/// The detached minisign signature beside a release file: `release.json.minisig`.
+pub const SIGNATURE_SUFFIX: &str = ".minisig";
+/// Where a build output keeps every release it held, by version: `releases/<version>.json`.
+pub const RELEASES_DIR: &str = "releases";
 
 /// Why a manifest could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
