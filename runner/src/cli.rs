@@ -15,6 +15,9 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
                       [--metrics FILE]
        bell-run check [--root DIR] [--offline] [--json] [--timeout SECS] [--report DEST]
                       [--host NAME] [--release VERSION] [--metrics FILE]
+       bell-run pull --source http://HOST[:PORT]/PATH/|DIR [--host NAME] [--root DIR]
+                      [--trust FILE] [--store etcd://HOST:PORT] [--fleet NAME] [--offline]
+                      [--json] [--timeout SECS] [--report DEST] [--metrics FILE]
        bell-run pending --store etcd://HOST:PORT [--host NAME] [--root DIR] [--fleet NAME] [--json]
        bell-run status [--root DIR] [--json]
        bell-run rollback [--root DIR] [--offline] [--dry-run] [--json] [--timeout SECS]
@@ -56,6 +59,8 @@ struct Args {
     release: Option<String>,
     store: Option<String>,
     fleet: Option<String>,
+    source: Option<String>,
+    trust: Option<PathBuf>,
 }
 
 impl Args {
@@ -101,6 +106,8 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
             "--release" => out.release = Some(value("--release")?.to_string_lossy().to_string()),
             "--store" => out.store = Some(value("--store")?.to_string_lossy().to_string()),
             "--fleet" => out.fleet = Some(value("--fleet")?.to_string_lossy().to_string()),
+            "--source" => out.source = Some(value("--source")?.to_string_lossy().to_string()),
+            "--trust" => out.trust = Some(PathBuf::from(value("--trust")?)),
             flag if flag.starts_with("--") => return Err(format!("unknown option `{flag}`")),
             _ => out.positional.push(PathBuf::from(arg)),
         }
@@ -136,11 +143,12 @@ pub fn main() -> i32 {
         "status" if wants(0) => cmd_status(&args),
         "check" if wants(0) => cmd_check(&args),
         "pending" if wants(0) => cmd_pending(&args),
+        "pull" if wants(0) => cmd_pull(&args),
         "verify" if wants(1) => cmd_verify(&args.positional[0], &args),
         "recover" if wants(0) => cmd_recover(&args),
         "install-timer" if wants(0) => cmd_install_timer(&args),
         "apply" | "verify" => usage(&format!("`{command}` takes one bundle directory")),
-        "rollback" | "status" | "recover" | "install-timer" | "check" | "pending" => {
+        "rollback" | "status" | "recover" | "install-timer" | "check" | "pending" | "pull" => {
             usage(&format!("`{command}` takes no positional argument"))
         }
         other => usage(&format!("unknown command `{other}`")),
@@ -323,6 +331,90 @@ fn cmd_recover(args: &Args) -> i32 {
             OK
         }
         Err(e) => refused(&Refusal::new(format!("cannot recover: {e}")), false),
+    }
+}
+
+fn cmd_pull(args: &Args) -> i32 {
+    let Some(source) = &args.source else {
+        return usage("`pull` needs `--source http://HOST[:PORT]/PATH/` or `--source DIR`");
+    };
+    let source = match crate::fetch::Source::parse(source) {
+        Ok(source) => source,
+        Err(e) => return usage(&e),
+    };
+    let opts = crate::pull::PullOptions {
+        source,
+        host: args.host.clone(),
+        trust: args.trust.clone(),
+        store: args.store.clone(),
+        fleet: args.fleet.clone(),
+        apply: options(args),
+    };
+    let started = state::now();
+    let mut found = crate::pull::Established::default();
+    let result = crate::pull::pull(&opts, &mut found);
+    let mut run = match &result {
+        Ok(pulled) => report::from_apply(&opts.apply.root, started, &pulled.report),
+        Err(refusal) => report::from_refusal("apply", &opts.apply.root, started, None, refusal),
+    };
+    run.signature = found.signature.clone();
+    if run.fleet.is_none() {
+        run.fleet = found.fleet.clone();
+    }
+    if run.bundle.is_none() {
+        run.bundle = found.bundle.clone();
+    }
+    let mut sinks = args.sinks();
+    if sinks.release.is_none() {
+        sinks.release = found.release.clone();
+    }
+    report::emit(&sinks, run);
+    let pulled = match result {
+        Ok(pulled) => pulled,
+        Err(refusal) => {
+            if let Some(signature) = &found.signature {
+                if !args.json {
+                    eprintln!("release: {signature}");
+                }
+            }
+            return refused(&refusal, args.json);
+        }
+    };
+    let release = found.release.as_deref().unwrap_or("?");
+    let signature = found.signature.as_deref().unwrap_or("?");
+    if args.json {
+        let mut value = serde_json::to_value(&pulled.report).unwrap_or_default();
+        value["result"] = if pulled.report.failed.is_empty() {
+            "ok"
+        } else {
+            "failed"
+        }
+        .into();
+        value["release"] = release.into();
+        value["signature"] = signature.into();
+        value["fetched"] = pulled.fetched.into();
+        value["reused"] = pulled.reused.into();
+        value["already_applied"] = pulled.already_applied.into();
+        println!("{value:#}");
+    } else {
+        println!("release {release} ({signature})");
+        if pulled.already_applied {
+            println!(
+                "bundle {} is applied already: applying it again",
+                pulled.report.generation
+            );
+        } else {
+            println!(
+                "bundle {}: {} files fetched, {} taken from the applied generation",
+                pulled.report.generation, pulled.fetched, pulled.reused
+            );
+        }
+        print_report(&pulled.report);
+    }
+    if pulled.report.failed.is_empty() {
+        OK
+    } else {
+        FAILURES
     }
 }
 

@@ -8,9 +8,11 @@ mod cli;
 mod context;
 mod exec;
 mod failpoint;
+mod fetch;
 mod journal;
 mod metrics;
 mod plan;
+mod pull;
 mod report;
 mod revert;
 mod rootfs;
@@ -20,6 +22,7 @@ mod statedir;
 mod sys;
 mod timer;
 mod triggers;
+mod trust;
 
 fn main() {
     // What bell-run creates gets the modes it means, whatever mask it was started with.

@@ -59,6 +59,8 @@ pub struct Run<'a> {
     pub status: BTreeMap<String, State>,
     /// Out of sync after the run, when known.
     pub drifted_after: Option<usize>,
+    /// How `pull` checked the release.
+    pub signature: Option<String>,
 }
 
 pub fn from_apply<'a>(root: &'a Path, started_at: u64, rep: &apply::Report) -> Run<'a> {
@@ -100,6 +102,7 @@ pub fn from_apply<'a>(root: &'a Path, started_at: u64, rep: &apply::Report) -> R
         error: None,
         status,
         drifted_after: Some(unrepaired),
+        signature: None,
     }
 }
 
@@ -131,6 +134,7 @@ pub fn from_check<'a>(root: &'a Path, started_at: u64, rep: &CheckReport) -> Run
         error: None,
         status: BTreeMap::from([("check".to_string(), result)]),
         drifted_after: Some(rep.drift.len()),
+        signature: None,
     }
 }
 
@@ -168,6 +172,7 @@ pub fn from_refusal<'a>(
         error: Some(refusal.message.clone()),
         status: BTreeMap::from([(command.to_string(), State::Failed)]),
         drifted_after: None,
+        signature: None,
     }
 }
 
@@ -218,6 +223,7 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     resources: run.resources.clone(),
                     drift: run.drift.clone(),
                     error: run.error.clone(),
+                    signature: run.signature.clone(),
                     status: run.status.clone(),
                 };
                 let filed = Store::parse(dest).and_then(|store| store.record(&mut report));

@@ -649,11 +649,11 @@ fn load_sign_key(args: &SignArgs) -> Result<Option<signing::SigningKey>, Failure
 }
 
 fn sign_out(out: &Path, key: &signing::SigningKey, expires: Option<u64>) -> Result<(), Failure> {
-    let now = std::time::SystemTime::now()
+    let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
+        .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
-    let signed = signing::sign_release(out, key, expires, now).map_err(|e| e.to_string())?;
+    let signed = signing::sign_release(out, key, expires, now_ms).map_err(|e| e.to_string())?;
     let until = match signed.expires {
         Some(at) => format!(", valid until {}", bell_bundle::utc(at)),
         None => String::new(),

@@ -15,7 +15,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-pub const RELEASE_FILE: &str = "release.json";
+pub use bell_bundle::RELEASE_FILE;
 
 /// One kept release, as `bellc releases` lists it.
 #[derive(Debug, Clone)]

@@ -226,16 +226,18 @@ pub struct Signed {
     pub expires: Option<u64>,
 }
 
-/// Signs `OUT/release.json`: gives it the next sequence number (the signing time in seconds,
-/// or one more than the newest release OUT keeps, whichever is larger, so that CI runs from
-/// clean checkouts still count upwards) and `expires` seconds of validity when asked; writes
-/// `release.json.minisig` and keeps both under `releases/`.
+/// Signs `OUT/release.json`: gives it the next sequence number (the signing time in
+/// milliseconds, or one more than the newest release OUT keeps, whichever is larger, so that
+/// CI runs from clean checkouts still count upwards, and two builds in one second differ) and
+/// `expires` seconds of validity when asked; writes `release.json.minisig` and keeps both
+/// under `releases/`. `now_ms` is the time in unix milliseconds.
 pub fn sign_release(
     out: &Path,
     key: &SigningKey,
     expires_in: Option<u64>,
-    now: u64,
+    now_ms: u64,
 ) -> Result<Signed, SigningError> {
+    let now = now_ms / 1000;
     let path = out.join(RELEASE_FILE);
     let unreadable = |reason: String| SigningError::Release {
         path: path.clone(),
@@ -250,7 +252,7 @@ pub fn sign_release(
         .chain(release.sequence)
         .max()
         .unwrap_or(0);
-    let sequence = now.max(newest_kept + 1);
+    let sequence = now_ms.max(newest_kept + 1);
     let signed = Release {
         sequence: Some(sequence),
         expires: expires_in.map(|secs| now.saturating_add(secs)),

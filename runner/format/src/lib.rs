@@ -229,7 +229,7 @@ pub struct Release {
     #[serde(default)]
     pub waves: Vec<Vec<String>>,
     /// Set when the release is signed (`bellc build --sign-key`): a number that only grows
-    /// from one signed release of a fleet to the next, so that a host can refuse an older one
+    /// from one signed release of a fleet to the next (the signing time in milliseconds), so that a host can refuse an older one
     /// (a rollback attack). Not part of `version`: the same map signed again is a newer release.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequence: Option<u64>,
@@ -455,6 +455,8 @@ impl Release {
     }
 }
 
+/// A build output's newest release, at its top.
+pub const RELEASE_FILE: &str = "release.json";
 /// The detached minisign signature beside a release file: `release.json.minisig`.
 pub const SIGNATURE_SUFFIX: &str = ".minisig";
 /// Where a build output keeps every release it held, by version: `releases/<version>.json`.
@@ -616,38 +618,12 @@ pub fn parse_mode(mode: &str) -> Option<u32> {
     u32::from_str_radix(mode, 8).ok()
 }
 
-/// Verifies a bundle directory completely before anything uses it: the manifest parses and is
-/// of a known format, its bytes are canonical (so its sha256 is `Manifest::id`), the directory
-/// name matches the id when it is one (`bundles/<id>`, also when reached through a symlink),
-/// every path is normalised, every file and script has its listed sha256, every resource hash
-/// matches its content, and the directory holds nothing that the manifest does not list.
-pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
-    let unreadable = |path: &Path, e: std::io::Error| VerifyError::Unreadable {
-        path: path.to_path_buf(),
-        error: e.to_string(),
-    };
-    let manifest_path = dir.join(MANIFEST_FILE);
-    let bytes = std::fs::read(&manifest_path).map_err(|e| unreadable(&manifest_path, e))?;
-    let text = std::str::from_utf8(&bytes).map_err(|_| {
-        VerifyError::Format(FormatError::Json("the manifest is not UTF-8".to_string()))
-    })?;
-    let manifest = Manifest::from_json(text).map_err(VerifyError::Format)?;
-    let actual = sha256_hex(&bytes);
-    if manifest.to_json().as_bytes() != bytes.as_slice() {
-        return Err(VerifyError::NotCanonical);
-    }
-    // A bundle reached through `hosts/<name>` is a symlink to `bundles/<id>`: resolve it, so
-    // that the id in the directory name is checked there too.
-    let resolved = dir.canonicalize().map_err(|e| unreadable(dir, e))?;
-    if let Some(name) = resolved.file_name().and_then(|n| n.to_str()) {
-        if is_bundle_id(name) && name != actual {
-            return Err(VerifyError::IdMismatch {
-                expected: name.to_string(),
-                actual,
-            });
-        }
-    }
-
+/// Every file a bundle directory holds besides its manifest, by path relative to the bundle,
+/// with its sha256 — after checking everything about the manifest that does not need the
+/// files: normalised, contained paths, sorted unique files, modes, owners, dependencies,
+/// resource hashes. `bell-run pull` fetches exactly these, and [`verify_dir`] finds exactly
+/// these.
+pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, String>, VerifyError> {
     let mut expected: BTreeMap<PathBuf, String> = BTreeMap::new();
     let mut previous: Option<&str> = None;
     for file in &manifest.files {
@@ -753,6 +729,42 @@ pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
         }
         expected.insert(rel, script.sha256.clone());
     }
+    Ok(expected)
+}
+
+/// Verifies a bundle directory completely before anything uses it: the manifest parses and is
+/// of a known format, its bytes are canonical (so its sha256 is `Manifest::id`), the directory
+/// name matches the id when it is one (`bundles/<id>`, also when reached through a symlink),
+/// every path is normalised, every file and script has its listed sha256, every resource hash
+/// matches its content, and the directory holds nothing that the manifest does not list.
+pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
+    let unreadable = |path: &Path, e: std::io::Error| VerifyError::Unreadable {
+        path: path.to_path_buf(),
+        error: e.to_string(),
+    };
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let bytes = std::fs::read(&manifest_path).map_err(|e| unreadable(&manifest_path, e))?;
+    let text = std::str::from_utf8(&bytes).map_err(|_| {
+        VerifyError::Format(FormatError::Json("the manifest is not UTF-8".to_string()))
+    })?;
+    let manifest = Manifest::from_json(text).map_err(VerifyError::Format)?;
+    let actual = sha256_hex(&bytes);
+    if manifest.to_json().as_bytes() != bytes.as_slice() {
+        return Err(VerifyError::NotCanonical);
+    }
+    // A bundle reached through `hosts/<name>` is a symlink to `bundles/<id>`: resolve it, so
+    // that the id in the directory name is checked there too.
+    let resolved = dir.canonicalize().map_err(|e| unreadable(dir, e))?;
+    if let Some(name) = resolved.file_name().and_then(|n| n.to_str()) {
+        if is_bundle_id(name) && name != actual {
+            return Err(VerifyError::IdMismatch {
+                expected: name.to_string(),
+                actual,
+            });
+        }
+    }
+
+    let expected = expected_files(&manifest)?;
 
     // Walk the directory: every regular file must be listed with its hash, and nothing else
     // (no symlinks, no devices) may be there.

@@ -92,6 +92,10 @@ pub struct Report {
     /// Why the command did nothing at all (a refusal), if it did not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// How the release was checked by `bell-run pull`: `verified: key ID, sequence N`, or
+    /// `unverified: …` on a host that trusts no key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
     /// The host's state in every category, this report's own and the last known of the others.
     #[serde(default)]
     pub status: BTreeMap<String, State>,
@@ -343,6 +347,7 @@ mod tests {
             resources: Vec::new(),
             drift: Vec::new(),
             error: None,
+            signature: None,
             status: BTreeMap::from([(command.to_string(), result)]),
         }
     }

@@ -1,0 +1,367 @@
+//! Where `bell-run pull` fetches releases and bundles from: a static web server
+//! (`http://HOST[:PORT]/PATH/`) or a directory (an rsync or NFS mirror), laid out as `bellc
+//! build` writes OUT.
+//!
+//! Plain HTTP/1.1 on a `std::net::TcpStream`, one request per connection, with connect and
+//! read timeouts: bell-run stays one small synchronous binary without an async runtime or a
+//! TLS stack. Nothing fetched is trusted for being fetched: a release is checked against its
+//! signature and every file against the sha256 the verified chain names, while it streams.
+
+use sha2::{Digest, Sha256};
+use std::io::{self, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// A server that sends nothing for this long has stalled; the download is abandoned (and
+/// resumed on the next pull).
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+const MAX_HEADER_BYTES: usize = 64 << 10;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Http {
+        host: String,
+        port: u16,
+        /// Starts and ends with `/`.
+        path: String,
+    },
+    Dir(PathBuf),
+}
+
+/// Why a fetch did not give the file.
+#[derive(Debug)]
+pub enum FetchError {
+    /// The source does not have it (HTTP 404, no such file).
+    NotFound(String),
+    /// Anything else: unreachable, cut short, too large, a server error.
+    Failed(String),
+}
+
+impl std::fmt::Display for FetchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FetchError::NotFound(m) | FetchError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl Source {
+    /// `http://HOST[:PORT]/PATH/` or a directory path.
+    pub fn parse(text: &str) -> Result<Source, String> {
+        if let Some(rest) = text.strip_prefix("http://") {
+            let (authority, path) = match rest.find('/') {
+                Some(at) => (&rest[..at], &rest[at..]),
+                None => (rest, "/"),
+            };
+            let (host, port) = match authority.rsplit_once(':') {
+                Some((host, port)) => (
+                    host,
+                    port.parse::<u16>()
+                        .map_err(|_| format!("`{text}`: `{port}` is not a port"))?,
+                ),
+                None => (authority, 80),
+            };
+            let bad = host.is_empty()
+                || authority.contains('@')
+                || path.contains(['?', '#'])
+                || path.split('/').any(|part| part == "..")
+                || path.bytes().any(|b| b.is_ascii_control() || b == b' ');
+            if bad {
+                return Err(format!(
+                    "`{text}` is not a source URL; expected `http://HOST[:PORT]/PATH/`"
+                ));
+            }
+            let mut path = path.to_string();
+            if !path.ends_with('/') {
+                path.push('/');
+            }
+            return Ok(Source::Http {
+                host: host.to_string(),
+                port,
+                path,
+            });
+        }
+        if text.contains("://") {
+            return Err(format!(
+                "`{text}`: bell-run fetches over plain http:// or from a directory; for https, \
+                 run a local proxy (the signature, not the transport, is what is trusted)"
+            ));
+        }
+        if text.is_empty() {
+            return Err("`--source` is empty".to_string());
+        }
+        Ok(Source::Dir(PathBuf::from(text)))
+    }
+
+    pub fn describe(&self, rel: &str) -> String {
+        match self {
+            Source::Http { host, port, path } => format!("http://{host}:{port}{path}{rel}"),
+            Source::Dir(dir) => dir.join(rel).display().to_string(),
+        }
+    }
+
+    /// The whole of `rel`, at most `max` bytes.
+    pub fn get(&self, rel: &str, max: u64) -> Result<Vec<u8>, FetchError> {
+        let mut bytes = Vec::new();
+        self.stream(rel, max, &mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// Streams `rel` into `out`, at most `max` bytes; returns the sha256 of what was written.
+    pub fn stream(&self, rel: &str, max: u64, out: &mut dyn Write) -> Result<String, FetchError> {
+        let what = self.describe(rel);
+        let failed = |e: String| FetchError::Failed(format!("{what}: {e}"));
+        let (mut body, length): (Box<dyn Read>, Option<u64>) = match self {
+            Source::Dir(dir) => {
+                let path = dir.join(rel);
+                let file = std::fs::File::open(&path).map_err(|e| match e.kind() {
+                    io::ErrorKind::NotFound => FetchError::NotFound(format!("{what}: not found")),
+                    _ => failed(e.to_string()),
+                })?;
+                let meta = file.metadata().map_err(|e| failed(e.to_string()))?;
+                if !meta.is_file() {
+                    return Err(failed("not a plain file".into()));
+                }
+                (Box::new(file), Some(meta.len()))
+            }
+            Source::Http { host, port, path } => {
+                let (stream, length) = http_get(host, *port, &format!("{path}{}", encode(rel)))
+                    .map_err(|e| match e {
+                        FetchError::NotFound(_) => {
+                            FetchError::NotFound(format!("{what}: not found"))
+                        }
+                        FetchError::Failed(m) => failed(m),
+                    })?;
+                (stream, length)
+            }
+        };
+        if let Some(length) = length {
+            if length > max {
+                return Err(failed(format!(
+                    "{length} bytes, more than the {max} bell-run accepts here"
+                )));
+            }
+        }
+        let mut hasher = Sha256::new();
+        let mut total: u64 = 0;
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let n = match body.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(failed(format!("cut short after {total} bytes: {e}")));
+                }
+            };
+            total += n as u64;
+            if total > max {
+                return Err(failed(format!(
+                    "more than the {max} bytes bell-run accepts here"
+                )));
+            }
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n])
+                .map_err(|e| failed(format!("cannot store it: {e}")))?;
+        }
+        if let Some(length) = length {
+            if total != length {
+                return Err(failed(format!(
+                    "cut short: {total} of {length} bytes arrived"
+                )));
+            }
+        }
+        Ok(hex(&hasher.finalize()))
+    }
+}
+
+fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Percent-encodes a relative path for a request line: everything but unreserved characters
+/// and `/` (bundle paths are host paths, which may hold spaces and worse).
+fn encode(rel: &str) -> String {
+    let mut out = String::with_capacity(rel.len());
+    for byte in rel.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                out.push(byte as char)
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+/// Sends one GET and returns the body as a reader, with its length when the server gave one.
+fn http_get(host: &str, port: u16, path: &str) -> Result<(Box<dyn Read>, Option<u64>), FetchError> {
+    let failed = |m: String| FetchError::Failed(m);
+    let addrs: Vec<_> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| failed(format!("cannot resolve {host}: {e}")))?
+        .collect();
+    let mut last = format!("{host} has no address");
+    let mut connected = None;
+    for addr in addrs {
+        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            Ok(stream) => {
+                connected = Some(stream);
+                break;
+            }
+            Err(e) => last = format!("cannot connect to {addr}: {e}"),
+        }
+    }
+    let mut stream = connected.ok_or_else(|| failed(last))?;
+    let io_failed = |e: io::Error| FetchError::Failed(e.to_string());
+    stream
+        .set_read_timeout(Some(READ_TIMEOUT))
+        .map_err(io_failed)?;
+    stream
+        .set_write_timeout(Some(READ_TIMEOUT))
+        .map_err(io_failed)?;
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: bell-run/{}\r\n\
+         Accept-Encoding: identity\r\nConnection: close\r\n\r\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    stream.write_all(request.as_bytes()).map_err(io_failed)?;
+
+    // The head, byte by byte up to the blank line (small; the body is then streamed).
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > MAX_HEADER_BYTES {
+            return Err(failed("the response headers are too large".into()));
+        }
+        match stream.read(&mut byte) {
+            Ok(0) => return Err(failed("the server closed the connection early".into())),
+            Ok(_) => head.push(byte[0]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(failed(format!("no response: {e}"))),
+        }
+    }
+    let head = String::from_utf8_lossy(&head);
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| failed(format!("not an HTTP response: `{status_line}`")))?;
+    let mut length = None;
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        match name.trim().to_ascii_lowercase().as_str() {
+            "content-length" => {
+                length = Some(
+                    value
+                        .parse::<u64>()
+                        .map_err(|_| failed(format!("bad Content-Length `{value}`")))?,
+                )
+            }
+            "transfer-encoding" if !value.eq_ignore_ascii_case("identity") => {
+                return Err(failed(format!(
+                    "the server sent `Transfer-Encoding: {value}`; serve the files as static \
+                     files (with a Content-Length)"
+                )))
+            }
+            _ => {}
+        }
+    }
+    match status {
+        200 => Ok((Box::new(stream), length)),
+        404 | 410 => Err(FetchError::NotFound(String::new())),
+        _ => Err(failed(format!("the server answered `{status_line}`"))),
+    }
+}
+
+/// Fetches `rel` into `path` (a new private file), through a `.part` file that is renamed into
+/// place only when the download is complete and has `sha256`, and removed otherwise.
+pub fn fetch_verified(
+    source: &Source,
+    rel: &str,
+    sha256: &str,
+    max: u64,
+    path: &Path,
+) -> Result<(), FetchError> {
+    let part = path.with_file_name(format!(
+        ".{}.part",
+        path.file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default()
+    ));
+    let mut file = crate::rootfs::create_new(&part, 0o600)
+        .map_err(|e| FetchError::Failed(format!("cannot write {}: {e}", part.display())))?;
+    let got = source.stream(rel, max, &mut file);
+    let got = got.and_then(|sha| {
+        file.sync_all()
+            .map_err(|e| FetchError::Failed(format!("cannot write {}: {e}", part.display())))?;
+        Ok(sha)
+    });
+    match got {
+        Ok(sha) if sha == sha256 => std::fs::rename(&part, path)
+            .map_err(|e| FetchError::Failed(format!("cannot write {}: {e}", path.display()))),
+        Ok(sha) => {
+            let _ = std::fs::remove_file(&part);
+            Err(FetchError::Failed(format!(
+                "{}: its sha256 is {sha}, the bundle says {sha256}",
+                source.describe(rel)
+            )))
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&part);
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sources_parse() {
+        assert_eq!(
+            Source::parse("http://mirror:8080/fleet"),
+            Ok(Source::Http {
+                host: "mirror".into(),
+                port: 8080,
+                path: "/fleet/".into()
+            })
+        );
+        assert_eq!(
+            Source::parse("http://mirror"),
+            Ok(Source::Http {
+                host: "mirror".into(),
+                port: 80,
+                path: "/".into()
+            })
+        );
+        assert_eq!(
+            Source::parse("/srv/bell"),
+            Ok(Source::Dir("/srv/bell".into()))
+        );
+        for bad in [
+            "https://x/",
+            "http://:80/",
+            "http://u@x/",
+            "http://x:99999/",
+            "http://x/a/../b",
+            "http://x/a?b",
+            "",
+        ] {
+            assert!(Source::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn paths_are_encoded_for_the_request_line() {
+        assert_eq!(encode("root/etc/a b%\r\n"), "root/etc/a%20b%25%0D%0A");
+    }
+}

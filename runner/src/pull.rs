@@ -1,0 +1,423 @@
+//! `bell-run pull`: one reconciliation step, meant for a timer. Find the release this host
+//! should run (the newest at the source, or the one the fleet's store names), check it (trusted
+//! signature, no rollback, not expired), find this host's bundle in it, fetch what the applied
+//! generation does not already hold into a staging directory (every file checked against its
+//! sha256 while it streams), then the normal verify and apply.
+//!
+//! Every refusal comes before anything under the root changes: the release is checked in
+//! memory, and a download that fails is discarded whole (an interrupted one, killed with its
+//! process, is resumed from the files that were complete).
+
+use crate::apply::{self, Report};
+use crate::context::Refusal;
+use crate::fetch::{self, FetchError, Source};
+use crate::rootfs::{self, Root};
+use crate::trust::{self, TrustedKeys};
+use crate::{report, state, statedir};
+use bell_bundle::{Manifest, Release};
+use std::collections::HashMap;
+use std::fs;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+/// The largest signature bell-run reads (a minisign signature is about 300 bytes).
+const MAX_SIGNATURE_BYTES: u64 = 16 << 10;
+
+pub struct PullOptions {
+    pub source: Source,
+    pub host: Option<String>,
+    pub trust: Option<PathBuf>,
+    pub store: Option<String>,
+    pub fleet: Option<String>,
+    pub apply: apply::Options,
+}
+
+/// What the pull learnt before it applied or refused: it goes into the report either way.
+#[derive(Debug, Default, Clone)]
+pub struct Established {
+    pub fleet: Option<String>,
+    pub release: Option<String>,
+    /// `verified: key ID, sequence N` or `unverified: …`.
+    pub signature: Option<String>,
+    pub bundle: Option<String>,
+}
+
+pub struct Pulled {
+    /// The bundle was the applied generation already: a re-apply, nothing fetched.
+    pub already_applied: bool,
+    pub fetched: usize,
+    pub reused: usize,
+    pub report: Report,
+}
+
+pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refusal> {
+    let root = statedir::open_root(&opts.apply.root)?;
+    let host = report::host_name(opts.host.as_deref(), &root.dir).map_err(Refusal::new)?;
+    let state = state::load(&root).map_err(Refusal::new)?;
+    let keys = trusted_keys(&root, opts.trust.as_deref())?;
+
+    // Which release: the newest at the source, or the one the store names for this fleet.
+    let (release_rel, store_bundle) = match &opts.store {
+        None => (bell_bundle::RELEASE_FILE.to_string(), None),
+        Some(dest) => {
+            let store = bell_store::Store::parse(dest).map_err(Refusal::new)?;
+            let fleet = fleet_of(opts, &root, &state)?;
+            let desired = store.desired(&fleet, &host).map_err(Refusal::new)?;
+            let (Some(version), Some(bundle)) = (desired.version, desired.bundle) else {
+                return Err(Refusal::new(format!(
+                    "the store has no desired release for host `{host}` of fleet `{fleet}`"
+                ))
+                .help("publish a release that has this host with `bellc publish --store`"));
+            };
+            if !bell_bundle::is_bundle_id(&version) {
+                return Err(Refusal::new(format!(
+                    "the store names `{version}` as the release, which is not a version"
+                )));
+            }
+            (
+                format!("{}/{version}.json", bell_bundle::RELEASES_DIR),
+                Some((version, bundle)),
+            )
+        }
+    };
+    let fetch_refusal = |what: &str, e: FetchError| {
+        Refusal::new(format!("cannot fetch {what}: {e}"))
+            .help("nothing was changed; the next pull tries again")
+    };
+    let bytes = opts
+        .source
+        .get(&release_rel, rootfs::MAX_RECORD_BYTES)
+        .map_err(|e| fetch_refusal("the release", e))?;
+    let release: Release = serde_json::from_slice(&bytes).map_err(|e| {
+        Refusal::new(format!(
+            "{} is not a release: {e}",
+            opts.source.describe(&release_rel)
+        ))
+    })?;
+    found.fleet = Some(release.fleet.clone());
+    found.release = Some(release.version.clone());
+    let sha256 = bell_bundle::sha256_hex(&bytes);
+
+    let signed_by = match &keys {
+        Some(keys) => {
+            let signature_rel = format!("{release_rel}{}", bell_bundle::SIGNATURE_SUFFIX);
+            let signature = match opts.source.get(&signature_rel, MAX_SIGNATURE_BYTES) {
+                Ok(sig) => String::from_utf8_lossy(&sig).into_owned(),
+                Err(FetchError::NotFound(_)) => {
+                    return Err(Refusal::new(format!(
+                        "the release {} is not signed, and this host applies only releases \
+                         signed by a key in {}",
+                        opts.source.describe(&release_rel),
+                        keys.file.display()
+                    ))
+                    .help("sign it with `bellc publish OUT --sign-key KEY`"))
+                }
+                Err(e) => return Err(fetch_refusal("the release's signature", e)),
+            };
+            let key = keys.verify(&bytes, &signature).map_err(Refusal::new)?;
+            let accepted = trust::load_accepted(&root).map_err(Refusal::new)?;
+            let sequence = trust::check_fresh(&release, &sha256, accepted.as_ref(), state::now())
+                .map_err(Refusal::new)?;
+            found.signature = Some(format!("verified: key {key}, sequence {sequence}"));
+            Some((key, sequence))
+        }
+        None => {
+            found.signature = Some(
+                "unverified: this host trusts no key (`--trust FILE` or /etc/bell/trusted.pub)"
+                    .to_string(),
+            );
+            None
+        }
+    };
+
+    let Some(entry) = release.hosts.get(&host) else {
+        return Err(Refusal::new(format!(
+            "release {} names no bundle for host `{host}`",
+            short(&release.version)
+        ))
+        .help("is `--host` (or /etc/hostname) this host's name in the fleet?"));
+    };
+    if let Some((version, bundle)) = &store_bundle {
+        if *version != release.version {
+            return Err(Refusal::new(format!(
+                "the store names release {}, but {} holds release {}",
+                short(version),
+                opts.source.describe(&release_rel),
+                short(&release.version)
+            )));
+        }
+        if *bundle != entry.bundle {
+            return Err(Refusal::new(format!(
+                "the store names bundle {} for host `{host}`, but the release names {}: \
+                 refused",
+                short(bundle),
+                short(&entry.bundle)
+            )));
+        }
+    }
+    let id = entry.bundle.clone();
+    if !bell_bundle::is_bundle_id(&id) {
+        return Err(Refusal::new(format!(
+            "the release names `{id}` as the bundle of `{host}`, which is not a bundle id"
+        )));
+    }
+    found.bundle = Some(id.clone());
+
+    let generation = state::generation_dir(&root, &id);
+    let already_applied = state.generation.as_deref() == Some(id.as_str()) && generation.is_dir();
+    let (dir, fetched, reused) = if already_applied {
+        (generation, 0, 0)
+    } else {
+        let staged = stage(&root, &opts.source, &id, &state)?;
+        (staged.dir, staged.fetched, staged.reused)
+    };
+    let result = apply::apply(&dir, &opts.apply);
+    if !already_applied {
+        // bell-run applies from its own copy of the bundle, never from the staging directory.
+        let _ = fs::remove_dir_all(&dir);
+        let _ = fs::remove_dir(dir.parent().unwrap_or(&dir));
+    }
+    let report = result?;
+    if let Some((key, sequence)) = signed_by {
+        trust::save_accepted(
+            &root,
+            &trust::Accepted {
+                fleet: release.fleet.clone(),
+                version: release.version.clone(),
+                sequence,
+                sha256,
+                key,
+            },
+        )
+        .map_err(Refusal::new)?;
+    }
+    Ok(Pulled {
+        already_applied,
+        fetched,
+        reused,
+        report,
+    })
+}
+
+fn short(version: &str) -> &str {
+    &version[..version.len().min(16)]
+}
+
+/// `--trust FILE`, else the root's `/etc/bell/trusted.pub` when it exists, else none.
+fn trusted_keys(root: &Root, given: Option<&Path>) -> Result<Option<TrustedKeys>, Refusal> {
+    let refused = |e: String| Refusal::new(e).help("fix the trust file; nothing was changed");
+    if let Some(file) = given {
+        return TrustedKeys::load(file).map(Some).map_err(refused);
+    }
+    root.check_contained(trust::DEFAULT_TRUST_FILE)
+        .map_err(refused)?;
+    let path = root.host(trust::DEFAULT_TRUST_FILE);
+    match rootfs::read_record(&path) {
+        Ok(None) => Ok(None),
+        Ok(Some(_)) => TrustedKeys::load(&path).map(Some).map_err(refused),
+        Err(e) => Err(refused(e)),
+    }
+}
+
+fn fleet_of(opts: &PullOptions, root: &Root, state: &state::State) -> Result<String, Refusal> {
+    if let Some(fleet) = &opts.fleet {
+        return Ok(fleet.clone());
+    }
+    let Some(id) = &state.generation else {
+        return Err(
+            Refusal::new("nothing is applied yet, so the fleet is unknown")
+                .help("pass `--fleet NAME`"),
+        );
+    };
+    let path = state::generation_dir(root, id).join(bell_bundle::MANIFEST_FILE);
+    rootfs::read_record(&path)
+        .ok()
+        .flatten()
+        .and_then(|t| Manifest::from_json(&t).ok())
+        .map(|m| m.fleet)
+        .ok_or_else(|| {
+            Refusal::new(format!("cannot read the fleet from {}", path.display()))
+                .help("pass `--fleet NAME`")
+        })
+}
+
+struct Staged {
+    dir: PathBuf,
+    fetched: usize,
+    reused: usize,
+}
+
+/// Fetches bundle `id` into `/var/lib/bell/incoming/<id>/`: the manifest first (its sha256 must
+/// be the id the release names), then every file it lists, taken from the applied generation
+/// when it holds the same content, kept from an interrupted pull when complete, or fetched.
+/// A failure removes what this pull created, so that a refused pull leaves the root as it was.
+fn stage(root: &Root, source: &Source, id: &str, state: &state::State) -> Result<Staged, Refusal> {
+    let incoming = root.bell_dir().join("incoming");
+    // What exists of the way down, so that a failure can take back exactly what it made.
+    let created_from = std::iter::successors(Some(incoming.as_path()), |p| p.parent())
+        .take_while(|p| p.starts_with(&root.dir) && fs::symlink_metadata(p).is_err())
+        .last()
+        .map(Path::to_path_buf);
+    let staging = incoming.join(id);
+    let result = stage_into(root, source, id, state, &incoming, &staging);
+    if result.is_err() {
+        let _ = fs::remove_dir_all(&staging);
+        let _ = fs::remove_dir(&incoming);
+        if let Some(top) = &created_from {
+            let _ = fs::remove_dir_all(top);
+        }
+    }
+    result.map(|(fetched, reused)| Staged {
+        dir: staging,
+        fetched,
+        reused,
+    })
+}
+
+fn stage_into(
+    root: &Root,
+    source: &Source,
+    id: &str,
+    state: &state::State,
+    incoming: &Path,
+    staging: &Path,
+) -> Result<(usize, usize), Refusal> {
+    let write_err = |path: &Path, e: std::io::Error| {
+        Refusal::new(format!("cannot write {}: {e}", path.display()))
+    };
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(staging)
+        .map_err(|e| write_err(staging, e))?;
+    // Staging of another bundle is from a pull that was interrupted and is no longer wanted.
+    for entry in fs::read_dir(incoming).map_err(|e| write_err(incoming, e))? {
+        let entry = entry.map_err(|e| write_err(incoming, e))?;
+        if entry.file_name() != id {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+
+    let manifest_rel = format!("bundles/{id}/{}", bell_bundle::MANIFEST_FILE);
+    let manifest_bytes = source
+        .get(&manifest_rel, rootfs::MAX_RECORD_BYTES)
+        .map_err(|e| Refusal::new(format!("cannot fetch the bundle: {e}")))?;
+    let actual = bell_bundle::sha256_hex(&manifest_bytes);
+    if actual != id {
+        return Err(Refusal::new(format!(
+            "{} has sha256 {actual}, not the id {id} the release names: refused",
+            source.describe(&manifest_rel)
+        )));
+    }
+    let manifest = std::str::from_utf8(&manifest_bytes)
+        .map_err(|_| "not UTF-8".to_string())
+        .and_then(|text| Manifest::from_json(text).map_err(|e| e.to_string()))
+        .map_err(|e| Refusal::new(format!("the bundle {id} is not a bundle: {e}")))?;
+    let expected = bell_bundle::expected_files(&manifest)
+        .map_err(|e| Refusal::new(format!("the bundle {id} does not verify: {e}")))?;
+
+    // Leftovers of an interrupted pull: complete files with the right content stay, the rest
+    // (partial downloads, anything unlisted) goes.
+    tidy(staging, Path::new(""), &expected);
+    let previous = previous_files(root, state);
+    let (mut fetched, mut reused) = (0, 0);
+    for (rel, sha) in &expected {
+        let dest = staging.join(rel);
+        if dest.is_file() {
+            continue;
+        }
+        if let Some(parent) = dest.parent() {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(|e| write_err(parent, e))?;
+        }
+        if let Some(from) = previous.get(sha) {
+            if copy_checked(from, &dest, sha).is_ok() {
+                reused += 1;
+                continue;
+            }
+        }
+        let rel_text = rel.to_string_lossy();
+        fetch::fetch_verified(
+            source,
+            &format!("bundles/{id}/{rel_text}"),
+            sha,
+            rootfs::MAX_RECORD_BYTES,
+            &dest,
+        )
+        .map_err(|e| {
+            Refusal::new(format!("cannot fetch the bundle: {e}"))
+                .help("nothing was applied; the next pull fetches it again")
+        })?;
+        fetched += 1;
+    }
+    let manifest_path = staging.join(bell_bundle::MANIFEST_FILE);
+    rootfs::write_atomic(&manifest_path, &manifest_bytes)
+        .map_err(|e| write_err(&manifest_path, e))?;
+    Ok((fetched, reused))
+}
+
+/// Removes what does not belong in a staging directory: files that are not listed, or whose
+/// content is not (yet) what the manifest says.
+fn tidy(staging: &Path, rel: &Path, expected: &std::collections::BTreeMap<PathBuf, String>) {
+    let Ok(entries) = fs::read_dir(staging.join(rel)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let child = rel.join(entry.file_name());
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            tidy(staging, &child, expected);
+            continue;
+        }
+        let keep = kind.is_file()
+            && expected.get(&child).is_some_and(|sha| {
+                fs::read(entry.path()).is_ok_and(|b| bell_bundle::sha256_hex(&b) == *sha)
+            });
+        if !keep {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Files of the applied generation by content: a new bundle mostly repeats them.
+fn previous_files(root: &Root, state: &state::State) -> HashMap<String, PathBuf> {
+    let Some(id) = &state.generation else {
+        return HashMap::new();
+    };
+    let dir = state::generation_dir(root, id);
+    let manifest = rootfs::read_record(&dir.join(bell_bundle::MANIFEST_FILE))
+        .ok()
+        .flatten()
+        .and_then(|t| Manifest::from_json(&t).ok());
+    let Some(files) = manifest.and_then(|m| bell_bundle::expected_files(&m).ok()) else {
+        return HashMap::new();
+    };
+    files
+        .into_iter()
+        .map(|(rel, sha)| (sha, dir.join(rel)))
+        .collect()
+}
+
+/// Copies a file of bell-run's own (never through a link) and keeps the copy only when its
+/// content has `sha`.
+fn copy_checked(from: &Path, to: &Path, sha: &str) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut source = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(from)?;
+    let mut bytes = Vec::new();
+    source.read_to_end(&mut bytes)?;
+    if bell_bundle::sha256_hex(&bytes) != sha {
+        return Err(std::io::Error::other("changed"));
+    }
+    let mut file = rootfs::create_new(to, 0o600)?;
+    file.write_all(&bytes)?;
+    file.sync_all()
+}
