@@ -261,9 +261,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     rep.drift = plan
         .files
         .iter()
-        .filter(|f| {
-            matches!(f, plan::FileAction::Write { .. }) && state.files.contains_key(f.path())
-        })
+        .filter(|f| matches!(f, plan::FileAction::Write { drifted: true, .. }))
         .map(|f| bell_store::Drift {
             name: format!("file:{}", f.path()),
             detail: "changed on disk; put back".to_string(),

@@ -60,6 +60,9 @@ pub enum FileAction {
         uid: u32,
         gid: u32,
         mode: u32,
+        /// bell wrote it before, and it is no longer what bell wrote (drift put back), as
+        /// opposed to a file whose content the new bundle changes.
+        drifted: bool,
     },
     /// Put back the file that was there before bell first managed the path.
     Restore { path: String },
@@ -132,6 +135,14 @@ pub fn make(
         let backup = !managed
             && meta.is_some()
             && fs::symlink_metadata(state::backup_path(root, &file.path)).is_err();
+        // Drift: the content is not what bell recorded writing, or the bundle's entry is the
+        // same as before and the file still needs writing (its mode or owner was changed).
+        let drifted = state.files.get(&file.path).is_some_and(|record| {
+            let content_kept = meta.as_ref().is_some_and(|m| m.file_type().is_file())
+                && fs::read(&target).is_ok_and(|b| sha256_hex(&b) == record.sha256);
+            let entry_kept = previous.and_then(|p| p.file(&file.path)) == Some(file);
+            !content_kept || entry_kept
+        });
         files.push(FileAction::Write {
             path: file.path.clone(),
             created: meta.is_none(),
@@ -139,6 +150,7 @@ pub fn make(
             uid,
             gid,
             mode,
+            drifted,
         });
     }
     for (path, record) in &state.files {

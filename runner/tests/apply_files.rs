@@ -186,3 +186,37 @@ fn an_unknown_owner_is_refused_before_anything_changes() {
     assert!(stderr(&out).contains("owner `mallory`"), "{}", stderr(&out));
     assert_eq!(snapshot(&w.root(), &[], true, true), before);
 }
+
+/// A new bundle that changes a file's content is a change, not drift; a file edited by hand, or
+/// whose mode was changed behind bell's back, is drift.
+#[test]
+fn a_changed_bundle_is_not_drift_but_a_hand_edit_or_chmod_is() {
+    let drift_of = |out: &std::process::Output| -> Vec<String> {
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["drift"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let motd = |content: &str| {
+        BundleSpec::new()
+            .file("/etc/motd", content, "0644")
+            .resource(ResourceSpec::new("motd", "motd").files(&["/etc/motd"]))
+    };
+    let w = World::new();
+    expect_code(&w.apply(&w.build(&motd("version 1\n")), &[]), 0);
+    let second = w.build(&motd("version 2\n"));
+    let out = w.apply(&second, &["--json"]);
+    expect_code(&out, 0);
+    assert_eq!(drift_of(&out), Vec::<String>::new());
+
+    std::fs::write(w.root().join("etc/motd"), "edited by hand\n").unwrap();
+    let out = w.apply(&second, &["--json"]);
+    assert_eq!(drift_of(&out), ["file:/etc/motd"]);
+    let motd = w.root().join("etc/motd");
+    std::fs::set_permissions(&motd, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let out = w.apply(&second, &["--json"]);
+    assert_eq!(drift_of(&out), ["file:/etc/motd"]);
+}

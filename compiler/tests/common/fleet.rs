@@ -150,3 +150,109 @@ impl Drop for Etcd {
         let _ = self.child.wait();
     }
 }
+
+/// A real nginx (Debian's `nginx-light`) serving `dir` on a free loopback port, with its own
+/// temporary configuration, logs and pid file; stopped on drop. The access log is kept so that
+/// a test can count what hosts fetched.
+pub struct Nginx {
+    child: Child,
+    pub url: String,
+    pub access_log: PathBuf,
+    _state: tempfile::TempDir,
+}
+
+impl Nginx {
+    /// `None` (a skip) only outside CI when nginx is not installed.
+    pub fn serve(dir: &Path) -> Option<Nginx> {
+        if !require("nginx") {
+            return None;
+        }
+        let nginx = ["/usr/sbin/nginx", "/sbin/nginx"]
+            .into_iter()
+            .find(|p| Path::new(p).is_file())
+            .unwrap_or("nginx");
+        for _ in 0..5 {
+            let state = tempfile::tempdir().expect("tempdir");
+            let port = free_port();
+            let s = state.path().display();
+            // Workers run as the test's user (root in CI, where `user` is needed to read a
+            // private temporary directory; ignored with a notice otherwise).
+            let user = if running_as_root() {
+                "user root root;"
+            } else {
+                ""
+            };
+            let conf = format!(
+                "{user}\ndaemon off;\nworker_processes 1;\npid {s}/nginx.pid;\nerror_log {s}/error.log;\n\
+                 events {{ worker_connections 64; }}\n\
+                 http {{\n  access_log {s}/access.log;\n  client_body_temp_path {s}/body;\n\
+                 proxy_temp_path {s}/proxy;\n  fastcgi_temp_path {s}/fastcgi;\n\
+                 uwsgi_temp_path {s}/uwsgi;\n  scgi_temp_path {s}/scgi;\n\
+                 default_type application/octet-stream;\n\
+                 server {{\n    listen 127.0.0.1:{port};\n    root {};\n  }}\n}}\n",
+                dir.display()
+            );
+            std::fs::write(state.path().join("nginx.conf"), conf).expect("nginx.conf");
+            let child = Command::new(nginx)
+                .arg("-e")
+                .arg(state.path().join("error.log"))
+                .arg("-p")
+                .arg(state.path())
+                .arg("-c")
+                .arg(state.path().join("nginx.conf"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start nginx");
+            let mut server = Nginx {
+                child,
+                url: format!("http://127.0.0.1:{port}/"),
+                access_log: state.path().join("access.log"),
+                _state: state,
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = server.child.try_wait() {
+                    break;
+                }
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return Some(server);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        panic!("nginx did not start on a free loopback port in five tries");
+    }
+
+    /// The request lines of the access log so far.
+    pub fn requests(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.access_log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split('"').nth(1).map(str::to_string))
+            .collect()
+    }
+}
+
+fn running_as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        // SIGTERM, not SIGKILL: the master then stops its workers (a killed master leaves
+        // them serving).
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}

@@ -8,6 +8,7 @@
 
 pub mod fleet;
 pub mod in_memory;
+pub mod pulling;
 pub mod spec_dir;
 
 use bellc::diagnostic::Diagnostics;

@@ -1,0 +1,129 @@
+//! For the pull tests: a four-host fleet built and signed by the real bellc, build outputs
+//! copied one over another as a mirror is filled, image roots, and a fingerprint of everything
+//! under a root (a refused pull must leave it exactly as it was).
+
+use super::fleet::{run_bin, text};
+use super::Fixture;
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub const HOSTS: [&str; 4] = ["h1", "h2", "h3", "h4"];
+
+/// A fleet of four hosts; h1 has a file of its own, so that bundles differ between hosts.
+pub fn spec(motd: &str) -> String {
+    let mut spec = String::from("fleet \"f\" target=\"debian-12\"\n");
+    for host in HOSTS {
+        spec.push_str(&format!("host \"{host}\"\n"));
+    }
+    spec.push_str(&format!(
+        "file \"/etc/motd\" {{\n    content \"{motd}\\n\"\n}}\n\
+         override \"one\" {{\n    match host=\"h1\"\n    file \"/etc/role\" {{\n        content \"first\\n\"\n    }}\n}}\n"
+    ));
+    spec
+}
+
+/// Builds `spec(motd)` into `out`, signed with `key` (and `extra` arguments).
+pub fn build(fx: &Fixture, motd: &str, out: &str, key: &str, extra: &[&str]) {
+    std::fs::write(fx.path().join("bell.kdl"), spec(motd)).unwrap();
+    let mut args = vec!["build", "bell.kdl", "-o", out, "--sign-key", key];
+    args.extend_from_slice(extra);
+    let run = fx.bellc(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}
+
+/// `cp -a FROM/. TO/`: build outputs copied one over another, as a mirror is filled.
+pub fn copy_over(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", from.display()))
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+pub fn image_root() -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("etc")).unwrap();
+    for db in ["passwd", "group", "shadow", "gshadow"] {
+        std::fs::copy(Path::new("/etc").join(db), root.path().join("etc").join(db)).unwrap();
+    }
+    root
+}
+
+/// Everything under a root: type, mode, owner, content or link target, modification time.
+pub fn fingerprint(root: &Path) -> BTreeMap<PathBuf, String> {
+    walkdir::WalkDir::new(root)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .map(|e| {
+            let meta = std::fs::symlink_metadata(e.path()).unwrap();
+            let what = if meta.file_type().is_symlink() {
+                format!("link {:?}", std::fs::read_link(e.path()).unwrap())
+            } else if meta.is_file() {
+                bell_bundle::sha256_hex(&std::fs::read(e.path()).unwrap())
+            } else {
+                "dir".to_string()
+            };
+            let stamp = if meta.is_dir() {
+                0
+            } else {
+                meta.mtime_nsec() + meta.mtime()
+            };
+            let rel = e.path().strip_prefix(root).unwrap().to_path_buf();
+            (
+                rel,
+                format!(
+                    "{what} {:o} {} {stamp}",
+                    meta.permissions().mode(),
+                    meta.uid()
+                ),
+            )
+        })
+        .collect()
+}
+
+pub fn pull(bin: &Path, source: &str, root: &Path, host: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "pull",
+        "--source",
+        source,
+        "--root",
+        root.to_str().unwrap(),
+        "--host",
+        host,
+    ];
+    args.extend_from_slice(extra);
+    run_bin(bin, &args, &[])
+}
+
+/// A pull that must be refused with `reason` and leave the root exactly as it was.
+pub fn refused(bin: &Path, source: &str, root: &Path, host: &str, extra: &[&str], reason: &str) {
+    let before = fingerprint(root);
+    let out = pull(bin, source, root, host, extra);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(reason),
+        "wanted `{reason}`:\n{}",
+        text(&out)
+    );
+    assert_eq!(fingerprint(root), before, "a refused pull changed the root");
+}
+
+pub fn motd(root: &Path) -> String {
+    std::fs::read_to_string(root.join("etc/motd")).unwrap_or_default()
+}
+
+pub fn release_of(out: &Path) -> bell_bundle::Release {
+    serde_json::from_str(&std::fs::read_to_string(out.join("release.json")).unwrap()).unwrap()
+}
+
+/// The host path inside a served bundle whose content is `motd`.
+pub fn served_motd(served: &Path, host: &str) -> PathBuf {
+    let bundle = &release_of(served).hosts[host].bundle;
+    served.join("bundles").join(bundle).join("root/etc/motd")
+}

@@ -1,0 +1,212 @@
+//! `bell-run pull --source http://…`: four image roots pull two signed releases from a real
+//! nginx (Debian's nginx-light, on a free loopback port, stopped after), fetching only the
+//! files their applied generation does not hold; a tampered, truncated or cut download, a
+//! foreign key, an unsigned, rolled-back or expired release are refused with the root
+//! unchanged; with the fleet store (a real etcd), a host takes the bundle the fleet's map names
+//! and refuses one that the signed release does not name for it.
+
+mod common;
+use common::fleet::{bell_run, text, Etcd, Nginx};
+use common::pulling::*;
+use common::Fixture;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+
+/// A server that serves `dir` like nginx but stops halfway through any file whose path ends
+/// with `cut`: the connection closes after half of the promised bytes.
+fn cutting_server(dir: PathBuf, cut: String) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            let head = String::from_utf8_lossy(&head).to_string();
+            let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+            let Ok(body) = std::fs::read(dir.join(path.trim_start_matches('/'))) else {
+                let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+                continue;
+            };
+            let header = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+            let _ = stream.write_all(header.as_bytes());
+            let sent = if path.ends_with(&cut) {
+                body.len() / 2
+            } else {
+                body.len()
+            };
+            let _ = stream.write_all(&body[..sent]);
+        }
+    });
+    url
+}
+
+fn bundle_requests(nginx: &Nginx) -> usize {
+    nginx
+        .requests()
+        .iter()
+        .filter(|r| r.contains("/bundles/"))
+        .count()
+}
+
+#[test]
+fn hosts_pull_two_releases_from_nginx_and_refuse_what_they_must() {
+    let bin = bell_run();
+    let fx = Fixture::new();
+    for key in ["ci", "other"] {
+        assert_eq!(fx.bellc(&["keygen", key]).code, 0);
+    }
+    build(&fx, "release 1", "out1", "ci.key", &[]);
+    build(&fx, "release 2", "out2", "ci.key", &[]);
+    let dir = |name: &str| fx.path().join(name);
+    let trust_file = dir("ci.pub");
+    let trust = ["--trust", trust_file.to_str().unwrap()];
+    let served = dir("served");
+    copy_over(&dir("out1"), &served);
+    let Some(nginx) = Nginx::serve(&served) else {
+        return;
+    };
+    let url = nginx.url.as_str();
+
+    let roots: Vec<tempfile::TempDir> = HOSTS.iter().map(|_| image_root()).collect();
+    for (host, root) in HOSTS.iter().zip(&roots) {
+        let out = pull(&bin, url, root.path(), host, &trust);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert_eq!(motd(root.path()), "release 1\n");
+    }
+
+    copy_over(&dir("out2"), &served);
+    let h2 = roots[1].path();
+    let motd_file = served_motd(&served, "h2");
+    let good = std::fs::read(&motd_file).unwrap();
+    // Tampered on the server, then truncated: refused, root unchanged.
+    std::fs::write(&motd_file, "release 2, and a backdoor\n").unwrap();
+    refused(&bin, url, h2, "h2", &trust, "sha256");
+    std::fs::write(&motd_file, &good[..3]).unwrap();
+    refused(&bin, url, h2, "h2", &trust, "sha256");
+    std::fs::write(&motd_file, &good).unwrap();
+    // The server stops halfway through a file: never applied.
+    let relative = motd_file.strip_prefix(&served).unwrap().to_string_lossy();
+    let cutting = cutting_server(served.clone(), relative.to_string());
+    refused(&bin, &cutting, h2, "h2", &trust, "cut short");
+
+    // Every host now completes release 2, fetching only what its applied generation lacks.
+    for (host, root) in HOSTS.iter().zip(&roots) {
+        let before = bundle_requests(&nginx);
+        let out = pull(
+            &bin,
+            url,
+            root.path(),
+            host,
+            &["--json", trust[0], trust[1]],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert_eq!(motd(root.path()), "release 2\n");
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let fetched = report["fetched"].as_u64().unwrap() as usize;
+        // h1's own file did not change: it comes from the applied generation, not the server.
+        if *host == "h1" {
+            assert!(report["reused"].as_u64().unwrap() > 0, "{report}");
+        }
+        assert_eq!(report["drift"], serde_json::json!([]), "{host}: {report}");
+        // The manifest and each fetched file: one request each, nothing else.
+        assert_eq!(bundle_requests(&nginx) - before, fetched + 1, "{report}");
+        assert!(report["signature"]
+            .as_str()
+            .unwrap()
+            .starts_with("verified"));
+    }
+
+    // Release 1 served again as the newest: a rollback, refused.
+    let first = release_of(&dir("out1"));
+    for name in ["release.json", "release.json.minisig"] {
+        std::fs::copy(dir("out1").join(name), served.join(name)).unwrap();
+    }
+    assert_eq!(release_of(&served).version, first.version);
+    refused(&bin, url, h2, "h2", &trust, "rollback");
+    // Release 2 signed by a key the hosts do not trust, then unsigned.
+    copy_over(&dir("out2"), &served);
+    assert_eq!(
+        fx.bellc(&["publish", "served", "--sign-key", "other.key"])
+            .code,
+        0
+    );
+    refused(&bin, url, h2, "h2", &trust, "does not trust");
+    std::fs::remove_file(served.join("release.json.minisig")).unwrap();
+    refused(&bin, url, h2, "h2", &trust, "is not signed");
+    // An expired release.
+    build(&fx, "release 3", "out3", "ci.key", &["--expires", "1s"]);
+    copy_over(&dir("out3"), &served);
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    refused(&bin, url, h2, "h2", &trust, "expired");
+}
+
+#[test]
+fn with_the_store_a_host_takes_the_bundle_the_fleet_map_names() {
+    let bin = bell_run();
+    let Some(etcd) = Etcd::start() else { return };
+    let fx = Fixture::new();
+    assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
+    build(&fx, "release 1", "out1", "ci.key", &[]);
+    build(&fx, "release 2", "out2", "ci.key", &[]);
+    let served = fx.path().join("served");
+    copy_over(&fx.path().join("out1"), &served);
+    copy_over(&fx.path().join("out2"), &served);
+    let Some(nginx) = Nginx::serve(&served) else {
+        return;
+    };
+    let trust_file = fx.path().join("ci.pub");
+    let with_store = [
+        "--trust",
+        trust_file.to_str().unwrap(),
+        "--store",
+        etcd.url.as_str(),
+        "--fleet",
+        "f",
+    ];
+    let publish = |out: &str| {
+        let run = fx.bellc(&["publish", out, "--store", &etcd.url]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    };
+    // The source's newest is release 2, but the fleet's map names release 1: that is applied.
+    publish("out1");
+    let root = image_root();
+    let out = pull(&bin, &nginx.url, root.path(), "h2", &with_store);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(motd(root.path()), "release 1\n");
+    publish("out2");
+    let out = pull(&bin, &nginx.url, root.path(), "h2", &with_store);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(motd(root.path()), "release 2\n");
+
+    // Whoever writes to the store gives h2 the bundle of h1: the signed release disagrees.
+    let second = release_of(&served);
+    let h1_bundle = &second.hosts["h1"].bundle;
+    etcd.client()
+        .put(&bell_store::desired_key("f", "h2"), h1_bundle.as_bytes())
+        .unwrap();
+    refused(
+        &bin,
+        &nginx.url,
+        root.path(),
+        "h2",
+        &with_store,
+        "but the release names",
+    );
+    // A store that names a release the source does not have is refused too.
+    etcd.client()
+        .put(&bell_store::version_key("f"), "0".repeat(64).as_bytes())
+        .unwrap();
+    refused(
+        &bin,
+        &nginx.url,
+        root.path(),
+        "h2",
+        &with_store,
+        "not found",
+    );
+}
