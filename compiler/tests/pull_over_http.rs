@@ -12,13 +12,35 @@ use common::Fixture;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
-/// A server that serves `dir` like nginx but stops halfway through any file whose path ends
-/// with `cut`: the connection closes after half of the promised bytes.
-fn cutting_server(dir: PathBuf, cut: String) -> String {
+/// How the test server misbehaves on the file whose path ends with its `target`.
+#[derive(Clone, Copy, PartialEq)]
+enum Fault {
+    /// The connection closes after half of the promised bytes, every time.
+    Cut,
+    /// The first time, half of the bytes and then nothing, the connection held open (a
+    /// transfer in progress when the host loses power); afterwards the whole file.
+    Stall,
+}
+
+/// A server that serves `dir` like nginx but for `fault` on the file `target`. Returns its URL,
+/// the number of requests for files under `bundles/` so far, and a channel that receives one
+/// message when a transfer stalled.
+fn faulty_server(
+    dir: PathBuf,
+    target: String,
+    fault: Fault,
+) -> (String, Arc<AtomicUsize>, mpsc::Receiver<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/", listener.local_addr().unwrap());
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = requests.clone();
+    let (stalled, stall_seen) = mpsc::channel();
     std::thread::spawn(move || {
+        let mut held = Vec::new();
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
             let mut head = Vec::new();
@@ -27,22 +49,53 @@ fn cutting_server(dir: PathBuf, cut: String) -> String {
                 head.push(byte[0]);
             }
             let head = String::from_utf8_lossy(&head).to_string();
-            let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+            let path = percent_decoded(head.split_whitespace().nth(1).unwrap_or("/"));
+            if path.contains("/bundles/") {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
             let Ok(body) = std::fs::read(dir.join(path.trim_start_matches('/'))) else {
                 let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
                 continue;
             };
             let header = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
             let _ = stream.write_all(header.as_bytes());
-            let sent = if path.ends_with(&cut) {
-                body.len() / 2
-            } else {
-                body.len()
-            };
-            let _ = stream.write_all(&body[..sent]);
+            let faulty = path.ends_with(&target) && (fault == Fault::Cut || held.is_empty());
+            if !faulty {
+                let _ = stream.write_all(&body);
+                continue;
+            }
+            let _ = stream.write_all(&body[..body.len() / 2]);
+            if fault == Fault::Stall {
+                let _ = stream.flush();
+                held.push(stream);
+                let _ = stalled.send(());
+            }
         }
     });
-    url
+    (url, requests, stall_seen)
+}
+
+/// A request path as the file name it stands for (`%2F` in a script's name is part of it).
+fn percent_decoded(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = path
+            .get(i + 1..i + 3)
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).to_string()
 }
 
 fn bundle_requests(nginx: &Nginx) -> usize {
@@ -91,7 +144,7 @@ fn hosts_pull_two_releases_from_nginx_and_refuse_what_they_must() {
     std::fs::write(&motd_file, &good).unwrap();
     // The server stops halfway through a file: never applied.
     let relative = motd_file.strip_prefix(&served).unwrap().to_string_lossy();
-    let cutting = cutting_server(served.clone(), relative.to_string());
+    let (cutting, _, _) = faulty_server(served.clone(), relative.to_string(), Fault::Cut);
     refused(&bin, &cutting, h2, "h2", &trust, "cut short");
 
     // Every host now completes release 2, fetching only what its applied generation lacks.
@@ -208,5 +261,76 @@ fn with_the_store_a_host_takes_the_bundle_the_fleet_map_names() {
         "h2",
         &with_store,
         "not found",
+    );
+}
+
+#[test]
+fn a_pull_killed_mid_download_is_never_applied_and_the_next_one_resumes_it() {
+    let bin = bell_run();
+    let fx = Fixture::new();
+    assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
+    build(&fx, "release 1", "out", "ci.key", &[]);
+    let served = fx.path().join("out");
+    let trust_file = fx.path().join("ci.pub");
+    // h1's bundle, and the last of its files in the order bell-run fetches them: everything
+    // before it is complete when the transfer stalls.
+    let id = release_of(&served).hosts["h1"].bundle.clone();
+    let bundle_dir = served.join("bundles").join(&id);
+    let manifest = std::fs::read_to_string(bundle_dir.join("bundle.json")).unwrap();
+    let manifest = bell_bundle::Manifest::from_json(&manifest).unwrap();
+    let files = bell_bundle::expected_files(&manifest).unwrap();
+    assert!(files.len() >= 3, "{files:?}");
+    let last = files.keys().last().unwrap().to_string_lossy().to_string();
+    let (url, requests, stalled) = faulty_server(served.clone(), last.clone(), Fault::Stall);
+
+    let root = image_root();
+    let mut child = std::process::Command::new(&bin)
+        .args(["pull", "--source", &url, "--host", "h1", "--trust"])
+        .arg(&trust_file)
+        .arg("--root")
+        .arg(root.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    stalled
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the pull never reached the stalling file");
+    // Let the half that was sent reach the disk, then the power goes.
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let staging = root.path().join("var/lib/bell/incoming").join(&id);
+    let left: Vec<String> = walkdir::WalkDir::new(&staging)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .collect();
+    assert!(
+        left.iter().any(|name| name.ends_with(".part")),
+        "no partial download was left to resume: {left:?}"
+    );
+    assert_eq!(motd(root.path()), "", "a killed download was applied");
+    assert!(!root.path().join("var/lib/bell/current").exists());
+
+    // The next pull fetches the manifest and the one file that was not complete.
+    let before = requests.load(Ordering::SeqCst);
+    let out = pull(
+        &bin,
+        &url,
+        root.path(),
+        "h1",
+        &["--json", "--trust", trust_file.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["fetched"], 1, "{report}");
+    assert_eq!(requests.load(Ordering::SeqCst) - before, 2, "{report}");
+    assert_eq!(motd(root.path()), "release 1\n");
+    assert!(
+        !staging.exists(),
+        "the staging directory was kept after the apply"
     );
 }

@@ -24,6 +24,8 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
        bell-run verify BUNDLE [--json]
        bell-run recover [--root DIR]
        bell-run install-timer [--root DIR] [--exec PATH] [--interval SPAN]
+                      [--source http://HOST[:PORT]/PATH/|DIR [--trust FILE] [--store etcd://HOST:PORT]
+                       [--fleet NAME] [--host NAME] [--report DEST] [--metrics FILE] [--timeout SECS]]
 
 exit codes:
    0  done: applied, in sync (check), up to date (pending), verified
@@ -419,13 +421,37 @@ fn cmd_pull(args: &Args) -> i32 {
 }
 
 fn cmd_install_timer(args: &Args) -> i32 {
+    let job = match timer_job(args) {
+        Ok(job) => job,
+        Err(e) => return usage(&e),
+    };
     let root = match statedir::open_root(&root_of(args)) {
         Ok(root) => root,
         Err(r) => return refused(&r, false),
     };
+    if let crate::timer::Job::Pull(_) = &job {
+        let trust = args
+            .trust
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(crate::trust::DEFAULT_TRUST_FILE));
+        let trust = trust.to_string_lossy();
+        if root.check_contained(&trust).is_err() || !root.host(&trust).is_file() {
+            if args.trust.is_some() {
+                eprintln!(
+                    "warning: `{trust}` does not exist under the root yet: every pull is refused \
+                     until it does"
+                );
+            } else {
+                eprintln!(
+                    "warning: no `--trust FILE` and no `{trust}`: the timer applies whatever the \
+                     source serves, unverified (its reports say so)"
+                );
+            }
+        }
+    }
     let exe = args.exec.as_deref().unwrap_or("/usr/local/sbin/bell-run");
     let interval = args.interval.as_deref().unwrap_or("15min");
-    match crate::timer::install(&root, exe, interval) {
+    match crate::timer::install(&root, exe, interval, &job) {
         Ok(paths) => {
             for path in paths {
                 println!("wrote {path}");
@@ -437,6 +463,63 @@ fn cmd_install_timer(args: &Args) -> i32 {
         }
         Err(e) => refused(&Refusal::new(e), false),
     }
+}
+
+/// What the timer's service runs: with `--source`, `pull` with the options given here, each
+/// checked now rather than failing on every tick; without, a re-apply of the current generation.
+fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
+    let Some(source) = &args.source else {
+        let pull_only = [
+            ("--store", args.store.is_some()),
+            ("--trust", args.trust.is_some()),
+            ("--fleet", args.fleet.is_some()),
+            ("--host", args.host.is_some()),
+            ("--report", args.report.is_some()),
+            ("--metrics", args.metrics.is_some()),
+            ("--timeout", args.timeout.is_some()),
+        ];
+        if let Some((flag, _)) = pull_only.iter().find(|(_, given)| *given) {
+            return Err(format!(
+                "`{flag}` is an option of the pulling timer: give `--source` as well"
+            ));
+        }
+        return Ok(crate::timer::Job::ApplyCurrent);
+    };
+    if let crate::fetch::Source::Dir(dir) = crate::fetch::Source::parse(source)? {
+        if !dir.is_absolute() {
+            return Err(format!("`--source {source}` must be an absolute directory"));
+        }
+    }
+    let mut options = vec![("--source", source.clone())];
+    if let Some(store) = &args.store {
+        bell_store::Store::parse(store)?;
+        options.push(("--store", store.clone()));
+    }
+    let paths = [("--trust", &args.trust), ("--metrics", &args.metrics)];
+    for (flag, path) in paths {
+        if let Some(path) = path {
+            let text = path
+                .to_str()
+                .filter(|_| path.is_absolute())
+                .ok_or_else(|| {
+                    format!("`{flag} {}` must be an absolute UTF-8 path", path.display())
+                })?;
+            options.push((flag, text.to_string()));
+        }
+    }
+    for (flag, value) in [
+        ("--fleet", &args.fleet),
+        ("--host", &args.host),
+        ("--report", &args.report),
+    ] {
+        if let Some(value) = value {
+            options.push((flag, value.clone()));
+        }
+    }
+    if let Some(timeout) = args.timeout {
+        options.push(("--timeout", timeout.to_string()));
+    }
+    Ok(crate::timer::Job::Pull(options))
 }
 
 fn cmd_status(args: &Args) -> i32 {

@@ -1,22 +1,33 @@
-//! The systemd service and timer that re-apply the current generation periodically. The
-//! shipped unit files (runner/systemd/) are the source; `install-timer` writes them under the
-//! root with the binary path and interval filled in.
+//! The systemd service and timer that bring the host to its release periodically: either
+//! re-apply the current generation, or pull the bundle the fleet names for this host and apply
+//! it. The shipped unit files (runner/systemd/) are the source; `install-timer` writes them under
+//! the root with the binary path, the pull options and the interval filled in.
 
 use crate::rootfs::{write_atomic, Root};
+use std::fmt::Write as _;
 
 pub const SERVICE: &str = include_str!("../systemd/bell-run.service");
+pub const PULL_SERVICE: &str = include_str!("../systemd/bell-run-pull.service");
 pub const TIMER: &str = include_str!("../systemd/bell-run.timer");
 
 const UNIT_DIR: &str = "/etc/systemd/system";
 
-pub fn install(root: &Root, exe: &str, interval: &str) -> Result<Vec<String>, String> {
+/// What the service runs.
+pub enum Job {
+    /// `bell-run apply /var/lib/bell/current`: a bundle that something else put in place.
+    ApplyCurrent,
+    /// `bell-run pull` with these options (flag, value), in this order.
+    Pull(Vec<(&'static str, String)>),
+}
+
+pub fn install(root: &Root, exe: &str, interval: &str, job: &Job) -> Result<Vec<String>, String> {
     if !exe.starts_with('/')
         || exe
             .chars()
-            .any(|c| c.is_whitespace() || c == '%' || c == '\\')
+            .any(|c| c.is_whitespace() || c.is_control() || c == '%' || c == '\\' || c == '$')
     {
         return Err(format!(
-            "`--exec {exe}` must be an absolute path without spaces, `%` or `\\`"
+            "`--exec {exe}` must be an absolute path without spaces, `%`, `$` or `\\`"
         ));
     }
     if interval.is_empty()
@@ -28,7 +39,25 @@ pub fn install(root: &Root, exe: &str, interval: &str) -> Result<Vec<String>, St
             "`--interval {interval}` is not a systemd time span such as `15min`"
         ));
     }
-    let service = SERVICE.replace("/usr/local/sbin/bell-run", exe);
+    let service = match job {
+        Job::ApplyCurrent => SERVICE.replace("/usr/local/sbin/bell-run", exe),
+        Job::Pull(options) => {
+            let mut exec_start = format!("ExecStart={exe} pull");
+            for (flag, value) in options {
+                let _ = write!(exec_start, " {flag} {}", unit_argument(value));
+            }
+            PULL_SERVICE
+                .lines()
+                .map(|line| {
+                    if line.starts_with("ExecStart=") {
+                        exec_start.as_str()
+                    } else {
+                        line
+                    }
+                })
+                .fold(String::new(), |text, line| text + line + "\n")
+        }
+    };
     let timer = TIMER.replace(
         "OnUnitActiveSec=15min",
         &format!("OnUnitActiveSec={interval}"),
@@ -42,4 +71,41 @@ pub fn install(root: &Root, exe: &str, interval: &str) -> Result<Vec<String>, St
         written.push(path);
     }
     Ok(written)
+}
+
+/// One argument of an `ExecStart=` line that systemd hands to the program exactly as `value`:
+/// double-quoted (spaces, `;` and quotes stay inside it), `\` and `"` escaped, `%` and `$`
+/// doubled so that systemd expands no specifier or variable, and control characters written
+/// as `\xHH` so that none can end the line.
+pub fn unit_argument(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '%' => out.push_str("%%"),
+            '$' => out.push_str("$$"),
+            c if c.is_ascii_control() => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unit_argument;
+
+    #[test]
+    fn unit_arguments_expand_nothing_and_stay_on_their_line() {
+        assert_eq!(unit_argument("/srv/bell"), "\"/srv/bell\"");
+        assert_eq!(
+            unit_argument("a b\"c\\d%i$HOME\n"),
+            "\"a b\\\"c\\\\d%%i$$HOME\\x0a\""
+        );
+    }
 }

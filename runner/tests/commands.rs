@@ -218,6 +218,20 @@ fn install_timer_writes_units_that_systemd_accepts() {
     let timer = std::fs::read_to_string(unit_dir.join("bell-run.timer")).unwrap();
     assert!(timer.contains("OnUnitActiveSec=30min"));
 
+    systemd_accepts(&unit_dir);
+
+    let out = w.run(&[
+        "install-timer",
+        "--root",
+        root.to_str().unwrap(),
+        "--exec",
+        "bell run",
+    ]);
+    expect_code(&out, 1);
+}
+
+/// `systemd-analyze verify` accepts the service and the timer under `unit_dir`.
+fn systemd_accepts(unit_dir: &std::path::Path) {
     let tool = std::process::Command::new("systemd-analyze")
         .arg("verify")
         .arg(unit_dir.join("bell-run.service"))
@@ -234,15 +248,105 @@ fn install_timer_writes_units_that_systemd_accepts() {
             "systemd-analyze is missing in CI: {e}"
         ),
     }
+}
 
+#[test]
+fn install_timer_with_a_source_writes_a_pulling_service_with_every_argument_quoted() {
+    let w = World::new();
+    let root = w.root();
+    let root_arg = root.to_str().unwrap();
+    // A mirror path that systemd would split, expand or cut if it were written as it is
+    // (the VM test runs such a unit and checks what bell-run received).
+    let hostile = "/srv/bell mirror/it's \"100%\" $HOME;\\x\tend";
     let out = w.run(&[
         "install-timer",
         "--root",
-        root.to_str().unwrap(),
+        root_arg,
         "--exec",
-        "bell run",
+        BIN,
+        "--source",
+        hostile,
+        "--trust",
+        "/etc/bell/fleet keys.pub",
+        "--store",
+        "etcd://127.0.0.1:2379",
+        "--host",
+        "web-1",
     ]);
-    expect_code(&out, 1);
+    expect_code(&out, 0);
+    assert!(
+        stderr(&out).contains("`/etc/bell/fleet keys.pub` does not exist under the root yet"),
+        "{}",
+        stderr(&out)
+    );
+    let unit_dir = root.join("etc/systemd/system");
+    let service = std::fs::read_to_string(unit_dir.join("bell-run.service")).unwrap();
+    let exec_start = service
+        .lines()
+        .find(|l| l.starts_with("ExecStart="))
+        .unwrap();
+    assert_eq!(
+        exec_start,
+        format!(
+            "ExecStart={BIN} pull --source \"/srv/bell mirror/it's \\\"100%%\\\" $$HOME;\\\\x\\x09end\" \
+             --store \"etcd://127.0.0.1:2379\" --trust \"/etc/bell/fleet keys.pub\" --host \"web-1\""
+        )
+    );
+    // The first pull has no current generation: the service must not wait for one.
+    assert!(!service.contains("ConditionPathExists"), "{service}");
+    assert!(service.contains("After=network-online.target"));
+    systemd_accepts(&unit_dir);
+
+    // Without any trusted key the timer would apply whatever is served: it says so.
+    let out = w.run(&[
+        "install-timer",
+        "--root",
+        root_arg,
+        "--exec",
+        BIN,
+        "--source",
+        "http://10.0.0.1:8080/fleet/",
+    ]);
+    expect_code(&out, 0);
+    assert!(stderr(&out).contains("unverified"), "{}", stderr(&out));
+    std::fs::create_dir_all(root.join("etc/bell")).unwrap();
+    std::fs::write(
+        root.join("etc/bell/trusted.pub"),
+        "untrusted comment: k\nRWQ\n",
+    )
+    .unwrap();
+    let out = w.run(&[
+        "install-timer",
+        "--root",
+        root_arg,
+        "--exec",
+        BIN,
+        "--source",
+        "http://10.0.0.1:8080/fleet/",
+    ]);
+    expect_code(&out, 0);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+
+    // Options that would fail on every tick are refused now, and the units stay as they were.
+    let before = std::fs::read(unit_dir.join("bell-run.service")).unwrap();
+    for bad in [
+        &["--source", "relative/mirror"][..],
+        &["--source", "https://bundles.example/"],
+        &["--source", "/srv/mirror", "--store", "consul://x"],
+        &["--source", "/srv/mirror", "--trust", "keys.pub"],
+        &["--store", "etcd://127.0.0.1:2379"],
+        &["--trust", "/etc/bell/trusted.pub"],
+    ] {
+        let mut args = vec!["install-timer", "--root", root_arg, "--exec", BIN];
+        args.extend_from_slice(bad);
+        let out = w.run(&args);
+        expect_code(&out, 64);
+        assert!(!stderr(&out).is_empty());
+    }
+    assert_eq!(
+        std::fs::read(unit_dir.join("bell-run.service")).unwrap(),
+        before
+    );
 }
 
 #[test]
