@@ -109,17 +109,10 @@ fn bundle_requests(nginx: &Nginx) -> usize {
 #[test]
 fn hosts_pull_two_releases_from_nginx_and_refuse_what_they_must() {
     let bin = bell_run();
-    let fx = Fixture::new();
-    for key in ["ci", "other"] {
-        assert_eq!(fx.bellc(&["keygen", key]).code, 0);
-    }
-    build(&fx, "release 1", "out1", "ci.key", &[]);
-    build(&fx, "release 2", "out2", "ci.key", &[]);
-    let dir = |name: &str| fx.path().join(name);
-    let trust_file = dir("ci.pub");
-    let trust = ["--trust", trust_file.to_str().unwrap()];
-    let served = dir("served");
-    copy_over(&dir("out1"), &served);
+    let setup = TwoReleases::new();
+    let (fx, served) = (&setup.fx, setup.served.clone());
+    let dir = |name: &str| setup.dir(name);
+    let trust = ["--trust", setup.trust.as_str()];
     let Some(nginx) = Nginx::serve(&served) else {
         return;
     };
@@ -192,7 +185,7 @@ fn hosts_pull_two_releases_from_nginx_and_refuse_what_they_must() {
     std::fs::remove_file(served.join("release.json.minisig")).unwrap();
     refused(&bin, url, h2, "h2", &trust, "is not signed");
     // An expired release.
-    build(&fx, "release 3", "out3", "ci.key", &["--expires", "1s"]);
+    build(fx, "release 3", "out3", "ci.key", &["--expires", "1s"]);
     copy_over(&dir("out3"), &served);
     std::thread::sleep(std::time::Duration::from_millis(2100));
     refused(&bin, url, h2, "h2", &trust, "expired");
@@ -242,26 +235,14 @@ fn with_the_store_a_host_takes_the_bundle_the_fleet_map_names() {
     etcd.client()
         .put(&bell_store::desired_key("f", "h2"), h1_bundle.as_bytes())
         .unwrap();
-    refused(
-        &bin,
-        &nginx.url,
-        root.path(),
-        "h2",
-        &with_store,
-        "but the release names",
-    );
+    let refused_with =
+        |reason: &str| refused(&bin, &nginx.url, root.path(), "h2", &with_store, reason);
+    refused_with("but the release names");
     // A store that names a release the source does not have is refused too.
     etcd.client()
         .put(&bell_store::version_key("f"), "0".repeat(64).as_bytes())
         .unwrap();
-    refused(
-        &bin,
-        &nginx.url,
-        root.path(),
-        "h2",
-        &with_store,
-        "not found",
-    );
+    refused_with("not found");
 }
 
 #[test]

@@ -6,22 +6,14 @@
 mod common;
 use common::fleet::{bell_run, text};
 use common::pulling::*;
-use common::Fixture;
 
 #[test]
 fn hosts_pull_signed_releases_from_a_directory_and_refuse_what_they_must() {
     let bin = bell_run();
-    let fx = Fixture::new();
-    for key in ["ci", "other"] {
-        assert_eq!(fx.bellc(&["keygen", key]).code, 0);
-    }
-    build(&fx, "release 1", "out1", "ci.key", &[]);
-    build(&fx, "release 2", "out2", "ci.key", &[]);
-    let dir = |name: &str| fx.path().join(name);
-    let trust = dir("ci.pub");
-    let trust = trust.to_str().unwrap();
-    let served = dir("served");
-    copy_over(&dir("out1"), &served);
+    let setup = TwoReleases::new();
+    let (fx, served) = (&setup.fx, setup.served.clone());
+    let dir = |name: &str| setup.dir(name);
+    let trust = setup.trust.as_str();
     let source = served.to_str().unwrap();
 
     let roots: Vec<tempfile::TempDir> = HOSTS.iter().map(|_| image_root()).collect();
@@ -45,30 +37,27 @@ fn hosts_pull_signed_releases_from_a_directory_and_refuse_what_they_must() {
         .join(format!("releases/{}.json.minisig", first.version))
         .is_file());
 
+    let h2_refuses = |mirror: &std::path::Path, reason: &str| {
+        let mirror = mirror.to_str().unwrap();
+        refused(
+            &bin,
+            mirror,
+            roots[1].path(),
+            "h2",
+            &["--trust", trust],
+            reason,
+        )
+    };
     // Refusals while the hosts run release 1. A file of h2's new bundle changed on the server:
     let tampered = dir("tampered");
     copy_over(&served, &tampered);
     std::fs::write(served_motd(&tampered, "h2"), "release 2, and a backdoor\n").unwrap();
-    refused(
-        &bin,
-        tampered.to_str().unwrap(),
-        roots[1].path(),
-        "h2",
-        &["--trust", trust],
-        "sha256",
-    );
+    h2_refuses(&tampered, "sha256");
     // ... cut short (truncated):
     let truncated = dir("truncated");
     copy_over(&served, &truncated);
     std::fs::write(served_motd(&truncated, "h2"), "rel").unwrap();
-    refused(
-        &bin,
-        truncated.to_str().unwrap(),
-        roots[1].path(),
-        "h2",
-        &["--trust", trust],
-        "sha256",
-    );
+    h2_refuses(&truncated, "sha256");
     // ... signed by a key this host does not trust:
     let foreign = dir("foreign");
     copy_over(&dir("out2"), &foreign);
@@ -77,26 +66,12 @@ fn hosts_pull_signed_releases_from_a_directory_and_refuse_what_they_must() {
             .code,
         0
     );
-    refused(
-        &bin,
-        foreign.to_str().unwrap(),
-        roots[1].path(),
-        "h2",
-        &["--trust", trust],
-        "does not trust",
-    );
+    h2_refuses(&foreign, "does not trust");
     // ... not signed at all:
     let unsigned = dir("unsigned");
     copy_over(&dir("out2"), &unsigned);
     std::fs::remove_file(unsigned.join("release.json.minisig")).unwrap();
-    refused(
-        &bin,
-        unsigned.to_str().unwrap(),
-        roots[1].path(),
-        "h2",
-        &["--trust", trust],
-        "is not signed",
-    );
+    h2_refuses(&unsigned, "is not signed");
     // ... changed after signing (h2 given h1's bundle):
     let forged = dir("forged");
     copy_over(&dir("out2"), &forged);
@@ -104,14 +79,7 @@ fn hosts_pull_signed_releases_from_a_directory_and_refuse_what_they_must() {
     let h1 = release.hosts["h1"].clone();
     release.hosts.insert("h2".into(), h1);
     std::fs::write(forged.join("release.json"), release.to_json()).unwrap();
-    refused(
-        &bin,
-        forged.to_str().unwrap(),
-        roots[1].path(),
-        "h2",
-        &["--trust", trust],
-        "changed after signing",
-    );
+    h2_refuses(&forged, "changed after signing");
     // The trust file in the root is the default: an unsigned release is refused without `--trust`.
     std::fs::create_dir_all(roots[3].path().join("etc/bell")).unwrap();
     std::fs::copy(
@@ -161,7 +129,7 @@ fn hosts_pull_signed_releases_from_a_directory_and_refuse_what_they_must() {
     );
 
     // An expired release: a newer build that was valid for one second.
-    build(&fx, "release 3", "out3", "ci.key", &["--expires", "1s"]);
+    build(fx, "release 3", "out3", "ci.key", &["--expires", "1s"]);
     std::thread::sleep(std::time::Duration::from_millis(2100));
     refused(
         &bin,

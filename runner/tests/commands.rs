@@ -258,12 +258,12 @@ fn install_timer_with_a_source_writes_a_pulling_service_with_every_argument_quot
     // A mirror path that systemd would split, expand or cut if it were written as it is
     // (the VM test runs such a unit and checks what bell-run received).
     let hostile = "/srv/bell mirror/it's \"100%\" $HOME;\\x\tend";
-    let out = w.run(&[
-        "install-timer",
-        "--root",
-        root_arg,
-        "--exec",
-        BIN,
+    let install = |options: &[&str]| {
+        let mut args = vec!["install-timer", "--root", root_arg, "--exec", BIN];
+        args.extend_from_slice(options);
+        w.run(&args)
+    };
+    let out = install(&[
         "--source",
         hostile,
         "--trust",
@@ -298,15 +298,7 @@ fn install_timer_with_a_source_writes_a_pulling_service_with_every_argument_quot
     systemd_accepts(&unit_dir);
 
     // Without any trusted key the timer would apply whatever is served: it says so.
-    let out = w.run(&[
-        "install-timer",
-        "--root",
-        root_arg,
-        "--exec",
-        BIN,
-        "--source",
-        "http://10.0.0.1:8080/fleet/",
-    ]);
+    let out = install(&["--source", "http://10.0.0.1:8080/fleet/"]);
     expect_code(&out, 0);
     assert!(stderr(&out).contains("unverified"), "{}", stderr(&out));
     std::fs::create_dir_all(root.join("etc/bell")).unwrap();
@@ -315,15 +307,7 @@ fn install_timer_with_a_source_writes_a_pulling_service_with_every_argument_quot
         "untrusted comment: k\nRWQ\n",
     )
     .unwrap();
-    let out = w.run(&[
-        "install-timer",
-        "--root",
-        root_arg,
-        "--exec",
-        BIN,
-        "--source",
-        "http://10.0.0.1:8080/fleet/",
-    ]);
+    let out = install(&["--source", "http://10.0.0.1:8080/fleet/"]);
     expect_code(&out, 0);
     assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
 
@@ -337,9 +321,7 @@ fn install_timer_with_a_source_writes_a_pulling_service_with_every_argument_quot
         &["--store", "etcd://127.0.0.1:2379"],
         &["--trust", "/etc/bell/trusted.pub"],
     ] {
-        let mut args = vec!["install-timer", "--root", root_arg, "--exec", BIN];
-        args.extend_from_slice(bad);
-        let out = w.run(&args);
+        let out = install(bad);
         expect_code(&out, 64);
         assert!(!stderr(&out).is_empty());
     }

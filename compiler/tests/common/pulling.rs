@@ -33,6 +33,35 @@ pub fn build(fx: &Fixture, motd: &str, out: &str, key: &str, extra: &[&str]) {
     assert_eq!(run.code, 0, "{}", run.stderr);
 }
 
+/// Where every pull test starts: keys `ci` (the hosts trust it) and `other`, releases 1 and 2
+/// built and signed with `ci` into `out1` and `out2`, and `served` holding release 1.
+pub struct TwoReleases {
+    pub fx: Fixture,
+    pub served: PathBuf,
+    /// The trusted public key, for `--trust`.
+    pub trust: String,
+}
+
+impl TwoReleases {
+    pub fn new() -> TwoReleases {
+        let fx = Fixture::new();
+        for key in ["ci", "other"] {
+            assert_eq!(fx.bellc(&["keygen", key]).code, 0);
+        }
+        build(&fx, "release 1", "out1", "ci.key", &[]);
+        build(&fx, "release 2", "out2", "ci.key", &[]);
+        let served = fx.path().join("served");
+        copy_over(&fx.path().join("out1"), &served);
+        let trust = fx.path().join("ci.pub").to_string_lossy().to_string();
+        TwoReleases { fx, served, trust }
+    }
+
+    /// A path in the fixture's directory.
+    pub fn dir(&self, name: &str) -> PathBuf {
+        self.fx.path().join(name)
+    }
+}
+
 /// `cp -a FROM/. TO/`: build outputs copied one over another, as a mirror is filled.
 pub fn copy_over(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
