@@ -3,7 +3,8 @@
 //! files their applied generation does not hold; a tampered, truncated or cut download, a
 //! foreign key, an unsigned, rolled-back or expired release are refused with the root
 //! unchanged; with the fleet store (a real etcd), a host takes the bundle the fleet's map names
-//! and refuses one that the signed release does not name for it.
+//! and refuses one that the signed release does not name for it, which `bellc status` shows; a
+//! pull killed mid-download is never applied and the next one fetches only what was missing.
 
 mod common;
 use common::fleet::{bell_run, text, Etcd, Nginx};
@@ -213,6 +214,8 @@ fn with_the_store_a_host_takes_the_bundle_the_fleet_map_names() {
         etcd.url.as_str(),
         "--fleet",
         "f",
+        "--report",
+        etcd.url.as_str(),
     ];
     let publish = |out: &str| {
         let run = fx.bellc(&["publish", out, "--store", &etcd.url]);
@@ -238,6 +241,23 @@ fn with_the_store_a_host_takes_the_bundle_the_fleet_map_names() {
     let refused_with =
         |reason: &str| refused(&bin, &nginx.url, root.path(), "h2", &with_store, reason);
     refused_with("but the release names");
+    // The refusal and its reason are in h2's report, for `bellc status`.
+    let status = fx.bellc(&["status", "served", "--store", &etcd.url, "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
+    let h2 = status["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["host"] == "h2")
+        .unwrap();
+    assert_eq!(h2["state"], "failed", "{h2}");
+    assert!(
+        h2["detail"]
+            .as_str()
+            .unwrap()
+            .contains("but the release names"),
+        "{h2}"
+    );
     // A store that names a release the source does not have is refused too.
     etcd.client()
         .put(&bell_store::version_key("f"), "0".repeat(64).as_bytes())
