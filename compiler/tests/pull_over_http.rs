@@ -130,8 +130,18 @@ fn hosts_pull_two_releases_from_nginx_and_refuse_what_they_must() {
     let h2 = roots[1].path();
     let motd_file = served_motd(&served, "h2");
     let good = std::fs::read(&motd_file).unwrap();
-    // Tampered on the server, then truncated: refused, root unchanged.
+    // Tampered on the server (longer than the manifest lists: refused before it is read; the
+    // same length: by its sha256), then truncated: refused, root unchanged.
     std::fs::write(&motd_file, "release 2, and a backdoor\n").unwrap();
+    refused(
+        &bin,
+        url,
+        h2,
+        "h2",
+        &trust,
+        "more than the 10 bytes expected",
+    );
+    std::fs::write(&motd_file, "release X\n").unwrap();
     refused(&bin, url, h2, "h2", &trust, "sha256");
     std::fs::write(&motd_file, &good[..3]).unwrap();
     refused(&bin, url, h2, "h2", &trust, "sha256");

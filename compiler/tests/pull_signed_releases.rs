@@ -52,6 +52,8 @@ fn hosts_pull_signed_releases_from_a_directory_and_refuse_what_they_must() {
     let tampered = dir("tampered");
     copy_over(&served, &tampered);
     std::fs::write(served_motd(&tampered, "h2"), "release 2, and a backdoor\n").unwrap();
+    h2_refuses(&tampered, "more than the 10 bytes expected");
+    std::fs::write(served_motd(&tampered, "h2"), "release X\n").unwrap();
     h2_refuses(&tampered, "sha256");
     // ... cut short (truncated):
     let truncated = dir("truncated");

@@ -140,7 +140,7 @@ impl Source {
         if let Some(length) = length {
             if length > max {
                 return Err(failed(format!(
-                    "{length} bytes, more than the {max} bell-run accepts here"
+                    "{length} bytes, more than the {max} bytes expected"
                 )));
             }
         }
@@ -158,9 +158,7 @@ impl Source {
             };
             total += n as u64;
             if total > max {
-                return Err(failed(format!(
-                    "more than the {max} bytes bell-run accepts here"
-                )));
+                return Err(failed(format!("more than the {max} bytes expected")));
             }
             hasher.update(&buf[..n]);
             out.write_all(&buf[..n])
@@ -282,14 +280,17 @@ fn http_get(host: &str, port: u16, path: &str) -> Result<(Box<dyn Read>, Option<
 }
 
 /// Fetches `rel` into `path` (a new private file), through a `.part` file that is renamed into
-/// place only when the download is complete and has `sha256`, and removed otherwise.
+/// place only when the download is complete and is what `want` says, and removed otherwise.
+/// The listed size bounds the download; without one (an older manifest), `max` does.
 pub fn fetch_verified(
     source: &Source,
     rel: &str,
-    sha256: &str,
+    want: &bell_bundle::Expected,
     max: u64,
     path: &Path,
 ) -> Result<(), FetchError> {
+    let sha256 = want.sha256.as_str();
+    let max = want.size.unwrap_or(max);
     let part = path.with_file_name(format!(
         ".{}.part",
         path.file_name()

@@ -14,8 +14,8 @@ use crate::fetch::{self, FetchError, Source};
 use crate::rootfs::{self, Root};
 use crate::trust::{self, TrustedKeys};
 use crate::{report, state, statedir};
-use bell_bundle::{Manifest, Release};
-use std::collections::HashMap;
+use bell_bundle::{Expected, Manifest, Release};
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -321,7 +321,7 @@ fn stage_into(
     tidy(staging, Path::new(""), &expected);
     let previous = previous_files(root, state);
     let (mut fetched, mut reused) = (0, 0);
-    for (rel, sha) in &expected {
+    for (rel, want) in &expected {
         let dest = staging.join(rel);
         if dest.is_file() {
             continue;
@@ -333,8 +333,8 @@ fn stage_into(
                 .create(parent)
                 .map_err(|e| write_err(parent, e))?;
         }
-        if let Some(from) = previous.get(sha) {
-            if copy_checked(from, &dest, sha).is_ok() {
+        if let Some(from) = previous.get(&want.sha256) {
+            if copy_checked(from, &dest, &want.sha256).is_ok() {
                 reused += 1;
                 continue;
             }
@@ -343,7 +343,7 @@ fn stage_into(
         fetch::fetch_verified(
             source,
             &format!("bundles/{id}/{rel_text}"),
-            sha,
+            want,
             rootfs::MAX_RECORD_BYTES,
             &dest,
         )
@@ -361,7 +361,7 @@ fn stage_into(
 
 /// Removes what does not belong in a staging directory: files that are not listed, or whose
 /// content is not (yet) what the manifest says.
-fn tidy(staging: &Path, rel: &Path, expected: &std::collections::BTreeMap<PathBuf, String>) {
+fn tidy(staging: &Path, rel: &Path, expected: &BTreeMap<PathBuf, Expected>) {
     let Ok(entries) = fs::read_dir(staging.join(rel)) else {
         return;
     };
@@ -375,8 +375,11 @@ fn tidy(staging: &Path, rel: &Path, expected: &std::collections::BTreeMap<PathBu
             continue;
         }
         let keep = kind.is_file()
-            && expected.get(&child).is_some_and(|sha| {
-                fs::read(entry.path()).is_ok_and(|b| bell_bundle::sha256_hex(&b) == *sha)
+            && expected.get(&child).is_some_and(|want| {
+                let size_ok = |len: u64| want.size.unwrap_or(len) == len;
+                entry.metadata().is_ok_and(|m| size_ok(m.len()))
+                    && fs::read(entry.path())
+                        .is_ok_and(|b| bell_bundle::sha256_hex(&b) == want.sha256)
             });
         if !keep {
             let _ = fs::remove_file(entry.path());
@@ -399,7 +402,7 @@ fn previous_files(root: &Root, state: &state::State) -> HashMap<String, PathBuf>
     };
     files
         .into_iter()
-        .map(|(rel, sha)| (sha, dir.join(rel)))
+        .map(|(rel, want)| (want.sha256, dir.join(rel)))
         .collect()
 }
 

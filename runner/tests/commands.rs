@@ -121,7 +121,7 @@ fn verify_checks_a_bundle_without_a_root() {
     let out = w.run(&["verify", bundle.to_str().unwrap(), "--json"]);
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(value["id"], id_of(&bundle));
-    std::fs::write(bundle.join("root/etc/bell.conf"), "tampered\n").unwrap();
+    std::fs::write(bundle.join("root/etc/bell.conf"), "generation X\n").unwrap();
     let out = w.run(&["verify", bundle.to_str().unwrap(), "--json"]);
     expect_code(&out, 1);
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -91,10 +91,32 @@ fn one_byte_changed_in_a_script_is_refused() {
     let (w, bundle) = applied();
     let dir = copy_of(&w, &bundle, "script");
     let path = dir.join("scripts/0-sysctl/apply");
-    let mut text = std::fs::read_to_string(&path).unwrap();
-    text.push('#');
-    std::fs::write(&path, text).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
     assert_refused(&w, &dir, "does not match the sha256");
+}
+
+#[test]
+fn a_file_longer_or_shorter_than_listed_is_refused_by_its_size() {
+    let (w, bundle) = applied();
+    let dir = copy_of(&w, &bundle, "grown");
+    let path = dir.join("scripts/0-sysctl/apply");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    let listed = text.len();
+    text.push('#');
+    std::fs::write(&path, &text).unwrap();
+    assert_refused(
+        &w,
+        &dir,
+        &format!(
+            "holds {} bytes, not the {listed} the manifest lists",
+            listed + 1
+        ),
+    );
+    std::fs::write(&path, &text[..listed - 2]).unwrap();
+    assert_refused(&w, &dir, "the manifest lists");
 }
 
 #[test]

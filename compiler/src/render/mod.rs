@@ -364,12 +364,14 @@ impl BundleBuilder {
             || looks_like_private_key(&file.content)
             || self.holds_secret(&file.content);
         let (bytes, sha256) = intern(file.content);
+        let size = Some(bytes.len() as u64);
         let rel = format!("{}{}", bell_bundle::ROOT_DIR, file.path);
         self.sha256.insert(rel.clone(), sha256.clone());
         self.contents.insert(rel, bytes);
         let entry = File {
             path: file.path.clone(),
             sha256,
+            size,
             mode: format!("{:04o}", file.mode),
             owner: file.owner,
             group: file.group,
@@ -383,11 +385,13 @@ impl BundleBuilder {
         let path = format!("scripts/{kind}/{}.{role}", file_name_for(name));
         let secret = self.holds_secret(text.as_bytes());
         let (bytes, sha256) = intern(text.into_bytes());
+        let size = Some(bytes.len() as u64);
         self.contents.insert(path.clone(), bytes);
         self.sha256.insert(path.clone(), sha256.clone());
         Script {
             path,
             sha256,
+            size,
             secret,
         }
     }

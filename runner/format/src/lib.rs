@@ -97,6 +97,10 @@ pub struct Resource {
 pub struct Script {
     pub path: String,
     pub sha256: String,
+    /// Its length in bytes, which bounds a download before its hash can be checked (absent in
+    /// manifests written before bellc recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
     /// It carries a secret (a password hash, say): private wherever it is copied, and never
     /// printed. See [`redacted`].
     #[serde(default, skip_serializing_if = "is_false")]
@@ -110,6 +114,9 @@ pub struct File {
     /// Absolute, normalised path on the host; the content is at `root/<path>` in the bundle.
     pub path: String,
     pub sha256: String,
+    /// Its length in bytes (see [`Script::size`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
     /// Octal mode, four digits (`"0644"`).
     pub mode: String,
     pub owner: String,
@@ -519,23 +526,63 @@ pub fn content_path(bundle_dir: &Path, host_path: &str) -> PathBuf {
 /// A bundle that failed verification.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VerifyError {
-    Unreadable { path: PathBuf, error: String },
+    Unreadable {
+        path: PathBuf,
+        error: String,
+    },
     Format(FormatError),
-    IdMismatch { expected: String, actual: String },
-    BadPath { path: String },
-    HashMismatch { path: String },
-    ResourceHash { resource: String },
-    UnknownFile { resource: String, path: String },
-    UnlistedFile { path: PathBuf },
-    DuplicatePath { path: String },
+    IdMismatch {
+        expected: String,
+        actual: String,
+    },
+    BadPath {
+        path: String,
+    },
+    HashMismatch {
+        path: String,
+    },
+    SizeMismatch {
+        path: String,
+        expected: u64,
+        actual: u64,
+    },
+    ResourceHash {
+        resource: String,
+    },
+    UnknownFile {
+        resource: String,
+        path: String,
+    },
+    UnlistedFile {
+        path: PathBuf,
+    },
+    DuplicatePath {
+        path: String,
+    },
     NotCanonical,
-    Unsorted { path: String },
-    BadMode { path: String, mode: String },
-    BadOwner { path: String },
-    BadDependency { resource: String, after: String },
-    DuplicateResource { resource: String },
-    ExecWithoutScript { resource: String },
-    NotAFile { path: PathBuf },
+    Unsorted {
+        path: String,
+    },
+    BadMode {
+        path: String,
+        mode: String,
+    },
+    BadOwner {
+        path: String,
+    },
+    BadDependency {
+        resource: String,
+        after: String,
+    },
+    DuplicateResource {
+        resource: String,
+    },
+    ExecWithoutScript {
+        resource: String,
+    },
+    NotAFile {
+        path: PathBuf,
+    },
 }
 
 impl fmt::Display for VerifyError {
@@ -552,6 +599,14 @@ impl fmt::Display for VerifyError {
             VerifyError::BadPath { path } => write!(
                 f,
                 "the manifest names the path {path:?}, which is not a normalised path inside the bundle or the root"
+            ),
+            VerifyError::SizeMismatch {
+                path,
+                expected,
+                actual,
+            } => write!(
+                f,
+                "{path} holds {actual} bytes, not the {expected} the manifest lists"
             ),
             VerifyError::HashMismatch { path } => {
                 write!(f, "{path} does not match the sha256 in the manifest")
@@ -618,13 +673,21 @@ pub fn parse_mode(mode: &str) -> Option<u32> {
     u32::from_str_radix(mode, 8).ok()
 }
 
+/// What the manifest says a file of the bundle directory holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expected {
+    pub sha256: String,
+    /// The length in bytes, when the manifest lists it.
+    pub size: Option<u64>,
+}
+
 /// Every file a bundle directory holds besides its manifest, by path relative to the bundle,
-/// with its sha256 — after checking everything about the manifest that does not need the
+/// with its sha256 and size — after checking everything about the manifest that does not need the
 /// files: normalised, contained paths, sorted unique files, modes, owners, dependencies,
 /// resource hashes. `bell-run pull` fetches exactly these, and [`verify_dir`] finds exactly
 /// these.
-pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, String>, VerifyError> {
-    let mut expected: BTreeMap<PathBuf, String> = BTreeMap::new();
+pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, Expected>, VerifyError> {
+    let mut expected: BTreeMap<PathBuf, Expected> = BTreeMap::new();
     let mut previous: Option<&str> = None;
     for file in &manifest.files {
         if !is_normal_absolute(&file.path) {
@@ -658,7 +721,11 @@ pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, String>, 
             });
         }
         let rel = Path::new(ROOT_DIR).join(file.path.trim_start_matches('/'));
-        expected.insert(rel, file.sha256.clone());
+        let what = Expected {
+            sha256: file.sha256.clone(),
+            size: file.size,
+        };
+        expected.insert(rel, what);
     }
 
     let mut scripts: Vec<&Script> = Vec::new();
@@ -720,14 +787,18 @@ pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, String>, 
             });
         }
         let rel = PathBuf::from(&script.path);
+        let what = Expected {
+            sha256: script.sha256.clone(),
+            size: script.size,
+        };
         if let Some(other) = expected.get(&rel) {
-            if other != &script.sha256 {
+            if other != &what {
                 return Err(VerifyError::HashMismatch {
                     path: script.path.clone(),
                 });
             }
         }
-        expected.insert(rel, script.sha256.clone());
+        expected.insert(rel, what);
     }
     Ok(expected)
 }
@@ -785,12 +856,22 @@ pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
                 if child.as_os_str() == MANIFEST_FILE {
                     continue;
                 }
-                let Some(sha) = expected.get(&child) else {
+                let Some(want) = expected.get(&child) else {
                     return Err(VerifyError::UnlistedFile { path: child });
                 };
-                let content = std::fs::read(dir.join(&child))
-                    .map_err(|e| unreadable(&dir.join(&child), e))?;
-                if &sha256_hex(&content) != sha {
+                // The size first, from the directory entry: a file much larger than listed is
+                // refused without being read.
+                let path = dir.join(&child);
+                let len = entry.metadata().map_err(|e| unreadable(&path, e))?.len();
+                if let Some(size) = want.size.filter(|size| *size != len) {
+                    return Err(VerifyError::SizeMismatch {
+                        path: child.display().to_string(),
+                        expected: size,
+                        actual: len,
+                    });
+                }
+                let content = std::fs::read(&path).map_err(|e| unreadable(&path, e))?;
+                if sha256_hex(&content) != want.sha256 {
                     return Err(VerifyError::HashMismatch {
                         path: child.display().to_string(),
                     });

@@ -257,6 +257,7 @@ impl BundleSpec {
             Script {
                 path: rel,
                 sha256: sha256_hex(text.as_bytes()),
+                size: Some(text.len() as u64),
                 secret: false,
             }
         };
@@ -266,6 +267,7 @@ impl BundleSpec {
             .map(|f| File {
                 path: f.path.clone(),
                 sha256: sha256_hex(&f.content),
+                size: Some(f.content.len() as u64),
                 mode: f.mode.clone(),
                 owner: f.owner.clone(),
                 group: f.group.clone(),
