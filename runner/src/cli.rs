@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 const USAGE: &str = "\
 usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--timeout SECS]
-                      [--report DIR|etcd://HOST:PORT] [--host NAME] [--release VERSION]
+                      [--report DIR|etcd://HOST:PORT[,HOST:PORT...]] [--host NAME] [--release VERSION]
                       [--metrics FILE]
        bell-run check [--root DIR] [--offline] [--json] [--timeout SECS] [--report DEST]
                       [--host NAME] [--release VERSION] [--metrics FILE]

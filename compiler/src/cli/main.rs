@@ -145,7 +145,7 @@ enum Command {
     /// in etcd (`--store`); at least one of the two.
     Publish {
         out: PathBuf,
-        /// `etcd://HOST:PORT`.
+        /// `etcd://HOST:PORT`, or every endpoint of a cluster: `etcd://A:2379,B:2379,C:2379`.
         #[arg(long, value_parser = etcd_url, required_unless_present = "sign_key")]
         store: Option<String>,
         #[command(flatten)]
@@ -159,7 +159,7 @@ enum Command {
         /// A directory that `bell-run --report DIR` wrote.
         #[arg(long, conflicts_with = "store", required_unless_present = "store")]
         reports: Option<PathBuf>,
-        /// `etcd://HOST:PORT` that `bell-run --report etcd://...` wrote.
+        /// `etcd://HOST:PORT[,HOST:PORT...]` that `bell-run --report etcd://...` wrote.
         #[arg(long)]
         store: Option<String>,
         /// A report older than this many minutes leaves its host unaccounted.

@@ -1,6 +1,6 @@
 //! For the fleet review tests: the real `bell-run` binary (built on demand, since a test of one
-//! package cannot name another package's binary) and a real etcd server on a free loopback
-//! port with a temporary data directory (killed on drop).
+//! package cannot name another package's binary), a real etcd server or three-member cluster
+//! and a real nginx on free loopback ports with temporary directories (killed on drop).
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -73,6 +73,44 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
+/// One etcd member on loopback: its client and peer URLs, data and log in `dir`.
+fn spawn_member(name: &str, client: u16, peer: u16, cluster: &str, dir: &Path) -> Child {
+    let client_url = format!("http://127.0.0.1:{client}");
+    let peer_url = format!("http://127.0.0.1:{peer}");
+    let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log");
+    Command::new("etcd")
+        .arg(format!("--name={name}"))
+        .arg(format!("--data-dir={}", dir.join(name).display()))
+        .arg(format!("--listen-client-urls={client_url}"))
+        .arg(format!("--advertise-client-urls={client_url}"))
+        .arg(format!("--listen-peer-urls={peer_url}"))
+        .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+        .arg(format!("--initial-cluster={cluster}"))
+        .arg("--initial-cluster-state=new")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start etcd")
+}
+
+/// Waits until a put through `store` succeeds, while every member in `children` runs.
+fn wait_ready(store: &bell_store::Etcd, children: &mut [Child]) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if children
+            .iter_mut()
+            .any(|c| matches!(c.try_wait(), Ok(Some(_))))
+        {
+            return false;
+        }
+        if store.put("/bell-test/ready", b"1").is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
 /// A real etcd on loopback, for one test.
 pub struct Etcd {
     child: Child,
@@ -91,56 +129,33 @@ impl Etcd {
         for _ in 0..5 {
             let data = tempfile::tempdir().expect("tempdir");
             let (client, peer) = (free_port(), free_port());
+            let cluster = format!("bell-test=http://127.0.0.1:{peer}");
+            let mut child = [spawn_member(
+                "bell-test",
+                client,
+                peer,
+                &cluster,
+                data.path(),
+            )];
             let endpoint = format!("127.0.0.1:{client}");
-            let peer_url = format!("http://127.0.0.1:{peer}");
-            let client_url = format!("http://{endpoint}");
-            let log = std::fs::File::create(data.path().join("etcd.log")).expect("log");
-            let child = Command::new("etcd")
-                .arg("--name=bell-test")
-                .arg(format!("--data-dir={}", data.path().join("data").display()))
-                .arg(format!("--listen-client-urls={client_url}"))
-                .arg(format!("--advertise-client-urls={client_url}"))
-                .arg(format!("--listen-peer-urls={peer_url}"))
-                .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-                .arg(format!("--initial-cluster=bell-test={peer_url}"))
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .expect("start etcd");
-            let mut etcd = Etcd {
-                child,
-                url: format!("etcd://{endpoint}"),
-                endpoint,
-                _data: data,
-            };
-            if etcd.wait_ready() {
-                return Some(etcd);
+            if wait_ready(&bell_store::Etcd::new(vec![endpoint.clone()]), &mut child) {
+                let [child] = child;
+                return Some(Etcd {
+                    child,
+                    url: format!("etcd://{endpoint}"),
+                    endpoint,
+                    _data: data,
+                });
             }
+            let [mut child] = child;
+            let _ = child.kill();
+            let _ = child.wait();
         }
         panic!("etcd did not become ready on a free loopback port in five tries");
     }
 
-    fn wait_ready(&mut self) -> bool {
-        let store = bell_store::Etcd {
-            endpoint: self.endpoint.clone(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return false;
-            }
-            if store.put("/bell-test/ready", b"1").is_ok() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        false
-    }
-
     pub fn client(&self) -> bell_store::Etcd {
-        bell_store::Etcd {
-            endpoint: self.endpoint.clone(),
-        }
+        bell_store::Etcd::new(vec![self.endpoint.clone()])
     }
 }
 
@@ -148,6 +163,83 @@ impl Drop for Etcd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A real three-member etcd cluster on loopback (where failover matters); every member is
+/// killed on drop, and `kill` takes one down midway.
+pub struct EtcdCluster {
+    members: Vec<Child>,
+    /// `HOST:PORT` of each member, in order.
+    pub endpoints: Vec<String>,
+    /// `etcd://` with every member's endpoint.
+    pub url: String,
+    _data: tempfile::TempDir,
+}
+
+impl EtcdCluster {
+    /// `None` (a skip) only outside CI when etcd is not installed.
+    pub fn start() -> Option<EtcdCluster> {
+        if !require("etcd") {
+            return None;
+        }
+        for _ in 0..5 {
+            let data = tempfile::tempdir().expect("tempdir");
+            let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+            let cluster = ports
+                .iter()
+                .enumerate()
+                .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            let mut members: Vec<Child> = ports
+                .iter()
+                .enumerate()
+                .map(|(i, (client, peer))| {
+                    spawn_member(&format!("m{i}"), *client, *peer, &cluster, data.path())
+                })
+                .collect();
+            let endpoints: Vec<String> = ports
+                .iter()
+                .map(|(client, _)| format!("127.0.0.1:{client}"))
+                .collect();
+            let url = format!("etcd://{}", endpoints.join(","));
+            let ready = (0..3).all(|i| {
+                wait_ready(
+                    &bell_store::Etcd::new(vec![endpoints[i].clone()]),
+                    &mut members,
+                )
+            });
+            let cluster = EtcdCluster {
+                members,
+                endpoints,
+                url,
+                _data: data,
+            };
+            if ready {
+                return Some(cluster);
+            }
+        }
+        panic!("a three-member etcd cluster did not become ready in five tries");
+    }
+
+    pub fn client(&self) -> bell_store::Etcd {
+        bell_store::Etcd::new(self.endpoints.clone())
+    }
+
+    /// Takes member `i` down, as a host that lost power.
+    pub fn kill(&mut self, i: usize) {
+        let _ = self.members[i].kill();
+        let _ = self.members[i].wait();
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for member in &mut self.members {
+            let _ = member.kill();
+            let _ = member.wait();
+        }
     }
 }
 

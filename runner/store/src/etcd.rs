@@ -1,19 +1,50 @@
 //! A minimal etcd v3 client over the server's HTTP/JSON gateway (`/v3/kv/...`): plain HTTP/1.1
 //! on a `std::net::TcpStream`, one request per connection. bell-run stays a small synchronous
-//! binary with no async runtime and no TLS stack; the fleet store is expected on a management
-//! network (or behind a local proxy that adds TLS).
+//! binary with no async runtime and no TLS stack (the maintained gRPC client, `etcd-client`,
+//! brings tokio and tonic); the fleet store is expected on a management network (or behind a
+//! local proxy that adds TLS).
+//!
+//! A cluster is given as several endpoints. A request goes to the endpoint that answered last
+//! and moves on to the next when one cannot be reached, times out or answers with a server
+//! error (a member that lost its leader, or quorum), so a dead member costs one refused
+//! connection. Every request bell makes is safe to send twice: puts and deletes are
+//! idempotent, and transactions compare versions.
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 const TIMEOUT: Duration = Duration::from_secs(10);
+/// Pauses before the second and third round over every endpoint: a leader election after a
+/// member died takes about a second (etcd's default election timeout).
+const ROUND_PAUSES: [Duration; 2] = [Duration::from_millis(500), Duration::from_millis(1500)];
 
-/// An etcd endpoint, `HOST:PORT`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An etcd cluster: one or more `HOST:PORT` endpoints.
+#[derive(Debug)]
 pub struct Etcd {
-    pub endpoint: String,
+    endpoints: Vec<String>,
+    /// The endpoint that answered last, where the next request starts.
+    current: AtomicUsize,
 }
+
+impl Clone for Etcd {
+    fn clone(&self) -> Etcd {
+        Etcd {
+            endpoints: self.endpoints.clone(),
+            current: AtomicUsize::new(self.current.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+impl PartialEq for Etcd {
+    fn eq(&self, other: &Etcd) -> bool {
+        self.endpoints == other.endpoints
+    }
+}
+
+impl Eq for Etcd {}
 
 /// One key and its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,24 +53,56 @@ pub struct KeyValue {
     pub value: Vec<u8>,
 }
 
+/// Why one endpoint did not give an answer: worth asking another (`Unreachable`), or an
+/// answer that another member would repeat (`Refused`).
+enum Failure {
+    Unreachable(String),
+    Refused(String),
+}
+
 impl Etcd {
-    /// Parses `etcd://HOST:PORT` (no path, no credentials).
+    /// Parses `etcd://HOST:PORT[,HOST:PORT...]` (no path, no credentials).
     pub fn parse(url: &str) -> Result<Etcd, String> {
+        let expected = "expected `etcd://HOST:PORT`, or several endpoints of one cluster \
+                        separated by commas, such as `etcd://10.0.0.1:2379,10.0.0.2:2379`";
         let rest = url
             .strip_prefix("etcd://")
-            .ok_or_else(|| format!("`{url}` is not an etcd URL; expected `etcd://HOST:PORT`"))?;
+            .ok_or_else(|| format!("`{url}` is not an etcd URL; {expected}"))?;
         let rest = rest.strip_suffix('/').unwrap_or(rest);
-        let port_ok = rest
-            .rsplit_once(':')
-            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-        if !port_ok || rest.contains('/') || rest.contains('@') {
-            return Err(format!(
-                "`{url}` is not an etcd URL; expected `etcd://HOST:PORT`, such as `etcd://127.0.0.1:2379`"
-            ));
+        let mut endpoints = Vec::new();
+        for endpoint in rest.split(',') {
+            let port_ok = endpoint
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if !port_ok || endpoint.contains(['/', '@']) || endpoint.contains(char::is_whitespace) {
+                return Err(format!(
+                    "`{url}` is not an etcd URL: `{endpoint}` is not HOST:PORT; {expected}"
+                ));
+            }
+            if endpoints.iter().any(|e| e == endpoint) {
+                return Err(format!("`{url}` names the endpoint `{endpoint}` twice"));
+            }
+            endpoints.push(endpoint.to_string());
         }
-        Ok(Etcd {
-            endpoint: rest.to_string(),
-        })
+        Ok(Etcd::new(endpoints))
+    }
+
+    /// A client of the cluster at `endpoints` (`HOST:PORT` each, at least one).
+    pub fn new(endpoints: Vec<String>) -> Etcd {
+        assert!(!endpoints.is_empty(), "an etcd client needs an endpoint");
+        Etcd {
+            endpoints,
+            current: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn endpoints(&self) -> &[String] {
+        &self.endpoints
+    }
+
+    /// `etcd://HOST:PORT[,...]`, as it was given.
+    pub fn url(&self) -> String {
+        format!("etcd://{}", self.endpoints.join(","))
     }
 
     pub fn put(&self, key: &str, value: &[u8]) -> Result<(), String> {
@@ -67,57 +130,90 @@ impl Etcd {
         self.call("/v3/kv/deleterange", &body).map(|_| ())
     }
 
+    /// One request, to the first endpoint that answers it: starting where the last request was
+    /// answered, around the list up to three times.
     fn call(&self, path: &str, body: &serde_json::Value) -> Result<serde_json::Value, String> {
-        let fail = |e: String| format!("etcd at {}: {e}", self.endpoint);
         let body = body.to_string();
-        let request = format!(
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            self.endpoint,
-            body.len()
-        );
-        let response = self.exchange(request.as_bytes()).map_err(fail)?;
-        let (status, body) = parse_response(&response).map_err(fail)?;
-        let value: serde_json::Value = serde_json::from_slice(&body)
-            .map_err(|e| fail(format!("`{path}` answered with invalid JSON: {e}")))?;
-        if status != 200 {
-            let message = value
-                .get("message")
-                .or_else(|| value.get("error"))
-                .and_then(|m| m.as_str())
-                .unwrap_or("no message");
-            return Err(fail(format!(
-                "`{path}` failed with HTTP {status}: {message}"
-            )));
-        }
-        Ok(value)
-    }
-
-    fn exchange(&self, request: &[u8]) -> Result<Vec<u8>, String> {
-        let addrs = self
-            .endpoint
-            .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve: {e}"))?;
-        let mut last = "no address".to_string();
-        for addr in addrs {
-            match TcpStream::connect_timeout(&addr, TIMEOUT) {
-                Ok(mut stream) => {
-                    let _ = stream.set_read_timeout(Some(TIMEOUT));
-                    let _ = stream.set_write_timeout(Some(TIMEOUT));
-                    stream
-                        .write_all(request)
-                        .map_err(|e| format!("cannot send: {e}"))?;
-                    let mut response = Vec::new();
-                    stream
-                        .read_to_end(&mut response)
-                        .map_err(|e| format!("cannot read the answer: {e}"))?;
-                    return Ok(response);
+        let count = self.endpoints.len();
+        let first = self.current.load(Ordering::Relaxed) % count;
+        let mut failures = Vec::new();
+        for round in 0..=ROUND_PAUSES.len() {
+            if round > 0 {
+                std::thread::sleep(ROUND_PAUSES[round - 1]);
+                failures.clear();
+            }
+            for step in 0..count {
+                let at = (first + step) % count;
+                let endpoint = &self.endpoints[at];
+                match call_one(endpoint, path, &body) {
+                    Ok(value) => {
+                        self.current.store(at, Ordering::Relaxed);
+                        return Ok(value);
+                    }
+                    Err(Failure::Refused(e)) => return Err(format!("etcd at {endpoint}: {e}")),
+                    Err(Failure::Unreachable(e)) => failures.push(format!("{endpoint}: {e}")),
                 }
-                Err(e) => last = format!("cannot connect: {e}"),
             }
         }
-        Err(last)
+        Err(if count == 1 {
+            format!("etcd at {}", failures.join(""))
+        } else {
+            format!("no etcd endpoint answered ({})", failures.join("; "))
+        })
     }
+}
+
+fn call_one(endpoint: &str, path: &str, body: &str) -> Result<serde_json::Value, Failure> {
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {endpoint}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let response = exchange(endpoint, request.as_bytes()).map_err(Failure::Unreachable)?;
+    let (status, body) = parse_response(&response).map_err(Failure::Unreachable)?;
+    let value: serde_json::Value = serde_json::from_slice(&body)
+        .map_err(|e| Failure::Unreachable(format!("`{path}` answered with invalid JSON: {e}")))?;
+    if status != 200 {
+        let message = value
+            .get("message")
+            .or_else(|| value.get("error"))
+            .and_then(|m| m.as_str())
+            .unwrap_or("no message");
+        let e = format!("`{path}` failed with HTTP {status}: {message}");
+        // A server error is this member's trouble (no leader, no quorum, a timeout); a client
+        // error is the request's, and every member would say the same.
+        return Err(if status >= 500 {
+            Failure::Unreachable(e)
+        } else {
+            Failure::Refused(e)
+        });
+    }
+    Ok(value)
+}
+
+fn exchange(endpoint: &str, request: &[u8]) -> Result<Vec<u8>, String> {
+    let addrs = endpoint
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve: {e}"))?;
+    let mut last = "no address".to_string();
+    for addr in addrs {
+        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            Ok(mut stream) => {
+                let _ = stream.set_read_timeout(Some(TIMEOUT));
+                let _ = stream.set_write_timeout(Some(TIMEOUT));
+                stream
+                    .write_all(request)
+                    .map_err(|e| format!("cannot send: {e}"))?;
+                let mut response = Vec::new();
+                stream
+                    .read_to_end(&mut response)
+                    .map_err(|e| format!("cannot read the answer: {e}"))?;
+                return Ok(response);
+            }
+            Err(e) => last = format!("cannot connect: {e}"),
+        }
+    }
+    Err(last)
 }
 
 fn kvs(value: &serde_json::Value) -> Result<Vec<KeyValue>, String> {
@@ -287,9 +383,18 @@ mod tests {
     #[test]
     fn urls_need_host_and_port() {
         assert_eq!(
-            Etcd::parse("etcd://127.0.0.1:2379").map(|e| e.endpoint),
-            Ok("127.0.0.1:2379".to_string())
+            Etcd::parse("etcd://127.0.0.1:2379").map(|e| e.endpoints().to_vec()),
+            Ok(vec!["127.0.0.1:2379".to_string()])
         );
+        let cluster = Etcd::parse("etcd://10.0.0.1:2379,10.0.0.2:2379,[::1]:2379/").unwrap();
+        assert_eq!(cluster.endpoints().len(), 3);
+        assert_eq!(
+            cluster.url(),
+            "etcd://10.0.0.1:2379,10.0.0.2:2379,[::1]:2379"
+        );
+        assert!(Etcd::parse("etcd://h:1,h:1").is_err());
+        assert!(Etcd::parse("etcd://h:1,").is_err());
+        assert!(Etcd::parse("etcd://h:1, h:2").is_err());
         assert!(Etcd::parse("etcd://127.0.0.1").is_err());
         assert!(Etcd::parse("etcd://u:p@h:1").is_err());
         assert!(Etcd::parse("etcd://h:1/x").is_err());

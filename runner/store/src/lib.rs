@@ -180,7 +180,7 @@ impl Store {
     pub fn describe(&self) -> String {
         match self {
             Store::Dir(dir) => dir.display().to_string(),
-            Store::Etcd(etcd) => format!("etcd://{}", etcd.endpoint),
+            Store::Etcd(etcd) => etcd.url(),
         }
     }
 
