@@ -117,6 +117,7 @@ pub fn compile_frontend(
         &resolution.hosts,
         &fleet.bundle_of,
         &waves,
+        &policy,
     );
     let bundles = fleet.bundles;
     Some(Compiled {

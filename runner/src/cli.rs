@@ -16,8 +16,9 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
        bell-run check [--root DIR] [--offline] [--json] [--timeout SECS] [--report DEST]
                       [--host NAME] [--release VERSION] [--metrics FILE]
        bell-run pull --source http://HOST[:PORT]/PATH/|DIR [--host NAME] [--root DIR]
-                      [--trust FILE] [--store etcd://HOST:PORT] [--fleet NAME] [--offline]
-                      [--json] [--timeout SECS] [--report DEST] [--metrics FILE]
+                      [--trust FILE] [--store etcd://HOST:PORT [--lock-prefix PREFIX]]
+                      [--fleet NAME] [--offline] [--json] [--timeout SECS] [--report DEST]
+                      [--metrics FILE]
        bell-run pending --store etcd://HOST:PORT [--host NAME] [--root DIR] [--fleet NAME] [--json]
        bell-run status [--root DIR] [--json]
        bell-run rollback [--root DIR] [--offline] [--dry-run] [--json] [--timeout SECS]
@@ -34,7 +35,8 @@ exit codes:
    2  check: drift found (printed)
    3  apply, rollback: applied with failures (each named; the rest applied), or stopped
       after changes began
-  10  pending: the store holds a release this host has not applied
+  10  pending: the store holds a release this host has not applied; pull: it waits for a
+      slot of its rollout group (nothing was changed)
   64  usage: an unknown command or option, a missing or extra argument (sysexits EX_USAGE)";
 
 const OK: i32 = 0;
@@ -63,6 +65,7 @@ struct Args {
     fleet: Option<String>,
     source: Option<String>,
     trust: Option<PathBuf>,
+    lock_prefix: Option<String>,
 }
 
 impl Args {
@@ -110,6 +113,9 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
             "--fleet" => out.fleet = Some(value("--fleet")?.to_string_lossy().to_string()),
             "--source" => out.source = Some(value("--source")?.to_string_lossy().to_string()),
             "--trust" => out.trust = Some(PathBuf::from(value("--trust")?)),
+            "--lock-prefix" => {
+                out.lock_prefix = Some(value("--lock-prefix")?.to_string_lossy().to_string())
+            }
             flag if flag.starts_with("--") => return Err(format!("unknown option `{flag}`")),
             _ => out.positional.push(PathBuf::from(arg)),
         }
@@ -350,6 +356,7 @@ fn cmd_pull(args: &Args) -> i32 {
         trust: args.trust.clone(),
         store: args.store.clone(),
         fleet: args.fleet.clone(),
+        lock_prefix: args.lock_prefix.clone(),
         apply: options(args),
     };
     let started = state::now();
@@ -366,6 +373,14 @@ fn cmd_pull(args: &Args) -> i32 {
     if run.bundle.is_none() {
         run.bundle = found.bundle.clone();
     }
+    if let Err(refusal) = &result {
+        if refusal.waiting {
+            // Not a failure: the host stays on what it runs until a slot is free.
+            run.result = bell_store::State::Waiting;
+            run.status = [("apply".to_string(), bell_store::State::Waiting)].into();
+            run.bundle = found.applied.clone();
+        }
+    }
     let mut sinks = args.sinks();
     if sinks.release.is_none() {
         sinks.release = found.release.clone();
@@ -379,7 +394,8 @@ fn cmd_pull(args: &Args) -> i32 {
                     eprintln!("release: {signature}");
                 }
             }
-            return refused(&refusal, args.json);
+            let code = refused(&refusal, args.json);
+            return if refusal.waiting { PENDING } else { code };
         }
     };
     let release = found.release.as_deref().unwrap_or("?");
@@ -397,6 +413,7 @@ fn cmd_pull(args: &Args) -> i32 {
         value["fetched"] = pulled.fetched.into();
         value["reused"] = pulled.reused.into();
         value["already_applied"] = pulled.already_applied.into();
+        value["slot"] = pulled.slot.clone().into();
         println!("{value:#}");
     } else {
         println!("release {release} ({signature})");
@@ -412,6 +429,9 @@ fn cmd_pull(args: &Args) -> i32 {
             );
         }
         print_report(&pulled.report);
+        if let Some(slot) = &pulled.slot {
+            println!("slot: {slot}");
+        }
     }
     if pulled.report.failed.is_empty() {
         OK
@@ -477,6 +497,7 @@ fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
             ("--report", args.report.is_some()),
             ("--metrics", args.metrics.is_some()),
             ("--timeout", args.timeout.is_some()),
+            ("--lock-prefix", args.lock_prefix.is_some()),
         ];
         if let Some((flag, _)) = pull_only.iter().find(|(_, given)| *given) {
             return Err(format!(
@@ -511,6 +532,7 @@ fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
         ("--fleet", &args.fleet),
         ("--host", &args.host),
         ("--report", &args.report),
+        ("--lock-prefix", &args.lock_prefix),
     ] {
         if let Some(value) = value {
             options.push((flag, value.clone()));

@@ -22,6 +22,8 @@ pub struct Refusal {
     /// Set when the error came after changes began (reverts ran): not a clean refusal, so
     /// the exit code is 3, not 1.
     pub partial: bool,
+    /// `pull`: every slot of the host's rollout group is held; it waits, nothing changed.
+    pub waiting: bool,
 }
 
 impl Refusal {
@@ -30,11 +32,17 @@ impl Refusal {
             message: message.into(),
             help: None,
             partial: false,
+            waiting: false,
         }
     }
 
     pub(crate) fn partial(mut self) -> Refusal {
         self.partial = true;
+        self
+    }
+
+    pub(crate) fn waiting(mut self) -> Refusal {
+        self.waiting = true;
         self
     }
 

@@ -15,6 +15,7 @@ use crate::rootfs::{self, Root};
 use crate::trust::{self, TrustedKeys};
 use crate::{report, state, statedir};
 use bell_bundle::{Expected, Manifest, Release};
+use bell_store::semaphore::{self, Slot};
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::os::unix::fs::DirBuilderExt;
@@ -29,6 +30,9 @@ pub struct PullOptions {
     pub trust: Option<PathBuf>,
     pub store: Option<String>,
     pub fleet: Option<String>,
+    /// Where the rollout groups' semaphores are: `/bell/<fleet>` unless given (airlock's is
+    /// `com.coreos.airlock`).
+    pub lock_prefix: Option<String>,
     pub apply: apply::Options,
 }
 
@@ -40,6 +44,8 @@ pub struct Established {
     /// `verified: key ID, sequence N` or `unverified: …`.
     pub signature: Option<String>,
     pub bundle: Option<String>,
+    /// The generation applied before this pull.
+    pub applied: Option<String>,
 }
 
 pub struct Pulled {
@@ -48,6 +54,8 @@ pub struct Pulled {
     pub fetched: usize,
     pub reused: usize,
     pub report: Report,
+    /// What happened to the host's slot of its rollout group, when there is a store.
+    pub slot: Option<String>,
 }
 
 pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refusal> {
@@ -55,12 +63,16 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     let host = report::host_name(opts.host.as_deref(), &root.dir).map_err(Refusal::new)?;
     let state = state::load(&root).map_err(Refusal::new)?;
     let keys = trusted_keys(&root, opts.trust.as_deref())?;
+    found.applied = state.generation.clone();
+    let store = match &opts.store {
+        Some(dest) => Some(bell_store::Store::parse(dest).map_err(Refusal::new)?),
+        None => None,
+    };
 
     // Which release: the newest at the source, or the one the store names for this fleet.
-    let (release_rel, store_bundle) = match &opts.store {
+    let (release_rel, store_bundle) = match &store {
         None => (bell_bundle::RELEASE_FILE.to_string(), None),
-        Some(dest) => {
-            let store = bell_store::Store::parse(dest).map_err(Refusal::new)?;
+        Some(store) => {
             let fleet = fleet_of(opts, &root, &state)?;
             let desired = store.desired(&fleet, &host).map_err(Refusal::new)?;
             let (Some(version), Some(bundle)) = (desired.version, desired.bundle) else {
@@ -171,13 +183,50 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         let staged = stage(&root, &opts.source, &id, &state)?;
         (staged.dir, staged.fetched, staged.reused)
     };
+    // The disruption budget: a slot of the host's rollout group before anything changes.
+    let budget = match &store {
+        Some(bell_store::Store::Etcd(etcd)) => Some(Budget::of(etcd, opts, &release, entry)),
+        _ => None,
+    };
+    let mut slot = None;
+    if let (Some(budget), false) = (&budget, already_applied) {
+        slot = Some(budget.take(&host)?);
+    }
     let result = apply::apply(&dir, &opts.apply);
     if !already_applied {
         // bell-run applies from its own copy of the bundle, never from the staging directory.
         let _ = fs::remove_dir_all(&dir);
         let _ = fs::remove_dir(dir.parent().unwrap_or(&dir));
     }
-    let report = result?;
+    let report = match result {
+        Ok(report) => report,
+        Err(refusal) => {
+            // Refused before anything changed: the host is where it was, and the slot goes back.
+            if let (Some(budget), false) = (&budget, refusal.partial) {
+                let _ = budget.give_back(&host);
+            }
+            return Err(refusal);
+        }
+    };
+    // Healthy after the apply: the slot goes back (also one kept by an earlier, failed pull).
+    // A host whose apply failed keeps it, so a bad release stops after the group's budget.
+    if let Some(budget) = &budget {
+        if report.failed.is_empty() {
+            slot = match budget.give_back(&host) {
+                Ok(true) => Some(format!("gave back its slot of group `{}`", budget.group)),
+                Ok(false) => slot,
+                Err(e) => Some(format!(
+                    "warning: could not give back its slot of group `{}` ({e}); the next pull will",
+                    budget.group
+                )),
+            };
+        } else {
+            slot = Some(format!(
+                "keeps its slot of group `{}` until it is healthy",
+                budget.group
+            ));
+        }
+    }
     if let Some((key, sequence)) = signed_by {
         trust::save_accepted(
             &root,
@@ -196,7 +245,75 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         fetched,
         reused,
         report,
+        slot,
     })
+}
+
+/// The host's rollout group in the fleet store, and how many of it may change at once.
+struct Budget<'a> {
+    etcd: &'a bell_store::Etcd,
+    prefix: String,
+    group: String,
+    slots: u32,
+}
+
+impl<'a> Budget<'a> {
+    fn of(
+        etcd: &'a bell_store::Etcd,
+        opts: &PullOptions,
+        release: &Release,
+        entry: &bell_bundle::ReleaseHost,
+    ) -> Budget<'a> {
+        // A release from before bellc wrote the budget: one group, one host at a time.
+        let (group, slots) = release.rollout.as_ref().map_or_else(
+            || (bell_bundle::DEFAULT_GROUP.to_string(), 1),
+            |rollout| rollout.group_of(entry),
+        );
+        let prefix = opts
+            .lock_prefix
+            .clone()
+            .unwrap_or_else(|| semaphore::default_prefix(&release.fleet));
+        Budget {
+            etcd,
+            prefix,
+            group,
+            slots,
+        }
+    }
+
+    /// A slot, or a refusal that says the host waits for one.
+    fn take(&self, host: &str) -> Result<String, Refusal> {
+        let slot = semaphore::acquire(
+            self.etcd,
+            &self.prefix,
+            &self.group,
+            host,
+            u64::from(self.slots),
+            state::now(),
+        )
+        .map_err(|e| {
+            Refusal::new(format!("cannot take a slot of group `{}`: {e}", self.group))
+                .help("nothing was changed; the next pull tries again")
+        })?;
+        match slot {
+            Slot::Taken => Ok(format!("took a slot of group `{}`", self.group)),
+            Slot::Held { .. } => Ok(format!("holds a slot of group `{}` already", self.group)),
+            Slot::Full { total, holders } => Err(Refusal::new(format!(
+                "waiting for a slot: all {total} of group `{}` are held ({})",
+                self.group,
+                holders.join(", ")
+            ))
+            .help(
+                "nothing was changed; a slot comes free when its holder is healthy after its \
+                 apply, or with `bellc lock release HOST`",
+            )
+            .waiting()),
+        }
+    }
+
+    fn give_back(&self, host: &str) -> Result<bool, String> {
+        semaphore::release(self.etcd, &self.prefix, &self.group, host)
+    }
 }
 
 fn short(version: &str) -> &str {

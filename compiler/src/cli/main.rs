@@ -69,6 +69,55 @@ struct SignArgs {
     expires: Option<u64>,
 }
 
+/// Whose rollout groups: a fleet's (under `/bell/FLEET`) or those under another prefix.
+#[derive(clap::Args)]
+#[group(required = true, multiple = false)]
+struct LockScope {
+    /// The fleet, whose semaphores are under `/bell/FLEET/groups/`.
+    #[arg(long)]
+    fleet: Option<String>,
+    /// The prefix the hosts were given (`bell-run pull --lock-prefix`), such as airlock's
+    /// `com.coreos.airlock`.
+    #[arg(long, value_name = "PREFIX")]
+    lock_prefix: Option<String>,
+}
+
+impl LockScope {
+    fn prefix(&self) -> String {
+        match (&self.lock_prefix, &self.fleet) {
+            (Some(prefix), _) => prefix.clone(),
+            (None, fleet) => {
+                bell_store::semaphore::default_prefix(fleet.as_deref().unwrap_or_default())
+            }
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum LockCommand {
+    /// Every rollout group's semaphore: its slots, who holds them and since when, how many
+    /// are free.
+    Status {
+        /// `etcd://HOST:PORT[,HOST:PORT...]`.
+        #[arg(long, value_parser = etcd_url)]
+        store: String,
+        #[command(flatten)]
+        scope: LockScope,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Free every slot HOST holds: a host that died holding one, or one whose failure was
+    /// looked at. Exit 1 when it holds none.
+    Release {
+        host: String,
+        /// `etcd://HOST:PORT[,HOST:PORT...]`.
+        #[arg(long, value_parser = etcd_url)]
+        store: String,
+        #[command(flatten)]
+        scope: LockScope,
+    },
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Validate a spec without writing anything.
@@ -173,6 +222,12 @@ enum Command {
         hosts: Option<String>,
         #[arg(long, requires = "hosts")]
         version: Option<String>,
+    },
+    /// The disruption budget: the semaphore of each rollout group that pulling hosts take a
+    /// slot of before they change.
+    Lock {
+        #[command(subcommand)]
+        command: LockCommand,
     },
     /// Show the resolved configuration of one host, with the layer and line of every value.
     Explain {
@@ -351,6 +406,14 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         }
         Command::Releases { out, json } => Ok(review::releases(out, *json)?),
         Command::Prune { out, keep } => Ok(review::prune(out, *keep)?),
+        Command::Lock { command } => match command {
+            LockCommand::Status { store, scope, json } => {
+                Ok(review::lock_status(store, &scope.prefix(), *json)?)
+            }
+            LockCommand::Release { host, store, scope } => {
+                Ok(review::lock_release(store, &scope.prefix(), host)?)
+            }
+        },
         Command::Status {
             out,
             reports,
@@ -670,6 +733,6 @@ fn etcd_url(value: &str) -> Result<String, String> {
     if value.starts_with("etcd://") {
         Ok(value.to_string())
     } else {
-        Err("`publish` needs an etcd store (`--store etcd://HOST:PORT`)".to_string())
+        Err("needs an etcd store (`--store etcd://HOST:PORT`)".to_string())
     }
 }

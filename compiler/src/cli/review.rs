@@ -181,11 +181,7 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
     let release = side.release();
     let store = Store::parse(args.source)?;
     let views = store.load_fleet(&release.fleet)?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let fleet = status::fleet_status(release, &views, now, args.stale_minutes.map(|m| m * 60));
+    let fleet = status::fleet_status(release, &views, now(), args.stale_minutes.map(|m| m * 60));
     if let Some(hosts) = args.hosts {
         let Some(version) = args.version else {
             return Err("`--hosts` needs `--version V`: the version the hosts must be on".into());
@@ -246,4 +242,109 @@ fn print_status(s: &FleetStatus) {
         .collect();
     println!("versions: {}", versions.join(", "));
     println!("{}", s.summary());
+}
+
+/// `bellc lock status`: every group under `prefix`, with its holders and free slots.
+pub fn lock_status(store: &str, prefix: &str, json: bool) -> Result<u8, String> {
+    let etcd = bell_store::Etcd::parse(store)?;
+    let groups = bell_store::semaphore::groups(&etcd, prefix)?;
+    let now = now();
+    if json {
+        let groups: Vec<serde_json::Value> = groups
+            .iter()
+            .map(|g| {
+                let held_for = |since: Option<u64>| since.map(|s| now.saturating_sub(s));
+                serde_json::json!({
+                    "group": g.group,
+                    "total_slots": g.total_slots,
+                    "free": g.total_slots.saturating_sub(g.holders.len() as u64),
+                    "holders": g.holders.iter().map(|h| serde_json::json!({
+                        "host": h.host,
+                        "since": h.since,
+                        "held_seconds": held_for(h.since),
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let text = serde_json::to_string_pretty(
+            &serde_json::json!({ "prefix": prefix, "groups": groups }),
+        )
+        .map_err(|e| e.to_string())?;
+        println!("{text}");
+        return Ok(0);
+    }
+    if groups.is_empty() {
+        println!("no rollout group under {prefix}/groups/ has a semaphore yet");
+        return Ok(0);
+    }
+    for g in &groups {
+        let free = g.total_slots.saturating_sub(g.holders.len() as u64);
+        println!(
+            "group {}: {} of {} slots held, {free} free",
+            g.group,
+            g.holders.len(),
+            g.total_slots
+        );
+        for h in &g.holders {
+            match h.since {
+                Some(since) => println!(
+                    "  {} for {} (since {})",
+                    h.host,
+                    duration(now.saturating_sub(since)),
+                    bell_bundle::utc(since)
+                ),
+                None => println!("  {} (not taken by bell: since when is unknown)", h.host),
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// `bellc lock release HOST`: frees every slot HOST holds under `prefix`.
+pub fn lock_release(store: &str, prefix: &str, host: &str) -> Result<u8, String> {
+    let etcd = bell_store::Etcd::parse(store)?;
+    let groups = bell_store::semaphore::groups(&etcd, prefix)?;
+    let mut released = 0;
+    for g in groups
+        .iter()
+        .filter(|g| g.holders.iter().any(|h| h.host == host))
+    {
+        if bell_store::semaphore::release(&etcd, prefix, &g.group, host)? {
+            println!("released the slot {host} held in group {}", g.group);
+            released += 1;
+        }
+    }
+    if released == 0 {
+        let holders: Vec<&str> = groups
+            .iter()
+            .flat_map(|g| g.holders.iter().map(|h| h.host.as_str()))
+            .collect();
+        eprintln!(
+            "error: {host} holds no slot under {prefix}/groups/ (holders: {})",
+            if holders.is_empty() {
+                "none".to_string()
+            } else {
+                holders.join(", ")
+            }
+        );
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// `3h 12m`, `4m 5s`, `12s`.
+fn duration(secs: u64) -> String {
+    match secs {
+        0..=59 => format!("{secs}s"),
+        60..=3599 => format!("{}m {}s", secs / 60, secs % 60),
+        3600..=86_399 => format!("{}h {}m", secs / 3600, secs % 3600 / 60),
+        _ => format!("{}d {}h", secs / 86_400, secs % 86_400 / 3600),
+    }
 }

@@ -1,9 +1,10 @@
 //! The release: which bundle every host runs, in which waves the fleet takes it, and a version
 //! that names exactly that (the hash of the host → bundle table).
 
-use crate::graph::waves::{self, Wave};
+use crate::graph::waves::{self, Policy, Wave};
 use crate::resolve::ResolvedHost;
-use bell_bundle::{Release, ReleaseHost};
+use crate::spec::MaxUnavailable;
+use bell_bundle::{Release, ReleaseHost, Rollout};
 use std::collections::BTreeMap;
 
 /// The release of `fleet`: every host with the bundle it was rendered into. `bundle_of` holds
@@ -13,6 +14,7 @@ pub fn release(
     hosts: &[ResolvedHost],
     bundle_of: &BTreeMap<&str, String>,
     waves: &[Wave],
+    policy: &Policy,
 ) -> Release {
     let hosts: BTreeMap<String, ReleaseHost> = hosts
         .iter()
@@ -28,6 +30,7 @@ pub fn release(
             ))
         })
         .collect();
+    let rollout = rollout(&hosts, policy);
     Release {
         format: bell_bundle::FORMAT,
         fleet: fleet.to_string(),
@@ -36,5 +39,33 @@ pub fn release(
         waves: waves::release_waves(waves),
         sequence: None,
         expires: None,
+        rollout: Some(rollout),
+    }
+}
+
+/// The slots of every group: the same share of a group that the waves give it.
+fn rollout(hosts: &BTreeMap<String, ReleaseHost>, policy: &Policy) -> Rollout {
+    let mut sizes: BTreeMap<String, usize> = BTreeMap::new();
+    for host in hosts.values() {
+        let group = policy
+            .batch_by
+            .as_ref()
+            .and_then(|label| host.labels.get(label))
+            .map_or(bell_bundle::DEFAULT_GROUP, String::as_str);
+        *sizes.entry(group.to_string()).or_default() += 1;
+    }
+    Rollout {
+        batch_by: policy.batch_by.clone(),
+        max_unavailable: match policy.max_unavailable {
+            MaxUnavailable::Count(n) => n.to_string(),
+            MaxUnavailable::Percent(p) => format!("{p}%"),
+        },
+        slots: sizes
+            .into_iter()
+            .map(|(group, size)| {
+                let slots = u32::try_from(policy.per_wave(size)).unwrap_or(u32::MAX);
+                (group, slots)
+            })
+            .collect(),
     }
 }

@@ -127,6 +127,14 @@ pub fn fleet_status(
             Some(r) if category("apply") == Some(State::Failed) => {
                 (HostState::Failed, Some(failure_detail(r, "apply")))
             }
+            Some(r) if category("apply") == Some(State::Waiting) && !on_desired => (
+                HostState::Pending,
+                Some(
+                    r.error
+                        .clone()
+                        .unwrap_or_else(|| "waiting for a slot".to_string()),
+                ),
+            ),
             Some(_) if !on_desired => (
                 HostState::Pending,
                 Some(format!(

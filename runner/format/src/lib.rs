@@ -244,6 +244,42 @@ pub struct Release {
     /// mirror cannot hold a fleet on it in silence). Signed with the rest of the file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires: Option<u64>,
+    /// The disruption budget: how many hosts of each rollout group may be off their old,
+    /// healthy state at once. Hosts that pull take a slot of their group's semaphore in the
+    /// fleet store before they change (absent in releases built before bellc wrote it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
+}
+
+/// `rollout batch-by=LABEL max-unavailable=N|"P%"` of the spec, resolved for this release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rollout {
+    /// The host label whose value is a host's group; without one the fleet is one group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_by: Option<String>,
+    /// As the spec says it (`2`, `10%`), for people.
+    pub max_unavailable: String,
+    /// Slots of each group: `max-unavailable`, or its share of the group's size (at least 1).
+    pub slots: BTreeMap<String, u32>,
+}
+
+/// The group of hosts that have no value of the `batch-by` label, or of every host when there
+/// is no `batch-by` (airlock's name for it).
+pub const DEFAULT_GROUP: &str = "default";
+
+impl Rollout {
+    /// The group `host` belongs to and its number of slots.
+    pub fn group_of(&self, host: &ReleaseHost) -> (String, u32) {
+        let group = self
+            .batch_by
+            .as_ref()
+            .and_then(|label| host.labels.get(label))
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_GROUP.to_string());
+        let slots = self.slots.get(&group).copied().unwrap_or(1).max(1);
+        (group, slots)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -46,6 +46,20 @@ impl PartialEq for Etcd {
 
 impl Eq for Etcd {}
 
+/// One write of a transaction.
+pub enum Op<'a> {
+    Put(&'a str, &'a [u8]),
+    Delete(&'a str),
+}
+
+/// An int64 as the gateway sends it (a string; a number from some versions).
+fn number(value: Option<&serde_json::Value>) -> Option<i64> {
+    match value? {
+        serde_json::Value::String(text) => text.parse().ok(),
+        other => other.as_i64(),
+    }
+}
+
 /// One key and its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyValue {
@@ -123,6 +137,53 @@ impl Etcd {
             "range_end": b64(&prefix_end(prefix.as_bytes())),
         });
         kvs(&self.call("/v3/kv/range", &body)?)
+    }
+
+    /// The value of `key` and its version (etcd's count of writes since the key was created;
+    /// 0 when there is no key), for a transaction that compares it.
+    pub fn get_versioned(&self, key: &str) -> Result<(Option<Vec<u8>>, i64), String> {
+        let body = serde_json::json!({ "key": b64(key.as_bytes()) });
+        let answer = self.call("/v3/kv/range", &body)?;
+        let Some(kv) = answer
+            .get("kvs")
+            .and_then(|k| k.as_array())
+            .and_then(|k| k.first())
+        else {
+            return Ok((None, 0));
+        };
+        let version = number(kv.get("version")).ok_or("etcd sent a key without a version")?;
+        let value = match kv.get("value").and_then(|v| v.as_str()) {
+            None => Vec::new(),
+            Some(text) => unb64(text).ok_or("etcd sent a bad base64 value")?,
+        };
+        Ok((Some(value), version))
+    }
+
+    /// Applies `ops` in one transaction if `key` is still at `version` (0: it does not exist).
+    /// `Ok(false)` when someone changed it first: read again and decide again.
+    pub fn put_if_version(&self, key: &str, version: i64, ops: &[Op]) -> Result<bool, String> {
+        let requests: Vec<serde_json::Value> = ops
+            .iter()
+            .map(|op| match op {
+                Op::Put(key, value) => serde_json::json!({
+                    "request_put": { "key": b64(key.as_bytes()), "value": b64(value) }
+                }),
+                Op::Delete(key) => serde_json::json!({
+                    "request_delete_range": { "key": b64(key.as_bytes()) }
+                }),
+            })
+            .collect();
+        let body = serde_json::json!({
+            "compare": [{
+                "key": b64(key.as_bytes()),
+                "result": "EQUAL",
+                "target": "VERSION",
+                "version": version.to_string(),
+            }],
+            "success": requests,
+        });
+        let answer = self.call("/v3/kv/txn", &body)?;
+        Ok(answer.get("succeeded").and_then(|s| s.as_bool()) == Some(true))
     }
 
     pub fn delete(&self, key: &str) -> Result<(), String> {

@@ -20,6 +20,7 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 pub mod etcd;
+pub mod semaphore;
 
 use bell_bundle::Release;
 use serde::{Deserialize, Serialize};
@@ -39,6 +40,9 @@ pub enum State {
     Success,
     Failed,
     Drifted,
+    /// `pull`: a new release is there, but every slot of the host's rollout group is held;
+    /// nothing was changed.
+    Waiting,
 }
 
 impl State {
@@ -47,6 +51,7 @@ impl State {
             State::Success => "success",
             State::Failed => "failed",
             State::Drifted => "drifted",
+            State::Waiting => "waiting",
         }
     }
 
@@ -55,6 +60,7 @@ impl State {
             "success" => Some(State::Success),
             "failed" => Some(State::Failed),
             "drifted" => Some(State::Drifted),
+            "waiting" => Some(State::Waiting),
             _ => None,
         }
     }
