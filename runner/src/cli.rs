@@ -11,14 +11,14 @@ use std::path::{Path, PathBuf};
 
 const USAGE: &str = "\
 usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--timeout SECS]
-                      [--report DIR|etcd://HOST:PORT[,HOST:PORT...]] [--host NAME] [--release VERSION]
-                      [--metrics FILE]
-       bell-run check [--root DIR] [--offline] [--json] [--timeout SECS] [--report DEST]
+                      [--report DIR|etcd://HOST:PORT[,HOST:PORT...] [--alive-ttl SECS]]
                       [--host NAME] [--release VERSION] [--metrics FILE]
+       bell-run check [--root DIR] [--offline] [--json] [--timeout SECS] [--report DEST]
+                      [--alive-ttl SECS] [--host NAME] [--release VERSION] [--metrics FILE]
        bell-run pull --source http://HOST[:PORT]/PATH/|DIR [--host NAME] [--root DIR]
                       [--trust FILE] [--store etcd://HOST:PORT [--lock-prefix PREFIX]]
                       [--fleet NAME] [--offline] [--json] [--timeout SECS] [--report DEST]
-                      [--metrics FILE]
+                      [--alive-ttl SECS] [--metrics FILE]
        bell-run pending --store etcd://HOST:PORT [--host NAME] [--root DIR] [--fleet NAME] [--json]
        bell-run status [--root DIR] [--json]
        bell-run rollback [--root DIR] [--offline] [--dry-run] [--json] [--timeout SECS]
@@ -26,7 +26,8 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
        bell-run recover [--root DIR]
        bell-run install-timer [--root DIR] [--exec PATH] [--interval SPAN]
                       [--source http://HOST[:PORT]/PATH/|DIR [--trust FILE] [--store etcd://HOST:PORT]
-                       [--fleet NAME] [--host NAME] [--report DEST] [--metrics FILE] [--timeout SECS]]
+                       [--fleet NAME] [--host NAME] [--report DEST] [--alive-ttl SECS]
+                       [--metrics FILE] [--timeout SECS] [--lock-prefix PREFIX]]
 
 exit codes:
    0  done: applied, in sync (check), up to date (pending), verified
@@ -66,6 +67,7 @@ struct Args {
     source: Option<String>,
     trust: Option<PathBuf>,
     lock_prefix: Option<String>,
+    alive_ttl: Option<u64>,
 }
 
 impl Args {
@@ -75,6 +77,7 @@ impl Args {
             metrics: self.metrics.clone(),
             host: self.host.clone(),
             release: self.release.clone(),
+            alive_ttl: self.alive_ttl.unwrap_or(report::DEFAULT_ALIVE_TTL),
         }
     }
 }
@@ -113,6 +116,16 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
             "--fleet" => out.fleet = Some(value("--fleet")?.to_string_lossy().to_string()),
             "--source" => out.source = Some(value("--source")?.to_string_lossy().to_string()),
             "--trust" => out.trust = Some(PathBuf::from(value("--trust")?)),
+            "--alive-ttl" => {
+                let v = value("--alive-ttl")?;
+                let secs = v.to_string_lossy().parse::<u64>().ok().filter(|s| *s >= 10);
+                out.alive_ttl = Some(secs.ok_or_else(|| {
+                    format!(
+                        "`--alive-ttl {}` is not a number of seconds (at least 10)",
+                        v.to_string_lossy()
+                    )
+                })?);
+            }
             "--lock-prefix" => {
                 out.lock_prefix = Some(value("--lock-prefix")?.to_string_lossy().to_string())
             }
@@ -498,6 +511,7 @@ fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
             ("--metrics", args.metrics.is_some()),
             ("--timeout", args.timeout.is_some()),
             ("--lock-prefix", args.lock_prefix.is_some()),
+            ("--alive-ttl", args.alive_ttl.is_some()),
         ];
         if let Some((flag, _)) = pull_only.iter().find(|(_, given)| *given) {
             return Err(format!(
@@ -540,6 +554,9 @@ fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
     }
     if let Some(timeout) = args.timeout {
         options.push(("--timeout", timeout.to_string()));
+    }
+    if let Some(ttl) = args.alive_ttl {
+        options.push(("--alive-ttl", ttl.to_string()));
     }
     Ok(crate::timer::Job::Pull(options))
 }

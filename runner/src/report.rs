@@ -10,6 +10,7 @@ use crate::metrics::{self, Metrics};
 use crate::state;
 use bell_bundle::Manifest;
 use bell_store::{Report, ResourceResult, State, Store, REPORT_FORMAT};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -19,6 +20,20 @@ pub struct Sinks {
     pub metrics: Option<PathBuf>,
     pub host: Option<String>,
     pub release: Option<String>,
+    /// Seconds the host's liveness lease in an etcd store lasts without a run to renew it.
+    pub alive_ttl: u64,
+}
+
+/// Three runs of the default 15-minute timer.
+pub const DEFAULT_ALIVE_TTL: u64 = 2700;
+
+/// The liveness lease a host holds in an etcd store, remembered between runs.
+#[derive(Serialize, Deserialize, PartialEq)]
+struct Lease {
+    store: String,
+    fleet: String,
+    host: String,
+    id: i64,
 }
 
 impl Sinks {
@@ -226,7 +241,11 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     signature: run.signature.clone(),
                     status: run.status.clone(),
                 };
-                let filed = Store::parse(dest).and_then(|store| store.record(&mut report));
+                let filed = Store::parse(dest).and_then(|store| {
+                    store.record(&mut report)?;
+                    let root = recorded.as_ref().map(|(root, _)| root);
+                    keep_alive(&store, dest, &report, root, sinks.alive_ttl)
+                });
                 if let Err(e) = filed {
                     eprintln!("warning: the report was not filed: {e}");
                 }
@@ -256,4 +275,36 @@ pub fn emit(sinks: &Sinks, run: Run) {
             eprintln!("warning: {e}");
         }
     }
+}
+
+/// Renews the host's liveness lease, and remembers a new one in bell-run's own directory.
+fn keep_alive(
+    store: &Store,
+    dest: &str,
+    report: &Report,
+    root: Option<&crate::rootfs::Root>,
+    ttl: u64,
+) -> Result<(), String> {
+    let path = root.map(|root| root.bell_dir().join("lease.json"));
+    let known: Option<Lease> = path
+        .as_ref()
+        .and_then(|p| crate::rootfs::read_record(p).ok().flatten())
+        .and_then(|text| serde_json::from_str(&text).ok());
+    let mine = |l: &Lease| l.store == dest && l.fleet == report.fleet && l.host == report.host;
+    let previous = known.as_ref().filter(|l| mine(l)).map(|l| l.id);
+    let Some(id) = store.keep_alive(&report.fleet, &report.host, previous, ttl)? else {
+        return Ok(());
+    };
+    if let (Some(path), true) = (path, previous != Some(id)) {
+        let lease = Lease {
+            store: dest.to_string(),
+            fleet: report.fleet.clone(),
+            host: report.host.clone(),
+            id,
+        };
+        let text = serde_json::to_string(&lease).unwrap_or_default();
+        crate::rootfs::write_atomic(&path, text.as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
 }

@@ -115,15 +115,30 @@ pub fn fleet_status(
             on_desired.then(|| release.version.clone())
         });
         let category = |c: &str| status.and_then(|s| s.get(c)).copied();
+        let alive = view.and_then(|v| v.alive);
         let (state, detail) = match report {
             None => (HostState::Unaccounted, Some("no report".to_string())),
-            Some(r) if stale_secs.is_some_and(|s| now.saturating_sub(r.finished_at) > s) => (
+            // In etcd a host renews a lease instead of writing a report that did not change:
+            // liveness is the lease, and an old report is only an old change.
+            Some(r) if alive == Some(false) => (
                 HostState::Unaccounted,
                 Some(format!(
-                    "last report {} minutes ago",
+                    "its liveness lease expired; last change reported {} minutes ago",
                     now.saturating_sub(r.finished_at) / 60
                 )),
             ),
+            Some(r)
+                if alive.is_none()
+                    && stale_secs.is_some_and(|s| now.saturating_sub(r.finished_at) > s) =>
+            {
+                (
+                    HostState::Unaccounted,
+                    Some(format!(
+                        "last report {} minutes ago",
+                        now.saturating_sub(r.finished_at) / 60
+                    )),
+                )
+            }
             Some(r) if category("apply") == Some(State::Failed) => {
                 (HostState::Failed, Some(failure_detail(r, "apply")))
             }

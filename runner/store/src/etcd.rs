@@ -186,6 +186,50 @@ impl Etcd {
         Ok(answer.get("succeeded").and_then(|s| s.as_bool()) == Some(true))
     }
 
+    /// A new lease of `ttl` seconds; its id.
+    pub fn grant_lease(&self, ttl: u64) -> Result<i64, String> {
+        let answer = self.call("/v3/lease/grant", &serde_json::json!({ "TTL": ttl }))?;
+        number(answer.get("ID")).ok_or_else(|| "etcd granted a lease without an id".to_string())
+    }
+
+    /// Renews lease `id` (no revision: the key space does not change); `Ok(false)` when it
+    /// expired or never existed.
+    pub fn keep_alive(&self, id: i64) -> Result<bool, String> {
+        let answer = self.call(
+            "/v3/lease/keepalive",
+            &serde_json::json!({ "ID": id.to_string() }),
+        )?;
+        let result = answer.get("result").unwrap_or(&answer);
+        Ok(number(result.get("TTL")).is_some_and(|ttl| ttl > 0))
+    }
+
+    /// Ends lease `id` now, and with it every key bound to it.
+    pub fn revoke_lease(&self, id: i64) -> Result<(), String> {
+        self.call(
+            "/v3/lease/revoke",
+            &serde_json::json!({ "ID": id.to_string() }),
+        )
+        .map(|_| ())
+    }
+
+    /// Puts `key` bound to lease `id`: it goes when the lease expires.
+    pub fn put_with_lease(&self, key: &str, value: &[u8], id: i64) -> Result<(), String> {
+        let body = serde_json::json!({
+            "key": b64(key.as_bytes()),
+            "value": b64(value),
+            "lease": id.to_string(),
+        });
+        self.call("/v3/kv/put", &body).map(|_| ())
+    }
+
+    /// The cluster's current revision: how many changes the key space has seen.
+    pub fn revision(&self) -> Result<i64, String> {
+        let body = serde_json::json!({ "key": b64(b"\0"), "count_only": true });
+        let answer = self.call("/v3/kv/range", &body)?;
+        number(answer.get("header").and_then(|h| h.get("revision")))
+            .ok_or_else(|| "etcd sent no revision".to_string())
+    }
+
     pub fn delete(&self, key: &str) -> Result<(), String> {
         let body = serde_json::json!({ "key": b64(key.as_bytes()) });
         self.call("/v3/kv/deleterange", &body).map(|_| ())

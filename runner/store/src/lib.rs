@@ -107,6 +107,19 @@ pub struct Report {
     pub status: BTreeMap<String, State>,
 }
 
+impl Report {
+    /// What a run found, apart from when: a report that says the same as the last need not
+    /// be written again.
+    pub fn same_apart_from_times(&self, other: &Report) -> bool {
+        let timeless = |r: &Report| Report {
+            started_at: 0,
+            finished_at: 0,
+            ..r.clone()
+        };
+        timeless(self) == timeless(other)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResourceResult {
     pub key: String,
@@ -127,6 +140,9 @@ pub struct Drift {
 pub struct HostView {
     pub report: Option<Report>,
     pub status: BTreeMap<String, State>,
+    /// In an etcd store: whether the host's liveness lease is held (`None` in a directory
+    /// store, where the age of the report is all there is).
+    pub alive: Option<bool>,
 }
 
 /// A report destination or source.
@@ -157,8 +173,24 @@ pub fn running_key(fleet: &str, host: &str) -> String {
     format!("/bell/{fleet}/running/{host}")
 }
 
+/// Where the last report of `command` is: an apply's (or pull's) under `running/`, the others
+/// under `reports/COMMAND/`, so that a host that alternates pulls and checks compares each
+/// with the last of its kind and writes nothing when neither changed.
+pub fn report_key(fleet: &str, command: &str, host: &str) -> String {
+    if command == "apply" {
+        running_key(fleet, host)
+    } else {
+        format!("/bell/{fleet}/reports/{command}/{host}")
+    }
+}
+
 pub fn status_key(fleet: &str, category: &str, host: &str) -> String {
     format!("/bell/{fleet}/status/{category}/{host}")
+}
+
+/// Bound to the host's lease: there while the host runs (see [`Store::keep_alive`]).
+pub fn alive_key(fleet: &str, host: &str) -> String {
+    format!("/bell/{fleet}/alive/{host}")
 }
 
 pub fn desired_key(fleet: &str, host: &str) -> String {
@@ -216,15 +248,57 @@ impl Store {
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))
             }
             Store::Etcd(etcd) => {
-                let text = serde_json::to_string(report).unwrap_or_default();
-                etcd.put(&running_key(&report.fleet, &report.host), text.as_bytes())?;
+                // Every write is a revision that etcd keeps until it is compacted: a run that
+                // found what the last one found writes nothing (liveness is a lease, renewed
+                // without a revision: `keep_alive`).
+                let key = report_key(&report.fleet, &report.command, &report.host);
+                let previous = etcd
+                    .get(&key)?
+                    .and_then(|v| serde_json::from_slice::<Report>(&v).ok());
+                if !previous.is_some_and(|p| p.same_apart_from_times(report)) {
+                    let text = serde_json::to_string(report).unwrap_or_default();
+                    etcd.put(&key, text.as_bytes())?;
+                }
                 for (category, state) in &report.status {
                     let key = status_key(&report.fleet, category, &report.host);
-                    etcd.put(&key, state.as_str().as_bytes())?;
+                    if etcd.get(&key)?.as_deref() != Some(state.as_str().as_bytes()) {
+                        etcd.put(&key, state.as_str().as_bytes())?;
+                    }
                 }
                 Ok(())
             }
         }
+    }
+
+    /// Keeps `host` alive in the store: its key under `/bell/<fleet>/alive/` is bound to a
+    /// lease of `ttl` seconds, renewed on every run (a renewal writes no revision). `lease` is
+    /// the one the host was given before; a new one is granted when it expired. Returns the
+    /// lease to remember (`None` for a directory store, which has no liveness of its own).
+    pub fn keep_alive(
+        &self,
+        fleet: &str,
+        host: &str,
+        lease: Option<i64>,
+        ttl: u64,
+    ) -> Result<Option<i64>, String> {
+        check_name("host", host)?;
+        check_name("fleet", fleet)?;
+        let Store::Etcd(etcd) = self else {
+            return Ok(None);
+        };
+        let key = alive_key(fleet, host);
+        let value = ttl.to_string();
+        if let Some(id) = lease {
+            if etcd.keep_alive(id)? {
+                if etcd.get(&key)?.is_none() {
+                    etcd.put_with_lease(&key, value.as_bytes(), id)?;
+                }
+                return Ok(Some(id));
+            }
+        }
+        let id = etcd.grant_lease(ttl)?;
+        etcd.put_with_lease(&key, value.as_bytes(), id)?;
+        Ok(Some(id))
     }
 
     /// Every host the store has heard from in `fleet`.
@@ -252,17 +326,34 @@ impl Store {
                         HostView {
                             status: report.status.clone(),
                             report: Some(report),
+                            alive: None,
                         },
                     );
                 }
             }
             Store::Etcd(etcd) => {
+                // The host's newest report of any command: the last thing it changed or found.
                 let running = format!("/bell/{fleet}/running/");
-                for kv in etcd.range_prefix(&running)? {
-                    let host = kv.key[running.len()..].to_string();
-                    let report: Report = serde_json::from_slice(&kv.value)
-                        .map_err(|e| format!("the report at `{}` is not valid: {e}", kv.key))?;
-                    hosts.entry(host).or_default().report = Some(report);
+                let checked = format!("/bell/{fleet}/reports/check/");
+                for prefix in [&running, &checked] {
+                    for kv in etcd.range_prefix(prefix)? {
+                        let host = kv.key[prefix.len()..].to_string();
+                        let report: Report = serde_json::from_slice(&kv.value)
+                            .map_err(|e| format!("the report at `{}` is not valid: {e}", kv.key))?;
+                        let view = hosts.entry(host).or_default();
+                        if !matches!(&view.report, Some(r) if r.finished_at > report.finished_at) {
+                            view.report = Some(report);
+                        }
+                    }
+                }
+                let alive = format!("/bell/{fleet}/alive/");
+                let living: std::collections::BTreeSet<String> = etcd
+                    .range_prefix(&alive)?
+                    .into_iter()
+                    .map(|kv| kv.key[alive.len()..].to_string())
+                    .collect();
+                for (host, view) in hosts.iter_mut() {
+                    view.alive = Some(living.contains(host));
                 }
                 let status = format!("/bell/{fleet}/status/");
                 for kv in etcd.range_prefix(&status)? {
