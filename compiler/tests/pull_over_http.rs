@@ -7,6 +7,7 @@
 //! pull killed mid-download is never applied and the next one fetches only what was missing.
 
 mod common;
+use bell_store::semaphore::query_unescape;
 use common::fleet::{bell_run, text, Etcd, Nginx};
 use common::pulling::*;
 use common::Fixture;
@@ -50,7 +51,9 @@ fn faulty_server(
                 head.push(byte[0]);
             }
             let head = String::from_utf8_lossy(&head).to_string();
-            let path = percent_decoded(head.split_whitespace().nth(1).unwrap_or("/"));
+            // bell-run escapes every byte but unreserved ones and `/` (never a bare `+`), so a
+            // query unescape gives back the file name (`%2F` in a script's name is part of it).
+            let path = query_unescape(head.split_whitespace().nth(1).unwrap_or("/"));
             if path.contains("/bundles/") {
                 counted.fetch_add(1, Ordering::SeqCst);
             }
@@ -74,29 +77,6 @@ fn faulty_server(
         }
     });
     (url, requests, stall_seen)
-}
-
-/// A request path as the file name it stands for (`%2F` in a script's name is part of it).
-fn percent_decoded(path: &str) -> String {
-    let bytes = path.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = path
-            .get(i + 1..i + 3)
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).to_string()
 }
 
 fn bundle_requests(nginx: &Nginx) -> usize {

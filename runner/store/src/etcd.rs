@@ -222,6 +222,14 @@ impl Etcd {
         self.call("/v3/kv/put", &body).map(|_| ())
     }
 
+    /// The size of the answering member's database file in bytes (what etcd's quota counts).
+    pub fn db_size(&self) -> Result<u64, String> {
+        let answer = self.call("/v3/maintenance/status", &serde_json::json!({}))?;
+        number(answer.get("dbSize"))
+            .and_then(|n| u64::try_from(n).ok())
+            .ok_or_else(|| "etcd sent no database size".to_string())
+    }
+
     /// The cluster's current revision: how many changes the key space has seen.
     pub fn revision(&self) -> Result<i64, String> {
         let body = serde_json::json!({ "key": b64(b"\0"), "count_only": true });

@@ -238,7 +238,8 @@ pub fn query_escape(text: &str) -> String {
     out
 }
 
-fn query_unescape(text: &str) -> String {
+/// The inverse of [`query_escape`] (`%XX` and `+`).
+pub fn query_unescape(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -1,0 +1,184 @@
+//! `cargo bench -p bellc --bench store_load`: the etcd load of a fleet whose hosts pull on a
+//! timer and change nothing, the figure the README quotes.
+//!
+//! A real etcd (Debian's `etcd-server`, on a free loopback port, a temporary data directory)
+//! and `BELL_LOAD_HOSTS` simulated hosts (default 1000). A simulated host makes exactly the
+//! store calls of `bell-run pull --store … --report …` through the same crate bell-run uses:
+//! read the fleet's desired bundle for it, file its report, renew its liveness lease, and give
+//! back a slot it does not hold. First every host files its first report (the writes of a real
+//! first pull); then every host pulls once a second for `BELL_LOAD_SECONDS` (default 60), 32
+//! threads sharing the hosts. Printed: the pulls done, etcd revisions per no-op pull (the goal
+//! is 0) and the growth of etcd's database. Nothing asserts: the figures go into the README.
+
+use bell_store::{semaphore, Etcd, Report, State, Store, REPORT_FORMAT};
+use std::collections::BTreeMap;
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const FLEET: &str = "bench";
+const THREADS: usize = 32;
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// What a host that applied its bundle and changed nothing reports.
+fn report(host: &str, at: u64) -> Report {
+    Report {
+        format: REPORT_FORMAT,
+        host: host.to_string(),
+        fleet: FLEET.to_string(),
+        command: "apply".to_string(),
+        result: State::Success,
+        release: Some("a".repeat(64)),
+        bundle: Some("b".repeat(64)),
+        started_at: at,
+        finished_at: at,
+        resources: (0..30)
+            .map(|i| bell_store::ResourceResult {
+                key: format!("sysctl:net.core.key{i}"),
+                result: "unchanged".to_string(),
+                detail: None,
+            })
+            .collect(),
+        drift: Vec::new(),
+        error: None,
+        signature: Some("verified: key 0123456789ABCDEF, sequence 1".to_string()),
+        status: BTreeMap::from([("apply".to_string(), State::Success)]),
+    }
+}
+
+/// The store calls of one `bell-run pull` of a host that is up to date.
+fn pull(store: &Store, etcd: &Etcd, host: &str, lease: Option<i64>) -> Result<Option<i64>, String> {
+    store.desired(FLEET, host)?;
+    store.record(&mut report(host, now()))?;
+    let lease = store.keep_alive(FLEET, host, lease, 2700)?;
+    semaphore::release(etcd, &semaphore::default_prefix(FLEET), "default", host)?;
+    Ok(lease)
+}
+
+fn main() {
+    let hosts = env_number("BELL_LOAD_HOSTS", 1000) as usize;
+    let seconds = env_number("BELL_LOAD_SECONDS", 60);
+    let data = tempfile::tempdir().expect("tempdir");
+    let (client, peer) = (free_port(), free_port());
+    let endpoint = format!("127.0.0.1:{client}");
+    let mut child = Command::new("etcd")
+        .arg(format!("--data-dir={}", data.path().join("data").display()))
+        .arg(format!("--listen-client-urls=http://{endpoint}"))
+        .arg(format!("--advertise-client-urls=http://{endpoint}"))
+        .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
+        .arg(format!(
+            "--initial-advertise-peer-urls=http://127.0.0.1:{peer}"
+        ))
+        .arg(format!("--initial-cluster=default=http://127.0.0.1:{peer}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("etcd (apt install etcd-server)");
+    let etcd = Etcd::new(vec![endpoint.clone()]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while etcd.put("/bench/ready", b"1").is_err() {
+        assert!(Instant::now() < deadline, "etcd did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let store = Store::Etcd(etcd.clone());
+    let names: Vec<String> = (0..hosts).map(|i| format!("host-{i:05}")).collect();
+    etcd.put(&bell_store::version_key(FLEET), "a".repeat(64).as_bytes())
+        .expect("publish");
+    for name in &names {
+        etcd.put(
+            &bell_store::desired_key(FLEET, name),
+            "b".repeat(64).as_bytes(),
+        )
+        .expect("publish");
+    }
+
+    // Every host's first pull: its first report and its lease.
+    let first = Instant::now();
+    let leases: Vec<Option<i64>> = std::thread::scope(|scope| {
+        let chunks: Vec<_> = names
+            .chunks(names.len().div_ceil(THREADS).max(1))
+            .map(|chunk| {
+                let (store, etcd) = (&store, &etcd);
+                scope.spawn(move || {
+                    chunk
+                        .iter()
+                        .map(|host| pull(store, etcd, host, None).expect("first pull"))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        chunks
+            .into_iter()
+            .flat_map(|h| h.join().expect("thread"))
+            .collect()
+    });
+    println!(
+        "first pulls: {hosts} hosts in {:.1} s",
+        first.elapsed().as_secs_f64()
+    );
+
+    let revision_before = etcd.revision().expect("revision");
+    let size_before = etcd.db_size().expect("db size");
+    let done = AtomicU64::new(0);
+    let late = AtomicU64::new(0);
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        let per = names.len().div_ceil(THREADS).max(1);
+        for (chunk, leases) in names.chunks(per).zip(leases.chunks(per)) {
+            let (store, etcd, done, late) = (&store, &etcd, &done, &late);
+            scope.spawn(move || {
+                for second in 0..seconds {
+                    let tick = start + Duration::from_secs(second);
+                    if let Some(wait) = tick.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    } else {
+                        late.fetch_add(1, Ordering::Relaxed);
+                    }
+                    for (host, lease) in chunk.iter().zip(leases) {
+                        pull(store, etcd, host, *lease).expect("pull");
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    let elapsed = start.elapsed().as_secs_f64();
+    let pulls = done.load(Ordering::Relaxed);
+    let revisions = etcd.revision().expect("revision") - revision_before;
+    let size_after = etcd.db_size().expect("db size");
+    println!(
+        "no-op pulls: {pulls} by {hosts} hosts in {elapsed:.1} s ({:.0} pulls/s; {} of {} thread ticks started late)",
+        pulls as f64 / elapsed,
+        late.load(Ordering::Relaxed),
+        THREADS as u64 * seconds
+    );
+    println!(
+        "etcd revisions: {revisions} ({:.4} per no-op pull); database {} KiB → {} KiB",
+        revisions as f64 / pulls.max(1) as f64,
+        size_before / 1024,
+        size_after / 1024
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
