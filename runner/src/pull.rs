@@ -220,7 +220,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
                     budget.group
                 )),
             };
-        } else {
+        } else if slot.is_some() {
             slot = Some(format!(
                 "keeps its slot of group `{}` until it is healthy",
                 budget.group
