@@ -45,27 +45,26 @@ pub fn release(
 
 /// The slots of every group: the same share of a group that the waves give it.
 fn rollout(hosts: &BTreeMap<String, ReleaseHost>, policy: &Policy) -> Rollout {
-    let mut sizes: BTreeMap<String, usize> = BTreeMap::new();
-    for host in hosts.values() {
-        let group = policy
-            .batch_by
-            .as_ref()
-            .and_then(|label| host.labels.get(label))
-            .map_or(bell_bundle::DEFAULT_GROUP, String::as_str);
-        *sizes.entry(group.to_string()).or_default() += 1;
-    }
-    Rollout {
+    let mut rollout = Rollout {
         batch_by: policy.batch_by.clone(),
         max_unavailable: match policy.max_unavailable {
             MaxUnavailable::Count(n) => n.to_string(),
             MaxUnavailable::Percent(p) => format!("{p}%"),
         },
-        slots: sizes
-            .into_iter()
-            .map(|(group, size)| {
-                let slots = u32::try_from(policy.per_wave(size)).unwrap_or(u32::MAX);
-                (group, slots)
-            })
-            .collect(),
+        slots: BTreeMap::new(),
+    };
+    let mut sizes: BTreeMap<String, usize> = BTreeMap::new();
+    for host in hosts.values() {
+        *sizes
+            .entry(rollout.group_name(host).to_string())
+            .or_default() += 1;
     }
+    rollout.slots = sizes
+        .into_iter()
+        .map(|(group, size)| {
+            let slots = u32::try_from(policy.per_wave(size)).unwrap_or(u32::MAX);
+            (group, slots)
+        })
+        .collect();
+    rollout
 }

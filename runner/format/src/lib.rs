@@ -269,16 +269,19 @@ pub struct Rollout {
 pub const DEFAULT_GROUP: &str = "default";
 
 impl Rollout {
-    /// The group `host` belongs to and its number of slots.
-    pub fn group_of(&self, host: &ReleaseHost) -> (String, u32) {
-        let group = self
-            .batch_by
+    /// The name of the group `host` belongs to: its `batch_by` label's value.
+    pub fn group_name<'a>(&self, host: &'a ReleaseHost) -> &'a str {
+        self.batch_by
             .as_ref()
             .and_then(|label| host.labels.get(label))
-            .cloned()
-            .unwrap_or_else(|| DEFAULT_GROUP.to_string());
-        let slots = self.slots.get(&group).copied().unwrap_or(1).max(1);
-        (group, slots)
+            .map_or(DEFAULT_GROUP, String::as_str)
+    }
+
+    /// The group `host` belongs to and its number of slots.
+    pub fn group_of(&self, host: &ReleaseHost) -> (String, u32) {
+        let group = self.group_name(host);
+        let slots = self.slots.get(group).copied().unwrap_or(1).max(1);
+        (group.to_string(), slots)
     }
 }
 
