@@ -255,6 +255,9 @@ pub enum FieldType {
     Seconds,
     /// A whole number of times; `"infinite"` means no limit.
     Count,
+    /// A length of time: whole seconds, or a number with `s`, `m` or `h` (`"10s"`, `"2m"`);
+    /// lowered to seconds.
+    Duration,
     /// An octal file mode written as a string: `"0640"`.
     Mode,
     Enum(&'static [&'static str]),
@@ -272,6 +275,7 @@ impl FieldType {
             FieldType::IntOrStr => "a number or a string".into(),
             FieldType::Seconds => "a whole number of seconds".into(),
             FieldType::Count => "a whole number of times".into(),
+            FieldType::Duration => "a duration such as \"10s\", \"2m\" or \"1h\"".into(),
             FieldType::Mode => "an octal mode string such as \"0644\"".into(),
             FieldType::Enum(values) => format!(
                 "one of {}",

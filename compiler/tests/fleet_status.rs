@@ -242,9 +242,9 @@ fn check_status(dest: &str) {
         run.stdout
     );
     assert!(
-        run.stdout
-            .trim_end()
-            .ends_with("2 up-to-date, 1 pending, 1 drifted, 1 failed, 2 unaccounted, 1 unknown"),
+        run.stdout.trim_end().ends_with(
+            "2 up-to-date, 1 pending, 1 drifted, 1 failed, 0 unhealthy, 2 unaccounted, 1 unknown"
+        ),
         "{}",
         run.stdout
     );

@@ -7,6 +7,7 @@ use crate::accounts::Accounts;
 use crate::context::{last_reason, load_generation, Ctx, Outcome, Refusal};
 use crate::exec;
 use crate::failpoint;
+use crate::health::ProbeOutcome;
 use crate::journal::{self, Switched};
 use crate::plan::{self, Change, Plan};
 use crate::revert::revert;
@@ -51,6 +52,10 @@ pub struct Report {
     /// Resources whose check script found the live value drifted (they were applied again),
     /// and managed files that had changed on disk (they were put back).
     pub drift: Vec<bell_store::Drift>,
+    /// The bundle's health probes, run after a clean apply (a failed one is not healthy
+    /// whatever they say, so they are not run).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub health: Vec<ProbeOutcome>,
     /// The applied manifest, for reports and metrics.
     #[serde(skip)]
     pub manifest: Manifest,
@@ -126,6 +131,7 @@ fn report(checked: &Checked, opts: &Options, recovered: Option<String>, plan: Pl
         deferred: 0,
         failed: Vec::new(),
         drift: Vec::new(),
+        health: Vec::new(),
         manifest: checked.manifest.clone(),
     }
 }
@@ -366,6 +372,10 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     state::save(root, &state).map_err(|e| Refusal::new(e).partial())?;
     set_current(root, &checked.id);
     state::prune_generations(root, &state);
+    // Under the lock still: nothing changes the host while its probes look at it.
+    if rep.failed.is_empty() {
+        rep.health = crate::health::run_probes(&ctx, &checked.manifest, &copy, &checked.id);
+    }
     Ok(rep)
 }
 

@@ -36,6 +36,9 @@ pub struct CheckReport {
     pub drift: Vec<Drift>,
     /// Resources whose check could not run or did not answer 0 or 2.
     pub errors: Vec<String>,
+    /// The applied bundle's health probes, run after the check scripts.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub health: Vec<crate::health::ProbeOutcome>,
     /// The manifest of the applied generation, for metrics.
     #[serde(skip)]
     pub manifest: Option<Manifest>,
@@ -206,7 +209,9 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
         // Best effort: without the marks an offline apply repairs the files but not these.
         let _ = std::fs::write(&marks, marked.join("\n") + "\n");
     }
+    let health = crate::health::run_probes(ctx, &manifest, &bundle, &generation);
     Ok(CheckReport {
+        health,
         generation,
         fleet: manifest.fleet.clone(),
         resources,

@@ -1,6 +1,7 @@
 //! The command line: raw arguments become validated options here, and this is the only module
 //! that prints or decides exit codes (the table in `USAGE`: 0 done, 1 refused with nothing
-//! changed, 2 drift found, 3 applied with failures, 10 a new release is pending, 64 usage).
+//! changed, 2 drift found, 3 applied with failures, 4 applied but unhealthy, 10 a new release
+//! is pending, 64 usage).
 
 use crate::apply::{self, Options, Report};
 use crate::context::{Ctx, Outcome, Refusal};
@@ -36,6 +37,7 @@ exit codes:
    2  check: drift found (printed)
    3  apply, rollback: applied with failures (each named; the rest applied), or stopped
       after changes began
+   4  apply, pull, check: the configuration applied (or is in sync) but a health probe fails
   10  pending: the store holds a release this host has not applied; pull: it waits for a
       slot of its rollout group (nothing was changed)
   64  usage: an unknown command or option, a missing or extra argument (sysexits EX_USAGE)";
@@ -47,6 +49,65 @@ const USAGE_ERROR: i32 = 64;
 const FAILURES: i32 = 3;
 const DRIFTED: i32 = 2;
 const PENDING: i32 = 10;
+const UNHEALTHY: i32 = 4;
+
+/// The exit of an apply that got through: failures first, then health.
+fn applied_code(report: &Report) -> i32 {
+    if !report.failed.is_empty() {
+        FAILURES
+    } else if report.health.iter().any(|p| !p.healthy) {
+        UNHEALTHY
+    } else {
+        OK
+    }
+}
+
+/// The `result` of an apply's JSON, matching [`applied_code`].
+fn applied_result(report: &Report) -> &'static str {
+    match applied_code(report) {
+        FAILURES => "failed",
+        UNHEALTHY => "unhealthy",
+        _ => "ok",
+    }
+}
+
+/// One line per probe, then whether the host is healthy.
+fn print_health(health: &[crate::health::ProbeOutcome]) {
+    if health.is_empty() {
+        return;
+    }
+    let width = health.iter().map(|p| p.name.len()).max().unwrap_or(0);
+    for probe in health {
+        let attempts = match probe.attempts {
+            1 => "1 attempt".to_string(),
+            n => format!("{n} attempts"),
+        };
+        match (&probe.detail, probe.healthy) {
+            (_, true) => println!("  health {:width$}  healthy ({attempts})", probe.name),
+            (detail, false) => println!(
+                "  health {:width$}  unhealthy after {attempts}: {} (output in {})",
+                probe.name,
+                detail.as_deref().unwrap_or("failed"),
+                probe.log
+            ),
+        }
+    }
+    let failing: Vec<&str> = health
+        .iter()
+        .filter(|p| !p.healthy)
+        .map(|p| p.name.as_str())
+        .collect();
+    if failing.is_empty() {
+        println!("health: {} probes pass", health.len());
+    } else {
+        println!(
+            "health: unhealthy, {} of {} probes fail: {}",
+            failing.len(),
+            health.len(),
+            failing.join(", ")
+        );
+    }
+}
 
 #[derive(Default)]
 struct Args {
@@ -240,21 +301,17 @@ fn cmd_apply(bundle: &Path, args: &Args) -> i32 {
         Ok(report) => {
             if args.json {
                 let mut value = serde_json::to_value(&report).unwrap_or_default();
-                let result = match (report.dry_run, report.failed.is_empty()) {
-                    (true, _) => "planned",
-                    (false, true) => "ok",
-                    (false, false) => "failed",
+                let result = if report.dry_run {
+                    "planned"
+                } else {
+                    applied_result(&report)
                 };
                 value["result"] = result.into();
                 println!("{value:#}");
             } else {
                 print_report(&report);
             }
-            if report.failed.is_empty() {
-                OK
-            } else {
-                FAILURES
-            }
+            applied_code(&report)
         }
     }
 }
@@ -415,12 +472,7 @@ fn cmd_pull(args: &Args) -> i32 {
     let signature = found.signature.as_deref().unwrap_or("?");
     if args.json {
         let mut value = serde_json::to_value(&pulled.report).unwrap_or_default();
-        value["result"] = if pulled.report.failed.is_empty() {
-            "ok"
-        } else {
-            "failed"
-        }
-        .into();
+        value["result"] = applied_result(&pulled.report).into();
         value["release"] = release.into();
         value["signature"] = signature.into();
         value["fetched"] = pulled.fetched.into();
@@ -446,11 +498,7 @@ fn cmd_pull(args: &Args) -> i32 {
             println!("slot: {slot}");
         }
     }
-    if pulled.report.failed.is_empty() {
-        OK
-    } else {
-        FAILURES
-    }
+    applied_code(&pulled.report)
 }
 
 fn cmd_install_timer(args: &Args) -> i32 {
@@ -710,6 +758,7 @@ fn print_report(report: &Report) {
             report.failed.join(", ")
         );
     }
+    print_health(&report.health);
 }
 
 fn cmd_check(args: &Args) -> i32 {
@@ -747,6 +796,8 @@ fn cmd_check(args: &Args) -> i32 {
         DRIFTED
     } else if !rep.errors.is_empty() {
         REFUSED
+    } else if rep.health.iter().any(|p| !p.healthy) {
+        UNHEALTHY
     } else {
         OK
     };
@@ -755,6 +806,7 @@ fn cmd_check(args: &Args) -> i32 {
         value["result"] = match code {
             OK => "in-sync",
             DRIFTED => "drifted",
+            UNHEALTHY => "unhealthy",
             _ => "error",
         }
         .into();
@@ -783,6 +835,7 @@ fn cmd_check(args: &Args) -> i32 {
         rep.errors.len(),
         rep.manifest.as_ref().map_or(0, |m| m.files.len()),
     );
+    print_health(&rep.health);
     if code == DRIFTED {
         println!("`bell-run apply` of the same bundle puts the drifted resources back");
     }

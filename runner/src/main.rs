@@ -9,6 +9,7 @@ mod context;
 mod exec;
 mod failpoint;
 mod fetch;
+mod health;
 mod journal;
 mod metrics;
 mod plan;

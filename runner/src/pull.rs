@@ -209,9 +209,11 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         }
     };
     // Healthy after the apply: the slot goes back (also one kept by an earlier, failed pull).
-    // A host whose apply failed keeps it, so a bad release stops after the group's budget.
+    // A host whose apply failed or whose probes fail keeps it, so a bad release stops after
+    // the group's budget.
     if let Some(budget) = &budget {
-        if report.failed.is_empty() {
+        let healthy = report.failed.is_empty() && report.health.iter().all(|p| p.healthy);
+        if healthy {
             slot = match budget.give_back(&host) {
                 Ok(true) => Some(format!("gave back its slot of group `{}`", budget.group)),
                 Ok(false) => slot,

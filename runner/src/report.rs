@@ -6,10 +6,11 @@
 use crate::apply;
 use crate::check::CheckReport;
 use crate::context::Refusal;
+use crate::health::ProbeOutcome;
 use crate::metrics::{self, Metrics};
 use crate::state;
 use bell_bundle::Manifest;
-use bell_store::{Report, ResourceResult, State, Store, REPORT_FORMAT};
+use bell_store::{ProbeResult, Report, ResourceResult, State, Store, REPORT_FORMAT};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -76,6 +77,27 @@ pub struct Run<'a> {
     pub drifted_after: Option<usize>,
     /// How `pull` checked the release.
     pub signature: Option<String>,
+    /// The health probes' results, when they ran.
+    pub health: Vec<ProbeResult>,
+}
+
+/// The probes' results for the report, and the `health` category they set.
+fn health(outcomes: &[ProbeOutcome]) -> (Vec<ProbeResult>, State) {
+    let results = outcomes
+        .iter()
+        .map(|o| ProbeResult {
+            name: o.name.clone(),
+            healthy: o.healthy,
+            attempts: o.attempts,
+            detail: o.detail.clone(),
+        })
+        .collect();
+    let state = if outcomes.iter().all(|o| o.healthy) {
+        State::Success
+    } else {
+        State::Unhealthy
+    };
+    (results, state)
 }
 
 pub fn from_apply<'a>(root: &'a Path, started_at: u64, rep: &apply::Report) -> Run<'a> {
@@ -85,9 +107,14 @@ pub fn from_apply<'a>(root: &'a Path, started_at: u64, rep: &apply::Report) -> R
         State::Failed
     };
     let mut status = BTreeMap::from([("apply".to_string(), result)]);
+    let (probes, healthy) = health(&rep.health);
+    let mut result = result;
     if result == State::Success {
         // The apply checked every resource and put back whatever had drifted.
         status.insert("check".to_string(), State::Success);
+        // Probes run only after a clean apply; a bundle without any is healthy.
+        status.insert("health".to_string(), healthy);
+        result = healthy;
     }
     let resources = rep
         .reverts
@@ -118,16 +145,23 @@ pub fn from_apply<'a>(root: &'a Path, started_at: u64, rep: &apply::Report) -> R
         status,
         drifted_after: Some(unrepaired),
         signature: None,
+        health: probes,
     }
 }
 
 pub fn from_check<'a>(root: &'a Path, started_at: u64, rep: &CheckReport) -> Run<'a> {
-    let result = if !rep.drift.is_empty() {
+    let checked = if !rep.drift.is_empty() {
         State::Drifted
     } else if !rep.errors.is_empty() {
         State::Failed
     } else {
         State::Success
+    };
+    let (probes, healthy) = health(&rep.health);
+    let result = if checked == State::Success {
+        healthy
+    } else {
+        checked
     };
     Run {
         command: "check",
@@ -147,9 +181,13 @@ pub fn from_check<'a>(root: &'a Path, started_at: u64, rep: &CheckReport) -> Run
             .collect(),
         drift: rep.drift.clone(),
         error: None,
-        status: BTreeMap::from([("check".to_string(), result)]),
+        status: BTreeMap::from([
+            ("check".to_string(), checked),
+            ("health".to_string(), healthy),
+        ]),
         drifted_after: Some(rep.drift.len()),
         signature: None,
+        health: probes,
     }
 }
 
@@ -188,6 +226,7 @@ pub fn from_refusal<'a>(
         status: BTreeMap::from([(command.to_string(), State::Failed)]),
         drifted_after: None,
         signature: None,
+        health: Vec::new(),
     }
 }
 
@@ -240,6 +279,7 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     error: run.error.clone(),
                     signature: run.signature.clone(),
                     status: run.status.clone(),
+                    health: run.health.clone(),
                 };
                 let filed = Store::parse(dest).and_then(|store| {
                     store.record(&mut report)?;

@@ -157,6 +157,7 @@ fn a_bundle_without_the_examples_resources_restores_the_root() {
         resources: Vec::new(),
         files: Vec::new(),
         triggers: Vec::new(),
+        probes: Vec::new(),
     };
     let json = manifest.to_json();
     let dir = empty

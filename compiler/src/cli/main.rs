@@ -15,7 +15,8 @@ const EXIT_CODES: &str = "\
 Exit codes:
    0  ok: built, checked, no difference, the gate passed
    1  the spec has errors (every one printed), or a difference or failure was found: diff and
-      build --diff found changes, status found a failed or unaccounted host, the gate failed
+      build --diff found changes, status found a failed, unhealthy or unaccounted host, the
+      gate failed
    2  an input or output could not be used: a file cannot be read or written, etcd cannot be
       reached, a directory is not a build output
   64  usage: an unknown command or option, a missing or wrong argument (sysexits EX_USAGE)";
@@ -200,8 +201,8 @@ enum Command {
         #[command(flatten)]
         signing: SignArgs,
     },
-    /// Per host: up-to-date, pending, drifted, failed, unaccounted or unknown, from the reports
-    /// hosts filed. Exit 1 when a host failed or is unaccounted.
+    /// Per host: up-to-date, pending, drifted, failed, unhealthy, unaccounted or unknown, from
+    /// the reports hosts filed. Exit 1 when a host failed, is unhealthy or is unaccounted.
     Status {
         /// The build output whose release.json says what each host should run.
         out: PathBuf,

@@ -174,7 +174,7 @@ pub struct StatusArgs<'a> {
     pub version: Option<&'a str>,
 }
 
-/// Exit 1 when a host failed or is unaccounted (or, as a gate, when the named hosts are not up
+/// Exit 1 when a host failed, is unhealthy or is unaccounted (or, as a gate, when the named hosts are not up
 /// to date on the version).
 pub fn status(args: &StatusArgs) -> Result<u8, String> {
     let side = diff::DirSide::open(args.out)?;

@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 #[serde(rename_all = "kebab-case")]
 pub enum HostState {
     Failed,
+    /// Its configuration applied, but a health probe fails.
+    Unhealthy,
     Unaccounted,
     Drifted,
     Pending,
@@ -23,6 +25,7 @@ impl HostState {
     pub fn as_str(self) -> &'static str {
         match self {
             HostState::Failed => "failed",
+            HostState::Unhealthy => "unhealthy",
             HostState::Unaccounted => "unaccounted",
             HostState::Drifted => "drifted",
             HostState::Pending => "pending",
@@ -52,7 +55,8 @@ pub struct HostStatus {
 pub struct FleetStatus {
     pub fleet: String,
     pub version: String,
-    /// Failed hosts first, then unaccounted, drifted, pending, up-to-date, unknown.
+    /// Failed hosts first, then unhealthy, unaccounted, drifted, pending, up-to-date,
+    /// unknown.
     pub hosts: Vec<HostStatus>,
     pub counts: BTreeMap<String, usize>,
     /// Hosts per release version (`unknown` when a report names none and its bundle is not
@@ -61,11 +65,14 @@ pub struct FleetStatus {
 }
 
 impl FleetStatus {
-    /// Whether any host needs someone: failed, or not heard from.
+    /// Whether any host needs someone: failed, unhealthy, or not heard from.
     pub fn needs_attention(&self) -> bool {
-        self.hosts
-            .iter()
-            .any(|h| matches!(h.state, HostState::Failed | HostState::Unaccounted))
+        self.hosts.iter().any(|h| {
+            matches!(
+                h.state,
+                HostState::Failed | HostState::Unhealthy | HostState::Unaccounted
+            )
+        })
     }
 
     pub fn summary(&self) -> String {
@@ -74,6 +81,7 @@ impl FleetStatus {
             HostState::Pending,
             HostState::Drifted,
             HostState::Failed,
+            HostState::Unhealthy,
             HostState::Unaccounted,
             HostState::Unknown,
         ]
@@ -141,6 +149,9 @@ pub fn fleet_status(
             }
             Some(r) if category("apply") == Some(State::Failed) => {
                 (HostState::Failed, Some(failure_detail(r, "apply")))
+            }
+            Some(r) if category("health") == Some(State::Unhealthy) => {
+                (HostState::Unhealthy, Some(unhealthy_detail(r)))
             }
             Some(r) if category("apply") == Some(State::Waiting) && !on_desired => (
                 HostState::Pending,
@@ -217,6 +228,24 @@ pub fn fleet_status(
         hosts,
         counts,
         versions,
+    }
+}
+
+/// `api (exit 7: connection refused)`: each failing probe of the last report that ran them.
+fn unhealthy_detail(r: &bell_store::Report) -> String {
+    let failing: Vec<String> = r
+        .health
+        .iter()
+        .filter(|p| !p.healthy)
+        .map(|p| match &p.detail {
+            Some(d) => format!("{} ({d})", p.name),
+            None => p.name.clone(),
+        })
+        .collect();
+    if failing.is_empty() {
+        "a health probe failed".to_string()
+    } else {
+        format!("health probe {}", failing.join(", "))
     }
 }
 

@@ -25,6 +25,7 @@ mod apt_source;
 mod ethtool;
 pub mod exec;
 mod file;
+mod health;
 mod limit;
 mod modprobe;
 mod mount;
@@ -125,6 +126,7 @@ registry! {
     FILE => file::File,
     UNIT => unit::Unit,
     MODPROBE => modprobe::Modprobe,
+    HEALTH => health::Health,
 }
 
 impl Kind {

@@ -248,6 +248,7 @@ pub struct BundleBuilder {
     contents: BTreeMap<String, Arc<[u8]>>,
     sha256: BTreeMap<String, String>,
     triggers: Vec<Trigger>,
+    probes: Vec<bell_bundle::Probe>,
     /// Values kinds declared secret (password hashes, debconf passwords): any file or script
     /// that holds one is marked secret in the manifest.
     secrets: Vec<String>,
@@ -311,6 +312,14 @@ impl BundleKind {
     }
 }
 
+/// How bell-run runs one health probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbePolicy {
+    pub timeout: u64,
+    pub retries: u32,
+    pub interval: u64,
+}
+
 /// A resource as a kind module describes it, before hashing.
 pub struct NewResource {
     pub kind: BundleKind,
@@ -334,6 +343,7 @@ impl BundleBuilder {
             contents: BTreeMap::new(),
             sha256: BTreeMap::new(),
             triggers: Vec::new(),
+            probes: Vec::new(),
             secrets: Vec::new(),
         }
     }
@@ -432,6 +442,19 @@ impl BundleBuilder {
         });
     }
 
+    /// Adds a health probe; `script` is its shell text, `policy` its timeout, retries and
+    /// interval (the fields of [`bell_bundle::Probe`] besides the name and script).
+    pub fn add_probe(&mut self, name: &str, script: String, policy: ProbePolicy) {
+        let script = self.add_script("health", name, "sh", script);
+        self.probes.push(bell_bundle::Probe {
+            name: name.to_string(),
+            script,
+            timeout: policy.timeout,
+            retries: policy.retries,
+            interval: policy.interval,
+        });
+    }
+
     /// Puts the resources in the model's apply order and gives each the dependencies the graph
     /// found. A resource a kind module adds that the graph does not know (a part of a larger
     /// resource) stays right after the last known resource added before it.
@@ -481,6 +504,7 @@ impl BundleBuilder {
             resources,
             files,
             triggers: self.triggers,
+            probes: self.probes,
         };
         let manifest_json = manifest.to_json();
         let id = bell_bundle::sha256_hex(manifest_json.as_bytes());

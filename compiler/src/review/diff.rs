@@ -150,7 +150,7 @@ pub struct BundleChange {
     pub old: String,
     pub new: String,
     pub hosts: Vec<String>,
-    /// Target or fleet of the manifest.
+    /// Target or fleet of the manifest, and how its health probes run.
     pub manifest: Vec<String>,
     pub files: Vec<FileChange>,
     pub scripts: Vec<FileChange>,
@@ -266,6 +266,28 @@ fn compare(
     }
     if a.fleet != b.fleet {
         manifest.push(format!("fleet {} → {}", a.fleet, b.fleet));
+    }
+    // A probe's script shows with the scripts; how it is run shows here.
+    let policy = |m: &Manifest| -> BTreeMap<String, String> {
+        m.probes
+            .iter()
+            .map(|p| {
+                let how = format!(
+                    "timeout {}s, {} attempts {}s apart",
+                    p.timeout, p.retries, p.interval
+                );
+                (p.name.clone(), how)
+            })
+            .collect()
+    };
+    let (pa, pb) = (policy(a), policy(b));
+    for name in pa.keys().chain(pb.keys()).collect::<BTreeSet<_>>() {
+        match (pa.get(name), pb.get(name)) {
+            (Some(x), Some(y)) if x != y => manifest.push(format!("health {name}: {x} → {y}")),
+            (None, Some(y)) => manifest.push(format!("health {name} added: {y}")),
+            (Some(_), None) => manifest.push(format!("health {name} removed")),
+            _ => {}
+        }
     }
 
     let a_files: BTreeMap<&str, &bell_bundle::File> =
@@ -411,8 +433,8 @@ fn scripts(m: &Manifest) -> BTreeMap<String, (String, bool)> {
             out.insert(s.path.clone(), (s.sha256.clone(), s.secret));
         }
     }
-    for t in &m.triggers {
-        let s = &t.script;
+    let others = m.triggers.iter().map(|t| &t.script);
+    for s in others.chain(m.probes.iter().map(|p| &p.script)) {
         out.insert(s.path.clone(), (s.sha256.clone(), s.secret));
     }
     out

@@ -55,6 +55,10 @@ pub struct Manifest {
     /// file under one of `paths` was created, changed or removed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub triggers: Vec<Trigger>,
+    /// Health probes, by name: run after every apply and check; the host is healthy when
+    /// every one passes. They change nothing, so they are not resources.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<Probe>,
 }
 
 /// One managed thing of one kind.
@@ -224,6 +228,21 @@ pub struct Trigger {
     pub script: Script,
 }
 
+/// A health probe: a script that says whether the host does its job (exit 0: healthy).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Probe {
+    pub name: String,
+    pub script: Script,
+    /// Seconds one attempt may take before it is killed and counted as failed.
+    pub timeout: u64,
+    /// Attempts before the probe is declared failing (Docker's `HEALTHCHECK --retries`): a
+    /// service that needs a moment after a restart passes on a later one.
+    pub retries: u32,
+    /// Seconds between attempts.
+    pub interval: u64,
+}
+
 /// `release.json`: one build of a whole fleet.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Release {
@@ -355,6 +374,7 @@ impl Manifest {
             .flat_map(|r| [&r.apply, &r.revert, &r.check])
             .flatten()
             .chain(self.triggers.iter().map(|t| &t.script))
+            .chain(self.probes.iter().map(|p| &p.script))
             .filter(|s| s.secret)
             .map(|s| s.path.clone());
         files.chain(scripts).collect()
@@ -814,6 +834,15 @@ pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, Expected>
             }
         }
         scripts.push(&trigger.script);
+    }
+    let mut probes = std::collections::BTreeSet::new();
+    for probe in &manifest.probes {
+        if !probes.insert(probe.name.as_str()) {
+            return Err(VerifyError::DuplicateResource {
+                resource: format!("health:{}", probe.name),
+            });
+        }
+        scripts.push(&probe.script);
     }
     for script in scripts {
         let inside_scripts = script

@@ -43,6 +43,8 @@ pub enum State {
     /// `pull`: a new release is there, but every slot of the host's rollout group is held;
     /// nothing was changed.
     Waiting,
+    /// The configuration applied (or is in sync), but a health probe fails.
+    Unhealthy,
 }
 
 impl State {
@@ -52,6 +54,7 @@ impl State {
             State::Failed => "failed",
             State::Drifted => "drifted",
             State::Waiting => "waiting",
+            State::Unhealthy => "unhealthy",
         }
     }
 
@@ -61,6 +64,7 @@ impl State {
             "failed" => Some(State::Failed),
             "drifted" => Some(State::Drifted),
             "waiting" => Some(State::Waiting),
+            "unhealthy" => Some(State::Unhealthy),
             _ => None,
         }
     }
@@ -105,6 +109,20 @@ pub struct Report {
     /// The host's state in every category, this report's own and the last known of the others.
     #[serde(default)]
     pub status: BTreeMap<String, State>,
+    /// Each health probe's result, when the run got as far as running them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub health: Vec<ProbeResult>,
+}
+
+/// One health probe of one run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeResult {
+    pub name: String,
+    pub healthy: bool,
+    pub attempts: u32,
+    /// Why its last attempt failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 impl Report {
@@ -446,6 +464,7 @@ mod tests {
             error: None,
             signature: None,
             status: BTreeMap::from([(command.to_string(), result)]),
+            health: Vec::new(),
         }
     }
 

@@ -207,6 +207,8 @@ pub struct BundleSpec {
     pub files: Vec<FileSpec>,
     pub resources: Vec<ResourceSpec>,
     pub triggers: Vec<(String, Vec<String>, String)>,
+    /// Health probes: name, script, retries, interval and timeout in seconds.
+    pub probes: Vec<(String, String, u32, u64, u64)>,
 }
 
 impl BundleSpec {
@@ -247,6 +249,30 @@ impl BundleSpec {
             paths.iter().map(|s| s.to_string()).collect(),
             script.to_string(),
         ));
+        self
+    }
+
+    /// A health probe with a 10 s timeout.
+    pub fn probe(self, name: &str, script: &str, retries: u32, interval: u64) -> Self {
+        self.probe_timeout(name, script, retries, interval, 10)
+    }
+
+    pub fn probe_timeout(
+        mut self,
+        name: &str,
+        script: &str,
+        retries: u32,
+        interval: u64,
+        timeout: u64,
+    ) -> Self {
+        let probe = (
+            name.to_string(),
+            script.to_string(),
+            retries,
+            interval,
+            timeout,
+        );
+        self.probes.push(probe);
         self
     }
 
@@ -317,6 +343,19 @@ impl BundleSpec {
             resources,
             files,
             triggers,
+            probes: self
+                .probes
+                .iter()
+                .map(
+                    |(name, text, retries, interval, timeout)| bell_bundle::Probe {
+                        name: name.clone(),
+                        script: script(format!("scripts/health/{name}.sh"), text),
+                        timeout: *timeout,
+                        retries: *retries,
+                        interval: *interval,
+                    },
+                )
+                .collect(),
         };
         (manifest, scripts)
     }

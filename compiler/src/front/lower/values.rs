@@ -134,6 +134,29 @@ impl Lowerer<'_> {
                     None
                 }
             },
+            FieldType::Duration => {
+                let parsed = match value {
+                    KdlValue::Integer(i) => u64::try_from(*i).ok(),
+                    KdlValue::String(s) => validate::duration(s),
+                    _ => None,
+                };
+                match parsed.and_then(|secs| i64::try_from(secs).ok()) {
+                    Some(secs) => Some(Value::Int(secs)),
+                    None => {
+                        self.diags.push(LowerError::WrongType {
+                            what,
+                            expected: field.ty.describe(),
+                            found: describe_value(value),
+                            span: entry.span(),
+                            help: "write a whole number with its unit: `s` seconds, `m` minutes, \
+                                   `h` hours, such as \"10s\""
+                                .into(),
+                            file,
+                        });
+                        None
+                    }
+                }
+            }
             FieldType::Mode => {
                 let text = match value {
                     KdlValue::String(s) => s.clone(),

@@ -15,6 +15,7 @@ mod paths;
 mod ssh;
 mod suggest;
 mod sysctl;
+mod time;
 mod units;
 
 pub use apt::{
@@ -30,6 +31,7 @@ pub use paths::{absolute_path, file_mode, login_shell};
 pub use ssh::{decode_base64, ssh_public_key};
 pub use suggest::did_you_mean;
 pub use sysctl::{sysctl_key, sysctl_path};
+pub use time::duration;
 pub use units::{apparmor_profile_name, systemd_unit_name, unit_name_list, unit_setting};
 
 pub use crate::diagnostic::Invalid;

@@ -1,0 +1,107 @@
+//! Health probes: after an apply and after a check, every probe of the bundle runs until it
+//! passes or has failed `retries` attempts. The host is healthy when every one passes. Probes
+//! change nothing, so they run on an image root too (`BELL_OFFLINE=1`), where a probe can look
+//! at the files under `BELL_ROOT`.
+
+use crate::context::Ctx;
+use crate::scripts::{self, Exit, Invocation};
+use crate::state;
+use bell_bundle::{Manifest, Probe};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeOutcome {
+    pub name: String,
+    pub healthy: bool,
+    /// Attempts made: 1 when it passed at once.
+    pub attempts: u32,
+    /// Why the last attempt failed: its exit and the last line it printed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Where the last attempt's output is, under the root.
+    pub log: String,
+}
+
+/// Runs every probe of `manifest` from the bundle directory `bundle`.
+pub fn run_probes(
+    ctx: &Ctx,
+    manifest: &Manifest,
+    bundle: &Path,
+    generation: &str,
+) -> Vec<ProbeOutcome> {
+    manifest
+        .probes
+        .iter()
+        .map(|probe| run_probe(ctx, probe, bundle, generation))
+        .collect()
+}
+
+fn run_probe(ctx: &Ctx, probe: &Probe, bundle: &Path, generation: &str) -> ProbeOutcome {
+    let log = state::resource_log_dir(ctx.root, "health", &probe.name).join("probe.log");
+    let attempts = probe.retries.max(1);
+    let mut detail = None;
+    for attempt in 1..=attempts {
+        if attempt > 1 {
+            std::thread::sleep(Duration::from_secs(probe.interval));
+        }
+        let exit = scripts::run(&Invocation {
+            program: PathBuf::from("sh"),
+            args: vec![probe.script.path.clone().into()],
+            cwd: bundle.to_path_buf(),
+            env: ctx.env("health", &probe.name, generation),
+            timeout: Duration::from_secs(probe.timeout.max(1)),
+            log: log.clone(),
+        });
+        if exit.ok() {
+            return ProbeOutcome {
+                name: probe.name.clone(),
+                healthy: true,
+                attempts: attempt,
+                detail: None,
+                log: log.display().to_string(),
+            };
+        }
+        detail = Some(describe(&exit, &log));
+    }
+    ProbeOutcome {
+        name: probe.name.clone(),
+        healthy: false,
+        attempts,
+        detail,
+        log: log.display().to_string(),
+    }
+}
+
+/// `exit 7: connection refused`: the exit and the last line the probe printed, bounded.
+fn describe(exit: &Exit, log: &Path) -> String {
+    let said = tail(log).unwrap_or_default();
+    match said.lines().rev().map(str::trim).find(|l| !l.is_empty()) {
+        Some(line) => format!(
+            "{}: {}",
+            exit.describe(),
+            line.chars().take(300).collect::<String>()
+        ),
+        None => exit.describe(),
+    }
+}
+
+/// The last few KiB of a probe's log, never through a link: a chatty probe can write more
+/// than bell-run would read whole.
+fn tail(log: &Path) -> std::io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(log)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Ok(String::new());
+    }
+    file.seek(SeekFrom::Start(meta.len().saturating_sub(4096)))?;
+    let mut bytes = Vec::new();
+    file.take(4096).read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}

@@ -1,0 +1,138 @@
+//! Health probes run after a clean apply and after a check, offline too, each until it passes
+//! or has failed its attempts; the host is healthy when every one passes. A failing probe
+//! makes the run exit 4 (the configuration stands), is named with its output, and is filed in
+//! the report apart from failures.
+mod common;
+use common::*;
+
+/// Counts its attempts in its state directory and passes from the `pass_at`-th on.
+fn passes_at(pass_at: u32) -> String {
+    format!(
+        "n=$(($(cat \"$BELL_STATE/n\" 2>/dev/null || echo 0) + 1)); echo $n > \"$BELL_STATE/n\"\n\
+         [ $n -ge {pass_at} ] || {{ echo \"attempt $n: not yet\"; exit 1; }}\n"
+    )
+}
+
+fn bundle(w: &World, api: &str) -> BundleSpec {
+    BundleSpec::new()
+        .file("/etc/motd", "hi\n", "0644")
+        .resource(ResourceSpec::new("file", "/etc/motd").files(&["/etc/motd"]))
+        .probe(
+            "env",
+            &format!(
+                "{}test -f \"$BELL_ROOT/etc/motd\" && test \"$BELL_OFFLINE\" = 1 && test \"$BELL_RESOURCE\" = health:env && test -f bundle.json\n",
+                w.event("probe env")
+            ),
+            1,
+            1,
+        )
+        .probe("slow-start", &passes_at(3), 3, 1)
+        .probe("api", api, 2, 1)
+}
+
+fn report(w: &World) -> serde_json::Value {
+    let text = std::fs::read_to_string(w.tmp.path().join("reports/h1.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn probes_run_after_the_apply_and_a_failing_one_exits_4_with_its_output() {
+    let w = World::new();
+    let reports = w.tmp.path().join("reports");
+    let sinks = [
+        "--offline",
+        "--host",
+        "h1",
+        "--report",
+        reports.to_str().unwrap(),
+    ];
+    let dir = w.build(&bundle(&w, "echo 'connection refused' >&2\nexit 7\n"));
+    let out = w.apply(&dir, &sinks);
+    expect_code(&out, 4);
+    let text = stdout(&out);
+    assert!(text.contains("+ file:/etc/motd  ok"), "{text}");
+    assert!(
+        text.contains(
+            "health api         unhealthy after 2 attempts: exit 7: connection refused (output in "
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("health slow-start  healthy (3 attempts)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("health: unhealthy, 1 of 3 probes fail: api"),
+        "{text}"
+    );
+    // The probe saw the root, offline, its own name, and ran from the bundle.
+    assert_eq!(w.events(), ["probe env"]);
+
+    // The report keeps configuration and health apart.
+    let rep = report(&w);
+    assert_eq!(rep["result"], "unhealthy");
+    assert_eq!(rep["status"]["apply"], "success");
+    assert_eq!(rep["status"]["health"], "unhealthy");
+    // In the bundle's order (bellc sorts them by name).
+    assert_eq!(rep["health"][2]["name"], "api");
+    assert_eq!(rep["health"][2]["healthy"], false);
+    assert_eq!(rep["health"][2]["attempts"], 2);
+    assert_eq!(rep["health"][2]["detail"], "exit 7: connection refused");
+    assert_eq!(rep["health"][1]["attempts"], 3);
+
+    // A check runs them again after its own scripts: still unhealthy.
+    let out = w.run(&[
+        "check",
+        "--root",
+        w.root().to_str().unwrap(),
+        "--offline",
+        "--json",
+    ]);
+    expect_code(&out, 4);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["result"], "unhealthy");
+    assert_eq!(json["health"][1]["healthy"], true);
+
+    // The service comes up: the next apply is healthy, and so is the report.
+    let dir = w.build(&bundle(&w, "exit 0\n"));
+    let mut args = sinks.to_vec();
+    args.push("--json");
+    let out = w.apply(&dir, &args);
+    expect_code(&out, 0);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["result"], "ok");
+    assert_eq!(report(&w)["status"]["health"], "success");
+    assert_eq!(report(&w)["result"], "success");
+}
+
+#[test]
+fn a_probe_that_hangs_is_killed_at_its_timeout() {
+    let w = World::new();
+    let spec = BundleSpec::new().probe_timeout("hang", "echo waiting\nsleep 30\n", 1, 1, 1);
+    let dir = w.build(&spec);
+    let started = std::time::Instant::now();
+    let out = w.apply(&dir, &["--offline"]);
+    expect_code(&out, 4);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert!(
+        stdout(&out).contains(
+            "unhealthy after 1 attempt: timed out after 1s; its process group was killed: waiting"
+        ),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn a_failed_apply_runs_no_probes() {
+    let w = World::new();
+    let spec = BundleSpec::new()
+        .resource(ResourceSpec::new("exec", "broken").apply("exit 1\n"))
+        .probe("p", &w.event("probe"), 1, 1);
+    let out = w.apply(&w.build(&spec), &["--offline", "--json"]);
+    expect_code(&out, 3);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["result"], "failed");
+    assert!(json.get("health").is_none(), "{json}");
+    assert!(w.events().is_empty());
+}
