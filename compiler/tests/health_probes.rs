@@ -104,6 +104,13 @@ health "d" timeout="infinite" {
 health "no spaces" {
     run "true"
 }
+exec "x.sh" {
+    script "true"
+    after "health:ok"
+}
+health "ok" {
+    run "true"
+}
 "#,
     );
     let run = f.bellc(&["--short", "check"]);
@@ -124,7 +131,8 @@ health "no spaces" {
     has("10:9", "`health:c` runs nothing");
     has("12:12", "found the string \"infinite\"");
     has("15:8", "no spaces");
-    assert_eq!(diags.len(), 6, "{}", diags.join("\n"));
+    has("20:5", "`exec:x.sh` waits for `health:ok`, a health probe");
+    assert_eq!(diags.len(), 7, "{}", diags.join("\n"));
 }
 
 #[test]

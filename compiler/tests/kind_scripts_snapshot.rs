@@ -48,6 +48,9 @@ unit "app.service" enable=#true start=#false {
         WantedBy=multi-user.target
         """#
 }
+health "app" timeout="5s" retries=2 interval="1s" {
+    run "curl -fsS http://127.0.0.1:8080/healthz"
+}
 "###;
 
 #[test]
@@ -66,7 +69,7 @@ fn every_kind_renders() {
 }
 
 /// A new kind joins the spec above (and so the snapshot): every kind of the registry is
-/// declared, and every kind that is not a setting has a resource in the manifest.
+/// declared, and every kind that is not a setting has a resource (a probe) in the manifest.
 #[test]
 fn every_kind_is_declared_and_rendered() {
     let c = compile_ok(SPEC);
@@ -77,7 +80,13 @@ fn every_kind_is_declared_and_rendered() {
             SPEC.lines().any(|l| l.starts_with(&format!("{keyword} "))),
             "the spec of `every_kind_renders` declares no `{keyword}`"
         );
-        if !kind.is_setting() {
+        if keyword == "health" {
+            // A probe changes nothing: it is listed apart from the resources.
+            assert!(
+                b.manifest.probes.iter().any(|p| p.name == "app"),
+                "the bundle of `every_kind_renders` has no probe"
+            );
+        } else if !kind.is_setting() {
             assert!(
                 b.manifest.resources.iter().any(|r| r.kind == keyword),
                 "the bundle of `every_kind_renders` has no `{keyword}` resource"

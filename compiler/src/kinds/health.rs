@@ -49,6 +49,18 @@ impl ResourceKind for Health {
         for res in model.of_kind(Kind::HEALTH) {
             policy(res, diags);
         }
+        // A probe is not in the apply order, so nothing can wait for it.
+        for res in &model.resources {
+            if let Some(probe) = res.list("after").iter().find(|r| r.starts_with("health:")) {
+                invalid(
+                    diags,
+                    res.span_of("after"),
+                    format!("`{}` waits for `{probe}`, a health probe", res.key()),
+                    "probes run after every resource has applied, so nothing can come after one; \
+                     drop it from `after`",
+                );
+            }
+        }
     }
 
     fn render(
