@@ -18,6 +18,8 @@ pub struct Metrics {
     pub command: String,
     pub run_at: u64,
     pub run_ok: bool,
+    /// Each health probe this run ran, and whether it passed.
+    pub probes: Vec<(String, bool)>,
 }
 
 /// A label value: backslash, double quote and newline escaped, as the format requires.
@@ -107,6 +109,21 @@ pub fn render(m: &Metrics) -> String {
         label(&m.command),
         u8::from(m.run_ok)
     );
+    if !m.probes.is_empty() {
+        family(
+            &mut out,
+            "bell_health_probe_success",
+            "1 when the health probe passed on the last run that ran it, 0 when it failed.",
+        );
+        for (probe, ok) in &m.probes {
+            let _ = writeln!(
+                out,
+                "bell_health_probe_success{{probe=\"{}\"}} {}",
+                label(probe),
+                u8::from(*ok)
+            );
+        }
+    }
     out
 }
 

@@ -310,6 +310,11 @@ pub fn emit(sinks: &Sinks, run: Run) {
             command: run.command.to_string(),
             run_at: finished_at,
             run_ok: run.result == State::Success,
+            probes: run
+                .health
+                .iter()
+                .map(|p| (p.name.clone(), p.healthy))
+                .collect(),
         };
         if let Err(e) = metrics::write(path, &metrics::render(&m)) {
             eprintln!("warning: {e}");

@@ -46,9 +46,24 @@ fn probes_run_after_the_apply_and_a_failing_one_exits_4_with_its_output() {
         "--report",
         reports.to_str().unwrap(),
     ];
+    let metrics = w.tmp.path().join("bell.prom");
     let dir = w.build(&bundle(&w, "echo 'connection refused' >&2\nexit 7\n"));
-    let out = w.apply(&dir, &sinks);
+    let mut first = sinks.to_vec();
+    first.extend(["--metrics", metrics.to_str().unwrap()]);
+    let out = w.apply(&dir, &first);
     expect_code(&out, 4);
+    let scraped = std::fs::read_to_string(&metrics).unwrap();
+    for line in [
+        "bell_health_probe_success{probe=\"api\"} 0",
+        "bell_health_probe_success{probe=\"env\"} 1",
+        "bell_last_run_success{command=\"apply\"} 0",
+        "bell_last_apply_success 1",
+    ] {
+        assert!(
+            scraped.lines().any(|l| l == line),
+            "no `{line}` in\n{scraped}"
+        );
+    }
     let text = stdout(&out);
     assert!(text.contains("+ file:/etc/motd  ok"), "{text}");
     assert!(
