@@ -21,7 +21,9 @@ use std::path::Path;
 #[derive(Debug, Clone, Serialize)]
 pub struct Checked {
     pub key: String,
-    /// `in-sync`, `drifted`, `error` (the check itself failed) or `no-check`.
+    /// `in-sync`, `drifted`, `error` (the check itself failed), `deferred` (its apply waits
+    /// for a live host), `drifted-files` (no check of its own, but a file it owns is out of
+    /// sync: the file is in the drift list) or `no-check`.
     pub result: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -36,6 +38,9 @@ pub struct CheckReport {
     pub drift: Vec<Drift>,
     /// Resources whose check could not run or did not answer 0 or 2.
     pub errors: Vec<String>,
+    /// Resources whose apply waits for a live host (deferred during an image bake): not
+    /// checked, and not drift.
+    pub deferred: Vec<String>,
     /// The applied bundle's health probes, run after the check scripts.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub health: Vec<crate::health::ProbeOutcome>,
@@ -185,8 +190,33 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
     }
     let mut resources = Vec::new();
     let mut errors = Vec::new();
+    let mut deferred = Vec::new();
     for resource in &manifest.resources {
-        let checked = run_one(ctx, &bundle, &generation, resource);
+        let key = resource.key();
+        // Work only a live host can do (an image bake deferred it): not done yet is not drift.
+        let record = state.resources.get(&key);
+        if record.is_some_and(|r| r.result == "deferred" && r.hash == resource.hash) {
+            deferred.push(key.clone());
+            resources.push(Checked {
+                key,
+                result: "deferred".to_string(),
+                detail: Some("deferred to the first live apply".to_string()),
+            });
+            continue;
+        }
+        let mut checked = run_one(ctx, &bundle, &generation, resource);
+        // A resource without a check of its own is out of sync when one of its files is.
+        if checked.result == "no-check" {
+            let files: Vec<&str> = drift
+                .iter()
+                .filter_map(|d| d.name.strip_prefix("file:"))
+                .filter(|path| resource.files.iter().any(|f| f == path))
+                .collect();
+            if !files.is_empty() {
+                checked.result = "drifted-files".to_string();
+                checked.detail = Some(files.join(", "));
+            }
+        }
         match checked.result.as_str() {
             "drifted" => drift.push(Drift {
                 name: checked.key.clone(),
@@ -212,6 +242,7 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
     let health = crate::health::run_probes(ctx, &manifest, &bundle, &generation);
     Ok(CheckReport {
         health,
+        deferred,
         generation,
         fleet: manifest.fleet.clone(),
         resources,

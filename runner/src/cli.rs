@@ -823,13 +823,20 @@ fn cmd_check(args: &Args) -> i32 {
             c.detail.as_deref().unwrap_or("the check failed")
         );
     }
+    for key in &rep.deferred {
+        println!("deferred {key}: its apply needs a live host; the first live apply does it");
+    }
     let checked = rep
         .resources
         .iter()
-        .filter(|c| c.result != "no-check")
+        .filter(|c| !matches!(c.result.as_str(), "no-check" | "deferred" | "drifted-files"))
         .count();
+    let deferred = match rep.deferred.len() {
+        0 => String::new(),
+        n => format!(", {n} deferred"),
+    };
     println!(
-        "check of {}: {} drifted, {} errors ({} files, {checked} resource checks)",
+        "check of {}: {} drifted, {} errors{deferred} ({} files, {checked} resource checks)",
         journal::short(&rep.generation),
         rep.drift.len(),
         rep.errors.len(),
