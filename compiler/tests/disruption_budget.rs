@@ -165,8 +165,12 @@ fn a_bad_release_stops_at_the_budget_and_lock_release_lets_it_go_on() {
     let before = applied_state(root("h1"));
     let out = pull_as("h1");
     assert_eq!(out.status.code(), Some(10), "{}", text(&out));
+    // `--json`: the one answer is on stdout.
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(
-        String::from_utf8_lossy(&out.stderr)
+        answer["error"]
+            .as_str()
+            .unwrap()
             .contains("waiting for a slot: all 1 of group `a` are held (h2)"),
         "{}",
         text(&out)

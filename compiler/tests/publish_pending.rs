@@ -108,3 +108,59 @@ fn publish_needs_etcd() {
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("cannot connect"), "{}", run.stderr);
 }
+
+/// On a host that never applied anything, `pending` answers from what the pulling timer was
+/// told (store, fleet, host), and a wrong `--fleet` is named in the answer.
+#[test]
+fn pending_takes_the_store_fleet_and_host_the_pulling_timer_was_given() {
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let bin = bell_run();
+    let f = Fixture::spec(&spec(&["a", "b"], 10));
+    assert_eq!(f.bellc(&["build", "bell.kdl", "-o", "v1"]).code, 0);
+    assert_eq!(f.bellc(&["publish", "v1", "--store", &etcd.url]).code, 0);
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path().to_str().unwrap();
+    let installed = run_bin(
+        &bin,
+        &[
+            "install-timer",
+            "--root",
+            r,
+            "--source",
+            "/srv/bell",
+            "--store",
+            &etcd.url,
+            "--fleet",
+            "lab",
+            "--host",
+            "a",
+        ],
+        &[],
+    );
+    assert_eq!(installed.status.code(), Some(0), "{}", text(&installed));
+
+    let out = run_bin(&bin, &["pending", "--root", r, "--json"], &[]);
+    assert_eq!(out.status.code(), Some(10), "{}", text(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["host"], "a");
+    assert_eq!(value["pending"], true);
+    assert!(value["applied"].is_null());
+
+    let out = run_bin(
+        &bin,
+        &["pending", "--root", r, "--fleet", "nope", "--json"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        value["error"]
+            .as_str()
+            .unwrap()
+            .contains("host `a` of fleet `nope`"),
+        "{value}"
+    );
+    assert!(out.stderr.is_empty(), "{}", text(&out));
+}

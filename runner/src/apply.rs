@@ -22,12 +22,16 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+#[derive(Clone)]
 pub struct Options {
     pub root: PathBuf,
     pub offline: bool,
     pub dry_run: bool,
     /// Timeout of generated apply, revert and trigger scripts (exec scripts carry their own).
     pub script_timeout: u64,
+    /// The release the bundle came with (`--release`, or the one `pull` verified), recorded
+    /// so that later runs (`check`, the timer's re-apply) report it.
+    pub release: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -358,6 +362,10 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     } else {
         "failed"
     };
+    // A re-apply of the same bundle that names no release keeps the one it came with.
+    if opts.release.is_some() || state.generation.as_deref() != Some(checked.id.as_str()) {
+        state.release = opts.release.clone();
+    }
     state.generation = Some(checked.id.clone());
     state.applied_at = Some(ctx.now);
     state.result = Some(result.to_string());

@@ -242,6 +242,8 @@ fn usage(message: &str) -> i32 {
     USAGE_ERROR
 }
 
+/// Says why nothing was done: as JSON on stdout with `--json` (the one answer a script reads),
+/// else as text on stderr.
 fn refused(refusal: &Refusal, json: bool) -> i32 {
     if json {
         let value = serde_json::json!({
@@ -250,10 +252,11 @@ fn refused(refusal: &Refusal, json: bool) -> i32 {
             "help": refusal.help,
         });
         println!("{value:#}");
-    }
-    eprintln!("error: {}", refusal.message);
-    if let Some(help) = &refusal.help {
-        eprintln!("help: {help}");
+    } else {
+        eprintln!("error: {}", refusal.message);
+        if let Some(help) = &refusal.help {
+            eprintln!("help: {help}");
+        }
     }
     if refusal.partial {
         FAILURES
@@ -275,13 +278,16 @@ fn options(args: &Args) -> Options {
         offline,
         dry_run: args.dry_run,
         script_timeout: args.timeout.unwrap_or(900),
+        release: args.release.clone(),
     }
 }
 
 fn cmd_apply(bundle: &Path, args: &Args) -> i32 {
     let opts = options(args);
     let started = state::now();
-    let result = if opts.dry_run {
+    let result = if let Some(refusal) = meant_for_another_host(bundle, args) {
+        Err(refusal)
+    } else if opts.dry_run {
         apply::dry_run(bundle, &opts)
     } else {
         apply::apply(bundle, &opts)
@@ -314,6 +320,33 @@ fn cmd_apply(bundle: &Path, args: &Args) -> i32 {
             applied_code(&report)
         }
     }
+}
+
+/// A bundle given as `OUT/hosts/NAME` is NAME's: applying it to a root that says it is another
+/// host (its `etc/hostname`) is a wrong path or a wrong `--root`, unless `--host` says the root
+/// is NAME.
+fn meant_for_another_host(bundle: &Path, args: &Args) -> Option<Refusal> {
+    let name = bundle.file_name()?.to_str()?;
+    if bundle.parent()?.file_name()? != "hosts" {
+        return None;
+    }
+    let (this, said_by) = match &args.host {
+        Some(host) => (host.clone(), "`--host`".to_string()),
+        None => {
+            let path = root_of(args).join("etc/hostname");
+            let text = crate::rootfs::read_record(&path).ok()??;
+            (text.trim().to_string(), path.display().to_string())
+        }
+    };
+    (!this.is_empty() && this != name).then(|| {
+        Refusal::new(format!(
+            "{} is the bundle of host `{name}`, but this root is `{this}` ({said_by})",
+            bundle.display()
+        ))
+        .help(format!(
+            "apply OUT/hosts/{this}; or, if this root is to become `{name}`, pass `--host {name}`"
+        ))
+    })
 }
 
 fn cmd_rollback(args: &Args) -> i32 {
@@ -440,15 +473,11 @@ fn cmd_pull(args: &Args) -> i32 {
     if run.fleet.is_none() {
         run.fleet = found.fleet.clone();
     }
-    if run.bundle.is_none() {
-        run.bundle = found.bundle.clone();
-    }
     if let Err(refusal) = &result {
         if refusal.waiting {
             // Not a failure: the host stays on what it runs until a slot is free.
             run.result = bell_store::State::Waiting;
             run.status = [("apply".to_string(), bell_store::State::Waiting)].into();
-            run.bundle = found.applied.clone();
         }
     }
     let mut sinks = args.sinks();
@@ -850,15 +879,22 @@ fn cmd_check(args: &Args) -> i32 {
 }
 
 fn cmd_pending(args: &Args) -> i32 {
-    let Some(dest) = &args.store else {
-        return usage("`pending` needs `--store etcd://HOST:PORT`");
+    let root = match statedir::open_root(&root_of(args)) {
+        Ok(root) => root,
+        Err(refusal) => return refused(&refusal, args.json),
     };
+    // What is not given comes from the pulling timer's configuration, if it is installed.
+    let timer = |flag: &str| crate::timer::configured(&root, flag);
+    let Some(dest) = args.store.clone().or_else(|| timer("--store")) else {
+        return usage("`pending` needs `--store etcd://HOST:PORT` (no pulling timer names one)");
+    };
+    let fleet_given = args.fleet.clone().or_else(|| timer("--fleet"));
+    let host_given = args.host.clone().or_else(|| timer("--host"));
     let result = (|| {
-        let store = bell_store::Store::parse(dest).map_err(Refusal::new)?;
-        let root = statedir::open_root(&root_of(args))?;
+        let store = bell_store::Store::parse(&dest).map_err(Refusal::new)?;
         let state = state::load(&root).map_err(Refusal::new)?;
         let applied = state.generation.clone();
-        let fleet = match (&args.fleet, &applied) {
+        let fleet = match (&fleet_given, &applied) {
             (Some(fleet), _) => fleet.clone(),
             (None, Some(id)) => {
                 let path = state::generation_dir(&root, id).join(bell_bundle::MANIFEST_FILE);
@@ -878,18 +914,20 @@ fn cmd_pending(args: &Args) -> i32 {
                 )
             }
         };
-        let host = report::host_name(args.host.as_deref(), &root.dir).map_err(Refusal::new)?;
+        let host = report::host_name(host_given.as_deref(), &root.dir).map_err(Refusal::new)?;
         let desired = store.desired(&fleet, &host).map_err(Refusal::new)?;
-        Ok((host, applied, desired))
+        Ok((fleet, host, applied, desired))
     })();
-    let (host, applied, desired) = match result {
+    let (fleet, host, applied, desired) = match result {
         Ok(found) => found,
         Err(refusal) => return refused(&refusal, args.json),
     };
     let Some(want) = desired.bundle else {
         return refused(
-            &Refusal::new(format!("the store has no desired bundle for host `{host}`"))
-                .help("publish a release that has this host with `bellc publish`"),
+            &Refusal::new(format!(
+                "the store has no desired bundle for host `{host}` of fleet `{fleet}`"
+            ))
+            .help("check `--fleet` and `--host`, or publish a release that has this host with `bellc publish`"),
             args.json,
         );
     };

@@ -43,9 +43,6 @@ pub struct Established {
     pub release: Option<String>,
     /// `verified: key ID, sequence N` or `unverified: …`.
     pub signature: Option<String>,
-    pub bundle: Option<String>,
-    /// The generation applied before this pull.
-    pub applied: Option<String>,
 }
 
 pub struct Pulled {
@@ -63,7 +60,6 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     let host = report::host_name(opts.host.as_deref(), &root.dir).map_err(Refusal::new)?;
     let state = state::load(&root).map_err(Refusal::new)?;
     let keys = trusted_keys(&root, opts.trust.as_deref())?;
-    found.applied = state.generation.clone();
     let store = match &opts.store {
         Some(dest) => Some(bell_store::Store::parse(dest).map_err(Refusal::new)?),
         None => None,
@@ -173,7 +169,6 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
             "the release names `{id}` as the bundle of `{host}`, which is not a bundle id"
         )));
     }
-    found.bundle = Some(id.clone());
 
     let generation = state::generation_dir(&root, &id);
     let already_applied = state.generation.as_deref() == Some(id.as_str()) && generation.is_dir();
@@ -192,7 +187,11 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     if let (Some(budget), false) = (&budget, already_applied) {
         slot = Some(budget.take(&host)?);
     }
-    let result = apply::apply(&dir, &opts.apply);
+    let applying = apply::Options {
+        release: Some(release.version.clone()),
+        ..opts.apply.clone()
+    };
+    let result = apply::apply(&dir, &applying);
     if !already_applied {
         // bell-run applies from its own copy of the bundle, never from the staging directory.
         let _ = fs::remove_dir_all(&dir);

@@ -79,6 +79,8 @@ pub struct Run<'a> {
     pub signature: Option<String>,
     /// The health probes' results, when they ran.
     pub health: Vec<ProbeResult>,
+    /// Refused: nothing changed, so the report names the bundle and release still applied.
+    pub refused: bool,
 }
 
 /// The probes' results for the report, and the `health` category they set.
@@ -146,6 +148,7 @@ pub fn from_apply<'a>(root: &'a Path, started_at: u64, rep: &apply::Report) -> R
         drifted_after: Some(unrepaired),
         signature: None,
         health: probes,
+        refused: false,
     }
 }
 
@@ -188,11 +191,13 @@ pub fn from_check<'a>(root: &'a Path, started_at: u64, rep: &CheckReport) -> Run
         drifted_after: Some(rep.drift.len()),
         signature: None,
         health: probes,
+        refused: false,
     }
 }
 
-/// A refused run: nothing was done, so the category records a failure. The fleet and bundle
-/// come from the bundle's manifest as far as it can be read at all.
+/// A refused run: nothing was done, so the category records a failure, filed under the
+/// bundle and release the host still runs (see [`emit`]). The fleet comes from the refused
+/// bundle's manifest as far as it can be read at all, for a host that never applied one.
 pub fn from_refusal<'a>(
     command: &'a str,
     root: &'a Path,
@@ -200,25 +205,18 @@ pub fn from_refusal<'a>(
     bundle: Option<&Path>,
     refusal: &Refusal,
 ) -> Run<'a> {
-    let (fleet, id) = match bundle {
-        Some(dir) => (
-            std::fs::read_to_string(dir.join(bell_bundle::MANIFEST_FILE))
-                .ok()
-                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                .and_then(|v| v.get("fleet").and_then(|f| f.as_str()).map(str::to_string)),
-            dir.canonicalize()
-                .ok()
-                .and_then(|d| d.file_name().map(|n| n.to_string_lossy().to_string()))
-                .filter(|n| bell_bundle::is_bundle_id(n)),
-        ),
-        None => (None, None),
-    };
+    let fleet = bundle.and_then(|dir| {
+        std::fs::read_to_string(dir.join(bell_bundle::MANIFEST_FILE))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v.get("fleet").and_then(|f| f.as_str()).map(str::to_string))
+    });
     Run {
         command,
         root,
         started_at,
         result: State::Failed,
-        bundle: id,
+        bundle: None,
         fleet,
         resources: Vec::new(),
         drift: Vec::new(),
@@ -227,6 +225,7 @@ pub fn from_refusal<'a>(
         drifted_after: None,
         signature: None,
         health: Vec::new(),
+        refused: true,
     }
 }
 
@@ -257,6 +256,18 @@ pub fn emit(sinks: &Sinks, run: Run) {
         .fleet
         .clone()
         .or_else(|| applied.as_ref().map(|m| m.fleet.clone()));
+    // The applied bundle's release, kept by the apply: a `check` or a re-apply that was not
+    // told one reports it, and a refused run reports what the host still runs.
+    let state = recorded.as_ref().map(|(_, s)| s);
+    let still = |s: &state::State| (s.generation.clone(), s.release.clone());
+    let (bundle, release) = if run.refused {
+        state.map(still).unwrap_or_default()
+    } else {
+        let (generation, kept) = state.map(still).unwrap_or_default();
+        let same = run.bundle.is_none() || run.bundle == generation;
+        let release = sinks.release.clone().or(if same { kept } else { None });
+        (run.bundle.clone().or(generation), release)
+    };
     let finished_at = state::now();
     if let Some(dest) = &sinks.report {
         match fleet.clone() {
@@ -270,8 +281,8 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     fleet,
                     command: run.command.to_string(),
                     result: run.result,
-                    release: sinks.release.clone(),
-                    bundle: run.bundle.clone(),
+                    release: release.clone(),
+                    bundle: bundle.clone(),
                     started_at: run.started_at,
                     finished_at,
                     resources: run.resources.clone(),
@@ -293,7 +304,6 @@ pub fn emit(sinks: &Sinks, run: Run) {
         }
     }
     if let Some(path) = &sinks.metrics {
-        let state = recorded.as_ref().map(|(_, s)| s);
         let mut kinds = BTreeMap::new();
         for resource in applied.iter().flat_map(|m| &m.resources) {
             *kinds.entry(resource.kind.clone()).or_insert(0) += 1;
@@ -302,7 +312,7 @@ pub fn emit(sinks: &Sinks, run: Run) {
             host,
             fleet: fleet.unwrap_or_default(),
             bundle: state.and_then(|s| s.generation.clone()),
-            release: sinks.release.clone(),
+            release,
             applied_at: state.and_then(|s| s.applied_at),
             apply_ok: state.and_then(|s| s.result.as_deref().map(|r| r == "ok")),
             drifted: run.drifted_after,

@@ -19,6 +19,9 @@ pub struct State {
     pub format: u32,
     /// The bundle id last applied, if any.
     pub generation: Option<String>,
+    /// The release version that bundle was applied for, when the run knew it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
     pub applied_at: Option<u64>,
     /// `ok` or `failed` for the last apply.
     pub result: Option<String>,

@@ -12,6 +12,16 @@ pub const TIMER: &str = include_str!("../systemd/bell-run.timer");
 
 const UNIT_DIR: &str = "/etc/systemd/system";
 
+/// The pulling timer's options, by flag, in bell-run's directory.
+pub const PULL_RECORD: &str = "pull.json";
+
+/// The value the pulling timer was installed with for `flag` (`--fleet`), if any.
+pub fn configured(root: &Root, flag: &str) -> Option<String> {
+    let text = crate::rootfs::read_record(&root.bell_dir().join(PULL_RECORD)).ok()??;
+    let map: std::collections::BTreeMap<String, String> = serde_json::from_str(&text).ok()?;
+    map.get(flag).cloned()
+}
+
 /// What the service runs.
 pub enum Job {
     /// `bell-run apply /var/lib/bell/current`: a bundle that something else put in place.
@@ -63,6 +73,23 @@ pub fn install(root: &Root, exe: &str, interval: &str, job: &Job) -> Result<Vec<
         &format!("OnUnitActiveSec={interval}"),
     );
     let mut written = Vec::new();
+    // What the pulling timer was told, for commands run by hand on the host (`pending`), so
+    // that they ask the same store about the same fleet and host.
+    let record = root.bell_dir().join(PULL_RECORD);
+    match job {
+        Job::Pull(options) => {
+            let map: std::collections::BTreeMap<&str, &str> = options
+                .iter()
+                .map(|(flag, value)| (*flag, value.as_str()))
+                .collect();
+            let text = serde_json::to_string_pretty(&map).unwrap_or_default();
+            write_atomic(&record, text.as_bytes())
+                .map_err(|e| format!("cannot write {}: {e}", record.display()))?;
+        }
+        Job::ApplyCurrent => {
+            let _ = std::fs::remove_file(&record);
+        }
+    }
     for (name, text) in [("bell-run.service", service), ("bell-run.timer", timer)] {
         let path = format!("{UNIT_DIR}/{name}");
         root.check_contained(&path)?;
