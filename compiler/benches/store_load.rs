@@ -58,6 +58,7 @@ fn report(host: &str, at: u64) -> Report {
                 key: format!("sysctl:net.core.key{i}"),
                 result: "unchanged".to_string(),
                 detail: None,
+                output: None,
             })
             .collect(),
         drift: Vec::new(),

@@ -93,10 +93,11 @@ fn scenario(dest: &str) -> (serde_json::Value, i32, Fixture, String) {
     std::fs::write(broken.join("etc/security/limits.d"), "not a directory\n").unwrap();
     let out = apply("broken", "v2", &v2.version, &[]);
     assert_ne!(out.status.code(), Some(0), "{}", text(&out));
-    // A host the release does not know, applying some bundle.
+    // A host the release does not know, applying some bundle (by its id: through
+    // `hosts/ok-1` it would be refused as ok-1's).
     let stranger = roots.path().join("stranger");
     std::fs::create_dir_all(&stranger).unwrap();
-    let bundle = f.path().join("v2/hosts/ok-1");
+    let bundle = std::fs::canonicalize(f.path().join("v2/hosts/ok-1")).unwrap();
     let out = run_bin(
         &bin,
         &[
@@ -204,9 +205,13 @@ fn check_status(dest: &str) {
     assert_eq!(value["counts"]["unaccounted"], 2);
     assert_eq!(value["counts"]["failed"], 1);
     assert_eq!(
-        value["versions"][&version], 5,
-        "ok-1, ok-2, drifty, old and broken said v2: {value:#}"
+        value["versions"][&version], 4,
+        "ok-1, ok-2, drifty and old said v2: {value:#}"
     );
+    // broken's apply was refused before anything changed: it runs nothing, and its report
+    // says so rather than naming the bundle and release it refused.
+    assert!(host("broken")["reported"].is_null(), "{value:#}");
+    assert!(host("broken")["version"].is_null(), "{value:#}");
 
     // As a rollout gate.
     let source = if dest.starts_with("etcd://") {

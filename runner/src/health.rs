@@ -76,7 +76,7 @@ fn run_probe(ctx: &Ctx, probe: &Probe, bundle: &Path, generation: &str) -> Probe
 
 /// `exit 7: connection refused`: the exit and the last line the probe printed, bounded.
 fn describe(exit: &Exit, log: &Path) -> String {
-    let said = tail(log).unwrap_or_default();
+    let said = crate::rootfs::read_tail(log, 4096).unwrap_or_default();
     match said.lines().rev().map(str::trim).find(|l| !l.is_empty()) {
         Some(line) => format!(
             "{}: {}",
@@ -85,23 +85,4 @@ fn describe(exit: &Exit, log: &Path) -> String {
         ),
         None => exit.describe(),
     }
-}
-
-/// The last few KiB of a probe's log, never through a link: a chatty probe can write more
-/// than bell-run would read whole.
-fn tail(log: &Path) -> std::io::Result<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(log)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Ok(String::new());
-    }
-    file.seek(SeekFrom::Start(meta.len().saturating_sub(4096)))?;
-    let mut bytes = Vec::new();
-    file.take(4096).read_to_end(&mut bytes)?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }

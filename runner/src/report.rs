@@ -118,15 +118,36 @@ pub fn from_apply<'a>(root: &'a Path, started_at: u64, rep: &apply::Report) -> R
         status.insert("health".to_string(), healthy);
         result = healthy;
     }
-    let resources = rep
-        .reverts
+    let secret: std::collections::BTreeSet<String> = rep
+        .manifest
+        .resources
         .iter()
-        .chain(&rep.triggers)
-        .chain(&rep.resources)
-        .map(|o| ResourceResult {
+        .filter(|r| {
+            [&r.apply, &r.revert, &r.check]
+                .into_iter()
+                .flatten()
+                .any(|s| s.secret)
+                || r.files
+                    .iter()
+                    .any(|f| rep.manifest.file(f).is_some_and(|f| f.is_secret()))
+        })
+        .map(|r| r.key())
+        .collect();
+    // A departed resource's revert may carry what its old bundle kept secret: its output stays
+    // on the host.
+    let reverts = rep.reverts.iter().map(|o| (o, false));
+    let others = rep.triggers.iter().chain(&rep.resources);
+    let resources = reverts
+        .chain(others.map(|o| (o, !secret.contains(&o.key))))
+        .map(|(o, shown)| ResourceResult {
             key: o.key.clone(),
             result: o.status.clone(),
             detail: o.detail.clone(),
+            output: match (o.status.as_str(), &o.log) {
+                ("failed", Some(log)) if shown => last_lines(Path::new(log)),
+                ("failed", Some(_)) => Some(WITHHELD.to_string()),
+                _ => None,
+            },
         })
         .collect();
     let unrepaired = rep
@@ -180,6 +201,7 @@ pub fn from_check<'a>(root: &'a Path, started_at: u64, rep: &CheckReport) -> Run
                 key: c.key.clone(),
                 result: c.result.clone(),
                 detail: c.detail.clone(),
+                output: None,
             })
             .collect(),
         drift: rep.drift.clone(),
@@ -193,6 +215,20 @@ pub fn from_check<'a>(root: &'a Path, started_at: u64, rep: &CheckReport) -> Run
         health: probes,
         refused: false,
     }
+}
+
+/// What a report says of the output of a failed script that may hold a secret.
+const WITHHELD: &str = "(output withheld: the resource carries a secret; see the log on the host)";
+
+/// The last lines of a failed script's output: at most 20 lines and 2 KiB, enough for why.
+fn last_lines(log: &Path) -> Option<String> {
+    let tail = crate::rootfs::read_tail(log, 2048).ok()?;
+    let lines: Vec<&str> = tail.lines().collect();
+    // The first line may be cut in the middle when the log was longer.
+    let skip = usize::from(tail.len() == 2048 && lines.len() > 1);
+    let kept: Vec<&str> = lines[skip..].iter().rev().take(20).rev().copied().collect();
+    let text = kept.join("\n");
+    (!text.trim().is_empty()).then_some(text)
 }
 
 /// A refused run: nothing was done, so the category records a failure, filed under the

@@ -135,6 +135,24 @@ pub fn read_record(path: &Path) -> Result<Option<String>, String> {
     Ok(Some(text))
 }
 
+/// The last `max` bytes of a log a script wrote, never through a link: a chatty script can
+/// write more than bell-run would read whole.
+pub fn read_tail(path: &Path, max: u64) -> io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Ok(String::new());
+    }
+    file.seek(SeekFrom::Start(meta.len().saturating_sub(max)))?;
+    let mut bytes = Vec::new();
+    file.take(max).read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 /// fsyncs a directory so that renames and creations inside it survive a power cut.
 pub fn fsync_dir(dir: &Path) -> io::Result<()> {
     fs::File::open(dir)?.sync_all()

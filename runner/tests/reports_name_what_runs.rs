@@ -54,3 +54,46 @@ fn check_and_refused_runs_report_what_is_still_applied() {
         report(&reports)
     );
 }
+
+#[test]
+fn why_a_script_failed_reaches_the_report_unless_it_carries_a_secret() {
+    let w = World::new();
+    let reports = w.tmp.path().join("reports");
+    let noisy: String = (1..=30).map(|i| format!("echo 'line {i}'\n")).collect();
+    let spec = BundleSpec::new()
+        .file("/etc/app.key", "PRIVATE\n", "0600")
+        .resource(ResourceSpec::new("exec", "warm-cache").apply(&format!(
+            "{noisy}echo 'cache dir /srv/cache missing' >&2\nexit 1\n"
+        )))
+        .resource(
+            ResourceSpec::new("file", "/etc/app.key")
+                .files(&["/etc/app.key"])
+                .apply("echo 'the key is PRIVATE'\nexit 1\n"),
+        );
+    let out = w.apply(
+        &w.build(&spec),
+        &["--host", "h1", "--report", reports.to_str().unwrap()],
+    );
+    expect_code(&out, 3);
+    let rep = report(&reports);
+    let result = |key: &str| {
+        rep["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["key"] == key)
+            .unwrap()
+            .clone()
+    };
+    let warm = result("exec:warm-cache");
+    let output = warm["output"].as_str().unwrap();
+    assert!(
+        output.ends_with("line 30\ncache dir /srv/cache missing"),
+        "{output}"
+    );
+    assert_eq!(output.lines().count(), 20, "bounded: {output}");
+    let key = result("file:/etc/app.key");
+    let output = key["output"].as_str().unwrap();
+    assert!(!output.contains("PRIVATE"), "{output}");
+    assert!(output.contains("withheld"), "{output}");
+}

@@ -260,9 +260,21 @@ fn failure_detail(r: &bell_store::Report, category: &str) -> String {
         .resources
         .iter()
         .filter(|x| matches!(x.result.as_str(), "failed" | "error" | "halted" | "skipped"))
-        .map(|x| match &x.detail {
-            Some(d) => format!("{} ({d})", x.key),
-            None => x.key.clone(),
+        .map(|x| {
+            // The last thing the script said is usually why (`cache dir /srv/cache missing`),
+            // unless the detail already quotes it.
+            let said = x
+                .output
+                .as_deref()
+                .and_then(|o| o.lines().rev().map(str::trim).find(|l| !l.is_empty()))
+                .map(|line| line.strip_prefix("bell: ").unwrap_or(line))
+                .filter(|line| !x.detail.as_deref().is_some_and(|d| d.contains(line)));
+            match (&x.detail, said) {
+                (Some(d), Some(said)) => format!("{} ({d}: {said})", x.key),
+                (Some(d), None) => format!("{} ({d})", x.key),
+                (None, Some(said)) => format!("{} ({said})", x.key),
+                (None, None) => x.key.clone(),
+            }
         })
         .collect();
     if failed.is_empty() {
@@ -311,5 +323,54 @@ pub fn gate(status: &FleetStatus, hosts: &[String], version: &str) -> Gate {
         version: version.to_string(),
         passed: not_ready.is_empty(),
         not_ready,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failure_detail;
+    use bell_store::{Report, ResourceResult, State};
+
+    #[test]
+    fn a_failure_names_what_the_script_said_last() {
+        let result = |key: &str, detail: Option<&str>, output: Option<&str>| ResourceResult {
+            key: key.into(),
+            result: "failed".into(),
+            detail: detail.map(str::to_string),
+            output: output.map(str::to_string),
+        };
+        let report = Report {
+            format: bell_store::REPORT_FORMAT,
+            host: "h".into(),
+            fleet: "f".into(),
+            command: "apply".into(),
+            result: State::Failed,
+            release: None,
+            bundle: None,
+            started_at: 0,
+            finished_at: 0,
+            resources: vec![
+                result(
+                    "exec:warm-cache",
+                    Some("exit 1"),
+                    Some("warming\ncache dir /srv/cache missing\n"),
+                ),
+                result(
+                    "sysctl:vm.x",
+                    Some("exit 1: sysctl:vm.x: refused"),
+                    Some("bell: sysctl:vm.x: refused"),
+                ),
+            ],
+            drift: Vec::new(),
+            error: None,
+            signature: None,
+            status: Default::default(),
+            health: Vec::new(),
+        };
+        assert_eq!(
+            failure_detail(&report, "apply"),
+            "exec:warm-cache (exit 1: cache dir /srv/cache missing), \
+             sysctl:vm.x (exit 1: sysctl:vm.x: refused)"
+        );
     }
 }

@@ -144,6 +144,10 @@ pub struct ResourceResult {
     pub result: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The last lines a failed script wrote (bounded), so that why it failed is seen without
+    /// going to the host; withheld for resources that carry a secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
