@@ -5,6 +5,13 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub struct LastRun {
+    /// Unix seconds.
+    pub at: u64,
+    pub ok: bool,
+}
+
 pub struct Metrics {
     pub host: String,
     pub fleet: String,
@@ -15,9 +22,8 @@ pub struct Metrics {
     /// Out of sync with the bundle after this run; `None` when the run could not tell.
     pub drifted: Option<usize>,
     pub kinds: BTreeMap<String, usize>,
-    pub command: String,
-    pub run_at: u64,
-    pub run_ok: bool,
+    /// Every command's last run, by command.
+    pub runs: BTreeMap<String, LastRun>,
     /// Each health probe this run ran, and whether it passed.
     pub probes: Vec<(String, bool)>,
 }
@@ -92,23 +98,27 @@ pub fn render(m: &Metrics) -> String {
         "bell_last_run_timestamp_seconds",
         "When bell-run last ran the command (unix seconds).",
     );
-    let _ = writeln!(
-        out,
-        "bell_last_run_timestamp_seconds{{command=\"{}\"}} {}",
-        label(&m.command),
-        m.run_at
-    );
+    for (command, run) in &m.runs {
+        let _ = writeln!(
+            out,
+            "bell_last_run_timestamp_seconds{{command=\"{}\"}} {}",
+            label(command),
+            run.at
+        );
+    }
     family(
         &mut out,
         "bell_last_run_success",
         "1 when the command's last run succeeded (applied, or found no drift).",
     );
-    let _ = writeln!(
-        out,
-        "bell_last_run_success{{command=\"{}\"}} {}",
-        label(&m.command),
-        u8::from(m.run_ok)
-    );
+    for (command, run) in &m.runs {
+        let _ = writeln!(
+            out,
+            "bell_last_run_success{{command=\"{}\"}} {}",
+            label(command),
+            u8::from(run.ok)
+        );
+    }
     if !m.probes.is_empty() {
         family(
             &mut out,

@@ -353,9 +353,12 @@ pub fn emit(sinks: &Sinks, run: Run) {
             apply_ok: state.and_then(|s| s.result.as_deref().map(|r| r == "ok")),
             drifted: run.drifted_after,
             kinds,
-            command: run.command.to_string(),
-            run_at: finished_at,
-            run_ok: run.result == State::Success,
+            runs: remember_run(
+                recorded.as_ref().map(|(root, _)| root),
+                run.command,
+                finished_at,
+                run.result == State::Success,
+            ),
             probes: run
                 .health
                 .iter()
@@ -366,6 +369,33 @@ pub fn emit(sinks: &Sinks, run: Run) {
             eprintln!("warning: {e}");
         }
     }
+}
+
+/// When each command last ran and whether it succeeded, this run included: one metrics file
+/// holds the series of every command, so bell-run remembers the others in its own directory.
+fn remember_run(
+    root: Option<&crate::rootfs::Root>,
+    command: &str,
+    at: u64,
+    ok: bool,
+) -> BTreeMap<String, metrics::LastRun> {
+    // Only where bell-run keeps its state already: a refused first run leaves the root alone.
+    let path = root
+        .filter(|root| root.bell_dir().is_dir())
+        .map(|root| root.bell_dir().join("runs.json"));
+    let mut runs: BTreeMap<String, metrics::LastRun> = path
+        .as_ref()
+        .and_then(|p| crate::rootfs::read_record(p).ok().flatten())
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    runs.insert(command.to_string(), metrics::LastRun { at, ok });
+    if let Some(path) = path {
+        let text = serde_json::to_string(&runs).unwrap_or_default();
+        if let Err(e) = crate::rootfs::write_atomic(&path, text.as_bytes()) {
+            eprintln!("warning: cannot write {}: {e}", path.display());
+        }
+    }
+    runs
 }
 
 /// Renews the host's liveness lease, and remembers a new one in bell-run's own directory.

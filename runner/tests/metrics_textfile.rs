@@ -104,6 +104,26 @@ fn metrics_parse_and_follow_apply_and_check() {
         1_700_000_000.0
     );
     assert_eq!(gauge(&s, "bell_last_apply_success", None), 1.0);
+    // One file holds every command's series: the apply's are still there, and so is the
+    // release the apply was given (the check was not told it).
+    assert_eq!(
+        gauge(&s, "bell_last_run_success", Some(("command", "apply"))),
+        1.0
+    );
+    assert_eq!(
+        gauge(
+            &s,
+            "bell_last_run_timestamp_seconds",
+            Some(("command", "apply"))
+        ),
+        1_700_000_000.0
+    );
+    let info = s
+        .samples
+        .iter()
+        .find(|x| x.metric == "bell_generation_info")
+        .unwrap();
+    assert_eq!(info.labels.get("release"), Some("v7"));
     if let Ok(promtool) = which("promtool") {
         let out = std::process::Command::new(promtool)
             .args(["check", "metrics"])
