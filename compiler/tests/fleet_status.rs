@@ -148,7 +148,7 @@ fn scenario(dest: &str) -> (serde_json::Value, i32, Fixture, String) {
 
 fn check_status(dest: &str) {
     let (value, code, f, version) = scenario(dest);
-    assert_eq!(code, 1, "a failed and unaccounted hosts exit 1");
+    assert_eq!(code, 3, "failed and unaccounted hosts need someone: exit 3");
     let states: Vec<(String, String)> = value["hosts"]
         .as_array()
         .unwrap()
@@ -234,21 +234,23 @@ fn check_status(dest: &str) {
     let run = gate("ok-1,ok-2");
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     let run = gate("ok-1,behind,silent");
-    assert_eq!(run.code, 1);
+    assert_eq!(run.code, 3);
     assert!(run.stdout.contains("behind: pending"), "{}", run.stdout);
     assert!(run.stdout.contains("silent: unaccounted"), "{}", run.stdout);
 
-    // The text form: failures first, then the summary line.
+    // The text form: a header, failures first, then the summary line.
     let run = f.bellc(&["status", "v2", source, dest, "--stale", "60"]);
-    assert_eq!(run.code, 1);
+    assert_eq!(run.code, 3);
+    let mut lines = run.stdout.lines();
+    assert!(lines.next().unwrap().starts_with("HOST "), "{}", run.stdout);
     assert!(
-        run.stdout.lines().next().unwrap().starts_with("broken "),
+        lines.next().unwrap().starts_with("broken "),
         "{}",
         run.stdout
     );
     assert!(
         run.stdout.trim_end().ends_with(
-            "2 up-to-date, 1 pending, 1 drifted, 1 failed, 0 unhealthy, 2 unaccounted, 1 unknown"
+            "1 failed, 0 unhealthy, 2 unaccounted, 1 drifted, 1 pending, 0 deferred, 2 up-to-date, 1 unknown"
         ),
         "{}",
         run.stdout

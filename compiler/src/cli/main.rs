@@ -14,11 +14,11 @@ use std::process::ExitCode;
 const EXIT_CODES: &str = "\
 Exit codes:
    0  ok: built, checked, no difference, the gate passed
-   1  the spec has errors (every one printed), or a difference or failure was found: diff and
-      build --diff found changes, status found a failed, unhealthy or unaccounted host, the
-      gate failed
+   1  the spec has errors (every one printed), or diff and build --diff found changes
    2  an input or output could not be used: a file cannot be read or written, etcd cannot be
       reached, a directory is not a build output
+   3  status: a host is in a --fail-on state (default failed, unhealthy, unaccounted); the
+      rollout gate (--hosts … --version …) failed
   64  usage: an unknown command or option, a missing or wrong argument (sysexits EX_USAGE)";
 
 /// sysexits' EX_USAGE, apart from the codes a run decides.
@@ -201,24 +201,41 @@ enum Command {
         #[command(flatten)]
         signing: SignArgs,
     },
-    /// Per host: up-to-date, pending, drifted, failed, unhealthy, unaccounted or unknown, from
-    /// the reports hosts filed. Exit 1 when a host failed, is unhealthy or is unaccounted.
+    /// One row per host, from the reports hosts filed: a summary state (failed, unhealthy,
+    /// unaccounted, drifted, pending, deferred, up-to-date, unknown) and every condition that
+    /// holds. Exit 3 when a host is in a `--fail-on` state.
     Status {
-        /// The build output whose release.json says what each host should run.
-        out: PathBuf,
+        /// The build output whose release.json says what each host should run; with
+        /// `--store`, the store's published release when left out (give `--fleet`).
+        out: Option<PathBuf>,
         /// A directory that `bell-run --report DIR` wrote.
         #[arg(long, conflicts_with = "store", required_unless_present = "store")]
         reports: Option<PathBuf>,
         /// `etcd://HOST:PORT[,HOST:PORT...]` that `bell-run --report etcd://...` wrote.
         #[arg(long)]
         store: Option<String>,
-        /// A report older than this many minutes leaves its host unaccounted.
+        /// The fleet whose published release the store holds (without OUT).
+        #[arg(long)]
+        fleet: Option<String>,
+        /// Reports in a directory: one older than this many minutes marks its host stale
+        /// (default 45). In etcd, liveness is the host's lease.
         #[arg(long, value_name = "MINUTES")]
         stale: Option<u64>,
         #[arg(long)]
         json: bool,
+        /// List every host, up to date ones included.
+        #[arg(long)]
+        all: bool,
+        /// Exit 3 when a host's state or one of its flags is one of these (comma-separated:
+        /// failed, unhealthy, unaccounted, stale, drifted, pending, waiting, deferred).
+        #[arg(
+            long,
+            value_name = "STATES",
+            default_value = "failed,unhealthy,unaccounted"
+        )]
+        fail_on: String,
         /// A rollout gate: exit 0 only if these hosts (comma-separated) are up to date on
-        /// `--version`.
+        /// `--version`, else 3.
         #[arg(long, requires = "version")]
         hosts: Option<String>,
         #[arg(long, requires = "hosts")]
@@ -419,11 +436,42 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             out,
             reports,
             store,
+            fleet,
             stale,
             json,
+            all,
+            fail_on,
             hosts,
             version,
         } => {
+            let fail_on: Vec<String> = fail_on
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect();
+            const NAMES: [&str; 9] = [
+                "failed",
+                "unhealthy",
+                "unaccounted",
+                "stale",
+                "drifted",
+                "pending",
+                "waiting",
+                "deferred",
+                "unknown",
+            ];
+            if let Some(bad) = fail_on.iter().find(|s| !NAMES.contains(&s.as_str())) {
+                return Err(Failure::Usage(format!(
+                    "`--fail-on {bad}`: not a state or flag; use {}",
+                    NAMES.join(", ")
+                )));
+            }
+            if out.is_none() && reports.is_some() {
+                return Err(Failure::Usage(
+                    "a report directory holds no release: give OUT, the build output".into(),
+                ));
+            }
             let source = match (reports, store) {
                 (Some(dir), _) => dir.display().to_string(),
                 (None, Some(url)) => url.clone(),
@@ -434,10 +482,13 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 }
             };
             Ok(review::status(&review::StatusArgs {
-                out,
+                out: out.as_deref(),
+                fleet: fleet.as_deref(),
                 source: &source,
                 stale_minutes: *stale,
                 json: *json,
+                all: *all,
+                fail_on: &fail_on,
                 hosts: hosts.as_deref(),
                 version: version.as_deref(),
             })?)

@@ -166,22 +166,84 @@ pub fn prune(out: &Path, keep: usize) -> Result<u8, String> {
 }
 
 pub struct StatusArgs<'a> {
-    pub out: &'a Path,
+    pub out: Option<&'a Path>,
+    pub fleet: Option<&'a str>,
     pub source: &'a str,
     pub stale_minutes: Option<u64>,
     pub json: bool,
+    pub all: bool,
+    pub fail_on: &'a [String],
     pub hosts: Option<&'a str>,
     pub version: Option<&'a str>,
 }
 
-/// Exit 1 when a host failed, is unhealthy or is unaccounted (or, as a gate, when the named hosts are not up
-/// to date on the version).
+/// `bellc status` exits with this when a host is in a `--fail-on` state (or a gate fails): a
+/// code of its own, apart from spec errors (1) and unusable inputs (2).
+pub const FLEET_NEEDS_ATTENTION: u8 = 3;
+
+/// The release to compare with: OUT's, or the one the store holds (with `--fleet`). An OUT
+/// whose release is not the store's current one is compared all the same, with a warning
+/// naming both.
+fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, String> {
+    let Some(out) = args.out else {
+        let fleet = args.fleet.ok_or(
+            "without OUT, give `--fleet NAME`: the store holds the releases of fleets by name",
+        )?;
+        let bell_store::Published { version, hosts } =
+            store.published(fleet)?.ok_or_else(|| {
+                format!(
+                "{} holds no published release of fleet `{fleet}`; give OUT, or `bellc publish` it",
+                store.describe()
+            )
+            })?;
+        let hosts = hosts
+            .into_iter()
+            .map(|(host, bundle)| {
+                let entry = bell_bundle::ReleaseHost {
+                    bundle,
+                    address: None,
+                    labels: Default::default(),
+                };
+                (host, entry)
+            })
+            .collect();
+        return Ok(bell_bundle::Release {
+            format: bell_bundle::FORMAT,
+            fleet: fleet.to_string(),
+            version,
+            hosts,
+            waves: Vec::new(),
+            sequence: None,
+            expires: None,
+            rollout: None,
+        });
+    };
+    let release = diff::DirSide::open(out)?.release().clone();
+    if let Some(bell_store::Published {
+        version: current, ..
+    }) = store.published(&release.fleet)?
+    {
+        if current != release.version {
+            eprintln!(
+                "warning: {} holds release {}, but the store's current release of fleet `{}` is \
+                 {}: hosts are compared with {0}'s (leave OUT out to compare with the store's)",
+                out.display(),
+                diff::short(&release.version),
+                release.fleet,
+                diff::short(&current)
+            );
+        }
+    }
+    Ok(release)
+}
+
+/// Exit 3 when a host is in a `--fail-on` state (or, as a gate, when the named hosts are not
+/// up to date on the version).
 pub fn status(args: &StatusArgs) -> Result<u8, String> {
-    let side = diff::DirSide::open(args.out)?;
-    let release = side.release();
     let store = Store::parse(args.source)?;
+    let release = release_of(args, &store)?;
     let views = store.load_fleet(&release.fleet)?;
-    let fleet = status::fleet_status(release, &views, now(), args.stale_minutes.map(|m| m * 60));
+    let fleet = status::fleet_status(&release, &views, now(), args.stale_minutes.map(|m| m * 60));
     if let Some(hosts) = args.hosts {
         let Some(version) = args.version else {
             return Err("`--hosts` needs `--version V`: the version the hosts must be on".into());
@@ -199,8 +261,8 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
         } else if gate.passed {
             println!("all {} host(s) are up to date on {version}", names.len());
         } else {
-            for (host, why) in &gate.not_ready {
-                println!("{host}: {why}");
+            for entry in &gate.not_ready {
+                println!("{}: {}", entry.host, entry.reason);
             }
             println!(
                 "{} of {} host(s) are not up to date on {version}",
@@ -208,7 +270,11 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
                 names.len()
             );
         }
-        return Ok(u8::from(!gate.passed));
+        return Ok(if gate.passed {
+            0
+        } else {
+            FLEET_NEEDS_ATTENTION
+        });
     }
     if args.version.is_some() {
         return Err("`--version` goes with `--hosts A,B`".into());
@@ -217,23 +283,77 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
         let text = serde_json::to_string_pretty(&fleet).map_err(|e| e.to_string())?;
         println!("{text}");
     } else {
-        print_status(&fleet);
+        print_status(&fleet, args.all);
     }
-    Ok(u8::from(fleet.needs_attention()))
+    let failing = fleet.hosts_in(args.fail_on).count();
+    Ok(if failing > 0 {
+        FLEET_NEEDS_ATTENTION
+    } else {
+        0
+    })
 }
 
-fn print_status(s: &FleetStatus) {
-    let width = s.hosts.iter().map(|h| h.host.len()).max().unwrap_or(0);
-    for h in &s.hosts {
-        if h.state == HostState::UpToDate {
-            continue;
+/// One row per host that is not up to date (every host with `--all`): state, its other
+/// conditions, report age, release, applied and desired bundle, and why.
+fn print_status(s: &FleetStatus, all: bool) {
+    let rows: Vec<&status::HostStatus> = s
+        .hosts
+        .iter()
+        .filter(|h| all || h.state != HostState::UpToDate)
+        .collect();
+    if !rows.is_empty() {
+        let width = rows.iter().map(|h| h.host.len()).max().unwrap_or(0).max(4);
+        let short = |id: &Option<String>| {
+            id.as_deref()
+                .map_or("-".to_string(), |v| diff::short(v).to_string())
+        };
+        let table: Vec<[String; 8]> = rows
+            .iter()
+            .map(|h| {
+                let others: Vec<&str> = h
+                    .flags
+                    .iter()
+                    .map(|f| f.as_str())
+                    .filter(|f| *f != h.state.as_str())
+                    .collect();
+                [
+                    h.host.clone(),
+                    h.state.as_str().to_string(),
+                    if others.is_empty() {
+                        "-".to_string()
+                    } else {
+                        others.join(",")
+                    },
+                    h.age_seconds.map_or("-".to_string(), duration_short),
+                    short(&h.version),
+                    short(&h.reported),
+                    short(&h.desired),
+                    h.detail.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        let header = [
+            "HOST", "STATE", "FLAGS", "AGE", "RELEASE", "APPLIED", "DESIRED", "DETAIL",
+        ];
+        let mut widths = header.map(str::len);
+        widths[0] = width;
+        for row in &table {
+            for (w, cell) in widths.iter_mut().zip(row.iter()).take(7) {
+                *w = (*w).max(cell.len());
+            }
         }
-        let detail = h
-            .detail
-            .as_deref()
-            .map(|d| format!("  {d}"))
-            .unwrap_or_default();
-        println!("{:width$}  {:11}{detail}", h.host, h.state.as_str());
+        let line = |cells: [&str; 8]| {
+            let mut text = String::new();
+            for (i, cell) in cells.iter().enumerate().take(7) {
+                text.push_str(&format!("{cell:w$}  ", w = widths[i]));
+            }
+            text.push_str(cells[7]);
+            println!("{}", text.trim_end());
+        };
+        line(header);
+        for row in &table {
+            line(std::array::from_fn(|i| row[i].as_str()));
+        }
     }
     let versions: Vec<String> = s
         .versions
@@ -242,6 +362,16 @@ fn print_status(s: &FleetStatus) {
         .collect();
     println!("versions: {}", versions.join(", "));
     println!("{}", s.summary());
+}
+
+/// `45s`, `12m`, `3h`, `2d`: a report's age in a column.
+fn duration_short(secs: u64) -> String {
+    match secs {
+        0..=59 => format!("{secs}s"),
+        60..=3599 => format!("{}m", secs / 60),
+        3600..=86_399 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86_400),
+    }
 }
 
 /// `bellc lock status`: every group under `prefix`, with its holders and free slots.

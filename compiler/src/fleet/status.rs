@@ -14,14 +14,29 @@ pub enum HostState {
     Failed,
     /// Its configuration applied, but a health probe fails.
     Unhealthy,
+    /// No report, or none recent enough: the host is not heard from.
     Unaccounted,
     Drifted,
     Pending,
+    /// On the desired bundle, with work an image bake left for the first live apply.
+    Deferred,
     UpToDate,
     Unknown,
 }
 
 impl HostState {
+    /// Every state, most severe first: the order of the rows and of the counts.
+    pub const ALL: [HostState; 8] = [
+        HostState::Failed,
+        HostState::Unhealthy,
+        HostState::Unaccounted,
+        HostState::Drifted,
+        HostState::Pending,
+        HostState::Deferred,
+        HostState::UpToDate,
+        HostState::Unknown,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             HostState::Failed => "failed",
@@ -29,8 +44,43 @@ impl HostState {
             HostState::Unaccounted => "unaccounted",
             HostState::Drifted => "drifted",
             HostState::Pending => "pending",
+            HostState::Deferred => "deferred",
             HostState::UpToDate => "up-to-date",
             HostState::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<HostState> {
+        HostState::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+/// One condition of a host; a row carries every one that holds, so none hides another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Flag {
+    Failed,
+    Unhealthy,
+    /// Not heard from recently: its liveness lease lapsed, or (reports in a directory) its
+    /// last report is older than the threshold.
+    Stale,
+    Drifted,
+    Pending,
+    /// Pending, and waiting for a slot of its rollout group.
+    Waiting,
+    Deferred,
+}
+
+impl Flag {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flag::Failed => "failed",
+            Flag::Unhealthy => "unhealthy",
+            Flag::Stale => "stale",
+            Flag::Drifted => "drifted",
+            Flag::Pending => "pending",
+            Flag::Waiting => "waiting",
+            Flag::Deferred => "deferred",
         }
     }
 }
@@ -38,26 +88,45 @@ impl HostState {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HostStatus {
     pub host: String,
+    /// The most severe of its conditions, for the counts.
     pub state: HostState,
+    /// Every condition that holds.
+    pub flags: Vec<Flag>,
     /// The bundle the release wants (none for `unknown` hosts).
     pub desired: Option<String>,
-    /// The bundle the host last reported.
+    /// The bundle the host runs, as its last report says.
     pub reported: Option<String>,
     /// The release version the host is on, as far as its report tells.
     pub version: Option<String>,
-    /// When the last report was filed (unix seconds).
+    /// When the last report was filed (unix seconds), and how long ago.
     pub reported_at: Option<u64>,
-    /// Why: the failure, the drift, the age of the report.
+    pub age_seconds: Option<u64>,
+    /// In an etcd store: whether its liveness lease is held.
+    pub alive: Option<bool>,
+    /// What failed, each with why (`exec:warm-cache (exit 1: cache dir /srv/cache missing)`).
+    pub failures: Vec<String>,
+    /// Failing health probes, each with why.
+    pub unhealthy: Vec<String>,
+    /// Drifted files and resources.
+    pub drift: Vec<String>,
+    /// Resources deferred to the first live apply.
+    pub deferred: Vec<String>,
+    /// Why the summary state: the failure, the drift, the age of the report.
     pub detail: Option<String>,
 }
 
+/// The version of the JSON that `bellc status --json` prints.
+pub const STATUS_FORMAT: u32 = 1;
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FleetStatus {
+    pub format: u32,
     pub fleet: String,
     pub version: String,
-    /// Failed hosts first, then unhealthy, unaccounted, drifted, pending, up-to-date,
-    /// unknown.
+    /// Most severe first (failed, unhealthy, unaccounted, drifted, pending, deferred,
+    /// up-to-date, unknown), then by name.
     pub hosts: Vec<HostStatus>,
+    /// Hosts per summary state, every state present (0 included).
     pub counts: BTreeMap<String, usize>,
     /// Hosts per release version (`unknown` when a report names none and its bundle is not
     /// the release's).
@@ -65,35 +134,26 @@ pub struct FleetStatus {
 }
 
 impl FleetStatus {
-    /// Whether any host needs someone: failed, unhealthy, or not heard from.
-    pub fn needs_attention(&self) -> bool {
-        self.hosts.iter().any(|h| {
-            matches!(
-                h.state,
-                HostState::Failed | HostState::Unhealthy | HostState::Unaccounted
-            )
+    /// The hosts whose state or one of whose flags is in `states` (names of states or flags).
+    pub fn hosts_in<'s>(&'s self, states: &'s [String]) -> impl Iterator<Item = &'s HostStatus> {
+        self.hosts.iter().filter(move |h| {
+            states
+                .iter()
+                .any(|s| s == h.state.as_str() || h.flags.iter().any(|f| f.as_str() == s.as_str()))
         })
     }
 
     pub fn summary(&self) -> String {
-        let parts: Vec<String> = [
-            HostState::UpToDate,
-            HostState::Pending,
-            HostState::Drifted,
-            HostState::Failed,
-            HostState::Unhealthy,
-            HostState::Unaccounted,
-            HostState::Unknown,
-        ]
-        .iter()
-        .map(|s| {
-            format!(
-                "{} {}",
-                self.counts.get(s.as_str()).copied().unwrap_or(0),
-                s.as_str()
-            )
-        })
-        .collect();
+        let parts: Vec<String> = HostState::ALL
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {}",
+                    self.counts.get(s.as_str()).copied().unwrap_or(0),
+                    s.as_str()
+                )
+            })
+            .collect();
         format!(
             "fleet {} release {}: {}",
             self.fleet,
@@ -103,99 +163,30 @@ impl FleetStatus {
     }
 }
 
-/// `stale_secs`: a report older than this (against `now`) leaves its host unaccounted.
+/// Reports in a directory carry no liveness: one older than this (three runs of the default
+/// 15-minute timer, as bell-run's liveness lease) leaves its host stale unless `--stale` says
+/// otherwise.
+pub const DEFAULT_STALE_SECS: u64 = 2700;
+
+/// `stale_secs`: a report older than this (against `now`) marks its host stale where the
+/// store has no liveness of its own (a directory).
 pub fn fleet_status(
     release: &Release,
     views: &BTreeMap<String, HostView>,
     now: u64,
     stale_secs: Option<u64>,
 ) -> FleetStatus {
+    let stale_secs = stale_secs.unwrap_or(DEFAULT_STALE_SECS);
     let mut hosts = Vec::new();
     for (name, entry) in &release.hosts {
-        let view = views.get(name);
-        let report = view.and_then(|v| v.report.as_ref());
-        let status = view.map(|v| &v.status);
-        let reported = report.and_then(|r| r.bundle.clone());
-        let on_desired = reported.as_deref() == Some(entry.bundle.as_str());
-        let version = report.and_then(|r| r.release.clone()).or_else(|| {
-            // Bundles are shared between releases; a host on the desired bundle that did not
-            // say which release it applied is counted with this one.
-            on_desired.then(|| release.version.clone())
-        });
-        let category = |c: &str| status.and_then(|s| s.get(c)).copied();
-        let alive = view.and_then(|v| v.alive);
-        let (state, detail) = match report {
-            None => (HostState::Unaccounted, Some("no report".to_string())),
-            // In etcd a host renews a lease instead of writing a report that did not change:
-            // liveness is the lease, and an old report is only an old change.
-            Some(r) if alive == Some(false) => (
-                HostState::Unaccounted,
-                Some(format!(
-                    "its liveness lease expired; last change reported {} minutes ago",
-                    now.saturating_sub(r.finished_at) / 60
-                )),
-            ),
-            Some(r)
-                if alive.is_none()
-                    && stale_secs.is_some_and(|s| now.saturating_sub(r.finished_at) > s) =>
-            {
-                (
-                    HostState::Unaccounted,
-                    Some(format!(
-                        "last report {} minutes ago",
-                        now.saturating_sub(r.finished_at) / 60
-                    )),
-                )
-            }
-            Some(r) if category("apply") == Some(State::Failed) => {
-                (HostState::Failed, Some(failure_detail(r, "apply")))
-            }
-            Some(r) if category("health") == Some(State::Unhealthy) => {
-                (HostState::Unhealthy, Some(unhealthy_detail(r)))
-            }
-            Some(r) if category("apply") == Some(State::Waiting) && !on_desired => (
-                HostState::Pending,
-                Some(
-                    r.error
-                        .clone()
-                        .unwrap_or_else(|| "waiting for a slot".to_string()),
-                ),
-            ),
-            Some(_) if !on_desired => (
-                HostState::Pending,
-                Some(format!(
-                    "on bundle {}, the release has {}",
-                    reported
-                        .as_deref()
-                        .map_or("none", crate::review::diff::short),
-                    crate::review::diff::short(&entry.bundle)
-                )),
-            ),
-            Some(r) if category("check") == Some(State::Drifted) => (
-                HostState::Drifted,
-                Some(
-                    r.drift
-                        .iter()
-                        .map(|d| d.name.clone())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                )
-                .filter(|s| !s.is_empty()),
-            ),
-            Some(r) if category("check") == Some(State::Failed) => {
-                (HostState::Failed, Some(failure_detail(r, "check")))
-            }
-            Some(_) => (HostState::UpToDate, None),
-        };
-        hosts.push(HostStatus {
-            host: name.clone(),
-            state,
-            desired: Some(entry.bundle.clone()),
-            reported,
-            version,
-            reported_at: report.map(|r| r.finished_at),
-            detail,
-        });
+        hosts.push(host_status(
+            name,
+            entry,
+            release,
+            views.get(name),
+            now,
+            stale_secs,
+        ));
     }
     for (name, view) in views {
         if release.hosts.contains_key(name) {
@@ -205,15 +196,25 @@ pub fn fleet_status(
         hosts.push(HostStatus {
             host: name.clone(),
             state: HostState::Unknown,
+            flags: Vec::new(),
             desired: None,
             reported: report.and_then(|r| r.bundle.clone()),
             version: report.and_then(|r| r.release.clone()),
             reported_at: report.map(|r| r.finished_at),
+            age_seconds: report.map(|r| now.saturating_sub(r.finished_at)),
+            alive: view.alive,
+            failures: Vec::new(),
+            unhealthy: Vec::new(),
+            drift: Vec::new(),
+            deferred: Vec::new(),
             detail: Some("not in the release".to_string()),
         });
     }
     hosts.sort_by(|a, b| a.state.cmp(&b.state).then_with(|| a.host.cmp(&b.host)));
-    let mut counts = BTreeMap::new();
+    let mut counts: BTreeMap<String, usize> = HostState::ALL
+        .iter()
+        .map(|s| (s.as_str().to_string(), 0))
+        .collect();
     let mut versions = BTreeMap::new();
     for h in &hosts {
         *counts.entry(h.state.as_str().to_string()).or_insert(0) += 1;
@@ -223,6 +224,7 @@ pub fn fleet_status(
         }
     }
     FleetStatus {
+        format: STATUS_FORMAT,
         fleet: release.fleet.clone(),
         version: release.version.clone(),
         hosts,
@@ -231,17 +233,143 @@ pub fn fleet_status(
     }
 }
 
-/// `api (exit 7: connection refused)`: each failing probe of the last report that ran them.
-fn unhealthy_detail(r: &bell_store::Report) -> String {
-    let failing: Vec<String> = r
-        .health
+/// One host of the release: every condition its reports show, and the most severe of them.
+fn host_status(
+    name: &str,
+    entry: &bell_bundle::ReleaseHost,
+    release: &Release,
+    view: Option<&HostView>,
+    now: u64,
+    stale_secs: u64,
+) -> HostStatus {
+    let report = view.and_then(|v| v.report.as_ref());
+    let category = |c: &str| view.and_then(|v| v.status.get(c)).copied();
+    let reported = report.and_then(|r| r.bundle.clone());
+    let on_desired = reported.as_deref() == Some(entry.bundle.as_str());
+    let version = report.and_then(|r| r.release.clone()).or_else(|| {
+        // Bundles are shared between releases; a host on the desired bundle that did not say
+        // which release it applied is counted with this one.
+        on_desired.then(|| release.version.clone())
+    });
+    let alive = view.and_then(|v| v.alive);
+    let age = report.map(|r| now.saturating_sub(r.finished_at));
+    let mut row = HostStatus {
+        host: name.to_string(),
+        state: HostState::UpToDate,
+        flags: Vec::new(),
+        desired: Some(entry.bundle.clone()),
+        reported: reported.clone(),
+        version,
+        reported_at: report.map(|r| r.finished_at),
+        age_seconds: age,
+        alive,
+        failures: Vec::new(),
+        unhealthy: Vec::new(),
+        drift: Vec::new(),
+        deferred: Vec::new(),
+        detail: None,
+    };
+    let Some(r) = report else {
+        row.state = HostState::Unaccounted;
+        row.detail = Some("no report".to_string());
+        return row;
+    };
+    let minutes = age.unwrap_or(0) / 60;
+    // In etcd a host renews a lease instead of writing a report that did not change:
+    // liveness is the lease, and an old report is only an old change.
+    let stale = match alive {
+        Some(false) => Some(format!(
+            "its liveness lease expired; last change reported {minutes} minutes ago"
+        )),
+        Some(true) => None,
+        None => {
+            (age.unwrap_or(0) > stale_secs).then(|| format!("last report {minutes} minutes ago"))
+        }
+    };
+    let mut reasons: Vec<(Flag, String)> = Vec::new();
+    for c in ["apply", "check"] {
+        if category(c) == Some(State::Failed) {
+            let why = failure_detail(r, c);
+            row.failures.push(why.clone());
+            reasons.push((Flag::Failed, why));
+        }
+    }
+    if category("health") == Some(State::Unhealthy) {
+        row.unhealthy = failing_probes(r);
+        reasons.push((Flag::Unhealthy, unhealthy_detail(r)));
+    }
+    if let Some(why) = stale {
+        reasons.push((Flag::Stale, why));
+    }
+    if category("check") == Some(State::Drifted) {
+        row.drift = r.drift.iter().map(|d| d.name.clone()).collect();
+        reasons.push((Flag::Drifted, row.drift.join(", ")));
+    }
+    if !on_desired {
+        let waiting = category("apply") == Some(State::Waiting);
+        let why = match (&r.error, waiting) {
+            (Some(error), true) => error.clone(),
+            (None, true) => "waiting for a slot".to_string(),
+            _ => format!(
+                "on bundle {}, the release has {}",
+                reported
+                    .as_deref()
+                    .map_or("none", crate::review::diff::short),
+                crate::review::diff::short(&entry.bundle)
+            ),
+        };
+        reasons.push((Flag::Pending, why));
+        if waiting {
+            row.flags.push(Flag::Waiting);
+        }
+    }
+    row.deferred = r
+        .resources
+        .iter()
+        .filter(|x| x.result == "deferred")
+        .map(|x| x.key.clone())
+        .collect();
+    if !row.deferred.is_empty() && on_desired {
+        reasons.push((
+            Flag::Deferred,
+            format!(
+                "{} deferred to the first live apply",
+                row.deferred.join(", ")
+            ),
+        ));
+    }
+    row.flags.extend(reasons.iter().map(|(flag, _)| *flag));
+    row.flags.sort();
+    row.flags.dedup();
+    if let Some((flag, why)) = reasons.into_iter().next() {
+        row.state = match flag {
+            Flag::Failed => HostState::Failed,
+            Flag::Unhealthy => HostState::Unhealthy,
+            Flag::Stale => HostState::Unaccounted,
+            Flag::Drifted => HostState::Drifted,
+            Flag::Pending | Flag::Waiting => HostState::Pending,
+            Flag::Deferred => HostState::Deferred,
+        };
+        row.detail = Some(why).filter(|d| !d.is_empty());
+    }
+    row
+}
+
+/// Each failing probe of the last report that ran them, with why.
+fn failing_probes(r: &bell_store::Report) -> Vec<String> {
+    r.health
         .iter()
         .filter(|p| !p.healthy)
         .map(|p| match &p.detail {
             Some(d) => format!("{} ({d})", p.name),
             None => p.name.clone(),
         })
-        .collect();
+        .collect()
+}
+
+/// `health probe api (exit 7: connection refused)`.
+fn unhealthy_detail(r: &bell_store::Report) -> String {
+    let failing = failing_probes(r);
     if failing.is_empty() {
         "a health probe failed".to_string()
     } else {
@@ -287,39 +415,56 @@ fn failure_detail(r: &bell_store::Report, category: &str) -> String {
 /// A rollout gate: are these hosts up to date on this version?
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Gate {
+    pub format: u32,
     pub version: String,
     pub passed: bool,
-    /// Hosts that are not there yet, with why.
-    pub not_ready: Vec<(String, String)>,
+    /// Hosts that are not there yet, with their state and why.
+    pub not_ready: Vec<GateEntry>,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GateEntry {
+    pub host: String,
+    /// Its summary state; `None` for a host the release does not have.
+    pub state: Option<HostState>,
+    pub reason: String,
+}
+
+/// Deferred work does not hold a gate: the host runs the bundle, and its first live apply
+/// does what an image bake could not.
 pub fn gate(status: &FleetStatus, hosts: &[String], version: &str) -> Gate {
     let mut not_ready = Vec::new();
     for name in hosts {
+        let entry = |state: Option<HostState>, reason: String| GateEntry {
+            host: name.clone(),
+            state,
+            reason,
+        };
         match status.hosts.iter().find(|h| &h.host == name) {
-            None => not_ready.push((name.clone(), "not in the release".to_string())),
-            Some(h) if h.state != HostState::UpToDate => {
-                not_ready.push((name.clone(), h.state.as_str().to_string()))
+            None => not_ready.push(entry(None, "not in the release".to_string())),
+            Some(h) if !matches!(h.state, HostState::UpToDate | HostState::Deferred) => {
+                let reason = match &h.detail {
+                    Some(detail) => format!("{}: {detail}", h.state.as_str()),
+                    None => h.state.as_str().to_string(),
+                };
+                not_ready.push(entry(Some(h.state), reason))
             }
             // A short form (as printed) names the version too.
             Some(h)
                 if version.is_empty()
                     || !h.version.as_deref().is_some_and(|v| v.starts_with(version)) =>
             {
-                not_ready.push((
-                    name.clone(),
-                    format!(
-                        "on version {}",
-                        h.version
-                            .as_deref()
-                            .map_or("unknown", crate::review::diff::short)
-                    ),
-                ))
+                let on = h
+                    .version
+                    .as_deref()
+                    .map_or("unknown", crate::review::diff::short);
+                not_ready.push(entry(Some(h.state), format!("on version {on}")))
             }
             Some(_) => {}
         }
     }
     Gate {
+        format: STATUS_FORMAT,
         version: version.to_string(),
         passed: not_ready.is_empty(),
         not_ready,

@@ -417,6 +417,29 @@ impl Store {
         Ok(release.hosts.len())
     }
 
+    /// The fleet's published release as the store holds it (`None` when nothing is
+    /// published, or the store is a directory).
+    pub fn published(&self, fleet: &str) -> Result<Option<Published>, String> {
+        let Store::Etcd(etcd) = self else {
+            return Ok(None);
+        };
+        check_name("fleet", fleet)?;
+        let Some(version) = etcd.get(&version_key(fleet))? else {
+            return Ok(None);
+        };
+        let prefix = format!("/bell/{fleet}/desired/");
+        let hosts = etcd
+            .range_prefix(&prefix)?
+            .into_iter()
+            .map(|kv| {
+                let bundle = String::from_utf8_lossy(&kv.value).trim().to_string();
+                (kv.key[prefix.len()..].to_string(), bundle)
+            })
+            .collect();
+        let version = String::from_utf8_lossy(&version).trim().to_string();
+        Ok(Some(Published { version, hosts }))
+    }
+
     /// The published version and the bundle desired for `host`.
     pub fn desired(&self, fleet: &str, host: &str) -> Result<Desired, String> {
         let Store::Etcd(etcd) = self else {
@@ -430,6 +453,13 @@ impl Store {
             bundle: text(etcd.get(&desired_key(fleet, host))?),
         })
     }
+}
+
+/// What `bellc publish` left in the store: the version, and every host's bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    pub version: String,
+    pub hosts: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
