@@ -80,7 +80,11 @@ fn six_hosts_six_rows_that_hide_nothing() {
     // The baked image checks clean: its package waits for the first live apply.
     let out = run("baked", &["check", "--metrics", metrics.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    // broken goes silent: its lease ends (revoked here rather than waited for).
+    // broken drifts too, and its check says so: why its apply failed must not be lost.
+    std::fs::write(root("broken").join("etc/motd"), "changed by hand\n").unwrap();
+    let out = run("broken", &["check"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    // Then broken goes silent: its lease ends (revoked here rather than waited for).
     let lease = std::fs::read_to_string(root("broken").join("var/lib/bell/lease.json")).unwrap();
     let lease: serde_json::Value = serde_json::from_str(&lease).unwrap();
     etcd.client()
@@ -118,7 +122,7 @@ fn six_hosts_six_rows_that_hide_nothing() {
     assert_eq!(
         rows,
         [
-            want("broken", "failed", &["failed", "stale"]),
+            want("broken", "failed", &["failed", "stale", "drifted"]),
             want("silent", "unaccounted", &[]),
             want("drifty", "drifted", &["drifted", "pending"]),
             want("behind", "pending", &["pending"]),
@@ -169,7 +173,12 @@ fn six_hosts_six_rows_that_hide_nothing() {
             "{line}"
         );
     }
-    assert!(lines[1].contains(" stale "), "{}", lines[1]);
+    assert!(lines[1].contains(" stale,drifted "), "{}", lines[1]);
+    assert!(
+        lines[1].ends_with("cache dir /srv/cache missing); drifted: file:/etc/motd"),
+        "{}",
+        lines[1]
+    );
     assert!(lines[3].contains(" pending "), "{}", lines[3]);
     // Without --all, the up-to-date host is left out.
     let short = fx.bellc(&["status", "--store", url, "--fleet", "f"]);

@@ -328,7 +328,7 @@ fn print_status(s: &FleetStatus, all: bool) {
                     short(&h.version),
                     short(&h.reported),
                     short(&h.desired),
-                    h.detail.clone().unwrap_or_default(),
+                    detail_of(h),
                 ]
             })
             .collect();
@@ -362,6 +362,24 @@ fn print_status(s: &FleetStatus, all: bool) {
         .collect();
     println!("versions: {}", versions.join(", "));
     println!("{}", s.summary());
+}
+
+/// Why the state, then what the other flags hold (a failed host's drift, a drifted host's
+/// deferred work), so that a row hides nothing.
+fn detail_of(h: &status::HostStatus) -> String {
+    let mut parts: Vec<String> = h.detail.iter().cloned().collect();
+    let others = [
+        (HostState::Failed, "failed", &h.failures),
+        (HostState::Unhealthy, "unhealthy", &h.unhealthy),
+        (HostState::Drifted, "drifted", &h.drift),
+        (HostState::Deferred, "deferred", &h.deferred),
+    ];
+    for (state, name, items) in others {
+        if h.state != state && !items.is_empty() {
+            parts.push(format!("{name}: {}", items.join(", ")));
+        }
+    }
+    parts.join("; ")
 }
 
 /// `45s`, `12m`, `3h`, `2d`: a report's age in a column.

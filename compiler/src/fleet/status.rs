@@ -286,23 +286,30 @@ fn host_status(
             (age.unwrap_or(0) > stale_secs).then(|| format!("last report {minutes} minutes ago"))
         }
     };
+    // Each condition is told from the report of the command that found it, where the store
+    // keeps one per command (a check after a failed apply does not hide why it failed).
+    let of = |command: &str| view.and_then(|v| v.by_command.get(command)).unwrap_or(r);
     let mut reasons: Vec<(Flag, String)> = Vec::new();
     for c in ["apply", "check"] {
         if category(c) == Some(State::Failed) {
-            let why = failure_detail(r, c);
+            let why = failure_detail(of(c), c);
             row.failures.push(why.clone());
             reasons.push((Flag::Failed, why));
         }
     }
     if category("health") == Some(State::Unhealthy) {
-        row.unhealthy = failing_probes(r);
-        reasons.push((Flag::Unhealthy, unhealthy_detail(r)));
+        let probed = [r, of("apply"), of("check")]
+            .into_iter()
+            .find(|x| x.health.iter().any(|p| !p.healthy))
+            .unwrap_or(r);
+        row.unhealthy = failing_probes(probed);
+        reasons.push((Flag::Unhealthy, unhealthy_detail(probed)));
     }
     if let Some(why) = stale {
         reasons.push((Flag::Stale, why));
     }
     if category("check") == Some(State::Drifted) {
-        row.drift = r.drift.iter().map(|d| d.name.clone()).collect();
+        row.drift = of("check").drift.iter().map(|d| d.name.clone()).collect();
         reasons.push((Flag::Drifted, row.drift.join(", ")));
     }
     if !on_desired {

@@ -165,6 +165,9 @@ pub struct HostView {
     /// In an etcd store: whether the host's liveness lease is held (`None` in a directory
     /// store, where the age of the report is all there is).
     pub alive: Option<bool>,
+    /// The last report of each command (`apply`, `check`) the store keeps: in etcd both, so
+    /// that a check after a failed apply does not hide why it failed; in a directory the last.
+    pub by_command: BTreeMap<String, Report>,
 }
 
 /// A report destination or source.
@@ -347,6 +350,7 @@ impl Store {
                         report.host.clone(),
                         HostView {
                             status: report.status.clone(),
+                            by_command: BTreeMap::from([(report.command.clone(), report.clone())]),
                             report: Some(report),
                             alive: None,
                         },
@@ -363,6 +367,8 @@ impl Store {
                         let report: Report = serde_json::from_slice(&kv.value)
                             .map_err(|e| format!("the report at `{}` is not valid: {e}", kv.key))?;
                         let view = hosts.entry(host).or_default();
+                        view.by_command
+                            .insert(report.command.clone(), report.clone());
                         if !matches!(&view.report, Some(r) if r.finished_at > report.finished_at) {
                             view.report = Some(report);
                         }
