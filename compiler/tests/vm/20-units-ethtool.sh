@@ -27,7 +27,8 @@ once=bell-e2e-once.service
 # $work/LABEL.out.
 apply_rc() {
     apply_rc=0
-    "$bell_run" apply "$2" >"$work/$1.out" 2>&1 || apply_rc=$?
+    # The VM boots as `vmtest`; the bundles are e2e's (OUT/hosts/e2e): say it is to become e2e.
+    "$bell_run" apply "$2" --host e2e >"$work/$1.out" 2>&1 || apply_rc=$?
     sed "s/^/  bell-run: /" "$work/$1.out"
 }
 # apply LABEL BUNDLE: a live bell-run apply that must exit 0.

@@ -18,7 +18,8 @@ once=/var/tmp/bell-exec-once
 # apply LABEL BUNDLE WANT: a live bell-run apply that must exit WANT; output in $work/LABEL.out.
 apply() {
     local rc=0
-    "$bell_run" apply "$2" >"$work/$1.out" 2>&1 || rc=$?
+    # The VM boots as `vmtest`; the bundles are e2e's (OUT/hosts/e2e): say it is to become e2e.
+    "$bell_run" apply "$2" --host e2e >"$work/$1.out" 2>&1 || rc=$?
     sed "s/^/  bell-run: /" "$work/$1.out"
     [ "$rc" = "$3" ] || fail "bell-run apply ($1) exited $rc, not $3"
 }
