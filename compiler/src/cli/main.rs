@@ -3,6 +3,7 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 mod review;
+mod rollout;
 
 use bellc::diagnostic::Diagnostics;
 use bellc::fleet::signing;
@@ -200,6 +201,38 @@ enum Command {
         store: Option<String>,
         #[command(flatten)]
         signing: SignArgs,
+    },
+    /// Roll OUT's release out wave by wave: each wave's release signed into OUT and published,
+    /// the next given only when every host of the last reports up to date and healthy. Exit 0
+    /// when done, 1 when it halted (a host failed, or a wave did not converge in time).
+    Rollout {
+        /// The build output the hosts' source serves: the waves' releases are written into it.
+        #[arg(required_unless_present = "status")]
+        out: Option<PathBuf>,
+        /// `etcd://HOST:PORT[,HOST:PORT...]`: where the hosts pull from and report to.
+        #[arg(long, value_parser = etcd_url)]
+        store: String,
+        #[command(flatten)]
+        signing: SignArgs,
+        /// How long a wave may take to converge before the rollout halts (`90s`, `30m`).
+        #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = span)]
+        wave_timeout: u64,
+        /// Continue the rollout the store holds (after a halt, or a controller that died).
+        #[arg(long, conflicts_with_all = ["abort", "status"])]
+        resume: bool,
+        /// Give the hosts the rollout moved their previous bundle back, as a newer release.
+        #[arg(long, conflicts_with = "status")]
+        abort: bool,
+        /// Show where the fleet's rollout stands.
+        #[arg(long)]
+        status: bool,
+        /// The fleet, for `--status` without OUT.
+        #[arg(long)]
+        fleet: Option<String>,
+        /// One JSON event per line on stdout (wave-started, host-converged, host-failed,
+        /// halted, done) instead of a progress display.
+        #[arg(long)]
+        json: bool,
     },
     /// One row per host, from the reports hosts filed: a summary state (failed, unhealthy,
     /// unaccounted, drifted, pending, deferred, up-to-date, unknown) and every condition that
@@ -432,6 +465,42 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 Ok(review::lock_release(store, &scope.prefix(), host)?)
             }
         },
+        Command::Rollout {
+            out,
+            store,
+            signing,
+            wave_timeout,
+            resume,
+            abort,
+            status,
+            fleet,
+            json,
+        } => {
+            if *status {
+                let fleet = match (fleet, out) {
+                    (Some(fleet), _) => fleet.clone(),
+                    (None, Some(out)) => read_release(out)?.fleet,
+                    (None, None) => {
+                        return Err(Failure::Usage("`--status` needs OUT or `--fleet`".into()))
+                    }
+                };
+                return Ok(rollout::status(store, &fleet, *json)?);
+            }
+            let Some(out) = out else {
+                return Err(Failure::Usage("OUT is required".into()));
+            };
+            let key = load_sign_key(signing)?;
+            Ok(rollout::run(&rollout::Args {
+                out,
+                store,
+                key: key.as_ref(),
+                expires_in: signing.expires,
+                wave_timeout: *wave_timeout,
+                resume: *resume,
+                abort: *abort,
+                json: *json,
+            })?)
+        }
         Command::Status {
             out,
             reports,

@@ -4,8 +4,8 @@
 //!   how it went), and the gate a rollout waits on.
 //! - [`signing`]: minisign keys and signed releases (a sequence that only grows, an expiry).
 //!
-//! Publishing lives in the binary today (`bellc publish` copies OUT into a store). The
-//! disruption lock and the rollout controller belong here.
+//! - [`rollout`]: the controller that moves a release through the fleet wave by wave.
 
+pub mod rollout;
 pub mod signing;
 pub mod status;

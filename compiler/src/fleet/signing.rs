@@ -237,15 +237,31 @@ pub fn sign_release(
     expires_in: Option<u64>,
     now_ms: u64,
 ) -> Result<Signed, SigningError> {
-    let now = now_ms / 1000;
     let path = out.join(RELEASE_FILE);
-    let unreadable = |reason: String| SigningError::Release {
+    let text = fs::read_to_string(&path).map_err(|e| SigningError::Release {
         path: path.clone(),
-        reason,
-    };
-    let text = fs::read_to_string(&path).map_err(|e| unreadable(e.to_string()))?;
-    let release: Release =
-        serde_json::from_str(&text).map_err(|e| unreadable(format!("not a release: {e}")))?;
+        reason: e.to_string(),
+    })?;
+    let release: Release = serde_json::from_str(&text).map_err(|e| SigningError::Release {
+        path: path.clone(),
+        reason: format!("not a release: {e}"),
+    })?;
+    keep_release(out, &release, Some(key), expires_in, now_ms, true)
+}
+
+/// Writes `release` into OUT as `releases/<version>.json`, signed with `key` as
+/// [`sign_release`] signs (the next sequence, `expires_in` seconds of validity), or unsigned
+/// without a key; with `current`, also as `release.json`, the newest. How the rollout
+/// controller gives out the releases of its waves, each a newer release than the last.
+pub fn keep_release(
+    out: &Path,
+    release: &Release,
+    key: Option<&SigningKey>,
+    expires_in: Option<u64>,
+    now_ms: u64,
+    current: bool,
+) -> Result<Signed, SigningError> {
+    let now = now_ms / 1000;
     let newest_kept = releases::list(out)?
         .iter()
         .filter_map(|r| r.sequence)
@@ -253,23 +269,44 @@ pub fn sign_release(
         .max()
         .unwrap_or(0);
     let sequence = now_ms.max(newest_kept + 1);
-    let signed = Release {
-        sequence: Some(sequence),
-        expires: expires_in.map(|secs| now.saturating_add(secs)),
-        ..release.unsigned()
+    let release = match key {
+        Some(_) => Release {
+            sequence: Some(sequence),
+            expires: expires_in.map(|secs| now.saturating_add(secs)),
+            ..release.unsigned()
+        },
+        None => release.unsigned(),
     };
-    let json = signed.to_json();
-    let signature = sign_bytes(key, json.as_bytes(), &signed, now)?;
-    // The signature is written first: a reader that sees the new release.json finds its
-    // signature already there (one that sees the old file with the new signature refuses it
-    // and tries again on its next run).
-    releases::write_atomic(&releases::signature_path(&path), signature.as_bytes())?;
-    releases::write_atomic(&path, json.as_bytes())?;
-    releases::keep_current(out)?;
+    let json = release.to_json();
+    let signature = match key {
+        Some(key) => Some(sign_bytes(key, json.as_bytes(), &release, now)?),
+        None => None,
+    };
+    let dir = out.join(bell_bundle::RELEASES_DIR);
+    fs::create_dir_all(&dir).map_err(|e| SigningError::Write {
+        path: dir.clone(),
+        source: e,
+    })?;
+    let kept = dir.join(format!("{}.json", release.version));
+    let mut paths = vec![kept];
+    if current {
+        paths.push(out.join(RELEASE_FILE));
+    }
+    for path in paths {
+        // The signature is written first: a reader that sees the new file finds its
+        // signature already there (one that sees the old file with the new signature refuses
+        // it and tries again on its next run).
+        let signature_path = releases::signature_path(&path);
+        match &signature {
+            Some(sig) => releases::write_atomic(&signature_path, sig.as_bytes())?,
+            None => releases::remove_if_present(&signature_path)?,
+        }
+        releases::write_atomic(&path, json.as_bytes())?;
+    }
     Ok(Signed {
-        version: signed.version,
-        sequence,
-        expires: signed.expires,
+        version: release.version,
+        sequence: release.sequence.unwrap_or(0),
+        expires: release.expires,
     })
 }
 

@@ -12,7 +12,8 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -27,6 +28,9 @@ pub struct Etcd {
     endpoints: Vec<String>,
     /// The endpoint that answered last, where the next request starts.
     current: AtomicUsize,
+    /// Requests sent (each endpoint tried counts once), shared by clones: what a benchmark
+    /// divides by the hosts it served.
+    requests: Arc<AtomicU64>,
 }
 
 impl Clone for Etcd {
@@ -34,6 +38,7 @@ impl Clone for Etcd {
         Etcd {
             endpoints: self.endpoints.clone(),
             current: AtomicUsize::new(self.current.load(Ordering::Relaxed)),
+            requests: Arc::clone(&self.requests),
         }
     }
 }
@@ -49,8 +54,31 @@ impl Eq for Etcd {}
 /// One write of a transaction.
 pub enum Op<'a> {
     Put(&'a str, &'a [u8]),
+    /// A put bound to a lease: the key goes when the lease does.
+    PutWithLease(&'a str, &'a [u8], i64),
     Delete(&'a str),
 }
+
+impl Op<'_> {
+    fn request(&self) -> serde_json::Value {
+        match self {
+            Op::Put(key, value) => serde_json::json!({
+                "request_put": { "key": b64(key.as_bytes()), "value": b64(value) }
+            }),
+            Op::PutWithLease(key, value, lease) => serde_json::json!({
+                "request_put": {
+                    "key": b64(key.as_bytes()), "value": b64(value), "lease": lease.to_string()
+                }
+            }),
+            Op::Delete(key) => serde_json::json!({
+                "request_delete_range": { "key": b64(key.as_bytes()) }
+            }),
+        }
+    }
+}
+
+/// The most operations etcd takes in one transaction (its `--max-txn-ops` default).
+pub const MAX_TXN_OPS: usize = 128;
 
 /// An int64 as the gateway sends it (a string; a number from some versions).
 fn number(value: Option<&serde_json::Value>) -> Option<i64> {
@@ -107,6 +135,7 @@ impl Etcd {
         Etcd {
             endpoints,
             current: AtomicUsize::new(0),
+            requests: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -162,17 +191,7 @@ impl Etcd {
     /// Applies `ops` in one transaction if `key` is still at `version` (0: it does not exist).
     /// `Ok(false)` when someone changed it first: read again and decide again.
     pub fn put_if_version(&self, key: &str, version: i64, ops: &[Op]) -> Result<bool, String> {
-        let requests: Vec<serde_json::Value> = ops
-            .iter()
-            .map(|op| match op {
-                Op::Put(key, value) => serde_json::json!({
-                    "request_put": { "key": b64(key.as_bytes()), "value": b64(value) }
-                }),
-                Op::Delete(key) => serde_json::json!({
-                    "request_delete_range": { "key": b64(key.as_bytes()) }
-                }),
-            })
-            .collect();
+        let requests: Vec<serde_json::Value> = ops.iter().map(Op::request).collect();
         let body = serde_json::json!({
             "compare": [{
                 "key": b64(key.as_bytes()),
@@ -184,6 +203,47 @@ impl Etcd {
         });
         let answer = self.call("/v3/kv/txn", &body)?;
         Ok(answer.get("succeeded").and_then(|s| s.as_bool()) == Some(true))
+    }
+
+    /// Applies `ops` (at most [`MAX_TXN_OPS`]) in one transaction: a reader sees all or none.
+    pub fn write_all(&self, ops: &[Op]) -> Result<(), String> {
+        let requests: Vec<serde_json::Value> = ops.iter().map(Op::request).collect();
+        self.call("/v3/kv/txn", &serde_json::json!({ "success": requests }))
+            .map(|_| ())
+    }
+
+    /// The values of `keys`, read at one revision (one transaction): two keys that are
+    /// written together are never seen one old and one new.
+    pub fn get_all(&self, keys: &[&str]) -> Result<Vec<Option<Vec<u8>>>, String> {
+        let requests: Vec<serde_json::Value> = keys
+            .iter()
+            .map(|key| serde_json::json!({ "request_range": { "key": b64(key.as_bytes()) } }))
+            .collect();
+        let answer = self.call("/v3/kv/txn", &serde_json::json!({ "success": requests }))?;
+        let responses = answer
+            .get("responses")
+            .and_then(|r| r.as_array())
+            .cloned()
+            .unwrap_or_default();
+        if responses.len() != keys.len() {
+            return Err(format!(
+                "etcd answered {} of {} reads in a transaction",
+                responses.len(),
+                keys.len()
+            ));
+        }
+        responses
+            .iter()
+            .map(|r| {
+                let range = r.get("response_range").cloned().unwrap_or_default();
+                Ok(kvs(&range)?.into_iter().next().map(|kv| kv.value))
+            })
+            .collect()
+    }
+
+    /// How many requests this client (and its clones) sent.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 
     /// A new lease of `ttl` seconds; its id.
@@ -258,6 +318,7 @@ impl Etcd {
             for step in 0..count {
                 let at = (first + step) % count;
                 let endpoint = &self.endpoints[at];
+                self.requests.fetch_add(1, Ordering::Relaxed);
                 match call_one(endpoint, path, &body) {
                     Ok(value) => {
                         self.current.store(at, Ordering::Relaxed);

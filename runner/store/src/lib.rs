@@ -403,23 +403,41 @@ impl Store {
     }
 
     /// Makes `release` the fleet's desired version: every host's bundle, hosts that left the
-    /// release removed, and the version written last so that whoever sees it sees the map.
+    /// release removed, and the version. Only the keys that change are written, in one
+    /// transaction when they fit (a host reads version and bundle together, see
+    /// [`Store::desired`], and so never sees one without the other); a larger change is
+    /// written in parts with the version in the last.
     pub fn publish(&self, release: &Release) -> Result<usize, String> {
         let Store::Etcd(etcd) = self else {
             return Err("`publish` needs an etcd store (`--store etcd://HOST:PORT`)".to_string());
         };
         check_name("fleet", &release.fleet)?;
+        for host in release.hosts.keys() {
+            check_name("host", host)?;
+        }
         let prefix = format!("/bell/{}/desired/", release.fleet);
-        for kv in etcd.range_prefix(&prefix)? {
-            if !release.hosts.contains_key(&kv.key[prefix.len()..]) {
-                etcd.delete(&kv.key)?;
+        let mut now: BTreeMap<String, Vec<u8>> = etcd
+            .range_prefix(&prefix)?
+            .into_iter()
+            .map(|kv| (kv.key, kv.value))
+            .collect();
+        let keys: Vec<(String, &[u8])> = release
+            .hosts
+            .iter()
+            .map(|(host, entry)| (desired_key(&release.fleet, host), entry.bundle.as_bytes()))
+            .collect();
+        let mut ops: Vec<etcd::Op> = Vec::new();
+        for (key, bundle) in &keys {
+            if now.remove(key).as_deref() != Some(*bundle) {
+                ops.push(etcd::Op::Put(key, bundle));
             }
         }
-        for (host, entry) in &release.hosts {
-            check_name("host", host)?;
-            etcd.put(&desired_key(&release.fleet, host), entry.bundle.as_bytes())?;
+        ops.extend(now.keys().map(|key| etcd::Op::Delete(key)));
+        let version = version_key(&release.fleet);
+        ops.push(etcd::Op::Put(&version, release.version.as_bytes()));
+        for part in ops.chunks(etcd::MAX_TXN_OPS) {
+            etcd.write_all(part)?;
         }
-        etcd.put(&version_key(&release.fleet), release.version.as_bytes())?;
         Ok(release.hosts.len())
     }
 
@@ -446,7 +464,7 @@ impl Store {
         Ok(Some(Published { version, hosts }))
     }
 
-    /// The published version and the bundle desired for `host`.
+    /// The published version and the bundle desired for `host`, read together.
     pub fn desired(&self, fleet: &str, host: &str) -> Result<Desired, String> {
         let Store::Etcd(etcd) = self else {
             return Err("`pending` needs an etcd store (`--store etcd://HOST:PORT`)".to_string());
@@ -454,9 +472,12 @@ impl Store {
         check_name("fleet", fleet)?;
         check_name("host", host)?;
         let text = |v: Option<Vec<u8>>| v.map(|b| String::from_utf8_lossy(&b).trim().to_string());
+        let mut both = etcd
+            .get_all(&[&version_key(fleet), &desired_key(fleet, host)])?
+            .into_iter();
         Ok(Desired {
-            version: text(etcd.get(&version_key(fleet))?),
-            bundle: text(etcd.get(&desired_key(fleet, host))?),
+            version: text(both.next().flatten()),
+            bundle: text(both.next().flatten()),
         })
     }
 }

@@ -1,0 +1,284 @@
+//! `bellc rollout`: the controller's front end, a progress display for people and one JSON
+//! event per line for CI.
+
+use bell_store::Etcd;
+use bellc::fleet::rollout::{self, Controller, Event, Outcome, Progress, RolloutError};
+use bellc::fleet::signing::SigningKey;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::Path;
+use std::time::Duration;
+
+pub struct Args<'a> {
+    pub out: &'a Path,
+    pub store: &'a str,
+    pub key: Option<&'a SigningKey>,
+    pub expires_in: Option<u64>,
+    pub wave_timeout: u64,
+    pub resume: bool,
+    pub abort: bool,
+    pub json: bool,
+}
+
+/// Exit 0 when the rollout (or abort) finished, 1 when it halted.
+pub fn run(args: &Args) -> Result<u8, String> {
+    let etcd = Etcd::parse(args.store)?;
+    let controller = Controller {
+        etcd,
+        out: args.out.to_path_buf(),
+        key: args.key,
+        expires_in: args.expires_in,
+        wave_timeout: Duration::from_secs(args.wave_timeout),
+        poll: Duration::from_millis(500),
+        who: format!(
+            "{} pid {}",
+            std::fs::read_to_string("/etc/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "localhost".to_string()),
+            std::process::id()
+        ),
+    };
+    if args.key.is_none() {
+        eprintln!(
+            "warning: the waves' releases are not signed (no --sign-key); hosts that trust a \
+             key refuse them"
+        );
+    }
+    let target = rollout::read_target(args.out).map_err(explain)?;
+    let mut display = Display::new(args.json);
+    let outcome = if args.abort {
+        controller.abort(&target.fleet, &mut |e| display.show(e))
+    } else {
+        controller.rollout(&target, args.resume, &mut |e| display.show(e))
+    };
+    display.finish();
+    match outcome.map_err(explain)? {
+        Outcome::Done { release } => {
+            if !args.json {
+                println!("release {} rolled out", short(&release));
+            }
+            Ok(0)
+        }
+        Outcome::Aborted { release } => {
+            if !args.json {
+                println!(
+                    "aborted: the moved hosts are back on their bundles (release {})",
+                    short(&release)
+                );
+            }
+            Ok(0)
+        }
+        Outcome::Halted(halt) => {
+            if !args.json {
+                println!("halted: {}", halt.reason);
+                for t in &halt.hosts {
+                    println!(
+                        "  {}  {}{}",
+                        t.host,
+                        t.state,
+                        t.detail
+                            .as_deref()
+                            .map(|d| format!(": {d}"))
+                            .unwrap_or_default()
+                    );
+                }
+                println!(
+                    "later waves stay on their old bundles; fix the hosts and `bellc rollout OUT \
+                     --resume`, or `bellc rollout OUT --abort` to take the rollout back"
+                );
+            }
+            Ok(1)
+        }
+    }
+}
+
+/// `bellc rollout --status`.
+pub fn status(store: &str, fleet: &str, json: bool) -> Result<u8, String> {
+    let etcd = Etcd::parse(store)?;
+    let progress = rollout::load_progress(&etcd, fleet).map_err(explain)?;
+    let holder = rollout::holder(&etcd, fleet).map_err(explain)?;
+    if json {
+        let value = serde_json::json!({ "progress": progress, "controller": holder });
+        println!("{value}");
+        return Ok(0);
+    }
+    let Some(p) = progress else {
+        println!("fleet {fleet}: no rollout");
+        return Ok(0);
+    };
+    print!("{}", describe(&p, holder.as_deref()));
+    Ok(0)
+}
+
+fn describe(p: &Progress, holder: Option<&str>) -> String {
+    let mut text = format!(
+        "fleet {}: rollout of release {} {}\n",
+        p.fleet,
+        short(&p.target),
+        p.phase.as_str()
+    );
+    text.push_str(&format!(
+        "  from release {}\n",
+        p.from.as_deref().map_or("(none: the fleet's first)", short)
+    ));
+    let hosts: usize = p.waves.iter().map(Vec::len).sum();
+    text.push_str(&format!(
+        "  waves: {} converged, {} given, of {} ({hosts} hosts change)\n",
+        p.converged,
+        p.given,
+        p.waves.len()
+    ));
+    if let Some(published) = &p.published {
+        text.push_str(&format!(
+            "  the store names release {} (published {})\n",
+            short(published),
+            bell_bundle::utc(p.published_at)
+        ));
+    }
+    if let Some(halt) = &p.halted {
+        text.push_str(&format!("  halted: {}\n", halt.reason));
+        for t in &halt.hosts {
+            text.push_str(&format!(
+                "    {}  {}{}\n",
+                t.host,
+                t.state,
+                t.detail
+                    .as_deref()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    text.push_str(&format!(
+        "  controller: {}\n",
+        holder.unwrap_or("none running")
+    ));
+    text
+}
+
+fn explain(e: RolloutError) -> String {
+    match e.help() {
+        Some(help) => format!("{e}\n  help: {help}"),
+        None => e.to_string(),
+    }
+}
+
+fn short(version: &str) -> &str {
+    &version[..version.len().min(16)]
+}
+
+/// A progress bar on a terminal (lines on stderr elsewhere), or JSON lines on stdout.
+struct Display {
+    json: bool,
+    bar: Option<ProgressBar>,
+}
+
+impl Display {
+    fn new(json: bool) -> Display {
+        Display { json, bar: None }
+    }
+
+    fn show(&mut self, event: &Event) {
+        if self.json {
+            if !matches!(event, Event::Tick { .. }) {
+                if let Ok(line) = serde_json::to_string(event) {
+                    println!("{line}");
+                }
+            }
+            return;
+        }
+        match event {
+            Event::WaveStarted {
+                wave,
+                waves,
+                release,
+                hosts,
+                resumed,
+            } => {
+                self.finish();
+                let bar = ProgressBar::new(hosts.len() as u64);
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{prefix} [{bar:30}] {pos}/{len} hosts up to date, {msg} ({elapsed})",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+                );
+                bar.set_prefix(format!("wave {wave}/{waves}"));
+                self.line(&format!(
+                    "wave {wave} of {waves}: {} host{} on release {}{}",
+                    hosts.len(),
+                    if hosts.len() == 1 { "" } else { "s" },
+                    short(release),
+                    if *resumed { " (resumed)" } else { "" }
+                ));
+                self.bar = Some(bar);
+            }
+            Event::AbortStarted { release, hosts } => {
+                self.finish();
+                let bar = ProgressBar::new(hosts.len() as u64);
+                bar.set_prefix("abort");
+                self.line(&format!(
+                    "abort: {} host{} back, release {}",
+                    hosts.len(),
+                    if hosts.len() == 1 { "" } else { "s" },
+                    short(release)
+                ));
+                self.bar = Some(bar);
+            }
+            Event::HostConverged { .. } => {}
+            Event::Tick {
+                converged, hosts, ..
+            } => {
+                if let Some(bar) = &self.bar {
+                    bar.set_position(*converged as u64);
+                    bar.set_message(format!("{} waiting", hosts - converged));
+                }
+            }
+            Event::HostFailed {
+                wave,
+                host,
+                state,
+                detail,
+            } => self.line(&format!(
+                "  {host} (wave {wave}): {state}{}",
+                detail
+                    .as_deref()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default()
+            )),
+            Event::StoreTrouble { error } => {
+                self.line(&format!("warning: cannot read the store: {error}"))
+            }
+            Event::Halted { .. } => self.finish(),
+            Event::Done {
+                waves,
+                hosts,
+                elapsed_ms,
+                ..
+            } => {
+                self.finish();
+                self.line(&format!(
+                    "{waves} wave{}, {hosts} host{} changed, in {:.1} s",
+                    if *waves == 1 { "" } else { "s" },
+                    if *hosts == 1 { "" } else { "s" },
+                    *elapsed_ms as f64 / 1000.0
+                ));
+            }
+            Event::Aborted { .. } => self.finish(),
+        }
+    }
+
+    /// A line above the bar (on stderr, so that stdout holds only the outcome).
+    fn line(&self, text: &str) {
+        match &self.bar {
+            Some(bar) if !bar.is_hidden() => bar.println(text),
+            _ => eprintln!("{text}"),
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}

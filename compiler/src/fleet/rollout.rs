@@ -1,0 +1,986 @@
+//! The rollout controller: a release moves through the fleet wave by wave.
+//!
+//! Hosts pull the release the store names (`bell-run pull --store`), and they check that it is
+//! signed and newer than the last they took. So a wave is a release of its own: the hosts of
+//! the waves given so far have their new bundle in it, every other host its old one. The
+//! controller signs wave k's release into OUT (the served directory keeps every release and
+//! bundle), publishes it, and waits until every host of wave k reports up to date and healthy
+//! on it before it gives wave k + 1. The last wave's release is the build's release itself.
+//!
+//! Why everything lives in etcd: the controller may die (a CI runner is recycled, a laptop
+//! closes). Its progress is a key the next controller reads (`--resume`), and it holds a lease
+//! while it runs, so that two controllers never move one fleet.
+//!
+//! ```text
+//! /bell/<fleet>/rollout/progress     the rollout's progress (JSON, [`Progress`])
+//! /bell/<fleet>/rollout/controller   who runs it, bound to the controller's lease
+//! ```
+
+use super::signing::{self, SigningKey};
+use super::status::{self, HostState};
+use bell_bundle::{Release, ReleaseHost};
+use bell_store::etcd::Op;
+use bell_store::{Etcd, HostView, Store};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The format of the progress key.
+pub const PROGRESS_FORMAT: u32 = 1;
+
+/// Seconds a controller's lease lives without a renewal: how long after a controller died
+/// `--resume` has to wait at most.
+pub const LEASE_TTL: u64 = 10;
+
+pub fn progress_key(fleet: &str) -> String {
+    format!("/bell/{fleet}/rollout/progress")
+}
+
+pub fn controller_key(fleet: &str) -> String {
+    format!("/bell/{fleet}/rollout/controller")
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RolloutError {
+    #[error("{0}")]
+    Store(String),
+    #[error("a rollout controller for fleet `{fleet}` is running already ({holder})")]
+    Busy { fleet: String, holder: String },
+    #[error("{0}")]
+    Refused(String),
+    #[error("the controller lost its lease in etcd (etcd unreachable for {LEASE_TTL} s?); another controller may have taken over, so this one stops")]
+    LostLease,
+    #[error(transparent)]
+    Signing(#[from] signing::SigningError),
+}
+
+impl RolloutError {
+    /// What to do about it, for the line after the error.
+    pub fn help(&self) -> Option<String> {
+        match self {
+            RolloutError::Busy { .. } => Some(format!(
+                "wait for it, or follow it with `bellc rollout --status`; a controller that died \
+                 lets go within {LEASE_TTL} s, then `--resume` continues its rollout"
+            )),
+            RolloutError::LostLease => Some("`bellc rollout OUT --resume` continues".to_string()),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Giving waves (or the controller died while it did: `--resume`).
+    Running,
+    /// Stopped at a failure or a wave that did not converge: `--resume` or `--abort`.
+    Halted,
+    Done,
+    /// Giving the moved hosts their previous bundle back.
+    Aborting,
+    Aborted,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Running => "running",
+            Phase::Halted => "halted",
+            Phase::Done => "done",
+            Phase::Aborting => "aborting",
+            Phase::Aborted => "aborted",
+        }
+    }
+
+    /// Whether a new rollout may start over this one.
+    fn finished(self) -> bool {
+        matches!(self, Phase::Done | Phase::Aborted)
+    }
+}
+
+/// Where a rollout stands, as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    pub format: u32,
+    pub fleet: String,
+    /// The version of the release being rolled out (OUT's release.json).
+    pub target: String,
+    /// The release the store named when the rollout began (`None`: a fleet's first).
+    pub from: Option<String>,
+    /// The hosts whose bundle changes, wave by wave (hosts that keep theirs are in none).
+    pub waves: Vec<Vec<String>>,
+    /// Waves whose hosts were given their new bundle.
+    pub given: usize,
+    /// Waves whose hosts all reported up to date and healthy.
+    pub converged: usize,
+    /// The release this rollout last published, and when (unix seconds).
+    pub published: Option<String>,
+    pub published_at: u64,
+    pub phase: Phase,
+    pub halted: Option<Halt>,
+    pub started_at: u64,
+    pub updated_at: u64,
+}
+
+impl Progress {
+    /// Hosts that were given their new bundle.
+    pub fn moved(&self) -> BTreeSet<String> {
+        self.waves
+            .iter()
+            .take(self.given)
+            .flatten()
+            .cloned()
+            .collect()
+    }
+}
+
+/// Why a rollout stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Halt {
+    /// 1-based, as people count waves; 0 for the abort's wait.
+    pub wave: usize,
+    pub reason: String,
+    pub hosts: Vec<Trouble>,
+}
+
+/// A host that stopped a wave.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trouble {
+    pub host: String,
+    /// `failed`, `unhealthy`, `silent` (nothing heard since the wave began, or its liveness
+    /// lease lapsed) or `pending` (heard from, not there yet).
+    pub state: String,
+    pub detail: Option<String>,
+}
+
+/// What the controller tells as it goes: a progress display, or one JSON line each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Event {
+    WaveStarted {
+        wave: usize,
+        waves: usize,
+        release: String,
+        hosts: Vec<String>,
+        /// The wave's release was published by an earlier controller.
+        resumed: bool,
+    },
+    HostConverged {
+        wave: usize,
+        host: String,
+    },
+    HostFailed {
+        wave: usize,
+        host: String,
+        state: String,
+        detail: Option<String>,
+    },
+    /// Not a JSON line: how the wave stands, for a progress display.
+    #[serde(skip)]
+    Tick {
+        wave: usize,
+        waves: usize,
+        converged: usize,
+        hosts: usize,
+        elapsed: Duration,
+    },
+    Halted {
+        wave: usize,
+        reason: String,
+        hosts: Vec<Trouble>,
+    },
+    Done {
+        release: String,
+        waves: usize,
+        hosts: usize,
+        elapsed_ms: u64,
+    },
+    AbortStarted {
+        release: String,
+        hosts: Vec<String>,
+    },
+    Aborted {
+        release: String,
+        hosts: usize,
+    },
+    /// The store could not be read this time; the controller keeps trying until the wave's
+    /// time is up.
+    StoreTrouble {
+        error: String,
+    },
+}
+
+/// How the controller runs.
+pub struct Controller<'a> {
+    pub etcd: Etcd,
+    /// The build output, which the hosts' source serves: wave releases are written into it.
+    pub out: PathBuf,
+    pub key: Option<&'a SigningKey>,
+    pub expires_in: Option<u64>,
+    pub wave_timeout: Duration,
+    /// How often the reports are read while a wave converges.
+    pub poll: Duration,
+    /// Who this controller is, for whoever finds the lease held.
+    pub who: String,
+}
+
+/// How a run ended (errors aside).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Done { release: String },
+    Halted(Halt),
+    Aborted { release: String },
+}
+
+impl Controller<'_> {
+    fn store(&self) -> Store {
+        Store::Etcd(self.etcd.clone())
+    }
+
+    /// Rolls `target` (OUT's release) out, or with `resume` continues the rollout of it that
+    /// the store holds.
+    pub fn rollout(
+        &self,
+        target: &Release,
+        resume: bool,
+        watch: &mut dyn FnMut(&Event),
+    ) -> Result<Outcome, RolloutError> {
+        let started = Instant::now();
+        let fleet = &target.fleet;
+        let lease = Lease::take(&self.etcd, fleet, &self.who)?;
+        let existing = load_progress(&self.etcd, fleet)?;
+        let mut progress = match existing {
+            Some(p) if !p.phase.finished() => {
+                if !resume {
+                    return Err(RolloutError::Refused(format!(
+                        "the rollout of release {} stands {} at wave {} of {}: continue it with \
+                         `--resume`, or take it back with `--abort`",
+                        short(&p.target),
+                        p.phase.as_str(),
+                        p.given.max(1),
+                        p.waves.len()
+                    )));
+                }
+                if p.phase == Phase::Aborting {
+                    return Err(RolloutError::Refused(format!(
+                        "the rollout of release {} is being aborted: finish that with `--abort`",
+                        short(&p.target)
+                    )));
+                }
+                if p.target != target.version {
+                    return Err(RolloutError::Refused(format!(
+                        "the rollout in the store is of release {}, but OUT holds release {}: \
+                         resume it with the build output it was started from, or `--abort` it",
+                        short(&p.target),
+                        short(&target.version)
+                    )));
+                }
+                p
+            }
+            Some(p) if resume && p.target == target.version && p.phase == Phase::Done => {
+                return Ok(Outcome::Done { release: p.target });
+            }
+            _ if resume => {
+                return Err(RolloutError::Refused(format!(
+                    "no rollout of fleet `{fleet}` to resume; start one without `--resume`"
+                )))
+            }
+            _ => self.begin(target)?,
+        };
+        progress.phase = Phase::Running;
+        progress.halted = None;
+        save_progress(&self.etcd, &progress)?;
+        let from = self.previous_release(&progress)?;
+        let n = progress.waves.len();
+        let since_start = now();
+        while progress.converged < n {
+            let k = progress.converged;
+            let release = wave_release(target, from.as_ref(), &progress.waves, k);
+            let resumed = progress.given > k;
+            if !resumed {
+                self.publish(&release, k + 1 == n)?;
+                progress.given = k + 1;
+                progress.published = Some(release.version.clone());
+                progress.published_at = now();
+                save_progress(&self.etcd, &progress)?;
+            } else if progress.published.as_deref() != Some(release.version.as_str()) {
+                // Died between signing and recording: the store may name it already.
+                self.publish(&release, k + 1 == n)?;
+                progress.published = Some(release.version.clone());
+                progress.published_at = now();
+                save_progress(&self.etcd, &progress)?;
+            }
+            watch(&Event::WaveStarted {
+                wave: k + 1,
+                waves: n,
+                release: release.version.clone(),
+                hosts: progress.waves[k].clone(),
+                resumed,
+            });
+            // A failure counts from the wave's release on; after a resume, only one newer
+            // than the resume (the second it began may still hold a pull from before a fix).
+            let cutoff = if resumed {
+                progress.published_at.max(since_start + 1)
+            } else {
+                progress.published_at
+            };
+            let wave = WaveRef {
+                number: k + 1,
+                of: n,
+                hosts: &progress.waves[k],
+            };
+            match self.wait(&lease, &release, &wave, cutoff, watch)? {
+                None => {
+                    progress.converged = k + 1;
+                    progress.updated_at = now();
+                    save_progress(&self.etcd, &progress)?;
+                }
+                Some(halt) => {
+                    progress.phase = Phase::Halted;
+                    progress.halted = Some(halt.clone());
+                    progress.updated_at = now();
+                    save_progress(&self.etcd, &progress)?;
+                    watch(&Event::Halted {
+                        wave: halt.wave,
+                        reason: halt.reason.clone(),
+                        hosts: halt.hosts.clone(),
+                    });
+                    return Ok(Outcome::Halted(halt));
+                }
+            }
+        }
+        if n == 0 && progress.published.as_deref() != Some(target.version.as_str()) {
+            // Nothing changes for any host: the store still names the build's release, so
+            // that status compares against it and hosts take its new sequence.
+            self.publish(target, true)?;
+            progress.published = Some(target.version.clone());
+            progress.published_at = now();
+        }
+        progress.phase = Phase::Done;
+        progress.updated_at = now();
+        save_progress(&self.etcd, &progress)?;
+        watch(&Event::Done {
+            release: target.version.clone(),
+            waves: n,
+            hosts: progress.waves.iter().map(Vec::len).sum(),
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        });
+        lease.release();
+        Ok(Outcome::Done {
+            release: target.version.clone(),
+        })
+    }
+
+    /// Gives the hosts that a rollout moved their previous bundle back: a newer release with
+    /// the old map, waited for as a wave.
+    pub fn abort(
+        &self,
+        fleet: &str,
+        watch: &mut dyn FnMut(&Event),
+    ) -> Result<Outcome, RolloutError> {
+        let lease = Lease::take(&self.etcd, fleet, &self.who)?;
+        let Some(mut progress) = load_progress(&self.etcd, fleet)? else {
+            return Err(RolloutError::Refused(format!(
+                "fleet `{fleet}` has no rollout to abort"
+            )));
+        };
+        if progress.phase.finished() {
+            return Err(RolloutError::Refused(format!(
+                "the rollout of release {} is {} already; nothing to abort",
+                short(&progress.target),
+                progress.phase.as_str()
+            )));
+        }
+        let Some(from) = self.previous_release(&progress)? else {
+            return Err(RolloutError::Refused(format!(
+                "the rollout of release {} began on an empty store: there is no earlier \
+                 release to go back to",
+                short(&progress.target)
+            )));
+        };
+        let target = self.kept_release(&progress.target)?;
+        let moved = progress.moved();
+        let release = abort_release(&target, &from, &moved);
+        if progress.phase != Phase::Aborting
+            || progress.published.as_deref() != Some(release.version.as_str())
+        {
+            self.publish(&release, false)?;
+            progress.published = Some(release.version.clone());
+            progress.published_at = now();
+        }
+        progress.phase = Phase::Aborting;
+        progress.halted = None;
+        progress.updated_at = now();
+        save_progress(&self.etcd, &progress)?;
+        let back: Vec<String> = moved
+            .into_iter()
+            .filter(|h| from.hosts.contains_key(h))
+            .collect();
+        watch(&Event::AbortStarted {
+            release: release.version.clone(),
+            hosts: back.clone(),
+        });
+        let wave = WaveRef {
+            number: 0,
+            of: 0,
+            hosts: &back,
+        };
+        let cutoff = progress.published_at;
+        if let Some(halt) = self.wait(&lease, &release, &wave, cutoff, watch)? {
+            progress.halted = Some(halt.clone());
+            progress.updated_at = now();
+            save_progress(&self.etcd, &progress)?;
+            watch(&Event::Halted {
+                wave: 0,
+                reason: halt.reason.clone(),
+                hosts: halt.hosts.clone(),
+            });
+            return Ok(Outcome::Halted(halt));
+        }
+        progress.phase = Phase::Aborted;
+        progress.updated_at = now();
+        save_progress(&self.etcd, &progress)?;
+        watch(&Event::Aborted {
+            release: release.version.clone(),
+            hosts: back.len(),
+        });
+        lease.release();
+        Ok(Outcome::Aborted {
+            release: release.version,
+        })
+    }
+
+    /// A new rollout of `target`: the waves of its hosts whose bundle changes from the
+    /// release the store names now.
+    fn begin(&self, target: &Release) -> Result<Progress, RolloutError> {
+        let published = self
+            .store()
+            .published(&target.fleet)
+            .map_err(RolloutError::Store)?;
+        let old: BTreeMap<String, String> = published
+            .as_ref()
+            .map(|p| p.hosts.clone())
+            .unwrap_or_default();
+        if let Some(p) = &published {
+            // The old release must be at hand: its entries make the waves' releases.
+            self.kept_release(&p.version)?;
+        }
+        let mut waves = changed_waves(target, &old);
+        waves.retain(|w| !w.is_empty());
+        let at = now();
+        Ok(Progress {
+            format: PROGRESS_FORMAT,
+            fleet: target.fleet.clone(),
+            target: target.version.clone(),
+            from: published.map(|p| p.version),
+            waves,
+            given: 0,
+            converged: 0,
+            published: None,
+            published_at: 0,
+            phase: Phase::Running,
+            halted: None,
+            started_at: at,
+            updated_at: at,
+        })
+    }
+
+    fn previous_release(&self, progress: &Progress) -> Result<Option<Release>, RolloutError> {
+        progress
+            .from
+            .as_deref()
+            .map(|v| self.kept_release(v))
+            .transpose()
+    }
+
+    /// A release OUT keeps under `releases/`.
+    fn kept_release(&self, version: &str) -> Result<Release, RolloutError> {
+        if !bell_bundle::is_bundle_id(version) {
+            return Err(RolloutError::Refused(format!(
+                "the store names `{version}` as a release, which is not a version"
+            )));
+        }
+        let path = self
+            .out
+            .join(bell_bundle::RELEASES_DIR)
+            .join(format!("{version}.json"));
+        let bytes = std::fs::read(&path).map_err(|e| {
+            RolloutError::Refused(format!(
+                "release {} is not kept in {} ({e}): the served directory must keep the \
+                 release the fleet runs now (copy each build output over it; `bellc releases` \
+                 lists what it keeps)",
+                short(version),
+                self.out.display()
+            ))
+        })?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| RolloutError::Refused(format!("{} is not a release: {e}", path.display())))
+    }
+
+    /// Signs `release` into OUT and makes it the store's desired release.
+    fn publish(&self, release: &Release, current: bool) -> Result<(), RolloutError> {
+        signing::keep_release(
+            &self.out,
+            release,
+            self.key,
+            self.expires_in,
+            now_ms(),
+            current,
+        )?;
+        self.store().publish(release).map_err(RolloutError::Store)?;
+        Ok(())
+    }
+
+    /// Waits until every host of `wave` reports up to date and healthy on `release`. `None`
+    /// when they do; the halt when one fails (reported after `cutoff`, unix seconds) or the
+    /// wave's time is up.
+    fn wait(
+        &self,
+        lease: &Lease,
+        release: &Release,
+        wave: &WaveRef,
+        cutoff: u64,
+        watch: &mut dyn FnMut(&Event),
+    ) -> Result<Option<Halt>, RolloutError> {
+        let began = Instant::now();
+        let mut told: BTreeSet<String> = BTreeSet::new();
+        let mut last: Option<BTreeMap<String, HostView>> = None;
+        loop {
+            if lease.lost() {
+                return Err(RolloutError::LostLease);
+            }
+            match self.store().load_fleet(&release.fleet) {
+                Ok(views) => last = Some(views),
+                Err(error) => watch(&Event::StoreTrouble { error }),
+            }
+            let views = last.clone().unwrap_or_default();
+            let judged = judge(release, wave.hosts, &views, cutoff, now());
+            for host in &judged.converged {
+                if told.insert(host.clone()) {
+                    watch(&Event::HostConverged {
+                        wave: wave.number,
+                        host: host.clone(),
+                    });
+                }
+            }
+            watch(&Event::Tick {
+                wave: wave.number,
+                waves: wave.of,
+                converged: judged.converged.len(),
+                hosts: wave.hosts.len(),
+                elapsed: began.elapsed(),
+            });
+            if !judged.failed.is_empty() {
+                for t in &judged.failed {
+                    watch(&Event::HostFailed {
+                        wave: wave.number,
+                        host: t.host.clone(),
+                        state: t.state.clone(),
+                        detail: t.detail.clone(),
+                    });
+                }
+                let count = judged.failed.len();
+                return Ok(Some(Halt {
+                    wave: wave.number,
+                    reason: format!(
+                        "{count} host{} of {} failed",
+                        if count == 1 { "" } else { "s" },
+                        wave.name()
+                    ),
+                    hosts: judged.failed,
+                }));
+            }
+            if judged.converged.len() == wave.hosts.len() {
+                return Ok(None);
+            }
+            if began.elapsed() >= self.wave_timeout {
+                return Ok(Some(Halt {
+                    wave: wave.number,
+                    reason: format!(
+                        "{} did not converge within {} s ({} of {} hosts up to date)",
+                        wave.name(),
+                        self.wave_timeout.as_secs(),
+                        judged.converged.len(),
+                        wave.hosts.len()
+                    ),
+                    hosts: judged.waiting,
+                }));
+            }
+            std::thread::sleep(self.poll);
+        }
+    }
+}
+
+struct WaveRef<'h> {
+    /// 1-based; 0 is the abort's wait.
+    number: usize,
+    of: usize,
+    hosts: &'h [String],
+}
+
+impl WaveRef<'_> {
+    fn name(&self) -> String {
+        if self.number == 0 {
+            "the abort".to_string()
+        } else {
+            format!("wave {} of {}", self.number, self.of)
+        }
+    }
+}
+
+/// The hosts of a wave, sorted into converged, failed and still waiting.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Judged {
+    pub converged: Vec<String>,
+    /// Failed or unhealthy since `cutoff`: the rollout halts.
+    pub failed: Vec<Trouble>,
+    /// Neither: with why, for when the wave's time is up.
+    pub waiting: Vec<Trouble>,
+}
+
+/// Where each of `hosts` stands against `release`: up to date (or deferred) on its bundle is
+/// converged; a failure or failing probe reported after `cutoff` is a failure of this wave
+/// (an older one is from before the host was given the wave's bundle, and waits).
+pub fn judge(
+    release: &Release,
+    hosts: &[String],
+    views: &BTreeMap<String, HostView>,
+    cutoff: u64,
+    now: u64,
+) -> Judged {
+    let rows = status::fleet_status(release, views, now, None);
+    let by_host: BTreeMap<&str, &status::HostStatus> =
+        rows.hosts.iter().map(|h| (h.host.as_str(), h)).collect();
+    let mut judged = Judged::default();
+    for host in hosts {
+        let row = by_host.get(host.as_str());
+        let state = row.map(|r| r.state);
+        if matches!(state, Some(HostState::UpToDate | HostState::Deferred)) {
+            judged.converged.push(host.clone());
+            continue;
+        }
+        let view = views.get(host);
+        let applied_at = view
+            .and_then(|v| v.by_command.get("apply").or(v.report.as_ref()))
+            .map(|r| r.finished_at);
+        let recent = applied_at.is_some_and(|at| at >= cutoff);
+        let detail = row.and_then(|r| r.detail.clone());
+        let trouble = |state: &str| Trouble {
+            host: host.clone(),
+            state: state.to_string(),
+            detail: detail.clone(),
+        };
+        match state {
+            Some(HostState::Failed) if recent => judged.failed.push(trouble("failed")),
+            Some(HostState::Unhealthy) if recent => judged.failed.push(trouble("unhealthy")),
+            Some(HostState::Failed) => judged.waiting.push(trouble("failed")),
+            Some(HostState::Unhealthy) => judged.waiting.push(trouble("unhealthy")),
+            _ if !recent || view.and_then(|v| v.alive) == Some(false) => {
+                judged.waiting.push(Trouble {
+                    host: host.clone(),
+                    state: "silent".to_string(),
+                    detail: Some(match applied_at {
+                        None => "never reported".to_string(),
+                        Some(at) => format!(
+                            "nothing reported since the wave began (last {} s before)",
+                            cutoff.saturating_sub(at)
+                        ),
+                    }),
+                })
+            }
+            _ => judged.waiting.push(trouble("pending")),
+        }
+    }
+    judged
+}
+
+/// The hosts of each of `target`'s waves whose bundle is not the one `old` gives them.
+pub fn changed_waves(target: &Release, old: &BTreeMap<String, String>) -> Vec<Vec<String>> {
+    let changes = |host: &String| {
+        target
+            .hosts
+            .get(host)
+            .is_some_and(|entry| old.get(host) != Some(&entry.bundle))
+    };
+    let mut waves: Vec<Vec<String>> = target
+        .waves
+        .iter()
+        .map(|w| w.iter().filter(|h| changes(h)).cloned().collect())
+        .collect();
+    // A release built without waves (or one whose waves miss a host) still moves every host.
+    let listed: BTreeSet<&String> = target.waves.iter().flatten().collect();
+    let unlisted: Vec<String> = target
+        .hosts
+        .keys()
+        .filter(|h| !listed.contains(h) && changes(h))
+        .cloned()
+        .collect();
+    if !unlisted.is_empty() {
+        waves.push(unlisted);
+    }
+    waves
+}
+
+/// The release of wave `k` (0-based): hosts of waves up to `k` on their new bundle, the others
+/// on their old one (hosts new to the fleet join in their wave). The last wave's is `target`
+/// itself, and with it the hosts that left the fleet leave the release.
+pub fn wave_release(
+    target: &Release,
+    from: Option<&Release>,
+    waves: &[Vec<String>],
+    k: usize,
+) -> Release {
+    if k + 1 >= waves.len() {
+        return target.unsigned();
+    }
+    let moved: BTreeSet<&String> = waves.iter().take(k + 1).flatten().collect();
+    let mut hosts: BTreeMap<String, ReleaseHost> = BTreeMap::new();
+    if let Some(from) = from {
+        hosts.extend(from.hosts.iter().map(|(h, e)| (h.clone(), e.clone())));
+    }
+    for (host, entry) in &target.hosts {
+        if moved.contains(host) || hosts.contains_key(host) && !changes_bundle(from, host, entry) {
+            hosts.insert(host.clone(), entry.clone());
+        }
+    }
+    mixed(target, hosts)
+}
+
+fn changes_bundle(from: Option<&Release>, host: &str, entry: &ReleaseHost) -> bool {
+    match from.and_then(|f| f.hosts.get(host)) {
+        Some(old) => old.bundle != entry.bundle,
+        None => true,
+    }
+}
+
+/// The abort's release: every host of `from` on its bundle there, hosts new in `target` that
+/// were moved kept on theirs (there is nothing to go back to).
+pub fn abort_release(target: &Release, from: &Release, moved: &BTreeSet<String>) -> Release {
+    let mut hosts = from.hosts.clone();
+    for host in moved {
+        if let (false, Some(entry)) = (hosts.contains_key(host), target.hosts.get(host)) {
+            hosts.insert(host.clone(), entry.clone());
+        }
+    }
+    mixed(target, hosts)
+}
+
+/// A release of `target`'s fleet, waves and budget over another host → bundle map.
+fn mixed(target: &Release, hosts: BTreeMap<String, ReleaseHost>) -> Release {
+    Release {
+        version: Release::compute_version(&hosts),
+        hosts,
+        ..target.unsigned()
+    }
+}
+
+pub fn load_progress(etcd: &Etcd, fleet: &str) -> Result<Option<Progress>, RolloutError> {
+    let Some(bytes) = etcd
+        .get(&progress_key(fleet))
+        .map_err(RolloutError::Store)?
+    else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+        RolloutError::Store(format!(
+            "`{}` does not hold a rollout's progress: {e}",
+            progress_key(fleet)
+        ))
+    })
+}
+
+fn save_progress(etcd: &Etcd, progress: &Progress) -> Result<(), RolloutError> {
+    let json = serde_json::to_vec(progress).map_err(|e| RolloutError::Store(e.to_string()))?;
+    etcd.put(&progress_key(&progress.fleet), &json)
+        .map_err(RolloutError::Store)
+}
+
+/// Who holds the fleet's controller lease now, if anyone.
+pub fn holder(etcd: &Etcd, fleet: &str) -> Result<Option<String>, RolloutError> {
+    etcd.get(&controller_key(fleet))
+        .map(|v| v.map(|b| String::from_utf8_lossy(&b).into_owned()))
+        .map_err(RolloutError::Store)
+}
+
+/// The controller's lease: taken only when no other controller holds it, renewed by a thread
+/// until dropped.
+struct Lease {
+    etcd: Etcd,
+    id: i64,
+    stop: Arc<AtomicBool>,
+    lost: Arc<AtomicBool>,
+    renewer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Lease {
+    fn take(etcd: &Etcd, fleet: &str, who: &str) -> Result<Lease, RolloutError> {
+        bell_store::check_name("fleet", fleet).map_err(RolloutError::Refused)?;
+        let id = etcd.grant_lease(LEASE_TTL).map_err(RolloutError::Store)?;
+        let key = controller_key(fleet);
+        let taken = etcd
+            .put_if_version(&key, 0, &[Op::PutWithLease(&key, who.as_bytes(), id)])
+            .map_err(RolloutError::Store)?;
+        if !taken {
+            let _ = etcd.revoke_lease(id);
+            return Err(RolloutError::Busy {
+                fleet: fleet.to_string(),
+                holder: holder(etcd, fleet)?.unwrap_or_else(|| "it just let go".to_string()),
+            });
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let lost = Arc::new(AtomicBool::new(false));
+        let renewer = {
+            let (etcd, stop, lost) = (etcd.clone(), Arc::clone(&stop), Arc::clone(&lost));
+            std::thread::spawn(move || {
+                let every = Duration::from_secs(LEASE_TTL) / 4;
+                let mut last = Instant::now();
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(100));
+                    if last.elapsed() < every {
+                        continue;
+                    }
+                    last = Instant::now();
+                    // An error is a member that does not answer; the next round tries again,
+                    // and a lease that lapsed meanwhile says so.
+                    if let Ok(false) = etcd.keep_alive(id) {
+                        lost.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                }
+            })
+        };
+        Ok(Lease {
+            etcd: etcd.clone(),
+            id,
+            stop,
+            lost,
+            renewer: Some(renewer),
+        })
+    }
+
+    fn lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Lets go now (dropping does the same).
+    fn release(self) {}
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.renewer.take() {
+            let _ = t.join();
+        }
+        let _ = self.etcd.revoke_lease(self.id);
+    }
+}
+
+/// A build output's release.json.
+pub fn read_target(out: &Path) -> Result<Release, RolloutError> {
+    let path = out.join(bell_bundle::RELEASE_FILE);
+    let bytes = std::fs::read(&path).map_err(|e| {
+        RolloutError::Refused(format!(
+            "cannot read {} ({e}): is it a build output?",
+            path.display()
+        ))
+    })?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| RolloutError::Refused(format!("{} is not a release: {e}", path.display())))
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn now() -> u64 {
+    now_ms() / 1000
+}
+
+fn short(version: &str) -> &str {
+    &version[..version.len().min(16)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn release(hosts: &[(&str, &str)], waves: &[&[&str]]) -> Release {
+        let hosts: BTreeMap<String, ReleaseHost> = hosts
+            .iter()
+            .map(|(h, b)| {
+                (
+                    h.to_string(),
+                    ReleaseHost {
+                        bundle: b.repeat(64),
+                        address: None,
+                        labels: BTreeMap::new(),
+                    },
+                )
+            })
+            .collect();
+        Release {
+            format: bell_bundle::FORMAT,
+            fleet: "f".into(),
+            version: Release::compute_version(&hosts),
+            hosts,
+            waves: waves
+                .iter()
+                .map(|w| w.iter().map(|h| h.to_string()).collect())
+                .collect(),
+            sequence: None,
+            expires: None,
+            rollout: None,
+        }
+    }
+
+    #[test]
+    fn only_hosts_whose_bundle_changes_are_in_a_wave() {
+        let old = release(
+            &[("a", "1"), ("b", "1"), ("c", "1")],
+            &[&["a", "b"], &["c"]],
+        );
+        let new = release(
+            &[("a", "2"), ("b", "1"), ("c", "1"), ("d", "2")],
+            &[&["a", "b"], &["c", "d"]],
+        );
+        let old_map = old
+            .hosts
+            .iter()
+            .map(|(h, e)| (h.clone(), e.bundle.clone()))
+            .collect();
+        assert_eq!(
+            changed_waves(&new, &old_map),
+            vec![vec!["a".to_string()], vec!["d".to_string()]]
+        );
+    }
+
+    #[test]
+    fn a_wave_release_moves_the_waves_given_and_the_last_is_the_target() {
+        let old = release(&[("a", "1"), ("b", "1"), ("gone", "1")], &[]);
+        let new = release(&[("a", "2"), ("b", "2"), ("new", "2")], &[]);
+        let waves = vec![
+            vec!["a".to_string()],
+            vec!["b".to_string(), "new".to_string()],
+        ];
+        let first = wave_release(&new, Some(&old), &waves, 0);
+        let bundle = |r: &Release, h: &str| r.hosts.get(h).map(|e| e.bundle[..1].to_string());
+        assert_eq!(bundle(&first, "a").as_deref(), Some("2"));
+        assert_eq!(bundle(&first, "b").as_deref(), Some("1"));
+        assert_eq!(bundle(&first, "gone").as_deref(), Some("1"));
+        assert_eq!(bundle(&first, "new"), None);
+        assert_ne!(first.version, new.version);
+        assert_eq!(first.version, Release::compute_version(&first.hosts));
+        assert_eq!(wave_release(&new, Some(&old), &waves, 1), new.unsigned());
+        let back = abort_release(&new, &old, &BTreeSet::from(["a".to_string(), "new".into()]));
+        assert_eq!(bundle(&back, "a").as_deref(), Some("1"));
+        assert_eq!(bundle(&back, "new").as_deref(), Some("2"));
+        assert_eq!(bundle(&back, "gone").as_deref(), Some("1"));
+    }
+}
