@@ -10,10 +10,12 @@
 //! threads sharing the hosts. Printed: the pulls done, etcd revisions per no-op pull (the goal
 //! is 0) and the growth of etcd's database. Nothing asserts: the figures go into the README.
 
+#[path = "support/etcd.rs"]
+mod support;
+
+use support::LocalEtcd;
 use bell_store::{semaphore, Etcd, Report, State, Store, REPORT_FORMAT};
 use std::collections::BTreeMap;
-use std::net::TcpListener;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -25,13 +27,6 @@ fn env_number(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 fn now() -> u64 {
@@ -81,28 +76,8 @@ fn pull(store: &Store, etcd: &Etcd, host: &str, lease: Option<i64>) -> Result<Op
 fn main() {
     let hosts = env_number("BELL_LOAD_HOSTS", 1000) as usize;
     let seconds = env_number("BELL_LOAD_SECONDS", 60);
-    let data = tempfile::tempdir().expect("tempdir");
-    let (client, peer) = (free_port(), free_port());
-    let endpoint = format!("127.0.0.1:{client}");
-    let mut child = Command::new("etcd")
-        .arg(format!("--data-dir={}", data.path().join("data").display()))
-        .arg(format!("--listen-client-urls=http://{endpoint}"))
-        .arg(format!("--advertise-client-urls=http://{endpoint}"))
-        .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer}"))
-        .arg(format!(
-            "--initial-advertise-peer-urls=http://127.0.0.1:{peer}"
-        ))
-        .arg(format!("--initial-cluster=default=http://127.0.0.1:{peer}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("etcd (apt install etcd-server)");
-    let etcd = Etcd::new(vec![endpoint.clone()]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while etcd.put("/bench/ready", b"1").is_err() {
-        assert!(Instant::now() < deadline, "etcd did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let local = LocalEtcd::start();
+    let etcd = local.client();
     let store = Store::Etcd(etcd.clone());
     let names: Vec<String> = (0..hosts).map(|i| format!("host-{i:05}")).collect();
     etcd.put(&bell_store::version_key(FLEET), "a".repeat(64).as_bytes())
@@ -181,6 +156,5 @@ fn main() {
         size_before / 1024,
         size_after / 1024
     );
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(local);
 }

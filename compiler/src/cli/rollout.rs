@@ -28,7 +28,7 @@ pub fn run(args: &Args) -> Result<u8, String> {
         key: args.key,
         expires_in: args.expires_in,
         wave_timeout: Duration::from_secs(args.wave_timeout),
-        poll: Duration::from_millis(500),
+        poll: rollout::POLL,
         who: format!(
             "{} pid {}",
             std::fs::read_to_string("/etc/hostname")
