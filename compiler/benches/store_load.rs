@@ -13,11 +13,11 @@
 #[path = "support/etcd.rs"]
 mod support;
 
-use support::LocalEtcd;
 use bell_store::{semaphore, Etcd, Report, State, Store, REPORT_FORMAT};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use support::LocalEtcd;
 
 const FLEET: &str = "bench";
 const THREADS: usize = 32;

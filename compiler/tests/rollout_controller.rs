@@ -247,6 +247,12 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
             let halted = of_kind(&second.events, "halted");
             assert_eq!(halted.len(), 1, "{:?}", second.events);
             assert_eq!(halted[0]["wave"], 5, "{}", halted[0]);
+            // At the failure, not at the wave's timeout.
+            assert_eq!(
+                halted[0]["reason"], "1 host of wave 5 of 6 failed",
+                "{}",
+                halted[0]
+            );
             assert_eq!(halted[0]["hosts"][0]["host"], BROKEN_IN_2, "{}", halted[0]);
             assert_eq!(halted[0]["hosts"][0]["state"], "failed", "{}", halted[0]);
             let on = motds();
@@ -334,6 +340,10 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
             let halted = of_kind(&third.events, "halted");
             assert_eq!(halted[0]["wave"], 6, "{}", halted[0]);
             assert_eq!(halted[0]["hosts"][0]["host"], BROKEN_IN_3);
+            assert_eq!(halted[0]["reason"], "1 host of wave 6 of 6 failed");
+            let on = motds();
+            assert_eq!(on["h11"], "release 3", "wave 6's other host moved: {on:?}");
+            assert_eq!(on[BROKEN_IN_3], "release 2", "{on:?}");
 
             // The abort takes every moved host back to release 2.
             let aborted = run(&["--abort", "--wave-timeout", "60s"]);

@@ -97,7 +97,8 @@ pub fn publish(out: &Path, dest: &str) -> Result<u8, String> {
     let side = diff::DirSide::open(out)?;
     let release = side.release();
     let store = Store::parse(dest)?;
-    let hosts = store.publish(release)?;
+    store.publish(release)?;
+    let hosts = release.hosts.len();
     println!(
         "published release {} of fleet {} to {} ({hosts} hosts)",
         release.version,

@@ -124,6 +124,9 @@ pub struct Progress {
     /// The release this rollout last published, and when (unix seconds).
     pub published: Option<String>,
     pub published_at: u64,
+    /// The etcd revision of that publication: reports written after it can be about it.
+    #[serde(default)]
+    pub published_revision: i64,
     pub phase: Phase,
     pub halted: Option<Halt>,
     pub started_at: u64,
@@ -305,15 +308,10 @@ impl Controller<'_> {
             let k = progress.converged;
             let release = wave_release(target, from.as_ref(), &progress.waves, k);
             let resumed = progress.given > k;
-            if !resumed {
-                self.publish(&release, k + 1 == n)?;
+            if !resumed || progress.published.as_deref() != Some(release.version.as_str()) {
+                // (Resumed: the controller died between giving the wave and recording it.)
+                progress.published_revision = self.publish(&release, k + 1 == n)?;
                 progress.given = k + 1;
-                progress.published = Some(release.version.clone());
-                progress.published_at = now();
-                save_progress(&self.etcd, &progress)?;
-            } else if progress.published.as_deref() != Some(release.version.as_str()) {
-                // Died between signing and recording: the store may name it already.
-                self.publish(&release, k + 1 == n)?;
                 progress.published = Some(release.version.clone());
                 progress.published_at = now();
                 save_progress(&self.etcd, &progress)?;
@@ -325,19 +323,23 @@ impl Controller<'_> {
                 hosts: progress.waves[k].clone(),
                 resumed,
             });
-            // A failure counts from the wave's release on; after a resume, only one newer
-            // than the resume (the second it began may still hold a pull from before a fix).
-            let cutoff = if resumed {
-                progress.published_at.max(since_start + 1)
-            } else {
-                progress.published_at
+            // A failure counts when its report was written after the wave's release was
+            // published, by a pull that began after it; after a resume, by a pull that began
+            // after the resume (one from before may have run before a fix).
+            let since = Since {
+                revision: progress.published_revision,
+                started_at: if resumed {
+                    progress.published_at.max(since_start + 1)
+                } else {
+                    progress.published_at
+                },
             };
             let wave = WaveRef {
                 number: k + 1,
                 of: n,
                 hosts: &progress.waves[k],
             };
-            match self.wait(&lease, &release, &wave, cutoff, watch)? {
+            match self.wait(&lease, &release, &wave, &since, watch)? {
                 None => {
                     progress.converged = k + 1;
                     progress.updated_at = now();
@@ -360,7 +362,7 @@ impl Controller<'_> {
         if n == 0 && progress.published.as_deref() != Some(target.version.as_str()) {
             // Nothing changes for any host: the store still names the build's release, so
             // that status compares against it and hosts take its new sequence.
-            self.publish(target, true)?;
+            progress.published_revision = self.publish(target, true)?;
             progress.published = Some(target.version.clone());
             progress.published_at = now();
         }
@@ -412,7 +414,7 @@ impl Controller<'_> {
         if progress.phase != Phase::Aborting
             || progress.published.as_deref() != Some(release.version.as_str())
         {
-            self.publish(&release, false)?;
+            progress.published_revision = self.publish(&release, false)?;
             progress.published = Some(release.version.clone());
             progress.published_at = now();
         }
@@ -433,8 +435,11 @@ impl Controller<'_> {
             of: 0,
             hosts: &back,
         };
-        let cutoff = progress.published_at;
-        if let Some(halt) = self.wait(&lease, &release, &wave, cutoff, watch)? {
+        let since = Since {
+            revision: progress.published_revision,
+            started_at: progress.published_at,
+        };
+        if let Some(halt) = self.wait(&lease, &release, &wave, &since, watch)? {
             progress.halted = Some(halt.clone());
             progress.updated_at = now();
             save_progress(&self.etcd, &progress)?;
@@ -486,6 +491,7 @@ impl Controller<'_> {
             converged: 0,
             published: None,
             published_at: 0,
+            published_revision: 0,
             phase: Phase::Running,
             halted: None,
             started_at: at,
@@ -525,8 +531,9 @@ impl Controller<'_> {
             .map_err(|e| RolloutError::Refused(format!("{} is not a release: {e}", path.display())))
     }
 
-    /// Signs `release` into OUT and makes it the store's desired release.
-    fn publish(&self, release: &Release, current: bool) -> Result<(), RolloutError> {
+    /// Signs `release` into OUT and makes it the store's desired release; the etcd revision
+    /// that did.
+    fn publish(&self, release: &Release, current: bool) -> Result<i64, RolloutError> {
         signing::keep_release(
             &self.out,
             release,
@@ -535,19 +542,17 @@ impl Controller<'_> {
             now_ms(),
             current,
         )?;
-        self.store().publish(release).map_err(RolloutError::Store)?;
-        Ok(())
+        self.store().publish(release).map_err(RolloutError::Store)
     }
 
     /// Waits until every host of `wave` reports up to date and healthy on `release`. `None`
-    /// when they do; the halt when one fails (reported after `cutoff`, unix seconds) or the
-    /// wave's time is up.
+    /// when they do; the halt when one fails (reported [`Since`]) or the wave's time is up.
     fn wait(
         &self,
         lease: &Lease,
         release: &Release,
         wave: &WaveRef,
-        cutoff: u64,
+        since: &Since,
         watch: &mut dyn FnMut(&Event),
     ) -> Result<Option<Halt>, RolloutError> {
         let began = Instant::now();
@@ -562,7 +567,7 @@ impl Controller<'_> {
                 Err(error) => watch(&Event::StoreTrouble { error }),
             }
             let views = last.clone().unwrap_or_default();
-            let judged = judge(release, wave.hosts, &views, cutoff, now());
+            let judged = judge(release, wave.hosts, &views, since, now());
             for host in &judged.converged {
                 if told.insert(host.clone()) {
                     watch(&Event::HostConverged {
@@ -640,20 +645,30 @@ impl WaveRef<'_> {
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Judged {
     pub converged: Vec<String>,
-    /// Failed or unhealthy since `cutoff`: the rollout halts.
+    /// Failed or unhealthy since the wave's release: the rollout halts.
     pub failed: Vec<Trouble>,
     /// Neither: with why, for when the wave's time is up.
     pub waiting: Vec<Trouble>,
 }
 
+/// Which reports can be about a wave's release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Since {
+    /// Written after this etcd revision (the release's publication).
+    pub revision: i64,
+    /// By a run that began at or after this time (unix seconds).
+    pub started_at: u64,
+}
+
 /// Where each of `hosts` stands against `release`: up to date (or deferred) on its bundle is
-/// converged; a failure or failing probe reported after `cutoff` is a failure of this wave
-/// (an older one is from before the host was given the wave's bundle, and waits).
+/// converged; a failure or failing probe reported [`Since`] the wave's release is a failure of
+/// this wave. An older one (from before the host could see the release, or a run that
+/// failed the same way again and so wrote nothing new) waits for the wave's time to be up.
 pub fn judge(
     release: &Release,
     hosts: &[String],
     views: &BTreeMap<String, HostView>,
-    cutoff: u64,
+    since: &Since,
     now: u64,
 ) -> Judged {
     let rows = status::fleet_status(release, views, now, None);
@@ -668,10 +683,14 @@ pub fn judge(
             continue;
         }
         let view = views.get(host);
-        let applied_at = view
-            .and_then(|v| v.by_command.get("apply").or(v.report.as_ref()))
-            .map(|r| r.finished_at);
-        let recent = applied_at.is_some_and(|at| at >= cutoff);
+        let applied = view.and_then(|v| v.by_command.get("apply").or(v.report.as_ref()));
+        let applied_at = applied.map(|r| r.finished_at);
+        let written_after = match view.and_then(|v| v.revisions.get("apply")) {
+            Some(revision) => *revision > since.revision,
+            // A directory store keeps no revisions: the times must do.
+            None => applied_at.is_some_and(|at| at >= since.started_at),
+        };
+        let recent = written_after && applied.is_some_and(|r| r.started_at >= since.started_at);
         let detail = row.and_then(|r| r.detail.clone());
         let trouble = |state: &str| Trouble {
             host: host.clone(),
@@ -688,10 +707,13 @@ pub fn judge(
                     host: host.clone(),
                     state: "silent".to_string(),
                     detail: Some(match applied_at {
+                        _ if view.and_then(|v| v.alive) == Some(false) => {
+                            "its liveness lease lapsed".to_string()
+                        }
                         None => "never reported".to_string(),
                         Some(at) => format!(
                             "nothing reported since the wave began (last {} s before)",
-                            cutoff.saturating_sub(at)
+                            since.started_at.saturating_sub(at)
                         ),
                     }),
                 })
@@ -943,6 +965,106 @@ mod tests {
             expires: None,
             rollout: None,
         }
+    }
+
+    fn view(bundle: &str, result: bell_store::State, at: u64, alive: bool) -> HostView {
+        let report = bell_store::Report {
+            format: bell_store::REPORT_FORMAT,
+            host: String::new(),
+            fleet: "f".into(),
+            command: "apply".into(),
+            result,
+            release: None,
+            bundle: Some(bundle.repeat(64)),
+            started_at: at,
+            finished_at: at,
+            resources: Vec::new(),
+            drift: Vec::new(),
+            error: None,
+            signature: None,
+            status: BTreeMap::from([("apply".to_string(), result)]),
+            health: Vec::new(),
+        };
+        HostView {
+            status: report.status.clone(),
+            by_command: BTreeMap::from([("apply".to_string(), report.clone())]),
+            report: Some(report),
+            alive: Some(alive),
+            revisions: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
+        use bell_store::State::{Failed, Success};
+        let wave = release(
+            &[
+                ("done", "2"),
+                ("new", "2"),
+                ("old", "2"),
+                ("quiet", "2"),
+                ("gone", "2"),
+                ("again", "2"),
+                ("fresh", "2"),
+            ],
+            &[],
+        );
+        let views = BTreeMap::from([
+            ("done".to_string(), view("2", Success, 100, true)),
+            ("new".to_string(), view("1", Failed, 100, true)),
+            ("old".to_string(), view("1", Failed, 99, true)),
+            ("quiet".to_string(), view("1", Success, 99, true)),
+            ("gone".to_string(), view("1", Success, 100, false)),
+            // In etcd: written at revision 7, before the release (8), so its time is no proof.
+            ("again".to_string(), {
+                let mut v = view("1", Failed, 100, true);
+                v.revisions.insert("apply".into(), 7);
+                v
+            }),
+            ("fresh".to_string(), {
+                let mut v = view("1", Failed, 100, true);
+                v.revisions.insert("apply".into(), 9);
+                v
+            }),
+        ]);
+        let hosts: Vec<String> = [
+            "done", "new", "old", "quiet", "gone", "never", "again", "fresh",
+        ]
+        .map(String::from)
+        .to_vec();
+        let since = Since {
+            revision: 8,
+            started_at: 100,
+        };
+        let judged = judge(&wave, &hosts, &views, &since, 101);
+        assert_eq!(judged.converged, ["done"]);
+        let gone = judged.waiting.iter().find(|t| t.host == "gone");
+        assert_eq!(
+            gone.and_then(|t| t.detail.as_deref()),
+            Some("its liveness lease lapsed")
+        );
+        let states = |list: &[Trouble]| -> Vec<(String, String)> {
+            list.iter()
+                .map(|t| (t.host.clone(), t.state.clone()))
+                .collect()
+        };
+        assert_eq!(
+            states(&judged.failed),
+            [
+                ("new".into(), "failed".into()),
+                ("fresh".into(), "failed".into())
+            ]
+        );
+        assert_eq!(
+            states(&judged.waiting),
+            [
+                ("old".into(), "failed".into()),
+                ("quiet".into(), "silent".into()),
+                ("gone".into(), "silent".into()),
+                ("never".into(), "silent".into()),
+                ("again".into(), "failed".into()),
+            ]
+        );
     }
 
     #[test]

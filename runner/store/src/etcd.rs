@@ -93,6 +93,8 @@ fn number(value: Option<&serde_json::Value>) -> Option<i64> {
 pub struct KeyValue {
     pub key: String,
     pub value: Vec<u8>,
+    /// The revision of the key's last write: what was written after a given moment.
+    pub mod_revision: i64,
 }
 
 /// Why one endpoint did not give an answer: worth asking another (`Unreachable`), or an
@@ -206,10 +208,12 @@ impl Etcd {
     }
 
     /// Applies `ops` (at most [`MAX_TXN_OPS`]) in one transaction: a reader sees all or none.
-    pub fn write_all(&self, ops: &[Op]) -> Result<(), String> {
+    /// The revision it made.
+    pub fn write_all(&self, ops: &[Op]) -> Result<i64, String> {
         let requests: Vec<serde_json::Value> = ops.iter().map(Op::request).collect();
-        self.call("/v3/kv/txn", &serde_json::json!({ "success": requests }))
-            .map(|_| ())
+        let answer = self.call("/v3/kv/txn", &serde_json::json!({ "success": requests }))?;
+        number(answer.get("header").and_then(|h| h.get("revision")))
+            .ok_or_else(|| "etcd sent no revision".to_string())
     }
 
     /// The values of `keys`, read at one revision (one transaction): two keys that are
@@ -407,6 +411,7 @@ fn kvs(value: &serde_json::Value) -> Result<Vec<KeyValue>, String> {
         out.push(KeyValue {
             key,
             value: field("value")?,
+            mod_revision: number(kv.get("mod_revision")).unwrap_or(0),
         });
     }
     out.sort_by(|a, b| a.key.cmp(&b.key));

@@ -168,6 +168,9 @@ pub struct HostView {
     /// The last report of each command (`apply`, `check`) the store keeps: in etcd both, so
     /// that a check after a failed apply does not hide why it failed; in a directory the last.
     pub by_command: BTreeMap<String, Report>,
+    /// In etcd: the revision at which each command's report was last written (a report that
+    /// said nothing new is not written again).
+    pub revisions: BTreeMap<String, i64>,
 }
 
 /// A report destination or source.
@@ -353,6 +356,7 @@ impl Store {
                             by_command: BTreeMap::from([(report.command.clone(), report.clone())]),
                             report: Some(report),
                             alive: None,
+                            revisions: BTreeMap::new(),
                         },
                     );
                 }
@@ -369,6 +373,8 @@ impl Store {
                         let view = hosts.entry(host).or_default();
                         view.by_command
                             .insert(report.command.clone(), report.clone());
+                        view.revisions
+                            .insert(report.command.clone(), kv.mod_revision);
                         if !matches!(&view.report, Some(r) if r.finished_at > report.finished_at) {
                             view.report = Some(report);
                         }
@@ -406,8 +412,9 @@ impl Store {
     /// release removed, and the version. Only the keys that change are written, in one
     /// transaction when they fit (a host reads version and bundle together, see
     /// [`Store::desired`], and so never sees one without the other); a larger change is
-    /// written in parts with the version in the last.
-    pub fn publish(&self, release: &Release) -> Result<usize, String> {
+    /// written in parts with the version in the last. The etcd revision of the last part: a
+    /// report written later was written after the host could see the release.
+    pub fn publish(&self, release: &Release) -> Result<i64, String> {
         let Store::Etcd(etcd) = self else {
             return Err("`publish` needs an etcd store (`--store etcd://HOST:PORT`)".to_string());
         };
@@ -435,10 +442,11 @@ impl Store {
         ops.extend(now.keys().map(|key| etcd::Op::Delete(key)));
         let version = version_key(&release.fleet);
         ops.push(etcd::Op::Put(&version, release.version.as_bytes()));
+        let mut revision = 0;
         for part in ops.chunks(etcd::MAX_TXN_OPS) {
-            etcd.write_all(part)?;
+            revision = etcd.write_all(part)?;
         }
-        Ok(release.hosts.len())
+        Ok(revision)
     }
 
     /// The fleet's published release as the store holds it (`None` when nothing is
