@@ -10,7 +10,7 @@
 //! wall time, the time per wave, and the etcd requests the controller made per host.
 //! Nothing asserts.
 
-#[path = "support/etcd.rs"]
+#[path = "support/mod.rs"]
 mod support;
 
 use bell_bundle::{Release, ReleaseHost};
@@ -20,24 +20,10 @@ use bellc::fleet::signing;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use support::LocalEtcd;
+use support::{env_number, now, LocalEtcd};
 
 const FLEET: &str = "bench";
 const THREADS: usize = 16;
-
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
 
 fn release(names: &[String], bundle: char, wave: usize) -> Release {
     let hosts: BTreeMap<String, ReleaseHost> = names
@@ -134,8 +120,8 @@ fn simulate(etcd: &Etcd, stop: &AtomicBool, busy: &AtomicU64) {
 }
 
 fn main() {
-    let hosts = env_number("BELL_ROLLOUT_HOSTS", 1000);
-    let wave = env_number("BELL_ROLLOUT_WAVE", 100).max(1);
+    let hosts = env_number("BELL_ROLLOUT_HOSTS", 1000) as usize;
+    let wave = env_number("BELL_ROLLOUT_WAVE", 100).max(1) as usize;
     let local = LocalEtcd::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out");
@@ -176,7 +162,7 @@ fn main() {
         key: Some(&key),
         expires_in: None,
         wave_timeout: Duration::from_secs(300),
-        poll: Duration::from_millis(env_number("BELL_ROLLOUT_POLL_MS", 250) as u64),
+        poll: Duration::from_millis(env_number("BELL_ROLLOUT_POLL_MS", 250)),
         who: "bench".to_string(),
     };
     let stop = AtomicBool::new(false);

@@ -10,31 +10,17 @@
 //! threads sharing the hosts. Printed: the pulls done, etcd revisions per no-op pull (the goal
 //! is 0) and the growth of etcd's database. Nothing asserts: the figures go into the README.
 
-#[path = "support/etcd.rs"]
+#[path = "support/mod.rs"]
 mod support;
 
 use bell_store::{semaphore, Etcd, Report, State, Store, REPORT_FORMAT};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use support::LocalEtcd;
+use support::{env_number, now, LocalEtcd};
 
 const FLEET: &str = "bench";
 const THREADS: usize = 32;
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
 
 /// What a host that applied its bundle and changed nothing reports.
 fn report(host: &str, at: u64) -> Report {

@@ -79,23 +79,6 @@ fn intervals(timeline: &Path) -> BTreeMap<PathBuf, (u128, Option<u128>)> {
     out
 }
 
-/// The most intervals open at one moment.
-fn most_at_once(spans: &[(u128, Option<u128>)]) -> usize {
-    let mut edges: Vec<(u128, i32)> = Vec::new();
-    for (start, end) in spans {
-        edges.push((*start, 1));
-        edges.push((end.unwrap_or(u128::MAX), -1));
-    }
-    // An end and a start at the same nanosecond do not overlap.
-    edges.sort();
-    let (mut open, mut most) = (0i32, 0i32);
-    for (_, step) in edges {
-        open += step;
-        most = most.max(open);
-    }
-    most as usize
-}
-
 #[test]
 fn a_release_with_a_failing_probe_never_takes_more_than_the_budget() {
     let bin = bell_run();

@@ -11,7 +11,7 @@
 
 mod common;
 use common::fleet::{bell_run, EtcdCluster, Nginx};
-use common::pulling::{copy_over, image_root, motd, pull};
+use common::pulling::{copy_over, image_root, most_at_once, motd, pull};
 use common::Fixture;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -91,22 +91,6 @@ fn spans(timeline: &Path) -> Spans {
         }
     }
     out
-}
-
-/// The most intervals open at one moment.
-fn most_at_once(spans: &[(u128, Option<u128>)]) -> usize {
-    let mut edges: Vec<(u128, i32)> = Vec::new();
-    for (start, end) in spans {
-        edges.push((*start, 1));
-        edges.push((end.unwrap_or(u128::MAX), -1));
-    }
-    edges.sort();
-    let (mut open, mut most) = (0i32, 0i32);
-    for (_, step) in edges {
-        open += step;
-        most = most.max(open);
-    }
-    most as usize
 }
 
 struct Rollout {

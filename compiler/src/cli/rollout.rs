@@ -2,7 +2,7 @@
 //! event per line for CI.
 
 use bell_store::Etcd;
-use bellc::fleet::rollout::{self, Controller, Event, Outcome, Progress, RolloutError};
+use bellc::fleet::rollout::{self, Controller, Event, Outcome, Progress, RolloutError, Trouble};
 use bellc::fleet::signing::SigningKey;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::Path;
@@ -71,15 +71,7 @@ pub fn run(args: &Args) -> Result<u8, String> {
             if !args.json {
                 println!("halted: {}", halt.reason);
                 for t in &halt.hosts {
-                    println!(
-                        "  {}  {}{}",
-                        t.host,
-                        t.state,
-                        t.detail
-                            .as_deref()
-                            .map(|d| format!(": {d}"))
-                            .unwrap_or_default()
-                    );
+                    println!("  {}", trouble(t));
                 }
                 println!(
                     "later waves stay on their old bundles; fix the hosts and `bellc rollout OUT \
@@ -137,15 +129,7 @@ fn describe(p: &Progress, holder: Option<&str>) -> String {
     if let Some(halt) = &p.halted {
         text.push_str(&format!("  halted: {}\n", halt.reason));
         for t in &halt.hosts {
-            text.push_str(&format!(
-                "    {}  {}{}\n",
-                t.host,
-                t.state,
-                t.detail
-                    .as_deref()
-                    .map(|d| format!(": {d}"))
-                    .unwrap_or_default()
-            ));
+            text.push_str(&format!("    {}\n", trouble(t)));
         }
     }
     text.push_str(&format!(
@@ -153,6 +137,14 @@ fn describe(p: &Progress, holder: Option<&str>) -> String {
         holder.unwrap_or("none running")
     ));
     text
+}
+
+/// `h06  failed: group `bellapp` is not a group …`.
+fn trouble(t: &Trouble) -> String {
+    match &t.detail {
+        Some(d) => format!("{}  {}: {d}", t.host, t.state),
+        None => format!("{}  {}", t.host, t.state),
+    }
 }
 
 fn explain(e: RolloutError) -> String {

@@ -156,3 +156,21 @@ pub fn served_motd(served: &Path, host: &str) -> PathBuf {
     let bundle = &release_of(served).hosts[host].bundle;
     served.join("bundles").join(bundle).join("root/etc/motd")
 }
+
+/// The most of `spans` (from, until: nanoseconds; open to the end without an until) that are
+/// open at one moment: how many hosts of a group were changing at once.
+pub fn most_at_once(spans: &[(u128, Option<u128>)]) -> usize {
+    let mut edges: Vec<(u128, i32)> = Vec::new();
+    for (start, end) in spans {
+        edges.push((*start, 1));
+        edges.push((end.unwrap_or(u128::MAX), -1));
+    }
+    // An end and a start at the same nanosecond do not overlap.
+    edges.sort();
+    let (mut open, mut most) = (0i32, 0i32);
+    for (_, step) in edges {
+        open += step;
+        most = most.max(open);
+    }
+    most as usize
+}

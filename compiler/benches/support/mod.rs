@@ -1,5 +1,6 @@
-//! A real single-member etcd for a benchmark (Debian's `etcd-server`): a free loopback port,
-//! a temporary data directory, killed on drop.
+//! Shared by the fleet benchmarks: a real single-member etcd (Debian's `etcd-server`: a free
+//! loopback port, a temporary data directory, killed on drop), numbers from the environment,
+//! the clock.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -60,4 +61,20 @@ impl Drop for LocalEtcd {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `name` from the environment as a number, or `default`.
+pub fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Unix seconds.
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
