@@ -250,6 +250,15 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
             assert!(status.stdout.contains("halted"), "{}", status.stdout);
             assert!(status.stdout.contains(BROKEN_IN_2), "{}", status.stdout);
 
+            // A plain publish would change the map under the halted rollout: refused.
+            let publish = fx.bellc(&["publish", "served", "--store", &url]);
+            assert_eq!(publish.code, 2, "{}", publish.stderr);
+            assert!(
+                publish.stderr.contains("stands halted"),
+                "{}",
+                publish.stderr
+            );
+
             // Without `--resume` a second start is refused; the host is fixed and it resumes.
             let again = run(&[]);
             assert_eq!(again.code, 2, "{}", again.stderr);

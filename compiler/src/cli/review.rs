@@ -3,6 +3,7 @@
 //! `bellc::fleet::status`.
 
 use bell_store::Store;
+use bellc::fleet::rollout::{self, Phase};
 use bellc::fleet::status::{self, FleetStatus, HostState};
 use bellc::review::diff::{self, ReleaseDiff, Side};
 use std::path::Path;
@@ -97,6 +98,20 @@ pub fn publish(out: &Path, dest: &str) -> Result<u8, String> {
     let side = diff::DirSide::open(out)?;
     let release = side.release();
     let store = Store::parse(dest)?;
+    if let Store::Etcd(etcd) = &store {
+        // A rollout's controller owns the desired map until it is done or aborted.
+        let progress = rollout::load_progress(etcd, &release.fleet).map_err(|e| e.to_string())?;
+        if let Some(p) = progress.filter(|p| !matches!(p.phase, Phase::Done | Phase::Aborted)) {
+            return Err(format!(
+                "the rollout of release {} stands {} in fleet {}: publishing would change the \
+                 hosts' bundles under it\n  help: finish it with `bellc rollout OUT --resume`, \
+                 or take it back with `bellc rollout OUT --abort`",
+                diff::short(&p.target),
+                p.phase.as_str(),
+                release.fleet
+            ));
+        }
+    }
     store.publish(release)?;
     let hosts = release.hosts.len();
     println!(
