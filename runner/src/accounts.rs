@@ -1,8 +1,60 @@
 //! Owner and group names resolved through the target root's own `etc/passwd` and `etc/group`,
 //! not the running host's NSS, so that an image baked offline gets the ids of the image.
 
+use bell_bundle::Manifest;
 use std::collections::BTreeMap;
 use std::path::Path;
+
+/// The account databases each kind's scripts read or change in the root: owners of files
+/// are looked up in `passwd` and `group`; accounts also live in `shadow`.
+fn databases_of(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "file" | "perm" => &["etc/passwd", "etc/group"],
+        "user" | "default-account" | "users" => &["etc/passwd", "etc/group", "etc/shadow"],
+        _ => &[],
+    }
+}
+
+/// Why `root` cannot take `manifest`: the account databases its resources need that the root
+/// lacks (an image root made by hand, not by debootstrap), each named with who needs it.
+/// Checked before anything changes, because the scripts would otherwise fail one by one with
+/// `user root does not exist` or `password hash of ops was not set`.
+pub fn missing_databases(root: &Path, manifest: &Manifest) -> Option<String> {
+    let mut missing: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for resource in &manifest.resources {
+        for db in databases_of(&resource.kind) {
+            // Not followed: a link is the scripts' business (they refuse one out of the root).
+            if std::fs::symlink_metadata(root.join(db)).is_err() {
+                missing.entry(db).or_default().push(resource.key());
+            }
+        }
+    }
+    if missing.is_empty() {
+        return None;
+    }
+    let lines: Vec<String> = missing
+        .iter()
+        .map(|(db, needed)| {
+            let shown: Vec<&str> = needed.iter().take(3).map(String::as_str).collect();
+            let more = needed.len().saturating_sub(shown.len());
+            format!(
+                "{}/{db}: missing (needed by {}{})",
+                root.display(),
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            )
+        })
+        .collect();
+    Some(format!(
+        "{}; an image root needs the account databases its users are added to and its files' \
+         owners are found in",
+        lines.join("; ")
+    ))
+}
 
 pub struct Accounts {
     users: BTreeMap<String, u32>,

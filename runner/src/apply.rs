@@ -92,6 +92,11 @@ fn previous_manifest(root: &Root, state: &State) -> Option<Manifest> {
 }
 
 fn make_plan(root: &Root, manifest: &Manifest, state: &State) -> Result<Plan, Refusal> {
+    if let Some(missing) = crate::accounts::missing_databases(&root.dir, manifest) {
+        return Err(Refusal::new(missing).help(
+            "copy them from the image's base (debootstrap makes them); nothing was changed",
+        ));
+    }
     let accounts = Accounts::load(&root.dir);
     let previous = previous_manifest(root, state);
     for file in &manifest.files {

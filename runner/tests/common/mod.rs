@@ -38,7 +38,8 @@ pub fn tempdir() -> TempDir {
     TempDir(dir.canonicalize().unwrap())
 }
 
-/// A test world: a root with etc/passwd and etc/group, a place for bundles, and an event log
+/// A test world: a root with the account databases (etc/passwd, group, shadow), a place for
+/// bundles, and an event log
 /// that test scripts append to.
 pub struct World {
     pub tmp: TempDir,
@@ -57,6 +58,11 @@ impl World {
         std::fs::write(
             root.join("etc/group"),
             "root:x:0:\nstaff:x:1001:\nadm:x:4:\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("etc/shadow"),
+            "root:*:19000:0:99999:7:::\nalice:!:19000:0:99999:7:::\n",
         )
         .unwrap();
         std::fs::create_dir_all(tmp.path().join("bundles")).unwrap();
