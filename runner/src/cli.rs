@@ -698,6 +698,53 @@ fn print_outcome(prefix: &str, outcome: &Outcome, width: usize) {
     println!("{line}");
 }
 
+/// `2 changed, 9 unchanged, 1 failed (user:ops), 2 skipped (exec:a, exec:b), 1 deferred to
+/// the first live apply`: each resource counted once, under what happened to it. A resource
+/// skipped because one it depends on failed is not a failure of its own.
+fn summary(report: &Report) -> String {
+    let (mut changed, mut unchanged) = (0, 0);
+    let (mut failed, mut skipped) = (Vec::new(), Vec::new());
+    for outcome in report.reverts.iter().chain(&report.triggers) {
+        match outcome.status.as_str() {
+            "failed" => failed.push(outcome.key.as_str()),
+            "skipped" | "halted" => skipped.push(outcome.key.as_str()),
+            _ if report.reverts.iter().any(|r| r.key == outcome.key) => changed += 1,
+            _ => {}
+        }
+    }
+    for (planned, outcome) in report.plan.resources.iter().zip(&report.resources) {
+        match outcome.status.as_str() {
+            "failed" => failed.push(outcome.key.as_str()),
+            // Not run because another failed (a dependency, or an exec that halts the rest).
+            "skipped" | "halted" => skipped.push(outcome.key.as_str()),
+            "deferred" => {}
+            _ if planned.change == Change::Unchanged => unchanged += 1,
+            _ => changed += 1,
+        }
+    }
+    let mut parts = vec![
+        format!("{changed} changed"),
+        format!("{unchanged} unchanged"),
+    ];
+    if !failed.is_empty() {
+        parts.push(format!("{} failed ({})", failed.len(), failed.join(", ")));
+    }
+    if !skipped.is_empty() {
+        parts.push(format!(
+            "{} skipped after a failure ({})",
+            skipped.len(),
+            skipped.join(", ")
+        ));
+    }
+    if report.deferred > 0 {
+        parts.push(format!(
+            "{} deferred to the first live apply",
+            report.deferred
+        ));
+    }
+    parts.join(", ")
+}
+
 fn print_report(report: &Report) {
     let plan = &report.plan;
     let mode = if report.offline { "offline" } else { "live" };
@@ -772,21 +819,7 @@ fn print_report(report: &Report) {
         let symbol = outcome.change.map(Change::symbol).unwrap_or(' ');
         print_outcome(&symbol.to_string(), outcome, width);
     }
-    let deferred = if report.deferred > 0 {
-        format!(", {} deferred to the first live apply", report.deferred)
-    } else {
-        String::new()
-    };
-    if report.failed.is_empty() {
-        println!("result: {} changed{deferred}", report.changed);
-    } else {
-        println!(
-            "result: {} changed, {} failed: {}",
-            report.changed,
-            report.failed.len(),
-            report.failed.join(", ")
-        );
-    }
+    println!("result: {}", summary(report));
     print_health(&report.health);
 }
 
