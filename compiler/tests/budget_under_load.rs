@@ -11,6 +11,7 @@
 mod common;
 use bell_store::semaphore;
 use common::fleet::{bell_run, text, EtcdCluster};
+use common::pulling::racked_hosts as hosts;
 use common::pulling::*;
 use common::Fixture;
 use std::collections::BTreeMap;
@@ -20,12 +21,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const FAILING: &str = "h02";
-
-fn hosts() -> Vec<(String, &'static str)> {
-    (1..=12)
-        .map(|i| (format!("h{i:02}"), ["a", "b", "c"][(i - 1) / 4]))
-        .collect()
-}
 
 /// Release 1 sets the motd; release 2 changes it, marks when it went live and probes.
 fn spec(release: u32, timeline: &Path) -> String {

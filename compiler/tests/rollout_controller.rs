@@ -11,7 +11,7 @@
 
 mod common;
 use common::fleet::{bell_run, EtcdCluster, Nginx};
-use common::pulling::{copy_over, image_root, most_at_once, motd, pull};
+use common::pulling::{copy_over, image_root, most_at_once, motd, pull, racked_hosts as hosts};
 use common::Fixture;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -22,12 +22,6 @@ use std::time::{Duration, Instant};
 
 const BROKEN_IN_2: &str = "h06";
 const BROKEN_IN_3: &str = "h10";
-
-fn hosts() -> Vec<(String, &'static str)> {
-    (1..=12)
-        .map(|i| (format!("h{i:02}"), ["a", "b", "c"][(i - 1) / 4]))
-        .collect()
-}
 
 /// Control hosts provide `api`, compute hosts use it (later waves), storage hosts neither.
 fn spec(release: u32, timeline: &Path) -> String {

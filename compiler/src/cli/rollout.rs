@@ -4,6 +4,7 @@
 use bell_store::Etcd;
 use bellc::fleet::rollout::{self, Controller, Event, Outcome, Progress, RolloutError, Trouble};
 use bellc::fleet::signing::SigningKey;
+use bellc::review::diff::short;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::Path;
 use std::time::Duration;
@@ -152,10 +153,6 @@ fn explain(e: RolloutError) -> String {
         Some(help) => format!("{e}\n  help: {help}"),
         None => e.to_string(),
     }
-}
-
-fn short(version: &str) -> &str {
-    &version[..version.len().min(16)]
 }
 
 /// A progress bar on a terminal (lines on stderr elsewhere), or JSON lines on stdout.

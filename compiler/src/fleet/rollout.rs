@@ -18,6 +18,7 @@
 
 use super::signing::{self, SigningKey};
 use super::status::{self, HostState};
+use crate::review::diff::short;
 use bell_bundle::{Release, ReleaseHost};
 use bell_store::etcd::Op;
 use bell_store::{Etcd, HostView, Store};
@@ -557,16 +558,16 @@ impl Controller<'_> {
     ) -> Result<Option<Halt>, RolloutError> {
         let began = Instant::now();
         let mut told: BTreeSet<String> = BTreeSet::new();
-        let mut last: Option<BTreeMap<String, HostView>> = None;
+        // What the store said last: a poll that cannot read it judges by that again.
+        let mut views: BTreeMap<String, HostView> = BTreeMap::new();
         loop {
             if lease.lost() {
                 return Err(RolloutError::LostLease);
             }
             match self.store().load_fleet(&release.fleet) {
-                Ok(views) => last = Some(views),
+                Ok(read) => views = read,
                 Err(error) => watch(&Event::StoreTrouble { error }),
             }
-            let views = last.clone().unwrap_or_default();
             let judged = judge(release, wave.hosts, &views, since, now());
             for host in &judged.converged {
                 if told.insert(host.clone()) {
@@ -928,10 +929,6 @@ fn now_ms() -> u64 {
 
 fn now() -> u64 {
     now_ms() / 1000
-}
-
-fn short(version: &str) -> &str {
-    &version[..version.len().min(16)]
 }
 
 #[cfg(test)]

@@ -174,3 +174,10 @@ pub fn most_at_once(spans: &[(u128, Option<u128>)]) -> usize {
     }
     most as usize
 }
+
+/// Twelve hosts in three racks of four: `h01`..`h04` in `a`, `h05`..`h08` in `b`, the rest in `c`.
+pub fn racked_hosts() -> Vec<(String, &'static str)> {
+    (1..=12)
+        .map(|i| (format!("h{i:02}"), ["a", "b", "c"][(i - 1) / 4]))
+        .collect()
+}
