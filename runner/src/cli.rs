@@ -42,6 +42,21 @@ exit codes:
       slot of its rollout group (nothing was changed)
   64  usage: an unknown command or option, a missing or extra argument (sysexits EX_USAGE)";
 
+/// What the first column of `apply`, `rollback` and `--dry-run` means; printed by `--help`.
+const MARKERS: &str = "\
+markers (apply, rollback, --dry-run), one per resource line:
+   +  created: the host has not had this resource before
+   ~  changed: the bundle changed it since the last apply
+   =  unchanged: as the last apply left it; nothing was run
+   *  drifted: unchanged in the bundle, but one of its files was changed on the host; put back
+   !  retry: unchanged, but its last apply failed or was skipped behind a failure
+   ^  trigger: ran once because a path under it changed (a daemon-reload after a unit file)
+   -  departed: no longer in the bundle; its revert script ran (--dry-run: will run)
+each apply line then says what happened: ok, failed, skipped (a resource it depends on
+failed), halted (an exec with on-failure=halt failed before it), deferred (to the first live
+apply: an offline apply to an image root starts no service and loads no sysctl), not-due (an
+exec whose rerun policy says not now), started (an exec in the background)";
+
 const OK: i32 = 0;
 const REFUSED: i32 = 1;
 /// sysexits' EX_USAGE: never confused with `check`'s "drift found".
@@ -206,8 +221,9 @@ pub fn main() -> i32 {
     if command == "__supervise" {
         return crate::scripts::supervise(&all[1..]);
     }
-    if matches!(command.as_str(), "help" | "--help" | "-h") {
-        println!("{USAGE}");
+    let asks_help = |a: &OsString| matches!(a.to_str(), Some("--help" | "-h"));
+    if matches!(command.as_str(), "help" | "--help" | "-h") || all[1..].iter().any(asks_help) {
+        println!("{USAGE}\n\n{MARKERS}");
         return OK;
     }
     if command == "--version" {
@@ -784,7 +800,12 @@ fn print_report(report: &Report) {
             println!("  file {}: {what}", file.path());
         }
         for r in &plan.resources {
-            println!("  {} {:width$}  {:?}", r.change.symbol(), r.key, r.change);
+            println!(
+                "  {} {:width$}  {}",
+                r.change.symbol(),
+                r.key,
+                r.change.word()
+            );
         }
         println!(
             "plan: {} created, {} changed, {} departed, {} retried, {} drifted, {} unchanged; {} files to switch",

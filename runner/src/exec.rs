@@ -29,8 +29,19 @@ pub fn due(
             running.pid, running.started
         ));
     }
-    if rec.ran_hash.as_deref() != Some(identity) {
-        return Ok("first run of this script".to_string());
+    match rec.ran_hash.as_deref() {
+        None => return Ok("first run of this script".to_string()),
+        // A script that ran before is never called a first run: a reviewer reading the
+        // output after a failure must see that this is the fix being tried.
+        Some(ran) if ran != identity => {
+            let last = match rec.last_ok {
+                Some(true) => ", which succeeded",
+                Some(false) => ", which failed",
+                None => "",
+            };
+            return Ok(format!("the script changed since its last run{last}"));
+        }
+        Some(_) => {}
     }
     let booted = booted_since(rec, boot);
     // Counts are per boot: a boot starts them again.

@@ -33,6 +33,17 @@ impl Change {
             Change::Unchanged => '=',
         }
     }
+
+    /// The word `--dry-run` prints after the key: the marker table's word, and the JSON's.
+    pub fn word(self) -> &'static str {
+        match self {
+            Change::Created => "created",
+            Change::Changed => "changed",
+            Change::Retry => "retry",
+            Change::Drifted => "drifted",
+            Change::Unchanged => "unchanged",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]

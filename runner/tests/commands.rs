@@ -133,6 +133,28 @@ fn verify_checks_a_bundle_without_a_root() {
 }
 
 #[test]
+fn help_explains_the_markers() {
+    let w = World::new();
+    for args in [&["apply", "--help"][..], &["help"], &["check", "-h"]] {
+        let out = w.run(args);
+        expect_code(&out, 0);
+        let text = stdout(&out);
+        assert!(text.contains("usage: bell-run apply"), "{text}");
+        for marker in [
+            "+  created",
+            "~  changed",
+            "=  unchanged",
+            "*  drifted",
+            "!  retry",
+            "^  trigger",
+            "-  departed",
+        ] {
+            assert!(text.contains(marker), "{marker} missing from {text}");
+        }
+    }
+}
+
+#[test]
 fn dry_run_prints_the_plan_and_changes_nothing() {
     let w = World::new();
     let b1 = w.build(&gen(&w, 1));
@@ -147,6 +169,15 @@ fn dry_run_prints_the_plan_and_changes_nothing() {
     assert!(text.contains("+ gen:only2"), "{text}");
     assert!(text.contains("~ conf:main"), "{text}");
     assert!(text.contains("file /etc/bell.conf: rewrite"), "{text}");
+    // The same lower-case words as the JSON and `--help`'s marker table.
+    let line = |key: &str| {
+        text.lines()
+            .find(|l| l.contains(key))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(line("+ gen:only2").ends_with("  created"), "{text}");
+    assert!(line("~ conf:main").ends_with("  changed"), "{text}");
     assert!(text.contains("plan: 1 created, 1 changed, 1 departed, 0 retried, 0 drifted, 0 unchanged; 1 files to switch"), "{text}");
 
     let out = w.apply(&b2, &["--dry-run", "--json"]);

@@ -426,3 +426,37 @@ fn interval_persistence_and_max_counts_follow_the_boot() {
     assert_eq!(at("1200", "B").0, [3, 2, 3, 5, 5]);
     assert_eq!(at("5000", "C").0, [4, 3, 3, 6, 6]);
 }
+
+#[test]
+fn a_script_that_failed_before_is_not_a_first_run() {
+    let w = World::new();
+    let spec = BundleSpec::new().resource(ResourceSpec::new("exec", "flaky").exec(
+        &counting(&w, "flaky", 2),
+        exec_policy(Rerun::OnceSuccessfully),
+    ));
+    let bundle = w.build(&spec);
+    let first = w.apply(&bundle, &[]);
+    expect_code(&first, 3);
+    let second = w.apply(&bundle, &[]);
+    expect_code(&second, 0);
+    let text = stdout(&second);
+    assert!(!text.contains("first run"), "{text}");
+    assert!(text.contains("retrying after a failure"), "{text}");
+    // A fixed script is a changed script, not a first run.
+    let spec = BundleSpec::new().resource(
+        ResourceSpec::new("exec", "flaky")
+            .exec("#!/bin/sh\nexit 1\n", exec_policy(Rerun::OnceSuccessfully)),
+    );
+    w.apply(&w.build(&spec), &[]);
+    let spec = BundleSpec::new().resource(
+        ResourceSpec::new("exec", "flaky")
+            .exec("#!/bin/sh\nexit 0\n", exec_policy(Rerun::OnceSuccessfully)),
+    );
+    let fixed = w.apply(&w.build(&spec), &[]);
+    expect_code(&fixed, 0);
+    let text = stdout(&fixed);
+    assert!(
+        text.contains("the script changed since its last run, which failed"),
+        "{text}"
+    );
+}
