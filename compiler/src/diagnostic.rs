@@ -108,11 +108,20 @@ impl Diagnostics {
             .collect()
     }
 
-    /// One line per diagnostic, `file:line:col: severity[code]: message`, for tests and for
-    /// `--message-format short`.
+    /// One line per diagnostic, `file:line:col: severity[code]: message`, for tests.
     pub fn to_short_lines(&self, sources: &Sources) -> Vec<String> {
+        self.to_short(sources)
+            .into_iter()
+            .map(|(line, _)| line)
+            .collect()
+    }
+
+    /// `--short`: the line of [`Diagnostics::to_short_lines`] and the help line, which holds
+    /// the fix (a did-you-mean) and so is never dropped.
+    pub fn to_short(&self, sources: &Sources) -> Vec<(String, Option<String>)> {
         self.iter()
             .map(|d| {
+                let help = d.help().map(|h| h.to_string());
                 let severity = if is_error(d) { "error" } else { "warning" };
                 let code = d.code().map(|c| c.to_string()).unwrap_or_default();
                 let location = match (d.file(), d.labels().and_then(|mut l| l.next())) {
@@ -123,7 +132,7 @@ impl Diagnostics {
                     (Some(file), None) => format!("{}: ", sources.get(file).name),
                     _ => String::new(),
                 };
-                format!("{location}{severity}[{code}]: {d}")
+                (format!("{location}{severity}[{code}]: {d}"), help)
             })
             .collect()
     }

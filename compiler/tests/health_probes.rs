@@ -87,7 +87,7 @@ fn probes_render_per_host_in_name_order_with_their_policy() {
 #[test]
 fn every_mistake_in_a_probe_is_reported_in_one_run() {
     let f = Fixture::spec(
-        r#"fleet "lab" target="debian-12"
+        r##"fleet "lab" target="debian-12"
 host "h"
 health "a" timeout="1.5s" {
     run "true"
@@ -105,13 +105,13 @@ health "no spaces" {
     run "true"
 }
 exec "x.sh" {
-    script "true"
+    script "#!/bin/sh\ntrue\n"
     after "health:ok"
 }
 health "ok" {
     run "true"
 }
-"#,
+"##,
     );
     let run = f.bellc(&["--short", "check"]);
     assert_eq!(run.code, 1, "{}", run.stderr);

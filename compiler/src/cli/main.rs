@@ -326,7 +326,11 @@ fn main() -> ExitCode {
     let code = run(&cli, &mut sources, &mut diags);
     let warnings_fail = cli.deny_warnings && diags.warning_count() > 0;
     let has_errors = diags.has_errors();
-    print_diagnostics(diags, &sources, cli.short);
+    let ok_line = match &cli.command {
+        Command::Check { spec, .. } if code.is_ok() => Some(format!("{}: ok", spec.display())),
+        _ => None,
+    };
+    print_diagnostics(diags, &sources, cli.short, ok_line);
     match code {
         Ok(code) if has_errors || warnings_fail => ExitCode::from(code.max(1)),
         Ok(code) => ExitCode::from(code),
@@ -341,15 +345,28 @@ fn main() -> ExitCode {
     }
 }
 
-fn print_diagnostics(mut diags: Diagnostics, sources: &Sources, short: bool) {
+/// Prints the diagnostics and the line that ends the run: `1 error and 2 warnings`, or, when a
+/// check found no error, `SPEC: ok, 2 warnings` (never a bare "ok" above warnings).
+fn print_diagnostics(
+    mut diags: Diagnostics,
+    sources: &Sources,
+    short: bool,
+    ok_line: Option<String>,
+) {
     if diags.is_empty() {
+        if let Some(ok) = ok_line {
+            eprintln!("{ok}");
+        }
         return;
     }
     diags.sort();
     let (errors, warnings) = (diags.error_count(), diags.warning_count());
     if short {
-        for line in diags.to_short_lines(sources) {
+        for (line, help) in diags.to_short(sources) {
             eprintln!("{line}");
+            if let Some(help) = help {
+                eprintln!("  help: {help}");
+            }
         }
     } else {
         for report in diags.into_reports(sources) {
@@ -363,6 +380,8 @@ fn print_diagnostics(mut diags: Diagnostics, sources: &Sources, short: bool) {
             plural(errors, "error"),
             plural(warnings, "warning")
         );
+    } else if let Some(ok) = ok_line {
+        eprintln!("{ok}, {}", plural(warnings, "warning"));
     } else {
         eprintln!("{}", plural(warnings, "warning"));
     }
@@ -416,9 +435,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                     bellc::compile_frontend(front, sources, diags);
                 }
             }
-            if !diags.has_errors() {
-                eprintln!("{}: ok", spec.display());
-            }
+            // "ok" is said by `print_diagnostics`, after the warnings, with their count.
             Ok(0)
         }
         Command::Diff { old, new, json } => Ok(review::diff_dirs(old, new, *json)?),

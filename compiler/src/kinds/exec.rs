@@ -49,7 +49,7 @@ impl ResourceKind for Exec {
             FieldSchema::new("background", Prop, Bool, false),
             FieldSchema::new("args", ChildArgs, Strings, false),
             FieldSchema::new("env", ChildProps, StrMap, false),
-            FieldSchema::new("script", ChildArg, Str, true),
+            FieldSchema::new("script", ChildArg, Str, true).checked(interpreter_line),
             FieldSchema::AFTER,
         ];
         SCHEMA
@@ -101,6 +101,25 @@ impl ResourceKind for Exec {
             Implied::InNameOrder,
         ]
     }
+}
+
+/// bell-run executes the script itself, as Divingbell does, so the kernel needs a `#!` line
+/// to know what runs it; without one the host says only "exec format error".
+fn interpreter_line(script: &str) -> Result<(), Invalid> {
+    if script.starts_with("#!") {
+        return Ok(());
+    }
+    let message = if script.trim_start().starts_with("#!") {
+        "the script's `#!` line is not its first line"
+    } else {
+        "the script has no `#!` line"
+    };
+    Err(Invalid {
+        message: message.into(),
+        help: "bell-run runs the script as a program: begin it with an interpreter line such \
+               as `#!/bin/sh`, `#!/bin/bash` or `#!/usr/bin/env python3`"
+            .into(),
+    })
 }
 
 /// Divingbell's default: a script gets half an hour.

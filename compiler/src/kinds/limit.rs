@@ -50,6 +50,25 @@ fn config_field(value: &str) -> Result<(), Invalid> {
         })
 }
 
+/// A limits.conf value: a whole number (negative for `nice` and `priority`, `-1` for no
+/// limit), or `unlimited`/`infinity`. pam_limits skips a line it cannot read, and says so only
+/// in the journal: a wrong value would leave the limit unset without a word.
+fn limit_value(value: &str) -> Result<(), Invalid> {
+    if matches!(value, "unlimited" | "infinity") || value.parse::<i64>().is_ok() {
+        return Ok(());
+    }
+    let help = "a limit is a whole number (such as 65536; `nice` and `priority` may be \
+                negative), or `unlimited`, `infinity` or -1 for none";
+    let message = match crate::escape::config_field(value) {
+        Ok(_) => format!("`{value}` is not a limit value"),
+        Err(reason) => format!("invalid limits.conf field: {reason}"),
+    };
+    Err(Invalid {
+        message,
+        help: help.into(),
+    })
+}
+
 impl ResourceKind for Limit {
     fn keyword(&self) -> &'static str {
         "limit"
@@ -60,7 +79,7 @@ impl ResourceKind for Limit {
             FieldSchema::new("domain", Prop, Str, true).checked(config_field),
             FieldSchema::new("type", Prop, Enum(&["soft", "hard", "-"]), true),
             FieldSchema::new("item", Prop, Enum(ITEMS), true),
-            FieldSchema::new("value", Prop, IntOrStr, true).checked(config_field),
+            FieldSchema::new("value", Prop, IntOrStr, true).checked(limit_value),
             FieldSchema::AFTER,
         ];
         SCHEMA

@@ -82,6 +82,18 @@ pub enum LowerError {
         help: String,
         file: FileId,
     },
+    #[error("address {address} is given to `{host}` and to `{first}`")]
+    #[diagnostic(code(bell::lower::duplicate_address), severity(Warning))]
+    DuplicateAddress {
+        address: String,
+        host: String,
+        first: String,
+        #[label("also the address of `{first}`")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
     #[error("{message}")]
     #[diagnostic(code(bell::lower::invalid_value))]
     InvalidValue {
@@ -150,6 +162,7 @@ impl LowerError {
             | WrongType { file, .. }
             | Missing { file, .. }
             | Duplicate { file, .. }
+            | DuplicateAddress { file, .. }
             | InvalidValue { file, .. }
             | Unreadable { file, .. }
             | IncludeCycle { file, .. }

@@ -67,9 +67,19 @@ impl Lowerer<'_> {
             span: self.span(file, node.span()),
         };
         let mut ok = true;
+        let mut address_span = None;
         for (key, entry) in self.props(node) {
             match key {
-                "address" => host.address = self.string(file, "address", entry),
+                "address" => {
+                    host.address = self.string(file, "address", entry);
+                    if let Some(address) = &host.address {
+                        match validate::host_address(address) {
+                            Ok(()) => address_span = Some(self.span(file, entry.span())),
+                            // The host stays, so that what matches it is still checked.
+                            Err(invalid) => self.invalid(file, entry.span(), invalid),
+                        }
+                    }
+                }
                 "target" => {
                     host.target = self.string(file, "target", entry).map(|t| Spanned {
                         value: t,
@@ -104,11 +114,18 @@ impl Lowerer<'_> {
         }
         self.no_children(file, node);
         if ok {
-            self.add_host(file, host, name_span);
+            self.add_host(file, host, name_span, address_span);
         }
     }
 
-    pub(super) fn add_host(&mut self, file: FileId, host: Host, name_span: Span) {
+    /// Adds a host unless its name is taken; `address_span` is where its address is written.
+    pub(super) fn add_host(
+        &mut self,
+        file: FileId,
+        host: Host,
+        name_span: Span,
+        address_span: Option<Span>,
+    ) {
         if let Some(first) = self.seen_hosts.get(&host.name) {
             let help = format!(
                 "`{}` is first declared at {}; host names must be unique across the spec and its inventories",
@@ -125,6 +142,25 @@ impl Lowerer<'_> {
             return;
         }
         self.seen_hosts.insert(host.name.clone(), name_span);
+        if let (Some(address), Some(span)) = (&host.address, address_span) {
+            match self.seen_addresses.get(address) {
+                Some((first, at)) => self.diags.push(LowerError::DuplicateAddress {
+                    address: address.clone(),
+                    host: host.name.clone(),
+                    first: first.clone(),
+                    span: span.source_span(),
+                    help: format!(
+                        "`{first}` has it at {}; give each host its own address",
+                        self.location(*at)
+                    ),
+                    file: span.file,
+                }),
+                None => {
+                    self.seen_addresses
+                        .insert(address.clone(), (host.name.clone(), span));
+                }
+            }
+        }
         self.spec.hosts.push(host);
     }
 
@@ -209,7 +245,19 @@ impl Lowerer<'_> {
                         offset: entry.offset,
                         len: 1,
                     };
-                    self.add_host(json_file, host, name_span);
+                    let mut host = host;
+                    if let Some(address) = host.address.take() {
+                        match validate::host_address(&address) {
+                            Ok(()) => host.address = Some(address),
+                            Err(invalid) => self.diags.push(LowerError::Inventory {
+                                message: format!("inventory host `{}`: {}", host.name, invalid.message),
+                                span: SourceSpan::new(entry.offset.into(), 1),
+                                help: invalid.help,
+                                file: json_file,
+                            }),
+                        }
+                    }
+                    self.add_host(json_file, host, name_span, Some(name_span));
                 }
             }
             Err(err) => self.diags.push(LowerError::Inventory {

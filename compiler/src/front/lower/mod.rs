@@ -60,6 +60,7 @@ pub fn lower_root(file: FileId, sources: &mut Sources, diagnostics: &mut Diagnos
         },
         include_stack: Vec::new(),
         seen_hosts: HashMap::new(),
+        seen_addresses: HashMap::new(),
         seen_overrides: HashMap::new(),
         fleet_seen: None,
         rollout_seen: false,
@@ -74,6 +75,9 @@ struct Lowerer<'a> {
     spec: Spec,
     include_stack: Vec<(PathBuf, Span)>,
     seen_hosts: HashMap<String, Span>,
+    /// Each address and the host that has it, and where: two hosts with one address is a
+    /// copy-paste slip that services would hand to peers twice.
+    seen_addresses: HashMap<String, (String, Span)>,
     seen_overrides: HashMap<String, Span>,
     fleet_seen: Option<Span>,
     rollout_seen: bool,
@@ -145,7 +149,26 @@ impl Lowerer<'_> {
     }
 
     fn syntax_errors(&mut self, file: FileId, err: kdl::KdlError) {
+        let text = self.sources.get(file).text.clone();
         for d in err.diagnostics {
+            let at = text.get(d.span.offset()..d.span.offset() + d.span.len());
+            // KDL 2 reserves the bare words of YAML and KDL 1; the parser only says it wanted
+            // an identifier, which sends a YAML user looking in the wrong place.
+            if let Some(word @ ("true" | "false" | "null" | "inf" | "nan")) = at {
+                let fix = match word {
+                    "true" | "false" => format!("KDL 2 booleans are `#true` and `#false`: write `#{word}`"),
+                    "null" => "KDL 2 writes null as `#null`".to_string(),
+                    _ => format!("KDL 2 writes this number as `#{word}`, or quote it (`\"{word}\"`) for the word"),
+                };
+                self.diags.push(LowerError::Syntax {
+                    message: format!("bare `{word}` is not a value in KDL 2"),
+                    span: d.span,
+                    label: "write it with a `#`".into(),
+                    help: Some(fix),
+                    file,
+                });
+                continue;
+            }
             let message = d
                 .message
                 .clone()

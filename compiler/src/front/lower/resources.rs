@@ -239,7 +239,15 @@ impl Lowerer<'_> {
                 .iter()
                 .find(|f| f.name == name && f.source != FieldSource::Prop)
             else {
+                let as_prop = schema
+                    .iter()
+                    .any(|f| f.name == name && f.source == FieldSource::Prop);
                 let help = match validate::did_you_mean(name, child_names.iter().copied()) {
+                    // The YAML habit of one key per line: say where the value goes instead.
+                    _ if as_prop => format!(
+                        "`{name}` is a property of `{keyword}`: write it on the `{keyword}` line, \
+                         as `{keyword} \"NAME\" {name}=...`"
+                    ),
                     Some(s) => format!("did you mean `{s}`?"),
                     None if child_names.is_empty() => format!("`{keyword}` takes no child nodes"),
                     None => format!("`{keyword}` knows: {}", child_names.join(", ")),

@@ -1,0 +1,176 @@
+//! What a platform engineer new to bellc gets wrong in a first spec (a YAML habit, a typo in a
+//! value, a property written as a child node, a label value that matches nothing) comes back at
+//! the value's own line and column, with a help line that says the fix, in one run.
+mod common;
+use common::*;
+
+const VALUES: &str = r##"fleet "first" target="debian-12"
+host "node-1" role="compute" address="10.0.2.256"
+host "cmp_04" role="control" address="10.0.2.15"
+host "node-2" role="compute" address="10.0.2.15"
+host "node-3" role="compute" address="fd00::3"
+limit "nofile" domain="*" type="soft" item="nofile" value="lots"
+limit "core" domain="*" type="hard" item="core" value="unlimited"
+limit "nice" domain="@staff" type="-" item="nice" value=-5
+limit "memlock" {
+    value "1024"
+}
+exec "motd.sh" {
+    script "echo hello > /etc/motd\n"
+}
+exec "late.sh" {
+    script "\n#!/bin/sh\necho hi\n"
+}
+"##;
+
+fn expect(diags: &[&str], location: &str, message: &str) {
+    assert!(
+        diags
+            .iter()
+            .any(|d| d.starts_with(location) && d.contains(message)),
+        "missing `{location} {message}` in:\n{}",
+        diags.join("\n")
+    );
+}
+
+#[test]
+fn values_are_checked_where_they_are_written() {
+    let run = Fixture::spec(VALUES).bellc(&["--short", "check"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    expect(
+        &diags,
+        "bell.kdl:2:30:",
+        "error[bell::lower::invalid_value]: `10.0.2.256` is not an IPv4 address: `256`",
+    );
+    expect(
+        &diags,
+        "bell.kdl:3:6:",
+        "error[bell::lower::invalid_value]: host name `cmp_04` contains `_`",
+    );
+    expect(
+        &diags,
+        "bell.kdl:4:30:",
+        "warning[bell::lower::duplicate_address]: address 10.0.2.15 is given to `node-2` and to `cmp_04`",
+    );
+    expect(
+        &diags,
+        "bell.kdl:6:53:",
+        "error[bell::lower::invalid_value]: `lots` is not a limit value",
+    );
+    expect(
+        &diags,
+        "bell.kdl:10:5:",
+        "error[bell::lower::unknown_node]: unknown node `value` in this resource",
+    );
+    expect(
+        &diags,
+        "bell.kdl:13:12:",
+        "error[bell::lower::invalid_value]: the script has no `#!` line",
+    );
+    expect(
+        &diags,
+        "bell.kdl:16:12:",
+        "error[bell::lower::invalid_value]: the script's `#!` line is not its first line",
+    );
+    // Only these: `unlimited`, a negative nice and an IPv6 address are fine.
+    assert_eq!(diags.len(), 7, "{}", diags.join("\n"));
+    // `--short` keeps each help line, with the fix in it.
+    for help in [
+        "help: host names are letters, digits, `-` and `.` (RFC 1123); write `cmp-04`",
+        "help: `value` is a property of `limit`: write it on the `limit` line",
+        "help: a limit is a whole number",
+        "help: bell-run runs the script as a program: begin it with an interpreter line",
+    ] {
+        assert!(run.stderr.contains(help), "no `{help}` in:\n{}", run.stderr);
+    }
+}
+
+#[test]
+fn an_inventory_address_is_checked_too() {
+    let fx = Fixture::spec("fleet \"f\" target=\"debian-12\"\ninventory \"nodes.json\"\n").file(
+        "nodes.json",
+        r#"[{"name":"a","address":"10.0.0.1; id"},{"name":"b","address":"10.0.0.7"},{"name":"c","address":"10.0.0.7"}]"#,
+    );
+    let run = fx.bellc(&["--short", "check"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    expect(
+        &diags,
+        "nodes.json:1:10:",
+        "inventory host `a`: `10.0.0.1; id` is not an IP address",
+    );
+    expect(
+        &diags,
+        "nodes.json:1:",
+        "warning[bell::lower::duplicate_address]: address 10.0.0.7 is given to `c` and to `b`",
+    );
+}
+
+#[test]
+fn a_bare_true_says_how_kdl_writes_booleans() {
+    let run = Fixture::spec(
+        "fleet \"f\" target=\"debian-12\"\nhost \"a\"\nuser \"ops\" sudo=true\nsysctl { vm.swappiness null; }\n",
+    )
+    .bellc(&["--short", "check"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    expect(
+        &diags,
+        "bell.kdl:3:17:",
+        "error[bell::parse::syntax]: bare `true` is not a value in KDL 2",
+    );
+    expect(
+        &diags,
+        "bell.kdl:4:24:",
+        "error[bell::parse::syntax]: bare `null` is not a value in KDL 2",
+    );
+    assert!(
+        run.stderr
+            .contains("help: KDL 2 booleans are `#true` and `#false`: write `#true`"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_check_with_warnings_ends_ok_with_their_count() {
+    let run = Fixture::spec(
+        r#"fleet "f" target="debian-12"
+host "a" role="compute"
+override "x" {
+    match role="comptue"
+    sysctl { vm.swappiness 10 }
+}
+"#,
+    )
+    .bellc(&["--short", "check"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    expect(
+        &run.diagnostics(),
+        "bell.kdl:4:11:",
+        "warning[bell::resolve::unknown_label]: no host carries the label `role=comptue`",
+    );
+    assert!(
+        run.stderr
+            .contains("help: did you mean `role=\"compute\"`?"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        run.stderr.lines().last(),
+        Some("bell.kdl: ok, 2 warnings"),
+        "{}",
+        run.stderr
+    );
+    // Without warnings, a bare "ok".
+    let run = Fixture::spec("fleet \"f\" target=\"debian-12\"\nhost \"a\"\n").bellc(&["check"]);
+    assert_eq!(run.stderr.trim_end(), "bell.kdl: ok", "{}", run.stderr);
+}
+
+/// The reports as a user sees them (no colour, 80 columns), reviewed as a snapshot.
+#[test]
+fn the_reports_read_well() {
+    let run = Fixture::spec(VALUES).bellc(&["check"]);
+    insta::assert_snapshot!(run.stderr);
+}
