@@ -19,6 +19,9 @@ pub struct Spec {
     /// Every `include` glob with the files it matched, so that an incremental rebuild can tell
     /// when a new file starts matching.
     pub globs: Vec<(std::path::PathBuf, Vec<std::path::PathBuf>)>,
+    /// `--allow-unknown-sysctl`: keys the target's kernel list does not have are accepted
+    /// (set by the command line, not by the spec).
+    pub allow_unknown_sysctl: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -70,6 +73,10 @@ pub struct SysctlSetting {
     /// `None` is `#null`: remove an inherited key.
     pub value: Option<String>,
     pub span: Span,
+    pub key_span: Span,
+    pub value_span: Span,
+    /// `unknown=#true`: a key the target's kernel list does not have (an out-of-tree module's).
+    pub unknown: bool,
 }
 
 /// One resource declaration in one layer; every field optional until resolution.

@@ -86,6 +86,78 @@ fn values_are_checked_where_they_are_written() {
     }
 }
 
+const SYSCTL: &str = r#"fleet "first" target="debian-12"
+host "a" role="compute"
+host "u" target="ubuntu-24.04" role="edge"
+sysctl {
+    vm.swapiness 10
+    vm.swappiness "ten"
+    net.ipv4.conf.eth0.rp_filtr 1
+    "net/ipv4/conf/eth0.100/rp_filter" 1
+    kernel.random.boot_id "x"
+    net.netfilter.nf_conntrack_max 1048576
+    net.bridge.bridge-nf-call-iptables 1
+    vendor.knob.level 3 unknown=#true
+    kernel.core_pattern "|/usr/lib/systemd/systemd-coredump %P %u"
+    net.ipv4.tcp_rmem "4096 131072 6291456"
+    kernel.watchdog_cpumask "0-3"
+    vm.overcommit_memory #null
+}
+override "edge" {
+    match role="edge"
+    sysctl { vm.dirty_ratoi 5; }
+}
+"#;
+
+#[test]
+fn sysctl_keys_and_values_are_checked_against_the_targets_kernel() {
+    let run = Fixture::spec(SYSCTL).bellc(&["--short", "check"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    expect(
+        &diags,
+        "bell.kdl:5:5:",
+        "error[bell::resolve::unknown_sysctl]: `vm.swapiness` is not a sysctl key of debian-12",
+    );
+    expect(
+        &diags,
+        "bell.kdl:6:19:",
+        "error[bell::resolve::sysctl_not_a_number]: `vm.swappiness` takes a number, not `ten`",
+    );
+    expect(
+        &diags,
+        "bell.kdl:7:5:",
+        "`net.ipv4.conf.eth0.rp_filtr` is not a sysctl key of debian-12",
+    );
+    expect(
+        &diags,
+        "bell.kdl:9:5:",
+        "error[bell::resolve::read_only_sysctl]: `kernel.random.boot_id` is read-only",
+    );
+    // Ubuntu borrows Debian's list, so there it is a warning.
+    expect(
+        &diags,
+        "bell.kdl:20:14:",
+        "warning[bell::resolve::unknown_sysctl]: `vm.dirty_ratoi` may not be a sysctl key of ubuntu-24.04",
+    );
+    assert_eq!(diags.len(), 5, "{}", diags.join("\n"));
+    for help in [
+        "help: did you mean `vm.swappiness`?",
+        "help: did you mean `net.ipv4.conf.eth0.rp_filter`?",
+        "help: did you mean `vm.dirty_ratio`?",
+        "help: write a whole number, such as `vm.swappiness 10`",
+    ] {
+        assert!(run.stderr.contains(help), "no `{help}` in:\n{}", run.stderr);
+    }
+
+    // `--allow-unknown-sysctl` accepts keys the list lacks, not a word for a number.
+    let run = Fixture::spec(SYSCTL).bellc(&["--short", "--allow-unknown-sysctl", "check"]);
+    let diags = run.diagnostics();
+    assert_eq!(diags.len(), 2, "{}", diags.join("\n"));
+    expect(&diags, "bell.kdl:6:19:", "takes a number, not `ten`");
+    expect(&diags, "bell.kdl:9:5:", "is read-only");
+}
+
 #[test]
 fn an_inventory_address_is_checked_too() {
     let fx = Fixture::spec("fleet \"f\" target=\"debian-12\"\ninventory \"nodes.json\"\n").file(
@@ -172,5 +244,11 @@ override "x" {
 #[test]
 fn the_reports_read_well() {
     let run = Fixture::spec(VALUES).bellc(&["check"]);
+    insta::assert_snapshot!(run.stderr);
+}
+
+#[test]
+fn the_sysctl_reports_read_well() {
+    let run = Fixture::spec(SYSCTL).bellc(&["check"]);
     insta::assert_snapshot!(run.stderr);
 }

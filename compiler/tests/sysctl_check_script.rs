@@ -1,4 +1,5 @@
-//! The sysctl check script as rendered: clean under shellcheck, a hostile value stays one
+//! The sysctl check script as rendered (on a key that takes text, so the hostile value gets
+//! past the build-time check of number keys): clean under shellcheck, a hostile value stays one
 //! quoted word, and run against a fake `/proc/sys` under BELL_ROOT it exits 0 in sync, 2 with
 //! the difference when drifted (comparing words, as the kernel separates fields by tabs), and
 //! 0 offline, where there is no live value to read.
@@ -13,14 +14,14 @@ fn check_script(f: &Fixture) -> std::path::PathBuf {
     let run = f.bellc(&["build", "bell.kdl", "-o", "out"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let bundle = f.path().join("out/hosts/h").canonicalize().unwrap();
-    bundle.join("scripts/sysctl/net.ipv4.ip_local_port_range.check")
+    bundle.join("scripts/sysctl/kernel.core_pattern.check")
 }
 
 #[test]
 fn check_script_compares_words_and_keeps_hostile_values_quoted() {
     let value = HOSTILE.replace('\\', "\\\\").replace('"', "\\\"");
     let f = Fixture::spec(&format!(
-        "fleet \"t\" target=\"debian-12\"\nhost \"h\" address=\"10.0.0.1\"\nsysctl {{\n    net.ipv4.ip_local_port_range \"{value}\"\n}}\n"
+        "fleet \"t\" target=\"debian-12\"\nhost \"h\" address=\"10.0.0.1\"\nsysctl {{\n    kernel.core_pattern \"{value}\"\n}}\n"
     ));
     let script = check_script(&f);
     if require("shellcheck") {
@@ -36,7 +37,7 @@ fn check_script_compares_words_and_keeps_hostile_values_quoted() {
         );
     }
     let root = tempfile::tempdir().unwrap();
-    let proc_file = root.path().join("proc/sys/net/ipv4/ip_local_port_range");
+    let proc_file = root.path().join("proc/sys/kernel/core_pattern");
     std::fs::create_dir_all(proc_file.parent().unwrap()).unwrap();
     let state = root.path().join("state");
     let check = |offline: &str| {
@@ -58,7 +59,7 @@ fn check_script_compares_words_and_keeps_hostile_values_quoted() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        format!("net.ipv4.ip_local_port_range is 32768 60999, the bundle sets {HOSTILE}\n")
+        format!("kernel.core_pattern is 32768 60999, the bundle sets {HOSTILE}\n")
     );
     assert_eq!(
         check("1").status.code(),

@@ -54,9 +54,13 @@ struct Cli {
     /// Treat warnings as errors (for CI).
     #[arg(long, global = true)]
     deny_warnings: bool,
-    /// Print diagnostics one per line (`file:line:col: error[code]: message`).
+    /// Print diagnostics one per line (`file:line:col: error[code]: message`, then its help).
     #[arg(long, global = true)]
     short: bool,
+    /// Accept sysctl keys the target's kernel list does not have (keys of out-of-tree
+    /// modules); `unknown=#true` on a key accepts just that one.
+    #[arg(long, global = true)]
+    allow_unknown_sysctl: bool,
 }
 
 #[derive(clap::Args)]
@@ -419,11 +423,37 @@ fn read_release(dir: &Path) -> Result<bell_bundle::Release, String> {
     serde_json::from_str(&text).map_err(|e| format!("{} is not a release: {e}", path.display()))
 }
 
+/// Loads and analyses a spec with the checks the command line chose.
+fn frontend(
+    cli: &Cli,
+    path: &Path,
+    sources: &mut Sources,
+    diags: &mut Diagnostics,
+) -> Option<bellc::Frontend> {
+    let mut spec = bellc::front::lower::load(path, sources, diags)?;
+    spec.allow_unknown_sysctl = cli.allow_unknown_sysctl;
+    Some(bellc::analyse(spec, sources, diags))
+}
+
+/// [`frontend`], then rendering and the release, when the front end found no error.
+fn compile(
+    cli: &Cli,
+    path: &Path,
+    sources: &mut Sources,
+    diags: &mut Diagnostics,
+) -> Option<bellc::Compiled> {
+    let front = frontend(cli, path, sources, diags)?;
+    if diags.has_errors() {
+        return None;
+    }
+    bellc::compile_frontend(front, sources, diags)
+}
+
 fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, Failure> {
     match &cli.command {
         Command::Check { spec, strict } => {
             read_check(spec)?;
-            if let Some(front) = bellc::frontend(spec, sources, diags) {
+            if let Some(front) = frontend(cli, spec, sources, diags) {
                 if *strict {
                     bellc::kinds::apparmor::check_profiles_with_parser(
                         &front.spec,
@@ -617,9 +647,10 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 let total: f64 = phases.iter().map(|(_, t)| t).sum();
                 phases.push((name, clock.elapsed().as_secs_f64() - total));
             };
-            let Some(spec_tree) = bellc::front::lower::load(spec, sources, diags) else {
+            let Some(mut spec_tree) = bellc::front::lower::load(spec, sources, diags) else {
                 return Ok(1);
             };
+            spec_tree.allow_unknown_sysctl = cli.allow_unknown_sysctl;
             lap("parse", &mut phases);
             let front = bellc::analyse(spec_tree, sources, diags);
             lap("resolve", &mut phases);
@@ -730,7 +761,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         }
         Command::Explain { host, spec } => {
             read_check(spec)?;
-            let Some(front) = bellc::frontend(spec, sources, diags) else {
+            let Some(front) = frontend(cli, spec, sources, diags) else {
                 return Ok(1);
             };
             match front.resolution.hosts.iter().find(|h| &h.name == host) {
@@ -763,7 +794,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 Some(dir) => Some(read_release(dir)?),
                 None => None,
             };
-            let Some(compiled) = bellc::compile(spec, sources, diags) else {
+            let Some(compiled) = compile(cli, spec, sources, diags) else {
                 return Ok(1);
             };
             let policy = bellc::graph::waves::Policy::from_spec(compiled.spec.rollout.as_ref());
@@ -813,7 +844,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         }
         Command::Hosts { spec, json } => {
             read_check(spec)?;
-            let Some(compiled) = bellc::compile(spec, sources, diags) else {
+            let Some(compiled) = compile(cli, spec, sources, diags) else {
                 return Ok(1);
             };
             if *json {

@@ -13,6 +13,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use thiserror::Error;
 
+mod sysctl_keys;
+pub use sysctl_keys::SysctlKeyError;
+
 #[derive(Debug, Error, Diagnostic)]
 pub enum ResolveError {
     #[error("`remove` names `{reference}`, which no layer declares")]
@@ -254,6 +257,9 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
     let mut hosts = Vec::with_capacity(spec.hosts.len());
     let mut target_errors: std::collections::HashSet<Span> = std::collections::HashSet::new();
     let matcher = Matcher::new(spec);
+    // Each distinct (model, target) once: the sysctl keys of its layers are checked against
+    // that target's kernel.
+    let mut reached: std::collections::HashSet<(usize, &str)> = std::collections::HashSet::new();
     for host in &spec.hosts {
         let layers = matcher.layers_for(spec, host);
         for &i in &layers {
@@ -287,6 +293,7 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
                         file: t.span.file,
                     });
                 }
+                reached.insert((Arc::as_ptr(&model) as usize, t.value.as_str()));
                 t.value.clone()
             }
             None => {
@@ -317,6 +324,18 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
             });
         }
     }
+    let layers_of: HashMap<usize, &Vec<usize>> = layer_sets
+        .iter()
+        .map(|(layers, model)| (Arc::as_ptr(model) as usize, layers))
+        .collect();
+    let mut by_layer: BTreeSet<(Option<usize>, String)> = BTreeSet::new();
+    for (model, target) in reached {
+        by_layer.insert((None, target.to_string()));
+        for &i in layers_of.get(&model).copied().into_iter().flatten() {
+            by_layer.insert((Some(i), target.to_string()));
+        }
+    }
+    sysctl_keys::check(spec, &by_layer, diags);
     hosts.sort_by(|a, b| a.name.cmp(&b.name));
     Resolution {
         hosts,

@@ -57,6 +57,7 @@ pub fn lower_root(file: FileId, sources: &mut Sources, diagnostics: &mut Diagnos
             overrides: Vec::new(),
             rollout: None,
             globs: Vec::new(),
+            allow_unknown_sysctl: false,
         },
         include_stack: Vec::new(),
         seen_hosts: HashMap::new(),

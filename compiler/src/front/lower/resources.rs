@@ -20,16 +20,24 @@ impl Lowerer<'_> {
                 continue;
             }
             self.no_children(file, child);
-            for (_, entry) in self.props(child) {
+            let mut unknown = false;
+            for (name, entry) in self.props(child) {
+                if name == "unknown" {
+                    unknown = self.bool(file, "sysctl unknown", entry).unwrap_or(false);
+                    continue;
+                }
                 self.diags.push(LowerError::UnexpectedArgument {
                     node: key.clone(),
                     expected: "one value",
                     span: entry.span(),
-                    help: "write `KEY VALUE`, such as `net.ipv4.ip_forward 1`".into(),
+                    help: "write `KEY VALUE`, such as `net.ipv4.ip_forward 1` (`unknown=#true` \
+                           accepts a key the target's kernel does not list)"
+                        .into(),
                     file,
                 });
             }
             let args = self.args(child);
+            let value_span = args.first().map_or(key_span, |entry| entry.span());
             let value = match args.as_slice() {
                 [entry] => match entry.value() {
                     KdlValue::Null => None,
@@ -84,6 +92,9 @@ impl Lowerer<'_> {
                 key,
                 value,
                 span: self.span(file, child.span()),
+                key_span: self.span(file, key_span),
+                value_span: self.span(file, value_span),
+                unknown,
             });
         }
     }
