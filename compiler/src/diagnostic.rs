@@ -138,6 +138,61 @@ impl Diagnostics {
     }
 }
 
+/// A diagnostic that the same spec line gives on several hosts (a template that reads a label
+/// some hosts lack), reported once with the hosts it affects.
+pub struct OnHosts {
+    inner: Box<dyn SpecDiagnostic>,
+    hosts: String,
+}
+
+impl OnHosts {
+    /// `hosts` in the order given; more than five are counted, not listed.
+    pub fn new(inner: Box<dyn SpecDiagnostic>, hosts: &[&str]) -> OnHosts {
+        let shown: Vec<String> = hosts.iter().take(5).map(|h| format!("`{h}`")).collect();
+        let hosts = match hosts.len() {
+            1 => format!("on host {}", shown[0]),
+            n if n <= 5 => format!("on hosts {}", shown.join(", ")),
+            n => format!("on {n} hosts: {}, …", shown.join(", ")),
+        };
+        OnHosts { inner, hosts }
+    }
+}
+
+impl std::fmt::Debug for OnHosts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+impl std::fmt::Display for OnHosts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({})", self.inner, self.hosts)
+    }
+}
+
+impl std::error::Error for OnHosts {}
+
+impl Diagnostic for OnHosts {
+    fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        self.inner.code()
+    }
+    fn severity(&self) -> Option<Severity> {
+        self.inner.severity()
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        self.inner.help()
+    }
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {
+        self.inner.labels()
+    }
+}
+
+impl SpecDiagnostic for OnHosts {
+    fn file(&self) -> Option<FileId> {
+        self.inner.file()
+    }
+}
+
 pub fn is_error(d: &dyn SpecDiagnostic) -> bool {
     !matches!(
         d.severity(),

@@ -158,6 +158,61 @@ fn sysctl_keys_and_values_are_checked_against_the_targets_kernel() {
     expect(&diags, "bell.kdl:9:5:", "is read-only");
 }
 
+const TEMPLATES: &str = r##"fleet "first" target="debian-12"
+host "c1" role="control" address="10.0.0.1" rack="r1"
+host "c2" role="control" address="10.0.0.2" rack="r2"
+host "w1" role="compute" address="10.0.0.3"
+host "w2" role="compute" address="10.0.0.4"
+override "control" {
+    match role="control"
+    service "etcd" port=2379
+}
+file "/etc/peers.conf" {
+    content #"""
+        {% for p in services.etcd %}
+        {{ p.adress }}:{{ p.port }}
+        {% endfor %}
+        """#
+}
+file "/etc/endpoints.conf" {
+    content "etcd={{ service.etcd | length }}\n"
+}
+file "/etc/rack.conf" {
+    content "rack={{ host.labels.rack }}\n"
+}
+"##;
+
+#[test]
+fn a_template_error_names_the_undefined_name_once_with_its_hosts() {
+    let run = Fixture::spec(TEMPLATES).bellc(&["--short", "check"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    assert_eq!(diags.len(), 3, "{}", diags.join("\n"));
+    expect(
+        &diags,
+        "bell.kdl:13:12:",
+        "`p.adress` is undefined (on hosts `c1`, `c2`, `w1`, `w2`)",
+    );
+    expect(
+        &diags,
+        "bell.kdl:18:22:",
+        "`service` is undefined (on hosts `c1`, `c2`, `w1`, `w2`)",
+    );
+    // Only the hosts without the label.
+    expect(
+        &diags,
+        "bell.kdl:21:22:",
+        "`host.labels.rack` is undefined (on hosts `w1`, `w2`)",
+    );
+    for help in [
+        "help: did you mean `p.address`? `p` has: address, host, port",
+        "help: did you mean `services`? the template sees: fleet, host, services",
+        "help: `host.labels` has: role",
+    ] {
+        assert!(run.stderr.contains(help), "no `{help}` in:\n{}", run.stderr);
+    }
+}
+
 #[test]
 fn an_inventory_address_is_checked_too() {
     let fx = Fixture::spec("fleet \"f\" target=\"debian-12\"\ninventory \"nodes.json\"\n").file(
@@ -244,6 +299,12 @@ override "x" {
 #[test]
 fn the_reports_read_well() {
     let run = Fixture::spec(VALUES).bellc(&["check"]);
+    insta::assert_snapshot!(run.stderr);
+}
+
+#[test]
+fn the_template_reports_read_well() {
+    let run = Fixture::spec(TEMPLATES).bellc(&["check"]);
     insta::assert_snapshot!(run.stderr);
 }
 

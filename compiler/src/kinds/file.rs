@@ -10,6 +10,7 @@ use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
 use crate::graph::resources::{Implied, Reason};
+use crate::render::undefined;
 use crate::render::{
     common, looks_like_private_key, BundleBuilder, BundleKind, HostContext, NewFile, NewResource,
     RenderError, Renderer,
@@ -210,37 +211,91 @@ fn content(
         name => cx.host.name, address => cx.host.address, labels => cx.host.labels,
     };
     let ctx = context! { host, services => cx.services, fleet => context! { name => cx.fleet } };
-    match r.user_template(source, ctx) {
+    match r.user_template(source, ctx.clone()) {
         Ok(text) => Some(text),
         Err(e) => {
             let field = res.span_of("content");
-            let span = match e.line() {
+            let mut span = match e.line() {
                 Some(line) => common::line_in_string(cx.sources, field, line),
                 None => field,
             };
-            let detail = e
-                .detail()
-                .map_or_else(|| e.kind().to_string(), str::to_string);
+            let expr = e
+                .range()
+                .and_then(|range| undefined::expression(source, range));
+            let missing = (e.kind() == minijinja::ErrorKind::UndefinedError)
+                .then(|| expr.and_then(|expr| undefined::undefined(source, expr, &ctx)))
+                .flatten();
+            let (message, help) = match missing {
+                Some(missing) => {
+                    // Point at the name itself where the spec spells it as the template does.
+                    let text = cx.sources.slice(span);
+                    if let Some(at) = expr.and_then(|expr| text.find(expr)) {
+                        // The missing step and what leads to it: `service` of `service.etcd`.
+                        let len = match expr {
+                            Some(expr) if expr.starts_with(&missing.name) => missing.name.len(),
+                            Some(expr) => expr.len(),
+                            None => 0,
+                        };
+                        span = crate::source::Span::new(span.file, (span.offset + at, len).into());
+                    }
+                    undefined_message(&missing)
+                }
+                None => {
+                    let detail = e
+                        .detail()
+                        .map_or_else(|| e.kind().to_string(), str::to_string);
+                    (
+                        detail,
+                        "the template sees `host` (name, address, labels), `services` (NAME → \
+                         list of {host, address, port}) and `fleet` (name); undefined names are \
+                         errors"
+                            .to_string(),
+                    )
+                }
+            };
             let message = match e.line() {
-                Some(line) => format!(
-                    "line {line} of the content: {detail} (on host `{}`)",
-                    cx.host.name
-                ),
-                None => format!("{detail} (on host `{}`)", cx.host.name),
+                Some(line) => format!("line {line} of the content: {message}"),
+                None => message,
             };
             diags.push(RenderError::Template {
                 resource: res.key(),
                 message,
                 span: span.source_span(),
-                help:
-                    "the template sees `host` (name, address, labels), `services` (NAME → list of \
-                       {host, address, port}) and `fleet` (name); undefined names are errors"
-                        .into(),
+                help,
                 file: span.file,
             });
             None
         }
     }
+}
+
+/// `p.adress is undefined` with a did-you-mean among what `p` has.
+fn undefined_message(missing: &undefined::Undefined) -> (String, String) {
+    let message = format!("`{}` is undefined", missing.name);
+    let last = missing.name.rsplit('.').next().unwrap_or(&missing.name);
+    let prefix = if missing.within.is_empty() {
+        String::new()
+    } else {
+        format!("{}.", missing.within)
+    };
+    let there = if missing.within.is_empty() {
+        "the template sees".to_string()
+    } else {
+        format!("`{}` has", missing.within)
+    };
+    let list = if missing.known.is_empty() {
+        format!("{there} nothing")
+    } else {
+        format!("{there}: {}", missing.known.join(", "))
+    };
+    let help = match crate::front::validate::did_you_mean(
+        last,
+        missing.known.iter().map(String::as_str),
+    ) {
+        Some(closest) => format!("did you mean `{prefix}{closest}`? {list}"),
+        None => list,
+    };
+    (message, help)
 }
 
 fn conflict(

@@ -13,7 +13,7 @@ use crate::source::Sources;
 use crate::spec::Spec;
 use crate::targets;
 use rayon::prelude::*;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// The rendered fleet: distinct bundles by id, and the bundle id of every host.
@@ -73,7 +73,10 @@ pub fn render_fleet<'h>(
         .collect();
     let mut bundles = BTreeMap::new();
     let mut bundle_of: BTreeMap<&str, String> = BTreeMap::new();
-    let mut seen_messages = BTreeSet::new();
+    // The same mistake shows up once per host that has it: report it once, naming the hosts
+    // when it is a template's (whose context is the host).
+    let mut reports: Vec<(Box<dyn crate::diagnostic::SpecDiagnostic>, Vec<&str>)> = Vec::new();
+    let mut index_of: HashMap<String, usize> = HashMap::new();
     for (result, members) in rendered.into_iter().zip(&groups) {
         let reported = match result {
             Ok((bundle, warnings)) => {
@@ -85,11 +88,26 @@ pub fn render_fleet<'h>(
             }
             Err(errors) => errors,
         };
-        // The same mistake shows up once per host that has it; report it once.
+        let names = members.iter().map(|&i| resolution.hosts[i].name.as_str());
         for d in reported.into_boxed() {
-            if seen_messages.insert(d.to_string()) {
-                diags.push_boxed(d);
+            match index_of.get(&d.to_string()) {
+                Some(&at) => reports[at].1.extend(names.clone()),
+                None => {
+                    index_of.insert(d.to_string(), reports.len());
+                    reports.push((d, names.clone().collect()));
+                }
             }
+        }
+    }
+    for (d, mut hosts) in reports {
+        let per_host = d
+            .code()
+            .is_some_and(|c| c.to_string() == "bell::render::template");
+        if per_host {
+            hosts.sort_unstable();
+            diags.push(crate::diagnostic::OnHosts::new(d, &hosts));
+        } else {
+            diags.push_boxed(d);
         }
     }
     if diags.has_errors() || bundle_of.len() != resolution.hosts.len() {
