@@ -256,6 +256,8 @@ pub enum FieldSource {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldType {
     Bool,
+    /// `#true`/`#false`, or a string that says more (`sudo="password"`).
+    BoolOrStr,
     Str,
     IntOrStr,
     /// A whole number of seconds; `"infinite"` is accepted where LANGUAGE.md allows it.
@@ -278,6 +280,7 @@ impl FieldType {
     pub fn describe(self) -> String {
         match self {
             FieldType::Bool => "a boolean (`#true` or `#false`)".into(),
+            FieldType::BoolOrStr => "`#true`, `#false` or a string".into(),
             FieldType::Str => "a string".into(),
             FieldType::IntOrStr => "a number or a string".into(),
             FieldType::Seconds => "a whole number of seconds".into(),

@@ -29,8 +29,8 @@ use crate::render::{
 };
 use crate::resolve::ResolvedResource;
 use crate::source::FileId;
-use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
+use crate::spec::{Kind, Value};
 use crate::targets::TargetPath;
 use miette::{Diagnostic, SourceSpan};
 use minijinja::context;
@@ -45,7 +45,7 @@ impl ResourceKind for User {
 
     fn schema(&self) -> &'static [FieldSchema] {
         const SCHEMA: &[FieldSchema] = &[
-            FieldSchema::new("sudo", Prop, Bool, false),
+            FieldSchema::new("sudo", Prop, BoolOrStr, false).checked(sudo_policy),
             FieldSchema::new("shell", Prop, Str, false).checked(validate::login_shell),
             FieldSchema::new("password", ChildArg, Str, false).checked(validate::sha512_crypt),
             FieldSchema::new("ssh-key", RepeatedChildArg, Strings, false)
@@ -94,7 +94,8 @@ impl ResourceKind for User {
                 });
                 continue;
             }
-            let sudo = user.bool("sudo").unwrap_or(false);
+            let rule = sudo_rule(user.fields.get("sudo").map(|(v, _)| v));
+            let sudo = rule.is_some();
             let manage_keys = user.str("ssh-keys") != Some("unmanaged");
             let keys: &[String] = if manage_keys {
                 user.list("ssh-key")
@@ -105,14 +106,25 @@ impl ResourceKind for User {
             if let Some(hash) = password {
                 out.secret_value(hash);
             }
-            if sudo && (password.is_some() || !keys.is_empty()) {
+            // Only an admin who can log in and become root stands in for the default account:
+            // `sudo="password"` needs the password to use it, and a command list is not root.
+            let full = match user.fields.get("sudo").map(|(v, _)| v) {
+                Some(Value::Bool(true)) => password.is_some() || !keys.is_empty(),
+                Some(Value::Str(p)) if p == "password" => password.is_some(),
+                _ => false,
+            };
+            if full {
                 can_take_over.push(key.clone());
             }
             let staged = format!("{SUDOERS_STAGING_DIR}/{name}");
             let dropin = format!("{}/bell-{name}", cx.target.path(&SUDOERS_DIR));
             let mut files = Vec::new();
-            if sudo {
-                let text = match r.stdlib("user/sudoers.j2", context! { name }) {
+            if let Some(rule) = &rule {
+                let written = match user.fields.get("sudo").map(|(v, _)| v) {
+                    Some(Value::Str(p)) => format!("{p:?}"),
+                    _ => "#true".to_string(),
+                };
+                let text = match r.stdlib("user/sudoers.j2", context! { name, rule, written }) {
                     Ok(text) => text,
                     Err(message) => {
                         diags.push(common::template_error(user, message));
@@ -220,6 +232,53 @@ impl ResourceKind for User {
 
     fn target_paths(&self) -> &'static [TargetPath] {
         &[SUDOERS_DIR]
+    }
+}
+
+/// The sudoers rule after the user's name: `sudo=#true` is root without a password (Divingbell's
+/// rule), `sudo="password"` root with the user's password, any other string the user's own
+/// `HOSTS=(RUNAS) COMMANDS` (visudo checks it before sudo reads it).
+fn sudo_rule(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::Bool(true) => Some("ALL=(ALL:ALL) NOPASSWD: ALL".into()),
+        Value::Str(p) if p == "password" => Some("ALL=(ALL:ALL) ALL".into()),
+        Value::Str(rule) => Some(rule.clone()),
+        _ => None,
+    }
+}
+
+/// A `sudo` string: `password`, or a rule that stays one sudoers line.
+fn sudo_policy(policy: &str) -> Result<(), Invalid> {
+    let help = "`sudo=#true` is root without a password, `sudo=\"password\"` root with the user's \
+                password; otherwise write the rule after the user name, such as \
+                `sudo=\"ALL=(root) /usr/bin/systemctl restart nginx\"`";
+    let fail = |message: String| {
+        Err(Invalid {
+            message,
+            help: help.into(),
+        })
+    };
+    if policy == "password" {
+        return Ok(());
+    }
+    if let Some(c) = policy.chars().find(|c| c.is_control()) {
+        return fail(format!(
+            "a sudo rule is one line; it contains {}",
+            validate::show_char(c)
+        ));
+    }
+    // A trailing backslash would join the next line of the drop-in to this rule.
+    if policy.trim_end().ends_with('\\') {
+        return fail("a sudo rule cannot end with `\\`".into());
+    }
+    match policy.split_once('=') {
+        Some((hosts, commands)) if !hosts.trim().is_empty() && !commands.trim().is_empty() => {
+            Ok(())
+        }
+        _ => fail(format!(
+            "`{}` is not a sudo policy: write `password`, or a rule `HOSTS=(RUNAS) COMMANDS`",
+            policy.escape_debug()
+        )),
     }
 }
 

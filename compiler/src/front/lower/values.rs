@@ -104,6 +104,14 @@ impl Lowerer<'_> {
         let value = entry.value();
         match field.ty {
             FieldType::Bool => self.bool(file, &what, entry).map(Value::Bool),
+            FieldType::BoolOrStr => match value {
+                KdlValue::Bool(b) => Some(Value::Bool(*b)),
+                KdlValue::String(s) => Some(Value::Str(s.clone())),
+                other => {
+                    self.wrong_type(file, &what, &field.ty.describe(), other, entry.span());
+                    None
+                }
+            },
             FieldType::Str => self.string(file, &what, entry).map(Value::Str),
             FieldType::IntOrStr => match value {
                 KdlValue::Integer(i) => Some(Value::Str(i.to_string())),
