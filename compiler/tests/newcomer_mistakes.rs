@@ -213,6 +213,113 @@ fn a_template_error_names_the_undefined_name_once_with_its_hosts() {
     }
 }
 
+const KEY_A: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHgmFwCM0VkW1QLvFmHDBbg3zrF8gqAodb9wGN6x5S5W ops@laptop";
+const KEY_B: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGV3bmt2k4N7RZ3q8Q6hD8fKfVQ0f5bW3vV0m8rJ7pXk ops@desk";
+
+#[test]
+fn ssh_keys_are_read_from_a_file_of_the_specs_tree() {
+    let spec = r#"fleet "first" target="debian-12"
+host "h"
+user "ops" sudo=#true {
+    ssh-key file="keys/ops.pub"
+}
+"#;
+    let fx = Fixture::spec(spec).file(
+        "keys/ops.pub",
+        &format!("# the ops team\n{KEY_A}\n\n{KEY_B}\n"),
+    );
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let apply =
+        std::fs::read_to_string(fx.path().join("out/hosts/h/scripts/user/ops.apply")).unwrap();
+    assert!(
+        apply.contains("ops@laptop") && apply.contains("ops@desk"),
+        "{apply}"
+    );
+    assert!(!apply.contains("the ops team"), "{apply}");
+}
+
+#[test]
+fn a_key_file_is_checked_line_by_line_and_never_read_outside_the_tree() {
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("id.pub");
+    std::fs::write(&secret, format!("{KEY_A}\n")).unwrap();
+    let spec = format!(
+        r#"fleet "first" target="debian-12"
+host "h"
+user "a" {{
+    ssh-key "keys/ops.pub"
+}}
+user "b" {{
+    ssh-key file="keys/bad.pub"
+}}
+user "c" {{
+    ssh-key file="{}"
+}}
+user "d" {{
+    ssh-key file="keys/link.pub"
+}}
+user "e" {{
+    ssh-key file="keys/none.pub"
+}}
+"#,
+        secret.display()
+    );
+    let fx = Fixture::spec(&spec)
+        .file("keys/ops.pub", &format!("{KEY_A}\n"))
+        .file(
+            "keys/bad.pub",
+            &format!("{KEY_A}\nssh-rsa AAAA-not-base64\n"),
+        );
+    std::os::unix::fs::symlink(&secret, fx.path().join("keys/link.pub")).unwrap();
+    let run = fx.bellc(&["--short", "check"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    expect(
+        &diags,
+        "bell.kdl:4:13:",
+        "error[bell::lower::invalid_value]: `keys/ops.pub` looks like a path, not an ssh public key",
+    );
+    expect(
+        &diags,
+        "keys/bad.pub:2:1:",
+        "error[bell::lower::invalid_value]: the key data of this `ssh-rsa` key is not valid base64",
+    );
+    expect(
+        &diags,
+        "bell.kdl:10:13:",
+        &format!("cannot read ssh key file `{}`", secret.display()),
+    );
+    assert!(
+        diags
+            .iter()
+            .any(|d| d.starts_with("bell.kdl:10:13:")
+                && d.ends_with(": outside the spec's directory")),
+        "{}",
+        diags.join("\n")
+    );
+    expect(
+        &diags,
+        "bell.kdl:13:13:",
+        "error[bell::load::unreadable]: cannot read ssh key file `keys/link.pub`: outside the spec's directory",
+    );
+    expect(
+        &diags,
+        "bell.kdl:16:13:",
+        "cannot read ssh key file `keys/none.pub`: no such file",
+    );
+    assert!(
+        run.stderr
+            .contains("help: `ssh-key` takes the key itself; to read keys from a file of the spec's tree, write `ssh-key file=\"keys/ops.pub\"`"),
+        "{}",
+        run.stderr
+    );
+    // Nothing of the file outside the tree is echoed.
+    assert!(!run.stderr.contains("AAAAC3Nza"), "{}", run.stderr);
+}
+
 #[test]
 fn an_inventory_address_is_checked_too() {
     let fx = Fixture::spec("fleet \"f\" target=\"debian-12\"\ninventory \"nodes.json\"\n").file(

@@ -328,6 +328,11 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
             assert_eq!(halted[0]["wave"], 6, "{}", halted[0]);
             assert_eq!(halted[0]["hosts"][0]["host"], BROKEN_IN_3);
             assert_eq!(halted[0]["reason"], "1 host of wave 6 of 6 failed");
+            // The halt comes at the first failure; the wave's other host may still be applying.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while motds()["h11"] != "release 3" && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(100));
+            }
             let on = motds();
             assert_eq!(on["h11"], "release 3", "wave 6's other host moved: {on:?}");
             assert_eq!(on[BROKEN_IN_3], "release 2", "{on:?}");

@@ -192,6 +192,138 @@ impl Lowerer<'_> {
         Some((relative, span, full))
     }
 
+    /// `ssh-key file="keys/ops.pub"`: the keys of a file in the spec's own tree, one per line
+    /// (blank lines and `#` comments skipped, as in authorized_keys), each checked by `check`
+    /// at its own line.
+    pub(super) fn key_file(
+        &mut self,
+        file: FileId,
+        child: &KdlNode,
+        check: Option<ValueCheck>,
+    ) -> Option<Vec<String>> {
+        let name = child.name().value().to_string();
+        self.no_children(file, child);
+        for entry in self.args(child) {
+            self.diags.push(LowerError::UnexpectedArgument {
+                node: name.clone(),
+                expected: "either a key or `file=`",
+                span: entry.span(),
+                help: format!(
+                    "write `{name} \"ssh-ed25519 AAAA...\"` or `{name} file=\"keys/ops.pub\"`"
+                ),
+                file,
+            });
+        }
+        let mut relative = None;
+        for (key, entry) in self.props(child) {
+            match key {
+                "file" => relative = self.string(file, "file", entry).map(|r| (r, entry.span())),
+                _ => self.unknown_prop(file, &name, entry, &["file"]),
+            }
+        }
+        let (relative, span) = relative?;
+        let unreadable = |reason: String, help: &str| LowerError::Unreadable {
+            what: "ssh key file",
+            path: relative.clone(),
+            reason,
+            span,
+            help: help.into(),
+            file,
+        };
+        let in_tree = "the path is relative to this spec file, inside the spec's own directory";
+        let root = self
+            .include_stack
+            .first()
+            .and_then(|(p, _)| p.parent())
+            .map(|d| {
+                if d.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    d
+                }
+            })
+            .and_then(|d| d.canonicalize().ok());
+        let outside = |this: &mut Self| {
+            this.diags.push(unreadable(
+                "outside the spec's directory".into(),
+                "bellc reads only files of the spec's own tree: copy the public key beside the spec",
+            ));
+        };
+        // Refused before the file system is asked anything about it.
+        if Path::new(&relative).is_absolute() {
+            outside(self);
+            return None;
+        }
+        let full = self.resolve_relative(file, &relative);
+        // Symlinks resolved first: a key file is the spec's, never a file it points out to.
+        let resolved = match full.canonicalize() {
+            Ok(p) => p,
+            Err(e) => {
+                self.diags.push(unreadable(super::io_reason(&e), in_tree));
+                return None;
+            }
+        };
+        if !root.as_ref().is_some_and(|r| resolved.starts_with(r)) {
+            outside(self);
+            return None;
+        }
+        const MAX: u64 = 1 << 20;
+        match std::fs::metadata(&resolved) {
+            Ok(m) if m.is_file() && m.len() <= MAX => {}
+            Ok(m) if m.is_file() => {
+                self.diags.push(unreadable(
+                    format!("{} bytes; a key file holds at most 1 MiB", m.len()),
+                    "give one public key per line",
+                ));
+                return None;
+            }
+            Ok(_) => {
+                self.diags
+                    .push(unreadable("not a regular file".into(), in_tree));
+                return None;
+            }
+            Err(e) => {
+                self.diags.push(unreadable(super::io_reason(&e), in_tree));
+                return None;
+            }
+        }
+        let text = match std::fs::read_to_string(&resolved) {
+            Ok(t) => t,
+            Err(e) => {
+                self.diags.push(unreadable(super::io_reason(&e), in_tree));
+                return None;
+            }
+        };
+        let keys_file = self.sources.add(&full, text);
+        let text = self.sources.get(keys_file).text.clone();
+        let mut keys = Vec::new();
+        let mut offset = 0;
+        let mut ok = true;
+        for line in text.split_inclusive('\n') {
+            let at = offset;
+            offset += line.len();
+            let key = line.trim_end_matches(['\n', '\r']).trim();
+            if key.is_empty() || key.starts_with('#') {
+                continue;
+            }
+            if let Some(Err(invalid)) = check.map(|c| c(key)) {
+                let start = at + (line.len() - line.trim_start().len());
+                self.invalid(keys_file, SourceSpan::new(start.into(), key.len()), invalid);
+                ok = false;
+                continue;
+            }
+            keys.push(key.to_string());
+        }
+        if keys.is_empty() && ok {
+            self.diags.push(unreadable(
+                "it holds no key".into(),
+                "give one public key per line, as `ssh-keygen` writes it to a `.pub` file",
+            ));
+            return None;
+        }
+        ok.then_some(keys)
+    }
+
     pub(super) fn inventory(&mut self, file: FileId, node: &KdlNode) {
         let Some((relative, span, path)) = self.path_arg(file, node, "inventory file path") else {
             return;

@@ -308,6 +308,22 @@ impl Lowerer<'_> {
                     }
                 }
                 FieldSource::ChildArgs => self.child_args(file, child).map(Value::List),
+                FieldSource::RepeatedChildArg
+                    if field.name == "ssh-key" && child.entry("file").is_some() =>
+                {
+                    let Some(keys) = self.key_file(file, child, field.check) else {
+                        continue;
+                    };
+                    let mut all = match fields.remove(field.name) {
+                        Some(Field {
+                            value: Value::List(l),
+                            ..
+                        }) => l,
+                        _ => Vec::new(),
+                    };
+                    all.extend(keys);
+                    Some(Value::List(all))
+                }
                 FieldSource::RepeatedChildArg => {
                     if let [entry] = self.args(child).as_slice() {
                         span = self.span(file, entry.span());

@@ -169,6 +169,18 @@ pub fn ssh_public_key(line: &str) -> Result<(), Invalid> {
         return Err(invalid("ssh public key is empty", SSH_HELP));
     };
     if !SSH_KEY_TYPES.contains(&key_type) {
+        let looks_like_path =
+            !line.trim().contains([' ', '\t']) && (line.contains('/') || line.ends_with(".pub"));
+        if looks_like_path {
+            return Err(invalid(
+                format!("`{}` looks like a path, not an ssh public key", line.trim()),
+                format!(
+                    "`ssh-key` takes the key itself; to read keys from a file of the spec's tree, \
+                     write `ssh-key file=\"{}\"`",
+                    line.trim()
+                ),
+            ));
+        }
         let looks_like_options = key_type.contains('=')
             || key_type.contains(',')
             || [
