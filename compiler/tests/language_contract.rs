@@ -106,7 +106,7 @@ fn explain_shows_which_override_and_line_set_a_value() {
         .lines()
         .find(|l| l.starts_with("sysctl fs.file-max"))
         .expect("fs.file-max in explain output");
-    assert!(line.contains("fs.file-max = 12345"), "{line}");
+    assert!(line.starts_with("sysctl fs.file-max 12345 "), "{line}");
     assert!(line.ends_with("# superhost  bell.kdl:90"), "{line}");
     // The key removed with #null by the same override is gone.
     assert!(

@@ -321,6 +321,95 @@ user "e" {{
 }
 
 #[test]
+fn explain_shows_values_as_the_spec_writes_them_and_every_implied_resource() {
+    let spec = format!(
+        r#"fleet "first" target="debian-12"
+host "h" role="web"
+host "g" role="db"
+sysctl {{
+    vm.swappiness 10
+    kernel.printk "4 4 1 7"
+}}
+limit "nofile" domain="*" type="soft" item="nofile" value=65536
+override "web" {{
+    match role="web"
+    user "ops" sudo=#true {{
+        ssh-key "{KEY_A}"
+    }}
+}}
+"#
+    );
+    let fx = Fixture::spec(&spec);
+    let run = fx.bellc(&["explain", "h"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = &run.stdout;
+    for line in [
+        "sysctl vm.swappiness 10 ",
+        "sysctl kernel.printk \"4 4 1 7\" ",
+        "    value=65536 ",
+        "    sudo=#true ",
+        "    ssh-key \"ssh-ed25519 ",
+        "default-account \"debian\" ",
+    ] {
+        assert!(
+            out.lines().any(|l| l.starts_with(line)),
+            "no line starting `{line}` in:\n{out}"
+        );
+    }
+    let implied = out
+        .lines()
+        .find(|l| l.starts_with("default-account"))
+        .unwrap();
+    assert!(
+        implied.ends_with("# implied by web  bell.kdl:11"),
+        "{implied}"
+    );
+    assert!(
+        out.contains("# `user:ops` can log in and become root, so the image's own `debian` account is locked and expired"),
+        "{out}"
+    );
+    // Host g has no admin: nothing implied.
+    let run = fx.bellc(&["explain", "g"]);
+    assert!(!run.stdout.contains("default-account"), "{}", run.stdout);
+
+    // The build says it once, with the hosts that get it, and they are the ones whose bundle
+    // has it.
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let said: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("implied:"))
+        .collect();
+    assert_eq!(said.len(), 1, "{}", run.stderr);
+    assert!(
+        said[0].starts_with("implied: default-account:debian on 1 host: `user:ops`"),
+        "{}",
+        said[0]
+    );
+    assert!(fx
+        .path()
+        .join("out/hosts/h/scripts/default-account/debian.apply")
+        .is_file());
+    assert!(!fx
+        .path()
+        .join("out/hosts/g/scripts/default-account")
+        .exists());
+}
+
+#[test]
+fn explain_with_its_arguments_swapped_says_which_is_which() {
+    let fx = Fixture::spec("fleet \"f\" target=\"debian-12\"\nhost \"node-1\"\n");
+    let run = fx.bellc(&["explain", "bell.kdl", "node-1"]);
+    assert_eq!(run.code, 64, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("`bell.kdl` is a spec and `node-1` is not: the host comes first, as in `bellc explain node-1 bell.kdl`"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
 fn an_inventory_address_is_checked_too() {
     let fx = Fixture::spec("fleet \"f\" target=\"debian-12\"\ninventory \"nodes.json\"\n").file(
         "nodes.json",

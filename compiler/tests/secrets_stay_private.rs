@@ -131,13 +131,13 @@ fn no_output_shows_a_secret_and_no_file_holding_one_is_readable_by_others() {
     }
     let explain = f.bellc(&["explain", "h", "bell.kdl"]);
     assert!(
-        explain.stdout.contains("password = <secret>"),
+        explain.stdout.contains("    password <secret>"),
         "{}",
         explain.stdout
     );
     assert!(explain
         .stdout
-        .contains("mysql-server/root_password(password)=<secret>"));
+        .contains("debconf \"mysql-server/root_password\" type=\"password\" value=<secret>"));
 
     // bell-run, into an image root.
     let bin = bell_run();

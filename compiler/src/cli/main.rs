@@ -754,12 +754,31 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 stats.bundles_kept,
                 stats.bundles_removed
             );
+            // Said once per build, so that what the spec does not name is still seen.
+            for (implied, hosts) in bellc::kinds::implied_in_fleet(&compiled.resolution.hosts) {
+                eprintln!(
+                    "implied: {} on {hosts} host{}: {}",
+                    implied.key,
+                    if hosts == 1 { "" } else { "s" },
+                    implied.why
+                );
+            }
             match changes {
                 Some(d) => Ok(review::show_diff(&d, false)?),
                 None => Ok(0),
             }
         }
         Command::Explain { host, spec } => {
+            // `bellc explain bell.kdl node-1`: the host comes first.
+            let host_is_a_spec = host.ends_with(".kdl") || Path::new(host).is_file();
+            if host_is_a_spec && !spec.exists() {
+                return Err(Failure::Usage(format!(
+                    "`{host}` is a spec and `{}` is not: the host comes first, as in \
+                     `bellc explain {} {host}`",
+                    spec.display(),
+                    spec.display()
+                )));
+            }
             read_check(spec)?;
             let Some(front) = frontend(cli, spec, sources, diags) else {
                 return Ok(1);

@@ -203,6 +203,54 @@ impl fmt::Debug for Kind {
 
 /// Runs every kind's `check_model` once per distinct host configuration; a mistake shared by
 /// many configurations (a base declaration) is reported once.
+/// A resource the bundle gets without the spec declaring it, with the reason, shown by
+/// `bellc explain` and the build's summary so that nothing lands that a reviewer cannot see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImpliedResource {
+    /// `KIND:NAME`, as in the bundle.
+    pub key: String,
+    pub why: String,
+    /// The declaration that implies it.
+    pub origin: crate::resolve::Origin,
+}
+
+/// Every resource implied for a model on a target.
+pub fn implied(
+    model: &crate::resolve::Model,
+    target: &crate::targets::Target,
+) -> Vec<ImpliedResource> {
+    user::implied(model, target)
+}
+
+/// The implied resources of a fleet, each with how many hosts get it (once per distinct
+/// model and target: the same for every host that shares them).
+pub fn implied_in_fleet(hosts: &[ResolvedHost]) -> Vec<(ImpliedResource, usize)> {
+    let mut per_model: std::collections::HashMap<(usize, &str), Vec<ImpliedResource>> =
+        std::collections::HashMap::new();
+    let mut found: Vec<(ImpliedResource, usize)> = Vec::new();
+    for host in hosts {
+        let key = (
+            std::sync::Arc::as_ptr(&host.model) as usize,
+            host.target.as_str(),
+        );
+        let implied = per_model.entry(key).or_insert_with(|| {
+            crate::targets::get(&host.target)
+                .map(|t| implied(&host.model, t))
+                .unwrap_or_default()
+        });
+        for one in implied.iter() {
+            match found
+                .iter_mut()
+                .find(|(f, _)| f.key == one.key && f.why == one.why)
+            {
+                Some((_, n)) => *n += 1,
+                None => found.push((one.clone(), 1)),
+            }
+        }
+    }
+    found
+}
+
 pub fn check_hosts(hosts: &[ResolvedHost], sources: &Sources, diags: &mut Diagnostics) {
     use std::collections::HashSet;
     let mut seen: HashSet<*const Model> = HashSet::new();

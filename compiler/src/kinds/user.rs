@@ -27,11 +27,11 @@ use crate::front::validate;
 use crate::render::{
     common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
 };
-use crate::resolve::ResolvedResource;
+use crate::resolve::{Model, ResolvedResource};
 use crate::source::FileId;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 use crate::spec::{Kind, Value};
-use crate::targets::TargetPath;
+use crate::targets::{Target, TargetPath};
 use miette::{Diagnostic, SourceSpan};
 use minijinja::context;
 use thiserror::Error;
@@ -106,14 +106,7 @@ impl ResourceKind for User {
             if let Some(hash) = password {
                 out.secret_value(hash);
             }
-            // Only an admin who can log in and become root stands in for the default account:
-            // `sudo="password"` needs the password to use it, and a command list is not root.
-            let full = match user.fields.get("sudo").map(|(v, _)| v) {
-                Some(Value::Bool(true)) => password.is_some() || !keys.is_empty(),
-                Some(Value::Str(p)) if p == "password" => password.is_some(),
-                _ => false,
-            };
-            if full {
+            if can_take_over_from(user) {
                 can_take_over.push(key.clone());
             }
             let staged = format!("{SUDOERS_STAGING_DIR}/{name}");
@@ -233,6 +226,48 @@ impl ResourceKind for User {
     fn target_paths(&self) -> &'static [TargetPath] {
         &[SUDOERS_DIR]
     }
+}
+
+/// Whether `user` can stand in for the image's default account: an admin who can log in and
+/// become root. `sudo="password"` needs the password to use it; a command list is not root.
+fn can_take_over_from(user: &ResolvedResource) -> bool {
+    let manage_keys = user.str("ssh-keys") != Some("unmanaged");
+    let keys = manage_keys && !user.list("ssh-key").is_empty();
+    let password = user.str("password").is_some();
+    match user.fields.get("sudo").map(|(v, _)| v) {
+        Some(Value::Bool(true)) => password || keys,
+        Some(Value::Str(p)) if p == "password" => password,
+        _ => false,
+    }
+}
+
+/// The resources a model gets without declaring them, and why: the default account of the
+/// target's image (`debian`, `ubuntu`) is expired once a managed admin can take over
+/// (Divingbell's rule), so that no well-known login stays open on the host.
+pub fn implied(model: &Model, target: &Target) -> Vec<super::ImpliedResource> {
+    let account = target.default_account.as_str();
+    let users: Vec<&ResolvedResource> = model.of_kind(Kind::USER).collect();
+    if account.is_empty() || users.iter().any(|u| u.name == account) {
+        return Vec::new();
+    }
+    let admins: Vec<&ResolvedResource> = users
+        .iter()
+        .copied()
+        .filter(|u| can_take_over_from(u))
+        .collect();
+    let Some(first) = admins.first() else {
+        return Vec::new();
+    };
+    let names: Vec<String> = admins.iter().map(|u| format!("`{}`", u.key())).collect();
+    vec![super::ImpliedResource {
+        key: format!("{DEFAULT_ACCOUNT_KIND}:{account}"),
+        why: format!(
+            "{} can log in and become root, so the image's own `{account}` account is \
+             locked and expired (declare `user \"{account}\"` to manage it instead)",
+            names.join(", ")
+        ),
+        origin: first.origin,
+    }]
 }
 
 /// The sudoers rule after the user's name: `sudo=#true` is root without a password (Divingbell's

@@ -4,7 +4,7 @@
 use crate::render::looks_like_private_key;
 use crate::resolve::{Origin, ResolvedHost};
 use crate::source::Sources;
-use crate::spec::{Spec, Value};
+use crate::spec::{FieldSource, FieldType, Spec, Value};
 use std::fmt::Write;
 
 /// What explain shows of a secret value. Not even its size or digest: a bare password's digest
@@ -39,12 +39,16 @@ pub fn explain(spec: &Spec, host: &ResolvedHost, sources: &Sources) -> String {
     let _ = writeln!(out, "  layers: {}", layers.join(" → "));
     let _ = writeln!(out);
 
+    // Every value as the spec writes it: `sysctl vm.swappiness 10`, `value=65536`, `sudo=#true`.
     for s in host.model.sysctl.values() {
-        rows.push((format!("sysctl {} = {}", s.key, s.value), origin(&s.origin)));
+        rows.push((
+            format!("sysctl {} {}", s.key, number_or_string(&s.value)),
+            origin(&s.origin),
+        ));
     }
     for r in &host.model.resources {
         rows.push((
-            format!("{} {:?}", r.kind.keyword(), r.name),
+            format!("{} {}", r.kind.keyword(), show_str(&r.name)),
             origin(&r.origin),
         ));
         // A file's content is secret when its mode keeps everyone else out or it holds a
@@ -54,35 +58,77 @@ pub fn explain(spec: &Spec, host: &ResolvedHost, sources: &Sources) -> String {
         }) || r.fields.get("content").is_some_and(|(content, _)| {
             matches!(content, Value::Str(c) if looks_like_private_key(c.as_bytes()))
         });
+        let schema = r.kind.schema();
         for (field, (value, o)) in &r.fields {
+            let spec_field = schema.iter().find(|f| f.name == *field);
             // Secrets are never printed, only where they were set.
             let shown = match (*field, value) {
                 ("password", _) => SECRET.to_string(),
                 ("content", _) if private_content => SECRET.to_string(),
-                (_, Value::Debconf(answers)) => answers
-                    .iter()
-                    .map(|d| {
+                (_, Value::Debconf(answers)) => {
+                    for d in answers {
                         let value = if d.kind == "password" {
-                            SECRET
+                            SECRET.to_string()
                         } else {
-                            &d.value
+                            show_str(&d.value)
                         };
-                        format!("{}({})={value}", d.question, d.kind)
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" "),
+                        rows.push((
+                            format!(
+                                "    debconf {} type={} value={value}",
+                                show_str(&d.question),
+                                show_str(&d.kind)
+                            ),
+                            origin(o),
+                        ));
+                    }
+                    continue;
+                }
+                (_, Value::Str(v)) if spec_field.is_some_and(|f| f.ty == FieldType::IntOrStr) => {
+                    number_or_string(v)
+                }
+                (_, Value::List(items))
+                    if spec_field.is_some_and(|f| f.source == FieldSource::RepeatedChildArg) =>
+                {
+                    // One node per item, as written.
+                    for item in items {
+                        rows.push((format!("    {field} {}", show_str(item)), origin(o)));
+                    }
+                    continue;
+                }
                 _ => show(value),
             };
-            rows.push((format!("    {field} = {shown}"), origin(o)));
+            let line = match spec_field.map(|f| f.source) {
+                Some(FieldSource::Prop) => format!("    {field}={shown}"),
+                _ => format!("    {field} {shown}"),
+            };
+            rows.push((line, origin(o)));
+        }
+    }
+    if let Some(target) = crate::targets::get(&host.target) {
+        for implied in crate::kinds::implied(&host.model, target) {
+            let (kind, name) = implied.key.split_once(':').unwrap_or((&implied.key, ""));
+            rows.push((
+                format!("{kind} {}", show_str(name)),
+                format!("implied by {}", origin(&implied.origin)),
+            ));
+            rows.push((String::new(), implied.why));
         }
     }
     for s in &host.model.services {
         let port = s.port.map(|p| format!(" port={p}")).unwrap_or_default();
-        rows.push((format!("service {:?}{port}", s.name), origin(&s.origin)));
+        rows.push((
+            format!("service {}{port}", show_str(&s.name)),
+            origin(&s.origin),
+        ));
     }
     for u in &host.model.uses {
         rows.push((
-            format!("uses {:?} count={} runtime={}", u.name, u.count, u.runtime),
+            format!(
+                "uses {} count={} runtime=#{}",
+                show_str(&u.name),
+                u.count,
+                u.runtime
+            ),
             origin(&u.origin),
         ));
     }
@@ -97,6 +143,21 @@ pub fn explain(spec: &Spec, host: &ResolvedHost, sources: &Sources) -> String {
         let _ = writeln!(out, "{left}{}  # {right}", " ".repeat(pad));
     }
     out
+}
+
+/// A string as KDL writes it: quoted, with its escapes.
+fn show_str(s: &str) -> String {
+    format!("{s:?}")
+}
+
+/// A value the spec may write either way (`value=65536`, `vm.swappiness 10`): bare when it is
+/// a whole number, quoted otherwise.
+fn number_or_string(s: &str) -> String {
+    if s.parse::<i64>().is_ok() {
+        s.to_string()
+    } else {
+        show_str(s)
+    }
 }
 
 fn show(value: &Value) -> String {
@@ -115,7 +176,7 @@ fn show(value: &Value) -> String {
         Value::List(l) => l.iter().map(|s| one_line(s)).collect::<Vec<_>>().join(" "),
         Value::Map(m) => m
             .iter()
-            .map(|(k, v)| format!("{k}={v:?}"))
+            .map(|(k, v)| format!("{k}={}", show_str(v)))
             .collect::<Vec<_>>()
             .join(" "),
         Value::Debconf(d) => d
