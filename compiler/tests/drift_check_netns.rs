@@ -106,12 +106,19 @@ echo "limits=$(grep -c 'hard nofile 1' /etc/security/limits.d/60-bell.conf)"
             )
         })
         .collect();
+    // The edit itself is shown: the line added behind bell's back.
+    let limits = &drift[0].1;
+    assert!(
+        limits.starts_with("content differs from line ")
+            && limits.ends_with("(- bundle, + host):\n    + * hard nofile 1"),
+        "{limits}"
+    );
     assert_eq!(
         drift,
         [
             (
                 "file:/etc/security/limits.d/60-bell.conf".to_string(),
-                "content differs".to_string()
+                limits.clone()
             ),
             (
                 "sysctl:net.ipv4.ip_forward".to_string(),

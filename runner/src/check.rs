@@ -119,8 +119,69 @@ pub fn mark_drifted(
     drift
 }
 
+/// Lines of a drifted text file shown at most, from each side.
+const DIFF_LINES: usize = 5;
+/// Files larger than this are said to differ, not diffed.
+const DIFF_MAX_BYTES: usize = 256 * 1024;
+
+/// The lines where `want` (the bundle's) and `have` (the host's) part: the common head and
+/// tail are skipped, and what is left is shown as `-` the bundle's, `+` the host's, a few
+/// lines each. Enough to see an edit by hand; the whole file is in the bundle for more.
+fn short_diff(want: &str, have: &str) -> String {
+    let want: Vec<&str> = want.lines().collect();
+    let have: Vec<&str> = have.lines().collect();
+    let head = want.iter().zip(&have).take_while(|(a, b)| a == b).count();
+    let tail = want[head..]
+        .iter()
+        .rev()
+        .zip(have[head..].iter().rev())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let removed = &want[head..want.len() - tail];
+    let added = &have[head..have.len() - tail];
+    let mut out = format!("content differs from line {} (- bundle, + host):", head + 1);
+    for (sign, lines) in [('-', removed), ('+', added)] {
+        for line in lines.iter().take(DIFF_LINES) {
+            out.push_str(&format!("\n    {sign} {}", line.escape_debug()));
+        }
+        if lines.len() > DIFF_LINES {
+            out.push_str(&format!(
+                "\n    {sign} … {} more lines",
+                lines.len() - DIFF_LINES
+            ));
+        }
+    }
+    if removed.is_empty() && added.is_empty() {
+        // Only line endings or a final newline differ.
+        out = "content differs in line endings or the final newline".to_string();
+    }
+    out
+}
+
+/// How the content of a managed file differs: a short diff for a text file that is no
+/// secret, otherwise only that it differs (a secret's lines are never printed).
+fn content_drift(bundle: &Path, file: &bell_bundle::File, on_host: &[u8]) -> String {
+    let plain = "content differs".to_string();
+    if file.is_secret() || on_host.len() > DIFF_MAX_BYTES {
+        return plain;
+    }
+    let ours = bundle.join("root").join(file.path.trim_start_matches('/'));
+    let Ok(want) = fs::read(ours) else {
+        return plain;
+    };
+    match (std::str::from_utf8(&want), std::str::from_utf8(on_host)) {
+        (Ok(want), Ok(have)) if want.len() <= DIFF_MAX_BYTES => short_diff(want, have),
+        _ => plain,
+    }
+}
+
 /// How a managed file on disk differs from the bundle, if it does.
-fn file_drift(root: &Root, accounts: &Accounts, file: &bell_bundle::File) -> Option<String> {
+fn file_drift(
+    root: &Root,
+    accounts: &Accounts,
+    bundle: &Path,
+    file: &bell_bundle::File,
+) -> Option<String> {
     let target = root.host(&file.path);
     let meta = match fs::symlink_metadata(&target) {
         Ok(meta) => meta,
@@ -130,8 +191,10 @@ fn file_drift(root: &Root, accounts: &Accounts, file: &bell_bundle::File) -> Opt
         return Some("no longer a regular file".to_string());
     }
     let mut diffs = Vec::new();
-    if !fs::read(&target).is_ok_and(|bytes| sha256_hex(&bytes) == file.sha256) {
-        diffs.push("content differs".to_string());
+    match fs::read(&target) {
+        Ok(bytes) if sha256_hex(&bytes) == file.sha256 => {}
+        Ok(bytes) => diffs.push(content_drift(bundle, file, &bytes)),
+        Err(_) => diffs.push("content differs".to_string()),
     }
     let mode = bell_bundle::parse_mode(&file.mode).unwrap_or(0o644);
     if meta.mode() & 0o7777 != mode {
@@ -181,7 +244,7 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
             });
             continue;
         }
-        if let Some(detail) = file_drift(ctx.root, &accounts, file) {
+        if let Some(detail) = file_drift(ctx.root, &accounts, &bundle, file) {
             drift.push(Drift {
                 name: format!("file:{}", file.path),
                 detail,
@@ -250,4 +313,26 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
         errors,
         manifest: Some(manifest),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_diff;
+
+    #[test]
+    fn a_short_diff_shows_only_the_lines_that_part() {
+        let want = "a\nb\nswappiness=10\nc\n";
+        let have = "a\nb\nswappiness=60\nc\n";
+        assert_eq!(
+            short_diff(want, have),
+            "content differs from line 3 (- bundle, + host):\n    - swappiness=10\n    + swappiness=60"
+        );
+        let long: String = (0..20).map(|i| format!("x{i}\n")).collect();
+        let d = short_diff("", &long);
+        assert!(d.ends_with("    + … 15 more lines"), "{d}");
+        assert_eq!(
+            short_diff("a\n", "a"),
+            "content differs in line endings or the final newline"
+        );
+    }
 }

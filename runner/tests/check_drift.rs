@@ -58,6 +58,8 @@ fn check_names_exactly_what_drifted_and_apply_repairs_it() {
     // Behind bell's back: one file's content, another's mode, and the live value.
     let root = w.root();
     std::fs::write(root.join("etc/demo.conf"), "a = 2\n").unwrap();
+    // A secret file (0600 in the bundle) edited too: that it differs is said, never its lines.
+    std::fs::write(root.join("etc/other.conf"), "b = hunter2\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(
         root.join("etc/other.conf"),
@@ -85,12 +87,20 @@ fn check_names_exactly_what_drifted_and_apply_repairs_it() {
     assert_eq!(
         names,
         [
-            "file:/etc/demo.conf (content differs)",
-            "file:/etc/other.conf (mode 0644, the bundle sets 0600)",
+            "file:/etc/demo.conf (content differs from line 1 (- bundle, + host):\n    - a = 1\n    + a = 2)",
+            "file:/etc/other.conf (content differs, mode 0644, the bundle sets 0600)",
             "live:value (value is 7, want 42)",
         ]
     );
     assert_eq!(value["result"], "drifted");
+    assert!(!stdout(&out).contains("hunter2"), "{}", stdout(&out));
+    let human = check(&w, &[]);
+    assert!(!stdout(&human).contains("hunter2"), "{}", stdout(&human));
+    assert!(
+        stdout(&human).contains("drifted file:/etc/demo.conf: content differs from line 1 (- bundle, + host):\n    - a = 1\n    + a = 2\n"),
+        "{}",
+        stdout(&human)
+    );
 
     // The same bundle again: files put back, the drifted resource applied again.
     let out = w.apply(&b, &["--json"]);
