@@ -410,6 +410,24 @@ fn explain_with_its_arguments_swapped_says_which_is_which() {
 }
 
 #[test]
+fn a_build_allowed_unknown_sysctl_keys_is_not_up_to_date_for_a_build_that_is_not() {
+    let fx = Fixture::spec(
+        "fleet \"f\" target=\"debian-12\"\nhost \"h\"\nsysctl {\n    vendor.knob.level 3\n}\n",
+    );
+    let allowed = fx.bellc(&["--allow-unknown-sysctl", "build", "bell.kdl", "-o", "out"]);
+    assert_eq!(allowed.code, 0, "{}", allowed.stderr);
+    let again = fx.bellc(&["--allow-unknown-sysctl", "build", "bell.kdl", "-o", "out"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let strict = fx.bellc(&["--short", "build", "bell.kdl", "-o", "out"]);
+    assert_eq!(strict.code, 1, "{}", strict.stderr);
+    expect(
+        &strict.diagnostics(),
+        "bell.kdl:4:5:",
+        "`vendor.knob.level` is not a sysctl key of debian-12",
+    );
+}
+
+#[test]
 fn an_inventory_address_is_checked_too() {
     let fx = Fixture::spec("fleet \"f\" target=\"debian-12\"\ninventory \"nodes.json\"\n").file(
         "nodes.json",

@@ -625,7 +625,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             if !*check
                 && !*force
                 && diff.is_none()
-                && bellc::emit::incremental::is_current(spec, out)
+                && bellc::emit::incremental::is_current(spec, out, cli.allow_unknown_sysctl)
             {
                 if *timings {
                     eprintln!(

@@ -26,6 +26,9 @@ struct Record {
     inputs: Vec<(PathBuf, String)>,
     globs: Vec<(PathBuf, Vec<PathBuf>)>,
     release: String,
+    /// Built with `--allow-unknown-sysctl`: a build without it must check the keys again.
+    #[serde(default)]
+    allow_unknown_sysctl: bool,
 }
 
 fn absolute(path: &Path) -> PathBuf {
@@ -62,8 +65,9 @@ fn relative_pattern(dir: &Path, pattern: &Path) -> PathBuf {
 }
 
 /// Whether OUT holds the build of `spec` as it is now: the same bellc, the same input bytes,
-/// the same glob matches, and release.json as that build wrote it.
-pub fn is_current(spec: &Path, out: &Path) -> bool {
+/// the same glob matches, the same checks (`allow_unknown_sysctl`), and release.json as that
+/// build wrote it.
+pub fn is_current(spec: &Path, out: &Path, allow_unknown_sysctl: bool) -> bool {
     let Ok(text) = fs::read_to_string(out.join(RECORD_FILE)) else {
         return false;
     };
@@ -71,7 +75,10 @@ pub fn is_current(spec: &Path, out: &Path) -> bool {
         return false;
     };
     let dir = spec_dir(spec);
-    if record.bellc != env!("CARGO_PKG_VERSION") || record.spec != relative(&dir, spec) {
+    if record.bellc != env!("CARGO_PKG_VERSION")
+        || record.spec != relative(&dir, spec)
+        || record.allow_unknown_sysctl != allow_unknown_sysctl
+    {
         return false;
     }
     let release_ok = fs::read(out.join("release.json"))
@@ -136,6 +143,7 @@ pub fn record(spec_path: &Path, spec: &Spec, sources: &Sources, out: &Path) -> s
             })
             .collect(),
         release: release_digest(&release),
+        allow_unknown_sysctl: spec.allow_unknown_sysctl,
     };
     let text = serde_json::to_string_pretty(&record).unwrap_or_default();
     let tmp = out.join(".bell-inputs.json.tmp");
