@@ -112,11 +112,7 @@ impl ResourceKind for User {
             let staged = format!("{SUDOERS_STAGING_DIR}/{name}");
             let dropin = format!("{}/bell-{name}", cx.target.path(&SUDOERS_DIR));
             let mut files = Vec::new();
-            if let Some(rule) = &rule {
-                let written = match user.fields.get("sudo").map(|(v, _)| v) {
-                    Some(Value::Str(p)) => format!("{p:?}"),
-                    _ => "#true".to_string(),
-                };
+            if let Some((rule, written)) = &rule {
                 let text = match r.stdlib("user/sudoers.j2", context! { name, rule, written }) {
                     Ok(text) => text,
                     Err(message) => {
@@ -270,14 +266,15 @@ pub fn implied(model: &Model, target: &Target) -> Vec<super::ImpliedResource> {
     }]
 }
 
-/// The sudoers rule after the user's name: `sudo=#true` is root without a password (Divingbell's
-/// rule), `sudo="password"` root with the user's password, any other string the user's own
-/// `HOSTS=(RUNAS) COMMANDS` (visudo checks it before sudo reads it).
-fn sudo_rule(value: Option<&Value>) -> Option<String> {
+/// The sudoers rule after the user's name, and `sudo` as the spec wrote it (for the drop-in's
+/// comment): `sudo=#true` is root without a password (Divingbell's rule), `sudo="password"`
+/// root with the user's password, any other string the user's own `HOSTS=(RUNAS) COMMANDS`
+/// (visudo checks it before sudo reads it).
+fn sudo_rule(value: Option<&Value>) -> Option<(String, String)> {
     match value? {
-        Value::Bool(true) => Some("ALL=(ALL:ALL) NOPASSWD: ALL".into()),
-        Value::Str(p) if p == "password" => Some("ALL=(ALL:ALL) ALL".into()),
-        Value::Str(rule) => Some(rule.clone()),
+        Value::Bool(true) => Some(("ALL=(ALL:ALL) NOPASSWD: ALL".into(), "#true".into())),
+        Value::Str(p) if p == "password" => Some(("ALL=(ALL:ALL) ALL".into(), format!("{p:?}"))),
+        Value::Str(rule) => Some((rule.clone(), format!("{rule:?}"))),
         _ => None,
     }
 }

@@ -90,10 +90,12 @@ pub fn render_fleet<'h>(
         };
         let names = members.iter().map(|&i| resolution.hosts[i].name.as_str());
         for d in reported.into_boxed() {
-            match index_of.get(&d.to_string()) {
-                Some(&at) => reports[at].1.extend(names.clone()),
-                None => {
-                    index_of.insert(d.to_string(), reports.len());
+            match index_of.entry(d.to_string()) {
+                std::collections::hash_map::Entry::Occupied(at) => {
+                    reports[*at.get()].1.extend(names.clone())
+                }
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(reports.len());
                     reports.push((d, names.clone().collect()));
                 }
             }

@@ -77,23 +77,29 @@ fn step(value: &Value, name: &str) -> Option<Value> {
     (!next.is_undefined()).then_some(next)
 }
 
+/// The insides of every `{% ... %}` tag of `source`, without the whitespace-control marks.
+fn tags(source: &str) -> impl Iterator<Item = &str> {
+    let mut rest = source;
+    std::iter::from_fn(move || {
+        let open = rest.find("{%")?;
+        let inner = &rest[open + 2..];
+        let close = inner.find("%}")?;
+        rest = &inner[close..];
+        Some(inner[..close].trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace()))
+    })
+}
+
 /// The expression a `{% for NAME in EXPR %}` or `{% set NAME = EXPR %}` of `source` binds
 /// `name` to, and whether it is a loop (the variable is one item of it).
 fn binding<'s>(source: &'s str, name: &str) -> Option<(&'s str, bool)> {
-    let mut rest = source;
-    while let Some(open) = rest.find("{%") {
-        let inner = &rest[open + 2..];
-        let close = inner.find("%}")?;
-        let tag = inner[..close].trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace());
-        rest = &inner[close..];
+    tags(source).find_map(|tag| {
         let words: Vec<&str> = tag.splitn(4, char::is_whitespace).collect();
         match words.as_slice() {
-            ["for", var, "in", expr] if *var == name => return Some((expr, true)),
-            ["set", var, "=", expr] if *var == name => return Some((expr, false)),
-            _ => {}
+            ["for", var, "in", expr] if *var == name => Some((*expr, true)),
+            ["set", var, "=", expr] if *var == name => Some((*expr, false)),
+            _ => None,
         }
-    }
-    None
+    })
 }
 
 /// Looks `steps` up in `ctx`, following loop and `set` variables through `source` (`depth`
@@ -157,19 +163,14 @@ fn resolve(source: &str, ctx: &Value, steps: &[String], depth: usize) -> Result<
 
 /// Every name a `for` or `set` tag of `source` binds.
 fn loop_and_set_names(source: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut rest = source;
-    while let Some(open) = rest.find("{%") {
-        let inner = &rest[open + 2..];
-        let Some(close) = inner.find("%}") else { break };
-        let tag = inner[..close].trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace());
-        let words: Vec<&str> = tag.split_whitespace().collect();
-        if let ["for" | "set", var, ..] = words.as_slice() {
-            names.push(var.trim_end_matches(',').to_string());
-        }
-        rest = &inner[close..];
-    }
-    names
+    tags(source)
+        .filter_map(
+            |tag| match tag.split_whitespace().collect::<Vec<_>>().as_slice() {
+                ["for" | "set", var, ..] => Some(var.trim_end_matches(',').to_string()),
+                _ => None,
+            },
+        )
+        .collect()
 }
 
 /// The failing expression at `range` of `source` (minijinja's error range), widened to the
