@@ -11,6 +11,7 @@
 
 pub mod inventory;
 pub mod lower;
+pub mod read;
 pub mod validate;
 
 pub use lower::{load, lower_root};

@@ -15,7 +15,7 @@ use crate::render::{
     common, looks_like_private_key, BundleBuilder, BundleKind, HostContext, NewFile, NewResource,
     RenderError, Renderer,
 };
-use crate::resolve::ResolvedResource;
+use crate::resolve::{Model, ResolvedResource};
 use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 use minijinja::context;
@@ -43,7 +43,35 @@ impl ResourceKind for File {
     }
 
     fn check_name(&self, name: &str) -> Result<(), Invalid> {
-        validate::absolute_path(name)
+        validate::absolute_path(name)?;
+        validate::not_bell_own(name)
+    }
+
+    /// A `file` on what a `user` writes (its authorized_keys, its sudoers drop-in) would be
+    /// overwritten by one or the other on every apply, in an order nobody chose.
+    fn check_model(&self, model: &Model, _: &crate::source::Sources, diags: &mut Diagnostics) {
+        let users: Vec<&ResolvedResource> = model.of_kind(Kind::USER).collect();
+        if users.is_empty() {
+            return;
+        }
+        for f in model.of_kind(Kind::FILE) {
+            for user in &users {
+                if let Some((what, field)) = super::user::writes(user, &f.name) {
+                    common::clash(
+                        diags,
+                        format!(
+                            "`{}` is the {what} of user `{}`, which bell writes for the user",
+                            f.name, user.name
+                        ),
+                        user.span_of(field),
+                        f.origin.span,
+                        format!(
+                            "give the user's {what} through the `user` (its `{field}`), or remove this `file`"
+                        ),
+                    );
+                }
+            }
+        }
     }
 
     fn render(

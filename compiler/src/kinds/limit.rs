@@ -40,13 +40,14 @@ const ITEMS: &[&str] = &[
     "stack",
 ];
 
-/// A limits.conf field is one word.
-fn config_field(value: &str) -> Result<(), Invalid> {
-    crate::escape::config_field(value)
+/// A limits.conf field is one word: pam_limits splits a line at whitespace and cuts it at `#`,
+/// so `domain="* hard nofile 0 #"` would be a rule of its own.
+fn limits_field(value: &str) -> Result<(), Invalid> {
+    crate::escape::limits_field(value)
         .map(|_| ())
         .map_err(|reason| Invalid {
             message: format!("invalid limits.conf field: {reason}"),
-            help: "a limits.conf field is one word: no spaces, tabs or newlines".into(),
+            help: "a limits.conf domain is one word: a user, `@group`, `%group`, `*` or a uid range such as `1000:`".into(),
         })
 }
 
@@ -59,7 +60,7 @@ fn limit_value(value: &str) -> Result<(), Invalid> {
     }
     let help = "a limit is a whole number (such as 65536; `nice` and `priority` may be \
                 negative), or `unlimited`, `infinity` or -1 for none";
-    let message = match crate::escape::config_field(value) {
+    let message = match crate::escape::limits_field(value) {
         Ok(_) => format!("`{value}` is not a limit value"),
         Err(reason) => format!("invalid limits.conf field: {reason}"),
     };
@@ -76,7 +77,7 @@ impl ResourceKind for Limit {
 
     fn schema(&self) -> &'static [FieldSchema] {
         const SCHEMA: &[FieldSchema] = &[
-            FieldSchema::new("domain", Prop, Str, true).checked(config_field),
+            FieldSchema::new("domain", Prop, Str, true).checked(limits_field),
             FieldSchema::new("type", Prop, Enum(&["soft", "hard", "-"]), true),
             FieldSchema::new("item", Prop, Enum(ITEMS), true),
             FieldSchema::new("value", Prop, IntOrStr, true).checked(limit_value),

@@ -41,6 +41,7 @@ impl ResourceKind for Perm {
 
     /// An absolute path, or a glob of them.
     fn check_name(&self, name: &str) -> Result<(), Invalid> {
+        validate::glob_not_bell_own(name)?;
         validate::absolute_path(name.trim_end_matches('*')).or_else(|e| {
             if name.starts_with('/')
                 && !name.contains("/../")
@@ -52,6 +53,32 @@ impl ResourceKind for Perm {
                 Err(e)
             }
         })
+    }
+
+    /// A glob in the first component (`/*`, `/e*`) changes the owner or mode of the system's
+    /// own top-level directories: allowed, since it may be meant, but never silently.
+    fn check_model(
+        &self,
+        model: &crate::resolve::Model,
+        _: &crate::source::Sources,
+        diags: &mut Diagnostics,
+    ) {
+        for p in model.of_kind(Kind::PERM) {
+            let first = p
+                .name
+                .trim_start_matches('/')
+                .split('/')
+                .next()
+                .unwrap_or("");
+            if first.contains(['*', '?', '[']) {
+                let span = p.origin.span;
+                diags.push(PermWarning::TopLevelGlob {
+                    pattern: p.name.clone(),
+                    span: span.source_span(),
+                    file: span.file,
+                });
+            }
+        }
     }
 
     fn render(
@@ -106,3 +133,28 @@ impl ResourceKind for Perm {
         }]
     }
 }
+
+#[derive(Debug, thiserror::Error, miette::Diagnostic)]
+pub enum PermWarning {
+    #[error("`{pattern}` matches top-level directories of the system (/etc, /usr, /var, ...)")]
+    #[diagnostic(
+        code(bell::perm::top_level_glob),
+        severity(Warning),
+        help("name the directories: a mode or owner on /etc or /usr breaks logins, sudo and ssh")
+    )]
+    TopLevelGlob {
+        pattern: String,
+        #[label("this glob")]
+        span: miette::SourceSpan,
+        file: crate::source::FileId,
+    },
+}
+
+impl PermWarning {
+    fn file_id(&self) -> Option<crate::source::FileId> {
+        match self {
+            PermWarning::TopLevelGlob { file, .. } => Some(*file),
+        }
+    }
+}
+crate::spec_diagnostic!(PermWarning);

@@ -314,6 +314,26 @@ fn sudo_policy(policy: &str) -> Result<(), Invalid> {
     }
 }
 
+/// Which file of `user`'s the path `path` is, when the user's resource writes it, with the
+/// field that makes it: `/home/NAME/.ssh/authorized_keys` (`/root/...` for root) while keys are
+/// managed, and the sudoers drop-in while the user has sudo.
+pub fn writes(user: &ResolvedResource, path: &str) -> Option<(&'static str, &'static str)> {
+    let name = user.name.as_str();
+    let home = if name == "root" {
+        "/root".to_string()
+    } else {
+        format!("/home/{name}")
+    };
+    if user.str("ssh-keys") != Some("unmanaged") && path == format!("{home}/.ssh/authorized_keys") {
+        return Some(("authorized_keys", "ssh-key"));
+    }
+    let sudo = sudo_rule(user.fields.get("sudo").map(|(v, _)| v)).is_some();
+    if sudo && path == format!("{}/bell-{name}", SUDOERS_DIR.default) {
+        return Some(("sudoers drop-in", "sudo"));
+    }
+    None
+}
+
 /// Where the bundle stages sudoers drop-ins for the apply to check and install.
 pub const SUDOERS_STAGING_DIR: &str = "/var/lib/bell/sudoers";
 

@@ -20,6 +20,11 @@ pub fn register_filters(env: &mut minijinja::Environment<'static>) {
         escape::unit_exec_arg(&value)
             .map_err(|reason| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, reason))
     });
+    // `limits`: one field of a limits.d line, which may hold no whitespace and no `#`.
+    env.add_filter("limits", |value: String| {
+        escape::limits_field(&value)
+            .map_err(|reason| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, reason))
+    });
     // `conf`: one field of a line-based config file (sysctl.d, limits.d).
     env.add_filter("conf", |value: String| {
         escape::config_field(&value)

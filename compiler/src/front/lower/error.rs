@@ -116,6 +116,34 @@ pub enum LowerError {
         help: String,
         file: FileId,
     },
+    #[error("cannot read the spec `{path}`: {reason}")]
+    #[diagnostic(
+        code(bell::load::unreadable),
+        help("name a spec file, e.g. `bellc build bell.kdl`; bellc reads ./bell.kdl when none is named")
+    )]
+    UnreadableSpec { path: String, reason: String },
+    #[error("{what} is not UTF-8 text")]
+    #[diagnostic(
+        code(bell::load::not_utf8),
+        help("a spec is UTF-8 text; re-save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)")
+    )]
+    NotUtf8 {
+        what: String,
+        #[label("the first byte that is not UTF-8")]
+        span: SourceSpan,
+        file: FileId,
+    },
+    #[error("blocks nest deeper than {max} levels")]
+    #[diagnostic(
+        code(bell::load::too_deep),
+        help("a spec nests a few levels (override → resource → setting); flatten the blocks")
+    )]
+    TooDeep {
+        max: usize,
+        #[label("level {}", max + 1)]
+        span: SourceSpan,
+        file: FileId,
+    },
     #[error("include cycle: {chain}")]
     #[diagnostic(
         code(bell::load::include_cycle),
@@ -167,7 +195,10 @@ impl LowerError {
             | Unreadable { file, .. }
             | IncludeCycle { file, .. }
             | EmptyGlob { file, .. }
-            | Inventory { file, .. } => Some(*file),
+            | Inventory { file, .. }
+            | NotUtf8 { file, .. }
+            | TooDeep { file, .. } => Some(*file),
+            UnreadableSpec { .. } => None,
         }
     }
 }

@@ -3,6 +3,31 @@
 
 use super::*;
 
+/// `path` with its `.` and `..` resolved by their names alone (no symlink is followed).
+fn lexical(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// What a node wants to read, for [`Lowerer::read_in_tree`].
+pub(super) struct Wanted<'a> {
+    pub what: &'static str,
+    /// The path as the spec wrote it, relative to the file that names it.
+    pub shown: &'a str,
+    pub max: u64,
+    /// How to name the file right, when it cannot be read.
+    pub help: &'a str,
+}
+
 impl Lowerer<'_> {
     pub(super) fn fleet(&mut self, file: FileId, node: &KdlNode) {
         let span = self.span(file, node.span());
@@ -97,6 +122,11 @@ impl Lowerer<'_> {
                 }
                 label => match label_value(entry.value()) {
                     Some(v) => {
+                        if let Err(invalid) = validate::label(label, &v) {
+                            self.invalid(file, entry.span(), invalid);
+                            ok = false;
+                            continue;
+                        }
                         host.labels.insert(label.to_string(), v);
                     }
                     None => {
@@ -222,79 +252,16 @@ impl Lowerer<'_> {
             }
         }
         let (relative, span) = relative?;
-        let unreadable = |reason: String, help: &str| LowerError::Unreadable {
-            what: "ssh key file",
-            path: relative.clone(),
-            reason,
-            span,
-            help: help.into(),
+        let keys_file = self.read_in_tree(
             file,
-        };
-        let in_tree = "the path is relative to this spec file, inside the spec's own directory";
-        let root = self
-            .include_stack
-            .first()
-            .and_then(|(p, _)| p.parent())
-            .map(|d| {
-                if d.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    d
-                }
-            })
-            .and_then(|d| d.canonicalize().ok());
-        let outside = |this: &mut Self| {
-            this.diags.push(unreadable(
-                "outside the spec's directory".into(),
-                "bellc reads only files of the spec's own tree: copy the public key beside the spec",
-            ));
-        };
-        // Refused before the file system is asked anything about it.
-        if Path::new(&relative).is_absolute() {
-            outside(self);
-            return None;
-        }
-        let full = self.resolve_relative(file, &relative);
-        // Symlinks resolved first: a key file is the spec's, never a file it points out to.
-        let resolved = match full.canonicalize() {
-            Ok(p) => p,
-            Err(e) => {
-                self.diags.push(unreadable(super::io_reason(&e), in_tree));
-                return None;
-            }
-        };
-        if !root.as_ref().is_some_and(|r| resolved.starts_with(r)) {
-            outside(self);
-            return None;
-        }
-        const MAX: u64 = 1 << 20;
-        match std::fs::metadata(&resolved) {
-            Ok(m) if m.is_file() && m.len() <= MAX => {}
-            Ok(m) if m.is_file() => {
-                self.diags.push(unreadable(
-                    format!("{} bytes; a key file holds at most 1 MiB", m.len()),
-                    "give one public key per line",
-                ));
-                return None;
-            }
-            Ok(_) => {
-                self.diags
-                    .push(unreadable("not a regular file".into(), in_tree));
-                return None;
-            }
-            Err(e) => {
-                self.diags.push(unreadable(super::io_reason(&e), in_tree));
-                return None;
-            }
-        }
-        let text = match std::fs::read_to_string(&resolved) {
-            Ok(t) => t,
-            Err(e) => {
-                self.diags.push(unreadable(super::io_reason(&e), in_tree));
-                return None;
-            }
-        };
-        let keys_file = self.sources.add(&full, text);
+            span,
+            &Wanted {
+                what: "ssh key file",
+                shown: &relative,
+                max: read::MAX_KEY_FILE,
+                help: "give one public key per line, as `ssh-keygen` writes it to a `.pub` file",
+            },
+        )?;
         let text = self.sources.get(keys_file).text.clone();
         let mut keys = Vec::new();
         let mut offset = 0;
@@ -315,34 +282,36 @@ impl Lowerer<'_> {
             keys.push(key.to_string());
         }
         if keys.is_empty() && ok {
-            self.diags.push(unreadable(
-                "it holds no key".into(),
-                "give one public key per line, as `ssh-keygen` writes it to a `.pub` file",
-            ));
+            self.diags.push(LowerError::Unreadable {
+                what: "ssh key file",
+                path: relative,
+                reason: "it holds no key".into(),
+                span,
+                help: "give one public key per line, as `ssh-keygen` writes it to a `.pub` file"
+                    .into(),
+                file,
+            });
             return None;
         }
         ok.then_some(keys)
     }
 
     pub(super) fn inventory(&mut self, file: FileId, node: &KdlNode) {
-        let Some((relative, span, path)) = self.path_arg(file, node, "inventory file path") else {
+        let Some((relative, span, _)) = self.path_arg(file, node, "inventory file path") else {
             return;
         };
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) => {
-                self.diags.push(LowerError::Unreadable {
-                    what: "inventory",
-                    path: relative,
-                    reason: io_reason(&e),
-                    span: span.source_span(),
-                    help: "the path is relative to the directory of this spec file".into(),
-                    file,
-                });
-                return;
-            }
+        let Some(json_file) = self.read_in_tree(
+            file,
+            span.source_span(),
+            &Wanted {
+                what: "inventory",
+                shown: &relative,
+                max: read::MAX_INVENTORY,
+                help: "the path is relative to the directory of this spec file",
+            },
+        ) else {
+            return;
         };
-        let json_file = self.sources.add(&path, text);
         let text = self.sources.get(json_file).text.clone();
         match inventory::parse(&text) {
             Ok(entries) => {
@@ -355,6 +324,19 @@ impl Lowerer<'_> {
                         span,
                     };
                     if let Err(invalid) = validate::host_name(&host.name) {
+                        self.diags.push(LowerError::Inventory {
+                            message: format!("inventory host `{}`: {}", host.name, invalid.message),
+                            span: SourceSpan::new(entry.offset.into(), 1),
+                            help: invalid.help,
+                            file: json_file,
+                        });
+                        continue;
+                    }
+                    if let Some(invalid) = host
+                        .labels
+                        .iter()
+                        .find_map(|(k, v)| validate::label(k, v).err())
+                    {
                         self.diags.push(LowerError::Inventory {
                             message: format!("inventory host `{}`: {}", host.name, invalid.message),
                             span: SourceSpan::new(entry.offset.into(), 1),
@@ -406,12 +388,37 @@ impl Lowerer<'_> {
             return;
         };
         let is_glob = pattern.contains(['*', '?', '[']);
+        let outside = |this: &mut Self, pattern: String| {
+            this.diags.push(LowerError::Unreadable {
+                what: "included files",
+                path: pattern,
+                reason: "outside the spec's directory".into(),
+                span: span.source_span(),
+                help: "bellc reads only files of the spec's own tree (symlinks resolved); move the files beside the spec".into(),
+                file,
+            });
+        };
+        // A glob that reaches out of the tree is refused before it lists a directory there:
+        // the names it would match are not the spec's to print either.
+        if is_glob && !self.lexically_inside(file, &pattern) {
+            outside(self, pattern);
+            return;
+        }
+        let mut escaped = false;
         let paths: Vec<PathBuf> = if is_glob {
             let full_text = full.to_string_lossy().to_string();
             match glob::glob(&full_text) {
                 Ok(paths) => {
                     let mut v: Vec<PathBuf> = paths.filter_map(Result::ok).collect();
                     v.sort();
+                    // Matches reached through a symlink out of the tree are reported once,
+                    // without their names.
+                    let before = v.len();
+                    v.retain(|p| self.resolves_inside(p));
+                    if v.len() < before {
+                        outside(self, pattern.clone());
+                        escaped = true;
+                    }
                     v
                 }
                 Err(e) => {
@@ -430,7 +437,7 @@ impl Lowerer<'_> {
         if is_glob {
             self.spec.globs.push((full.clone(), paths.clone()));
         }
-        if is_glob && paths.is_empty() {
+        if is_glob && paths.is_empty() && !escaped {
             self.diags.push(LowerError::EmptyGlob {
                 pattern,
                 span: span.source_span(),
@@ -458,36 +465,145 @@ impl Lowerer<'_> {
                 });
                 continue;
             }
-            let text = match std::fs::read_to_string(&path) {
-                Ok(t) => t,
-                Err(e) => {
-                    self.diags.push(LowerError::Unreadable {
-                        what: "included file",
-                        path: if is_glob {
-                            self.short_name(&path)
-                        } else {
-                            pattern.clone()
-                        },
-                        reason: io_reason(&e),
-                        span: span.source_span(),
-                        help: "the path is relative to the directory of this spec file".into(),
-                        file,
-                    });
-                    continue;
-                }
+            self.included_files += 1;
+            if self.included_files > read::MAX_INCLUDED_FILES {
+                self.diags.push(LowerError::InvalidValue {
+                    message: format!(
+                        "the spec includes more than {} files",
+                        read::MAX_INCLUDED_FILES
+                    ),
+                    span: span.source_span(),
+                    help: "merge small files; one file may hold many hosts and overrides".into(),
+                    file,
+                });
+                break;
+            }
+            let shown = if is_glob {
+                path.strip_prefix(self.resolve_relative(file, ""))
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|_| path.display().to_string())
+            } else {
+                pattern.clone()
             };
-            included.push(self.sources.add(&path, text));
+            if let Some(id) = self.read_in_tree(
+                file,
+                span.source_span(),
+                &Wanted {
+                    what: "included file",
+                    shown: &shown,
+                    max: read::MAX_SPEC_FILE,
+                    help: "the path is relative to the directory of this spec file",
+                },
+            ) {
+                included.push(id);
+            }
         }
         let texts: Vec<std::sync::Arc<String>> = included
             .iter()
             .map(|&id| self.sources.get(id).text.clone())
             .collect();
-        let parsed: Vec<Result<KdlDocument, kdl::KdlError>> = {
+        let parsed: Vec<Result<Result<KdlDocument, kdl::KdlError>, usize>> = {
             use rayon::prelude::*;
-            texts.par_iter().map(|t| KdlDocument::parse_v2(t)).collect()
+            texts.par_iter().map(|t| Self::parse_checked(t)).collect()
         };
         for (id, doc) in included.into_iter().zip(parsed) {
-            self.parsed_file(id, doc);
+            match doc {
+                Ok(doc) => self.parsed_file(id, doc),
+                Err(at) => self.too_deep(id, at),
+            }
+        }
+    }
+
+    /// Whether `shown`, relative to the directory of `file`, names a path in the spec's tree
+    /// by its names alone (`..` taken as written; symlinks are checked when the file is read).
+    fn lexically_inside(&self, file: FileId, shown: &str) -> bool {
+        if Path::new(shown).is_absolute() {
+            return false;
+        }
+        let dir = match self.sources.get(file).path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.canonicalize().ok(),
+            _ => Path::new(".").canonicalize().ok(),
+        };
+        match (dir, &self.tree) {
+            (Some(dir), Some(tree)) => lexical(&dir.join(shown)).starts_with(tree),
+            _ => false,
+        }
+    }
+
+    /// Whether `path` exists and lies in the spec's tree with its symlinks resolved.
+    fn resolves_inside(&self, path: &Path) -> bool {
+        match (path.canonicalize(), &self.tree) {
+            (Ok(p), Some(tree)) => p.starts_with(tree),
+            _ => false,
+        }
+    }
+
+    /// Reads a file the spec names (`wanted.shown`, relative to the directory of `file`), when
+    /// it lies in the spec's own tree after its symlinks are resolved, is a regular file of at
+    /// most `wanted.max` bytes, and is UTF-8. Anything else is reported at `span` without a
+    /// byte of the file: a spec built in CI must not be a way to print CI's files.
+    pub(super) fn read_in_tree(
+        &mut self,
+        file: FileId,
+        span: SourceSpan,
+        wanted: &Wanted,
+    ) -> Option<FileId> {
+        let refuse = |this: &mut Self, reason: String, help: String| {
+            this.diags.push(LowerError::Unreadable {
+                what: wanted.what,
+                path: wanted.shown.to_string(),
+                reason,
+                span,
+                help,
+                file,
+            });
+        };
+        let outside = |this: &mut Self| {
+            refuse(
+                this,
+                "outside the spec's directory".into(),
+                format!(
+                    "bellc reads only files of the spec's own tree (symlinks resolved); move the {} beside the spec",
+                    wanted.what
+                ),
+            )
+        };
+        // Refused before the file system is asked anything about it, so that the answer does
+        // not even tell whether such a file exists.
+        let path = self.resolve_relative(file, wanted.shown);
+        if !self.lexically_inside(file, wanted.shown) {
+            outside(self);
+            return None;
+        }
+        let resolved = match path.canonicalize() {
+            Ok(p) => p,
+            Err(e) => {
+                refuse(self, io_reason(&e), wanted.help.into());
+                return None;
+            }
+        };
+        if !self.tree.as_ref().is_some_and(|t| resolved.starts_with(t)) {
+            outside(self);
+            return None;
+        }
+        let bytes = match read::read_bounded(&resolved, wanted.max) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                refuse(self, e.to_string(), wanted.help.into());
+                return None;
+            }
+        };
+        match read::utf8(bytes) {
+            Ok(text) => Some(self.sources.add(&path, text)),
+            Err(bad) => {
+                let id = self.sources.add(&path, bad.lossy);
+                self.diags.push(LowerError::NotUtf8 {
+                    what: format!("{} `{}`", wanted.what, wanted.shown),
+                    span: SourceSpan::new(bad.offset.into(), '\u{fffd}'.len_utf8()),
+                    file: id,
+                });
+                None
+            }
         }
     }
 

@@ -9,6 +9,7 @@
 
 use crate::diagnostic::Diagnostics;
 use crate::front::inventory;
+use crate::front::read;
 use crate::front::validate;
 use crate::source::{FileId, Sources, Span};
 use crate::spec::*;
@@ -32,16 +33,36 @@ use resources::{merge_sysctl_into, push_resource};
 /// (with the erroneous nodes left out), so later stages can still find more problems; callers
 /// stop at the stage boundary when `diagnostics.has_errors()`.
 pub fn load(path: &Path, sources: &mut Sources, diagnostics: &mut Diagnostics) -> Option<Spec> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(_) => return None,
+    let bytes = match read::read_bounded(path, read::MAX_SPEC_FILE) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            diagnostics.push(LowerError::UnreadableSpec {
+                path: path.display().to_string(),
+                reason: e.to_string(),
+            });
+            return None;
+        }
     };
-    let file = sources.add(path, text);
-    Some(lower_root(file, sources, diagnostics))
+    match read::utf8(bytes) {
+        Ok(text) => {
+            let file = sources.add(path, text);
+            Some(lower_root(file, sources, diagnostics))
+        }
+        Err(bad) => {
+            let file = sources.add(path, bad.lossy);
+            diagnostics.push(LowerError::NotUtf8 {
+                what: "the spec".into(),
+                span: SourceSpan::new(bad.offset.into(), '\u{fffd}'.len_utf8()),
+                file,
+            });
+            None
+        }
+    }
 }
 
 /// Lowers a root file already in `sources`.
 pub fn lower_root(file: FileId, sources: &mut Sources, diagnostics: &mut Diagnostics) -> Spec {
+    let tree = spec_tree(&sources.get(file).path);
     let mut lowerer = Lowerer {
         sources,
         diags: diagnostics,
@@ -60,6 +81,8 @@ pub fn lower_root(file: FileId, sources: &mut Sources, diagnostics: &mut Diagnos
             allow_unknown_sysctl: false,
         },
         include_stack: Vec::new(),
+        tree,
+        included_files: 0,
         seen_hosts: HashMap::new(),
         seen_addresses: HashMap::new(),
         seen_overrides: HashMap::new(),
@@ -75,6 +98,12 @@ struct Lowerer<'a> {
     diags: &'a mut Diagnostics,
     spec: Spec,
     include_stack: Vec<(PathBuf, Span)>,
+    /// The spec's own tree: the root file's directory with its symlinks resolved. Every file
+    /// the spec reads lies under it. Found on first use (`None` until then, and when the
+    /// directory cannot be resolved, in which case no file is read).
+    tree: Option<PathBuf>,
+    /// Every file included so far, against `read::MAX_INCLUDED_FILES`.
+    included_files: usize,
     seen_hosts: HashMap<String, Span>,
     /// Each address and the host that has it, and where: two hosts with one address is a
     /// copy-paste slip that services would hand to peers twice.
@@ -121,8 +150,36 @@ impl Lowerer<'_> {
 
     fn file(&mut self, file: FileId) {
         let text = self.sources.get(file).text.clone();
-        let parsed = KdlDocument::parse_v2(&text);
-        self.parsed_file(file, parsed);
+        if let Some(parsed) = self.parse(file, &text) {
+            self.parsed_file(file, parsed);
+        }
+    }
+
+    /// Parses a file's text, unless its blocks nest deeper than the parser's stack allows
+    /// (reported here). A free function of the text, so included files parse in parallel.
+    fn parse_checked(text: &str) -> Result<Result<KdlDocument, kdl::KdlError>, usize> {
+        match read::too_deep(text, read::MAX_NESTING) {
+            Some(at) => Err(at),
+            None => Ok(KdlDocument::parse_v2(text)),
+        }
+    }
+
+    fn parse(&mut self, file: FileId, text: &str) -> Option<Result<KdlDocument, kdl::KdlError>> {
+        match Self::parse_checked(text) {
+            Ok(parsed) => Some(parsed),
+            Err(at) => {
+                self.too_deep(file, at);
+                None
+            }
+        }
+    }
+
+    fn too_deep(&mut self, file: FileId, at: usize) {
+        self.diags.push(LowerError::TooDeep {
+            max: read::MAX_NESTING,
+            span: SourceSpan::new(at.into(), 1),
+            file,
+        });
     }
 
     /// Lowers a file that is already parsed (included files are parsed in parallel).
@@ -305,6 +362,15 @@ fn describe_value(value: &KdlValue) -> String {
 fn parse_percent(s: &str) -> Option<u32> {
     let n: u32 = s.strip_suffix('%')?.trim().parse().ok()?;
     (1..=100).contains(&n).then_some(n)
+}
+
+/// The directory of the root spec with its symlinks resolved.
+fn spec_tree(root: &Path) -> Option<PathBuf> {
+    let dir = match root.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    dir.canonicalize().ok()
 }
 
 fn io_reason(e: &std::io::Error) -> String {

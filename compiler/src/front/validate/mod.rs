@@ -24,10 +24,10 @@ pub use apt::{
 pub use crypt::sha512_crypt;
 pub use ethtool::{ethtool_feature, ethtool_features};
 pub use names::{
-    apt_url, host_address, host_name, interface_name, mount_target, pgp_public_key, resource_name,
-    script_name, source_name,
+    apt_url, host_address, host_name, interface_name, label, mount_target, pgp_public_key,
+    resource_name, script_name, source_name,
 };
-pub use paths::{absolute_path, file_mode, login_shell};
+pub use paths::{absolute_path, file_mode, glob_not_bell_own, login_shell, not_bell_own, BELL_OWN};
 pub use ssh::{decode_base64, ssh_public_key};
 pub use suggest::did_you_mean;
 pub use sysctl::{sysctl_key, sysctl_path};

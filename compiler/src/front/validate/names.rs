@@ -75,6 +75,37 @@ pub fn host_address(address: &str) -> Result<(), Invalid> {
     ))
 }
 
+/// A host label: one line of printable text each side. Labels are printed one per host in
+/// `bellc hosts` and `bellc status`, matched by selectors and read by templates; a newline or
+/// another control character in one would forge lines there.
+pub fn label(key: &str, value: &str) -> Result<(), Invalid> {
+    let help = "a label and its value are printable text on one line, such as `rack=\"r01\"`";
+    if key.is_empty() {
+        return Err(invalid("a label name is empty", help));
+    }
+    for (what, text) in [("label name", key), ("value of label", value)] {
+        if text.chars().any(char::is_control) {
+            return Err(invalid(
+                format!(
+                    "the {what} `{}` holds a control character (such as a newline)",
+                    text.escape_debug()
+                ),
+                help,
+            ));
+        }
+        if text.len() > 253 {
+            return Err(invalid(
+                format!(
+                    "the {what} is {} bytes long; labels hold at most 253",
+                    text.len()
+                ),
+                help,
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A network interface name as the kernel accepts it (at most 15 bytes, no `/`, `:` or space).
 pub fn interface_name(name: &str) -> Result<(), Invalid> {
     let help = "interface names are at most 15 characters without `/`, `:` or whitespace, such as `ens3` or `eth0.100`";
@@ -140,6 +171,7 @@ pub fn resource_name(name: &str) -> Result<(), Invalid> {
 /// A mount target: an absolute normalised path outside the kernel's virtual file systems.
 pub fn mount_target(path: &str) -> Result<(), Invalid> {
     absolute_path(path)?;
+    super::not_bell_own(path)?;
     for virtual_fs in ["/proc", "/sys", "/dev"] {
         if path == virtual_fs || path.starts_with(&format!("{virtual_fs}/")) {
             return Err(invalid(

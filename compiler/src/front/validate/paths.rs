@@ -55,6 +55,52 @@ pub fn absolute_path(path: &str) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// What bell itself keeps on a host: its state (bundles, the lock, backups, staged secrets),
+/// the key that signed releases are checked with, and the runner. A resource that wrote,
+/// mounted over or changed the mode of one of these could defeat the lock, forge what bell
+/// restores, or let anyone replace the runner.
+pub const BELL_OWN: &[&str] = &["/var/lib/bell", "/etc/bell", "/usr/local/sbin/bell-run"];
+
+/// A path that is not bell's own (see [`BELL_OWN`]).
+pub fn not_bell_own(path: &str) -> Result<(), Invalid> {
+    match BELL_OWN
+        .iter()
+        .find(|own| path == **own || path.strip_prefix(**own).is_some_and(|r| r.starts_with('/')))
+    {
+        Some(own) => Err(bell_own(path, own)),
+        None => Ok(()),
+    }
+}
+
+/// A glob (as `perm` takes it) that can match nothing of bell's own: a glob's `*` does not
+/// cross `/`, so it can reach into `/var/lib/bell` only if its first three components each
+/// match those of `/var/lib/bell`.
+pub fn glob_not_bell_own(pattern: &str) -> Result<(), Invalid> {
+    let parts: Vec<&str> = pattern.split('/').collect();
+    for own in BELL_OWN {
+        let own_parts: Vec<&str> = own.split('/').collect();
+        if parts.len() < own_parts.len() {
+            continue;
+        }
+        let reaches = own_parts
+            .iter()
+            .zip(&parts)
+            .all(|(o, p)| glob::Pattern::new(p).map_or(o == p, |p| p.matches(o)));
+        if reaches {
+            return Err(bell_own(pattern, own));
+        }
+    }
+    Ok(())
+}
+
+fn bell_own(path: &str, own: &str) -> Invalid {
+    invalid(
+        format!("`{path}` is bell's own `{own}`"),
+        "bell keeps its state, trusted key and runner there; a resource there could defeat the \
+         lock or what bell restores. Manage another path",
+    )
+}
+
 /// A file mode in octal, as chmod takes it: `0640`, `640`, `1777`.
 pub fn file_mode(mode: &str) -> Result<u32, Invalid> {
     let help = "write the mode as three or four octal digits, e.g. `0644`, `0750` or `1777`";

@@ -1,0 +1,315 @@
+//! Specs written to harm the machine that builds them: reading files outside the spec's tree
+//! (and printing them), injecting lines into what bellc writes, exhausting memory, stack or
+//! time, and bytes that are not text. Each test here failed before its fix.
+
+mod common;
+
+use common::Fixture;
+use std::os::unix::fs::symlink;
+
+const HEAD: &str = "fleet \"f\" target=\"debian-12\"\nhost \"h1\" address=\"10.0.0.1\"\n";
+
+fn spec(body: &str) -> String {
+    format!("{HEAD}{body}")
+}
+
+/// A secret that must never appear in bellc's output, in a file outside the spec's tree.
+fn secret_outside() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("secret.kdl");
+    std::fs::write(&path, "TOKEN=hunter2-sekrit\nhost \"stolen\"\n").expect("write");
+    (dir, path)
+}
+
+#[test]
+fn include_and_inventory_read_only_the_spec_tree_and_echo_nothing() {
+    let (_keep, secret) = secret_outside();
+    let secret_dir = secret.parent().expect("dir").display().to_string();
+    let fx = Fixture::spec(&spec(&format!(
+        "include \"{}\"\ninventory \"{}\"\ninclude \"../../../../../../..{}\"\ninclude \"link.kdl\"\ninclude \"dir-link/*.kdl\"\ninclude \"links/*.kdl\"\ninclude \"{secret_dir}/*.kdl\"\ninclude \"ok/../inside.kdl\"\n",
+        secret.display(),
+        secret.display(),
+        secret.display(),
+    )))
+    .file("inside.kdl", "host \"h2\" address=\"10.0.0.2\"\n")
+    .file("ok/keep", "");
+    symlink(&secret, fx.path().join("link.kdl")).expect("symlink");
+    symlink(secret.parent().expect("dir"), fx.path().join("dir-link")).expect("symlink");
+    std::fs::create_dir(fx.path().join("links")).expect("mkdir");
+    symlink(&secret, fx.path().join("links/a.kdl")).expect("symlink");
+    for args in [
+        &["check", "--short"][..],
+        &["build", "--short", "-o", "out"][..],
+    ] {
+        let run = fx.bellc(args);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        for needle in ["hunter2", "TOKEN", "stolen", "secret.kdl\n"] {
+            assert!(
+                !run.stderr.contains(needle) && !run.stdout.contains(needle),
+                "`{needle}` was printed:\n{}",
+                run.stderr
+            );
+        }
+        let diags = run.diagnostics();
+        let outside: Vec<&&str> = diags
+            .iter()
+            .filter(|d| d.ends_with(": outside the spec's directory"))
+            .collect();
+        assert_eq!(outside.len(), 7, "{}", diags.join("\n"));
+        for line in 3..=9 {
+            assert!(
+                outside
+                    .iter()
+                    .any(|d| d.starts_with(&format!("bell.kdl:{line}:"))),
+                "line {line}: {}",
+                diags.join("\n")
+            );
+        }
+        // `ok/../inside.kdl` stays in the tree and is read.
+        assert_eq!(diags.len(), 7, "{}", diags.join("\n"));
+    }
+}
+
+#[test]
+fn a_path_climbing_out_is_refused_before_the_file_system_is_asked() {
+    // Whether `../x` exists outside is not the spec's to learn: both answers are the same.
+    let fx = Fixture::spec(&spec(
+        "include \"../no-such-file.kdl\"\ninventory \"../../etc-hosts.json\"\n",
+    ));
+    let run = fx.bellc(&["check", "--short"]);
+    assert_eq!(run.code, 1);
+    let diags = run.diagnostics();
+    assert_eq!(diags.len(), 2, "{}", diags.join("\n"));
+    assert!(
+        diags
+            .iter()
+            .all(|d| d.ends_with(": outside the spec's directory")),
+        "{}",
+        diags.join("\n")
+    );
+}
+
+#[test]
+fn special_files_are_refused_without_blocking() {
+    let fx = Fixture::spec(&spec(
+        "include \"fifo.kdl\"\ninventory \"zero.json\"\ninclude \"dir.kdl\"\n",
+    ));
+    let made = std::process::Command::new("mkfifo")
+        .arg(fx.path().join("fifo.kdl"))
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    // /dev/zero reached through a link in the tree is outside the tree; a device node in the
+    // tree is not a regular file. Both end at once.
+    symlink("/dev/zero", fx.path().join("zero.json")).expect("symlink");
+    std::fs::create_dir(fx.path().join("dir.kdl")).expect("mkdir");
+    let run = fx.bellc(&["check", "--short"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    assert!(
+        diags.iter().any(|d| d.starts_with("bell.kdl:3:")
+            && d.ends_with("cannot read included file `fifo.kdl`: not a regular file")),
+        "{}",
+        diags.join("\n")
+    );
+    assert!(
+        diags.iter().any(|d| d.starts_with("bell.kdl:4:")
+            && d.ends_with("cannot read inventory `zero.json`: outside the spec's directory")),
+        "{}",
+        diags.join("\n")
+    );
+    assert!(
+        diags.iter().any(|d| d.starts_with("bell.kdl:5:")
+            && d.ends_with("cannot read included file `dir.kdl`: not a regular file")),
+        "{}",
+        diags.join("\n")
+    );
+}
+
+#[test]
+fn a_spec_that_is_not_utf8_is_an_error_at_its_first_bad_byte() {
+    let fx = Fixture::new()
+        .file("inc.kdl", "")
+        .file("bell.kdl", &spec("include \"inc.kdl\"\n"));
+    std::fs::write(fx.path().join("inc.kdl"), b"host \"h\xff2\"\n").expect("write");
+    std::fs::write(
+        fx.path().join("root.kdl"),
+        [HEAD.as_bytes(), b"host \"h\xc3\x283\"\n"].concat(),
+    )
+    .expect("write");
+    for args in [
+        &["check", "--short", "root.kdl"][..],
+        &["build", "--short", "root.kdl", "-o", "out"][..],
+    ] {
+        let run = fx.bellc(args);
+        assert_eq!(run.code, 1, "{args:?}: {}", run.stderr);
+        assert_eq!(
+            run.diagnostics(),
+            ["root.kdl:3:8: error[bell::load::not_utf8]: the spec is not UTF-8 text"],
+            "{}",
+            run.stderr
+        );
+        assert!(!run.stdout.contains("ok"), "{}", run.stdout);
+    }
+    let run = fx.bellc(&["check", "--short"]);
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.diagnostics(),
+        ["inc.kdl:1:8: error[bell::load::not_utf8]: included file `inc.kdl` is not UTF-8 text"],
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn nesting_thousands_deep_is_a_diagnostic_not_a_stack_overflow() {
+    let deep = format!("{}{}", "a {".repeat(2000), "}".repeat(2000));
+    let fx = Fixture::spec(&spec("include \"deep.kdl\"\n"))
+        .file("deep.kdl", &deep)
+        .file("root.kdl", &spec(&deep));
+    for (args, expected) in [
+        (&["check", "--short"][..], "deep.kdl:1:195:"),
+        (&["check", "--short", "root.kdl"][..], "root.kdl:3:195:"),
+    ] {
+        let run = fx.bellc(args);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert_eq!(
+            run.diagnostics(),
+            [format!(
+                "{expected} error[bell::load::too_deep]: blocks nest deeper than 64 levels"
+            )],
+            "{}",
+            run.stderr
+        );
+    }
+}
+
+#[test]
+fn the_limits_the_readme_states_are_the_limits_enforced() {
+    let readme = std::fs::read_to_string(common::repo_root().join("README.md")).expect("README");
+    for (what, value) in [
+        (
+            "spec file",
+            bellc::front::read::bytes(bellc::front::read::MAX_SPEC_FILE),
+        ),
+        (
+            "inventory",
+            bellc::front::read::bytes(bellc::front::read::MAX_INVENTORY),
+        ),
+        (
+            "ssh key file",
+            bellc::front::read::bytes(bellc::front::read::MAX_KEY_FILE),
+        ),
+        (
+            "included files",
+            bellc::front::read::MAX_INCLUDED_FILES.to_string(),
+        ),
+        ("nesting", bellc::front::read::MAX_NESTING.to_string()),
+    ] {
+        assert!(
+            readme
+                .lines()
+                .any(|l| l.starts_with('|') && l.contains(what) && l.contains(&value)),
+            "README's table of limits lacks `{what}` = {value}"
+        );
+    }
+}
+
+#[test]
+fn a_limits_field_cannot_become_a_rule_of_its_own() {
+    let b = common::in_memory::build(&spec(
+        "limit \"open\" domain=\"* hard nofile 0 #\" type=\"soft\" item=\"nofile\" value=1024\nlimit \"tab\" domain=\"ops\tx\" type=\"soft\" item=\"nofile\" value=1024\nlimit \"hash\" domain=\"ops#\" type=\"soft\" item=\"nofile\" value=1024\n",
+    ));
+    assert!(b.compiled.is_none());
+    let fields: Vec<&String> = b
+        .diagnostics
+        .iter()
+        .filter(|d| d.contains("invalid limits.conf field"))
+        .collect();
+    assert_eq!(fields.len(), 3, "{:#?}", b.diagnostics);
+    for (line, d) in (3..).zip(&fields) {
+        assert!(d.starts_with(&format!("bell.kdl:{line}:")), "{d}");
+    }
+}
+
+#[test]
+fn addresses_and_labels_cannot_forge_lines() {
+    let fx = Fixture::spec(
+        "fleet \"f\" target=\"debian-12\"\nhost \"h1\" address=\"10.0.0.1; id\"\nhost \"h2\" address=\"10.0.0.2\" rack=\"r1\\nh9 10.6.6.6 rack=r9\"\nhost \"h3\" address=\"10.0.0.3\" rack=\"r\\u{1b}[2J\"\ninventory \"nodes.json\"\n",
+    )
+    .file(
+        "nodes.json",
+        r#"[{"name": "h4", "address": "10.0.0.4", "labels": {"rack": "r1\nh9"}},
+ {"name": "h5", "address": "10.0.0.5", "labels": {"ra\nck": "r1"}},
+ {"name": "h6", "address": "10.0.0.6\nx", "labels": {}}]"#,
+    );
+    for command in ["check", "hosts"] {
+        let run = fx.bellc(&[command, "--short"]);
+        assert_eq!(run.code, 1, "{command}: {}{}", run.stdout, run.stderr);
+        assert!(!run.stdout.contains("h9"), "{}", run.stdout);
+        let diags = run.diagnostics();
+        for at in [
+            "bell.kdl:2:11:",
+            "bell.kdl:3:30:",
+            "bell.kdl:4:30:",
+            "nodes.json:1:",
+            "nodes.json:2:",
+            "nodes.json:3:",
+        ] {
+            assert!(
+                diags
+                    .iter()
+                    .any(|d| d.starts_with(at) && d.contains(": error[")),
+                "{command}: nothing at {at}:\n{}",
+                diags.join("\n")
+            );
+        }
+    }
+}
+
+const KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPAydqFJPL5VvU88Mt5c04CAp5Ch/deM8Y1db3CQH0Z2 ops@example";
+
+#[test]
+fn bells_own_state_and_a_users_files_are_not_managed_paths() {
+    let b = common::in_memory::build(&spec(&format!(
+        r#"file "/var/lib/bell/lock" {{ content "" }}
+perm "/var/lib/bell/*" mode="0777"
+perm "/var/*/be?l/state" mode="0777"
+mount "over" target="/var/lib/bell" device="tmpfs" type="tmpfs"
+file "/etc/bell/trusted.pub" {{ content "forged" }}
+file "/usr/local/sbin/bell-run" {{ content "" }}
+user "ops" sudo=#true {{
+    ssh-key "{KEY}"
+}}
+file "/home/ops/.ssh/authorized_keys" {{ content "" }}
+file "/etc/sudoers.d/bell-ops" {{ content "ops ALL=(ALL) NOPASSWD: ALL" }}
+perm "/*" mode="0755"
+perm "/var/lib/*" mode="0755"
+"#
+    )));
+    let lines: Vec<&String> = b.diagnostics.iter().collect();
+    let at = |line: usize, needle: &str| {
+        assert!(
+            lines
+                .iter()
+                .any(|d| d.starts_with(&format!("bell.kdl:{line}:")) && d.contains(needle)),
+            "nothing at line {line} saying `{needle}`:\n{}",
+            b.diagnostics.join("\n")
+        )
+    };
+    at(
+        3,
+        "error[bell::lower::invalid_value]: `/var/lib/bell/lock` is bell's own `/var/lib/bell`",
+    );
+    at(4, "`/var/lib/bell/*` is bell's own");
+    at(5, "`/var/*/be?l/state` is bell's own");
+    at(6, "`/var/lib/bell` is bell's own");
+    at(7, "`/etc/bell/trusted.pub` is bell's own");
+    at(8, "`/usr/local/sbin/bell-run` is bell's own");
+    at(12, "is the authorized_keys of user `ops`");
+    at(13, "is the sudoers drop-in of user `ops`");
+    at(14, "warning[bell::perm::top_level_glob]");
+    // `/var/lib/*` matches /var/lib/bell itself.
+    at(15, "`/var/lib/*` is bell's own `/var/lib/bell`");
+}
