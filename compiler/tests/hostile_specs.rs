@@ -313,3 +313,131 @@ perm "/var/lib/*" mode="0755"
     // `/var/lib/*` matches /var/lib/bell itself.
     at(15, "`/var/lib/*` is bell's own `/var/lib/bell`");
 }
+
+// ---- the build output: `bellc build -o OUT` removes only what it wrote, and trusts OUT only
+// as far as the record of its last build says it is unchanged.
+
+fn small_fleet() -> Fixture {
+    Fixture::spec(&spec(
+        "host \"h2\" address=\"10.0.0.2\" role=\"db\"\nsysctl { vm.swappiness 10 }\noverride \"db\" {\n    match role=\"db\"\n    sysctl { vm.swappiness 1 }\n}\n",
+    ))
+}
+
+#[test]
+fn a_build_into_a_directory_it_did_not_write_removes_nothing() {
+    let fx = small_fleet()
+        .file("home/notes.txt", "mine")
+        .file("home/bundles/photos/cat.jpg", "meow")
+        .file("elsewhere/keep.txt", "keep")
+        .file("ours/bundles/mine/keep.txt", "keep");
+    let run = fx.bellc(&["build", "-o", "home"]);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("holds `notes.txt`, which bellc did not write"),
+        "{}",
+        run.stderr
+    );
+    assert!(fx.path().join("home/bundles/photos/cat.jpg").is_file());
+    assert!(!fx.path().join("home/release.json").exists());
+
+    // A symlinked `bundles/` would make the build remove where it points.
+    std::fs::create_dir(fx.path().join("linked")).expect("mkdir");
+    symlink("../elsewhere", fx.path().join("linked/bundles")).expect("symlink");
+    let run = fx.bellc(&["build", "-o", "linked"]);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("linked/bundles is not a directory"),
+        "{}",
+        run.stderr
+    );
+    assert!(fx.path().join("elsewhere/keep.txt").is_file());
+
+    // In bellc's own layout, an entry of `bundles/` that is not a bundle id is left alone.
+    let run = fx.bellc(&["build", "-o", "ours"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(fx.path().join("ours/bundles/mine/keep.txt").is_file());
+    let run = fx.bellc(&["prune", "ours", "--keep", "1"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(fx.path().join("ours/bundles/mine/keep.txt").is_file());
+}
+
+#[test]
+fn a_damaged_output_is_not_up_to_date_and_is_repaired() {
+    let fx = small_fleet();
+    let out = fx.path().join("out");
+    assert_eq!(fx.bellc(&["build", "-o", "out"]).code, 0);
+    let fresh = common::tree(&out);
+    let up_to_date = |fx: &Fixture| {
+        let run = fx.bellc(&["build", "-o", "out"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.stderr.contains("up to date")
+    };
+    assert!(up_to_date(&fx));
+    let bundle_files = || -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = walkdir::WalkDir::new(out.join("bundles"))
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_type().is_file())
+            .map(|e| e.into_path())
+            .filter(|p| p.file_name().is_some_and(|n| n != "bundle.json"))
+            .collect();
+        v.sort();
+        v
+    };
+    type Harm<'a> = Box<dyn Fn() + 'a>;
+    let damage: [(&str, Harm); 5] = [
+        (
+            "a bundle file deleted",
+            Box::new(|| std::fs::remove_file(&bundle_files()[0]).expect("rm")),
+        ),
+        (
+            "a bundle file edited in place",
+            Box::new(|| {
+                use std::io::Write;
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&bundle_files()[1])
+                    .expect("open");
+                f.write_all(b"# edited\n").expect("write");
+            }),
+        ),
+        (
+            "a bundle file replaced by an editor",
+            Box::new(|| {
+                let path = &bundle_files()[2];
+                let text = std::fs::read(path).expect("read");
+                std::fs::remove_file(path).expect("rm");
+                std::fs::write(path, [&text[..], b"x"].concat()).expect("write");
+            }),
+        ),
+        (
+            "a manifest edited",
+            Box::new(|| {
+                let manifest = std::fs::read_dir(out.join("bundles"))
+                    .expect("ls")
+                    .next()
+                    .expect("a bundle")
+                    .expect("entry")
+                    .path()
+                    .join("bundle.json");
+                std::fs::write(&manifest, "{}").expect("write");
+            }),
+        ),
+        (
+            "a host link pointed elsewhere",
+            Box::new(|| {
+                let link = out.join("hosts/h1");
+                let other = std::fs::read_link(out.join("hosts/h2")).expect("link");
+                std::fs::remove_file(&link).expect("rm");
+                symlink(other, &link).expect("symlink");
+            }),
+        ),
+    ];
+    for (what, harm) in damage {
+        harm();
+        assert!(!up_to_date(&fx), "{what}: the build said up to date");
+        assert_eq!(common::tree(&out), fresh, "{what}: not repaired");
+        assert!(up_to_date(&fx), "{what}: not up to date after the repair");
+    }
+}

@@ -54,7 +54,9 @@ fn stamps(out: &Path) -> BTreeMap<String, (u64, i64, i64)> {
         .into_iter()
         .filter_map(Result::ok)
         .filter(|e| {
-            !e.file_type().is_dir() && e.file_name() != bellc::emit::incremental::RECORD_FILE
+            !e.file_type().is_dir()
+                && e.file_name() != bellc::emit::incremental::RECORD_FILE
+                && e.file_name() != bellc::emit::incremental::FINGERPRINT_FILE
         })
         .map(|e| {
             let m = std::fs::symlink_metadata(e.path()).expect("meta");

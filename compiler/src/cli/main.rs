@@ -6,6 +6,7 @@ mod review;
 mod rollout;
 
 use bellc::diagnostic::Diagnostics;
+use bellc::emit::incremental::Found;
 use bellc::fleet::signing;
 use bellc::source::Sources;
 use clap::{Parser, Subcommand};
@@ -503,7 +504,10 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             Ok(0)
         }
         Command::Releases { out, json } => Ok(review::releases(out, *json)?),
-        Command::Prune { out, keep } => Ok(review::prune(out, *keep)?),
+        Command::Prune { out, keep } => {
+            bellc::emit::out_dir::check_writable(out)?;
+            Ok(review::prune(out, *keep)?)
+        }
         Command::Lock { command } => match command {
             LockCommand::Status { store, scope, json } => {
                 Ok(review::lock_status(store, &scope.prefix(), *json)?)
@@ -619,14 +623,14 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             signing,
         } => {
             read_check(spec)?;
+            if !*check {
+                bellc::emit::out_dir::check_writable(out)?;
+            }
             // A key that cannot sign stops the build before anything is written.
             let sign_key = load_sign_key(signing)?;
             let clock = std::time::Instant::now();
-            if !*check
-                && !*force
-                && diff.is_none()
-                && bellc::emit::incremental::is_current(spec, out, cli.allow_unknown_sysctl)
-            {
+            let found = bellc::emit::incremental::found(spec, out, cli.allow_unknown_sysctl);
+            if !*check && !*force && diff.is_none() && found == Found::Current {
                 if *timings {
                     eprintln!(
                         "timings: {}",
@@ -639,6 +643,9 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 );
                 if let Some(key) = &sign_key {
                     sign_out(out, key, signing.expires)?;
+                    bellc::emit::incremental::refresh(out).map_err(|e| {
+                        format!("cannot record the build's inputs in {}: {e}", out.display())
+                    })?;
                 }
                 return Ok(0);
             }
@@ -701,15 +708,27 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 None => None,
             };
             bellc::emit::incremental::forget(out);
-            let stats = bellc::emit::write(out, &compiled.bundles, &compiled.release)
+            // A forced build trusts nothing it finds in OUT.
+            let trust = if found == Found::Unknown || *force {
+                bellc::emit::Trust::Verify
+            } else {
+                bellc::emit::Trust::Kept
+            };
+            let stats = bellc::emit::write_with(out, &compiled.bundles, &compiled.release, trust)
                 .map_err(|e| e.to_string())?;
             if let Some(key) = &sign_key {
                 sign_out(out, key, signing.expires)?;
             }
-            if diags.is_empty() {
-                bellc::emit::incremental::record(spec, &compiled.spec, sources, out).map_err(
-                    |e| format!("cannot record the build's inputs in {}: {e}", out.display()),
-                )?;
+            bellc::emit::incremental::record(spec, &compiled.spec, sources, out, diags.is_empty())
+                .map_err(|e| {
+                    format!("cannot record the build's inputs in {}: {e}", out.display())
+                })?;
+            if stats.bundles_repaired > 0 {
+                eprintln!(
+                    "{}: {} bundle(s) differed from their id (changed since they were written) and were written again",
+                    out.display(),
+                    stats.bundles_repaired
+                );
             }
             lap("write", &mut phases);
             if *timings {

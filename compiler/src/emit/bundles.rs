@@ -55,12 +55,33 @@ pub struct WriteStats {
     pub links_written: usize,
     pub links_removed: usize,
     pub release_written: bool,
+    /// Bundles that were on disk but differed from what their id says (changed by hand).
+    pub bundles_repaired: usize,
 }
 
 pub fn write(
     out: &Path,
     bundles: &BTreeMap<String, RenderedBundle>,
     release: &Release,
+) -> Result<WriteStats, EmitError> {
+    write_with(out, bundles, release, Trust::Kept)
+}
+
+/// Whether the bundles OUT already holds are taken as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// OUT is as the last build left it (its record says so): a bundle on disk is right.
+    Kept,
+    /// OUT may have been changed by hand, or by a build that stopped half-way: every bundle and
+    /// store file this build needs is read and compared, and rewritten when it differs.
+    Verify,
+}
+
+pub fn write_with(
+    out: &Path,
+    bundles: &BTreeMap<String, RenderedBundle>,
+    release: &Release,
+    trust: Trust,
 ) -> Result<WriteStats, EmitError> {
     let mut stats = WriteStats::default();
     let bundles_dir = out.join("bundles");
@@ -69,17 +90,25 @@ pub fn write(
     fs::create_dir_all(&bundles_dir).map_err(io_err(&bundles_dir))?;
     fs::create_dir_all(&hosts_dir).map_err(io_err(&hosts_dir))?;
 
-    // Content-addressed bundles that are already on disk are already right.
+    // Content-addressed bundles that are already on disk are already right, unless OUT may
+    // have been changed since it was written.
     let new: Vec<(&String, &RenderedBundle)> = bundles
-        .iter()
-        .filter(|(id, _)| {
-            !bundles_dir
-                .join(id)
-                .join(bell_bundle::MANIFEST_FILE)
-                .is_file()
+        .par_iter()
+        .filter(|(id, bundle)| {
+            let dir = bundles_dir.join(id);
+            match trust {
+                Trust::Kept => !dir.join(bell_bundle::MANIFEST_FILE).is_file(),
+                Trust::Verify => !bundle_matches(&dir, bundle),
+            }
         })
         .collect();
     stats.bundles_kept = bundles.len() - new.len();
+    if trust == Trust::Verify {
+        stats.bundles_repaired = new
+            .iter()
+            .filter(|(id, _)| fs::symlink_metadata(bundles_dir.join(id)).is_ok())
+            .count();
+    }
 
     // Every distinct file content is written once into the store; bundles hard-link to it.
     // Many bundles share most of their files, so this is most of the saving of a large build.
@@ -97,7 +126,7 @@ pub fn write(
     }
     let written: Vec<Result<bool, EmitError>> = distinct
         .par_iter()
-        .map(|(sha, (content, secret))| write_store_file(&store_dir, sha, content, *secret))
+        .map(|(sha, (content, secret))| write_store_file(&store_dir, sha, content, *secret, trust))
         .collect();
     for result in written {
         if result? {
@@ -142,7 +171,9 @@ pub fn write(
     for entry in fs::read_dir(&hosts_dir).map_err(io_err(&hosts_dir))? {
         let entry = entry.map_err(io_err(&hosts_dir))?;
         let name = entry.file_name().to_string_lossy().to_string();
-        if !release.hosts.contains_key(&name) {
+        // Only host links are ours to remove.
+        let link = entry.file_type().is_ok_and(|t| t.is_symlink());
+        if link && !release.hosts.contains_key(&name) {
             remove_any(&entry.path())?;
             stats.links_removed += 1;
         }
@@ -151,7 +182,7 @@ pub fn write(
     for entry in fs::read_dir(&bundles_dir).map_err(io_err(&bundles_dir))? {
         let entry = entry.map_err(io_err(&bundles_dir))?;
         let name = entry.file_name().to_string_lossy().to_string();
-        if !bundles.contains_key(&name) {
+        if !bundles.contains_key(&name) && super::out_dir::is_bundle_name(&name) {
             unused.push((name, entry.path()));
         }
     }
@@ -199,9 +230,17 @@ fn write_store_file(
     sha: &str,
     content: &[u8],
     secret: bool,
+    trust: Trust,
 ) -> Result<bool, EmitError> {
     let path = store_path(store, sha);
-    if path.is_file() {
+    let intact = match trust {
+        Trust::Kept => path.is_file(),
+        Trust::Verify => {
+            fs::symlink_metadata(&path).is_ok_and(|m| m.is_file())
+                && fs::read(&path).is_ok_and(|bytes| bytes == content)
+        }
+    };
+    if intact {
         if secret {
             fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).map_err(io_err(&path))?;
         }
@@ -279,13 +318,21 @@ pub(super) fn prune_store(store: &Path) -> Result<(), EmitError> {
         return Ok(());
     };
     for shard in shards {
-        let shard = shard.map_err(io_err(store))?.path();
+        let shard = shard.map_err(io_err(store))?;
+        // A shard that is a symlink is not the store's: its files are not removed.
+        if !shard.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let shard = shard.path();
         let Ok(files) = fs::read_dir(&shard) else {
             continue;
         };
         for file in files {
             let path = file.map_err(io_err(&shard))?.path();
-            if fs::metadata(&path).map(|m| m.nlink() <= 1).unwrap_or(false) {
+            if fs::symlink_metadata(&path)
+                .map(|m| m.is_file() && m.nlink() <= 1)
+                .unwrap_or(false)
+            {
                 fs::remove_file(&path).map_err(io_err(&path))?;
             }
         }
@@ -345,16 +392,26 @@ pub fn check(
     differing
 }
 
+/// Whether the directory holds exactly the bundle: its manifest, each file with its content,
+/// nothing else, and no symlink (a hand-made link to /dev/zero is never read).
 fn bundle_matches(dir: &Path, bundle: &RenderedBundle) -> bool {
-    if fs::read_to_string(dir.join(bell_bundle::MANIFEST_FILE))
-        .ok()
-        .as_deref()
-        != Some(bundle.manifest_json.as_str())
+    let regular = |path: &Path| fs::symlink_metadata(path).is_ok_and(|m| m.is_file());
+    let manifest = dir.join(bell_bundle::MANIFEST_FILE);
+    if !regular(&manifest)
+        || fs::read(&manifest).ok().as_deref() != Some(bundle.manifest_json.as_bytes())
     {
         return false;
     }
-    bundle
-        .contents
-        .iter()
-        .all(|(rel, content)| fs::read(dir.join(rel)).ok().as_deref() == Some(&content[..]))
+    let same = bundle.contents.iter().all(|(rel, content)| {
+        let path = dir.join(rel);
+        regular(&path) && fs::read(&path).ok().as_deref() == Some(&content[..])
+    });
+    // Nothing more: every entry is a directory or one of the bundle's files.
+    same && walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| !e.file_type().is_dir())
+        .count()
+        == bundle.contents.len() + 1
 }

@@ -29,6 +29,27 @@ struct Record {
     /// Built with `--allow-unknown-sysctl`: a build without it must check the keys again.
     #[serde(default)]
     allow_unknown_sysctl: bool,
+    /// The build had no diagnostic: only then may a rebuild be skipped (a warning is never
+    /// hidden by a skipped rebuild).
+    #[serde(default)]
+    clean: bool,
+}
+
+/// Where [`fingerprint`] of OUT as the last build left it is kept: beside the record, not in
+/// it, since it holds inode numbers and times and so differs between two identical builds,
+/// while the record is part of the byte-identical output.
+pub const FINGERPRINT_FILE: &str = ".bell-fingerprint";
+
+/// What a build finds in OUT against the record of the last build.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// The same inputs and checks, and OUT as that build left it: nothing to do.
+    Current,
+    /// OUT is as the last build left it, but the inputs changed: a kept bundle is right.
+    Intact,
+    /// No record, or OUT changed since it was written (by hand, or by a build that stopped):
+    /// what is kept must be verified.
+    Unknown,
 }
 
 fn absolute(path: &Path) -> PathBuf {
@@ -65,47 +86,123 @@ fn relative_pattern(dir: &Path, pattern: &Path) -> PathBuf {
 }
 
 /// Whether OUT holds the build of `spec` as it is now: the same bellc, the same input bytes,
-/// the same glob matches, the same checks (`allow_unknown_sysctl`), and release.json as that
-/// build wrote it.
+/// the same glob matches, the same checks (`allow_unknown_sysctl`), release.json as that build
+/// wrote it, and nothing of OUT changed since.
 pub fn is_current(spec: &Path, out: &Path, allow_unknown_sysctl: bool) -> bool {
+    found(spec, out, allow_unknown_sysctl) == Found::Current
+}
+
+/// What the record of the last build says of OUT now (see [`Found`]).
+pub fn found(spec: &Path, out: &Path, allow_unknown_sysctl: bool) -> Found {
     let Ok(text) = fs::read_to_string(out.join(RECORD_FILE)) else {
-        return false;
+        return Found::Unknown;
     };
     let Ok(record) = serde_json::from_str::<Record>(&text) else {
-        return false;
+        return Found::Unknown;
     };
-    let dir = spec_dir(spec);
-    if record.bellc != env!("CARGO_PKG_VERSION")
-        || record.spec != relative(&dir, spec)
-        || record.allow_unknown_sysctl != allow_unknown_sysctl
-    {
-        return false;
-    }
     let release_ok = fs::read(out.join("release.json"))
         .map(|bytes| release_digest(&bytes) == record.release)
         .unwrap_or(false);
-    if !release_ok || !out.join("hosts").is_dir() {
-        return false;
+    let recorded = fs::read_to_string(out.join(FINGERPRINT_FILE)).unwrap_or_default();
+    if record.bellc != env!("CARGO_PKG_VERSION")
+        || !release_ok
+        || recorded.trim() != fingerprint(out)
+    {
+        return Found::Unknown;
+    }
+    let dir = spec_dir(spec);
+    if !record.clean
+        || record.spec != relative(&dir, spec)
+        || record.allow_unknown_sysctl != allow_unknown_sysctl
+    {
+        return Found::Intact;
     }
     let inputs_ok = record.inputs.iter().all(|(path, sha)| {
         fs::read(dir.join(path))
             .map(|bytes| &bell_bundle::sha256_hex(&bytes) == sha)
             .unwrap_or(false)
     });
-    inputs_ok
-        && record.globs.iter().all(|(pattern, matches)| {
-            let now: Vec<PathBuf> = glob::glob(&dir.join(pattern).to_string_lossy())
-                .map(|paths| {
-                    let mut v: Vec<PathBuf> = paths
-                        .filter_map(Result::ok)
-                        .map(|p| relative(&dir, &p))
-                        .collect();
-                    v.sort();
-                    v
-                })
-                .unwrap_or_default();
-            &now == matches
+    let globs_ok = record.globs.iter().all(|(pattern, matches)| {
+        let now: Vec<PathBuf> = glob::glob(&dir.join(pattern).to_string_lossy())
+            .map(|paths| {
+                let mut v: Vec<PathBuf> = paths
+                    .filter_map(Result::ok)
+                    .map(|p| relative(&dir, &p))
+                    .collect();
+                v.sort();
+                v
+            })
+            .unwrap_or_default();
+        &now == matches
+    });
+    if inputs_ok && globs_ok {
+        Found::Current
+    } else {
+        Found::Intact
+    }
+}
+
+/// A digest of OUT's state as the file system keeps it, cheap enough for every rebuild: the
+/// size, times, inode and link count of every store file and every manifest, and the times of
+/// the directories bellc writes. Bundle files are hard links into the store, so an edit of one
+/// changes its store file's times, and deleting or replacing one lowers its link count;
+/// removing or relinking a host changes `hosts/`. (On a file system without hard links a build
+/// copies instead, and a hand-deleted bundle file is then found by `bellc build --check`.)
+pub fn fingerprint(out: &Path) -> String {
+    use rayon::prelude::*;
+    use std::os::unix::fs::MetadataExt;
+    fn stat(path: &Path) -> String {
+        match fs::symlink_metadata(path) {
+            Ok(m) => format!(
+                "{} {} {}.{} {}.{} {} {}",
+                m.mode(),
+                m.len(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec(),
+                m.ino(),
+                m.nlink()
+            ),
+            Err(_) => "-".into(),
+        }
+    }
+    fn listing(dir: &Path) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = fs::read_dir(dir)
+            .map(|entries| entries.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+    let store = out.join(super::STORE_DIR);
+    let bundles = out.join("bundles");
+    let mut lines: Vec<String> = ["bundles", "hosts", "releases", super::STORE_DIR]
+        .iter()
+        .map(|d| format!("{d} {}", stat(&out.join(d))))
+        .collect();
+    let shards = listing(&store);
+    let stored: Vec<Vec<String>> = shards
+        .par_iter()
+        .map(|shard| {
+            let mut v = vec![format!("{} {}", shard.display(), stat(shard))];
+            v.extend(
+                listing(shard)
+                    .iter()
+                    .map(|f| format!("{} {}", f.display(), stat(f))),
+            );
+            v
         })
+        .collect();
+    lines.extend(stored.into_iter().flatten());
+    let manifests: Vec<String> = listing(&bundles)
+        .par_iter()
+        .map(|b| {
+            let manifest = b.join(bell_bundle::MANIFEST_FILE);
+            format!("{} {} {}", b.display(), stat(b), stat(&manifest))
+        })
+        .collect();
+    lines.extend(manifests);
+    bell_bundle::sha256_hex(lines.join("\n").as_bytes())
 }
 
 /// The digest of release.json as the build wrote it: signing it later (which adds a sequence
@@ -117,8 +214,14 @@ fn release_digest(bytes: &[u8]) -> String {
     }
 }
 
-/// Records the inputs of a build that just wrote `out` without any diagnostic.
-pub fn record(spec_path: &Path, spec: &Spec, sources: &Sources, out: &Path) -> std::io::Result<()> {
+/// Records the inputs of a build that just wrote `out`; `clean` when it had no diagnostic.
+pub fn record(
+    spec_path: &Path,
+    spec: &Spec,
+    sources: &Sources,
+    out: &Path,
+    clean: bool,
+) -> std::io::Result<()> {
     let release = fs::read(out.join("release.json"))?;
     let dir = spec_dir(spec_path);
     let record = Record {
@@ -144,14 +247,25 @@ pub fn record(spec_path: &Path, spec: &Spec, sources: &Sources, out: &Path) -> s
             .collect(),
         release: release_digest(&release),
         allow_unknown_sysctl: spec.allow_unknown_sysctl,
+        clean,
     };
     let text = serde_json::to_string_pretty(&record).unwrap_or_default();
     let tmp = out.join(".bell-inputs.json.tmp");
     fs::write(&tmp, text)?;
-    fs::rename(&tmp, out.join(RECORD_FILE))
+    fs::rename(&tmp, out.join(RECORD_FILE))?;
+    refresh(out)
+}
+
+/// Takes OUT as it is now into the record, after a step that changed OUT in a known way
+/// (signing an up-to-date build).
+pub fn refresh(out: &Path) -> std::io::Result<()> {
+    let tmp = out.join(".bell-fingerprint.tmp");
+    fs::write(&tmp, fingerprint(out))?;
+    fs::rename(&tmp, out.join(FINGERPRINT_FILE))
 }
 
 /// Forgets the record, before a build that may change OUT.
 pub fn forget(out: &Path) {
     let _ = fs::remove_file(out.join(RECORD_FILE));
+    let _ = fs::remove_file(out.join(FINGERPRINT_FILE));
 }

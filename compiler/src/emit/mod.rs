@@ -4,11 +4,13 @@
 //! - [`bundles`]: bundles in memory → the output directory ([`write()`]), or compared with it
 //!   ([`check`], for `build --check`).
 //! - [`releases`]: every release OUT held, kept by version, and `prune`.
+//! - [`out_dir`]: which directories a build may write into and remove from.
 //! - [`incremental`]: the record of a build's inputs that lets an unchanged rebuild stop early.
 
 pub mod bundles;
 pub mod incremental;
+pub mod out_dir;
 pub mod release;
 pub mod releases;
 
-pub use bundles::{check, write, EmitError, WriteStats, STORE_DIR};
+pub use bundles::{check, write, write_with, EmitError, Trust, WriteStats, STORE_DIR};

@@ -113,9 +113,12 @@ pub fn repo_root() -> PathBuf {
 pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     // Everything, the record of inputs (`.bell-inputs.json`) included: OUT must not depend on
-    // where the spec lives.
+    // where the spec lives. The fingerprint of OUT's inodes and times is the one exception.
     for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
         let entry = entry.expect("walk");
+        if entry.file_name() == bellc::emit::incremental::FINGERPRINT_FILE {
+            continue;
+        }
         let rel = entry
             .path()
             .strip_prefix(dir)
