@@ -441,3 +441,17 @@ fn a_damaged_output_is_not_up_to_date_and_is_repaired() {
         assert!(up_to_date(&fx), "{what}: not up to date after the repair");
     }
 }
+
+#[test]
+fn an_exec_timeout_beyond_a_week_is_refused() {
+    let b = common::in_memory::build(&spec(
+        "exec \"long\" timeout=9223372036854775807 {\n    script \"#!/bin/sh\\ntrue\\n\"\n}\nexec \"week\" timeout=604800 {\n    script \"#!/bin/sh\\ntrue\\n\"\n}\n",
+    ));
+    assert!(
+        b.diagnostics.iter().any(|d| d.starts_with("bell.kdl:3:")
+            && d.contains("has a `timeout` of 9223372036854775807 seconds, more than a week")),
+        "{:#?}",
+        b.diagnostics
+    );
+    assert_eq!(b.diagnostics.len(), 1, "{:#?}", b.diagnostics);
+}

@@ -93,7 +93,12 @@ fn resolve(table: &BTreeMap<String, u32>, name: &str) -> Option<u32> {
 
 /// `name:x:id:...` lines; a missing file is an empty table.
 fn read_table(path: &Path) -> BTreeMap<String, u32> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    // Read as bell-run reads its own records: a hostile root's etc/passwd may be a FIFO or a
+    // link to /dev/zero.
+    let text = crate::rootfs::read_record(path)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     let mut table = BTreeMap::new();
     for line in text.lines() {
         let mut fields = line.split(':');

@@ -251,7 +251,9 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     // drifted is checked again.
     let marks = state::drift_marks_path(root);
     let marked: Option<BTreeSet<String>> = opts.offline.then(|| {
-        fs::read_to_string(&marks)
+        crate::rootfs::read_record(&marks)
+            .ok()
+            .flatten()
             .unwrap_or_default()
             .lines()
             .map(str::to_string)

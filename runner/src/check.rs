@@ -10,7 +10,7 @@ use crate::plan::{Change, Plan};
 use crate::rootfs::Root;
 use crate::scripts::Exit;
 use crate::state::{self, State};
-use bell_bundle::{sha256_hex, Manifest, Resource};
+use bell_bundle::{Manifest, Resource};
 use bell_store::Drift;
 use serde::Serialize;
 use std::fs;
@@ -62,7 +62,7 @@ pub fn run_one(ctx: &Ctx, bundle: &Path, generation: &str, resource: &Resource) 
     let log = state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("check.log");
     let env = ctx.env(&resource.kind, &resource.name, generation);
     let (exit, _) = ctx.run_sh(bundle, &script.path, env, log.clone());
-    let said = fs::read_to_string(&log).unwrap_or_default();
+    let said = crate::rootfs::read_tail(&log, 64 * 1024).unwrap_or_default();
     let said = said.trim();
     let (result, detail) = match exit {
         Exit::Code(0) => ("in-sync", None),
@@ -191,9 +191,13 @@ fn file_drift(
         return Some("no longer a regular file".to_string());
     }
     let mut diffs = Vec::new();
-    match fs::read(&target) {
-        Ok(bytes) if sha256_hex(&bytes) == file.sha256 => {}
-        Ok(bytes) => diffs.push(content_drift(bundle, file, &bytes)),
+    // Hashed in pieces and never through a FIFO: a host file may be anything.
+    match bell_bundle::file_sha256(&target) {
+        Ok(sha) if sha == file.sha256 => {}
+        Ok(_) => match bell_bundle::read_regular(&target, DIFF_MAX_BYTES as u64) {
+            Ok(bytes) => diffs.push(content_drift(bundle, file, &bytes)),
+            Err(_) => diffs.push("content differs".to_string()),
+        },
         Err(_) => diffs.push("content differs".to_string()),
     }
     let mode = bell_bundle::parse_mode(&file.mode).unwrap_or(0o644);

@@ -952,8 +952,9 @@ fn cmd_pending(args: &Args) -> i32 {
             (Some(fleet), _) => fleet.clone(),
             (None, Some(id)) => {
                 let path = state::generation_dir(&root, id).join(bell_bundle::MANIFEST_FILE);
-                std::fs::read_to_string(&path)
+                crate::rootfs::read_record(&path)
                     .ok()
+                    .flatten()
                     .and_then(|t| bell_bundle::Manifest::from_json(&t).ok())
                     .map(|m| m.fleet)
                     .ok_or_else(|| {

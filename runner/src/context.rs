@@ -146,7 +146,7 @@ impl Ctx<'_> {
 /// The one-line reason a failed script gave: stdlib scripts end with `bell: KIND:NAME: why`
 /// on stderr, which lands in the log; shown inline so the operator need not open the log.
 pub(crate) fn last_reason(log: &Path) -> Option<String> {
-    let text = fs::read_to_string(log).ok()?;
+    let text = crate::rootfs::read_tail(log, 64 * 1024).ok()?;
     text.lines()
         .rev()
         .find_map(|l| l.strip_prefix("bell: "))

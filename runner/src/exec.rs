@@ -121,7 +121,7 @@ pub fn count_finish(rec: &mut ExecRecord, ok: bool) {
 pub fn collect_background(rec: &mut ExecRecord, root_dir: &Path) -> Option<String> {
     let running = rec.running.clone()?;
     let file = root_dir.join(running.result_file.trim_start_matches('/'));
-    let text = std::fs::read_to_string(&file).ok();
+    let text = crate::rootfs::read_record(&file).ok().flatten();
     let result: Option<BackgroundResult> = text.and_then(|t| serde_json::from_str(&t).ok());
     match result {
         Some(result) => {

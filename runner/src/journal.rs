@@ -289,7 +289,14 @@ fn copy_preserving(from: &Path, to: &Path) -> std::io::Result<()> {
         std::os::unix::fs::symlink(target, to)?;
         lchown(to, Some(meta.uid()), Some(meta.gid()))?;
     } else {
-        let bytes = fs::read(from)?;
+        // A FIFO or device where a managed file goes is not backed up (reading it would wait
+        // for a writer, or never end): the apply stops there, before anything moved.
+        let bytes = bell_bundle::read_regular(from, u64::MAX).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("{e}: bell-run replaces only files and symlinks"),
+            )
+        })?;
         write_stage(
             to,
             &bytes,

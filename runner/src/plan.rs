@@ -6,7 +6,7 @@
 use crate::accounts::Accounts;
 use crate::rootfs::Root;
 use crate::state::{self, State};
-use bell_bundle::{sha256_hex, Manifest};
+use bell_bundle::Manifest;
 use serde::Serialize;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -135,7 +135,7 @@ pub fn make(
                 && m.mode() & 0o7777 == mode
                 && m.uid() == uid
                 && m.gid() == gid
-                && fs::read(&target).is_ok_and(|bytes| sha256_hex(&bytes) == file.sha256)
+                && bell_bundle::file_sha256(&target).is_ok_and(|sha| sha == file.sha256)
         });
         if same && managed {
             unchanged_files += 1;
@@ -150,7 +150,7 @@ pub fn make(
         // same as before and the file still needs writing (its mode or owner was changed).
         let drifted = state.files.get(&file.path).is_some_and(|record| {
             let content_kept = meta.as_ref().is_some_and(|m| m.file_type().is_file())
-                && fs::read(&target).is_ok_and(|b| sha256_hex(&b) == record.sha256);
+                && bell_bundle::file_sha256(&target).is_ok_and(|sha| sha == record.sha256);
             let entry_kept = previous.and_then(|p| p.file(&file.path)) == Some(file);
             !content_kept || entry_kept
         });
@@ -177,7 +177,7 @@ pub fn make(
             Err(_) => {}
             Ok(m) => {
                 let ours = m.file_type().is_file()
-                    && fs::read(&target).is_ok_and(|b| sha256_hex(&b) == record.sha256);
+                    && bell_bundle::file_sha256(&target).is_ok_and(|sha| sha == record.sha256);
                 files.push(if ours {
                     FileAction::Remove { path: path.clone() }
                 } else {

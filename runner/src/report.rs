@@ -242,8 +242,9 @@ pub fn from_refusal<'a>(
     refusal: &Refusal,
 ) -> Run<'a> {
     let fleet = bundle.and_then(|dir| {
-        std::fs::read_to_string(dir.join(bell_bundle::MANIFEST_FILE))
+        crate::rootfs::read_record(&dir.join(bell_bundle::MANIFEST_FILE))
             .ok()
+            .flatten()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|v| v.get("fleet").and_then(|f| f.as_str()).map(str::to_string))
     });
@@ -285,7 +286,9 @@ pub fn emit(sinks: &Sinks, run: Run) {
     let applied: Option<Manifest> = recorded.as_ref().and_then(|(root, s)| {
         let id = s.generation.as_ref()?;
         let dir = state::generation_dir(root, id);
-        let text = std::fs::read_to_string(dir.join(bell_bundle::MANIFEST_FILE)).ok()?;
+        let text = crate::rootfs::read_record(&dir.join(bell_bundle::MANIFEST_FILE))
+            .ok()
+            .flatten()?;
         Manifest::from_json(&text).ok()
     });
     let fleet = run

@@ -85,7 +85,8 @@ pub fn run(inv: &Invocation) -> Exit {
         Ok(child) => child,
         Err(e) => return Exit::NotStarted(spawn_error(&inv.program, &e)),
     };
-    let deadline = Instant::now() + inv.timeout;
+    // A timeout too far away to be an instant (a hostile manifest's u64::MAX seconds) is none.
+    let deadline = Instant::now().checked_add(inv.timeout);
     let mut pause = Duration::from_millis(2);
     loop {
         match child.try_wait() {
@@ -99,7 +100,7 @@ pub fn run(inv: &Invocation) -> Exit {
             Ok(None) => {}
             Err(e) => return Exit::NotStarted(format!("cannot wait for the script: {e}")),
         }
-        if Instant::now() >= deadline {
+        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
             sys::kill_process_group(child.id());
             let _ = child.wait();
             return Exit::TimedOut(inv.timeout.as_secs());

@@ -460,3 +460,19 @@ fn a_script_that_failed_before_is_not_a_first_run() {
         "{text}"
     );
 }
+
+#[test]
+fn a_timeout_too_long_to_be_an_instant_is_no_timeout_not_a_panic() {
+    // bellc refuses more than a week; a manifest from elsewhere may say anything.
+    let w = World::new();
+    let mut policy = exec_policy(Rerun::Always);
+    policy.timeout = u64::MAX;
+    let bundle =
+        w.build(&BundleSpec::new().resource(
+            ResourceSpec::new("exec", "forever").exec(&counting(&w, "forever", 1), policy),
+        ));
+    let out = w.apply(&bundle, &[]);
+    expect_code(&out, 0);
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    assert_eq!(runs(&w, "forever"), 1);
+}

@@ -222,3 +222,85 @@ fn a_resource_hash_that_does_not_match_its_content_is_refused() {
     });
     assert_refused(&w, &dir, "does not match its content");
 }
+
+#[test]
+fn a_manifest_that_is_a_link_to_dev_zero_is_refused_not_read() {
+    let (w, bundle) = applied();
+    let dir = copy_of(&w, &bundle, "zero");
+    std::fs::remove_file(dir.join("bundle.json")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.join("bundle.json")).unwrap();
+    assert_refused(&w, &dir, "a symlink, not a plain file");
+}
+
+#[test]
+fn a_manifest_that_is_a_fifo_is_refused_without_blocking() {
+    let (w, bundle) = applied();
+    let dir = copy_of(&w, &bundle, "fifo");
+    std::fs::remove_file(dir.join("bundle.json")).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.join("bundle.json"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    assert_refused(&w, &dir, "not a plain file");
+}
+
+#[test]
+fn a_bundle_file_that_is_a_fifo_is_refused_without_blocking() {
+    let (w, bundle) = applied();
+    let dir = copy_of(&w, &bundle, "fifo-file");
+    let file = dir.join("root/etc/sysctl.d/60-bell.conf");
+    std::fs::remove_file(&file).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&file)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    assert_refused(&w, &dir, "not a regular file");
+}
+
+#[test]
+fn fifos_in_the_root_are_never_read() {
+    // A hostile root: the account database and a managed file's place are FIFOs. bell-run
+    // must finish (it runs under a 120 s `timeout`), not wait for a writer.
+    let w = World::new();
+    let bundle = w.build(&good(&w));
+    for rel in ["etc/passwd", "etc/group", "etc/sysctl.d/60-bell.conf"] {
+        let path = w.root().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+    }
+    let out = w.apply(&bundle, &["--dry-run"]);
+    assert_ne!(
+        out.status.code(),
+        Some(124),
+        "bell-run hung: {}",
+        stderr(&out)
+    );
+    // Where the managed file goes there is a FIFO: the apply stops there, saying so.
+    let out = w.apply(&bundle, &[]);
+    expect_code(&out, 1);
+    assert!(
+        stderr(&out).contains("not a plain file: bell-run replaces only files and symlinks"),
+        "{}",
+        stderr(&out)
+    );
+    let root = w.root();
+    let out = w.run(&[
+        "check",
+        bundle.to_str().unwrap(),
+        "--root",
+        root.to_str().unwrap(),
+    ]);
+    assert_ne!(
+        out.status.code(),
+        Some(124),
+        "bell-run check hung: {}",
+        stderr(&out)
+    );
+}

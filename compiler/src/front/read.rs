@@ -84,7 +84,7 @@ pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
         return Err(ReadError::TooLarge(meta.len(), max));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    File::take(file, max + 1)
+    File::take(file, max.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|e| ReadError::Io(io_reason(&e)))?;
     if bytes.len() as u64 > max {

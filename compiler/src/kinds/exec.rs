@@ -126,6 +126,9 @@ fn interpreter_line(script: &str) -> Result<(), Invalid> {
 pub const DEFAULT_TIMEOUT: u64 = 1800;
 
 /// A finite number of seconds, `None` for `"infinite"` or unset.
+/// The longest `timeout` an exec may have: a week.
+pub const MAX_TIMEOUT: u64 = 7 * 24 * 3600;
+
 fn seconds(res: &ResolvedResource, field: &str) -> Option<u64> {
     match res.fields.get(field) {
         Some((Value::Int(i), _)) => u64::try_from(*i).ok(),
@@ -225,7 +228,18 @@ pub fn policy(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<ExecPol
             );
             DEFAULT_TIMEOUT
         }
-        _ => seconds(res, "timeout").unwrap_or(DEFAULT_TIMEOUT),
+        _ => match seconds(res, "timeout") {
+            Some(t) if t > MAX_TIMEOUT => {
+                error(
+                    "timeout",
+                    format!("`{key}` has a `timeout` of {t} seconds, more than a week"),
+                    "give at most 604800 seconds; a script that runs longer belongs in a \
+                     systemd unit, with `background=#true` to start it",
+                );
+                DEFAULT_TIMEOUT
+            }
+            t => t.unwrap_or(DEFAULT_TIMEOUT),
+        },
     };
     let env = res.map("env").cloned().unwrap_or_default();
     for name in env.keys() {

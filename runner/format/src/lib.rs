@@ -871,6 +871,70 @@ pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, Expected>
     Ok(expected)
 }
 
+/// The largest manifest bell-run reads: ten thousand resources are a few MiB.
+pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
+
+/// Opens a plain file for reading: no symlink is followed (a `bundle.json` that links to
+/// `/dev/zero` would never end), and nothing but a regular file is accepted (a FIFO would block
+/// until a writer came). Checked on the open descriptor, so what is read is what was checked.
+pub fn open_regular(path: &Path) -> std::io::Result<(std::fs::File, u64)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a symlink, not a plain file",
+            ),
+            _ => e,
+        })?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a plain file",
+        ));
+    }
+    Ok((file, meta.len()))
+}
+
+/// Reads a plain file (see [`open_regular`]) of at most `max` bytes.
+pub fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let (file, len) = open_regular(path)?;
+    if len > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{len} bytes, more than the {max} a bundle holds"),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    file.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("more than the {max} bytes a bundle holds"),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The sha256 of a plain file (see [`open_regular`]), read in pieces: a large file costs no
+/// memory, and a FIFO or a link is an error rather than a hang.
+pub fn file_sha256(path: &Path) -> std::io::Result<String> {
+    hash_regular(path).map(|(sha, _)| sha)
+}
+
+/// The sha256 of a plain file and its length, read in pieces.
+fn hash_regular(path: &Path) -> std::io::Result<(String, u64)> {
+    let (mut file, _) = open_regular(path)?;
+    let mut hasher = Sha256::new();
+    let n = std::io::copy(&mut file, &mut hasher)?;
+    Ok((hex(&hasher.finalize()), n))
+}
+
 /// Verifies a bundle directory completely before anything uses it: the manifest parses and is
 /// of a known format, its bytes are canonical (so its sha256 is `Manifest::id`), the directory
 /// name matches the id when it is one (`bundles/<id>`, also when reached through a symlink),
@@ -882,7 +946,8 @@ pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
         error: e.to_string(),
     };
     let manifest_path = dir.join(MANIFEST_FILE);
-    let bytes = std::fs::read(&manifest_path).map_err(|e| unreadable(&manifest_path, e))?;
+    let bytes = read_regular(&manifest_path, MAX_MANIFEST_BYTES)
+        .map_err(|e| unreadable(&manifest_path, e))?;
     let text = std::str::from_utf8(&bytes).map_err(|_| {
         VerifyError::Format(FormatError::Json("the manifest is not UTF-8".to_string()))
     })?;
@@ -938,8 +1003,8 @@ pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
                         actual: len,
                     });
                 }
-                let content = std::fs::read(&path).map_err(|e| unreadable(&path, e))?;
-                if sha256_hex(&content) != want.sha256 {
+                let (sha256, read) = hash_regular(&path).map_err(|e| unreadable(&path, e))?;
+                if want.size.is_some_and(|size| size != read) || sha256 != want.sha256 {
                     return Err(VerifyError::HashMismatch {
                         path: child.display().to_string(),
                     });

@@ -104,8 +104,10 @@ impl World {
     }
 
     pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        let mut cmd = Command::new(BIN);
-        cmd.args(args);
+        // Under `timeout`, so that a bell-run that hangs (on a FIFO, say) fails its test with
+        // exit 124 instead of hanging the suite.
+        let mut cmd = Command::new("timeout");
+        cmd.arg("120").arg(BIN).args(args);
         cmd.env_remove("BELL_RUN_FAILPOINT");
         for (k, v) in env {
             cmd.env(k, v);
