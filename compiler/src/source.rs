@@ -39,6 +39,9 @@ pub struct SourceFile {
     pub name: String,
     pub path: PathBuf,
     pub text: Arc<String>,
+    /// Where each line starts, found on the first `line_col`: a fleet's diagnostics and
+    /// template guards ask for many locations in one large file.
+    line_starts: std::sync::OnceLock<Vec<usize>>,
 }
 
 /// All files read during one build: spec files and inventory files.
@@ -68,6 +71,7 @@ impl Sources {
             name: display_name(path, self.base.as_deref()),
             path: path.to_path_buf(),
             text: Arc::new(text),
+            line_starts: std::sync::OnceLock::new(),
         });
         id
     }
@@ -94,10 +98,17 @@ impl Sources {
 
     /// 1-based line and column of a span's start, for `file:line:col` locations.
     pub fn line_col(&self, span: Span) -> (usize, usize) {
-        let text = &self.get(span.file).text;
-        let upto = &text[..span.offset.min(text.len())];
-        let line = upto.matches('\n').count() + 1;
-        let col = upto.rsplit('\n').next().map_or(0, |s| s.chars().count()) + 1;
+        let file = self.get(span.file);
+        let text = &file.text;
+        let starts = file.line_starts.get_or_init(|| {
+            std::iter::once(0)
+                .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+                .collect()
+        });
+        let offset = span.offset.min(text.len());
+        let line = starts.partition_point(|&start| start <= offset);
+        let start = starts[line - 1];
+        let col = text.get(start..offset).map_or(0, |s| s.chars().count()) + 1;
         (line, col)
     }
 

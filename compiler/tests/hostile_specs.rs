@@ -455,3 +455,78 @@ fn an_exec_timeout_beyond_a_week_is_refused() {
     );
     assert_eq!(b.diagnostics.len(), 1, "{:#?}", b.diagnostics);
 }
+
+#[test]
+fn a_template_that_exhausts_memory_steps_or_output_is_a_diagnostic() {
+    let fx = Fixture::spec(&spec(
+        r#"file "/etc/doubling" {
+    content "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}"
+}
+"#,
+    ))
+    .file(
+        "steps.kdl",
+        &spec(
+            r#"file "/etc/loop" {
+    content "{% for i in range(10000) %}{% for j in range(10000) %}x{% endfor %}{% endfor %}"
+}
+file "/etc/out" {
+    content "{% for i in range(100) %}{{ 'x' * 1000000 }}{% endfor %}"
+}
+"#,
+        ),
+    );
+    let run = fx.bellc(&["build", "--short", "-o", "out"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.starts_with(
+            "bell.kdl:4:13: error[bell::render::template_memory]: the template of `file:/etc/doubling` on host `h1` used more than 256 MiB of memory while rendering"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(!fx.path().join("out").exists(), "something was written");
+    let run = fx.bellc(&["build", "--short", "steps.kdl", "-o", "out"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    assert!(
+        diags.iter().any(|d| d.starts_with("steps.kdl:4:13:")
+            && d.contains("the template took more than 5000000 steps")),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        diags
+            .iter()
+            .any(|d| d.starts_with("steps.kdl:7:13:") && d.contains("the output grew past 16 MiB")),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn the_template_limits_are_in_the_readme() {
+    let readme = std::fs::read_to_string(common::repo_root().join("README.md")).expect("README");
+    for (what, value) in [
+        (
+            "template steps",
+            bellc::render::MAX_TEMPLATE_STEPS.to_string(),
+        ),
+        (
+            "template output",
+            bellc::front::read::bytes(bellc::render::MAX_TEMPLATE_OUTPUT as u64),
+        ),
+        (
+            "template memory",
+            bellc::front::read::bytes(bellc::render::budget::MAX_TEMPLATE_MEMORY as u64),
+        ),
+        ("exec timeout", bellc::kinds::exec::MAX_TIMEOUT.to_string()),
+    ] {
+        assert!(
+            readme
+                .lines()
+                .any(|l| l.starts_with('|') && l.contains(what) && l.contains(&value)),
+            "README's table of limits lacks `{what}` = {value}"
+        );
+    }
+}

@@ -313,6 +313,11 @@ enum Command {
     },
 }
 
+/// Counts what a rendering template holds, so that a template that would exhaust memory stops
+/// bellc with a diagnostic instead of an abort (see `bellc::render::budget`).
+#[global_allocator]
+static ALLOCATOR: bellc::render::budget::Budgeted = bellc::render::budget::Budgeted;
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

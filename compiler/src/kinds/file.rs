@@ -239,7 +239,13 @@ fn content(
         name => cx.host.name, address => cx.host.address, labels => cx.host.labels,
     };
     let ctx = context! { host, services => cx.services, fleet => context! { name => cx.fleet } };
-    match r.user_template(source, ctx.clone()) {
+    let place = format!(
+        "{}: error[bell::render::template_memory]: the template of `{}` on host `{}`",
+        cx.sources.location(res.span_of("content")),
+        res.key(),
+        cx.host.name
+    );
+    match r.user_template(source, ctx.clone(), &place) {
         Ok(text) => Some(text),
         Err(e) => {
             let field = res.span_of("content");
@@ -268,6 +274,20 @@ fn content(
                     }
                     undefined_message(&missing)
                 }
+                None if e.kind() == minijinja::ErrorKind::OutOfFuel => (
+                    format!(
+                        "the template took more than {} steps",
+                        crate::render::MAX_TEMPLATE_STEPS
+                    ),
+                    "a template writes one file: loop over the hosts and services it names, \
+                     not over a range that large"
+                        .to_string(),
+                ),
+                None if e.detail() == Some(crate::render::OUTPUT_TOO_LARGE) => (
+                    crate::render::OUTPUT_TOO_LARGE.to_string(),
+                    "a managed file holds at most 16 MiB; ship a large file as a package"
+                        .to_string(),
+                ),
                 None => {
                     let detail = e
                         .detail()

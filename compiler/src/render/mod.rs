@@ -9,6 +9,7 @@
 //! template for its context; the environment auto-escapes nothing, because no single escaping
 //! is right for config files, shell scripts and unit files at once.
 
+pub mod budget;
 pub mod common;
 mod hosts;
 pub mod stdlib;
@@ -155,8 +156,54 @@ impl Default for Renderer {
     }
 }
 
+/// The most steps (minijinja instructions) one user template may take: a template that loops
+/// over ten thousand hosts takes about a hundred thousand.
+pub const MAX_TEMPLATE_STEPS: u64 = 5_000_000;
+/// The largest output of one user template.
+pub const MAX_TEMPLATE_OUTPUT: usize = 16 << 20;
+
+/// Renders `source` into a string of at most [`MAX_TEMPLATE_OUTPUT`] bytes.
+fn render_bounded(
+    env: &minijinja::Environment<'static>,
+    source: &str,
+    ctx: minijinja::Value,
+) -> Result<String, minijinja::Error> {
+    struct Bounded(Vec<u8>);
+    impl std::io::Write for Bounded {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.0.len() + buf.len() > MAX_TEMPLATE_OUTPUT {
+                return Err(std::io::Error::other("output too large"));
+            }
+            self.0.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let template = env.template_from_str(source)?;
+    let mut out = Bounded(Vec::new());
+    match template.render_captured_to(ctx, &mut out) {
+        Ok(_) => String::from_utf8(out.0).map_err(|_| {
+            minijinja::Error::new(
+                minijinja::ErrorKind::BadSerialization,
+                "output is not UTF-8",
+            )
+        }),
+        Err(e) if e.kind() == minijinja::ErrorKind::WriteFailure => Err(minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            OUTPUT_TOO_LARGE,
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// The detail of the error of a template whose output outgrew [`MAX_TEMPLATE_OUTPUT`].
+pub const OUTPUT_TOO_LARGE: &str = "the output grew past 16 MiB";
+
 fn environment(debug: bool) -> minijinja::Environment<'static> {
     let mut env = minijinja::Environment::new();
+    env.set_fuel(Some(MAX_TEMPLATE_STEPS));
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     env.set_debug(debug);
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
@@ -223,16 +270,32 @@ impl Renderer {
             })
     }
 
-    /// Renders a template written by the user (file content, unit content).
+    /// Renders a template written by the user (file content, unit content), within the limits
+    /// of a template: [`MAX_TEMPLATE_STEPS`] steps, [`MAX_TEMPLATE_OUTPUT`] bytes of output, and
+    /// [`budget::MAX_TEMPLATE_MEMORY`] held while it renders. `place` begins the diagnostic
+    /// printed if the memory runs out (`bell.kdl:3:5: the template of ...`), which has to be
+    /// written before rendering: when memory runs out, nothing more can be formatted.
     pub fn user_template(
         &self,
         source: &str,
         ctx: minijinja::Value,
+        place: &str,
     ) -> Result<String, minijinja::Error> {
-        self.env.render_str(source, ctx.clone()).or_else(|_| {
-            self.debug_env
-                .get_or_init(|| environment(true))
-                .render_str(source, ctx)
+        let _guard = budget::Guard::new(
+            budget::MAX_TEMPLATE_MEMORY,
+            format!(
+                "{place} used more than {} of memory while rendering\n  help: a template \
+                 writes one file; a string that doubles in a loop grows without end. bellc \
+                 stopped without writing anything\n",
+                crate::front::read::bytes(budget::MAX_TEMPLATE_MEMORY as u64)
+            ),
+        );
+        render_bounded(&self.env, source, ctx.clone()).or_else(|_| {
+            render_bounded(
+                self.debug_env.get_or_init(|| environment(true)),
+                source,
+                ctx,
+            )
         })
     }
 
