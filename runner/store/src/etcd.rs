@@ -369,6 +369,9 @@ fn call_one(endpoint: &str, path: &str, body: &str) -> Result<serde_json::Value,
     Ok(value)
 }
 
+/// The largest answer read from etcd: the status of a 100,000-host fleet is about 100 MiB.
+const MAX_ANSWER_BYTES: u64 = 1 << 30;
+
 fn exchange(endpoint: &str, request: &[u8]) -> Result<Vec<u8>, String> {
     let addrs = endpoint
         .to_socket_addrs()
@@ -382,8 +385,10 @@ fn exchange(endpoint: &str, request: &[u8]) -> Result<Vec<u8>, String> {
                 stream
                     .write_all(request)
                     .map_err(|e| format!("cannot send: {e}"))?;
+                // Bounded: an endpoint that never stops sending is not etcd.
                 let mut response = Vec::new();
-                stream
+                (&mut stream)
+                    .take(MAX_ANSWER_BYTES)
                     .read_to_end(&mut response)
                     .map_err(|e| format!("cannot read the answer: {e}"))?;
                 return Ok(response);
@@ -429,6 +434,16 @@ fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     }
     // All 0xff (or empty): to the end of the keyspace.
     vec![0]
+}
+
+/// What etcd's gateway answered, as the client reads it: the status, the JSON body and the
+/// keys and values in it. Public for the fuzzer (`fuzz/`): an answer is not trusted.
+#[doc(hidden)]
+pub fn read_answer(bytes: &[u8]) -> Result<(u16, Vec<KeyValue>), String> {
+    let (status, body) = parse_response(bytes)?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&body).map_err(|e| format!("invalid JSON: {e}"))?;
+    Ok((status, kvs(&value)?))
 }
 
 /// Splits an HTTP/1.1 response into status and body, undoing chunked transfer encoding.
@@ -483,8 +498,9 @@ fn dechunk(mut body: &[u8]) -> Result<Vec<u8>, String> {
         if size == 0 {
             return Ok(out);
         }
-        if body.len() < size + 2 {
-            return Err("the answer was cut short".to_string());
+        match size.checked_add(2) {
+            Some(need) if body.len() >= need => {}
+            _ => return Err("the answer was cut short".to_string()),
         }
         out.extend_from_slice(&body[..size]);
         body = &body[size + 2..];
@@ -532,6 +548,19 @@ pub fn unb64(text: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunk_size_near_usize_max_is_a_short_answer_not_a_panic() {
+        // `size + 2` overflowed and sliced past the end.
+        let answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nx";
+        assert_eq!(
+            read_answer(answer),
+            Err("the answer was cut short".to_string())
+        );
+        let ok = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n18\r\n{\"kvs\":[{\"key\":\"YQ==\"}]}\r\n0\r\n\r\n";
+        let (status, kvs) = read_answer(ok).expect("a chunked answer");
+        assert_eq!((status, kvs[0].key.as_str()), (200, "a"));
+    }
 
     #[test]
     fn base64_round_trips_and_matches_the_rfc_vectors() {
