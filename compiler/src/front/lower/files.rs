@@ -323,26 +323,22 @@ impl Lowerer<'_> {
                         labels: entry.labels,
                         span,
                     };
-                    if let Err(invalid) = validate::host_name(&host.name) {
-                        self.diags.push(LowerError::Inventory {
-                            message: format!("inventory host `{}`: {}", host.name, invalid.message),
+                    let invalid_at = |host: &str, invalid: crate::diagnostic::Invalid| {
+                        LowerError::Inventory {
+                            message: format!("inventory host `{host}`: {}", invalid.message),
                             span: SourceSpan::new(entry.offset.into(), 1),
                             help: invalid.help,
                             file: json_file,
-                        });
-                        continue;
-                    }
-                    if let Some(invalid) = host
-                        .labels
-                        .iter()
-                        .find_map(|(k, v)| validate::label(k, v).err())
-                    {
-                        self.diags.push(LowerError::Inventory {
-                            message: format!("inventory host `{}`: {}", host.name, invalid.message),
-                            span: SourceSpan::new(entry.offset.into(), 1),
-                            help: invalid.help,
-                            file: json_file,
-                        });
+                        }
+                    };
+                    // A bad name or label drops the host; a bad address only the address.
+                    let invalid = validate::host_name(&host.name).err().or_else(|| {
+                        host.labels
+                            .iter()
+                            .find_map(|(k, v)| validate::label(k, v).err())
+                    });
+                    if let Some(invalid) = invalid {
+                        self.diags.push(invalid_at(&host.name, invalid));
                         continue;
                     }
                     if host.labels.contains_key("host") {
@@ -363,12 +359,7 @@ impl Lowerer<'_> {
                     if let Some(address) = host.address.take() {
                         match validate::host_address(&address) {
                             Ok(()) => host.address = Some(address),
-                            Err(invalid) => self.diags.push(LowerError::Inventory {
-                                message: format!("inventory host `{}`: {}", host.name, invalid.message),
-                                span: SourceSpan::new(entry.offset.into(), 1),
-                                help: invalid.help,
-                                file: json_file,
-                            }),
+                            Err(invalid) => self.diags.push(invalid_at(&host.name, invalid)),
                         }
                     }
                     self.add_host(json_file, host, name_span, Some(name_span));
