@@ -241,37 +241,17 @@ fn http_get(host: &str, port: u16, path: &str) -> Result<(Box<dyn Read>, Option<
             Err(e) => return Err(failed(format!("no response: {e}"))),
         }
     }
-    let head = String::from_utf8_lossy(&head);
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let status: u16 = status_line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| failed(format!("not an HTTP response: `{status_line}`")))?;
-    let mut length = None;
-    for line in lines {
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
-        };
-        let value = value.trim();
-        match name.trim().to_ascii_lowercase().as_str() {
-            "content-length" => {
-                length = Some(
-                    value
-                        .parse::<u64>()
-                        .map_err(|_| failed(format!("bad Content-Length `{value}`")))?,
-                )
-            }
-            "transfer-encoding" if !value.eq_ignore_ascii_case("identity") => {
-                return Err(failed(format!(
-                    "the server sent `Transfer-Encoding: {value}`; serve the files as static \
-                     files (with a Content-Length)"
-                )))
-            }
-            _ => {}
-        }
+    let head = bell_store::http::parse_head(&head).map_err(failed)?;
+    if let Some(value) = head
+        .transfer_encoding
+        .filter(|t| !t.eq_ignore_ascii_case("identity"))
+    {
+        return Err(failed(format!(
+            "the server sent `Transfer-Encoding: {value}`; serve the files as static files \
+             (with a Content-Length)"
+        )));
     }
+    let (status, status_line, length) = (head.status, head.status_line, head.content_length);
     match status {
         200 => Ok((Box::new(stream), length)),
         404 | 410 => Err(FetchError::NotFound(String::new())),

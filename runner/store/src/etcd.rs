@@ -452,27 +452,13 @@ fn parse_response(bytes: &[u8]) -> Result<(u16, Vec<u8>), String> {
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .ok_or("the answer is not HTTP")?;
-    let head = String::from_utf8_lossy(&bytes[..split]);
     let body = &bytes[split + 4..];
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let status = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse::<u16>().ok())
-        .ok_or_else(|| format!("bad HTTP status line `{status_line}`"))?;
-    let mut chunked = false;
-    let mut length = None;
-    for line in lines {
-        if let Some((name, value)) = line.split_once(':') {
-            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
-            if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
-                chunked = true;
-            } else if name == "content-length" {
-                length = value.parse::<usize>().ok();
-            }
-        }
-    }
+    let head = crate::http::parse_head(&bytes[..split])?;
+    let status = head.status;
+    let chunked = head
+        .transfer_encoding
+        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"));
+    let length = head.content_length.and_then(|n| usize::try_from(n).ok());
     if chunked {
         return dechunk(body).map(|b| (status, b));
     }

@@ -20,6 +20,7 @@
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 pub mod etcd;
+pub mod http;
 pub mod semaphore;
 
 use bell_bundle::Release;
