@@ -30,8 +30,8 @@ impl ResourceKind for Mount {
     fn schema(&self) -> &'static [FieldSchema] {
         const SCHEMA: &[FieldSchema] = &[
             FieldSchema::new("target", Prop, Str, true).checked(validate::mount_target),
-            FieldSchema::new("device", Prop, Str, true).checked(validate::unit_setting),
-            FieldSchema::new("type", Prop, Str, true).checked(validate::unit_setting),
+            FieldSchema::new("device", Prop, Str, true).checked(validate::unit_setting_not_empty),
+            FieldSchema::new("type", Prop, Str, true).checked(validate::unit_setting_not_empty),
             FieldSchema::new("options", Prop, Str, false).checked(validate::unit_setting),
             FieldSchema::new("before", Prop, Str, false).checked(validate::unit_name_list),
             FieldSchema::new("after", Prop, Str, false).checked(validate::unit_name_list),

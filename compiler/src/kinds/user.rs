@@ -305,7 +305,7 @@ fn sudo_policy(policy: &str) -> Result<(), Invalid> {
     }
     match policy.split_once('=') {
         Some((hosts, commands)) if !hosts.trim().is_empty() && !commands.trim().is_empty() => {
-            Ok(())
+            validate::sudo_rule(policy)
         }
         _ => fail(format!(
             "`{}` is not a sudo policy: write `password`, or a rule `HOSTS=(RUNAS) COMMANDS`",

@@ -13,6 +13,7 @@ mod ethtool;
 mod names;
 mod paths;
 mod ssh;
+mod sudoers;
 mod suggest;
 mod sysctl;
 mod time;
@@ -29,10 +30,13 @@ pub use names::{
 };
 pub use paths::{absolute_path, file_mode, glob_not_bell_own, login_shell, not_bell_own, BELL_OWN};
 pub use ssh::{decode_base64, ssh_public_key};
+pub use sudoers::sudo_rule;
 pub use suggest::did_you_mean;
 pub use sysctl::{sysctl_key, sysctl_path};
 pub use time::duration;
-pub use units::{apparmor_profile_name, systemd_unit_name, unit_name_list, unit_setting};
+pub use units::{
+    apparmor_profile_name, systemd_unit_name, unit_name_list, unit_setting, unit_setting_not_empty,
+};
 
 pub use crate::diagnostic::Invalid;
 

@@ -165,6 +165,18 @@ pub fn unit_setting(value: &str) -> Result<(), Invalid> {
     })
 }
 
+/// A unit setting that must say something: an empty `What=` makes systemd refuse the mount, and
+/// an empty `Type=` silently means "guess".
+pub fn unit_setting_not_empty(value: &str) -> Result<(), Invalid> {
+    if value.is_empty() {
+        return Err(invalid(
+            "this value is empty",
+            "an empty value would leave the setting unset in the unit file; give the value",
+        ));
+    }
+    unit_setting(value)
+}
+
 /// Unit names separated by blanks, as mount ordering (`before`, `after`) takes them.
 pub fn unit_name_list(text: &str) -> Result<(), Invalid> {
     unit_setting(text)?;
