@@ -530,3 +530,36 @@ fn the_template_limits_are_in_the_readme() {
         );
     }
 }
+
+/// What `hostile_strings.rs` found: values that built but that their consumer refused or read
+/// otherwise. Each is now an error at its line.
+#[test]
+fn values_their_consumer_would_refuse_or_misread_are_errors() {
+    let b = common::in_memory::build(&spec(concat!(
+        "mount \"a\" target=\"/mnt/a\" device=\"\" type=\"ext4\"\n",
+        "mount \"b\" target=\"/mnt/b\" device=\"/dev/sdb\" type=\"\"\n",
+        "user \"c\" sudo=\"1=n\\\\d5_\"\n",
+        "user \"d\" sudo=\"#ALL=(root) /usr/bin/systemctl restart nginx\"\n",
+        "package \"ee\" {\n    debconf \"0\" type=\"string\" value=\"v\"\n}\n",
+        "package \"ff\" {\n    debconf \"ff/q\" type=\"string\" value=\"joins the next line \\\\\"\n}\n",
+        "apt-source \"g\" url=\"http://deb.exampl'e.org/debian\" suites=\"bookworm\" components=\"main\"\n",
+        "apt-source \"h\" url=\"http://deb.example.org/debian#x\" suites=\"bookworm\" components=\"main\"\n",
+        "apt-source \"i\" url=\"http://deb.example.org/debian\" suites=\"bookworm ü\" components=\"main\"\n",
+        "apt-source \"j\" url=\"http://deb.example.org/debian\" suites=\"bookworm\"\n",
+    )));
+    assert!(b.compiled.is_none());
+    let mut lines: Vec<usize> = b
+        .diagnostics
+        .iter()
+        .filter(|d| d.contains(": error["))
+        .filter_map(|d| d.split(':').nth(1)?.parse().ok())
+        .collect();
+    lines.sort_unstable();
+    lines.dedup();
+    assert_eq!(
+        lines,
+        [3, 4, 5, 6, 8, 11, 13, 14, 15, 16],
+        "{:#?}",
+        b.diagnostics
+    );
+}

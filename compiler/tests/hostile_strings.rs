@@ -659,3 +659,410 @@ fn unvis(shown: &str) -> String {
     }
     String::from_utf8_lossy(&out).into_owned()
 }
+
+// ---- debconf ----
+
+/// A debconf question and answer reach the package's seed file; `debconf-set-selections` loads
+/// every seed into a file database of its own, which is then read back.
+#[test]
+fn debconf_answers_read_back_by_debconf() {
+    if !need("debconf-set-selections") {
+        return;
+    }
+    let mut cases = Vec::new();
+    let mut wanted = Vec::new();
+    for value in values("pkgx/question", 16) {
+        let line = format!("    debconf {} type=\"string\" value=\"v\"", kdl(&value));
+        cases.push(Case::new(
+            &value,
+            &["package \"pkgx\" {".into(), line, "}".into()],
+            1,
+        ));
+        wanted.push((value.clone(), "v".to_string()));
+    }
+    for (i, value) in values("an answer", 16).into_iter().enumerate() {
+        let question = format!("pkgx/v{i}");
+        let line = format!(
+            "    debconf \"{question}\" type=\"string\" value={}",
+            kdl(&value)
+        );
+        cases.push(Case::new(
+            &value,
+            &["package \"pkgx\" {".into(), line, "}".into()],
+            1,
+        ));
+        wanted.push((question, value));
+    }
+    let mut seed = String::new();
+    let mut expected = BTreeMap::new();
+    for ((_, bundle), (question, answer)) in build_all("debconf", &cases).into_iter().zip(wanted) {
+        let Some(bundle) = bundle else { continue };
+        seed.push_str(&file_text(&bundle, |p| p.contains("/debconf/")));
+        // A later answer to the same question replaces the earlier one.
+        expected.insert(question, answer);
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let seed_path = dir.path().join("seed");
+    let db = dir.path().join("config.dat");
+    write(&seed_path, &seed);
+    let output = run(Command::new("debconf-set-selections")
+        .env("DEBCONF_DB_REPLACE", format!("File{{{}}}", db.display()))
+        .env("DEBCONF_DB_OVERRIDE", "")
+        .arg(&seed_path));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stderr.is_empty(),
+        "debconf-set-selections: {stderr}"
+    );
+    let db = std::fs::read_to_string(&db).expect("the database");
+    let mut read = BTreeMap::new();
+    for record in db.split("\n\n") {
+        let field = |name: &str| {
+            record
+                .lines()
+                .find_map(|line| line.strip_prefix(name))
+                .map(str::to_string)
+        };
+        if let (Some(question), Some(answer)) = (field("Name: "), field("Value: ")) {
+            read.insert(question, answer);
+        }
+    }
+    for (question, answer) in &expected {
+        assert_eq!(
+            read.get(question),
+            Some(answer),
+            "debconf read the answer to {question:?} differently"
+        );
+    }
+    assert_eq!(read.len(), expected.len(), "debconf read other questions");
+}
+
+// ---- apt sources ----
+
+/// The url, suites and components of an `apt-source` reach a deb822 sources file; apt reads all
+/// of them at once and prints the indexes it would fetch (`apt-get update --print-uris`).
+#[test]
+fn apt_sources_read_back_by_apt() {
+    if !need("apt-get") {
+        return;
+    }
+    let mut cases = Vec::new();
+    let mut wanted = Vec::new();
+    let fields = [
+        ("url", "http://deb.example.org/debian"),
+        ("suites", "bookworm bookworm-updates"),
+        ("components", "main contrib"),
+    ];
+    for (field, base) in fields {
+        for (i, value) in values(base, 16).into_iter().enumerate() {
+            // Every case has a suite or host of its own, by which apt's lines are told apart.
+            let mut f: BTreeMap<&str, String> = BTreeMap::new();
+            f.insert("url", format!("http://{field}{i}.example/debian"));
+            f.insert("suites", format!("{field}{i}"));
+            f.insert("components", "main".into());
+            if field == "suites" {
+                f.insert("suites", format!("{field}{i} {value}"));
+            } else {
+                f.insert(field, value.clone());
+            }
+            let line = format!(
+                "apt-source \"{field}{i}\" url={} suites={} components={}",
+                kdl(&f["url"]),
+                kdl(&f["suites"]),
+                kdl(&f["components"])
+            );
+            cases.push(Case::new(&value, &[line], 0));
+            wanted.push(f);
+        }
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let parts = dir.path().join("sources.list.d");
+    let mut expected = Vec::new();
+    for ((_, bundle), f) in build_all("apt sources", &cases).into_iter().zip(wanted) {
+        let Some(bundle) = bundle else { continue };
+        let (path, bytes) = bundle
+            .contents
+            .iter()
+            .find(|(path, _)| path.ends_with(".sources"))
+            .expect("a sources file");
+        let name = path.rsplit('/').next().expect("a file name");
+        std::fs::create_dir_all(&parts).expect("mkdir");
+        std::fs::write(parts.join(name), bytes).expect("write sources");
+        expected.push(f);
+    }
+    for sub in ["lists/partial", "cache/archives/partial"] {
+        std::fs::create_dir_all(dir.path().join(sub)).expect("mkdir");
+    }
+    let output = run(Command::new("apt-get")
+        .arg("-o")
+        .arg("Dir::Etc::SourceList=/dev/null")
+        .arg("-o")
+        .arg(format!("Dir::Etc::SourceParts={}", parts.display()))
+        .arg("-o")
+        .arg(format!(
+            "Dir::State::Lists={}",
+            dir.path().join("lists").display()
+        ))
+        .arg("-o")
+        .arg(format!("Dir::Cache={}", dir.path().join("cache").display()))
+        .args(["-o", "Debug::NoLocking=1", "-o", "APT::Architecture=amd64"])
+        .args(["-o", "APT::Architectures=amd64", "update", "--print-uris"]));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() || !stderr.is_empty() {
+        let named = stderr
+            .split_once("sources file ")
+            .and_then(|(_, rest)| rest.split(' ').next())
+            .and_then(|path| std::fs::read_to_string(path).ok());
+        panic!("apt-get: {stderr}\nthe first file it names:\n{named:?}");
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let uris: Vec<&str> = stdout
+        .lines()
+        // `'URI' FILE SIZE [HASH]`; the URI is not escaped, but holds no blank.
+        .filter_map(|line| line.strip_prefix('\'')?.rsplit_once("' "))
+        .map(|(uri, _)| uri)
+        .collect();
+    for f in &expected {
+        // apt prints the url as written and percent-encodes what it puts after it.
+        let url = f["url"].trim_end_matches('/');
+        let fetched: std::collections::HashSet<String> = uris
+            .iter()
+            .filter_map(|uri| uri.strip_prefix(url))
+            .map(percent_decoded)
+            .collect();
+        for suite in f["suites"].split_whitespace() {
+            let release = format!("/dists/{suite}/InRelease");
+            assert!(
+                fetched.contains(&release),
+                "apt does not fetch {release:?} under {url:?} for {f:?}, but {fetched:#?}"
+            );
+            for component in f["components"].split_whitespace() {
+                let index = format!("/dists/{suite}/{component}/binary-amd64/Packages.xz");
+                assert!(
+                    fetched.contains(&index),
+                    "apt does not fetch {index:?} under {url:?} for {f:?}"
+                );
+            }
+        }
+    }
+}
+
+fn percent_decoded(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+// ---- the templates ----
+
+/// The filters that escape a value for the line it lands in (`render::stdlib`).
+const ESCAPES: &[&str] = &["sh", "unit", "unit_arg", "conf", "limits"];
+
+/// Values the stdlib templates write without an escaping filter, and why each needs none. A new
+/// unescaped value fails the test below until it is escaped or listed here with its reason.
+const UNESCAPED: &[(&str, &str, &str)] = &[
+    (
+        "apparmor/apply.sh.j2",
+        "mode",
+        "in a message: `enforce` or `complain`, an enum of the schema",
+    ),
+    (
+        "apt-source/source.sources.j2",
+        "name",
+        "in a comment: a resource name (`validate::resource_name`)",
+    ),
+    (
+        "apt-source/source.sources.j2",
+        "suites | join(\" \")",
+        "words of URL characters (`validate::apt_words`), read back by apt above",
+    ),
+    (
+        "apt-source/source.sources.j2",
+        "components | join(\" \")",
+        "words of URL characters (`validate::apt_words`), read back by apt above",
+    ),
+    (
+        "apt-source/source.sources.j2",
+        "keyring",
+        "bell's own path, made from the resource name",
+    ),
+    (
+        "common/prelude.sh.j2",
+        "kind",
+        "a kind keyword of bellc's own",
+    ),
+    (
+        "common/prelude.sh.j2",
+        "role",
+        "`apply`, `revert` or `check`, from bellc",
+    ),
+    (
+        "ethtool/apply.sh.j2",
+        "f.want",
+        "`on` or `off`, from a boolean",
+    ),
+    (
+        "ethtool/check.sh.j2",
+        "f.want",
+        "`on` or `off`, from a boolean",
+    ),
+    (
+        "ethtool/ethtool.service.j2",
+        "f.want",
+        "`on` or `off`, from a boolean",
+    ),
+    (
+        "ethtool/ethtool.service.j2",
+        "iface",
+        "in a comment: an interface name (`validate::interface_name`)",
+    ),
+    (
+        "ethtool/ethtool.service.j2",
+        "device",
+        "the interface's device unit, escaped by `escape::systemd_escape_path`",
+    ),
+    (
+        "health/probe.sh.j2",
+        "name",
+        "in a comment: a resource name (`validate::resource_name`)",
+    ),
+    ("health/probe.sh.j2", "timeout", "a number of seconds"),
+    ("health/probe.sh.j2", "retries", "a number"),
+    ("health/probe.sh.j2", "interval", "a number of seconds"),
+    (
+        "health/probe.sh.j2",
+        "run",
+        "shell code the spec gives as the probe itself, verbatim by design",
+    ),
+    (
+        "mount/mount.unit.j2",
+        "name",
+        "in a comment: a resource name, read back by systemd above",
+    ),
+    (
+        "mount/mount.unit.j2",
+        "before | join(\" \")",
+        "unit names (`validate::unit_name_list`)",
+    ),
+    (
+        "mount/mount.unit.j2",
+        "after | join(\" \")",
+        "unit names (`validate::unit_name_list`)",
+    ),
+    (
+        "package/debconf.seed.j2",
+        "pkg",
+        "a package name (`validate::apt_package_name`)",
+    ),
+    (
+        "package/debconf.seed.j2",
+        "d.question",
+        "an `OWNER/NAME` question, read back by debconf above",
+    ),
+    (
+        "package/debconf.seed.j2",
+        "d.kind",
+        "one of debconf's types, an enum of the schema",
+    ),
+    (
+        "package/debconf.seed.j2",
+        "d.value",
+        "one trimmed line not ending in `\\`, read back by debconf above",
+    ),
+    (
+        "user/sudoers.j2",
+        "name",
+        "a user name sudoers reads as it is, read back by visudo above",
+    ),
+    (
+        "user/sudoers.j2",
+        "written",
+        "in a comment: `#true` or the rule as a Rust debug string, one line",
+    ),
+    (
+        "user/sudoers.j2",
+        "rule",
+        "a rule in the sudoers subset of `validate::sudo_rule`, read back by visudo above",
+    ),
+];
+
+/// Every `{{ ... }}` of every stdlib template ends in the escaping filter of its line, is a
+/// literal choice (`"1" if x else "0"`), or is listed in `UNESCAPED`, and every entry there is
+/// still used.
+#[test]
+fn every_template_value_is_escaped_or_says_why_not() {
+    let stdlib = common::repo_root().join("stdlib");
+    let mut unexplained = Vec::new();
+    let mut used = vec![false; UNESCAPED.len()];
+    let mut templates = Vec::new();
+    for kind in std::fs::read_dir(&stdlib).expect("stdlib") {
+        let kind = kind.expect("entry").path();
+        for file in std::fs::read_dir(&kind).expect("kind dir") {
+            templates.push(file.expect("entry").path());
+        }
+    }
+    templates.sort();
+    assert!(templates.len() > 40, "found only {templates:?}");
+    for path in templates {
+        let name = path
+            .strip_prefix(&stdlib)
+            .expect("under stdlib")
+            .to_string_lossy()
+            .into_owned();
+        let text = std::fs::read_to_string(&path).expect("read template");
+        let mut rest = text.as_str();
+        while let Some(start) = rest.find("{{") {
+            let Some(end) = rest[start..].find("}}") else {
+                panic!("{name}: `{{{{` without `}}}}`");
+            };
+            let expr = rest[start + 2..start + end].trim();
+            rest = &rest[start + end + 2..];
+            let filter = expr.rsplit_once('|').map(|(_, f)| f.trim());
+            if filter.is_some_and(|f| ESCAPES.contains(&f)) {
+                continue;
+            }
+            if expr.starts_with("\"1\" if ") && expr.ends_with(" else \"0\"") {
+                continue;
+            }
+            match UNESCAPED
+                .iter()
+                .position(|(file, value, _)| *file == name && *value == expr)
+            {
+                Some(i) => used[i] = true,
+                None => unexplained.push(format!("{name}: {{{{ {expr} }}}}")),
+            }
+        }
+    }
+    assert!(
+        unexplained.is_empty(),
+        "escape these with one of {ESCAPES:?}, or list them in UNESCAPED with the reason they \
+         need none: {unexplained:#?}"
+    );
+    let stale: Vec<_> = UNESCAPED
+        .iter()
+        .zip(used)
+        .filter(|(_, used)| !used)
+        .map(|(entry, _)| entry)
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "no template writes these any more: {stale:#?}"
+    );
+}

@@ -1,8 +1,8 @@
 //! User, group, package, unit and profile names, and Debian versions (checked against dpkg).
 
 use bellc::front::validate::{
-    apparmor_profile_name, apt_package_name, apt_version, systemd_unit_name, unix_group_name,
-    unix_user_name, Invalid,
+    apparmor_profile_name, apt_package_name, apt_url, apt_version, systemd_unit_name,
+    unix_group_name, unix_user_name, Invalid,
 };
 use std::process::Command;
 
@@ -288,4 +288,41 @@ fn apparmor_profile_names() {
         message(apparmor_profile_name("a b")),
         "apparmor profile name `a b` contains U+0020"
     );
+}
+
+#[test]
+fn apt_urls_are_fetched_as_written() {
+    for good in [
+        "http://deb.debian.org/debian",
+        "https://deb.example.org:8443/debian/",
+        "http://10.0.0.1/repo",
+        "http://[fd00::1]/repo",
+        "http://[fd00::1]:8080/a%20b/c+d~e",
+        "mirror+http://mirrors.example/list",
+        "file:/srv/repo",
+        "cdrom:/media/cdrom/",
+    ] {
+        assert_eq!(apt_url(good), Ok(()), "{good}");
+    }
+    for (bad, says) in [
+        ("http://deb.exampl'e.org/debian", "not a host name"),
+        ("http://user:secret@deb.example.org/", "not a host name"),
+        ("http://deb.example.org:80a/", "not a host name"),
+        ("http://[fd00::1/", "not a host name"),
+        ("http:///debian", "not a host name"),
+        (
+            "http://deb.example.org/debian#x",
+            "`#` cannot stand unencoded",
+        ),
+        (
+            "http://deb.example.org/debian?x=1",
+            "`?` cannot stand unencoded",
+        ),
+        ("http://deb.example.org/ü", "`ü` cannot stand unencoded"),
+        ("http://deb.example.org/100%", "two hex digits"),
+        ("file:/srv/a\\b", "cannot stand unencoded"),
+    ] {
+        let message = message(apt_url(bad));
+        assert!(message.contains(says), "{bad}: {message}");
+    }
 }

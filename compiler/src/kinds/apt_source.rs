@@ -5,7 +5,9 @@ use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
 use crate::render::{BundleBuilder, HostContext, Renderer};
-use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
+use crate::resolve::Model;
+use crate::source::Sources;
+use crate::spec::{FieldSchema, FieldSource::*, FieldType::*, Kind};
 
 pub struct AptSource;
 
@@ -27,6 +29,58 @@ impl ResourceKind for AptSource {
 
     fn check_name(&self, name: &str) -> Result<(), Invalid> {
         validate::source_name(name)
+    }
+
+    /// apt reads a suite ending in `/` as an exact path, which takes no components, and any other
+    /// suite only with components; a source that mixes them, or lacks them, apt refuses whole.
+    fn check_model(&self, model: &Model, _: &Sources, diags: &mut Diagnostics) {
+        for source in model.of_kind(Kind::APT_SOURCE) {
+            let suites = source.str("suites").unwrap_or("");
+            let components = source.str("components").unwrap_or("");
+            let exact = suites
+                .split_whitespace()
+                .filter(|s| s.ends_with('/'))
+                .count();
+            let named = suites.split_whitespace().count() - exact;
+            let has_components = components.split_whitespace().next().is_some();
+            let mistake = if exact > 0 && named > 0 {
+                Some((
+                    "suites",
+                    format!(
+                        "`{}` mixes exact paths (ending in `/`) with suite names",
+                        source.key()
+                    ),
+                    "apt reads a suite ending in `/` as a path under the url without components; \
+                     declare such a path as an `apt-source` of its own",
+                ))
+            } else if exact > 0 && has_components {
+                Some((
+                    "components",
+                    format!(
+                        "`{}` has components, but its suite is an exact path",
+                        source.key()
+                    ),
+                    "a suite ending in `/` takes no components: drop `components`, or name the \
+                     suite without the `/`",
+                ))
+            } else if named > 0 && !has_components {
+                Some((
+                    "suites",
+                    format!("`{}` names suites but no components", source.key()),
+                    "apt needs the components of a suite, such as `components=\"main\"`; only a \
+                     suite ending in `/` (an exact path) takes none",
+                ))
+            } else {
+                None
+            };
+            if let Some((field, message, help)) = mistake {
+                diags.push(super::package::invalid(
+                    source.span_of(field),
+                    message,
+                    help,
+                ));
+            }
+        }
     }
 
     /// Rendered by `package`: apt sources are rendered with the packages (`package`), so that the upgrade step sits between them.

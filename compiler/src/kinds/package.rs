@@ -211,7 +211,7 @@ pub const DEBCONF_DIR: TargetPath = TargetPath {
     default: "/var/lib/bell/debconf",
 };
 
-fn invalid(span: Span, message: String, help: &str) -> RenderError {
+pub(super) fn invalid(span: Span, message: String, help: &str) -> RenderError {
     RenderError::Invalid {
         message,
         span: span.source_span(),
@@ -249,14 +249,34 @@ fn package_mistake(pkg: &ResolvedResource) -> Option<RenderError> {
             "an absent package is never installed; drop `absent` or the other property",
         ));
     }
-    if let Some(bad) = answers.iter().find(|d| !is_word(&d.question)) {
+    if let Some(bad) = answers.iter().find(|d| !is_question(&d.question)) {
+        return Some(invalid(
+            pkg.span_of("debconf"),
+            if bad.question.contains(char::is_whitespace) {
+                format!(
+                    "debconf question `{}` of `{key}` holds whitespace",
+                    bad.question.escape_debug()
+                )
+            } else {
+                format!(
+                    "`{}` is not a debconf question name (in `{key}`)",
+                    bad.question.escape_debug()
+                )
+            },
+            "a debconf question is named `OWNER/NAME` in letters, digits and `-._+:/`, as the \
+             package's templates name it, such as \"openssh-server/permit-root-login\"",
+        ));
+    }
+    // debconf-set-selections joins a line ending in `\` to the next one.
+    if let Some(bad) = answers.iter().find(|d| d.value.ends_with('\\')) {
         return Some(invalid(
             pkg.span_of("debconf"),
             format!(
-                "debconf question `{}` of `{key}` holds whitespace",
+                "the debconf answer to `{}` ends with `\\`",
                 bad.question.escape_debug()
             ),
-            "a debconf question is one word, such as \"openssh-server/permit-root-login\"",
+            "debconf-set-selections reads a line ending in `\\` as continued on the next line, \
+             so the answer cannot end with one",
         ));
     }
     if let Some(bad) = answers
@@ -275,9 +295,17 @@ fn package_mistake(pkg: &ResolvedResource) -> Option<RenderError> {
     None
 }
 
-/// A whitespace-separated word of a debconf or deb822 line.
-fn is_word(s: &str) -> bool {
-    !s.is_empty() && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+/// A debconf question name as templates have them: `OWNER/NAME`. debconf's own reader takes the
+/// name `0` for none at all (Perl's false), and its database is a line-based file, so bellc
+/// holds names to the characters packages use.
+fn is_question(s: &str) -> bool {
+    let allowed =
+        |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '+' | ':' | '/');
+    s.split_once('/')
+        .is_some_and(|(owner, name)| !owner.is_empty() && !name.is_empty())
+        && !s.ends_with('/')
+        && !s.contains("//")
+        && s.chars().all(allowed)
 }
 
 fn render_package(

@@ -170,7 +170,12 @@ pub fn apt_words(text: &str) -> Result<(), Invalid> {
             ),
             "list the values separated by spaces, such as \"main contrib\"",
         )),
-        None => Ok(()),
+        // Split as apt splits, at blanks only: any other space is a character of a word, and
+        // one a URL cannot hold.
+        None => text
+            .split([' ', '\t'])
+            .filter(|word| !word.is_empty())
+            .try_for_each(super::names::url_path),
     }
 }
 

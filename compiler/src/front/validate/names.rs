@@ -205,6 +205,88 @@ pub fn apt_url(url: &str) -> Result<(), Invalid> {
     if let Some(c) = url.chars().find(|c| c.is_whitespace() || c.is_control()) {
         return Err(invalid(format!("apt URL contains {}", show_char(c)), help));
     }
+    // What apt reads is what it fetches only for a URL made of the characters RFC 3986 allows
+    // unencoded; a `?` or `#` would end the path at the mirror, and the host is a plain name.
+    let (scheme, rest) = url.split_once(':').unwrap_or(("", url));
+    let (authority, path) = match rest.strip_prefix("//") {
+        Some(rest) if scheme.ends_with("http") || scheme.ends_with("https") => {
+            rest.split_at(rest.find('/').unwrap_or(rest.len()))
+        }
+        _ => ("", rest),
+    };
+    if scheme.ends_with("http") || scheme.ends_with("https") {
+        // `[IPv6]` or a name or IPv4 address, then `:PORT` or nothing.
+        let (ipv6, host, port) = match authority.strip_prefix('[').and_then(|r| r.split_once(']')) {
+            Some((address, port)) => (Some(address), "", port),
+            None => {
+                let end = authority.find(':').unwrap_or(authority.len());
+                (None, &authority[..end], &authority[end..])
+            }
+        };
+        let host_ok = match ipv6 {
+            Some(address) => {
+                !address.is_empty()
+                    && address
+                        .chars()
+                        .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+            }
+            None => {
+                !host.is_empty()
+                    && host.split('.').all(|label| {
+                        !label.is_empty()
+                            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                    })
+            }
+        };
+        let port_ok = port.is_empty()
+            || port.strip_prefix(':').is_some_and(|p| {
+                !p.is_empty() && p.len() <= 5 && p.chars().all(|c| c.is_ascii_digit())
+            });
+        if !host_ok || !port_ok {
+            return Err(invalid(
+                format!(
+                    "`{}` is not a host name or address of an apt URL",
+                    authority.escape_debug()
+                ),
+                "the host of a URL is a DNS name, an IPv4 address or `[IPv6]`, with an optional \
+                 `:PORT`; credentials go into apt's auth.conf, not the URL",
+            ));
+        }
+    }
+    url_path(path)
+}
+
+/// The path of a URL (or a word of one, such as an apt suite): the characters RFC 3986 allows
+/// unencoded, and `%` only before two hex digits. apt fetches such a path as it is written.
+pub fn url_path(path: &str) -> Result<(), Invalid> {
+    let mut chars = path.chars();
+    while let Some(c) = chars.next() {
+        let ok = c.is_ascii_alphanumeric() || "-._~!$&'()*+,;=:@/".contains(c);
+        if c == '%' {
+            let hex = (chars.next(), chars.next());
+            if let (Some(a), Some(b)) = hex {
+                if a.is_ascii_hexdigit() && b.is_ascii_hexdigit() {
+                    continue;
+                }
+            }
+            return Err(invalid(
+                "a `%` in a URL must be followed by two hex digits",
+                "write a literal `%` as `%25`",
+            ));
+        }
+        if !ok {
+            return Err(invalid(
+                format!(
+                    "{} cannot stand unencoded in a URL, and apt puts this into one",
+                    show_char(c)
+                ),
+                format!(
+                    "percent-encode it (`%{:02X}` per UTF-8 byte) or drop it",
+                    u32::from(c).min(0xff)
+                ),
+            ));
+        }
+    }
     Ok(())
 }
 
