@@ -172,6 +172,11 @@ pub fn apt_words(text: &str) -> Result<(), Invalid> {
         )),
         // Split as apt splits, at blanks only: any other space is a character of a word, and
         // one a URL cannot hold.
+        None if text.contains('%') => Err(invalid(
+            format!("`{}` holds `%`", text.escape_debug()),
+            "apt quotes a `%` of a suite but not of a component, so the two would name \
+             different paths; suites and components are plain words such as \"main\"",
+        )),
         None => text
             .split([' ', '\t'])
             .filter(|word| !word.is_empty())

@@ -171,6 +171,8 @@ pub fn resource_name(name: &str) -> Result<(), Invalid> {
 /// A mount target: an absolute normalised path outside the kernel's virtual file systems.
 pub fn mount_target(path: &str) -> Result<(), Invalid> {
     absolute_path(path)?;
+    // It is also the `Where=` of the mount unit.
+    super::unit_setting(path)?;
     super::not_bell_own(path)?;
     for virtual_fs in ["/proc", "/sys", "/dev"] {
         if path == virtual_fs || path.starts_with(&format!("{virtual_fs}/")) {

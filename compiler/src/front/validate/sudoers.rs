@@ -151,6 +151,15 @@ fn runas(p: &mut Cursor) -> Result<(), Invalid> {
 
 /// Arguments up to the next unescaped `,` or `:` or the end.
 fn args(p: &mut Cursor) -> Result<(), Invalid> {
+    p.blanks();
+    // sudo reads arguments that start with `^` as a regular expression.
+    if p.rest.starts_with('^') {
+        return Err(invalid(
+            "sudo rule: arguments starting with `^` are a regular expression, which bellc does \
+             not check",
+            HELP,
+        ));
+    }
     let mut chars = p.rest.char_indices();
     while let Some((at, c)) = chars.next() {
         match c {
@@ -195,6 +204,11 @@ fn command(p: &mut Cursor) -> Result<(), Invalid> {
     if p.eat('(') {
         runas(p)?;
         if p.eat(':') {
+            // `(user:)` is refused by sudoers; `(:group)` is not.
+            p.blanks();
+            if p.rest.starts_with(')') {
+                return Err(p.expected("a group to run as after `:`"));
+            }
             runas(p)?;
         }
         if !p.eat(')') {
@@ -279,6 +293,7 @@ mod tests {
             "web1,10.0.0.0/8=(%www:#33) /usr/bin/kill -HUP 1 : db1=(ALL) ALL",
             "ALL=(ALL) /usr/bin/printf a\\,b\\:c\\=d\\\\",
             "ALL=() sudoedit /etc/hosts",
+            "ALL=(:adm) /bin/ls",
             "ALL=(root) SERVICES",
         ] {
             assert!(
@@ -304,6 +319,8 @@ mod tests {
             "ALL=(root) /bin/echo ünï",
             "ALL=(root) ALL junk",
             "ALL=(root) NOPASSWD ALL",
+            "ALL=(root:) /bin/ls",
+            "ALL=(root) /bin/ls ^a b",
         ] {
             assert!(sudo_rule(rule).is_err(), "{rule} was taken");
         }
