@@ -563,3 +563,24 @@ fn values_their_consumer_would_refuse_or_misread_are_errors() {
         b.diagnostics
     );
 }
+
+/// The AppArmor findings of `hostile_strings.rs`: profile names bellc would read otherwise than
+/// apparmor_parser, so that the scripts would ask the kernel for another profile.
+#[test]
+fn profile_names_bellc_and_apparmor_parser_would_read_apart_are_errors() {
+    let b = common::in_memory::build(&spec(concat!(
+        "apparmor \"a\" {\n    profile \"profile 1=n\\\\d5_ /usr/bin/a {\\n}\\n\"\n}\n",
+        "apparmor \"b\" {\n    profile \"profile x\\u{85}y /usr/bin/b {\\n}\\n\"\n}\n",
+        "apparmor \"c\" {\n    profile \"profile x?{- /usr/bin/c {\\n}\\n\"\n}\n",
+        "apparmor \"d\" {\n    profile \"profile x\\n /usr/bin/d {\\n}\\n\"\n}\n",
+        "apparmor \"e\" {\n    profile \"profile ok /usr/bin/e {\\n}\\n\"\n}\n",
+    )));
+    assert!(b.compiled.is_none());
+    let lines: Vec<&str> = b
+        .diagnostics
+        .iter()
+        .filter(|d| d.contains(": error["))
+        .filter_map(|d| d.split(':').nth(1))
+        .collect();
+    assert_eq!(lines, ["4", "7", "10", "13"], "{:#?}", b.diagnostics);
+}

@@ -1112,3 +1112,101 @@ fn every_template_value_is_escaped_or_says_why_not() {
         "no template writes these any more: {stale:#?}"
     );
 }
+
+// ---- AppArmor ----
+
+/// The names of the profiles a profile text declares reach the apply and check scripts, which
+/// ask the kernel for them by name. bellc reads the names from the text itself; apparmor_parser
+/// (`-N`, run on every profile in one shell) must read the same names, or the scripts would ask
+/// for a profile that is not there. A text apparmor_parser refuses is left to it: `bellc check
+/// --strict` runs it and reports its error at the spec line.
+#[test]
+fn apparmor_profile_names_are_the_names_apparmor_parser_reads() {
+    if !need("apparmor_parser") {
+        return;
+    }
+    let mut cases = Vec::new();
+    for value in share("app-name", 16, 2) {
+        let text = format!("profile {value} /usr/bin/app {{\n}}\n");
+        cases.push(Case::new(
+            &value,
+            &[
+                "apparmor \"p\" {".into(),
+                format!("    profile {}", kdl(&text)),
+                "}".into(),
+            ],
+            1,
+        ));
+    }
+    for value in share("/usr/bin/app", 16, 2) {
+        let text = format!("{value} flags=(complain) {{\n}}\n");
+        cases.push(Case::new(
+            &value,
+            &[
+                "apparmor \"p\" {".into(),
+                format!("    profile {}", kdl(&text)),
+                "}".into(),
+            ],
+            1,
+        ));
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    // One shell: for each case, the names its apply script asks for (its `has` lines, run with
+    // a `has` that prints its first argument), then the names apparmor_parser reads.
+    let mut script = String::from("has() { printf 'bell %s\\n' \"$1\"; }\nfail() { :; }\n");
+    let mut values = Vec::new();
+    for (value, bundle) in build_all("apparmor names", &cases) {
+        let Some(bundle) = bundle else { continue };
+        let i = values.len();
+        let profile = bundle
+            .contents
+            .iter()
+            .find(|(path, _)| path.contains("/apparmor.d/"))
+            .map(|(_, bytes)| bytes.clone())
+            .expect("a profile file");
+        std::fs::write(dir.path().join(i.to_string()), &profile).expect("write profile");
+        let apply = file_text(&bundle, |p| p == "scripts/apparmor/p.apply");
+        script.push_str(&format!("printf '== {i}\\n'\n"));
+        for line in apply.lines().filter(|l| l.starts_with("has ")) {
+            script.push_str(line);
+            script.push('\n');
+        }
+        script.push_str(&format!(
+            "apparmor_parser -N {}/{i} 2>/dev/null | sed 's/^/parser /' || true\n",
+            dir.path().display()
+        ));
+        values.push(value);
+    }
+    let path = dir.path().join("names.sh");
+    write(&path, &script);
+    let output = run(Command::new("sh").arg(&path));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut parsed = 0;
+    for (i, block) in stdout.split("== ").skip(1).enumerate() {
+        let mut bell = Vec::new();
+        let mut parser = Vec::new();
+        for line in block.lines().skip(1) {
+            if let Some(name) = line.strip_prefix("bell ") {
+                bell.push(name);
+            } else if let Some(name) = line.strip_prefix("parser ") {
+                parser.push(name);
+            }
+        }
+        // The apply script asks twice: before loading and after.
+        let mut seen = std::collections::HashSet::new();
+        bell.retain(|name| seen.insert(*name));
+        if !parser.is_empty() {
+            parsed += 1;
+            assert_eq!(bell, parser, "the profile names of {:?}", values[i]);
+        }
+    }
+    assert!(
+        parsed * 10 >= values.len(),
+        "apparmor_parser read only {parsed} profiles"
+    );
+}

@@ -180,11 +180,57 @@ fn clashes(
 
 /// The `profile` text declares at least one profile, checked where it is written.
 fn declares_a_profile(text: &str) -> Result<(), Invalid> {
-    if headers(text).is_empty() {
+    let headers = headers(text);
+    if headers.is_empty() {
         return Err(Invalid {
             message: "the profile text declares no profile".into(),
             help: "a profile starts with `/path/to/executable {` or `profile NAME {`".into(),
         });
+    }
+    if let Some(line) = split_header(text) {
+        return Err(Invalid {
+            message: format!("a profile header continues past line {line} of the profile"),
+            help: "write each profile header on one line, ending in the `{` that opens it".into(),
+        });
+    }
+    // The scripts ask the kernel for each profile by the name read here; apparmor_parser reads
+    // `\` as an escape and `=` as the start of an assignment, so a name holding them may name
+    // another profile than the one these scripts look for.
+    for header in &headers {
+        // `{` glued to a word is AppArmor's alternation (`/usr/{bin,sbin}/x`), not the block;
+        // bellc reads the header up to the first `{`, so it must open the block.
+        let line = text.lines().nth(header.line - 1).unwrap_or("");
+        let glued = line
+            .find('{')
+            .is_some_and(|at| !line[..at].ends_with([' ', '\t']));
+        if glued {
+            return Err(Invalid {
+                message: format!(
+                    "the header of profile `{}` (line {} of the profile) has a `{{` inside a word",
+                    header.name.escape_debug(),
+                    header.line
+                ),
+                help: "write the header as `profile NAME /path {` or `/path {`, with a blank \
+                       before the `{` that opens the profile and no `{` in the name"
+                    .into(),
+            });
+        }
+        if let Some(c) = header
+            .name
+            .chars()
+            .find(|c| c.is_control() || matches!(c, '\\' | '=' | '"'))
+        {
+            return Err(Invalid {
+                message: format!(
+                    "profile name `{}` (line {} of the profile) holds {}",
+                    header.name.escape_debug(),
+                    header.line,
+                    crate::front::validate::show_char(c)
+                ),
+                help: "name profiles with letters, digits, `-_./`, and `*?[]` in attachments"
+                    .into(),
+            });
+        }
     }
     Ok(())
 }
@@ -245,6 +291,30 @@ pub fn headers(text: &str) -> Vec<Header> {
     out
 }
 
+/// The line of a top-level profile header that does not open its block on the same line
+/// (apparmor_parser reads a newline as a blank; `headers` reads line by line).
+fn split_header(text: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, raw) in text.lines().enumerate() {
+        let line = strip_comment(raw).trim();
+        let header_like = line.starts_with("profile") && line[7..].starts_with([' ', '\t'])
+            || line.starts_with('/')
+            || (line.starts_with('@') && !line.contains('='))
+            || line == "profile";
+        if depth == 0 && header_like && !line.contains('{') {
+            return Some(i + 1);
+        }
+        for c in line.chars() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    None
+}
+
 /// A line without its comment; `#include` is a directive, not a comment.
 fn strip_comment(line: &str) -> &str {
     let trimmed = line.trim_start();
@@ -270,7 +340,9 @@ fn words(line: &str) -> Vec<String> {
     for c in line.chars() {
         match c {
             '"' => in_quote = !in_quote,
-            c if c.is_whitespace() && !in_quote => {
+            // apparmor_parser separates words by blanks only; any other space is part of a word
+            // (and refused in a name by `declares_a_profile`).
+            ' ' | '\t' if !in_quote => {
                 if !word.is_empty() {
                     out.push(std::mem::take(&mut word));
                 }
