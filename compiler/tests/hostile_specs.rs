@@ -548,16 +548,8 @@ fn values_their_consumer_would_refuse_or_misread_are_errors() {
         "apt-source \"j\" url=\"http://deb.example.org/debian\" suites=\"bookworm\"\n",
     )));
     assert!(b.compiled.is_none());
-    let mut lines: Vec<usize> = b
-        .diagnostics
-        .iter()
-        .filter(|d| d.contains(": error["))
-        .filter_map(|d| d.split(':').nth(1)?.parse().ok())
-        .collect();
-    lines.sort_unstable();
-    lines.dedup();
     assert_eq!(
-        lines,
+        b.error_lines(),
         [3, 4, 5, 6, 8, 11, 13, 14, 15, 16],
         "{:#?}",
         b.diagnostics
@@ -576,11 +568,43 @@ fn profile_names_bellc_and_apparmor_parser_would_read_apart_are_errors() {
         "apparmor \"e\" {\n    profile \"profile ok /usr/bin/e {\\n}\\n\"\n}\n",
     )));
     assert!(b.compiled.is_none());
-    let lines: Vec<&str> = b
-        .diagnostics
-        .iter()
-        .filter(|d| d.contains(": error["))
-        .filter_map(|d| d.split(':').nth(1))
-        .collect();
-    assert_eq!(lines, ["4", "7", "10", "13"], "{:#?}", b.diagnostics);
+    assert_eq!(b.error_lines(), [4, 7, 10, 13], "{:#?}", b.diagnostics);
+}
+
+/// The limits.conf findings of `hostile_strings.rs`: domains pam_limits skips or reads as
+/// another, with only a line in the journal to say so.
+#[test]
+fn limits_domains_pam_limits_would_skip_or_misread_are_errors() {
+    let limit = |name: &str, domain: &str, item: &str| {
+        format!("limit \"{name}\" domain=\"{domain}\" type=\"soft\" item=\"{item}\" value=4\n")
+    };
+    let b = common::in_memory::build(&spec(
+        &[
+            limit("a", "%ops", "nofile"),
+            limit("b", "%", "nproc"),
+            limit("c", "1000:c37", "nofile"),
+            limit("d", "4294967296:", "nofile"),
+            limit("e", "+alice", "nofile"),
+            limit("f", "@", "nofile"),
+            limit("g", "2000:1000", "nofile"),
+            limit("h", "%ops", "maxlogins"),
+            limit("i", "@:27", "nofile"),
+            limit("j", "jdoe@corp.example", "nofile"),
+        ]
+        .concat(),
+    ));
+    assert!(b.compiled.is_none());
+    assert_eq!(
+        b.error_lines(),
+        [3, 4, 5, 6, 7, 8, 9],
+        "{:#?}",
+        b.diagnostics
+    );
+    assert!(
+        b.diagnostics.iter().any(|d| d.starts_with(
+            "bell.kdl:3:11: error[bell::render::invalid]: domain `%ops` is for `maxlogins` only"
+        )),
+        "{:#?}",
+        b.diagnostics
+    );
 }

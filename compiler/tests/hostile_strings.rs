@@ -87,8 +87,13 @@ fn share(base: &'static str, max: usize, fields: usize) -> Vec<String> {
 
 fn values_n(base: &'static str, max: usize, n: usize) -> Vec<String> {
     let strategy = prop_oneof![hostile(max), near(base)];
+    // The base goes into the seed, so that fields sharing a place do not get the same wholly
+    // hostile values.
     let mut seed_bytes = [0u8; 32];
     seed_bytes[..8].copy_from_slice(&seed().to_le_bytes());
+    for (i, b) in base.bytes().enumerate() {
+        seed_bytes[8 + i % 24] ^= b;
+    }
     let mut runner = TestRunner::new_with_rng(
         Config::default(),
         TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
@@ -519,37 +524,249 @@ fn unit_dumps(stdout: &str) -> BTreeMap<&str, BTreeMap<&str, String>> {
 
 // ---- limits.d ----
 
-/// A limits `domain` is the one free-text field of a limits.d line. pam_limits cannot be asked
-/// what it read, so this applies its own reading (pam_limits.c, `parse_config_file`): the line
-/// is cut at `#`, split at blanks, and must give exactly four fields, of which the first is the
-/// domain as written.
+/// Whom a limits domain names, as limits.conf(5) describes it: the user the test asks
+/// pam_limits about.
+#[derive(Debug)]
+enum Principal {
+    Anyone,
+    User(String),
+    Group(String),
+    Uid(u32),
+    Gid(u32),
+}
+
+fn principal(domain: &str) -> Result<Principal, String> {
+    if domain == "*" {
+        return Ok(Principal::Anyone);
+    }
+    let (sigil, rest) = match domain.chars().next() {
+        Some(c @ ('@' | '%')) => (Some(c), &domain[1..]),
+        _ => (None, domain),
+    };
+    if sigil == Some('%') {
+        return Err("`%` domains count logins; pam_limits ignores them for `nofile`".into());
+    }
+    if let Some((min, max)) = rest.split_once(':') {
+        // Decimal ids, at least one of them; the first is the one the test asks about.
+        let number = |s: &str| match s {
+            "" => Some(None),
+            s if s.bytes().all(|b| b.is_ascii_digit()) => s.parse::<u32>().ok().map(Some),
+            _ => None,
+        };
+        let Some(id) = number(min)
+            .zip(number(max))
+            .and_then(|(min, max)| min.or(max))
+        else {
+            return Err(format!("`{rest}` is not a uid or gid range"));
+        };
+        return Ok(match sigil {
+            Some(_) => Principal::Gid(id),
+            None => Principal::Uid(id),
+        });
+    }
+    Ok(match sigil {
+        Some(_) => Principal::Group(rest.to_string()),
+        None => Principal::User(domain.to_string()),
+    })
+}
+
+/// `s` quoted for sh by the test itself, not by the code under test.
+fn sh_quoted(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// A limits `domain` names whom a rule is for: a user, `@group`, a uid or gid range, or `*`.
+/// pam_limits says nothing when it skips a rule it cannot read (only the journal hears), so
+/// every domain that builds is put to the real pam_limits: in a private mount namespace
+/// `/etc/security` holds the case's limits.d file alone, `/etc/passwd` and `/etc/group` hold the
+/// user the domain names, and a `runuser` session (pam_limits its only session module) as that
+/// user reads `ulimit -Sn`: it must be the case's value. A user the domain does not name must
+/// keep the default.
 #[test]
-fn limits_domains_stay_one_field_of_one_line() {
-    let cases: Vec<Case> = values("@ops", 16)
+fn limits_domains_name_whom_pam_limits_applies_them_to() {
+    if !(need("runuser") && need("unshare") && in_memory::is_root()) {
+        return;
+    }
+    // Lowered only, as both soft and hard: pam_limits sets the hard limit too (init's when no
+    // rule names it), and raising it may be refused where the test runs.
+    let limit = |i: usize| 16 + i % 997;
+    let bases = ["ops", "@ops", "*", "1000:", "@:27", "%ops"];
+    let values: Vec<String> = bases
         .iter()
-        .map(|v| {
+        .flat_map(|base| share(base, 16, bases.len()))
+        .collect();
+    let cases: Vec<Case> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
             let line = format!(
-                "limit \"l\" domain={} type=\"soft\" item=\"nofile\" value=4096",
-                kdl(v)
+                "limit \"l\" domain={} type=\"-\" item=\"nofile\" value={}",
+                kdl(v),
+                limit(i)
             );
             Case::new(v, &[line], 0)
         })
         .collect();
-    for (value, bundle) in build_all("limits domain", &cases) {
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    write(&d.join("security/limits.conf"), "");
+    write(&d.join("security/limits.d/.keep"), "");
+    write(
+        &d.join("pam.d/runuser"),
+        "auth sufficient pam_rootok.so\nsession required pam_limits.so\n",
+    );
+    let mut users = vec!["bellcontrol:x:69998:69999::/:/bin/sh".to_string()];
+    let mut groups: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut extra_groups = vec!["bellnone:x:69999:".to_string()];
+    let mut script = String::from("set -u\n");
+    for (ours, onto) in [
+        ("security", "/etc/security"),
+        ("pam.d", "/etc/pam.d"),
+        ("passwd", "/etc/passwd"),
+        ("group", "/etc/group"),
+    ] {
+        let ours = sh_quoted(&d.join(ours).to_string_lossy());
+        script.push_str(&format!("mount --bind {ours} {onto} || exit 1\n"));
+    }
+    // What a user gets whom no rule names.
+    script.push_str("echo '== case base other =='\nrunuser -u bellcontrol -- sh -c 'ulimit -Sn'\n");
+    let ask = |script: &mut String, i: usize, who: &str, user: &str| {
+        script.push_str(&format!(
+            "echo '== case {i} {who} =='\nrunuser -u {} -- sh -c 'ulimit -Sn' 2>&1\n",
+            sh_quoted(user)
+        ));
+    };
+    let mut expected = BTreeMap::new();
+    let mut wrong = Vec::new();
+    for (i, (value, bundle)) in build_all("limits domain", &cases).into_iter().enumerate() {
         let Some(bundle) = bundle else { continue };
         let text = file_text(&bundle, |p| p.contains("/limits.d/"));
-        let rules: Vec<Vec<&str>> = text
-            .lines()
-            .map(|line| line.split('#').next().unwrap_or(""))
-            .map(|line| line.split([' ', '\t']).filter(|f| !f.is_empty()).collect())
-            .filter(|fields: &Vec<&str>| !fields.is_empty())
-            .collect();
-        assert_eq!(
-            rules,
-            [[value.as_str(), "soft", "nofile", "4096"]],
-            "{value:?} in {text}"
-        );
+        write(&d.join(format!("cases/{i}.conf")), &text);
+        let principal = match principal(&value) {
+            Ok(principal) => principal,
+            Err(why) => {
+                wrong.push(format!(
+                    "{value:?} builds, but pam_limits applies it to nobody: {why}"
+                ));
+                continue;
+            }
+        };
+        let uid = 70_000 + i;
+        let user = match &principal {
+            Principal::User(name) if name.contains([':', '\n']) => {
+                wrong.push(format!("{value:?} builds, but no user can have that name"));
+                continue;
+            }
+            Principal::User(name) => {
+                users.push(format!("{name}:x:{uid}:69999::/:/bin/sh"));
+                name.clone()
+            }
+            Principal::Group(name) => {
+                groups
+                    .entry(name.clone())
+                    .or_default()
+                    .push(format!("bellu{i}"));
+                users.push(format!("bellu{i}:x:{uid}:69999::/:/bin/sh"));
+                format!("bellu{i}")
+            }
+            Principal::Uid(id) => {
+                users.push(format!("bellu{i}:x:{id}:69999::/:/bin/sh"));
+                format!("bellu{i}")
+            }
+            Principal::Gid(id) => {
+                extra_groups.push(format!("bellg{i}:x:{id}:"));
+                users.push(format!("bellu{i}:x:{uid}:{id}::/:/bin/sh"));
+                format!("bellu{i}")
+            }
+            Principal::Anyone => "bellcontrol".to_string(),
+        };
+        let case = sh_quoted(&d.join(format!("cases/{i}.conf")).to_string_lossy());
+        script.push_str(&format!(
+            "cp {case} /etc/security/limits.d/bell.conf || exit 1\n"
+        ));
+        ask(&mut script, i, "named", &user);
+        expected.insert(format!("{i} named"), (value.clone(), Some(limit(i))));
+        if matches!(principal, Principal::User(_) | Principal::Group(_)) {
+            ask(&mut script, i, "other", "bellcontrol");
+            expected.insert(format!("{i} other"), (value, None));
+        }
     }
+
+    // The groups a domain names, members added where the name is already a group.
+    let mut group_file = String::new();
+    let real_groups = std::fs::read_to_string("/etc/group").expect("/etc/group");
+    for line in real_groups.lines() {
+        let name = line.split(':').next().unwrap_or("");
+        match groups.remove(name) {
+            Some(members) => {
+                let sep = if line.ends_with(':') { "" } else { "," };
+                group_file.push_str(&format!("{line}{sep}{}\n", members.join(",")));
+            }
+            None => group_file.push_str(&format!("{line}\n")),
+        }
+    }
+    for (name, gid) in groups.iter().zip(80_000..) {
+        group_file.push_str(&format!("{}:x:{gid}:{}\n", name.0, name.1.join(",")));
+    }
+    for line in &extra_groups {
+        group_file.push_str(&format!("{line}\n"));
+    }
+    let mut passwd = std::fs::read_to_string("/etc/passwd").expect("/etc/passwd");
+    for line in &users {
+        passwd.push_str(&format!("{line}\n"));
+    }
+    write(&d.join("passwd"), &passwd);
+    write(&d.join("group"), &group_file);
+    write(&d.join("ask.sh"), &script);
+
+    let out = run(Command::new("unshare")
+        .arg("-m")
+        .arg("sh")
+        .arg(d.join("ask.sh")));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A marker holds blanks, which no domain (so no user name in an answer) does.
+    let mut answers: BTreeMap<String, String> = BTreeMap::new();
+    let mut current = None;
+    for line in stdout.lines() {
+        if let Some(key) = line
+            .strip_prefix("== case ")
+            .and_then(|l| l.strip_suffix(" =="))
+        {
+            current = Some(key.to_string());
+            answers.insert(key.to_string(), String::new());
+        } else if let Some(key) = &current {
+            let answer = answers.entry(key.clone()).or_default();
+            answer.push_str(line);
+        }
+    }
+    assert_eq!(answers.len(), expected.len() + 1, "{stdout}");
+    let base = answers["base other"].clone();
+    assert!(
+        base.parse::<usize>()
+            .is_ok_and(|n| !(16..16 + 997).contains(&n)),
+        "a session whom no rule names gets {base:?}, which a case might set"
+    );
+    for (key, (value, want)) in &expected {
+        let got = answers.get(key).map(String::as_str).unwrap_or("");
+        let want = want.map_or(base.clone(), |n| n.to_string());
+        if got != want {
+            wrong.push(format!(
+                "{value:?} ({key}): pam_limits gave {got:?}, not {want}"
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} domains misread:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
 }
 
 // ---- sudoers ----

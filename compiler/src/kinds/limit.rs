@@ -6,9 +6,11 @@
 use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
+use crate::front::validate;
 use crate::render::{
     BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
 };
+use crate::resolve::Model;
 use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 use crate::targets::TargetPath;
@@ -40,17 +42,6 @@ const ITEMS: &[&str] = &[
     "stack",
 ];
 
-/// A limits.conf field is one word: pam_limits splits a line at whitespace and cuts it at `#`,
-/// so `domain="* hard nofile 0 #"` would be a rule of its own.
-fn limits_field(value: &str) -> Result<(), Invalid> {
-    crate::escape::limits_field(value)
-        .map(|_| ())
-        .map_err(|reason| Invalid {
-            message: format!("invalid limits.conf field: {reason}"),
-            help: "a limits.conf domain is one word: a user, `@group`, `%group`, `*` or a uid range such as `1000:`".into(),
-        })
-}
-
 /// A limits.conf value: a whole number (negative for `nice` and `priority`, `-1` for no
 /// limit), or `unlimited`/`infinity`. pam_limits skips a line it cannot read, and says so only
 /// in the journal: a wrong value would leave the limit unset without a word.
@@ -77,7 +68,7 @@ impl ResourceKind for Limit {
 
     fn schema(&self) -> &'static [FieldSchema] {
         const SCHEMA: &[FieldSchema] = &[
-            FieldSchema::new("domain", Prop, Str, true).checked(limits_field),
+            FieldSchema::new("domain", Prop, Str, true).checked(validate::limits_domain),
             FieldSchema::new("type", Prop, Enum(&["soft", "hard", "-"]), true),
             FieldSchema::new("item", Prop, Enum(ITEMS), true),
             FieldSchema::new("value", Prop, IntOrStr, true).checked(limit_value),
@@ -87,7 +78,31 @@ impl ResourceKind for Limit {
     }
 
     fn check_name(&self, name: &str) -> Result<(), Invalid> {
-        crate::front::validate::resource_name(name)
+        validate::resource_name(name)
+    }
+
+    fn check_model(&self, model: &Model, _: &crate::source::Sources, diags: &mut Diagnostics) {
+        for l in model.of_kind(Kind::LIMIT) {
+            let (Some(domain), Some(item)) = (l.str("domain"), l.str("item")) else {
+                continue;
+            };
+            // pam_limits counts a `%` domain's logins together, and drops it for any other item
+            // with a line in the journal only.
+            if domain.starts_with('%') && item != "maxlogins" {
+                let span = l.span_of("domain");
+                diags.push(RenderError::Invalid {
+                    message: format!(
+                        "domain `{domain}` is for `maxlogins` only: pam_limits ignores it for `{item}`"
+                    ),
+                    span: span.source_span(),
+                    help: match &domain[1..] {
+                        "" => "to limit every user, write `*`".to_string(),
+                        group => format!("to limit each member of the group, write `@{group}`"),
+                    },
+                    file: span.file,
+                });
+            }
+        }
     }
 
     fn render(

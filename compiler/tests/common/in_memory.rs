@@ -13,6 +13,22 @@ pub struct Build {
     pub diagnostics: Vec<String>,
 }
 
+impl Build {
+    /// The lines that hold an error, in line order, each once.
+    #[allow(dead_code)] // Not every test binary that shares this module asks.
+    pub fn error_lines(&self) -> Vec<usize> {
+        let mut lines: Vec<usize> = self
+            .diagnostics
+            .iter()
+            .filter(|d| d.contains(": error["))
+            .filter_map(|d| d.split(':').nth(1)?.parse().ok())
+            .collect();
+        lines.sort_unstable();
+        lines.dedup();
+        lines
+    }
+}
+
 pub fn build(text: &str) -> Build {
     let mut sources = Sources::new();
     let file = sources.add(Path::new("bell.kdl"), text.to_string());

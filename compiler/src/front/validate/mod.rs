@@ -1,6 +1,6 @@
 //! Build-time checks of values whose syntax another tool defines: sysctl keys, crypt hashes,
 //! SSH public keys, user and package names, Debian versions, paths, modes, ethtool features,
-//! systemd unit names and AppArmor profile file names.
+//! systemd unit names, AppArmor profile file names and limits.conf domains.
 //!
 //! bellc moves every decision to build time, so a value the host's tool would reject must be
 //! rejected here, with a message that says what is wrong and a help line that teaches the fix.
@@ -10,6 +10,7 @@
 mod apt;
 mod crypt;
 mod ethtool;
+mod limits;
 mod names;
 mod paths;
 mod ssh;
@@ -24,6 +25,7 @@ pub use apt::{
 };
 pub use crypt::sha512_crypt;
 pub use ethtool::{ethtool_feature, ethtool_features};
+pub use limits::limits_domain;
 pub use names::{
     apt_url, host_address, host_name, interface_name, label, mount_target, pgp_public_key,
     resource_name, script_name, source_name,
