@@ -236,12 +236,7 @@ fn a_manifest_that_is_a_link_to_dev_zero_is_refused_not_read() {
 fn a_manifest_that_is_a_fifo_is_refused_without_blocking() {
     let (w, bundle) = applied();
     let dir = copy_of(&w, &bundle, "fifo");
-    std::fs::remove_file(dir.join("bundle.json")).unwrap();
-    let made = std::process::Command::new("mkfifo")
-        .arg(dir.join("bundle.json"))
-        .status()
-        .unwrap();
-    assert!(made.success());
+    fifo_in_place_of(&dir.join("bundle.json"));
     assert_refused(&w, &dir, "not a plain file");
 }
 
@@ -250,12 +245,7 @@ fn a_bundle_file_that_is_a_fifo_is_refused_without_blocking() {
     let (w, bundle) = applied();
     let dir = copy_of(&w, &bundle, "fifo-file");
     let file = dir.join("root/etc/sysctl.d/60-bell.conf");
-    std::fs::remove_file(&file).unwrap();
-    let made = std::process::Command::new("mkfifo")
-        .arg(&file)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    fifo_in_place_of(&file);
     assert_refused(&w, &dir, "not a regular file");
 }
 
@@ -268,12 +258,7 @@ fn fifos_in_the_root_are_never_read() {
     for rel in ["etc/passwd", "etc/group", "etc/sysctl.d/60-bell.conf"] {
         let path = w.root().join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let _ = std::fs::remove_file(&path);
-        let made = std::process::Command::new("mkfifo")
-            .arg(&path)
-            .status()
-            .unwrap();
-        assert!(made.success());
+        fifo_in_place_of(&path);
     }
     let out = w.apply(&bundle, &["--dry-run"]);
     assert_ne!(
@@ -303,4 +288,14 @@ fn fifos_in_the_root_are_never_read() {
         "bell-run check hung: {}",
         stderr(&out)
     );
+}
+
+/// A FIFO where `path` was (or nothing was): a reader that opens it waits for a writer forever.
+fn fifo_in_place_of(path: &std::path::Path) {
+    let _ = std::fs::remove_file(path);
+    let made = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(made.success());
 }

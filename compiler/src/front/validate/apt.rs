@@ -131,10 +131,7 @@ pub fn apt_version(v: &str) -> Result<(), Invalid> {
                 help,
             ));
         }
-        if let Some(c) = revision
-            .chars()
-            .find(|&c| !(c.is_ascii_alphanumeric() || "+.~".contains(c)))
-        {
+        if let Some(c) = first_outside(revision, "+.~") {
             return Err(invalid(
                 format!("version `{v}` has {} in its debian revision", show_char(c)),
                 help,
@@ -147,10 +144,7 @@ pub fn apt_version(v: &str) -> Result<(), Invalid> {
             help,
         ));
     }
-    if let Some(c) = upstream
-        .chars()
-        .find(|&c| !(c.is_ascii_alphanumeric() || ".+~-".contains(c)))
-    {
+    if let Some(c) = first_outside(upstream, ".+~-") {
         return Err(invalid(
             format!("version `{v}` contains {}", show_char(c)),
             help,

@@ -49,6 +49,12 @@ fn invalid(message: impl Into<String>, help: impl Into<String>) -> Invalid {
     }
 }
 
+/// The first character of `text` that is neither an ASCII letter or digit nor in `extra`.
+fn first_outside(text: &str, extra: &str) -> Option<char> {
+    text.chars()
+        .find(|&c| !(c.is_ascii_alphanumeric() || extra.contains(c)))
+}
+
 /// The first character that is not allowed, shown so a user can find it.
 pub fn show_char(c: char) -> String {
     if c.is_control() || c.is_whitespace() {

@@ -13,10 +13,7 @@ pub fn host_name(name: &str) -> Result<(), Invalid> {
             help,
         ));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '.'))
-    {
+    if let Some(c) = first_outside(name, "-.") {
         // `_` is the common one (`cmp_04`): hostnamectl, DNS and Kubernetes node names all
         // refuse it, so the host would never be called what the spec calls it.
         let help = if c == '_' {
@@ -115,10 +112,7 @@ pub fn interface_name(name: &str) -> Result<(), Invalid> {
             help,
         ));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@')))
-    {
+    if let Some(c) = first_outside(name, "-_.@") {
         return Err(invalid(
             format!(
                 "interface name `{}` contains {}",
@@ -140,10 +134,7 @@ fn plain_name(name: &str, what: &str, example: &str) -> Result<(), Invalid> {
             help,
         ));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
+    if let Some(c) = first_outside(name, "._-") {
         return Err(invalid(
             format!(
                 "{what} name `{}` contains {}",

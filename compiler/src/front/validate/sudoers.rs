@@ -127,13 +127,18 @@ fn list_item(p: &mut Cursor, runas: bool) -> Result<(), Invalid> {
     Ok(())
 }
 
-fn hosts(p: &mut Cursor) -> Result<(), Invalid> {
+/// `item, item, ...`: a host list, or with `runas` a list of users and groups to run as.
+fn list(p: &mut Cursor, runas: bool) -> Result<(), Invalid> {
     loop {
-        list_item(p, false)?;
+        list_item(p, runas)?;
         if !p.eat(',') {
             return Ok(());
         }
     }
+}
+
+fn hosts(p: &mut Cursor) -> Result<(), Invalid> {
+    list(p, false)
 }
 
 fn runas(p: &mut Cursor) -> Result<(), Invalid> {
@@ -141,12 +146,7 @@ fn runas(p: &mut Cursor) -> Result<(), Invalid> {
     if p.rest.starts_with([':', ')']) {
         return Ok(());
     }
-    loop {
-        list_item(p, true)?;
-        if !p.eat(',') {
-            return Ok(());
-        }
-    }
+    list(p, true)
 }
 
 /// Arguments up to the next unescaped `,` or `:` or the end.

@@ -35,10 +35,7 @@ pub fn sysctl_key(key: &str) -> Result<(), Invalid> {
              write the key without it",
         ));
     }
-    if let Some(c) = key
-        .chars()
-        .find(|&c| !(c.is_ascii_alphanumeric() || "_-./".contains(c)))
-    {
+    if let Some(c) = first_outside(key, "_-./") {
         return Err(invalid(
             format!("sysctl key `{key}` contains {}", show_char(c)),
             SYSCTL_HELP,

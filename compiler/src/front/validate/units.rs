@@ -46,10 +46,7 @@ pub fn systemd_unit_name(name: &str) -> Result<(), Invalid> {
             help,
         ));
     }
-    if let Some(c) = stem
-        .chars()
-        .find(|&c| !(c.is_ascii_alphanumeric() || ":-_.\\@".contains(c)))
-    {
+    if let Some(c) = first_outside(stem, ":-_.\\@") {
         return Err(invalid(
             format!("unit name `{name}` contains {}", show_char(c)),
             help,
@@ -119,10 +116,7 @@ pub fn apparmor_profile_name(name: &str) -> Result<(), Invalid> {
             help,
         ));
     }
-    if let Some(c) = name
-        .chars()
-        .find(|&c| !(c.is_ascii_alphanumeric() || "._+-".contains(c)))
-    {
+    if let Some(c) = first_outside(name, "._+-") {
         return Err(invalid(
             format!("apparmor profile name `{name}` contains {}", show_char(c)),
             help,
