@@ -11,6 +11,7 @@
 //! emit     release; bundles → OUT/ on disk; the incremental cache   emit/
 //! review   diff, explain, the plan table                            review/
 //! fleet    a published release and what hosts report                fleet/
+//! import   another tool's configuration (Divingbell values) → KDL     import/
 //! ```
 //!
 //! The library never prints or exits; the binary (`cli/`) owns the terminal and exit codes.
@@ -26,6 +27,7 @@ pub mod emit;
 pub mod fleet;
 pub mod front;
 pub mod graph;
+pub mod import;
 pub mod kinds;
 pub mod render;
 pub mod resolve;

@@ -2,6 +2,7 @@
 //! (the table in `EXIT_CODES`: 0 ok, 1 spec errors or differences, 2 I/O errors, 64 usage).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+mod import;
 mod review;
 mod rollout;
 
@@ -304,12 +305,47 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write a fleet spec from another tool's configuration.
+    Import {
+        #[command(subcommand)]
+        from: ImportFrom,
+    },
     /// List hosts: name, bundle id (short), labels.
     Hosts {
         #[arg(default_value = "bell.kdl")]
         spec: PathBuf,
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ImportFrom {
+    /// An Airship Divingbell values file (the Helm values of its chart), every module and
+    /// override: the spec gives every host what Divingbell gives it.
+    Divingbell {
+        /// The values file.
+        values: PathBuf,
+        /// Hosts from `kubectl get nodes -o json` (or bellc's JSON inventory), written into
+        /// the spec with their labels.
+        #[arg(long, value_name = "NODES.json")]
+        inventory: Option<PathBuf>,
+        /// Where to write the spec.
+        #[arg(short, long, default_value = "bell.kdl")]
+        output: PathBuf,
+        /// The fleet's name (default: the values file's name without its extension).
+        #[arg(long)]
+        name: Option<String>,
+        /// The hosts' release.
+        #[arg(long, default_value = "ubuntu-24.04")]
+        target: String,
+        /// Replace OUTPUT when it exists.
+        #[arg(long)]
+        force: bool,
+        /// Resolve every host under Divingbell's rules and under the written spec, and fail on
+        /// any difference (the inventory's hosts, or hosts that exercise every override).
+        #[arg(long)]
+        verify: bool,
     },
 }
 
@@ -884,6 +920,29 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 }
             }
             Ok(0)
+        }
+        Command::Import {
+            from:
+                ImportFrom::Divingbell {
+                    values,
+                    inventory,
+                    output,
+                    name,
+                    target,
+                    force,
+                    verify,
+                },
+        } => {
+            let request = import::Request {
+                values,
+                inventory: inventory.as_deref(),
+                output,
+                name: name.as_deref(),
+                target,
+                force: *force,
+                verify: *verify,
+            };
+            Ok(import::divingbell(&request, sources, diags)?)
         }
         Command::Hosts { spec, json } => {
             read_check(spec)?;

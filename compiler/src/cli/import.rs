@@ -1,0 +1,98 @@
+//! `bellc import divingbell`: reads the values (and an inventory), writes the spec.
+
+use bellc::diagnostic::Diagnostics;
+use bellc::front::inventory;
+use bellc::front::read::{read_bounded, utf8, MAX_INVENTORY, MAX_SPEC_FILE};
+use bellc::import::divingbell;
+use bellc::source::Sources;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+pub struct Request<'a> {
+    pub values: &'a Path,
+    pub inventory: Option<&'a Path>,
+    pub output: &'a Path,
+    pub name: Option<&'a str>,
+    pub target: &'a str,
+    pub force: bool,
+    pub verify: bool,
+}
+
+fn read_text(path: &Path, max: u64) -> Result<String, String> {
+    let bytes =
+        read_bounded(path, max).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    utf8(bytes).map_err(|e| {
+        format!(
+            "{} is not UTF-8 text (at byte {})",
+            path.display(),
+            e.offset
+        )
+    })
+}
+
+pub fn divingbell(
+    request: &Request,
+    sources: &mut Sources,
+    diags: &mut Diagnostics,
+) -> Result<u8, String> {
+    if request.output.exists() && !request.force {
+        return Err(format!(
+            "{} exists; name another with -o, or replace it with --force",
+            request.output.display()
+        ));
+    }
+    let text = read_text(request.values, MAX_SPEC_FILE)?;
+    let values = sources.add(request.values, text);
+    let hosts = match request.inventory {
+        None => Vec::new(),
+        Some(path) => {
+            let text = read_text(path, MAX_INVENTORY)?;
+            inventory::parse(&text)
+                .map_err(|e| format!("{} is not an inventory: {}", path.display(), e.message))?
+        }
+    };
+    let stem = request
+        .values
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "divingbell".into());
+    let input = divingbell::Input {
+        values,
+        fleet: request.name.unwrap_or(&stem),
+        target: request.target,
+        hosts: &hosts,
+        verify: request.verify,
+    };
+    let Some(written) = divingbell::import(sources, &input, diags) else {
+        return Ok(1);
+    };
+    // A spec that holds password hashes is as secret as the values it came from.
+    let mode = if written.secret { 0o600 } else { 0o644 };
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).mode(mode);
+    if request.force {
+        options.create(true).truncate(true);
+    } else {
+        options.create_new(true);
+    }
+    let mut file = options
+        .open(request.output)
+        .map_err(|e| format!("cannot write {}: {e}", request.output.display()))?;
+    // An existing file keeps its mode through a truncating open.
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
+        .map_err(|e| format!("cannot write {}: {e}", request.output.display()))?;
+    file.write_all(written.text.as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", request.output.display()))?;
+    eprintln!(
+        "wrote {}{}; check it with `bellc check {}`",
+        request.output.display(),
+        if hosts.is_empty() {
+            " (no hosts: add them, or import with --inventory)".to_string()
+        } else {
+            format!(" with {} hosts", hosts.len())
+        },
+        request.output.display()
+    );
+    Ok(0)
+}

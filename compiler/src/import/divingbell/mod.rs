@@ -1,0 +1,151 @@
+//! `bellc import divingbell`: an Airship Divingbell values file as a fleet spec.
+//!
+//! The values are read as Divingbell's chart reads them (`values`), each module mapped to
+//! bellc's declarations (`modules`), and the spec written with the overrides arranged so that
+//! every host resolves to what Divingbell would give it (`write`).
+
+mod kdl_text;
+mod modules;
+mod values;
+mod verify;
+mod write;
+
+use crate::diagnostic::Diagnostics;
+use crate::front::inventory::Entry;
+use crate::source::{FileId, Sources, Span};
+use miette::{Diagnostic, SourceSpan};
+use thiserror::Error;
+
+pub use modules::Module;
+
+#[derive(Debug, Error, Diagnostic)]
+pub enum ImportError {
+    #[error("{message}")]
+    #[diagnostic(
+        code(bell::import::yaml),
+        help("Divingbell's values are YAML as Helm reads it; fix the file where it points")
+    )]
+    Yaml {
+        message: String,
+        #[label("here")]
+        span: SourceSpan,
+        file: FileId,
+    },
+    #[error("{message}")]
+    #[diagnostic(
+        code(bell::import::differs),
+        help("the spec would not give this host what Divingbell gives it; please report it, with the values")
+    )]
+    Differs {
+        message: String,
+        #[label("this module's values")]
+        span: SourceSpan,
+        file: FileId,
+    },
+    #[error("{message}")]
+    #[diagnostic(code(bell::import::not_imported), severity(Warning))]
+    NotImported {
+        message: String,
+        #[label("not imported")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+}
+
+impl ImportError {
+    fn file_id(&self) -> Option<FileId> {
+        match self {
+            ImportError::Yaml { file, .. }
+            | ImportError::Differs { file, .. }
+            | ImportError::NotImported { file, .. } => Some(*file),
+        }
+    }
+}
+crate::spec_diagnostic!(ImportError);
+
+/// What to import and how to name it.
+pub struct Input<'a> {
+    /// The values file, already in `sources`.
+    pub values: FileId,
+    pub fleet: &'a str,
+    pub target: &'a str,
+    /// Hosts to write into the spec (from `--inventory`).
+    pub hosts: &'a [Entry],
+    /// Resolve every host (`hosts`, or hosts that exercise every override when there are none)
+    /// under Divingbell's rules and under the written spec, and report each difference.
+    pub verify: bool,
+}
+
+pub use verify::Difference;
+pub use write::Written;
+
+/// The spec, or `None` when the values cannot be read (the errors are in `diags`). What the
+/// spec does not express is a warning in `diags` and a comment in the text.
+pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Option<Written> {
+    let file = sources.get(input.values);
+    let root = match crate::import::yaml::parse(input.values, &file.text) {
+        Ok(root) => root,
+        Err(e) => {
+            diags.push(ImportError::Yaml {
+                message: e.message,
+                span: e.span.source_span(),
+                file: input.values,
+            });
+            return None;
+        }
+    };
+    let values = values::read(&root);
+    let line_of = |span: Span| sources.line_col(span).0;
+    let mut notes = Vec::new();
+    let source = file.name.clone();
+    let written = write::spec(
+        &values,
+        &write::Options {
+            fleet: input.fleet,
+            target: input.target,
+            source: &source,
+            hosts: input.hosts,
+        },
+        &line_of,
+        &mut notes,
+    );
+    if input.verify {
+        let (hosts, with_hosts) = match input.hosts {
+            [] => (verify::probe_hosts(&values), false),
+            hosts => (hosts.to_vec(), true),
+        };
+        let start = Span::new(input.values, (0, 0).into());
+        match verify::verify(&values, &written.text, &hosts, with_hosts, input.target) {
+            Ok(differences) => {
+                for d in differences {
+                    let span = Module::ALL
+                        .into_iter()
+                        .find(|m| m.key() == d.module)
+                        .and_then(|m| values.base.get(&m))
+                        .map_or(start, |n| n.span);
+                    diags.push(ImportError::Differs {
+                        message: d.to_string(),
+                        span: span.source_span(),
+                        file: input.values,
+                    });
+                }
+            }
+            Err(message) => diags.push(ImportError::Differs {
+                message,
+                span: start.source_span(),
+                file: input.values,
+            }),
+        }
+    }
+    for note in notes {
+        diags.push(ImportError::NotImported {
+            message: note.message,
+            span: note.span.source_span(),
+            help: note.help,
+            file: note.span.file,
+        });
+    }
+    Some(written)
+}

@@ -1,0 +1,783 @@
+//! One Divingbell module's values (`conf.sysctl`, `conf.mounts`, …) as bellc declarations: the
+//! key names mapped (`mnt_tgt` → `target`, `user_sshkeys` → `ssh-key`, `rerun_policy` →
+//! `rerun`, …), and a note for every key bellc does not know or cannot express.
+
+use super::kdl_text::{block, ident, string};
+use crate::front::validate::sysctl_path;
+use crate::import::yaml::{Node, Value};
+use crate::source::Span;
+use std::collections::BTreeMap;
+
+/// A Divingbell daemonset, by the key of its values under `conf`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Module {
+    Sysctl,
+    Limits,
+    Mounts,
+    Ethtool,
+    Uamlite,
+    Apt,
+    Exec,
+    Apparmor,
+    Perm,
+}
+
+impl Module {
+    pub const ALL: [Module; 9] = [
+        Module::Sysctl,
+        Module::Limits,
+        Module::Mounts,
+        Module::Ethtool,
+        Module::Uamlite,
+        Module::Apt,
+        Module::Exec,
+        Module::Apparmor,
+        Module::Perm,
+    ];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Module::Sysctl => "sysctl",
+            Module::Limits => "limits",
+            Module::Mounts => "mounts",
+            Module::Ethtool => "ethtool",
+            Module::Uamlite => "uamlite",
+            Module::Apt => "apt",
+            Module::Exec => "exec",
+            Module::Apparmor => "apparmor",
+            Module::Perm => "perm",
+        }
+    }
+
+    pub fn from_key(key: &str) -> Option<Module> {
+        Module::ALL.into_iter().find(|m| m.key() == key)
+    }
+
+    /// The daemonset's key under `conf.overrides`: `divingbell_sysctl` in Divingbell's current
+    /// chart, `divingbell-sysctl` in its older ones.
+    pub fn from_daemonset(name: &str) -> Option<Module> {
+        let module = name
+            .strip_prefix("divingbell_")
+            .or_else(|| name.strip_prefix("divingbell-"))?;
+        Module::from_key(module)
+    }
+}
+
+/// Where a declaration is written: a key inside the `sysctl { }` block, or a node of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    Sysctl,
+    Node,
+}
+
+/// One bellc declaration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decl {
+    /// What a later layer refers to: `sysctl:net/ipv4/ip_forward` (the key's path), `mount:mnt`,
+    /// or the kind alone for settings of which a host has one (`users`, `apt`).
+    pub id: String,
+    pub place: Place,
+    /// `KIND:NAME` for `remove`, when the declaration can be taken away (sysctl keys are taken
+    /// away with `KEY #null`; `users` and `apt` only restated).
+    pub removable: bool,
+    /// Field name → its KDL text, to compare two declarations of one resource field by field.
+    pub fields: BTreeMap<String, String>,
+    /// The KDL text at indentation 0 (several lines for a node with children).
+    pub text: String,
+    /// Holds a password hash or a debconf password, so the spec is kept 0600.
+    pub secret: bool,
+}
+
+/// A key bellc does not know or cannot express: a warning naming its line, and a comment in
+/// the spec beside the module.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Note {
+    pub span: Span,
+    pub message: String,
+    pub help: String,
+}
+
+#[derive(Default)]
+pub struct Mapped {
+    pub decls: Vec<Decl>,
+    pub notes: Vec<Note>,
+}
+
+/// The declarations of one module's values. `path` names the values in notes
+/// (`conf.mounts`, or an override's `conf.mounts`).
+pub fn map(module: Module, conf: &Node, path: &str) -> Mapped {
+    let mut m = Mapper {
+        out: Mapped::default(),
+    };
+    if conf.is_null() {
+        return m.out;
+    }
+    match module {
+        Module::Sysctl => m.sysctl(conf, path),
+        Module::Limits => m.limits(conf, path),
+        Module::Mounts => m.mounts(conf, path),
+        Module::Ethtool => m.ethtool(conf, path),
+        Module::Uamlite => m.uamlite(conf, path),
+        Module::Apt => m.apt(conf, path),
+        Module::Exec => m.exec(conf, path),
+        Module::Apparmor => m.apparmor(conf, path),
+        Module::Perm => m.perm(conf, path),
+    }
+    m.out
+}
+
+/// A node being written: `KIND "NAME" prop=value … { child … }`.
+struct NodeText {
+    kind: &'static str,
+    /// `None` for the settings of which a host has one (`users`, `apt`).
+    name: Option<String>,
+    props: Vec<(&'static str, String)>,
+    children: Vec<(&'static str, String)>,
+}
+
+impl NodeText {
+    fn new(kind: &'static str, name: &str) -> NodeText {
+        NodeText {
+            kind,
+            name: Some(name.to_string()),
+            props: Vec::new(),
+            children: Vec::new(),
+        }
+    }
+
+    fn prop(&mut self, key: &'static str, value: String) {
+        self.props.push((key, value));
+    }
+
+    fn singleton(kind: &'static str) -> NodeText {
+        NodeText {
+            name: None,
+            ..NodeText::new(kind, "")
+        }
+    }
+
+    /// A child line `KEY REST` (`REST` already KDL; `KEY` empty for a line that is all `REST`).
+    fn child(&mut self, key: &'static str, rest: String) {
+        self.children.push((key, rest));
+    }
+
+    fn decl(self) -> Decl {
+        let mut text = self.kind.to_string();
+        if let Some(name) = &self.name {
+            text.push(' ');
+            text.push_str(&string(name));
+        }
+        let mut fields = BTreeMap::new();
+        for (key, value) in &self.props {
+            text.push_str(&format!(" {key}={value}"));
+            fields.insert(key.to_string(), value.clone());
+        }
+        if !self.children.is_empty() {
+            text.push_str(" {\n");
+            for (key, rest) in &self.children {
+                let line = if key.is_empty() {
+                    rest.clone()
+                } else {
+                    format!("{key} {rest}")
+                };
+                text.push_str(&format!("    {line}\n"));
+                let field = fields.entry(key.to_string()).or_default();
+                field.push_str(rest);
+                field.push('\n');
+            }
+            text.push('}');
+        }
+        let removable = self.name.is_some();
+        let secret = self.children.iter().any(|(key, rest)| {
+            *key == "password" || (*key == "debconf" && rest.contains("type=\"password\""))
+        });
+        let id = match &self.name {
+            Some(name) => format!("{}:{name}", self.kind),
+            None => self.kind.to_string(),
+        };
+        Decl {
+            id,
+            place: Place::Node,
+            removable,
+            fields,
+            text,
+            secret,
+        }
+    }
+}
+
+struct Mapper {
+    out: Mapped,
+}
+
+/// YAML 1.1's booleans, as Helm reads a plain scalar; a quoted `true`/`false` as well, since
+/// Divingbell's templates test the text.
+fn boolean(node: &Node) -> Option<bool> {
+    match &node.value {
+        Value::Scalar { text, plain: true } => match text.as_str() {
+            "true" | "True" | "TRUE" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "y" | "Y" => {
+                Some(true)
+            }
+            "false" | "False" | "FALSE" | "no" | "No" | "NO" | "off" | "Off" | "OFF" | "n"
+            | "N" => Some(false),
+            _ => None,
+        },
+        Value::Scalar { text, plain: false } => match text.as_str() {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A whole number as bellc writes it bare, or the text quoted.
+fn number_or_string(text: &str) -> String {
+    match text.parse::<i64>() {
+        Ok(n) if n.to_string() == text => text.to_string(),
+        _ => string(text),
+    }
+}
+
+impl Mapper {
+    fn note(&mut self, span: Span, message: String, help: &str) {
+        self.out.notes.push(Note {
+            span,
+            message,
+            help: help.to_string(),
+        });
+    }
+
+    fn unknown(&mut self, key: &Node, path: &str, known: &[&str]) {
+        let name = key.scalar().unwrap_or_default();
+        self.note(
+            key.span,
+            format!("`{path}.{name}` is not a key bellc knows; kept as a comment"),
+            &format!("the keys of `{path}` are {}", known.join(", ")),
+        );
+    }
+
+    fn shape(&mut self, node: &Node, path: &str, expected: &str) {
+        self.note(
+            node.span,
+            format!(
+                "`{path}` is {}, not {expected}; kept as a comment",
+                node.describe()
+            ),
+            "Divingbell's chart reads it as the documentation shows",
+        );
+    }
+
+    /// The entries of a mapping, or a note.
+    fn entries<'n>(&mut self, node: &'n Node, path: &str) -> &'n [(Node, Node)] {
+        match node.entries() {
+            Some(entries) => entries,
+            None => {
+                self.shape(node, path, "a mapping");
+                &[]
+            }
+        }
+    }
+
+    fn items<'n>(&mut self, node: &'n Node, path: &str) -> &'n [Node] {
+        match node.items() {
+            Some(items) => items,
+            None => {
+                self.shape(node, path, "a list");
+                &[]
+            }
+        }
+    }
+
+    fn text(&mut self, node: &Node, path: &str) -> Option<String> {
+        match node.scalar() {
+            Some(text) if !node.is_null() => Some(text.to_string()),
+            _ => {
+                self.shape(node, path, "a value");
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, node: &Node, path: &str) -> Option<bool> {
+        let b = boolean(node);
+        if b.is_none() {
+            self.shape(node, path, "true or false");
+        }
+        b
+    }
+
+    /// The text values of a list (a single value counts as a list of one).
+    fn words(&mut self, node: &Node, path: &str) -> Vec<String> {
+        match &node.value {
+            Value::Seq(items) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| self.text(item, &format!("{path}[{i}]")))
+                .collect(),
+            Value::Scalar { .. } => self.text(node, path).into_iter().collect(),
+            Value::Map(_) => {
+                self.shape(node, path, "a list");
+                Vec::new()
+            }
+        }
+    }
+
+    fn sysctl(&mut self, conf: &Node, path: &str) {
+        for (key, value) in self.entries(conf, path) {
+            let Some(name) = key.scalar() else { continue };
+            let Some(text) = self.text(value, &format!("{path}.{name}")) else {
+                continue;
+            };
+            let rendered = number_or_string(&text);
+            self.out.decls.push(Decl {
+                id: format!("sysctl:{}", sysctl_path(name)),
+                place: Place::Sysctl,
+                removable: true,
+                fields: BTreeMap::from([
+                    ("key".to_string(), ident(name)),
+                    ("value".to_string(), rendered.clone()),
+                ]),
+                text: format!("{} {rendered}", ident(name)),
+                secret: false,
+            });
+        }
+    }
+
+    fn limits(&mut self, conf: &Node, path: &str) {
+        const KNOWN: &[&str] = &["domain", "type", "item", "value"];
+        for (name, limit) in self.entries(conf, path) {
+            let Some(name) = name.scalar() else { continue };
+            let here = format!("{path}.{name}");
+            let mut node = NodeText::new("limit", name);
+            for (key, value) in self.entries(limit, &here) {
+                let field = key.scalar().unwrap_or_default();
+                let Some(kdl_key) = KNOWN.iter().find(|k| **k == field) else {
+                    self.unknown(key, &here, KNOWN);
+                    continue;
+                };
+                let Some(text) = self.text(value, &format!("{here}.{field}")) else {
+                    continue;
+                };
+                let rendered = if field == "value" {
+                    number_or_string(&text)
+                } else {
+                    string(&text)
+                };
+                node.prop(kdl_key, rendered);
+            }
+            self.out.decls.push(node.decl());
+        }
+    }
+
+    fn mounts(&mut self, conf: &Node, path: &str) {
+        const KNOWN: &[&str] = &["mnt_tgt", "device", "type", "options", "before", "after"];
+        for (name, mount) in self.entries(conf, path) {
+            let Some(name) = name.scalar() else { continue };
+            let here = format!("{path}.{name}");
+            let mut node = NodeText::new("mount", name);
+            for (key, value) in self.entries(mount, &here) {
+                let field = key.scalar().unwrap_or_default();
+                let kdl_key = match field {
+                    "mnt_tgt" => "target",
+                    "device" => "device",
+                    "type" => "type",
+                    "options" => "options",
+                    "before" => "before",
+                    "after" => "after",
+                    _ => {
+                        self.unknown(key, &here, KNOWN);
+                        continue;
+                    }
+                };
+                if let Some(text) = self.text(value, &format!("{here}.{field}")) {
+                    node.prop(kdl_key, string(&text));
+                }
+            }
+            self.out.decls.push(node.decl());
+        }
+    }
+
+    fn ethtool(&mut self, conf: &Node, path: &str) {
+        for (interface, settings) in self.entries(conf, path) {
+            let Some(interface) = interface.scalar() else {
+                continue;
+            };
+            let here = format!("{path}.{interface}");
+            let mut node = NodeText::new("ethtool", interface);
+            for (feature, value) in self.entries(settings, &here) {
+                let Some(feature) = feature.scalar() else {
+                    continue;
+                };
+                if let Some(on) = self.boolean(value, &format!("{here}.{feature}")) {
+                    node.children.push((
+                        "",
+                        format!("{} {}", ident(feature), if on { "on" } else { "off" }),
+                    ));
+                }
+            }
+            self.out.decls.push(node.decl());
+        }
+    }
+
+    fn uamlite(&mut self, conf: &Node, path: &str) {
+        const KNOWN: &[&str] = &["purge_expired_users", "users"];
+        const USER: &[&str] = &[
+            "user_name",
+            "user_crypt_passwd",
+            "user_sudo",
+            "user_sshkeys",
+        ];
+        for (key, value) in self.entries(conf, path) {
+            match key.scalar().unwrap_or_default() {
+                "purge_expired_users" => {
+                    if let Some(purge) = self.boolean(value, &format!("{path}.purge_expired_users"))
+                    {
+                        let mut node = NodeText::singleton("users");
+                        node.prop("purge-expired", format!("#{purge}"));
+                        self.out.decls.push(node.decl());
+                    }
+                }
+                "users" => {
+                    let users_path = format!("{path}.users");
+                    for (i, user) in self.items(value, &users_path).iter().enumerate() {
+                        let here = format!("{users_path}[{i}]");
+                        let Some(name) = user.get("user_name").and_then(Node::scalar) else {
+                            self.shape(user, &here, "a user with a `user_name`");
+                            continue;
+                        };
+                        let mut node = NodeText::new("user", name);
+                        for (key, value) in self.entries(user, &here) {
+                            let field = key.scalar().unwrap_or_default();
+                            let at = format!("{here}.{field}");
+                            match field {
+                                "user_name" => {}
+                                "user_sudo" => {
+                                    if let Some(sudo) = self.boolean(value, &at) {
+                                        node.prop("sudo", format!("#{sudo}"));
+                                    }
+                                }
+                                "user_crypt_passwd" => {
+                                    if let Some(hash) = self.text(value, &at) {
+                                        node.child("password", string(&hash));
+                                    }
+                                }
+                                "user_sshkeys" => {
+                                    let keys = self.words(value, &at);
+                                    if keys.len() == 1 && keys[0].eq_ignore_ascii_case("unmanaged")
+                                    {
+                                        node.child("ssh-keys", string("unmanaged"));
+                                    } else {
+                                        for key in keys {
+                                            node.child("ssh-key", string(&key));
+                                        }
+                                    }
+                                }
+                                _ => self.unknown(key, &here, USER),
+                            }
+                        }
+                        self.out.decls.push(node.decl());
+                    }
+                }
+                _ => self.unknown(key, path, KNOWN),
+            }
+        }
+    }
+
+    fn apt(&mut self, conf: &Node, path: &str) {
+        const KNOWN: &[&str] = &["upgrade", "packages", "blacklistpkgs", "repositories"];
+        let mut apt = NodeText::singleton("apt");
+        let mut downgrade = false;
+        for (key, value) in self.entries(conf, path) {
+            let field = key.scalar().unwrap_or_default();
+            let at = format!("{path}.{field}");
+            match field {
+                "upgrade" => {
+                    if let Some(upgrade) = self.boolean(value, &at) {
+                        apt.prop("upgrade", format!("#{upgrade}"));
+                    }
+                }
+                "packages" => {
+                    for (i, package) in self.items(value, &at).iter().enumerate() {
+                        downgrade |= self.package(package, &format!("{at}[{i}]"));
+                    }
+                }
+                "blacklistpkgs" => {
+                    for (i, item) in self.items(value, &at).iter().enumerate() {
+                        let here = format!("{at}[{i}]");
+                        let name = match item.get("name") {
+                            Some(name) => self.text(name, &format!("{here}.name")),
+                            None => self.text(item, &here),
+                        };
+                        if let Some(name) = name {
+                            let mut node = NodeText::new("package", &name);
+                            node.prop("absent", "#true".into());
+                            self.out.decls.push(node.decl());
+                        }
+                    }
+                }
+                "repositories" => {
+                    for (i, repo) in self.items(value, &at).iter().enumerate() {
+                        self.repository(repo, &format!("{at}[{i}]"), i + 1);
+                    }
+                }
+                _ => self.unknown(key, path, KNOWN),
+            }
+        }
+        if downgrade {
+            apt.prop("allow-downgrade", "#true".into());
+        }
+        if !apt.props.is_empty() {
+            self.out.decls.push(apt.decl());
+        }
+    }
+
+    /// A package; whether it allows a downgrade.
+    fn package(&mut self, package: &Node, here: &str) -> bool {
+        const KNOWN: &[&str] = &["name", "version", "allow_downgrade", "debconf", "repo"];
+        let Some(name) = package.get("name").and_then(Node::scalar) else {
+            self.shape(package, here, "a package with a `name`");
+            return false;
+        };
+        let mut node = NodeText::new("package", name);
+        let mut downgrade = false;
+        for (key, value) in self.entries(package, here) {
+            let field = key.scalar().unwrap_or_default();
+            let at = format!("{here}.{field}");
+            match field {
+                "name" => {}
+                "version" => {
+                    if let Some(version) = self.text(value, &at) {
+                        node.prop("version", string(&version));
+                    }
+                }
+                "allow_downgrade" => {
+                    if self.boolean(value, &at) == Some(true) {
+                        downgrade = true;
+                        self.note(
+                            key.span,
+                            format!("`{at}`: bellc allows downgrades for every package or none; the spec allows them for all (`apt allow-downgrade=#true`)"),
+                            "keep it if the fleet may go back to an older version of any managed package",
+                        );
+                    }
+                }
+                "repo" => self.note(
+                    key.span,
+                    format!("`{at}`: bellc has no target release per package (`apt-get -t`); kept as a comment"),
+                    "pin the version with `version=`, or give the release's source as an `apt-source`",
+                ),
+                "debconf" => {
+                    for (i, answer) in self.items(value, &at).iter().enumerate() {
+                        let here = format!("{at}[{i}]");
+                        let get = |k: &str| answer.get(k).and_then(Node::scalar).map(str::to_string);
+                        match (get("question"), get("question_type"), get("answer")) {
+                            (Some(q), Some(t), Some(a)) => node.child(
+                                "debconf",
+                                format!("{} type={} value={}", string(&q), string(&t), string(&a)),
+                            ),
+                            _ => self.shape(answer, &here, "a `question`, `question_type` and `answer`"),
+                        }
+                    }
+                }
+                _ => self.unknown(key, here, KNOWN),
+            }
+        }
+        self.out.decls.push(node.decl());
+        downgrade
+    }
+
+    fn repository(&mut self, repo: &Node, here: &str, number: usize) {
+        const KNOWN: &[&str] = &["url", "distributions", "components", "subrepos", "gpgkey"];
+        let Some(url) = repo.get("url").and_then(Node::scalar) else {
+            self.shape(repo, here, "a repository with a `url`");
+            return;
+        };
+        let mut suites = Vec::new();
+        let mut components = Vec::new();
+        let mut subrepos = Vec::new();
+        let mut key = None;
+        for (k, value) in self.entries(repo, here) {
+            let field = k.scalar().unwrap_or_default();
+            let at = format!("{here}.{field}");
+            match field {
+                "url" => {}
+                "distributions" => suites = self.words(value, &at),
+                "components" => components = self.words(value, &at),
+                "subrepos" => subrepos = self.words(value, &at),
+                "gpgkey" => key = self.text(value, &at),
+                _ => self.unknown(k, here, KNOWN),
+            }
+        }
+        // Divingbell writes `deb URL DIST COMPONENTS` and one line per `DIST-SUBREPO`.
+        let mut all = suites.clone();
+        for suite in &suites {
+            all.extend(subrepos.iter().map(|s| format!("{suite}-{s}")));
+        }
+        let mut node = NodeText::new("apt-source", &format!("repository-{number}"));
+        node.prop("url", string(url));
+        node.prop("suites", string(&all.join(" ")));
+        if !components.is_empty() {
+            node.prop("components", string(&components.join(" ")));
+        }
+        if let Some(key) = key {
+            node.child("key", block(&key, "    "));
+        }
+        self.out.decls.push(node.decl());
+    }
+
+    fn exec(&mut self, conf: &Node, path: &str) {
+        const KNOWN: &[&str] = &[
+            "data",
+            "args",
+            "env",
+            "rerun_policy",
+            "script_timeout",
+            "rerun_interval",
+            "retry_interval",
+            "blocking_policy",
+            "rerun_interval_persist",
+            "rerun_max_count",
+            "retry_interval_persist",
+            "retry_max_count",
+        ];
+        for (name, script) in self.entries(conf, path) {
+            let Some(name) = name.scalar() else { continue };
+            let here = format!("{path}.{name}");
+            let mut node = NodeText::new("exec", name);
+            let mut data = None;
+            for (key, value) in self.entries(script, &here) {
+                let field = key.scalar().unwrap_or_default();
+                let at = format!("{here}.{field}");
+                let prop = match field {
+                    "script_timeout" => Some("timeout"),
+                    "rerun_interval" => Some("rerun-interval"),
+                    "retry_interval" => Some("retry-interval"),
+                    "rerun_max_count" => Some("rerun-max-count"),
+                    "retry_max_count" => Some("retry-max-count"),
+                    _ => None,
+                };
+                match field {
+                    _ if prop.is_some() => {
+                        if let (Some(prop), Some(text)) = (prop, self.text(value, &at)) {
+                            node.prop(prop, number_or_string(&text));
+                        }
+                    }
+                    "rerun_interval_persist" | "retry_interval_persist" => {
+                        if let Some(b) = self.boolean(value, &at) {
+                            let prop = if field.starts_with("rerun") {
+                                "rerun-interval-persist"
+                            } else {
+                                "retry-interval-persist"
+                            };
+                            node.prop(prop, format!("#{b}"));
+                        }
+                    }
+                    "rerun_policy" => match self.text(value, &at).as_deref() {
+                        Some(policy @ ("always" | "never")) => node.prop("rerun", string(policy)),
+                        Some("once_successfully") => {
+                            node.prop("rerun", string("once-successfully"))
+                        }
+                        _ => self.shape(value, &at, "always, never or once_successfully"),
+                    },
+                    "blocking_policy" => match self.text(value, &at).as_deref() {
+                        Some("foreground") => {}
+                        Some("foreground_halt_pod_on_failure") => {
+                            node.prop("on-failure", string("halt"))
+                        }
+                        Some("background") => node.prop("background", "#true".into()),
+                        _ => self.shape(
+                            value,
+                            &at,
+                            "background, foreground or foreground_halt_pod_on_failure",
+                        ),
+                    },
+                    "args" => {
+                        let args: Vec<String> =
+                            self.words(value, &at).iter().map(|a| string(a)).collect();
+                        if !args.is_empty() {
+                            node.child("args", args.join(" "));
+                        }
+                    }
+                    "env" => {
+                        let mut vars = Vec::new();
+                        for (k, v) in self.entries(value, &at) {
+                            let k = k.scalar().unwrap_or_default();
+                            if let Some(v) = self.text(v, &format!("{at}.{k}")) {
+                                vars.push(format!("{}={}", ident(k), string(&v)));
+                            }
+                        }
+                        if !vars.is_empty() {
+                            node.child("env", vars.join(" "));
+                        }
+                    }
+                    "data" => data = self.text(value, &at),
+                    _ => self.unknown(key, &here, KNOWN),
+                }
+            }
+            if let Some(data) = data {
+                node.child("script", block(&data, "    "));
+            }
+            self.out.decls.push(node.decl());
+        }
+    }
+
+    fn apparmor(&mut self, conf: &Node, path: &str) {
+        const KNOWN: &[&str] = &["complain_mode", "profiles"];
+        let mut complain = false;
+        let mut profiles = Vec::new();
+        for (key, value) in self.entries(conf, path) {
+            let field = key.scalar().unwrap_or_default();
+            let at = format!("{path}.{field}");
+            match field {
+                "complain_mode" => complain = self.boolean(value, &at).unwrap_or(false),
+                "profiles" => {
+                    for (name, profile) in self.entries(value, &at) {
+                        let Some(name) = name.scalar() else { continue };
+                        if let Some(text) = self.text(profile, &format!("{at}.{name}")) {
+                            profiles.push((name.to_string(), text));
+                        }
+                    }
+                }
+                _ => self.unknown(key, path, KNOWN),
+            }
+        }
+        for (name, text) in profiles {
+            let mut node = NodeText::new("apparmor", &name);
+            if complain {
+                node.prop("mode", string("complain"));
+            }
+            node.child("profile", block(&text, "    "));
+            self.out.decls.push(node.decl());
+        }
+    }
+
+    fn perm(&mut self, conf: &Node, path: &str) {
+        const KNOWN: &[&str] = &["path", "owner", "group", "permissions"];
+        for (i, perm) in self.items(conf, path).iter().enumerate() {
+            let here = format!("{path}[{i}]");
+            let Some(target) = perm.get("path").and_then(Node::scalar) else {
+                self.shape(perm, &here, "an entry with a `path`");
+                continue;
+            };
+            let mut node = NodeText::new("perm", target);
+            for (key, value) in self.entries(perm, &here) {
+                let field = key.scalar().unwrap_or_default();
+                let at = format!("{here}.{field}");
+                let prop = match field {
+                    "path" => continue,
+                    "owner" => "owner",
+                    "group" => "group",
+                    "permissions" => "mode",
+                    _ => {
+                        self.unknown(key, &here, KNOWN);
+                        continue;
+                    }
+                };
+                if let Some(text) = self.text(value, &at) {
+                    node.prop(prop, string(&text));
+                }
+            }
+            self.out.decls.push(node.decl());
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! `--verify`: every host resolved under Divingbell's rules, straight from the values, against
+//! what the written spec resolves to for it.
+//!
+//! Divingbell's side is a spec of one host with no overrides at all: each module's values as
+//! Divingbell's rule picks and merges them for that host. Both specs go through bellc's own
+//! lowering and resolution, so what is compared is what bellc would build, field by field.
+
+use super::kdl_text::{ident, string};
+use super::modules::{map, Module};
+use super::values::Values;
+use super::write::write_decls;
+use crate::diagnostic::Diagnostics;
+use crate::front::inventory::Entry;
+use crate::resolve::{Model, Resolution};
+use crate::source::Sources;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One way a host's resolved configuration differs from Divingbell's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Difference {
+    pub host: String,
+    pub module: String,
+    pub key: String,
+    pub divingbell: Option<String>,
+    pub spec: Option<String>,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "nothing".into());
+        write!(
+            f,
+            "host `{}`, module {}, `{}`: Divingbell gives {}, the spec gives {}",
+            self.host,
+            self.module,
+            self.key,
+            show(&self.divingbell),
+            show(&self.spec)
+        )
+    }
+}
+
+/// Hosts that exercise every override when no inventory is given: one with no labels, one per
+/// label value, one with the first value of every label (several overrides at once), and every
+/// host an override names, with those labels too.
+pub fn probe_hosts(values: &Values) -> Vec<Entry> {
+    let mut labels: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut names = Vec::new();
+    for overrides in values.overrides.values() {
+        for l in &overrides.labels {
+            let known = labels.entry(l.key.clone()).or_default();
+            for v in &l.values {
+                if !known.contains(v) {
+                    known.push(v.clone());
+                }
+            }
+        }
+        names.extend(overrides.hosts.iter().map(|h| h.name.clone()));
+    }
+    let all: BTreeMap<String, String> = labels
+        .iter()
+        .filter_map(|(k, vs)| Some((k.clone(), vs.first()?.clone())))
+        .collect();
+    let entry = |name: String, labels: BTreeMap<String, String>| Entry {
+        name,
+        address: None,
+        labels,
+        offset: 0,
+    };
+    let mut hosts = vec![entry("probe-plain".into(), BTreeMap::new())];
+    for (k, vs) in &labels {
+        for (i, v) in vs.iter().enumerate() {
+            hosts.push(entry(
+                format!("probe-{}-{i}", hosts.len()),
+                BTreeMap::from([(k.clone(), v.clone())]),
+            ));
+        }
+    }
+    hosts.push(entry("probe-all".into(), all.clone()));
+    names.sort();
+    names.dedup();
+    for name in names {
+        if !hosts.iter().any(|h| h.name == name) {
+            hosts.push(entry(name, all.clone()));
+        }
+    }
+    hosts
+}
+
+/// Compares every host of `hosts` (the spec's own hosts when it has them, appended to its text
+/// when not); `target` is the spec's.
+pub fn verify(
+    values: &Values,
+    spec: &str,
+    hosts: &[Entry],
+    with_hosts: bool,
+    target: &str,
+) -> Result<Vec<Difference>, String> {
+    let mut text = spec.to_string();
+    if !with_hosts {
+        for h in hosts {
+            text.push_str(&host_line(h));
+        }
+    }
+    let written = resolve_text(&text, "the written spec")?;
+    let mut differences = Vec::new();
+    let mut references: BTreeMap<Vec<String>, Model> = BTreeMap::new();
+    for resolved in &written.hosts {
+        let Some(host) = hosts.iter().find(|h| h.name == resolved.name) else {
+            continue;
+        };
+        let mut reference = format!(
+            "fleet \"divingbell\" target={}\n{}",
+            string(target),
+            host_line(&Entry {
+                name: "h".into(),
+                ..host.clone()
+            })
+        );
+        let mut chosen = Vec::new();
+        for module in Module::ALL {
+            if !values.base.contains_key(&module) && !values.overrides.contains_key(&module) {
+                continue;
+            }
+            let choice = values.choice(module, &host.name, &host.labels);
+            chosen.push(format!("{module:?}{choice:?}"));
+            let decls = map(module, &values.conf(module, choice), "").decls;
+            write_decls(&mut reference, "", &decls, &[]);
+        }
+        let expected = match references.get(&chosen) {
+            Some(model) => model.clone(),
+            None => {
+                let resolution = resolve_text(&reference, "Divingbell's configuration")?;
+                let Some(h) = resolution.hosts.first() else {
+                    return Err("Divingbell's configuration resolves to no host".into());
+                };
+                let model = (*h.model).clone();
+                references.insert(chosen, model.clone());
+                model
+            }
+        };
+        differences.extend(compare(&host.name, &expected, &resolved.model));
+    }
+    Ok(differences)
+}
+
+fn host_line(h: &Entry) -> String {
+    let mut line = format!("host {}", string(&h.name));
+    for (k, v) in &h.labels {
+        line.push_str(&format!(" {}={}", ident(k), string(v)));
+    }
+    line.push('\n');
+    line
+}
+
+fn resolve_text(text: &str, what: &str) -> Result<Resolution, String> {
+    let mut sources = Sources::new();
+    let file = sources.add(Path::new("bell.kdl"), text.to_string());
+    let mut diags = Diagnostics::new();
+    let spec = crate::front::lower::lower_root(file, &mut sources, &mut diags);
+    let resolution = crate::resolve::resolve(&spec, &crate::targets::names(), &mut diags);
+    if diags.has_errors() {
+        let lines = diags.to_short_lines(&sources);
+        return Err(format!("{what} does not resolve:\n{}", lines.join("\n")));
+    }
+    Ok(resolution)
+}
+
+/// `sysctl net/ipv4/ip_forward` or `mount:mnt target`, to what it holds.
+fn facts(model: &Model) -> BTreeMap<(String, String), String> {
+    let mut facts = BTreeMap::new();
+    for (path, v) in &model.sysctl {
+        facts.insert(("sysctl".to_string(), path.clone()), v.value.clone());
+    }
+    for r in &model.resources {
+        let module = match r.kind.keyword() {
+            "limit" => "limits",
+            "mount" => "mounts",
+            "user" | "users" => "uamlite",
+            "package" | "apt" | "apt-source" => "apt",
+            other => other,
+        };
+        facts.insert((module.to_string(), r.key()), "declared".into());
+        for (field, (value, _)) in &r.fields {
+            facts.insert(
+                (module.to_string(), format!("{} {field}", r.key())),
+                format!("{value:?}"),
+            );
+        }
+    }
+    facts
+}
+
+fn compare(host: &str, divingbell: &Model, spec: &Model) -> Vec<Difference> {
+    let (want, got) = (facts(divingbell), facts(spec));
+    let mut keys: Vec<&(String, String)> = want.keys().chain(got.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| want.get(*k) != got.get(*k))
+        .map(|(module, key)| Difference {
+            host: host.to_string(),
+            module: module.clone(),
+            key: key.clone(),
+            divingbell: want.get(&(module.clone(), key.clone())).cloned(),
+            spec: got.get(&(module.clone(), key.clone())).cloned(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::divingbell::values;
+    use crate::import::divingbell::write::{spec, Options};
+    use crate::source::FileId;
+
+    const VALUES: &str = "conf:\n  sysctl:\n    net.ipv4.ip_forward: 1\n  overrides:\n    divingbell_sysctl:\n      labels:\n      - label: {key: role, values: [edge]}\n        conf:\n          sysctl:\n            net.ipv4.ip_forward: 0\n";
+
+    fn written(values: &Values) -> String {
+        let options = Options {
+            fleet: "f",
+            target: "debian-12",
+            source: "values.yaml",
+            hosts: &[],
+        };
+        spec(values, &options, &|_| 1, &mut Vec::new()).text
+    }
+
+    #[test]
+    fn a_spec_that_gives_a_host_another_value_is_a_difference() {
+        let root = crate::import::yaml::parse(FileId(0), VALUES).unwrap();
+        let values = values::read(&root);
+        let text = written(&values);
+        let hosts = probe_hosts(&values);
+        assert_eq!(
+            verify(&values, &text, &hosts, false, "debian-12").unwrap(),
+            []
+        );
+        // The override forgotten: the edge host keeps forwarding on.
+        let broken = text.replace("net.ipv4.ip_forward 0", "net.ipv4.ip_forward 1");
+        let differences = verify(&values, &broken, &hosts, false, "debian-12").unwrap();
+        // The host with that label alone, and the one with every label.
+        assert_eq!(differences.len(), 2, "{differences:?}");
+        assert_eq!(
+            differences[0].to_string(),
+            "host `probe-1-0`, module sysctl, `net/ipv4/ip_forward`: Divingbell gives 0, the spec gives 1"
+        );
+    }
+}

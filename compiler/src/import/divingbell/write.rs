@@ -1,0 +1,347 @@
+//! The spec text: the modules' declarations, then the overrides.
+//!
+//! Divingbell picks an override per daemonset: a host may take a host override for sysctl and
+//! a label override for mounts. When only one daemonset has overrides, bellc's
+//! `overrides="exclusive"` (Divingbell's rule, one override per host) says the same, override
+//! for override. When several have, one bellc override per host cannot, so the spec is
+//! `layered`: one override per Divingbell override, each restating or taking back whatever an
+//! earlier override of its daemonset may have set, so that the last one to apply leaves the
+//! host exactly as Divingbell would.
+
+use super::kdl_text::{ident, string};
+use super::modules::{map, Decl, Note, Place};
+use super::values::{Choice, Values};
+use crate::front::inventory::Entry;
+use crate::source::Span;
+use std::collections::BTreeSet;
+
+pub struct Options<'a> {
+    pub fleet: &'a str,
+    pub target: &'a str,
+    /// The values file as the user named it, for the header.
+    pub source: &'a str,
+    pub hosts: &'a [Entry],
+}
+
+/// Whether the overrides can be written in Divingbell's own exclusive mode.
+pub fn exclusive(values: &Values) -> bool {
+    values
+        .overrides
+        .values()
+        .filter(|o| !o.labels.is_empty() || !o.hosts.is_empty())
+        .count()
+        <= 1
+}
+
+pub struct Written {
+    pub text: String,
+    /// The spec holds a password hash or a debconf password.
+    pub secret: bool,
+}
+
+/// Writes the spec; every note (for a warning) goes to `notes`, in the order of the text.
+pub fn spec(
+    values: &Values,
+    options: &Options,
+    line_of: &dyn Fn(Span) -> usize,
+    notes: &mut Vec<Note>,
+) -> Written {
+    let mut secret = false;
+    let exclusive = exclusive(values);
+    let mut out = String::new();
+    out.push_str(&format!(
+        "// Imported by `bellc import divingbell` from {}.\n",
+        comment_text(options.source)
+    ));
+    out.push_str("//\n// Divingbell gives each host at most one override per daemonset: a host override beats\n// label overrides, and of the label overrides the last that matches wins.\n");
+    if exclusive {
+        out.push_str("// bellc's overrides=\"exclusive\" is that rule.\n");
+    } else {
+        out.push_str("// More than one daemonset has overrides, so a host may take one daemonset's override and\n// another's: overrides=\"exclusive\" (one per host) cannot say that. The overrides below are\n// layered, one per Divingbell override, each restating or taking back what an earlier\n// override of its daemonset may have set.\n");
+    }
+    if !values.chart_keys.is_empty() {
+        out.push_str(&format!(
+            "//\n// Settings of the chart, not of hosts, not imported: {}.\n",
+            values.chart_keys.join(", ")
+        ));
+    }
+    if !values.disabled.is_empty() {
+        let off: Vec<&str> = values.disabled.iter().map(|m| m.key()).collect();
+        out.push_str(&format!(
+            "// Daemonsets `manifests` turns off, not imported: {}.\n",
+            off.join(", ")
+        ));
+    }
+    if !values.notes.is_empty() {
+        out.push_str("//\n");
+        comment_notes(&mut out, "", &values.notes, line_of);
+        notes.extend(values.notes.iter().cloned());
+    }
+    let mode = if exclusive { "exclusive" } else { "layered" };
+    out.push_str(&format!(
+        "fleet {} target={} overrides={}\n",
+        string(options.fleet),
+        string(options.target),
+        string(mode)
+    ));
+    if !options.hosts.is_empty() {
+        out.push('\n');
+        for host in options.hosts {
+            out.push_str(&format!("host {}", string(&host.name)));
+            if let Some(address) = &host.address {
+                out.push_str(&format!(" address={}", string(address)));
+            }
+            for (key, value) in &host.labels {
+                out.push_str(&format!(" {}={}", ident(key), string(value)));
+            }
+            out.push('\n');
+        }
+    }
+
+    for (module, conf) in &values.base {
+        let mapped = map(*module, conf, &format!("conf.{}", module.key()));
+        out.push_str(&format!(
+            "\n// ---- {} (conf.{}) ----\n",
+            module.key(),
+            module.key()
+        ));
+        comment_notes(&mut out, "", &mapped.notes, line_of);
+        notes.extend(mapped.notes);
+        secret |= mapped.decls.iter().any(|d| d.secret);
+        write_decls(&mut out, "", &mapped.decls, &[]);
+    }
+
+    if values
+        .overrides
+        .values()
+        .any(|o| !o.labels.is_empty() || !o.hosts.is_empty())
+    {
+        out.push_str("\n// ---- overrides (conf.overrides) ----\n");
+    }
+    let mut names = BTreeSet::new();
+    for (module, overrides) in &values.overrides {
+        let base = map(*module, &values.conf(*module, Choice::Base), "").decls;
+        let daemonset = format!("divingbell_{}", module.key());
+        let labels: Vec<Vec<Decl>> = (0..overrides.labels.len())
+            .map(|i| map(*module, &values.conf(*module, Choice::Label(i)), "").decls)
+            .collect();
+        let choices = (0..overrides.labels.len())
+            .map(Choice::Label)
+            .chain((0..overrides.hosts.len()).map(Choice::Host));
+        for choice in choices {
+            let (matches, what, span, own, path) = match choice {
+                Choice::Label(i) => {
+                    let l = &overrides.labels[i];
+                    let matches: Vec<String> = l
+                        .values
+                        .iter()
+                        .map(|v| format!("match {}={}", ident(&l.key), string(v)))
+                        .collect();
+                    let what = format!("{}-{}", l.key, l.values.join("-"));
+                    let path = format!(
+                        "conf.overrides.{daemonset}.labels[{i}].conf.{}",
+                        module.key()
+                    );
+                    (matches, what, l.span, &l.conf, path)
+                }
+                Choice::Host(i) => {
+                    let h = &overrides.hosts[i];
+                    let path = format!(
+                        "conf.overrides.{daemonset}.hosts[{i}].conf.{}",
+                        module.key()
+                    );
+                    (
+                        vec![format!("match host={}", string(&h.name))],
+                        format!("host-{}", h.name),
+                        h.span,
+                        &h.conf,
+                        path,
+                    )
+                }
+                Choice::Base => continue,
+            };
+            // Notes of what the override itself writes; its merge with the module's values
+            // is mapped only for the declarations.
+            let own_notes = map(*module, own, &path).notes;
+            let merged = map(*module, &values.conf(*module, choice), "").decls;
+            secret |= merged.iter().any(|d| d.secret);
+            // In exclusive mode a host gets the base and this override only; layered, any
+            // earlier label override of the daemonset may have applied before this one.
+            let earlier = match (exclusive, choice) {
+                (true, _) => 0,
+                (false, Choice::Label(i)) => i,
+                (false, _) => labels.len(),
+            };
+            let against: Vec<Vec<Decl>> = std::iter::once(base.clone())
+                .chain(labels[..earlier].iter().cloned())
+                .collect();
+            let mut unexpressed = BTreeSet::new();
+            let layer = layer_text(&merged, &against, &mut unexpressed);
+            let name = unique_name(
+                &mut names,
+                &if exclusive {
+                    what
+                } else {
+                    format!("{}-{what}", module.key())
+                },
+            );
+            out.push_str(&format!(
+                "\n// {daemonset} {} (line {})\n",
+                match choice {
+                    Choice::Label(i) => format!("labels[{i}]"),
+                    Choice::Host(i) => format!("hosts[{i}]"),
+                    Choice::Base => String::new(),
+                },
+                line_of(span)
+            ));
+            comment_notes(&mut out, "", &own_notes, line_of);
+            notes.extend(own_notes);
+            for what in &unexpressed {
+                let note = Note {
+                    span,
+                    message: format!("this override cannot take back {what}, which an earlier layer sets; hosts it matches keep it"),
+                    help: "bellc cannot unset a single property of a resource; check `bellc explain HOST` for these hosts".into(),
+                };
+                comment_notes(&mut out, "", std::slice::from_ref(&note), line_of);
+                notes.push(note);
+            }
+            out.push_str(&format!("override {} {{\n", string(&name)));
+            for m in &matches {
+                out.push_str(&format!("    {m}\n"));
+            }
+            out.push_str(&layer);
+            out.push_str("}\n");
+        }
+    }
+    Written { text: out, secret }
+}
+
+/// The declarations of one override: what differs from any state `against` may have left,
+/// and what takes away what those states hold and this one does not.
+fn layer_text(
+    merged: &[Decl],
+    against: &[Vec<Decl>],
+    unexpressed: &mut BTreeSet<String>,
+) -> String {
+    let mut emit = Vec::new();
+    for decl in merged {
+        // Restated when any earlier state lacks it or holds it otherwise.
+        let differs = against
+            .iter()
+            .any(|state| !state.iter().any(|d| d.id == decl.id && d.text == decl.text));
+        if !differs {
+            continue;
+        }
+        for state in against {
+            if let Some(before) = state.iter().find(|d| d.id == decl.id) {
+                for field in before
+                    .fields
+                    .keys()
+                    .filter(|f| !decl.fields.contains_key(*f))
+                {
+                    unexpressed.insert(format!("`{field}` of `{}`", decl.id));
+                }
+            }
+        }
+        emit.push(decl.clone());
+    }
+    let mut gone: Vec<&Decl> = Vec::new();
+    for state in against {
+        for before in state {
+            let kept = merged.iter().any(|d| d.id == before.id);
+            if !kept && !gone.iter().any(|g| g.id == before.id) {
+                gone.push(before);
+            }
+        }
+    }
+    let mut out = String::new();
+    let mut removes = Vec::new();
+    for before in &gone {
+        match before.place {
+            Place::Sysctl => {
+                // The key as the values wrote it.
+                let key = match before.fields.get("key") {
+                    Some(key) => key.clone(),
+                    None => ident(before.id.strip_prefix("sysctl:").unwrap_or(&before.id)),
+                };
+                emit.push(Decl {
+                    text: format!("{key} #null"),
+                    ..(*before).clone()
+                });
+            }
+            Place::Node if before.removable => removes.push(string(&before.id)),
+            Place::Node => {
+                unexpressed.insert(format!("the `{}` settings", before.id));
+            }
+        }
+    }
+    write_decls(&mut out, "    ", &emit, &removes);
+    out
+}
+
+pub(super) fn write_decls(out: &mut String, indent: &str, decls: &[Decl], removes: &[String]) {
+    let sysctl: Vec<&Decl> = decls.iter().filter(|d| d.place == Place::Sysctl).collect();
+    if !sysctl.is_empty() {
+        out.push_str(&format!("{indent}sysctl {{\n"));
+        for d in sysctl {
+            out.push_str(&format!("{indent}    {}\n", d.text));
+        }
+        out.push_str(&format!("{indent}}}\n"));
+    }
+    for d in decls.iter().filter(|d| d.place == Place::Node) {
+        for line in d.text.split('\n') {
+            if line.is_empty() {
+                out.push('\n');
+            } else {
+                out.push_str(&format!("{indent}{line}\n"));
+            }
+        }
+    }
+    if !removes.is_empty() {
+        out.push_str(&format!("{indent}remove {}\n", removes.join(" ")));
+    }
+}
+
+fn comment_notes(out: &mut String, indent: &str, notes: &[Note], line_of: &dyn Fn(Span) -> usize) {
+    for note in notes {
+        out.push_str(&format!(
+            "{indent}// divingbell (values line {}): {}\n",
+            line_of(note.span),
+            comment_text(&note.message)
+        ));
+    }
+}
+
+/// Text for a `//` comment: one line, whatever it holds.
+fn comment_text(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() || (c.is_whitespace() && c != ' ') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
+/// An override name of letters, digits and `.-_`, not used before.
+fn unique_name(names: &mut BTreeSet<String>, wanted: &str) -> String {
+    let clean: String = wanted
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let mut name = clean.clone();
+    let mut n = 2;
+    while !names.insert(name.clone()) {
+        name = format!("{clean}-{n}");
+        n += 1;
+    }
+    name
+}

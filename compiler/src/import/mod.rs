@@ -1,0 +1,8 @@
+//! Specs written from another tool's configuration, so that a fleet moves to bellc in one
+//! command: `bellc import divingbell VALUES.yaml` reads an Airship Divingbell values file.
+//!
+//! An import writes KDL text, the same a person would write, and reads nothing but the file it
+//! is given; what it cannot express it keeps as a comment and reports as a warning.
+
+pub mod divingbell;
+mod yaml;

@@ -1,0 +1,244 @@
+//! `bellc import divingbell`: a Divingbell values file becomes a spec that builds and gives
+//! every host what Divingbell gives it (`--verify` checks each host, module and key).
+
+mod common;
+use common::{repo_root, Fixture};
+use std::os::unix::fs::PermissionsExt;
+
+fn fixture_file(name: &str) -> String {
+    let path = repo_root().join("compiler/tests/divingbell").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The spec an import wrote.
+fn spec(fx: &Fixture) -> String {
+    std::fs::read_to_string(fx.path().join("bell.kdl")).expect("bell.kdl")
+}
+
+#[test]
+fn every_documented_example_imports_builds_and_verifies() {
+    let fx = Fixture::new()
+        .file("values.yaml", &fixture_file("documentation.yaml"))
+        .file("nodes.json", &fixture_file("nodes.json"));
+    let run = fx.bellc(&[
+        "import",
+        "divingbell",
+        "values.yaml",
+        "--inventory",
+        "nodes.json",
+        "--verify",
+        "--short",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Only what bellc says otherwise is a warning: downgrades are allowed for every package.
+    assert_eq!(
+        run.diagnostics(),
+        ["values.yaml:45:7: warning[bell::import::not_imported]: `conf.apt.packages[0].allow_downgrade`: bellc allows downgrades for every package or none; the spec allows them for all (`apt allow-downgrade=#true`)"]
+    );
+    let text = spec(&fx);
+    insta::assert_snapshot!("documentation", text);
+    // A password hash is inside: the spec is as secret as the values.
+    let mode = std::fs::metadata(fx.path().join("bell.kdl"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let build = fx.bellc(&["build", "bell.kdl", "-o", "out", "--short"]);
+    assert_eq!(build.code, 0, "{}", build.stderr);
+    // Without an inventory, hosts that exercise every override stand in for the fleet.
+    let probe = fx.bellc(&[
+        "import",
+        "divingbell",
+        "values.yaml",
+        "-o",
+        "probe.kdl",
+        "--verify",
+    ]);
+    assert_eq!(probe.code, 0, "{}", probe.stderr);
+}
+
+#[test]
+fn per_daemonset_overrides_that_differ_for_one_host_are_layered() {
+    // superhost takes a host override for sysctl and, by its label, a label override for
+    // mounts; node-both matches two sysctl label overrides, of which the last wins whole.
+    let values = r#"conf:
+  sysctl:
+    net.ipv4.ip_forward: 1
+    fs.file-max: 9999
+  mounts:
+    mnt:
+      mnt_tgt: /mnt
+      device: tmpfs
+      type: tmpfs
+      options: size=1024M
+  overrides:
+    divingbell_sysctl:
+      labels:
+      - label: {key: compute_type, values: [dpdk]}
+        conf:
+          sysctl:
+            net.ipv4.ip_forward: 0
+            kernel.pid_max: 65536
+      - label: {key: rack, values: [r2]}
+        conf:
+          sysctl:
+            fs.file-max: 23456
+      hosts:
+      - name: superhost
+        conf:
+          sysctl:
+            fs.file-max: 12345
+    divingbell_mounts:
+      labels:
+      - label: {key: blarg, values: [soup, chips]}
+        conf:
+          mounts:
+            mnt:
+              options: size=32M
+            mnt2: {mnt_tgt: /mnt2, device: tmpfs, type: tmpfs}
+"#;
+    let nodes = r#"[
+  {"name": "plain"},
+  {"name": "superhost", "labels": {"blarg": "soup", "compute_type": "dpdk"}},
+  {"name": "node-both", "labels": {"compute_type": "dpdk", "rack": "r2"}},
+  {"name": "node-chips", "labels": {"blarg": "chips"}}
+]"#;
+    let fx = Fixture::new()
+        .file("values.yaml", values)
+        .file("nodes.json", nodes);
+    let run = fx.bellc(&[
+        "import",
+        "divingbell",
+        "values.yaml",
+        "--inventory",
+        "nodes.json",
+        "--verify",
+        "--short",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.diagnostics().is_empty(), "{}", run.stderr);
+    let text = spec(&fx);
+    assert!(text.contains("overrides=\"layered\""), "{text}");
+    // The rack override takes back what the compute_type override set, for hosts with both.
+    assert!(text.contains("kernel.pid_max #null"), "{text}");
+    assert!(text.contains("net.ipv4.ip_forward 1"), "{text}");
+    let explain = fx.bellc(&["explain", "superhost", "bell.kdl"]);
+    assert_eq!(explain.code, 0, "{}", explain.stderr);
+    for line in ["12345", "size=32M", "/mnt2"] {
+        assert!(
+            explain.stdout.contains(line),
+            "{line} in {}",
+            explain.stdout
+        );
+    }
+    let probe = fx.bellc(&[
+        "import",
+        "divingbell",
+        "values.yaml",
+        "-o",
+        "probe.kdl",
+        "--verify",
+    ]);
+    assert_eq!(probe.code, 0, "{}", probe.stderr);
+}
+
+#[test]
+fn keys_bellc_does_not_know_are_comments_and_warnings_at_their_line() {
+    let values = "conf:\n  sysctl:\n    vm.swappiness: 10\n  bogus:\n    x: 1\n  mounts:\n    mnt:\n      mnt_tgt: /mnt\n      device: tmpfs\n      type: tmpfs\n      fstab: yes\n  overrides:\n    divingbell_bogus:\n      hosts:\n      - name: h\n        conf: {bogus: {}}\nimages:\n  divingbell: ubuntu:16.04\nextra: 1\n";
+    let fx = Fixture::new().file("values.yaml", values);
+    let run = fx.bellc(&["import", "divingbell", "values.yaml", "--short"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<String> = run
+        .diagnostics()
+        .iter()
+        .map(|d| d.split(": warning").next().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "values.yaml:4:3",
+            "values.yaml:11:7",
+            "values.yaml:13:5",
+            "values.yaml:19:1"
+        ],
+        "{}",
+        run.stderr
+    );
+    let text = spec(&fx);
+    for comment in [
+        "// divingbell (values line 4): `conf.bogus` is not a Divingbell module",
+        "// divingbell (values line 11): `conf.mounts.mnt.fstab` is not a key bellc knows",
+        "// divingbell (values line 13): `conf.overrides.divingbell_bogus` names no Divingbell daemonset",
+        "// divingbell (values line 19): `extra` is not a key of Divingbell's values",
+        "// Settings of the chart, not of hosts, not imported: images.",
+    ] {
+        assert!(text.contains(comment), "{comment}\n{text}");
+    }
+    // No password in it: readable like any spec.
+    let mode = std::fs::metadata(fx.path().join("bell.kdl"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o644);
+}
+
+#[test]
+fn malformed_yaml_is_an_error_at_its_line_and_writes_nothing() {
+    let fx = Fixture::new().file(
+        "values.yaml",
+        "conf:\n  sysctl:\n    a: [1, 2\n  mounts: {}\n",
+    );
+    let run = fx.bellc(&["import", "divingbell", "values.yaml", "--short"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diagnostics = run.diagnostics();
+    assert_eq!(diagnostics.len(), 1, "{}", run.stderr);
+    assert!(
+        diagnostics[0].starts_with("values.yaml:4:"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        diagnostics[0].contains("error[bell::import::yaml]"),
+        "{}",
+        run.stderr
+    );
+    assert!(!fx.path().join("bell.kdl").exists());
+    let twice = Fixture::new().file("values.yaml", "conf:\n  sysctl: {}\n  sysctl: {}\n");
+    let run = twice.bellc(&["import", "divingbell", "values.yaml", "--short"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("values.yaml:3:3: error[bell::import::yaml]: `sysctl` is written twice"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn values_without_overrides_are_the_base_alone() {
+    let values = "conf:\n  sysctl:\n    net/ipv4/ip_forward: 1\n  limits:\n    nofile: {domain: '*', type: soft, item: nofile, value: 4096}\n";
+    let fx = Fixture::new().file("values.yaml", values).file(
+        "nodes.json",
+        r#"[{"name": "a"}, {"name": "b", "labels": {"rack": "r1"}}]"#,
+    );
+    let run = fx.bellc(&[
+        "import",
+        "divingbell",
+        "values.yaml",
+        "--inventory",
+        "nodes.json",
+        "--verify",
+        "--short",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let text = spec(&fx);
+    assert!(!text.contains("\noverride "), "{text}");
+    // Slash-form keys are kept as written.
+    assert!(text.contains("\"net/ipv4/ip_forward\" 1"), "{text}");
+    let check = fx.bellc(&["check", "bell.kdl", "--short"]);
+    assert_eq!(check.code, 0, "{}", check.stderr);
+    // An existing spec is never overwritten unless asked.
+    let again = fx.bellc(&["import", "divingbell", "values.yaml"]);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    assert!(again.stderr.contains("--force"), "{}", again.stderr);
+}
