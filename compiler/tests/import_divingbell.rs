@@ -242,3 +242,31 @@ fn values_without_overrides_are_the_base_alone() {
     assert_eq!(again.code, 2, "{}", again.stderr);
     assert!(again.stderr.contains("--force"), "{}", again.stderr);
 }
+
+#[test]
+fn several_values_files_merge_in_order_as_helm_merges_them() {
+    // The chart's own values, then a stage's, as Divingbell's gate installs them.
+    let chart = "conf:\n  sysctl:\n    net.ipv4.ip_forward: 1\n    fs.file-max: 9999\n  apt:\n    blacklistpkgs: [telnetd, nis]\n";
+    let stage = "conf:\n  sysctl:\n    fs.file-max: ~\n    vm.swappiness: 10\n  apt:\n    blacklistpkgs: [ntpdate]\n";
+    let fx = Fixture::new()
+        .file("chart.yaml", chart)
+        .file("stage.yaml", stage);
+    let run = fx.bellc(&[
+        "import",
+        "divingbell",
+        "chart.yaml",
+        "stage.yaml",
+        "--verify",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let text = spec(&fx);
+    assert!(text.contains("from chart.yaml, stage.yaml"), "{text}");
+    assert!(
+        text.contains("sysctl {\n    net.ipv4.ip_forward 1\n    vm.swappiness 10\n}"),
+        "{text}"
+    );
+    // Lists are replaced whole.
+    assert!(text.contains("package \"ntpdate\" absent=#true"), "{text}");
+    assert!(!text.contains("telnetd"), "{text}");
+    assert!(text.contains("fleet \"stage\""), "{text}");
+}

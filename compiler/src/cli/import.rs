@@ -10,7 +10,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 pub struct Request<'a> {
-    pub values: &'a Path,
+    pub values: &'a [std::path::PathBuf],
     pub inventory: Option<&'a Path>,
     pub output: &'a Path,
     pub name: Option<&'a str>,
@@ -42,8 +42,11 @@ pub fn divingbell(
             request.output.display()
         ));
     }
-    let text = read_text(request.values, MAX_SPEC_FILE)?;
-    let values = sources.add(request.values, text);
+    let mut values = Vec::new();
+    for path in request.values {
+        let text = read_text(path, MAX_SPEC_FILE)?;
+        values.push(sources.add(path, text));
+    }
     let hosts = match request.inventory {
         None => Vec::new(),
         Some(path) => {
@@ -54,11 +57,12 @@ pub fn divingbell(
     };
     let stem = request
         .values
-        .file_stem()
+        .last()
+        .and_then(|p| p.file_stem())
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "divingbell".into());
     let input = divingbell::Input {
-        values,
+        values: &values,
         fleet: request.name.unwrap_or(&stem),
         target: request.target,
         hosts: &hosts,

@@ -324,8 +324,9 @@ enum ImportFrom {
     /// An Airship Divingbell values file (the Helm values of its chart), every module and
     /// override: the spec gives every host what Divingbell gives it.
     Divingbell {
-        /// The values file.
-        values: PathBuf,
+        /// The values files, merged in order as `helm -f A -f B` merges them.
+        #[arg(required = true)]
+        values: Vec<PathBuf>,
         /// Hosts from `kubectl get nodes -o json` (or bellc's JSON inventory), written into
         /// the spec with their labels.
         #[arg(long, value_name = "NODES.json")]

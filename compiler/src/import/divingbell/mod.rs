@@ -67,8 +67,8 @@ crate::spec_diagnostic!(ImportError);
 
 /// What to import and how to name it.
 pub struct Input<'a> {
-    /// The values file, already in `sources`.
-    pub values: FileId,
+    /// The values files, already in `sources`, merged in order as `helm -f A -f B` merges them.
+    pub values: &'a [FileId],
     pub fleet: &'a str,
     pub target: &'a str,
     /// Hosts to write into the spec (from `--inventory`).
@@ -84,22 +84,38 @@ pub use write::Written;
 /// The spec, or `None` when the values cannot be read (the errors are in `diags`). What the
 /// spec does not express is a warning in `diags` and a comment in the text.
 pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Option<Written> {
-    let file = sources.get(input.values);
-    let root = match crate::import::yaml::parse(input.values, &file.text) {
-        Ok(root) => root,
-        Err(e) => {
-            diags.push(ImportError::Yaml {
-                message: e.message,
-                span: e.span.source_span(),
-                file: input.values,
-            });
-            return None;
+    let mut root: Option<crate::import::yaml::Node> = None;
+    let mut failed = false;
+    for &id in input.values {
+        match crate::import::yaml::parse(id, &sources.get(id).text) {
+            Ok(node) => {
+                root = Some(match root {
+                    Some(before) => values::merge(&before, &node),
+                    None => node,
+                })
+            }
+            Err(e) => {
+                failed = true;
+                diags.push(ImportError::Yaml {
+                    message: e.message,
+                    span: e.span.source_span(),
+                    file: id,
+                });
+            }
         }
+    }
+    let (Some(root), false) = (root, failed) else {
+        return None;
     };
     let values = values::read(&root);
     let line_of = |span: Span| sources.line_col(span).0;
     let mut notes = Vec::new();
-    let source = file.name.clone();
+    let source = input
+        .values
+        .iter()
+        .map(|&id| sources.get(id).name.clone())
+        .collect::<Vec<_>>()
+        .join(", ");
     let written = write::spec(
         &values,
         &write::Options {
@@ -116,7 +132,8 @@ pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Opti
             [] => (verify::probe_hosts(&values), false),
             hosts => (hosts.to_vec(), true),
         };
-        let start = Span::new(input.values, (0, 0).into());
+        let first = input.values.first().copied().unwrap_or(FileId(0));
+        let start = Span::new(first, (0, 0).into());
         match verify::verify(&values, &written.text, &hosts, with_hosts, input.target) {
             Ok(differences) => {
                 for d in differences {
@@ -128,14 +145,14 @@ pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Opti
                     diags.push(ImportError::Differs {
                         message: d.to_string(),
                         span: span.source_span(),
-                        file: input.values,
+                        file: span.file,
                     });
                 }
             }
             Err(message) => diags.push(ImportError::Differs {
                 message,
                 span: start.source_span(),
-                file: input.values,
+                file: first,
             }),
         }
     }
