@@ -270,3 +270,30 @@ fn several_values_files_merge_in_order_as_helm_merges_them() {
     assert!(!text.contains("telnetd"), "{text}");
     assert!(text.contains("fleet \"stage\""), "{text}");
 }
+
+#[test]
+fn an_override_that_leaves_a_property_out_restates_its_default_or_says_it_cannot() {
+    // Divingbell replaces the `users` list whole: alice, named again without `user_sudo`,
+    // loses sudo (the default is restated), and without `user_sshkeys` her keys, which bellc
+    // cannot take back from one resource: a warning at the override, and --verify fails.
+    let values = "conf:\n  uamlite:\n    users:\n    - user_name: alice\n      user_sudo: true\n      user_crypt_passwd: $6$bellsalt0123$PS2EAEBNHcsWK7.N4hZehzmPPgLUgs0l1d0XHpozG8/tzzPyAjRmR48g4xwN0czhvqHgGx1ltq1273AGkCgaz/\n      user_sshkeys:\n      - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPAydqFJPL5VvU88Mt5c04CAp5Ch/deM8Y1db3CQH0Z2 a\n  overrides:\n    divingbell_uamlite:\n      labels:\n      - label: {key: role, values: [edge]}\n        conf:\n          uamlite:\n            users:\n            - user_name: alice\n";
+    let fx = Fixture::new().file("values.yaml", values);
+    let run = fx.bellc(&["import", "divingbell", "values.yaml", "--verify", "--short"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let text = spec(&fx);
+    assert!(text.contains("    user \"alice\" sudo=#false\n"), "{text}");
+    let diagnostics = run.diagnostics();
+    assert!(
+        diagnostics.iter().any(|d| d.starts_with("values.yaml:12:14: warning[bell::import::not_imported]: this override cannot take back `ssh-key` of `user:alice`")),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        diagnostics.iter().any(|d| d.contains("error[bell::import::differs]: host `probe-1-0`, module uamlite, `user:alice ssh-key`: Divingbell gives nothing, the spec gives List")),
+        "{}",
+        run.stderr
+    );
+    // The hash is compared, never printed.
+    assert!(!run.stderr.contains("bellsalt"), "{}", run.stderr);
+    assert!(!run.stderr.contains("sudo`"), "{}", run.stderr);
+}

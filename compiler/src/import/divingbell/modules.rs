@@ -86,6 +86,11 @@ pub struct Decl {
     pub text: String,
     /// Holds a password hash or a debconf password, so the spec is kept 0600.
     pub secret: bool,
+    /// What a property left out means, for the properties that have a default bellc can write:
+    /// a later layer that leaves one out writes it, so that an earlier layer's value goes.
+    pub defaults: BTreeMap<String, String>,
+    /// Where the properties start in `text` (after `KIND "NAME"`).
+    pub head_len: usize,
 }
 
 /// A key bellc does not know or cannot express: a warning naming its line, and a comment in
@@ -167,6 +172,7 @@ impl NodeText {
             text.push(' ');
             text.push_str(&string(name));
         }
+        let head_len = text.len();
         let mut fields = BTreeMap::new();
         for (key, value) in &self.props {
             text.push_str(&format!(" {key}={value}"));
@@ -202,8 +208,33 @@ impl NodeText {
             fields,
             text,
             secret,
+            defaults: defaults(self.kind),
+            head_len,
         }
     }
+}
+
+/// Divingbell's defaults that bellc writes as a property: `user_sudo` is false, a script
+/// reruns `always` with a timeout of 1800 s and goes on after a failure, profiles enforce,
+/// `upgrade` and `purge_expired_users` are false.
+fn defaults(kind: &str) -> BTreeMap<String, String> {
+    let pairs: &[(&str, &str)] = match kind {
+        "user" => &[("sudo", "#false")],
+        "exec" => &[
+            ("rerun", "\"always\""),
+            ("timeout", "1800"),
+            ("on-failure", "\"continue\""),
+            ("background", "#false"),
+        ],
+        "apparmor" => &[("mode", "\"enforce\"")],
+        "apt" => &[("upgrade", "#false"), ("allow-downgrade", "#false")],
+        "users" => &[("purge-expired", "#false")],
+        _ => &[],
+    };
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 struct Mapper {
@@ -340,6 +371,8 @@ impl Mapper {
                 ]),
                 text: format!("{} {rendered}", ident(name)),
                 secret: false,
+                defaults: BTreeMap::new(),
+                head_len: 0,
             });
         }
     }

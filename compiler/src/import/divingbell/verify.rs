@@ -13,6 +13,7 @@ use crate::diagnostic::Diagnostics;
 use crate::front::inventory::Entry;
 use crate::resolve::{Model, Resolution};
 use crate::source::Sources;
+use crate::spec::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -182,6 +183,12 @@ fn facts(model: &Model) -> BTreeMap<(String, String), String> {
             other => other,
         };
         facts.insert((module.to_string(), r.key()), "declared".into());
+        for (field, value) in defaults(r.kind.keyword()) {
+            facts.insert(
+                (module.to_string(), format!("{} {field}", r.key())),
+                format!("{value:?}"),
+            );
+        }
         for (field, (value, _)) in &r.fields {
             facts.insert(
                 (module.to_string(), format!("{} {field}", r.key())),
@@ -192,6 +199,27 @@ fn facts(model: &Model) -> BTreeMap<(String, String), String> {
     facts
 }
 
+/// A property left out is its default: `sudo=#false` written is `user_sudo` left out.
+fn defaults(kind: &str) -> Vec<(&'static str, Value)> {
+    let text = |s: &str| Value::Str(s.to_string());
+    match kind {
+        "user" => vec![("sudo", Value::Bool(false))],
+        "exec" => vec![
+            ("rerun", text("always")),
+            ("timeout", Value::Int(1800)),
+            ("on-failure", text("continue")),
+            ("background", Value::Bool(false)),
+        ],
+        "apparmor" => vec![("mode", text("enforce"))],
+        "apt" => vec![
+            ("upgrade", Value::Bool(false)),
+            ("allow-downgrade", Value::Bool(false)),
+        ],
+        "users" => vec![("purge-expired", Value::Bool(false))],
+        _ => Vec::new(),
+    }
+}
+
 fn compare(host: &str, divingbell: &Model, spec: &Model) -> Vec<Difference> {
     let (want, got) = (facts(divingbell), facts(spec));
     let mut keys: Vec<&(String, String)> = want.keys().chain(got.keys()).collect();
@@ -199,12 +227,25 @@ fn compare(host: &str, divingbell: &Model, spec: &Model) -> Vec<Difference> {
     keys.dedup();
     keys.into_iter()
         .filter(|k| want.get(*k) != got.get(*k))
-        .map(|(module, key)| Difference {
-            host: host.to_string(),
-            module: module.clone(),
-            key: key.clone(),
-            divingbell: want.get(&(module.clone(), key.clone())).cloned(),
-            spec: got.get(&(module.clone(), key.clone())).cloned(),
+        .map(|(module, key)| {
+            // Password hashes and debconf answers are compared, never shown.
+            let secret = key.ends_with(" password") || key.ends_with(" debconf");
+            let show = |facts: &BTreeMap<(String, String), String>| {
+                facts.get(&(module.clone(), key.clone())).map(|v| {
+                    if secret {
+                        "a secret (not shown)".to_string()
+                    } else {
+                        v.clone()
+                    }
+                })
+            };
+            Difference {
+                host: host.to_string(),
+                module: module.clone(),
+                key: key.clone(),
+                divingbell: show(&want),
+                spec: show(&got),
+            }
         })
         .collect()
 }

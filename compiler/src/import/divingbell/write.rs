@@ -232,18 +232,30 @@ fn layer_text(
         if !differs {
             continue;
         }
+        // A property an earlier state sets and this one leaves out: its default written out,
+        // or a note when bellc has no way to say "unset".
+        let mut decl = decl.clone();
+        let mut restated = BTreeSet::new();
         for state in against {
             if let Some(before) = state.iter().find(|d| d.id == decl.id) {
-                for field in before
-                    .fields
-                    .keys()
-                    .filter(|f| !decl.fields.contains_key(*f))
-                {
-                    unexpressed.insert(format!("`{field}` of `{}`", decl.id));
+                for field in before.fields.keys() {
+                    if decl.fields.contains_key(field) || restated.contains(field) {
+                        continue;
+                    }
+                    match decl.defaults.get(field) {
+                        Some(default) => {
+                            decl.text
+                                .insert_str(decl.head_len, &format!(" {field}={default}"));
+                            restated.insert(field.clone());
+                        }
+                        None => {
+                            unexpressed.insert(format!("`{field}` of `{}`", decl.id));
+                        }
+                    }
                 }
             }
         }
-        emit.push(decl.clone());
+        emit.push(decl);
     }
     let mut gone: Vec<&Decl> = Vec::new();
     for state in against {
@@ -270,8 +282,21 @@ fn layer_text(
                 });
             }
             Place::Node if before.removable => removes.push(string(&before.id)),
+            // A setting of which a host has one: every property back to its default.
             Place::Node => {
-                unexpressed.insert(format!("the `{}` settings", before.id));
+                let mut text = before.id.clone();
+                for field in before.fields.keys() {
+                    match before.defaults.get(field) {
+                        Some(default) => text.push_str(&format!(" {field}={default}")),
+                        None => {
+                            unexpressed.insert(format!("`{field}` of `{}`", before.id));
+                        }
+                    }
+                }
+                emit.push(Decl {
+                    text,
+                    ..(*before).clone()
+                });
             }
         }
     }
