@@ -15,6 +15,19 @@ fn spec(fx: &Fixture) -> String {
     std::fs::read_to_string(fx.path().join("bell.kdl")).expect("bell.kdl")
 }
 
+/// Without an inventory, hosts that exercise every override stand in for the fleet.
+fn verifies_without_inventory(fx: &Fixture) {
+    let run = fx.bellc(&[
+        "import",
+        "divingbell",
+        "values.yaml",
+        "-o",
+        "probe.kdl",
+        "--verify",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}
+
 #[test]
 fn every_documented_example_imports_builds_and_verifies() {
     let fx = Fixture::new()
@@ -45,16 +58,7 @@ fn every_documented_example_imports_builds_and_verifies() {
     assert_eq!(mode & 0o777, 0o600);
     let build = fx.bellc(&["build", "bell.kdl", "-o", "out", "--short"]);
     assert_eq!(build.code, 0, "{}", build.stderr);
-    // Without an inventory, hosts that exercise every override stand in for the fleet.
-    let probe = fx.bellc(&[
-        "import",
-        "divingbell",
-        "values.yaml",
-        "-o",
-        "probe.kdl",
-        "--verify",
-    ]);
-    assert_eq!(probe.code, 0, "{}", probe.stderr);
+    verifies_without_inventory(&fx);
 }
 
 #[test]
@@ -131,15 +135,7 @@ fn per_daemonset_overrides_that_differ_for_one_host_are_layered() {
             explain.stdout
         );
     }
-    let probe = fx.bellc(&[
-        "import",
-        "divingbell",
-        "values.yaml",
-        "-o",
-        "probe.kdl",
-        "--verify",
-    ]);
-    assert_eq!(probe.code, 0, "{}", probe.stderr);
+    verifies_without_inventory(&fx);
 }
 
 #[test]
