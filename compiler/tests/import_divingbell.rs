@@ -293,3 +293,57 @@ fn an_override_that_leaves_a_property_out_restates_its_default_or_says_it_cannot
     assert!(!run.stderr.contains("bellsalt"), "{}", run.stderr);
     assert!(!run.stderr.contains("sudo`"), "{}", run.stderr);
 }
+
+#[test]
+fn the_shapes_of_divingbells_current_chart_import() {
+    // As Divingbell's gate writes them: `perm.paths` beside `rerun_interval`, repositories by
+    // name with subrepos, an exec `timeout`, and daemonsets `manifests` turns off.
+    let values = r#"conf:
+  perm:
+    rerun_interval: 60
+    paths:
+    - path: /etc/shadow
+      owner: 'root'
+      group: 'shadow'
+      permissions: '0640'
+  apt:
+    repositories:
+      repository_name1:
+        url: http://us.archive.ubuntu.com/ubuntu/
+        distributions: [ xenial ]
+        components: [ main, universe ]
+        subrepos: [ backports, updates ]
+        gpgkey: |-
+          -----BEGIN PGP PUBLIC KEY BLOCK-----
+
+          mQINBGV
+          -----END PGP PUBLIC KEY BLOCK-----
+  exec:
+    011-timeout.sh:
+      timeout: 11
+      data: |
+        #!/bin/bash
+        sleep 60
+  sysctl:
+    net.ipv4.ip_forward: 1
+manifests:
+  daemonset_sysctl: false
+"#;
+    let fx = Fixture::new().file("values.yaml", values);
+    let run = fx.bellc(&["import", "divingbell", "values.yaml", "--verify", "--short"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.diagnostics(),
+        ["values.yaml:3:5: warning[bell::import::not_imported]: `conf.perm.rerun_interval`: bellc sets permissions on every apply and its check reports drift between applies; kept as a comment"]
+    );
+    let text = spec(&fx);
+    for line in [
+        "perm \"/etc/shadow\" owner=\"root\" group=\"shadow\" mode=\"0640\"",
+        "apt-source \"repository_name1\" url=\"http://us.archive.ubuntu.com/ubuntu/\" suites=\"xenial xenial-backports xenial-updates\" components=\"main universe\" {",
+        "exec \"011-timeout.sh\" timeout=11 {",
+        "// Daemonsets `manifests` turns off, not imported: sysctl.",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
+    assert!(!text.contains("ip_forward"), "{text}");
+}

@@ -549,11 +549,21 @@ impl Mapper {
                         }
                     }
                 }
-                "repositories" => {
-                    for (i, repo) in self.items(value, &at).iter().enumerate() {
-                        self.repository(repo, &format!("{at}[{i}]"), i + 1);
+                // A mapping by name in Divingbell's current chart, a list in its older one.
+                "repositories" => match &value.value {
+                    Value::Map(repos) => {
+                        for (name, repo) in repos {
+                            let name = name.scalar().unwrap_or_default();
+                            self.repository(repo, &format!("{at}.{name}"), name);
+                        }
                     }
-                }
+                    _ => {
+                        for (i, repo) in self.items(value, &at).iter().enumerate() {
+                            let name = format!("repository-{}", i + 1);
+                            self.repository(repo, &format!("{at}[{i}]"), &name);
+                        }
+                    }
+                },
                 _ => self.unknown(key, path, KNOWN),
             }
         }
@@ -619,7 +629,7 @@ impl Mapper {
         downgrade
     }
 
-    fn repository(&mut self, repo: &Node, here: &str, number: usize) {
+    fn repository(&mut self, repo: &Node, here: &str, name: &str) {
         const KNOWN: &[&str] = &["url", "distributions", "components", "subrepos", "gpgkey"];
         let Some(url) = repo.get("url").and_then(Node::scalar) else {
             self.shape(repo, here, "a repository with a `url`");
@@ -646,7 +656,7 @@ impl Mapper {
         for suite in &suites {
             all.extend(subrepos.iter().map(|s| format!("{suite}-{s}")));
         }
-        let mut node = NodeText::new("apt-source", &format!("repository-{number}"));
+        let mut node = NodeText::new("apt-source", name);
         node.prop("url", string(url));
         node.prop("suites", string(&all.join(" ")));
         if !components.is_empty() {
@@ -664,6 +674,7 @@ impl Mapper {
             "args",
             "env",
             "rerun_policy",
+            "timeout",
             "script_timeout",
             "rerun_interval",
             "retry_interval",
@@ -681,8 +692,9 @@ impl Mapper {
             for (key, value) in self.entries(script, &here) {
                 let field = key.scalar().unwrap_or_default();
                 let at = format!("{here}.{field}");
+                // `timeout` in Divingbell's chart and gate, `script_timeout` in its documentation.
                 let prop = match field {
-                    "script_timeout" => Some("timeout"),
+                    "timeout" | "script_timeout" => Some("timeout"),
                     "rerun_interval" => Some("rerun-interval"),
                     "retry_interval" => Some("retry-interval"),
                     "rerun_max_count" => Some("rerun-max-count"),
@@ -784,7 +796,28 @@ impl Mapper {
         }
     }
 
+    /// `conf.perm`: `paths` with `rerun_policy` and `rerun_interval` beside them (Divingbell's
+    /// current chart), or the list of paths alone (its older one).
     fn perm(&mut self, conf: &Node, path: &str) {
+        if conf.entries().is_some() {
+            const KNOWN: &[&str] = &["paths", "rerun_policy", "rerun_interval"];
+            for (key, value) in self.entries(conf, path) {
+                match key.scalar().unwrap_or_default() {
+                    "paths" => self.perm_paths(value, &format!("{path}.paths")),
+                    field @ ("rerun_policy" | "rerun_interval") => self.note(
+                        key.span,
+                        format!("`{path}.{field}`: bellc sets permissions on every apply and its check reports drift between applies; kept as a comment"),
+                        "a periodic `bell-run apply` (or `bell-run check`) replaces Divingbell's reruns",
+                    ),
+                    _ => self.unknown(key, path, KNOWN),
+                }
+            }
+        } else {
+            self.perm_paths(conf, path);
+        }
+    }
+
+    fn perm_paths(&mut self, conf: &Node, path: &str) {
         const KNOWN: &[&str] = &["path", "owner", "group", "permissions"];
         for (i, perm) in self.items(conf, path).iter().enumerate() {
             let here = format!("{path}[{i}]");
