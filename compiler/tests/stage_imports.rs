@@ -29,6 +29,8 @@ const ORDER: &[(&str, &[&str])] = &[
     ("emit", &["emit"]),
     ("review", &["review"]),
     ("fleet", &["fleet"]),
+    // Another tool's configuration written as a spec; `--verify` lowers and resolves it.
+    ("import", &["import"]),
 ];
 
 fn src() -> PathBuf {
