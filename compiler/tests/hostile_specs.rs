@@ -184,6 +184,31 @@ fn nesting_thousands_deep_is_a_diagnostic_not_a_stack_overflow() {
     }
 }
 
+/// Found by fuzzing: the KDL parser also recurses once per nested block comment and once per
+/// `/-` in a row, so thousands of either overflowed its stack (a SIGSEGV under the fuzzer).
+#[test]
+fn comments_and_slashdashes_thousands_deep_are_a_diagnostic_not_a_stack_overflow() {
+    for (body, at) in [
+        (
+            format!("{}{}", "/*".repeat(2000), "*/".repeat(2000)),
+            "bell.kdl:3:129:",
+        ),
+        (format!("{}x\n", "/- ".repeat(2000)), "bell.kdl:3:193:"),
+    ] {
+        let fx = Fixture::spec(&spec(&body));
+        let run = fx.bellc(&["check", "--short"]);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert_eq!(
+            run.diagnostics(),
+            [format!(
+                "{at} error[bell::load::too_deep]: blocks nest deeper than 64 levels"
+            )],
+            "{}",
+            run.stderr
+        );
+    }
+}
+
 #[test]
 fn the_limits_the_readme_states_are_the_limits_enforced() {
     let readme = std::fs::read_to_string(common::repo_root().join("README.md")).expect("README");

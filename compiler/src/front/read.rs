@@ -134,16 +134,35 @@ pub fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
-/// The deepest nesting of `{` blocks in KDL text, and the offset of the first `{` that goes
-/// deeper than `max`. The KDL parser recurses once per block and would overflow its stack on
-/// a file nested thousands deep, so this runs first. Strings (quoted, raw and multi-line) and
-/// comments are skipped as the parser skips them; on text that is not KDL the count may be
-/// off, which only moves where the parser then reports its syntax error.
+/// The offset of the first `{` block, block comment or `/-` in KDL text that goes deeper than
+/// `max`. The KDL parser recurses once per nested block, once per nested block comment and
+/// once per `/-` in a row, and would overflow its stack on thousands of any (the fuzzer found
+/// the last two), so this runs first. Strings (quoted, raw and multi-line) and line comments
+/// are skipped as the parser skips them; on text that is not KDL the count may be off, which
+/// only moves where the parser then reports its syntax error.
 pub fn too_deep(text: &str, max: usize) -> Option<usize> {
     let b = text.as_bytes();
     let mut depth = 0usize;
+    // `/-` in a row, with only blanks and comments between them.
+    let mut slashdashes = 0usize;
     let mut i = 0;
     while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'-') => {
+                slashdashes += 1;
+                if slashdashes > max {
+                    return Some(i);
+                }
+                i += 2;
+                continue;
+            }
+            c if c.is_ascii_whitespace() => {
+                i += 1;
+                continue;
+            }
+            b'/' if matches!(b.get(i + 1), Some(b'/' | b'*')) => {}
+            _ => slashdashes = 0,
+        }
         match b[i] {
             b'{' => {
                 depth += 1;
@@ -167,6 +186,9 @@ pub fn too_deep(text: &str, max: usize) -> Option<usize> {
                 while i < b.len() {
                     if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
                         level += 1;
+                        if level > max {
+                            return Some(i);
+                        }
                         i += 2;
                     } else if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
                         level -= 1;
@@ -247,6 +269,16 @@ mod tests {
         assert_eq!(too_deep(multi, 1), None);
         let deep = "a {".repeat(100);
         assert_eq!(too_deep(&deep, 64), Some(64 * 3 + 2));
+    }
+
+    #[test]
+    fn nested_comments_and_slashdashes_in_a_row_count_as_nesting() {
+        assert_eq!(too_deep(&"/*".repeat(3), 2), Some(4));
+        assert_eq!(too_deep("/* /* */ */ /* /* */ */", 2), None);
+        assert_eq!(too_deep("/- /-\n/- x", 2), Some(6));
+        // A node between them ends the row.
+        assert_eq!(too_deep("/- a /- b /- c", 2), None);
+        assert_eq!(too_deep("/- /* c */ /- x", 1), Some(11));
     }
 
     #[test]

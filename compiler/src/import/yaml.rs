@@ -83,6 +83,12 @@ pub struct SyntaxError {
     pub span: Span,
 }
 
+/// How deep collections nest: values files nest a handful of levels.
+const MAX_DEPTH: usize = 64;
+/// How many nodes a document may hold once aliases are expanded, so that aliases of aliases
+/// (a "billion laughs") end in an error, not in all of memory.
+const MAX_NODES: usize = 1_000_000;
+
 /// Reads one YAML document. Aliases are expanded; a key written twice is an error (Helm would
 /// keep one of the two, and which one is not something to leave to a reader of the file).
 pub fn parse(file: FileId, text: &str) -> Result<Node, SyntaxError> {
@@ -98,6 +104,7 @@ pub fn parse(file: FileId, text: &str) -> Result<Node, SyntaxError> {
         anchors: HashMap::new(),
         documents: Vec::new(),
         error: None,
+        nodes: 0,
     };
     let mut parser = Parser::new_from_str(text);
     if let Err(e) = parser.load(&mut builder, true) {
@@ -134,7 +141,10 @@ struct Builder<'t> {
     /// Byte offset of every character, when they differ from character indexes.
     char_offsets: Option<Vec<usize>>,
     stack: Vec<Open>,
-    anchors: HashMap<usize, Node>,
+    /// Each anchored node with the number of nodes it holds.
+    anchors: HashMap<usize, (Node, usize)>,
+    /// Nodes made so far, aliases counted at their size.
+    nodes: usize,
     documents: Vec<Node>,
     error: Option<SyntaxError>,
 }
@@ -157,9 +167,17 @@ impl Builder<'_> {
         Span::new(self.file, (start, len).into())
     }
 
-    fn add(&mut self, node: Node, anchor: usize) {
+    fn add(&mut self, node: Node, anchor: usize, size: usize) {
+        self.nodes = self.nodes.saturating_add(size);
+        if self.nodes > MAX_NODES {
+            self.fail(
+                &format!("the values hold more than {MAX_NODES} values once aliases are expanded"),
+                node.span,
+            );
+            return;
+        }
         if anchor > 0 {
-            self.anchors.insert(anchor, node.clone());
+            self.anchors.insert(anchor, (node.clone(), size_of(&node)));
         }
         match self.stack.last_mut() {
             None => self.documents.push(node),
@@ -197,8 +215,21 @@ impl Builder<'_> {
     }
 }
 
+/// The number of nodes in a tree.
+fn size_of(node: &Node) -> usize {
+    1 + match &node.value {
+        Value::Scalar { .. } => 0,
+        Value::Seq(items) => items.iter().map(size_of).sum(),
+        Value::Map(entries) => entries.iter().map(|(k, v)| size_of(k) + size_of(v)).sum(),
+    }
+}
+
 impl MarkedEventReceiver for Builder<'_> {
     fn on_event(&mut self, event: Event, mark: Marker) {
+        // After the first error the tree is not built on.
+        if self.error.is_some() {
+            return;
+        }
         let span = self.span_at(&mark);
         match event {
             Event::Scalar(text, style, anchor, _tag) => {
@@ -209,18 +240,34 @@ impl MarkedEventReceiver for Builder<'_> {
                         span,
                     },
                     anchor,
+                    1,
                 );
             }
             Event::Alias(anchor) => match self.anchors.get(&anchor) {
-                Some(node) => {
-                    let node = Node {
-                        value: node.value.clone(),
-                        span,
-                    };
-                    self.add(node, 0);
+                Some((_, size)) if self.nodes.saturating_add(*size) > MAX_NODES => self.fail(
+                    &format!(
+                        "the values hold more than {MAX_NODES} values once aliases are expanded"
+                    ),
+                    span,
+                ),
+                Some((node, size)) => {
+                    let (node, size) = (
+                        Node {
+                            value: node.value.clone(),
+                            span,
+                        },
+                        *size,
+                    );
+                    self.add(node, 0, size);
                 }
                 None => self.fail("an alias to an anchor not defined before it", span),
             },
+            Event::SequenceStart(..) | Event::MappingStart(..) if self.stack.len() >= MAX_DEPTH => {
+                self.fail(
+                    &format!("the values nest deeper than {MAX_DEPTH} levels"),
+                    span,
+                );
+            }
             Event::SequenceStart(anchor, _) => self.stack.push(Open::Seq(Vec::new(), span, anchor)),
             Event::MappingStart(anchor, _) => {
                 self.stack.push(Open::Map(Vec::new(), None, span, anchor))
@@ -233,7 +280,8 @@ impl MarkedEventReceiver for Builder<'_> {
                     }
                     None => return,
                 };
-                self.add(Node { value, span }, anchor);
+                // Its members were counted as they were added.
+                self.add(Node { value, span }, anchor, 1);
             }
             _ => {}
         }
@@ -298,6 +346,26 @@ mod tests {
         let e = parse_str("a: 1\nb: 2\na: 3\n").unwrap_err();
         assert!(e.message.contains("`a` is written twice"), "{e:?}");
         assert_eq!(e.span.offset, 10);
+    }
+
+    #[test]
+    fn aliases_of_aliases_and_deep_nesting_are_errors_not_exhaustion() {
+        let mut laughs = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for (i, c) in ('b'..='k').enumerate() {
+            let prev = char::from(b'a' + i as u8);
+            laughs.push_str(&format!(
+                "{c}: &{c} [{}]\n",
+                vec![format!("*{prev}"); 10].join(", ")
+            ));
+        }
+        let e = parse_str(&laughs).unwrap_err();
+        assert!(e.message.contains("once aliases are expanded"), "{e:?}");
+        let deep = format!("{}1{}", "[".repeat(70), "]".repeat(70));
+        let e = parse_str(&deep).unwrap_err();
+        assert!(e.message.contains("nest deeper than 64"), "{e:?}");
+        // Deeper still, the YAML parser stops first.
+        let deeper = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_str(&deeper).is_err());
     }
 
     #[test]
