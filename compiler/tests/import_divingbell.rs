@@ -347,3 +347,32 @@ manifests:
     }
     assert!(!text.contains("ip_forward"), "{text}");
 }
+
+#[test]
+fn what_bellc_refuses_is_an_error_at_the_values_it_came_from() {
+    // Values Divingbell's gate expects to fail on a host (a key that is not base64, an
+    // infinite timeout), and a relative mount target: caught at import, at their YAML line.
+    let values = "conf:\n  uamlite:\n    users:\n    - user_name: userone\n      user_sshkeys:\n      - ssh-rsa abc123 comment\n  exec:\n    011-timeout.sh:\n      timeout: infinite\n      data: |\n        #!/bin/bash\n        sleep 60\n  mounts:\n    mnt:\n      mnt_tgt: relative/path\n      device: tmpfs\n      type: tmpfs\n";
+    let fx = Fixture::new().file("values.yaml", values);
+    let run = fx.bellc(&["import", "divingbell", "values.yaml", "--verify", "--short"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let lines: Vec<(&str, bool)> = run
+        .diagnostics()
+        .iter()
+        .map(|d| {
+            let (at, rest) = d.split_once(": error[").unwrap_or_default();
+            let line = at.rsplit_once(':').map_or(at, |(line, _column)| line);
+            (line, rest.starts_with("bell::import::refused]"))
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            ("values.yaml:4", true),
+            ("values.yaml:9", true),
+            ("values.yaml:15", true)
+        ],
+        "{}",
+        run.stderr
+    );
+}

@@ -32,6 +32,16 @@ pub enum ImportError {
         file: FileId,
     },
     #[error("{message}")]
+    #[diagnostic(code(bell::import::refused))]
+    Refused {
+        message: String,
+        #[label("imported from here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+        file: FileId,
+    },
+    #[error("{message}")]
     #[diagnostic(
         code(bell::import::differs),
         help("the spec would not give this host what Divingbell gives it; please report it, with the values")
@@ -58,6 +68,7 @@ impl ImportError {
     fn file_id(&self) -> Option<FileId> {
         match self {
             ImportError::Yaml { file, .. }
+            | ImportError::Refused { file, .. }
             | ImportError::Differs { file, .. }
             | ImportError::NotImported { file, .. } => Some(*file),
         }
@@ -127,13 +138,25 @@ pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Opti
         &line_of,
         &mut notes,
     );
-    if input.verify {
-        let (hosts, with_hosts) = match input.hosts {
-            [] => (verify::probe_hosts(&values), false),
-            hosts => (hosts.to_vec(), true),
-        };
-        let first = input.values.first().copied().unwrap_or(FileId(0));
-        let start = Span::new(first, (0, 0).into());
+    let (hosts, with_hosts) = match input.hosts {
+        [] => (verify::probe_hosts(&values), false),
+        hosts => (hosts.to_vec(), true),
+    };
+    let first = input.values.first().copied().unwrap_or(FileId(0));
+    let start = Span::new(first, (0, 0).into());
+    // What bellc refuses in the spec is said at the values it came from: a typo Divingbell
+    // would meet on a host is an error here, before anything moves.
+    let refused = verify::refusals(&written.text, &written.map, &hosts, with_hosts);
+    for (span, message, help) in &refused {
+        let span = span.unwrap_or(start);
+        diags.push(ImportError::Refused {
+            message: format!("the spec cannot hold this: {message}"),
+            span: span.source_span(),
+            help: help.clone(),
+            file: span.file,
+        });
+    }
+    if input.verify && refused.is_empty() {
         match verify::verify(&values, &written.text, &hosts, with_hosts, input.target) {
             Ok(differences) => {
                 for d in differences {

@@ -91,6 +91,8 @@ pub struct Decl {
     pub defaults: BTreeMap<String, String>,
     /// Where the properties start in `text` (after `KIND "NAME"`).
     pub head_len: usize,
+    /// The values it came from, where bellc's own checks of the spec point back to.
+    pub span: Span,
 }
 
 /// A key bellc does not know or cannot express: a warning naming its line, and a comment in
@@ -166,7 +168,8 @@ impl NodeText {
         self.children.push((key, rest));
     }
 
-    fn decl(self) -> Decl {
+    /// The declaration, `span` the values it came from.
+    fn decl(self, span: Span) -> Decl {
         let mut text = self.kind.to_string();
         if let Some(name) = &self.name {
             text.push(' ');
@@ -210,6 +213,7 @@ impl NodeText {
             secret,
             defaults: defaults(self.kind),
             head_len,
+            span,
         }
     }
 }
@@ -373,6 +377,7 @@ impl Mapper {
                 secret: false,
                 defaults: BTreeMap::new(),
                 head_len: 0,
+                span: key.span,
             });
         }
     }
@@ -399,7 +404,7 @@ impl Mapper {
                 };
                 node.prop(kdl_key, rendered);
             }
-            self.out.decls.push(node.decl());
+            self.out.decls.push(node.decl(limit.span));
         }
     }
 
@@ -427,7 +432,7 @@ impl Mapper {
                     node.prop(kdl_key, string(&text));
                 }
             }
-            self.out.decls.push(node.decl());
+            self.out.decls.push(node.decl(mount.span));
         }
     }
 
@@ -449,7 +454,7 @@ impl Mapper {
                     ));
                 }
             }
-            self.out.decls.push(node.decl());
+            self.out.decls.push(node.decl(settings.span));
         }
     }
 
@@ -468,7 +473,7 @@ impl Mapper {
                     {
                         let mut node = NodeText::singleton("users");
                         node.prop("purge-expired", format!("#{purge}"));
-                        self.out.decls.push(node.decl());
+                        self.out.decls.push(node.decl(value.span));
                     }
                 }
                 "users" => {
@@ -509,7 +514,7 @@ impl Mapper {
                                 _ => self.unknown(key, &here, USER),
                             }
                         }
-                        self.out.decls.push(node.decl());
+                        self.out.decls.push(node.decl(user.span));
                     }
                 }
                 _ => self.unknown(key, path, KNOWN),
@@ -545,7 +550,7 @@ impl Mapper {
                         if let Some(name) = name {
                             let mut node = NodeText::new("package", &name);
                             node.prop("absent", "#true".into());
-                            self.out.decls.push(node.decl());
+                            self.out.decls.push(node.decl(item.span));
                         }
                     }
                 }
@@ -571,7 +576,7 @@ impl Mapper {
             apt.prop("allow-downgrade", "#true".into());
         }
         if !apt.props.is_empty() {
-            self.out.decls.push(apt.decl());
+            self.out.decls.push(apt.decl(conf.span));
         }
     }
 
@@ -625,7 +630,7 @@ impl Mapper {
                 _ => self.unknown(key, here, KNOWN),
             }
         }
-        self.out.decls.push(node.decl());
+        self.out.decls.push(node.decl(package.span));
         downgrade
     }
 
@@ -665,7 +670,7 @@ impl Mapper {
         if let Some(key) = key {
             node.child("key", block(&key, "    "));
         }
-        self.out.decls.push(node.decl());
+        self.out.decls.push(node.decl(repo.span));
     }
 
     fn exec(&mut self, conf: &Node, path: &str) {
@@ -762,7 +767,7 @@ impl Mapper {
             if let Some(data) = data {
                 node.child("script", block(&data, "    "));
             }
-            self.out.decls.push(node.decl());
+            self.out.decls.push(node.decl(script.span));
         }
     }
 
@@ -779,20 +784,20 @@ impl Mapper {
                     for (name, profile) in self.entries(value, &at) {
                         let Some(name) = name.scalar() else { continue };
                         if let Some(text) = self.text(profile, &format!("{at}.{name}")) {
-                            profiles.push((name.to_string(), text));
+                            profiles.push((name.to_string(), text, profile.span));
                         }
                     }
                 }
                 _ => self.unknown(key, path, KNOWN),
             }
         }
-        for (name, text) in profiles {
+        for (name, text, span) in profiles {
             let mut node = NodeText::new("apparmor", &name);
             if complain {
                 node.prop("mode", string("complain"));
             }
             node.child("profile", block(&text, "    "));
-            self.out.decls.push(node.decl());
+            self.out.decls.push(node.decl(span));
         }
     }
 
@@ -843,7 +848,7 @@ impl Mapper {
                     node.prop(prop, string(&text));
                 }
             }
-            self.out.decls.push(node.decl());
+            self.out.decls.push(node.decl(perm.span));
         }
     }
 }

@@ -127,7 +127,7 @@ pub fn verify(
             let choice = values.choice(module, &host.name, &host.labels);
             chosen.push(format!("{module:?}{choice:?}"));
             let decls = map(module, &values.conf(module, choice), "").decls;
-            write_decls(&mut reference, "", &decls, &[]);
+            write_decls(&mut reference, "", &decls, &[], &mut Vec::new());
         }
         let expected = match references.get(&chosen) {
             Some(model) => model.clone(),
@@ -144,6 +144,40 @@ pub fn verify(
         differences.extend(compare(&host.name, &expected, &resolved.model));
     }
     Ok(differences)
+}
+
+/// What bellc refuses in the written spec, each pointed back at the values it came from: the
+/// values' span (`None` for what no declaration holds), the message and its help.
+pub fn refusals(
+    spec: &str,
+    map: &super::write::SourceMap,
+    hosts: &[Entry],
+    with_hosts: bool,
+) -> Vec<(Option<crate::source::Span>, String, Option<String>)> {
+    let mut text = spec.to_string();
+    if !with_hosts {
+        for h in hosts {
+            text.push_str(&host_line(h));
+        }
+    }
+    let mut sources = Sources::new();
+    let file = sources.add(Path::new("bell.kdl"), text);
+    let mut diags = Diagnostics::new();
+    let lowered = crate::front::lower::lower_root(file, &mut sources, &mut diags);
+    let _ = crate::analyse(lowered, &sources, &mut diags);
+    diags
+        .iter()
+        .filter(|d| crate::diagnostic::is_error(*d))
+        .map(|d| {
+            let at = d.labels().and_then(|mut l| l.next()).map(|l| l.offset());
+            let span = at.and_then(|at| {
+                map.iter()
+                    .find(|(range, _)| range.contains(&at))
+                    .map(|(_, span)| *span)
+            });
+            (span, d.to_string(), d.help().map(|h| h.to_string()))
+        })
+        .collect()
 }
 
 fn host_line(h: &Entry) -> String {

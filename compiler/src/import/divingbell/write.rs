@@ -35,6 +35,8 @@ pub fn exclusive(values: &Values) -> bool {
 
 pub struct Written {
     pub text: String,
+    /// Where each declaration is in `text`, and the values it came from.
+    pub map: SourceMap,
     /// The spec holds a password hash or a debconf password.
     pub secret: bool,
 }
@@ -47,6 +49,7 @@ pub fn spec(
     notes: &mut Vec<Note>,
 ) -> Written {
     let mut secret = false;
+    let mut places = SourceMap::new();
     let exclusive = exclusive(values);
     let mut out = String::new();
     out.push_str(&format!(
@@ -108,7 +111,7 @@ pub fn spec(
         comment_notes(&mut out, "", &mapped.notes, line_of);
         notes.extend(mapped.notes);
         secret |= mapped.decls.iter().any(|d| d.secret);
-        write_decls(&mut out, "", &mapped.decls, &[]);
+        write_decls(&mut out, "", &mapped.decls, &[], &mut places);
     }
 
     if values
@@ -176,7 +179,7 @@ pub fn spec(
                 .chain(labels[..earlier].iter().cloned())
                 .collect();
             let mut unexpressed = BTreeSet::new();
-            let layer = layer_text(&merged, &against, &mut unexpressed);
+            let (layer, layer_map) = layer_text(&merged, &against, &mut unexpressed);
             let name = unique_name(
                 &mut names,
                 &if exclusive {
@@ -209,11 +212,21 @@ pub fn spec(
             for m in &matches {
                 out.push_str(&format!("    {m}\n"));
             }
+            let offset = out.len();
+            places.extend(
+                layer_map
+                    .into_iter()
+                    .map(|(range, span)| (range.start + offset..range.end + offset, span)),
+            );
             out.push_str(&layer);
             out.push_str("}\n");
         }
     }
-    Written { text: out, secret }
+    Written {
+        text: out,
+        map: places,
+        secret,
+    }
 }
 
 /// The declarations of one override: what differs from any state `against` may have left,
@@ -222,7 +235,7 @@ fn layer_text(
     merged: &[Decl],
     against: &[Vec<Decl>],
     unexpressed: &mut BTreeSet<String>,
-) -> String {
+) -> (String, SourceMap) {
     let mut emit = Vec::new();
     for decl in merged {
         // Restated when any earlier state lacks it or holds it otherwise.
@@ -300,20 +313,43 @@ fn layer_text(
             }
         }
     }
-    write_decls(&mut out, "    ", &emit, &removes);
-    out
+    let mut map = SourceMap::new();
+    write_decls(&mut out, "    ", &emit, &removes, &mut map);
+    (out, map)
 }
 
-pub(super) fn write_decls(out: &mut String, indent: &str, decls: &[Decl], removes: &[String]) {
+/// Where each declaration's text is in the spec, and the values it came from.
+pub type SourceMap = Vec<(std::ops::Range<usize>, Span)>;
+
+pub(super) fn write_decls(
+    out: &mut String,
+    indent: &str,
+    decls: &[Decl],
+    removes: &[String],
+    map: &mut SourceMap,
+) {
     let sysctl: Vec<&Decl> = decls.iter().filter(|d| d.place == Place::Sysctl).collect();
     if !sysctl.is_empty() {
         out.push_str(&format!("{indent}sysctl {{\n"));
         for d in sysctl {
+            let start = out.len();
             out.push_str(&format!("{indent}    {}\n", d.text));
+            map.push((start..out.len(), d.span));
         }
         out.push_str(&format!("{indent}}}\n"));
     }
     for d in decls.iter().filter(|d| d.place == Place::Node) {
+        let start = out.len();
+        write_node(out, indent, d);
+        map.push((start..out.len(), d.span));
+    }
+    if !removes.is_empty() {
+        out.push_str(&format!("{indent}remove {}\n", removes.join(" ")));
+    }
+}
+
+fn write_node(out: &mut String, indent: &str, d: &Decl) {
+    {
         for line in d.text.split('\n') {
             if line.is_empty() {
                 out.push('\n');
@@ -321,9 +357,6 @@ pub(super) fn write_decls(out: &mut String, indent: &str, decls: &[Decl], remove
                 out.push_str(&format!("{indent}{line}\n"));
             }
         }
-    }
-    if !removes.is_empty() {
-        out.push_str(&format!("{indent}remove {}\n", removes.join(" ")));
     }
 }
 
