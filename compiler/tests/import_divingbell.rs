@@ -351,7 +351,8 @@ manifests:
 #[test]
 fn what_bellc_refuses_is_an_error_at_the_values_it_came_from() {
     // Values Divingbell's gate expects to fail on a host (a key that is not base64, an
-    // infinite timeout), and a relative mount target: caught at import, at their YAML line.
+    // infinite timeout), and a relative mount target: caught at import, at the name of the
+    // user, script and mount they belong to.
     let values = "conf:\n  uamlite:\n    users:\n    - user_name: userone\n      user_sshkeys:\n      - ssh-rsa abc123 comment\n  exec:\n    011-timeout.sh:\n      timeout: infinite\n      data: |\n        #!/bin/bash\n        sleep 60\n  mounts:\n    mnt:\n      mnt_tgt: relative/path\n      device: tmpfs\n      type: tmpfs\n";
     let fx = Fixture::new().file("values.yaml", values);
     let run = fx.bellc(&["import", "divingbell", "values.yaml", "--verify", "--short"]);
@@ -369,8 +370,8 @@ fn what_bellc_refuses_is_an_error_at_the_values_it_came_from() {
         lines,
         [
             ("values.yaml:4", true),
-            ("values.yaml:9", true),
-            ("values.yaml:15", true)
+            ("values.yaml:8", true),
+            ("values.yaml:14", true)
         ],
         "{}",
         run.stderr

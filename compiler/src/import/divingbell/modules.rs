@@ -384,8 +384,11 @@ impl Mapper {
 
     fn limits(&mut self, conf: &Node, path: &str) {
         const KNOWN: &[&str] = &["domain", "type", "item", "value"];
-        for (name, limit) in self.entries(conf, path) {
-            let Some(name) = name.scalar() else { continue };
+        for (name_key, limit) in self.entries(conf, path) {
+            let Some(name) = name_key.scalar() else {
+                continue;
+            };
+            let name_span = name_key.span;
             let here = format!("{path}.{name}");
             let mut node = NodeText::new("limit", name);
             for (key, value) in self.entries(limit, &here) {
@@ -404,14 +407,17 @@ impl Mapper {
                 };
                 node.prop(kdl_key, rendered);
             }
-            self.out.decls.push(node.decl(limit.span));
+            self.out.decls.push(node.decl(name_span));
         }
     }
 
     fn mounts(&mut self, conf: &Node, path: &str) {
         const KNOWN: &[&str] = &["mnt_tgt", "device", "type", "options", "before", "after"];
-        for (name, mount) in self.entries(conf, path) {
-            let Some(name) = name.scalar() else { continue };
+        for (name_key, mount) in self.entries(conf, path) {
+            let Some(name) = name_key.scalar() else {
+                continue;
+            };
+            let name_span = name_key.span;
             let here = format!("{path}.{name}");
             let mut node = NodeText::new("mount", name);
             for (key, value) in self.entries(mount, &here) {
@@ -432,13 +438,14 @@ impl Mapper {
                     node.prop(kdl_key, string(&text));
                 }
             }
-            self.out.decls.push(node.decl(mount.span));
+            self.out.decls.push(node.decl(name_span));
         }
     }
 
     fn ethtool(&mut self, conf: &Node, path: &str) {
-        for (interface, settings) in self.entries(conf, path) {
-            let Some(interface) = interface.scalar() else {
+        for (interface_key, settings) in self.entries(conf, path) {
+            let name_span = interface_key.span;
+            let Some(interface) = interface_key.scalar() else {
                 continue;
             };
             let here = format!("{path}.{interface}");
@@ -454,7 +461,7 @@ impl Mapper {
                     ));
                 }
             }
-            self.out.decls.push(node.decl(settings.span));
+            self.out.decls.push(node.decl(name_span));
         }
     }
 
@@ -514,7 +521,9 @@ impl Mapper {
                                 _ => self.unknown(key, &here, USER),
                             }
                         }
-                        self.out.decls.push(node.decl(user.span));
+                        self.out
+                            .decls
+                            .push(node.decl(user.get("user_name").map_or(user.span, |n| n.span)));
                     }
                 }
                 _ => self.unknown(key, path, KNOWN),
@@ -630,7 +639,9 @@ impl Mapper {
                 _ => self.unknown(key, here, KNOWN),
             }
         }
-        self.out.decls.push(node.decl(package.span));
+        self.out
+            .decls
+            .push(node.decl(package.get("name").map_or(package.span, |n| n.span)));
         downgrade
     }
 
@@ -689,8 +700,11 @@ impl Mapper {
             "retry_interval_persist",
             "retry_max_count",
         ];
-        for (name, script) in self.entries(conf, path) {
-            let Some(name) = name.scalar() else { continue };
+        for (name_key, script) in self.entries(conf, path) {
+            let Some(name) = name_key.scalar() else {
+                continue;
+            };
+            let name_span = name_key.span;
             let here = format!("{path}.{name}");
             let mut node = NodeText::new("exec", name);
             let mut data = None;
@@ -767,7 +781,7 @@ impl Mapper {
             if let Some(data) = data {
                 node.child("script", block(&data, "    "));
             }
-            self.out.decls.push(node.decl(script.span));
+            self.out.decls.push(node.decl(name_span));
         }
     }
 
@@ -781,10 +795,12 @@ impl Mapper {
             match field {
                 "complain_mode" => complain = self.boolean(value, &at).unwrap_or(false),
                 "profiles" => {
-                    for (name, profile) in self.entries(value, &at) {
-                        let Some(name) = name.scalar() else { continue };
+                    for (name_key, profile) in self.entries(value, &at) {
+                        let Some(name) = name_key.scalar() else {
+                            continue;
+                        };
                         if let Some(text) = self.text(profile, &format!("{at}.{name}")) {
-                            profiles.push((name.to_string(), text, profile.span));
+                            profiles.push((name.to_string(), text, name_key.span));
                         }
                     }
                 }
