@@ -164,7 +164,10 @@ pub fn refusals(
     let file = sources.add(Path::new("bell.kdl"), text);
     let mut diags = Diagnostics::new();
     let lowered = crate::front::lower::lower_root(file, &mut sources, &mut diags);
-    let _ = crate::analyse(lowered, &sources, &mut diags);
+    // The checks of `bellc check` short of services: resolution, each kind's, the graph.
+    let resolution = crate::resolve::resolve(&lowered, &crate::targets::names(), &mut diags);
+    crate::kinds::check_hosts(&resolution.hosts, &sources, &mut diags);
+    let _ = crate::graph::order_hosts(&resolution.hosts, &sources, &mut diags);
     diags
         .iter()
         .filter(|d| crate::diagnostic::is_error(*d))
