@@ -351,8 +351,7 @@ manifests:
 #[test]
 fn what_bellc_refuses_is_an_error_at_the_values_it_came_from() {
     // Values Divingbell's gate expects to fail on a host (a key that is not base64, an
-    // infinite timeout), and a relative mount target: caught at import, at the name of the
-    // user, script and mount they belong to.
+    // infinite timeout), and a relative mount target: caught at import, at the value itself.
     let values = "conf:\n  uamlite:\n    users:\n    - user_name: userone\n      user_sshkeys:\n      - ssh-rsa abc123 comment\n  exec:\n    011-timeout.sh:\n      timeout: infinite\n      data: |\n        #!/bin/bash\n        sleep 60\n  mounts:\n    mnt:\n      mnt_tgt: relative/path\n      device: tmpfs\n      type: tmpfs\n";
     let fx = Fixture::new().file("values.yaml", values);
     let run = fx.bellc(&["import", "divingbell", "values.yaml", "--verify", "--short"]);
@@ -369,11 +368,208 @@ fn what_bellc_refuses_is_an_error_at_the_values_it_came_from() {
     assert_eq!(
         lines,
         [
-            ("values.yaml:4", true),
-            ("values.yaml:8", true),
-            ("values.yaml:14", true)
+            ("values.yaml:6", true),
+            ("values.yaml:9", true),
+            ("values.yaml:15", true)
         ],
         "{}",
         run.stderr
     );
+}
+
+/// What the import must say of one stage of Divingbell's gate.
+enum Expect {
+    /// It imports, verifies and builds; each warning it gives contains one of these.
+    Verifies(&'static [&'static str]),
+    /// It stops with an error of this code at this line of the stage's values.
+    Error(&'static str, usize),
+}
+
+/// The stages of Divingbell's gate (`tools/gate/scripts/020-test-divingbell.sh` in
+/// airshipit/divingbell installs the chart's values and one stage's values over them), written
+/// out with the script's variables in place. The stages the gate expects to fail on a host are
+/// refused here with the key and the reason, before anything moves; those that fail only on
+/// particular hardware (a fixed NIC feature, settings the driver cannot combine, a device that
+/// does not exist) import, and fail on the host as they do under Divingbell.
+const GATE: &[(&str, Expect)] = &[
+    ("sysctl-set1", Expect::Verifies(&[])),
+    ("sysctl-set2", Expect::Verifies(&[])),
+    (
+        "sysctl-invalid-key",
+        Expect::Verifies(&["`this.is.a.bogus.key` may not be a sysctl key"]),
+    ),
+    ("sysctl-invalid-value", Expect::Error("refused", 3)),
+    ("limits", Expect::Verifies(&[])),
+    ("perm-set1", Expect::Verifies(&[])),
+    ("perm-set2", Expect::Verifies(&[])),
+    (
+        "perm-rerun-interval",
+        Expect::Verifies(&["conf.perm.rerun_interval"]),
+    ),
+    ("perm-rerun-interval-too-short", Expect::Error("invalid", 3)),
+    ("perm-bad-combination", Expect::Error("invalid", 3)),
+    ("mounts-set1", Expect::Verifies(&[])),
+    ("mounts-set2", Expect::Verifies(&[])),
+    ("mounts-invalid", Expect::Verifies(&[])),
+    ("ethtool-set1", Expect::Verifies(&[])),
+    ("ethtool-set2", Expect::Verifies(&[])),
+    ("ethtool-invalid-key", Expect::Error("refused", 4)),
+    ("ethtool-invalid-value", Expect::Error("invalid", 4)),
+    ("ethtool-fixed", Expect::Verifies(&[])),
+    ("ethtool-conflict", Expect::Verifies(&[])),
+    // The gate's ssh keys (`ssh-rsa abc123 comment`) are not keys: sshd would ignore them.
+    ("uamlite-set1", Expect::Error("refused", 7)),
+    ("uamlite-set2", Expect::Error("refused", 9)),
+    ("uamlite-purge", Expect::Verifies(&[])),
+    ("uamlite-bad-password", Expect::Error("refused", 5)),
+    ("uamlite-bad-sshkey", Expect::Error("refused", 7)),
+    ("apt-set1", Expect::Verifies(&[])),
+    ("apt-set2", Expect::Verifies(&[])),
+    ("apt-set3", Expect::Verifies(&[])),
+    ("apt-set4", Expect::Verifies(&[])),
+    ("apt-invalid-package", Expect::Error("refused", 5)),
+    (
+        "apt-blacklist",
+        Expect::Verifies(&["which `conf.apt.blacklistpkgs` names too"]),
+    ),
+    ("apt-repositories", Expect::Verifies(&[])),
+    ("apt-repositories-same-key", Expect::Verifies(&[])),
+    ("exec-order", Expect::Verifies(&[])),
+    ("exec-halt-on-failure", Expect::Verifies(&[])),
+    ("exec-bad-rerun-policy", Expect::Error("invalid", 4)),
+    ("exec-bad-blocking-policy", Expect::Error("invalid", 4)),
+    ("exec-rerun-policies", Expect::Verifies(&[])),
+    ("exec-timeout", Expect::Verifies(&[])),
+    ("exec-bad-timeout", Expect::Error("refused", 4)),
+    ("exec-rerun-interval-too-short", Expect::Error("invalid", 4)),
+    ("exec-retry-interval-too-short", Expect::Error("invalid", 4)),
+    (
+        "exec-rerun-interval-bad-combination",
+        Expect::Error("refused", 4),
+    ),
+    (
+        "exec-retry-interval-bad-combination",
+        Expect::Error("refused", 4),
+    ),
+    ("exec-rerun-interval", Expect::Verifies(&[])),
+    ("exec-retry-interval", Expect::Verifies(&[])),
+    ("apparmor-set1", Expect::Verifies(&[])),
+    ("apparmor-set2", Expect::Verifies(&[])),
+    ("apparmor-complain", Expect::Verifies(&[])),
+    ("apparmor-bad-profile", Expect::Verifies(&[])),
+    (
+        "overrides-dryrun",
+        Expect::Verifies(&["`conf.overrides.divingbell_bogus` names no Divingbell daemonset"]),
+    ),
+    ("overrides-functional", Expect::Verifies(&[])),
+];
+
+#[test]
+fn divingbells_gate_values_import_verify_and_build_or_say_which_key_and_why() {
+    let gate = |name: &str| fixture_file(&format!("gate/{name}"));
+    let mut stages: Vec<&str> = GATE.iter().map(|(stage, _)| *stage).collect();
+    stages.sort_unstable();
+    // Every stage written out is in the table, and the other way round.
+    let dir = repo_root().join("compiler/tests/divingbell/gate");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .expect("gate fixtures")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter_map(|f| f.strip_suffix(".yaml").map(str::to_string))
+        .filter(|f| f != "chart")
+        .collect();
+    files.sort_unstable();
+    assert_eq!(files, stages);
+    let mut failures = Vec::new();
+    // The chart's values alone (the gate's `install_base`, which reverts every stage).
+    let mut runs = vec![("chart", None, &Expect::Verifies(&[]))];
+    runs.extend(
+        GATE.iter()
+            .map(|(stage, expect)| ("stage", Some(*stage), expect)),
+    );
+    for (_, stage, expect) in runs {
+        let mut fx = Fixture::new()
+            .file("chart.yaml", &gate("chart.yaml"))
+            .file("nodes.json", &gate("nodes.json"));
+        let mut args = vec!["import", "divingbell", "chart.yaml"];
+        let values = stage.map(|s| format!("{s}.yaml"));
+        if let Some(values) = &values {
+            fx = fx.file(values, &gate(values));
+            args.push(values);
+        }
+        args.extend(["--inventory", "nodes.json", "--verify", "--short"]);
+        let run = fx.bellc(&args);
+        let name = stage.unwrap_or("chart");
+        let diagnostics = run.diagnostics();
+        match expect {
+            Expect::Verifies(warnings) => {
+                let unexpected: Vec<&&str> = diagnostics
+                    .iter()
+                    .filter(|d| !warnings.iter().any(|w| d.contains(w)))
+                    .collect();
+                if run.code != 0 || !unexpected.is_empty() {
+                    failures.push(format!("{name}: exit {}\n{}", run.code, run.stderr));
+                    continue;
+                }
+                let build = fx.bellc(&["build", "bell.kdl", "-o", "out", "--short"]);
+                if build.code != 0 {
+                    failures.push(format!("{name}: build: {}", build.stderr));
+                }
+            }
+            Expect::Error(code, line) => {
+                let at = format!("{name}.yaml:{line}:");
+                let code = format!("error[bell::import::{code}]");
+                let found = diagnostics
+                    .iter()
+                    .any(|d| d.starts_with(&at) && d.contains(&code));
+                if run.code != 1 || !found {
+                    failures.push(format!(
+                        "{name}: wanted {code} at {at}, exit {}\n{}",
+                        run.code, run.stderr
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn the_gates_user_stages_verify_once_their_keys_are_keys() {
+    // The gate's keys are placeholders; with real keys in their place the stages hold nothing
+    // bellc refuses, and every host gets what Divingbell gives it.
+    let keys = [
+        ("ssh-rsa abc123 comment", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKaTqdFAELpxQvh5BLQdXwrqiIRxyq/mc4Vlk1NJytWM one"),
+        ("ssh-rsa xyz456 comment", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIORpZ7VNaJBUGCm2HyS379MdvwzY1RqVvNBl4A+Cyc2s two"),
+        ("ssh-rsa qwe789 comment", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJX/BxagQQJZ0G33p4CxoVHB5h3rrykwIWcgcB2zItOr three"),
+        ("ssh-rsa rfv000 comment", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGO6W7UEUbHIFR9Fx/2jzL5wq0AmTC7iFY0lC87DfYYk four"),
+    ];
+    for stage in ["uamlite-set1", "uamlite-set2"] {
+        let mut values = fixture_file(&format!("gate/{stage}.yaml"));
+        for (placeholder, key) in keys {
+            values = values.replace(placeholder, key);
+        }
+        let fx = Fixture::new()
+            .file("chart.yaml", &fixture_file("gate/chart.yaml"))
+            .file("stage.yaml", &values)
+            .file("nodes.json", &fixture_file("gate/nodes.json"));
+        let run = fx.bellc(&[
+            "import",
+            "divingbell",
+            "chart.yaml",
+            "stage.yaml",
+            "--inventory",
+            "nodes.json",
+            "--verify",
+            "--short",
+        ]);
+        assert_eq!(run.code, 0, "{stage}: {}", run.stderr);
+        assert!(run.diagnostics().is_empty(), "{stage}: {}", run.stderr);
+        let text = spec(&fx);
+        for (_, key) in keys {
+            let used = values.contains(key);
+            assert_eq!(text.contains(key), used, "{key} in {text}");
+        }
+        let build = fx.bellc(&["build", "bell.kdl", "-o", "out", "--short"]);
+        assert_eq!(build.code, 0, "{stage}: {}", build.stderr);
+    }
 }

@@ -53,6 +53,26 @@ pub enum ImportError {
         file: FileId,
     },
     #[error("{message}")]
+    #[diagnostic(code(bell::import::invalid))]
+    Invalid {
+        message: String,
+        #[label("Divingbell stops here")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
+    #[error("{message}")]
+    #[diagnostic(code(bell::import::warned), severity(Warning))]
+    Warned {
+        message: String,
+        #[label("imported from here")]
+        span: SourceSpan,
+        #[help]
+        help: Option<String>,
+        file: FileId,
+    },
+    #[error("{message}")]
     #[diagnostic(code(bell::import::not_imported), severity(Warning))]
     NotImported {
         message: String,
@@ -70,6 +90,8 @@ impl ImportError {
             ImportError::Yaml { file, .. }
             | ImportError::Refused { file, .. }
             | ImportError::Differs { file, .. }
+            | ImportError::Invalid { file, .. }
+            | ImportError::Warned { file, .. }
             | ImportError::NotImported { file, .. } => Some(*file),
         }
     }
@@ -146,17 +168,28 @@ pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Opti
     let start = Span::new(first, (0, 0).into());
     // What bellc refuses in the spec is said at the values it came from: a typo Divingbell
     // would meet on a host is an error here, before anything moves.
-    let refused = verify::refusals(&written.text, &written.map, &hosts, with_hosts);
-    for (span, message, help) in &refused {
-        let span = span.unwrap_or(start);
-        diags.push(ImportError::Refused {
-            message: format!("the spec cannot hold this: {message}"),
-            span: span.source_span(),
-            help: help.clone(),
-            file: span.file,
+    let found = verify::refusals(&written.text, &written.map, &hosts, with_hosts);
+    let refused = found.iter().any(|f| f.error);
+    for f in found {
+        let span = f.span.unwrap_or(start);
+        diags.push(if f.error {
+            ImportError::Refused {
+                message: format!("the spec cannot hold this: {}", f.message),
+                span: span.source_span(),
+                help: f.help,
+                file: span.file,
+            }
+        } else {
+            ImportError::Warned {
+                message: format!("bellc warns of this: {}", f.message),
+                span: span.source_span(),
+                help: f.help,
+                file: span.file,
+            }
         });
     }
-    if input.verify && refused.is_empty() {
+    let invalid = notes.iter().any(|n| n.divingbell_refuses);
+    if input.verify && !refused && !invalid {
         match verify::verify(&values, &written.text, &hosts, with_hosts, input.target) {
             Ok(differences) => {
                 for d in differences {
@@ -180,11 +213,20 @@ pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Opti
         }
     }
     for note in notes {
-        diags.push(ImportError::NotImported {
-            message: note.message,
-            span: note.span.source_span(),
-            help: note.help,
-            file: note.span.file,
+        diags.push(if note.divingbell_refuses {
+            ImportError::Invalid {
+                message: note.message,
+                span: note.span.source_span(),
+                help: note.help,
+                file: note.span.file,
+            }
+        } else {
+            ImportError::NotImported {
+                message: note.message,
+                span: note.span.source_span(),
+                help: note.help,
+                file: note.span.file,
+            }
         });
     }
     Some(written)

@@ -93,15 +93,19 @@ pub struct Decl {
     pub head_len: usize,
     /// The values it came from, where bellc's own checks of the spec point back to.
     pub span: Span,
+    /// Finer: a property's or a child line's text in `text`, and the value it came from.
+    pub parts: Vec<(String, Span)>,
 }
 
 /// A key bellc does not know or cannot express: a warning naming its line, and a comment in
-/// the spec beside the module.
+/// the spec beside the module. A value Divingbell itself refuses (its chart stops `helm
+/// install`, or its script fails on every host) is an error instead: no host ever ran it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Note {
     pub span: Span,
     pub message: String,
     pub help: String,
+    pub divingbell_refuses: bool,
 }
 
 #[derive(Default)]
@@ -140,6 +144,9 @@ struct NodeText {
     name: Option<String>,
     props: Vec<(&'static str, String)>,
     children: Vec<(&'static str, String)>,
+    /// The value the next property or child comes from (see `from`).
+    from: Option<Span>,
+    parts: Vec<(String, Span)>,
 }
 
 impl NodeText {
@@ -149,10 +156,21 @@ impl NodeText {
             name: Some(name.to_string()),
             props: Vec::new(),
             children: Vec::new(),
+            from: None,
+            parts: Vec::new(),
         }
     }
 
+    /// The next property or child line comes from the value at `span`: an error bellc finds
+    /// in it points there rather than at the resource's name.
+    fn from(&mut self, span: Span) {
+        self.from = Some(span);
+    }
+
     fn prop(&mut self, key: &'static str, value: String) {
+        if let Some(span) = self.from.take() {
+            self.parts.push((format!(" {key}={value}"), span));
+        }
         self.props.push((key, value));
     }
 
@@ -165,6 +183,14 @@ impl NodeText {
 
     /// A child line `KEY REST` (`REST` already KDL; `KEY` empty for a line that is all `REST`).
     fn child(&mut self, key: &'static str, rest: String) {
+        if let Some(span) = self.from.take() {
+            let line = if key.is_empty() {
+                rest.clone()
+            } else {
+                format!("{key} {rest}")
+            };
+            self.parts.push((line, span));
+        }
         self.children.push((key, rest));
     }
 
@@ -214,6 +240,7 @@ impl NodeText {
             defaults: defaults(self.kind),
             head_len,
             span,
+            parts: self.parts,
         }
     }
 }
@@ -267,6 +294,19 @@ fn boolean(node: &Node) -> Option<bool> {
 }
 
 /// A whole number as bellc writes it bare, or the text quoted.
+/// A value as a message names it: a short scalar as written, anything else by its shape.
+fn what(node: &Node) -> String {
+    match node.scalar() {
+        Some(text) if !node.is_null() && text.chars().count() <= 40 && !text.contains('\n') => {
+            format!("`{text}`")
+        }
+        _ => node.describe(),
+    }
+}
+
+/// What Divingbell's `rerun_policy` takes.
+const POLICIES: &str = "it takes always, never or once_successfully";
+
 fn number_or_string(text: &str) -> String {
     match text.parse::<i64>() {
         Ok(n) if n.to_string() == text => text.to_string(),
@@ -280,6 +320,17 @@ impl Mapper {
             span,
             message,
             help: help.to_string(),
+            divingbell_refuses: false,
+        });
+    }
+
+    /// A value Divingbell refuses too; `rule` says what Divingbell takes instead.
+    fn refuse(&mut self, node: &Node, path: &str, rule: &str) {
+        self.out.notes.push(Note {
+            span: node.span,
+            message: format!("Divingbell refuses `{path}`: {}; {rule}", what(node)),
+            help: "Divingbell's chart or script stops at this value, so no host runs it; fix it in the values and import again".into(),
+            divingbell_refuses: true,
         });
     }
 
@@ -297,7 +348,7 @@ impl Mapper {
             node.span,
             format!(
                 "`{path}` is {}, not {expected}; kept as a comment",
-                node.describe()
+                what(node)
             ),
             "Divingbell's chart reads it as the documentation shows",
         );
@@ -342,6 +393,30 @@ impl Mapper {
         b
     }
 
+    /// A `rerun_interval` or `retry_interval` as the spec writes it, or `None` after an error:
+    /// Divingbell's loop wakes every 60 seconds, so its chart refuses less (and anything not a
+    /// number but `infinity`, which it reads as never).
+    fn interval(&mut self, node: &Node, path: &str) -> Option<String> {
+        match node.scalar().filter(|_| !node.is_null()) {
+            Some("infinity") => Some(string("infinite")),
+            Some(text) => match text.parse::<u64>() {
+                Ok(seconds) if seconds >= 60 => Some(seconds.to_string()),
+                _ => {
+                    self.refuse(
+                        node,
+                        path,
+                        "it takes 60 seconds or more (its loop wakes every 60), or `infinity`",
+                    );
+                    None
+                }
+            },
+            None => {
+                self.refuse(node, path, "it takes a number of seconds");
+                None
+            }
+        }
+    }
+
     /// The text values of a list (a single value counts as a list of one).
     fn words(&mut self, node: &Node, path: &str) -> Vec<String> {
         match &node.value {
@@ -378,6 +453,7 @@ impl Mapper {
                 defaults: BTreeMap::new(),
                 head_len: 0,
                 span: key.span,
+                parts: Vec::new(),
             });
         }
     }
@@ -405,6 +481,7 @@ impl Mapper {
                 } else {
                     string(&text)
                 };
+                node.from(value.span);
                 node.prop(kdl_key, rendered);
             }
             self.out.decls.push(node.decl(name_span));
@@ -435,6 +512,7 @@ impl Mapper {
                     }
                 };
                 if let Some(text) = self.text(value, &format!("{here}.{field}")) {
+                    node.from(value.span);
                     node.prop(kdl_key, string(&text));
                 }
             }
@@ -450,16 +528,21 @@ impl Mapper {
             };
             let here = format!("{path}.{interface}");
             let mut node = NodeText::new("ethtool", interface);
-            for (feature, value) in self.entries(settings, &here) {
-                let Some(feature) = feature.scalar() else {
+            for (feature_key, value) in self.entries(settings, &here) {
+                let Some(feature) = feature_key.scalar() else {
                     continue;
                 };
-                if let Some(on) = self.boolean(value, &format!("{here}.{feature}")) {
-                    node.children.push((
-                        "",
-                        format!("{} {}", ident(feature), if on { "on" } else { "off" }),
-                    ));
-                }
+                let at = format!("{here}.{feature}");
+                let Some(on) = boolean(value) else {
+                    // Divingbell's script stops at it on every host ("Expected 'on' or 'off'").
+                    self.refuse(value, &at, "it takes on or off");
+                    continue;
+                };
+                node.from(feature_key.span);
+                node.child(
+                    "",
+                    format!("{} {}", ident(feature), if on { "on" } else { "off" }),
+                );
             }
             self.out.decls.push(node.decl(name_span));
         }
@@ -495,6 +578,7 @@ impl Mapper {
                         for (key, value) in self.entries(user, &here) {
                             let field = key.scalar().unwrap_or_default();
                             let at = format!("{here}.{field}");
+                            node.from(value.span);
                             match field {
                                 "user_name" => {}
                                 "user_sudo" => {
@@ -513,8 +597,15 @@ impl Mapper {
                                     {
                                         node.child("ssh-keys", string("unmanaged"));
                                     } else {
-                                        for key in keys {
-                                            node.child("ssh-key", string(&key));
+                                        let spans: Vec<Span> = match value.items() {
+                                            Some(items) if items.len() == keys.len() => {
+                                                items.iter().map(|i| i.span).collect()
+                                            }
+                                            _ => vec![value.span; keys.len()],
+                                        };
+                                        for (key, span) in keys.iter().zip(spans) {
+                                            node.from(span);
+                                            node.child("ssh-key", string(key));
                                         }
                                     }
                                 }
@@ -535,6 +626,14 @@ impl Mapper {
         const KNOWN: &[&str] = &["upgrade", "packages", "blacklistpkgs", "repositories"];
         let mut apt = NodeText::singleton("apt");
         let mut downgrade = false;
+        // Divingbell installs `packages`, then purges `blacklistpkgs`: one in both ends absent.
+        let blacklisted: Vec<&str> = conf
+            .get("blacklistpkgs")
+            .and_then(Node::items)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|item| item.get("name").unwrap_or(item).scalar())
+            .collect();
         for (key, value) in self.entries(conf, path) {
             let field = key.scalar().unwrap_or_default();
             let at = format!("{path}.{field}");
@@ -546,7 +645,15 @@ impl Mapper {
                 }
                 "packages" => {
                     for (i, package) in self.items(value, &at).iter().enumerate() {
-                        downgrade |= self.package(package, &format!("{at}[{i}]"));
+                        let here = format!("{at}[{i}]");
+                        match package.get("name").and_then(Node::scalar) {
+                            Some(name) if blacklisted.contains(&name) => self.note(
+                                package.span,
+                                format!("`{here}` is `{name}`, which `{path}.blacklistpkgs` names too: Divingbell installs it and then removes it, so the spec keeps it absent"),
+                                "take it out of one of the two lists",
+                            ),
+                            _ => downgrade |= self.package(package, &here),
+                        }
                     }
                 }
                 "blacklistpkgs" => {
@@ -601,6 +708,7 @@ impl Mapper {
         for (key, value) in self.entries(package, here) {
             let field = key.scalar().unwrap_or_default();
             let at = format!("{here}.{field}");
+            node.from(value.span);
             match field {
                 "name" => {}
                 "version" => {
@@ -628,10 +736,13 @@ impl Mapper {
                         let here = format!("{at}[{i}]");
                         let get = |k: &str| answer.get(k).and_then(Node::scalar).map(str::to_string);
                         match (get("question"), get("question_type"), get("answer")) {
-                            (Some(q), Some(t), Some(a)) => node.child(
-                                "debconf",
-                                format!("{} type={} value={}", string(&q), string(&t), string(&a)),
-                            ),
+                            (Some(q), Some(t), Some(a)) => {
+                                node.from(answer.span);
+                                node.child(
+                                    "debconf",
+                                    format!("{} type={} value={}", string(&q), string(&t), string(&a)),
+                                )
+                            }
                             _ => self.shape(answer, &here, "a `question`, `question_type` and `answer`"),
                         }
                     }
@@ -711,11 +822,10 @@ impl Mapper {
             for (key, value) in self.entries(script, &here) {
                 let field = key.scalar().unwrap_or_default();
                 let at = format!("{here}.{field}");
+                node.from(value.span);
                 // `timeout` in Divingbell's chart and gate, `script_timeout` in its documentation.
                 let prop = match field {
                     "timeout" | "script_timeout" => Some("timeout"),
-                    "rerun_interval" => Some("rerun-interval"),
-                    "retry_interval" => Some("retry-interval"),
                     "rerun_max_count" => Some("rerun-max-count"),
                     "retry_max_count" => Some("retry-max-count"),
                     _ => None,
@@ -724,6 +834,16 @@ impl Mapper {
                     _ if prop.is_some() => {
                         if let (Some(prop), Some(text)) = (prop, self.text(value, &at)) {
                             node.prop(prop, number_or_string(&text));
+                        }
+                    }
+                    "rerun_interval" | "retry_interval" => {
+                        if let Some(seconds) = self.interval(value, &at) {
+                            let prop = if field == "rerun_interval" {
+                                "rerun-interval"
+                            } else {
+                                "retry-interval"
+                            };
+                            node.prop(prop, seconds);
                         }
                     }
                     "rerun_interval_persist" | "retry_interval_persist" => {
@@ -741,7 +861,7 @@ impl Mapper {
                         Some("once_successfully") => {
                             node.prop("rerun", string("once-successfully"))
                         }
-                        _ => self.shape(value, &at, "always, never or once_successfully"),
+                        _ => self.refuse(value, &at, POLICIES),
                     },
                     "blocking_policy" => match self.text(value, &at).as_deref() {
                         Some("foreground") => {}
@@ -749,10 +869,10 @@ impl Mapper {
                             node.prop("on-failure", string("halt"))
                         }
                         Some("background") => node.prop("background", "#true".into()),
-                        _ => self.shape(
+                        _ => self.refuse(
                             value,
                             &at,
-                            "background, foreground or foreground_halt_pod_on_failure",
+                            "it takes foreground, background or foreground_halt_pod_on_failure",
                         ),
                     },
                     "args" => {
@@ -774,11 +894,12 @@ impl Mapper {
                             node.child("env", vars.join(" "));
                         }
                     }
-                    "data" => data = self.text(value, &at),
+                    "data" => data = self.text(value, &at).map(|text| (text, value.span)),
                     _ => self.unknown(key, &here, KNOWN),
                 }
             }
-            if let Some(data) = data {
+            if let Some((data, span)) = data {
+                node.from(span);
                 node.child("script", block(&data, "    "));
             }
             self.out.decls.push(node.decl(name_span));
@@ -822,15 +943,51 @@ impl Mapper {
     fn perm(&mut self, conf: &Node, path: &str) {
         if conf.entries().is_some() {
             const KNOWN: &[&str] = &["paths", "rerun_policy", "rerun_interval"];
+            let mut policy = None;
+            let mut finite_interval = None;
             for (key, value) in self.entries(conf, path) {
-                match key.scalar().unwrap_or_default() {
-                    "paths" => self.perm_paths(value, &format!("{path}.paths")),
-                    field @ ("rerun_policy" | "rerun_interval") => self.note(
-                        key.span,
-                        format!("`{path}.{field}`: bellc sets permissions on every apply and its check reports drift between applies; kept as a comment"),
-                        "a periodic `bell-run apply` (or `bell-run check`) replaces Divingbell's reruns",
-                    ),
+                let field = key.scalar().unwrap_or_default();
+                let at = format!("{path}.{field}");
+                match field {
+                    "paths" => self.perm_paths(value, &at),
+                    "rerun_policy" | "rerun_interval" => {
+                        let valid = if field == "rerun_policy" {
+                            let known = matches!(
+                                value.scalar(),
+                                Some("always" | "never" | "once_successfully")
+                            );
+                            if known {
+                                policy = value.scalar().map(|p| (p.to_string(), value));
+                            } else {
+                                self.refuse(value, &at, POLICIES);
+                            }
+                            known
+                        } else {
+                            let seconds = self.interval(value, &at);
+                            if seconds.as_deref().is_some_and(|s| s != "\"infinite\"") {
+                                finite_interval = Some(value);
+                            }
+                            seconds.is_some()
+                        };
+                        if valid {
+                            self.note(
+                                key.span,
+                                format!("`{at}`: bellc sets permissions on every apply and its check reports drift between applies; kept as a comment"),
+                                "a periodic `bell-run apply` (or `bell-run check`) replaces Divingbell's reruns",
+                            );
+                        }
+                    }
                     _ => self.unknown(key, path, KNOWN),
+                }
+            }
+            // Divingbell's rule for every module with reruns: a finite interval reruns always.
+            if let (Some(interval), Some((policy, _))) = (finite_interval, &policy) {
+                if policy != "always" {
+                    self.refuse(
+                        interval,
+                        &format!("{path}.rerun_interval"),
+                        &format!("a finite `rerun_interval` needs `rerun_policy: always`, and it is `{policy}`"),
+                    );
                 }
             }
         } else {
@@ -861,6 +1018,7 @@ impl Mapper {
                     }
                 };
                 if let Some(text) = self.text(value, &at) {
+                    node.from(value.span);
                     node.prop(prop, string(&text));
                 }
             }

@@ -110,6 +110,7 @@ fn note(notes: &mut Vec<Note>, span: Span, message: String, help: &str) {
         span,
         message,
         help: help.to_string(),
+        divingbell_refuses: false,
     });
 }
 

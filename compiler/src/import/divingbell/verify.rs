@@ -146,14 +146,24 @@ pub fn verify(
     Ok(differences)
 }
 
-/// What bellc refuses in the written spec, each pointed back at the values it came from: the
-/// values' span (`None` for what no declaration holds), the message and its help.
+/// What bellc's checks say of the written spec, pointed back at the values it came from.
+pub struct Finding {
+    /// An error (bellc refuses the spec) or a warning.
+    pub error: bool,
+    /// The values' span; `None` for what no declaration holds.
+    pub span: Option<crate::source::Span>,
+    pub message: String,
+    pub help: Option<String>,
+}
+
+/// What bellc refuses or warns of in the written spec, each once however many hosts meet it.
+/// That the spec has no hosts is the import's to say, not a finding.
 pub fn refusals(
     spec: &str,
     map: &super::write::SourceMap,
     hosts: &[Entry],
     with_hosts: bool,
-) -> Vec<(Option<crate::source::Span>, String, Option<String>)> {
+) -> Vec<Finding> {
     let mut text = spec.to_string();
     if !with_hosts {
         for h in hosts {
@@ -168,17 +178,22 @@ pub fn refusals(
     let resolution = crate::resolve::resolve(&lowered, &crate::targets::names(), &mut diags);
     crate::kinds::check_hosts(&resolution.hosts, &sources, &mut diags);
     let _ = crate::graph::order_hosts(&resolution.hosts, &sources, &mut diags);
+    let mut seen = std::collections::BTreeSet::new();
     diags
         .iter()
-        .filter(|d| crate::diagnostic::is_error(*d))
-        .map(|d| {
+        .filter(|d| d.code().map(|c| c.to_string()).as_deref() != Some("bell::resolve::no_hosts"))
+        .filter_map(|d| {
             let at = d.labels().and_then(|mut l| l.next()).map(|l| l.offset());
-            let span = at.and_then(|at| {
-                map.iter()
-                    .find(|(range, _)| range.contains(&at))
-                    .map(|(_, span)| *span)
-            });
-            (span, d.to_string(), d.help().map(|h| h.to_string()))
+            let span = at.and_then(|at| super::write::source_at(map, at));
+            let message = d.to_string();
+            let error = crate::diagnostic::is_error(d);
+            let key = (error, span.map(|s| (s.file.0, s.offset)), message.clone());
+            seen.insert(key).then(|| Finding {
+                error,
+                span,
+                message,
+                help: d.help().map(|h| h.to_string()),
+            })
         })
         .collect()
 }

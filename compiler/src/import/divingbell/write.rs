@@ -204,6 +204,7 @@ pub fn spec(
                     span,
                     message: format!("this override cannot take back {what}, which an earlier layer sets; hosts it matches keep it"),
                     help: "bellc cannot unset a single property of a resource; check `bellc explain HOST` for these hosts".into(),
+                    divingbell_refuses: false,
                 };
                 comment_notes(&mut out, "", std::slice::from_ref(&note), line_of);
                 notes.push(note);
@@ -318,8 +319,17 @@ fn layer_text(
     (out, map)
 }
 
-/// Where each declaration's text is in the spec, and the values it came from.
+/// Where each declaration's text is in the spec, and the values it came from; a property or
+/// child line also on its own, within its declaration's range.
 pub type SourceMap = Vec<(std::ops::Range<usize>, Span)>;
+
+/// The values that the spec text at `offset` came from: the narrowest range that holds it.
+pub fn source_at(map: &SourceMap, offset: usize) -> Option<Span> {
+    map.iter()
+        .filter(|(range, _)| range.contains(&offset))
+        .min_by_key(|(range, _)| range.len())
+        .map(|(_, span)| *span)
+}
 
 pub(super) fn write_decls(
     out: &mut String,
@@ -342,6 +352,14 @@ pub(super) fn write_decls(
         let start = out.len();
         write_node(out, indent, d);
         map.push((start..out.len(), d.span));
+        // Written after the whole: what points into a part finds the part first (`at`).
+        let mut from = start;
+        for (part, span) in &d.parts {
+            if let Some(at) = out[from..].find(part.as_str()) {
+                map.push((from + at..from + at + part.len(), *span));
+                from += at;
+            }
+        }
     }
     if !removes.is_empty() {
         out.push_str(&format!("{indent}remove {}\n", removes.join(" ")));
