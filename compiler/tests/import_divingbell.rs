@@ -4,6 +4,7 @@
 mod common;
 use common::{repo_root, Fixture};
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 
 fn fixture_file(name: &str) -> String {
     let path = repo_root().join("compiler/tests/divingbell").join(name);
@@ -572,4 +573,143 @@ fn the_gates_user_stages_verify_once_their_keys_are_keys() {
         let build = fx.bellc(&["build", "bell.kdl", "-o", "out", "--short"]);
         assert_eq!(build.code, 0, "{stage}: {}", build.stderr);
     }
+}
+
+#[test]
+fn retiring_divingbell_removes_its_files_once_and_nothing_else() {
+    let fx = Fixture::new()
+        .file("chart.yaml", &fixture_file("gate/chart.yaml"))
+        .file("stage.yaml", &fixture_file("gate/sysctl-set1.yaml"))
+        .file("nodes.json", &fixture_file("gate/nodes.json"));
+    let run = fx.bellc(&[
+        "import",
+        "divingbell",
+        "chart.yaml",
+        "stage.yaml",
+        "--inventory",
+        "nodes.json",
+        "--verify",
+        "--retire-divingbell",
+        "--short",
+    ]);
+    // The script is not Divingbell's: `--verify` compares the spec without it.
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        spec(&fx).contains("exec \"zz-retire-divingbell\" rerun=\"once-successfully\""),
+        "{}",
+        spec(&fx)
+    );
+    let build = fx.bellc(&["build", "bell.kdl", "-o", "out", "--short"]);
+    assert_eq!(build.code, 0, "{}", build.stderr);
+    let bundles = fx.path().join("out/bundles");
+    let bundle = std::fs::read_dir(&bundles)
+        .expect("bundles")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .expect("a bundle");
+    let script = bundle.join("scripts/exec/zz-retire-divingbell.apply");
+    assert!(script.is_file(), "{}", script.display());
+    if common::have("shellcheck") {
+        let out = std::process::Command::new("shellcheck")
+            .arg(&script)
+            .output()
+            .expect("shellcheck");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    // For real, in a private mount namespace: Divingbell's files beside bell's and others'.
+    let dirs = [
+        "/etc/sysctl.d",
+        "/etc/security/limits.d",
+        "/etc/sudoers.d",
+        "/etc/apparmor.d",
+    ];
+    if !(common::have("unshare") && common::in_memory::is_root()) {
+        return;
+    }
+    // Mounted over, never written: they must be there (sudo and apparmor make the last two).
+    if let Some(missing) = dirs.iter().find(|d| !Path::new(d).is_dir()) {
+        assert!(std::env::var("CI").is_err(), "{missing} is missing in CI");
+        eprintln!("skipping: no {missing}");
+        return;
+    }
+    let mut driver = String::from("set -eu\n");
+    for d in dirs.iter().chain(&["/var"]) {
+        driver.push_str(&format!("mount -t tmpfs bell-test {d}\n"));
+    }
+    driver.push_str(
+        "mkdir -p /var/divingbell/exec/abc /var/divingbell/apparmor /var/lib/other
+touch /etc/sysctl.d/60-divingbell-net.ipv4.ip_forward.conf /etc/sysctl.d/60-bell.conf /etc/sysctl.d/99-local.conf
+touch /etc/security/limits.d/60-divingbell-nofile.conf /etc/security/limits.d/local.conf
+touch /etc/sudoers.d/divingbell-alice-sudo /etc/sudoers.d/bell-alice /etc/sudoers.d/README
+touch /var/divingbell/apparmor/divingbell-profile-1 /etc/apparmor.d/usr.sbin.managed /var/lib/other/keep
+ln -s /var/divingbell/apparmor/divingbell-profile-1 /etc/apparmor.d/divingbell-profile-1
+ln -s /var/lib/other/keep /etc/apparmor.d/local-link
+echo '== offline'
+BELL_OFFLINE=1 sh \"$1\"
+echo '== first'
+BELL_OFFLINE=0 sh \"$1\"
+echo '== again'
+BELL_OFFLINE=0 sh \"$1\"
+echo '== left'
+find /etc/sysctl.d /etc/security/limits.d /etc/sudoers.d /etc/apparmor.d /var -mindepth 1 | sort
+",
+    );
+    let driver_path = fx.path().join("driver.sh");
+    std::fs::write(&driver_path, driver).expect("driver");
+    let out = std::process::Command::new("unshare")
+        .arg("-m")
+        .arg("sh")
+        .arg(&driver_path)
+        .arg(&script)
+        .output()
+        .expect("unshare");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let section = |name: &str| -> Vec<&str> {
+        stdout
+            .lines()
+            .skip_while(|l| *l != format!("== {name}"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("== "))
+            .collect()
+    };
+    assert_eq!(
+        section("offline"),
+        ["an image root: Divingbell configured booted hosts only; nothing to retire"]
+    );
+    assert_eq!(
+        section("first"),
+        [
+            "removed /etc/sysctl.d/60-divingbell-net.ipv4.ip_forward.conf",
+            "removed /etc/security/limits.d/60-divingbell-nofile.conf",
+            "removed /etc/sudoers.d/divingbell-alice-sudo",
+            "removed /etc/apparmor.d/divingbell-profile-1",
+            "removed /var/divingbell",
+        ]
+    );
+    assert!(section("again").is_empty(), "{stdout}");
+    assert_eq!(
+        section("left"),
+        [
+            "/etc/apparmor.d/local-link",
+            "/etc/apparmor.d/usr.sbin.managed",
+            "/etc/security/limits.d/local.conf",
+            "/etc/sudoers.d/README",
+            "/etc/sudoers.d/bell-alice",
+            "/etc/sysctl.d/60-bell.conf",
+            "/etc/sysctl.d/99-local.conf",
+            "/var/lib",
+            "/var/lib/other",
+            "/var/lib/other/keep",
+        ]
+    );
 }

@@ -17,6 +17,7 @@ pub struct Request<'a> {
     pub target: &'a str,
     pub force: bool,
     pub verify: bool,
+    pub retire: bool,
 }
 
 fn read_text(path: &Path, max: u64) -> Result<String, String> {
@@ -67,6 +68,7 @@ pub fn divingbell(
         target: request.target,
         hosts: &hosts,
         verify: request.verify,
+        retire: request.retire,
     };
     let Some(written) = divingbell::import(sources, &input, diags) else {
         return Ok(1);

@@ -347,6 +347,10 @@ enum ImportFrom {
         /// any difference (the inventory's hosts, or hosts that exercise every override).
         #[arg(long)]
         verify: bool,
+        /// Add a script that removes, once per host, the files Divingbell leaves behind
+        /// (its sysctl.d, limits.d and sudoers drop-ins, its AppArmor links, /var/divingbell).
+        #[arg(long)]
+        retire_divingbell: bool,
     },
 }
 
@@ -932,6 +936,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                     target,
                     force,
                     verify,
+                    retire_divingbell,
                 },
         } => {
             let request = import::Request {
@@ -942,6 +947,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 target,
                 force: *force,
                 verify: *verify,
+                retire: *retire_divingbell,
             };
             Ok(import::divingbell(&request, sources, diags)?)
         }

@@ -109,7 +109,55 @@ pub struct Input<'a> {
     /// Resolve every host (`hosts`, or hosts that exercise every override when there are none)
     /// under Divingbell's rules and under the written spec, and report each difference.
     pub verify: bool,
+    /// Add `RETIRE`: the files Divingbell leaves on a host go, once, with the first apply.
+    pub retire: bool,
 }
+
+/// The name of the script `--retire-divingbell` adds: last of the scripts, which run in name
+/// order, and a name Divingbell's own scripts (`NNN-name.sh`) do not take.
+pub const RETIRE_NAME: &str = "zz-retire-divingbell";
+
+/// What bell-run never touches, because bell did not write it, and what must go with the move:
+/// Divingbell's sysctl.d and limits.d files are read after bell's `60-bell.conf` and would win
+/// at the next boot, and its sudoers drop-ins keep granting sudo. Its AppArmor links point into
+/// /var/divingbell; a profile the spec holds is a file of bell's by now, not a link. Live hosts
+/// only: Divingbell ran on booted hosts, and in an image root the script has nothing to do.
+const RETIRE: &str = r####"
+// ---- retiring Divingbell (--retire-divingbell) ----
+// Once per host, with the first apply: the files Divingbell wrote and bell-run leaves alone,
+// which would otherwise win over bell's (sysctl.d and limits.d, at the next boot) or keep
+// granting sudo (its sudoers drop-ins), and its state under /var/divingbell.
+exec "zz-retire-divingbell" rerun="once-successfully" {
+    script #"""
+        #!/bin/sh
+        set -eu
+        if [ "${BELL_OFFLINE:-0}" = 1 ]; then
+            echo "an image root: Divingbell configured booted hosts only; nothing to retire"
+            exit 0
+        fi
+        for f in /etc/sysctl.d/60-divingbell-*.conf /etc/security/limits.d/60-divingbell-*.conf /etc/sudoers.d/divingbell-*-sudo; do
+            if [ -e "$f" ] || [ -L "$f" ]; then
+                rm -f -- "$f"
+                echo "removed $f"
+            fi
+        done
+        for f in /etc/apparmor.d/*; do
+            if [ -L "$f" ]; then
+                case $(readlink -- "$f") in
+                /var/divingbell/*)
+                    rm -f -- "$f"
+                    echo "removed $f"
+                    ;;
+                esac
+            fi
+        done
+        if [ -d /var/divingbell ] && [ ! -L /var/divingbell ]; then
+            rm -rf -- /var/divingbell
+            echo "removed /var/divingbell"
+        fi
+        """#
+}
+"####;
 
 pub use verify::Difference;
 pub use write::Written;
@@ -149,7 +197,7 @@ pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Opti
         .map(|&id| sources.get(id).name.clone())
         .collect::<Vec<_>>()
         .join(", ");
-    let written = write::spec(
+    let mut written = write::spec(
         &values,
         &write::Options {
             fleet: input.fleet,
@@ -210,6 +258,19 @@ pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Opti
                 span: start.source_span(),
                 file: first,
             }),
+        }
+    }
+    // After the check: Divingbell has no such script, so `--verify` must not meet it.
+    if input.retire {
+        if written.text.contains(&format!("exec \"{RETIRE_NAME}\"")) {
+            diags.push(ImportError::Refused {
+                message: format!("the values hold a script named `{RETIRE_NAME}`, the name `--retire-divingbell` gives its own"),
+                span: start.source_span(),
+                help: Some("rename that script in the values, or import without --retire-divingbell".into()),
+                file: first,
+            });
+        } else {
+            written.text.push_str(RETIRE);
         }
     }
     for note in notes {

@@ -1,0 +1,42 @@
+//! `bellc import divingbell` from the text of a values file, with `--verify`: any YAML must
+//! end in a spec or diagnostics, never a panic or a hang, and a spec the import writes must be
+//! KDL that bellc reads, whatever the values hold (every value is quoted by construction).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use std::path::Path;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let mut sources = bellc::source::Sources::new();
+    let values = [sources.add(Path::new("values.yaml"), text.to_string())];
+    let mut diags = bellc::diagnostic::Diagnostics::new();
+    let input = bellc::import::divingbell::Input {
+        values: &values,
+        fleet: "fuzz",
+        target: "ubuntu-24.04",
+        hosts: &[],
+        verify: true,
+        retire: true,
+    };
+    if let Some(written) = bellc::import::divingbell::import(&sources, &input, &mut diags) {
+        let mut spec_sources = bellc::source::Sources::new();
+        let file = spec_sources.add(Path::new("bell.kdl"), written.text.clone());
+        let mut spec_diags = bellc::diagnostic::Diagnostics::new();
+        let _ = bellc::front::lower::lower_root(file, &mut spec_sources, &mut spec_diags);
+        let lines = spec_diags.to_short_lines(&spec_sources);
+        let unreadable: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.contains("bell::parse::"))
+            .collect();
+        assert!(
+            unreadable.is_empty(),
+            "the import wrote a spec bellc cannot read: {unreadable:?}\n{}",
+            written.text
+        );
+    }
+    // Printing the diagnostics walks every span: one out of range would panic here.
+    let _ = diags.to_short(&sources);
+});
