@@ -16,6 +16,15 @@ fn spec(fx: &Fixture) -> String {
     std::fs::read_to_string(fx.path().join("bell.kdl")).expect("bell.kdl")
 }
 
+/// `bellc import divingbell VALUES… --inventory nodes.json --verify --short EXTRA…`.
+fn import_verified(fx: &Fixture, values: &[&str], extra: &[&str]) -> common::Run {
+    let mut args = vec!["import", "divingbell"];
+    args.extend(values);
+    args.extend(["--inventory", "nodes.json", "--verify", "--short"]);
+    args.extend(extra);
+    fx.bellc(&args)
+}
+
 /// Without an inventory, hosts that exercise every override stand in for the fleet.
 fn verifies_without_inventory(fx: &Fixture) {
     let run = fx.bellc(&[
@@ -34,15 +43,7 @@ fn every_documented_example_imports_builds_and_verifies() {
     let fx = Fixture::new()
         .file("values.yaml", &fixture_file("documentation.yaml"))
         .file("nodes.json", &fixture_file("nodes.json"));
-    let run = fx.bellc(&[
-        "import",
-        "divingbell",
-        "values.yaml",
-        "--inventory",
-        "nodes.json",
-        "--verify",
-        "--short",
-    ]);
+    let run = import_verified(&fx, &["values.yaml"], &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     // Only what bellc says otherwise is a warning: downgrades are allowed for every package.
     assert_eq!(
@@ -111,15 +112,7 @@ fn per_daemonset_overrides_that_differ_for_one_host_are_layered() {
     let fx = Fixture::new()
         .file("values.yaml", values)
         .file("nodes.json", nodes);
-    let run = fx.bellc(&[
-        "import",
-        "divingbell",
-        "values.yaml",
-        "--inventory",
-        "nodes.json",
-        "--verify",
-        "--short",
-    ]);
+    let run = import_verified(&fx, &["values.yaml"], &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.diagnostics().is_empty(), "{}", run.stderr);
     let text = spec(&fx);
@@ -218,15 +211,7 @@ fn values_without_overrides_are_the_base_alone() {
         "nodes.json",
         r#"[{"name": "a"}, {"name": "b", "labels": {"rack": "r1"}}]"#,
     );
-    let run = fx.bellc(&[
-        "import",
-        "divingbell",
-        "values.yaml",
-        "--inventory",
-        "nodes.json",
-        "--verify",
-        "--short",
-    ]);
+    let run = import_verified(&fx, &["values.yaml"], &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let text = spec(&fx);
     assert!(!text.contains("\noverride "), "{text}");
@@ -491,14 +476,13 @@ fn divingbells_gate_values_import_verify_and_build_or_say_which_key_and_why() {
         let mut fx = Fixture::new()
             .file("chart.yaml", &gate("chart.yaml"))
             .file("nodes.json", &gate("nodes.json"));
-        let mut args = vec!["import", "divingbell", "chart.yaml"];
+        let mut files = vec!["chart.yaml"];
         let values = stage.map(|s| format!("{s}.yaml"));
         if let Some(values) = &values {
             fx = fx.file(values, &gate(values));
-            args.push(values);
+            files.push(values);
         }
-        args.extend(["--inventory", "nodes.json", "--verify", "--short"]);
-        let run = fx.bellc(&args);
+        let run = import_verified(&fx, &files, &[]);
         let name = stage.unwrap_or("chart");
         let diagnostics = run.diagnostics();
         match expect {
@@ -553,16 +537,7 @@ fn the_gates_user_stages_verify_once_their_keys_are_keys() {
             .file("chart.yaml", &fixture_file("gate/chart.yaml"))
             .file("stage.yaml", &values)
             .file("nodes.json", &fixture_file("gate/nodes.json"));
-        let run = fx.bellc(&[
-            "import",
-            "divingbell",
-            "chart.yaml",
-            "stage.yaml",
-            "--inventory",
-            "nodes.json",
-            "--verify",
-            "--short",
-        ]);
+        let run = import_verified(&fx, &["chart.yaml", "stage.yaml"], &[]);
         assert_eq!(run.code, 0, "{stage}: {}", run.stderr);
         assert!(run.diagnostics().is_empty(), "{stage}: {}", run.stderr);
         let text = spec(&fx);
@@ -581,17 +556,7 @@ fn retiring_divingbell_removes_its_files_once_and_nothing_else() {
         .file("chart.yaml", &fixture_file("gate/chart.yaml"))
         .file("stage.yaml", &fixture_file("gate/sysctl-set1.yaml"))
         .file("nodes.json", &fixture_file("gate/nodes.json"));
-    let run = fx.bellc(&[
-        "import",
-        "divingbell",
-        "chart.yaml",
-        "stage.yaml",
-        "--inventory",
-        "nodes.json",
-        "--verify",
-        "--retire-divingbell",
-        "--short",
-    ]);
+    let run = import_verified(&fx, &["chart.yaml", "stage.yaml"], &["--retire-divingbell"]);
     // The script is not Divingbell's: `--verify` compares the spec without it.
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(

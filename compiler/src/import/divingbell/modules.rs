@@ -459,64 +459,61 @@ impl Mapper {
     }
 
     fn limits(&mut self, conf: &Node, path: &str) {
-        const KNOWN: &[&str] = &["domain", "type", "item", "value"];
-        for (name_key, limit) in self.entries(conf, path) {
+        const FIELDS: &[(&str, &str)] = &[
+            ("domain", "domain"),
+            ("type", "type"),
+            ("item", "item"),
+            ("value", "value"),
+        ];
+        self.named(conf, path, "limit", FIELDS);
+    }
+
+    fn mounts(&mut self, conf: &Node, path: &str) {
+        const FIELDS: &[(&str, &str)] = &[
+            ("mnt_tgt", "target"),
+            ("device", "device"),
+            ("type", "type"),
+            ("options", "options"),
+            ("before", "before"),
+            ("after", "after"),
+        ];
+        self.named(conf, path, "mount", FIELDS);
+    }
+
+    /// Entries by name whose fields are properties: each a `KIND "NAME"` node, `fields` the
+    /// Divingbell key and the property it becomes. A `value` that is a whole number stays one.
+    fn named(
+        &mut self,
+        conf: &Node,
+        path: &str,
+        kind: &'static str,
+        fields: &[(&str, &'static str)],
+    ) {
+        let known: Vec<&str> = fields.iter().map(|(yaml, _)| *yaml).collect();
+        for (name_key, entry) in self.entries(conf, path) {
             let Some(name) = name_key.scalar() else {
                 continue;
             };
-            let name_span = name_key.span;
             let here = format!("{path}.{name}");
-            let mut node = NodeText::new("limit", name);
-            for (key, value) in self.entries(limit, &here) {
+            let mut node = NodeText::new(kind, name);
+            for (key, value) in self.entries(entry, &here) {
                 let field = key.scalar().unwrap_or_default();
-                let Some(kdl_key) = KNOWN.iter().find(|k| **k == field) else {
-                    self.unknown(key, &here, KNOWN);
+                let Some((_, prop)) = fields.iter().find(|(yaml, _)| *yaml == field) else {
+                    self.unknown(key, &here, &known);
                     continue;
                 };
                 let Some(text) = self.text(value, &format!("{here}.{field}")) else {
                     continue;
                 };
-                let rendered = if field == "value" {
+                let rendered = if *prop == "value" {
                     number_or_string(&text)
                 } else {
                     string(&text)
                 };
                 node.from(value.span);
-                node.prop(kdl_key, rendered);
+                node.prop(prop, rendered);
             }
-            self.out.decls.push(node.decl(name_span));
-        }
-    }
-
-    fn mounts(&mut self, conf: &Node, path: &str) {
-        const KNOWN: &[&str] = &["mnt_tgt", "device", "type", "options", "before", "after"];
-        for (name_key, mount) in self.entries(conf, path) {
-            let Some(name) = name_key.scalar() else {
-                continue;
-            };
-            let name_span = name_key.span;
-            let here = format!("{path}.{name}");
-            let mut node = NodeText::new("mount", name);
-            for (key, value) in self.entries(mount, &here) {
-                let field = key.scalar().unwrap_or_default();
-                let kdl_key = match field {
-                    "mnt_tgt" => "target",
-                    "device" => "device",
-                    "type" => "type",
-                    "options" => "options",
-                    "before" => "before",
-                    "after" => "after",
-                    _ => {
-                        self.unknown(key, &here, KNOWN);
-                        continue;
-                    }
-                };
-                if let Some(text) = self.text(value, &format!("{here}.{field}")) {
-                    node.from(value.span);
-                    node.prop(kdl_key, string(&text));
-                }
-            }
-            self.out.decls.push(node.decl(name_span));
+            self.out.decls.push(node.decl(name_key.span));
         }
     }
 
