@@ -577,6 +577,7 @@ fn retiring_divingbell_removes_its_files_once_and_nothing_else() {
     assert!(script.is_file(), "{}", script.display());
     if common::have("shellcheck") {
         let out = std::process::Command::new("shellcheck")
+            .args(["--shell=sh", "--severity=style"])
             .arg(&script)
             .output()
             .expect("shellcheck");
