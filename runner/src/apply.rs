@@ -32,6 +32,8 @@ pub struct Options {
     /// The release the bundle came with (`--release`, or the one `pull` verified), recorded
     /// so that later runs (`check`, the timer's re-apply) report it.
     pub release: Option<String>,
+    /// Report where the time went (`--timings`).
+    pub timings: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -63,6 +65,9 @@ pub struct Report {
     /// The applied manifest, for reports and metrics.
     #[serde(skip)]
     pub manifest: Manifest,
+    /// Where the time went, with `--timings`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timings: Option<crate::timings::Timings>,
 }
 
 /// Everything read-only that must hold before anything is touched.
@@ -142,6 +147,7 @@ fn report(checked: &Checked, opts: &Options, recovered: Option<String>, plan: Pl
         drift: Vec::new(),
         health: Vec::new(),
         manifest: checked.manifest.clone(),
+        timings: None,
     }
 }
 
@@ -211,7 +217,9 @@ pub fn lock(root: &Root) -> Result<Lock, Refusal> {
 
 /// Applies a bundle. `Err` is a refusal (nothing changed); a report with failures is exit 3.
 pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
+    let clock = crate::timings::Clock::start();
     let checked = check(bundle, opts)?;
+    clock.lap("verify");
     let root = &checked.root;
     // Everything that can refuse is checked once before the lock file is even created, so
     // that a refusal leaves the root exactly as it was; the plan is made again under the lock.
@@ -223,6 +231,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         Refusal::new(format!("cannot finish the interrupted switch: {e}"))
             .help("fix the cause and run `bell-run recover`")
     })?;
+    clock.lap("plan");
 
     // bell-run's own copy of the bundle: departed resources are reverted from it later, and
     // what runs is what was verified.
@@ -244,7 +253,9 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         timeout: Duration::from_secs(opts.script_timeout),
         now: state::now(),
         boot: state::boot_id(),
+        clock: Some(&clock),
     };
+    clock.lap("stage");
     // Live drift that only a check script can see: those resources are applied again. An
     // offline root (an image being baked) has no live values of its own, and a re-apply there
     // must cost no more than comparing hashes, so offline only what `bell-run check` marked
@@ -274,6 +285,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     if !opts.dry_run {
         let _ = fs::remove_file(&marks);
     }
+    clock.lap("drift");
     let mut rep = report(&checked, opts, recovered, plan.clone());
     rep.drift = plan
         .files
@@ -301,6 +313,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     }
     state.pending_reverts = still_pending;
     failpoint::hit("after-revert");
+    clock.lap("revert");
 
     let previous = state
         .generation
@@ -330,6 +343,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         })?;
     }
 
+    clock.lap("switch");
     for pending in std::mem::take(&mut state.pending_triggers) {
         let outcome = run_trigger(&ctx, &mut manifests, &pending);
         if outcome.failed() {
@@ -338,9 +352,11 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         rep.triggers.push(outcome);
     }
 
+    clock.lap("triggers");
     failpoint::hit("before-apply");
     let records = run_resources(&ctx, &checked, &copy, &plan, &state, &mut rep);
     failpoint::hit("after-apply");
+    clock.lap("scripts");
 
     // A deferred resource (work only a live host can do, during an image bake) is not counted
     // as changed: an offline re-apply that defers it again changed nothing.
@@ -387,9 +403,14 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     state::save(root, &state).map_err(|e| Refusal::new(e).partial())?;
     set_current(root, &checked.id);
     state::prune_generations(root, &state);
+    clock.lap("state");
     // Under the lock still: nothing changes the host while its probes look at it.
     if rep.failed.is_empty() {
         rep.health = crate::health::run_probes(&ctx, &checked.manifest, &copy, &checked.id);
+    }
+    clock.lap("health");
+    if opts.timings {
+        rep.timings = Some(clock.finish());
     }
     Ok(rep)
 }
@@ -647,7 +668,11 @@ fn run_exec(
             }
         }
     } else {
+        let started = std::time::Instant::now();
         let exit = scripts::run(&inv);
+        if let Some(clock) = ctx.clock {
+            clock.script(&resource.kind, started.elapsed());
+        }
         let finished = state::now();
         rec.last_finish = Some(finished.max(ctx.now));
         rec.last_ok = Some(exit.ok());

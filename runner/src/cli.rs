@@ -11,7 +11,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 const USAGE: &str = "\
-usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--timeout SECS]
+usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--timings] [--timeout SECS]
                       [--report DIR|etcd://HOST:PORT[,HOST:PORT...] [--alive-ttl SECS]]
                       [--host NAME] [--release VERSION] [--metrics FILE]
        bell-run check [--root DIR] [--offline] [--json] [--timeout SECS] [--report DEST]
@@ -131,6 +131,7 @@ struct Args {
     offline: bool,
     dry_run: bool,
     json: bool,
+    timings: bool,
     timeout: Option<u64>,
     exec: Option<String>,
     interval: Option<String>,
@@ -173,6 +174,7 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
             "--offline" => out.offline = true,
             "--dry-run" => out.dry_run = true,
             "--json" => out.json = true,
+            "--timings" => out.timings = true,
             "--timeout" => {
                 let v = value("--timeout")?;
                 out.timeout = Some(v.to_string_lossy().parse().map_err(|_| {
@@ -295,6 +297,7 @@ fn options(args: &Args) -> Options {
         dry_run: args.dry_run,
         script_timeout: args.timeout.unwrap_or(900),
         release: args.release.clone(),
+        timings: args.timings,
     }
 }
 
@@ -332,6 +335,9 @@ fn cmd_apply(bundle: &Path, args: &Args) -> i32 {
                 println!("{value:#}");
             } else {
                 print_report(&report);
+                if let Some(timings) = &report.timings {
+                    print!("{}", timings.table());
+                }
             }
             applied_code(&report)
         }
@@ -863,6 +869,7 @@ fn cmd_check(args: &Args) -> i32 {
             timeout: std::time::Duration::from_secs(opts.script_timeout),
             now: started,
             boot: state::boot_id(),
+            clock: None,
         };
         check::check(&ctx, &state)
     })();

@@ -93,6 +93,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) now: u64,
     /// The running kernel's boot id, read once per run (exec schedules count per boot).
     pub(crate) boot: Option<String>,
+    /// Where the scripts' time goes (`bell-run apply --timings`).
+    pub(crate) clock: Option<&'a crate::timings::Clock>,
 }
 
 impl Ctx<'_> {
@@ -138,8 +140,16 @@ impl Ctx<'_> {
             timeout: self.timeout,
             log: log.clone(),
         };
+        let started = std::time::Instant::now();
+        let exit = scripts::run(&inv);
+        if let Some(clock) = self.clock {
+            // The kind as `env` gave it to the script.
+            let resource = inv.env.iter().find(|(k, _)| k == "BELL_RESOURCE");
+            let kind = resource.and_then(|(_, v)| v.split(':').next());
+            clock.script(kind.unwrap_or("other"), started.elapsed());
+        }
         // Where the output really is: under the root, which need not be `/`.
-        (scripts::run(&inv), log.display().to_string())
+        (exit, log.display().to_string())
     }
 }
 

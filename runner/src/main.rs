@@ -22,6 +22,7 @@ mod state;
 mod statedir;
 mod sys;
 mod timer;
+mod timings;
 mod triggers;
 mod trust;
 

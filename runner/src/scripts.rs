@@ -87,6 +87,9 @@ pub fn run(inv: &Invocation) -> Exit {
     };
     // A timeout too far away to be an instant (a hostile manifest's u64::MAX seconds) is none.
     let deadline = Instant::now().checked_add(inv.timeout);
+    // Woken the moment the script exits: sleeping between looks would add up to a sleep to
+    // every script, which on a first apply of dozens of short scripts is most of the time.
+    let exited = sys::pidfd_open(child.id());
     let mut pause = Duration::from_millis(2);
     loop {
         match child.try_wait() {
@@ -105,8 +108,16 @@ pub fn run(inv: &Invocation) -> Exit {
             let _ = child.wait();
             return Exit::TimedOut(inv.timeout.as_secs());
         }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(50));
+        match &exited {
+            Some(fd) => sys::wait_readable(
+                fd,
+                deadline.map(|d| d.saturating_duration_since(Instant::now())),
+            ),
+            None => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+        }
     }
 }
 

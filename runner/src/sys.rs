@@ -1,5 +1,6 @@
 //! The few system calls std does not wrap: an advisory lock, signalling a whole process group,
-//! probing a pid, and killing ourselves for failpoints. Kept in one tiny module so that the rest
+//! probing a pid, waiting for a child's exit with a deadline, and killing ourselves for
+//! failpoints. Kept in one tiny module so that the rest
 //! of the crate stays free of `unsafe`.
 #![allow(unsafe_code)]
 
@@ -72,5 +73,36 @@ pub fn set_umask(mask: u32) {
     // SAFETY: umask only changes the process's creation mask.
     unsafe {
         libc::umask(mask as libc::mode_t);
+    }
+}
+
+/// A descriptor that becomes readable when process `pid` exits (`pidfd_open`, Linux 5.3);
+/// `None` where the kernel lacks it.
+pub fn pidfd_open(pid: u32) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let pid = libc::pid_t::try_from(pid).ok()?;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+    // SAFETY: the descriptor was just created and is owned by nothing else.
+    Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Blocks until `fd` is readable or `timeout` has passed (`None`: no limit); spurious wakes
+/// (a signal) return early, and the caller looks again.
+pub fn wait_readable(fd: &std::os::fd::OwnedFd, timeout: Option<std::time::Duration>) {
+    use std::os::fd::AsRawFd;
+    // poll takes milliseconds as an int: a longer wait is several polls.
+    let ms = timeout.map_or(-1, |t| {
+        i32::try_from(t.as_millis().max(1)).unwrap_or(i32::MAX)
+    });
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, and its count.
+    unsafe {
+        libc::poll(&mut pfd, 1, ms);
     }
 }

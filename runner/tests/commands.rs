@@ -382,3 +382,54 @@ fn usage_errors_exit_64() {
         assert!(text.contains(code), "{code:?} missing from:\n{text}");
     }
 }
+
+#[test]
+fn timings_say_where_the_time_went_per_phase_and_per_kind() {
+    let w = World::new();
+    let bundle = w.build(
+        &BundleSpec::new()
+            .resource(ResourceSpec::new("slow", "a").apply("sleep 0.05\n"))
+            .resource(ResourceSpec::new("slow", "b").apply("sleep 0.05\n"))
+            .resource(ResourceSpec::new("quick", "c").apply("true\n")),
+    );
+    let out = w.apply(&bundle, &["--timings", "--json"]);
+    expect_code(&out, 0);
+    let value: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    let t = &value["timings"];
+    let names: Vec<&str> = t["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .map(|p| p["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "verify", "plan", "stage", "drift", "revert", "switch", "triggers", "scripts", "state",
+            "health"
+        ]
+    );
+    let sum: f64 = t["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["ms"].as_f64().unwrap_or_default())
+        .sum();
+    let total = t["total_ms"].as_f64().expect("total");
+    assert!((sum - total).abs() < 0.01, "{sum} vs {total}");
+    let scripts = t["phases"][7]["ms"].as_f64().unwrap();
+    assert!(scripts >= 100.0, "two scripts of 50 ms: {scripts}");
+    let kinds = t["kinds"].as_array().expect("kinds");
+    let kind = |k: &str| kinds.iter().find(|x| x["kind"] == k).expect(k).clone();
+    assert_eq!(kind("slow")["scripts"], 2);
+    assert!(kind("slow")["ms"].as_f64().unwrap() >= 100.0);
+    assert_eq!(kind("quick")["scripts"], 1);
+    assert!(kind("quick")["ms"].as_f64().unwrap() < scripts);
+    // Without --timings the report has none; as text it is a table after the report.
+    let again = w.apply(&bundle, &["--json"]);
+    let value: serde_json::Value = serde_json::from_str(&stdout(&again)).expect("json");
+    assert!(value.get("timings").is_none());
+    let text = stdout(&w.apply(&bundle, &["--timings"]));
+    assert!(text.contains("timings: "), "{text}");
+    assert!(text.contains("  scripts "), "{text}");
+}

@@ -5,7 +5,8 @@
 //! rendering the whole fleet again.
 //!
 //! Only builds without any diagnostic are recorded, so a warning is never hidden by a skipped
-//! rebuild; a record from another version of bellc never matches.
+//! rebuild; a record from another bellc (another version, or a build from other sources) never
+//! matches.
 //!
 //! Paths are recorded relative to the spec's directory (a spec reads only its own tree), so OUT
 //! does not depend on where the checkout lives: two checkouts build byte-identical trees, and a
@@ -176,10 +177,13 @@ pub fn fingerprint(out: &Path) -> String {
     }
     let store = out.join(super::STORE_DIR);
     let bundles = out.join("bundles");
-    let mut lines: Vec<String> = ["bundles", "hosts", "releases", super::STORE_DIR]
-        .iter()
-        .map(|d| format!("{d} {}", stat(&out.join(d))))
-        .collect();
+    // This bellc's build (`build.rs`): another build, even of the same version, renders again.
+    let mut lines = vec![format!("bellc {}", env!("BELLC_BUILD"))];
+    lines.extend(
+        ["bundles", "hosts", "releases", super::STORE_DIR]
+            .iter()
+            .map(|d| format!("{d} {}", stat(&out.join(d)))),
+    );
     let shards = listing(&store);
     let stored: Vec<Vec<String>> = shards
         .par_iter()
