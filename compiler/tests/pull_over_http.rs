@@ -97,7 +97,10 @@ fn hosts_pull_two_releases_from_nginx_and_refuse_what_they_must() {
     let Some(nginx) = Nginx::serve(&served) else {
         return;
     };
-    let url = nginx.url.as_str();
+    // By name: bell-run's own resolver (no getaddrinfo in the static binary) gives localhost
+    // as 127.0.0.1 and ::1; nginx listens on the first.
+    let url = nginx.url.replace("127.0.0.1", "localhost");
+    let url = url.as_str();
 
     let roots: Vec<tempfile::TempDir> = HOSTS.iter().map(|_| image_root()).collect();
     for (host, root) in HOSTS.iter().zip(&roots) {

@@ -9,7 +9,7 @@
 
 use sha2::{Digest, Sha256};
 use std::io::{self, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -55,13 +55,20 @@ impl Source {
                 Some(at) => (&rest[..at], &rest[at..]),
                 None => (rest, "/"),
             };
-            let (host, port) = match authority.rsplit_once(':') {
-                Some((host, port)) => (
-                    host,
-                    port.parse::<u16>()
-                        .map_err(|_| format!("`{text}`: `{port}` is not a port"))?,
-                ),
-                None => (authority, 80),
+            // `[IPv6]` keeps its brackets: they are part of the Host header.
+            let (host, port) = match authority.find(']').filter(|_| authority.starts_with('[')) {
+                Some(end) => (&authority[..=end], authority[end + 1..].strip_prefix(':')),
+                None => match authority.rsplit_once(':') {
+                    Some((host, port)) => (host, Some(port)),
+                    None => (authority, None),
+                },
+            };
+            let port = match port {
+                Some(port) => port
+                    .parse::<u16>()
+                    .map_err(|_| format!("`{text}`: `{port}` is not a port"))?,
+                None if host.len() == authority.len() => 80,
+                None => return Err(format!("`{text}`: expected `:PORT` after `{host}`")),
             };
             let bad = host.is_empty()
                 || authority.contains('@')
@@ -197,14 +204,11 @@ fn encode(rel: &str) -> String {
 /// Sends one GET and returns the body as a reader, with its length when the server gave one.
 fn http_get(host: &str, port: u16, path: &str) -> Result<(Box<dyn Read>, Option<u64>), FetchError> {
     let failed = |m: String| FetchError::Failed(m);
-    let addrs: Vec<_> = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| failed(format!("cannot resolve {host}: {e}")))?
-        .collect();
+    let addrs = bell_store::resolve::resolve(host, port).map_err(failed)?;
     let mut last = format!("{host} has no address");
     let mut connected = None;
-    for addr in addrs {
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+    for addr in &addrs {
+        match TcpStream::connect_timeout(addr, CONNECT_TIMEOUT) {
             Ok(stream) => {
                 connected = Some(stream);
                 break;
@@ -212,7 +216,10 @@ fn http_get(host: &str, port: u16, path: &str) -> Result<(Box<dyn Read>, Option<
             Err(e) => last = format!("cannot connect to {addr}: {e}"),
         }
     }
-    let mut stream = connected.ok_or_else(|| failed(last))?;
+    let mut stream = connected.ok_or_else(|| match addrs.len() {
+        0 | 1 => failed(last),
+        n => failed(format!("{last} (the last of {n} addresses of {host})")),
+    })?;
     let io_failed = |e: io::Error| FetchError::Failed(e.to_string());
     stream
         .set_read_timeout(Some(READ_TIMEOUT))
@@ -324,6 +331,19 @@ mod tests {
                 path: "/".into()
             })
         );
+        for (url, port) in [
+            ("http://[fd00::5]:8080/f/", 8080),
+            ("http://[fd00::5]/f/", 80),
+        ] {
+            assert_eq!(
+                Source::parse(url),
+                Ok(Source::Http {
+                    host: "[fd00::5]".into(),
+                    port,
+                    path: "/f/".into()
+                })
+            );
+        }
         assert_eq!(
             Source::parse("/srv/bell"),
             Ok(Source::Dir("/srv/bell".into()))
@@ -333,6 +353,8 @@ mod tests {
             "http://:80/",
             "http://u@x/",
             "http://x:99999/",
+            "http://[fd00::5]x/",
+            "http://[fd00::5]:/",
             "http://x/a/../b",
             "http://x/a?b",
             "",

@@ -56,6 +56,7 @@ fn command(inv: &Invocation) -> Result<Command, String> {
     let log2 = log
         .try_clone()
         .map_err(|e| format!("cannot share {}: {e}", inv.log.display()))?;
+    refuse_unknown_format(&inv.program)?;
     let mut cmd = Command::new(&inv.program);
     cmd.args(&inv.args)
         .current_dir(&inv.cwd)
@@ -119,6 +120,38 @@ pub fn run(inv: &Invocation) -> Exit {
             }
         }
     }
+}
+
+/// A script without a `#!` line is refused before it is started. The kernel refuses it too
+/// (ENOEXEC), but glibc's `execvp`, which std uses where it cannot use `posix_spawn` (in the
+/// static binary), then runs it with `/bin/sh` anyway: a bundle must not mean one thing on one
+/// build of bell-run and another on the next.
+fn refuse_unknown_format(program: &Path) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    if !program.as_os_str().as_bytes().contains(&b'/') {
+        return Ok(()); // a command found on PATH (`sh`), not a script of the bundle
+    }
+    let mut magic = [0u8; 4];
+    let Ok(mut file) = fs::File::open(program) else {
+        return Ok(()); // spawn says why
+    };
+    let mut read = 0;
+    while read < magic.len() {
+        match std::io::Read::read(&mut file, &mut magic[read..]) {
+            Ok(0) => break,
+            Ok(n) => read += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Ok(()),
+        }
+    }
+    let magic = &magic[..read];
+    if magic.starts_with(b"#!") || magic == b"\x7fELF" {
+        return Ok(());
+    }
+    Err(spawn_error(
+        program,
+        &std::io::Error::from_raw_os_error(libc::ENOEXEC),
+    ))
 }
 
 fn spawn_error(program: &Path, e: &std::io::Error) -> String {

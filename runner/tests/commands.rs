@@ -238,14 +238,14 @@ fn install_timer_writes_units_that_systemd_accepts() {
         "--root",
         root.to_str().unwrap(),
         "--exec",
-        BIN,
+        bin(),
         "--interval",
         "30min",
     ]);
     expect_code(&out, 0);
     let unit_dir = root.join("etc/systemd/system");
     let service = std::fs::read_to_string(unit_dir.join("bell-run.service")).unwrap();
-    assert!(service.contains(&format!("ExecStart={BIN} apply /var/lib/bell/current")));
+    assert!(service.contains(&format!("ExecStart={} apply /var/lib/bell/current", bin())));
     let timer = std::fs::read_to_string(unit_dir.join("bell-run.timer")).unwrap();
     assert!(timer.contains("OnUnitActiveSec=30min"));
 
@@ -290,7 +290,7 @@ fn install_timer_with_a_source_writes_a_pulling_service_with_every_argument_quot
     // (the VM test runs such a unit and checks what bell-run received).
     let hostile = "/srv/bell mirror/it's \"100%\" $HOME;\\x\tend";
     let install = |options: &[&str]| {
-        let mut args = vec!["install-timer", "--root", root_arg, "--exec", BIN];
+        let mut args = vec!["install-timer", "--root", root_arg, "--exec", bin()];
         args.extend_from_slice(options);
         w.run(&args)
     };
@@ -319,8 +319,9 @@ fn install_timer_with_a_source_writes_a_pulling_service_with_every_argument_quot
     assert_eq!(
         exec_start,
         format!(
-            "ExecStart={BIN} pull --source \"/srv/bell mirror/it's \\\"100%%\\\" $$HOME;\\\\x\\x09end\" \
-             --store \"etcd://127.0.0.1:2379\" --trust \"/etc/bell/fleet keys.pub\" --host \"web-1\""
+            "ExecStart={bin} pull --source \"/srv/bell mirror/it's \\\"100%%\\\" $$HOME;\\\\x\\x09end\" \
+             --store \"etcd://127.0.0.1:2379\" --trust \"/etc/bell/fleet keys.pub\" --host \"web-1\"",
+            bin = bin()
         )
     );
     // The first pull has no current generation: the service must not wait for one.

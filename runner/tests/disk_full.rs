@@ -42,7 +42,7 @@ test -e "$root/etc/small" && echo "small was written"
 cat "$root.err1" "$root.err2" "$root.err3"
 "#,
         root = root.display(),
-        bin = BIN,
+        bin = bin(),
         too_big = too_big.display(),
         no_room_to_stage = no_room_to_stage.display(),
         fits = fits.display(),

@@ -3,6 +3,7 @@
 //! symlinks, a re-apply changes nothing, and a bundle without them restores the root.
 //! bell-run depends on no compiler code; the snapshots are its input here, as rsync would ship.
 
+mod common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -34,7 +35,7 @@ fn image_root() -> tempfile::TempDir {
 }
 
 fn bell_run(args: &[&str], root: &Path) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_bell-run"))
+    let out = Command::new(common::bin())
         .args(args)
         .arg("--root")
         .arg(root)

@@ -14,7 +14,7 @@ fn a_second_concurrent_run_is_refused() {
     )));
     let bundle = w.build(&slow);
     let root = w.root();
-    let mut first = std::process::Command::new(BIN)
+    let mut first = std::process::Command::new(bin())
         .args([
             "apply",
             bundle.to_str().unwrap(),

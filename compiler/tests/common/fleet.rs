@@ -9,8 +9,14 @@ use std::time::{Duration, Instant};
 
 pub use super::have as require;
 
-/// The bell-run binary of this workspace, built if needed (a no-op when up to date).
+/// The bell-run binary of this workspace, built if needed (a no-op when up to date), or the one
+/// `BELL_RUN_BIN` names (`.ci/test` runs every test with the static release binary).
 pub fn bell_run() -> PathBuf {
+    if let Some(bin) = std::env::var_os("BELL_RUN_BIN") {
+        let bin = PathBuf::from(bin);
+        assert!(bin.is_file(), "BELL_RUN_BIN: no file at {}", bin.display());
+        return bin;
+    }
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)

@@ -11,7 +11,7 @@
 //! idempotent, and transactions compare versions.
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -373,9 +373,7 @@ fn call_one(endpoint: &str, path: &str, body: &str) -> Result<serde_json::Value,
 const MAX_ANSWER_BYTES: u64 = 1 << 30;
 
 fn exchange(endpoint: &str, request: &[u8]) -> Result<Vec<u8>, String> {
-    let addrs = endpoint
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve: {e}"))?;
+    let addrs = crate::resolve::resolve_endpoint(endpoint)?;
     let mut last = "no address".to_string();
     for addr in addrs {
         match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {

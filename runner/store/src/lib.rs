@@ -21,6 +21,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 pub mod etcd;
 pub mod http;
+pub mod resolve;
 pub mod semaphore;
 
 use bell_bundle::Release;

@@ -9,7 +9,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_bell-run");
+/// The bell-run under test: this build's, or the one `BELL_RUN_BIN` names (`.ci/test` runs
+/// every test with the static release binary that hosts get).
+pub fn bin() -> &'static str {
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("BELL_RUN_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_bell-run").into())
+    })
+}
 
 pub struct TempDir(pub PathBuf);
 
@@ -107,7 +114,7 @@ impl World {
         // Under `timeout`, so that a bell-run that hangs (on a FIFO, say) fails its test with
         // exit 124 instead of hanging the suite.
         let mut cmd = Command::new("timeout");
-        cmd.arg("120").arg(BIN).args(args);
+        cmd.arg("120").arg(bin()).args(args);
         cmd.env_remove("BELL_RUN_FAILPOINT");
         for (k, v) in env {
             cmd.env(k, v);

@@ -1,0 +1,688 @@
+//! Host names to addresses, without the C library's resolver.
+//!
+//! bell-run ships as one static binary for every Debian and Ubuntu release. glibc's
+//! `getaddrinfo` in a static binary still loads the NSS modules that `/etc/nsswitch.conf`
+//! names (`libnss_resolve`, `libnss_mymachines`, …) from the host, built against another glibc
+//! than the one linked in: at best the lookup fails, at worst the process crashes inside a pull.
+//! So bell-run resolves a source's host the way musl does, from the same files: a numeric
+//! address as it is; `localhost` and names under it as loopback (RFC 6761); `/etc/hosts`; then
+//! the name servers of `/etc/resolv.conf` (A and AAAA over UDP, over TCP when an answer comes
+//! back truncated), with its `search`/`domain`, `ndots`, `timeout` and `attempts`.
+
+use std::io::{self, BufRead, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6, TcpStream, UdpSocket};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const TYPE_A: u16 = 1;
+const TYPE_AAAA: u16 = 28;
+const CLASS_IN: u16 = 1;
+const RCODE_NXDOMAIN: u8 = 3;
+/// glibc's MAXNS: further `nameserver` lines are ignored, as there.
+const MAX_SERVERS: usize = 3;
+
+/// The addresses of `HOST:PORT` (an IPv6 literal in brackets), as an etcd endpoint is given.
+pub fn resolve_endpoint(endpoint: &str) -> Result<Vec<SocketAddr>, String> {
+    let (host, port) = endpoint
+        .rsplit_once(':')
+        .and_then(|(host, port)| Some((host, port.parse().ok()?)))
+        .ok_or_else(|| format!("`{endpoint}` is not HOST:PORT"))?;
+    resolve(host, port)
+}
+
+/// The addresses of `host` (as written in a URL: an IPv6 literal in brackets) with `port`.
+pub fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
+    let conf = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let conf = ResolvConf::parse(&conf, Some(machine.trim()));
+    resolve_with(host, port, Path::new("/etc/hosts"), &conf)
+}
+
+fn resolve_with(
+    host: &str,
+    port: u16,
+    hosts_file: &Path,
+    conf: &ResolvConf,
+) -> Result<Vec<SocketAddr>, String> {
+    let with_port = |ips: Vec<IpAddr>| {
+        ips.into_iter()
+            .map(|ip| SocketAddr::new(ip, port))
+            .collect()
+    };
+    if let Some(ip) = numeric(host) {
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    let name = host_name(host).ok_or_else(|| format!("`{host}` is not a host name"))?;
+    let lower = name.to_ascii_lowercase();
+    if lower == "localhost" || lower.ends_with(".localhost") {
+        return Ok(with_port(vec![
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ]));
+    }
+    let listed = from_hosts_file(hosts_file, &lower);
+    if !listed.is_empty() {
+        return Ok(with_port(listed));
+    }
+    from_dns(host, name, conf).map(with_port)
+}
+
+/// An IPv4 address, or an IPv6 address in brackets (or bare, as `to_socket_addrs` took it).
+fn numeric(host: &str) -> Option<IpAddr> {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    bare.parse().ok()
+}
+
+/// `host` without a final dot, when it is a name DNS can carry: labels of 1 to 63 letters,
+/// digits, `-` or `_`, at most 253 bytes in all.
+fn host_name(host: &str) -> Option<&str> {
+    let name = host.strip_suffix('.').unwrap_or(host);
+    let label_ok = |label: &str| {
+        (1..=63).contains(&label.len())
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    (name.len() <= 253 && name.split('.').all(label_ok)).then_some(name)
+}
+
+/// Every address `/etc/hosts` gives `name` (lowercase), in file order (glibc's `multi on`,
+/// Debian's default). A missing or unreadable file gives none.
+fn from_hosts_file(path: &Path, name: &str) -> Vec<IpAddr> {
+    let Ok(file) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for line in io::BufReader::new(file).split(b'\n') {
+        let Ok(line) = line else { break };
+        let line = String::from_utf8_lossy(&line);
+        let line = line.split('#').next().unwrap_or("");
+        let mut fields = line.split_ascii_whitespace();
+        let Some(ip) = fields.next().and_then(|a| a.parse::<IpAddr>().ok()) else {
+            continue;
+        };
+        if fields.any(|alias| alias.trim_end_matches('.').eq_ignore_ascii_case(name))
+            && !found.contains(&ip)
+        {
+            found.push(ip);
+        }
+    }
+    found
+}
+
+/// What bell-run takes from `/etc/resolv.conf`.
+#[derive(Debug, Clone, PartialEq)]
+struct ResolvConf {
+    servers: Vec<SocketAddr>,
+    search: Vec<String>,
+    ndots: usize,
+    timeout: Duration,
+    attempts: u32,
+}
+
+impl ResolvConf {
+    /// glibc's reading: `nameserver` (three at most; none means 127.0.0.1), the last of
+    /// `search`/`domain` (none means the domain of this machine's name), `options ndots:N
+    /// timeout:N attempts:N` with glibc's defaults (1, 5 s, 2) and bounds.
+    fn parse(text: &str, host_name: Option<&str>) -> ResolvConf {
+        let mut conf = ResolvConf {
+            servers: Vec::new(),
+            search: Vec::new(),
+            ndots: 1,
+            timeout: Duration::from_secs(5),
+            attempts: 2,
+        };
+        let mut search = None;
+        for line in text.lines() {
+            let line = line.split(['#', ';']).next().unwrap_or("");
+            let mut words = line.split_ascii_whitespace();
+            match words.next() {
+                Some("nameserver") if conf.servers.len() < MAX_SERVERS => {
+                    if let Some(server) = words.next().and_then(name_server) {
+                        conf.servers.push(server);
+                    }
+                }
+                Some("search") => search = Some(words.map(str::to_string).collect::<Vec<_>>()),
+                Some("domain") => search = Some(words.take(1).map(str::to_string).collect()),
+                Some("options") => {
+                    for option in words {
+                        let Some((key, value)) = option.split_once(':') else {
+                            continue;
+                        };
+                        let Ok(n) = value.parse::<u32>() else {
+                            continue;
+                        };
+                        match key {
+                            "ndots" => conf.ndots = n.min(15) as usize,
+                            "timeout" => conf.timeout = Duration::from_secs(n.clamp(1, 30).into()),
+                            "attempts" => conf.attempts = n.clamp(1, 5),
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if conf.servers.is_empty() {
+            conf.servers
+                .push(SocketAddr::from((Ipv4Addr::LOCALHOST, 53)));
+        }
+        conf.search = search.unwrap_or_else(|| {
+            host_name
+                .and_then(|h| h.split_once('.'))
+                .map(|(_, domain)| vec![domain.to_string()])
+                .unwrap_or_default()
+        });
+        conf.search
+            .retain(|d| host_name_ok(d.trim_end_matches('.')));
+        conf
+    }
+
+    /// The names to ask for, in order: as written first when it has at least `ndots` dots,
+    /// else after the search domains; only as written when it ends with a dot.
+    fn candidates(&self, host: &str, name: &str) -> Vec<String> {
+        if host.ends_with('.') {
+            return vec![name.to_string()];
+        }
+        let searched = self
+            .search
+            .iter()
+            .map(|domain| format!("{name}.{}", domain.trim_end_matches('.')))
+            .filter(|n| host_name_ok(n));
+        if name.matches('.').count() >= self.ndots {
+            std::iter::once(name.to_string()).chain(searched).collect()
+        } else {
+            searched.chain(std::iter::once(name.to_string())).collect()
+        }
+    }
+}
+
+fn host_name_ok(name: &str) -> bool {
+    host_name(name) == Some(name)
+}
+
+/// `ADDR` of a `nameserver` line: IPv4, or IPv6 with an optional `%scope` (interface name
+/// or index).
+fn name_server(text: &str) -> Option<SocketAddr> {
+    if let Ok(ip) = text.parse::<Ipv4Addr>() {
+        return Some(SocketAddr::from((ip, 53)));
+    }
+    let (ip, scope) = match text.split_once('%') {
+        Some((ip, scope)) => (ip, Some(scope)),
+        None => (text, None),
+    };
+    let ip = ip.parse::<Ipv6Addr>().ok()?;
+    let scope_id = match scope {
+        None => 0,
+        Some(s) => s.parse().ok().or_else(|| interface_index(s))?,
+    };
+    Some(SocketAddr::V6(SocketAddrV6::new(ip, 53, 0, scope_id)))
+}
+
+/// The index of network interface `name`, from sysfs (what `if_nametoindex` reads too).
+fn interface_index(name: &str) -> Option<u32> {
+    if name.contains('/') || name.starts_with('.') {
+        return None;
+    }
+    let index = std::fs::read_to_string(format!("/sys/class/net/{name}/ifindex")).ok()?;
+    index.trim().parse().ok()
+}
+
+/// A query id nobody off this machine can predict: std's hasher keys come from the kernel's
+/// random source, and each `RandomState` is keyed anew.
+fn random_id() -> [u8; 2] {
+    use std::hash::{BuildHasher, Hasher};
+    let bits = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    [(bits >> 8) as u8, bits as u8]
+}
+
+/// Asks the name servers for each candidate name in turn; the first that has addresses wins.
+fn from_dns(host: &str, name: &str, conf: &ResolvConf) -> Result<Vec<IpAddr>, String> {
+    let mut unanswered = false;
+    for candidate in conf.candidates(host, name) {
+        match lookup(&candidate, conf) {
+            Some(found) if !found.is_empty() => return Ok(found),
+            Some(_) => {}
+            None => unanswered = true,
+        }
+    }
+    let servers: Vec<String> = conf.servers.iter().map(|s| s.ip().to_string()).collect();
+    Err(if unanswered {
+        format!(
+            "cannot resolve {host}: no name server answered ({}, from /etc/resolv.conf)",
+            servers.join(", ")
+        )
+    } else {
+        format!("cannot resolve {host}: no such host in /etc/hosts or DNS")
+    })
+}
+
+/// The A and AAAA records of `name` (IPv4 first), `Some(empty)` when DNS says it has none,
+/// `None` when no server gave an answer. Both questions go out together, to one server after
+/// another, `attempts` rounds.
+fn lookup(name: &str, conf: &ResolvConf) -> Option<Vec<IpAddr>> {
+    let queries = [query(name, TYPE_A), query(name, TYPE_AAAA)];
+    let mut answers: [Option<Answer>; 2] = [None, None];
+    'rounds: for _ in 0..conf.attempts {
+        for server in &conf.servers {
+            let replies = exchange_udp(*server, &queries, &answers, conf.timeout);
+            for (i, reply) in replies.into_iter().enumerate() {
+                let Some(mut answer) = reply else { continue };
+                if answer.truncated {
+                    match exchange_tcp(*server, &queries[i], conf.timeout) {
+                        Some(full) => answer = full,
+                        None => continue,
+                    }
+                }
+                if answer.usable() {
+                    answers[i] = Some(answer);
+                }
+            }
+            if answers.iter().all(Option::is_some) {
+                break 'rounds;
+            }
+        }
+    }
+    if answers.iter().all(Option::is_none) {
+        return None;
+    }
+    Some(
+        answers
+            .into_iter()
+            .flatten()
+            .flat_map(|a| a.addresses)
+            .collect(),
+    )
+}
+
+/// A query with a fresh random id and recursion desired.
+fn query(name: &str, qtype: u16) -> Vec<u8> {
+    let mut out = Vec::with_capacity(name.len() + 18);
+    out.extend_from_slice(&random_id());
+    out.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for label in name.split('.') {
+        out.push(label.len() as u8);
+        out.extend_from_slice(label.as_bytes());
+    }
+    out.push(0);
+    out.extend_from_slice(&qtype.to_be_bytes());
+    out.extend_from_slice(&CLASS_IN.to_be_bytes());
+    out
+}
+
+/// One server's reply to one query.
+#[derive(Debug, PartialEq)]
+struct Answer {
+    rcode: u8,
+    truncated: bool,
+    addresses: Vec<IpAddr>,
+}
+
+impl Answer {
+    /// NOERROR and NXDOMAIN settle the question; SERVFAIL, REFUSED and the like send it to
+    /// the next server.
+    fn usable(&self) -> bool {
+        self.rcode == 0 || self.rcode == RCODE_NXDOMAIN
+    }
+}
+
+/// The reply to `query` in `msg`, or `None` when `msg` is not one (another id or question,
+/// not a response) or is malformed. As in musl, every A and AAAA record of the answer section
+/// counts, which takes a CNAME chain's end as the recursive server gave it.
+fn parse_reply(msg: &[u8], query: &[u8]) -> Option<Answer> {
+    let question = query.get(12..)?;
+    let header = msg.get(..12)?;
+    let same_question = msg
+        .get(12..12 + question.len())
+        .is_some_and(|q| q.eq_ignore_ascii_case(question));
+    let is_response = header[2] & 0x80 != 0 && header[2] & 0x78 == 0;
+    if header[..2] != query[..2] || !is_response || header[4..6] != [0, 1] || !same_question {
+        return None;
+    }
+    let truncated = header[2] & 0x02 != 0;
+    let rcode = header[3] & 0x0f;
+    let count = u16::from_be_bytes([header[6], header[7]]);
+    let mut at = 12 + question.len();
+    let mut addresses = Vec::new();
+    for _ in 0..count {
+        at = skip_name(msg, at)?;
+        let fixed = msg.get(at..at + 10)?;
+        let rtype = u16::from_be_bytes([fixed[0], fixed[1]]);
+        let class = u16::from_be_bytes([fixed[2], fixed[3]]);
+        let len = usize::from(u16::from_be_bytes([fixed[8], fixed[9]]));
+        let data = msg.get(at + 10..at + 10 + len)?;
+        at += 10 + len;
+        let ip = match (rtype, class, data.len()) {
+            (TYPE_A, CLASS_IN, 4) => IpAddr::from(<[u8; 4]>::try_from(data).ok()?),
+            (TYPE_AAAA, CLASS_IN, 16) => IpAddr::from(<[u8; 16]>::try_from(data).ok()?),
+            _ => continue,
+        };
+        if !addresses.contains(&ip) {
+            addresses.push(ip);
+        }
+    }
+    // A truncated reply may end mid-record; what it holds is fetched again over TCP.
+    Some(Answer {
+        rcode,
+        truncated,
+        addresses,
+    })
+}
+
+/// The offset after the (possibly compressed) name at `at`.
+fn skip_name(msg: &[u8], mut at: usize) -> Option<usize> {
+    loop {
+        let len = *msg.get(at)?;
+        match len & 0xc0 {
+            0x00 if len == 0 => return Some(at + 1),
+            0x00 => at += 1 + usize::from(len),
+            0xc0 => return msg.get(at + 1).map(|_| at + 2),
+            _ => return None,
+        }
+    }
+}
+
+/// Sends the queries still unanswered to `server` over UDP and collects replies until each
+/// has one or `timeout` passes. A connected socket takes replies from that server only and
+/// learns at once (ICMP) when nothing listens there.
+fn exchange_udp(
+    server: SocketAddr,
+    queries: &[Vec<u8>; 2],
+    done: &[Option<Answer>; 2],
+    timeout: Duration,
+) -> [Option<Answer>; 2] {
+    let mut replies: [Option<Answer>; 2] = [None, None];
+    let local: SocketAddr = match server {
+        SocketAddr::V4(_) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        SocketAddr::V6(_) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+    };
+    let Ok(socket) = UdpSocket::bind(local) else {
+        return replies;
+    };
+    if socket.connect(server).is_err() {
+        return replies;
+    }
+    let wanted: Vec<usize> = (0..2).filter(|i| done[*i].is_none()).collect();
+    for i in &wanted {
+        if socket.send(&queries[*i]).is_err() {
+            return replies;
+        }
+    }
+    let deadline = Instant::now() + timeout;
+    let mut buf = [0u8; 1232];
+    while wanted.iter().any(|i| replies[*i].is_none()) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || socket.set_read_timeout(Some(left)).is_err() {
+            break;
+        }
+        let len = match socket.recv(&mut buf) {
+            Ok(len) => len,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        for i in &wanted {
+            if replies[*i].is_none() {
+                if let Some(answer) = parse_reply(&buf[..len], &queries[*i]) {
+                    replies[*i] = Some(answer);
+                    break;
+                }
+            }
+        }
+    }
+    replies
+}
+
+/// The same question over TCP, for a reply too large for UDP.
+fn exchange_tcp(server: SocketAddr, query: &[u8], timeout: Duration) -> Option<Answer> {
+    let mut stream = TcpStream::connect_timeout(&server, timeout).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    stream.set_write_timeout(Some(timeout)).ok()?;
+    let len = u16::try_from(query.len()).ok()?;
+    let mut framed = len.to_be_bytes().to_vec();
+    framed.extend_from_slice(query);
+    stream.write_all(&framed).ok()?;
+    let mut len = [0u8; 2];
+    stream.read_exact(&mut len).ok()?;
+    let mut msg = vec![0u8; usize::from(u16::from_be_bytes(len))];
+    stream.read_exact(&mut msg).ok()?;
+    parse_reply(&msg, query).filter(|a| !a.truncated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conf(text: &str) -> ResolvConf {
+        ResolvConf::parse(text, Some("node7.rack2.example.net"))
+    }
+
+    #[test]
+    fn numbers_and_localhost_need_no_lookup() {
+        let none = conf("nameserver 192.0.2.1\noptions timeout:1 attempts:1");
+        let no_file = Path::new("/nonexistent/hosts");
+        let got = |h: &str| resolve_with(h, 8080, no_file, &none);
+        assert_eq!(
+            got("10.1.2.3").unwrap(),
+            vec!["10.1.2.3:8080".parse().unwrap()]
+        );
+        assert_eq!(
+            got("[fd00::1]").unwrap(),
+            vec!["[fd00::1]:8080".parse().unwrap()]
+        );
+        let local: Vec<SocketAddr> = vec![
+            "127.0.0.1:8080".parse().unwrap(),
+            "[::1]:8080".parse().unwrap(),
+        ];
+        assert_eq!(got("localhost").unwrap(), local);
+        assert_eq!(got("Bundles.LOCALHOST.").unwrap(), local);
+        for bad in [
+            "",
+            "a..b",
+            "a b",
+            "bad/name",
+            "x\u{e9}",
+            &"a".repeat(64),
+            "[fd00::1",
+        ] {
+            let err = got(bad).unwrap_err();
+            assert!(err.contains("is not a host name"), "{bad:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn hosts_file_lines_are_read_as_glibc_reads_them() {
+        let dir = std::env::temp_dir().join(format!("bell-resolve-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("hosts");
+        std::fs::write(
+            &path,
+            "# comment bundles\n127.0.0.1\tlocalhost\n10.0.0.5 mirror.example Bundles # bundles2\n\
+             fd00::5 bundles\nnot-an-address bundles\n10.0.0.5 bundles\n10.0.0.6\tbundles.\n",
+        )
+        .unwrap();
+        let found = from_hosts_file(&path, "bundles");
+        let want: Vec<IpAddr> = ["10.0.0.5", "fd00::5", "10.0.0.6"]
+            .iter()
+            .map(|a| a.parse().unwrap())
+            .collect();
+        assert_eq!(found, want);
+        assert!(
+            from_hosts_file(&path, "bundles2").is_empty(),
+            "after # is a comment"
+        );
+        assert!(
+            from_hosts_file(&path, "mirror").is_empty(),
+            "a name matches whole"
+        );
+        let got = resolve_with("MIRROR.example", 80, &path, &conf("")).unwrap();
+        assert_eq!(got, vec!["10.0.0.5:80".parse().unwrap()]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn resolv_conf_is_read_with_glibcs_defaults_and_bounds() {
+        let c = conf("");
+        assert_eq!(c.servers, vec!["127.0.0.1:53".parse().unwrap()]);
+        assert_eq!(
+            c.search,
+            vec!["rack2.example.net"],
+            "the host name's domain"
+        );
+        assert_eq!(
+            (c.ndots, c.timeout, c.attempts),
+            (1, Duration::from_secs(5), 2)
+        );
+
+        let c = conf(
+            "; comment\nnameserver 10.0.0.1 # trailing\nnameserver fe80::1%1\nnameserver nonsense\n\
+             nameserver 10.0.0.2\nnameserver 10.0.0.3\nsearch a.example b.example\n\
+             domain only.example\noptions ndots:30 timeout:0 attempts:9 rotate\n",
+        );
+        let servers: Vec<SocketAddr> = vec![
+            "10.0.0.1:53".parse().unwrap(),
+            "[fe80::1%1]:53".parse().unwrap(),
+            "10.0.0.2:53".parse().unwrap(),
+        ];
+        assert_eq!(c.servers, servers, "three at most; unreadable ones skipped");
+        assert_eq!(
+            c.search,
+            vec!["only.example"],
+            "the last of search/domain wins"
+        );
+        assert_eq!(
+            (c.ndots, c.timeout, c.attempts),
+            (15, Duration::from_secs(1), 5)
+        );
+        assert_eq!(
+            conf("search x.example\ndomain y.example\nsearch").search,
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn search_domains_come_first_for_names_with_fewer_dots_than_ndots() {
+        let c = conf("search a.example b.example\noptions ndots:2");
+        assert_eq!(
+            c.candidates("mirror", "mirror"),
+            ["mirror.a.example", "mirror.b.example", "mirror"]
+        );
+        assert_eq!(
+            c.candidates("m.x", "m.x"),
+            ["m.x.a.example", "m.x.b.example", "m.x"]
+        );
+        assert_eq!(
+            c.candidates("m.x.y", "m.x.y"),
+            ["m.x.y", "m.x.y.a.example", "m.x.y.b.example"]
+        );
+        assert_eq!(
+            c.candidates("m.x.", "m.x"),
+            ["m.x"],
+            "a final dot means as written only"
+        );
+    }
+
+    /// A reply as a recursive server sends it: the question, then a CNAME whose target is
+    /// compressed against the question, then the target's records.
+    fn reply_to(query: &[u8], rcode: u8) -> Vec<u8> {
+        let mut msg = query[..2].to_vec();
+        msg.extend_from_slice(&[0x81, 0x80 | rcode, 0, 1, 0, 3, 0, 0, 0, 0]);
+        msg.extend_from_slice(&query[12..]);
+        // CNAME: owner = the question's name (pointer to 12), target "cdn" + pointer to 12.
+        msg.extend_from_slice(&[
+            0xc0, 12, 0, 5, 0, 1, 0, 0, 0, 60, 0, 6, 3, b'c', b'd', b'n', 0xc0, 12,
+        ]);
+        let cname_at = msg.len() - 6;
+        msg.extend_from_slice(&[
+            0xc0,
+            cname_at as u8,
+            0,
+            1,
+            0,
+            1,
+            0,
+            0,
+            0,
+            60,
+            0,
+            4,
+            192,
+            0,
+            2,
+            7,
+        ]);
+        msg.extend_from_slice(&[0xc0, cname_at as u8, 0, 28, 0, 1, 0, 0, 0, 60, 0, 16]);
+        msg.extend_from_slice(&Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 7).octets());
+        msg
+    }
+
+    #[test]
+    fn queries_are_standard_and_replies_are_matched_to_them() {
+        let q = query("Bundles.example", TYPE_AAAA);
+        assert_eq!(&q[2..12], &[1, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&q[12..], b"\x07Bundles\x07example\x00\x00\x1c\x00\x01");
+
+        let answer = parse_reply(&reply_to(&q, 0), &q).unwrap();
+        let want: Vec<IpAddr> = vec!["192.0.2.7".parse().unwrap(), "2001:db8::7".parse().unwrap()];
+        assert_eq!(
+            answer,
+            Answer {
+                rcode: 0,
+                truncated: false,
+                addresses: want
+            }
+        );
+        assert!(parse_reply(&reply_to(&q, 3), &q).unwrap().addresses.len() == 2);
+        assert_eq!(
+            parse_reply(&reply_to(&q, 2), &q).map(|a| a.usable()),
+            Some(false)
+        );
+
+        let mut other_id = reply_to(&q, 0);
+        other_id[1] ^= 1;
+        assert_eq!(parse_reply(&other_id, &q), None, "another id");
+        let mut other_name = reply_to(&q, 0);
+        other_name[14] = b'x';
+        assert_eq!(parse_reply(&other_name, &q), None, "another question");
+        let mut a_query = reply_to(&q, 0);
+        a_query[2] &= 0x7f;
+        assert_eq!(parse_reply(&a_query, &q), None, "not a response");
+        let mut shouted = reply_to(&q, 0);
+        shouted[13..20].make_ascii_uppercase();
+        assert!(
+            parse_reply(&shouted, &q).is_some(),
+            "names compare without case"
+        );
+    }
+
+    #[test]
+    fn malformed_replies_are_refused_without_panicking() {
+        let q = query("a.example", TYPE_A);
+        let good = reply_to(&q, 0);
+        for end in 0..good.len() {
+            // A reply cut short anywhere is not read at all: its records are not all there.
+            assert_eq!(parse_reply(&good[..end], &q), None, "cut at {end}");
+        }
+        let mut loop_ptr = good.clone();
+        let first_answer = q.len();
+        loop_ptr[first_answer] = 0x80; // a label length with the reserved top bits
+        assert_eq!(parse_reply(&loop_ptr, &q), None);
+        // Random corruption of every byte after the question, many times over.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..20_000 {
+            let mut msg = good.clone();
+            for _ in 0..4 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let at = first_answer + (state as usize) % (msg.len() - first_answer);
+                msg[at] = (state >> 32) as u8;
+            }
+            let _ = parse_reply(&msg, &q);
+        }
+    }
+}
