@@ -209,21 +209,115 @@ fn bench_fleet(fleet: &Fleet, scratch: &Path, disk_scratch: &Path, runs: usize) 
     )
 }
 
+/// The bell-run that hosts run: the static release build (`runner/build-static`).
 fn bell_run() -> PathBuf {
-    // The runner is another package; build it with the same profile next to bellc.
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let ok = Command::new(cargo)
-        .args(["build", "--release", "-q", "-p", "bell-run"])
-        .status()
-        .expect("cargo build bell-run")
-        .success();
-    assert!(ok, "cannot build bell-run");
-    let target = bellc().parent().expect("target dir").to_path_buf();
-    let candidates = [target.join("bell-run"), target.join("../release/bell-run")];
-    candidates
-        .into_iter()
-        .find(|p| p.is_file())
-        .expect("bell-run binary next to bellc")
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runner/build-static");
+    let out = Command::new(script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("runner/build-static");
+    assert!(out.status.success(), "runner/build-static failed");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// First apply and no-op re-apply (medians, in seconds) on a live root: the bundle applied to
+/// `/` of a freshly booted Debian 12 VM (../shared/vmtest, under KVM when there is one), where
+/// systemd, AppArmor, sysctls and useradd are real and nothing of this machine changes. Between
+/// rounds a bundle of the same host without resources reverts everything. `Err` says why it
+/// was not measured (no VM image yet: `.ci/vm` builds it).
+fn live_apply(
+    runner: &Path,
+    bundle: &Path,
+    empty: &Path,
+    runs: usize,
+) -> Result<LiveApply, String> {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shared = std::env::var_os("BELL_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| manifest_dir.join("../../shared"));
+    let run_in_vm = shared.join("vmtest/run-in-vm.sh");
+    let cache = std::env::var_os("BELL_VM_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/bell-vmtest"));
+    if !run_in_vm.is_file() || !cache.join("stamp").is_file() {
+        return Err(format!(
+            "no VM image in {} (`bash .ci/vm` builds it) or no {}",
+            cache.display(),
+            run_in_vm.display()
+        ));
+    }
+    let stage = bundle
+        .parent()
+        .and_then(Path::parent)
+        .expect("out dir")
+        .join("live");
+    rm(&stage);
+    std::fs::create_dir_all(stage.join("bin")).expect("stage");
+    std::fs::copy(runner, stage.join("bin/bell-run")).expect("stage bell-run");
+    for (from, to) in [(bundle, "bundle"), (empty, "empty")] {
+        let ok = Command::new("cp")
+            .arg("-rL")
+            .arg(from)
+            .arg(stage.join(to))
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "cannot stage {}", from.display());
+    }
+    let out = Command::new(&run_in_vm)
+        .args(["-t", "600"])
+        .arg(&cache)
+        .arg(&stage)
+        .arg(manifest_dir.join("benches/vm/live-apply.sh"))
+        .arg(runs.to_string())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", run_in_vm.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (mut first, mut again) = (Vec::new(), Vec::new());
+    let (mut offline_first, mut offline_again) = (Vec::new(), Vec::new());
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if let ["round", _, "first_us", f, "noop_us", n, "offline_first_us", of, "noop_us", on] =
+            words[..]
+        {
+            let s = |us: &str| us.parse::<f64>().unwrap_or(f64::NAN) / 1e6;
+            first.push(s(f));
+            again.push(s(n));
+            offline_first.push(s(of));
+            offline_again.push(s(on));
+        }
+    }
+    // run-in-vm.sh ends with `… (qemu start to power-off, kvm|tcg)`.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let accel = if stderr.contains(", kvm)") {
+        "KVM"
+    } else {
+        "TCG: emulated, no hardware virtualisation here"
+    };
+    rm(&stage);
+    if !out.status.success() || first.len() != runs {
+        let tail: Vec<&str> = text.lines().rev().take(20).collect();
+        return Err(format!(
+            "the VM run failed ({}): {}",
+            out.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        ));
+    }
+    Ok(LiveApply {
+        accel,
+        first: median(first),
+        again: median(again),
+        offline_first: median(offline_first),
+        offline_again: median(offline_again),
+    })
+}
+
+/// Medians in seconds, all measured in the same VM.
+struct LiveApply {
+    accel: &'static str,
+    first: f64,
+    again: f64,
+    offline_first: f64,
+    offline_again: f64,
 }
 
 fn bench_apply(scratch: &Path, runs: usize) -> String {
@@ -270,9 +364,33 @@ fn bench_apply(scratch: &Path, runs: usize) -> String {
             );
         }
     }
+    // The same host in a fleet without resources: applying it reverts everything.
+    let spec = std::fs::read_to_string(dir.join("bell.kdl")).expect("bell.kdl");
+    let bare: String = spec
+        .lines()
+        .filter(|l| l.starts_with("fleet ") || l.starts_with("host "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let empty_dir = dir.join("empty");
+    std::fs::create_dir_all(&empty_dir).expect("mkdir");
+    std::fs::write(empty_dir.join("bell.kdl"), bare).expect("write");
+    build(&empty_dir, &empty_dir.join("out"), &[]);
+    let empty = empty_dir.join("out/hosts").join(&host);
+    let live = match live_apply(&runner, &bundle, &empty, runs.max(5)) {
+        Ok(live) => format!(
+            "| bell-run, live root of a booted Debian 12 VM ({}), same bundle | first apply {:.1} ms | no-op re-apply {:.1} ms |\n\
+             | bell-run, offline in that VM, for comparison | first apply {:.1} ms | no-op re-apply {:.1} ms |",
+            live.accel,
+            1000.0 * live.first,
+            1000.0 * live.again,
+            1000.0 * live.offline_first,
+            1000.0 * live.offline_again
+        ),
+        Err(why) => format!("| bell-run, live root | not measured: {why} | |"),
+    };
     rm(&dir);
     format!(
-        "| bell-run, offline, bundle `{host}` ({resources} resources, {files} files) | first apply {:.1} ms | no-op re-apply {:.1} ms |",
+        "| bell-run, offline, bundle `{host}` ({resources} resources, {files} files) | first apply {:.1} ms | no-op re-apply {:.1} ms |\n{live}",
         1000.0 * median(first),
         1000.0 * median(again)
     )
