@@ -2,7 +2,8 @@
 # Guest side of the live-apply benchmark (compiler/benches/fleet.rs, run in a booted Debian 12
 # VM by ../shared/vmtest/run-in-vm.sh with the staging directory as cwd): applies bundle/ to
 # this host's own root RUNS times (a first apply, a no-op re-apply, then empty/, a bundle of
-# the same host with no resources, which reverts everything for the next round) and prints
+# the same host with no resources but `users purge-expired`, which reverts everything and removes
+# the accounts, for the next round) and prints
 # one line per round: `round N first_us F noop_us N offline_first_us F noop_us N`, the last two
 # the same bundle applied offline to an image root on this VM's disk, for comparison on the same
 # (possibly emulated) machine. Times come from $EPOCHREALTIME, which costs no process.
@@ -16,6 +17,9 @@ mkdir -p "$work"
 cp -rL "$share/bundle" "$work/bundle"
 cp -rL "$share/empty" "$work/empty"
 install -m 755 "$share/bin/bell-run" /usr/local/sbin/bell-run
+# The account files as booted, before any round: the image roots start from these.
+mkdir "$work/etc"
+cp -p /etc/passwd /etc/group /etc/shadow /etc/gshadow "$work/etc/"
 
 apply() {
     if ! bell-run apply "$@" >"$work/log" 2>&1; then
@@ -32,10 +36,18 @@ for ((round = 1; round <= runs; round++)); do
     apply "$work/bundle"
     t2=${EPOCHREALTIME/./}
     apply "$work/empty"
+    if [ "$round" = "$runs" ]; then
+        # Where a live apply's time goes, once more with --timings (not counted above).
+        for what in first no-op; do
+            apply "$work/bundle" --timings
+            sed -n '/^timings:/,$s/^/live '"$what"': /p' "$work/log"
+        done
+        apply "$work/empty"
+    fi
 
     rm -rf "$work/root"
     mkdir -p "$work/root/etc"
-    cp -p /etc/passwd /etc/group /etc/shadow /etc/gshadow "$work/root/etc/"
+    cp -p "$work"/etc/* "$work/root/etc/"
     t3=${EPOCHREALTIME/./}
     apply "$work/bundle" --root "$work/root"
     t4=${EPOCHREALTIME/./}
