@@ -13,6 +13,7 @@ host "h" address="10.0.0.1"
 sysctl {
     net.ipv4.ip_forward 1
     "net/ipv4/conf/all/rp_filter" 2
+    net.ipv4.ip_local_port_range "20000 40000"
 }
 "#;
 
@@ -64,8 +65,10 @@ fn apply_reapply_revert_restore_the_original() {
     for (key, tag) in [
         ("net.ipv4.ip_forward", "fwd"),
         ("net/ipv4/conf/all/rp_filter", "rpf"),
+        // Several digits and two fields, which the kernel separates by a tab.
+        ("net.ipv4.ip_local_port_range", "range"),
     ] {
-        for role in ["apply", "revert"] {
+        for role in ["apply", "revert", "check"] {
             std::fs::write(
                 dir.path().join(format!("{tag}.{role}")),
                 script(b, "sysctl", key, role),
@@ -76,15 +79,18 @@ fn apply_reapply_revert_restore_the_original() {
     let driver = r#"
 set -u
 export BELL_ROOT=/ BELL_OFFLINE=0
-show() { printf '%s_fwd=%s\n%s_rpf=%s\n' "$1" "$(cat /proc/sys/net/ipv4/ip_forward)" "$1" "$(cat /proc/sys/net/ipv4/conf/all/rp_filter)"; }
+show() { printf '%s_fwd=%s\n%s_rpf=%s\n%s_range=%s\n' "$1" "$(cat /proc/sys/net/ipv4/ip_forward)" "$1" "$(cat /proc/sys/net/ipv4/conf/all/rp_filter)" "$1" "$(cat /proc/sys/net/ipv4/ip_local_port_range)"; }
 stamp() { printf '%s=%s\n' "$1" "$(stat -c '%y %s' state/fwd/original state/rpf/original 2>&1 | tr '\n' ' ')"; }
-step() { for t in fwd rpf; do BELL_STATE=state/$t sh "$t.$1" || echo "failed_$1_$t"; done; }
+step() { for t in fwd rpf range; do BELL_STATE=state/$t sh "$t.$1" || echo "failed_$1_$t"; done; }
 show before
 step apply; show applied; stamp stamp1
 printf 'orig_fwd=%s\norig_rpf=%s\n' "$(cat state/fwd/original)" "$(cat state/rpf/original)"
 sleep 0.05
 step apply; show reapplied; stamp stamp2
+step check
 step revert; show reverted
+for t in fwd rpf range; do BELL_STATE=state/$t sh "$t.check" >"$t.drift" && echo "in_sync_after_revert_$t"; done
+printf 'drift_range=%s\n' "$(cat range.drift)"
 printf 'left=%s\n' "$(find state -type f | tr '\n' ' ')"
 "#;
     let Some(out) = in_netns(driver, dir.path()) else {
@@ -93,6 +99,7 @@ printf 'left=%s\n' "$(find state -type f | tr '\n' ' ')"
     assert!(!out.contains("failed_"), "{out}");
     assert_eq!(value(&out, "applied_fwd"), "1");
     assert_eq!(value(&out, "applied_rpf"), "2");
+    assert_eq!(value(&out, "applied_range"), "20000\t40000");
     assert_eq!(value(&out, "orig_fwd"), value(&out, "before_fwd"));
     assert_eq!(value(&out, "orig_rpf"), value(&out, "before_rpf"));
     assert_eq!(value(&out, "reapplied_fwd"), "1");
@@ -103,6 +110,19 @@ printf 'left=%s\n' "$(find state -type f | tr '\n' ' ')"
     );
     assert_eq!(value(&out, "reverted_fwd"), value(&out, "before_fwd"));
     assert_eq!(value(&out, "reverted_rpf"), value(&out, "before_rpf"));
+    assert_eq!(value(&out, "reverted_range"), value(&out, "before_range"));
+    // Back to the original: in sync again only where the original was what the bundle sets.
+    assert_eq!(
+        out.contains("in_sync_after_revert_fwd"),
+        value(&out, "before_fwd") == "1",
+        "{out}"
+    );
+    assert!(!out.contains("in_sync_after_revert_range"), "{out}");
+    let before = value(&out, "before_range").replace('\t', " ");
+    assert_eq!(
+        value(&out, "drift_range"),
+        format!("net.ipv4.ip_local_port_range is {before}, the bundle sets 20000 40000")
+    );
     assert!(
         value(&out, "left").trim().is_empty(),
         "revert left state: {out}"
