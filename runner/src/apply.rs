@@ -529,7 +529,8 @@ fn run_resources(
             let log_path =
                 state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("apply.log");
             let env = ctx.env(&resource.kind, &resource.name, &checked.id);
-            let (exit, log) = ctx.run_sh(bundle, &script.path, env, log_path.clone());
+            let (exit, log) =
+                ctx.run_sh(bundle, &script.path, &resource.kind, env, log_path.clone());
             let mut outcome = if exit.ok() {
                 Outcome::new(&key, Some(change), "ok", None)
             } else if ctx.offline && exit == Exit::Code(bell_bundle::EXIT_DEFERRED) {
@@ -668,11 +669,7 @@ fn run_exec(
             }
         }
     } else {
-        let started = std::time::Instant::now();
-        let exit = scripts::run(&inv);
-        if let Some(clock) = ctx.clock {
-            clock.script(&resource.kind, started.elapsed());
-        }
+        let exit = ctx.run_timed(&resource.kind, &inv);
         let finished = state::now();
         rec.last_finish = Some(finished.max(ctx.now));
         rec.last_ok = Some(exit.ok());

@@ -61,7 +61,7 @@ pub fn run_one(ctx: &Ctx, bundle: &Path, generation: &str, resource: &Resource) 
     };
     let log = state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("check.log");
     let env = ctx.env(&resource.kind, &resource.name, generation);
-    let (exit, _) = ctx.run_sh(bundle, &script.path, env, log.clone());
+    let (exit, _) = ctx.run_sh(bundle, &script.path, &resource.kind, env, log.clone());
     let said = crate::rootfs::read_tail(&log, 64 * 1024).unwrap_or_default();
     let said = said.trim();
     let (result, detail) = match exit {

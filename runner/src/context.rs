@@ -125,10 +125,12 @@ impl Ctx<'_> {
         }
     }
 
+    /// Runs a bundle's `script` with `sh`, its time counted under `kind` with `--timings`.
     pub(crate) fn run_sh(
         &self,
         bundle: &Path,
         script: &str,
+        kind: &str,
         env: Vec<(String, String)>,
         log: PathBuf,
     ) -> (Exit, String) {
@@ -140,16 +142,19 @@ impl Ctx<'_> {
             timeout: self.timeout,
             log: log.clone(),
         };
-        let started = std::time::Instant::now();
-        let exit = scripts::run(&inv);
-        if let Some(clock) = self.clock {
-            // The kind as `env` gave it to the script.
-            let resource = inv.env.iter().find(|(k, _)| k == "BELL_RESOURCE");
-            let kind = resource.and_then(|(_, v)| v.split(':').next());
-            clock.script(kind.unwrap_or("other"), started.elapsed());
-        }
+        let exit = self.run_timed(kind, &inv);
         // Where the output really is: under the root, which need not be `/`.
         (exit, log.display().to_string())
+    }
+
+    /// Runs `inv` to completion, its time counted under `kind` with `--timings`.
+    pub(crate) fn run_timed(&self, kind: &str, inv: &Invocation) -> Exit {
+        let started = std::time::Instant::now();
+        let exit = scripts::run(inv);
+        if let Some(clock) = self.clock {
+            clock.script(kind, started.elapsed());
+        }
+        exit
     }
 }
 

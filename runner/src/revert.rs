@@ -44,7 +44,13 @@ pub(crate) fn revert(
     };
     let bundle = state::generation_dir(ctx.root, generation);
     let log = state::resource_log_dir(ctx.root, kind, name).join("revert.log");
-    let (exit, log) = ctx.run_sh(&bundle, &script.path, ctx.env(kind, name, generation), log);
+    let (exit, log) = ctx.run_sh(
+        &bundle,
+        &script.path,
+        kind,
+        ctx.env(kind, name, generation),
+        log,
+    );
     let mut outcome = if exit.ok() {
         let _ = fs::remove_dir_all(&state_dir);
         Outcome::new(key, None, "reverted", None)

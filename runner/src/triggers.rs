@@ -96,7 +96,7 @@ pub(crate) fn run_trigger(
     let bundle = state::generation_dir(ctx.root, &pending.generation);
     let log = state::resource_log_dir(ctx.root, "trigger", &pending.name).join("trigger.log");
     let env = ctx.env("trigger", &pending.name, &pending.generation);
-    let (exit, log) = ctx.run_sh(&bundle, &script.path, env, log);
+    let (exit, log) = ctx.run_sh(&bundle, &script.path, "trigger", env, log);
     let mut outcome = if exit.ok() {
         Outcome::new(&key, None, "ok", None)
     } else {

@@ -292,3 +292,19 @@ pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Opti
     }
     Some(written)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The clash check looks for `RETIRE_NAME`; the script it guards is written out by hand.
+    #[test]
+    fn the_retire_script_is_named_what_the_clash_check_looks_for() {
+        assert_eq!(
+            RETIRE.matches("exec \"").count(),
+            1,
+            "one script in the retire text"
+        );
+        assert!(RETIRE.contains(&format!("exec \"{RETIRE_NAME}\" ")));
+    }
+}
