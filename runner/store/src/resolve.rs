@@ -495,6 +495,22 @@ mod tests {
     }
 
     #[test]
+    fn etcd_endpoints_split_at_their_last_colon() {
+        let got = |e: &str| resolve_endpoint(e);
+        assert_eq!(
+            got("[fd00::1]:2379").unwrap(),
+            vec!["[fd00::1]:2379".parse().unwrap()]
+        );
+        assert_eq!(
+            got("10.0.0.1:2379").unwrap(),
+            vec!["10.0.0.1:2379".parse().unwrap()]
+        );
+        for bad in ["10.0.0.1", "10.0.0.1:x", "[fd00::1]"] {
+            assert!(got(bad).unwrap_err().contains("is not HOST:PORT"), "{bad}");
+        }
+    }
+
+    #[test]
     fn hosts_file_lines_are_read_as_glibc_reads_them() {
         let dir = std::env::temp_dir().join(format!("bell-resolve-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
