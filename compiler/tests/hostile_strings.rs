@@ -866,22 +866,21 @@ fn ssh_key_comments_keep_each_key_one_line_for_ssh_keygen() {
             Case::new(v, &[format!("user \"ops\" {{ ssh-key {} }}", kdl(&key))], 0)
         })
         .collect();
-    // The apply script writes the wanted keys with one `printf` line; sh runs those lines of
-    // every case, each into its own file, and ssh-keygen reads them all as one file.
+    // The apply script prints the wanted keys with one `printf` function; sh runs those lines
+    // of every case, each into its own file, and ssh-keygen reads them all as one file.
     let dir = tempfile::tempdir().expect("temp dir");
     let mut script = String::new();
     let mut expected = Vec::new();
     for (value, bundle) in build_all("ssh key comment", &cases) {
         let Some(bundle) = bundle else { continue };
         let apply = file_text(&bundle, |p| p == "scripts/user/ops.apply");
-        let Some(line) = apply
-            .lines()
-            .find(|line| line.starts_with("printf '%s\\n' ") && line.ends_with(">\"$keys\""))
-        else {
+        let Some(line) = apply.lines().find(|line| {
+            line.starts_with("want_keys() { printf '%s\\n' ") && line.ends_with("; }")
+        }) else {
             panic!("the apply script writes no keys: {apply}");
         };
         script.push_str(&format!(
-            "keys={}/{}\n{line}\n",
+            "keys={}/{}\n{line}\nwant_keys >\"$keys\"\n",
             dir.path().display(),
             expected.len()
         ));
