@@ -9,9 +9,11 @@
 //! the name servers of `/etc/resolv.conf` (A and AAAA over UDP, over TCP when an answer comes
 //! back truncated), with its `search`/`domain`, `ndots`, `timeout` and `attempts`.
 
+use std::collections::HashMap;
 use std::io::{self, BufRead, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6, TcpStream, UdpSocket};
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const TYPE_A: u16 = 1;
@@ -20,6 +22,37 @@ const CLASS_IN: u16 = 1;
 const RCODE_NXDOMAIN: u8 = 3;
 /// glibc's MAXNS: further `nameserver` lines are ignored, as there.
 const MAX_SERVERS: usize = 3;
+/// The longest a DNS answer is kept, whatever its TTL says (nscd's `positive-time-to-live`).
+const MAX_TTL: Duration = Duration::from_secs(3600);
+
+/// DNS answers of this process, by the name as written, until their TTL runs out: a pull asks
+/// for its release, the signature and every file from one host, and the rollout controller
+/// talks to etcd for hours, so each would otherwise wait for the name servers on every request
+/// (a lost UDP packet costs a whole `timeout`). Only answers with addresses are kept; a name
+/// that failed is asked again. `/etc/hosts` is read every time, as glibc does.
+static DNS_CACHE: Mutex<Option<DnsCache>> = Mutex::new(None);
+
+#[derive(Default)]
+struct DnsCache {
+    answers: HashMap<String, (Instant, Vec<IpAddr>)>,
+}
+
+impl DnsCache {
+    fn get(&self, host: &str, now: Instant) -> Option<Vec<IpAddr>> {
+        let (until, ips) = self.answers.get(&host.to_ascii_lowercase())?;
+        (now < *until).then(|| ips.clone())
+    }
+
+    fn put(&mut self, host: &str, ips: &[IpAddr], ttl: Duration, now: Instant) {
+        let key = host.to_ascii_lowercase();
+        if ttl.is_zero() {
+            self.answers.remove(&key);
+        } else {
+            self.answers
+                .insert(key, (now + ttl.min(MAX_TTL), ips.to_vec()));
+        }
+    }
+}
 
 /// The addresses of `HOST:PORT` (an IPv6 literal in brackets), as an etcd endpoint is given.
 pub fn resolve_endpoint(endpoint: &str) -> Result<Vec<SocketAddr>, String> {
@@ -35,7 +68,10 @@ pub fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
     let conf = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
     let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let conf = ResolvConf::parse(&conf, Some(machine.trim()));
-    resolve_with(host, port, Path::new("/etc/hosts"), &conf)
+    // A panic elsewhere while holding the lock leaves a cache that is still whole.
+    let mut cache = DNS_CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = cache.get_or_insert_with(DnsCache::default);
+    resolve_with(host, port, Path::new("/etc/hosts"), &conf, cache)
 }
 
 fn resolve_with(
@@ -43,6 +79,7 @@ fn resolve_with(
     port: u16,
     hosts_file: &Path,
     conf: &ResolvConf,
+    cache: &mut DnsCache,
 ) -> Result<Vec<SocketAddr>, String> {
     let with_port = |ips: Vec<IpAddr>| {
         ips.into_iter()
@@ -64,7 +101,13 @@ fn resolve_with(
     if !listed.is_empty() {
         return Ok(with_port(listed));
     }
-    from_dns(host, name, conf).map(with_port)
+    let now = Instant::now();
+    if let Some(ips) = cache.get(host, now) {
+        return Ok(with_port(ips));
+    }
+    let (ips, ttl) = from_dns(host, name, conf)?;
+    cache.put(host, &ips, ttl, now);
+    Ok(with_port(ips))
 }
 
 /// An IPv4 address, or an IPv6 address in brackets (or bare, as `to_socket_addrs` took it).
@@ -241,12 +284,13 @@ fn random_id() -> [u8; 2] {
     [(bits >> 8) as u8, bits as u8]
 }
 
-/// Asks the name servers for each candidate name in turn; the first that has addresses wins.
-fn from_dns(host: &str, name: &str, conf: &ResolvConf) -> Result<Vec<IpAddr>, String> {
+/// Asks the name servers for each candidate name in turn; the first that has addresses wins,
+/// with how long its records may be kept.
+fn from_dns(host: &str, name: &str, conf: &ResolvConf) -> Result<(Vec<IpAddr>, Duration), String> {
     let mut unanswered = false;
     for candidate in conf.candidates(host, name) {
         match lookup(&candidate, conf) {
-            Some(found) if !found.is_empty() => return Ok(found),
+            Some(found) if !found.0.is_empty() => return Ok(found),
             Some(_) => {}
             None => unanswered = true,
         }
@@ -262,10 +306,10 @@ fn from_dns(host: &str, name: &str, conf: &ResolvConf) -> Result<Vec<IpAddr>, St
     })
 }
 
-/// The A and AAAA records of `name` (IPv4 first), `Some(empty)` when DNS says it has none,
-/// `None` when no server gave an answer. Both questions go out together, to one server after
-/// another, `attempts` rounds.
-fn lookup(name: &str, conf: &ResolvConf) -> Option<Vec<IpAddr>> {
+/// The A and AAAA records of `name` (IPv4 first) and the shortest TTL among them, `Some(empty)`
+/// when DNS says it has none, `None` when no server gave an answer. Both questions go out
+/// together, to one server after another, `attempts` rounds.
+fn lookup(name: &str, conf: &ResolvConf) -> Option<(Vec<IpAddr>, Duration)> {
     let queries = [query(name, TYPE_A), query(name, TYPE_AAAA)];
     let mut answers: [Option<Answer>; 2] = [None, None];
     'rounds: for _ in 0..conf.attempts {
@@ -291,13 +335,20 @@ fn lookup(name: &str, conf: &ResolvConf) -> Option<Vec<IpAddr>> {
     if answers.iter().all(Option::is_none) {
         return None;
     }
-    Some(
-        answers
-            .into_iter()
-            .flatten()
-            .flat_map(|a| a.addresses)
-            .collect(),
-    )
+    let found: Vec<Answer> = answers
+        .into_iter()
+        .flatten()
+        .filter(|a| !a.addresses.is_empty())
+        .collect();
+    let ttl = found.iter().map(|a| a.ttl).min().unwrap_or(0);
+    let mut addresses: Vec<IpAddr> = Vec::new();
+    // A server may add the other family's records to an answer: each address once.
+    for ip in found.into_iter().flat_map(|a| a.addresses) {
+        if !addresses.contains(&ip) {
+            addresses.push(ip);
+        }
+    }
+    Some((addresses, Duration::from_secs(ttl.into())))
 }
 
 /// A query with a fresh random id and recursion desired.
@@ -321,6 +372,9 @@ struct Answer {
     rcode: u8,
     truncated: bool,
     addresses: Vec<IpAddr>,
+    /// The shortest TTL of the answer's records (a CNAME's too: the chain holds only as long
+    /// as each link), in seconds.
+    ttl: u32,
 }
 
 impl Answer {
@@ -349,11 +403,15 @@ fn parse_reply(msg: &[u8], query: &[u8]) -> Option<Answer> {
     let count = u16::from_be_bytes([header[6], header[7]]);
     let mut at = 12 + question.len();
     let mut addresses = Vec::new();
+    let mut ttl = u32::MAX;
     for _ in 0..count {
         at = skip_name(msg, at)?;
         let fixed = msg.get(at..at + 10)?;
         let rtype = u16::from_be_bytes([fixed[0], fixed[1]]);
         let class = u16::from_be_bytes([fixed[2], fixed[3]]);
+        // RFC 2181: a TTL with the top bit set is read as 0.
+        let record_ttl = u32::from_be_bytes([fixed[4], fixed[5], fixed[6], fixed[7]]);
+        ttl = ttl.min(if record_ttl >> 31 == 1 { 0 } else { record_ttl });
         let len = usize::from(u16::from_be_bytes([fixed[8], fixed[9]]));
         let data = msg.get(at + 10..at + 10 + len)?;
         at += 10 + len;
@@ -371,6 +429,7 @@ fn parse_reply(msg: &[u8], query: &[u8]) -> Option<Answer> {
         rcode,
         truncated,
         addresses,
+        ttl: if count == 0 { 0 } else { ttl },
     })
 }
 
@@ -465,7 +524,7 @@ mod tests {
     fn numbers_and_localhost_need_no_lookup() {
         let none = conf("nameserver 192.0.2.1\noptions timeout:1 attempts:1");
         let no_file = Path::new("/nonexistent/hosts");
-        let got = |h: &str| resolve_with(h, 8080, no_file, &none);
+        let got = |h: &str| resolve_with(h, 8080, no_file, &none, &mut DnsCache::default());
         assert_eq!(
             got("10.1.2.3").unwrap(),
             vec!["10.1.2.3:8080".parse().unwrap()]
@@ -535,7 +594,14 @@ mod tests {
             from_hosts_file(&path, "mirror").is_empty(),
             "a name matches whole"
         );
-        let got = resolve_with("MIRROR.example", 80, &path, &conf("")).unwrap();
+        let got = resolve_with(
+            "MIRROR.example",
+            80,
+            &path,
+            &conf(""),
+            &mut DnsCache::default(),
+        )
+        .unwrap();
         assert_eq!(got, vec!["10.0.0.5:80".parse().unwrap()]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -605,12 +671,18 @@ mod tests {
     /// A reply as a recursive server sends it: the question, then a CNAME whose target is
     /// compressed against the question, then the target's records.
     fn reply_to(query: &[u8], rcode: u8) -> Vec<u8> {
+        reply_with_ttl(query, rcode, 60)
+    }
+
+    /// A reply with a CNAME and an A and an AAAA record, each with `ttl`.
+    fn reply_with_ttl(query: &[u8], rcode: u8, ttl: u32) -> Vec<u8> {
+        let [t0, t1, t2, t3] = ttl.to_be_bytes();
         let mut msg = query[..2].to_vec();
         msg.extend_from_slice(&[0x81, 0x80 | rcode, 0, 1, 0, 3, 0, 0, 0, 0]);
         msg.extend_from_slice(&query[12..]);
         // CNAME: owner = the question's name (pointer to 12), target "cdn" + pointer to 12.
         msg.extend_from_slice(&[
-            0xc0, 12, 0, 5, 0, 1, 0, 0, 0, 60, 0, 6, 3, b'c', b'd', b'n', 0xc0, 12,
+            0xc0, 12, 0, 5, 0, 1, t0, t1, t2, t3, 0, 6, 3, b'c', b'd', b'n', 0xc0, 12,
         ]);
         let cname_at = msg.len() - 6;
         msg.extend_from_slice(&[
@@ -620,10 +692,10 @@ mod tests {
             1,
             0,
             1,
-            0,
-            0,
-            0,
-            60,
+            t0,
+            t1,
+            t2,
+            t3,
             0,
             4,
             192,
@@ -631,7 +703,7 @@ mod tests {
             2,
             7,
         ]);
-        msg.extend_from_slice(&[0xc0, cname_at as u8, 0, 28, 0, 1, 0, 0, 0, 60, 0, 16]);
+        msg.extend_from_slice(&[0xc0, cname_at as u8, 0, 28, 0, 1, t0, t1, t2, t3, 0, 16]);
         msg.extend_from_slice(&Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 7).octets());
         msg
     }
@@ -649,7 +721,8 @@ mod tests {
             Answer {
                 rcode: 0,
                 truncated: false,
-                addresses: want
+                addresses: want,
+                ttl: 60,
             }
         );
         assert!(parse_reply(&reply_to(&q, 3), &q).unwrap().addresses.len() == 2);
@@ -700,5 +773,83 @@ mod tests {
             }
             let _ = parse_reply(&msg, &q);
         }
+    }
+
+    /// A name server on a loopback port that answers every query with `reply_with_ttl(ttl)`
+    /// and counts them.
+    fn fake_server(ttl: u32) -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = socket.local_addr().unwrap();
+        let seen = std::sync::Arc::new(AtomicUsize::new(0));
+        let counter = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 512];
+            while let Ok((len, from)) = socket.recv_from(&mut buf) {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let _ = socket.send_to(&reply_with_ttl(&buf[..len], 0, ttl), from);
+            }
+        });
+        (addr, seen)
+    }
+
+    #[test]
+    fn dns_answers_are_kept_for_their_ttl_and_no_longer() {
+        use std::sync::atomic::Ordering;
+        let no_file = Path::new("/nonexistent/hosts");
+        let (server, asked) = fake_server(60);
+        let conf = conf(&format!(
+            "nameserver {}\noptions timeout:2 attempts:1",
+            server.ip()
+        ));
+        let conf = ResolvConf {
+            servers: vec![server],
+            ..conf
+        };
+        let mut cache = DnsCache::default();
+        let want: Vec<SocketAddr> = vec![
+            "192.0.2.7:80".parse().unwrap(),
+            "[2001:db8::7]:80".parse().unwrap(),
+        ];
+        let got = resolve_with("bundles.example.", 80, no_file, &conf, &mut cache).unwrap();
+        assert_eq!(got, want);
+        assert_eq!(asked.load(Ordering::SeqCst), 2, "an A and an AAAA question");
+        // Again, with another port and in capitals: from the cache, no question asked.
+        let again = resolve_with("BUNDLES.example.", 81, no_file, &conf, &mut cache).unwrap();
+        assert_eq!(again[0], "192.0.2.7:81".parse().unwrap());
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
+        // Kept exactly as long as the TTL says.
+        let now = Instant::now();
+        assert!(cache
+            .get("bundles.example.", now + Duration::from_secs(59))
+            .is_some());
+        assert!(cache
+            .get("bundles.example.", now + Duration::from_secs(61))
+            .is_none());
+        // The cap holds for a TTL of days.
+        cache.put("long.example.", &[], Duration::from_secs(86_400), now);
+        assert!(cache
+            .get("long.example.", now + MAX_TTL + Duration::from_secs(1))
+            .is_none());
+
+        // A TTL of 0 is never kept: every resolution asks.
+        let (server, asked) = fake_server(0);
+        let conf = ResolvConf {
+            servers: vec![server],
+            ..conf
+        };
+        for round in 1..=2 {
+            resolve_with("zero.example.", 80, no_file, &conf, &mut cache).unwrap();
+            assert_eq!(asked.load(Ordering::SeqCst), 2 * round);
+        }
+        // A failure is not kept either: the next attempt asks the (now answering) server.
+        let dead = ResolvConf {
+            servers: vec![SocketAddr::from((Ipv4Addr::LOCALHOST, 9))],
+            timeout: Duration::from_secs(1),
+            ..conf.clone()
+        };
+        assert!(resolve_with("later.example.", 80, no_file, &dead, &mut cache).is_err());
+        resolve_with("later.example.", 80, no_file, &conf, &mut cache).unwrap();
+        assert_eq!(asked.load(Ordering::SeqCst), 6);
     }
 }
