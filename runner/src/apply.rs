@@ -525,7 +525,7 @@ fn run_resources(
                 record = prev.clone();
             }
             Outcome::new(&key, Some(change), "unchanged", None)
-        } else if let Some(script) = &resource.apply {
+        } else if let Some(script) = resource.apply.as_ref().filter(|s| !ctx.skips(s)) {
             let log_path =
                 state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("apply.log");
             let env = ctx.env(&resource.kind, &resource.name, &checked.id);

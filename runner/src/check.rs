@@ -59,6 +59,13 @@ pub fn run_one(ctx: &Ctx, bundle: &Path, generation: &str, resource: &Resource) 
             detail: None,
         };
     };
+    if ctx.skips(script) {
+        return Checked {
+            key,
+            result: "in-sync".to_string(),
+            detail: None,
+        };
+    }
     let log = state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("check.log");
     let env = ctx.env(&resource.kind, &resource.name, generation);
     let (exit, _) = ctx.run_sh(bundle, &script.path, &resource.kind, env, log.clone());

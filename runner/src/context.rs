@@ -117,6 +117,13 @@ impl Ctx<'_> {
         ]
     }
 
+    /// Whether `script` is not started: it is live only and this run is offline, where it
+    /// would exit 0 before changing anything (see `Script::live_only`). It counts as having run
+    /// and exited 0, without a process, a log or a state directory.
+    pub(crate) fn skips(&self, script: &bell_bundle::Script) -> bool {
+        self.offline && script.live_only
+    }
+
     /// A log path relative to the root, as recorded in `state.json`.
     pub(crate) fn rel(&self, path: &Path) -> String {
         match path.strip_prefix(&self.root.dir) {

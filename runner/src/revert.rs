@@ -42,6 +42,10 @@ pub(crate) fn revert(
         let _ = fs::remove_dir_all(&state_dir);
         return Outcome::new(key, None, "reverted", Some("no revert script".to_string()));
     };
+    if ctx.skips(&script) {
+        let _ = fs::remove_dir_all(&state_dir);
+        return Outcome::new(key, None, "reverted", None);
+    }
     let bundle = state::generation_dir(ctx.root, generation);
     let log = state::resource_log_dir(ctx.root, kind, name).join("revert.log");
     let (exit, log) = ctx.run_sh(

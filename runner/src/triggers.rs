@@ -93,6 +93,9 @@ pub(crate) fn run_trigger(
             Some("the generation holding this trigger is missing".to_string()),
         );
     };
+    if ctx.skips(&script) {
+        return Outcome::new(&key, None, "ok", None);
+    }
     let bundle = state::generation_dir(ctx.root, &pending.generation);
     let log = state::resource_log_dir(ctx.root, "trigger", &pending.name).join("trigger.log");
     let env = ctx.env("trigger", &pending.name, &pending.generation);

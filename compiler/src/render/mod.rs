@@ -201,6 +201,13 @@ fn render_bounded(
 /// The detail of the error of a template whose output outgrew [`MAX_TEMPLATE_OUTPUT`].
 pub const OUTPUT_TOO_LARGE: &str = "the output grew past 16 MiB";
 
+/// The second line of a stdlib script that acts on the running system only (the prelude writes
+/// it when the template sets `live_only`): with `BELL_OFFLINE=1` the script exits 0 before it
+/// changes anything, so its manifest entry is marked `live_only` and bell-run does not start it
+/// on an image root. The second line, because nothing a spec holds comes before it.
+pub const LIVE_ONLY_LINE: &str =
+    "# live only: offline (BELL_OFFLINE=1) this script does nothing, and bell-run does not start it";
+
 fn environment(debug: bool) -> minijinja::Environment<'static> {
     let mut env = minijinja::Environment::new();
     env.set_fuel(Some(MAX_TEMPLATE_STEPS));
@@ -472,9 +479,19 @@ impl BundleBuilder {
         Ok(())
     }
 
-    fn add_script(&mut self, kind: &str, name: &str, role: &str, text: String) -> Script {
+    /// Adds a script; `from_stdlib` when bellc rendered it (not a user's `exec` script), and
+    /// then it is live only when its second line says so.
+    fn add_script(
+        &mut self,
+        kind: &str,
+        name: &str,
+        role: &str,
+        text: String,
+        from_stdlib: bool,
+    ) -> Script {
         let path = format!("scripts/{kind}/{}.{role}", file_name_for(name));
         let secret = self.holds_secret(text.as_bytes());
+        let live_only = from_stdlib && text.lines().nth(1) == Some(LIVE_ONLY_LINE);
         let (bytes, sha256) = intern(text.into_bytes());
         let size = Some(bytes.len() as u64);
         self.contents.insert(path.clone(), bytes);
@@ -484,19 +501,22 @@ impl BundleBuilder {
             sha256,
             size,
             secret,
+            live_only,
         }
     }
 
     pub fn add_resource(&mut self, r: NewResource) {
+        let kind = r.kind.keyword();
+        let from_stdlib = r.exec.is_none();
         let apply = r
             .apply
-            .map(|t| self.add_script(r.kind.keyword(), &r.name, "apply", t));
+            .map(|t| self.add_script(kind, &r.name, "apply", t, from_stdlib));
         let revert = r
             .revert
-            .map(|t| self.add_script(r.kind.keyword(), &r.name, "revert", t));
+            .map(|t| self.add_script(kind, &r.name, "revert", t, from_stdlib));
         let check = r
             .check
-            .map(|t| self.add_script(r.kind.keyword(), &r.name, "check", t));
+            .map(|t| self.add_script(kind, &r.name, "check", t, from_stdlib));
         self.resources.push(Resource {
             kind: r.kind.keyword().to_string(),
             name: r.name,
@@ -515,7 +535,7 @@ impl BundleBuilder {
         if self.triggers.iter().any(|t| t.name == name) {
             return;
         }
-        let script = self.add_script("trigger", name, "sh", script);
+        let script = self.add_script("trigger", name, "sh", script, true);
         self.triggers.push(Trigger {
             name: name.to_string(),
             paths,
@@ -526,7 +546,7 @@ impl BundleBuilder {
     /// Adds a health probe; `script` is its shell text, `policy` its timeout, retries and
     /// interval (the fields of [`bell_bundle::Probe`] besides the name and script).
     pub fn add_probe(&mut self, name: &str, script: String, policy: ProbePolicy) {
-        let script = self.add_script("health", name, "sh", script);
+        let script = self.add_script("health", name, "sh", script, false);
         self.probes.push(bell_bundle::Probe {
             name: name.to_string(),
             script,

@@ -109,6 +109,12 @@ pub struct Script {
     /// printed. See [`redacted`].
     #[serde(default, skip_serializing_if = "is_false")]
     pub secret: bool,
+    /// It acts on the running system only: with `BELL_OFFLINE=1` (an image root) it has
+    /// nothing to do and exits 0 at once, so bell-run does not start it there and takes it as
+    /// having run. Set by bellc for stdlib scripts that say so on their second line; never for
+    /// a user's `exec` script.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub live_only: bool,
 }
 
 /// A managed file.

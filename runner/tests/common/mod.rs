@@ -159,6 +159,9 @@ pub fn expect_code(out: &Output, code: i32) {
     );
 }
 
+/// How a test script starts to be marked `live_only` in the manifest.
+pub const LIVE_ONLY: &str = "#!/bin/sh\n# live only\n";
+
 #[derive(Clone)]
 pub struct FileSpec {
     pub path: String,
@@ -300,6 +303,8 @@ impl BundleSpec {
                 sha256: sha256_hex(text.as_bytes()),
                 size: Some(text.len() as u64),
                 secret: false,
+                // As bellc marks its stdlib scripts: said on the second line.
+                live_only: text.starts_with(LIVE_ONLY),
             }
         };
         let mut files: Vec<File> = self
