@@ -299,7 +299,10 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         .collect();
 
     failpoint::hit("before-revert");
-    let mut manifests: BTreeMap<String, Option<Manifest>> = BTreeMap::new();
+    // The generation being applied was verified above and is what its resources run from:
+    // its triggers run from it too, without hashing the copy again.
+    let mut manifests: BTreeMap<String, Option<Manifest>> =
+        BTreeMap::from([(checked.id.clone(), Some(checked.manifest.clone()))]);
     let mut still_pending = Vec::new();
     for departed in &plan.departed {
         let outcome = revert(&ctx, &mut manifests, &departed.key, &departed.generation);
