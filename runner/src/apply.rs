@@ -91,8 +91,14 @@ fn check(bundle: &Path, opts: &Options) -> Result<Checked, Refusal> {
     Ok(Checked { root, manifest, id })
 }
 
-fn previous_manifest(root: &Root, state: &State) -> Option<Manifest> {
+/// The manifest of the generation applied last, from bell-run's verified copy; when that is
+/// the bundle being applied (a re-apply), the bundle's own manifest: the id is the manifest's
+/// sha256, so they are the same, and the copy is not hashed a second time.
+fn previous_manifest(root: &Root, state: &State, current: &Manifest) -> Option<Manifest> {
     let id = state.generation.as_ref()?;
+    if *id == current.id() {
+        return Some(current.clone());
+    }
     bell_bundle::verify_dir(&state::generation_dir(root, id)).ok()
 }
 
@@ -103,7 +109,7 @@ fn make_plan(root: &Root, manifest: &Manifest, state: &State) -> Result<Plan, Re
         ));
     }
     let accounts = Accounts::load(&root.dir);
-    let previous = previous_manifest(root, state);
+    let previous = previous_manifest(root, state, manifest);
     for file in &manifest.files {
         root.check_contained(&file.path).map_err(|e| {
             Refusal::new(e).help("a managed path must stay inside the root; nothing was changed")

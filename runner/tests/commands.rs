@@ -229,6 +229,36 @@ fn reapplying_the_current_generation_as_the_timer_does_is_a_no_op() {
     assert!(w.events().is_empty());
 }
 
+/// A re-apply takes the bundle's own manifest as the one applied last (same id, same
+/// manifest) instead of hashing bell-run's copy once more, so the copy's integrity rests on the
+/// stage step: a damaged copy is still found there and replaced, and nothing applies again.
+#[test]
+fn reapplying_over_a_damaged_copy_of_the_same_generation_replaces_the_copy() {
+    let w = World::new();
+    let bundle = w.build(&gen(&w, 1));
+    expect_code(&w.apply(&bundle, &[]), 0);
+    let copy = w
+        .root()
+        .join("var/lib/bell/generations")
+        .join(id_of(&bundle));
+    let conf = copy.join("root/etc/bell.conf");
+    std::fs::write(&conf, "tampered\n").unwrap();
+    w.clear_events();
+    let out = w.apply(&bundle, &[]);
+    expect_code(&out, 0);
+    assert!(
+        stdout(&out).contains("result: 0 changed"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(w.events().is_empty(), "{:?}", w.events());
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), "generation 1\n");
+    assert_eq!(
+        std::fs::read_to_string(w.root().join("etc/bell.conf")).unwrap(),
+        "generation 1\n"
+    );
+}
+
 #[test]
 fn install_timer_writes_units_that_systemd_accepts() {
     let w = World::new();
