@@ -79,11 +79,20 @@ struct Checked {
 
 fn check(bundle: &Path, opts: &Options) -> Result<Checked, Refusal> {
     let manifest = bell_bundle::verify_dir(bundle).map_err(|e| {
+        use bell_bundle::{FormatError, VerifyError};
+        let help = match e {
+            // Not damage: this bell-run is older than the bellc that built the bundle.
+            VerifyError::Format(FormatError::UnknownFormat(_) | FormatError::UnknownField(_)) => {
+                "install the bell-run of the bellc release that built the bundle \
+                 (`runner/build-static`) and apply again; nothing was changed"
+            }
+            _ => "rebuild the bundle with `bellc build` and copy it again; nothing was changed",
+        };
         Refusal::new(format!(
             "the bundle {} does not verify: {e}",
             bundle.display()
         ))
-        .help("rebuild the bundle with `bellc build` and copy it again; nothing was changed")
+        .help(help)
     })?;
     // Also checks bell-run's own directory, for every command alike.
     let root = crate::statedir::open_root(&opts.root)?;

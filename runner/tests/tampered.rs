@@ -160,6 +160,29 @@ fn a_newer_manifest_format_is_refused() {
     assert_refused(&w, &dir, "has format 2");
 }
 
+/// A field a newer bellc added within the format is named, with who is too old, not taken
+/// for damage.
+#[test]
+fn a_field_of_a_newer_bellc_is_refused_naming_it() {
+    let (w, bundle) = applied();
+    let dir = copy_of(&w, &bundle, "newer-field");
+    let text = std::fs::read_to_string(dir.join("bundle.json")).unwrap();
+    let added = text.replacen("\"format\": 1,", "\"format\": 1,\n  \"batches\": [],", 1);
+    assert_ne!(added, text);
+    std::fs::write(dir.join("bundle.json"), added).unwrap();
+    assert_refused(
+        &w,
+        &dir,
+        "has a field this bell-run does not know (`batches`): the bundle was built by a newer bellc",
+    );
+    let out = w.apply(&dir, &[]);
+    assert!(
+        stderr(&out).contains("install the bell-run of the bellc release"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn a_file_path_with_dotdot_is_refused() {
     let (w, bundle) = applied();

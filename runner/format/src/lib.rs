@@ -412,7 +412,19 @@ impl Manifest {
             Some(f) if f != FORMAT => return Err(FormatError::UnknownFormat(f)),
             Some(_) => {}
         }
-        serde_json::from_str(text).map_err(|e| FormatError::Json(e.to_string()))
+        serde_json::from_str(text).map_err(|e| {
+            // Fields are added within a format (`size`, `secret`, `live_only`), so a field this
+            // crate does not know means a newer bellc, not a damaged bundle. serde reports it
+            // only in its message: "unknown field `NAME`, expected ...".
+            let message = e.to_string();
+            match message
+                .strip_prefix("unknown field `")
+                .and_then(|rest| rest.split_once('`'))
+            {
+                Some((field, _)) => FormatError::UnknownField(field.to_string()),
+                None => FormatError::Json(message),
+            }
+        })
     }
 
     /// The file entry for a host path.
@@ -540,6 +552,8 @@ pub enum FormatError {
     Json(String),
     MissingFormat,
     UnknownFormat(u32),
+    /// A field of a newer bellc: the manifest is well-formed, this reader is old.
+    UnknownField(String),
 }
 
 impl fmt::Display for FormatError {
@@ -551,6 +565,11 @@ impl fmt::Display for FormatError {
                 f,
                 "the manifest has format {v}, but this bell-run reads format {FORMAT} only; \
                  use a bell-run as new as the bellc that built the bundle"
+            ),
+            FormatError::UnknownField(name) => write!(
+                f,
+                "the manifest has a field this bell-run does not know (`{name}`): the bundle \
+                 was built by a newer bellc; use a bell-run as new as the bellc that built it"
             ),
         }
     }
