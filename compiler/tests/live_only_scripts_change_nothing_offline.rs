@@ -50,6 +50,9 @@ fn marked_scripts_exit_at_once_offline_and_only_they_are_marked() {
             for t in &b.manifest.triggers {
                 scripts.push((format!("trigger:{}", t.name), "trigger", &t.script));
             }
+            for batch in &b.manifest.batches {
+                scripts.push((format!("batch:{}", batch.name), "check", &batch.check));
+            }
             for (key, role, script) in scripts {
                 let text = String::from_utf8(b.contents[&script.path].to_vec()).unwrap();
                 let says = text.lines().nth(1) == Some(LIVE_ONLY_LINE);
@@ -89,9 +92,9 @@ fn marked_scripts_exit_at_once_offline_and_only_they_are_marked() {
         "apparmor apply",
         "apparmor check",
         "apparmor revert",
+        "batch check",
         "ethtool check",
         "sysctl apply",
-        "sysctl check",
         "sysctl revert",
         "trigger trigger",
     ]

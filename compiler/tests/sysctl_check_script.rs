@@ -1,8 +1,11 @@
-//! The sysctl check script as rendered (on a key that takes text, so the hostile value gets
-//! past the build-time check of number keys): clean under shellcheck, a hostile value stays one
-//! quoted word, and run against a fake `/proc/sys` under BELL_ROOT it exits 0 in sync, 2 with
-//! the difference when drifted (comparing words, as the kernel separates fields by tabs), and
-//! 0 offline, where there is no live value to read.
+//! The sysctl check as rendered: one script (the sysctl batch's) reads back every key of the
+//! host and prints a line per key. Keys that take text, so that hostile values get past the
+//! build-time check of number keys: clean under shellcheck, a hostile value stays one quoted
+//! word, and run against a fake `/proc/sys` under BELL_ROOT it says `in-sync` (comparing words,
+//! as the kernel separates fields by tabs), `drifted` with the difference, `drifted` for a key
+//! this kernel lacks, a value that looks like the tag `grep -H` puts before another key's lines
+//! is read as a value,
+//! and offline, where there is no live value to read, it prints nothing.
 mod common;
 use common::fleet::*;
 use common::*;
@@ -14,14 +17,27 @@ fn check_script(f: &Fixture) -> std::path::PathBuf {
     let run = f.bellc(&["build", "bell.kdl", "-o", "out"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let bundle = f.path().join("out/hosts/h").canonicalize().unwrap();
-    bundle.join("scripts/sysctl/kernel.core_pattern.check")
+    let manifest = std::fs::read_to_string(bundle.join("bundle.json")).unwrap();
+    assert!(
+        !manifest.contains("sysctl/kernel.core_pattern.check"),
+        "a key has no check of its own"
+    );
+    bundle.join("scripts/batch/sysctl.check")
+}
+
+fn kdl(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
 #[test]
-fn check_script_compares_words_and_keeps_hostile_values_quoted() {
-    let value = HOSTILE.replace('\\', "\\\\").replace('"', "\\\"");
+fn one_check_reads_every_key_and_keeps_hostile_values_quoted() {
+    let root = tempfile::tempdir().unwrap();
+    // What `grep -H` puts before each line of the next key's file: a value may look like it.
+    let tag_like = format!("{}/proc/sys/kernel/hostname:h", root.path().display());
     let f = Fixture::spec(&format!(
-        "fleet \"t\" target=\"debian-12\"\nhost \"h\" address=\"10.0.0.1\"\nsysctl {{\n    kernel.core_pattern \"{value}\"\n}}\n"
+        "fleet \"t\" target=\"debian-12\"\nhost \"h\" address=\"10.0.0.1\"\nsysctl {{\n    kernel.core_pattern \"{}\"\n    kernel.domainname \"{}\"\n    kernel.hostname \"h\"\n}}\n",
+        kdl(HOSTILE),
+        kdl(&tag_like),
     ));
     let script = check_script(&f);
     if require("shellcheck") {
@@ -36,38 +52,45 @@ fn check_script_compares_words_and_keeps_hostile_values_quoted() {
             String::from_utf8_lossy(&out.stdout)
         );
     }
-    let root = tempfile::tempdir().unwrap();
-    let proc_file = root.path().join("proc/sys/kernel/core_pattern");
-    std::fs::create_dir_all(proc_file.parent().unwrap()).unwrap();
+    let sys = root.path().join("proc/sys/kernel");
+    std::fs::create_dir_all(&sys).unwrap();
     let state = root.path().join("state");
     let check = |offline: &str| {
-        Command::new("sh")
+        let out = Command::new("sh")
             .arg(&script)
             .current_dir(root.path())
             .env("BELL_ROOT", root.path())
             .env("BELL_STATE", &state)
             .env("BELL_OFFLINE", offline)
             .output()
-            .unwrap()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        String::from_utf8(out.stdout).unwrap()
     };
-    // The kernel's tab-separated form of the same words is in sync.
-    std::fs::write(&proc_file, HOSTILE.replace(' ', "\t") + "\n").unwrap();
-    let out = check("0");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    std::fs::write(&proc_file, "32768\t60999\n").unwrap();
-    let out = check("0");
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    // The kernel's tab-separated form of the same words is in sync; a value shaped like a
+    // line of another key's file is a value.
+    std::fs::write(sys.join("core_pattern"), HOSTILE.replace(' ', "\t") + "\n").unwrap();
+    std::fs::write(sys.join("domainname"), format!("{tag_like}\n")).unwrap();
+    std::fs::write(sys.join("hostname"), "h\n").unwrap();
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        format!("kernel.core_pattern is 32768 60999, the bundle sets {HOSTILE}\n")
+        check("0"),
+        "sysctl:kernel.core_pattern\tin-sync\t\n\
+         sysctl:kernel.domainname\tin-sync\t\n\
+         sysctl:kernel.hostname\tin-sync\t\n"
     );
+    std::fs::write(sys.join("core_pattern"), "32768\t60999\n").unwrap();
+    std::fs::remove_file(sys.join("domainname")).unwrap();
+    // A value of several lines is its words.
+    std::fs::write(sys.join("hostname"), "other\nname\n").unwrap();
     assert_eq!(
-        check("1").status.code(),
-        Some(0),
-        "offline reads nothing live"
+        check("0"),
+        format!(
+            "sysctl:kernel.core_pattern\tdrifted\tkernel.core_pattern is 32768 60999, the bundle sets {HOSTILE}\n\
+             sysctl:kernel.domainname\tdrifted\tkernel.domainname: this kernel has no such key\n\
+             sysctl:kernel.hostname\tdrifted\tkernel.hostname is other name, the bundle sets h\n"
+        )
     );
-    std::fs::remove_file(&proc_file).unwrap();
-    let out = check("0");
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(check("1"), "", "offline reads nothing live");
     assert!(!root.path().join("PWNED").exists() && !f.path().join("PWNED").exists());
+    assert!(!state.exists() || std::fs::read_dir(&state).unwrap().next().is_none());
 }

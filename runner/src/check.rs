@@ -10,9 +10,10 @@ use crate::plan::{Change, Plan};
 use crate::rootfs::Root;
 use crate::scripts::Exit;
 use crate::state::{self, State};
-use bell_bundle::{Manifest, Resource};
+use bell_bundle::{Batch, Manifest, Resource};
 use bell_store::Drift;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -48,6 +49,9 @@ pub struct CheckReport {
     #[serde(skip)]
     pub manifest: Option<Manifest>,
 }
+
+/// What the logs and timings of a batch's check are filed under, as a resource's under its kind.
+const BATCH_KIND: &str = "batch";
 
 /// Runs a resource's check script, if it has one.
 pub fn run_one(ctx: &Ctx, bundle: &Path, generation: &str, resource: &Resource) -> Checked {
@@ -96,6 +100,119 @@ pub fn run_one(ctx: &Ctx, bundle: &Path, generation: &str, resource: &Resource) 
     }
 }
 
+/// Checks the resources of `manifest` at `which` (indexes), in that order: each by its own
+/// check script, and those of a batch by one run of the batch's check for all of them.
+pub fn run_checks(
+    ctx: &Ctx,
+    manifest: &Manifest,
+    bundle: &Path,
+    generation: &str,
+    which: &[usize],
+) -> Vec<Checked> {
+    let mut answers: BTreeMap<&str, BTreeMap<String, Checked>> = BTreeMap::new();
+    for &i in which {
+        let Some(name) = &manifest.resources[i].batch else {
+            continue;
+        };
+        if answers.contains_key(name.as_str()) {
+            continue;
+        }
+        let batch = manifest.batches.iter().find(|b| &b.name == name);
+        if let Some(batch) = batch.filter(|b| !ctx.skips(&b.check)) {
+            answers.insert(name, run_batch(ctx, bundle, generation, batch));
+        }
+    }
+    which
+        .iter()
+        .map(|&i| {
+            let resource = &manifest.resources[i];
+            let Some(name) = &resource.batch else {
+                return run_one(ctx, bundle, generation, resource);
+            };
+            let key = resource.key();
+            let skipped = manifest
+                .batches
+                .iter()
+                .any(|b| &b.name == name && ctx.skips(&b.check));
+            if skipped {
+                // Offline, a live-only check is not started: nothing live has drifted.
+                return Checked {
+                    key,
+                    result: "in-sync".to_string(),
+                    detail: None,
+                };
+            }
+            match answers.get_mut(name.as_str()).and_then(|a| a.remove(&key)) {
+                Some(checked) => checked,
+                None => Checked {
+                    detail: Some(match answers.get(name.as_str()).and_then(|a| a.get("")) {
+                        Some(failed) => failed.detail.clone().unwrap_or_default(),
+                        None => format!("the check of batch {name} gave no answer for it"),
+                    }),
+                    key,
+                    result: "error".to_string(),
+                },
+            }
+        })
+        .collect()
+}
+
+/// Runs a batch's check once; its answers by resource key. When the script itself failed, the
+/// entry under "" says how, for the resources it did not answer for.
+fn run_batch(
+    ctx: &Ctx,
+    bundle: &Path,
+    generation: &str,
+    batch: &Batch,
+) -> BTreeMap<String, Checked> {
+    let mut answers = BTreeMap::new();
+    let log = state::resource_log_dir(ctx.root, BATCH_KIND, &batch.name).join("check.log");
+    let env = ctx.env(BATCH_KIND, &batch.name, generation);
+    let (exit, _) = ctx.run_sh(bundle, &batch.check.path, BATCH_KIND, env, log.clone());
+    let said = crate::rootfs::read_tail(&log, 4 << 20).unwrap_or_default();
+    let mut other = None;
+    for line in said.lines() {
+        let mut fields = line.splitn(3, '\t');
+        let (Some(key), Some(result)) = (fields.next(), fields.next()) else {
+            if !line.trim().is_empty() {
+                other = Some(line);
+            }
+            continue;
+        };
+        let detail = fields.next().filter(|d| !d.is_empty()).map(str::to_string);
+        let result = match result {
+            "in-sync" | "drifted" | "error" => result,
+            _ => {
+                other = Some(line);
+                continue;
+            }
+        };
+        answers.insert(
+            key.to_string(),
+            Checked {
+                key: key.to_string(),
+                result: result.to_string(),
+                detail,
+            },
+        );
+    }
+    if exit != Exit::Code(0) {
+        let how = match other {
+            Some(line) => format!("check of batch {} {}: {line}", batch.name, exit.describe()),
+            None => format!("check of batch {} {}", batch.name, exit.describe()),
+        };
+        answers.insert(
+            String::new(),
+            Checked {
+                key: String::new(),
+                result: "error".to_string(),
+                detail: Some(how),
+            },
+        );
+    }
+    answers
+}
+
 /// For `apply`: checks every resource the plan would leave alone, and marks the drifted ones
 /// `Drifted` so that they are applied again. Returns what was found drifted.
 pub fn mark_drifted(
@@ -106,17 +223,26 @@ pub fn mark_drifted(
     plan: &mut Plan,
     only: Option<&std::collections::BTreeSet<String>>,
 ) -> Vec<Drift> {
+    let which: Vec<usize> = manifest
+        .resources
+        .iter()
+        .zip(plan.resources.iter())
+        .enumerate()
+        .filter(|(_, (resource, planned))| {
+            planned.change == Change::Unchanged
+                && resource.exec.is_none()
+                && match only {
+                    Some(keys) => keys.contains(&resource.key()),
+                    None => true,
+                }
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let checked = run_checks(ctx, manifest, bundle, generation, &which);
     let mut drift = Vec::new();
-    for (resource, planned) in manifest.resources.iter().zip(plan.resources.iter_mut()) {
-        if planned.change != Change::Unchanged || resource.exec.is_some() {
-            continue;
-        }
-        if only.is_some_and(|keys| !keys.contains(&resource.key())) {
-            continue;
-        }
-        let checked = run_one(ctx, bundle, generation, resource);
+    for (i, checked) in which.into_iter().zip(checked) {
         if checked.result == "drifted" {
-            planned.change = Change::Drifted;
+            plan.resources[i].change = Change::Drifted;
             drift.push(Drift {
                 name: checked.key,
                 detail: checked.detail.unwrap_or_default(),
@@ -265,11 +391,18 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
     let mut resources = Vec::new();
     let mut errors = Vec::new();
     let mut deferred = Vec::new();
+    // Work only a live host can do (an image bake deferred it): not done yet is not drift.
+    let is_deferred = |resource: &Resource| {
+        let record = state.resources.get(&resource.key());
+        record.is_some_and(|r| r.result == "deferred" && r.hash == resource.hash)
+    };
+    let which: Vec<usize> = (0..manifest.resources.len())
+        .filter(|&i| !is_deferred(&manifest.resources[i]))
+        .collect();
+    let mut results = run_checks(ctx, &manifest, &bundle, &generation, &which).into_iter();
     for resource in &manifest.resources {
         let key = resource.key();
-        // Work only a live host can do (an image bake deferred it): not done yet is not drift.
-        let record = state.resources.get(&key);
-        if record.is_some_and(|r| r.result == "deferred" && r.hash == resource.hash) {
+        if is_deferred(resource) {
             deferred.push(key.clone());
             resources.push(Checked {
                 key,
@@ -278,7 +411,9 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
             });
             continue;
         }
-        let mut checked = run_one(ctx, &bundle, &generation, resource);
+        let Some(mut checked) = results.next() else {
+            break;
+        };
         // A resource without a check of its own is out of sync when one of its files is.
         if checked.result == "no-check" {
             let files: Vec<&str> = drift

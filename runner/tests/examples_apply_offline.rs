@@ -159,6 +159,7 @@ fn a_bundle_without_the_examples_resources_restores_the_root() {
         files: Vec::new(),
         triggers: Vec::new(),
         probes: Vec::new(),
+        batches: Vec::new(),
     };
     let json = manifest.to_json();
     let dir = empty

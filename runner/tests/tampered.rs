@@ -167,13 +167,17 @@ fn a_field_of_a_newer_bellc_is_refused_naming_it() {
     let (w, bundle) = applied();
     let dir = copy_of(&w, &bundle, "newer-field");
     let text = std::fs::read_to_string(dir.join("bundle.json")).unwrap();
-    let added = text.replacen("\"format\": 1,", "\"format\": 1,\n  \"batches\": [],", 1);
+    let added = text.replacen(
+        "\"format\": 1,",
+        "\"format\": 1,\n  \"rollback_hooks\": [],",
+        1,
+    );
     assert_ne!(added, text);
     std::fs::write(dir.join("bundle.json"), added).unwrap();
     assert_refused(
         &w,
         &dir,
-        "has a field this bell-run does not know (`batches`): the bundle was built by a newer bellc",
+        "has a field this bell-run does not know (`rollback_hooks`): the bundle was built by a newer bellc",
     );
     let out = w.apply(&dir, &[]);
     assert!(

@@ -337,6 +337,7 @@ pub struct BundleBuilder {
     sha256: BTreeMap<String, String>,
     triggers: Vec<Trigger>,
     probes: Vec<bell_bundle::Probe>,
+    batches: Vec<bell_bundle::Batch>,
     /// Values kinds declared secret (password hashes, debconf passwords): any file or script
     /// that holds one is marked secret in the manifest.
     secrets: Vec<String>,
@@ -432,6 +433,7 @@ impl BundleBuilder {
             sha256: BTreeMap::new(),
             triggers: Vec::new(),
             probes: Vec::new(),
+            batches: Vec::new(),
             secrets: Vec::new(),
         }
     }
@@ -527,7 +529,26 @@ impl BundleBuilder {
             apply,
             revert,
             check,
+            batch: None,
             exec: r.exec,
+        });
+    }
+
+    /// Adds a resource that the check of the batch `batch` reads back (see [`Self::add_batch`]).
+    pub fn add_batched_resource(&mut self, r: NewResource, batch: &str) {
+        self.add_resource(r);
+        if let Some(added) = self.resources.last_mut() {
+            added.batch = Some(batch.to_string());
+        }
+    }
+
+    /// Adds a check shared by several resources (see [`bell_bundle::Batch`]); each of them
+    /// names it in its `batch`.
+    pub fn add_batch(&mut self, name: &str, check: String) {
+        let check = self.add_script("batch", name, "check", check, true);
+        self.batches.push(bell_bundle::Batch {
+            name: name.to_string(),
+            check,
         });
     }
 
@@ -606,6 +627,7 @@ impl BundleBuilder {
             files,
             triggers: self.triggers,
             probes: self.probes,
+            batches: self.batches,
         };
         let manifest_json = manifest.to_json();
         let id = bell_bundle::sha256_hex(manifest_json.as_bytes());

@@ -10,6 +10,9 @@ use minijinja::context;
 
 pub const FILE_NAME: &str = "60-bell.conf";
 
+/// The batch whose one check reads back every key's live value.
+pub const BATCH: &str = "sysctl";
+
 pub const SYSCTL_DIR: TargetPath = TargetPath {
     key: "sysctl_dir",
     default: "/etc/sysctl.d",
@@ -43,9 +46,27 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             return;
         }
     }
+    // The live values are read back by one check for every key (see the template).
+    let keys: Vec<_> = model
+        .sysctl
+        .iter()
+        .map(|(path, s)| context! { key => s.key, value => s.value, path })
+        .collect();
+    let check = common::script(
+        r,
+        "batch",
+        BATCH,
+        "check",
+        "sysctl/check-batch.sh.j2",
+        context! { settings => keys },
+    );
+    // A value the filters refuse is reported below, against its own key.
+    if let Ok(text) = check {
+        out.add_batch(BATCH, text);
+    }
     for (path, setting) in &model.sysctl {
         let ctx = context! { key => setting.key, value => setting.value, path };
-        let scripts = ["apply", "revert", "check"].map(|role| {
+        let scripts = ["apply", "revert"].map(|role| {
             common::script(
                 r,
                 "sysctl",
@@ -56,8 +77,8 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             )
         });
         match scripts {
-            [Ok(apply), Ok(revert), Ok(check)] => {
-                out.add_resource(NewResource {
+            [Ok(apply), Ok(revert)] => {
+                let resource = NewResource {
                     kind: BundleKind::Sysctl,
                     name: setting.key.clone(),
                     files: Vec::new(),
@@ -65,10 +86,11 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                     apply: Some(apply),
                     revert: Some(revert),
                     exec: None,
-                    check: Some(check),
-                });
+                    check: None,
+                };
+                out.add_batched_resource(resource, BATCH);
             }
-            [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => common::invalid(
+            [Err(message), _] | [_, Err(message)] => common::invalid(
                 diags,
                 setting.origin.span,
                 message,

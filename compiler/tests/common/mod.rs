@@ -196,9 +196,14 @@ pub fn script(b: &RenderedBundle, kind: &str, name: &str, role: &str) -> String 
         .iter()
         .find(|r| r.kind == kind && r.name == name)
         .unwrap_or_else(|| panic!("no resource {kind}:{name}"));
+    // A resource of a batch is checked by the batch's one script.
+    let batch = r.batch.as_ref().and_then(|name| {
+        let batches = &b.manifest.batches;
+        batches.iter().find(|x| &x.name == name).map(|x| &x.check)
+    });
     let s = match role {
         "apply" => r.apply.as_ref(),
-        "check" => r.check.as_ref(),
+        "check" => r.check.as_ref().or(batch),
         _ => r.revert.as_ref(),
     }
     .unwrap_or_else(|| panic!("{kind}:{name} has no {role} script"));

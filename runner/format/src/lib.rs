@@ -59,6 +59,9 @@ pub struct Manifest {
     /// every one passes. They change nothing, so they are not resources.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probes: Vec<Probe>,
+    /// Checks shared by several resources (see [`Batch`]), by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub batches: Vec<Batch>,
 }
 
 /// One managed thing of one kind.
@@ -90,6 +93,10 @@ pub struct Resource {
     /// (printing what differs). Absent from manifests of kinds with nothing live to read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<Script>,
+    /// The name of the [`Batch`] whose check reads this resource back, in place of a check of
+    /// its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
     /// Present on `exec` resources: how bell-run schedules the user's script.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec: Option<ExecPolicy>,
@@ -115,6 +122,29 @@ pub struct Script {
     /// a user's `exec` script.
     #[serde(default, skip_serializing_if = "is_false")]
     pub live_only: bool,
+}
+
+/// A check shared by several resources: one process reads back the live state of all of them
+/// (twenty sysctl keys are one `sh` and one `head`, not twenty of each, and on a live host the
+/// drift checks are most of a no-op apply). Its script prints one line per resource it checks,
+/// `KIND:NAME<TAB>in-sync`, `KIND:NAME<TAB>drifted<TAB>what differs` or
+/// `KIND:NAME<TAB>error<TAB>why`, and exits 0; other lines are its log. A resource of the
+/// batch that it gives no line for has a failed check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Batch {
+    /// Lowercase letters, digits and `-`: it names the batch's log directory.
+    pub name: String,
+    pub check: Script,
+}
+
+/// Whether `name` can name a [`Batch`].
+pub fn is_batch_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 /// A managed file.
@@ -381,6 +411,7 @@ impl Manifest {
             .flatten()
             .chain(self.triggers.iter().map(|t| &t.script))
             .chain(self.probes.iter().map(|p| &p.script))
+            .chain(self.batches.iter().map(|b| &b.check))
             .filter(|s| s.secret)
             .map(|s| s.path.clone());
         files.chain(scripts).collect()
@@ -479,6 +510,10 @@ impl Resource {
             revert: &'a Option<Script>,
             #[serde(skip_serializing_if = "Option::is_none")]
             check: &'a Option<Script>,
+            // The batch's name, not its script: the script holds every resource of the batch,
+            // and one key changing must not apply the others again.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            batch: &'a Option<String>,
             exec: &'a Option<ExecPolicy>,
         }
         let owned: Vec<&File> = self
@@ -500,6 +535,7 @@ impl Resource {
             apply: &self.apply,
             revert: &self.revert,
             check: &self.check,
+            batch: &self.batch,
             exec: &self.exec,
         };
         let mut hasher = HashWriter(Sha256::new());
@@ -664,6 +700,15 @@ pub enum VerifyError {
     ExecWithoutScript {
         resource: String,
     },
+    /// A resource names a batch the manifest does not hold, or has a check of its own too.
+    BadBatch {
+        resource: String,
+        batch: String,
+    },
+    /// Two batches share a name, or a name is not lowercase letters, digits and `-`.
+    BadBatchName {
+        name: String,
+    },
     NotAFile {
         path: PathBuf,
     },
@@ -730,6 +775,14 @@ impl fmt::Display for VerifyError {
             VerifyError::ExecWithoutScript { resource } => {
                 write!(f, "exec resource {resource} has no apply script")
             }
+            VerifyError::BadBatch { resource, batch } => write!(
+                f,
+                "resource {resource} is checked by the batch {batch:?}, which the manifest does not hold, or has a check of its own as well"
+            ),
+            VerifyError::BadBatchName { name } => write!(
+                f,
+                "the batch name {name:?} is taken twice or is not lowercase letters, digits and '-'"
+            ),
             VerifyError::NotAFile { path } => write!(
                 f,
                 "{} in the bundle is not a regular file or directory (a symlink or device)",
@@ -859,6 +912,25 @@ pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, Expected>
             }
         }
         scripts.push(&trigger.script);
+    }
+    let mut batches = std::collections::BTreeSet::new();
+    for batch in &manifest.batches {
+        if !is_batch_name(&batch.name) || !batches.insert(batch.name.as_str()) {
+            return Err(VerifyError::BadBatchName {
+                name: batch.name.clone(),
+            });
+        }
+        scripts.push(&batch.check);
+    }
+    for resource in &manifest.resources {
+        if let Some(batch) = &resource.batch {
+            if !batches.contains(batch.as_str()) || resource.check.is_some() {
+                return Err(VerifyError::BadBatch {
+                    resource: resource.key(),
+                    batch: batch.clone(),
+                });
+            }
+        }
     }
     let mut probes = std::collections::BTreeSet::new();
     for probe in &manifest.probes {

@@ -106,6 +106,11 @@ impl World {
         bundle.write(&self.tmp.path().join("bundles"))
     }
 
+    /// `build` for a bundle that does not verify.
+    pub fn build_unverified(&self, bundle: &BundleSpec) -> PathBuf {
+        bundle.write_unverified(&self.tmp.path().join("bundles"))
+    }
+
     pub fn run(&self, args: &[&str]) -> Output {
         self.run_env(args, &[])
     }
@@ -182,6 +187,8 @@ pub struct ResourceSpec {
     pub apply: Option<String>,
     pub revert: Option<String>,
     pub check: Option<String>,
+    /// The batch whose check reads it back (see `BundleSpec::batch`).
+    pub batch: Option<String>,
     pub exec: Option<ExecPolicy>,
 }
 
@@ -213,6 +220,10 @@ impl ResourceSpec {
         self.check = Some(script.to_string());
         self
     }
+    pub fn in_batch(mut self, batch: &str) -> Self {
+        self.batch = Some(batch.to_string());
+        self
+    }
     pub fn exec(mut self, script: &str, policy: ExecPolicy) -> Self {
         self.apply = Some(script.to_string());
         self.exec = Some(policy);
@@ -227,6 +238,8 @@ pub struct BundleSpec {
     pub triggers: Vec<(String, Vec<String>, String)>,
     /// Health probes: name, script, retries, interval and timeout in seconds.
     pub probes: Vec<(String, String, u32, u64, u64)>,
+    /// Batches: name and check script.
+    pub batches: Vec<(String, String)>,
 }
 
 impl BundleSpec {
@@ -258,6 +271,12 @@ impl BundleSpec {
 
     pub fn resource(mut self, resource: ResourceSpec) -> Self {
         self.resources.push(resource);
+        self
+    }
+
+    /// A check shared by the resources `in_batch(name)`.
+    pub fn batch(mut self, name: &str, check: &str) -> Self {
+        self.batches.push((name.to_string(), check.to_string()));
         self
     }
 
@@ -342,6 +361,7 @@ impl BundleSpec {
                     .check
                     .as_ref()
                     .map(|t| script(format!("scripts/{i}-{}/check", r.kind), t)),
+                batch: r.batch.clone(),
                 exec: r.exec.clone(),
             };
             resource.hash = resource.compute_hash(&files);
@@ -376,12 +396,31 @@ impl BundleSpec {
                     },
                 )
                 .collect(),
+            batches: self
+                .batches
+                .iter()
+                .map(|(name, text)| bell_bundle::Batch {
+                    name: name.clone(),
+                    check: script(format!("scripts/batch/{name}.check"), text),
+                })
+                .collect(),
         };
         (manifest, scripts)
     }
 
     /// Writes the bundle as `<dir>/<id>` and returns that directory.
     pub fn write(&self, dir: &Path) -> PathBuf {
+        let bundle = self.write_unverified(dir);
+        assert!(
+            bell_bundle::verify_dir(&bundle).is_ok(),
+            "test bundle must verify"
+        );
+        bundle
+    }
+
+    /// Writes the bundle as `write` does, without requiring it to verify: for bundles that
+    /// bell-run must refuse.
+    pub fn write_unverified(&self, dir: &Path) -> PathBuf {
         let (manifest, scripts) = self.manifest_and_scripts();
         let bundle = dir.join(manifest.id());
         if bundle.exists() {
@@ -399,10 +438,6 @@ impl BundleSpec {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(path, text).unwrap();
         }
-        assert!(
-            bell_bundle::verify_dir(&bundle).is_ok(),
-            "test bundle must verify"
-        );
         bundle
     }
 }
