@@ -103,22 +103,28 @@ fn check(bundle: &Path, opts: &Options) -> Result<Checked, Refusal> {
 /// The manifest of the generation applied last, from bell-run's verified copy; when that is
 /// the bundle being applied (a re-apply), the bundle's own manifest: the id is the manifest's
 /// sha256, so they are the same, and the copy is not hashed a second time.
-fn previous_manifest(root: &Root, state: &State, current: &Manifest) -> Option<Manifest> {
+fn previous_manifest(
+    root: &Root,
+    state: &State,
+    current: &Manifest,
+    current_id: &str,
+) -> Option<Manifest> {
     let id = state.generation.as_ref()?;
-    if *id == current.id() {
+    if id == current_id {
         return Some(current.clone());
     }
     bell_bundle::verify_dir(&state::generation_dir(root, id)).ok()
 }
 
-fn make_plan(root: &Root, manifest: &Manifest, state: &State) -> Result<Plan, Refusal> {
+/// The plan for `manifest`, whose id (its sha256, computed when it was verified) is `id`.
+fn make_plan(root: &Root, manifest: &Manifest, id: &str, state: &State) -> Result<Plan, Refusal> {
     if let Some(missing) = crate::accounts::missing_databases(&root.dir, manifest) {
         return Err(Refusal::new(missing).help(
             "copy them from the image's base (debootstrap makes them); nothing was changed",
         ));
     }
     let accounts = Accounts::load(&root.dir);
-    let previous = previous_manifest(root, state, manifest);
+    let previous = previous_manifest(root, state, manifest, id);
     for file in &manifest.files {
         root.check_contained(&file.path).map_err(|e| {
             Refusal::new(e).help("a managed path must stay inside the root; nothing was changed")
@@ -136,7 +142,7 @@ fn make_plan(root: &Root, manifest: &Manifest, state: &State) -> Result<Plan, Re
 pub fn dry_run(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     let checked = check(bundle, opts)?;
     let state = state::load(&checked.root).map_err(Refusal::new)?;
-    let plan = make_plan(&checked.root, &checked.manifest, &state)?;
+    let plan = make_plan(&checked.root, &checked.manifest, &checked.id, &state)?;
     let pending = journal::load(&checked.root)
         .ok()
         .flatten()
@@ -239,7 +245,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     // Everything that can refuse is checked once before the lock file is even created, so
     // that a refusal leaves the root exactly as it was; the plan is made again under the lock.
     let unlocked = state::load(root).map_err(Refusal::new)?;
-    make_plan(root, &checked.manifest, &unlocked)?;
+    make_plan(root, &checked.manifest, &checked.id, &unlocked)?;
     let _lock = lock(root)?;
     let mut state = state::load(root).map_err(Refusal::new)?;
     let recovered = journal::recover(root, &mut state).map_err(|e| {
@@ -261,7 +267,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     };
     make_exec_scripts_executable(&copy, &checked.manifest);
 
-    let mut plan = make_plan(root, &checked.manifest, &state).map_err(forget_copy)?;
+    let mut plan = make_plan(root, &checked.manifest, &checked.id, &state).map_err(forget_copy)?;
     let ctx = Ctx {
         root,
         offline: opts.offline,

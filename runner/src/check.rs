@@ -173,7 +173,8 @@ fn run_batch(
     let mut other = None;
     for line in said.lines() {
         let mut fields = line.splitn(3, '\t');
-        let (Some(key), Some(result)) = (fields.next(), fields.next()) else {
+        let key = fields.next().filter(|k| !k.is_empty());
+        let (Some(key), Some(result)) = (key, fields.next()) else {
             if !line.trim().is_empty() {
                 other = Some(line);
             }

@@ -65,20 +65,24 @@ pub fn resolve_endpoint(endpoint: &str) -> Result<Vec<SocketAddr>, String> {
 
 /// The addresses of `host` (as written in a URL: an IPv6 literal in brackets) with `port`.
 pub fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
-    let conf = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
-    let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let conf = ResolvConf::parse(&conf, Some(machine.trim()));
+    // Read only when a name server is asked: a numeric host, /etc/hosts and a cached answer
+    // need neither file, and a pull resolves its server on every request.
+    let conf = || {
+        let conf = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+        let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        ResolvConf::parse(&conf, Some(machine.trim()))
+    };
     // A panic elsewhere while holding the lock leaves a cache that is still whole.
     let mut cache = DNS_CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let cache = cache.get_or_insert_with(DnsCache::default);
-    resolve_with(host, port, Path::new("/etc/hosts"), &conf, cache)
+    resolve_with(host, port, Path::new("/etc/hosts"), conf, cache)
 }
 
 fn resolve_with(
     host: &str,
     port: u16,
     hosts_file: &Path,
-    conf: &ResolvConf,
+    conf: impl FnOnce() -> ResolvConf,
     cache: &mut DnsCache,
 ) -> Result<Vec<SocketAddr>, String> {
     let with_port = |ips: Vec<IpAddr>| {
@@ -105,7 +109,7 @@ fn resolve_with(
     if let Some(ips) = cache.get(host, now) {
         return Ok(with_port(ips));
     }
-    let (ips, ttl) = from_dns(host, name, conf)?;
+    let (ips, ttl) = from_dns(host, name, &conf())?;
     cache.put(host, &ips, ttl, now);
     Ok(with_port(ips))
 }
@@ -524,7 +528,8 @@ mod tests {
     fn numbers_and_localhost_need_no_lookup() {
         let none = conf("nameserver 192.0.2.1\noptions timeout:1 attempts:1");
         let no_file = Path::new("/nonexistent/hosts");
-        let got = |h: &str| resolve_with(h, 8080, no_file, &none, &mut DnsCache::default());
+        let got =
+            |h: &str| resolve_with(h, 8080, no_file, || none.clone(), &mut DnsCache::default());
         assert_eq!(
             got("10.1.2.3").unwrap(),
             vec!["10.1.2.3:8080".parse().unwrap()]
@@ -598,7 +603,7 @@ mod tests {
             "MIRROR.example",
             80,
             &path,
-            &conf(""),
+            || conf(""),
             &mut DnsCache::default(),
         )
         .unwrap();
@@ -811,11 +816,14 @@ mod tests {
             "192.0.2.7:80".parse().unwrap(),
             "[2001:db8::7]:80".parse().unwrap(),
         ];
-        let got = resolve_with("bundles.example.", 80, no_file, &conf, &mut cache).unwrap();
+        let got =
+            resolve_with("bundles.example.", 80, no_file, || conf.clone(), &mut cache).unwrap();
         assert_eq!(got, want);
         assert_eq!(asked.load(Ordering::SeqCst), 2, "an A and an AAAA question");
         // Again, with another port and in capitals: from the cache, no question asked.
-        let again = resolve_with("BUNDLES.example.", 81, no_file, &conf, &mut cache).unwrap();
+        // A cached answer does not even read resolv.conf.
+        let unread = || -> ResolvConf { panic!("resolv.conf read for a cached name") };
+        let again = resolve_with("BUNDLES.example.", 81, no_file, unread, &mut cache).unwrap();
         assert_eq!(again[0], "192.0.2.7:81".parse().unwrap());
         assert_eq!(asked.load(Ordering::SeqCst), 2);
         // Kept exactly as long as the TTL says.
@@ -839,7 +847,7 @@ mod tests {
             ..conf
         };
         for round in 1..=2 {
-            resolve_with("zero.example.", 80, no_file, &conf, &mut cache).unwrap();
+            resolve_with("zero.example.", 80, no_file, || conf.clone(), &mut cache).unwrap();
             assert_eq!(asked.load(Ordering::SeqCst), 2 * round);
         }
         // A failure is not kept either: the next attempt asks the (now answering) server.
@@ -848,8 +856,8 @@ mod tests {
             timeout: Duration::from_secs(1),
             ..conf.clone()
         };
-        assert!(resolve_with("later.example.", 80, no_file, &dead, &mut cache).is_err());
-        resolve_with("later.example.", 80, no_file, &conf, &mut cache).unwrap();
+        assert!(resolve_with("later.example.", 80, no_file, || dead.clone(), &mut cache).is_err());
+        resolve_with("later.example.", 80, no_file, || conf.clone(), &mut cache).unwrap();
         assert_eq!(asked.load(Ordering::SeqCst), 6);
     }
 }
