@@ -43,6 +43,14 @@ fn check(w: &World) -> (i32, serde_json::Value) {
     (out.status.code().unwrap_or(-1), report)
 }
 
+/// `check` after a first apply of `bundle(answer, tail)` on a new root.
+fn applied_then_checked(answer: &[&str], tail: &str) -> (i32, serde_json::Value) {
+    let w = World::new();
+    let b = w.build(&bundle(&w, answer, tail));
+    expect_code(&w.apply(&b, &[]), 0);
+    check(&w)
+}
+
 /// `KEY result detail` of each resource in a check report.
 fn results(report: &serde_json::Value) -> Vec<String> {
     report["resources"]
@@ -105,11 +113,8 @@ fn one_run_checks_every_resource_of_the_batch_and_apply_repairs_the_drifted_one(
 #[test]
 fn a_resource_without_an_answer_or_a_failed_batch_is_an_error_not_drift() {
     // No line for c; a line for a key outside the batch and one of text are not answers.
-    let w = World::new();
     let tail = "printf 'live:zz\\tdrifted\\tnot ours\\n'\necho 'some progress'\n";
-    let b = w.build(&bundle(&w, &["a", "b"], tail));
-    expect_code(&w.apply(&b, &[]), 0);
-    let (code, report) = check(&w);
+    let (code, report) = applied_then_checked(&["a", "b"], tail);
     assert_eq!(code, 1, "{report}");
     assert_eq!(
         results(&report),
@@ -122,11 +127,7 @@ fn a_resource_without_an_answer_or_a_failed_batch_is_an_error_not_drift() {
     assert_eq!(report["errors"], serde_json::json!(["live:c"]));
 
     // A batch that fails: what it answered stands, the rest is an error saying how it failed.
-    let w = World::new();
-    let tail = "echo 'cannot read c' >&2\nexit 3\n";
-    let b = w.build(&bundle(&w, &["a"], tail));
-    expect_code(&w.apply(&b, &[]), 0);
-    let (code, report) = check(&w);
+    let (code, report) = applied_then_checked(&["a"], "echo 'cannot read c' >&2\nexit 3\n");
     assert_eq!(code, 1, "{report}");
     assert_eq!(
         results(&report),
