@@ -109,17 +109,19 @@ pub fn run_checks(
     generation: &str,
     which: &[usize],
 ) -> Vec<Checked> {
-    let mut answers: BTreeMap<&str, BTreeMap<String, Checked>> = BTreeMap::new();
+    // Each batch once; `None` when it was not started (live only, offline).
+    let mut answers: BTreeMap<&str, Option<BatchAnswers>> = BTreeMap::new();
     for &i in which {
         let Some(name) = &manifest.resources[i].batch else {
             continue;
         };
-        if answers.contains_key(name.as_str()) {
-            continue;
-        }
-        let batch = manifest.batches.iter().find(|b| &b.name == name);
-        if let Some(batch) = batch.filter(|b| !ctx.skips(&b.check)) {
-            answers.insert(name, run_batch(ctx, bundle, generation, batch));
+        let Some(batch) = manifest.batches.iter().find(|b| &b.name == name) else {
+            continue; // verification makes every batch a resource names present
+        };
+        if !answers.contains_key(name.as_str()) {
+            let started = !ctx.skips(&batch.check);
+            let said = started.then(|| run_batch(ctx, bundle, generation, batch));
+            answers.insert(name, said);
         }
     }
     which
@@ -130,88 +132,64 @@ pub fn run_checks(
                 return run_one(ctx, bundle, generation, resource);
             };
             let key = resource.key();
-            let skipped = manifest
-                .batches
-                .iter()
-                .any(|b| &b.name == name && ctx.skips(&b.check));
-            if skipped {
+            let (result, detail) = match answers.get_mut(name.as_str()) {
                 // Offline, a live-only check is not started: nothing live has drifted.
-                return Checked {
-                    key,
-                    result: "in-sync".to_string(),
-                    detail: None,
-                };
-            }
-            match answers.get_mut(name.as_str()).and_then(|a| a.remove(&key)) {
-                Some(checked) => checked,
-                None => Checked {
-                    detail: Some(match answers.get(name.as_str()).and_then(|a| a.get("")) {
-                        Some(failed) => failed.detail.clone().unwrap_or_default(),
-                        None => format!("the check of batch {name} gave no answer for it"),
-                    }),
-                    key,
-                    result: "error".to_string(),
-                },
+                Some(None) => ("in-sync".to_string(), None),
+                Some(Some(said)) => said
+                    .by_key
+                    .remove(&key)
+                    .unwrap_or_else(|| ("error".to_string(), Some(said.unanswered.clone()))),
+                None => ("error".to_string(), None),
+            };
+            Checked {
+                key,
+                result,
+                detail,
             }
         })
         .collect()
 }
 
-/// Runs a batch's check once; its answers by resource key. When the script itself failed, the
-/// entry under "" says how, for the resources it did not answer for.
-fn run_batch(
-    ctx: &Ctx,
-    bundle: &Path,
-    generation: &str,
-    batch: &Batch,
-) -> BTreeMap<String, Checked> {
-    let mut answers = BTreeMap::new();
+/// What one run of a batch's check said.
+struct BatchAnswers {
+    /// Result and detail by resource key.
+    by_key: BTreeMap<String, (String, Option<String>)>,
+    /// The detail of a resource it gave no line for: how the script failed, or that it was
+    /// not answered.
+    unanswered: String,
+}
+
+/// Runs a batch's check once and reads its lines.
+fn run_batch(ctx: &Ctx, bundle: &Path, generation: &str, batch: &Batch) -> BatchAnswers {
     let log = state::resource_log_dir(ctx.root, BATCH_KIND, &batch.name).join("check.log");
     let env = ctx.env(BATCH_KIND, &batch.name, generation);
     let (exit, _) = ctx.run_sh(bundle, &batch.check.path, BATCH_KIND, env, log.clone());
     let said = crate::rootfs::read_tail(&log, 4 << 20).unwrap_or_default();
+    let mut by_key = BTreeMap::new();
     let mut other = None;
     for line in said.lines() {
         let mut fields = line.splitn(3, '\t');
         let key = fields.next().filter(|k| !k.is_empty());
-        let (Some(key), Some(result)) = (key, fields.next()) else {
+        let result = fields
+            .next()
+            .filter(|r| matches!(*r, "in-sync" | "drifted" | "error"));
+        let (Some(key), Some(result)) = (key, result) else {
             if !line.trim().is_empty() {
                 other = Some(line);
             }
             continue;
         };
         let detail = fields.next().filter(|d| !d.is_empty()).map(str::to_string);
-        let result = match result {
-            "in-sync" | "drifted" | "error" => result,
-            _ => {
-                other = Some(line);
-                continue;
-            }
-        };
-        answers.insert(
-            key.to_string(),
-            Checked {
-                key: key.to_string(),
-                result: result.to_string(),
-                detail,
-            },
-        );
+        by_key.insert(key.to_string(), (result.to_string(), detail));
     }
-    if exit != Exit::Code(0) {
-        let how = match other {
-            Some(line) => format!("check of batch {} {}: {line}", batch.name, exit.describe()),
-            None => format!("check of batch {} {}", batch.name, exit.describe()),
-        };
-        answers.insert(
-            String::new(),
-            Checked {
-                key: String::new(),
-                result: "error".to_string(),
-                detail: Some(how),
-            },
-        );
-    }
-    answers
+    let unanswered = match (exit == Exit::Code(0), other) {
+        (true, _) => format!("the check of batch {} gave no answer for it", batch.name),
+        (false, Some(line)) => {
+            format!("check of batch {} {}: {line}", batch.name, exit.describe())
+        }
+        (false, None) => format!("check of batch {} {}", batch.name, exit.describe()),
+    };
+    BatchAnswers { by_key, unanswered }
 }
 
 /// For `apply`: checks every resource the plan would leave alone, and marks the drifted ones

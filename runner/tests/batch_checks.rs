@@ -155,28 +155,32 @@ fn a_live_only_batch_is_not_started_offline() {
     assert!(w.events().is_empty(), "started: {:?}", w.events());
 }
 
+/// Applies `spec` (which does not verify): refused naming `needle`, with the root unchanged and
+/// nothing run.
+fn assert_refused(w: &World, spec: &BundleSpec, needle: &str) {
+    let before = snapshot(&w.root(), &[], true, true);
+    let out = w.apply(&w.build_unverified(spec), &[]);
+    expect_code(&out, 1);
+    assert!(stderr(&out).contains(needle), "{}", stderr(&out));
+    assert_eq!(snapshot(&w.root(), &[], true, true), before);
+    assert!(w.events().is_empty());
+}
+
 #[test]
 fn a_resource_naming_a_batch_the_manifest_lacks_is_refused_before_anything_changes() {
     let w = World::new();
     let mut spec = bundle(&w, &KEYS, "");
     spec.batches.clear();
-    let before = snapshot(&w.root(), &[], true, true);
-    let out = w.apply(&w.build_unverified(&spec), &[]);
-    expect_code(&out, 1);
-    assert!(
-        stderr(&out).contains("resource live:a is checked by the batch \"live\""),
-        "{}",
-        stderr(&out)
+    assert_refused(
+        &w,
+        &spec,
+        "resource live:a is checked by the batch \"live\"",
     );
-    assert_eq!(snapshot(&w.root(), &[], true, true), before);
-    assert!(w.events().is_empty());
 
     // A resource with a check of its own as well as a batch: checked one way only.
     let mut spec = bundle(&w, &KEYS, "");
     spec.resources[1].check = Some("exit 0\n".to_string());
-    let out = w.apply(&w.build_unverified(&spec), &[]);
-    expect_code(&out, 1);
-    assert!(stderr(&out).contains("resource live:b"), "{}", stderr(&out));
+    assert_refused(&w, &spec, "resource live:b");
 
     // A batch name that is not lowercase letters, digits and `-` (it names a directory).
     let mut spec = bundle(&w, &KEYS, "");
@@ -184,12 +188,5 @@ fn a_resource_naming_a_batch_the_manifest_lacks_is_refused_before_anything_chang
     for r in &mut spec.resources {
         r.batch = Some("Bad Name".to_string());
     }
-    let out = w.apply(&w.build_unverified(&spec), &[]);
-    expect_code(&out, 1);
-    assert!(
-        stderr(&out).contains("the batch name \"Bad Name\""),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(snapshot(&w.root(), &[], true, true), before);
+    assert_refused(&w, &spec, "the batch name \"Bad Name\"");
 }
