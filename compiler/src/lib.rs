@@ -97,6 +97,70 @@ pub fn compile(path: &Path, sources: &mut Sources, diags: &mut Diagnostics) -> O
     compile_frontend(front, sources, diags)
 }
 
+/// A compiled spec whose bundles went to a sink as they were rendered (see [`compile_streamed`]).
+pub struct Streamed {
+    pub spec: Spec,
+    pub resolution: Resolution,
+    /// The ids of the distinct bundles the release names.
+    pub bundle_ids: std::collections::BTreeSet<String>,
+    pub release: Release,
+    pub layers: ServiceLayers,
+}
+
+/// Renders the hosts of a front end without errors a chunk at a time, handing each chunk's new
+/// bundles to `sink` (which writes them and drops them: `bellc build` gives an
+/// [`emit::BundleWriter`]), and plans the release. However many hosts have a bundle of their
+/// own, only a few chunks of bundles are in memory at once. `Ok(None)` when a host failed to
+/// render (the reasons are in `diags`); what `sink` took before is the caller's to take back.
+pub fn compile_streamed<E: Send>(
+    front: Frontend,
+    sources: &Sources,
+    diags: &mut Diagnostics,
+    sink: &mut (dyn FnMut(Vec<RenderedBundle>) -> Result<(), E> + Send),
+) -> Result<Option<Streamed>, E> {
+    let Frontend {
+        spec,
+        resolution,
+        orders,
+        layers,
+    } = front;
+    let Some(layers) = layers else {
+        return Ok(None);
+    };
+    let Some(bundle_of) =
+        render::render_fleet_streamed(&spec, &resolution, &orders, sources, diags, sink)?
+    else {
+        return Ok(None);
+    };
+    let release = plan_release(&spec, &resolution, &bundle_of, &layers);
+    drop(bundle_of);
+    let bundle_ids = release.hosts.values().map(|h| h.bundle.clone()).collect();
+    Ok(Some(Streamed {
+        spec,
+        resolution,
+        bundle_ids,
+        release,
+        layers,
+    }))
+}
+
+fn plan_release(
+    spec: &Spec,
+    resolution: &Resolution,
+    bundle_of: &BTreeMap<&str, String>,
+    layers: &ServiceLayers,
+) -> Release {
+    let policy = graph::waves::Policy::from_spec(spec.rollout.as_ref());
+    let waves = graph::waves::plan(&resolution.hosts, layers, &policy, |_| true);
+    emit::release::release(
+        &spec.fleet.name,
+        &resolution.hosts,
+        bundle_of,
+        &waves,
+        &policy,
+    )
+}
+
 /// Renders the hosts of a front end without errors and plans the release.
 pub fn compile_frontend(
     front: Frontend,
@@ -112,15 +176,7 @@ pub fn compile_frontend(
     // The stages before reported why an order or the layers are missing.
     let layers = layers?;
     let fleet = render::render_fleet(&spec, &resolution, &orders, sources, diags)?;
-    let policy = graph::waves::Policy::from_spec(spec.rollout.as_ref());
-    let waves = graph::waves::plan(&resolution.hosts, &layers, &policy, |_| true);
-    let release = emit::release::release(
-        &spec.fleet.name,
-        &resolution.hosts,
-        &fleet.bundle_of,
-        &waves,
-        &policy,
-    );
+    let release = plan_release(&spec, &resolution, &fleet.bundle_of, &layers);
     let bundles = fleet.bundles;
     Some(Compiled {
         spec,

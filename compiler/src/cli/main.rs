@@ -710,11 +710,10 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             if diags.has_errors() {
                 return Ok(1);
             }
-            let Some(compiled) = bellc::compile_frontend(front, sources, diags) else {
-                return Ok(1);
-            };
-            lap("render", &mut phases);
             if *check {
+                let Some(compiled) = bellc::compile_frontend(front, sources, diags) else {
+                    return Ok(1);
+                };
                 let differing = bellc::emit::check(out, &compiled.bundles, &compiled.release);
                 if differing.is_empty() {
                     eprintln!(
@@ -745,27 +744,71 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 Some(old) => Some(bellc::review::diff::DirSide::open(old)?),
                 None => None,
             };
-            let new = bellc::review::diff::MemorySide {
-                release: &compiled.release,
-                bundles: &compiled.bundles,
-            };
-            let changes = match &old {
-                Some(old) => Some(bellc::review::diff::diff(old, &new)?),
-                None => None,
-            };
-            bellc::emit::incremental::forget(out);
             // A forced build trusts nothing it finds in OUT.
             let trust = if found == Found::Unknown || *force {
                 bellc::emit::Trust::Verify
             } else {
                 bellc::emit::Trust::Kept
             };
-            let stats = bellc::emit::write_with(out, &compiled.bundles, &compiled.release, trust)
+            let mut writer =
+                bellc::emit::BundleWriter::open(out, trust).map_err(|e| e.to_string())?;
+            let (changes, built) = match &old {
+                // A diff compares the whole new build with OLD before anything is written.
+                Some(old) => {
+                    let Some(compiled) = bellc::compile_frontend(front, sources, diags) else {
+                        return Ok(1);
+                    };
+                    let new = bellc::review::diff::MemorySide {
+                        release: &compiled.release,
+                        bundles: &compiled.bundles,
+                    };
+                    let changes = bellc::review::diff::diff(old, &new)?;
+                    bellc::emit::incremental::forget(out);
+                    writer
+                        .write(compiled.bundles.values())
+                        .map_err(|e| e.to_string())?;
+                    let built = bellc::Streamed {
+                        bundle_ids: compiled.bundles.keys().cloned().collect(),
+                        spec: compiled.spec,
+                        resolution: compiled.resolution,
+                        release: compiled.release,
+                        layers: compiled.layers,
+                    };
+                    (Some(changes), built)
+                }
+                // Otherwise bundles are written as they are rendered, and dropped.
+                None => {
+                    let mut forgotten = false;
+                    let mut sink = |chunk: Vec<bellc::render::RenderedBundle>| {
+                        if !forgotten {
+                            bellc::emit::incremental::forget(out);
+                            forgotten = true;
+                        }
+                        writer.write(&chunk)
+                    };
+                    match bellc::compile_streamed(front, sources, diags, &mut sink) {
+                        Ok(Some(built)) => (None, built),
+                        Ok(None) => {
+                            // A host failed: OUT goes back to what it was.
+                            writer.abandon().map_err(|e| e.to_string())?;
+                            return Ok(1);
+                        }
+                        Err(e) => {
+                            let _ = writer.abandon();
+                            return Err(e.to_string().into());
+                        }
+                    }
+                }
+            };
+            lap("render", &mut phases);
+            bellc::emit::incremental::forget(out);
+            let stats = writer
+                .finish(|id| built.bundle_ids.contains(id), &built.release)
                 .map_err(|e| e.to_string())?;
             if let Some(key) = &sign_key {
                 sign_out(out, key, signing.expires)?;
             }
-            bellc::emit::incremental::record(spec, &compiled.spec, sources, out, diags.is_empty())
+            bellc::emit::incremental::record(spec, &built.spec, sources, out, diags.is_empty())
                 .map_err(|e| {
                     format!("cannot record the build's inputs in {}: {e}", out.display())
                 })?;
@@ -786,11 +829,8 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                     "total_s".into(),
                     serde_json::json!(clock.elapsed().as_secs_f64()),
                 );
-                line.insert(
-                    "hosts".into(),
-                    serde_json::json!(compiled.release.hosts.len()),
-                );
-                line.insert("bundles".into(), serde_json::json!(compiled.bundles.len()));
+                line.insert("hosts".into(), serde_json::json!(built.release.hosts.len()));
+                line.insert("bundles".into(), serde_json::json!(built.bundle_ids.len()));
                 line.insert(
                     "bundles_written".into(),
                     serde_json::json!(stats.bundles_written),
@@ -812,15 +852,15 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             }
             eprintln!(
                 "built {} hosts into {} bundles in {} ({} bundles written, {} unchanged, {} removed)",
-                compiled.release.hosts.len(),
-                compiled.bundles.len(),
+                built.release.hosts.len(),
+                built.bundle_ids.len(),
                 out.display(),
                 stats.bundles_written,
                 stats.bundles_kept,
                 stats.bundles_removed
             );
             // Said once per build, so that what the spec does not name is still seen.
-            for (implied, hosts) in bellc::kinds::implied_in_fleet(&compiled.resolution.hosts) {
+            for (implied, hosts) in bellc::kinds::implied_in_fleet(&built.resolution.hosts) {
                 eprintln!(
                     "implied: {} on {hosts} host{}: {}",
                     implied.key,

@@ -83,65 +83,167 @@ pub fn write_with(
     release: &Release,
     trust: Trust,
 ) -> Result<WriteStats, EmitError> {
-    let mut stats = WriteStats::default();
-    let bundles_dir = out.join("bundles");
-    let hosts_dir = out.join("hosts");
-    let store_dir = out.join(STORE_DIR);
-    fs::create_dir_all(&bundles_dir).map_err(io_err(&bundles_dir))?;
-    fs::create_dir_all(&hosts_dir).map_err(io_err(&hosts_dir))?;
+    let mut writer = BundleWriter::open(out, trust)?;
+    writer.write(bundles.values())?;
+    writer.finish(|id| bundles.contains_key(id), release)
+}
 
-    // Content-addressed bundles that are already on disk are already right, unless OUT may
-    // have been changed since it was written.
-    let new: Vec<(&String, &RenderedBundle)> = bundles
-        .par_iter()
-        .filter(|(id, bundle)| {
-            let dir = bundles_dir.join(id);
-            match trust {
-                Trust::Kept => !dir.join(bell_bundle::MANIFEST_FILE).is_file(),
-                Trust::Verify => !bundle_matches(&dir, bundle),
-            }
+/// Writes a build into OUT as its bundles come: [`BundleWriter::write`] for each batch of
+/// distinct bundles (a streamed build hands them over a chunk at a time and drops them), then
+/// [`BundleWriter::finish`] with the release, which links the hosts and removes what no
+/// release needs any more; or [`BundleWriter::abandon`] when the build failed half-way.
+pub struct BundleWriter {
+    out: PathBuf,
+    bundles_dir: PathBuf,
+    hosts_dir: PathBuf,
+    store_dir: PathBuf,
+    trust: Trust,
+    stats: WriteStats,
+    /// Bundles this build created (not those it repaired), for `abandon`.
+    created: Vec<PathBuf>,
+}
+
+impl BundleWriter {
+    /// Nothing is written until the first bundle (or `finish`): a build that fails before
+    /// leaves OUT as it was.
+    pub fn open(out: &Path, trust: Trust) -> Result<Self, EmitError> {
+        Ok(BundleWriter {
+            out: out.to_path_buf(),
+            bundles_dir: out.join("bundles"),
+            hosts_dir: out.join("hosts"),
+            store_dir: out.join(STORE_DIR),
+            trust,
+            stats: WriteStats::default(),
+            created: Vec::new(),
         })
-        .collect();
-    stats.bundles_kept = bundles.len() - new.len();
-    if trust == Trust::Verify {
-        stats.bundles_repaired = new
-            .iter()
-            .filter(|(id, _)| fs::symlink_metadata(bundles_dir.join(id)).is_ok())
-            .count();
     }
 
-    // Every distinct file content is written once into the store; bundles hard-link to it.
-    // Many bundles share most of their files, so this is most of the saving of a large build.
-    // A content that is secret in any bundle is private in the store, and so in every bundle
-    // that links to it: hard links share their mode.
-    let mut distinct: BTreeMap<String, (&[u8], bool)> = BTreeMap::new();
-    for (_, bundle) in &new {
-        let secret = bundle.manifest.secret_paths();
-        for (rel, content) in &bundle.contents {
-            let entry = distinct
-                .entry(bundle.sha256[rel].clone())
-                .or_insert((content, false));
-            entry.1 |= secret.contains(rel);
-        }
-    }
-    let written: Vec<Result<bool, EmitError>> = distinct
-        .par_iter()
-        .map(|(sha, (content, secret))| write_store_file(&store_dir, sha, content, *secret, trust))
-        .collect();
-    for result in written {
-        if result? {
-            stats.files_written += 1;
-        }
-    }
-    let results: Vec<Result<usize, EmitError>> = new
-        .par_iter()
-        .map(|(id, bundle)| write_bundle(&bundles_dir, &store_dir, id, bundle))
-        .collect();
-    for result in results {
-        stats.files_written += result?;
-        stats.bundles_written += 1;
+    fn make_dirs(&self) -> Result<(), EmitError> {
+        fs::create_dir_all(&self.bundles_dir).map_err(io_err(&self.bundles_dir))?;
+        fs::create_dir_all(&self.hosts_dir).map_err(io_err(&self.hosts_dir))
     }
 
+    /// Writes the bundles OUT lacks (or, under [`Trust::Verify`], holds differently), each
+    /// distinct file content once into the store. Each bundle is given once per build.
+    pub fn write<'b>(
+        &mut self,
+        bundles: impl IntoIterator<Item = &'b RenderedBundle>,
+    ) -> Result<(), EmitError> {
+        let bundles: Vec<&RenderedBundle> = bundles.into_iter().collect();
+        self.make_dirs()?;
+        let (bundles_dir, store_dir, trust) = (&self.bundles_dir, &self.store_dir, self.trust);
+        // Content-addressed bundles that are already on disk are already right, unless OUT may
+        // have been changed since it was written.
+        let new: Vec<(&RenderedBundle, bool)> = bundles
+            .par_iter()
+            .filter_map(|bundle| {
+                let dir = bundles_dir.join(&bundle.id);
+                let absent = || fs::symlink_metadata(&dir).is_err();
+                match trust {
+                    Trust::Kept if dir.join(bell_bundle::MANIFEST_FILE).is_file() => None,
+                    Trust::Kept => Some((*bundle, absent())),
+                    Trust::Verify if bundle_matches(&dir, bundle) => None,
+                    Trust::Verify => Some((*bundle, absent())),
+                }
+            })
+            .collect();
+        self.stats.bundles_kept += bundles.len() - new.len();
+        if trust == Trust::Verify {
+            self.stats.bundles_repaired += new.iter().filter(|(_, absent)| !absent).count();
+        }
+
+        // Every distinct file content is written once into the store; bundles hard-link to it.
+        // Many bundles share most of their files, so this is most of the saving of a large
+        // build. A content that is secret in any bundle is private in the store, and so in
+        // every bundle that links to it: hard links share their mode.
+        let mut distinct: BTreeMap<&str, (&[u8], bool)> = BTreeMap::new();
+        for (bundle, _) in &new {
+            let secret = bundle.manifest.secret_paths();
+            for (rel, content) in &bundle.contents {
+                let entry = distinct
+                    .entry(bundle.sha256[rel].as_str())
+                    .or_insert((content, false));
+                entry.1 |= secret.contains(rel);
+            }
+        }
+        let written: Vec<Result<bool, EmitError>> = distinct
+            .par_iter()
+            .map(|(sha, (content, secret))| {
+                write_store_file(store_dir, sha, content, *secret, trust)
+            })
+            .collect();
+        for result in written {
+            if result? {
+                self.stats.files_written += 1;
+            }
+        }
+        let results: Vec<Result<usize, EmitError>> = new
+            .par_iter()
+            .map(|(bundle, _)| write_bundle(bundles_dir, store_dir, &bundle.id, bundle))
+            .collect();
+        for (result, (bundle, absent)) in results.into_iter().zip(&new) {
+            self.stats.files_written += result?;
+            self.stats.bundles_written += 1;
+            if *absent {
+                self.created.push(bundles_dir.join(&bundle.id));
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes back what this writer wrote, after a build that failed: the bundles it created
+    /// and the store files only they linked to. Bundles it repaired stay (they are right now),
+    /// and nothing else of OUT was touched yet.
+    pub fn abandon(self) -> Result<(), EmitError> {
+        if self.created.is_empty() {
+            return Ok(());
+        }
+        for dir in &self.created {
+            remove_any(dir)?;
+        }
+        prune_store(&self.store_dir)
+    }
+
+    /// Links every host of `release` to its bundle, keeps the release being replaced, removes
+    /// hosts that left and bundles that neither `release` (whose bundles `is_written` says)
+    /// nor a kept release names, and writes release.json.
+    pub fn finish(
+        self,
+        is_written: impl Fn(&str) -> bool,
+        release: &Release,
+    ) -> Result<WriteStats, EmitError> {
+        self.make_dirs()?;
+        let BundleWriter {
+            out,
+            bundles_dir,
+            hosts_dir,
+            store_dir,
+            mut stats,
+            ..
+        } = self;
+        let out = out.as_path();
+        finish(
+            out,
+            &bundles_dir,
+            &hosts_dir,
+            &store_dir,
+            &is_written,
+            release,
+            &mut stats,
+        )?;
+        Ok(stats)
+    }
+}
+
+fn finish(
+    out: &Path,
+    bundles_dir: &Path,
+    hosts_dir: &Path,
+    store_dir: &Path,
+    is_written: &dyn Fn(&str) -> bool,
+    release: &Release,
+    stats: &mut WriteStats,
+) -> Result<(), EmitError> {
     let links: Vec<Result<bool, EmitError>> = release
         .hosts
         .par_iter()
@@ -168,8 +270,8 @@ pub fn write_with(
     super::releases::keep_current(out)?;
 
     // Hosts that left the release, and bundles that neither it nor a kept release names.
-    for entry in fs::read_dir(&hosts_dir).map_err(io_err(&hosts_dir))? {
-        let entry = entry.map_err(io_err(&hosts_dir))?;
+    for entry in fs::read_dir(hosts_dir).map_err(io_err(hosts_dir))? {
+        let entry = entry.map_err(io_err(hosts_dir))?;
         let name = entry.file_name().to_string_lossy().to_string();
         // Only host links are ours to remove.
         let link = entry.file_type().is_ok_and(|t| t.is_symlink());
@@ -179,10 +281,10 @@ pub fn write_with(
         }
     }
     let mut unused = Vec::new();
-    for entry in fs::read_dir(&bundles_dir).map_err(io_err(&bundles_dir))? {
-        let entry = entry.map_err(io_err(&bundles_dir))?;
+    for entry in fs::read_dir(bundles_dir).map_err(io_err(bundles_dir))? {
+        let entry = entry.map_err(io_err(bundles_dir))?;
         let name = entry.file_name().to_string_lossy().to_string();
-        if !bundles.contains_key(&name) && super::out_dir::is_bundle_name(&name) {
+        if !is_written(&name) && super::out_dir::is_bundle_name(&name) {
             unused.push((name, entry.path()));
         }
     }
@@ -197,7 +299,7 @@ pub fn write_with(
         }
     }
     if stats.bundles_removed > 0 {
-        prune_store(&store_dir)?;
+        prune_store(store_dir)?;
     }
 
     // A signed release.json whose map and waves are this build's stays as it is (a rebuild
@@ -214,7 +316,7 @@ pub fn write_with(
         stats.release_written = true;
     }
     super::releases::keep_current(out)?;
-    Ok(stats)
+    Ok(())
 }
 
 /// Where distinct file contents live, by sha256; bundle files are hard links into it.

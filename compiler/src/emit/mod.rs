@@ -13,4 +13,6 @@ pub mod out_dir;
 pub mod release;
 pub mod releases;
 
-pub use bundles::{check, write, write_with, EmitError, Trust, WriteStats, STORE_DIR};
+pub use bundles::{
+    check, write, write_with, BundleWriter, EmitError, Trust, WriteStats, STORE_DIR,
+};

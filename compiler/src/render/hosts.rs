@@ -13,7 +13,7 @@ use crate::source::Sources;
 use crate::spec::Spec;
 use crate::targets;
 use rayon::prelude::*;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 /// The rendered fleet: distinct bundles by id, and the bundle id of every host.
@@ -22,8 +22,8 @@ pub struct RenderedFleet<'h> {
     pub bundle_of: BTreeMap<&'h str, String>,
 }
 
-/// Renders every host of `resolution`. `None` when any host failed (the reasons are in
-/// `diags`; a host without an order or a known target was reported by an earlier stage).
+/// Renders every host of `resolution` into memory. `None` when any host failed (the reasons are
+/// in `diags`; a host without an order or a known target was reported by an earlier stage).
 pub fn render_fleet<'h>(
     spec: &Spec,
     resolution: &'h Resolution,
@@ -31,6 +31,35 @@ pub fn render_fleet<'h>(
     sources: &Sources,
     diags: &mut Diagnostics,
 ) -> Option<RenderedFleet<'h>> {
+    let mut bundles = BTreeMap::new();
+    let mut keep = |chunk: Vec<RenderedBundle>| {
+        for bundle in chunk {
+            bundles.insert(bundle.id.clone(), bundle);
+        }
+        Ok::<(), std::convert::Infallible>(())
+    };
+    let bundle_of = match render_fleet_streamed(spec, resolution, orders, sources, diags, &mut keep)
+    {
+        Ok(bundle_of) => bundle_of?,
+        Err(never) => match never {},
+    };
+    Some(RenderedFleet { bundles, bundle_of })
+}
+
+/// Renders every host of `resolution` a chunk of groups at a time and hands each chunk's new
+/// distinct bundles to `sink` while the next chunk renders, so that only two chunks of bundles
+/// are ever held: a fleet whose every host has a bundle of its own builds in the memory of a
+/// small one. Returns the bundle id of every host, or `None` when any host failed (the reasons
+/// are in `diags`). After the first failure `sink` is not called again, but rendering goes on
+/// to report every mistake; what `sink` was given before is the caller's to take back.
+pub fn render_fleet_streamed<'h, E: Send>(
+    spec: &Spec,
+    resolution: &'h Resolution,
+    orders: &[Option<Arc<ResourceOrder>>],
+    sources: &Sources,
+    diags: &mut Diagnostics,
+    sink: &mut (dyn FnMut(Vec<RenderedBundle>) -> Result<(), E> + Send),
+) -> Result<Option<BTreeMap<&'h str, String>>, E> {
     let services = service_endpoints(resolution);
     let renderer = Renderer::new();
     let mut groups: BTreeMap<(usize, &str, Option<&str>), Vec<usize>> = BTreeMap::new();
@@ -47,59 +76,86 @@ pub fn render_fleet<'h>(
         );
         groups.entry(key).or_default().push(i);
     }
-    let groups: Vec<Vec<usize>> = groups.into_values().collect();
-    let rendered: Vec<Result<(RenderedBundle, Diagnostics), Diagnostics>> = groups
-        .par_iter()
-        .map(|members| {
-            let first = members[0];
-            let host = &resolution.hosts[first];
-            let mut local = Diagnostics::new();
-            let (Some(Some(order)), Some(target)) = (orders.get(first), targets::get(&host.target))
-            else {
-                return Err(local);
-            };
-            let cx = HostContext {
-                host,
-                target,
-                fleet: &spec.fleet.name,
-                services: &services,
-                sources,
-            };
-            match renderer.render_host_ordered(&cx, order, &mut local) {
-                Some(bundle) if !local.has_errors() => Ok((bundle, local)),
-                _ => Err(local),
-            }
-        })
-        .collect();
-    let mut bundles = BTreeMap::new();
+    // In inventory order, so that chunks are the same from run to run (what is written does
+    // not depend on it).
+    let mut groups: Vec<Vec<usize>> = groups.into_values().collect();
+    groups.sort_unstable_by_key(|members| members[0]);
+    let render_group = |members: &Vec<usize>| {
+        let first = members[0];
+        let host = &resolution.hosts[first];
+        let mut local = Diagnostics::new();
+        let (Some(Some(order)), Some(target)) = (orders.get(first), targets::get(&host.target))
+        else {
+            return Err(local);
+        };
+        let cx = HostContext {
+            host,
+            target,
+            fleet: &spec.fleet.name,
+            services: &services,
+            sources,
+        };
+        match renderer.render_host_ordered(&cx, order, &mut local) {
+            Some(bundle) if !local.has_errors() => Ok((bundle, local)),
+            _ => Err(local),
+        }
+    };
+    // Enough groups per chunk to keep every thread busy, few enough that two chunks of
+    // bundles of a host each stay small.
+    let chunk_len = (64 * rayon::current_num_threads()).max(256);
+    let mut seen: HashSet<String> = HashSet::new();
     let mut bundle_of: BTreeMap<&str, String> = BTreeMap::new();
     // The same mistake shows up once per host that has it: report it once, naming the hosts
     // when it is a template's (whose context is the host).
     let mut reports: Vec<(Box<dyn crate::diagnostic::SpecDiagnostic>, Vec<&str>)> = Vec::new();
     let mut index_of: HashMap<String, usize> = HashMap::new();
-    for (result, members) in rendered.into_iter().zip(&groups) {
-        let reported = match result {
-            Ok((bundle, warnings)) => {
-                for &i in members {
-                    bundle_of.insert(&resolution.hosts[i].name, bundle.id.clone());
+    let mut failed = false;
+    let mut unsunk: Vec<RenderedBundle> = Vec::new();
+    for chunk in groups.chunks(chunk_len) {
+        let pending = std::mem::take(&mut unsunk);
+        let (sunk, rendered) = rayon::join(
+            || match pending.is_empty() {
+                true => Ok(()),
+                false => sink(pending),
+            },
+            || chunk.par_iter().map(render_group).collect::<Vec<_>>(),
+        );
+        sunk?;
+        for (result, members) in rendered.into_iter().zip(chunk) {
+            let reported = match result {
+                Ok((bundle, warnings)) => {
+                    for &i in members {
+                        bundle_of.insert(&resolution.hosts[i].name, bundle.id.clone());
+                    }
+                    if !failed && seen.insert(bundle.id.clone()) {
+                        unsunk.push(bundle);
+                    }
+                    warnings
                 }
-                bundles.entry(bundle.id.clone()).or_insert(bundle);
-                warnings
-            }
-            Err(errors) => errors,
-        };
-        let names = members.iter().map(|&i| resolution.hosts[i].name.as_str());
-        for d in reported.into_boxed() {
-            match index_of.entry(d.to_string()) {
-                std::collections::hash_map::Entry::Occupied(at) => {
-                    reports[*at.get()].1.extend(names.clone())
+                Err(errors) => {
+                    failed = true;
+                    errors
                 }
-                std::collections::hash_map::Entry::Vacant(slot) => {
-                    slot.insert(reports.len());
-                    reports.push((d, names.clone().collect()));
+            };
+            let names = members.iter().map(|&i| resolution.hosts[i].name.as_str());
+            for d in reported.into_boxed() {
+                match index_of.entry(d.to_string()) {
+                    std::collections::hash_map::Entry::Occupied(at) => {
+                        reports[*at.get()].1.extend(names.clone())
+                    }
+                    std::collections::hash_map::Entry::Vacant(slot) => {
+                        slot.insert(reports.len());
+                        reports.push((d, names.clone().collect()));
+                    }
                 }
             }
         }
+        if failed {
+            unsunk.clear();
+        }
+    }
+    if !unsunk.is_empty() {
+        sink(unsunk)?;
     }
     for (d, mut hosts) in reports {
         let per_host = d
@@ -113,9 +169,9 @@ pub fn render_fleet<'h>(
         }
     }
     if diags.has_errors() || bundle_of.len() != resolution.hosts.len() {
-        return None;
+        return Ok(None);
     }
-    Some(RenderedFleet { bundles, bundle_of })
+    Ok(Some(bundle_of))
 }
 
 /// `services.NAME` for templates: every provider, sorted by host name.

@@ -16,7 +16,7 @@ pub mod stdlib;
 mod sysctl;
 pub mod undefined;
 
-pub use hosts::{render_fleet, service_endpoints, RenderedFleet};
+pub use hosts::{render_fleet, render_fleet_streamed, service_endpoints, RenderedFleet};
 
 use crate::diagnostic::Diagnostics;
 use crate::graph::ResourceOrder;
@@ -106,23 +106,36 @@ pub struct RenderedBundle {
 /// Interns file contents per thread: bundles of a fleet share most of their files, so equal
 /// contents are stored once and hashed once, however many bundles hold them. The fast hash only
 /// finds candidates; equality is decided by comparing the bytes.
+///
+/// The table forgets everything once it holds [`INTERN_LIMIT`] bytes: in a fleet whose hosts
+/// each have files of their own, it would otherwise keep every host's files for the whole
+/// build, long after their bundles were written (see `render_fleet_streamed`). Forgetting costs
+/// only a second hash of the shared files, once per limit's worth of rendering.
 fn intern(content: Vec<u8>) -> (Arc<[u8]>, String) {
     use std::cell::RefCell;
+    type Seen = (rustc_hash::FxHashMap<Arc<[u8]>, String>, usize);
     thread_local! {
-        static SEEN: RefCell<rustc_hash::FxHashMap<Arc<[u8]>, String>> =
-            RefCell::new(rustc_hash::FxHashMap::default());
+        static SEEN: RefCell<Seen> = RefCell::new((rustc_hash::FxHashMap::default(), 0));
     }
     SEEN.with(|seen| {
-        let mut seen = seen.borrow_mut();
+        let (seen, bytes_held) = &mut *seen.borrow_mut();
         if let Some((bytes, sha)) = seen.get_key_value(content.as_slice()) {
             return (bytes.clone(), sha.clone());
         }
+        if *bytes_held > INTERN_LIMIT {
+            seen.clear();
+            *bytes_held = 0;
+        }
         let sha = bell_bundle::sha256_hex(&content);
         let bytes: Arc<[u8]> = Arc::from(content.into_boxed_slice());
+        *bytes_held += bytes.len() + sha.len();
         seen.insert(bytes.clone(), sha.clone());
         (bytes, sha)
     })
 }
+
+/// How many bytes of contents one thread's intern table holds before it starts again.
+const INTERN_LIMIT: usize = 16 << 20;
 
 /// What a template can see of the fleet besides its own host.
 #[derive(Debug, Clone, Default, serde::Serialize)]
