@@ -239,7 +239,19 @@ fn one_percent_of_hosts_get_a_host_sysctl_override() {
 fn unique_shape_gives_every_host_its_own_file() {
     for inventory in [Inventory::Inline, Inventory::Json] {
         let files = fleet(300, 11, Shape::Unique, inventory).generate();
-        let doc = parse_kdl(&files);
+        // The host overrides are in an included file, a thousand hosts to a file.
+        assert!(files["bell.kdl"].contains("include \"overrides/*.kdl\""));
+        let parts: Vec<&String> = files
+            .keys()
+            .filter(|f| f.starts_with("overrides/"))
+            .collect();
+        assert_eq!(parts, ["overrides/00000.kdl"]);
+        let mut all = files.clone();
+        all.insert(
+            "bell.kdl".into(),
+            format!("{}\n{}", files["bell.kdl"], files["overrides/00000.kdl"]),
+        );
+        let doc = parse_kdl(&all);
         let hosts = hosts_of(&files);
         let overrides = host_overrides(&doc);
         assert_eq!(overrides.len(), hosts.len());
@@ -265,6 +277,20 @@ fn unique_shape_gives_every_host_its_own_file() {
             .count();
         assert_eq!(with_sysctl, 3, "1 % of 300 hosts");
     }
+    let files = fleet(2_500, 11, Shape::Unique, Inventory::Json).generate();
+    let parts: Vec<(&String, usize)> = files
+        .iter()
+        .filter(|(f, _)| f.starts_with("overrides/"))
+        .map(|(f, text)| (f, text.matches("\noverride ").count() + 1))
+        .collect();
+    assert_eq!(
+        parts,
+        [
+            (&"overrides/00000.kdl".to_string(), 1000),
+            (&"overrides/00001.kdl".to_string(), 1000),
+            (&"overrides/00002.kdl".to_string(), 500)
+        ]
+    );
 }
 
 #[test]

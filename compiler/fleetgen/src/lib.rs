@@ -27,7 +27,7 @@ pub enum Shape {
     /// hosts share one of a handful of bundles.
     Shared,
     /// As `Shared`, plus a host override per host with a file naming the host: every bundle
-    /// is different.
+    /// is different. The host overrides are in `overrides/*.kdl`, a thousand to a file.
     Unique,
 }
 
@@ -318,8 +318,9 @@ impl FleetGen {
             .collect()
     }
 
-    /// Relative path → content of every file of the fleet: `bell.kdl`, and with
-    /// `Inventory::Json` also `inventory/hosts.json`.
+    /// Relative path → content of every file of the fleet: `bell.kdl`, with
+    /// `Inventory::Json` also `inventory/hosts.json`, and with `Shape::Unique` the files of
+    /// host overrides.
     pub fn generate(&self) -> BTreeMap<String, String> {
         let hosts = self.hosts();
         let mut files = BTreeMap::new();
@@ -375,28 +376,51 @@ impl FleetGen {
                 per_host.entry(i).or_insert(None);
             }
         }
-        for (i, sysctl) in per_host {
+        // A unique fleet's host overrides go into included files of a thousand hosts each:
+        // a hundred thousand of them would not fit the size limit of one spec file.
+        let split = self.shape == Shape::Unique;
+        if split && !per_host.is_empty() {
+            let _ = writeln!(kdl, "include {}", quote(&format!("{OVERRIDES_DIR}/*.kdl")));
+        }
+        let mut part = String::new();
+        let mut parts = 0usize;
+        for (n, (i, sysctl)) in per_host.into_iter().enumerate() {
             let Some(host) = hosts.get(i) else { continue };
-            let _ = writeln!(kdl, "override {} {{", quote(&format!("host-{}", host.name)));
-            let _ = writeln!(kdl, "    match host={}", quote(&host.name));
+            let out = if split { &mut part } else { &mut kdl };
+            let _ = writeln!(out, "override {} {{", quote(&format!("host-{}", host.name)));
+            let _ = writeln!(out, "    match host={}", quote(&host.name));
             if let Some(value) = sysctl {
-                let _ = writeln!(kdl, "    sysctl {{ net.core.somaxconn {value} }}");
+                let _ = writeln!(out, "    sysctl {{ net.core.somaxconn {value} }}");
             }
             if self.shape == Shape::Unique {
                 let _ = writeln!(
-                    kdl,
+                    out,
                     "    file \"/etc/bell-host\" mode=\"0644\" owner=\"root\" group=\"root\" {{"
                 );
                 let content = format!("host={}\naddress={}\n", host.name, host.address);
-                let _ = writeln!(kdl, "        content {}", quote(&content));
-                kdl.push_str("    }\n");
+                let _ = writeln!(out, "        content {}", quote(&content));
+                out.push_str("    }\n");
             }
-            kdl.push_str("}\n");
+            out.push_str("}\n");
+            if split && (n + 1) % OVERRIDES_PER_FILE == 0 {
+                files.insert(
+                    format!("{OVERRIDES_DIR}/{parts:05}.kdl"),
+                    std::mem::take(&mut part),
+                );
+                parts += 1;
+            }
+        }
+        if !part.is_empty() {
+            files.insert(format!("{OVERRIDES_DIR}/{parts:05}.kdl"), part);
         }
         files.insert("bell.kdl".to_owned(), kdl);
         files
     }
 }
+
+/// Where a unique fleet's host overrides are, [`OVERRIDES_PER_FILE`] to a file.
+pub const OVERRIDES_DIR: &str = "overrides";
+pub const OVERRIDES_PER_FILE: usize = 1000;
 
 /// One host per line: a 100 000-host inventory stays diffable and greppable.
 fn inventory_json(hosts: &[GenHost]) -> String {

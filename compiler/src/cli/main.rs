@@ -695,10 +695,12 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 }
                 return Ok(0);
             }
-            let mut phases: Vec<(&str, f64)> = Vec::new();
-            let lap = |name: &'static str, phases: &mut Vec<(&str, f64)>| {
-                let total: f64 = phases.iter().map(|(_, t)| t).sum();
-                phases.push((name, clock.elapsed().as_secs_f64() - total));
+            // Each phase's time, and the peak memory by its end (what a phase holds shows as
+            // the growth over the one before).
+            let mut phases: Vec<(&str, f64, u64)> = Vec::new();
+            let lap = |name: &'static str, phases: &mut Vec<(&str, f64, u64)>| {
+                let total: f64 = phases.iter().map(|(_, t, _)| t).sum();
+                phases.push((name, clock.elapsed().as_secs_f64() - total, peak_rss_kib()));
             };
             let Some(mut spec_tree) = bellc::front::lower::load(spec, sources, diags) else {
                 return Ok(1);
@@ -822,8 +824,9 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             lap("write", &mut phases);
             if *timings {
                 let mut line = serde_json::Map::new();
-                for (name, secs) in &phases {
+                for (name, secs, rss) in &phases {
                     line.insert(format!("{name}_s"), serde_json::json!(secs));
+                    line.insert(format!("{name}_peak_rss_kib"), serde_json::json!(rss));
                 }
                 line.insert(
                     "total_s".into(),

@@ -258,6 +258,7 @@ pub fn order_hosts(
     // it (an override removed it there, or only other hosts get it); there is nothing to wait for.
     let mut declared: HashSet<(RefKind, String)> = HashSet::new();
     let mut seen: HashSet<*const Model> = HashSet::new();
+    let mut distinct: HashMap<u64, Vec<Arc<ResourceOrder>>> = HashMap::new();
     for host in hosts {
         if seen.insert(Arc::as_ptr(&host.model)) {
             declared.extend(
@@ -298,7 +299,22 @@ pub fn order_hosts(
                             diags.push_boxed(d);
                         }
                     }
-                    order.map(Arc::new)
+                    // Models that differ only in what their resources say (hosts with an
+                    // override each) have the same order: it is kept once.
+                    let order = order?;
+                    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                    std::hash::Hash::hash(&(&order.keys, &order.deps), &mut hasher);
+                    let same = distinct
+                        .entry(std::hash::Hasher::finish(&hasher))
+                        .or_default();
+                    match same.iter().find(|known| ***known == order) {
+                        Some(known) => Some(known.clone()),
+                        None => {
+                            let order = Arc::new(order);
+                            same.push(order.clone());
+                            Some(order)
+                        }
+                    }
                 })
                 .clone()
         })

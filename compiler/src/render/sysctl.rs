@@ -64,7 +64,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
     if let Ok(text) = check {
         out.add_batch(BATCH, text);
     }
-    for (path, setting) in &model.sysctl {
+    for (path, setting) in model.sysctl.iter() {
         let ctx = context! { key => setting.key, value => setting.value, path };
         let scripts = ["apply", "revert"].map(|role| {
             common::script(

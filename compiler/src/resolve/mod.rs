@@ -201,14 +201,18 @@ pub struct ResolvedUses {
 }
 
 /// The configuration shared by every host that matches the same overrides.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Model {
     /// The overrides applied, in the order they were applied.
     pub layers: Vec<usize>,
     /// Keyed by the sysctl path (slash form) so that both spellings of a key are one key.
-    pub sysctl: BTreeMap<String, SysctlValue>,
+    /// Shared with the model this one was built on until a layer changes a key.
+    pub sysctl: Arc<BTreeMap<String, SysctlValue>>,
     /// In declaration order: base resources first, then those first declared by overrides.
-    pub resources: Vec<ResolvedResource>,
+    /// Each shared with the model this one was built on until a layer changes it: a fleet
+    /// whose every host has an override of its own holds each host's changes, not a copy of
+    /// everything.
+    pub resources: Vec<Arc<ResolvedResource>>,
     pub services: Vec<ResolvedService>,
     pub uses: Vec<ResolvedUses>,
 }
@@ -216,7 +220,10 @@ pub struct Model {
 impl Model {
     /// The resources of one kind, in declaration order.
     pub fn of_kind(&self, kind: Kind) -> impl Iterator<Item = &ResolvedResource> {
-        self.resources.iter().filter(move |r| r.kind == kind)
+        self.resources
+            .iter()
+            .map(|r| &**r)
+            .filter(move |r| r.kind == kind)
     }
 }
 
@@ -252,6 +259,8 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
 
     // Index label overrides by the labels they test, so matching is linear in hosts.
     let mut layer_sets: HashMap<Vec<usize>, Arc<Model>> = HashMap::new();
+    // Models of the first layers of a host's, which hosts' models are built on.
+    let mut prefixes: HashMap<Vec<usize>, Arc<Model>> = HashMap::new();
     let mut matched = vec![false; spec.overrides.len()];
     let mut missing_reported: BTreeSet<(String, &'static str)> = BTreeSet::new();
     let mut hosts = Vec::with_capacity(spec.hosts.len());
@@ -268,7 +277,7 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
         let model = match layer_sets.get(&layers) {
             Some(m) => m.clone(),
             None => {
-                let model = Arc::new(merge(spec, &layers));
+                let model = Arc::new(model_for(spec, &layers, &mut prefixes));
                 check_required(&model, host, diags, &mut missing_reported);
                 layer_sets.insert(layers.clone(), model.clone());
                 model
@@ -413,22 +422,45 @@ impl<'s> Matcher<'s> {
 
 /// Merges the base and the given overrides, in order.
 pub fn merge(spec: &Spec, layers: &[usize]) -> Model {
-    let mut model = Model {
-        layers: layers.to_vec(),
-        sysctl: BTreeMap::new(),
-        resources: Vec::new(),
-        services: Vec::new(),
-        uses: Vec::new(),
+    model_for(spec, layers, &mut HashMap::new())
+}
+
+/// The model of the base and `layers`: the model of all but the last layer (built once, and
+/// kept in `prefixes`), with the last applied. Hosts that match the same label overrides and
+/// one host override each share everything but what their own override changes.
+fn model_for(
+    spec: &Spec,
+    layers: &[usize],
+    prefixes: &mut HashMap<Vec<usize>, Arc<Model>>,
+) -> Model {
+    let Some((&last, rest)) = layers.split_last() else {
+        let mut model = Model::default();
+        apply_layer(&mut model, None, &spec.base);
+        return model;
     };
-    let mut index: HashMap<(Kind, String), usize> = HashMap::new();
-    let all = std::iter::once((None, &spec.base))
-        .chain(layers.iter().map(|&i| (Some(i), &spec.overrides[i].layer)));
-    for (layer, content) in all {
+    let parent = match prefixes.get(rest) {
+        Some(parent) => parent.clone(),
+        None => {
+            let parent = Arc::new(model_for(spec, rest, prefixes));
+            prefixes.insert(rest.to_vec(), parent.clone());
+            parent
+        }
+    };
+    let mut model = Model::clone(&parent);
+    model.layers = layers.to_vec();
+    apply_layer(&mut model, Some(last), &spec.overrides[last].layer);
+    model
+}
+
+/// Applies one layer (the base when `layer` is `None`) onto a model.
+fn apply_layer(model: &mut Model, layer: Option<usize>, content: &Layer) {
+    if !content.sysctl.is_empty() {
+        let sysctl = Arc::make_mut(&mut model.sysctl);
         for setting in &content.sysctl {
             let path = validate::sysctl_path(&setting.key);
             match &setting.value {
                 Some(value) => {
-                    model.sysctl.insert(
+                    sysctl.insert(
                         path,
                         SysctlValue {
                             key: setting.key.clone(),
@@ -441,82 +473,92 @@ pub fn merge(spec: &Spec, layers: &[usize]) -> Model {
                     );
                 }
                 None => {
-                    model.sysctl.remove(&path);
+                    sysctl.remove(&path);
                 }
             }
         }
-        for decl in &content.resources {
-            let key = (decl.kind, decl.name.clone());
-            let fields = decl.fields.iter().map(|(name, f)| {
+    }
+    let mut index: HashMap<(Kind, String), usize> =
+        if content.resources.is_empty() && content.removes.is_empty() {
+            HashMap::new()
+        } else {
+            model
+                .resources
+                .iter()
+                .enumerate()
+                .map(|(i, r)| ((r.kind, r.name.clone()), i))
+                .collect()
+        };
+    for decl in &content.resources {
+        let key = (decl.kind, decl.name.clone());
+        let fields = decl.fields.iter().map(|(name, f)| {
+            (
+                *name,
                 (
-                    *name,
-                    (
-                        f.value.clone(),
-                        Origin {
-                            layer,
-                            span: f.span,
-                        },
-                    ),
-                )
-            });
-            match index.get(&key) {
-                Some(&i) => model.resources[i].fields.extend(fields),
-                None => {
-                    index.insert(key, model.resources.len());
-                    model.resources.push(ResolvedResource {
-                        kind: decl.kind,
-                        name: decl.name.clone(),
-                        origin: Origin {
-                            layer,
-                            span: decl.name_span,
-                        },
-                        fields: fields.collect(),
-                    });
-                }
+                    f.value.clone(),
+                    Origin {
+                        layer,
+                        span: f.span,
+                    },
+                ),
+            )
+        });
+        match index.get(&key) {
+            Some(&i) => Arc::make_mut(&mut model.resources[i]).fields.extend(fields),
+            None => {
+                index.insert(key, model.resources.len());
+                model.resources.push(Arc::new(ResolvedResource {
+                    kind: decl.kind,
+                    name: decl.name.clone(),
+                    origin: Origin {
+                        layer,
+                        span: decl.name_span,
+                    },
+                    fields: fields.collect(),
+                }));
             }
         }
-        for removal in &content.removes {
-            match removal.kind {
-                RefKind::Sysctl => {
-                    model.sysctl.remove(&validate::sysctl_path(&removal.name));
-                }
-                RefKind::Resource(kind) => {
-                    if let Some(i) = index.remove(&(kind, removal.name.clone())) {
-                        model.resources.remove(i);
-                        for v in index.values_mut() {
-                            if *v > i {
-                                *v -= 1;
-                            }
+    }
+    for removal in &content.removes {
+        match removal.kind {
+            RefKind::Sysctl => {
+                Arc::make_mut(&mut model.sysctl).remove(&validate::sysctl_path(&removal.name));
+            }
+            RefKind::Resource(kind) => {
+                if let Some(i) = index.remove(&(kind, removal.name.clone())) {
+                    model.resources.remove(i);
+                    for v in index.values_mut() {
+                        if *v > i {
+                            *v -= 1;
                         }
                     }
                 }
             }
         }
-        for service in &content.services {
-            model.services.retain(|s| s.name != service.name);
-            model.services.push(ResolvedService {
-                name: service.name.clone(),
-                port: service.port,
-                origin: Origin {
-                    layer,
-                    span: service.span,
-                },
-            });
-        }
-        for uses in &content.uses {
-            model.uses.retain(|u| u.name != uses.name);
-            model.uses.push(ResolvedUses {
-                name: uses.name.clone(),
-                count: uses.count,
-                runtime: uses.runtime,
-                origin: Origin {
-                    layer,
-                    span: uses.span,
-                },
-            });
-        }
     }
-    model
+    for service in &content.services {
+        model.services.retain(|s| s.name != service.name);
+        model.services.push(ResolvedService {
+            name: service.name.clone(),
+            port: service.port,
+            origin: Origin {
+                layer,
+                span: service.span,
+            },
+        });
+    }
+    for uses in &content.uses {
+        model.uses.retain(|u| u.name != uses.name);
+        model.uses.push(ResolvedUses {
+            name: uses.name.clone(),
+            count: uses.count,
+            runtime: uses.runtime,
+            origin: Origin {
+                layer,
+                span: uses.span,
+            },
+        });
+    }
 }
 
 fn check_required(

@@ -489,18 +489,24 @@ impl Lowerer<'_> {
                 included.push(id);
             }
         }
-        let texts: Vec<std::sync::Arc<String>> = included
-            .iter()
-            .map(|&id| self.sources.get(id).text.clone())
-            .collect();
-        let parsed: Vec<Result<Result<KdlDocument, kdl::KdlError>, usize>> = {
-            use rayon::prelude::*;
-            texts.par_iter().map(|t| Self::parse_checked(t)).collect()
-        };
-        for (id, doc) in included.into_iter().zip(parsed) {
-            match doc {
-                Ok(doc) => self.parsed_file(id, doc),
-                Err(at) => self.too_deep(id, at),
+        // A parsed document takes tens of times the memory of its text: a few files per
+        // thread are parsed at once, and each is dropped once lowered, so that a spec split
+        // into many files never holds all of their documents.
+        let batch = 2 * rayon::current_num_threads();
+        for ids in included.chunks(batch) {
+            let texts: Vec<std::sync::Arc<String>> = ids
+                .iter()
+                .map(|&id| self.sources.get(id).text.clone())
+                .collect();
+            let parsed: Vec<Result<Result<KdlDocument, kdl::KdlError>, usize>> = {
+                use rayon::prelude::*;
+                texts.par_iter().map(|t| Self::parse_checked(t)).collect()
+            };
+            for (&id, doc) in ids.iter().zip(parsed) {
+                match doc {
+                    Ok(doc) => self.parsed_file(id, doc),
+                    Err(at) => self.too_deep(id, at),
+                }
             }
         }
     }

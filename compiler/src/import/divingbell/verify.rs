@@ -223,7 +223,7 @@ fn resolve_text(text: &str, what: &str) -> Result<Resolution, String> {
 /// `sysctl net/ipv4/ip_forward` or `mount:mnt target`, to what it holds.
 fn facts(model: &Model) -> BTreeMap<(String, String), String> {
     let mut facts = BTreeMap::new();
-    for (path, v) in &model.sysctl {
+    for (path, v) in model.sysctl.iter() {
         facts.insert(("sysctl".to_string(), path.clone()), v.value.clone());
     }
     for r in &model.resources {
