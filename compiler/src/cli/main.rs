@@ -810,10 +810,15 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             if let Some(key) = &sign_key {
                 sign_out(out, key, signing.expires)?;
             }
-            bellc::emit::incremental::record(spec, &built.spec, sources, out, diags.is_empty())
-                .map_err(|e| {
-                    format!("cannot record the build's inputs in {}: {e}", out.display())
-                })?;
+            bellc::emit::incremental::record(
+                spec,
+                &built.spec,
+                sources,
+                out,
+                &built.release,
+                diags.is_empty(),
+            )
+            .map_err(|e| format!("cannot record the build's inputs in {}: {e}", out.display()))?;
             if stats.bundles_repaired > 0 {
                 eprintln!(
                     "{}: {} bundle(s) differed from their id (changed since they were written) and were written again",

@@ -309,7 +309,7 @@ fn finish(
     let same = fs::read(&release_path)
         .ok()
         .and_then(|bytes| serde_json::from_slice::<Release>(&bytes).ok())
-        .is_some_and(|existing| existing.unsigned() == *release);
+        .is_some_and(|existing| existing.same_unsigned(release));
     if !same {
         super::releases::remove_if_present(&super::releases::signature_path(&release_path))?;
         super::releases::write_atomic(&release_path, release.to_json().as_bytes())?;

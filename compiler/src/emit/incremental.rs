@@ -213,20 +213,21 @@ pub fn fingerprint(out: &Path) -> String {
 /// and an expiry) leaves the build current.
 fn release_digest(bytes: &[u8]) -> String {
     match serde_json::from_slice::<bell_bundle::Release>(bytes) {
-        Ok(release) => bell_bundle::sha256_hex(release.unsigned().to_json().as_bytes()),
+        Ok(release) => bell_bundle::sha256_hex(release.unsigned_json().as_bytes()),
         Err(_) => bell_bundle::sha256_hex(bytes),
     }
 }
 
-/// Records the inputs of a build that just wrote `out`; `clean` when it had no diagnostic.
+/// Records the inputs of a build that just wrote `out` and `release` (which release.json holds,
+/// maybe signed); `clean` when it had no diagnostic.
 pub fn record(
     spec_path: &Path,
     spec: &Spec,
     sources: &Sources,
     out: &Path,
+    release: &bell_bundle::Release,
     clean: bool,
 ) -> std::io::Result<()> {
-    let release = fs::read(out.join("release.json"))?;
     let dir = spec_dir(spec_path);
     let record = Record {
         bellc: env!("CARGO_PKG_VERSION").to_string(),
@@ -249,7 +250,7 @@ pub fn record(
                 (relative_pattern(&dir, pattern), matches)
             })
             .collect(),
-        release: release_digest(&release),
+        release: bell_bundle::sha256_hex(release.unsigned_json().as_bytes()),
         allow_unknown_sysctl: spec.allow_unknown_sysctl,
         clean,
     };

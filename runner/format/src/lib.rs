@@ -565,6 +565,43 @@ impl Release {
         text
     }
 
+    /// `unsigned().to_json()` without copying the release (a million hosts' map).
+    pub fn unsigned_json(&self) -> String {
+        // The fields of `Release` in its order, without `sequence` and `expires`.
+        #[derive(Serialize)]
+        struct Unsigned<'a> {
+            format: u32,
+            fleet: &'a str,
+            version: &'a str,
+            hosts: &'a BTreeMap<String, ReleaseHost>,
+            waves: &'a [Vec<String>],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            rollout: Option<&'a Rollout>,
+        }
+        let view = Unsigned {
+            format: self.format,
+            fleet: &self.fleet,
+            version: &self.version,
+            hosts: &self.hosts,
+            waves: &self.waves,
+            rollout: self.rollout.as_ref(),
+        };
+        let mut text = serde_json::to_string_pretty(&view).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    /// Whether the two are the same release but for what signing adds (`unsigned() ==
+    /// other.unsigned()`, without copying either).
+    pub fn same_unsigned(&self, other: &Release) -> bool {
+        self.format == other.format
+            && self.fleet == other.fleet
+            && self.version == other.version
+            && self.hosts == other.hosts
+            && self.waves == other.waves
+            && self.rollout == other.rollout
+    }
+
     /// The release as a build writes it, without what signing adds: what a build compares.
     pub fn unsigned(&self) -> Release {
         Release {
@@ -1148,5 +1185,39 @@ mod verify_tests {
         let result = verify_dir(&dir);
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(matches!(result, Err(VerifyError::Unreadable { .. })));
+    }
+
+    #[test]
+    fn unsigned_json_is_the_unsigned_release() {
+        let host = |bundle: &str, rack: &str| ReleaseHost {
+            bundle: bundle.into(),
+            address: Some("10.0.0.1".into()),
+            labels: BTreeMap::from([("rack".to_string(), rack.to_string())]),
+        };
+        let mut release = Release {
+            format: 1,
+            fleet: "f".into(),
+            version: "v".into(),
+            hosts: BTreeMap::from([("a".into(), host("x", "r1")), ("b".into(), host("y", "r2"))]),
+            waves: vec![vec!["a".into()], vec!["b".into()]],
+            sequence: Some(7),
+            expires: Some(9),
+            rollout: None,
+        };
+        for rollout in [
+            None,
+            Some(Rollout {
+                batch_by: Some("rack".into()),
+                max_unavailable: "1".into(),
+                slots: BTreeMap::from([("r1".into(), 1)]),
+            }),
+        ] {
+            release.rollout = rollout;
+            assert_eq!(release.unsigned_json(), release.unsigned().to_json());
+            assert!(release.same_unsigned(&release.unsigned()));
+            let mut other = release.unsigned();
+            other.waves.reverse();
+            assert!(!release.same_unsigned(&other));
+        }
     }
 }
