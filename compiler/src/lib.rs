@@ -112,10 +112,12 @@ pub struct Streamed {
 /// [`emit::BundleWriter`]), and plans the release. However many hosts have a bundle of their
 /// own, only a few chunks of bundles are in memory at once. `Ok(None)` when a host failed to
 /// render (the reasons are in `diags`); what `sink` took before is the caller's to take back.
+/// A group whose inputs `cache` knows is not rendered (its bundle is OUT's already).
 pub fn compile_streamed<E: Send>(
     front: Frontend,
     sources: &Sources,
     diags: &mut Diagnostics,
+    cache: &mut render::RenderCache,
     sink: &mut (dyn FnMut(Vec<RenderedBundle>) -> Result<(), E> + Send),
 ) -> Result<Option<Streamed>, E> {
     let Frontend {
@@ -128,7 +130,7 @@ pub fn compile_streamed<E: Send>(
         return Ok(None);
     };
     let Some(bundle_of) =
-        render::render_fleet_streamed(&spec, &resolution, &orders, sources, diags, sink)?
+        render::render_fleet_streamed(&spec, &resolution, &orders, sources, diags, cache, sink)?
     else {
         return Ok(None);
     };

@@ -57,6 +57,7 @@ fn stamps(out: &Path) -> BTreeMap<String, (u64, i64, i64)> {
             !e.file_type().is_dir()
                 && e.file_name() != bellc::emit::incremental::RECORD_FILE
                 && e.file_name() != bellc::emit::incremental::FINGERPRINT_FILE
+                && e.file_name() != bellc::emit::incremental::RENDER_CACHE_FILE
         })
         .map(|e| {
             let m = std::fs::symlink_metadata(e.path()).expect("meta");

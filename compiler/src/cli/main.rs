@@ -754,6 +754,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             };
             let mut writer =
                 bellc::emit::BundleWriter::open(out, trust).map_err(|e| e.to_string())?;
+            let mut cache = bellc::render::RenderCache::default();
             let (changes, built) = match &old {
                 // A diff compares the whole new build with OLD before anything is written.
                 Some(old) => {
@@ -780,6 +781,10 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 }
                 // Otherwise bundles are written as they are rendered, and dropped.
                 None => {
+                    // What the last build rendered, unless OUT may have changed since.
+                    if trust == bellc::emit::Trust::Kept {
+                        cache.known = bellc::emit::incremental::load_render_cache(out);
+                    }
                     let mut forgotten = false;
                     let mut sink = |chunk: Vec<bellc::render::RenderedBundle>| {
                         if !forgotten {
@@ -788,7 +793,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                         }
                         writer.write(&chunk)
                     };
-                    match bellc::compile_streamed(front, sources, diags, &mut sink) {
+                    match bellc::compile_streamed(front, sources, diags, &mut cache, &mut sink) {
                         Ok(Some(built)) => (None, built),
                         Ok(None) => {
                             // A host failed: OUT goes back to what it was.
@@ -810,6 +815,9 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             if let Some(key) = &sign_key {
                 sign_out(out, key, signing.expires)?;
             }
+            bellc::emit::incremental::save_render_cache(out, &cache.now).map_err(|e| {
+                format!("cannot record the build's inputs in {}: {e}", out.display())
+            })?;
             bellc::emit::incremental::record(
                 spec,
                 &built.spec,
@@ -839,6 +847,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 );
                 line.insert("hosts".into(), serde_json::json!(built.release.hosts.len()));
                 line.insert("bundles".into(), serde_json::json!(built.bundle_ids.len()));
+                line.insert("groups_unrendered".into(), serde_json::json!(cache.hits));
                 line.insert(
                     "bundles_written".into(),
                     serde_json::json!(stats.bundles_written),

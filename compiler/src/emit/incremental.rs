@@ -273,4 +273,44 @@ pub fn refresh(out: &Path) -> std::io::Result<()> {
 pub fn forget(out: &Path) {
     let _ = fs::remove_file(out.join(RECORD_FILE));
     let _ = fs::remove_file(out.join(FINGERPRINT_FILE));
+    let _ = fs::remove_file(out.join(RENDER_CACHE_FILE));
+}
+
+/// Where the last build left the digest of what each of its bundles was rendered from (see
+/// `render::RenderCache`): one `DIGEST ID` line each. Beside the fingerprint, not in the
+/// record: the digests name bellc's build, so two identical builds by two bellc differ here.
+pub const RENDER_CACHE_FILE: &str = ".bell-rendered";
+
+/// The last build's bundles by what they were rendered from, those still in OUT. Only for a
+/// build that found OUT as the last build left it ([`Found::Intact`]): a bundle OUT holds is
+/// then as it was written.
+pub fn load_render_cache(out: &Path) -> std::collections::HashMap<String, String> {
+    let Ok(text) = fs::read_to_string(out.join(RENDER_CACHE_FILE)) else {
+        return Default::default();
+    };
+    let bundles = out.join("bundles");
+    text.lines()
+        .filter_map(|line| line.split_once(' '))
+        .filter(|(digest, id)| {
+            digest.len() == 64
+                && super::out_dir::is_bundle_name(id)
+                && fs::symlink_metadata(bundles.join(id).join(bell_bundle::MANIFEST_FILE))
+                    .is_ok_and(|m| m.is_file())
+        })
+        .map(|(digest, id)| (digest.to_string(), id.to_string()))
+        .collect()
+}
+
+/// Keeps the digests of a build that just wrote OUT, for the next.
+pub fn save_render_cache(out: &Path, entries: &[(String, String)]) -> std::io::Result<()> {
+    let mut text = String::with_capacity(entries.len() * 130);
+    for (digest, id) in entries {
+        text.push_str(digest);
+        text.push(' ');
+        text.push_str(id);
+        text.push('\n');
+    }
+    let tmp = out.join(".bell-rendered.tmp");
+    fs::write(&tmp, text)?;
+    fs::rename(&tmp, out.join(RENDER_CACHE_FILE))
 }

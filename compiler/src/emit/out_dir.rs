@@ -23,6 +23,8 @@ const OURS: &[&str] = &[
     ".bell-inputs.json.tmp",
     super::incremental::FINGERPRINT_FILE,
     ".bell-fingerprint.tmp",
+    super::incremental::RENDER_CACHE_FILE,
+    ".bell-rendered.tmp",
 ];
 
 /// The directories below OUT that a build writes into and removes from.

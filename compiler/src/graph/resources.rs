@@ -171,6 +171,11 @@ pub struct Waits {
 }
 
 impl ResourceOrder {
+    /// Everything the order says, for a digest of what a bundle is rendered from.
+    pub fn describe(&self, out: &mut dyn std::fmt::Write) -> std::fmt::Result {
+        write!(out, "{:?} {:?}", self.keys, self.deps)
+    }
+
     /// Where a key is applied, if the model has it.
     pub fn position(&self, key: &str) -> Option<usize> {
         self.position.get(key).copied()

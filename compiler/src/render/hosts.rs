@@ -14,12 +14,27 @@ use crate::spec::Spec;
 use crate::targets;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// The rendered fleet: distinct bundles by id, and the bundle id of every host.
 pub struct RenderedFleet<'h> {
     pub bundles: BTreeMap<String, RenderedBundle>,
     pub bundle_of: BTreeMap<&'h str, String>,
+}
+
+/// Bundles an earlier build rendered, by the digest of everything a bundle is rendered from
+/// (bellc's build, the fleet's name and services, the host's model, resource order and target,
+/// and the host itself where a template reads it): a rebuild renders only the hosts whose
+/// inputs changed. The caller vouches that every bundle in `known` is in OUT as written.
+#[derive(Debug, Default)]
+pub struct RenderCache {
+    pub known: HashMap<String, String>,
+    /// Filled by a build: the digest and bundle of every group it rendered without a
+    /// diagnostic or found in `known`, for the next build.
+    pub now: Vec<(String, String)>,
+    /// How many groups were found in `known` (not rendered).
+    pub hits: usize,
 }
 
 /// Renders every host of `resolution` into memory. `None` when any host failed (the reasons are
@@ -38,8 +53,11 @@ pub fn render_fleet<'h>(
         }
         Ok::<(), std::convert::Infallible>(())
     };
-    let bundle_of = match render_fleet_streamed(spec, resolution, orders, sources, diags, &mut keep)
-    {
+    let mut cache = RenderCache::default();
+    let streamed = render_fleet_streamed(
+        spec, resolution, orders, sources, diags, &mut cache, &mut keep,
+    );
+    let bundle_of = match streamed {
         Ok(bundle_of) => bundle_of?,
         Err(never) => match never {},
     };
@@ -58,6 +76,7 @@ pub fn render_fleet_streamed<'h, E: Send>(
     orders: &[Option<Arc<ResourceOrder>>],
     sources: &Sources,
     diags: &mut Diagnostics,
+    cache: &mut RenderCache,
     sink: &mut (dyn FnMut(Vec<RenderedBundle>) -> Result<(), E> + Send),
 ) -> Result<Option<BTreeMap<&'h str, String>>, E> {
     let services = service_endpoints(resolution);
@@ -78,8 +97,43 @@ pub fn render_fleet_streamed<'h, E: Send>(
     }
     // In inventory order, so that chunks are the same from run to run (what is written does
     // not depend on it).
-    let mut groups: Vec<Vec<usize>> = groups.into_values().collect();
-    groups.sort_unstable_by_key(|members| members[0]);
+    let mut groups: Vec<(bool, Vec<usize>)> = groups
+        .into_iter()
+        .map(|((_, _, host), members)| (host.is_some(), members))
+        .collect();
+    groups.sort_unstable_by_key(|(_, members)| members[0]);
+    let fleet_digest = {
+        let mut d = Digest::default();
+        let _ = write!(
+            d,
+            "bellc {}\nfleet {:?}\nservices {:?}\n",
+            env!("BELLC_BUILD"),
+            spec.fleet.name,
+            services
+        );
+        d.0
+    };
+    // What a group's bundle is rendered from; `None` where it cannot be told (no order).
+    let digest_of = |members: &Vec<usize>, per_host: bool| -> Option<String> {
+        let first = members[0];
+        let host = &resolution.hosts[first];
+        let order = orders.get(first)?.as_ref()?;
+        let mut d = Digest(fleet_digest.clone());
+        let _ = write!(
+            d,
+            "target {:?}\nmodel {:?}\norder ",
+            host.target, host.model
+        );
+        let _ = order.describe(&mut d);
+        if per_host {
+            let _ = write!(
+                d,
+                "\nhost {:?} {:?} {:?}",
+                host.name, host.address, host.labels
+            );
+        }
+        Some(format!("{:x}", sha2::Digest::finalize(d.0)))
+    };
     let render_group = |members: &Vec<usize>| {
         let first = members[0];
         let host = &resolution.hosts[first];
@@ -111,6 +165,8 @@ pub fn render_fleet_streamed<'h, E: Send>(
     let mut index_of: HashMap<String, usize> = HashMap::new();
     let mut failed = false;
     let mut unsunk: Vec<RenderedBundle> = Vec::new();
+    let known = std::mem::take(&mut cache.known);
+    let mut now: Vec<(String, String)> = Vec::new();
     for chunk in groups.chunks(chunk_len) {
         let pending = std::mem::take(&mut unsunk);
         let (sunk, rendered) = rayon::join(
@@ -118,14 +174,43 @@ pub fn render_fleet_streamed<'h, E: Send>(
                 true => Ok(()),
                 false => sink(pending),
             },
-            || chunk.par_iter().map(render_group).collect::<Vec<_>>(),
+            || {
+                chunk
+                    .par_iter()
+                    .map(|(per_host, members)| {
+                        let digest = digest_of(members, *per_host);
+                        match digest.as_ref().and_then(|d| known.get(d)) {
+                            Some(id) => (digest, Err(id.clone())),
+                            None => (digest, Ok(render_group(members))),
+                        }
+                    })
+                    .collect::<Vec<_>>()
+            },
         );
         sunk?;
-        for (result, members) in rendered.into_iter().zip(chunk) {
+        for ((digest, result), (_, members)) in rendered.into_iter().zip(chunk) {
+            let result = match result {
+                // Rendered by an earlier build, and in OUT as it wrote it.
+                Err(id) => {
+                    for &i in members {
+                        bundle_of.insert(&resolution.hosts[i].name, id.clone());
+                    }
+                    seen.insert(id.clone());
+                    cache.hits += 1;
+                    now.extend(digest.map(|d| (d, id)));
+                    continue;
+                }
+                Ok(result) => result,
+            };
             let reported = match result {
                 Ok((bundle, warnings)) => {
                     for &i in members {
                         bundle_of.insert(&resolution.hosts[i].name, bundle.id.clone());
+                    }
+                    // Only what rendered without a word is taken again unrendered: a warning
+                    // is said by every build.
+                    if warnings.is_empty() {
+                        now.extend(digest.map(|d| (d, bundle.id.clone())));
                     }
                     if !failed && seen.insert(bundle.id.clone()) {
                         unsunk.push(bundle);
@@ -171,7 +256,20 @@ pub fn render_fleet_streamed<'h, E: Send>(
     if diags.has_errors() || bundle_of.len() != resolution.hosts.len() {
         return Ok(None);
     }
+    now.sort_unstable();
+    cache.now = now;
     Ok(Some(bundle_of))
+}
+
+/// A sha256 that text is written into.
+#[derive(Default)]
+struct Digest(sha2::Sha256);
+
+impl std::fmt::Write for Digest {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        sha2::Digest::update(&mut self.0, s.as_bytes());
+        Ok(())
+    }
 }
 
 /// `services.NAME` for templates: every provider, sorted by host name.

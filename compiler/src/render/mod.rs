@@ -16,7 +16,9 @@ pub mod stdlib;
 mod sysctl;
 pub mod undefined;
 
-pub use hosts::{render_fleet, render_fleet_streamed, service_endpoints, RenderedFleet};
+pub use hosts::{
+    render_fleet, render_fleet_streamed, service_endpoints, RenderCache, RenderedFleet,
+};
 
 use crate::diagnostic::Diagnostics;
 use crate::graph::ResourceOrder;

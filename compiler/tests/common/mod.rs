@@ -113,10 +113,13 @@ pub fn repo_root() -> PathBuf {
 pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     // Everything, the record of inputs (`.bell-inputs.json`) included: OUT must not depend on
-    // where the spec lives. The fingerprint of OUT's inodes and times is the one exception.
+    // where the spec lives. The fingerprint of OUT's inodes and times, and the render cache
+    // (which names bellc's build), are the exceptions.
     for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
         let entry = entry.expect("walk");
-        if entry.file_name() == bellc::emit::incremental::FINGERPRINT_FILE {
+        if entry.file_name() == bellc::emit::incremental::FINGERPRINT_FILE
+            || entry.file_name() == bellc::emit::incremental::RENDER_CACHE_FILE
+        {
             continue;
         }
         let rel = entry
