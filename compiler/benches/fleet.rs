@@ -1,13 +1,15 @@
 //! `cargo bench -p bellc`: the scale benchmark of the README.
 //!
 //! For generated fleets (bell_fleetgen) it runs the real `bellc build --timings` into a tmpfs
-//! OUT (/dev/shm) and prints, per fleet: phase times of a cold build (parse, resolve, render,
-//! write), the cold build, a no-change rebuild, a one-host-change rebuild, peak RSS, bundles and
-//! files, and the time `cp -a OUT OUT2` takes for the same output on the same file system (the
-//! floor for writing it) with the ratio of the cold build to it; then the same cold build on
-//! disk. Then bell-run: the first offline apply and a no-op re-apply of a typical bundle.
+//! OUT (its own mount when run as root, else /dev/shm) and prints, per fleet: phase times of a
+//! cold build (parse, resolve, render, write), the cold build, a no-change rebuild, a
+//! one-host-change rebuild, peak RSS, bundles and files, and the time `cp -a OUT OUT2` takes
+//! for the same output on the same file system (the floor for writing it) with the ratio of the
+//! cold build to it; then the same cold build on disk. Then bell-run: the first offline apply
+//! and a no-op re-apply of a typical bundle.
 //! Times are medians of `BELL_BENCH_RUNS` runs (default 3). `BELL_BENCH_QUICK=1` runs the
-//! small fleets only; `BELL_BENCH_ONLY=TEXT` the fleets whose `shape-hosts` name contains TEXT.
+//! small fleets only; `BELL_BENCH_ONLY=TEXT` the fleet named TEXT (`shape-hosts`), or else those
+//! whose name contains it.
 //! Nothing here asserts a target: the figures go into the README as they are.
 
 use bell_fleetgen::{FleetGen, Inventory, Shape};
@@ -19,6 +21,8 @@ struct Fleet {
     label: &'static str,
     gen: FleetGen,
     disk: bool,
+    /// Runs of each measurement, when fewer than `BELL_BENCH_RUNS` (the largest fleets).
+    runs: Option<usize>,
 }
 
 #[derive(Default, Clone)]
@@ -122,6 +126,7 @@ fn write_fleet(gen: &FleetGen, dir: &Path) {
 }
 
 fn bench_fleet(fleet: &Fleet, scratch: &Path, disk_scratch: &Path, runs: usize) -> String {
+    let runs = fleet.runs.map_or(runs, |r| r.min(runs));
     let dir = scratch.join(format!("{}-{}", fleet.gen.shape.as_str(), fleet.gen.hosts));
     write_fleet(&fleet.gen, &dir);
     let out = dir.join("out");
@@ -189,8 +194,9 @@ fn bench_fleet(fleet: &Fleet, scratch: &Path, disk_scratch: &Path, runs: usize) 
     };
     rm(&dir);
     format!(
-        "| {} | {} | {:.3} / {:.3} / {:.3} / {:.3} | **{:.3} s** | {:.3} s ({:.0} %) | {:.3} s | {} MiB | {} / {} | {:.3} s | {:.2}× | {} |",
+        "| {}{} | {} | {:.3} / {:.3} / {:.3} / {:.3} | **{:.3} s** | {:.3} s ({:.0} %) | {:.3} s ({:.0} %) | {} MiB | {} / {} | {:.3} s | {:.2}× | {} |",
         fleet.label,
+        if runs == 1 { " (1 run)" } else { "" },
         fleet.gen.hosts,
         cold.parse,
         cold.resolve,
@@ -200,6 +206,7 @@ fn bench_fleet(fleet: &Fleet, scratch: &Path, disk_scratch: &Path, runs: usize) 
         nochange.total,
         100.0 * nochange.total / cold.total,
         one.total,
+        100.0 * one.total / cold.total,
         cold.rss_kib / 1024,
         cold.bundles,
         files,
@@ -428,7 +435,7 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
     let quick = std::env::var("BELL_BENCH_QUICK").is_ok();
-    let scratch = PathBuf::from("/dev/shm/bell-bench");
+    let (scratch, mounted) = scratch_tmpfs();
     let disk_scratch = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bell-bench-disk");
     let gen = |hosts, shape, inventory| FleetGen {
         hosts,
@@ -441,11 +448,13 @@ fn main() {
             label: "shared, inline",
             gen: gen(1_000, Shape::Shared, Inventory::Inline),
             disk: true,
+            runs: None,
         },
         Fleet {
             label: "shared, inline",
             gen: gen(10_000, Shape::Shared, Inventory::Inline),
             disk: true,
+            runs: None,
         },
     ];
     if !quick {
@@ -454,16 +463,31 @@ fn main() {
                 label: "shared, json",
                 gen: gen(50_000, Shape::Shared, Inventory::Json),
                 disk: false,
+                runs: None,
             },
             Fleet {
                 label: "shared, json",
                 gen: gen(100_000, Shape::Shared, Inventory::Json),
                 disk: false,
+                runs: None,
+            },
+            Fleet {
+                label: "shared, json",
+                gen: gen(1_000_000, Shape::Shared, Inventory::Json),
+                disk: false,
+                runs: Some(1),
             },
             Fleet {
                 label: "unique, json",
                 gen: gen(10_000, Shape::Unique, Inventory::Json),
                 disk: true,
+                runs: None,
+            },
+            Fleet {
+                label: "unique, json",
+                gen: gen(100_000, Shape::Unique, Inventory::Json),
+                disk: false,
+                runs: Some(1),
             },
         ]);
     }
@@ -474,11 +498,14 @@ fn main() {
     println!();
     println!("| fleet | hosts | cold: parse / resolve / render / write (s) | cold build | no-change rebuild | one-host change | peak RSS | bundles / files | `cp -a` floor | cold ÷ floor | cold build on disk |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    // `BELL_BENCH_ONLY=unique-10000` runs the fleets whose `shape-hosts` contains the text.
+    // A name that is a fleet's exactly runs that fleet alone (`unique-10000` is also part of
+    // `unique-100000`).
     let only = std::env::var("BELL_BENCH_ONLY").unwrap_or_default();
+    let name_of = |fleet: &Fleet| format!("{}-{}", fleet.gen.shape.as_str(), fleet.gen.hosts);
+    let exact = fleets.iter().any(|f| name_of(f) == only);
     for fleet in &fleets {
-        let name = format!("{}-{}", fleet.gen.shape.as_str(), fleet.gen.hosts);
-        if name.contains(&only) {
+        let name = name_of(fleet);
+        if (exact && name == only) || (!exact && name.contains(&only)) {
             println!("{}", bench_fleet(fleet, &scratch, &disk_scratch, runs));
         }
     }
@@ -486,4 +513,26 @@ fn main() {
     println!("{}", bench_apply(&scratch, runs));
     rm(&scratch);
     rm(&disk_scratch);
+    if mounted {
+        let _ = Command::new("umount").arg(&scratch).status();
+    }
+}
+
+/// A tmpfs for OUT. A bundle is a few dozen directories, so 100,000 unique hosts take about
+/// ten million inodes, three times what `/dev/shm` allows on this machine: as root, the
+/// benchmark mounts a tmpfs of its own without an inode limit; otherwise it uses `/dev/shm`.
+fn scratch_tmpfs() -> (PathBuf, bool) {
+    let own = PathBuf::from("/tmp/bell-bench-tmpfs");
+    let _ = std::fs::create_dir_all(&own);
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16g,nr_inodes=0", "bell-bench"])
+        .arg(&own)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if mounted {
+        (own, true)
+    } else {
+        (PathBuf::from("/dev/shm/bell-bench"), false)
+    }
 }
