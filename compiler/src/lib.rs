@@ -163,28 +163,29 @@ fn plan_release(
     )
 }
 
-/// Renders the hosts of a front end without errors and plans the release.
+/// Renders the hosts of a front end without errors into memory and plans the release.
 pub fn compile_frontend(
     front: Frontend,
     sources: &Sources,
     diags: &mut Diagnostics,
 ) -> Option<Compiled> {
-    let Frontend {
-        spec,
-        resolution,
-        orders,
-        layers,
-    } = front;
-    // The stages before reported why an order or the layers are missing.
-    let layers = layers?;
-    let fleet = render::render_fleet(&spec, &resolution, &orders, sources, diags)?;
-    let release = plan_release(&spec, &resolution, &fleet.bundle_of, &layers);
-    let bundles = fleet.bundles;
+    let mut bundles = BTreeMap::new();
+    let mut keep = |chunk: Vec<RenderedBundle>| {
+        for bundle in chunk {
+            bundles.insert(bundle.id.clone(), bundle);
+        }
+        Ok::<(), std::convert::Infallible>(())
+    };
+    let mut cache = render::RenderCache::default();
+    let streamed = match compile_streamed(front, sources, diags, &mut cache, &mut keep) {
+        Ok(streamed) => streamed?,
+        Err(never) => match never {},
+    };
     Some(Compiled {
-        spec,
-        resolution,
+        spec: streamed.spec,
+        resolution: streamed.resolution,
         bundles,
-        release,
-        layers,
+        release: streamed.release,
+        layers: streamed.layers,
     })
 }

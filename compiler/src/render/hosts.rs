@@ -17,12 +17,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-/// The rendered fleet: distinct bundles by id, and the bundle id of every host.
-pub struct RenderedFleet<'h> {
-    pub bundles: BTreeMap<String, RenderedBundle>,
-    pub bundle_of: BTreeMap<&'h str, String>,
-}
-
 /// Bundles an earlier build rendered, by the digest of everything a bundle is rendered from
 /// (bellc's build, the fleet's name and services, the host's model, resource order and target,
 /// and the host itself where a template reads it): a rebuild renders only the hosts whose
@@ -35,33 +29,6 @@ pub struct RenderCache {
     pub now: Vec<(String, String)>,
     /// How many groups were found in `known` (not rendered).
     pub hits: usize,
-}
-
-/// Renders every host of `resolution` into memory. `None` when any host failed (the reasons are
-/// in `diags`; a host without an order or a known target was reported by an earlier stage).
-pub fn render_fleet<'h>(
-    spec: &Spec,
-    resolution: &'h Resolution,
-    orders: &[Option<Arc<ResourceOrder>>],
-    sources: &Sources,
-    diags: &mut Diagnostics,
-) -> Option<RenderedFleet<'h>> {
-    let mut bundles = BTreeMap::new();
-    let mut keep = |chunk: Vec<RenderedBundle>| {
-        for bundle in chunk {
-            bundles.insert(bundle.id.clone(), bundle);
-        }
-        Ok::<(), std::convert::Infallible>(())
-    };
-    let mut cache = RenderCache::default();
-    let streamed = render_fleet_streamed(
-        spec, resolution, orders, sources, diags, &mut cache, &mut keep,
-    );
-    let bundle_of = match streamed {
-        Ok(bundle_of) => bundle_of?,
-        Err(never) => match never {},
-    };
-    Some(RenderedFleet { bundles, bundle_of })
 }
 
 /// Renders every host of `resolution` a chunk of groups at a time and hands each chunk's new

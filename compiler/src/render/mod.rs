@@ -4,7 +4,7 @@
 //! from `stdlib/`, embedded by `build.rs`), the [`BundleBuilder`] a kind adds files, scripts and
 //! triggers to, and the helpers in [`common`]. Each kind's own rendering is in its file under
 //! `kinds/`; a host's bundle is sysctl (the language's own node) and then every kind of the
-//! registry, in order. [`render_fleet`] renders every distinct host configuration once.
+//! registry, in order. [`render_fleet_streamed`] renders every distinct host configuration once.
 //! Values reach templates only through escaping filters (`sh`, `unit`, ...) chosen by the
 //! template for its context; the environment auto-escapes nothing, because no single escaping
 //! is right for config files, shell scripts and unit files at once.
@@ -16,9 +16,7 @@ pub mod stdlib;
 mod sysctl;
 pub mod undefined;
 
-pub use hosts::{
-    render_fleet, render_fleet_streamed, service_endpoints, RenderCache, RenderedFleet,
-};
+pub use hosts::{render_fleet_streamed, service_endpoints, RenderCache};
 
 use crate::diagnostic::Diagnostics;
 use crate::graph::ResourceOrder;
