@@ -861,6 +861,10 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                     serde_json::json!(stats.links_written),
                 );
                 line.insert(
+                    "links_removed".into(),
+                    serde_json::json!(stats.links_removed),
+                );
+                line.insert(
                     "release_written".into(),
                     serde_json::json!(stats.release_written),
                 );

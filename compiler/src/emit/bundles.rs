@@ -244,42 +244,33 @@ fn finish(
     release: &Release,
     stats: &mut WriteStats,
 ) -> Result<(), EmitError> {
-    let links: Vec<Result<bool, EmitError>> = release
-        .hosts
-        .par_iter()
-        .map(|(name, host)| {
-            let link = hosts_dir.join(name);
-            let target = PathBuf::from("../bundles").join(&host.bundle);
-            if fs::read_link(&link).ok().as_deref() == Some(target.as_path()) {
-                return Ok(false);
-            }
-            if fs::symlink_metadata(&link).is_ok() {
-                remove_any(&link)?;
-            }
-            symlink(&target, &link)?;
-            Ok(true)
-        })
-        .collect();
-    for result in links {
-        if result? {
-            stats.links_written += 1;
-        }
-    }
+    use super::releases::{keep, remove_if_present, signature_path, write_atomic, RELEASE_FILE};
 
-    // The release this build replaces is kept by version before anything of it goes.
-    super::releases::keep_current(out)?;
-
-    // Hosts that left the release, and bundles that neither it nor a kept release names.
-    for entry in fs::read_dir(hosts_dir).map_err(io_err(hosts_dir))? {
-        let entry = entry.map_err(io_err(hosts_dir))?;
-        let name = entry.file_name().to_string_lossy().to_string();
-        // Only host links are ours to remove.
-        let link = entry.file_type().is_ok_and(|t| t.is_symlink());
-        if link && !release.hosts.contains_key(&name) {
-            remove_any(&entry.path())?;
-            stats.links_removed += 1;
-        }
+    // The release this build replaces is kept by version before anything of it goes. It is
+    // read once: at a million hosts each parse takes a second.
+    let release_path = out.join(RELEASE_FILE);
+    let existing = fs::read(&release_path).ok().and_then(|bytes| {
+        let parsed = serde_json::from_slice::<Release>(&bytes).ok()?;
+        Some((bytes, parsed))
+    });
+    if let Some((bytes, existing)) = &existing {
+        keep(out, &existing.version, bytes)?;
     }
+    // A signed release.json whose map and waves are this build's stays as it is (a rebuild
+    // without `--sign-key` does not strip a signature); any other is replaced, and its
+    // signature, which no longer matches, goes with it.
+    let same = existing
+        .as_ref()
+        .is_some_and(|(_, existing)| existing.same_unsigned(release));
+    drop(existing);
+
+    // The release's text is made while the links are written: both take a while at scale.
+    let (linked, json) = rayon::join(
+        || link_hosts(hosts_dir, release, stats),
+        || (!same).then(|| release.to_json()),
+    );
+    linked?;
+
     let mut unused = Vec::new();
     for entry in fs::read_dir(bundles_dir).map_err(io_err(bundles_dir))? {
         let entry = entry.map_err(io_err(bundles_dir))?;
@@ -302,20 +293,66 @@ fn finish(
         prune_store(store_dir)?;
     }
 
-    // A signed release.json whose map and waves are this build's stays as it is (a rebuild
-    // without `--sign-key` does not strip a signature); any other is replaced, and its
-    // signature, which no longer matches, goes with it.
-    let release_path = out.join(super::releases::RELEASE_FILE);
-    let same = fs::read(&release_path)
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<Release>(&bytes).ok())
-        .is_some_and(|existing| existing.same_unsigned(release));
-    if !same {
-        super::releases::remove_if_present(&super::releases::signature_path(&release_path))?;
-        super::releases::write_atomic(&release_path, release.to_json().as_bytes())?;
+    if let Some(json) = json {
+        remove_if_present(&signature_path(&release_path))?;
+        write_atomic(&release_path, json.as_bytes())?;
+        keep(out, &release.version, json.as_bytes())?;
         stats.release_written = true;
     }
-    super::releases::keep_current(out)?;
+    Ok(())
+}
+
+/// Points `hosts/<name>` at its bundle for every host of `release` and removes the links of
+/// hosts that left it.
+///
+/// `hosts/` is read once up front, so a host that has no link yet (every host of a cold
+/// build) is linked without looking it up. The links are made one after another: they all go
+/// into one directory, whose lock lets one creation through at a time, and threads racing for
+/// it spent more time waking each other than linking (a million hosts: 10 s in parallel on two
+/// cores).
+fn link_hosts(
+    hosts_dir: &Path,
+    release: &Release,
+    stats: &mut WriteStats,
+) -> Result<(), EmitError> {
+    use std::os::unix::ffi::OsStrExt;
+    // Name → whether it is a symlink (only links are ours to remove).
+    let mut present: rustc_hash::FxHashMap<Vec<u8>, bool> = Default::default();
+    for entry in fs::read_dir(hosts_dir).map_err(io_err(hosts_dir))? {
+        let entry = entry.map_err(io_err(hosts_dir))?;
+        let link = entry.file_type().is_ok_and(|t| t.is_symlink());
+        present.insert(entry.file_name().as_bytes().to_vec(), link);
+    }
+    let mut link = hosts_dir.to_path_buf();
+    let mut target = PathBuf::from("../bundles");
+    for (name, host) in &release.hosts {
+        link.push(name);
+        target.push(&host.bundle);
+        let wrote = match present.remove(name.as_bytes()) {
+            None => {
+                symlink(&target, &link)?;
+                true
+            }
+            Some(true) if fs::read_link(&link).ok().as_deref() == Some(target.as_path()) => false,
+            Some(_) => {
+                remove_any(&link)?;
+                symlink(&target, &link)?;
+                true
+            }
+        };
+        stats.links_written += usize::from(wrote);
+        link.pop();
+        target.pop();
+    }
+    // What is left are hosts that left the release.
+    for (name, is_link) in present {
+        if is_link {
+            link.push(std::ffi::OsStr::from_bytes(&name));
+            remove_any(&link)?;
+            link.pop();
+            stats.links_removed += 1;
+        }
+    }
     Ok(())
 }
 

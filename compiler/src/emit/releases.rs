@@ -51,16 +51,23 @@ pub fn keep_current(out: &Path) -> Result<(), EmitError> {
         // Not a release this bellc can read: nothing to keep it by.
         return Ok(());
     };
-    if !bell_bundle::is_bundle_id(&release.version) {
+    keep(out, &release.version, &bytes)
+}
+
+/// Copies `bytes`, the text of `OUT/release.json` (whose version is `version`), and its
+/// signature or the lack of one, to `OUT/releases/<version>.json` unless that copy is already
+/// the same. The caller has parsed `bytes` as a release.
+pub(super) fn keep(out: &Path, version: &str, bytes: &[u8]) -> Result<(), EmitError> {
+    if !bell_bundle::is_bundle_id(version) {
         return Ok(());
     }
+    let current = out.join(RELEASE_FILE);
     let dir = out.join(RELEASES_DIR);
     fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-    let kept = dir.join(format!("{}.json", release.version));
+    let kept = dir.join(format!("{version}.json"));
     let signature = fs::read(signature_path(&current)).ok();
     let kept_signature = signature_path(&kept);
-    if fs::read(&kept).ok().as_deref() == Some(&bytes[..])
-        && fs::read(&kept_signature).ok() == signature
+    if fs::read(&kept).ok().as_deref() == Some(bytes) && fs::read(&kept_signature).ok() == signature
     {
         return Ok(());
     }
@@ -70,7 +77,7 @@ pub fn keep_current(out: &Path) -> Result<(), EmitError> {
         Some(sig) => write_atomic(&kept_signature, sig)?,
         None => remove_if_present(&kept_signature)?,
     }
-    write_atomic(&kept, &bytes)
+    write_atomic(&kept, bytes)
 }
 
 /// Writes a file under a temporary name and renames it into place.

@@ -461,10 +461,9 @@ impl BundleBuilder {
     }
 
     fn holds_secret(&self, content: &[u8]) -> bool {
-        self.secrets.iter().any(|secret| {
-            let secret = secret.as_bytes();
-            content.windows(secret.len()).any(|w| w == secret)
-        })
+        self.secrets
+            .iter()
+            .any(|secret| memchr::memmem::find(content, secret.as_bytes()).is_some())
     }
 
     /// Adds a managed file; `owner_key` names the resource that writes it, for conflicts.
