@@ -32,7 +32,7 @@ fn release(names: &[String], bundle: char, wave: usize) -> Release {
             let entry = ReleaseHost {
                 bundle: bundle.to_string().repeat(64),
                 address: None,
-                labels: BTreeMap::new(),
+                labels: Default::default(),
             };
             (h.clone(), entry)
         })

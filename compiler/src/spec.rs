@@ -52,7 +52,7 @@ pub struct Host {
     pub name: String,
     pub address: Option<String>,
     pub target: Option<Spanned<String>>,
-    pub labels: BTreeMap<String, String>,
+    pub labels: bell_bundle::Labels,
     /// Where the host was declared: its `host` node, or its entry's `inventory` node.
     pub span: Span,
 }

@@ -246,7 +246,8 @@ override "w" {
             };
             h.name = format!("h{i:06}");
             h.address = Some(format!("10.{}.{}.{}", i / 65536, (i / 256) % 256, i % 256));
-            h.labels.insert("rack".into(), format!("r{:03}", i % 500));
+            std::sync::Arc::make_mut(&mut h.labels)
+                .insert("rack".into(), format!("r{:03}", i % 500));
             h
         })
         .collect();

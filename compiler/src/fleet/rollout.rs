@@ -944,7 +944,7 @@ mod tests {
                     ReleaseHost {
                         bundle: b.repeat(64),
                         address: None,
-                        labels: BTreeMap::new(),
+                        labels: Default::default(),
                     },
                 )
             })

@@ -3,14 +3,17 @@
 //! Large fleets keep their hosts out of KDL (the kdl crate parses about 1 MB/s; serde_json is
 //! two orders of magnitude faster), so this is the path for 100k-host inventories.
 
+use bell_bundle::Labels;
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
     pub name: String,
     pub address: Option<String>,
-    pub labels: BTreeMap<String, String>,
+    pub labels: Labels,
     /// Byte offset of the entry's name in the file, for diagnostics.
     pub offset: usize,
 }
@@ -31,19 +34,31 @@ struct PlainHost {
     labels: BTreeMap<String, LabelValue>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum LabelValue {
-    Str(String),
-    Int(i64),
-}
+/// A label's value: a string, or an integer taken as its decimal text.
+struct LabelValue(String);
 
-impl LabelValue {
-    fn into_string(self) -> String {
-        match self {
-            LabelValue::Str(s) => s,
-            LabelValue::Int(i) => i.to_string(),
+impl<'de> Deserialize<'de> for LabelValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Value;
+        impl Visitor<'_> for Value {
+            type Value = LabelValue;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string or an integer")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<LabelValue, E> {
+                Ok(LabelValue(v.to_string()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<LabelValue, E> {
+                Ok(LabelValue(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<LabelValue, E> {
+                Ok(LabelValue(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<LabelValue, E> {
+                Ok(LabelValue(v.to_string()))
+            }
         }
+        deserializer.deserialize_any(Value)
     }
 }
 
@@ -79,22 +94,59 @@ struct KubeAddress {
     address: String,
 }
 
+/// Hosts with equal labels share one map: a fleet has far fewer label sets than hosts.
+#[derive(Default)]
+struct LabelSets(HashMap<Labels, ()>);
+
+impl LabelSets {
+    fn intern(&mut self, labels: BTreeMap<String, String>) -> Labels {
+        if let Some((shared, ())) = self.0.get_key_value(&labels) {
+            return Labels::clone(shared);
+        }
+        let shared = Labels::new(labels);
+        self.0.insert(Labels::clone(&shared), ());
+        shared
+    }
+}
+
+/// A plain list, read one host at a time into entries (offsets not yet known): the whole list
+/// of parsed hosts is never held beside the entries made from it.
+struct PlainList(Vec<Entry>);
+
+impl<'de> Deserialize<'de> for PlainList {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct List;
+        impl<'de> Visitor<'de> for List {
+            type Value = PlainList;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a list of hosts")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<PlainList, A::Error> {
+                let mut sets = LabelSets::default();
+                let mut entries = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                while let Some(host) = seq.next_element::<PlainHost>()? {
+                    let labels = host.labels.into_iter().map(|(k, v)| (k, v.0)).collect();
+                    entries.push(Entry {
+                        name: host.name,
+                        address: host.address,
+                        labels: sets.intern(labels),
+                        offset: 0,
+                    });
+                }
+                Ok(PlainList(entries))
+            }
+        }
+        deserializer.deserialize_seq(List)
+    }
+}
+
 /// Parses an inventory file's text.
 pub fn parse(text: &str) -> Result<Vec<Entry>, InventoryError> {
     let trimmed = text.trim_start();
-    let hosts: Vec<(String, Option<String>, BTreeMap<String, String>)> = if trimmed.starts_with('[')
-    {
-        let list: Vec<PlainHost> = serde_json::from_str(text).map_err(|e| json_error(text, e))?;
-        list.into_iter()
-            .map(|h| {
-                let labels = h
-                    .labels
-                    .into_iter()
-                    .map(|(k, v)| (k, v.into_string()))
-                    .collect();
-                (h.name, h.address, labels)
-            })
-            .collect()
+    let mut entries = if trimmed.starts_with('[') {
+        serde_json::from_str::<PlainList>(text)
+            .map_err(|e| json_error(text, e))?
+            .0
     } else {
         let list: KubeList = serde_json::from_str(text).map_err(|e| {
             let mut err = json_error(text, e);
@@ -104,6 +156,7 @@ pub fn parse(text: &str) -> Result<Vec<Entry>, InventoryError> {
             );
             err
         })?;
+        let mut sets = LabelSets::default();
         list.items
             .into_iter()
             .map(|node| {
@@ -113,28 +166,30 @@ pub fn parse(text: &str) -> Result<Vec<Entry>, InventoryError> {
                         .find(|a| a.kind == "InternalIP")
                         .map(|a| a.address)
                 });
-                (node.metadata.name, address, node.metadata.labels)
+                Entry {
+                    name: node.metadata.name,
+                    address,
+                    labels: sets.intern(node.metadata.labels),
+                    offset: 0,
+                }
             })
             .collect()
     };
     // Offsets are found by a forward scan for each name in order, so the cost stays linear.
     let mut cursor = 0;
-    let mut entries = Vec::with_capacity(hosts.len());
-    for (name, address, labels) in hosts {
-        let needle = format!("\"{name}\"");
-        let offset = match text[cursor..].find(&needle) {
+    let mut needle = String::new();
+    for entry in &mut entries {
+        needle.clear();
+        needle.push('"');
+        needle.push_str(&entry.name);
+        needle.push('"');
+        entry.offset = match text[cursor..].find(needle.as_str()) {
             Some(i) => {
                 cursor += i + needle.len();
                 cursor - needle.len()
             }
             None => cursor,
         };
-        entries.push(Entry {
-            name,
-            address,
-            labels,
-            offset,
-        });
     }
     Ok(entries)
 }
@@ -170,6 +225,24 @@ mod tests {
         assert_eq!(entries[0].labels["n"], "3");
         assert_eq!(entries[1].address, None);
         assert_eq!(&text[entries[1].offset..entries[1].offset + 3], "\"b\"");
+    }
+
+    #[test]
+    fn equal_labels_are_one_map() {
+        let text = r#"[{"name":"a","labels":{"rack":"r1","n":3}},{"name":"b","labels":{"n":"3","rack":"r1"}},
+            {"name":"c","labels":{"rack":"r2"}},{"name":"d"},{"name":"e","labels":{}}]"#;
+        let e = parse(text).unwrap();
+        assert!(Labels::ptr_eq(&e[0].labels, &e[1].labels));
+        assert!(!Labels::ptr_eq(&e[0].labels, &e[2].labels));
+        assert!(Labels::ptr_eq(&e[3].labels, &e[4].labels));
+        assert_eq!(e[2].labels["rack"], "r2");
+        assert!(e[3].labels.is_empty());
+        let wrong = parse(r#"[{"name":"a","labels":{"rack":true}}]"#).unwrap_err();
+        assert!(
+            wrong.message.contains("a string or an integer"),
+            "{}",
+            wrong.message
+        );
     }
 
     #[test]

@@ -231,7 +231,7 @@ impl Model {
 pub struct ResolvedHost {
     pub name: String,
     pub address: Option<String>,
-    pub labels: BTreeMap<String, String>,
+    pub labels: bell_bundle::Labels,
     pub target: String,
     pub model: Arc<Model>,
 }
@@ -652,7 +652,7 @@ fn static_checks(spec: &Spec, diags: &mut Diagnostics) {
     let mut names: BTreeSet<&str> = BTreeSet::new();
     for host in &spec.hosts {
         names.insert(&host.name);
-        for (k, v) in &host.labels {
+        for (k, v) in host.labels.iter() {
             labels.entry(k).or_default().insert(v);
         }
     }

@@ -88,7 +88,7 @@ impl Lowerer<'_> {
             name,
             address: None,
             target: None,
-            labels: BTreeMap::new(),
+            labels: Default::default(),
             span: self.span(file, node.span()),
         };
         let mut ok = true;
@@ -127,7 +127,7 @@ impl Lowerer<'_> {
                             ok = false;
                             continue;
                         }
-                        host.labels.insert(label.to_string(), v);
+                        std::sync::Arc::make_mut(&mut host.labels).insert(label.to_string(), v);
                     }
                     None => {
                         self.wrong_type(

@@ -66,7 +66,7 @@ pub fn probe_hosts(values: &Values) -> Vec<Entry> {
     let entry = |name: String, labels: BTreeMap<String, String>| Entry {
         name,
         address: None,
-        labels,
+        labels: labels.into(),
         offset: 0,
     };
     let mut hosts = vec![entry("probe-plain".into(), BTreeMap::new())];
@@ -200,7 +200,7 @@ pub fn refusals(
 
 fn host_line(h: &Entry) -> String {
     let mut line = format!("host {}", string(&h.name));
-    for (k, v) in &h.labels {
+    for (k, v) in h.labels.iter() {
         line.push_str(&format!(" {}={}", ident(k), string(v)));
     }
     line.push('\n');

@@ -94,7 +94,7 @@ pub fn spec(
             if let Some(address) = &host.address {
                 out.push_str(&format!(" address={}", string(address)));
             }
-            for (key, value) in &host.labels {
+            for (key, value) in host.labels.iter() {
                 out.push_str(&format!(" {}={}", ident(key), string(value)));
             }
             out.push('\n');
