@@ -489,6 +489,18 @@ fn main() {
                 disk: false,
                 runs: Some(1),
             },
+            Fleet {
+                label: "templated, json",
+                gen: gen(10_000, Shape::Templated, Inventory::Json),
+                disk: false,
+                runs: None,
+            },
+            Fleet {
+                label: "templated, json",
+                gen: gen(100_000, Shape::Templated, Inventory::Json),
+                disk: false,
+                runs: Some(1),
+            },
         ]);
     }
     println!(

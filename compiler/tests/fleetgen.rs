@@ -9,11 +9,13 @@ use kdl::{KdlDocument, KdlNode};
 
 type Labels = BTreeMap<String, String>;
 
-const ALL: [(Shape, Inventory); 4] = [
+const ALL: [(Shape, Inventory); 6] = [
     (Shape::Shared, Inventory::Inline),
     (Shape::Shared, Inventory::Json),
     (Shape::Unique, Inventory::Inline),
     (Shape::Unique, Inventory::Json),
+    (Shape::Templated, Inventory::Inline),
+    (Shape::Templated, Inventory::Json),
 ];
 
 fn fleet(hosts: usize, seed: u64, shape: Shape, inventory: Inventory) -> FleetGen {

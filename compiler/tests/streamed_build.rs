@@ -68,7 +68,11 @@ fn streamed_builds_equal_builds_in_memory() {
     }
     // 520 hosts of a bundle each are three chunks on one thread (256 groups each); the shared
     // fleet's few bundles are one.
-    for (shape, hosts) in [(Shape::Unique, 520), (Shape::Shared, 2_000)] {
+    for (shape, hosts) in [
+        (Shape::Unique, 520),
+        (Shape::Templated, 520),
+        (Shape::Shared, 2_000),
+    ] {
         let fx = generated(shape, hosts);
         let run = build_streamed(fx.path(), "bell.kdl", "streamed");
         assert_eq!(run.code, 0, "{}", run.stderr);
@@ -130,4 +134,32 @@ fn a_build_that_fails_in_a_late_chunk_leaves_out_as_it_was() {
     for (rel, bytes) in whole {
         assert!(out.get(&rel) == Some(&bytes), "{rel} differs");
     }
+}
+
+/// The templated shape gives every host the file the unique shape writes into its host
+/// override, from one template: every bundle differs, and each host's file is the same text.
+#[test]
+fn templated_hosts_get_the_files_unique_hosts_are_given() {
+    let file_by_host = |shape| {
+        let fx = generated(shape, 60);
+        let (compiled, lines) = compile_path(&fx.path().join("bell.kdl"), Some(fx.path()));
+        let compiled = compiled.unwrap_or_else(|| panic!("{shape:?}: {}", lines.join("\n")));
+        assert_eq!(compiled.bundles.len(), 60, "{shape:?}: a bundle per host");
+        compiled
+            .release
+            .hosts
+            .iter()
+            .map(|(name, host)| {
+                let bundle = &compiled.bundles[&host.bundle];
+                (name.clone(), file(bundle, "/etc/bell-host"))
+            })
+            .collect::<Vec<_>>()
+    };
+    let templated = file_by_host(Shape::Templated);
+    assert_eq!(templated, file_by_host(Shape::Unique));
+    let (name, text) = &templated[7];
+    assert!(
+        text.starts_with(&format!("host={name}\naddress=10.")),
+        "{text:?}"
+    );
 }

@@ -29,6 +29,10 @@ pub enum Shape {
     /// As `Shared`, plus a host override per host with a file naming the host: every bundle
     /// is different. The host overrides are in `overrides/*.kdl`, a thousand to a file.
     Unique,
+    /// As `Shared`, plus the same file as `Unique` from one template in the base layer
+    /// (`{{ host.name }}`, `{{ host.address }}`): every bundle is different, and the spec
+    /// does not grow with the fleet beyond its inventory.
+    Templated,
 }
 
 /// Where the hosts are listed.
@@ -42,7 +46,7 @@ pub enum Inventory {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FleetGenError {
-    #[error("unknown shape `{0}`, expected `shared` or `unique`")]
+    #[error("unknown shape `{0}`, expected `shared`, `unique` or `templated`")]
     UnknownShape(String),
     #[error("unknown inventory `{0}`, expected `inline` or `json`")]
     UnknownInventory(String),
@@ -54,6 +58,7 @@ impl FromStr for Shape {
         match s {
             "shared" => Ok(Shape::Shared),
             "unique" => Ok(Shape::Unique),
+            "templated" => Ok(Shape::Templated),
             _ => Err(FleetGenError::UnknownShape(s.to_owned())),
         }
     }
@@ -75,6 +80,7 @@ impl Shape {
         match self {
             Shape::Shared => "shared",
             Shape::Unique => "unique",
+            Shape::Templated => "templated",
         }
     }
 }
@@ -365,6 +371,13 @@ impl FleetGen {
         }
         kdl.push('\n');
         base_config(&mut kdl);
+        if self.shape == Shape::Templated {
+            kdl.push_str(concat!(
+                "file \"/etc/bell-host\" mode=\"0644\" owner=\"root\" group=\"root\" {\n",
+                "    content \"host={{ host.name }}\\naddress={{ host.address }}\\n\"\n",
+                "}\n",
+            ));
+        }
         label_overrides(&mut kdl);
 
         let mut per_host: BTreeMap<usize, Option<u32>> = BTreeMap::new();

@@ -112,3 +112,16 @@ impl Drop for Guard {
         let _ = self.message.len();
     }
 }
+
+/// Hands the memory the allocator holds free back to the system.
+///
+/// A streamed build renders bundles on one thread and frees them on another, and glibc keeps
+/// what a thread frees in the free lists of the arena that allocated it; without a trim
+/// between chunks the process grew by about 4 KB a host for nothing it held.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `malloc_trim` only walks and shrinks glibc's own heaps; it takes their locks.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

@@ -134,8 +134,16 @@ fn intern(content: Vec<u8>) -> (Arc<[u8]>, String) {
     })
 }
 
-/// How many bytes of contents one thread's intern table holds before it starts again.
+/// How many bytes of contents one thread's intern table (and stdlib memo) holds before it
+/// starts again.
 const INTERN_LIMIT: usize = 16 << 20;
+
+type StdlibMemo = (rustc_hash::FxHashMap<String, Result<String, String>>, usize);
+
+thread_local! {
+    /// Rendered stdlib templates by name and context, and the bytes they hold.
+    static STDLIB_MEMO: std::cell::RefCell<StdlibMemo> = Default::default();
+}
 
 /// What a template can see of the fleet besides its own host.
 #[derive(Debug, Clone, Default, serde::Serialize)]
@@ -249,21 +257,28 @@ impl Renderer {
     /// Renders a stdlib template. Stdlib templates are pure functions of their context, and
     /// the bundles of a fleet render the same resource again and again, so results are
     /// remembered per thread, keyed by the template and its context as JSON.
+    ///
+    /// Like the intern table, the memo forgets everything once it holds [`INTERN_LIMIT`]
+    /// bytes: a resource of every host's own (a file from a template that reads the host) is
+    /// never asked for again, and remembering it made memory grow with the fleet (5 KB a host).
     pub fn stdlib(&self, name: &str, ctx: minijinja::Value) -> Result<String, String> {
-        use std::cell::RefCell;
-        thread_local! {
-            static RENDERED: RefCell<rustc_hash::FxHashMap<String, Result<String, String>>> =
-                RefCell::new(rustc_hash::FxHashMap::default());
-        }
         let key = match serde_json::to_string(&ctx) {
             Ok(json) => format!("{name}\0{json}"),
             Err(_) => return self.render_stdlib(name, ctx),
         };
-        if let Some(hit) = RENDERED.with(|r| r.borrow().get(&key).cloned()) {
+        if let Some(hit) = STDLIB_MEMO.with(|m| m.borrow().0.get(&key).cloned()) {
             return hit;
         }
         let result = self.render_stdlib(name, ctx);
-        RENDERED.with(|r| r.borrow_mut().insert(key, result.clone()));
+        STDLIB_MEMO.with(|m| {
+            let (memo, bytes_held) = &mut *m.borrow_mut();
+            if *bytes_held > INTERN_LIMIT {
+                memo.clear();
+                *bytes_held = 0;
+            }
+            *bytes_held += key.len() + result.as_ref().map_or_else(String::len, String::len);
+            memo.insert(key, result.clone());
+        });
         result
     }
 
@@ -711,6 +726,25 @@ pub fn file_name_for(name: &str) -> String {
 mod tests {
     use super::{common, sysctl};
     use crate::spec::Kind;
+
+    /// Every host's own resource renders a stdlib script no other host asks for: the memo of
+    /// rendered scripts stays within its limit however many there are.
+    #[test]
+    fn the_stdlib_memo_forgets_at_its_limit() {
+        let renderer = super::Renderer::new();
+        let content = "x".repeat(4096);
+        let mut rendered = 0;
+        for i in 0..10_000 {
+            let ctx = minijinja::context! { kind => "file", name => format!("/etc/{i}"), role => "apply", content };
+            let text = renderer
+                .stdlib("common/prelude.sh.j2", ctx)
+                .unwrap_or_default();
+            rendered += text.len() + content.len();
+        }
+        let held = super::STDLIB_MEMO.with(|m| m.borrow().1);
+        assert!(rendered > 2 * super::INTERN_LIMIT, "{rendered}");
+        assert!(held <= super::INTERN_LIMIT + 2 * 8192, "{held}");
+    }
 
     /// A profile that names a directory no kind writes into has a typo: it would be ignored.
     #[test]
