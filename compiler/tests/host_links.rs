@@ -14,16 +14,6 @@ fn spec(hosts: &[&str]) -> String {
     text
 }
 
-fn timings(run: &Run) -> serde_json::Value {
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let line = run
-        .stderr
-        .lines()
-        .find_map(|l| l.strip_prefix("timings: "))
-        .expect("a timings line");
-    serde_json::from_str(line).expect("json")
-}
-
 fn link(out: &Path, host: &str) -> Option<String> {
     fs::read_link(out.join("hosts").join(host))
         .ok()
@@ -35,10 +25,7 @@ fn host_links_follow_the_release_and_only_links_are_removed() {
     let fx = Fixture::spec(&spec(&["a", "b", "c"]));
     let dir = fx.path();
     let out = dir.join("out");
-    let cold = timings(&bellc_in(
-        dir,
-        &["build", "--timings", "bell.kdl", "-o", "out"],
-    ));
+    let cold = bellc_in(dir, &["build", "--timings", "bell.kdl", "-o", "out"]).timings();
     assert_eq!(cold["links_written"], 3);
     let target = link(&out, "a").expect("a is linked");
     assert!(target.starts_with("../bundles/"), "{target}");
@@ -60,10 +47,7 @@ fn host_links_follow_the_release_and_only_links_are_removed() {
     // c leaves, d comes.
     fs::write(dir.join("bell.kdl"), spec(&["a", "b", "d"])).unwrap();
 
-    let again = timings(&bellc_in(
-        dir,
-        &["build", "--timings", "bell.kdl", "-o", "out"],
-    ));
+    let again = bellc_in(dir, &["build", "--timings", "bell.kdl", "-o", "out"]).timings();
     assert_eq!(again["links_written"], 3, "a, b repaired and d linked");
     assert_eq!(again["links_removed"], 1, "c's link went");
     assert_eq!(again["release_written"], true);
@@ -84,10 +68,11 @@ fn host_links_follow_the_release_and_only_links_are_removed() {
     );
 
     // Nothing changed: no link is written again, release.json stays.
-    let same = timings(&bellc_in(
+    let same = bellc_in(
         dir,
         &["build", "--timings", "--force", "bell.kdl", "-o", "out"],
-    ));
+    )
+    .timings();
     assert_eq!(same["links_written"], 0);
     assert_eq!(same["links_removed"], 0);
     assert_eq!(same["release_written"], false);

@@ -67,6 +67,17 @@ impl Run {
         }
     }
 
+    /// The `timings: {...}` line of a successful `bellc build --timings`, parsed.
+    pub fn timings(&self) -> serde_json::Value {
+        assert_eq!(self.code, 0, "{}", self.stderr);
+        let line = self
+            .stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("timings: "))
+            .expect("a timings line");
+        serde_json::from_str(line).expect("the timings line is JSON")
+    }
+
     /// Diagnostic lines of `--short` output (`file:line:col: severity[code]: message`).
     pub fn diagnostics(&self) -> Vec<&str> {
         self.stderr
