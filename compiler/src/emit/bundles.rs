@@ -20,8 +20,9 @@
 //! Creating files dominates the cost of a large build, and bundles share most of their files,
 //! so every distinct content is written once into `OUT/.store/` and bundle files are hard links
 //! to it. `OUT/hosts/<name>` stays a plain tree to read and rsync (`rsync -H` keeps the links).
-//! Bundles, store files and host links are written in parallel; what is written does not
-//! depend on the order, so the output is identical to a serial build.
+//! Bundles and store files are written in parallel, host links one after another (they share
+//! one directory's lock; see `link_hosts`); what is written does not depend on the order, so
+//! the output is identical to a serial build.
 
 use crate::render::RenderedBundle;
 use bell_bundle::Release;
