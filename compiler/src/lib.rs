@@ -12,6 +12,7 @@
 //! review   diff, explain, the plan table                            review/
 //! fleet    a published release and what hosts report                fleet/
 //! import   another tool's configuration (Divingbell values) → KDL     import/
+//! serve    the fleet's status as web pages and JSON (`bellc serve`)   serve/
 //! ```
 //!
 //! The library never prints or exits; the binary (`cli/`) owns the terminal and exit codes.
@@ -32,6 +33,7 @@ pub mod kinds;
 pub mod render;
 pub mod resolve;
 pub mod review;
+pub mod serve;
 
 use bell_bundle::Release;
 use diagnostic::Diagnostics;

@@ -280,6 +280,28 @@ enum Command {
         #[arg(long, requires = "hosts")]
         version: Option<String>,
     },
+    /// A read-only status page of the fleet: the release, the rollout, the disruption budget,
+    /// every host's state and its last report, in a browser and as JSON under `/api/v1/`
+    /// (`/api/v1/status` is `bellc status OUT --store … --json`). Reads the store once per
+    /// refresh, with one request; runs until stopped.
+    Serve {
+        /// The build output whose release.json says what each host should run (read again
+        /// when a new build lands in it).
+        out: PathBuf,
+        /// `etcd://HOST:PORT[,HOST:PORT...]` that the hosts report to.
+        #[arg(long, value_parser = etcd_url)]
+        store: String,
+        /// Where to listen. Loopback unless told otherwise: the page has no login.
+        #[arg(long, value_name = "ADDRESS:PORT", default_value = "127.0.0.1:8080")]
+        listen: String,
+        /// The spec OUT was built from, to show each host's resolved configuration with
+        /// the file and line of every value (`bellc explain`).
+        #[arg(long, value_name = "SPEC")]
+        spec: Option<PathBuf>,
+        /// Seconds between two readings of the store (and between two reloads of a page).
+        #[arg(long, value_name = "SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        refresh: u64,
+    },
     /// The disruption budget: the semaphore of each rollout group that pulling hosts take a
     /// slot of before they change.
     Lock {
@@ -659,6 +681,22 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 version: version.as_deref(),
             })?)
         }
+        Command::Serve {
+            out,
+            store,
+            listen,
+            spec,
+            refresh,
+        } => serve(
+            cli,
+            out,
+            store,
+            listen,
+            spec.as_deref(),
+            *refresh,
+            sources,
+            diags,
+        ),
         Command::Build {
             spec,
             out,
@@ -1068,6 +1106,68 @@ fn sign_out(out: &Path, key: &signing::SigningKey, expires: Option<u64>) -> Resu
 }
 
 /// `--store` of `publish`: only etcd holds a fleet's desired release.
+/// `bellc serve`: returns only when it cannot start (or the spec has errors).
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    cli: &Cli,
+    out: &Path,
+    store: &str,
+    listen: &str,
+    spec: Option<&Path>,
+    refresh: u64,
+    sources: &mut Sources,
+    diags: &mut Diagnostics,
+) -> Result<u8, Failure> {
+    use bellc::serve::{http, pages::Pages, Board, Explain};
+    use std::sync::Arc;
+    let etcd = bell_store::Etcd::parse(store)?;
+    let explain: Option<Explain> = match spec {
+        None => None,
+        Some(spec) => {
+            read_check(spec)?;
+            let Some(front) = frontend(cli, spec, sources, diags) else {
+                return Ok(1);
+            };
+            if diags.has_errors() {
+                return Ok(1);
+            }
+            let sources = std::mem::take(sources);
+            Some(Box::new(move |host: &str| {
+                let h = front.resolution.hosts.iter().find(|h| h.name == host)?;
+                Some(bellc::review::explain::explain(&front.spec, h, &sources))
+            }))
+        }
+    };
+    let board = Board::new(out, etcd, std::time::Duration::from_secs(refresh), explain)
+        .map_err(|e| format!("{e}\n  help: {}", e.help()))?;
+    let listener = std::net::TcpListener::bind(listen)
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let address = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| listen.to_string());
+    let board = Arc::new(board);
+    board.refresh(bellc::serve::unix_now());
+    if let Some(outage) = board.outage() {
+        eprintln!("warning: {}: {}", board.store_url(), outage.error);
+    }
+    eprintln!(
+        "bellc serve: fleet {} on http://{address}/ (store {}, read every {refresh} s)",
+        board.fleet(),
+        board.store_url()
+    );
+    if !listener.local_addr().is_ok_and(|a| a.ip().is_loopback()) {
+        eprintln!(
+            "warning: listening beyond loopback: anyone who reaches {address} sees the fleet's \
+             status (the page has no login)"
+        );
+    }
+    Arc::clone(&board).keep_refreshing();
+    let pages = Pages::new();
+    http::serve(listener, move |request| pages.answer(&board, request));
+    Ok(0)
+}
+
 fn etcd_url(value: &str) -> Result<String, String> {
     if value.starts_with("etcd://") {
         Ok(value.to_string())

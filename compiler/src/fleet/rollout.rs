@@ -806,13 +806,18 @@ fn mixed(target: &Release, hosts: BTreeMap<String, ReleaseHost>) -> Release {
 }
 
 pub fn load_progress(etcd: &Etcd, fleet: &str) -> Result<Option<Progress>, RolloutError> {
-    let Some(bytes) = etcd
+    match etcd
         .get(&progress_key(fleet))
         .map_err(RolloutError::Store)?
-    else {
-        return Ok(None);
-    };
-    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+    {
+        None => Ok(None),
+        Some(bytes) => parse_progress(fleet, &bytes).map(Some),
+    }
+}
+
+/// The progress key's value, read by [`load_progress`] or in a range of the fleet's keys.
+pub fn parse_progress(fleet: &str, bytes: &[u8]) -> Result<Progress, RolloutError> {
+    serde_json::from_slice(bytes).map_err(|e| {
         RolloutError::Store(format!(
             "`{}` does not hold a rollout's progress: {e}",
             progress_key(fleet)

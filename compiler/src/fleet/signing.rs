@@ -187,6 +187,13 @@ pub fn load(path: &Path, password: Option<String>) -> Result<SigningKey, Signing
     })
 }
 
+/// The key id (as minisign prints it) of the key that made a `.minisig` signature; `None` for
+/// text that is not one. Says who signed, not that the signature holds: hosts check that.
+pub fn signer(minisig: &str) -> Option<String> {
+    let signature = minisign::SignatureBox::from_string(minisig).ok()?;
+    Some(key_id(signature.keynum()))
+}
+
 /// Where the parts of a decoded minisign secret key lie: algorithm ids, scrypt salt and
 /// limits, then the key number, the Ed25519 key and its checksum.
 const KDF_ALG: std::ops::Range<usize> = 2..4;

@@ -364,47 +364,11 @@ impl Store {
                 }
             }
             Store::Etcd(etcd) => {
-                // The host's newest report of any command: the last thing it changed or found.
-                let running = format!("/bell/{fleet}/running/");
-                let checked = format!("/bell/{fleet}/reports/check/");
-                for prefix in [&running, &checked] {
-                    for kv in etcd.range_prefix(prefix)? {
-                        let host = kv.key[prefix.len()..].to_string();
-                        let report: Report = serde_json::from_slice(&kv.value)
-                            .map_err(|e| format!("the report at `{}` is not valid: {e}", kv.key))?;
-                        let view = hosts.entry(host).or_default();
-                        view.by_command
-                            .insert(report.command.clone(), report.clone());
-                        view.revisions
-                            .insert(report.command.clone(), kv.mod_revision);
-                        if !matches!(&view.report, Some(r) if r.finished_at > report.finished_at) {
-                            view.report = Some(report);
-                        }
-                    }
+                let mut kvs = Vec::new();
+                for part in ["running/", "reports/check/", "alive/", "status/"] {
+                    kvs.extend(etcd.range_prefix(&format!("/bell/{fleet}/{part}"))?);
                 }
-                let alive = format!("/bell/{fleet}/alive/");
-                let living: std::collections::BTreeSet<String> = etcd
-                    .range_prefix(&alive)?
-                    .into_iter()
-                    .map(|kv| kv.key[alive.len()..].to_string())
-                    .collect();
-                for (host, view) in hosts.iter_mut() {
-                    view.alive = Some(living.contains(host));
-                }
-                let status = format!("/bell/{fleet}/status/");
-                for kv in etcd.range_prefix(&status)? {
-                    let Some((category, host)) = kv.key[status.len()..].split_once('/') else {
-                        continue;
-                    };
-                    let text = String::from_utf8_lossy(&kv.value);
-                    let state = State::parse(&text)
-                        .ok_or_else(|| format!("`{}` holds `{text}`, not a state", kv.key))?;
-                    hosts
-                        .entry(host.to_string())
-                        .or_default()
-                        .status
-                        .insert(category.to_string(), state);
-                }
+                hosts = views_from(fleet, &kvs)?;
             }
         }
         Ok(hosts)
@@ -461,17 +425,13 @@ impl Store {
         let Some(version) = etcd.get(&version_key(fleet))? else {
             return Ok(None);
         };
-        let prefix = format!("/bell/{fleet}/desired/");
-        let hosts = etcd
-            .range_prefix(&prefix)?
-            .into_iter()
-            .map(|kv| {
-                let bundle = String::from_utf8_lossy(&kv.value).trim().to_string();
-                (kv.key[prefix.len()..].to_string(), bundle)
-            })
-            .collect();
-        let version = String::from_utf8_lossy(&version).trim().to_string();
-        Ok(Some(Published { version, hosts }))
+        let mut kvs = etcd.range_prefix(&format!("/bell/{fleet}/desired/"))?;
+        kvs.push(etcd::KeyValue {
+            key: version_key(fleet),
+            value: version,
+            mod_revision: 0,
+        });
+        Ok(published_from(fleet, &kvs))
     }
 
     /// The published version and the bundle desired for `host`, read together.
@@ -490,6 +450,85 @@ impl Store {
             bundle: text(both.next().flatten()),
         })
     }
+}
+
+/// Every host's view from keys read out of etcd: any range of the fleet's keys that holds its
+/// `running/`, `reports/check/`, `alive/` and `status/` keys (one range of `/bell/FLEET/` does,
+/// for a reader that wants the whole fleet in one request). Other keys are passed over.
+pub fn views_from(
+    fleet: &str,
+    kvs: &[etcd::KeyValue],
+) -> Result<BTreeMap<String, HostView>, String> {
+    let base = format!("/bell/{fleet}/");
+    let mut hosts: BTreeMap<String, HostView> = BTreeMap::new();
+    let mut living = std::collections::BTreeSet::new();
+    // Reports first, an apply's before a check's: of two finished in the same second, the
+    // check's is the newer (as `load_fleet` has always read them), whatever order `kvs` is in.
+    for part in ["running/", "reports/check/"] {
+        for kv in kvs {
+            let Some(host) = kv
+                .key
+                .strip_prefix(&base)
+                .and_then(|rest| rest.strip_prefix(part))
+            else {
+                continue;
+            };
+            let report: Report = serde_json::from_slice(&kv.value)
+                .map_err(|e| format!("the report at `{}` is not valid: {e}", kv.key))?;
+            let view = hosts.entry(host.to_string()).or_default();
+            view.by_command
+                .insert(report.command.clone(), report.clone());
+            view.revisions
+                .insert(report.command.clone(), kv.mod_revision);
+            // The host's newest report of any command: the last thing it changed or found.
+            if !matches!(&view.report, Some(r) if r.finished_at > report.finished_at) {
+                view.report = Some(report);
+            }
+        }
+    }
+    for kv in kvs {
+        let Some(rest) = kv.key.strip_prefix(&base) else {
+            continue;
+        };
+        if let Some(host) = rest.strip_prefix("alive/") {
+            living.insert(host);
+        } else if let Some(rest) = rest.strip_prefix("status/") {
+            let Some((category, host)) = rest.split_once('/') else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&kv.value);
+            let state = State::parse(&text)
+                .ok_or_else(|| format!("`{}` holds `{text}`, not a state", kv.key))?;
+            hosts
+                .entry(host.to_string())
+                .or_default()
+                .status
+                .insert(category.to_string(), state);
+        }
+    }
+    // Liveness is told for the hosts that filed a report; a lease alone is not a host.
+    for (host, view) in hosts.iter_mut().filter(|(_, v)| v.report.is_some()) {
+        view.alive = Some(living.contains(host.as_str()));
+    }
+    Ok(hosts)
+}
+
+/// The published release from keys read out of etcd (its version key and `desired/`), as
+/// [`Store::published`] reads it; `None` without a version.
+pub fn published_from(fleet: &str, kvs: &[etcd::KeyValue]) -> Option<Published> {
+    let version_key = version_key(fleet);
+    let prefix = format!("/bell/{fleet}/desired/");
+    let version = kvs.iter().find(|kv| kv.key == version_key)?;
+    let hosts = kvs
+        .iter()
+        .filter_map(|kv| {
+            let host = kv.key.strip_prefix(&prefix)?;
+            let bundle = String::from_utf8_lossy(&kv.value).trim().to_string();
+            Some((host.to_string(), bundle))
+        })
+        .collect();
+    let version = String::from_utf8_lossy(&version.value).trim().to_string();
+    Some(Published { version, hosts })
 }
 
 /// What `bellc publish` left in the store: the version, and every host's bundle.

@@ -141,10 +141,16 @@ pub fn release(etcd: &Etcd, prefix: &str, group: &str, host: &str) -> Result<boo
 
 /// Every group's semaphore under `prefix`, by group name.
 pub fn groups(etcd: &Etcd, prefix: &str) -> Result<Vec<Group>, String> {
+    groups_from(&etcd.range_prefix(&format!("{prefix}/groups/"))?, prefix)
+}
+
+/// Every group's semaphore under `prefix` from keys read out of etcd (any range that holds
+/// `PREFIX/groups/`); other keys are passed over.
+pub fn groups_from(kvs: &[crate::etcd::KeyValue], prefix: &str) -> Result<Vec<Group>, String> {
     let base = format!("{prefix}/groups/");
     let mut groups: Vec<Group> = Vec::new();
     let mut since: Vec<(String, String, u64)> = Vec::new();
-    for kv in etcd.range_prefix(&base)? {
+    for kv in kvs {
         let Some(rest) = kv.key.strip_prefix(&base) else {
             continue;
         };

@@ -1,0 +1,273 @@
+//! A small blocking HTTP/1.1 server: enough for a read-only status page on loopback. One
+//! thread per connection, at most [`MAX_CONNECTIONS`] at once, `GET` and `HEAD` only, one
+//! request per connection (`Connection: close`). A browser that refreshes a page every few
+//! seconds needs no more, and it keeps bellc free of an async runtime.
+//!
+//! Everything a client sends is hostile: the request head is read with a time limit and a
+//! size limit, the target is percent-decoded by the rules below and never touches the file
+//! system.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Connections served at once; the next one gets `503` at once.
+pub const MAX_CONNECTIONS: usize = 64;
+/// A request head larger than this is refused (`431`).
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// How long a client has to send its request head, and to take the answer.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A request as a handler sees it: the decoded path and the query's pairs, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub path: String,
+    pub query: Vec<(String, String)>,
+}
+
+impl Request {
+    /// The first value of a query parameter.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of a query parameter (`?label=a=b&label=c=d`).
+    pub fn params<'r>(&'r self, name: &'r str) -> impl Iterator<Item = &'r str> + 'r {
+        self.query
+            .iter()
+            .filter(move |(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn html(body: String) -> Response {
+        Response {
+            status: 200,
+            content_type: "text/html; charset=utf-8",
+            body: body.into_bytes(),
+        }
+    }
+
+    pub fn json(body: String) -> Response {
+        Response {
+            status: 200,
+            content_type: "application/json",
+            body: body.into_bytes(),
+        }
+    }
+
+    pub fn with_status(mut self, status: u16) -> Response {
+        self.status = status;
+        self
+    }
+
+    fn plain(status: u16, text: &str) -> Response {
+        Response {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: format!("{text}\n").into_bytes(),
+        }
+    }
+}
+
+/// Serves `handler` on `listener` until the process ends.
+pub fn serve<H>(listener: TcpListener, handler: H)
+where
+    H: Fn(&Request) -> Response + Send + Sync + 'static,
+{
+    let handler = Arc::new(handler);
+    let busy = Arc::new(AtomicUsize::new(0));
+    for stream in listener.incoming() {
+        let Ok(mut stream) = stream else {
+            // A connection that failed before it was accepted (reset, out of descriptors):
+            // the next one may do better.
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        if busy.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+            busy.fetch_sub(1, Ordering::SeqCst);
+            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+            let _ = write_response(&mut stream, &Response::plain(503, "busy"), false);
+            continue;
+        }
+        let (handler, done) = (Arc::clone(&handler), Arc::clone(&busy));
+        let spawned = std::thread::Builder::new()
+            .name("bellc-serve".into())
+            .spawn(move || {
+                answer(stream, handler.as_ref());
+                done.fetch_sub(1, Ordering::SeqCst);
+            });
+        if spawned.is_err() {
+            busy.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+fn answer<H: Fn(&Request) -> Response>(mut stream: TcpStream, handler: &H) {
+    let _ = stream.set_read_timeout(Some(CLIENT_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(CLIENT_TIMEOUT));
+    let (response, head_only) = match read_head(&mut stream) {
+        Ok(head) => match parse_head(&head) {
+            Ok((method, request)) => {
+                let head_only = method == "HEAD";
+                (handler(&request), head_only)
+            }
+            Err(refusal) => (refusal, false),
+        },
+        Err(refusal) => (refusal, false),
+    };
+    let _ = write_response(&mut stream, &response, head_only);
+}
+
+/// The request head, up to the blank line.
+fn read_head(stream: &mut TcpStream) -> Result<Vec<u8>, Response> {
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 2048];
+    loop {
+        let n = stream
+            .read(&mut chunk)
+            .map_err(|_| Response::plain(408, "request timeout"))?;
+        if n == 0 {
+            return Err(Response::plain(
+                400,
+                "the request ended before its head did",
+            ));
+        }
+        head.extend_from_slice(&chunk[..n]);
+        if let Some(end) = memchr::memmem::find(&head, b"\r\n\r\n") {
+            head.truncate(end);
+            return Ok(head);
+        }
+        if head.len() > MAX_HEAD_BYTES {
+            return Err(Response::plain(431, "request head too large"));
+        }
+    }
+}
+
+/// `GET /hosts/a%20b?state=failed HTTP/1.1`: the method and the request. Headers are not
+/// needed: every answer is the same whoever asks.
+pub fn parse_head(head: &[u8]) -> Result<(String, Request), Response> {
+    let bad = || Response::plain(400, "bad request");
+    let text = std::str::from_utf8(head).map_err(|_| bad())?;
+    let line = text.lines().next().ok_or_else(bad)?;
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad());
+    };
+    if !version.starts_with("HTTP/1.") {
+        return Err(Response::plain(505, "HTTP/1.x only"));
+    }
+    if method != "GET" && method != "HEAD" {
+        return Err(Response::plain(405, "read-only: GET and HEAD only"));
+    }
+    if !target.starts_with('/') {
+        return Err(bad());
+    }
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let path = decode(path, false).ok_or_else(bad)?;
+    let query = query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            Some((decode(k, true)?, decode(v, true)?))
+        })
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(bad)?;
+    Ok((method.to_string(), Request { path, query }))
+}
+
+/// Percent-decoding (and, in a query, `+` as a space); `None` for text that is not UTF-8
+/// once decoded, or holds a control character.
+fn decode(text: &str, query: bool) -> Option<String> {
+    let spaced;
+    let text = if query {
+        spaced = text.replace('+', " ");
+        spaced.as_str()
+    } else {
+        text
+    };
+    let bytes: Vec<u8> = percent_encoding::percent_decode_str(text).collect();
+    let decoded = String::from_utf8(bytes).ok()?;
+    (!decoded.chars().any(char::is_control)).then_some(decoded)
+}
+
+fn write_response(stream: &mut TcpStream, r: &Response, head_only: bool) -> std::io::Result<()> {
+    let reason = match r.status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "Error",
+    };
+    // No script runs on these pages and nothing is loaded from elsewhere: a host name or
+    // label that slipped past escaping could still not run anything.
+    let head = format!(
+        "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\n\
+         Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\
+         Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'\r\n\
+         Referrer-Policy: no-referrer\r\nConnection: close\r\n\r\n",
+        r.status,
+        r.content_type,
+        r.body.len()
+    );
+    stream.write_all(head.as_bytes())?;
+    if !head_only {
+        stream.write_all(&r.body)?;
+    }
+    stream.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_head;
+
+    #[test]
+    fn a_request_line_is_decoded() {
+        let (method, r) = parse_head(
+            b"GET /hosts/web%2D1?state=failed&label=rack%3Dr1&label=a+b HTTP/1.1\r\nHost: x",
+        )
+        .unwrap();
+        assert_eq!(method, "GET");
+        assert_eq!(r.path, "/hosts/web-1");
+        assert_eq!(r.param("state"), Some("failed"));
+        assert_eq!(r.params("label").collect::<Vec<_>>(), ["rack=r1", "a b"]);
+    }
+
+    #[test]
+    fn hostile_requests_are_refused() {
+        for (head, status) in [
+            (&b"POST / HTTP/1.1"[..], 405),
+            (b"DELETE /hosts/a HTTP/1.1", 405),
+            (b"GET / HTTP/2", 505),
+            (b"GET http://elsewhere/ HTTP/1.1", 400),
+            (b"GET /a%0d%0aSet-Cookie:x HTTP/1.1", 400),
+            (b"GET /%ff HTTP/1.1", 400),
+            (b"GET / HTTP/1.1 extra", 400),
+            (b"\xff\xfe", 400),
+            (b"", 400),
+        ] {
+            let refused = parse_head(head).err().map(|r| r.status);
+            assert_eq!(refused, Some(status), "{}", String::from_utf8_lossy(head));
+        }
+    }
+}

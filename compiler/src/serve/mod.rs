@@ -1,0 +1,276 @@
+//! `bellc serve`: the fleet's status in a browser, and the same data as JSON under
+//! `/api/v1/`. Read-only: nothing here writes to the store or to OUT.
+//!
+//! A refresher thread reads the store every `refresh` seconds with **one** range request over
+//! the fleet's keys (`/bell/FLEET/`: reports, states, liveness leases, the published release,
+//! the rollout's progress, the disruption budget's semaphores) and turns it into a
+//! [`Snapshot`]; pages are rendered from the newest snapshot. So a page costs no request to
+//! etcd however many people look, its time does not grow with the number of refreshes, and
+//! while etcd is down the pages go on answering from the last snapshot, saying since when the
+//! store has not answered and why.
+//!
+//! The statuses are [`crate::fleet::status::fleet_status`]'s, the one `bellc status` prints:
+//! `/api/v1/status` is `bellc status OUT --store … --json` as of the snapshot.
+
+pub mod http;
+pub mod pages;
+
+use crate::fleet::rollout::{self, Progress};
+use crate::fleet::status::{fleet_status, FleetStatus};
+use bell_bundle::Release;
+use bell_store::semaphore::{self, Group};
+use bell_store::{Etcd, HostView};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot read the release of {out}: {reason}")]
+    Release { out: PathBuf, reason: String },
+    #[error("cannot listen on {address}: {reason}")]
+    Listen { address: String, reason: String },
+}
+
+impl ServeError {
+    pub fn help(&self) -> String {
+        match self {
+            ServeError::Release { .. } => {
+                "give the output directory of `bellc build` (it holds release.json)".to_string()
+            }
+            ServeError::Listen { .. } => {
+                "another program may use that port; give another with `--listen ADDRESS:PORT`"
+                    .to_string()
+            }
+        }
+    }
+}
+
+/// One reading of the store, with the release it was compared with.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub release: Arc<Release>,
+    /// The key id of the release's minisign signature, when OUT has one (not verified here:
+    /// hosts verify; this says which key signed).
+    pub signer: Option<String>,
+    pub status: FleetStatus,
+    /// Host name → its row in `status.hosts`.
+    index: HashMap<String, usize>,
+    pub views: BTreeMap<String, HostView>,
+    pub groups: Vec<Group>,
+    pub progress: Option<Progress>,
+    /// Who runs the rollout controller now, if anyone.
+    pub controller: Option<String>,
+    /// The release version the store names (`bellc publish`, or the controller's wave).
+    pub published: Option<String>,
+    /// When the store was read (unix seconds).
+    pub read_at: u64,
+    /// What could not be read of it (a progress key that is not a progress): shown, not fatal.
+    pub warnings: Vec<String>,
+}
+
+impl Snapshot {
+    pub fn host(&self, name: &str) -> Option<&crate::fleet::status::HostStatus> {
+        self.index.get(name).map(|&i| &self.status.hosts[i])
+    }
+}
+
+/// Why the store was not read, and since when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outage {
+    pub since: u64,
+    pub error: String,
+}
+
+/// What the pages are rendered from: the newest snapshot and the store's health.
+pub struct Board {
+    out: PathBuf,
+    etcd: Etcd,
+    fleet: Mutex<String>,
+    refresh: Duration,
+    current: RwLock<Option<Arc<Snapshot>>>,
+    outage: Mutex<Option<Outage>>,
+    refreshes: AtomicU64,
+    /// OUT's release as last read, by the bytes it was read from.
+    release: Mutex<Option<(Vec<u8>, Arc<Release>)>>,
+    explain: Option<Explain>,
+}
+
+/// A host's resolved configuration with provenance (`bellc explain`), when the spec was given.
+pub type Explain = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+impl Board {
+    /// Reads OUT's release (an error when it cannot be: there is nothing to show without it).
+    pub fn new(
+        out: &Path,
+        etcd: Etcd,
+        refresh: Duration,
+        explain: Option<Explain>,
+    ) -> Result<Board, ServeError> {
+        let board = Board {
+            out: out.to_path_buf(),
+            etcd,
+            fleet: Mutex::new(String::new()),
+            refresh,
+            current: RwLock::new(None),
+            outage: Mutex::new(None),
+            refreshes: AtomicU64::new(0),
+            release: Mutex::new(None),
+            explain,
+        };
+        let release = board.read_release()?;
+        *lock(&board.fleet) = release.fleet.clone();
+        Ok(board)
+    }
+
+    pub fn out(&self) -> &Path {
+        &self.out
+    }
+
+    pub fn fleet(&self) -> String {
+        lock(&self.fleet).clone()
+    }
+
+    pub fn store_url(&self) -> String {
+        self.etcd.url()
+    }
+
+    pub fn refresh_seconds(&self) -> u64 {
+        self.refresh.as_secs().max(1)
+    }
+
+    pub fn snapshot(&self) -> Option<Arc<Snapshot>> {
+        self.current.read().ok().and_then(|s| s.clone())
+    }
+
+    pub fn outage(&self) -> Option<Outage> {
+        lock(&self.outage).clone()
+    }
+
+    /// Reads of the store done so far (successful or not).
+    pub fn refreshes(&self) -> u64 {
+        self.refreshes.load(Ordering::SeqCst)
+    }
+
+    /// Requests sent to etcd so far: one per refresh, more only when an endpoint did not
+    /// answer and the next was tried.
+    pub fn requests(&self) -> u64 {
+        self.etcd.requests()
+    }
+
+    pub fn explain(&self, host: &str) -> Option<String> {
+        self.explain.as_ref().and_then(|f| f(host))
+    }
+
+    /// OUT's release, parsed again only when its bytes changed (a new build into OUT).
+    fn read_release(&self) -> Result<Arc<Release>, ServeError> {
+        let path = self.out.join(bell_bundle::RELEASE_FILE);
+        let error = |reason: String| ServeError::Release {
+            out: self.out.clone(),
+            reason,
+        };
+        let bytes = std::fs::read(&path).map_err(|e| error(format!("{}: {e}", path.display())))?;
+        let mut kept = lock(&self.release);
+        if let Some((old, release)) = kept.as_ref() {
+            if *old == bytes {
+                return Ok(Arc::clone(release));
+            }
+        }
+        let release: Release = serde_json::from_slice(&bytes)
+            .map_err(|e| error(format!("{} is not a bellc release: {e}", path.display())))?;
+        let release = Arc::new(release);
+        *kept = Some((bytes, Arc::clone(&release)));
+        Ok(release)
+    }
+
+    /// One reading: OUT's release and one range request over the fleet's keys.
+    pub fn refresh(&self, now: u64) {
+        self.refreshes.fetch_add(1, Ordering::SeqCst);
+        match self.read(now) {
+            Ok(snapshot) => {
+                if let Ok(mut current) = self.current.write() {
+                    *current = Some(Arc::new(snapshot));
+                }
+                *lock(&self.outage) = None;
+            }
+            Err(error) => {
+                let mut outage = lock(&self.outage);
+                let since = outage.as_ref().map_or(now, |o| o.since);
+                *outage = Some(Outage { since, error });
+            }
+        }
+    }
+
+    fn read(&self, now: u64) -> Result<Snapshot, String> {
+        let release = self.read_release().map_err(|e| e.to_string())?;
+        let fleet = release.fleet.clone();
+        *lock(&self.fleet) = fleet.clone();
+        bell_store::check_name("fleet", &fleet)?;
+        let kvs = self.etcd.range_prefix(&format!("/bell/{fleet}/"))?;
+        let views = bell_store::views_from(&fleet, &kvs)?;
+        let mut warnings = Vec::new();
+        let groups = semaphore::groups_from(&kvs, &semaphore::default_prefix(&fleet))
+            .unwrap_or_else(|e| {
+                warnings.push(e);
+                Vec::new()
+            });
+        let value_of = |key: String| kvs.iter().find(|kv| kv.key == key).map(|kv| &kv.value);
+        let progress = value_of(rollout::progress_key(&fleet)).and_then(|bytes| {
+            rollout::parse_progress(&fleet, bytes)
+                .map_err(|e| warnings.push(e.to_string()))
+                .ok()
+        });
+        let controller = value_of(rollout::controller_key(&fleet))
+            .map(|b| String::from_utf8_lossy(b).into_owned());
+        let published = bell_store::published_from(&fleet, &kvs).map(|p| p.version);
+        let status = fleet_status(&release, &views, now, None);
+        let index = status
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| (h.host.clone(), i))
+            .collect();
+        let signer = std::fs::read_to_string(
+            self.out
+                .join(format!("{}.minisig", bell_bundle::RELEASE_FILE)),
+        )
+        .ok()
+        .and_then(|text| crate::fleet::signing::signer(&text));
+        Ok(Snapshot {
+            release,
+            signer,
+            status,
+            index,
+            views,
+            groups,
+            progress,
+            controller,
+            published,
+            read_at: now,
+            warnings,
+        })
+    }
+
+    /// Refreshes every `refresh` until the process ends.
+    pub fn keep_refreshing(self: Arc<Self>) {
+        std::thread::spawn(move || loop {
+            std::thread::sleep(self.refresh);
+            self.refresh(unix_now());
+        });
+    }
+}
+
+/// A poisoned lock only means another thread panicked while holding it; the data is still
+/// what it was.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
