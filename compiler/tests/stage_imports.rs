@@ -31,6 +31,8 @@ const ORDER: &[(&str, &[&str])] = &[
     ("fleet", &["fleet"]),
     // Another tool's configuration written as a spec; `--verify` lowers and resolves it.
     ("import", &["import"]),
+    // The status page: fleet status and review's diff and explain, as pages and JSON.
+    ("serve", &["serve"]),
 ];
 
 fn src() -> PathBuf {

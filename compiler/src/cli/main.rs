@@ -1163,7 +1163,7 @@ fn serve(
         );
     }
     Arc::clone(&board).keep_refreshing();
-    let pages = Pages::new();
+    let pages = Pages::new()?;
     http::serve(listener, move |request| pages.answer(&board, request));
     Ok(0)
 }

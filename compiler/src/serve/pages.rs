@@ -18,14 +18,10 @@ pub struct Pages {
     env: Environment<'static>,
 }
 
-impl Default for Pages {
-    fn default() -> Pages {
-        Pages::new()
-    }
-}
-
 impl Pages {
-    pub fn new() -> Pages {
+    /// The templates are part of bellc: one that does not parse is a bug (the tests render
+    /// every one).
+    pub fn new() -> Result<Pages, String> {
         let mut env = Environment::new();
         for (name, text) in [
             ("layout.html", include_str!("templates/layout.html")),
@@ -33,12 +29,10 @@ impl Pages {
             ("host.html", include_str!("templates/host.html")),
             ("message.html", include_str!("templates/message.html")),
         ] {
-            // The templates are part of bellc; one that does not parse is a bug the tests catch.
-            if let Err(e) = env.add_template(name, text) {
-                eprintln!("bellc serve: template {name}: {e}");
-            }
+            env.add_template(name, text)
+                .map_err(|e| format!("the page template {name}: {e}"))?;
         }
-        Pages { env }
+        Ok(Pages { env })
     }
 
     /// Answers one request.
@@ -654,11 +648,13 @@ mod tests {
     fn get(board: &Board, target: &str) -> Response {
         let head = format!("GET {target} HTTP/1.1");
         let (_, request) = super::super::http::parse_head(head.as_bytes()).unwrap();
-        Pages::new().answer(board, &request)
+        Pages::new().unwrap().answer(board, &request)
     }
 
     fn rows(r: &Response) -> usize {
-        String::from_utf8_lossy(&r.body).matches("data-host=").count()
+        String::from_utf8_lossy(&r.body)
+            .matches("data-host=")
+            .count()
     }
 
     #[test]
@@ -667,11 +663,17 @@ mod tests {
         let first = get(&board, "/");
         assert_eq!((first.status, rows(&first)), (200, PAGE_SIZE));
         let html = String::from_utf8_lossy(&first.body);
-        assert!(html.contains("page 1 of 3") && html.contains("page=2"), "{html}");
+        assert!(
+            html.contains("page 1 of 3") && html.contains("page=2"),
+            "{html}"
+        );
         let last = get(&board, "/?page=3");
         assert_eq!(rows(&last), 50);
         // Past the end: the last page; not a number: the first, and why.
         assert_eq!(rows(&get(&board, "/?page=99")), 50);
+        let host = get(&board, "/hosts/host-001");
+        assert_eq!(host.status, 200);
+        assert!(String::from_utf8_lossy(&host.body).contains("no report"));
         let bad = get(&board, "/?page=abc");
         assert!(String::from_utf8_lossy(&bad.body).contains("page `abc` is not a number"));
     }
