@@ -198,6 +198,10 @@ pub struct StoreView {
     pub refreshes: u64,
     pub requests: u64,
     pub refresh_seconds: u64,
+    /// How long the last reading took, in seconds.
+    pub took_seconds: f64,
+    /// The same for people (`0.42 s`).
+    pub took: String,
 }
 
 fn store_view(board: &Board) -> StoreView {
@@ -214,6 +218,8 @@ fn store_view(board: &Board) -> StoreView {
         refreshes: board.refreshes(),
         requests: board.requests(),
         refresh_seconds: board.refresh_seconds(),
+        took_seconds: board.took().as_secs_f64(),
+        took: format!("{:.2} s", board.took().as_secs_f64()),
     }
 }
 

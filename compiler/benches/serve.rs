@@ -1,0 +1,249 @@
+//! `cargo bench -p bellc --bench serve`: what `bellc serve` costs with a large fleet in etcd,
+//! the figures the README quotes.
+//!
+//! A real etcd (Debian's `etcd-server`, a free loopback port, a temporary data directory)
+//! holds the reports of `BELL_SERVE_HOSTS` hosts (default 100,000): each an apply report of 30
+//! resources as bell-run files it, its apply state and its liveness key, with a few hosts
+//! failed, pending and silent, and a disruption-budget semaphore per rack. Printed: how long one
+//! refresh takes (the one range request over the fleet's keys, parsing it, every host's status),
+//! then how long each page takes to render from the snapshot, over HTTP on loopback as a
+//! browser asks for it (the median of 20). Nothing asserts: the figures go into the README.
+//! `BELL_SERVE_PROFILE=1` also splits a refresh: etcd's answer alone, the client's parse,
+//! the hosts' views, the statuses.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use bell_bundle::{Release, ReleaseHost};
+use bell_store::etcd::Op;
+use bell_store::{Report, ResourceResult, State, REPORT_FORMAT};
+use bellc::serve::{http, pages::Pages, Board};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use support::{env_number, now, LocalEtcd};
+
+const FLEET: &str = "bench";
+const RACKS: usize = 100;
+
+fn bundle(i: usize) -> String {
+    format!("{:064x}", i % 7)
+}
+
+/// What host `i` files: most are up to date; every 100th failed, every 50th on an older bundle.
+fn report(host: &str, i: usize, release: &str, at: u64) -> Report {
+    let failed = i % 100 == 1;
+    let behind = i % 50 == 2;
+    Report {
+        format: REPORT_FORMAT,
+        host: host.to_string(),
+        fleet: FLEET.to_string(),
+        command: "apply".to_string(),
+        result: if failed { State::Failed } else { State::Success },
+        release: Some(release.to_string()),
+        bundle: Some(if behind { "f".repeat(64) } else { bundle(i) }),
+        started_at: at,
+        finished_at: at,
+        resources: (0..30)
+            .map(|r| ResourceResult {
+                key: format!("sysctl:net.core.key{r}"),
+                result: if failed && r == 29 { "failed" } else { "unchanged" }.to_string(),
+                detail: (failed && r == 29).then(|| "exit 1".to_string()),
+                output: None,
+            })
+            .collect(),
+        drift: Vec::new(),
+        error: None,
+        signature: Some("verified: key 0123456789ABCDEF, sequence 1".to_string()),
+        status: BTreeMap::from([(
+            "apply".to_string(),
+            if failed { State::Failed } else { State::Success },
+        )]),
+        health: Vec::new(),
+    }
+}
+
+fn get(address: &str, path: &str) -> usize {
+    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).expect("read");
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{path}");
+    answer.len()
+}
+
+fn main() {
+    let hosts = env_number("BELL_SERVE_HOSTS", 100_000) as usize;
+    let local = LocalEtcd::start();
+    let etcd = local.client();
+    let names: Vec<String> = (0..hosts).map(|i| format!("host-{i:06}")).collect();
+    let entries: BTreeMap<String, ReleaseHost> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let labels = BTreeMap::from([("rack".to_string(), format!("r{:02}", i % RACKS))]);
+            let entry = ReleaseHost {
+                bundle: bundle(i),
+                address: Some(format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255)),
+                labels: Arc::new(labels),
+            };
+            (name.clone(), entry)
+        })
+        .collect();
+    let release = Release {
+        format: bell_bundle::FORMAT,
+        fleet: FLEET.to_string(),
+        version: Release::compute_version(&entries),
+        hosts: entries,
+        waves: Vec::new(),
+        sequence: None,
+        expires: None,
+        rollout: None,
+    };
+    let out = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        out.path().join("release.json"),
+        serde_json::to_vec(&release).expect("json"),
+    )
+    .expect("release.json");
+
+    // Filed as bell-run files them, many hosts per transaction to fill the store quickly.
+    let filled = Instant::now();
+    let at = now();
+    let numbered: Vec<(usize, &String)> = names.iter().enumerate().collect();
+    std::thread::scope(|scope| {
+        for part in numbered.chunks(hosts.div_ceil(8).max(1)) {
+            let (etcd, release) = (&etcd, &release);
+            scope.spawn(move || {
+                for batch in part.chunks(40) {
+                    let mut keys = Vec::new();
+                    for (i, host) in batch {
+                        if i % 100 == 3 {
+                            continue; // silent: never reported
+                        }
+                        let r = report(host, *i, &release.version, at);
+                        let state = r.result.as_str().to_string();
+                        keys.push((
+                            bell_store::running_key(FLEET, host),
+                            serde_json::to_vec(&r).expect("report"),
+                        ));
+                        keys.push((
+                            bell_store::status_key(FLEET, "apply", host),
+                            state.into_bytes(),
+                        ));
+                        keys.push((bell_store::alive_key(FLEET, host), b"1".to_vec()));
+                    }
+                    let ops: Vec<Op> = keys.iter().map(|(k, v)| Op::Put(k, v)).collect();
+                    etcd.write_all(&ops).expect("fill etcd");
+                }
+            });
+        }
+    });
+    let prefix = bell_store::semaphore::default_prefix(FLEET);
+    for rack in 0..RACKS {
+        let group = format!("r{rack:02}");
+        bell_store::semaphore::acquire(&etcd, &prefix, &group, &names[rack], 2, at)
+            .expect("semaphore");
+    }
+    eprintln!(
+        "filled etcd with {hosts} hosts' reports in {:.1} s (database {} MiB)",
+        filled.elapsed().as_secs_f64(),
+        etcd.db_size().unwrap_or(0) >> 20
+    );
+
+    if std::env::var_os("BELL_SERVE_PROFILE").is_some() {
+        let t = Instant::now();
+        // `/bell/bench/` to `/bell/bench0`, base64, as the client asks for them.
+        let body = r#"{"key":"L2JlbGwvYmVuY2gv","range_end":"L2JlbGwvYmVuY2gw"}"#;
+        let mut stream = std::net::TcpStream::connect(&local.endpoint).expect("connect");
+        write!(
+            stream,
+            "POST /v3/kv/range HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("send");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).expect("read");
+        let got = t.elapsed().as_secs_f64();
+        eprintln!(
+            "profile: etcd answers the range in {got:.2} s ({} MiB of JSON)",
+            raw.len() >> 20
+        );
+        let t = Instant::now();
+        let kvs = etcd
+            .range_prefix(&format!("/bell/{FLEET}/"))
+            .expect("range");
+        let fetched = t.elapsed().as_secs_f64();
+        let views = bell_store::views_from(FLEET, &kvs).expect("views");
+        let parsed = t.elapsed().as_secs_f64();
+        let status = bellc::fleet::status::fleet_status(&release, &views, now(), None);
+        eprintln!(
+            "profile: the client's range {fetched:.2} s ({} keys), views {:.2} s, status {:.2} s ({} rows)",
+            kvs.len(),
+            parsed - fetched,
+            t.elapsed().as_secs_f64() - parsed,
+            status.hosts.len()
+        );
+    }
+    let board = Arc::new(
+        Board::new(out.path(), local.client(), Duration::from_secs(3600), None).expect("board"),
+    );
+    let mut refreshes = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        board.refresh(now());
+        refreshes.push(t.elapsed().as_secs_f64());
+        assert!(board.outage().is_none(), "{:?}", board.outage());
+    }
+    refreshes.sort_by(f64::total_cmp);
+    let requests = board.requests();
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = listener.local_addr().expect("address").to_string();
+    let pages = Pages::new().expect("templates");
+    let served = Arc::clone(&board);
+    std::thread::spawn(move || http::serve(listener, move |r| pages.answer(&served, r)));
+
+    println!(
+        "bellc serve, {hosts} hosts in etcd (cargo bench -p bellc --bench serve; BELL_SERVE_HOSTS={hosts})"
+    );
+    println!(
+        "refresh (one range request, {requests} sent for 3 refreshes): median {:.2} s",
+        refreshes[1]
+    );
+    println!("| page | median of 20 | bytes |");
+    println!("|---|---|---|");
+    for path in [
+        "/",
+        "/?state=failed",
+        "/?label=rack%3Dr42&page=5",
+        "/?page=1000",
+        "/hosts/host-000001",
+        "/api/v1/hosts/host-000001",
+        "/api/v1/status",
+    ] {
+        let mut times = Vec::new();
+        let mut bytes = 0;
+        for _ in 0..20 {
+            let t = Instant::now();
+            bytes = get(&address, path);
+            times.push(t.elapsed().as_secs_f64());
+        }
+        times.sort_by(f64::total_cmp);
+        println!("| `{path}` | {:.1} ms | {bytes} |", times[10] * 1000.0);
+    }
+    let peak = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .map(|v| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    println!("peak RSS of the serving process: {peak}");
+}
