@@ -40,7 +40,11 @@ fn report(host: &str, i: usize, release: &str, at: u64) -> Report {
         host: host.to_string(),
         fleet: FLEET.to_string(),
         command: "apply".to_string(),
-        result: if failed { State::Failed } else { State::Success },
+        result: if failed {
+            State::Failed
+        } else {
+            State::Success
+        },
         release: Some(release.to_string()),
         bundle: Some(if behind { "f".repeat(64) } else { bundle(i) }),
         started_at: at,
@@ -48,7 +52,12 @@ fn report(host: &str, i: usize, release: &str, at: u64) -> Report {
         resources: (0..30)
             .map(|r| ResourceResult {
                 key: format!("sysctl:net.core.key{r}"),
-                result: if failed && r == 29 { "failed" } else { "unchanged" }.to_string(),
+                result: if failed && r == 29 {
+                    "failed"
+                } else {
+                    "unchanged"
+                }
+                .to_string(),
                 detail: (failed && r == 29).then(|| "exit 1".to_string()),
                 output: None,
             })
@@ -58,7 +67,11 @@ fn report(host: &str, i: usize, release: &str, at: u64) -> Report {
         signature: Some("verified: key 0123456789ABCDEF, sequence 1".to_string()),
         status: BTreeMap::from([(
             "apply".to_string(),
-            if failed { State::Failed } else { State::Success },
+            if failed {
+                State::Failed
+            } else {
+                State::Success
+            },
         )]),
         health: Vec::new(),
     }
@@ -145,10 +158,9 @@ fn main() {
         }
     });
     let prefix = bell_store::semaphore::default_prefix(FLEET);
-    for rack in 0..RACKS {
+    for (rack, host) in names.iter().take(RACKS).enumerate() {
         let group = format!("r{rack:02}");
-        bell_store::semaphore::acquire(&etcd, &prefix, &group, &names[rack], 2, at)
-            .expect("semaphore");
+        bell_store::semaphore::acquire(&etcd, &prefix, &group, host, 2, at).expect("semaphore");
     }
     eprintln!(
         "filled etcd with {hosts} hosts' reports in {:.1} s (database {} MiB)",

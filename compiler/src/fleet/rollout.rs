@@ -987,9 +987,10 @@ mod tests {
             status: BTreeMap::from([("apply".to_string(), result)]),
             health: Vec::new(),
         };
+        let report = Arc::new(report);
         HostView {
             status: report.status.clone(),
-            by_command: BTreeMap::from([("apply".to_string(), report.clone())]),
+            by_command: BTreeMap::from([("apply".to_string(), Arc::clone(&report))]),
             report: Some(report),
             alive: Some(alive),
             revisions: BTreeMap::new(),

@@ -96,6 +96,8 @@ pub struct Board {
     took_ms: AtomicU64,
     /// OUT's release as last read, by the bytes it was read from.
     release: Mutex<Option<(Vec<u8>, Arc<Release>)>>,
+    /// The reports of the last reading, so that the next parses only those that changed.
+    reports: Mutex<bell_store::ParsedReports>,
     explain: Option<Explain>,
 }
 
@@ -120,6 +122,7 @@ impl Board {
             refreshes: AtomicU64::new(0),
             took_ms: AtomicU64::new(0),
             release: Mutex::new(None),
+            reports: Mutex::new(bell_store::ParsedReports::default()),
             explain,
         };
         let release = board.read_release()?;
@@ -215,7 +218,7 @@ impl Board {
         *lock(&self.fleet) = fleet.clone();
         bell_store::check_name("fleet", &fleet)?;
         let kvs = self.etcd.range_prefix(&format!("/bell/{fleet}/"))?;
-        let views = bell_store::views_from(&fleet, &kvs)?;
+        let views = bell_store::views_from_parsed(&fleet, &kvs, &mut lock(&self.reports))?;
         let mut warnings = Vec::new();
         let groups = semaphore::groups_from(&kvs, &semaphore::default_prefix(&fleet))
             .unwrap_or_else(|e| {

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use etcd::Etcd;
 
@@ -162,14 +163,15 @@ pub struct Drift {
 /// Everything the store holds about one host of a fleet.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HostView {
-    pub report: Option<Report>,
+    /// Shared with `by_command`: a fleet's reports are most of what a reader holds.
+    pub report: Option<Arc<Report>>,
     pub status: BTreeMap<String, State>,
     /// In an etcd store: whether the host's liveness lease is held (`None` in a directory
     /// store, where the age of the report is all there is).
     pub alive: Option<bool>,
     /// The last report of each command (`apply`, `check`) the store keeps: in etcd both, so
     /// that a check after a failed apply does not hide why it failed; in a directory the last.
-    pub by_command: BTreeMap<String, Report>,
+    pub by_command: BTreeMap<String, Arc<Report>>,
     /// In etcd: the revision at which each command's report was last written (a report that
     /// said nothing new is not written again).
     pub revisions: BTreeMap<String, i64>,
@@ -351,11 +353,15 @@ impl Store {
                     if report.fleet != fleet {
                         continue;
                     }
+                    let report = Arc::new(report);
                     hosts.insert(
                         report.host.clone(),
                         HostView {
                             status: report.status.clone(),
-                            by_command: BTreeMap::from([(report.command.clone(), report.clone())]),
+                            by_command: BTreeMap::from([(
+                                report.command.clone(),
+                                Arc::clone(&report),
+                            )]),
                             report: Some(report),
                             alive: None,
                             revisions: BTreeMap::new(),
@@ -459,6 +465,25 @@ pub fn views_from(
     fleet: &str,
     kvs: &[etcd::KeyValue],
 ) -> Result<BTreeMap<String, HostView>, String> {
+    views_from_parsed(fleet, kvs, &mut ParsedReports::default())
+}
+
+/// Reports parsed by an earlier reading, by key and the revision each was written at: a reader
+/// that reads the fleet again and again (`bellc serve`) parses only the reports that changed
+/// since (hosts write a report only when it says something new).
+#[derive(Debug, Default)]
+pub struct ParsedReports {
+    by_key: std::collections::HashMap<String, (i64, Arc<Report>)>,
+}
+
+/// [`views_from`], taking from `parsed` every report whose key and revision it holds, and
+/// leaving in it the reports of this reading.
+pub fn views_from_parsed(
+    fleet: &str,
+    kvs: &[etcd::KeyValue],
+    parsed: &mut ParsedReports,
+) -> Result<BTreeMap<String, HostView>, String> {
+    let mut now_parsed = std::collections::HashMap::with_capacity(parsed.by_key.len());
     let base = format!("/bell/{fleet}/");
     let mut hosts: BTreeMap<String, HostView> = BTreeMap::new();
     let mut living = std::collections::BTreeSet::new();
@@ -473,11 +498,18 @@ pub fn views_from(
             else {
                 continue;
             };
-            let report: Report = serde_json::from_slice(&kv.value)
-                .map_err(|e| format!("the report at `{}` is not valid: {e}", kv.key))?;
+            let report = match parsed.by_key.remove(&kv.key) {
+                // A key written at the same revision holds the same bytes (0: not from etcd).
+                Some((revision, report)) if revision == kv.mod_revision && revision != 0 => report,
+                _ => Arc::new(
+                    serde_json::from_slice::<Report>(&kv.value)
+                        .map_err(|e| format!("the report at `{}` is not valid: {e}", kv.key))?,
+                ),
+            };
+            now_parsed.insert(kv.key.clone(), (kv.mod_revision, Arc::clone(&report)));
             let view = hosts.entry(host.to_string()).or_default();
             view.by_command
-                .insert(report.command.clone(), report.clone());
+                .insert(report.command.clone(), Arc::clone(&report));
             view.revisions
                 .insert(report.command.clone(), kv.mod_revision);
             // The host's newest report of any command: the last thing it changed or found.
@@ -510,6 +542,7 @@ pub fn views_from(
     for (host, view) in hosts.iter_mut().filter(|(_, v)| v.report.is_some()) {
         view.alive = Some(living.contains(host.as_str()));
     }
+    parsed.by_key = now_parsed;
     Ok(hosts)
 }
 
@@ -557,6 +590,46 @@ fn read_report(path: &Path) -> Result<Option<Report>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_second_reading_parses_only_the_reports_that_changed() {
+        let kv = |key: String, value: Vec<u8>, mod_revision: i64| etcd::KeyValue {
+            key,
+            value,
+            mod_revision,
+        };
+        let json = |r: &Report| serde_json::to_vec(r).unwrap();
+        let (a, b) = (
+            report("a", "apply", State::Success),
+            report("b", "apply", State::Failed),
+        );
+        let mut kvs = vec![
+            kv(running_key("f", "a"), json(&a), 5),
+            kv(running_key("f", "b"), json(&b), 6),
+            kv(alive_key("f", "a"), b"1".to_vec(), 7),
+            kv(status_key("f", "apply", "b"), b"failed".to_vec(), 6),
+        ];
+        let mut parsed = ParsedReports::default();
+        let first = views_from_parsed("f", &kvs, &mut parsed).unwrap();
+        assert_eq!(first, views_from("f", &kvs).unwrap());
+        assert_eq!(first["a"].alive, Some(true));
+        assert_eq!(first["b"].status["apply"], State::Failed);
+        // b files a new report; a's is the same key at the same revision.
+        let b2 = report("b", "apply", State::Success);
+        kvs[1] = kv(running_key("f", "b"), json(&b2), 9);
+        let second = views_from_parsed("f", &kvs, &mut parsed).unwrap();
+        let (a1, a2) = (first["a"].report.as_ref(), second["a"].report.as_ref());
+        assert!(
+            Arc::ptr_eq(a1.unwrap(), a2.unwrap()),
+            "a's report was parsed again"
+        );
+        assert_eq!(second["b"].report.as_deref(), Some(&b2));
+        assert_eq!(second, views_from("f", &kvs).unwrap());
+        // A host that left is forgotten.
+        kvs.remove(0);
+        views_from_parsed("f", &kvs, &mut parsed).unwrap();
+        assert_eq!(parsed.by_key.len(), 1);
+    }
 
     fn report(host: &str, command: &str, result: State) -> Report {
         Report {
