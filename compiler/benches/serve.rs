@@ -17,7 +17,7 @@ mod support;
 use bell_bundle::{Release, ReleaseHost};
 use bell_store::etcd::Op;
 use bell_store::{Report, ResourceResult, State, REPORT_FORMAT};
-use bellc::serve::{http, pages::Pages, Board};
+use bellc::serve::{http, pages::Pages, Board, Out};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -203,7 +203,13 @@ fn main() {
         );
     }
     let board = Arc::new(
-        Board::new(out.path(), local.client(), Duration::from_secs(3600), None).expect("board"),
+        Board::new(
+            Out::Dir(out.path().to_path_buf()),
+            local.client(),
+            Duration::from_secs(3600),
+            None,
+        )
+        .expect("board"),
     );
     let mut refreshes = Vec::new();
     for _ in 0..3 {

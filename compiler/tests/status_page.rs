@@ -443,6 +443,26 @@ fn a_twelve_host_fleet_in_a_browser() {
         "a screenshot"
     );
 
+    // OUT read from the web server that serves it to hosts: the same page.
+    if let Some(nginx) = Nginx::serve(fx.path()) {
+        let served = Server::start(&fx, &[&format!("{}out/", nginx.url), "--store", url]);
+        let (code, api) = served.get("/api/v1/status");
+        assert_eq!(code, 200, "{api}");
+        let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+        assert_eq!(without_ages(api), without_ages(status.clone()));
+        let (_, page) = served.get("/");
+        assert!(
+            page.contains(&key_id),
+            "the signature is read over HTTP too"
+        );
+        let (_, behind) = served.get("/hosts/web-4");
+        assert!(
+            behind.contains("+release two") && !behind.contains("TOPSECRET"),
+            "{behind}"
+        );
+        assert!(nginx.requests().iter().all(|r| r.starts_with("GET /out/")));
+    }
+
     // etcd goes away: the page answers from what it last read, and says so.
     drop(etcd);
     wait_for("the outage to be noticed", || {

@@ -286,8 +286,8 @@ enum Command {
     /// refresh, with one request; runs until stopped.
     Serve {
         /// The build output whose release.json says what each host should run (read again
-        /// when a new build lands in it).
-        out: PathBuf,
+        /// when a new build lands in it): a directory, or the http:// URL that serves it.
+        out: String,
         /// `etcd://HOST:PORT[,HOST:PORT...]` that the hosts report to.
         #[arg(long, value_parser = etcd_url)]
         store: String,
@@ -1110,7 +1110,7 @@ fn sign_out(out: &Path, key: &signing::SigningKey, expires: Option<u64>) -> Resu
 #[allow(clippy::too_many_arguments)]
 fn serve(
     cli: &Cli,
-    out: &Path,
+    out: &str,
     store: &str,
     listen: &str,
     spec: Option<&Path>,
@@ -1118,9 +1118,10 @@ fn serve(
     sources: &mut Sources,
     diags: &mut Diagnostics,
 ) -> Result<u8, Failure> {
-    use bellc::serve::{http, pages::Pages, Board, Explain};
+    use bellc::serve::{http, pages::Pages, Board, Explain, Out};
     use std::sync::Arc;
     let etcd = bell_store::Etcd::parse(store)?;
+    let out = Out::parse(out).map_err(Failure::Usage)?;
     let explain: Option<Explain> = match spec {
         None => None,
         Some(spec) => {

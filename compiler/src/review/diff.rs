@@ -254,34 +254,12 @@ pub fn diff(old: &dyn Side, new: &dyn Side) -> Result<ReleaseDiff, String> {
     })
 }
 
-/// What changes from bundle `old_id` to bundle `new_id`, both in the build output `out`
-/// (which keeps the bundles of the releases it keeps), as [`diff`] shows one bundle change:
-/// what `bellc serve` shows for a host that is not on its desired bundle yet.
-pub fn bundle_change(out: &Path, old_id: &str, new_id: &str) -> Result<BundleChange, String> {
-    // Only the bundles are read: no release is needed to compare two of them.
-    let side = DirSide {
-        dir: out.to_path_buf(),
-        release: Release {
-            format: bell_bundle::FORMAT,
-            fleet: String::new(),
-            version: String::new(),
-            hosts: BTreeMap::new(),
-            waves: Vec::new(),
-            sequence: None,
-            expires: None,
-            rollout: None,
-        },
-    };
-    let missing = |id: &str, e: String| {
-        format!(
-            "bundle {} is not in {} (pruned, or built elsewhere): {e}",
-            short(id),
-            out.display()
-        )
-    };
-    let a = side.manifest(old_id).map_err(|e| missing(old_id, e))?;
-    let b = side.manifest(new_id).map_err(|e| missing(new_id, e))?;
-    Ok(compare(&side, &side, (old_id, &a), (new_id, &b)))
+/// What changes from bundle `old_id` to bundle `new_id`, both read from `side`, as [`diff`]
+/// shows one bundle change: what `bellc serve` shows for a host not on its desired bundle yet.
+pub fn bundle_change(side: &dyn Side, old_id: &str, new_id: &str) -> Result<BundleChange, String> {
+    let a = side.manifest(old_id)?;
+    let b = side.manifest(new_id)?;
+    Ok(compare(side, side, (old_id, &a), (new_id, &b)))
 }
 
 fn compare(

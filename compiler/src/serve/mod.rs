@@ -21,7 +21,7 @@ use bell_bundle::Release;
 use bell_store::semaphore::{self, Group};
 use bell_store::{Etcd, HostView};
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -29,7 +29,7 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("cannot read the release of {out}: {reason}")]
-    Release { out: PathBuf, reason: String },
+    Release { out: String, reason: String },
     #[error("cannot listen on {address}: {reason}")]
     Listen { address: String, reason: String },
 }
@@ -37,9 +37,9 @@ pub enum ServeError {
 impl ServeError {
     pub fn help(&self) -> String {
         match self {
-            ServeError::Release { .. } => {
-                "give the output directory of `bellc build` (it holds release.json)".to_string()
-            }
+            ServeError::Release { .. } => "give the output directory of `bellc build` (it holds \
+                 release.json), or the http:// URL that serves it to hosts"
+                .to_string(),
             ServeError::Listen { .. } => {
                 "another program may use that port; give another with `--listen ADDRESS:PORT`"
                     .to_string()
@@ -84,9 +84,104 @@ pub struct Outage {
     pub error: String,
 }
 
+/// A build output: a directory, or the URL a web server serves it from to hosts (what
+/// `bell-run pull` reads). Either way only its files are read: release.json, its signature,
+/// and bundles' manifests and files for a diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Out {
+    Dir(PathBuf),
+    /// Without a trailing slash.
+    Url(String),
+}
+
+/// What a path segment keeps as it is in a URL.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+impl Out {
+    /// `http://…` is a URL (`https://` is refused: bellc speaks plain HTTP, as bell-run does;
+    /// put a local proxy in between), anything else a directory.
+    pub fn parse(text: &str) -> Result<Out, String> {
+        if text.starts_with("http://") {
+            Ok(Out::Url(text.trim_end_matches('/').to_string()))
+        } else if text.contains("://") {
+            Err(format!(
+                "`{text}`: OUT is a directory or an http:// URL (for https, read through a \
+                 local proxy)"
+            ))
+        } else {
+            Ok(Out::Dir(PathBuf::from(text)))
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Out::Dir(dir) => dir.display().to_string(),
+            Out::Url(url) => url.clone(),
+        }
+    }
+
+    /// A file of the output by its relative path (`/`-separated); `None` when there is none.
+    pub fn read(&self, rel: &str) -> Result<Option<Vec<u8>>, String> {
+        match self {
+            Out::Dir(dir) => match std::fs::read(dir.join(rel)) {
+                Ok(bytes) => Ok(Some(bytes)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(format!("{}: {e}", dir.join(rel).display())),
+            },
+            Out::Url(base) => {
+                let path: Vec<String> = rel
+                    .split('/')
+                    .map(|s| percent_encoding::utf8_percent_encode(s, SEGMENT).to_string())
+                    .collect();
+                bell_store::http::get(&format!("{base}/{}", path.join("/")))
+            }
+        }
+    }
+}
+
+/// The bundles of a build output, for a diff between the bundle a host runs and the one it
+/// should (as `bellc diff` compares two outputs).
+struct OutSide<'a> {
+    out: &'a Out,
+    release: &'a Release,
+}
+
+impl crate::review::diff::Side for OutSide<'_> {
+    fn release(&self) -> &Release {
+        self.release
+    }
+
+    fn manifest(&self, id: &str) -> Result<bell_bundle::Manifest, String> {
+        if !bell_bundle::is_bundle_id(id) {
+            return Err(format!("`{id}` is not a bundle id"));
+        }
+        let rel = format!("bundles/{id}/{}", bell_bundle::MANIFEST_FILE);
+        let bytes = self.out.read(&rel)?.ok_or_else(|| {
+            format!(
+                "bundle {} is not in {} (pruned, or built elsewhere)",
+                crate::review::diff::short(id),
+                self.out.describe()
+            )
+        })?;
+        let text = String::from_utf8(bytes).map_err(|_| format!("{rel} is not UTF-8"))?;
+        bell_bundle::Manifest::from_json(&text).map_err(|e| format!("{rel}: {e}"))
+    }
+
+    fn content(&self, id: &str, rel: &str) -> Option<Vec<u8>> {
+        if !bell_bundle::is_bundle_id(id) || !bell_bundle::is_contained_relative(rel) {
+            return None;
+        }
+        self.out.read(&format!("bundles/{id}/{rel}")).ok().flatten()
+    }
+}
+
 /// What the pages are rendered from: the newest snapshot and the store's health.
 pub struct Board {
-    out: PathBuf,
+    out: Out,
     etcd: Etcd,
     fleet: Mutex<String>,
     refresh: Duration,
@@ -107,13 +202,13 @@ pub type Explain = Box<dyn Fn(&str) -> Option<String> + Send + Sync>;
 impl Board {
     /// Reads OUT's release (an error when it cannot be: there is nothing to show without it).
     pub fn new(
-        out: &Path,
+        out: Out,
         etcd: Etcd,
         refresh: Duration,
         explain: Option<Explain>,
     ) -> Result<Board, ServeError> {
         let board = Board {
-            out: out.to_path_buf(),
+            out,
             etcd,
             fleet: Mutex::new(String::new()),
             refresh,
@@ -130,8 +225,22 @@ impl Board {
         Ok(board)
     }
 
-    pub fn out(&self) -> &Path {
+    pub fn out(&self) -> &Out {
         &self.out
+    }
+
+    /// What changes from bundle `old` to bundle `new`, both read from OUT.
+    pub fn bundle_change(
+        &self,
+        release: &Release,
+        old: &str,
+        new: &str,
+    ) -> Result<crate::review::diff::BundleChange, String> {
+        let side = OutSide {
+            out: &self.out,
+            release,
+        };
+        crate::review::diff::bundle_change(&side, old, new)
     }
 
     pub fn fleet(&self) -> String {
@@ -171,20 +280,27 @@ impl Board {
 
     /// OUT's release, parsed again only when its bytes changed (a new build into OUT).
     fn read_release(&self) -> Result<Arc<Release>, ServeError> {
-        let path = self.out.join(bell_bundle::RELEASE_FILE);
         let error = |reason: String| ServeError::Release {
-            out: self.out.clone(),
+            out: self.out.describe(),
             reason,
         };
-        let bytes = std::fs::read(&path).map_err(|e| error(format!("{}: {e}", path.display())))?;
+        let bytes = self
+            .out
+            .read(bell_bundle::RELEASE_FILE)
+            .map_err(error)?
+            .ok_or_else(|| error(format!("there is no {}", bell_bundle::RELEASE_FILE)))?;
         let mut kept = lock(&self.release);
         if let Some((old, release)) = kept.as_ref() {
             if *old == bytes {
                 return Ok(Arc::clone(release));
             }
         }
-        let release: Release = serde_json::from_slice(&bytes)
-            .map_err(|e| error(format!("{} is not a bellc release: {e}", path.display())))?;
+        let release: Release = serde_json::from_slice(&bytes).map_err(|e| {
+            error(format!(
+                "{} is not a bellc release: {e}",
+                bell_bundle::RELEASE_FILE
+            ))
+        })?;
         let release = Arc::new(release);
         *kept = Some((bytes, Arc::clone(&release)));
         Ok(release)
@@ -241,12 +357,12 @@ impl Board {
             .enumerate()
             .map(|(i, h)| (h.host.clone(), i))
             .collect();
-        let signer = std::fs::read_to_string(
-            self.out
-                .join(format!("{}.minisig", bell_bundle::RELEASE_FILE)),
-        )
-        .ok()
-        .and_then(|text| crate::fleet::signing::signer(&text));
+        let signer = self
+            .out
+            .read(&format!("{}.minisig", bell_bundle::RELEASE_FILE))
+            .ok()
+            .flatten()
+            .and_then(|bytes| crate::fleet::signing::signer(&String::from_utf8_lossy(&bytes)));
         Ok(Snapshot {
             release,
             signer,
@@ -290,4 +406,34 @@ pub fn unix_now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Out;
+
+    #[test]
+    fn out_is_a_directory_or_an_http_url() {
+        assert_eq!(
+            Out::parse("http://mirror:8080/lab/").unwrap(),
+            Out::Url("http://mirror:8080/lab".into())
+        );
+        assert_eq!(Out::parse("out").unwrap(), Out::Dir("out".into()));
+        assert!(Out::parse("https://mirror/lab")
+            .unwrap_err()
+            .contains("proxy"));
+        assert!(Out::parse("ftp://mirror/lab").is_err());
+    }
+
+    #[test]
+    fn a_url_path_is_percent_encoded_segment_by_segment() {
+        // Nothing listens on port 9 of loopback: the request is refused after it was built,
+        // so the error names the URL as sent.
+        let out = Out::Url("http://127.0.0.1:9/o".into());
+        let error = out.read("bundles/ab/root/etc/a b?#%.conf").unwrap_err();
+        assert!(
+            error.contains("http://127.0.0.1:9/o/bundles/ab/root/etc/a%20b%3F%23%25.conf"),
+            "{error}"
+        );
+    }
 }

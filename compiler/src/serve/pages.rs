@@ -556,7 +556,7 @@ fn host_view(board: &Board, s: &Snapshot, name: &str) -> Option<HostView> {
     let (mut diff, mut diff_note) = (None, None);
     if let (Some(desired), Some(reported)) = (&status.desired, &status.reported) {
         if desired != reported {
-            match diff::bundle_change(board.out(), reported, desired) {
+            match board.bundle_change(&s.release, reported, desired) {
                 Ok(change) => diff = Some(change),
                 Err(e) => diff_note = Some(e),
             }
@@ -626,7 +626,13 @@ mod tests {
         )
         .unwrap();
         let etcd = bell_store::Etcd::new(vec!["127.0.0.1:9".into()]);
-        let board = Board::new(out.path(), etcd, std::time::Duration::from_secs(5), None).unwrap();
+        let board = Board::new(
+            super::super::Out::Dir(out.path().to_path_buf()),
+            etcd,
+            std::time::Duration::from_secs(5),
+            None,
+        )
+        .unwrap();
         let views = BTreeMap::new();
         let status = fleet_status(&release, &views, 1000, None);
         let index = status

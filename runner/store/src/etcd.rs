@@ -395,7 +395,7 @@ fn call_one<T>(
 /// The largest answer read from etcd: the reports of a 100,000-host fleet are about 300 MiB.
 const MAX_ANSWER_BYTES: u64 = 1 << 30;
 
-fn exchange(endpoint: &str, request: &[u8]) -> Result<Vec<u8>, String> {
+pub(crate) fn exchange(endpoint: &str, request: &[u8]) -> Result<Vec<u8>, String> {
     let addrs = crate::resolve::resolve_endpoint(endpoint)?;
     let mut last = "no address".to_string();
     for addr in addrs {
@@ -535,7 +535,7 @@ pub fn range_readings_agree(bytes: &[u8]) -> bool {
 }
 
 /// Splits an HTTP/1.1 response into status and body, undoing chunked transfer encoding.
-fn parse_response(bytes: &[u8]) -> Result<(u16, Vec<u8>), String> {
+pub(crate) fn parse_response(bytes: &[u8]) -> Result<(u16, Vec<u8>), String> {
     let split = bytes
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

@@ -50,6 +50,43 @@ pub fn parse_head(head: &[u8]) -> Result<Head, String> {
     })
 }
 
+/// `GET http://HOST:PORT/PATH`: the body, or `None` when the server has no such file (404).
+/// Plain HTTP, one request per connection, with etcd's time and size limits: how `bellc`
+/// reads a build output from the web server that serves it to hosts. `path` is sent as given:
+/// the caller percent-encodes what needs it.
+pub fn get(url: &str) -> Result<Option<Vec<u8>>, String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("`{url}`: only http:// URLs are read"))?;
+    let (authority, path) = match rest.find('/') {
+        Some(at) => (&rest[..at], &rest[at..]),
+        None => (rest, "/"),
+    };
+    let endpoint = if authority
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        authority.to_string()
+    } else {
+        format!("{authority}:80")
+    };
+    if authority.is_empty() || path.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+        return Err(format!(
+            "`{}` is not a URL bell can read",
+            url.escape_debug()
+        ));
+    }
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    let answer =
+        crate::etcd::exchange(&endpoint, request.as_bytes()).map_err(|e| format!("{url}: {e}"))?;
+    let (status, body) = crate::etcd::parse_response(&answer).map_err(|e| format!("{url}: {e}"))?;
+    match status {
+        200 => Ok(Some(body)),
+        404 => Ok(None),
+        _ => Err(format!("{url}: the server answered HTTP {status}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,5 +99,13 @@ mod tests {
         assert_eq!(head.transfer_encoding.as_deref(), Some("chunked"));
         assert!(parse_head(b"SSH-2.0-OpenSSH").is_err());
         assert!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: -1").is_err());
+    }
+
+    #[test]
+    fn only_plain_http_urls_without_spaces_or_controls_are_fetched() {
+        assert!(get("https://a/b").unwrap_err().contains("only http://"));
+        assert!(get("http:///x").unwrap_err().contains("not a URL"));
+        assert!(get("http://a/b c").unwrap_err().contains("not a URL"));
+        assert!(get("http://a/b\r\nX: y").unwrap_err().contains("not a URL"));
     }
 }
