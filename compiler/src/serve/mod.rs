@@ -274,6 +274,10 @@ impl Board {
         self.etcd.requests()
     }
 
+    pub fn has_spec(&self) -> bool {
+        self.explain.is_some()
+    }
+
     pub fn explain(&self, host: &str) -> Option<String> {
         self.explain.as_ref().and_then(|f| f(host))
     }

@@ -499,6 +499,8 @@ pub struct HostView {
     pub reports: Vec<ReportView>,
     /// `bellc explain`, when `bellc serve` was given the spec.
     pub explain: Option<String>,
+    /// Why there is none: no spec given, or the host is not in it.
+    pub explain_note: Option<String>,
     /// The bundle the host runs against the one it should, as `bellc diff` shows a change;
     /// `None` when it runs the desired bundle or reported none.
     pub diff: Option<diff::BundleChange>,
@@ -553,6 +555,7 @@ fn host_view(board: &Board, s: &Snapshot, name: &str) -> Option<HostView> {
                 .collect()
         })
         .unwrap_or_default();
+    let explain = board.explain(name);
     let (mut diff, mut diff_note) = (None, None);
     if let (Some(desired), Some(reported)) = (&status.desired, &status.reported) {
         if desired != reported {
@@ -567,7 +570,15 @@ fn host_view(board: &Board, s: &Snapshot, name: &str) -> Option<HostView> {
         address: entry.and_then(|e| e.address.clone()),
         alive: view.and_then(|v| v.alive),
         reports,
-        explain: board.explain(name),
+        explain_note: match (&explain, board.has_spec()) {
+            (Some(_), _) => None,
+            (None, true) => Some(format!("{name} is not a host of the spec given")),
+            (None, false) => Some(
+                "start `bellc serve` with `--spec SPEC` to show where each value comes from"
+                    .to_string(),
+            ),
+        },
+        explain,
         diff,
         diff_note,
         status,
@@ -685,7 +696,11 @@ mod tests {
         assert_eq!(rows(&get(&board, "/?page=99")), 50);
         let host = get(&board, "/hosts/host-001");
         assert_eq!(host.status, 200);
-        assert!(String::from_utf8_lossy(&host.body).contains("no report"));
+        let html = String::from_utf8_lossy(&host.body);
+        assert!(
+            html.contains("no report") && html.contains("--spec SPEC"),
+            "{html}"
+        );
         let bad = get(&board, "/?page=abc");
         assert!(String::from_utf8_lossy(&bad.body).contains("page `abc` is not a number"));
     }
