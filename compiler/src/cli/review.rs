@@ -340,7 +340,7 @@ fn print_status(s: &FleetStatus, all: bool) {
                     } else {
                         others.join(",")
                     },
-                    h.age_seconds.map_or("-".to_string(), duration_short),
+                    h.age_seconds.map_or("-".to_string(), status::age_short),
                     short(&h.version),
                     short(&h.reported),
                     short(&h.desired),
@@ -396,16 +396,6 @@ fn detail_of(h: &status::HostStatus) -> String {
         }
     }
     parts.join("; ")
-}
-
-/// `45s`, `12m`, `3h`, `2d`: a report's age in a column.
-fn duration_short(secs: u64) -> String {
-    match secs {
-        0..=59 => format!("{secs}s"),
-        60..=3599 => format!("{}m", secs / 60),
-        3600..=86_399 => format!("{}h", secs / 3600),
-        _ => format!("{}d", secs / 86_400),
-    }
 }
 
 /// `bellc lock status`: every group under `prefix`, with its holders and free slots.

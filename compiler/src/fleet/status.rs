@@ -163,6 +163,16 @@ impl FleetStatus {
     }
 }
 
+/// `45s`, `12m`, `3h`, `2d`: a report's age in a column.
+pub fn age_short(secs: u64) -> String {
+    match secs {
+        0..=59 => format!("{secs}s"),
+        60..=3599 => format!("{}m", secs / 60),
+        3600..=86_399 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86_400),
+    }
+}
+
 /// Reports in a directory carry no liveness: one older than this (three runs of the default
 /// 15-minute timer, as bell-run's liveness lease) leaves its host stale unless `--stale` says
 /// otherwise.

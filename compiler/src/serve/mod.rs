@@ -355,12 +355,7 @@ impl Board {
             .map(|b| String::from_utf8_lossy(b).into_owned());
         let published = bell_store::published_from(&fleet, &kvs).map(|p| p.version);
         let status = fleet_status(&release, &views, now, None);
-        let index = status
-            .hosts
-            .iter()
-            .enumerate()
-            .map(|(i, h)| (h.host.clone(), i))
-            .collect();
+        let index = index(&status);
         let signer = self
             .out
             .read(&format!("{}.minisig", bell_bundle::RELEASE_FILE))
@@ -397,6 +392,16 @@ impl Board {
     pub fn took(&self) -> Duration {
         Duration::from_millis(self.took_ms.load(Ordering::SeqCst))
     }
+}
+
+/// Host name → its row.
+fn index(status: &FleetStatus) -> HashMap<String, usize> {
+    status
+        .hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.host.clone(), i))
+        .collect()
 }
 
 /// A poisoned lock only means another thread panicked while holding it; the data is still

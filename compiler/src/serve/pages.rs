@@ -4,7 +4,7 @@
 
 use super::http::{Request, Response};
 use super::{Board, Snapshot};
-use crate::fleet::status::{Flag, HostState, HostStatus};
+use crate::fleet::status::{age_short as age, Flag, HostState, HostStatus};
 use crate::review::diff::{self, short};
 use minijinja::{context, Environment};
 use serde::Serialize;
@@ -585,16 +585,6 @@ fn host_view(board: &Board, s: &Snapshot, name: &str) -> Option<HostView> {
     })
 }
 
-/// `42s`, `5m`, `3h`, `2d`.
-fn age(secs: u64) -> String {
-    match secs {
-        0..=59 => format!("{secs}s"),
-        60..=3599 => format!("{}m", secs / 60),
-        3600..=86_399 => format!("{}h", secs / 3600),
-        _ => format!("{}d", secs / 86_400),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::{Board, Snapshot};
@@ -646,12 +636,7 @@ mod tests {
         .unwrap();
         let views = BTreeMap::new();
         let status = fleet_status(&release, &views, 1000, None);
-        let index = status
-            .hosts
-            .iter()
-            .enumerate()
-            .map(|(i, h)| (h.host.clone(), i))
-            .collect();
+        let index = super::super::index(&status);
         *board.current.write().unwrap() = Some(Arc::new(Snapshot {
             release: Arc::new(release),
             signer: None,
