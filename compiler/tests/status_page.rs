@@ -450,6 +450,16 @@ fn a_twelve_host_fleet_in_a_browser() {
         assert_eq!(code, 200, "{api}");
         let api: serde_json::Value = serde_json::from_str(&api).unwrap();
         assert_eq!(without_ages(api), without_ages(status.clone()));
+        let by_url = fx.bellc(&[
+            "status",
+            &format!("{}out", nginx.url),
+            "--store",
+            url,
+            "--json",
+        ]);
+        assert_eq!(by_url.code, 3, "{}", by_url.stderr);
+        let by_url: serde_json::Value = serde_json::from_str(&by_url.stdout).unwrap();
+        assert_eq!(without_ages(by_url), without_ages(status.clone()));
         let (_, page) = served.get("/");
         assert!(
             page.contains(&key_id),

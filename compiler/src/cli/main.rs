@@ -244,8 +244,9 @@ enum Command {
     /// unaccounted, drifted, pending, deferred, up-to-date, unknown) and every condition that
     /// holds. Exit 3 when a host is in a `--fail-on` state.
     Status {
-        /// The build output whose release.json says what each host should run; with
-        /// `--store`, the store's published release when left out (give `--fleet`).
+        /// The build output whose release.json says what each host should run (a directory,
+        /// or the http:// URL that serves it); with `--store`, the store's published release
+        /// when left out (give `--fleet`).
         out: Option<PathBuf>,
         /// A directory that `bell-run --report DIR` wrote.
         #[arg(long, conflicts_with = "store", required_unless_present = "store")]

@@ -234,7 +234,11 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
             rollout: None,
         });
     };
-    let release = diff::DirSide::open(out)?.release().clone();
+    // OUT may be the http:// URL that serves it to hosts, as for `bellc serve`.
+    let release = match out.to_str().filter(|o| o.contains("://")) {
+        Some(url) => bellc::serve::Out::parse(url)?.release()?,
+        None => diff::DirSide::open(out)?.release().clone(),
+    };
     if let Some(bell_store::Published {
         version: current, ..
     }) = store.published(&release.fleet)?

@@ -124,6 +124,24 @@ impl Out {
         }
     }
 
+    /// Its release.json.
+    pub fn release(&self) -> Result<Release, String> {
+        let bytes = self
+            .read(bell_bundle::RELEASE_FILE)?
+            .ok_or_else(|| format!("{} has no {}", self.describe(), bell_bundle::RELEASE_FILE))?;
+        self.parse_release(&bytes)
+    }
+
+    fn parse_release(&self, bytes: &[u8]) -> Result<Release, String> {
+        serde_json::from_slice(bytes).map_err(|e| {
+            format!(
+                "{}/{} is not a bellc release: {e}",
+                self.describe(),
+                bell_bundle::RELEASE_FILE
+            )
+        })
+    }
+
     /// A file of the output by its relative path (`/`-separated); `None` when there is none.
     pub fn read(&self, rel: &str) -> Result<Option<Vec<u8>>, String> {
         match self {
@@ -299,13 +317,7 @@ impl Board {
                 return Ok(Arc::clone(release));
             }
         }
-        let release: Release = serde_json::from_slice(&bytes).map_err(|e| {
-            error(format!(
-                "{} is not a bellc release: {e}",
-                bell_bundle::RELEASE_FILE
-            ))
-        })?;
-        let release = Arc::new(release);
+        let release = Arc::new(self.out.parse_release(&bytes).map_err(error)?);
         *kept = Some((bytes, Arc::clone(&release)));
         Ok(release)
     }
