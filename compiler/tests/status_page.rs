@@ -486,3 +486,54 @@ fn a_twelve_host_fleet_in_a_browser() {
     assert_eq!(code, 200);
     assert!(api.contains("\"broken\""));
 }
+
+#[test]
+fn serve_says_why_it_cannot_start() {
+    let fx = Fixture::spec("fleet \"lab\" target=\"debian-12\"\nhost \"a\"\n");
+    let store = ["--store", "etcd://127.0.0.1:9", "--listen", "127.0.0.1:0"];
+    // Not a build output: nothing to show, and what to give instead.
+    let run = fx.bellc(&[&["serve", "nowhere"][..], &store[..]].concat());
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("there is no release.json"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("the http:// URL that serves it"),
+        "{}",
+        run.stderr
+    );
+    // https is not spoken; a store that is not etcd is a usage error.
+    let run = fx.bellc(&[&["serve", "https://mirror/lab"][..], &store[..]].concat());
+    assert_eq!(run.code, 64, "{}", run.stderr);
+    assert!(run.stderr.contains("local proxy"), "{}", run.stderr);
+    let run = fx.bellc(&["serve", "out", "--store", "reports/"]);
+    assert_eq!(run.code, 64, "{}", run.stderr);
+    // An address that cannot be listened on.
+    let build = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(build.code, 0, "{}", build.stderr);
+    let run = fx.bellc(&[
+        "serve",
+        "out",
+        "--store",
+        "etcd://127.0.0.1:9",
+        "--listen",
+        "256.0.0.1:1",
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot listen on 256.0.0.1:1"),
+        "{}",
+        run.stderr
+    );
+    // A spec with an error is reported as a build would report it.
+    std::fs::write(
+        fx.path().join("bad.kdl"),
+        "fleet \"lab\" target=\"debian-12\"\nhost \"a\" \"b\"\n",
+    )
+    .unwrap();
+    let run = fx.bellc(&[&["serve", "out", "--spec", "bad.kdl"][..], &store[..]].concat());
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("bad.kdl:2"), "{}", run.stderr);
+}
