@@ -103,16 +103,24 @@ where
             let _ = write_response(&mut stream, &Response::plain(503, "busy"), false);
             continue;
         }
-        let (handler, done) = (Arc::clone(&handler), Arc::clone(&busy));
-        let spawned = std::thread::Builder::new()
+        let (handler, slot) = (Arc::clone(&handler), Slot(Arc::clone(&busy)));
+        // The slot is given back when the thread ends, however it ends (a handler that
+        // panicked included), or at once when no thread could be started.
+        let _ = std::thread::Builder::new()
             .name("bellc-serve".into())
             .spawn(move || {
+                let _slot = slot;
                 answer(stream, handler.as_ref());
-                done.fetch_sub(1, Ordering::SeqCst);
             });
-        if spawned.is_err() {
-            busy.fetch_sub(1, Ordering::SeqCst);
-        }
+    }
+}
+
+/// One of the [`MAX_CONNECTIONS`], held while a connection is served.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
