@@ -201,7 +201,6 @@ impl crate::review::diff::Side for OutSide<'_> {
 pub struct Board {
     out: Out,
     etcd: Etcd,
-    fleet: Mutex<String>,
     refresh: Duration,
     current: RwLock<Option<Arc<Snapshot>>>,
     outage: Mutex<Option<Outage>>,
@@ -228,7 +227,6 @@ impl Board {
         let board = Board {
             out,
             etcd,
-            fleet: Mutex::new(String::new()),
             refresh,
             current: RwLock::new(None),
             outage: Mutex::new(None),
@@ -238,8 +236,7 @@ impl Board {
             reports: Mutex::new(bell_store::ParsedReports::default()),
             explain,
         };
-        let release = board.read_release()?;
-        *lock(&board.fleet) = release.fleet.clone();
+        board.read_release()?;
         Ok(board)
     }
 
@@ -261,8 +258,12 @@ impl Board {
         crate::review::diff::bundle_change(&side, old, new)
     }
 
+    /// The fleet of OUT's release as last read.
     pub fn fleet(&self) -> String {
-        lock(&self.fleet).clone()
+        lock(&self.release)
+            .as_ref()
+            .map(|(_, release)| release.fleet.clone())
+            .unwrap_or_default()
     }
 
     pub fn store_url(&self) -> String {
@@ -347,7 +348,6 @@ impl Board {
     fn read(&self, now: u64) -> Result<Snapshot, String> {
         let release = self.read_release().map_err(|e| e.to_string())?;
         let fleet = release.fleet.clone();
-        *lock(&self.fleet) = fleet.clone();
         bell_store::check_name("fleet", &fleet)?;
         let kvs = self.etcd.range_prefix(&format!("/bell/{fleet}/"))?;
         let views = bell_store::views_from_parsed(&fleet, &kvs, &mut lock(&self.reports))?;

@@ -441,17 +441,16 @@ fn filtered(s: &Snapshot, request: &Request) -> HostList {
                         .all(|(k, v)| entry.labels.get(k).is_some_and(|x| x == v))
                 }))
     };
-    let matched = s.status.hosts.iter().filter(matches).count();
+    // Matched once: a label filter compares every host's labels.
+    let matching: Vec<&HostStatus> = s.status.hosts.iter().filter(matches).collect();
+    let matched = matching.len();
     let pages = matched.div_ceil(PAGE_SIZE).max(1);
     let page = page.clamp(1, pages);
-    let rows = s
-        .status
-        .hosts
+    let rows = matching
         .iter()
-        .filter(matches)
         .skip((page - 1) * PAGE_SIZE)
         .take(PAGE_SIZE)
-        .map(row)
+        .map(|h| row(h))
         .collect();
     let mut query: Vec<(&str, String)> = Vec::new();
     if let Some(st) = &state {
