@@ -11,13 +11,13 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Connections served at once; the next one gets `503` at once.
 pub const MAX_CONNECTIONS: usize = 64;
 /// A request head larger than this is refused (`431`).
 const MAX_HEAD_BYTES: usize = 16 * 1024;
-/// How long a client has to send its request head, and to take the answer.
+/// How long a client has to send its whole request head, and then to take the whole answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A request as a handler sees it: the decoded path and the query's pairs, in order.
@@ -99,8 +99,8 @@ where
         };
         if busy.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
             busy.fetch_sub(1, Ordering::SeqCst);
-            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-            let _ = write_response(&mut stream, &Response::plain(503, "busy"), false);
+            let busy = Response::plain(503, "busy");
+            let _ = write_response(&mut stream, &busy, false, Duration::from_secs(1));
             continue;
         }
         let (handler, slot) = (Arc::clone(&handler), Slot(Arc::clone(&busy)));
@@ -125,9 +125,7 @@ impl Drop for Slot {
 }
 
 fn answer<H: Fn(&Request) -> Response>(mut stream: TcpStream, handler: &H) {
-    let _ = stream.set_read_timeout(Some(CLIENT_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(CLIENT_TIMEOUT));
-    let (response, head_only) = match read_head(&mut stream) {
+    let (response, head_only) = match read_head(&mut stream, CLIENT_TIMEOUT) {
         Ok(head) => match parse_head(&head) {
             Ok((method, request)) => {
                 let head_only = method == "HEAD";
@@ -137,17 +135,27 @@ fn answer<H: Fn(&Request) -> Response>(mut stream: TcpStream, handler: &H) {
         },
         Err(refusal) => (refusal, false),
     };
-    let _ = write_response(&mut stream, &response, head_only);
+    let _ = write_response(&mut stream, &response, head_only, CLIENT_TIMEOUT);
 }
 
-/// The request head, up to the blank line.
-fn read_head(stream: &mut TcpStream) -> Result<Vec<u8>, Response> {
+/// The request head, up to the blank line, within `budget` for the whole head: a time limit
+/// per read alone would let a client that sends a byte every few seconds hold its slot for hours.
+fn read_head(stream: &mut TcpStream, budget: Duration) -> Result<Vec<u8>, Response> {
+    let deadline = Instant::now() + budget;
+    let timeout = || Response::plain(408, "request timeout");
     let mut head = Vec::new();
     let mut chunk = [0u8; 2048];
     loop {
-        let n = stream
-            .read(&mut chunk)
-            .map_err(|_| Response::plain(408, "request timeout"))?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(timeout());
+        }
+        stream.set_read_timeout(Some(left)).map_err(|_| timeout())?;
+        let n = match stream.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return Err(timeout()),
+        };
         if n == 0 {
             return Err(Response::plain(
                 400,
@@ -215,7 +223,15 @@ fn decode(text: &str, query: bool) -> Option<String> {
     (!decoded.chars().any(char::is_control)).then_some(decoded)
 }
 
-fn write_response(stream: &mut TcpStream, r: &Response, head_only: bool) -> std::io::Result<()> {
+/// The answer, within `budget` for all of it (a client that reads a byte at a time would
+/// otherwise hold its slot as long as it likes).
+fn write_response(
+    stream: &mut TcpStream,
+    r: &Response,
+    head_only: bool,
+    budget: Duration,
+) -> std::io::Result<()> {
+    let deadline = Instant::now() + budget;
     let reason = match r.status {
         200 => "OK",
         400 => "Bad Request",
@@ -238,11 +254,33 @@ fn write_response(stream: &mut TcpStream, r: &Response, head_only: bool) -> std:
         r.content_type,
         r.body.len()
     );
-    stream.write_all(head.as_bytes())?;
+    write_within(stream, head.as_bytes(), deadline)?;
     if !head_only {
-        stream.write_all(&r.body)?;
+        write_within(stream, &r.body, deadline)?;
     }
-    stream.flush()
+    Ok(())
+}
+
+fn write_within(
+    stream: &mut TcpStream,
+    mut bytes: &[u8],
+    deadline: Instant,
+) -> std::io::Result<()> {
+    use std::io::ErrorKind;
+    while !bytes.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ErrorKind::TimedOut.into());
+        }
+        stream.set_write_timeout(Some(left))?;
+        match stream.write(bytes) {
+            Ok(0) => return Err(ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -277,5 +315,70 @@ mod tests {
             let refused = parse_head(head).err().map(|r| r.status);
             assert_eq!(refused, Some(status), "{}", String::from_utf8_lossy(head));
         }
+    }
+
+    /// A client that sends its head a byte at a time, each within the read timeout, still has
+    /// only the budget for the whole head: otherwise 64 of them would hold every slot for hours.
+    #[test]
+    fn a_head_sent_slowly_runs_out_of_time() {
+        use std::io::Write;
+        use std::time::{Duration, Instant};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let dribbler = std::thread::spawn(move || {
+            let mut client = std::net::TcpStream::connect(address).unwrap();
+            for _ in 0..100 {
+                if client.write_all(b"G").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let (mut stream, _) = listener.accept().unwrap();
+        let started = Instant::now();
+        let refused = super::read_head(&mut stream, Duration::from_millis(300)).err();
+        assert_eq!(refused.map(|r| r.status), Some(408));
+        assert!(
+            started.elapsed() < Duration::from_millis(1000),
+            "{:?}",
+            started.elapsed()
+        );
+        drop(stream);
+        dribbler.join().unwrap();
+    }
+
+    /// The same for the answer: a client that takes it a byte at a time gets the budget.
+    #[test]
+    fn an_answer_taken_slowly_runs_out_of_time() {
+        use std::io::Read;
+        use std::time::{Duration, Instant};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sipper = std::thread::spawn({
+            let done = std::sync::Arc::clone(&done);
+            move || {
+                let mut client = std::net::TcpStream::connect(address).unwrap();
+                let mut sip = [0u8; 4096];
+                while !done.load(std::sync::atomic::Ordering::SeqCst)
+                    && matches!(client.read(&mut sip), Ok(n) if n > 0)
+                {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+        });
+        let (mut stream, _) = listener.accept().unwrap();
+        let big = super::Response::html("x".repeat(64 << 20));
+        let started = Instant::now();
+        let written = super::write_response(&mut stream, &big, false, Duration::from_millis(300));
+        assert!(written.is_err());
+        assert!(
+            started.elapsed() < Duration::from_millis(1000),
+            "{:?}",
+            started.elapsed()
+        );
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        drop(stream);
+        sipper.join().unwrap();
     }
 }
