@@ -146,10 +146,7 @@ fn read_head(stream: &mut TcpStream, budget: Duration) -> Result<Vec<u8>, Respon
     let mut head = Vec::new();
     let mut chunk = [0u8; 2048];
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(timeout());
-        }
+        let left = time_left(deadline).map_err(|_| timeout())?;
         stream.set_read_timeout(Some(left)).map_err(|_| timeout())?;
         let n = match stream.read(&mut chunk) {
             Ok(n) => n,
@@ -261,6 +258,16 @@ fn write_response(
     Ok(())
 }
 
+/// What is left until `deadline`; `TimedOut` once it has passed (a socket refuses a zero
+/// timeout, and `None` would mean no limit at all).
+fn time_left(deadline: Instant) -> std::io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(std::io::ErrorKind::TimedOut.into());
+    }
+    Ok(left)
+}
+
 fn write_within(
     stream: &mut TcpStream,
     mut bytes: &[u8],
@@ -268,11 +275,7 @@ fn write_within(
 ) -> std::io::Result<()> {
     use std::io::ErrorKind;
     while !bytes.is_empty() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(ErrorKind::TimedOut.into());
-        }
-        stream.set_write_timeout(Some(left))?;
+        stream.set_write_timeout(Some(time_left(deadline)?))?;
         match stream.write(bytes) {
             Ok(0) => return Err(ErrorKind::WriteZero.into()),
             Ok(n) => bytes = &bytes[n..],
