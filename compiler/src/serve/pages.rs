@@ -92,13 +92,17 @@ impl Pages {
         )
     }
 
+    fn not_read_yet(&self, board: &Board) -> Response {
+        self.message(
+            board,
+            "Waiting for the store",
+            "the store has not been read yet: nothing to show until it answers",
+        )
+    }
+
     fn overview(&self, board: &Board, request: &Request) -> Response {
         let Some(s) = board.snapshot() else {
-            return self.message(
-                board,
-                "Waiting for the store",
-                "the store has not been read yet: nothing to show until it answers",
-            );
+            return self.not_read_yet(board);
         };
         let list = filtered(&s, request);
         let waiting = s
@@ -135,11 +139,7 @@ impl Pages {
 
     fn host(&self, board: &Board, name: &str) -> Response {
         let Some(s) = board.snapshot() else {
-            return self.message(
-                board,
-                "Waiting for the store",
-                "the store has not been read yet: nothing to show until it answers",
-            );
+            return self.not_read_yet(board);
         };
         match host_view(board, &s, name) {
             Some(host) => self.render(
