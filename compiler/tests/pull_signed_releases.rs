@@ -130,6 +130,56 @@ fn hosts_pull_signed_releases_from_a_directory_and_refuse_what_they_must() {
         "rollback",
     );
 
+    // A release of another fleet, signed by the same key (fleets share CI's key, or one was
+    // renamed): refused by a host of fleet `f`, whether it names its fleet or knows it from
+    // what it accepted; the root as it was.
+    let staging = spec("release staging").replace("fleet \"f\"", "fleet \"staging\"");
+    std::fs::write(fx.path().join("bell.kdl"), staging).unwrap();
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "staging", "--sign-key", "ci.key"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let staging = dir("staging");
+    let staging = staging.to_str().unwrap();
+    h2_refuses(
+        &dir("staging"),
+        "is of fleet `staging`, but this host is of fleet `f`",
+    );
+    refused(
+        &bin,
+        staging,
+        roots[1].path(),
+        "h2",
+        &["--trust", trust, "--fleet", "f"],
+        "(`--fleet`)",
+    );
+    // Moved to `staging` on purpose, the host keeps what it accepted of `f`: release 1 of `f`,
+    // replayed, is still a rollback.
+    let out = pull(
+        &bin,
+        staging,
+        roots[1].path(),
+        "h2",
+        &["--trust", trust, "--fleet", "staging"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(motd(roots[1].path()), "release staging\n");
+    refused(
+        &bin,
+        dir("out1").to_str().unwrap(),
+        roots[1].path(),
+        "h2",
+        &["--trust", trust, "--fleet", "f"],
+        "rollback",
+    );
+    let out = pull(
+        &bin,
+        source,
+        roots[1].path(),
+        "h2",
+        &["--trust", trust, "--fleet", "f"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(motd(roots[1].path()), "release 2\n");
+
     // An expired release: a newer build that was valid for one second.
     build(fx, "release 3", "out3", "ci.key", &["--expires", "1s"]);
     std::thread::sleep(std::time::Duration::from_millis(2100));

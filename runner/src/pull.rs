@@ -96,17 +96,10 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         .source
         .get(&release_rel, rootfs::MAX_RECORD_BYTES)
         .map_err(|e| fetch_refusal("the release", e))?;
-    let release: Release = serde_json::from_slice(&bytes).map_err(|e| {
-        Refusal::new(format!(
-            "{} is not a release: {e}",
-            opts.source.describe(&release_rel)
-        ))
-    })?;
-    found.fleet = Some(release.fleet.clone());
-    found.release = Some(release.version.clone());
     let sha256 = bell_bundle::sha256_hex(&bytes);
-
-    let signed_by = match &keys {
+    // The signature is checked on the raw bytes before they are parsed: an unsigned file
+    // (however large or odd) costs no more than its hash.
+    let signer = match &keys {
         Some(keys) => {
             let signature_rel = format!("{release_rel}{}", bell_bundle::SIGNATURE_SUFFIX);
             let signature = match opts.source.get(&signature_rel, MAX_SIGNATURE_BYTES) {
@@ -122,10 +115,26 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
                 }
                 Err(e) => return Err(fetch_refusal("the release's signature", e)),
             };
-            let key = keys.verify(&bytes, &signature).map_err(Refusal::new)?;
-            let accepted = trust::load_accepted(&root).map_err(Refusal::new)?;
-            let sequence = trust::check_fresh(&release, &sha256, accepted.as_ref(), state::now())
-                .map_err(Refusal::new)?;
+            Some(keys.verify(&bytes, &signature).map_err(Refusal::new)?)
+        }
+        None => None,
+    };
+    let release: Release = serde_json::from_slice(&bytes).map_err(|e| {
+        Refusal::new(format!(
+            "{} is not a release: {e}",
+            opts.source.describe(&release_rel)
+        ))
+    })?;
+    found.fleet = Some(release.fleet.clone());
+    found.release = Some(release.version.clone());
+    let accepted = trust::load_accepted(&root).map_err(Refusal::new)?;
+    check_fleet(opts, &root, &state, &accepted, &release)?;
+
+    let signed_by = match signer {
+        Some(key) => {
+            let sequence =
+                trust::check_fresh(&release, &sha256, accepted.of(&release.fleet), state::now())
+                    .map_err(Refusal::new)?;
             found.signature = Some(format!("verified: key {key}, sequence {sequence}"));
             Some((key, sequence))
         }
@@ -337,26 +346,63 @@ fn trusted_keys(root: &Root, given: Option<&Path>) -> Result<Option<TrustedKeys>
     }
 }
 
-fn fleet_of(opts: &PullOptions, root: &Root, state: &state::State) -> Result<String, Refusal> {
-    if let Some(fleet) = &opts.fleet {
-        return Ok(fleet.clone());
-    }
-    let Some(id) = &state.generation else {
-        return Err(
-            Refusal::new("nothing is applied yet, so the fleet is unknown")
-                .help("pass `--fleet NAME`"),
-        );
+/// A host takes only its own fleet's releases: the fleet `--fleet` names, else the one whose
+/// release it accepted last, else the one of its applied bundle. One key may sign several
+/// fleets, so a valid signature alone says nothing about whose release it is.
+fn check_fleet(
+    opts: &PullOptions,
+    root: &Root,
+    state: &state::State,
+    accepted: &trust::AcceptedReleases,
+    release: &Release,
+) -> Result<(), Refusal> {
+    let (fleet, why) = match (&opts.fleet, &accepted.current) {
+        (Some(fleet), _) => (fleet.clone(), "`--fleet`"),
+        (None, Some(fleet)) => (fleet.clone(), "the release it accepted last"),
+        (None, None) => match applied_fleet(root, state) {
+            Some(fleet) => (fleet, "its applied bundle"),
+            None => return Ok(()),
+        },
     };
+    if release.fleet == fleet {
+        return Ok(());
+    }
+    Err(Refusal::new(format!(
+        "release {} is of fleet `{}`, but this host is of fleet `{fleet}` ({why}): refused",
+        short(&release.version),
+        release.fleet
+    ))
+    .help(format!(
+        "nothing was changed; to move this host to fleet `{}`, pull with `--fleet {0}`",
+        release.fleet
+    )))
+}
+
+/// The fleet of the bundle this host runs, if it runs one.
+fn applied_fleet(root: &Root, state: &state::State) -> Option<String> {
+    let id = state.generation.as_ref()?;
     let path = state::generation_dir(root, id).join(bell_bundle::MANIFEST_FILE);
     rootfs::read_record(&path)
         .ok()
         .flatten()
         .and_then(|t| Manifest::from_json(&t).ok())
         .map(|m| m.fleet)
-        .ok_or_else(|| {
-            Refusal::new(format!("cannot read the fleet from {}", path.display()))
-                .help("pass `--fleet NAME`")
-        })
+}
+
+fn fleet_of(opts: &PullOptions, root: &Root, state: &state::State) -> Result<String, Refusal> {
+    if let Some(fleet) = &opts.fleet {
+        return Ok(fleet.clone());
+    }
+    if state.generation.is_none() {
+        return Err(
+            Refusal::new("nothing is applied yet, so the fleet is unknown")
+                .help("pass `--fleet NAME`"),
+        );
+    }
+    applied_fleet(root, state).ok_or_else(|| {
+        Refusal::new("cannot read the fleet from the applied bundle's manifest")
+            .help("pass `--fleet NAME`")
+    })
 }
 
 struct Staged {

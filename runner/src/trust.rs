@@ -113,7 +113,7 @@ fn base64(text: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The newest release this host accepted, in `/var/lib/bell/accepted-release.json`.
+/// The newest release this host accepted of one fleet.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Accepted {
     pub fleet: String,
@@ -123,23 +123,57 @@ pub struct Accepted {
     pub key: String,
 }
 
-fn accepted_path(root: &Root) -> PathBuf {
-    root.bell_dir().join("accepted-release.json")
+/// What a host accepted, per fleet, in `/var/lib/bell/accepted-releases.json`. Per fleet,
+/// because one key may sign several fleets' releases: a record of one fleet must never stand
+/// in for another's, or a release of fleet B would wipe out what the host knows of fleet A
+/// and an old release of A would be accepted again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AcceptedReleases {
+    /// The fleet of the release accepted last: the host's fleet when `--fleet` is not given.
+    pub current: Option<String>,
+    pub fleets: std::collections::BTreeMap<String, Accepted>,
 }
 
-pub fn load_accepted(root: &Root) -> Result<Option<Accepted>, String> {
-    let path = accepted_path(root);
-    match rootfs::read_record(&path)? {
-        None => Ok(None),
-        Some(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| format!("{} is damaged: {e}", path.display())),
+impl AcceptedReleases {
+    pub fn of(&self, fleet: &str) -> Option<&Accepted> {
+        self.fleets.get(fleet)
     }
 }
 
-pub fn save_accepted(root: &Root, accepted: &Accepted) -> Result<(), String> {
+fn accepted_path(root: &Root) -> PathBuf {
+    root.bell_dir().join("accepted-releases.json")
+}
+
+/// Written by bell-run before the records were kept per fleet: one record, read as its
+/// fleet's when the new file has none for it.
+fn legacy_accepted_path(root: &Root) -> PathBuf {
+    root.bell_dir().join("accepted-release.json")
+}
+
+pub fn load_accepted(root: &Root) -> Result<AcceptedReleases, String> {
     let path = accepted_path(root);
-    let text = serde_json::to_string_pretty(accepted).unwrap_or_default();
+    let mut all: AcceptedReleases = match rootfs::read_record(&path)? {
+        None => AcceptedReleases::default(),
+        Some(text) => serde_json::from_str(&text)
+            .map_err(|e| format!("{} is damaged: {e}", path.display()))?,
+    };
+    let legacy = legacy_accepted_path(root);
+    if let Some(text) = rootfs::read_record(&legacy)? {
+        let old: Accepted = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is damaged: {e}", legacy.display()))?;
+        all.current.get_or_insert_with(|| old.fleet.clone());
+        all.fleets.entry(old.fleet.clone()).or_insert(old);
+    }
+    Ok(all)
+}
+
+/// Records `accepted` as its fleet's newest, leaving every other fleet's record as it was.
+pub fn save_accepted(root: &Root, accepted: &Accepted) -> Result<(), String> {
+    let mut all = load_accepted(root)?;
+    all.current = Some(accepted.fleet.clone());
+    all.fleets.insert(accepted.fleet.clone(), accepted.clone());
+    let path = accepted_path(root);
+    let text = serde_json::to_string_pretty(&all).unwrap_or_default();
     rootfs::write_atomic(&path, text.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
@@ -157,8 +191,8 @@ pub fn check_fresh(
          or `bellc publish --sign-key`"
             .to_string()
     })?;
-    if let Some(accepted) = accepted {
-        if accepted.fleet == release.fleet {
+    if let Some(accepted) = accepted.filter(|a| a.fleet == release.fleet) {
+        {
             if sequence < accepted.sequence {
                 return Err(format!(
                     "release {} has sequence {sequence}, older than release {} (sequence {}) \
