@@ -610,9 +610,33 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 return Err(Failure::Usage("OUT is required".into()));
             };
             let key = load_sign_key(signing)?;
+            if key.is_none() {
+                let fleet = read_release(out)?.fleet;
+                if signing::out_is_signed(out, &fleet) {
+                    return Err(Failure::Usage(format!(
+                        "{} holds signed releases, and the waves' and the abort's releases \
+                         must be signed as well: give `--sign-key KEY` (nothing was changed)\n  \
+                         help: {}",
+                        out.display(),
+                        rollout::command(
+                            out,
+                            store,
+                            Some(Path::new("KEY")),
+                            if *abort {
+                                "--abort"
+                            } else if *resume {
+                                "--resume"
+                            } else {
+                                ""
+                            }
+                        )
+                    )));
+                }
+            }
             Ok(rollout::run(&rollout::Args {
                 out,
                 store,
+                key_path: signing.sign_key.as_deref(),
                 key: key.as_ref(),
                 expires_in: signing.expires,
                 wave_timeout: *wave_timeout,

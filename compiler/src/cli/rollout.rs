@@ -12,6 +12,8 @@ use std::time::Duration;
 pub struct Args<'a> {
     pub out: &'a Path,
     pub store: &'a str,
+    /// Where the key was read from, for the commands the hints print.
+    pub key_path: Option<&'a Path>,
     pub key: Option<&'a SigningKey>,
     pub expires_in: Option<u64>,
     pub wave_timeout: u64,
@@ -52,7 +54,7 @@ pub fn run(args: &Args) -> Result<u8, String> {
         controller.rollout(&target, args.resume, &mut |e| display.show(e))
     };
     display.finish();
-    match outcome.map_err(explain)? {
+    match outcome.map_err(|e| explain_with(e, args))? {
         Outcome::Done { release } => {
             if !args.json {
                 println!("release {} rolled out", short(&release));
@@ -75,12 +77,46 @@ pub fn run(args: &Args) -> Result<u8, String> {
                     println!("  {}", trouble(t));
                 }
                 println!(
-                    "later waves stay on their old bundles; fix the hosts and `bellc rollout OUT \
-                     --resume`, or `bellc rollout OUT --abort` to take the rollout back"
+                    "later waves stay on their old bundles; fix the hosts and `{}`, or `{}` to \
+                     take the rollout back",
+                    command(args.out, args.store, args.key_path, "--resume"),
+                    command(args.out, args.store, args.key_path, "--abort")
                 );
             }
             Ok(1)
         }
+    }
+}
+
+/// A complete `bellc rollout` command for a hint: OUT, the store and the key as given (none
+/// for a fleet whose releases are not signed), then `what`.
+pub fn command(out: &Path, store: &str, key: Option<&Path>, what: &str) -> String {
+    let mut text = format!(
+        "bellc rollout {} --store {}",
+        shell_word(&out.display().to_string()),
+        shell_word(store)
+    );
+    if let Some(key) = key {
+        text.push_str(" --sign-key ");
+        text.push_str(&shell_word(&key.display().to_string()));
+    }
+    if !what.is_empty() {
+        text.push(' ');
+        text.push_str(what);
+    }
+    text
+}
+
+/// A word as a shell reads it back: bare when it is plain, single-quoted otherwise.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:,@=+".contains(&b));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
     }
 }
 
@@ -145,6 +181,35 @@ fn trouble(t: &Trouble) -> String {
     match &t.detail {
         Some(d) => format!("{}  {}: {d}", t.host, t.state),
         None => format!("{}  {}", t.host, t.state),
+    }
+}
+
+/// The error and its help, with every command in it complete for this OUT, store and key.
+fn explain_with(e: RolloutError, args: &Args) -> String {
+    let command = |what: &str| command(args.out, args.store, args.key_path, what);
+    let help = match &e {
+        RolloutError::Busy { fleet, .. } => Some(format!(
+            "wait for it, or follow it with `bellc rollout --status --store {} --fleet {fleet}`; \
+             a controller that died lets go within {} s, then `{}` continues its rollout",
+            shell_word(args.store),
+            rollout::LEASE_TTL,
+            command("--resume")
+        )),
+        RolloutError::LostLease => Some(format!("`{}` continues", command("--resume"))),
+        RolloutError::Refused(message)
+            if message.contains("`--resume`") || message.contains("`--abort`") =>
+        {
+            Some(format!(
+                "continue: `{}`; take back: `{}`",
+                command("--resume"),
+                command("--abort")
+            ))
+        }
+        _ => e.help(),
+    };
+    match help {
+        Some(help) => format!("{e}\n  help: {help}"),
+        None => e.to_string(),
     }
 }
 

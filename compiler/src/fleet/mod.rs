@@ -6,6 +6,7 @@
 //!
 //! - [`rollout`]: the controller that moves a release through the fleet wave by wave.
 
+pub mod record;
 pub mod rollout;
 pub mod signing;
 pub mod status;

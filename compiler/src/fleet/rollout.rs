@@ -16,8 +16,10 @@
 //! /bell/<fleet>/rollout/controller   who runs it, bound to the controller's lease
 //! ```
 
+use super::record::{self, Given, Record, Stage};
 use super::signing::{self, SigningKey};
 use super::status::{self, HostState};
+use crate::emit::releases;
 use crate::review::diff::short;
 use bell_bundle::{Release, ReleaseHost};
 use bell_store::etcd::Op;
@@ -61,6 +63,24 @@ pub enum RolloutError {
     LostLease,
     #[error(transparent)]
     Signing(#[from] signing::SigningError),
+    #[error(transparent)]
+    Record(#[from] record::RecordError),
+    /// The store names another release than the one the key gave the fleet last.
+    #[error(
+        "the store names release {} as fleet `{fleet}`'s current one, but the release the \
+         signing key gave the fleet last is {ours} ({whence}): the store was written by \
+         something other than this controller, or OUT is not the directory the fleet's \
+         rollouts use; nothing was signed or published",
+        short(store)
+    )]
+    Disagrees {
+        fleet: String,
+        store: String,
+        ours: String,
+        whence: String,
+        /// The version to put back, when there is one.
+        fix: Option<String>,
+    },
 }
 
 impl RolloutError {
@@ -72,6 +92,19 @@ impl RolloutError {
                  lets go within {LEASE_TTL} s, then `--resume` continues its rollout"
             )),
             RolloutError::LostLease => Some("`bellc rollout OUT --resume` continues".to_string()),
+            RolloutError::Disagrees { fleet, fix, .. } => Some(match fix {
+                Some(version) => format!(
+                    "find out who wrote it (`etcdctl get /bell/{fleet}/current_version`); when \
+                     OUT is the right directory, put the store back on the key's release with \
+                     `etcdctl put /bell/{fleet}/current_version {version}` and run the rollout \
+                     again"
+                ),
+                None => format!(
+                    "find out who wrote it (`etcdctl get /bell/{fleet}/current_version`); when \
+                     OUT is the right directory, remove it with `etcdctl del \
+                     /bell/{fleet}/current_version` and run the rollout again"
+                ),
+            }),
             _ => None,
         }
     }
@@ -250,7 +283,7 @@ impl Controller<'_> {
     }
 
     /// Rolls `target` (OUT's release) out, or with `resume` continues the rollout of it that
-    /// the store holds.
+    /// OUT's record and the store hold.
     pub fn rollout(
         &self,
         target: &Release,
@@ -260,41 +293,56 @@ impl Controller<'_> {
         let started = Instant::now();
         let fleet = &target.fleet;
         let lease = Lease::take(&self.etcd, fleet, &self.who)?;
+        let record = self.load_record(fleet)?;
         let existing = load_progress(&self.etcd, fleet)?;
-        let mut progress = match existing {
-            Some(p) if !p.phase.finished() => {
+        if let (None, false, Some(p)) = (&record, resume, &existing) {
+            if !p.phase.finished() {
+                // A rollout this OUT never recorded (begun by an older bellc, or from another
+                // directory): the store's word stops a new one, and nothing more.
+                return Err(RolloutError::Refused(format!(
+                    "the store holds a rollout of release {} that stands {}, which OUT does \
+                     not record: finish it with the build output it was started from",
+                    short(&p.target),
+                    p.phase.as_str()
+                )));
+            }
+        }
+        let (mut record, mut progress) = match record {
+            Some(r) if !r.stage.finished() => {
                 if !resume {
                     return Err(RolloutError::Refused(format!(
-                        "the rollout of release {} stands {} at wave {} of {}: continue it with \
-                         `--resume`, or take it back with `--abort`",
-                        short(&p.target),
-                        p.phase.as_str(),
-                        p.given.max(1),
-                        p.waves.len()
+                        "the rollout of release {} is {} (OUT's signed record, {}): continue \
+                         it with `--resume`, or take it back with `--abort`",
+                        short(&r.target),
+                        r.stage.as_str(),
+                        record::path(&self.out, fleet).display()
                     )));
                 }
-                if p.phase == Phase::Aborting {
+                if r.stage == Stage::Aborting {
                     return Err(RolloutError::Refused(format!(
                         "the rollout of release {} is being aborted: finish that with `--abort`",
-                        short(&p.target)
+                        short(&r.target)
                     )));
                 }
-                if p.target != target.version {
+                if r.target != target.version {
                     return Err(RolloutError::Refused(format!(
-                        "the rollout in the store is of release {}, but OUT holds release {}: \
-                         resume it with the build output it was started from, or `--abort` it",
-                        short(&p.target),
+                        "the rollout OUT's record holds is of release {}, but OUT's release.json \
+                         is release {}: resume it with the build output it was started from, or \
+                         `--abort` it",
+                        short(&r.target),
                         short(&target.version)
                     )));
                 }
-                p
+                let progress = self.agreeing_progress(&r, existing)?;
+                (r, progress)
             }
-            Some(p) if resume && p.target == target.version && p.phase == Phase::Done => {
-                return Ok(Outcome::Done { release: p.target });
+            Some(r) if resume && r.target == target.version && r.stage == Stage::Done => {
+                return Ok(Outcome::Done { release: r.target });
             }
             _ if resume => {
                 return Err(RolloutError::Refused(format!(
-                    "no rollout of fleet `{fleet}` to resume; start one without `--resume`"
+                    "OUT holds no unfinished rollout of fleet `{fleet}` to resume; start one \
+                     without `--resume`"
                 )))
             }
             _ => self.begin(target)?,
@@ -302,21 +350,45 @@ impl Controller<'_> {
         progress.phase = Phase::Running;
         progress.halted = None;
         save_progress(&self.etcd, &progress)?;
-        let from = self.previous_release(&progress)?;
+        let from = self.previous_release(&record)?;
         let n = progress.waves.len();
         let since_start = now();
+        // Never a wave below the last one given: its release would take the later waves'
+        // hosts back (the store's count of converged waves is not to be trusted for that).
+        progress.converged = progress
+            .converged
+            .max(record.given_waves.saturating_sub(1))
+            .min(n);
         while progress.converged < n {
             let k = progress.converged;
             let release = wave_release(target, from.as_ref(), &progress.waves, k);
-            let resumed = progress.given > k;
-            if !resumed || progress.published.as_deref() != Some(release.version.as_str()) {
-                // (Resumed: the controller died between giving the wave and recording it.)
-                progress.published_revision = self.publish(&release, k + 1 == n)?;
-                progress.given = k + 1;
+            let resumed = record.given_waves > k;
+            let given = record.given.as_ref().map(|g| g.version.as_str());
+            if resumed && given == Some(release.version.as_str()) {
+                // Signed and recorded before the controller died: named again in the store
+                // as it was signed, not signed anew.
+                if progress.published.as_deref() != Some(release.version.as_str()) {
+                    progress.published_revision = self
+                        .store()
+                        .publish(&release)
+                        .map_err(RolloutError::Store)?;
+                    progress.published = Some(release.version.clone());
+                    progress.published_at = now();
+                }
+            } else {
+                let signed = self.sign(&release, k + 1 == n)?;
+                record.given_waves = k + 1;
+                record.given = Some(signed);
+                self.save_record(&record)?;
+                progress.published_revision = self
+                    .store()
+                    .publish(&release)
+                    .map_err(RolloutError::Store)?;
                 progress.published = Some(release.version.clone());
                 progress.published_at = now();
-                save_progress(&self.etcd, &progress)?;
             }
+            progress.given = k + 1;
+            save_progress(&self.etcd, &progress)?;
             watch(&Event::WaveStarted {
                 wave: k + 1,
                 waves: n,
@@ -360,13 +432,20 @@ impl Controller<'_> {
                 }
             }
         }
-        if n == 0 && progress.published.as_deref() != Some(target.version.as_str()) {
+        if n == 0
+            && record.given.as_ref().map(|g| g.version.as_str()) != Some(target.version.as_str())
+        {
             // Nothing changes for any host: the store still names the build's release, so
             // that status compares against it and hosts take its new sequence.
-            progress.published_revision = self.publish(target, true)?;
+            record.given = Some(self.sign(target, true)?);
+            self.save_record(&record)?;
+            progress.published_revision =
+                self.store().publish(target).map_err(RolloutError::Store)?;
             progress.published = Some(target.version.clone());
             progress.published_at = now();
         }
+        record.stage = Stage::Done;
+        self.save_record(&record)?;
         progress.phase = Phase::Done;
         progress.updated_at = now();
         save_progress(&self.etcd, &progress)?;
@@ -383,39 +462,58 @@ impl Controller<'_> {
     }
 
     /// Gives the hosts that a rollout moved their previous bundle back: a newer release with
-    /// the old map, waited for as a wave.
+    /// the old map, waited for as a wave. What "previous" is comes from OUT's signed record,
+    /// never from the store.
     pub fn abort(
         &self,
         fleet: &str,
         watch: &mut dyn FnMut(&Event),
     ) -> Result<Outcome, RolloutError> {
         let lease = Lease::take(&self.etcd, fleet, &self.who)?;
-        let Some(mut progress) = load_progress(&self.etcd, fleet)? else {
+        let Some(mut record) = self.load_record(fleet)? else {
             return Err(RolloutError::Refused(format!(
-                "fleet `{fleet}` has no rollout to abort"
+                "OUT records no rollout of fleet `{fleet}` to abort ({} does not exist): an \
+                 abort goes back only to what the signing key gave before, which that record \
+                 names",
+                record::path(&self.out, fleet).display()
             )));
         };
-        if progress.phase.finished() {
+        if record.stage.finished() {
             return Err(RolloutError::Refused(format!(
                 "the rollout of release {} is {} already; nothing to abort",
-                short(&progress.target),
-                progress.phase.as_str()
+                short(&record.target),
+                record.stage.as_str()
             )));
         }
-        let Some(from) = self.previous_release(&progress)? else {
+        let existing = load_progress(&self.etcd, fleet)?;
+        let mut progress = self.agreeing_progress(&record, existing)?;
+        let Some(from) = self.previous_release(&record)? else {
             return Err(RolloutError::Refused(format!(
-                "the rollout of release {} began on an empty store: there is no earlier \
+                "the rollout of release {} was the fleet's first: there is no earlier \
                  release to go back to",
-                short(&progress.target)
+                short(&record.target)
             )));
         };
-        let target = self.kept_release(&progress.target)?;
-        let moved = progress.moved();
+        let target = self.kept_release(&record.target, None)?;
+        let moved = record.moved();
         let release = abort_release(&target, &from, &moved);
-        if progress.phase != Phase::Aborting
-            || progress.published.as_deref() != Some(release.version.as_str())
-        {
-            progress.published_revision = self.publish(&release, false)?;
+        let given = record.given.as_ref().map(|g| g.version.as_str());
+        if record.stage != Stage::Aborting || given != Some(release.version.as_str()) {
+            let signed = self.sign(&release, false)?;
+            record.stage = Stage::Aborting;
+            record.given = Some(signed);
+            self.save_record(&record)?;
+            progress.published_revision = self
+                .store()
+                .publish(&release)
+                .map_err(RolloutError::Store)?;
+            progress.published = Some(release.version.clone());
+            progress.published_at = now();
+        } else if progress.published.as_deref() != Some(release.version.as_str()) {
+            progress.published_revision = self
+                .store()
+                .publish(&release)
+                .map_err(RolloutError::Store)?;
             progress.published = Some(release.version.clone());
             progress.published_at = now();
         }
@@ -451,6 +549,8 @@ impl Controller<'_> {
             });
             return Ok(Outcome::Halted(halt));
         }
+        record.stage = Stage::Aborted;
+        self.save_record(&record)?;
         progress.phase = Phase::Aborted;
         progress.updated_at = now();
         save_progress(&self.etcd, &progress)?;
@@ -465,28 +565,41 @@ impl Controller<'_> {
     }
 
     /// A new rollout of `target`: the waves of its hosts whose bundle changes from the
-    /// release the store names now.
-    fn begin(&self, target: &Release) -> Result<Progress, RolloutError> {
-        let published = self
-            .store()
-            .published(&target.fleet)
-            .map_err(RolloutError::Store)?;
-        let old: BTreeMap<String, String> = published
+    /// release the key gave the fleet last, recorded (signed) in OUT before anything is given.
+    fn begin(&self, target: &Release) -> Result<(Record, Progress), RolloutError> {
+        let base = self.base(target)?;
+        let old: BTreeMap<String, String> = base
             .as_ref()
-            .map(|p| p.hosts.clone())
+            .map(|b| {
+                b.hosts
+                    .iter()
+                    .map(|(h, e)| (h.clone(), e.bundle.clone()))
+                    .collect()
+            })
             .unwrap_or_default();
-        if let Some(p) = &published {
-            // The old release must be at hand: its entries make the waves' releases.
-            self.kept_release(&p.version)?;
-        }
         let mut waves = changed_waves(target, &old);
         waves.retain(|w| !w.is_empty());
+        let from = base.map(|b| Given {
+            version: b.version,
+            sequence: b.sequence,
+        });
+        let record = Record {
+            format: record::RECORD_FORMAT,
+            fleet: target.fleet.clone(),
+            target: target.version.clone(),
+            from: from.clone(),
+            waves: waves.clone(),
+            given_waves: 0,
+            given: from.clone(),
+            stage: Stage::Rolling,
+        };
+        self.save_record(&record)?;
         let at = now();
-        Ok(Progress {
+        let progress = Progress {
             format: PROGRESS_FORMAT,
             fleet: target.fleet.clone(),
             target: target.version.clone(),
-            from: published.map(|p| p.version),
+            from: from.map(|g| g.version),
             waves,
             given: 0,
             converged: 0,
@@ -497,22 +610,157 @@ impl Controller<'_> {
             halted: None,
             started_at: at,
             updated_at: at,
+        };
+        Ok((record, progress))
+    }
+
+    /// The release a new rollout of `target` starts from: the one OUT's signed record says the
+    /// key gave the fleet last (or, in an OUT without a record, the newest release OUT keeps
+    /// signed by the key). The store's current release must be that one, or a newer release
+    /// the key signed (published with `bellc publish`); anything else is refused, because
+    /// wave releases copy the base's entries and are signed anew.
+    fn base(&self, target: &Release) -> Result<Option<Release>, RolloutError> {
+        let fleet = &target.fleet;
+        let record = self.load_record(fleet)?;
+        let (floor, whence) = match &record {
+            Some(r) => (
+                r.given
+                    .as_ref()
+                    .map(|g| self.kept_release(&g.version, g.sequence))
+                    .transpose()?,
+                format!(
+                    "OUT's signed record {}",
+                    record::path(&self.out, fleet).display()
+                ),
+            ),
+            None => (
+                self.newest_signed(target)?,
+                "the newest release OUT keeps signed".to_string(),
+            ),
+        };
+        let published = self.store().published(fleet).map_err(RolloutError::Store)?;
+        let Some(published) = published else {
+            // An empty store (a new cluster): the key's word is all there is.
+            return Ok(floor);
+        };
+        if floor
+            .as_ref()
+            .is_some_and(|f| f.version == published.version)
+        {
+            return Ok(floor);
+        }
+        let newer = bell_bundle::is_bundle_id(&published.version)
+            .then(|| self.kept_release(&published.version, None).ok())
+            .flatten()
+            .filter(|p| match &floor {
+                None => true,
+                Some(f) => self.key.is_some() && p.sequence > f.sequence,
+            });
+        if let Some(newer) = newer {
+            return Ok(Some(newer));
+        }
+        let floor_name = floor
+            .as_ref()
+            .map_or("none (the fleet's first rollout)".to_string(), |f| {
+                format!("release {}", short(&f.version))
+            });
+        Err(RolloutError::Disagrees {
+            fleet: fleet.clone(),
+            store: published.version.clone(),
+            ours: floor_name,
+            whence,
+            fix: floor.map(|f| f.version),
         })
     }
 
-    fn previous_release(&self, progress: &Progress) -> Result<Option<Release>, RolloutError> {
-        progress
+    /// The newest release OUT keeps that the key signed for `target`'s fleet, `target` aside.
+    fn newest_signed(&self, target: &Release) -> Result<Option<Release>, RolloutError> {
+        if self.key.is_none() {
+            return Ok(None);
+        }
+        let kept = releases::list(&self.out).map_err(|e| RolloutError::Refused(e.to_string()))?;
+        for candidate in kept.iter().rev() {
+            if candidate.version == target.version || !candidate.signed {
+                continue;
+            }
+            if let Ok(release) = self.kept_release(&candidate.version, None) {
+                if release.fleet == target.fleet {
+                    return Ok(Some(release));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The store's progress of the rollout `record` holds: it must be of the same rollout;
+    /// when the store lost it, it is made again from the record.
+    fn agreeing_progress(
+        &self,
+        record: &Record,
+        progress: Option<Progress>,
+    ) -> Result<Progress, RolloutError> {
+        let from = record.from.as_ref().map(|g| g.version.clone());
+        match progress {
+            Some(p) if p.target == record.target && p.from == from && p.waves == record.waves => {
+                Ok(Progress {
+                    given: record.given_waves,
+                    ..p
+                })
+            }
+            Some(p) => Err(RolloutError::Refused(format!(
+                "the store's rollout progress is of release {} from {}, but OUT's signed record \
+                 is of release {} from {}: the store was written by something other than this \
+                 controller, or OUT is not the directory the rollout began in; nothing was \
+                 signed or published",
+                short(&p.target),
+                p.from.as_deref().map_or("nothing", short),
+                short(&record.target),
+                from.as_deref().map_or("nothing", short),
+            ))),
+            None => {
+                let at = now();
+                Ok(Progress {
+                    format: PROGRESS_FORMAT,
+                    fleet: record.fleet.clone(),
+                    target: record.target.clone(),
+                    from,
+                    waves: record.waves.clone(),
+                    given: record.given_waves,
+                    converged: record.given_waves.saturating_sub(1),
+                    published: None,
+                    published_at: 0,
+                    published_revision: 0,
+                    phase: Phase::Running,
+                    halted: None,
+                    started_at: at,
+                    updated_at: at,
+                })
+            }
+        }
+    }
+
+    fn previous_release(&self, record: &Record) -> Result<Option<Release>, RolloutError> {
+        record
             .from
-            .as_deref()
-            .map(|v| self.kept_release(v))
+            .as_ref()
+            .map(|g| self.kept_release(&g.version, g.sequence))
             .transpose()
     }
 
-    /// A release OUT keeps under `releases/`.
-    fn kept_release(&self, version: &str) -> Result<Release, RolloutError> {
+    fn load_record(&self, fleet: &str) -> Result<Option<Record>, RolloutError> {
+        record::load(&self.out, fleet, self.key).map_err(RolloutError::from)
+    }
+
+    fn save_record(&self, record: &Record) -> Result<(), RolloutError> {
+        record::save(&self.out, record, self.key).map_err(RolloutError::from)
+    }
+
+    /// A release OUT keeps under `releases/`, signed by the key when there is one (and with
+    /// a sequence no older than `at_least`, when given).
+    fn kept_release(&self, version: &str, at_least: Option<u64>) -> Result<Release, RolloutError> {
         if !bell_bundle::is_bundle_id(version) {
             return Err(RolloutError::Refused(format!(
-                "the store names `{version}` as a release, which is not a version"
+                "`{version}` is named as a release, which is not a version"
             )));
         }
         let path = self
@@ -528,14 +776,50 @@ impl Controller<'_> {
                 self.out.display()
             ))
         })?;
-        serde_json::from_slice(&bytes)
-            .map_err(|e| RolloutError::Refused(format!("{} is not a release: {e}", path.display())))
+        if let Some(key) = self.key {
+            let signature_path = releases::signature_path(&path);
+            let signature = std::fs::read_to_string(&signature_path).map_err(|e| {
+                RolloutError::Refused(format!(
+                    "{} has no signature ({e}): the controller builds only on releases its \
+                     key signed",
+                    path.display()
+                ))
+            })?;
+            key.verify(&bytes, &signature).map_err(|reason| {
+                RolloutError::Refused(format!(
+                    "{} {reason}: the controller builds only on releases its key signed",
+                    path.display()
+                ))
+            })?;
+        }
+        let release: Release = serde_json::from_slice(&bytes).map_err(|e| {
+            RolloutError::Refused(format!("{} is not a release: {e}", path.display()))
+        })?;
+        if release.version != version {
+            return Err(RolloutError::Refused(format!(
+                "{} holds release {}, not {}",
+                path.display(),
+                short(&release.version),
+                short(version)
+            )));
+        }
+        if let (Some(floor), Some(key)) = (at_least, self.key) {
+            if release.sequence.unwrap_or(0) < floor {
+                return Err(RolloutError::Refused(format!(
+                    "{} has sequence {}, older than the {floor} OUT's record says key {} gave: \
+                     an older copy was put in its place",
+                    path.display(),
+                    release.sequence.unwrap_or(0),
+                    key.key_id
+                )));
+            }
+        }
+        Ok(release)
     }
 
-    /// Signs `release` into OUT and makes it the store's desired release; the etcd revision
-    /// that did.
-    fn publish(&self, release: &Release, current: bool) -> Result<i64, RolloutError> {
-        signing::keep_release(
+    /// Signs `release` into OUT (as release.json too, with `current`); what was signed.
+    fn sign(&self, release: &Release, current: bool) -> Result<Given, RolloutError> {
+        let signed = signing::keep_release(
             &self.out,
             release,
             self.key,
@@ -543,7 +827,10 @@ impl Controller<'_> {
             now_ms(),
             current,
         )?;
-        self.store().publish(release).map_err(RolloutError::Store)
+        Ok(Given {
+            version: signed.version,
+            sequence: self.key.map(|_| signed.sequence),
+        })
     }
 
     /// Waits until every host of `wave` reports up to date and healthy on `release`. `None`

@@ -46,6 +46,8 @@ pub enum SigningError {
     Release { path: PathBuf, reason: String },
     #[error("cannot sign: {0}")]
     Sign(String),
+    #[error("{path} is signed: writing an unsigned release over it would make every host that trusts the key refuse it")]
+    WouldUnsign { path: PathBuf },
     #[error(transparent)]
     Emit(#[from] EmitError),
 }
@@ -194,6 +196,45 @@ pub fn signer(minisig: &str) -> Option<String> {
     Some(key_id(signature.keynum()))
 }
 
+impl SigningKey {
+    /// Whether `signature` (a `.minisig` text) is this key's signature of `bytes`: how the
+    /// controller checks what it reads back from OUT before it builds on it.
+    pub fn verify(&self, bytes: &[u8], signature: &str) -> Result<(), String> {
+        let signature = minisign::SignatureBox::from_string(signature)
+            .map_err(|e| format!("not a minisign signature ({e})"))?;
+        let signer = key_id(signature.keynum());
+        if signer != self.key_id {
+            return Err(format!(
+                "signed by key {signer}, not by the signing key {}",
+                self.key_id
+            ));
+        }
+        minisign::verify(
+            &self.public,
+            &signature,
+            std::io::Cursor::new(bytes),
+            true,
+            false,
+            false,
+        )
+        .map_err(|e| format!("does not match its signature by key {signer} ({e})"))
+    }
+
+    /// A minisign signature of `bytes` with `trusted` as its trusted comment.
+    pub fn sign(&self, bytes: &[u8], trusted: &str) -> Result<String, SigningError> {
+        let untrusted = format!("signature from bellc secret key {}", self.key_id);
+        minisign::sign(
+            Some(&self.public),
+            &self.secret,
+            bytes,
+            Some(trusted),
+            Some(&untrusted),
+        )
+        .map(|sig| sig.into_string())
+        .map_err(|e| SigningError::Sign(e.to_string()))
+    }
+}
+
 /// Where the parts of a decoded minisign secret key lie: algorithm ids, scrypt salt and
 /// limits, then the key number, the Ed25519 key and its checksum.
 const KDF_ALG: std::ops::Range<usize> = 2..4;
@@ -290,15 +331,22 @@ pub fn keep_release(
         None => None,
     };
     let dir = out.join(bell_bundle::RELEASES_DIR);
-    fs::create_dir_all(&dir).map_err(|e| SigningError::Write {
-        path: dir.clone(),
-        source: e,
-    })?;
     let kept = dir.join(format!("{}.json", release.version));
     let mut paths = vec![kept];
     if current {
         paths.push(out.join(RELEASE_FILE));
     }
+    // A signed release is never replaced by an unsigned copy: hosts that trust the key would
+    // refuse every pull of it. Checked for every path before any is written.
+    if signature.is_none() {
+        if let Some(path) = paths.iter().find(|p| releases::signature_path(p).exists()) {
+            return Err(SigningError::WouldUnsign { path: path.clone() });
+        }
+    }
+    fs::create_dir_all(&dir).map_err(|e| SigningError::Write {
+        path: dir.clone(),
+        source: e,
+    })?;
     for path in paths {
         // The signature is written first: a reader that sees the new file finds its
         // signature already there (one that sees the old file with the new signature refuses
@@ -317,6 +365,14 @@ pub fn keep_release(
     })
 }
 
+/// Whether OUT's releases are signed: its release.json, a release it keeps, or the rollout
+/// record of `fleet`. Then nothing may write a release into it without the key.
+pub fn out_is_signed(out: &Path, fleet: &str) -> bool {
+    releases::signature_path(&out.join(RELEASE_FILE)).exists()
+        || releases::list(out).is_ok_and(|kept| kept.iter().any(|r| r.signed))
+        || super::record::is_signed(out, fleet)
+}
+
 /// A minisign signature of `bytes`, with the release's identity in the trusted comment.
 fn sign_bytes(
     key: &SigningKey,
@@ -333,16 +389,7 @@ fn sign_bytes(
     if let Some(expires) = release.expires {
         trusted.push_str(&format!("\texpires:{expires}"));
     }
-    let untrusted = format!("signature from bellc secret key {}", key.key_id);
-    minisign::sign(
-        Some(&key.public),
-        &key.secret,
-        bytes,
-        Some(&trusted),
-        Some(&untrusted),
-    )
-    .map(|sig| sig.into_string())
-    .map_err(|e| SigningError::Sign(e.to_string()))
+    key.sign(bytes, &trusted)
 }
 
 /// Parses a span for `--expires`: a number with `s`, `m`, `h` or `d` (`30d`, `12h`).
