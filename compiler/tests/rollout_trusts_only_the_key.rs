@@ -1,0 +1,280 @@
+//! Only the signing key decides what a host runs, tried as an attacker with the etcd write
+//! access every host has: a real etcd, a real nginx serving the build outputs copied one over
+//! another, four image-root hosts pulling every half second as their timers would.
+//!
+//! Releases 1 to 3 roll out. Then `/bell/f/current_version` is set back to release 1 with
+//! `etcdctl`: the rollout of release 4 is refused (it would have signed release 1's bundles
+//! anew), and goes on once the store is put back as the refusal says. Release 4 halts on a
+//! broken host; the rollout's progress in etcd is rewritten to say it began from release 1:
+//! `--abort` is refused, then, with the progress put back, takes the moved hosts back to release
+//! 3. An abort without the key is refused before it touches OUT. No host ever goes live on
+//! release 1 again, and every host's accepted record only grows.
+
+mod common;
+use common::fleet::{bell_run, text, Etcd, Nginx};
+use common::pulling::{copy_over, fingerprint, image_root, motd, pull, release_of, HOSTS};
+use common::Fixture;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+const BROKEN: &str = "h4";
+
+fn spec(release: u32, timeline: &Path) -> String {
+    let mut spec = String::from("fleet \"f\" target=\"debian-12\"\n");
+    for host in HOSTS {
+        spec.push_str(&format!("host \"{host}\"\n"));
+    }
+    let t = timeline.display();
+    spec.push_str(&format!(
+        "file \"/etc/motd\" {{\n    content \"release {release}\\n\"\n}}\n\
+         exec \"mark-{release}.sh\" rerun=\"once-successfully\" {{\n    \
+             script \"#!/bin/sh\\necho \\\"live $BELL_ROOT {release}\\\" >> '{t}'\\n\"\n}}\n"
+    ));
+    if release == 4 {
+        spec.push_str(&format!(
+            "override \"broken\" {{\n    match host=\"{BROKEN}\"\n    \
+                 file \"/etc/app/owned.conf\" group=\"bellapp\" {{\n        content \"x\\n\"\n    }}\n}}\n"
+        ));
+    }
+    spec
+}
+
+/// `(root, release)` for every time a release went live on a host, in order.
+fn went_live(timeline: &Path) -> Vec<(String, u32)> {
+    let text = std::fs::read_to_string(timeline).unwrap_or_default();
+    text.lines()
+        .map(|line| {
+            let words: Vec<&str> = line.split(' ').collect();
+            let [_, root, release] = words[..] else {
+                panic!("a torn timeline line: {line:?}");
+            };
+            (root.to_string(), release.parse().unwrap())
+        })
+        .collect()
+}
+
+fn etcdctl(endpoint: &str, args: &[&str]) -> String {
+    let out = Command::new("etcdctl")
+        .arg(format!("--endpoints=http://{endpoint}"))
+        .args(args)
+        .env("ETCDCTL_API", "3")
+        .output()
+        .expect("etcdctl");
+    assert!(out.status.success(), "etcdctl {args:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn accepted_sequence(root: &Path) -> Option<(String, u64)> {
+    let path = root.join("var/lib/bell/accepted-releases.json");
+    let all: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    let f = &all["fleets"]["f"];
+    Some((f["version"].as_str()?.to_string(), f["sequence"].as_u64()?))
+}
+
+#[test]
+fn etcd_cannot_steer_a_rollout_backwards() {
+    let bin = bell_run();
+    let fx = Fixture::new();
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let served = fx.path().join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let Some(nginx) = Nginx::serve(&served) else {
+        return;
+    };
+    let timeline = fx.path().join("timeline");
+    assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
+    for release in 1..=4 {
+        std::fs::write(fx.path().join("bell.kdl"), spec(release, &timeline)).unwrap();
+        let out = format!("out{release}");
+        let run = fx.bellc(&["build", "bell.kdl", "-o", &out, "--sign-key", "ci.key"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    }
+    let version = |n: u32| release_of(&fx.path().join(format!("out{n}"))).version;
+    let url = etcd.url.clone();
+    let trust = fx.path().join("ci.pub").to_str().unwrap().to_string();
+    let roots: Vec<tempfile::TempDir> = HOSTS.iter().map(|_| image_root()).collect();
+    let root_of: BTreeMap<&str, &Path> = HOSTS
+        .iter()
+        .copied()
+        .zip(roots.iter().map(|r| r.path()))
+        .collect();
+    let motds = || -> BTreeMap<&str, String> {
+        root_of
+            .iter()
+            .map(|(h, r)| (*h, motd(r).trim().to_string()))
+            .collect()
+    };
+    let rollout = |more: &[&str]| {
+        let mut args = vec![
+            "rollout",
+            "served",
+            "--store",
+            &url,
+            "--json",
+            "--wave-timeout",
+            "60s",
+        ];
+        args.extend_from_slice(more);
+        let run = fx.bellc(&args);
+        assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+        run
+    };
+    let signed = ["--sign-key", "ci.key"];
+
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for (host, root) in &root_of {
+            let (bin, source, url, trust, stop) = (&bin, &nginx.url, &url, &trust, &stop);
+            scope.spawn(move || {
+                let args = [
+                    "--trust",
+                    trust,
+                    "--store",
+                    url,
+                    "--report",
+                    url,
+                    "--fleet",
+                    "f",
+                    "--offline",
+                ];
+                while !stop.load(Ordering::Relaxed) {
+                    pull(bin, source, root, host, &args);
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+            });
+        }
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            for release in 1..=3 {
+                copy_over(&fx.path().join(format!("out{release}")), &served);
+                let run = rollout(&signed);
+                assert_eq!(run.code, 0, "release {release}: {}", run.stderr);
+            }
+            assert!(motds().values().all(|m| m == "release 3"), "{:?}", motds());
+            let before_attack = went_live(&timeline).len();
+            let accepted: BTreeMap<&str, (String, u64)> = root_of
+                .iter()
+                .map(|(h, r)| (*h, accepted_sequence(r).expect("an accepted record")))
+                .collect();
+            assert!(
+                accepted.values().all(|(v, _)| *v == version(3)),
+                "{accepted:?}"
+            );
+
+            // The attack: the store says the fleet runs release 1 (still kept, validly signed).
+            etcdctl(
+                &etcd.endpoint,
+                &["put", "/bell/f/current_version", &version(1)],
+            );
+            copy_over(&fx.path().join("out4"), &served);
+            let untouched = fingerprint(&served);
+            let refused = rollout(&signed);
+            assert_eq!(refused.code, 2, "{}", refused.stderr);
+            assert!(
+                refused
+                    .stderr
+                    .contains(&format!("the store names release {}", &version(1)[..12])),
+                "{}",
+                refused.stderr
+            );
+            let fix = format!("etcdctl put /bell/f/current_version {}", version(3));
+            assert!(refused.stderr.contains(&fix), "{}", refused.stderr);
+            assert_eq!(
+                fingerprint(&served),
+                untouched,
+                "a refused rollout changed OUT"
+            );
+            std::thread::sleep(Duration::from_secs(2));
+            assert!(motds().values().all(|m| m == "release 3"), "{:?}", motds());
+
+            // Put back as the refusal says, release 4 rolls out and halts at the broken host.
+            etcdctl(
+                &etcd.endpoint,
+                &["put", "/bell/f/current_version", &version(3)],
+            );
+            let halted = rollout(&signed);
+            assert_eq!(halted.code, 1, "{}", halted.stderr);
+            assert!(halted.stdout.contains(BROKEN), "{}", halted.stdout);
+
+            // The abort without the key: refused before anything changes, hosts still pulling.
+            let untouched = fingerprint(&served);
+            let unsigned = rollout(&["--abort"]);
+            assert_eq!(unsigned.code, 64, "{}", unsigned.stderr);
+            assert!(
+                unsigned.stderr.contains("--sign-key"),
+                "{}",
+                unsigned.stderr
+            );
+            assert_eq!(
+                fingerprint(&served),
+                untouched,
+                "an abort without the key changed OUT"
+            );
+
+            // The progress in etcd rewritten to say the rollout began from release 1.
+            let key = "/bell/f/rollout/progress";
+            let honest = etcdctl(&etcd.endpoint, &["get", key, "--print-value-only"]);
+            let honest = honest.trim_end().to_string();
+            let mut forged: serde_json::Value = serde_json::from_str(&honest).unwrap();
+            forged["from"] = serde_json::Value::String(version(1));
+            etcdctl(&etcd.endpoint, &["put", key, &forged.to_string()]);
+            let refused = rollout(&["--abort", "--sign-key", "ci.key"]);
+            assert_eq!(refused.code, 2, "{}", refused.stderr);
+            assert!(
+                refused.stderr.contains("OUT's signed record"),
+                "{}",
+                refused.stderr
+            );
+            assert_eq!(
+                fingerprint(&served),
+                untouched,
+                "a refused abort changed OUT"
+            );
+
+            // A forged record in OUT (the signature no longer matches) is refused too.
+            let record = served.join("rollouts/f.json");
+            let honest_record = std::fs::read(&record).unwrap();
+            let tampered = String::from_utf8(honest_record.clone())
+                .unwrap()
+                .replace(&version(3), &version(1));
+            std::fs::write(&record, tampered).unwrap();
+            let refused = rollout(&["--abort", "--sign-key", "ci.key"]);
+            assert_eq!(refused.code, 2, "{}", refused.stderr);
+            assert!(
+                refused.stderr.contains("does not match its signature"),
+                "{}",
+                refused.stderr
+            );
+            std::fs::write(&record, honest_record).unwrap();
+
+            // With the progress put back, the abort takes the moved hosts to release 3.
+            etcdctl(&etcd.endpoint, &["put", key, &honest]);
+            let aborted = rollout(&["--abort", "--sign-key", "ci.key"]);
+            assert_eq!(aborted.code, 0, "{}", aborted.stderr);
+            assert!(motds().values().all(|m| m == "release 3"), "{:?}", motds());
+
+            // Never release 1 again; every host's accepted sequence only grew.
+            let live = went_live(&timeline);
+            let after: Vec<_> = live[before_attack..]
+                .iter()
+                .filter(|(_, r)| *r != 4 && *r != 3)
+                .collect();
+            assert!(after.is_empty(), "a host went back: {after:?}");
+            for (host, root) in &root_of {
+                let (_, sequence) = accepted_sequence(root).unwrap();
+                assert!(
+                    sequence >= accepted[host].1,
+                    "{host} accepted an older release"
+                );
+            }
+        }));
+        stop.store(true, Ordering::Relaxed);
+        if let Err(panic) = result {
+            std::panic::resume_unwind(panic);
+        }
+    });
+}
