@@ -146,7 +146,7 @@ fn scenario(dest: &str) -> (serde_json::Value, i32, Fixture, String) {
     (value, status.code, f, v2.version)
 }
 
-fn check_status(dest: &str) {
+fn check_status(dest: &str) -> Fixture {
     let (value, code, f, version) = scenario(dest);
     assert_eq!(code, 3, "failed and unaccounted hosts need someone: exit 3");
     let states: Vec<(String, String)> = value["hosts"]
@@ -250,11 +250,12 @@ fn check_status(dest: &str) {
     );
     assert!(
         run.stdout.trim_end().ends_with(
-            "1 failed, 0 unhealthy, 2 unaccounted, 1 drifted, 1 pending, 0 deferred, 2 up-to-date, 1 unknown"
+            "1 failed, 0 unhealthy, 2 unaccounted, 0 unreadable, 1 drifted, 1 pending, 0 deferred, 2 up-to-date, 1 unknown"
         ),
         "{}",
         run.stdout
     );
+    f
 }
 
 #[test]
@@ -262,7 +263,54 @@ fn status_from_a_real_etcd() {
     let Some(etcd) = Etcd::start() else {
         return;
     };
-    check_status(&etcd.url);
+    let f = check_status(&etcd.url);
+
+    // Keys that are not what bell-run writes, put with etcdctl by anyone: each spoils only its
+    // own host's row, and `status` still answers for the fleet.
+    let etcdctl = |key: &str, value: &str| {
+        let out = std::process::Command::new("etcdctl")
+            .args([
+                &format!("--endpoints=http://{}", etcd.endpoint),
+                "put",
+                key,
+                value,
+            ])
+            .env("ETCDCTL_API", "3")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    etcdctl("/bell/lab/running/ok-2", "bogus");
+    etcdctl("/bell/lab/status/apply/zz", "bogus");
+    etcdctl("/bell/lab/status/apply/ok-1", "failed");
+    etcd.client()
+        .put("/bell/lab/reports/check/behind", &[0xff, 0xfe, b'{'])
+        .unwrap();
+    let run = f.bellc(&["status", "v2", "--store", &etcd.url, "--json"]);
+    assert_eq!(run.code, 3, "{}", run.stderr);
+    let value: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let row = |name: &str| {
+        value["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["host"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row("ok-2")["state"], "unreadable", "{value:#}");
+    let why = row("ok-2")["detail"].as_str().unwrap().to_string();
+    assert!(
+        why.contains("`/bell/lab/running/ok-2` is not a report"),
+        "{why}"
+    );
+    assert_eq!(row("behind")["state"], "unreadable", "{value:#}");
+    // A category key says nothing over the host's own report.
+    assert_eq!(row("ok-1")["state"], "up-to-date", "{value:#}");
+    assert_eq!(row("broken")["state"], "failed", "{value:#}");
+    let head = f.bellc(&["status", "v2", "--store", &etcd.url]);
+    assert!(head.stdout.contains(", 2 unreadable,"), "{}", head.stdout);
+
     // One state per category: the keys hold plain states.
     let client = etcd.client();
     assert_eq!(

@@ -8,7 +8,8 @@
 //! broken host; the rollout's progress in etcd is rewritten to say it began from release 1:
 //! `--abort` is refused, then, with the progress put back, takes the moved hosts back to release
 //! 3. An abort without the key is refused before it touches OUT. No host ever goes live on
-//! release 1 again, and every host's accepted record only grows.
+//! release 1 again, and every host's accepted record only grows. On the way, a controller
+//! record without a lease, a garbled progress and keys that are not reports stop nothing.
 
 mod common;
 use common::fleet::{bell_run, text, Etcd, Nginx};
@@ -150,6 +151,16 @@ fn etcd_cannot_steer_a_rollout_backwards() {
         }
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             for release in 1..=3 {
+                // Keys anyone could write: a controller record bound to no lease (no controller
+                // at all), a garbled progress, reports that are not reports. None stops a
+                // rollout.
+                let (key, value) = match release {
+                    1 => ("/bell/f/rollout/controller", "forged, and never let go"),
+                    2 => ("/bell/f/rollout/progress", "{not json"),
+                    _ => ("/bell/f/running/zz", "bogus"),
+                };
+                etcdctl(&etcd.endpoint, &["put", key, value]);
+                etcdctl(&etcd.endpoint, &["put", "/bell/f/status/apply/h1", "bogus"]);
                 copy_over(&fx.path().join(format!("out{release}")), &served);
                 let run = rollout(&signed);
                 assert_eq!(run.code, 0, "release {release}: {}", run.stderr);

@@ -267,11 +267,12 @@ enum Command {
         #[arg(long)]
         all: bool,
         /// Exit 3 when a host's state or one of its flags is one of these (comma-separated:
-        /// failed, unhealthy, unaccounted, stale, drifted, pending, waiting, deferred).
+        /// failed, unhealthy, unaccounted, unreadable, stale, drifted, pending, waiting,
+        /// deferred).
         #[arg(
             long,
             value_name = "STATES",
-            default_value = "failed,unhealthy,unaccounted"
+            default_value = "failed,unhealthy,unaccounted,unreadable"
         )]
         fail_on: String,
         /// A rollout gate: exit 0 only if these hosts (comma-separated) are up to date on
@@ -663,10 +664,11 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
                 .collect();
-            const NAMES: [&str; 9] = [
+            const NAMES: [&str; 10] = [
                 "failed",
                 "unhealthy",
                 "unaccounted",
+                "unreadable",
                 "stale",
                 "drifted",
                 "pending",

@@ -294,7 +294,7 @@ impl Controller<'_> {
         let fleet = &target.fleet;
         let lease = Lease::take(&self.etcd, fleet, &self.who)?;
         let record = self.load_record(fleet)?;
-        let existing = load_progress(&self.etcd, fleet)?;
+        let existing = readable_progress(&self.etcd, fleet)?;
         if let (None, false, Some(p)) = (&record, resume, &existing) {
             if !p.phase.finished() {
                 // A rollout this OUT never recorded (begun by an older bellc, or from another
@@ -485,7 +485,7 @@ impl Controller<'_> {
                 record.stage.as_str()
             )));
         }
-        let existing = load_progress(&self.etcd, fleet)?;
+        let existing = readable_progress(&self.etcd, fleet)?;
         let mut progress = self.agreeing_progress(&record, existing)?;
         let Some(from) = self.previous_release(&record)? else {
             return Err(RolloutError::Refused(format!(
@@ -990,6 +990,7 @@ pub fn judge(
             Some(HostState::Unhealthy) if recent => judged.failed.push(trouble("unhealthy")),
             Some(HostState::Failed) => judged.waiting.push(trouble("failed")),
             Some(HostState::Unhealthy) => judged.waiting.push(trouble("unhealthy")),
+            Some(HostState::Unreadable) => judged.waiting.push(trouble("unreadable")),
             _ if !recent || view.and_then(|v| v.alive) == Some(false) => {
                 judged.waiting.push(Trouble {
                     host: host.clone(),
@@ -1102,6 +1103,19 @@ pub fn load_progress(etcd: &Etcd, fleet: &str) -> Result<Option<Progress>, Rollo
     }
 }
 
+/// The progress key's value for the controller: one that cannot be read counts as none (OUT's
+/// signed record says where the rollout stands; the progress is made again from it), so that
+/// a garbled key cannot wedge the fleet.
+fn readable_progress(etcd: &Etcd, fleet: &str) -> Result<Option<Progress>, RolloutError> {
+    match etcd
+        .get(&progress_key(fleet))
+        .map_err(RolloutError::Store)?
+    {
+        None => Ok(None),
+        Some(bytes) => Ok(parse_progress(fleet, &bytes).ok()),
+    }
+}
+
 /// The progress key's value, read by [`load_progress`] or in a range of the fleet's keys.
 pub fn parse_progress(fleet: &str, bytes: &[u8]) -> Result<Progress, RolloutError> {
     serde_json::from_slice(bytes).map_err(|e| {
@@ -1140,9 +1154,20 @@ impl Lease {
         bell_store::check_name("fleet", fleet).map_err(RolloutError::Refused)?;
         let id = etcd.grant_lease(LEASE_TTL).map_err(RolloutError::Store)?;
         let key = controller_key(fleet);
-        let taken = etcd
-            .put_if_version(&key, 0, &[Op::PutWithLease(&key, who.as_bytes(), id)])
+        let put = [Op::PutWithLease(&key, who.as_bytes(), id)];
+        let mut taken = etcd
+            .put_if_version(&key, 0, &put)
             .map_err(RolloutError::Store)?;
+        if !taken {
+            // A controller's record is bound to its lease and goes with it; one bound to no
+            // lease (written by hand, or by a host) is no controller and is taken over.
+            let (version, held_by) = etcd.get_lease(&key).map_err(RolloutError::Store)?;
+            if held_by == 0 {
+                taken = etcd
+                    .put_if_version(&key, version, &put)
+                    .map_err(RolloutError::Store)?;
+            }
+        }
         if !taken {
             let _ = etcd.revoke_lease(id);
             return Err(RolloutError::Busy {
@@ -1281,6 +1306,7 @@ mod tests {
             report: Some(report),
             alive: Some(alive),
             revisions: BTreeMap::new(),
+            unreadable: None,
         }
     }
 

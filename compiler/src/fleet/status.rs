@@ -16,6 +16,9 @@ pub enum HostState {
     Unhealthy,
     /// No report, or none recent enough: the host is not heard from.
     Unaccounted,
+    /// What the store holds for it cannot be read (not UTF-8, not JSON, the wrong shape):
+    /// shown with the key and why, while every other host is judged as usual.
+    Unreadable,
     Drifted,
     Pending,
     /// On the desired bundle, with work an image bake left for the first live apply.
@@ -26,10 +29,11 @@ pub enum HostState {
 
 impl HostState {
     /// Every state, most severe first: the order of the rows and of the counts.
-    pub const ALL: [HostState; 8] = [
+    pub const ALL: [HostState; 9] = [
         HostState::Failed,
         HostState::Unhealthy,
         HostState::Unaccounted,
+        HostState::Unreadable,
         HostState::Drifted,
         HostState::Pending,
         HostState::Deferred,
@@ -42,6 +46,7 @@ impl HostState {
             HostState::Failed => "failed",
             HostState::Unhealthy => "unhealthy",
             HostState::Unaccounted => "unaccounted",
+            HostState::Unreadable => "unreadable",
             HostState::Drifted => "drifted",
             HostState::Pending => "pending",
             HostState::Deferred => "deferred",
@@ -279,6 +284,11 @@ fn host_status(
         deferred: Vec::new(),
         detail: None,
     };
+    if let Some(why) = view.and_then(|v| v.unreadable.as_ref()) {
+        row.state = HostState::Unreadable;
+        row.detail = Some(why.clone());
+        return row;
+    }
     let Some(r) = report else {
         row.state = HostState::Unaccounted;
         row.detail = Some("no report".to_string());

@@ -192,6 +192,21 @@ impl Etcd {
         Ok((Some(value), version))
     }
 
+    /// The version of `key` (0 when there is none) and the lease it is bound to (0: none).
+    pub fn get_lease(&self, key: &str) -> Result<(i64, i64), String> {
+        let body = serde_json::json!({ "key": b64(key.as_bytes()), "keys_only": true });
+        let answer = self.call("/v3/kv/range", &body)?;
+        let Some(kv) = answer
+            .get("kvs")
+            .and_then(|k| k.as_array())
+            .and_then(|k| k.first())
+        else {
+            return Ok((0, 0));
+        };
+        let version = number(kv.get("version")).ok_or("etcd sent a key without a version")?;
+        Ok((version, number(kv.get("lease")).unwrap_or(0)))
+    }
+
     /// Applies `ops` in one transaction if `key` is still at `version` (0: it does not exist).
     /// `Ok(false)` when someone changed it first: read again and decide again.
     pub fn put_if_version(&self, key: &str, version: i64, ops: &[Op]) -> Result<bool, String> {

@@ -175,6 +175,9 @@ pub struct HostView {
     /// In etcd: the revision at which each command's report was last written (a report that
     /// said nothing new is not written again).
     pub revisions: BTreeMap<String, i64>,
+    /// A key of this host that could not be read, and why: one bad key makes its host's row
+    /// unreadable, never the whole fleet's reading.
+    pub unreadable: Option<String>,
 }
 
 /// A report destination or source.
@@ -284,18 +287,38 @@ impl Store {
                 // found what the last one found writes nothing (liveness is a lease, renewed
                 // without a revision: `keep_alive`).
                 let key = report_key(&report.fleet, &report.command, &report.host);
-                let previous = etcd
-                    .get(&key)?
+                // The category keys, for readers outside bell: written in the same
+                // transaction as the report, so that no reader sees one without the other.
+                // bellc itself judges a host from the report alone (see `views_from`).
+                let categories: Vec<(String, &'static str)> = report
+                    .status
+                    .iter()
+                    .map(|(category, state)| {
+                        (
+                            status_key(&report.fleet, category, &report.host),
+                            state.as_str(),
+                        )
+                    })
+                    .collect();
+                let mut names: Vec<&str> = vec![key.as_str()];
+                names.extend(categories.iter().map(|(k, _)| k.as_str()));
+                let mut held = etcd.get_all(&names)?.into_iter();
+                let previous = held
+                    .next()
+                    .flatten()
                     .and_then(|v| serde_json::from_slice::<Report>(&v).ok());
+                let text = serde_json::to_string(report).unwrap_or_default();
+                let mut ops = Vec::new();
                 if !previous.is_some_and(|p| p.same_apart_from_times(report)) {
-                    let text = serde_json::to_string(report).unwrap_or_default();
-                    etcd.put(&key, text.as_bytes())?;
+                    ops.push(etcd::Op::Put(&key, text.as_bytes()));
                 }
-                for (category, state) in &report.status {
-                    let key = status_key(&report.fleet, category, &report.host);
-                    if etcd.get(&key)?.as_deref() != Some(state.as_str().as_bytes()) {
-                        etcd.put(&key, state.as_str().as_bytes())?;
+                for ((key, state), held) in categories.iter().zip(held) {
+                    if held.as_deref() != Some(state.as_bytes()) {
+                        ops.push(etcd::Op::Put(key, state.as_bytes()));
                     }
+                }
+                if !ops.is_empty() {
+                    etcd.write_all(&ops)?;
                 }
                 Ok(())
             }
@@ -365,6 +388,7 @@ impl Store {
                             report: Some(report),
                             alive: None,
                             revisions: BTreeMap::new(),
+                            unreadable: None,
                         },
                     );
                 }
@@ -501,10 +525,21 @@ pub fn views_from_parsed(
             let report = match parsed.by_key.remove(&kv.key) {
                 // A key written at the same revision holds the same bytes (0: not from etcd).
                 Some((revision, report)) if revision == kv.mod_revision && revision != 0 => report,
-                _ => Arc::new(
-                    serde_json::from_slice::<Report>(&kv.value)
-                        .map_err(|e| format!("the report at `{}` is not valid: {e}", kv.key))?,
-                ),
+                _ => match serde_json::from_slice::<Report>(&kv.value) {
+                    Ok(report) if report.host == host && report.fleet == fleet => Arc::new(report),
+                    Ok(report) => {
+                        hosts.entry(host.to_string()).or_default().unreadable = Some(format!(
+                            "`{}` holds a report of host `{}` of fleet `{}`",
+                            kv.key, report.host, report.fleet
+                        ));
+                        continue;
+                    }
+                    Err(e) => {
+                        hosts.entry(host.to_string()).or_default().unreadable =
+                            Some(format!("`{}` is not a report: {e}", kv.key));
+                        continue;
+                    }
+                },
             };
             now_parsed.insert(kv.key.clone(), (kv.mod_revision, Arc::clone(&report)));
             let view = hosts.entry(host.to_string()).or_default();
@@ -519,24 +554,26 @@ pub fn views_from_parsed(
         }
     }
     for kv in kvs {
-        let Some(rest) = kv.key.strip_prefix(&base) else {
-            continue;
-        };
-        if let Some(host) = rest.strip_prefix("alive/") {
+        if let Some(host) = kv
+            .key
+            .strip_prefix(&base)
+            .and_then(|rest| rest.strip_prefix("alive/"))
+        {
             living.insert(host);
-        } else if let Some(rest) = rest.strip_prefix("status/") {
-            let Some((category, host)) = rest.split_once('/') else {
-                continue;
-            };
-            let text = String::from_utf8_lossy(&kv.value);
-            let state = State::parse(&text)
-                .ok_or_else(|| format!("`{}` holds `{text}`, not a state", kv.key))?;
-            hosts
-                .entry(host.to_string())
-                .or_default()
-                .status
-                .insert(category.to_string(), state);
         }
+    }
+    // Each category's state is the one the host's newest report of it says. Not the
+    // `status/` keys: read apart from the report, they could say `success` for a moment
+    // after an unhealthy report (or be written by anyone), and a host would be counted
+    // converged that is not.
+    for view in hosts.values_mut() {
+        let mut reports: Vec<&Arc<Report>> = view.by_command.values().collect();
+        reports.sort_by_key(|r| (r.finished_at, r.command == "check"));
+        let status: BTreeMap<String, State> = reports
+            .into_iter()
+            .flat_map(|r| r.status.iter().map(|(c, s)| (c.clone(), *s)))
+            .collect();
+        view.status = status;
     }
     // Liveness is told for the hosts that filed a report; a lease alone is not a host.
     for (host, view) in hosts.iter_mut().filter(|(_, v)| v.report.is_some()) {
@@ -629,6 +666,65 @@ mod tests {
         kvs.remove(0);
         views_from_parsed("f", &kvs, &mut parsed).unwrap();
         assert_eq!(parsed.by_key.len(), 1);
+    }
+
+    #[test]
+    fn a_host_is_judged_by_its_report_not_by_a_category_key() {
+        let kv = |key: String, value: &[u8]| etcd::KeyValue {
+            key,
+            value: value.to_vec(),
+            mod_revision: 3,
+        };
+        let mut unhealthy = report("a", "apply", State::Unhealthy);
+        unhealthy.status = BTreeMap::from([
+            ("apply".to_string(), State::Success),
+            ("health".to_string(), State::Unhealthy),
+        ]);
+        let json = serde_json::to_vec(&unhealthy).unwrap();
+        // The category key still says what the host's run before said (or what someone wrote).
+        let kvs = vec![
+            kv(running_key("f", "a"), &json),
+            kv(status_key("f", "health", "a"), b"success"),
+            kv(status_key("f", "apply", "b"), b"success"),
+        ];
+        let views = views_from("f", &kvs).unwrap();
+        assert_eq!(views["a"].status["health"], State::Unhealthy);
+        assert!(!views.contains_key("b"), "a category key alone is no host");
+    }
+
+    #[test]
+    fn one_unreadable_key_spoils_only_its_own_host() {
+        let kv = |key: String, value: &[u8]| etcd::KeyValue {
+            key,
+            value: value.to_vec(),
+            mod_revision: 3,
+        };
+        let good = serde_json::to_vec(&report("a", "apply", State::Success)).unwrap();
+        let other = serde_json::to_vec(&report("a", "apply", State::Success)).unwrap();
+        let mut wrong_type = serde_json::to_value(report("d", "apply", State::Success)).unwrap();
+        wrong_type["finished_at"] = serde_json::json!("yesterday");
+        let kvs = vec![
+            kv(running_key("f", "a"), &good),
+            kv(running_key("f", "b"), b"bogus"),
+            kv(running_key("f", "c"), &[0xff, 0xfe, b'{']),
+            kv(running_key("f", "d"), wrong_type.to_string().as_bytes()),
+            // A report of host `a`, filed under host `e`'s key.
+            kv(running_key("f", "e"), &other),
+            kv(status_key("f", "apply", "a"), b"\xff not a state"),
+        ];
+        let views = views_from("f", &kvs).unwrap();
+        assert_eq!(views["a"].unreadable, None);
+        assert_eq!(views["a"].status["apply"], State::Success);
+        for host in ["b", "c", "d", "e"] {
+            let why = views[host].unreadable.as_deref().unwrap_or_default();
+            assert!(why.contains(&running_key("f", host)), "{host}: {why}");
+            assert!(views[host].report.is_none(), "{host}");
+        }
+        assert!(views["e"]
+            .unreadable
+            .as_deref()
+            .unwrap()
+            .contains("of host `a`"));
     }
 
     fn report(host: &str, command: &str, result: State) -> Report {
