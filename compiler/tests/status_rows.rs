@@ -158,7 +158,7 @@ fn six_hosts_six_rows_that_hide_nothing() {
     assert_eq!(row("baked")["version"], v2.as_str());
     assert!(row("ok")["age_seconds"].as_u64().unwrap() < 600);
     let counts = json["counts"].as_object().unwrap();
-    assert_eq!(counts.len(), 8, "every state has a count: {json:#}");
+    assert_eq!(counts.len(), 9, "every state has a count: {json:#}");
     assert_eq!(counts["unhealthy"], 0);
 
     // The text form lists every host with --all, in the same order and states.
