@@ -46,3 +46,28 @@ fn help_lists_every_exit_code() {
         );
     }
 }
+
+/// `bellc hosts | head -1`: the reader goes away and bellc ends quietly, as `ls` does (killed
+/// by SIGPIPE), without a panic about a failed print.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let spec = common::repo_root().join("examples/three-role.kdl");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_bellc"))
+        .arg("hosts")
+        .arg(&spec)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Closed before bellc prints a line: its first write finds no reader.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        out.status.signal() == Some(libc::SIGPIPE) || out.status.success(),
+        "{:?}: {stderr}",
+        out.status
+    );
+}

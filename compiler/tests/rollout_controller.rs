@@ -242,6 +242,7 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
             }
             let status = fx.bellc(&["rollout", "--status", "--store", &url, "--fleet", "f"]);
             assert!(status.stdout.contains("halted"), "{}", status.stdout);
+            assert_eq!(status.code, 3, "halted: someone is needed");
             assert!(status.stdout.contains(BROKEN_IN_2), "{}", status.stdout);
 
             // A plain publish would change the map under the halted rollout: refused.
@@ -344,6 +345,7 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
             assert!(motds().values().all(|m| m == "release 2"), "{:?}", motds());
             let status = fx.bellc(&["rollout", "--status", "--store", &url, "--fleet", "f"]);
             assert!(status.stdout.contains("aborted"), "{}", status.stdout);
+            assert_eq!(status.code, 0, "aborted: nothing left to do");
         }));
         finish("hosts stopped");
         if let Err(panic) = result {

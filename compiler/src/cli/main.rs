@@ -395,6 +395,9 @@ fn main() -> ExitCode {
             };
         }
     };
+    if !matches!(cli.command, Command::Serve { .. }) {
+        quiet_on_a_closed_pipe();
+    }
     let cwd = std::env::current_dir().unwrap_or_default();
     let mut sources = Sources::with_base(cwd);
     let mut diags = Diagnostics::new();
@@ -484,6 +487,18 @@ fn read_check(spec: &Path) -> Result<(), String> {
             spec.display()
         )),
         Err(e) => Err(format!("cannot read {}: {e}", spec.display())),
+    }
+}
+
+/// `bellc status | head -1`: when the reader goes away, end as `ls` does (killed by SIGPIPE,
+/// quietly) instead of panicking in `println!`. Rust ignores SIGPIPE so that a write to a
+/// closed pipe returns an error; the commands print with `println!`, which panics on one.
+/// Not for `serve`, whose clients may hang up at any time.
+#[allow(unsafe_code)]
+fn quiet_on_a_closed_pipe() {
+    // SAFETY: setting a signal's disposition to its default, before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

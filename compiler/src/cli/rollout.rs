@@ -125,18 +125,26 @@ pub fn status(store: &str, fleet: &str, json: bool) -> Result<u8, String> {
     let etcd = Etcd::parse(store)?;
     let progress = rollout::load_progress(&etcd, fleet).map_err(explain)?;
     let holder = rollout::holder(&etcd, fleet).map_err(explain)?;
+    // Halted or being aborted: someone is needed (the code `bellc status` uses for that).
+    let code = match progress.as_ref().map(|p| p.phase) {
+        Some(rollout::Phase::Halted | rollout::Phase::Aborting) => STOPPED,
+        _ => 0,
+    };
     if json {
         let value = serde_json::json!({ "progress": progress, "controller": holder });
         println!("{value}");
-        return Ok(0);
+        return Ok(code);
     }
     let Some(p) = progress else {
         println!("fleet {fleet}: no rollout");
         return Ok(0);
     };
     print!("{}", describe(&p, holder.as_deref()));
-    Ok(0)
+    Ok(code)
 }
+
+/// `bellc rollout --status` exits with this when the rollout is halted or being aborted.
+pub const STOPPED: u8 = 3;
 
 fn describe(p: &Progress, holder: Option<&str>) -> String {
     let mut text = format!(
