@@ -22,6 +22,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// Seconds a resource's script may run unless `--timeout` says otherwise.
+pub const DEFAULT_SCRIPT_TIMEOUT: u64 = 900;
+
 #[derive(Clone)]
 pub struct Options {
     pub root: PathBuf,

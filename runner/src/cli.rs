@@ -19,7 +19,7 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
        bell-run pull --source http://HOST[:PORT]/PATH/|DIR [--host NAME] [--root DIR]
                       [--trust FILE] [--store etcd://HOST:PORT [--lock-prefix PREFIX]]
                       [--fleet NAME] [--offline] [--json] [--timeout SECS] [--report DEST]
-                      [--alive-ttl SECS] [--metrics FILE]
+                      [--alive-ttl SECS] [--metrics FILE] [--fetch-timeout SECS]
        bell-run pending --store etcd://HOST:PORT [--host NAME] [--root DIR] [--fleet NAME] [--json]
        bell-run status [--root DIR] [--json]
        bell-run rollback [--root DIR] [--offline] [--dry-run] [--json] [--timeout SECS]
@@ -28,7 +28,8 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
        bell-run install-timer [--root DIR] [--exec PATH] [--interval SPAN]
                       [--source http://HOST[:PORT]/PATH/|DIR [--trust FILE] [--store etcd://HOST:PORT]
                        [--fleet NAME] [--host NAME] [--report DEST] [--alive-ttl SECS]
-                       [--metrics FILE] [--timeout SECS] [--lock-prefix PREFIX]]
+                       [--metrics FILE] [--timeout SECS] [--fetch-timeout SECS]
+                       [--lock-prefix PREFIX]]
 
 exit codes:
    0  done: applied, in sync (check), up to date (pending), verified
@@ -133,6 +134,7 @@ struct Args {
     json: bool,
     timings: bool,
     timeout: Option<u64>,
+    fetch_timeout: Option<u64>,
     exec: Option<String>,
     interval: Option<String>,
     report: Option<String>,
@@ -180,6 +182,16 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
                 out.timeout = Some(v.to_string_lossy().parse().map_err(|_| {
                     format!(
                         "`--timeout {}` is not a number of seconds",
+                        v.to_string_lossy()
+                    )
+                })?);
+            }
+            "--fetch-timeout" => {
+                let v = value("--fetch-timeout")?;
+                let secs = v.to_string_lossy().parse::<u64>().ok().filter(|s| *s > 0);
+                out.fetch_timeout = Some(secs.ok_or_else(|| {
+                    format!(
+                        "`--fetch-timeout {}` is not a number of seconds",
                         v.to_string_lossy()
                     )
                 })?);
@@ -295,7 +307,7 @@ fn options(args: &Args) -> Options {
         root,
         offline,
         dry_run: args.dry_run,
-        script_timeout: args.timeout.unwrap_or(900),
+        script_timeout: args.timeout.unwrap_or(crate::apply::DEFAULT_SCRIPT_TIMEOUT),
         release: args.release.clone(),
         timings: args.timings,
     }
@@ -475,6 +487,11 @@ fn cmd_pull(args: &Args) -> i32 {
         Ok(source) => source,
         Err(e) => return usage(&e),
     };
+    let fetch_timeout = args.fetch_timeout.map_or(
+        crate::fetch::DEFAULT_FETCH_TIMEOUT,
+        std::time::Duration::from_secs,
+    );
+    crate::fetch::set_deadline(std::time::Instant::now() + fetch_timeout);
     let opts = crate::pull::PullOptions {
         source,
         host: args.host.clone(),
@@ -609,6 +626,7 @@ fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
             ("--report", args.report.is_some()),
             ("--metrics", args.metrics.is_some()),
             ("--timeout", args.timeout.is_some()),
+            ("--fetch-timeout", args.fetch_timeout.is_some()),
             ("--lock-prefix", args.lock_prefix.is_some()),
             ("--alive-ttl", args.alive_ttl.is_some()),
         ];
@@ -653,6 +671,9 @@ fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
     }
     if let Some(timeout) = args.timeout {
         options.push(("--timeout", timeout.to_string()));
+    }
+    if let Some(secs) = args.fetch_timeout {
+        options.push(("--fetch-timeout", secs.to_string()));
     }
     if let Some(ttl) = args.alive_ttl {
         options.push(("--alive-ttl", ttl.to_string()));

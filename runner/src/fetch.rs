@@ -10,8 +10,50 @@
 use sha2::{Digest, Sha256};
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The default of `pull --fetch-timeout`: the whole fetch, from the first connection to the
+/// last byte of the last file.
+pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// When this process's fetching must be over (`pull --fetch-timeout`). Per process, as a
+/// pull is: a server that sends a byte every 20 s never trips a read timeout, and without one
+/// deadline for the whole it would hold the host's pull for ever.
+static DEADLINE: Mutex<Option<Instant>> = Mutex::new(None);
+
+pub fn set_deadline(at: Instant) {
+    if let Ok(mut deadline) = DEADLINE.lock() {
+        *deadline = Some(at);
+    }
+}
+
+/// How long a read (or a connection) may wait now: `limit`, or less when the deadline is
+/// nearer; an error when it passed.
+fn time_left(limit: Duration) -> Result<Duration, String> {
+    let deadline = DEADLINE.lock().ok().and_then(|d| *d);
+    let Some(deadline) = deadline else {
+        return Ok(limit);
+    };
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err("the fetch ran out of time (`--fetch-timeout`)".to_string());
+    }
+    Ok(left.min(limit))
+}
+
+/// A TCP stream whose every read waits at most as long as the deadline leaves.
+struct Deadlined(TcpStream);
+
+impl Read for Deadlined {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let wait = time_left(READ_TIMEOUT).map_err(io::Error::other)?;
+        self.0.set_read_timeout(Some(wait))?;
+        self.0.read(buf)
+    }
+}
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A server that sends nothing for this long has stalled; the download is abandoned (and
@@ -123,10 +165,18 @@ impl Source {
         let (mut body, length): (Box<dyn Read>, Option<u64>) = match self {
             Source::Dir(dir) => {
                 let path = dir.join(rel);
-                let file = std::fs::File::open(&path).map_err(|e| match e.kind() {
-                    io::ErrorKind::NotFound => FetchError::NotFound(format!("{what}: not found")),
-                    _ => failed(e.to_string()),
-                })?;
+                // O_NONBLOCK: a FIFO put where a file should be must not hold the pull until
+                // someone writes to it; it is then refused as not a plain file.
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(&path)
+                    .map_err(|e| match e.kind() {
+                        io::ErrorKind::NotFound => {
+                            FetchError::NotFound(format!("{what}: not found"))
+                        }
+                        _ => failed(e.to_string()),
+                    })?;
                 let meta = file.metadata().map_err(|e| failed(e.to_string()))?;
                 if !meta.is_file() {
                     return Err(failed("not a plain file".into()));
@@ -208,7 +258,7 @@ fn http_get(host: &str, port: u16, path: &str) -> Result<(Box<dyn Read>, Option<
     let mut last = format!("{host} has no address");
     let mut connected = None;
     for addr in &addrs {
-        match TcpStream::connect_timeout(addr, CONNECT_TIMEOUT) {
+        match TcpStream::connect_timeout(addr, time_left(CONNECT_TIMEOUT).map_err(failed)?) {
             Ok(stream) => {
                 connected = Some(stream);
                 break;
@@ -241,6 +291,8 @@ fn http_get(host: &str, port: u16, path: &str) -> Result<(Box<dyn Read>, Option<
         if head.len() > MAX_HEADER_BYTES {
             return Err(failed("the response headers are too large".into()));
         }
+        let wait = time_left(READ_TIMEOUT).map_err(failed)?;
+        stream.set_read_timeout(Some(wait)).map_err(io_failed)?;
         match stream.read(&mut byte) {
             Ok(0) => return Err(failed("the server closed the connection early".into())),
             Ok(_) => head.push(byte[0]),
@@ -260,7 +312,7 @@ fn http_get(host: &str, port: u16, path: &str) -> Result<(Box<dyn Read>, Option<
     }
     let (status, status_line, length) = (head.status, head.status_line, head.content_length);
     match status {
-        200 => Ok((Box::new(stream), length)),
+        200 => Ok((Box::new(Deadlined(stream)), length)),
         404 | 410 => Err(FetchError::NotFound(String::new())),
         _ => Err(failed(format!("the server answered `{status_line}`"))),
     }

@@ -56,6 +56,22 @@ pub fn install(root: &Root, exe: &str, interval: &str, job: &Job) -> Result<Vec<
             for (flag, value) in options {
                 let _ = write!(exec_start, " {flag} {}", unit_argument(value));
             }
+            // A pull that hangs must not hold the unit (and so every later tick) for ever:
+            // its fetch is bounded by `--fetch-timeout`, its apply by the scripts' timeout;
+            // room for two scripts that run to their limit, then systemd ends it (bell-run's
+            // journal finishes or undoes a cut-off apply on the next run).
+            let option = |flag: &str, default: u64| {
+                options
+                    .iter()
+                    .find(|(f, _)| *f == flag)
+                    .and_then(|(_, v)| v.parse::<u64>().ok())
+                    .unwrap_or(default)
+            };
+            let limit = option(
+                "--fetch-timeout",
+                crate::fetch::DEFAULT_FETCH_TIMEOUT.as_secs(),
+            ) + 2 * option("--timeout", crate::apply::DEFAULT_SCRIPT_TIMEOUT);
+            let _ = write!(exec_start, "\nTimeoutStartSec={limit}");
             PULL_SERVICE
                 .lines()
                 .map(|line| {

@@ -354,6 +354,8 @@ fn install_timer_with_a_source_writes_a_pulling_service_with_every_argument_quot
             bin = bin()
         )
     );
+    // A pull that hangs ends: the fetch's 300 s and two scripts' 900 s.
+    assert!(service.contains("\nTimeoutStartSec=2100\n"), "{service}");
     // The first pull has no current generation: the service must not wait for one.
     assert!(!service.contains("ConditionPathExists"), "{service}");
     assert!(service.contains("After=network-online.target"));
