@@ -192,6 +192,42 @@ fn hosts_pull_signed_releases_from_a_directory_and_refuse_what_they_must() {
         "expired",
     );
 
+    // A trust file (or its directory) that someone else could have written is no trust at
+    // all: refused, naming it, whether it is the root's or given with `--trust`.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let set_mode = |path: &std::path::Path, mode: u32| {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+        };
+        let trust_dir = roots[3].path().join("etc/bell");
+        let trust_file = trust_dir.join("trusted.pub");
+        let h4_refuses = |reason: &str| refused(&bin, source, roots[3].path(), "h4", &[], reason);
+        set_mode(&trust_file, 0o666);
+        h4_refuses("is writable by everyone (mode 0666)");
+        set_mode(&trust_file, 0o664);
+        h4_refuses("is writable by its group");
+        set_mode(&trust_file, 0o644);
+        set_mode(&trust_dir, 0o777);
+        h4_refuses("the directory of the trust file");
+        set_mode(&trust_dir, 0o755);
+        // Giving a file away takes root; elsewhere this case is left to the VM's run as root.
+        if std::os::unix::fs::chown(&trust_file, Some(65534), None).is_ok() {
+            h4_refuses("belongs to uid 65534, not to root");
+            std::os::unix::fs::chown(&trust_file, Some(0), None).unwrap();
+        }
+        let given = trust_file.to_str().unwrap();
+        set_mode(&trust_file, 0o646);
+        refused(
+            &bin,
+            source,
+            roots[1].path(),
+            "h2",
+            &["--trust", given],
+            "writable by everyone",
+        );
+        set_mode(&trust_file, 0o644);
+    }
+
     // A host that trusts no key applies unsigned releases and says so.
     let loose = image_root();
     let out = pull(&bin, unsigned.to_str().unwrap(), loose.path(), "h3", &[]);

@@ -23,10 +23,49 @@ pub struct TrustedKeys {
     keys: Vec<(String, minisign_verify::PublicKey)>,
 }
 
+/// Refuses a trust file, or the directory that holds it, that someone other than root (or the
+/// user bell-run runs as) could have written: whoever can change the keys can sign anything
+/// the host then applies. As sshd's StrictModes does for authorized_keys.
+fn check_guarded(file: &Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = crate::sys::effective_uid();
+    let dir = file
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    for (path, what) in [(file, "trust file"), (dir, "directory of the trust file")] {
+        let meta = std::fs::symlink_metadata(path)
+            .map_err(|e| format!("cannot read the {what} {}: {e}", path.display()))?;
+        if meta.uid() != 0 && meta.uid() != me {
+            return Err(format!(
+                "the {what} {} belongs to uid {}, not to root: whoever owns it can make this \
+                 host trust any key",
+                path.display(),
+                meta.uid()
+            ));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "the {what} {} is writable by {} (mode {:04o}): whoever can write it can make \
+                 this host trust any key",
+                path.display(),
+                if meta.mode() & 0o002 != 0 {
+                    "everyone"
+                } else {
+                    "its group"
+                },
+                meta.mode() & 0o7777
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl TrustedKeys {
     pub fn load(file: &Path) -> Result<TrustedKeys, String> {
         let text = rootfs::read_record(file)?
             .ok_or_else(|| format!("the trust file {} does not exist", file.display()))?;
+        check_guarded(file)?;
         let mut keys = Vec::new();
         for (number, line) in text.lines().enumerate() {
             let line = line.trim();
