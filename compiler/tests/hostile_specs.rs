@@ -302,7 +302,7 @@ fn bells_own_state_and_a_users_files_are_not_managed_paths() {
 perm "/var/lib/bell/*" mode="0777"
 perm "/var/*/be?l/state" mode="0777"
 mount "over" target="/var/lib/bell" device="tmpfs" type="tmpfs"
-file "/etc/bell/trusted.pub" {{ content "forged" }}
+file "/etc/bell/keys.pub" {{ content "forged" }}
 file "/usr/local/sbin/bell-run" {{ content "" }}
 user "ops" sudo=#true {{
     ssh-key "{KEY}"
@@ -330,7 +330,7 @@ perm "/var/lib/*" mode="0755"
     at(4, "`/var/lib/bell/*` is bell's own");
     at(5, "`/var/*/be?l/state` is bell's own");
     at(6, "`/var/lib/bell` is bell's own");
-    at(7, "`/etc/bell/trusted.pub` is bell's own");
+    at(7, "`/etc/bell/keys.pub` is bell's own");
     at(8, "`/usr/local/sbin/bell-run` is bell's own");
     at(12, "is the authorized_keys of user `ops`");
     at(13, "is the sudoers drop-in of user `ops`");

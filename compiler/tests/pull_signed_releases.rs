@@ -210,7 +210,7 @@ fn hosts_pull_signed_releases_from_a_directory_and_refuse_what_they_must() {
         set_mode(&trust_dir, 0o777);
         h4_refuses("the directory of the trust file");
         set_mode(&trust_dir, 0o755);
-        // Giving a file away takes root; elsewhere this case is left to the VM's run as root.
+        // Giving a file away takes root (the tests run as root in CI).
         if std::os::unix::fs::chown(&trust_file, Some(65534), None).is_ok() {
             h4_refuses("belongs to uid 65534, not to root");
             std::os::unix::fs::chown(&trust_file, Some(0), None).unwrap();

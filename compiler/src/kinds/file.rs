@@ -44,6 +44,9 @@ impl ResourceKind for File {
 
     fn check_name(&self, name: &str) -> Result<(), Invalid> {
         validate::absolute_path(name)?;
+        if name == validate::TRUST_FILE {
+            return Ok(());
+        }
         validate::not_bell_own(name)
     }
 
@@ -118,6 +121,12 @@ impl ResourceKind for File {
                     "give it `mode=\"0600\"` (or `\"0640\"` with the group that needs it)",
                 );
                 continue;
+            }
+            if path == validate::TRUST_FILE && res.kind == Kind::FILE {
+                if let Err((field, message, help)) = trust_file(&content, mode_bits, owner, group) {
+                    common::invalid(diags, res.span_of(field), message, help);
+                    continue;
+                }
             }
             let sha256 = bell_bundle::sha256_hex(content.as_bytes());
             let install_links = install_links(&content);
@@ -406,4 +415,68 @@ fn install_links(unit: &str) -> Vec<minijinja::Value> {
     dirs.sort();
     dirs.dedup();
     dirs.into_iter().map(|dir| context! { dir }).collect()
+}
+
+/// The trusted keys file must hold keys a host can read, and nobody but root may be able to
+/// change it: bell-run refuses a trust file that is not root's or that group or others can
+/// write, and a host refusing its trust file refuses every release. So what would only be
+/// found on the host is found here. `Err((field, message, help))`.
+fn trust_file(
+    content: &str,
+    mode: u32,
+    owner: &str,
+    group: &str,
+) -> Result<(), (&'static str, String, &'static str)> {
+    let path = validate::TRUST_FILE;
+    if owner != "root" {
+        return Err((
+            "owner",
+            format!("`{path}` must belong to root, not `{owner}`"),
+            "leave `owner` out: bell-run trusts only a trust file that root owns",
+        ));
+    }
+    if group != "root" && mode & 0o020 != 0 {
+        return Err((
+            "group",
+            format!("`{path}` would be writable by group `{group}`"),
+            "leave `group` out, or drop the group's write bit from `mode`",
+        ));
+    }
+    if mode & 0o022 != 0 {
+        return Err((
+            "mode",
+            format!("`{path}` would be writable by others than root (mode {mode:04o})"),
+            "give it `mode=\"0644\"`: bell-run refuses a trust file that others can write",
+        ));
+    }
+    let mut keys = 0;
+    for line in content.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') || line.starts_with("untrusted comment:") {
+            continue;
+        }
+        if !is_minisign_public_key(line) {
+            return Err((
+                "content",
+                format!("`{path}` holds `{line}`, which is not a minisign public key"),
+                "paste the `.pub` files of the keys to trust (`bellc keygen` writes them), one \
+                 after another",
+            ));
+        }
+        keys += 1;
+    }
+    if keys == 0 {
+        return Err((
+            "content",
+            format!("`{path}` holds no key: every host would refuse every release"),
+            "paste the `.pub` file of at least the key that signs the releases",
+        ));
+    }
+    Ok(())
+}
+
+/// minisign's public key line: base64 of `Ed`, an 8-byte key id and a 32-byte Ed25519 key.
+fn is_minisign_public_key(line: &str) -> bool {
+    use ct_codecs::{Base64, Decoder};
+    Base64::decode_to_vec(line, None)
+        .is_ok_and(|bytes| bytes.len() == 42 && bytes.starts_with(b"Ed"))
 }

@@ -30,7 +30,9 @@ pub use names::{
     apt_url, host_address, host_name, interface_name, label, mount_target, pgp_public_key,
     resource_name, script_name, source_name,
 };
-pub use paths::{absolute_path, file_mode, glob_not_bell_own, login_shell, not_bell_own, BELL_OWN};
+pub use paths::{
+    absolute_path, file_mode, glob_not_bell_own, login_shell, not_bell_own, BELL_OWN, TRUST_FILE,
+};
 pub use ssh::{decode_base64, ssh_public_key};
 pub use sudoers::sudo_rule;
 pub use suggest::did_you_mean;

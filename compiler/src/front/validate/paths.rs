@@ -61,6 +61,11 @@ pub fn absolute_path(path: &str) -> Result<(), Invalid> {
 /// restores, or let anyone replace the runner.
 pub const BELL_OWN: &[&str] = &["/var/lib/bell", "/etc/bell", "/usr/local/sbin/bell-run"];
 
+/// The keys a host trusts releases from: of bell's own, the one file a spec may manage (as a
+/// `file`), so that a release signed by the old key can add the new one and a later release,
+/// signed by the new key, remove the old (rotation; see the README).
+pub const TRUST_FILE: &str = "/etc/bell/trusted.pub";
+
 /// A path that is not bell's own (see [`BELL_OWN`]).
 pub fn not_bell_own(path: &str) -> Result<(), Invalid> {
     match BELL_OWN
@@ -97,7 +102,8 @@ fn bell_own(path: &str, own: &str) -> Invalid {
     invalid(
         format!("`{path}` is bell's own `{own}`"),
         "bell keeps its state, trusted key and runner there; a resource there could defeat the \
-         lock or what bell restores. Manage another path",
+         lock or what bell restores. Manage another path (of these, only a `file` at \
+         `/etc/bell/trusted.pub`, the trusted keys, may be managed)",
     )
 }
 
