@@ -243,6 +243,43 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
             let status = fx.bellc(&["rollout", "--status", "--store", &url, "--fleet", "f"]);
             assert!(status.stdout.contains("halted"), "{}", status.stdout);
             assert_eq!(status.code, 3, "halted: someone is needed");
+            // `status` against the store's (wave) release says the rollout stands halted, and
+            // the later wave's hosts are pending on its target, not up to date.
+            let fleet = fx.bellc(&["status", "--store", &url, "--fleet", "f", "--json"]);
+            let fleet: serde_json::Value = serde_json::from_str(&fleet.stdout).unwrap();
+            assert_eq!(fleet["rollout"]["phase"], "halted", "{fleet:#}");
+            assert_eq!(fleet["rollout"]["wave"], 5, "{fleet:#}");
+            let row = |h: &str| {
+                fleet["hosts"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| r["host"] == h)
+                    .cloned()
+                    .unwrap()
+            };
+            for host in ["h10", "h11"] {
+                assert_eq!(row(host)["state"], "pending", "{fleet:#}");
+                assert!(
+                    row(host)["detail"]
+                        .as_str()
+                        .unwrap()
+                        .starts_with("waits for wave 6 of 6"),
+                    "{fleet:#}"
+                );
+            }
+            let text = fx.bellc(&["status", "--store", &url, "--fleet", "f"]);
+            assert!(
+                text.stdout.starts_with("rollout of release "),
+                "{}",
+                text.stdout
+            );
+            assert!(text
+                .stdout
+                .lines()
+                .next()
+                .unwrap()
+                .contains("halted: wave 5 of 6"));
             assert!(status.stdout.contains(BROKEN_IN_2), "{}", status.stdout);
 
             // A plain publish would change the map under the halted rollout: refused.

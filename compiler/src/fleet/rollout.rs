@@ -193,7 +193,8 @@ pub struct Halt {
 pub struct Trouble {
     pub host: String,
     /// `failed`, `unhealthy`, `silent` (nothing heard since the wave began, or its liveness
-    /// lease lapsed) or `pending` (heard from, not there yet).
+    /// lease lapsed), `waiting` (alive, waiting for a slot of its group), `unreadable` (its
+    /// keys in the store cannot be read) or `pending` (heard from, not there yet).
     pub state: String,
     pub detail: Option<String>,
 }
@@ -988,9 +989,28 @@ pub fn judge(
         match state {
             Some(HostState::Failed) if recent => judged.failed.push(trouble("failed")),
             Some(HostState::Unhealthy) if recent => judged.failed.push(trouble("unhealthy")),
-            Some(HostState::Failed) => judged.waiting.push(trouble("failed")),
+            // A host that fails the same way again files nothing new (a report that says
+            // nothing new is not written), so this failure may be from before the wave or
+            // the resume, or from a run since: told as such, it halts the wave at its time.
+            Some(HostState::Failed) => judged.waiting.push(Trouble {
+                detail: Some(format!(
+                    "the same failure as before the wave began (nothing new reported since){}",
+                    detail
+                        .as_deref()
+                        .map(|d| format!(": {d}"))
+                        .unwrap_or_default()
+                )),
+                ..trouble("failed")
+            }),
             Some(HostState::Unhealthy) => judged.waiting.push(trouble("unhealthy")),
             Some(HostState::Unreadable) => judged.waiting.push(trouble("unreadable")),
+            // Alive and pulling, but its group's slots are held (by a host that is not
+            // healthy yet): it writes nothing new while it waits, and is not silent.
+            _ if row.is_some_and(|r| r.flags.contains(&status::Flag::Waiting))
+                && view.and_then(|v| v.alive) != Some(false) =>
+            {
+                judged.waiting.push(trouble("waiting"))
+            }
             _ if !recent || view.and_then(|v| v.alive) == Some(false) => {
                 judged.waiting.push(Trouble {
                     host: host.clone(),
@@ -1381,6 +1401,36 @@ mod tests {
                 ("again".into(), "failed".into()),
             ]
         );
+    }
+
+    #[test]
+    fn a_host_waiting_for_a_slot_is_waiting_not_silent() {
+        use bell_store::State::Waiting;
+        let wave = release(&[("w", "2"), ("gone", "2")], &[]);
+        let waiting = |alive: bool| {
+            let mut v = view("1", Waiting, 90, alive);
+            let mut report = (**v.report.as_ref().unwrap()).clone();
+            report.error = Some("waiting for a slot: all 1 of group `a` are held (h1)".into());
+            let report = Arc::new(report);
+            v.report = Some(Arc::clone(&report));
+            v.by_command.insert("apply".into(), report);
+            v
+        };
+        let views = BTreeMap::from([
+            ("w".to_string(), waiting(true)),
+            ("gone".to_string(), waiting(false)),
+        ]);
+        let hosts = vec!["w".to_string(), "gone".to_string()];
+        let since = Since {
+            revision: 0,
+            started_at: 100,
+        };
+        let judged = judge(&wave, &hosts, &views, &since, 101);
+        let w = judged.waiting.iter().find(|t| t.host == "w").unwrap();
+        assert_eq!(w.state, "waiting");
+        assert!(w.detail.as_deref().unwrap().contains("held (h1)"), "{w:?}");
+        let gone = judged.waiting.iter().find(|t| t.host == "gone").unwrap();
+        assert_eq!(gone.state, "silent", "its lease lapsed: {gone:?}");
     }
 
     #[test]

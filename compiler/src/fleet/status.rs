@@ -136,6 +136,23 @@ pub struct FleetStatus {
     /// Hosts per release version (`unknown` when a report names none and its bundle is not
     /// the release's).
     pub versions: BTreeMap<String, usize>,
+    /// The fleet's rollout, while one is unfinished (running, halted, being aborted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutNote>,
+}
+
+/// Where an unfinished rollout stands, for the header of `status` and its JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RolloutNote {
+    /// The release being rolled out.
+    pub target: String,
+    /// `running`, `halted` or `aborting`.
+    pub phase: String,
+    /// Waves given so far, of how many.
+    pub wave: usize,
+    pub waves: usize,
+    /// Why it halted.
+    pub reason: Option<String>,
 }
 
 impl FleetStatus {
@@ -146,6 +163,51 @@ impl FleetStatus {
                 .iter()
                 .any(|s| s == h.state.as_str() || h.flags.iter().any(|f| f.as_str() == s.as_str()))
         })
+    }
+
+    /// While a rollout of another release than this one runs: the hosts of its waves not
+    /// given yet are where the store's release puts them, but not where the rollout is taking
+    /// the fleet. They count as pending, with the wave they wait for, not as up to date.
+    pub fn mark_later_waves(&mut self, note: RolloutNote, later: &[(usize, Vec<String>)]) {
+        for (wave, hosts) in later {
+            for row in self.hosts.iter_mut().filter(|h| hosts.contains(&h.host)) {
+                if row.state == HostState::UpToDate {
+                    row.state = HostState::Pending;
+                    row.flags.push(Flag::Pending);
+                    row.flags.sort();
+                    row.detail = Some(format!(
+                        "waits for wave {wave} of {} of the rollout of release {}",
+                        note.waves,
+                        crate::review::diff::short(&note.target)
+                    ));
+                }
+            }
+        }
+        self.hosts
+            .sort_by(|a, b| a.state.cmp(&b.state).then_with(|| a.host.cmp(&b.host)));
+        for count in self.counts.values_mut() {
+            *count = 0;
+        }
+        for h in &self.hosts {
+            *self.counts.entry(h.state.as_str().to_string()).or_insert(0) += 1;
+        }
+        self.rollout = Some(note);
+    }
+
+    /// The line over the rows while a rollout is unfinished.
+    pub fn rollout_line(&self) -> Option<String> {
+        let r = self.rollout.as_ref()?;
+        let mut line = format!(
+            "rollout of release {} {}: wave {} of {}",
+            crate::review::diff::short(&r.target),
+            r.phase,
+            r.wave,
+            r.waves
+        );
+        if let Some(reason) = &r.reason {
+            line.push_str(&format!(" ({reason})"));
+        }
+        Some(line)
     }
 
     pub fn summary(&self) -> String {
@@ -242,6 +304,7 @@ pub fn fleet_status(
         format: STATUS_FORMAT,
         fleet: release.fleet.clone(),
         version: release.version.clone(),
+        rollout: None,
         hosts,
         counts,
         versions,
