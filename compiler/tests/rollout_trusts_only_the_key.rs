@@ -268,6 +268,11 @@ fn etcd_cannot_steer_a_rollout_backwards() {
             assert_eq!(aborted.code, 0, "{}", aborted.stderr);
             assert!(motds().values().all(|m| m == "release 3"), "{:?}", motds());
 
+            // A build into the served directory leaves the record be (and is not refused for it).
+            let rebuilt = fx.bellc(&["build", "bell.kdl", "-o", "served", "--sign-key", "ci.key"]);
+            assert_eq!(rebuilt.code, 0, "{}", rebuilt.stderr);
+            assert!(served.join("rollouts/f.json").is_file());
+
             // Never release 1 again; every host's accepted sequence only grew.
             let live = went_live(&timeline);
             let after: Vec<_> = live[before_attack..]

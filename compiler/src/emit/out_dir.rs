@@ -15,6 +15,8 @@ const OURS: &[&str] = &[
     "hosts",
     super::STORE_DIR,
     "releases",
+    // `bellc rollout`'s signed record (`fleet::record`); a build leaves it alone.
+    "rollouts",
     "release.json",
     "release.json.minisig",
     ".release.json.tmp",
