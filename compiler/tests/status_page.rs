@@ -317,6 +317,10 @@ fn a_twelve_host_fleet_in_a_browser() {
             &serde_json::to_vec(&progress).unwrap(),
         )
         .unwrap();
+    // With the rollout halted, `bellc status` says so, and the page's JSON is the same.
+    let status = fx.bellc(&["status", "out", "--store", url, "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
+    assert_eq!(status["rollout"]["phase"], "halted", "{status:#}");
 
     let server = Server::start(&fx, &["out", "--store", url, "--spec", "bell.kdl"]);
     assert_eq!(server.store()["reachable"], true, "{}", server.store());

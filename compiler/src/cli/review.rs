@@ -317,35 +317,12 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
     })
 }
 
-/// An unfinished rollout shows in the header and the JSON; compared with the store's (wave)
-/// release, the hosts of waves not given yet are pending on the rollout's target. A progress
-/// key that cannot be read is passed over: the rows stand without it.
+/// An unfinished rollout shows in the header and the JSON (see [`rollout::note_progress`]). A
+/// progress key that cannot be read is passed over: the rows stand without it.
 fn note_rollout(fleet: &mut FleetStatus, etcd: &bell_store::Etcd, release: &bell_bundle::Release) {
-    let Ok(Some(p)) = rollout::load_progress(etcd, &release.fleet) else {
-        return;
-    };
-    if matches!(p.phase, rollout::Phase::Done | rollout::Phase::Aborted) {
-        return;
+    if let Ok(Some(p)) = rollout::load_progress(etcd, &release.fleet) {
+        rollout::note_progress(fleet, &p);
     }
-    let note = status::RolloutNote {
-        target: p.target.clone(),
-        phase: p.phase.as_str().to_string(),
-        wave: p.given,
-        waves: p.waves.len(),
-        reason: p.halted.as_ref().map(|h| h.reason.clone()),
-    };
-    let later: Vec<(usize, Vec<String>)> = if release.version == p.target {
-        // Compared with the target already: the later waves' hosts show as pending.
-        Vec::new()
-    } else {
-        p.waves
-            .iter()
-            .enumerate()
-            .skip(p.given)
-            .map(|(i, hosts)| (i + 1, hosts.clone()))
-            .collect()
-    };
-    fleet.mark_later_waves(note, &later);
 }
 
 /// One row per host that is not up to date (every host with `--all`): state, its other

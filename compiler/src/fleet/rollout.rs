@@ -1033,6 +1033,34 @@ pub fn judge(
     judged
 }
 
+/// Tells an unfinished rollout in a fleet's status (its header and JSON). Compared with the
+/// store's (wave) release rather than the rollout's target, the hosts of waves not given yet
+/// look up to date; they are pending on the target, waiting for their wave.
+pub fn note_progress(fleet: &mut status::FleetStatus, p: &Progress) {
+    if p.phase.finished() {
+        return;
+    }
+    let note = status::RolloutNote {
+        target: p.target.clone(),
+        phase: p.phase.as_str().to_string(),
+        wave: p.given,
+        waves: p.waves.len(),
+        reason: p.halted.as_ref().map(|h| h.reason.clone()),
+    };
+    let later: Vec<(usize, Vec<String>)> = if fleet.version == p.target {
+        // Compared with the target already: the later waves' hosts show as pending.
+        Vec::new()
+    } else {
+        p.waves
+            .iter()
+            .enumerate()
+            .skip(p.given)
+            .map(|(i, hosts)| (i + 1, hosts.clone()))
+            .collect()
+    };
+    fleet.mark_later_waves(note, &later);
+}
+
 /// The hosts of each of `target`'s waves whose bundle is not the one `old` gives them.
 pub fn changed_waves(target: &Release, old: &BTreeMap<String, String>) -> Vec<Vec<String>> {
     let changes = |host: &String| {

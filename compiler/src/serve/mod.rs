@@ -366,7 +366,11 @@ impl Board {
         let controller = value_of(rollout::controller_key(&fleet))
             .map(|b| String::from_utf8_lossy(b).into_owned());
         let published = bell_store::published_from(&fleet, &kvs).map(|p| p.version);
-        let status = fleet_status(&release, &views, now, None);
+        let mut status = fleet_status(&release, &views, now, None);
+        if let Some(p) = &progress {
+            // As `bellc status` tells it, so that `/api/v1/status` stays its JSON.
+            rollout::note_progress(&mut status, p);
+        }
         let index = index(&status);
         let signer = self
             .out
