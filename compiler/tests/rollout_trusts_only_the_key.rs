@@ -268,6 +268,21 @@ fn etcd_cannot_steer_a_rollout_backwards() {
             assert_eq!(aborted.code, 0, "{}", aborted.stderr);
             assert!(motds().values().all(|m| m == "release 3"), "{:?}", motds());
 
+            // A build into the served directory without the key would put an unsigned
+            // release over signed ones: refused before it writes anything.
+            let untouched = fingerprint(&served);
+            let unsigned = fx.bellc(&["build", "bell.kdl", "-o", "served", "--force"]);
+            assert_eq!(unsigned.code, 64, "{}", unsigned.stderr);
+            assert!(
+                unsigned.stderr.contains("--sign-key"),
+                "{}",
+                unsigned.stderr
+            );
+            assert_eq!(
+                fingerprint(&served),
+                untouched,
+                "an unsigned build changed OUT"
+            );
             // A build into the served directory leaves the record be (and is not refused for it).
             let rebuilt = fx.bellc(&["build", "bell.kdl", "-o", "served", "--sign-key", "ci.key"]);
             assert_eq!(rebuilt.code, 0, "{}", rebuilt.stderr);

@@ -628,7 +628,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             let key = load_sign_key(signing)?;
             if key.is_none() {
                 let fleet = read_release(out)?.fleet;
-                if signing::out_is_signed(out, &fleet) {
+                if signing::out_is_signed(out, Some(&fleet)) {
                     return Err(Failure::Usage(format!(
                         "{} holds signed releases, and the waves' and the abort's releases \
                          must be signed as well: give `--sign-key KEY` (nothing was changed)\n  \
@@ -774,6 +774,18 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                     })?;
                 }
                 return Ok(0);
+            }
+            // An unsigned release.json over a signed one (and its kept copy unsigned) would
+            // make every host that trusts the key refuse every pull.
+            if !*check && sign_key.is_none() && signing::out_is_signed(out, None) {
+                return Err(Failure::Usage(format!(
+                    "{} holds signed releases: a build into it must be signed as well; give \
+                     `--sign-key KEY` (nothing was changed)\n  help: bellc build {} -o {} \
+                     --sign-key KEY",
+                    out.display(),
+                    spec.display(),
+                    out.display()
+                )));
             }
             // Each phase's time, and the peak memory by its end (what a phase holds shows as
             // the growth over the one before).

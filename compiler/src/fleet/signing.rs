@@ -366,11 +366,11 @@ pub fn keep_release(
 }
 
 /// Whether OUT's releases are signed: its release.json, a release it keeps, or the rollout
-/// record of `fleet`. Then nothing may write a release into it without the key.
-pub fn out_is_signed(out: &Path, fleet: &str) -> bool {
+/// record of `fleet` (when given). Then nothing may write a release into it without the key.
+pub fn out_is_signed(out: &Path, fleet: Option<&str>) -> bool {
     releases::signature_path(&out.join(RELEASE_FILE)).exists()
         || releases::list(out).is_ok_and(|kept| kept.iter().any(|r| r.signed))
-        || super::record::is_signed(out, fleet)
+        || fleet.is_some_and(|fleet| super::record::is_signed(out, fleet))
 }
 
 /// A minisign signature of `bytes`, with the release's identity in the trusted comment.
