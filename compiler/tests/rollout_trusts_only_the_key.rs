@@ -270,8 +270,9 @@ fn etcd_cannot_steer_a_rollout_backwards() {
 
             // A build into the served directory without the key would put an unsigned
             // release over signed ones: refused before it writes anything.
+            std::fs::write(fx.path().join("bell.kdl"), spec(5, &timeline)).unwrap();
             let untouched = fingerprint(&served);
-            let unsigned = fx.bellc(&["build", "bell.kdl", "-o", "served", "--force"]);
+            let unsigned = fx.bellc(&["build", "bell.kdl", "-o", "served"]);
             assert_eq!(unsigned.code, 64, "{}", unsigned.stderr);
             assert!(
                 unsigned.stderr.contains("--sign-key"),

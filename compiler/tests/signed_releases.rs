@@ -147,15 +147,26 @@ fn minisign_verifies_a_signed_build_and_the_sequence_only_grows() {
     assert_eq!(release(&fx.path().join("out/release.json")), second);
     assert!(minisign_verifies(fx.path(), "ci.pub", "out/release.json").0);
 
-    // A changed spec built without a key: release.json is unsigned, its stale signature is
-    // gone, and the signed release it replaced is kept with its signature.
+    // A changed spec built without a key into an OUT of signed releases: refused before
+    // anything is written (an unsigned release.json would be refused by every host that
+    // trusts the key); with the key, it is signed and the release it replaced stays kept,
+    // signed.
     let spec = std::fs::read_to_string(fx.path().join("bell.kdl")).unwrap();
     let spec = spec.replace("match role=\"storage\"", "match role=\"storage-gone\"");
     std::fs::write(fx.path().join("bell.kdl"), spec).unwrap();
-    assert_eq!(fx.bellc(&["build", "bell.kdl", "-o", "out"]).code, 0);
+    let unsigned = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(unsigned.code, 64, "{}", unsigned.stderr);
+    assert!(
+        unsigned.stderr.contains("--sign-key"),
+        "{}",
+        unsigned.stderr
+    );
+    assert_eq!(release(&fx.path().join("out/release.json")), second);
+    assert!(minisign_verifies(fx.path(), "ci.pub", "out/release.json").0);
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out", "--sign-key", "ci.key"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
     let third = release(&fx.path().join("out/release.json"));
-    assert_eq!(third.sequence, None);
-    assert!(!fx.path().join("out/release.json.minisig").exists());
+    assert!(third.sequence.unwrap() > second.sequence.unwrap());
     assert!(minisign_verifies(fx.path(), "ci.pub", &kept).0);
 
     let run = fx.bellc(&["releases", "out", "--json"]);
@@ -179,7 +190,7 @@ fn minisign_verifies_a_signed_build_and_the_sequence_only_grows() {
         "{rows:?}"
     );
     assert!(
-        rows.contains(&(third.version.clone(), false, true)),
+        rows.contains(&(third.version.clone(), true, true)),
         "{rows:?}"
     );
 }

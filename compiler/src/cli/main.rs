@@ -777,7 +777,12 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             }
             // An unsigned release.json over a signed one (and its kept copy unsigned) would
             // make every host that trusts the key refuse every pull.
-            if !*check && sign_key.is_none() && signing::out_is_signed(out, None) {
+            // (Unchanged inputs make the same release, whose signature the build keeps.)
+            if !*check
+                && sign_key.is_none()
+                && found != Found::Current
+                && signing::out_is_signed(out, None)
+            {
                 return Err(Failure::Usage(format!(
                     "{} holds signed releases: a build into it must be signed as well; give \
                      `--sign-key KEY` (nothing was changed)\n  help: bellc build {} -o {} \
