@@ -290,6 +290,8 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
                 "{}",
                 publish.stderr
             );
+            let resume = format!("`bellc rollout served --store {url} --sign-key KEY --resume`");
+            assert!(publish.stderr.contains(&resume), "{}", publish.stderr);
 
             // Without `--resume` a second start is refused; the host is fixed and it resumes.
             let again = run(&[]);

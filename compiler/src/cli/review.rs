@@ -102,13 +102,17 @@ pub fn publish(out: &Path, dest: &str) -> Result<u8, String> {
         // A rollout's controller owns the desired map until it is done or aborted.
         let progress = rollout::load_progress(etcd, &release.fleet).map_err(|e| e.to_string())?;
         if let Some(p) = progress.filter(|p| !matches!(p.phase, Phase::Done | Phase::Aborted)) {
+            let key = bellc::fleet::signing::out_is_signed(out, Some(&release.fleet))
+                .then_some(Path::new("KEY"));
             return Err(format!(
                 "the rollout of release {} stands {} in fleet {}: publishing would change the \
-                 hosts' bundles under it\n  help: finish it with `bellc rollout OUT --resume`, \
-                 or take it back with `bellc rollout OUT --abort`",
+                 hosts' bundles under it\n  help: finish it with `{}`, or take it back with \
+                 `{}`",
                 diff::short(&p.target),
                 p.phase.as_str(),
-                release.fleet
+                release.fleet,
+                crate::rollout::command(out, dest, key, "--resume"),
+                crate::rollout::command(out, dest, key, "--abort"),
             ));
         }
     }
