@@ -11,7 +11,9 @@
 
 mod common;
 use common::fleet::{bell_run, EtcdCluster, Nginx};
-use common::pulling::{copy_over, image_root, most_at_once, motd, pull, racked_hosts as hosts};
+use common::pulling::{
+    copy_over, image_root, keep_pulling, most_at_once, motd, racked_hosts as hosts,
+};
 use common::Fixture;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -175,26 +177,18 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
         // Every host's timer: a pull every half second, whatever the last one said.
-        for (host, root) in &root_of {
-            let (bin, source, url, trust, stop) = (&bin, &nginx.url, &url, &trust, &stop);
-            scope.spawn(move || {
-                let args = [
-                    "--trust",
-                    trust,
-                    "--store",
-                    url,
-                    "--report",
-                    url,
-                    "--fleet",
-                    "f",
-                    "--offline",
-                ];
-                while !stop.load(Ordering::Relaxed) {
-                    pull(bin, source, root, host, &args);
-                    std::thread::sleep(Duration::from_millis(500));
-                }
-            });
-        }
+        let timer = (
+            bin.as_path(),
+            nginx.url.as_str(),
+            url.as_str(),
+            trust.as_str(),
+        );
+        keep_pulling(
+            scope,
+            timer,
+            root_of.iter().map(|(h, r)| (h.as_str(), *r)),
+            &stop,
+        );
         let finish = |what: &str| {
             stop.store(true, Ordering::Relaxed);
             what.to_string()

@@ -13,7 +13,7 @@
 
 mod common;
 use common::fleet::{bell_run, text, Etcd, Nginx};
-use common::pulling::{copy_over, fingerprint, image_root, motd, pull, release_of, HOSTS};
+use common::pulling::{copy_over, fingerprint, image_root, keep_pulling, motd, release_of, HOSTS};
 use common::Fixture;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -129,26 +129,13 @@ fn etcd_cannot_steer_a_rollout_backwards() {
 
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        for (host, root) in &root_of {
-            let (bin, source, url, trust, stop) = (&bin, &nginx.url, &url, &trust, &stop);
-            scope.spawn(move || {
-                let args = [
-                    "--trust",
-                    trust,
-                    "--store",
-                    url,
-                    "--report",
-                    url,
-                    "--fleet",
-                    "f",
-                    "--offline",
-                ];
-                while !stop.load(Ordering::Relaxed) {
-                    pull(bin, source, root, host, &args);
-                    std::thread::sleep(Duration::from_millis(500));
-                }
-            });
-        }
+        let timer = (
+            bin.as_path(),
+            nginx.url.as_str(),
+            url.as_str(),
+            trust.as_str(),
+        );
+        keep_pulling(scope, timer, root_of.iter().map(|(h, r)| (*h, *r)), &stop);
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             for release in 1..=3 {
                 // Keys anyone could write: a controller record bound to no lease (no controller

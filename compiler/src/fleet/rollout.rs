@@ -369,24 +369,11 @@ impl Controller<'_> {
                 // Signed and recorded before the controller died: named again in the store
                 // as it was signed, not signed anew.
                 if progress.published.as_deref() != Some(release.version.as_str()) {
-                    progress.published_revision = self
-                        .store()
-                        .publish(&release)
-                        .map_err(RolloutError::Store)?;
-                    progress.published = Some(release.version.clone());
-                    progress.published_at = now();
+                    self.name_in_store(&mut progress, &release)?;
                 }
             } else {
-                let signed = self.sign(&release, k + 1 == n)?;
                 record.given_waves = k + 1;
-                record.given = Some(signed);
-                self.save_record(&record)?;
-                progress.published_revision = self
-                    .store()
-                    .publish(&release)
-                    .map_err(RolloutError::Store)?;
-                progress.published = Some(release.version.clone());
-                progress.published_at = now();
+                self.give(&mut record, &mut progress, &release, k + 1 == n)?;
             }
             progress.given = k + 1;
             save_progress(&self.etcd, &progress)?;
@@ -438,12 +425,7 @@ impl Controller<'_> {
         {
             // Nothing changes for any host: the store still names the build's release, so
             // that status compares against it and hosts take its new sequence.
-            record.given = Some(self.sign(target, true)?);
-            self.save_record(&record)?;
-            progress.published_revision =
-                self.store().publish(target).map_err(RolloutError::Store)?;
-            progress.published = Some(target.version.clone());
-            progress.published_at = now();
+            self.give(&mut record, &mut progress, target, true)?;
         }
         record.stage = Stage::Done;
         self.save_record(&record)?;
@@ -500,23 +482,10 @@ impl Controller<'_> {
         let release = abort_release(&target, &from, &moved);
         let given = record.given.as_ref().map(|g| g.version.as_str());
         if record.stage != Stage::Aborting || given != Some(release.version.as_str()) {
-            let signed = self.sign(&release, false)?;
             record.stage = Stage::Aborting;
-            record.given = Some(signed);
-            self.save_record(&record)?;
-            progress.published_revision = self
-                .store()
-                .publish(&release)
-                .map_err(RolloutError::Store)?;
-            progress.published = Some(release.version.clone());
-            progress.published_at = now();
+            self.give(&mut record, &mut progress, &release, false)?;
         } else if progress.published.as_deref() != Some(release.version.as_str()) {
-            progress.published_revision = self
-                .store()
-                .publish(&release)
-                .map_err(RolloutError::Store)?;
-            progress.published = Some(release.version.clone());
-            progress.published_at = now();
+            self.name_in_store(&mut progress, &release)?;
         }
         progress.phase = Phase::Aborting;
         progress.halted = None;
@@ -816,6 +785,34 @@ impl Controller<'_> {
             }
         }
         Ok(release)
+    }
+
+    /// Gives `release` to the fleet, in this order: signed into OUT (as release.json too,
+    /// with `current`), recorded as what the key gave last, named in the store. A controller
+    /// that dies between two steps finds the record ahead of the store, never behind it.
+    fn give(
+        &self,
+        record: &mut Record,
+        progress: &mut Progress,
+        release: &Release,
+        current: bool,
+    ) -> Result<(), RolloutError> {
+        record.given = Some(self.sign(release, current)?);
+        self.save_record(record)?;
+        self.name_in_store(progress, release)
+    }
+
+    /// Makes `release` (signed into OUT already) the store's desired release, and notes in
+    /// `progress` when: reports written after that revision can be about it.
+    fn name_in_store(
+        &self,
+        progress: &mut Progress,
+        release: &Release,
+    ) -> Result<(), RolloutError> {
+        progress.published_revision = self.store().publish(release).map_err(RolloutError::Store)?;
+        progress.published = Some(release.version.clone());
+        progress.published_at = now();
+        Ok(())
     }
 
     /// Signs `release` into OUT (as release.json too, with `current`); what was signed.

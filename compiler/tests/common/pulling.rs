@@ -181,3 +181,33 @@ pub fn racked_hosts() -> Vec<(String, &'static str)> {
         .map(|i| (format!("h{i:02}"), ["a", "b", "c"][(i - 1) / 4]))
         .collect()
 }
+
+/// Every host's timer, as a rollout test runs it: a pull (trusting `trust`, taking its
+/// release from the etcd at `url` and reporting there, fleet `f`) every half second, whatever
+/// the last one said, until `stop`.
+pub fn keep_pulling<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    (bin, source, url, trust): (&'env Path, &'env str, &'env str, &'env str),
+    hosts: impl IntoIterator<Item = (&'env str, &'env Path)>,
+    stop: &'env std::sync::atomic::AtomicBool,
+) {
+    for (host, root) in hosts {
+        scope.spawn(move || {
+            let args = [
+                "--trust",
+                trust,
+                "--store",
+                url,
+                "--report",
+                url,
+                "--fleet",
+                "f",
+                "--offline",
+            ];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                pull(bin, source, root, host, &args);
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+        });
+    }
+}

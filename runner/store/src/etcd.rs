@@ -176,12 +176,7 @@ impl Etcd {
     /// 0 when there is no key), for a transaction that compares it.
     pub fn get_versioned(&self, key: &str) -> Result<(Option<Vec<u8>>, i64), String> {
         let body = serde_json::json!({ "key": b64(key.as_bytes()) });
-        let answer = self.call("/v3/kv/range", &body)?;
-        let Some(kv) = answer
-            .get("kvs")
-            .and_then(|k| k.as_array())
-            .and_then(|k| k.first())
-        else {
+        let Some(kv) = self.range_one(&body)? else {
             return Ok((None, 0));
         };
         let version = number(kv.get("version")).ok_or("etcd sent a key without a version")?;
@@ -195,16 +190,21 @@ impl Etcd {
     /// The version of `key` (0 when there is none) and the lease it is bound to (0: none).
     pub fn get_lease(&self, key: &str) -> Result<(i64, i64), String> {
         let body = serde_json::json!({ "key": b64(key.as_bytes()), "keys_only": true });
-        let answer = self.call("/v3/kv/range", &body)?;
-        let Some(kv) = answer
-            .get("kvs")
-            .and_then(|k| k.as_array())
-            .and_then(|k| k.first())
-        else {
+        let Some(kv) = self.range_one(&body)? else {
             return Ok((0, 0));
         };
         let version = number(kv.get("version")).ok_or("etcd sent a key without a version")?;
         Ok((version, number(kv.get("lease")).unwrap_or(0)))
+    }
+
+    /// The one key a range request for a single key answers with, if it exists.
+    fn range_one(&self, body: &serde_json::Value) -> Result<Option<serde_json::Value>, String> {
+        let answer = self.call("/v3/kv/range", body)?;
+        Ok(answer
+            .get("kvs")
+            .and_then(|k| k.as_array())
+            .and_then(|k| k.first())
+            .cloned())
     }
 
     /// Applies `ops` in one transaction if `key` is still at `version` (0: it does not exist).
