@@ -14,7 +14,7 @@
 mod common;
 use common::fleet::{bell_run, text, Etcd, Nginx};
 use common::pulling::{copy_over, fingerprint, image_root, keep_pulling, motd, release_of, HOSTS};
-use common::Fixture;
+use common::{Fixture, Run};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -73,6 +73,21 @@ fn accepted_sequence(root: &Path) -> Option<(String, u64)> {
     let all: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
     let f = &all["fleets"]["f"];
     Some((f["version"].as_str()?.to_string(), f["sequence"].as_u64()?))
+}
+
+/// `run` must be refused with `code`, saying `wanted`, and leave OUT exactly as it was; its
+/// stderr.
+fn refused_unchanged(out: &Path, code: i32, wanted: &str, run: impl FnOnce() -> Run) -> String {
+    let before = fingerprint(out);
+    let run = run();
+    assert_eq!(run.code, code, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(wanted),
+        "wanted `{wanted}`: {}",
+        run.stderr
+    );
+    assert_eq!(fingerprint(out), before, "a refused command changed OUT");
+    run.stderr
 }
 
 #[test]
@@ -169,23 +184,10 @@ fn etcd_cannot_steer_a_rollout_backwards() {
                 &["put", "/bell/f/current_version", &version(1)],
             );
             copy_over(&fx.path().join("out4"), &served);
-            let untouched = fingerprint(&served);
-            let refused = rollout(&signed);
-            assert_eq!(refused.code, 2, "{}", refused.stderr);
-            assert!(
-                refused
-                    .stderr
-                    .contains(&format!("the store names release {}", &version(1)[..12])),
-                "{}",
-                refused.stderr
-            );
             let fix = format!("etcdctl put /bell/f/current_version {}", version(3));
-            assert!(refused.stderr.contains(&fix), "{}", refused.stderr);
-            assert_eq!(
-                fingerprint(&served),
-                untouched,
-                "a refused rollout changed OUT"
-            );
+            let refused = refused_unchanged(&served, 2, &fix, || rollout(&signed));
+            let named = format!("the store names release {}", &version(1)[..12]);
+            assert!(refused.contains(&named), "{refused}");
             std::thread::sleep(Duration::from_secs(2));
             assert!(motds().values().all(|m| m == "release 3"), "{:?}", motds());
 
@@ -199,19 +201,9 @@ fn etcd_cannot_steer_a_rollout_backwards() {
             assert!(halted.stdout.contains(BROKEN), "{}", halted.stdout);
 
             // The abort without the key: refused before anything changes, hosts still pulling.
-            let untouched = fingerprint(&served);
-            let unsigned = rollout(&["--abort"]);
-            assert_eq!(unsigned.code, 64, "{}", unsigned.stderr);
-            assert!(
-                unsigned.stderr.contains("--sign-key"),
-                "{}",
-                unsigned.stderr
-            );
-            assert_eq!(
-                fingerprint(&served),
-                untouched,
-                "an abort without the key changed OUT"
-            );
+            // Its hint is a complete command.
+            let complete = format!("bellc rollout served --store {url} --sign-key KEY --abort");
+            refused_unchanged(&served, 64, &complete, || rollout(&["--abort"]));
 
             // The progress in etcd rewritten to say the rollout began from release 1.
             let key = "/bell/f/rollout/progress";
@@ -220,18 +212,8 @@ fn etcd_cannot_steer_a_rollout_backwards() {
             let mut forged: serde_json::Value = serde_json::from_str(&honest).unwrap();
             forged["from"] = serde_json::Value::String(version(1));
             etcdctl(&etcd.endpoint, &["put", key, &forged.to_string()]);
-            let refused = rollout(&["--abort", "--sign-key", "ci.key"]);
-            assert_eq!(refused.code, 2, "{}", refused.stderr);
-            assert!(
-                refused.stderr.contains("OUT's signed record"),
-                "{}",
-                refused.stderr
-            );
-            assert_eq!(
-                fingerprint(&served),
-                untouched,
-                "a refused abort changed OUT"
-            );
+            let abort = || rollout(&["--abort", "--sign-key", "ci.key"]);
+            refused_unchanged(&served, 2, "OUT's signed record", abort);
 
             // A forged record in OUT (the signature no longer matches) is refused too.
             let record = served.join("rollouts/f.json");
@@ -240,13 +222,7 @@ fn etcd_cannot_steer_a_rollout_backwards() {
                 .unwrap()
                 .replace(&version(3), &version(1));
             std::fs::write(&record, tampered).unwrap();
-            let refused = rollout(&["--abort", "--sign-key", "ci.key"]);
-            assert_eq!(refused.code, 2, "{}", refused.stderr);
-            assert!(
-                refused.stderr.contains("does not match its signature"),
-                "{}",
-                refused.stderr
-            );
+            refused_unchanged(&served, 2, "does not match its signature", abort);
             std::fs::write(&record, honest_record).unwrap();
 
             // With the progress put back, the abort takes the moved hosts to release 3.
@@ -258,19 +234,8 @@ fn etcd_cannot_steer_a_rollout_backwards() {
             // A build into the served directory without the key would put an unsigned
             // release over signed ones: refused before it writes anything.
             std::fs::write(fx.path().join("bell.kdl"), spec(5, &timeline)).unwrap();
-            let untouched = fingerprint(&served);
-            let unsigned = fx.bellc(&["build", "bell.kdl", "-o", "served"]);
-            assert_eq!(unsigned.code, 64, "{}", unsigned.stderr);
-            assert!(
-                unsigned.stderr.contains("--sign-key"),
-                "{}",
-                unsigned.stderr
-            );
-            assert_eq!(
-                fingerprint(&served),
-                untouched,
-                "an unsigned build changed OUT"
-            );
+            let build = || fx.bellc(&["build", "bell.kdl", "-o", "served"]);
+            refused_unchanged(&served, 64, "give `--sign-key KEY`", build);
             // A build into the served directory leaves the record be (and is not refused for it).
             let rebuilt = fx.bellc(&["build", "bell.kdl", "-o", "served", "--sign-key", "ci.key"]);
             assert_eq!(rebuilt.code, 0, "{}", rebuilt.stderr);

@@ -168,6 +168,29 @@ pub struct Progress {
 }
 
 impl Progress {
+    /// The progress of the rollout `record` holds, as far as the record tells it: its waves
+    /// given, the last of them not known to have converged. How a rollout starts, and how a
+    /// progress the store lost is made again.
+    fn of(record: &Record) -> Progress {
+        let at = now();
+        Progress {
+            format: PROGRESS_FORMAT,
+            fleet: record.fleet.clone(),
+            target: record.target.clone(),
+            from: record.from.as_ref().map(|g| g.version.clone()),
+            waves: record.waves.clone(),
+            given: record.given_waves,
+            converged: record.given_waves.saturating_sub(1),
+            published: None,
+            published_at: 0,
+            published_revision: 0,
+            phase: Phase::Running,
+            halted: None,
+            started_at: at,
+            updated_at: at,
+        }
+    }
+
     /// Hosts that were given their new bundle.
     pub fn moved(&self) -> BTreeSet<String> {
         self.waves
@@ -564,23 +587,7 @@ impl Controller<'_> {
             stage: Stage::Rolling,
         };
         self.save_record(&record)?;
-        let at = now();
-        let progress = Progress {
-            format: PROGRESS_FORMAT,
-            fleet: target.fleet.clone(),
-            target: target.version.clone(),
-            from: from.map(|g| g.version),
-            waves,
-            given: 0,
-            converged: 0,
-            published: None,
-            published_at: 0,
-            published_revision: 0,
-            phase: Phase::Running,
-            halted: None,
-            started_at: at,
-            updated_at: at,
-        };
+        let progress = Progress::of(&record);
         Ok((record, progress))
     }
 
@@ -687,25 +694,7 @@ impl Controller<'_> {
                 short(&record.target),
                 from.as_deref().map_or("nothing", short),
             ))),
-            None => {
-                let at = now();
-                Ok(Progress {
-                    format: PROGRESS_FORMAT,
-                    fleet: record.fleet.clone(),
-                    target: record.target.clone(),
-                    from,
-                    waves: record.waves.clone(),
-                    given: record.given_waves,
-                    converged: record.given_waves.saturating_sub(1),
-                    published: None,
-                    published_at: 0,
-                    published_revision: 0,
-                    phase: Phase::Running,
-                    halted: None,
-                    started_at: at,
-                    updated_at: at,
-                })
-            }
+            None => Ok(Progress::of(record)),
         }
     }
 
