@@ -9,7 +9,9 @@
 //! `--abort` is refused, then, with the progress put back, takes the moved hosts back to release
 //! 3. An abort without the key is refused before it touches OUT. No host ever goes live on
 //! release 1 again, and every host's accepted record only grows. On the way, a controller
-//! record without a lease, a garbled progress and keys that are not reports stop nothing.
+//! record without a lease, a garbled progress and keys that are not reports stop nothing; an
+//! unsigned build into the served directory is refused; and release 5, whose probe fails on
+//! one host, halts there with that host unhealthy, never counted converged.
 
 mod common;
 use common::fleet::{bell_run, text, Etcd, Nginx};
@@ -22,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 const BROKEN: &str = "h4";
+const SICK: &str = "h2";
 
 fn spec(release: u32, timeline: &Path) -> String {
     let mut spec = String::from("fleet \"f\" target=\"debian-12\"\n");
@@ -34,6 +37,14 @@ fn spec(release: u32, timeline: &Path) -> String {
          exec \"mark-{release}.sh\" rerun=\"once-successfully\" {{\n    \
              script \"#!/bin/sh\\necho \\\"live $BELL_ROOT {release}\\\" >> '{t}'\\n\"\n}}\n"
     ));
+    if release == 5 {
+        // A probe that always fails: the host applies, then is unhealthy, and a wave that
+        // holds it must never count it converged.
+        spec.push_str(&format!(
+            "override \"sick\" {{\n    match host=\"{SICK}\"\n    \
+                 health \"up\" retries=1 {{\n        run \"exit 1\"\n    }}\n}}\n"
+        ));
+    }
     if release == 4 {
         spec.push_str(&format!(
             "override \"broken\" {{\n    match host=\"{BROKEN}\"\n    \
@@ -241,11 +252,29 @@ fn etcd_cannot_steer_a_rollout_backwards() {
             assert_eq!(rebuilt.code, 0, "{}", rebuilt.stderr);
             assert!(served.join("rollouts/f.json").is_file());
 
+            // Release 5's probe fails on h2: the rollout halts there, unhealthy, and never
+            // tells h2 converged (its report and its health are one write, and the controller
+            // judges the report, not a category key written apart from it).
+            let sick = rollout(&signed);
+            assert_eq!(sick.code, 1, "{}", sick.stderr);
+            let events: Vec<serde_json::Value> = sick
+                .stdout
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            let converged_sick = events
+                .iter()
+                .any(|e| e["event"] == "host-converged" && e["host"] == SICK);
+            assert!(!converged_sick, "{}", sick.stdout);
+            let halted = events.iter().find(|e| e["event"] == "halted").unwrap();
+            assert_eq!(halted["hosts"][0]["host"], SICK, "{halted}");
+            assert_eq!(halted["hosts"][0]["state"], "unhealthy", "{halted}");
+
             // Never release 1 again; every host's accepted sequence only grew.
             let live = went_live(&timeline);
             let after: Vec<_> = live[before_attack..]
                 .iter()
-                .filter(|(_, r)| *r != 4 && *r != 3)
+                .filter(|(_, r)| *r < 3)
                 .collect();
             assert!(after.is_empty(), "a host went back: {after:?}");
             for (host, root) in &root_of {

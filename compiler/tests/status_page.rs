@@ -477,6 +477,32 @@ fn a_twelve_host_fleet_in_a_browser() {
         assert!(nginx.requests().iter().all(|r| r.starts_with("GET /out/")));
     }
 
+    // Keys that are not what bell-run writes, put by anyone: the page goes on reading the
+    // store (no frozen snapshot), and only that host's row says it cannot be read.
+    client.put("/bell/lab/running/web-1", b"bogus").unwrap();
+    client
+        .put("/bell/lab/status/apply/zz", &[0xff, 0xfe])
+        .unwrap();
+    wait_for("the bogus report to show", || {
+        let (_, api) = server.get("/api/v1/status");
+        api.contains("\"unreadable\": 1") || api.contains("\"unreadable\":1")
+    });
+    assert_eq!(server.store()["reachable"], true, "{}", server.store());
+    let (code, api) = server.get("/api/v1/status");
+    assert_eq!(code, 200);
+    let api: serde_json::Value = serde_json::from_str(&api).unwrap();
+    let web_1 = api["hosts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["host"] == "web-1")
+        .unwrap();
+    assert_eq!(web_1["state"], "unreadable", "{api:#}");
+    assert_eq!(api["counts"]["failed"], 1, "the other rows stand: {api:#}");
+    let (code, page) = server.get("/");
+    assert_eq!(code, 200);
+    assert!(!page.contains("The store does not answer"), "{page}");
+
     // etcd goes away: the page answers from what it last read, and says so.
     drop(etcd);
     wait_for("the outage to be noticed", || {
