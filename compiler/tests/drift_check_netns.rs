@@ -27,18 +27,7 @@ fn value(out: &str, label: &str) -> String {
 
 #[test]
 fn check_names_the_edited_file_and_the_changed_sysctl_and_apply_repairs_them() {
-    if !require("unshare") || !require("sysctl") {
-        return;
-    }
-    let probe = Command::new("unshare")
-        .args(["--net", "--mount", "true"])
-        .status();
-    if !probe.is_ok_and(|s| s.success()) {
-        assert!(
-            std::env::var("CI").is_err(),
-            "unshare --net --mount needs root in CI"
-        );
-        eprintln!("skipping: cannot create a network namespace (not root?)");
+    if !require("sysctl") || !bell_testkit::namespaces(&["--net", "--mount"]) {
         return;
     }
     let bin = bell_run();

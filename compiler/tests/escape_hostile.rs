@@ -268,7 +268,12 @@ fn unescaped_percent_would_have_been_expanded() {
     )
     .expect("write unit");
     let log = verify(dir.path(), "x.service");
-    assert_ne!(dumped(&log, "Description"), Some("100% %n"));
+    let description = dumped(&log, "Description").expect("the dump shows the Description");
+    assert_ne!(description, "100% %n");
+    assert!(
+        description.contains("x.service"),
+        "%n not expanded: {description}"
+    );
 }
 
 /// Decodes one `Command Line:` of a systemd dump: words separated by spaces, each bare or in

@@ -158,6 +158,12 @@ fn a_run_once_script_stays_run_after_unrelated_changes() {
         plan.stderr
     );
     let plan = f.bellc(&["plan", "v3.kdl", "--against", "out2"]);
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    assert!(
+        plan.stderr.contains("1 of 1 hosts"),
+        "no host changes: {}",
+        plan.stderr
+    );
     assert!(!plan.stderr.contains("runs again"), "{}", plan.stderr);
 
     let bin = bell_run();

@@ -306,18 +306,10 @@ fn zero_hosts_is_an_empty_but_valid_fleet() {
 
 /// A tool the test drives for real; `None` (skip) only outside CI.
 fn tool(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
-    dirs.extend(["/usr/sbin", "/sbin"].map(PathBuf::from));
-    if let Some(found) = dirs.iter().map(|d| d.join(name)).find(|p| p.is_file()) {
-        return Some(found);
+    if !bell_testkit::tool(name) {
+        return None;
     }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "`{name}` is missing and CI=true: install it (.ci/test does)"
-    );
-    eprintln!("skipping: `{name}` is not installed");
-    None
+    bell_testkit::find(name)
 }
 
 fn run(cmd: &mut Command) -> String {

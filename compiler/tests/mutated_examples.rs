@@ -153,6 +153,7 @@ fn check_copies(example: &str, seeds: std::ops::Range<u64>) {
         .status()
         .expect("cp");
     assert!(status.success());
+    let several = seeds.end - seeds.start > 1;
     let mut built = 0;
     for seed in seeds {
         let mut rng =
@@ -160,20 +161,31 @@ fn check_copies(example: &str, seeds: std::ops::Range<u64>) {
         let mutated = mutate(&source, &mut rng);
         std::fs::write(dir.path().join("bell.kdl"), &mutated).expect("write");
         let (code, stderr) = bellc(dir.path(), &["check", "--short"]);
-        assert!(
-            matches!(code, Some(0 | 1)),
-            "{example}, BELL_MUTATION_SEED={seed}: `bellc check` exited {code:?}:\n{stderr}"
-        );
-        if code == Some(0) {
-            // What still checks is built too, through rendering and writing.
-            let (code, stderr) = bellc(dir.path(), &["build", "--short", "-o", "out"]);
-            assert!(
-                matches!(code, Some(0 | 1)),
-                "{example}, BELL_MUTATION_SEED={seed}: `bellc build` exited {code:?}:\n{stderr}"
-            );
-            built += 1;
+        let seed_is = format!("{example}, BELL_MUTATION_SEED={seed}");
+        match code {
+            // A refusal names at least one error.
+            Some(1) => assert!(
+                stderr.contains(": error["),
+                "{seed_is}: `bellc check` failed without an error:\n{stderr}"
+            ),
+            // What still checks is built too, through rendering and writing, and builds.
+            Some(0) => {
+                let (code, stderr) = bellc(dir.path(), &["build", "--short", "-o", "out"]);
+                assert_eq!(
+                    code,
+                    Some(0),
+                    "{seed_is}: `bellc check` passed but `bellc build` failed:\n{stderr}"
+                );
+                built += 1;
+            }
+            _ => panic!("{seed_is}: `bellc check` exited {code:?}:\n{stderr}"),
         }
     }
+    // Mutations that leave nothing buildable would test only the parser's refusals.
+    assert!(
+        built > 0 || !several,
+        "{example}: none of the mutated copies built"
+    );
     eprintln!("{example}: {built} of the mutated copies still built");
 }
 

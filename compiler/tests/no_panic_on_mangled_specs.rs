@@ -69,16 +69,28 @@ fn compile_in_process(dir: &std::path::Path) {
         let mut diags = bellc::diagnostic::Diagnostics::new();
         let compiled = bellc::compile(&spec, &mut sources, &mut diags);
         // Rendering diagnostics to text exercises every span against its source.
-        let _ = diags.to_short_lines(&sources);
+        let lines = diags.to_short_lines(&sources);
+        let errors = diags.has_errors();
         for report in diags.into_reports(&sources) {
             let _ = format!("{report:?}");
         }
-        compiled.is_some()
+        (compiled.is_some(), errors, lines)
     }));
-    if result.is_err() {
-        let text = std::fs::read_to_string(&spec).unwrap_or_default();
-        panic!("bellc panicked on this spec:\n{text}");
-    }
+    let text = || std::fs::read_to_string(&spec).unwrap_or_default();
+    let Ok((built, errors, lines)) = result else {
+        panic!("bellc panicked on this spec:\n{}", text());
+    };
+    // A spec that does not build must say why: a refusal without an error is a silent one.
+    assert!(
+        built || errors,
+        "bellc refused this spec without an error ({lines:?}):\n{}",
+        text()
+    );
+    assert!(
+        !(built && errors),
+        "bellc built this spec despite errors ({lines:?}):\n{}",
+        text()
+    );
 }
 
 fn fuzz_example(relative: &str, inventory: Option<(&str, &str)>, rounds: usize, seed: u64) {

@@ -49,7 +49,9 @@ perm "/srv/app/*.key" owner="app" group="app" mode="0600" ignore-missing=#true
     }
     let state = tempfile::tempdir().expect("temp dir");
     let apply = script(b, "perm", "/srv/app/*.key", "apply");
-    ok(&run(&apply, root.path(), state.path(), true));
+    // The script's own directory is its working directory: where `touch pwned` would land.
+    let cwd = tempfile::tempdir().expect("temp dir");
+    ok(&run_in(&apply, root.path(), state.path(), true, cwd.path()));
     assert_eq!(ids(&dir.join(names[0])), (4242, 4343, 0o600));
     assert_eq!(ids(&dir.join(names[1])), (4242, 4343, 0o600));
     assert_eq!(
@@ -57,7 +59,13 @@ perm "/srv/app/*.key" owner="app" group="app" mode="0600" ignore-missing=#true
         (0, 0, 0o644),
         "not matched by the glob"
     );
-    assert!(!root.path().join("pwned").exists() && !dir.join("pwned").exists());
+    for place in [root.path(), &dir, cwd.path()] {
+        assert!(
+            !place.join("pwned").exists(),
+            "a name ran a command in {}",
+            place.display()
+        );
+    }
     assert_eq!(
         std::fs::read_dir(state.path().join("orig"))
             .expect("records")
@@ -196,12 +204,5 @@ perm "/srv/app/*.key" owner="app" group="app" mode="0600" ignore-missing=#true
 
 /// chown needs root; elsewhere the test is skipped with a note (and fails in CI).
 fn nix_root() -> bool {
-    let uid = std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(1);
-    if uid != 0 {
-        assert!(std::env::var("CI").is_err(), "perm tests need root in CI");
-        eprintln!("skipping: chown needs root");
-    }
-    uid == 0
+    bell_testkit::root()
 }

@@ -13,7 +13,7 @@ use common::pulling::*;
 use common::Fixture;
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -290,12 +290,32 @@ fn a_pull_killed_mid_download_is_never_applied_and_the_next_one_resumes_it() {
     stalled
         .recv_timeout(Duration::from_secs(60))
         .expect("the pull never reached the stalling file");
-    // Let the half that was sent reach the disk, then the power goes.
-    std::thread::sleep(Duration::from_millis(300));
+    // Once the half that was sent is on disk, the power goes.
+    let staging = root.path().join("var/lib/bell/incoming").join(&id);
+    let part_name = format!(
+        ".{}.part",
+        Path::new(&last).file_name().unwrap().to_string_lossy()
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let partial = || {
+        walkdir::WalkDir::new(&staging)
+            .into_iter()
+            .filter_map(Result::ok)
+            .any(|e| {
+                e.file_name().to_string_lossy() == part_name
+                    && e.metadata().is_ok_and(|m| m.len() > 0)
+            })
+    };
+    while !partial() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no part of the stalled file reached the disk"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
 
-    let staging = root.path().join("var/lib/bell/incoming").join(&id);
     let left: Vec<String> = walkdir::WalkDir::new(&staging)
         .into_iter()
         .map(|e| e.unwrap())

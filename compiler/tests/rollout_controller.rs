@@ -305,6 +305,7 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
 
             // Release 3: the controller dies in wave 2 and `--resume` goes on from there.
             copy_over(&fx.path().join("out3"), &served);
+            let puts_before = etcd_puts(&url, "/bell/f/current_version");
             let args = with(&["--wave-timeout", "60s"]);
             let mut child = Command::new(env!("CARGO_BIN_EXE_bellc"))
                 .arg("rollout")
@@ -315,15 +316,22 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
                 .spawn()
                 .unwrap();
             let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+            let mut dead_events = Vec::new();
             loop {
                 let line = lines.next().expect("the controller ended early").unwrap();
                 let event: serde_json::Value = serde_json::from_str(&line).unwrap();
-                if event["event"] == "host-converged" && event["wave"] == 2 {
+                dead_events.push(event.clone());
+                // Killed once wave 2 is given: signed, recorded and named in the store.
+                if event["event"] == "wave-started" && event["wave"] == 2 {
                     break;
                 }
             }
             child.kill().unwrap();
             child.wait().unwrap();
+            // What it wrote before it died (a wave it had just started) is read too.
+            dead_events.extend(lines.map_while(Result::ok).map(|l| {
+                serde_json::from_str::<serde_json::Value>(&l).unwrap_or_else(|e| panic!("{e}: {l}"))
+            }));
             let published = etcd_get(&url, "/bell/f/current_version");
             let refused = run(&["--resume"]);
             assert_eq!(
@@ -346,18 +354,29 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
                 std::thread::sleep(Duration::from_millis(500));
             };
             assert_eq!(third.code, 1, "{} {:?}", third.stderr, third.events);
-            // It goes on where the dead one was (wave 2, or 3 if that one had just finished
-            // wave 2): no earlier wave again, and a wave it had given is not given again.
+            // It goes on with the wave the dead one gave last, as that same release: no
+            // earlier wave again, and that one not given anew.
+            let dead_started = of_kind(&dead_events, "wave-started");
+            let last = dead_started
+                .last()
+                .expect("the dead controller started waves");
+            assert_eq!(last["wave"], 2, "{dead_events:?}");
+            assert_eq!(last["release"].as_str(), Some(published.as_str()), "{last}");
             let started = of_kind(&third.events, "wave-started");
-            let first = started[0]["wave"].as_u64().unwrap();
-            assert!((2..=3).contains(&first), "{}", started[0]);
-            if started[0]["resumed"] == true {
-                assert_eq!(
-                    started[0]["release"].as_str(),
-                    Some(published.as_str()),
-                    "the wave was given again"
-                );
-            }
+            assert_eq!(started[0]["wave"], 2, "{}", started[0]);
+            assert_eq!(started[0]["resumed"], true, "{}", started[0]);
+            assert_eq!(
+                started[0]["release"].as_str(),
+                Some(published.as_str()),
+                "the wave was given again as another release"
+            );
+            // The store was told each wave's release once: waves 1 to 6, six puts of the
+            // current version (a wave given again would be one more).
+            let puts = etcd_puts(&url, "/bell/f/current_version") - puts_before;
+            assert_eq!(
+                puts, 6,
+                "release 3's waves were named in the store {puts} times"
+            );
             let halted = of_kind(&third.events, "halted");
             assert_eq!(halted[0]["wave"], 6, "{}", halted[0]);
             assert_eq!(halted[0]["hosts"][0]["host"], BROKEN_IN_3);
@@ -387,7 +406,8 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
     });
 
     // Never more than two hosts of a rack between going live and healthy, in any release;
-    // every host went live on release 3 at most once (nothing given twice).
+    // every host went live on release 3 at most once (the resumed controller took no host
+    // back through an earlier release).
     let spans = spans(&timeline);
     for release in [1, 2, 3] {
         let mut per_rack: BTreeMap<&str, Vec<(u128, Option<u128>)>> = BTreeMap::new();
@@ -411,6 +431,12 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
             assert_eq!(s.len(), 1, "{root:?} went live on release 3 twice");
         }
     }
+}
+
+/// How many times `key` was written since it was made (etcd's per-key version).
+fn etcd_puts(url: &str, key: &str) -> i64 {
+    let client = bell_store::Etcd::parse(url).unwrap();
+    client.get_versioned(key).unwrap().1
 }
 
 fn etcd_get(url: &str, key: &str) -> String {

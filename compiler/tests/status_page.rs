@@ -335,7 +335,15 @@ fn a_twelve_host_fleet_in_a_browser() {
         server.store()["refreshes"].as_u64().unwrap(),
         ranges_served(&etcd.endpoint),
     );
-    std::thread::sleep(Duration::from_millis(3500));
+    // Two refreshes at least, waited for rather than slept through.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while server.store()["refreshes"].as_u64().unwrap() < r0 + 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the page stopped refreshing"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let (m1, r1) = (
         ranges_served(&etcd.endpoint),
         server.store()["refreshes"].as_u64().unwrap(),

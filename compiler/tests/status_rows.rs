@@ -182,6 +182,12 @@ fn six_hosts_six_rows_that_hide_nothing() {
     assert!(lines[3].contains(" pending "), "{}", lines[3]);
     // Without --all, the up-to-date host is left out.
     let short = fx.bellc(&["status", "--store", url, "--fleet", "f"]);
+    assert_eq!(
+        short.code, 3,
+        "the failed host fails the default: {}",
+        short.stderr
+    );
+    assert!(short.stdout.contains(" stale,drifted "), "{}", short.stdout);
     assert!(
         !short.stdout.lines().any(|l| l.starts_with("ok ")),
         "{}",

@@ -19,18 +19,7 @@ sysctl {
 
 /// Runs `driver` (sh) in a fresh network and mount namespace; None when that is not possible.
 fn in_netns(driver: &str, dir: &std::path::Path) -> Option<String> {
-    if !have("unshare") {
-        return None;
-    }
-    let probe = Command::new("unshare")
-        .args(["--net", "--mount", "true"])
-        .status();
-    if !probe.is_ok_and(|s| s.success()) {
-        assert!(
-            std::env::var("CI").is_err(),
-            "unshare --net needs root in CI"
-        );
-        eprintln!("skipping: cannot create a network namespace (not root?)");
+    if !bell_testkit::namespaces(&["--net", "--mount"]) {
         return None;
     }
     let path = dir.join("driver.sh");
@@ -197,21 +186,46 @@ done
     );
 }
 
+/// Offline (an image root), the apply script changes no live value and records nothing; the
+/// same script live, in the same namespace, does change it (so the first half can fail).
 #[test]
 fn offline_touches_nothing_live() {
     let c = compile_ok(SPEC);
     let b = only_bundle(&c);
-    let root = tempfile::tempdir().expect("temp dir");
-    let state = tempfile::tempdir().expect("temp dir");
-    let out = run(
-        &script(b, "sysctl", "net.ipv4.ip_forward", "apply"),
-        root.path(),
-        state.path(),
-        true,
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("fwd.apply"),
+        script(b, "sysctl", "net.ipv4.ip_forward", "apply"),
+    )
+    .expect("write script");
+    let driver = r#"
+set -u
+export BELL_ROOT=/
+fwd() { cat /proc/sys/net/ipv4/ip_forward; }
+printf 'before=%s\n' "$(fwd)"
+BELL_OFFLINE=1 BELL_STATE=offline sh fwd.apply || echo failed_offline
+printf 'offline=%s\nrecorded=%s\n' "$(fwd)" "$(find offline -type f 2>/dev/null | wc -l)"
+BELL_OFFLINE=0 BELL_STATE=live sh fwd.apply || echo failed_live
+printf 'live=%s\n' "$(fwd)"
+"#;
+    let Some(out) = in_netns(driver, dir.path()) else {
+        return;
+    };
+    assert!(!out.contains("failed_"), "{out}");
+    assert_eq!(
+        value(&out, "before"),
+        "0",
+        "a new namespace forwards nothing"
     );
-    ok(&out);
-    assert!(std::fs::read_dir(state.path())
-        .expect("state")
-        .next()
-        .is_none());
+    assert_eq!(
+        value(&out, "offline"),
+        "0",
+        "offline changed the live value"
+    );
+    assert_eq!(value(&out, "recorded"), "0", "offline recorded an original");
+    assert_eq!(
+        value(&out, "live"),
+        "1",
+        "the script does not set the value live"
+    );
 }

@@ -179,7 +179,14 @@ fn background_scripts_do_not_block_and_their_result_is_collected_next_time() {
     let marker = w.tmp.path().join("bg-done");
     let mut policy = exec_policy(Rerun::OnceSuccessfully);
     policy.background = true;
-    let script = format!("#!/bin/sh\nsleep 2\necho run >> '{}'\n", marker.display());
+    // It runs until the test lets it go (or a minute passes): an apply that waited for it
+    // would take that minute, whatever the machine's load.
+    let go = w.tmp.path().join("go");
+    let script = format!(
+        "#!/bin/sh\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done\necho run >> '{}'\n",
+        go.display(),
+        marker.display()
+    );
     let spec = BundleSpec::new()
         .resource(ResourceSpec::new("exec", "bg").exec(&script, policy))
         .resource(ResourceSpec::new("sysctl", "after-bg").apply(&w.event("after")));
@@ -188,7 +195,7 @@ fn background_scripts_do_not_block_and_their_result_is_collected_next_time() {
     let out = w.apply(&bundle, &[]);
     expect_code(&out, 0);
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < Duration::from_secs(30),
         "apply waited for the background run"
     );
     assert!(!marker.exists());
@@ -204,6 +211,7 @@ fn background_scripts_do_not_block_and_their_result_is_collected_next_time() {
         stdout(&out)
     );
 
+    std::fs::write(&go, "").unwrap();
     assert!(wait_for(&marker, 10));
     let result = w.root().join("var/lib/bell/log/exec/bg/background.json");
     assert!(wait_for(&result, 10));

@@ -123,12 +123,41 @@ fn probes_run_after_the_apply_and_a_failing_one_exits_4_with_its_output() {
 #[test]
 fn a_probe_that_hangs_is_killed_at_its_timeout() {
     let w = World::new();
-    let spec = BundleSpec::new().probe_timeout("hang", "echo waiting\nsleep 30\n", 1, 1, 1);
+    // The probe's child (in the background, as a daemon a probe started would be) writes its
+    // pid: the whole process group must die, not only the shell.
+    let pid_file = w.root().join("sleeper.pid");
+    let probe = format!(
+        "echo waiting\nsleep 30 &\necho $! > '{}'\nwait\n",
+        pid_file.display()
+    );
+    let spec = BundleSpec::new().probe_timeout("hang", &probe, 1, 1, 1);
     let dir = w.build(&spec);
     let started = std::time::Instant::now();
     let out = w.apply(&dir, &["--offline"]);
     expect_code(&out, 4);
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    let pid = std::fs::read_to_string(&pid_file).expect("the probe started its child");
+    let proc = std::path::PathBuf::from(format!("/proc/{}", pid.trim()));
+    // Killed, it is gone once reaped; a zombie waiting for that is dead too.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let alive = || {
+        std::fs::read_to_string(proc.join("stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+    };
+    while alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(
+        !alive(),
+        "the probe's child {} outlived its timeout",
+        pid.trim()
+    );
     assert!(
         stdout(&out).contains(
             "unhealthy after 1 attempt: timed out after 1s; its process group was killed: waiting"

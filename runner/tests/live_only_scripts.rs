@@ -40,18 +40,22 @@ fn marked_scripts_are_not_started_offline_and_unmarked_ones_are() {
     assert_eq!(report["resources"][0]["key"], "sysctl:vm.swappiness");
     assert_eq!(report["resources"][0]["status"], "ok", "{report}");
     expect_code(&check(&w), 0);
-    // Removing the resource reverts it: not started either, and its state goes.
+    // Removing the resource reverts it: not started either, and no state is left.
+    let state = w.root().join("var/lib/bell/state/sysctl/vm.swappiness");
     expect_code(&w.apply(&w.build(&bundle(&w, true, false)), &[]), 0);
     assert!(w.events().is_empty(), "started: {:?}", w.events());
-    assert!(!w
-        .root()
-        .join("var/lib/bell/state/sysctl/vm.swappiness")
-        .exists());
+    assert!(!state.exists(), "its state stayed");
 
     // The same scripts unmarked: every one runs.
     let w = World::new();
     expect_code(&w.apply(&w.build(&bundle(&w, false, true)), &[]), 0);
     expect_code(&check(&w), 0);
+    let state = w.root().join("var/lib/bell/state/sysctl/vm.swappiness");
+    assert!(
+        state.is_dir(),
+        "the applied resource has no state directory"
+    );
     expect_code(&w.apply(&w.build(&bundle(&w, false, false)), &[]), 0);
     assert_eq!(w.events(), vec!["trigger", "apply", "check", "revert"]);
+    assert!(!state.exists(), "its state stayed after the revert");
 }

@@ -124,21 +124,13 @@ fn metrics_parse_and_follow_apply_and_check() {
         .find(|x| x.metric == "bell_generation_info")
         .unwrap();
     assert_eq!(info.labels.get("release"), Some("v7"));
-    if let Ok(promtool) = which("promtool") {
-        let out = std::process::Command::new(promtool)
+    // Prometheus' own linter reads the file the way the node exporter's textfile collector does.
+    if bell_testkit::tool("promtool") {
+        let out = std::process::Command::new("promtool")
             .args(["check", "metrics"])
             .stdin(std::fs::File::open(&metrics).unwrap())
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", stderr(&out));
     }
-}
-
-fn which(tool: &str) -> Result<std::path::PathBuf, ()> {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file())
-        .ok_or(())
 }

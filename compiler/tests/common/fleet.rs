@@ -322,13 +322,36 @@ impl Nginx {
         panic!("nginx did not start on a free loopback port in five tries");
     }
 
-    /// The request lines of the access log so far.
+    /// The request lines of every request answered so far. nginx logs a request just after
+    /// sending its last byte, so a client that has exited may not be in the log yet: a marker
+    /// request, answered by the one worker after every earlier one, is waited for instead.
     pub fn requests(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.access_log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.split('"').nth(1).map(str::to_string))
-            .collect()
+        use std::io::{Read, Write};
+        static MARKERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = MARKERS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let marker = format!("/bell-test-marker-{n}");
+        let address = self.url.trim_start_matches("http://").trim_end_matches('/');
+        let mut stream = std::net::TcpStream::connect(address).expect("connect to nginx");
+        write!(stream, "GET {marker} HTTP/1.0\r\n\r\n").expect("send the marker");
+        stream
+            .read_to_end(&mut Vec::new())
+            .expect("read the marker's answer");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let lines: Vec<String> = std::fs::read_to_string(&self.access_log)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.split('"').nth(1).map(str::to_string))
+                .collect();
+            if lines.iter().any(|l| l.contains(&marker)) {
+                return lines
+                    .into_iter()
+                    .filter(|l| !l.contains("/bell-test-marker-"))
+                    .collect();
+            }
+            assert!(Instant::now() < deadline, "nginx never logged {marker}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 

@@ -5,7 +5,6 @@ use bellc::diagnostic::Diagnostics;
 use bellc::render::RenderedBundle;
 use bellc::source::Sources;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 pub struct Build {
     pub compiled: Option<bellc::Compiled>,
@@ -72,18 +71,9 @@ pub fn text(bundle: &RenderedBundle, path: &str) -> String {
     String::from_utf8(bytes.to_vec()).expect("utf-8")
 }
 
-/// Whether the test runs as root (needed to chown files in a temp root); in CI it must.
+/// Whether the test runs as root (needed to chown files in a temp root); under CI it must.
 pub fn is_root() -> bool {
-    let out = Command::new("id").arg("-u").output().expect("id");
-    let root = String::from_utf8_lossy(&out.stdout).trim() == "0";
-    if !root {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "this test needs root in CI"
-        );
-        eprintln!("skipping: not root");
-    }
-    root
+    bell_testkit::root()
 }
 
 pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {

@@ -150,22 +150,9 @@ pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
-/// Whether `tool` is installed (on PATH, or in the sbin directories a non-root PATH lacks on
-/// Debian); in CI (`CI=true`) a missing tool fails the test instead.
+/// Whether `tool` is installed; under CI a missing tool fails the test (see `bell_testkit`).
 pub fn have(tool: &str) -> bool {
-    let found = std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .chain(["/usr/sbin", "/sbin"].map(PathBuf::from))
-        .any(|d| d.join(tool).is_file());
-    if !found {
-        assert!(
-            std::env::var("CI").is_err(),
-            "`{tool}` is missing and CI is set: install it (.ci/test does)"
-        );
-        eprintln!("skipping: `{tool}` is not installed");
-    }
-    found
+    bell_testkit::tool(tool)
 }
 
 /// Compiles `spec` (written as `bell.kdl` in a temp dir) and returns the result and the
@@ -232,10 +219,17 @@ pub fn file(b: &RenderedBundle, path: &str) -> String {
 /// Runs a script as bell-run does: `sh SCRIPT` with BELL_ROOT, BELL_STATE and BELL_OFFLINE.
 pub fn run(text: &str, root: &Path, state: &Path, offline: bool) -> Output {
     let dir = tempfile::tempdir().expect("temp dir");
-    let path = dir.path().join("script");
+    run_in(text, root, state, offline, dir.path())
+}
+
+/// [`run`] with the script in `dir`, its working directory (as bell-run runs a script in its
+/// bundle): where a command a hostile name smuggled in would leave its traces.
+pub fn run_in(text: &str, root: &Path, state: &Path, offline: bool, dir: &Path) -> Output {
+    let path = dir.join("script");
     std::fs::write(&path, text).expect("write script");
     Command::new("sh")
         .arg(&path)
+        .current_dir(dir)
         .env("BELL_ROOT", root)
         .env("BELL_STATE", state)
         .env("BELL_OFFLINE", if offline { "1" } else { "0" })

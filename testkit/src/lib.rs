@@ -1,0 +1,109 @@
+//! What a test needs from the machine it runs on, decided in one place.
+//!
+//! Many of the tests that matter most (the hostile roots, the account tools, live sysctls in a
+//! private namespace) need root, a namespace or a real tool such as `visudo`. A test that cannot
+//! have what it needs must never pass quietly under CI, where `.ci/test` installs every tool and
+//! runs as root: there it fails, naming what is missing. Elsewhere (a person's laptop, as a
+//! normal user) it is skipped with a printed reason, so `cargo test` stays usable.
+//!
+//! Every check returns whether the test may go on:
+//!
+//! ```ignore
+//! if !bell_testkit::tool("visudo") || !bell_testkit::root() {
+//!     return;
+//! }
+//! ```
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Whether the tests run under CI: `CI` set to anything but empty, `0` or `false` (GitHub and
+/// GitLab set `true`, others `1`).
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false"))
+}
+
+/// A test lacks `what`: under CI this panics (the test fails), otherwise it prints why the test
+/// is skipped and returns `false`.
+pub fn missing(what: &str) -> bool {
+    assert!(
+        !in_ci(),
+        "{what}, and CI is set: .ci/test installs every tool and runs as root"
+    );
+    eprintln!("skipping: {what}");
+    false
+}
+
+/// Where `name` is installed: on PATH, or in the sbin directories a normal user's PATH lacks
+/// on Debian.
+pub fn find(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .chain(["/usr/local/sbin", "/usr/sbin", "/sbin"].map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|path| path.is_file())
+}
+
+/// Whether the program `name` is installed.
+pub fn tool(name: &str) -> bool {
+    find(name).is_some() || missing(&format!("`{name}` is not installed"))
+}
+
+/// Whether the test runs as root (to chown, to run the account tools, to give a directory to
+/// another user).
+pub fn root() -> bool {
+    euid() == Some(0) || missing("this test needs root")
+}
+
+/// Whether `unshare` can make the namespaces named by `flags` (`--net`, `--mount`): root can.
+pub fn namespaces(flags: &[&str]) -> bool {
+    if !tool("unshare") {
+        return false;
+    }
+    let made = Command::new("unshare")
+        .args(flags)
+        .arg("true")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    made || missing(&format!(
+        "`unshare {} true` fails (not root?)",
+        flags.join(" ")
+    ))
+}
+
+/// Whether the directory `path` exists on this machine (a test that mounts over it).
+pub fn dir(path: &str) -> bool {
+    Path::new(path).is_dir() || missing(&format!("{path} does not exist"))
+}
+
+/// The effective user id, read from `/proc/self/status` (no libc in a test crate).
+fn euid() -> Option<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("Uid:"))?;
+    line.split_whitespace().nth(2)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_a_tool_every_machine_has_and_not_one_none_has() {
+        assert!(find("sh").is_some());
+        assert!(find("bell-no-such-tool").is_none());
+    }
+
+    #[test]
+    fn reads_the_effective_user() {
+        let uid = euid().expect("a Uid: line");
+        let owner = std::fs::metadata("/proc/self").map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.uid()
+        });
+        assert_eq!(Some(uid), owner.ok());
+    }
+}
