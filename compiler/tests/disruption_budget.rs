@@ -186,15 +186,7 @@ fn a_bad_release_stops_at_the_budget_and_lock_release_lets_it_go_on() {
     // bellc status: h2 failed, h1 pending with the reason, rack b up to date.
     let status = fx.bellc(&["status", "out2", "--store", url, "--json"]);
     let status: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
-    let state_of = |host: &str| {
-        status["hosts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|h| h["host"] == host)
-            .unwrap()
-            .clone()
-    };
+    let state_of = |host: &str| common::row(&status, host);
     assert_eq!(state_of("h2")["state"], "failed", "{status}");
     assert_eq!(state_of("h1")["state"], "pending", "{status}");
     assert!(

@@ -174,15 +174,7 @@ fn check_status(dest: &str) -> Fixture {
     .map(|(h, s)| (h.to_string(), s.to_string()))
     .collect();
     assert_eq!(states, expected, "failed hosts first");
-    let host = |name: &str| {
-        value["hosts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|h| h["host"] == name)
-            .unwrap()
-            .clone()
-    };
+    let host = |name: &str| common::row(&value, name);
     assert!(
         host("broken")["detail"]
             .as_str()
@@ -289,15 +281,7 @@ fn status_from_a_real_etcd() {
     let run = f.bellc(&["status", "v2", "--store", &etcd.url, "--json"]);
     assert_eq!(run.code, 3, "{}", run.stderr);
     let value: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
-    let row = |name: &str| {
-        value["hosts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|h| h["host"] == name)
-            .unwrap()
-            .clone()
-    };
+    let row = |name: &str| common::row(&value, name);
     assert_eq!(row("ok-2")["state"], "unreadable", "{value:#}");
     let why = row("ok-2")["detail"].as_str().unwrap().to_string();
     assert!(

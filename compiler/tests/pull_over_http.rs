@@ -237,12 +237,7 @@ fn with_the_store_a_host_takes_the_bundle_the_fleet_map_names() {
     // The refusal and its reason are in h2's report, for `bellc status`.
     let status = fx.bellc(&["status", "served", "--store", &etcd.url, "--json"]);
     let status: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
-    let h2 = status["hosts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|h| h["host"] == "h2")
-        .unwrap();
+    let h2 = common::row(&status, "h2");
     assert_eq!(h2["state"], "failed", "{h2}");
     assert!(
         h2["detail"]

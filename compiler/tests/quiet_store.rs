@@ -72,13 +72,7 @@ fn a_run_that_changes_nothing_writes_nothing_and_liveness_is_a_lease() {
     let status = |want: &str| {
         let run = fx.bellc(&["status", "out1", "--store", url, "--json"]);
         let value: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
-        let h1 = value["hosts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|h| h["host"] == "h1")
-            .unwrap()
-            .clone();
+        let h1 = common::row(&value, "h1");
         assert_eq!(h1["state"], want, "{value}");
         h1
     };

@@ -243,15 +243,7 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
             let fleet: serde_json::Value = serde_json::from_str(&fleet.stdout).unwrap();
             assert_eq!(fleet["rollout"]["phase"], "halted", "{fleet:#}");
             assert_eq!(fleet["rollout"]["wave"], 5, "{fleet:#}");
-            let row = |h: &str| {
-                fleet["hosts"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .find(|r| r["host"] == h)
-                    .cloned()
-                    .unwrap()
-            };
+            let row = |h: &str| common::row(&fleet, h);
             for host in ["h10", "h11"] {
                 assert_eq!(row(host)["state"], "pending", "{fleet:#}");
                 assert!(

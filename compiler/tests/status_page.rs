@@ -274,12 +274,7 @@ fn a_twelve_host_fleet_in_a_browser() {
     }
 
     for host in SILENT {
-        let row = status["hosts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|h| h["host"] == host)
-            .unwrap();
+        let row = common::row(&status, host);
         assert_eq!(row["state"], "unaccounted", "{row}");
     }
     // A rollout that halted in its second wave, as the controller leaves it in the store.
@@ -499,12 +494,7 @@ fn a_twelve_host_fleet_in_a_browser() {
     let (code, api) = server.get("/api/v1/status");
     assert_eq!(code, 200);
     let api: serde_json::Value = serde_json::from_str(&api).unwrap();
-    let web_1 = api["hosts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|h| h["host"] == "web-1")
-        .unwrap();
+    let web_1 = common::row(&api, "web-1");
     assert_eq!(web_1["state"], "unreadable", "{api:#}");
     assert_eq!(api["counts"]["failed"], 1, "the other rows stand: {api:#}");
     let (code, page) = server.get("/");

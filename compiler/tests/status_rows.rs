@@ -131,15 +131,7 @@ fn six_hosts_six_rows_that_hide_nothing() {
         ],
         "{json:#}"
     );
-    let row = |host: &str| {
-        json["hosts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|h| h["host"] == host)
-            .unwrap()
-            .clone()
-    };
+    let row = |host: &str| common::row(&json, host);
     assert_eq!(
         row("broken")["failures"][0],
         "exec:warm-cache.sh (exit 1: cache dir /srv/cache missing)",

@@ -369,7 +369,7 @@ impl Controller<'_> {
                      without `--resume`"
                 )))
             }
-            _ => self.begin(target)?,
+            record => self.begin(target, record.as_ref())?,
         };
         progress.phase = Phase::Running;
         progress.halted = None;
@@ -559,8 +559,12 @@ impl Controller<'_> {
 
     /// A new rollout of `target`: the waves of its hosts whose bundle changes from the
     /// release the key gave the fleet last, recorded (signed) in OUT before anything is given.
-    fn begin(&self, target: &Release) -> Result<(Record, Progress), RolloutError> {
-        let base = self.base(target)?;
+    fn begin(
+        &self,
+        target: &Release,
+        record: Option<&Record>,
+    ) -> Result<(Record, Progress), RolloutError> {
+        let base = self.base(target, record)?;
         let old: BTreeMap<String, String> = base
             .as_ref()
             .map(|b| {
@@ -596,10 +600,13 @@ impl Controller<'_> {
     /// signed by the key). The store's current release must be that one, or a newer release
     /// the key signed (published with `bellc publish`); anything else is refused, because
     /// wave releases copy the base's entries and are signed anew.
-    fn base(&self, target: &Release) -> Result<Option<Release>, RolloutError> {
+    fn base(
+        &self,
+        target: &Release,
+        record: Option<&Record>,
+    ) -> Result<Option<Release>, RolloutError> {
         let fleet = &target.fleet;
-        let record = self.load_record(fleet)?;
-        let (floor, whence) = match &record {
+        let (floor, whence) = match record {
             Some(r) => (
                 r.given
                     .as_ref()

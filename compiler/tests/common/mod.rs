@@ -265,3 +265,13 @@ pub fn snapshot_tree(dir: &Path) -> Vec<(String, Vec<u8>, Option<std::time::Syst
     }
     out
 }
+
+/// The row of `host` in a `bellc status --json` answer (its `hosts` array); fails naming the
+/// host when there is none.
+pub fn row(status: &serde_json::Value, host: &str) -> serde_json::Value {
+    status["hosts"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|row| row["host"] == host))
+        .unwrap_or_else(|| panic!("no row for {host} in {status:#}"))
+        .clone()
+}
