@@ -288,6 +288,8 @@ chage -l "$user" | grep -Eq '^Account expires[[:space:]]*: .*1970$' || { chage -
 [ ! -e "$sudoers" ] || fail "$sudoers still exists"
 sudo_now=$(sudo -l -U "$user" 2>&1 || :)
 ! grep -q NOPASSWD <<<"$sudo_now" || fail "sudo -l -U $user still grants sudo: $sudo_now"
+# sudo's own answer, so that an error (an unknown user, a broken sudoers) does not pass.
+grep -q "$user is not allowed to run sudo" <<<"$sudo_now" || fail "sudo -l -U $user: $sudo_now"
 if ssh_as true 2>"$work/ssh.err"; then fail "ssh login as the expired $user still works"; fi
 ! grep -q 'Connection refused' "$work/ssh.err" || fail "sshd is not running, the login refusal shows nothing"
 # sshd's own word on why, so that a refusal for another reason (a broken key) does not pass.
