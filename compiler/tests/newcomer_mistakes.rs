@@ -480,7 +480,7 @@ fn a_check_with_warnings_ends_ok_with_their_count() {
         r#"fleet "f" target="debian-12"
 host "a" role="compute"
 override "x" {
-    match role="comptue"
+    match role="storage"
     sysctl { vm.swappiness 10 }
 }
 "#,
@@ -490,11 +490,10 @@ override "x" {
     expect(
         &run.diagnostics(),
         "bell.kdl:4:11:",
-        "warning[bell::resolve::unknown_label]: no host carries the label `role=comptue`",
+        "warning[bell::resolve::unknown_label]: no host carries the label `role=storage`",
     );
     assert!(
-        run.stderr
-            .contains("help: did you mean `role=\"compute\"`?"),
+        run.stderr.contains("help: values of `role`: compute"),
         "{}",
         run.stderr
     );
@@ -507,6 +506,77 @@ override "x" {
     // Without warnings, a bare "ok".
     let run = Fixture::spec("fleet \"f\" target=\"debian-12\"\nhost \"a\"\n").bellc(&["check"]);
     assert_eq!(run.stderr.trim_end(), "bell.kdl: ok", "{}", run.stderr);
+}
+
+/// A selector one typo away from a label, a value or a host name the inventory has is an error
+/// (the override's values would miss every host they were written for); one that matches
+/// nothing otherwise, or differs only in its digits (a host or rack still to come), warns.
+#[test]
+fn a_selector_one_typo_from_the_inventory_is_an_error() {
+    let run = Fixture::spec(
+        r#"fleet "f" target="debian-12"
+host "web-1" role="web" rack="r01"
+host "web-3" role="web" rack="r01"
+override "typo-value" {
+    match role="wbe"
+    sysctl { vm.swappiness 10 }
+}
+override "typo-host" {
+    match host="web3"
+    sysctl { vm.swappiness 11 }
+}
+override "typo-label" {
+    match rloe="web"
+    sysctl { vm.swappiness 12 }
+}
+override "next-rack" {
+    match rack="r02"
+    sysctl { vm.swappiness 13 }
+}
+override "next-host" {
+    match host="web-4"
+    sysctl { vm.swappiness 14 }
+}
+"#,
+    )
+    .bellc(&["--short", "check"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    for (at, selector, suggestion) in [
+        ("bell.kdl:5:11:", "role=wbe", "role=\"web\""),
+        ("bell.kdl:9:11:", "host=web3", "host=\"web-3\""),
+        ("bell.kdl:13:11:", "rloe=web", "role=\"web\""),
+    ] {
+        expect(
+            &diags,
+            at,
+            &format!(
+                "error[bell::resolve::misspelt_selector]: no host carries `{selector}`: a typo of `{suggestion}`?"
+            ),
+        );
+        assert!(
+            run.stderr
+                .contains(&format!("help: did you mean `{suggestion}`? A selector")),
+            "{}",
+            run.stderr
+        );
+    }
+    expect(
+        &diags,
+        "bell.kdl:17:11:",
+        "warning[bell::resolve::unknown_label]: no host carries the label `rack=r02`",
+    );
+    expect(
+        &diags,
+        "bell.kdl:21:11:",
+        "warning[bell::resolve::unknown_label]: no host carries the label `host=web-4`",
+    );
+    assert_eq!(
+        diags.iter().filter(|d| d.contains(": error[")).count(),
+        3,
+        "{}",
+        run.stderr
+    );
 }
 
 /// The reports as a user sees them (no colour, 80 columns), reviewed as a snapshot.

@@ -38,6 +38,17 @@ pub enum ResolveError {
         help: String,
         file: FileId,
     },
+    #[error("no host carries `{selector}`: a typo of `{suggestion}`?")]
+    #[diagnostic(code(bell::resolve::misspelt_selector))]
+    MisspeltSelector {
+        selector: String,
+        suggestion: String,
+        #[label("matches no host")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
     #[error("override `{name}` matches no host")]
     #[diagnostic(code(bell::resolve::unmatched_override), severity(Warning))]
     UnmatchedOverride {
@@ -101,6 +112,7 @@ impl ResolveError {
         match self {
             UnknownRemoval { file, .. }
             | UnknownLabel { file, .. }
+            | MisspeltSelector { file, .. }
             | UnmatchedOverride { file, .. }
             | MissingField { file, .. }
             | NoTarget { file, .. }
@@ -662,51 +674,70 @@ fn static_checks(spec: &Spec, diags: &mut Diagnostics) {
     for ov in &spec.overrides {
         for m in &ov.matches {
             for c in &m.conditions {
+                let unknown = |label: String, help: String| ResolveError::UnknownLabel {
+                    label,
+                    span: c.span.source_span(),
+                    help,
+                    file: c.span.file,
+                };
+                // One typo from what the inventory has is an error: the override's values
+                // would silently miss every host they were written for. A selector that is
+                // only renumbered (`rack="r02"`, `host="web-4"`) may be for hosts still to come.
+                let misspelt =
+                    |selector: String, suggestion: String| ResolveError::MisspeltSelector {
+                        help: format!(
+                            "did you mean `{suggestion}`? A selector that matches no host leaves \
+                             this override's values off every host"
+                        ),
+                        selector,
+                        suggestion,
+                        span: c.span.source_span(),
+                        file: c.span.file,
+                    };
                 if c.label == "host" {
                     if !names.contains(c.value.as_str()) {
-                        let help = match validate::did_you_mean(&c.value, names.iter().copied()) {
-                            Some(s) => format!("did you mean host `{s}`?"),
-                            None => "no host of the inventory has this name".into(),
-                        };
-                        diags.push(ResolveError::UnknownLabel {
-                            label: format!("host={}", c.value),
-                            span: c.span.source_span(),
-                            help,
-                            file: c.span.file,
+                        diags.push(match typo_of(&c.value, names.iter().copied()) {
+                            Some(s) => {
+                                misspelt(format!("host={}", c.value), format!("host=\"{s}\""))
+                            }
+                            None => unknown(
+                                format!("host={}", c.value),
+                                "no host of the inventory has this name".into(),
+                            ),
                         });
                     }
                     continue;
                 }
                 match labels.get(c.label.as_str()) {
                     None => {
-                        let help = match validate::did_you_mean(&c.label, labels.keys().copied()) {
-                            Some(s) => format!("did you mean `{s}`?"),
-                            None => format!(
-                                "labels in the inventory: {}",
-                                labels.keys().copied().collect::<Vec<_>>().join(", ")
+                        diags.push(match typo_of(&c.label, labels.keys().copied()) {
+                            Some(s) => misspelt(
+                                format!("{}={}", c.label, c.value),
+                                format!("{s}=\"{}\"", c.value),
                             ),
-                        };
-                        diags.push(ResolveError::UnknownLabel {
-                            label: c.label.clone(),
-                            span: c.span.source_span(),
-                            help,
-                            file: c.span.file,
+                            None => unknown(
+                                c.label.clone(),
+                                format!(
+                                    "labels in the inventory: {}",
+                                    labels.keys().copied().collect::<Vec<_>>().join(", ")
+                                ),
+                            ),
                         });
                     }
                     Some(values) if !values.contains(c.value.as_str()) => {
-                        let help = match validate::did_you_mean(&c.value, values.iter().copied()) {
-                            Some(s) => format!("did you mean `{}=\"{s}\"`?", c.label),
-                            None => format!(
-                                "values of `{}`: {}",
-                                c.label,
-                                values.iter().copied().collect::<Vec<_>>().join(", ")
+                        diags.push(match typo_of(&c.value, values.iter().copied()) {
+                            Some(s) => misspelt(
+                                format!("{}={}", c.label, c.value),
+                                format!("{}=\"{s}\"", c.label),
                             ),
-                        };
-                        diags.push(ResolveError::UnknownLabel {
-                            label: format!("{}={}", c.label, c.value),
-                            span: c.span.source_span(),
-                            help,
-                            file: c.span.file,
+                            None => unknown(
+                                format!("{}={}", c.label, c.value),
+                                format!(
+                                    "values of `{}`: {}",
+                                    c.label,
+                                    values.iter().copied().collect::<Vec<_>>().join(", ")
+                                ),
+                            ),
                         });
                     }
                     Some(_) => {}
@@ -714,4 +745,15 @@ fn static_checks(spec: &Spec, diags: &mut Diagnostics) {
             }
         }
     }
+}
+
+/// The name among `known` that `word` is a typo of: one `did_you_mean` finds, unless the two
+/// differ only in their digits (`web-4` beside `web-3` is another host, not a typo).
+fn typo_of<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let letters = |s: &str| {
+        s.chars()
+            .filter(|c| !c.is_ascii_digit())
+            .collect::<String>()
+    };
+    validate::did_you_mean(word, known).filter(|s| letters(s) != letters(word))
 }
