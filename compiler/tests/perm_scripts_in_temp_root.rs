@@ -25,6 +25,45 @@ fn root_with_accounts() -> tempfile::TempDir {
     root
 }
 
+/// `ignore-missing=#true` under a directory the root does not have (or reaches only through a
+/// link to nowhere, as `/var/run -> /run` in an image before boot): apply, check and revert do
+/// nothing and succeed. Without it, the apply fails naming the directory.
+#[test]
+fn a_missing_directory_is_nothing_to_do_when_missing_is_ignored() {
+    let spec = |ignore: bool| {
+        format!(
+            "fleet \"t\" target=\"debian-12\"\nhost \"h\"\nperm \"/var/run/app/*.sock\" owner=\"app\" mode=\"0660\"{}\n",
+            if ignore { " ignore-missing=#true" } else { "" }
+        )
+    };
+    let c = compile_ok(&spec(true));
+    let b = only_bundle(&c);
+    let root = root_with_accounts();
+    std::fs::create_dir_all(root.path().join("var")).expect("mkdir");
+    std::os::unix::fs::symlink("/run", root.path().join("var/run")).expect("link");
+    let state = tempfile::tempdir().expect("temp dir");
+    for role in ["apply", "check", "revert"] {
+        let out = run(
+            &script(b, "perm", "/var/run/app/*.sock", role),
+            root.path(),
+            state.path(),
+            true,
+        );
+        ok(&out);
+    }
+    assert!(
+        !root.path().join("run").exists(),
+        "the apply made the directory"
+    );
+
+    let c = compile_ok(&spec(false));
+    let apply = script(only_bundle(&c), "perm", "/var/run/app/*.sock", "apply");
+    let out = run(&apply, root.path(), state.path(), true);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot enter /var/run/app"), "{stderr}");
+}
+
 #[test]
 fn apply_reapply_revert_over_a_glob_with_hostile_names() {
     if !nix_root() {
