@@ -320,6 +320,66 @@ user "e" {{
     assert!(!run.stderr.contains("AAAAC3Nza"), "{}", run.stderr);
 }
 
+/// A key path from a home directory or outside the tree: each help says `~` is not expanded and
+/// where to copy the file, and following it works.
+#[test]
+fn key_file_helps_say_tilde_is_not_expanded_and_where_to_copy_the_file() {
+    let spec = r#"fleet "f" target="debian-12"
+host "a"
+user "ops" {
+    ssh-key "~/.ssh/id_ed25519.pub"
+}
+user "dev" {
+    ssh-key file="~/.ssh/id_ed25519.pub"
+}
+user "ci" {
+    ssh-key file="/root/.ssh/ci.pub"
+}
+"#;
+    let fx = Fixture::spec(spec);
+    let run = fx.bellc(&["--short", "check"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    expect(
+        &diags,
+        "bell.kdl:4:13:",
+        "`~/.ssh/id_ed25519.pub` looks like a path, not an ssh public key",
+    );
+    expect(
+        &diags,
+        "bell.kdl:7:13:",
+        "error[bell::load::unreadable]: cannot read ssh key file `~/.ssh/id_ed25519.pub`: `~` is not expanded",
+    );
+    expect(
+        &diags,
+        "bell.kdl:10:13:",
+        "cannot read ssh key file `/root/.ssh/ci.pub`: outside the spec's directory",
+    );
+    for help in [
+        "(`~` is not expanded): copy it beside the spec and write `ssh-key file=\"id_ed25519.pub\"`",
+        "/id_ed25519.pub and write `\"id_ed25519.pub\"`: a path is relative to the spec's directory",
+        "/ci.pub and write `\"ci.pub\"`: a path is relative to the spec's directory",
+    ] {
+        assert!(run.stderr.contains(help), "no `{help}` in:\n{}", run.stderr);
+    }
+    // Followed: the keys copied beside the spec, the names the helps gave.
+    let key =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl a@b\n";
+    let fx = Fixture::spec(
+        &spec
+            .replace(
+                "ssh-key \"~/.ssh/id_ed25519.pub\"",
+                "ssh-key file=\"id_ed25519.pub\"",
+            )
+            .replace("file=\"~/.ssh/id_ed25519.pub\"", "file=\"id_ed25519.pub\"")
+            .replace("file=\"/root/.ssh/ci.pub\"", "file=\"ci.pub\""),
+    )
+    .file("id_ed25519.pub", key)
+    .file("ci.pub", key);
+    let run = fx.bellc(&["check"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+}
+
 #[test]
 fn explain_shows_values_as_the_spec_writes_them_and_every_implied_resource() {
     let spec = format!(

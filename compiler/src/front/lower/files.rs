@@ -555,16 +555,39 @@ impl Lowerer<'_> {
                 file,
             });
         };
+        // Where the file would be read from if it were copied into the tree: the help names the
+        // path to copy it to and the name to write, so that following it works.
+        let copy_it = {
+            let name = Path::new(wanted.shown)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| wanted.shown.to_string());
+            let dir = self.resolve_relative(file, "");
+            let dir = match dir.as_os_str().is_empty() {
+                true => ".".to_string(),
+                false => dir.display().to_string(),
+            };
+            format!(
+                "copy the {} to {}/{name} and write `\"{name}\"`: a path is relative to the \
+                 spec's directory",
+                wanted.what,
+                dir.trim_end_matches('/')
+            )
+        };
         let outside = |this: &mut Self| {
             refuse(
                 this,
                 "outside the spec's directory".into(),
                 format!(
-                    "bellc reads only files of the spec's own tree (symlinks resolved); move the {} beside the spec",
-                    wanted.what
+                    "bellc reads only files of the spec's own tree (symlinks resolved); {copy_it}"
                 ),
             )
         };
+        // A shell would have expanded it; bellc does not (the spec builds the same anywhere).
+        if wanted.shown.starts_with('~') {
+            refuse(self, "`~` is not expanded".into(), copy_it.clone());
+            return None;
+        }
         // Refused before the file system is asked anything about it, so that the answer does
         // not even tell whether such a file exists.
         let path = self.resolve_relative(file, wanted.shown);

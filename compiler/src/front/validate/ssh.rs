@@ -174,11 +174,7 @@ pub fn ssh_public_key(line: &str) -> Result<(), Invalid> {
         if looks_like_path {
             return Err(invalid(
                 format!("`{}` looks like a path, not an ssh public key", line.trim()),
-                format!(
-                    "`ssh-key` takes the key itself; to read keys from a file of the spec's tree, \
-                     write `ssh-key file=\"{}\"`",
-                    line.trim()
-                ),
+                key_file_help(line.trim()),
             ));
         }
         let looks_like_options = key_type.contains('=')
@@ -244,6 +240,23 @@ pub fn ssh_public_key(line: &str) -> Result<(), Invalid> {
             "copy the `.pub` line again in one piece, or regenerate it with `ssh-keygen -y -f KEY`",
         )
     })
+}
+
+/// The help for a path written where a key goes: `file=` with a path relative to the spec, and
+/// for a path outside the tree (`~/.ssh/…`, `/root/…`, `../…`), to copy it in first.
+fn key_file_help(path: &str) -> String {
+    let inside = !path.starts_with(['~', '/']) && !path.split('/').any(|part| part == "..");
+    if inside {
+        return format!(
+            "`ssh-key` takes the key itself; to read keys from a file of the spec's tree, write \
+             `ssh-key file=\"{path}\"`"
+        );
+    }
+    let name = path.rsplit('/').next().unwrap_or(path);
+    format!(
+        "`ssh-key` takes the key itself; bellc reads key files only from the spec's own tree \
+         (`~` is not expanded): copy it beside the spec and write `ssh-key file=\"{name}\"`"
+    )
 }
 
 #[cfg(test)]
