@@ -271,11 +271,6 @@ fn write(path: &Path, text: &str) {
     std::fs::write(path, text).expect("write");
 }
 
-/// Whether the consumer is here; in CI it must be (the test command installs it).
-fn need(tool: &str) -> bool {
-    have(tool)
-}
-
 // ---- shell scripts ----
 
 /// Every value a template puts into a script goes through `| sh` (`escape::shell_quote`; the
@@ -300,7 +295,7 @@ fn shell_words_read_back_exactly_in_sh_dash_and_bash() {
     let path = dir.path().join("words.sh");
     write(&path, &script);
     for shell in [&["sh"][..], &["dash"], &["bash", "--posix"]] {
-        if !need(shell[0]) {
+        if !have(shell[0]) {
             continue;
         }
         let output = run(Command::new(shell[0]).args(&shell[1..]).arg(&path));
@@ -320,7 +315,7 @@ fn shell_words_read_back_exactly_in_sh_dash_and_bash() {
 /// set.
 #[test]
 fn sysctl_values_read_back_by_sysctl() {
-    if !need("unshare") || !need("sysctl") {
+    if !have("unshare") || !have("sysctl") {
         return;
     }
     // The kernel keeps at most 64 bytes of a domain name.
@@ -377,7 +372,7 @@ fn sysctl_values_read_back_by_sysctl() {
 /// them in one run.
 #[test]
 fn mount_fields_read_back_by_systemd() {
-    if !need("systemd-analyze") {
+    if !have("systemd-analyze") {
         return;
     }
     let fields = [
@@ -576,7 +571,7 @@ fn sh_quoted(s: &str) -> String {
 /// keep the default.
 #[test]
 fn limits_domains_name_whom_pam_limits_applies_them_to() {
-    if !(need("runuser") && need("unshare") && in_memory::is_root()) {
+    if !(have("runuser") && have("unshare") && in_memory::is_root()) {
         return;
     }
     // Lowered only, as both soft and hard: pam_limits sets the hard limit too (init's when no
@@ -767,7 +762,7 @@ fn limits_domains_name_whom_pam_limits_applies_them_to() {
 /// file and exports what it parsed (`visudo -x`): one rule per user, for that user.
 #[test]
 fn sudoers_names_and_rules_read_back_by_visudo() {
-    if !need("visudo") {
+    if !have("visudo") {
         return;
     }
     let mut cases = Vec::new();
@@ -848,7 +843,7 @@ const KEY: &str =
 /// byte for byte, and `ssh-keygen -l` reads the whole file at once as one key per line.
 #[test]
 fn ssh_key_comments_keep_each_key_one_line_for_ssh_keygen() {
-    if !need("ssh-keygen") {
+    if !have("ssh-keygen") {
         return;
     }
     let cases: Vec<Case> = values("ops@example", 16)
@@ -920,7 +915,7 @@ fn ssh_key_comments_keep_each_key_one_line_for_ssh_keygen() {
 /// every seed into a file database of its own, which is then read back.
 #[test]
 fn debconf_answers_read_back_by_debconf() {
-    if !need("debconf-set-selections") {
+    if !have("debconf-set-selections") {
         return;
     }
     let mut cases = Vec::new();
@@ -997,7 +992,7 @@ fn debconf_answers_read_back_by_debconf() {
 /// of them at once and prints the indexes it would fetch (`apt-get update --print-uris`).
 #[test]
 fn apt_sources_read_back_by_apt() {
-    if !need("apt-get") {
+    if !have("apt-get") {
         return;
     }
     let mut cases = Vec::new();
@@ -1330,7 +1325,7 @@ fn every_template_value_is_escaped_or_says_why_not() {
 /// --strict` runs it and reports its error at the spec line.
 #[test]
 fn apparmor_profile_names_are_the_names_apparmor_parser_reads() {
-    if !need("apparmor_parser") {
+    if !have("apparmor_parser") {
         return;
     }
     let mut cases = Vec::new();

@@ -81,7 +81,7 @@ pub fn dir(path: &str) -> bool {
 }
 
 /// The effective user id, read from `/proc/self/status` (no libc in a test crate).
-fn euid() -> Option<u32> {
+pub fn euid() -> Option<u32> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|line| line.starts_with("Uid:"))?;
     line.split_whitespace().nth(2)?.parse().ok()

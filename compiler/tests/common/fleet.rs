@@ -275,7 +275,7 @@ impl Nginx {
             let s = state.path().display();
             // Workers run as the test's user (root in CI, where `user` is needed to read a
             // private temporary directory; ignored with a notice otherwise).
-            let user = if running_as_root() {
+            let user = if bell_testkit::euid() == Some(0) {
                 "user root root;"
             } else {
                 ""
@@ -353,17 +353,6 @@ impl Nginx {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-}
-
-fn running_as_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
 }
 
 impl Drop for Nginx {

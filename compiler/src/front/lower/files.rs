@@ -557,12 +557,12 @@ impl Lowerer<'_> {
         };
         // Where the file would be read from if it were copied into the tree: the help names the
         // path to copy it to and the name to write, so that following it works.
-        let copy_it = {
+        let copy_it = |this: &Self| {
             let name = Path::new(wanted.shown)
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| wanted.shown.to_string());
-            let dir = self.resolve_relative(file, "");
+            let dir = this.resolve_relative(file, "");
             let dir = match dir.as_os_str().is_empty() {
                 true => ".".to_string(),
                 false => dir.display().to_string(),
@@ -579,13 +579,15 @@ impl Lowerer<'_> {
                 this,
                 "outside the spec's directory".into(),
                 format!(
-                    "bellc reads only files of the spec's own tree (symlinks resolved); {copy_it}"
+                    "bellc reads only files of the spec's own tree (symlinks resolved); {}",
+                    copy_it(this)
                 ),
             )
         };
         // A shell would have expanded it; bellc does not (the spec builds the same anywhere).
         if wanted.shown.starts_with('~') {
-            refuse(self, "`~` is not expanded".into(), copy_it.clone());
+            let help = copy_it(self);
+            refuse(self, "`~` is not expanded".into(), help);
             return None;
         }
         // Refused before the file system is asked anything about it, so that the answer does
