@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 const FAILING: &str = "h02";
 
 /// Release 1 sets the motd; release 2 changes it, marks when it went live and probes.
-fn spec(release: u32, timeline: &Path) -> String {
+fn spec(release: u32) -> String {
     let mut spec = String::from("fleet \"f\" target=\"debian-12\"\n");
     for (host, rack) in hosts() {
         spec.push_str(&format!("host \"{host}\" rack=\"{rack}\"\n"));
@@ -33,12 +33,12 @@ fn spec(release: u32, timeline: &Path) -> String {
          rollout batch-by=\"rack\" max-unavailable=2\n"
     ));
     if release == 2 {
-        let t = timeline.display();
+        // Each host marks in its own root: an offline script can write nothing else.
         spec.push_str(&format!(
-            "exec \"mark.sh\" rerun=\"once-successfully\" {{\n    \
-                 script \"#!/bin/sh\\necho \\\"live $BELL_ROOT $(date +%s%N)\\\" >> '{t}'\\n\"\n}}\n\
-             health \"api\" retries=1 {{\n    \
-                 run \"sleep 0.3; echo \\\"healthy $BELL_ROOT $(date +%s%N)\\\" >> '{t}'\"\n}}\n\
+            "exec \"mark.sh\" offline=\"root\" rerun=\"once-successfully\" {{\n    \
+                 script \"#!/bin/sh\\necho \\\"live $BELL_ROOT $(date +%s%N)\\\" >> \\\"$BELL_ROOT/timeline\\\"\\n\"\n}}\n\
+             health \"api\" retries=1 offline=\"root\" {{\n    \
+                 run \"sleep 0.3; echo \\\"healthy $BELL_ROOT $(date +%s%N)\\\" >> \\\"$BELL_ROOT/timeline\\\"\"\n}}\n\
              override \"broken\" {{\n    match host=\"{FAILING}\"\n    \
                  health \"api\" retries=2 interval=\"1s\" {{\n        \
                      run \"echo 'api: 503 Service Unavailable' >&2; exit 1\"\n    }}\n}}\n"
@@ -48,8 +48,11 @@ fn spec(release: u32, timeline: &Path) -> String {
 }
 
 /// Per root: when its new bundle went live and when it was first healthy after (ns).
-fn intervals(timeline: &Path) -> BTreeMap<PathBuf, (u128, Option<u128>)> {
-    let text = std::fs::read_to_string(timeline).unwrap_or_default();
+fn intervals(roots: &[PathBuf]) -> BTreeMap<PathBuf, (u128, Option<u128>)> {
+    let text: String = roots
+        .iter()
+        .map(|r| std::fs::read_to_string(r.join("timeline")).unwrap_or_default())
+        .collect();
     let mut out: BTreeMap<PathBuf, (u128, Option<u128>)> = BTreeMap::new();
     for line in text.lines() {
         let mut words = line.split(' ');
@@ -81,10 +84,9 @@ fn a_release_with_a_failing_probe_never_takes_more_than_the_budget() {
     let Some(mut etcd) = EtcdCluster::start() else {
         return;
     };
-    let timeline = fx.path().join("timeline");
     assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
     for release in [1, 2] {
-        std::fs::write(fx.path().join("bell.kdl"), spec(release, &timeline)).unwrap();
+        std::fs::write(fx.path().join("bell.kdl"), spec(release)).unwrap();
         let out = format!("out{release}");
         let run = fx.bellc(&["build", "bell.kdl", "-o", &out, "--sign-key", "ci.key"]);
         assert_eq!(run.code, 0, "{}", run.stderr);
@@ -107,6 +109,7 @@ fn a_release_with_a_failing_probe_never_takes_more_than_the_budget() {
     ];
     let hosts = hosts();
     let roots: Vec<tempfile::TempDir> = hosts.iter().map(|_| image_root()).collect();
+    let timeline: Vec<PathBuf> = roots.iter().map(|r| r.path().to_path_buf()).collect();
     let host_of: BTreeMap<PathBuf, (&str, &str)> = hosts
         .iter()
         .zip(&roots)

@@ -23,7 +23,7 @@ fn spec(motd: &str, broken: bool) -> String {
     ));
     if broken {
         spec.push_str(
-            "override \"broken\" {\n    match host=\"h2\"\n    exec \"break.sh\" {\n        script \"#!/bin/sh\\nexit 1\\n\"\n    }\n}\n",
+            "override \"broken\" {\n    match host=\"h2\"\n    exec \"break.sh\" offline=\"root\" {\n        script \"#!/bin/sh\\nexit 1\\n\"\n    }\n}\n",
         );
     }
     spec

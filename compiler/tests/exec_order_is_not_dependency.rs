@@ -16,7 +16,7 @@ fn chain(count: usize, failing: usize, extra: &str) -> String {
     for i in 1..=count {
         let exit = if i == failing { "exit 1" } else { "exit 0" };
         spec.push_str(&format!(
-            "exec \"00{i}.sh\" rerun=\"always\" {{\n    script \"#!/bin/sh\\necho 00{i} >>\\\"$BELL_ROOT/ran\\\"\\n{exit}\\n\"\n}}\n"
+            "exec \"00{i}.sh\" rerun=\"always\" offline=\"root\" {{\n    script \"#!/bin/sh\\necho 00{i} >>\\\"$BELL_ROOT/ran\\\"\\n{exit}\\n\"\n}}\n"
         ));
     }
     spec.push_str(extra);
@@ -89,8 +89,8 @@ fn a_failed_script_does_not_stop_the_next_on_any_apply() {
 #[test]
 fn halt_still_stops_the_later_scripts() {
     let spec = chain(5, 4, "").replace(
-        "exec \"004.sh\" rerun=\"always\"",
-        "exec \"004.sh\" rerun=\"always\" on-failure=\"halt\"",
+        "exec \"004.sh\" rerun=\"always\" offline=\"root\"",
+        "exec \"004.sh\" rerun=\"always\" offline=\"root\" on-failure=\"halt\"",
     );
     let f = Fixture::spec(&spec);
     let run = f.bellc(&["build", "bell.kdl", "-o", "out"]);
@@ -118,7 +118,7 @@ fn run_once(version: u8) -> String {
     };
     let body = if version >= 4 { "echo v4" } else { "true" };
     spec.push_str(&format!(
-        "exec \"init-motd\" rerun=\"once-successfully\" {{\n{after}    script \"#!/bin/sh\\necho once >>\\\"$BELL_ROOT/ran\\\"\\n{body}\\n\"\n}}\n"
+        "exec \"init-motd\" rerun=\"once-successfully\" offline=\"root\" {{\n{after}    script \"#!/bin/sh\\necho once >>\\\"$BELL_ROOT/ran\\\"\\n{body}\\n\"\n}}\n"
     ));
     spec
 }

@@ -41,6 +41,7 @@ fn the_divingbell_example_carries_its_policies() {
                 ("env1".into(), "env1-val".into()),
                 ("env2".into(), "env2-val".into())
             ]),
+            offline: bell_bundle::Offline::Image,
         }
     );
     let p2 = execs[1].exec.as_ref().unwrap();

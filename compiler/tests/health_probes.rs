@@ -14,12 +14,12 @@ host "db-1" role="db"
 file "/etc/motd" {
     content "hi\n"
 }
-health "motd" {
+health "motd" offline="root" {
     run "test -f \"$BELL_ROOT/etc/motd\""
 }
 override "web" {
     match role="web"
-    health "api" timeout="5s" retries=2 interval="1s" {
+    health "api" timeout="5s" retries=2 interval="1s" offline="root" {
         run "test -e \"$BELL_ROOT/run/api.ok\" || { echo 'api: connection refused' >&2; exit 7; }"
     }
 }

@@ -209,6 +209,25 @@ fn comments_and_slashdashes_thousands_deep_are_a_diagnostic_not_a_stack_overflow
     }
 }
 
+/// Found by fuzzing: commented-out blocks (`/- {`) left open inside each other cost the KDL
+/// parser four times as much per level; ten took minutes. Refused at five, at once.
+#[test]
+fn commented_out_blocks_nested_open_are_a_diagnostic_not_a_hang() {
+    let body = "/-x /- {a\n".repeat(12);
+    let fx = Fixture::spec(&spec(&body));
+    let started = std::time::Instant::now();
+    let run = fx.bellc(&["check", "--short"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(
+        run.diagnostics(),
+        ["bell.kdl:7:8: error[bell::load::commented_out_too_deep]: commented-out blocks (`/- {`) nest deeper than 4 levels"],
+        "{}",
+        run.stderr
+    );
+    // Not a timing test: the unguarded parse takes minutes, far beyond this.
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+}
+
 #[test]
 fn the_limits_the_readme_states_are_the_limits_enforced() {
     let readme = std::fs::read_to_string(common::repo_root().join("README.md")).expect("README");
@@ -230,6 +249,10 @@ fn the_limits_the_readme_states_are_the_limits_enforced() {
             bellc::front::read::MAX_INCLUDED_FILES.to_string(),
         ),
         ("nesting", bellc::front::read::MAX_NESTING.to_string()),
+        (
+            "commented-out blocks",
+            bellc::front::read::MAX_COMMENTED_NESTING.to_string(),
+        ),
     ] {
         assert!(
             readme

@@ -12,7 +12,7 @@
 mod common;
 use common::fleet::{bell_run, EtcdCluster, Nginx};
 use common::pulling::{
-    copy_over, image_root, keep_pulling, most_at_once, motd, racked_hosts as hosts,
+    copy_over, image_root, keep_pulling, marks, most_at_once, motd, racked_hosts as hosts, MARKS,
 };
 use common::Fixture;
 use std::collections::BTreeMap;
@@ -26,7 +26,7 @@ const BROKEN_IN_2: &str = "h06";
 const BROKEN_IN_3: &str = "h10";
 
 /// Control hosts provide `api`, compute hosts use it (later waves), storage hosts neither.
-fn spec(release: u32, timeline: &Path) -> String {
+fn spec(release: u32) -> String {
     let mut spec = String::from("fleet \"f\" target=\"debian-12\"\n");
     for (i, (host, rack)) in hosts().iter().enumerate() {
         let role = ["control", "compute", "compute", "storage"][i % 4];
@@ -35,13 +35,12 @@ fn spec(release: u32, timeline: &Path) -> String {
             i + 1
         ));
     }
-    let t = timeline.display();
     spec.push_str(&format!(
         "file \"/etc/motd\" {{\n    content \"release {release}\\n\"\n}}\n\
-         exec \"mark-{release}.sh\" rerun=\"once-successfully\" {{\n    \
-             script \"#!/bin/sh\\necho \\\"live $BELL_ROOT {release} $(date +%s%N)\\\" >> '{t}'\\n\"\n}}\n\
-         health \"up\" retries=1 {{\n    \
-             run \"echo \\\"healthy $BELL_ROOT {release} $(date +%s%N)\\\" >> '{t}'\"\n}}\n\
+         exec \"mark-{release}.sh\" offline=\"root\" rerun=\"once-successfully\" {{\n    \
+             script \"#!/bin/sh\\necho \\\"live $BELL_ROOT {release} $(date +%s%N)\\\" >> {MARKS}\\n\"\n}}\n\
+         health \"up\" retries=1 offline=\"root\" {{\n    \
+             run \"echo \\\"healthy $BELL_ROOT {release} $(date +%s%N)\\\" >> {MARKS}\"\n}}\n\
          rollout batch-by=\"rack\" max-unavailable=2\n\
          override \"control\" {{\n    match role=\"control\"\n    service \"api\" port=8080\n}}\n\
          override \"compute\" {{\n    match role=\"compute\"\n    uses \"api\" count=3\n    \
@@ -66,8 +65,8 @@ fn spec(release: u32, timeline: &Path) -> String {
 /// (ns). An abort that gives a host a release back makes a second span of that release.
 type Spans = BTreeMap<(u32, PathBuf), Vec<(u128, Option<u128>)>>;
 
-fn spans(timeline: &Path) -> Spans {
-    let text = std::fs::read_to_string(timeline).unwrap_or_default();
+fn spans(roots: &[PathBuf]) -> Spans {
+    let text = marks(roots);
     let mut out = Spans::new();
     for line in text.lines() {
         let words: Vec<&str> = line.split(' ').collect();
@@ -134,10 +133,9 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
     let Some(nginx) = Nginx::serve(&served) else {
         return;
     };
-    let timeline = fx.path().join("timeline");
     assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
     for release in [1, 2, 3] {
-        std::fs::write(fx.path().join("bell.kdl"), spec(release, &timeline)).unwrap();
+        std::fs::write(fx.path().join("bell.kdl"), spec(release)).unwrap();
         let out = format!("out{release}");
         let run = fx.bellc(&["build", "bell.kdl", "-o", &out, "--sign-key", "ci.key"]);
         assert_eq!(run.code, 0, "{}", run.stderr);
@@ -145,6 +143,7 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
     let url = etcd.url.clone();
     let trust = fx.path().join("ci.pub").to_str().unwrap().to_string();
     let roots: Vec<tempfile::TempDir> = hosts().iter().map(|_| image_root()).collect();
+    let timeline: Vec<PathBuf> = roots.iter().map(|r| r.path().to_path_buf()).collect();
     let root_of: BTreeMap<String, &Path> = hosts()
         .iter()
         .zip(&roots)

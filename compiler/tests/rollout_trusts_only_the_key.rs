@@ -15,10 +15,12 @@
 
 mod common;
 use common::fleet::{bell_run, text, Etcd, Nginx};
-use common::pulling::{copy_over, fingerprint, image_root, keep_pulling, motd, release_of, HOSTS};
+use common::pulling::{
+    copy_over, fingerprint, image_root, keep_pulling, marks, motd, release_of, HOSTS, MARKS,
+};
 use common::{Fixture, Run};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -26,23 +28,22 @@ use std::time::Duration;
 const BROKEN: &str = "h4";
 const SICK: &str = "h2";
 
-fn spec(release: u32, timeline: &Path) -> String {
+fn spec(release: u32) -> String {
     let mut spec = String::from("fleet \"f\" target=\"debian-12\"\n");
     for host in HOSTS {
         spec.push_str(&format!("host \"{host}\"\n"));
     }
-    let t = timeline.display();
     spec.push_str(&format!(
         "file \"/etc/motd\" {{\n    content \"release {release}\\n\"\n}}\n\
-         exec \"mark-{release}.sh\" rerun=\"once-successfully\" {{\n    \
-             script \"#!/bin/sh\\necho \\\"live $BELL_ROOT {release}\\\" >> '{t}'\\n\"\n}}\n"
+         exec \"mark-{release}.sh\" offline=\"root\" rerun=\"once-successfully\" {{\n    \
+             script \"#!/bin/sh\\necho \\\"live $BELL_ROOT {release} $(date +%s%N)\\\" >> {MARKS}\\n\"\n}}\n"
     ));
     if release == 5 {
         // A probe that always fails: the host applies, then is unhealthy, and a wave that
         // holds it must never count it converged.
         spec.push_str(&format!(
             "override \"sick\" {{\n    match host=\"{SICK}\"\n    \
-                 health \"up\" retries=1 {{\n        run \"exit 1\"\n    }}\n}}\n"
+                 health \"up\" retries=1 offline=\"root\" {{\n        run \"exit 1\"\n    }}\n}}\n"
         ));
     }
     if release == 4 {
@@ -55,12 +56,12 @@ fn spec(release: u32, timeline: &Path) -> String {
 }
 
 /// `(root, release)` for every time a release went live on a host, in order.
-fn went_live(timeline: &Path) -> Vec<(String, u32)> {
-    let text = std::fs::read_to_string(timeline).unwrap_or_default();
+fn went_live(roots: &[PathBuf]) -> Vec<(String, u32)> {
+    let text = marks(roots);
     text.lines()
         .map(|line| {
             let words: Vec<&str> = line.split(' ').collect();
-            let [_, root, release] = words[..] else {
+            let [_, root, release, _at] = words[..] else {
                 panic!("a torn timeline line: {line:?}");
             };
             (root.to_string(), release.parse().unwrap())
@@ -113,10 +114,9 @@ fn etcd_cannot_steer_a_rollout_backwards() {
     let Some(nginx) = Nginx::serve(&served) else {
         return;
     };
-    let timeline = fx.path().join("timeline");
     assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
     for release in 1..=4 {
-        std::fs::write(fx.path().join("bell.kdl"), spec(release, &timeline)).unwrap();
+        std::fs::write(fx.path().join("bell.kdl"), spec(release)).unwrap();
         let out = format!("out{release}");
         let run = fx.bellc(&["build", "bell.kdl", "-o", &out, "--sign-key", "ci.key"]);
         assert_eq!(run.code, 0, "{}", run.stderr);
@@ -125,6 +125,7 @@ fn etcd_cannot_steer_a_rollout_backwards() {
     let url = etcd.url.clone();
     let trust = fx.path().join("ci.pub").to_str().unwrap().to_string();
     let roots: Vec<tempfile::TempDir> = HOSTS.iter().map(|_| image_root()).collect();
+    let timeline: Vec<PathBuf> = roots.iter().map(|r| r.path().to_path_buf()).collect();
     let root_of: BTreeMap<&str, &Path> = HOSTS
         .iter()
         .copied()
@@ -244,7 +245,7 @@ fn etcd_cannot_steer_a_rollout_backwards() {
 
             // A build into the served directory without the key would put an unsigned
             // release over signed ones: refused before it writes anything.
-            std::fs::write(fx.path().join("bell.kdl"), spec(5, &timeline)).unwrap();
+            std::fs::write(fx.path().join("bell.kdl"), spec(5)).unwrap();
             let build = || fx.bellc(&["build", "bell.kdl", "-o", "served"]);
             refused_unchanged(&served, 64, "give `--sign-key KEY`", build);
             // A build into the served directory leaves the record be (and is not refused for it).

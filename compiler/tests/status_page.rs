@@ -39,13 +39,13 @@ file "/etc/app/token" mode="0600" {{
 }}
 override "cache" {{
     match host="broken"
-    exec "warm-cache.sh" {{
+    exec "warm-cache.sh" offline="root" {{
         script "#!/bin/sh\necho warming\necho 'cache dir /srv/cache missing' >&2\nexit 1\n"
     }}
 }}
 override "api" {{
     match host="sick"
-    health "api" retries=1 {{
+    health "api" retries=1 offline="root" {{
         run "echo 'api: connection refused' >&2; exit 7"
     }}
 }}

@@ -20,7 +20,7 @@ fn spec(motd: &str) -> String {
     }
     spec.push_str(&format!(
         "file \"/etc/motd\" {{\n    content \"{motd}\\n\"\n}}\n\
-         override \"cache\" {{\n    match host=\"broken\"\n    exec \"warm-cache.sh\" {{\n        \
+         override \"cache\" {{\n    match host=\"broken\"\n    exec \"warm-cache.sh\" offline=\"root\" {{\n        \
          script \"#!/bin/sh\\necho warming\\necho 'cache dir /srv/cache missing' >&2\\nexit 1\\n\"\n    }}\n}}\n\
          override \"ntp\" {{\n    match host=\"baked\"\n    package \"chrony\"\n}}\n"
     ));

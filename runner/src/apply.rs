@@ -4,7 +4,8 @@
 //! nothing.
 
 use crate::accounts::Accounts;
-use crate::context::{last_reason, load_generation, Ctx, Outcome, Refusal};
+use crate::confine;
+use crate::context::{last_reason, load_generation, Ctx, Outcome, Placement, Refusal};
 use crate::exec;
 use crate::failpoint;
 use crate::health::ProbeOutcome;
@@ -650,6 +651,18 @@ fn run_exec(
     let Some(script) = &resource.apply else {
         return Outcome::new(&key, Some(change), "failed", Some("no script".to_string()));
     };
+    let program = bundle.join(&script.path);
+    let confine = match ctx.place(policy.offline, confine::interpreter(&program).as_deref()) {
+        Placement::Run(confine) => confine,
+        Placement::Defer(why) => {
+            record.exec = Some(rec);
+            return Outcome::new(&key, Some(change), "deferred", Some(why));
+        }
+        Placement::Skip(why) => {
+            record.exec = Some(rec);
+            return Outcome::new(&key, Some(change), "not-due", Some(why));
+        }
+    };
     let log_dir = state::resource_log_dir(ctx.root, &resource.kind, &resource.name);
     // The resource's own variables first, so that bell-run's (`BELL_ROOT`, `BELL_OFFLINE`, ...)
     // win: an exec must not be told it runs on a live host while an image is baked.
@@ -661,13 +674,15 @@ fn run_exec(
         .collect();
     env.extend(ctx.env(&resource.kind, &resource.name, &checked.id));
     let inv = Invocation {
-        program: bundle.join(&script.path),
+        program,
         args: policy.args.iter().map(Into::into).collect(),
         cwd: bundle.to_path_buf(),
         env,
         timeout: Duration::from_secs(policy.timeout),
         log: log_dir.join("exec.log"),
+        confine,
     };
+    let before = rec.clone();
     exec::count_start(&mut rec, &identity, boot);
     rec.ran_hash = Some(identity);
     rec.last_start = Some(ctx.now);
@@ -697,6 +712,21 @@ fn run_exec(
         }
     } else {
         let exit = ctx.run_timed(&resource.kind, &inv);
+        if let Exit::NotEntered(_) = exit {
+            // It ran nowhere: the record stays as it was, and a live apply runs it.
+            record.exec = Some(before);
+            let mut outcome = Outcome::new(
+                &key,
+                Some(change),
+                "deferred",
+                Some(format!(
+                    "{}; it runs at the first live apply",
+                    exit.describe()
+                )),
+            );
+            outcome.log = Some(inv.log.display().to_string());
+            return outcome;
+        }
         let finished = state::now();
         rec.last_finish = Some(finished.max(ctx.now));
         rec.last_ok = Some(exit.ok());

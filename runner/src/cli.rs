@@ -99,6 +99,11 @@ fn print_health(health: &[crate::health::ProbeOutcome]) {
             n => format!("{n} attempts"),
         };
         match (&probe.detail, probe.healthy) {
+            _ if probe.not_run.is_some() => println!(
+                "  health {:width$}  not run: {}",
+                probe.name,
+                probe.not_run.as_deref().unwrap_or_default()
+            ),
             (_, true) => println!("  health {:width$}  healthy ({attempts})", probe.name),
             (detail, false) => println!(
                 "  health {:width$}  unhealthy after {attempts}: {} (output in {})",
@@ -113,7 +118,13 @@ fn print_health(health: &[crate::health::ProbeOutcome]) {
         .filter(|p| !p.healthy)
         .map(|p| p.name.as_str())
         .collect();
-    if failing.is_empty() {
+    let ran = health.iter().filter(|p| p.not_run.is_none()).count();
+    if failing.is_empty() && ran < health.len() {
+        println!(
+            "health: {ran} probes pass, {} not run offline",
+            health.len() - ran
+        );
+    } else if failing.is_empty() {
         println!("health: {} probes pass", health.len());
     } else {
         println!(

@@ -3,11 +3,12 @@
 //! before it changes anything. Its own module so that the steps (apply, check, revert,
 //! triggers) can all use it without importing each other.
 
+use crate::confine::{self, Confine};
 use crate::plan::Change;
 use crate::rootfs::Root;
 use crate::scripts::{self, Exit, Invocation};
 use crate::state;
-use bell_bundle::Manifest;
+use bell_bundle::{Manifest, Offline};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs;
@@ -86,6 +87,15 @@ impl Outcome {
     }
 }
 
+/// Where a user's script runs on this run (see [`Ctx::place`]).
+pub(crate) enum Placement {
+    Run(Confine),
+    /// Not now: the first live apply runs it. Why, for the output line.
+    Defer(String),
+    /// Not on this run, and nothing owed.
+    Skip(String),
+}
+
 pub(crate) struct Ctx<'a> {
     pub(crate) root: &'a Root,
     pub(crate) offline: bool,
@@ -124,6 +134,39 @@ impl Ctx<'_> {
         self.offline && script.live_only
     }
 
+    /// Where a user's script (an `exec` or a health probe) runs on this run, given its
+    /// `offline=` mode and the interpreter its `#!` line names. A live run is not confined; on
+    /// an image root the script runs inside the image, or on a read-only build machine, or
+    /// not now, and never on the build machine as it is.
+    pub(crate) fn place(&self, mode: Offline, interpreter: Option<&str>) -> Placement {
+        if !self.offline {
+            return Placement::Run(Confine::Not);
+        }
+        let root = &self.root.dir;
+        let later = "it runs at the first live apply";
+        match mode {
+            Offline::Defer => Placement::Defer(format!("offline=\"defer\": {later}")),
+            Offline::Skip => Placement::Skip("offline=\"skip\": not run offline".to_string()),
+            // `--offline` on `/`: the root is the machine the script is for.
+            _ if root == Path::new("/") => Placement::Run(Confine::Not),
+            _ if crate::sys::effective_uid() != 0 => Placement::Defer(format!(
+                "confining it to the root {} needs root (bell-run runs as uid {}); {later}",
+                root.display(),
+                crate::sys::effective_uid()
+            )),
+            Offline::Root => Placement::Run(Confine::Host(root.clone())),
+            Offline::Image => match interpreter {
+                Some(program) if !confine::file_in_root(root, program) => {
+                    Placement::Defer(format!(
+                        "the image has no {program} to run it inside; {later} (or give it \
+                         offline=\"root\" to run it against $BELL_ROOT on this machine)"
+                    ))
+                }
+                _ => Placement::Run(Confine::Image(root.clone())),
+            },
+        }
+    }
+
     /// A log path relative to the root, as recorded in `state.json`.
     pub(crate) fn rel(&self, path: &Path) -> String {
         match path.strip_prefix(&self.root.dir) {
@@ -148,6 +191,7 @@ impl Ctx<'_> {
             env,
             timeout: self.timeout,
             log: log.clone(),
+            confine: Confine::Not,
         };
         let exit = self.run_timed(kind, &inv);
         // Where the output really is: under the root, which need not be `/`.

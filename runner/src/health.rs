@@ -1,9 +1,9 @@
 //! Health probes: after an apply and after a check, every probe of the bundle runs until it
 //! passes or has failed `retries` attempts. The host is healthy when every one passes. Probes
-//! change nothing, so they run on an image root too (`BELL_OFFLINE=1`), where a probe can look
-//! at the files under `BELL_ROOT`.
+//! change nothing, so they run on an image root too (`BELL_OFFLINE=1`): inside the image, as
+//! `exec` scripts do, unless the probe says otherwise (`offline=`).
 
-use crate::context::Ctx;
+use crate::context::{Ctx, Placement};
 use crate::scripts::{self, Exit, Invocation};
 use crate::state;
 use bell_bundle::{Manifest, Probe};
@@ -22,6 +22,10 @@ pub struct ProbeOutcome {
     pub detail: Option<String>,
     /// Where the last attempt's output is, under the root.
     pub log: String,
+    /// Why the probe did not run on this (offline) run: `offline="defer"`, or an image root
+    /// it could not be confined to. Such a probe does not make the host unhealthy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_run: Option<String>,
 }
 
 /// Runs every probe of `manifest` from the bundle directory `bundle`.
@@ -40,6 +44,18 @@ pub fn run_probes(
 
 fn run_probe(ctx: &Ctx, probe: &Probe, bundle: &Path, generation: &str) -> ProbeOutcome {
     let log = state::resource_log_dir(ctx.root, "health", &probe.name).join("probe.log");
+    let not_run = |why: String| ProbeOutcome {
+        name: probe.name.clone(),
+        healthy: true,
+        attempts: 0,
+        detail: None,
+        log: log.display().to_string(),
+        not_run: Some(why),
+    };
+    let confine = match ctx.place(probe.offline, Some("/bin/sh")) {
+        Placement::Run(confine) => confine,
+        Placement::Defer(why) | Placement::Skip(why) => return not_run(why),
+    };
     let attempts = probe.retries.max(1);
     let mut detail = None;
     for attempt in 1..=attempts {
@@ -53,7 +69,14 @@ fn run_probe(ctx: &Ctx, probe: &Probe, bundle: &Path, generation: &str) -> Probe
             env: ctx.env("health", &probe.name, generation),
             timeout: Duration::from_secs(probe.timeout.max(1)),
             log: log.clone(),
+            confine: confine.clone(),
         });
+        if let Exit::NotEntered(_) = exit {
+            return not_run(format!(
+                "{}; it runs at the first live apply",
+                exit.describe()
+            ));
+        }
         if exit.ok() {
             return ProbeOutcome {
                 name: probe.name.clone(),
@@ -61,6 +84,7 @@ fn run_probe(ctx: &Ctx, probe: &Probe, bundle: &Path, generation: &str) -> Probe
                 attempts: attempt,
                 detail: None,
                 log: log.display().to_string(),
+                not_run: None,
             };
         }
         detail = Some(describe(&exit, &log));
@@ -71,6 +95,7 @@ fn run_probe(ctx: &Ctx, probe: &Probe, bundle: &Path, generation: &str) -> Probe
         attempts,
         detail,
         log: log.display().to_string(),
+        not_run: None,
     }
 }
 

@@ -5,6 +5,7 @@ mod accounts;
 mod apply;
 mod check;
 mod cli;
+mod confine;
 mod context;
 mod exec;
 mod failpoint;

@@ -3,6 +3,7 @@
 //! captured into a log file under the state directory. Also the detached supervisor that
 //! carries a background exec script's timeout and result past the end of its bell-run.
 
+use crate::confine::Confine;
 use crate::sys;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
@@ -20,6 +21,8 @@ pub struct Invocation {
     pub env: Vec<(String, String)>,
     pub timeout: Duration,
     pub log: PathBuf,
+    /// Where it runs when the root is not `/` (paths above are the build machine's).
+    pub confine: Confine,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,6 +32,9 @@ pub enum Exit {
     Signal(i32),
     TimedOut(u64),
     NotStarted(String),
+    /// Confined to an image root or a read-only build machine, and that could not be set up:
+    /// the script did not run anywhere.
+    NotEntered(String),
 }
 
 impl Exit {
@@ -42,6 +48,7 @@ impl Exit {
             Exit::Signal(s) => format!("killed by signal {s}"),
             Exit::TimedOut(t) => format!("timed out after {t}s; its process group was killed"),
             Exit::NotStarted(e) => format!("could not start: {e}"),
+            Exit::NotEntered(e) => format!("could not start it confined: {e}"),
         }
     }
 }
@@ -57,7 +64,15 @@ fn command(inv: &Invocation) -> Result<Command, String> {
         .try_clone()
         .map_err(|e| format!("cannot share {}: {e}", inv.log.display()))?;
     refuse_unknown_format(&inv.program)?;
-    let mut cmd = Command::new(&inv.program);
+    // A bare name (`sh`) is looked up on the script's own PATH.
+    let program = if inv.program.is_absolute() {
+        inv.confine
+            .inside(&inv.program)
+            .ok_or_else(|| format!("{} is not under the root it runs in", inv.program.display()))?
+    } else {
+        inv.program.clone()
+    };
+    let mut cmd = Command::new(program);
     cmd.args(&inv.args)
         .current_dir(&inv.cwd)
         .stdin(Stdio::null())
@@ -70,9 +85,10 @@ fn command(inv: &Invocation) -> Result<Command, String> {
             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         );
     }
-    for (key, value) in &inv.env {
+    for (key, value) in inv.confine.env(&inv.env) {
         cmd.env(key, value);
     }
+    inv.confine.apply(&mut cmd, &inv.cwd)?;
     Ok(cmd)
 }
 
@@ -84,6 +100,10 @@ pub fn run(inv: &Invocation) -> Exit {
     };
     let mut child = match cmd.spawn() {
         Ok(child) => child,
+        // Setting up the namespace failed (or the exec inside it): either way nothing ran.
+        Err(e) if inv.confine != Confine::Not => {
+            return Exit::NotEntered(format!("{}: {e}", inv.program.display()))
+        }
         Err(e) => return Exit::NotStarted(spawn_error(&inv.program, &e)),
     };
     // A timeout too far away to be an instant (a hostile manifest's u64::MAX seconds) is none.
@@ -181,6 +201,7 @@ pub fn spawn_background(inv: &Invocation, result_file: &Path) -> Result<u32, Str
         .arg(result_file)
         .arg(&inv.log)
         .arg(inv.timeout.as_secs().to_string())
+        .arg(inv.confine.to_arg())
         .arg(&inv.cwd)
         .arg(&inv.program)
         .args(&inv.args)
@@ -188,7 +209,8 @@ pub fn spawn_background(inv: &Invocation, result_file: &Path) -> Result<u32, Str
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0);
-    for (key, value) in &inv.env {
+    // As the script will see it: the supervisor passes its environment on.
+    for (key, value) in inv.confine.env(&inv.env) {
         cmd.env(key, value);
     }
     let _ = fs::remove_file(result_file);
@@ -198,23 +220,27 @@ pub fn spawn_background(inv: &Invocation, result_file: &Path) -> Result<u32, Str
     Ok(child.id())
 }
 
-/// The hidden `__supervise` command: `RESULT LOG TIMEOUT CWD PROGRAM ARGS...`, environment
-/// inherited as the foreground run would set it.
+/// The hidden `__supervise` command: `RESULT LOG TIMEOUT CONFINE CWD PROGRAM ARGS...`,
+/// environment inherited as the foreground run would set it.
 pub fn supervise(args: &[OsString]) -> i32 {
-    if args.len() < 5 {
+    if args.len() < 6 {
         return 2;
     }
+    let Some(confine) = Confine::parse(&args[3]) else {
+        return 2;
+    };
     let result_file = PathBuf::from(&args[0]);
     let Some(timeout) = args[2].to_str().and_then(|t| t.parse().ok()) else {
         return 2;
     };
     let inv = Invocation {
-        program: PathBuf::from(&args[4]),
-        args: args[5..].to_vec(),
-        cwd: PathBuf::from(&args[3]),
+        program: PathBuf::from(&args[5]),
+        args: args[6..].to_vec(),
+        cwd: PathBuf::from(&args[4]),
         env: Vec::new(),
         timeout: Duration::from_secs(timeout),
         log: PathBuf::from(&args[1]),
+        confine,
     };
     let exit = run(&inv);
     let result = BackgroundResult {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 /// A script that counts its runs in `name.count` and succeeds from run `ok_from` on.
 fn counting(w: &World, name: &str, ok_from: u32) -> String {
-    let count = w.tmp.path().join(format!("{name}.count"));
+    let count = w.root().join(format!("{name}.count"));
     format!(
         "#!/bin/sh\necho run >> '{c}'\nn=$(wc -l < '{c}')\n[ \"$n\" -ge {ok_from} ]\n",
         c = count.display()
@@ -17,7 +17,7 @@ fn counting(w: &World, name: &str, ok_from: u32) -> String {
 }
 
 fn runs(w: &World, name: &str) -> usize {
-    std::fs::read_to_string(w.tmp.path().join(format!("{name}.count")))
+    std::fs::read_to_string(w.root().join(format!("{name}.count")))
         .map(|t| t.lines().count())
         .unwrap_or(0)
 }
@@ -111,7 +111,7 @@ fn rerun_and_retry_intervals_follow_the_clock() {
 #[test]
 fn a_timeout_kills_the_script_and_its_children() {
     let w = World::new();
-    let marker = w.tmp.path().join("marker");
+    let marker = w.root().join("marker");
     let mut policy = exec_policy(Rerun::Always);
     policy.timeout = 1;
     let script = format!(
@@ -176,12 +176,12 @@ fn wait_for(path: &Path, secs: u64) -> bool {
 #[test]
 fn background_scripts_do_not_block_and_their_result_is_collected_next_time() {
     let w = World::new();
-    let marker = w.tmp.path().join("bg-done");
+    let marker = w.root().join("bg-done");
     let mut policy = exec_policy(Rerun::OnceSuccessfully);
     policy.background = true;
     // It runs until the test lets it go (or a minute passes): an apply that waited for it
     // would take that minute, whatever the machine's load.
-    let go = w.tmp.path().join("go");
+    let go = w.root().join("go");
     let script = format!(
         "#!/bin/sh\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done\necho run >> '{}'\n",
         go.display(),
@@ -229,7 +229,7 @@ fn background_scripts_do_not_block_and_their_result_is_collected_next_time() {
 #[test]
 fn a_background_script_that_times_out_is_killed_and_recorded_failed() {
     let w = World::new();
-    let marker = w.tmp.path().join("never");
+    let marker = w.root().join("never");
     let mut policy = exec_policy(Rerun::OnceSuccessfully);
     policy.background = true;
     policy.timeout = 1;
@@ -258,8 +258,8 @@ fn a_background_script_that_times_out_is_killed_and_recorded_failed() {
 #[test]
 fn args_and_env_reach_the_script_exactly() {
     let w = World::new();
-    let out_args = w.tmp.path().join("args");
-    let out_env = w.tmp.path().join("env");
+    let out_args = w.root().join("args");
+    let out_env = w.root().join("env");
     let hostile = [
         "$(touch /tmp/bell-pwned)",
         "a b  c",
@@ -343,7 +343,7 @@ fn an_exec_env_cannot_override_bell_runs_own_variables() {
     policy.env.insert("BELL_OFFLINE".into(), "0".into());
     policy.env.insert("BELL_ROOT".into(), "/".into());
     policy.env.insert("MINE".into(), "kept".into());
-    let seen = w.tmp.path().join("seen");
+    let seen = w.root().join("seen");
     let script = format!(
         "#!/bin/sh\necho \"$BELL_OFFLINE $BELL_ROOT $MINE\" > '{}'\n",
         seen.display()

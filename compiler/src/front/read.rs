@@ -134,24 +134,42 @@ pub fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
+/// Commented-out blocks (`/- {`) nested deeper than this are refused: the KDL parser's work
+/// grows fourfold with each such level left open (the fuzzer found 10 levels taking minutes),
+/// and no spec comments out blocks inside commented-out blocks this deep.
+pub const MAX_COMMENTED_NESTING: usize = 4;
+
+/// What nests too deep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nesting {
+    /// Blocks, block comments or `/-` in a row, beyond `max`.
+    Blocks,
+    /// Commented-out blocks, beyond [`MAX_COMMENTED_NESTING`].
+    CommentedOut,
+}
+
 /// The offset of the first `{` block, block comment or `/-` in KDL text that goes deeper than
 /// `max`. The KDL parser recurses once per nested block, once per nested block comment and
 /// once per `/-` in a row, and would overflow its stack on thousands of any (the fuzzer found
 /// the last two), so this runs first. Strings (quoted, raw and multi-line) and line comments
 /// are skipped as the parser skips them; on text that is not KDL the count may be off, which
 /// only moves where the parser then reports its syntax error.
-pub fn too_deep(text: &str, max: usize) -> Option<usize> {
+pub fn too_deep(text: &str, max: usize) -> Option<(usize, Nesting)> {
     let b = text.as_bytes();
     let mut depth = 0usize;
+    // Per open block, whether it is commented out (`/- {`); and how many of those are open.
+    let mut open: Vec<bool> = Vec::new();
+    let mut commented = 0usize;
     // `/-` in a row, with only blanks and comments between them.
     let mut slashdashes = 0usize;
     let mut i = 0;
     while i < b.len() {
+        let after_slashdash = slashdashes > 0;
         match b[i] {
             b'/' if b.get(i + 1) == Some(&b'-') => {
                 slashdashes += 1;
                 if slashdashes > max {
-                    return Some(i);
+                    return Some((i, Nesting::Blocks));
                 }
                 i += 2;
                 continue;
@@ -167,12 +185,22 @@ pub fn too_deep(text: &str, max: usize) -> Option<usize> {
             b'{' => {
                 depth += 1;
                 if depth > max {
-                    return Some(i);
+                    return Some((i, Nesting::Blocks));
+                }
+                open.push(after_slashdash);
+                if after_slashdash {
+                    commented += 1;
+                    if commented > MAX_COMMENTED_NESTING {
+                        return Some((i, Nesting::CommentedOut));
+                    }
                 }
                 i += 1;
             }
             b'}' => {
                 depth = depth.saturating_sub(1);
+                if open.pop() == Some(true) {
+                    commented -= 1;
+                }
                 i += 1;
             }
             b'/' if b.get(i + 1) == Some(&b'/') => {
@@ -187,7 +215,7 @@ pub fn too_deep(text: &str, max: usize) -> Option<usize> {
                     if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
                         level += 1;
                         if level > max {
-                            return Some(i);
+                            return Some((i, Nesting::Blocks));
                         }
                         i += 2;
                     } else if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
@@ -264,21 +292,34 @@ mod tests {
     fn nesting_ignores_braces_in_strings_and_comments() {
         let text = "a { b { c \"{{{{\" #\"}}}{\"# /* { { */ // {{{\n } }\n";
         assert_eq!(too_deep(text, 2), None);
-        assert_eq!(too_deep(text, 1), Some(6));
+        assert_eq!(too_deep(text, 1), Some((6, Nesting::Blocks)));
         let multi = "s \"\"\"\n{{{{\n\"\"\" {}";
         assert_eq!(too_deep(multi, 1), None);
         let deep = "a {".repeat(100);
-        assert_eq!(too_deep(&deep, 64), Some(64 * 3 + 2));
+        assert_eq!(too_deep(&deep, 64), Some((64 * 3 + 2, Nesting::Blocks)));
     }
 
     #[test]
     fn nested_comments_and_slashdashes_in_a_row_count_as_nesting() {
-        assert_eq!(too_deep(&"/*".repeat(3), 2), Some(4));
+        assert_eq!(too_deep(&"/*".repeat(3), 2), Some((4, Nesting::Blocks)));
         assert_eq!(too_deep("/* /* */ */ /* /* */ */", 2), None);
-        assert_eq!(too_deep("/- /-\n/- x", 2), Some(6));
+        assert_eq!(too_deep("/- /-\n/- x", 2), Some((6, Nesting::Blocks)));
         // A node between them ends the row.
         assert_eq!(too_deep("/- a /- b /- c", 2), None);
-        assert_eq!(too_deep("/- /* c */ /- x", 1), Some(11));
+        assert_eq!(too_deep("/- /* c */ /- x", 1), Some((11, Nesting::Blocks)));
+    }
+
+    #[test]
+    fn commented_out_blocks_nest_only_a_few_levels() {
+        // The fuzzer's find: each level left open multiplies the parser's work by four.
+        let open = "/-x /- {a\n".repeat(MAX_COMMENTED_NESTING + 1);
+        let at = "/-x /- {a\n".len() * MAX_COMMENTED_NESTING + "/-x /- ".len();
+        assert_eq!(too_deep(&open, 64), Some((at, Nesting::CommentedOut)));
+        // Closed ones do not add up, nor do ordinary blocks inside one.
+        let closed = "/-x /- {a}\n".repeat(100);
+        assert_eq!(too_deep(&closed, 64), None);
+        let plain = format!("/- a {{ {} }}", "b { ".repeat(10));
+        assert_eq!(too_deep(&plain, 64), None);
     }
 
     #[test]

@@ -25,6 +25,20 @@ use bell_bundle::{ExecPolicy, OnFailure, Rerun};
 
 pub struct Exec;
 
+/// The values of `offline=` on `exec` and `health`: where the script runs on an image root.
+pub const OFFLINE_MODES: &[&str] = &["image", "defer", "skip", "root"];
+
+/// A resource's `offline=`, already checked against [`OFFLINE_MODES`] by the schema.
+pub fn offline_mode(res: &ResolvedResource) -> bell_bundle::Offline {
+    use bell_bundle::Offline;
+    match res.str("offline") {
+        Some("defer") => Offline::Defer,
+        Some("skip") => Offline::Skip,
+        Some("root") => Offline::Root,
+        _ => Offline::Image,
+    }
+}
+
 impl ResourceKind for Exec {
     fn keyword(&self) -> &'static str {
         "exec"
@@ -47,6 +61,7 @@ impl ResourceKind for Exec {
             FieldSchema::new("timeout", Prop, Seconds, false),
             FieldSchema::new("on-failure", Prop, Enum(&["continue", "halt"]), false),
             FieldSchema::new("background", Prop, Bool, false),
+            FieldSchema::new("offline", Prop, Enum(OFFLINE_MODES), false),
             FieldSchema::new("args", ChildArgs, Strings, false),
             FieldSchema::new("env", ChildProps, StrMap, false),
             FieldSchema::new("script", ChildArg, Str, true).checked(interpreter_line),
@@ -278,6 +293,7 @@ pub fn policy(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<ExecPol
         background: res.bool("background").unwrap_or(false),
         args: res.list("args").to_vec(),
         env,
+        offline: offline_mode(res),
     })
 }
 

@@ -36,6 +36,7 @@ impl ResourceKind for Health {
             FieldSchema::new("timeout", Prop, Duration, false),
             FieldSchema::new("retries", Prop, Count, false),
             FieldSchema::new("interval", Prop, Duration, false),
+            FieldSchema::new("offline", Prop, Enum(super::exec::OFFLINE_MODES), false),
             FieldSchema::new("run", ChildArg, Str, true),
         ];
         SCHEMA
@@ -147,5 +148,6 @@ fn policy(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<ProbePolicy
         timeout,
         retries: u32::try_from(retries).unwrap_or(DEFAULT_RETRIES),
         interval,
+        offline: super::exec::offline_mode(res),
     })
 }

@@ -435,6 +435,7 @@ pub struct ProbePolicy {
     pub timeout: u64,
     pub retries: u32,
     pub interval: u64,
+    pub offline: bell_bundle::Offline,
 }
 
 /// A resource as a kind module describes it, before hashing.
@@ -601,6 +602,7 @@ impl BundleBuilder {
             timeout: policy.timeout,
             retries: policy.retries,
             interval: policy.interval,
+            offline: policy.offline,
         });
     }
 

@@ -83,6 +83,30 @@ pub fn image_root() -> tempfile::TempDir {
     root
 }
 
+/// Where a test's offline script or probe leaves a mark: in its own root, the only place
+/// outside a private `/tmp` it may write (`offline="root"`). A shell word, quoted.
+pub const MARKS: &str = "\\\"$BELL_ROOT/marks\\\"";
+
+/// The marks every root's scripts left, in the order of their timestamp (the last word of
+/// each line, nanoseconds).
+pub fn marks(roots: &[PathBuf]) -> String {
+    let mut lines: Vec<(u128, String)> = roots
+        .iter()
+        .flat_map(|r| {
+            std::fs::read_to_string(r.join("marks"))
+                .unwrap_or_default()
+                .lines()
+                .map(|l| {
+                    let at = l.rsplit(' ').next().and_then(|w| w.parse().ok());
+                    (at.unwrap_or(0), format!("{l}\n"))
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    lines.sort();
+    lines.into_iter().map(|(_, l)| l).collect()
+}
+
 /// Everything under a root: type, mode, owner, content or link target, modification time.
 pub fn fingerprint(root: &Path) -> BTreeMap<PathBuf, String> {
     walkdir::WalkDir::new(root)

@@ -237,6 +237,44 @@ pub struct ExecPolicy {
     pub args: Vec<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Where the script runs when bell-run applies to an image root.
+    #[serde(default, skip_serializing_if = "Offline::is_image")]
+    pub offline: Offline,
+}
+
+/// Where an `exec` script or a health probe runs when bell-run works on a root other than `/`
+/// (an image being baked). The build machine is never the place: a script written for the
+/// host it configures would configure the machine that bakes the image.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Offline {
+    /// Inside the image: a private mount namespace whose `/` is the root, with `/proc`, `/sys`
+    /// and a minimal `/dev` read-only, as image builders run their chroots.
+    #[default]
+    Image,
+    /// Not run; the first live apply runs it. Counted as deferred, like a package.
+    Defer,
+    /// Not run on an image root at all.
+    Skip,
+    /// On the build machine with `BELL_ROOT` set, everything but the root and a private `/tmp`
+    /// read-only: for scripts written against `$BELL_ROOT`.
+    Root,
+}
+
+impl Offline {
+    pub fn is_image(&self) -> bool {
+        *self == Offline::Image
+    }
+
+    /// The word the spec writes: `offline="defer"`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Offline::Image => "image",
+            Offline::Defer => "defer",
+            Offline::Skip => "skip",
+            Offline::Root => "root",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -277,6 +315,9 @@ pub struct Probe {
     pub retries: u32,
     /// Seconds between attempts.
     pub interval: u64,
+    /// Where the probe runs when bell-run applies to an image root.
+    #[serde(default, skip_serializing_if = "Offline::is_image")]
+    pub offline: Offline,
 }
 
 /// `release.json`: one build of a whole fleet.

@@ -393,6 +393,9 @@ impl BundleSpec {
                         timeout: *timeout,
                         retries: *retries,
                         interval: *interval,
+                        // A test plays a host with a temporary root: its probes look at
+                        // `$BELL_ROOT` from the test machine.
+                        offline: bell_bundle::Offline::Root,
                     },
                 )
                 .collect(),
@@ -456,6 +459,9 @@ pub fn exec_policy(rerun: bell_bundle::Rerun) -> ExecPolicy {
         background: false,
         args: Vec::new(),
         env: BTreeMap::new(),
+        // A test plays a host with a temporary root: its scripts write under `$BELL_ROOT`
+        // from the test machine.
+        offline: bell_bundle::Offline::Root,
     }
 }
 

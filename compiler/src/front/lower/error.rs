@@ -144,6 +144,20 @@ pub enum LowerError {
         span: SourceSpan,
         file: FileId,
     },
+    #[error("commented-out blocks (`/- {{`) nest deeper than {max} levels")]
+    #[diagnostic(
+        code(bell::load::commented_out_too_deep),
+        help(
+            "each commented-out block left open inside another multiplies the parser's work; \
+             delete the commented-out blocks, or close each one's `{{` with its `}}`"
+        )
+    )]
+    CommentedOutTooDeep {
+        max: usize,
+        #[label("level {}", max + 1)]
+        span: SourceSpan,
+        file: FileId,
+    },
     #[error("include cycle: {chain}")]
     #[diagnostic(
         code(bell::load::include_cycle),
@@ -197,7 +211,8 @@ impl LowerError {
             | EmptyGlob { file, .. }
             | Inventory { file, .. }
             | NotUtf8 { file, .. }
-            | TooDeep { file, .. } => Some(*file),
+            | TooDeep { file, .. }
+            | CommentedOutTooDeep { file, .. } => Some(*file),
             UnreadableSpec { .. } => None,
         }
     }

@@ -498,7 +498,7 @@ impl Lowerer<'_> {
                 .iter()
                 .map(|&id| self.sources.get(id).text.clone())
                 .collect();
-            let parsed: Vec<Result<Result<KdlDocument, kdl::KdlError>, usize>> = {
+            let parsed: Vec<Result<Result<KdlDocument, kdl::KdlError>, (usize, read::Nesting)>> = {
                 use rayon::prelude::*;
                 texts.par_iter().map(|t| Self::parse_checked(t)).collect()
             };

@@ -157,7 +157,9 @@ impl Lowerer<'_> {
 
     /// Parses a file's text, unless its blocks nest deeper than the parser's stack allows
     /// (reported here). A free function of the text, so included files parse in parallel.
-    fn parse_checked(text: &str) -> Result<Result<KdlDocument, kdl::KdlError>, usize> {
+    fn parse_checked(
+        text: &str,
+    ) -> Result<Result<KdlDocument, kdl::KdlError>, (usize, read::Nesting)> {
         match read::too_deep(text, read::MAX_NESTING) {
             Some(at) => Err(at),
             None => Ok(KdlDocument::parse_v2(text)),
@@ -174,11 +176,19 @@ impl Lowerer<'_> {
         }
     }
 
-    fn too_deep(&mut self, file: FileId, at: usize) {
-        self.diags.push(LowerError::TooDeep {
-            max: read::MAX_NESTING,
-            span: SourceSpan::new(at.into(), 1),
-            file,
+    fn too_deep(&mut self, file: FileId, (at, nesting): (usize, read::Nesting)) {
+        let span = SourceSpan::new(at.into(), 1);
+        self.diags.push(match nesting {
+            read::Nesting::Blocks => LowerError::TooDeep {
+                max: read::MAX_NESTING,
+                span,
+                file,
+            },
+            read::Nesting::CommentedOut => LowerError::CommentedOutTooDeep {
+                max: read::MAX_COMMENTED_NESTING,
+                span,
+                file,
+            },
         });
     }
 
