@@ -56,7 +56,10 @@ markers (apply, rollback, --dry-run), one per resource line:
 each apply line then says what happened: ok, failed, skipped (a resource it depends on
 failed), halted (an exec with on-failure=halt failed before it), deferred (to the first live
 apply: an offline apply to an image root starts no service and loads no sysctl), not-due (an
-exec whose rerun policy says not now), started (an exec in the background)";
+exec whose rerun policy says not now), started (an exec in the background)
+on a root other than /, exec scripts and health probes run inside that root (a private mount
+namespace with it as /), never on this machine; offline= in the spec chooses defer, skip or
+root (this machine read-only but for the root and a private /tmp)";
 
 const OK: i32 = 0;
 const REFUSED: i32 = 1;

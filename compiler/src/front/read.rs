@@ -139,6 +139,49 @@ pub fn io_reason(e: &std::io::Error) -> String {
 /// and no spec comments out blocks inside commented-out blocks this deep.
 pub const MAX_COMMENTED_NESTING: usize = 4;
 
+/// The first `/- {` that opens a commented-out block inside [`MAX_COMMENTED_NESTING`] others.
+/// Counted on the raw bytes, strings and comments included: on malformed text the parser,
+/// recovering from one error after another, may read what looks like a string or a comment
+/// as blocks (the fuzzer's case), and a real spec has no `/- {` in its strings this deep.
+fn commented_out_too_deep(b: &[u8]) -> Option<(usize, Nesting)> {
+    // Per open block, whether it is commented out.
+    let mut open: Vec<bool> = Vec::new();
+    let mut commented = 0usize;
+    let mut after_slashdash = false;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'-') => {
+                after_slashdash = true;
+                i += 2;
+                continue;
+            }
+            c if c.is_ascii_whitespace() => {
+                i += 1;
+                continue;
+            }
+            b'{' => {
+                open.push(after_slashdash);
+                if after_slashdash {
+                    commented += 1;
+                    if commented > MAX_COMMENTED_NESTING {
+                        return Some((i, Nesting::CommentedOut));
+                    }
+                }
+            }
+            b'}' => {
+                if open.pop() == Some(true) {
+                    commented -= 1;
+                }
+            }
+            _ => {}
+        }
+        after_slashdash = false;
+        i += 1;
+    }
+    None
+}
+
 /// What nests too deep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Nesting {
@@ -157,14 +200,10 @@ pub enum Nesting {
 pub fn too_deep(text: &str, max: usize) -> Option<(usize, Nesting)> {
     let b = text.as_bytes();
     let mut depth = 0usize;
-    // Per open block, whether it is commented out (`/- {`); and how many of those are open.
-    let mut open: Vec<bool> = Vec::new();
-    let mut commented = 0usize;
     // `/-` in a row, with only blanks and comments between them.
     let mut slashdashes = 0usize;
     let mut i = 0;
     while i < b.len() {
-        let after_slashdash = slashdashes > 0;
         match b[i] {
             b'/' if b.get(i + 1) == Some(&b'-') => {
                 slashdashes += 1;
@@ -187,20 +226,10 @@ pub fn too_deep(text: &str, max: usize) -> Option<(usize, Nesting)> {
                 if depth > max {
                     return Some((i, Nesting::Blocks));
                 }
-                open.push(after_slashdash);
-                if after_slashdash {
-                    commented += 1;
-                    if commented > MAX_COMMENTED_NESTING {
-                        return Some((i, Nesting::CommentedOut));
-                    }
-                }
                 i += 1;
             }
             b'}' => {
                 depth = depth.saturating_sub(1);
-                if open.pop() == Some(true) {
-                    commented -= 1;
-                }
                 i += 1;
             }
             b'/' if b.get(i + 1) == Some(&b'/') => {
@@ -274,7 +303,7 @@ pub fn too_deep(text: &str, max: usize) -> Option<(usize, Nesting)> {
             _ => i += 1,
         }
     }
-    None
+    commented_out_too_deep(b)
 }
 
 #[cfg(test)]
