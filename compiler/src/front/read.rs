@@ -169,11 +169,7 @@ fn commented_out_too_deep(b: &[u8]) -> Option<(usize, Nesting)> {
                     }
                 }
             }
-            b'}' => {
-                if open.pop() == Some(true) {
-                    commented -= 1;
-                }
-            }
+            b'}' if open.pop() == Some(true) => commented -= 1,
             _ => {}
         }
         after_slashdash = false;
