@@ -46,11 +46,15 @@ fn minimal_root(root: &Path) {
     }
     let shell = ["/bin/dash", "/bin/sh"]
         .into_iter()
-        .map(|p| fs::canonicalize(p).unwrap())
-        .next()
-        .unwrap();
-    fs::copy(&shell, root.join("bin/sh")).unwrap();
-    let ldd = Command::new("ldd").arg(&shell).output().unwrap();
+        .find_map(|p| fs::canonicalize(p).ok())
+        .expect("a shell");
+    install(&shell, root, "bin/sh");
+}
+
+/// Copies `program` into `root` as `at`, with the libraries `ldd` says it links.
+fn install(program: &Path, root: &Path, at: &str) {
+    fs::copy(program, root.join(at)).unwrap();
+    let ldd = Command::new("ldd").arg(program).output().unwrap();
     for lib in String::from_utf8_lossy(&ldd.stdout)
         .split_whitespace()
         .filter(|w| w.starts_with('/'))
@@ -159,17 +163,7 @@ fn scripts_for_the_image_run_inside_it_and_never_on_the_build_machine() {
 
     // The deferred script runs once the image can run it: here, once it has bash.
     if let Some(bash) = bell_testkit::find("bash") {
-        let bash = fs::canonicalize(bash).unwrap();
-        fs::copy(&bash, root.join("bin/bash")).unwrap();
-        let ldd = Command::new("ldd").arg(&bash).output().unwrap();
-        for lib in String::from_utf8_lossy(&ldd.stdout)
-            .split_whitespace()
-            .filter(|w| w.starts_with('/'))
-        {
-            let to = root.join(lib.trim_start_matches('/'));
-            fs::create_dir_all(to.parent().unwrap()).unwrap();
-            fs::copy(lib, &to).unwrap();
-        }
+        install(&fs::canonicalize(bash).unwrap(), &root, "bin/bash");
         let again = apply_in_namespace(&bundle, &root, &motd);
         let out = format!("{}{}", again.stdout, again.stderr);
         assert_eq!(again.code, 0, "{out}");

@@ -267,6 +267,17 @@ fn chdir(path: &CStr) -> io::Result<()> {
     check(unsafe { libc::chdir(path.as_ptr()) })
 }
 
+/// A `/tmp` of the script's own, gone with it.
+fn private_tmp() -> io::Result<()> {
+    mount(
+        c"tmpfs",
+        c"/tmp",
+        Some(c"tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some(c"mode=1777"),
+    )
+}
+
 const HIDDEN: libc::c_ulong = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
 
 /// In the forked child: makes the image root `/` of a private mount namespace.
@@ -303,13 +314,7 @@ fn enter_image(root: &CStr, cwd: &CStr) -> io::Result<()> {
         minimal_dev()?;
     }
     if is_dir(c"/tmp") {
-        mount(
-            c"tmpfs",
-            c"/tmp",
-            Some(c"tmpfs"),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            Some(c"mode=1777"),
-        )?;
+        private_tmp()?;
     }
     chdir(cwd)
 }
@@ -406,13 +411,7 @@ fn read_only_host(root: &CStr, tmp_prefixes: &[CString], cwd: &CStr) -> io::Resu
     read_only_tree(c"/", true)?;
     // The root's directory in this namespace, held before a private /tmp may hide it.
     chdir(root)?;
-    mount(
-        c"tmpfs",
-        c"/tmp",
-        Some(c"tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some(c"mode=1777"),
-    )?;
+    private_tmp()?;
     for dir in tmp_prefixes {
         // SAFETY: a NUL-terminated path.
         let rc = unsafe { libc::mkdir(dir.as_ptr(), 0o755) };
