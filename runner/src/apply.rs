@@ -57,6 +57,9 @@ pub struct Report {
     pub changed: usize,
     /// Resources whose apply needs a live host (exit `EXIT_DEFERRED` offline).
     pub deferred: usize,
+    /// Of `changed`: resources the bundle did not change whose files had drifted on the host,
+    /// put back by this apply.
+    pub repaired: usize,
     /// Resources, reverts and triggers that did not succeed.
     pub failed: Vec<String>,
     /// Resources whose check script found the live value drifted (they were applied again),
@@ -168,6 +171,7 @@ fn report(checked: &Checked, opts: &Options, recovered: Option<String>, plan: Pl
         resources: Vec::new(),
         changed: 0,
         deferred: 0,
+        repaired: 0,
         failed: Vec::new(),
         drift: Vec::new(),
         health: Vec::new(),
@@ -400,6 +404,12 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         .filter(|(r, o)| r.change != Change::Unchanged && o.status != "deferred")
         .count()
         + plan.departed.len();
+    rep.repaired = plan
+        .resources
+        .iter()
+        .zip(&rep.resources)
+        .filter(|(r, o)| r.change == Change::Drifted && o.status == "ok")
+        .count();
     rep.failed = rep
         .reverts
         .iter()
@@ -584,6 +594,12 @@ fn run_resources(
         } else {
             Outcome::new(&key, Some(change), "ok", None)
         };
+        let mut outcome = outcome;
+        if change == Change::Drifted && outcome.status == "ok" && outcome.detail.is_none() {
+            // Said on the line, not only by the `*`: a reviewer reading the output after an
+            // incident must see that this apply undid a change made on the host.
+            outcome.detail = Some("drifted → put back".to_string());
+        }
         match outcome.status.as_str() {
             "failed" | "skipped" | "halted" => {
                 broken.insert(key.clone());

@@ -755,11 +755,11 @@ fn print_outcome(prefix: &str, outcome: &Outcome, width: usize) {
     println!("{line}");
 }
 
-/// `2 changed, 9 unchanged, 1 failed (user:ops), 2 skipped (exec:a, exec:b), 1 deferred to
-/// the first live apply`: each resource counted once, under what happened to it. A resource
+/// `2 changed, 1 drifted and put back, 9 unchanged, 1 failed (user:ops), 2 skipped (exec:a,
+/// exec:b), 1 deferred to the first live apply`: each resource counted once, under what happened to it. A resource
 /// skipped because one it depends on failed is not a failure of its own.
 fn summary(report: &Report) -> String {
-    let (mut changed, mut unchanged) = (0, 0);
+    let (mut changed, mut unchanged, mut repaired) = (0, 0, 0);
     let (mut failed, mut skipped) = (Vec::new(), Vec::new());
     for outcome in report.reverts.iter().chain(&report.triggers) {
         match outcome.status.as_str() {
@@ -776,13 +776,15 @@ fn summary(report: &Report) -> String {
             "skipped" | "halted" => skipped.push(outcome.key.as_str()),
             "deferred" => {}
             _ if planned.change == Change::Unchanged => unchanged += 1,
+            "ok" if planned.change == Change::Drifted => repaired += 1,
             _ => changed += 1,
         }
     }
-    let mut parts = vec![
-        format!("{changed} changed"),
-        format!("{unchanged} unchanged"),
-    ];
+    let mut parts = vec![format!("{changed} changed")];
+    if repaired > 0 {
+        parts.push(format!("{repaired} drifted and put back"));
+    }
+    parts.push(format!("{unchanged} unchanged"));
     if !failed.is_empty() {
         parts.push(format!("{} failed ({})", failed.len(), failed.join(", ")));
     }

@@ -129,8 +129,34 @@ fn check_names_exactly_what_drifted_and_apply_repairs_it() {
         std::fs::read_to_string(w.tmp.path().join("live")).unwrap(),
         "42\n"
     );
+    // Said and counted as a repair, not as a change of the bundle.
+    let repaired: Vec<&serde_json::Value> = applied["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["detail"] == "drifted → put back")
+        .map(|o| &o["key"])
+        .collect();
+    assert_eq!(repaired, ["conf:demo", "live:value"], "{applied}");
+    assert_eq!(applied["repaired"], 2, "{applied}");
     let out = check(&w, &[]);
     expect_code(&out, 0);
+
+    // The same on the lines a person reads.
+    std::fs::write(w.tmp.path().join("live"), "8\n").unwrap();
+    expect_code(&check(&w, &[]), 2);
+    let out = w.apply(&b, &[]);
+    expect_code(&out, 0);
+    let text = stdout(&out);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("  * live:value") && l.ends_with("ok: drifted → put back")),
+        "{text}"
+    );
+    assert!(
+        text.contains("result: 0 changed, 1 drifted and put back, "),
+        "{text}"
+    );
 
     // A check that cannot answer is an error (exit 1), not drift.
     let b2 = w.build(&spec);
