@@ -80,7 +80,7 @@ pub fn frontend(path: &Path, sources: &mut Sources, diags: &mut Diagnostics) -> 
 pub fn analyse(spec: Spec, sources: &Sources, diags: &mut Diagnostics) -> Frontend {
     let resolution = resolve::resolve(&spec, &targets::names(), diags);
     kinds::check_hosts(&resolution.hosts, sources, diags);
-    let orders = graph::order_hosts(&resolution.hosts, sources, diags);
+    let orders = graph::order_hosts(&resolution.hosts, &spec.rejected, sources, diags);
     let layers = graph::services::check(&resolution.hosts, diags);
     Frontend {
         spec,
@@ -94,9 +94,32 @@ pub fn analyse(spec: Spec, sources: &Sources, diags: &mut Diagnostics) -> Fronte
 pub fn compile(path: &Path, sources: &mut Sources, diags: &mut Diagnostics) -> Option<Compiled> {
     let front = frontend(path, sources, diags)?;
     if diags.has_errors() {
+        template_errors(front, sources, diags);
         return None;
     }
     compile_frontend(front, sources, diags)
+}
+
+/// For a front end that found errors: renders its hosts anyway, for their template errors
+/// alone, so that a template typo is reported in the same run as the errors before it rather
+/// than in the next. Nothing else rendering says is kept: a clash or a bad value there may
+/// only follow from a node dropped for an earlier error. Skipped after a service error, where
+/// a template's `services` would be missing for that reason alone.
+pub fn template_errors(front: Frontend, sources: &Sources, diags: &mut Diagnostics) {
+    if front.layers.is_none() {
+        return;
+    }
+    let mut found = Diagnostics::new();
+    let mut cache = render::RenderCache::default();
+    let mut discard = |_: Vec<RenderedBundle>| Ok::<(), std::convert::Infallible>(());
+    let _ = compile_streamed(front, sources, &mut found, &mut cache, &mut discard);
+    for d in found.into_boxed() {
+        if d.code()
+            .is_some_and(|c| c.to_string() == "bell::render::template")
+        {
+            diags.push_boxed(d);
+        }
+    }
 }
 
 /// A compiled spec whose bundles went to a sink as they were rendered (see [`compile_streamed`]).

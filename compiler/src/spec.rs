@@ -7,7 +7,7 @@
 
 use crate::diagnostic::Invalid;
 use crate::source::Span;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone)]
 pub struct Spec {
@@ -22,6 +22,9 @@ pub struct Spec {
     /// `--allow-unknown-sysctl`: keys the target's kernel list does not have are accepted
     /// (set by the command line, not by the spec).
     pub allow_unknown_sysctl: bool,
+    /// Resources whose declaration had an error (reported, and the node dropped): a `remove`
+    /// or an `after` naming one is not a second mistake, and is not reported as one.
+    pub rejected: BTreeSet<(Kind, String)>,
 }
 
 #[derive(Debug, Clone)]

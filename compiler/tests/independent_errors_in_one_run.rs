@@ -97,3 +97,81 @@ fn a_shared_mistake_is_reported_once() {
     assert_eq!(run.code, 1);
     assert_eq!(run.diagnostics().len(), 1, "{}", run.stderr);
 }
+
+/// A newcomer's first file, with the mistakes a first hour makes: each is reported in the first
+/// run, a bare `true` included (a syntax error no longer hides the rest of the file), and the
+/// template typo beside them, though templates render only after every other check.
+const FIRST_HOUR: &str = r##"fleet "lab" target="debian-12"
+host "web-1" address="10.0.0.1" role="web"
+host "web-2" address="10.0.0.2" role="web"
+sysctl {
+    net.ipv4.ip_forward 1
+    fs.inode-nr 5
+}
+user "ops" sudo=true {
+    ssh-key file="keys/ops.pub"
+}
+package "nginx" version="latest"
+package "curl" version="lat"
+file "/etc/motd" {
+    content "hello {{ host.nmae }}\n"
+}
+exec "after-curl.sh" {
+    script "#!/bin/sh\n"
+    after "package:curl"
+}
+override "web" {
+    match role="web"
+    remove "package:ngnix"
+    remove "package:curl"
+}
+"##;
+
+#[test]
+fn a_first_hour_of_mistakes_is_reported_in_one_run() {
+    let run = Fixture::spec(FIRST_HOUR)
+        .file("keys/ops.pub", "not a key\n")
+        .bellc(&["--short", "check"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    let expected = [
+        ("bell.kdl:6:5:", "`fs.inode-nr` is read-only"),
+        ("bell.kdl:8:17:", "bare `true` is not a value in KDL 2"),
+        ("bell.kdl:11:17:", "version `latest` has an upstream part"),
+        ("bell.kdl:12:16:", "version `lat` has an upstream part"),
+        ("bell.kdl:14:23:", "`host.nmae` is"),
+        ("bell.kdl:22:12:", "`remove` names `package:ngnix`"),
+        ("keys/ops.pub:1:1:", "unknown ssh key type `not`"),
+    ];
+    assert_eq!(diags.len(), expected.len(), "{diags:#?}");
+    for ((at, message), line) in expected.iter().zip(&diags) {
+        assert!(
+            line.starts_with(at) && line.contains(message),
+            "expected {at} … {message}\n got {line}"
+        );
+    }
+    // The misspelt removal still gets its did-you-mean from the package whose version was
+    // wrong; the removal of that package and the `after` naming it are not second mistakes.
+    assert!(
+        run.stderr.contains("did you mean `package:nginx`?"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Only when every syntax error is a bare word is the rest of the file read on: any other
+/// syntax error still stops the file there (its nodes cannot be told apart).
+#[test]
+fn another_syntax_error_still_stops_the_file() {
+    let spec = "fleet \"f\" target=\"debian-12\"\nhost \"h\"\nuser \"ops\" sudo=true\npackage \"a\" version=\"latest\" {\n";
+    let run = Fixture::spec(spec).bellc(&["--short", "check"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    assert!(!diags.is_empty());
+    assert!(
+        diags
+            .iter()
+            .all(|d| d.contains("error[bell::parse::syntax]")),
+        "{diags:#?}"
+    );
+}

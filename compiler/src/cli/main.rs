@@ -530,6 +530,7 @@ fn compile(
 ) -> Option<bellc::Compiled> {
     let front = frontend(cli, path, sources, diags)?;
     if diags.has_errors() {
+        bellc::template_errors(front, sources, diags);
         return None;
     }
     bellc::compile_frontend(front, sources, diags)
@@ -547,7 +548,9 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                         diags,
                     )?;
                 }
-                if !diags.has_errors() {
+                if diags.has_errors() {
+                    bellc::template_errors(front, sources, diags);
+                } else {
                     bellc::compile_frontend(front, sources, diags);
                 }
             }
@@ -807,6 +810,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             let front = bellc::analyse(spec_tree, sources, diags);
             lap("resolve", &mut phases);
             if diags.has_errors() {
+                bellc::template_errors(front, sources, diags);
                 return Ok(1);
             }
             if *check {

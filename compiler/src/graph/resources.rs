@@ -252,8 +252,11 @@ struct Node {
 
 /// Orders every distinct model of a resolution once. Returns one order per host, by index into
 /// `hosts`; `None` for hosts whose model has a diagnostic (reported once per span, not per host).
+/// `rejected`: resources whose declaration had an error (already reported); an `after` naming
+/// one waits for nothing and is not reported again.
 pub fn order_hosts(
     hosts: &[ResolvedHost],
+    rejected: &std::collections::BTreeSet<(crate::spec::Kind, String)>,
     sources: &Sources,
     diags: &mut Diagnostics,
 ) -> Vec<Option<Arc<ResourceOrder>>> {
@@ -261,7 +264,10 @@ pub fn order_hosts(
     let mut reported = HashSet::new();
     // What some host has: an `after` naming one of these is not a typo on a host that lacks
     // it (an override removed it there, or only other hosts get it); there is nothing to wait for.
-    let mut declared: HashSet<(RefKind, String)> = HashSet::new();
+    let mut declared: HashSet<(RefKind, String)> = rejected
+        .iter()
+        .map(|(kind, name)| (RefKind::Resource(*kind), name.clone()))
+        .collect();
     let mut seen: HashSet<*const Model> = HashSet::new();
     let mut distinct: HashMap<u64, Vec<Arc<ResourceOrder>>> = HashMap::new();
     for host in hosts {

@@ -624,6 +624,13 @@ fn static_checks(spec: &Spec, diags: &mut Diagnostics) {
             declared.insert((RefKind::Resource(r.kind), r.name.clone()));
         }
     }
+    // A removal of a resource whose declaration was wrong is not a second mistake; the name
+    // still counts for the did-you-mean of another removal.
+    declared.extend(
+        spec.rejected
+            .iter()
+            .map(|(kind, name)| (RefKind::Resource(*kind), name.clone())),
+    );
     for layer in all_layers {
         for removal in &layer.removes {
             let name = match removal.kind {

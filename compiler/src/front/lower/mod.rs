@@ -79,6 +79,7 @@ pub fn lower_root(file: FileId, sources: &mut Sources, diagnostics: &mut Diagnos
             rollout: None,
             globs: Vec::new(),
             allow_unknown_sysctl: false,
+            rejected: Default::default(),
         },
         include_stack: Vec::new(),
         tree,
@@ -198,10 +199,46 @@ impl Lowerer<'_> {
         let doc = match parsed {
             Ok(doc) => doc,
             Err(err) => {
+                let repaired = repair_bare_words(&self.sources.get(file).text, &err);
                 self.syntax_errors(file, err);
+                if let Some((doc, words)) = repaired {
+                    self.lower_repaired(file, path, doc, &words);
+                }
                 return;
             }
         };
+        self.lower_doc(file, path, &doc);
+    }
+
+    /// Lowers a file whose only syntax errors were bare `true`, `null`… (reported already),
+    /// read with a number in each one's place, so that one run also reports every other
+    /// mistake of the file. What lowering says about the stand-ins is only an echo of the
+    /// syntax error, and is left out.
+    fn lower_repaired(
+        &mut self,
+        file: FileId,
+        path: PathBuf,
+        doc: KdlDocument,
+        words: &[SourceSpan],
+    ) {
+        let outer = std::mem::take(self.diags);
+        self.lower_doc(file, path, &doc);
+        let found = std::mem::replace(self.diags, outer);
+        for d in found.into_boxed() {
+            // The label covers the stand-in (a value) or holds it (`sudo=1111`, a property).
+            let echo = d.file() == Some(file)
+                && d.labels().and_then(|mut l| l.next()).is_some_and(|l| {
+                    words.iter().any(|w| {
+                        l.offset() <= w.offset() && w.offset() + w.len() <= l.offset() + l.len()
+                    })
+                });
+            if !echo {
+                self.diags.push_boxed(d);
+            }
+        }
+    }
+
+    fn lower_doc(&mut self, file: FileId, path: PathBuf, doc: &KdlDocument) {
         self.include_stack.push((
             path,
             Span {
@@ -398,4 +435,29 @@ fn lowercase_first(s: &str) -> String {
         Some(c) => c.to_lowercase().chain(chars).collect(),
         None => String::new(),
     }
+}
+
+/// KDL 1's and YAML's bare words, which KDL 2 writes with a `#`.
+const BARE_WORDS: [&str; 5] = ["true", "false", "null", "inf", "nan"];
+
+/// When every syntax error of a file is a bare word of [`BARE_WORDS`], the file parsed with
+/// each of them replaced by a number of the same length (so every span still points at the
+/// user's text), and where the words stand. `None` when any other error is among them, or
+/// when the stand-ins do not parse either (a bare word where a node name goes).
+fn repair_bare_words(text: &str, err: &kdl::KdlError) -> Option<(KdlDocument, Vec<SourceSpan>)> {
+    let mut repaired = text.to_string();
+    let mut words = Vec::new();
+    for d in &err.diagnostics {
+        let range = d.span.offset()..d.span.offset() + d.span.len();
+        if !BARE_WORDS.contains(&text.get(range.clone())?) {
+            return None;
+        }
+        repaired.replace_range(range.clone(), &"1".repeat(range.len()));
+        words.push(d.span);
+    }
+    if words.is_empty() {
+        return None;
+    }
+    let doc = KdlDocument::parse_v2(&repaired).ok()?;
+    Some((doc, words))
 }

@@ -165,6 +165,7 @@ impl Lowerer<'_> {
         // reports every mistake; the node is dropped afterwards.
         self.check_fields(file, &decl);
         if self.diags.error_count() > before {
+            self.spec.rejected.insert((decl.kind, decl.name));
             return None;
         }
         Some(decl)

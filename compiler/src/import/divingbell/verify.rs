@@ -177,7 +177,7 @@ pub fn refusals(
     // The checks of `bellc check` short of services: resolution, each kind's, the graph.
     let resolution = crate::resolve::resolve(&lowered, &crate::targets::names(), &mut diags);
     crate::kinds::check_hosts(&resolution.hosts, &sources, &mut diags);
-    let _ = crate::graph::order_hosts(&resolution.hosts, &sources, &mut diags);
+    let _ = crate::graph::order_hosts(&resolution.hosts, &lowered.rejected, &sources, &mut diags);
     let mut seen = std::collections::BTreeSet::new();
     diags
         .iter()
