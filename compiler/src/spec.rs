@@ -263,12 +263,15 @@ pub enum FieldType {
     BoolOrStr,
     Str,
     IntOrStr,
-    /// A whole number of seconds; `"infinite"` is accepted where LANGUAGE.md allows it.
-    Seconds,
+    /// A [`FieldType::Duration`], or `"infinite"` (where LANGUAGE.md allows it, a later check
+    /// says).
+    DurationOrInfinite,
     /// A whole number of times; `"infinite"` means no limit.
     Count,
-    /// A length of time: whole seconds, or a number with `s`, `m` or `h` (`"10s"`, `"2m"`);
-    /// lowered to seconds.
+    /// A length of time: a whole number of seconds (`90`), or a string of a whole number and
+    /// its unit, `s`, `m` or `h` (`"90s"`, `"5m"`, `"1h"`); lowered to seconds. One grammar for
+    /// every duration of the language; a quoted bare number (`"90"`) is refused, as every
+    /// quoted number is.
     Duration,
     /// An octal file mode written as a string: `"0640"`.
     Mode,
@@ -286,10 +289,12 @@ impl FieldType {
             FieldType::BoolOrStr => "`#true`, `#false` or a string".into(),
             FieldType::Str => "a string".into(),
             FieldType::IntOrStr => "a number or a string".into(),
-            FieldType::Seconds => "a whole number of seconds".into(),
+            FieldType::DurationOrInfinite => {
+                "a duration such as 90, \"90s\", \"5m\" or \"1h\", or \"infinite\"".into()
+            }
             FieldType::Count => "a whole number of times".into(),
-            FieldType::Duration => "a duration such as \"10s\", \"2m\" or \"1h\"".into(),
-            FieldType::Mode => "an octal mode string such as \"0644\"".into(),
+            FieldType::Duration => "a duration such as 90, \"90s\", \"5m\" or \"1h\"".into(),
+            FieldType::Mode => "an octal mode of four digits in quotes, such as \"0644\"".into(),
             FieldType::Enum(values) => format!(
                 "one of {}",
                 values

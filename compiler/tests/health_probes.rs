@@ -125,7 +125,7 @@ health "ok" {
             diags.join("\n")
         )
     };
-    has("3:12", "expects a duration such as \"10s\"");
+    has("3:12", "expects a duration such as 90, \"90s\"");
     has("6:12", "`retries` must be between 1 and 3600");
     has("6:22", "`interval` must be between 1s and 1h");
     has("10:9", "`health:c` runs nothing");

@@ -7,7 +7,7 @@ use common::*;
 
 const SPEC: &str = r##"fleet "f" target="debian-12"
 host "h"
-limit "x" domain="*" type="soft" item="nofilez" value="1"
+limit "x" domain="*" type="soft" item="nofilez" value=1
 mount "data" target="srv/data" device="/dev/sdb1" type="ext4"
 mount "d1" target="/mnt/x" device="/dev/sdc1" type="ext4"
 mount "d2" target="/mnt/x" device="/dev/sdd1" type="ext4"

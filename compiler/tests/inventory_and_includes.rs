@@ -87,7 +87,7 @@ fn include_globs_are_relative_to_the_including_file_and_sorted() {
     assert_eq!(names, ["a", "b", "c"]);
     let explain = fx.bellc(&["explain", "a"]);
     assert!(
-        explain.stdout.contains("sysctl vm.swappiness 5 "),
+        explain.stdout.contains("    vm.swappiness 5 "),
         "{}",
         explain.stdout
     );

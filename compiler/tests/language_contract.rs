@@ -86,7 +86,7 @@ fn the_snippet_split_across_includes_resolves_identically() {
     assert_eq!(whole_explain.code, 0, "{}", whole_explain.stderr);
     let values = |s: &str| -> Vec<String> {
         s.lines()
-            .map(|l| l.split("  # ").next().unwrap_or("").trim_end().to_string())
+            .map(|l| l.split("  // ").next().unwrap_or("").trim_end().to_string())
             .collect()
     };
     assert_eq!(values(&split_explain.stdout), values(&whole_explain.stdout));
@@ -104,10 +104,10 @@ fn explain_shows_which_override_and_line_set_a_value() {
     let line = run
         .stdout
         .lines()
-        .find(|l| l.starts_with("sysctl fs.file-max"))
+        .find(|l| l.starts_with("    fs.file-max"))
         .expect("fs.file-max in explain output");
-    assert!(line.starts_with("sysctl fs.file-max 12345 "), "{line}");
-    assert!(line.ends_with("# superhost  bell.kdl:90"), "{line}");
+    assert!(line.starts_with("    fs.file-max 12345 "), "{line}");
+    assert!(line.ends_with("// superhost  bell.kdl:90"), "{line}");
     // The key removed with #null by the same override is gone.
     assert!(
         !run.stdout.contains("net.ipv6.conf.all.forwarding"),

@@ -404,12 +404,12 @@ override "web" {{
     assert_eq!(run.code, 0, "{}", run.stderr);
     let out = &run.stdout;
     for line in [
-        "sysctl vm.swappiness 10 ",
-        "sysctl kernel.printk \"4 4 1 7\" ",
+        "    vm.swappiness 10 ",
+        "    kernel.printk \"4 4 1 7\" ",
         "    value=65536 ",
-        "    sudo=#true ",
+        "    sudo=#true {",
         "    ssh-key \"ssh-ed25519 ",
-        "default-account \"debian\" ",
+        "// implied: default-account \"debian\" ",
     ] {
         assert!(
             out.lines().any(|l| l.starts_with(line)),
@@ -418,14 +418,11 @@ override "web" {{
     }
     let implied = out
         .lines()
-        .find(|l| l.starts_with("default-account"))
+        .find(|l| l.starts_with("// implied: default-account"))
         .unwrap();
+    assert!(implied.ends_with("// by web  bell.kdl:11"), "{implied}");
     assert!(
-        implied.ends_with("# implied by web  bell.kdl:11"),
-        "{implied}"
-    );
-    assert!(
-        out.contains("# `user:ops` can log in and become root, so the image's own `debian` account is locked and expired"),
+        out.contains("//   `user:ops` can log in and become root, so the image's own `debian` account is locked and expired"),
         "{out}"
     );
     // Host g has no admin: nothing implied.
@@ -656,4 +653,104 @@ fn the_template_reports_read_well() {
 fn the_sysctl_reports_read_well() {
     let run = Fixture::spec(SYSCTL).bellc(&["check"]);
     insta::assert_snapshot!(run.stderr);
+}
+
+/// One grammar for values: every duration takes `90`, `"90s"`, `"5m"` and `"1h"` (an exec's
+/// timeout as a probe's), a number in quotes is refused wherever a number goes (as a boolean in
+/// quotes is), and a mode has its four digits.
+#[test]
+fn durations_numbers_and_modes_have_one_grammar() {
+    let good = r##"fleet "f" target="debian-12"
+host "h"
+exec "a.sh" timeout="1h" retry-interval="5m" rerun-interval=90 {
+    script "#!/bin/sh\necho a\n"
+}
+health "up" timeout=5 interval="2s" {
+    run "true"
+}
+"##;
+    let fx = Fixture::spec(good);
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let bundle = std::fs::read_dir(fx.path().join("out/bundles"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(bundle.join("bundle.json")).unwrap()).unwrap();
+    let exec = manifest["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|r| r.get("exec"))
+        .expect("the exec's policy");
+    assert_eq!(exec["timeout"], 3600, "{exec}");
+    assert_eq!(exec["retry_interval"], 300, "{exec}");
+    assert_eq!(exec["rerun_interval"], 90, "{exec}");
+
+    let bad = r##"fleet "f" target="debian-12"
+host "h"
+exec "b.sh" timeout="90" {
+    script "#!/bin/sh\n"
+}
+health "up" timeout="ten" {
+    run "true"
+}
+limit "nofile" domain="*" type="soft" item="nofile" value="65536"
+file "/etc/x" mode="644" {
+    content "x\n"
+}
+perm "/etc/y" mode="640"
+exec "c.sh" timeout="1d" {
+    script "#!/bin/sh\n"
+}
+"##;
+    let run = Fixture::spec(bad).bellc(&["--short", "check"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    assert_eq!(diags.len(), 6, "{}", run.stderr);
+    expect(
+        &diags,
+        "bell.kdl:3:13:",
+        "`exec timeout` expects a duration",
+    );
+    expect(
+        &diags,
+        "bell.kdl:6:13:",
+        "`health timeout` expects a duration",
+    );
+    expect(
+        &diags,
+        "bell.kdl:9:53:",
+        "`limit value` expects a number or a word",
+    );
+    expect(
+        &diags,
+        "bell.kdl:10:15:",
+        "file mode `644` has three digits",
+    );
+    expect(
+        &diags,
+        "bell.kdl:13:15:",
+        "file mode `640` has three digits",
+    );
+    expect(
+        &diags,
+        "bell.kdl:14:13:",
+        "`exec timeout` expects a duration",
+    );
+    for help in [
+        "numbers are written without quotes: `90` (seconds), or give the unit: \"90s\"",
+        "numbers are written without quotes: `65536`",
+        "write the mode as four octal digits: `\"0644\"`",
+        "such as \"90s\", \"5m\" or \"1h\"",
+    ] {
+        assert!(
+            run.stderr.contains(help),
+            "no help `{help}` in:\n{}",
+            run.stderr
+        );
+    }
 }

@@ -131,13 +131,13 @@ fn no_output_shows_a_secret_and_no_file_holding_one_is_readable_by_others() {
     }
     let explain = f.bellc(&["explain", "h", "bell.kdl"]);
     assert!(
-        explain.stdout.contains("    password <secret>"),
+        explain.stdout.contains("    password \"<secret>\""),
         "{}",
         explain.stdout
     );
     assert!(explain
         .stdout
-        .contains("debconf \"mysql-server/root_password\" type=\"password\" value=<secret>"));
+        .contains("debconf \"mysql-server/root_password\" type=\"password\" value=\"<secret>\""));
 
     // bell-run, into an image root. The account tools write the root's shadow file as root.
     if !common::in_memory::is_root() {

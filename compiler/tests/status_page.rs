@@ -414,7 +414,7 @@ fn a_twelve_host_fleet_in_a_browser() {
         "the secret file's change is named"
     );
     assert!(
-        behind.contains("# base  bell.kdl:16"),
+        behind.contains("// base  bell.kdl:16"),
         "explain is shown: {behind}"
     );
 

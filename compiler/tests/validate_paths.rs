@@ -63,10 +63,17 @@ fn refuses_paths_with_a_reason() {
 #[test]
 fn file_modes() {
     assert_eq!(file_mode("0640"), Ok(0o640));
-    assert_eq!(file_mode("640"), Ok(0o640));
+    // One way to write a mode: four digits, with the fix said.
+    let three = file_mode("640").unwrap_err();
+    assert_eq!(three.message, "file mode `640` has three digits");
+    assert_eq!(
+        three.help,
+        "write the mode as four octal digits: `\"0640\"`"
+    );
     assert_eq!(file_mode("1777"), Ok(0o1777));
     assert_eq!(file_mode("7777"), Ok(0o7777));
-    assert_eq!(file_mode("000"), Ok(0));
+    assert_eq!(file_mode("0000"), Ok(0));
+    assert!(file_mode("000").is_err());
     for bad in [
         "",
         "7",
@@ -84,6 +91,6 @@ fn file_modes() {
             invalid.message,
             format!("file mode `{bad}` is not an octal mode")
         );
-        assert!(invalid.help.contains("`0644`"));
+        assert!(invalid.help.contains("`\"0644\"`"), "{}", invalid.help);
     }
 }

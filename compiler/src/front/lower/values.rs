@@ -115,35 +115,54 @@ impl Lowerer<'_> {
             FieldType::Str => self.string(file, &what, entry).map(Value::Str),
             FieldType::IntOrStr => match value {
                 KdlValue::Integer(i) => Some(Value::Str(i.to_string())),
+                // A number is a number: `value="65536"` is refused as `sudo="true"` is.
+                KdlValue::String(s) if s.parse::<i64>().is_ok() => {
+                    self.wrong_type(file, &what, "a number or a word", value, entry.span());
+                    None
+                }
                 KdlValue::String(s) => Some(Value::Str(s.clone())),
                 other => {
                     self.wrong_type(file, &what, "a number or a string", other, entry.span());
                     None
                 }
             },
-            FieldType::Seconds | FieldType::Count => match value {
+            FieldType::Count => match value {
                 KdlValue::Integer(i) if (0..=i64::MAX as i128).contains(i) => {
                     Some(Value::Int(*i as i64))
                 }
                 KdlValue::String(s) if s == "infinite" => Some(Value::Str(s.clone())),
                 other => {
-                    let unit = if field.ty == FieldType::Count {
-                        "times"
-                    } else {
-                        "seconds"
-                    };
                     self.wrong_type(
                         file,
                         &what,
-                        &format!("a whole number of {unit} (or \"infinite\")"),
+                        "a whole number of times (or \"infinite\")",
                         other,
                         entry.span(),
                     );
                     None
                 }
             },
-            FieldType::Duration => {
+            FieldType::Duration | FieldType::DurationOrInfinite => {
                 let parsed = match value {
+                    KdlValue::String(s)
+                        if s == "infinite" && field.ty == FieldType::DurationOrInfinite =>
+                    {
+                        return Some(Value::Str(s.clone()));
+                    }
+                    KdlValue::String(s) if s.parse::<i64>().is_ok() => {
+                        self.diags.push(LowerError::WrongType {
+                            what,
+                            expected: field.ty.describe(),
+                            found: describe_value(value),
+                            span: entry.span(),
+                            help: format!(
+                                "numbers are written without quotes: `{s}` (seconds), or give \
+                                 the unit: \"{s}s\""
+                            ),
+                            file,
+                        });
+                        return None;
+                    }
                     KdlValue::Integer(i) => u64::try_from(*i).ok(),
                     KdlValue::String(s) => validate::duration(s),
                     _ => None,
@@ -156,8 +175,9 @@ impl Lowerer<'_> {
                             expected: field.ty.describe(),
                             found: describe_value(value),
                             span: entry.span(),
-                            help: "write a whole number with its unit: `s` seconds, `m` minutes, \
-                                   `h` hours, such as \"10s\""
+                            help: "write a whole number of seconds (`90`), or a whole number \
+                                   with its unit in quotes: `s` seconds, `m` minutes, `h` hours, \
+                                   such as \"90s\", \"5m\" or \"1h\""
                                 .into(),
                             file,
                         });

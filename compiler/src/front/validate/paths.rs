@@ -109,8 +109,17 @@ fn bell_own(path: &str, own: &str) -> Invalid {
 
 /// A file mode in octal, as chmod takes it: `0640`, `640`, `1777`.
 pub fn file_mode(mode: &str) -> Result<u32, Invalid> {
-    let help = "write the mode as three or four octal digits, e.g. `0644`, `0750` or `1777`";
-    if !(3..=4).contains(&mode.len()) || !mode.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+    let octal = mode.bytes().all(|b| (b'0'..=b'7').contains(&b));
+    // One way to write a mode, as chmod's documentation and LANGUAGE.md do: four digits. `644`
+    // reads as octal to chmod but as decimal to many a reader (and to KDL, unquoted).
+    if octal && mode.len() == 3 {
+        return Err(invalid(
+            format!("file mode `{mode}` has three digits"),
+            format!("write the mode as four octal digits: `\"0{mode}\"`"),
+        ));
+    }
+    let help = "write the mode as four octal digits, e.g. `\"0644\"`, `\"0750\"` or `\"1777\"`";
+    if mode.len() != 4 || !octal {
         return Err(invalid(
             format!("file mode `{mode}` is not an octal mode"),
             help,

@@ -1014,7 +1014,14 @@ impl Mapper {
                         continue;
                     }
                 };
-                if let Some(text) = self.text(value, &at) {
+                if let Some(mut text) = self.text(value, &at) {
+                    // chmod reads `644` as `0644`; bell writes modes with four digits.
+                    if prop == "mode"
+                        && text.len() == 3
+                        && text.bytes().all(|b| (b'0'..=b'7').contains(&b))
+                    {
+                        text.insert(0, '0');
+                    }
                     node.from(value.span);
                     node.prop(prop, string(&text));
                 }

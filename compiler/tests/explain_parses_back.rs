@@ -1,0 +1,107 @@
+//! `bellc explain` prints a spec: every host of the examples, explained, is a spec that builds
+//! (with a `fleet` line before it) to the same configuration, and, where the host needs no
+//! other host (no `uses`), to the very same bundle. Secrets show as `"<secret>"`; the test puts
+//! the password back before building, as a reader pasting the output would.
+mod common;
+use bellc::diagnostic::Diagnostics;
+use bellc::resolve::ResolvedHost;
+use bellc::source::Sources;
+use bellc::spec::Value;
+use common::*;
+use std::collections::BTreeMap;
+
+type Facts = (
+    BTreeMap<String, String>,
+    Vec<(String, String, BTreeMap<String, Value>)>,
+);
+
+/// What a host is configured with, without where it was said.
+fn facts(host: &ResolvedHost) -> Facts {
+    let sysctl = host
+        .model
+        .sysctl
+        .iter()
+        .map(|(k, v)| (k.clone(), v.value.clone()))
+        .collect();
+    let resources = host
+        .model
+        .resources
+        .iter()
+        .map(|r| {
+            let fields = r
+                .fields
+                .iter()
+                .map(|(k, (v, _))| (k.to_string(), v.clone()))
+                .collect();
+            (r.kind.keyword().to_string(), r.name.clone(), fields)
+        })
+        .collect();
+    (sysctl, resources)
+}
+
+#[test]
+fn every_explained_host_of_the_examples_builds_back_to_itself() {
+    let examples = repo_root().join("examples");
+    let mut hosts_seen = 0;
+    let mut bundles_compared = 0;
+    for name in ["three-role.kdl", "divingbell.kdl"] {
+        let path = examples.join(name);
+        let (compiled, lines) = compile_path(&path, Some(&examples));
+        let compiled = compiled.unwrap_or_else(|| panic!("{name}: {lines:#?}"));
+        let mut sources = Sources::with_base(examples.clone());
+        let mut diags = Diagnostics::new();
+        let front = bellc::frontend(&path, &mut sources, &mut diags).expect("front end");
+        for host in &front.resolution.hosts {
+            hosts_seen += 1;
+            let explained = bellc::review::explain::explain(&front.spec, host, &sources);
+            assert!(explained.contains("\"<secret>\"") == explained.contains("password "));
+            let mut text = format!(
+                "fleet {:?} target={:?}\n{explained}",
+                front.spec.fleet.name, host.target
+            );
+            if let Some(r) = host
+                .model
+                .resources
+                .iter()
+                .find(|r| r.fields.contains_key("password"))
+            {
+                let Some((Value::Str(hash), _)) = r.fields.get("password") else {
+                    panic!("a password is a string");
+                };
+                text = text.replace("password \"<secret>\"", &format!("password {hash:?}"));
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let spec = dir.path().join("bell.kdl");
+            std::fs::write(&spec, &text).unwrap();
+            let (again, lines) = compile_path(&spec, Some(dir.path()));
+            let uses = !host.model.uses.is_empty();
+            let errors: Vec<&String> = lines.iter().filter(|l| l.contains(": error[")).collect();
+            if !uses {
+                assert!(errors.is_empty(), "{}:\n{text}\n{errors:#?}", host.name);
+            }
+            // Facts from the front end alone (a host with `uses` cannot build without its peers).
+            let mut sources2 = Sources::with_base(dir.path().to_path_buf());
+            let mut diags2 = Diagnostics::new();
+            let front2 = bellc::frontend(&spec, &mut sources2, &mut diags2).expect("front end");
+            assert_eq!(front2.resolution.hosts.len(), 1);
+            assert_eq!(
+                facts(&front2.resolution.hosts[0]),
+                facts(host),
+                "{}:\n{text}",
+                host.name
+            );
+            if !uses {
+                let again = again.expect("builds");
+                assert_eq!(
+                    again.release.hosts[&host.name].bundle,
+                    compiled.release.hosts[&host.name].bundle,
+                    "{}: the bundle differs:\n{text}",
+                    host.name
+                );
+                bundles_compared += 1;
+            }
+        }
+    }
+    assert!(hosts_seen >= 6, "{hosts_seen}");
+    assert!(bundles_compared >= 3, "{bundles_compared}");
+}
