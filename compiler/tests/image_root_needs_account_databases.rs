@@ -99,3 +99,39 @@ fn a_bare_root_is_refused_for_owned_files_and_takes_a_bundle_that_has_none() {
     let out = apply_into(&bin, &fx.path().join("out2/hosts/h"), bare.path());
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
+
+/// An image whose `/home` is an absolute link to a disk the image does not have: `useradd`
+/// fails saying only `cannot create directory /home`; bell-run's line names the link, read as
+/// the image will read it (its target under the root), not only the log.
+#[test]
+fn a_failure_on_a_link_that_leads_nowhere_in_the_root_names_the_link() {
+    if !bell_testkit::root() || !bell_testkit::tool("useradd") {
+        return;
+    }
+    let bin = bell_run();
+    let fx = Fixture::new();
+    let bundle = build(&fx, true);
+    let root = image_root();
+    std::os::unix::fs::symlink("/bell-test-no-such-disk/home", root.path().join("home")).unwrap();
+    let out = apply_into(&bin, &bundle, root.path());
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("user:ops") && l.contains("failed"))
+        .unwrap_or_else(|| panic!("no failed line for user:ops:\n{}", text(&out)));
+    assert!(
+        line.contains(
+            "/home is a link to /bell-test-no-such-disk/home, which leads nowhere inside the root"
+        ),
+        "{line}"
+    );
+
+    // A link that leads somewhere inside the root is no one's fault: the same bundle applies.
+    let root = image_root();
+    std::fs::create_dir_all(root.path().join("data/home")).unwrap();
+    std::os::unix::fs::symlink("/data/home", root.path().join("home")).unwrap();
+    let out = apply_into(&bin, &bundle, root.path());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(root.path().join("data/home/ops").is_dir());
+}

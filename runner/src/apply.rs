@@ -581,10 +581,14 @@ fn run_resources(
                     Some("needs a live host; applied on the next live run".to_string()),
                 )
             } else {
-                let detail = match last_reason(&log_path) {
+                let mut detail = match last_reason(&log_path) {
                     Some(reason) => format!("{}: {reason}", exit.describe()),
                     None => exit.describe(),
                 };
+                let output = crate::rootfs::read_tail(&log_path, 64 * 1024).unwrap_or_default();
+                if let Some(link) = ctx.root.dangling_link_in(&output) {
+                    detail.push_str(&format!("; {link}"));
+                }
                 Outcome::new(&key, Some(change), "failed", Some(detail))
             };
             outcome.log = Some(log);

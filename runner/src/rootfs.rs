@@ -4,7 +4,7 @@
 use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 pub struct Root {
     /// The root as canonicalised at start; every host path is joined under it.
@@ -42,6 +42,79 @@ impl Root {
             let is_link = fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink());
             if is_link && !at.canonicalize().is_ok_and(|c| c.starts_with(&self.dir)) {
                 return Some((at.clone(), fs::read_link(&at).ok()?));
+            }
+        }
+        None
+    }
+
+    /// Where a host path leads, read as the image reads it once the root is `/`: an absolute
+    /// link's target is under the root, not on the machine bell-run runs on.
+    fn resolve(&self, path: &Path, hops: &mut u32) -> Resolved {
+        let mut at = PathBuf::from("/");
+        for part in path.components() {
+            match part {
+                Component::RootDir | Component::CurDir | Component::Prefix(_) => continue,
+                Component::ParentDir => {
+                    at.pop();
+                    continue;
+                }
+                Component::Normal(name) => at.push(name),
+            }
+            let under = self.host(&at.to_string_lossy());
+            let Ok(meta) = fs::symlink_metadata(&under) else {
+                return Resolved::Missing;
+            };
+            if !meta.file_type().is_symlink() {
+                continue;
+            }
+            let Ok(target) = fs::read_link(&under) else {
+                return Resolved::Missing;
+            };
+            *hops += 1;
+            // The kernel gives up after 40 links (ELOOP); so does this.
+            if *hops > 40 {
+                return Resolved::Dangling(at, target);
+            }
+            let mut from = at.clone();
+            from.pop();
+            match self.resolve(&from.join(&target), hops) {
+                Resolved::Found(to) => at = to,
+                Resolved::Missing => return Resolved::Dangling(at, target),
+                dangling => return dangling,
+            }
+        }
+        Resolved::Found(at)
+    }
+
+    /// The first link in the root that leads nowhere, on the way to any of the paths a failed
+    /// script's output names (`useradd: cannot create directory /home`), said as the end of a
+    /// sentence: a tool run against an image whose `/home` is a link to a disk the image does
+    /// not have fails with a reason that names the path, never the link.
+    pub fn dangling_link_in(&self, output: &str) -> Option<String> {
+        let mut seen = std::collections::BTreeSet::new();
+        let paths = output
+            .split(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | '(' | ')'))
+            .map(|w| w.trim_end_matches([':', ',', ';', '.']))
+            .filter(|w| w.starts_with('/') && w.len() > 1)
+            .map(|w| match Path::new(w).strip_prefix(&self.dir) {
+                Ok(inside) => Path::new("/").join(inside),
+                Err(_) => PathBuf::from(w),
+            });
+        for path in paths.take(64) {
+            if !seen.insert(path.clone()) {
+                continue;
+            }
+            if let Resolved::Dangling(link, target) = self.resolve(&path, &mut 0) {
+                let inside = if self.dir == Path::new("/") {
+                    String::new()
+                } else {
+                    " inside the root".to_string()
+                };
+                return Some(format!(
+                    "{} is a link to {}, which leads nowhere{inside}",
+                    link.display(),
+                    target.display()
+                ));
             }
         }
         None
@@ -96,6 +169,15 @@ impl Root {
         }
         Err(format!("`{path}` has no existing ancestor under the root"))
     }
+}
+
+/// Where [`Root::resolve`] found a path leads.
+enum Resolved {
+    Found(PathBuf),
+    /// A directory or file on the way is not there (no link to blame).
+    Missing,
+    /// This link (a host path) leads nowhere: its target, as the link says it.
+    Dangling(PathBuf, PathBuf),
 }
 
 /// The largest `state.json` or journal bell-run reads: far above any real one, and a bound on
@@ -215,4 +297,59 @@ pub fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
         }
     }
     fsync_dir(to)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn the_link_that_leads_nowhere_inside_the_root_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let r = &root.dir;
+        fs::create_dir_all(r.join("data/home")).unwrap();
+        // Absolute links are read under the root: `/data/home` is there, `/srv/home` is not
+        // (even where the machine bell-run runs on has one).
+        symlink("/data/home", r.join("good")).unwrap();
+        symlink("/nowhere/home", r.join("home")).unwrap();
+        symlink("../data/../nowhere", r.join("data/rel")).unwrap();
+        symlink("loop", r.join("loop")).unwrap();
+        symlink("/home", r.join("chain")).unwrap();
+        let said = |output: &str| root.dangling_link_in(output);
+        assert_eq!(
+            said("useradd: cannot create directory /home"),
+            Some("/home is a link to /nowhere/home, which leads nowhere inside the root".into())
+        );
+        // The full path under the root, as a tool given `--root` may print it.
+        let full = format!(
+            "mkdir: cannot create '{}/home/ops': No such file",
+            r.display()
+        );
+        assert!(
+            said(&full).is_some_and(|s| s.starts_with("/home is a link")),
+            "{full}"
+        );
+        assert_eq!(
+            said("at /data/rel/x."),
+            Some(
+                "/data/rel is a link to ../data/../nowhere, which leads nowhere inside the root"
+                    .into()
+            )
+        );
+        assert!(said("/loop").is_some_and(|s| s.starts_with("/loop is a link to loop")));
+        // The link at the end of a chain is the one to fix.
+        assert!(said("'/chain/ops'").is_some_and(|s| s.starts_with("/home is a link")));
+        for fine in [
+            "/good/ops",
+            "/data/home",
+            "/etc/missing",
+            "no paths here",
+            "/",
+            "",
+        ] {
+            assert_eq!(said(fine), None, "{fine}");
+        }
+    }
 }
