@@ -435,6 +435,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         generation: checked.id.clone(),
         applied_at: ctx.now,
         result: result.to_string(),
+        release: state.release.clone(),
     });
     let excess = state.history.len().saturating_sub(20);
     state.history.drain(..excess);

@@ -6,11 +6,11 @@
 use crate::apply::{self, Options, Report};
 use crate::context::{Ctx, Outcome, Refusal};
 use crate::plan::{Change, FileAction};
-use crate::{check, journal, report, state, statedir};
+use crate::{check, generations, journal, report, state, statedir};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-const USAGE: &str = "\
+pub(crate) const USAGE: &str = "\
 usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--timings] [--timeout SECS]
                       [--report DIR|etcd://HOST:PORT[,HOST:PORT...] [--alive-ttl SECS]]
                       [--host NAME] [--release VERSION] [--metrics FILE]
@@ -22,7 +22,10 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
                       [--alive-ttl SECS] [--metrics FILE] [--fetch-timeout SECS]
        bell-run pending --store etcd://HOST:PORT [--host NAME] [--root DIR] [--fleet NAME] [--json]
        bell-run status [--root DIR] [--json]
-       bell-run rollback [--root DIR] [--offline] [--dry-run] [--json] [--timeout SECS]
+       bell-run generations [--root DIR] [--json]
+       bell-run rollback [--to GENERATION] [--root DIR] [--offline] [--dry-run] [--json]
+                      [--timeout SECS]
+       bell-run remove (--yes|--dry-run) [--root DIR] [--offline] [--json] [--timeout SECS]
        bell-run verify BUNDLE [--json]
        bell-run recover [--root DIR]
        bell-run install-timer [--root DIR] [--exec PATH] [--interval SPAN]
@@ -36,15 +39,15 @@ exit codes:
    1  refused, nothing was changed (a bad bundle or root, a lock held, ...); check: a check
       script could not tell
    2  check: drift found (printed)
-   3  apply, rollback: applied with failures (each named; the rest applied), or stopped
-      after changes began
+   3  apply, rollback, remove: applied with failures (each named; the rest applied), or
+      stopped after changes began
    4  apply, pull, check: the configuration applied (or is in sync) but a health probe fails
   10  pending: the store holds a release this host has not applied; pull: it waits for a
       slot of its rollout group (nothing was changed)
   64  usage: an unknown command or option, a missing or extra argument (sysexits EX_USAGE)";
 
 /// What the first column of `apply`, `rollback` and `--dry-run` means; printed by `--help`.
-const MARKERS: &str = "\
+pub(crate) const MARKERS: &str = "\
 markers (apply, rollback, --dry-run), one per resource line:
    +  created: the host has not had this resource before
    ~  changed: the bundle changed it since the last apply
@@ -139,7 +142,7 @@ fn print_health(health: &[crate::health::ProbeOutcome]) {
     }
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Args {
     positional: Vec<PathBuf>,
     root: Option<PathBuf>,
@@ -161,6 +164,8 @@ struct Args {
     trust: Option<PathBuf>,
     lock_prefix: Option<String>,
     alive_ttl: Option<u64>,
+    to: Option<String>,
+    yes: bool,
 }
 
 impl Args {
@@ -230,6 +235,8 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
                     )
                 })?);
             }
+            "--to" => out.to = Some(value("--to")?.to_string_lossy().to_string()),
+            "--yes" => out.yes = true,
             "--lock-prefix" => {
                 out.lock_prefix = Some(value("--lock-prefix")?.to_string_lossy().to_string())
             }
@@ -251,7 +258,16 @@ pub fn main() -> i32 {
     }
     let asks_help = |a: &OsString| matches!(a.to_str(), Some("--help" | "-h"));
     if matches!(command.as_str(), "help" | "--help" | "-h") || all[1..].iter().any(asks_help) {
-        println!("{USAGE}\n\n{MARKERS}");
+        // `bell-run help CMD` and `bell-run CMD --help` explain CMD; anything else, all.
+        let named = if matches!(command.as_str(), "help" | "--help" | "-h") {
+            all.get(1).and_then(|c| c.to_str())
+        } else {
+            Some(command.as_str())
+        };
+        match named.and_then(crate::help::of) {
+            Some(text) => println!("{text}"),
+            None => println!("{USAGE}\n\n{MARKERS}"),
+        }
         return OK;
     }
     if command == "--version" {
@@ -266,6 +282,8 @@ pub fn main() -> i32 {
     match command.as_str() {
         "apply" if wants(1) => cmd_apply(&args.positional[0], &args),
         "rollback" if wants(0) => cmd_rollback(&args),
+        "generations" if wants(0) => cmd_generations(&args),
+        "remove" if wants(0) => cmd_remove(&args),
         "status" if wants(0) => cmd_status(&args),
         "check" if wants(0) => cmd_check(&args),
         "pending" if wants(0) => cmd_pending(&args),
@@ -274,7 +292,8 @@ pub fn main() -> i32 {
         "recover" if wants(0) => cmd_recover(&args),
         "install-timer" if wants(0) => cmd_install_timer(&args),
         "apply" | "verify" => usage(&format!("`{command}` takes one bundle directory")),
-        "rollback" | "status" | "recover" | "install-timer" | "check" | "pending" | "pull" => {
+        "rollback" | "generations" | "remove" | "status" | "recover" | "install-timer"
+        | "check" | "pending" | "pull" => {
             usage(&format!("`{command}` takes no positional argument"))
         }
         other => usage(&format!("unknown command `{other}`")),
@@ -406,33 +425,142 @@ fn cmd_rollback(args: &Args) -> i32 {
         Ok(state) => state,
         Err(e) => return refused(&Refusal::new(e), args.json),
     };
-    let current = state.generation.clone();
-    let previous = state
-        .history
-        .iter()
-        .rev()
-        .map(|h| &h.generation)
-        .find(|g| Some(*g) != current.as_ref());
-    let Some(previous) = previous else {
-        return refused(
-            &Refusal::new("there is no previous generation to roll back to")
-                .help("`bell-run status` shows the applied generation"),
-            args.json,
-        );
+    let kept = generations::kept(&root, &state);
+    let chosen = match &args.to {
+        Some(wanted) => generations::find(&kept, wanted),
+        None => generations::previous(&kept),
     };
-    let dir = state::generation_dir(&root, previous);
-    if !dir.is_dir() {
+    let chosen = match chosen {
+        Ok(chosen) => chosen,
+        Err(refusal) => return refused(&refusal, args.json),
+    };
+    if chosen.current {
         return refused(
             &Refusal::new(format!(
-                "the copy of generation {} is gone from {}",
-                journal::short(previous),
-                dir.display()
+                "generation {} is the one applied: there is nothing to roll back",
+                journal::short(&chosen.id)
             ))
-            .help("apply that bundle again from its source"),
+            .help("`bell-run generations` lists the others"),
             args.json,
         );
     }
-    cmd_apply(&dir, args)
+    // The generation comes back with the release it was applied for, unless told otherwise.
+    let mut args = args.clone();
+    if args.release.is_none() {
+        args.release = chosen.release.clone();
+    }
+    cmd_apply(&state::generation_dir(&root, &chosen.id), &args)
+}
+
+fn cmd_generations(args: &Args) -> i32 {
+    let root = match statedir::open_root(&root_of(args)) {
+        Ok(root) => root,
+        Err(r) => return refused(&r, args.json),
+    };
+    let state = match state::load(&root) {
+        Ok(state) => state,
+        Err(e) => return refused(&Refusal::new(e), args.json),
+    };
+    let kept = generations::kept(&root, &state);
+    if args.json {
+        let value =
+            serde_json::json!({ "root": root.dir.display().to_string(), "generations": kept });
+        println!("{value:#}");
+        return OK;
+    }
+    if kept.is_empty() {
+        println!("no generation kept under {}", root.dir.display());
+        return OK;
+    }
+    println!(
+        "generations kept under {}, oldest first (`bell-run rollback --to ID` applies one again):",
+        root.dir.display()
+    );
+    println!(
+        "  {:12}  {:23}  {:6}  release",
+        "id", "last applied", "result"
+    );
+    for g in &kept {
+        let release = g.release.as_deref().map_or("-", |r| r);
+        let current = if g.current { "  (applied now)" } else { "" };
+        println!(
+            "  {:12}  {:23}  {:6}  {release}{current}",
+            journal::short(&g.id),
+            bell_bundle::utc(g.last_applied),
+            g.result
+        );
+    }
+    OK
+}
+
+fn cmd_remove(args: &Args) -> i32 {
+    if !args.yes && !args.dry_run {
+        return usage(
+            "`remove` reverts everything bell manages and deletes bell's state: say `--yes`, \
+             or see what it would do with `--dry-run`",
+        );
+    }
+    let opts = options(args);
+    let removal = match crate::remove::remove(&opts) {
+        Ok(removal) => removal,
+        Err(refusal) => return refused(&refusal, args.json),
+    };
+    let report = &removal.report;
+    if args.json {
+        let mut value = serde_json::to_value(report).unwrap_or_default();
+        value["result"] = if report.dry_run {
+            "planned"
+        } else if report.failed.is_empty() {
+            "removed"
+        } else {
+            "failed"
+        }
+        .into();
+        value["removed_generation"] = removal.generation.clone().into();
+        value["accounts_left"] = removal.accounts.clone().into();
+        value["units_removed"] = removal.units.clone().into();
+        value["state_removed"] = removal.state_dir.clone().into();
+        println!("{value:#}");
+        return applied_code(report);
+    }
+    let verb = if report.dry_run {
+        "plan to remove"
+    } else {
+        "removing"
+    };
+    println!(
+        "bell-run: {verb} bell from {} (generation {} is applied)",
+        report.root,
+        journal::short(&removal.generation)
+    );
+    print_report_body(report);
+    if report.dry_run {
+        println!(
+            "then: the timer's units and {}/var/lib/bell (state, logs, kept generations, \
+             originals) go; accounts bell created are expired and locked, not deleted",
+            report.root.trim_end_matches('/')
+        );
+        return OK;
+    }
+    if !report.failed.is_empty() {
+        println!("bell's state is kept: fix what failed and run `bell-run remove --yes` again");
+        return applied_code(report);
+    }
+    for unit in &removal.units {
+        println!("  removed {unit}");
+    }
+    if let Some(dir) = &removal.state_dir {
+        println!("  removed {dir}");
+    }
+    if !removal.accounts.is_empty() {
+        println!(
+            "accounts bell created stay, expired and locked (a home may hold someone's work): {}; \
+             `userdel -r NAME` deletes one",
+            removal.accounts.join(", ")
+        );
+    }
+    println!("result: bell is removed");
+    OK
 }
 
 fn cmd_verify(bundle: &Path, args: &Args) -> i32 {
@@ -805,7 +933,6 @@ fn summary(report: &Report) -> String {
 }
 
 fn print_report(report: &Report) {
-    let plan = &report.plan;
     let mode = if report.offline { "offline" } else { "live" };
     let verb = if report.dry_run {
         "plan for"
@@ -817,6 +944,12 @@ fn print_report(report: &Report) {
         journal::short(&report.generation),
         report.root
     );
+    print_report_body(report);
+}
+
+/// Every line of an apply's report but the first.
+fn print_report_body(report: &Report) {
+    let plan = &report.plan;
     if let Some(recovered) = &report.recovered {
         println!("  {recovered}");
     }

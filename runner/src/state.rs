@@ -111,6 +111,9 @@ pub struct HistoryEntry {
     pub generation: String,
     pub applied_at: u64,
     pub result: String,
+    /// The release the bundle was applied for, when the run knew it (a pull, `--release`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<String>,
 }
 
 pub fn state_file(root: &Root) -> PathBuf {

@@ -116,6 +116,57 @@ pub fn install(root: &Root, exe: &str, interval: &str, job: &Job) -> Result<Vec<
     Ok(written)
 }
 
+/// Stops the timer on a live host for as long as `remove` reverts (a tick would pull the
+/// release back); whether it was stopped, so that [`resume`] starts it again when the removal
+/// does not go through.
+pub fn pause(root: &Root, live: bool) -> bool {
+    live && root.host(&format!("{UNIT_DIR}/bell-run.timer")).exists()
+        && systemctl(&["stop", "bell-run.timer"])
+}
+
+pub fn resume() {
+    systemctl(&["start", "bell-run.timer"]);
+}
+
+/// Best-effort: whether `systemctl ARGS` ran and succeeded.
+fn systemctl(args: &[&str]) -> bool {
+    std::process::Command::new("systemctl")
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Takes away what [`install`] wrote, and the link `systemctl enable` made: the timer would
+/// otherwise bring bell back on its next tick. On a live host the timer is stopped and disabled
+/// first and systemd reloaded after. The unit paths removed, as host paths.
+pub fn uninstall(root: &Root, live: bool) -> Result<Vec<String>, String> {
+    let timer = format!("{UNIT_DIR}/bell-run.timer");
+    if live && root.host(&timer).exists() {
+        // Best-effort: a timer never enabled is not loaded, which is fine.
+        systemctl(&["disable", "--now", "bell-run.timer"]);
+    }
+    let mut removed = Vec::new();
+    for path in [
+        format!("{UNIT_DIR}/timers.target.wants/bell-run.timer"),
+        timer,
+        format!("{UNIT_DIR}/bell-run.service"),
+    ] {
+        root.check_contained(&path)?;
+        let at = root.host(&path);
+        if std::fs::symlink_metadata(&at).is_ok() {
+            std::fs::remove_file(&at).map_err(|e| format!("cannot remove `{path}`: {e}"))?;
+            removed.push(path);
+        }
+    }
+    let _ = std::fs::remove_file(root.bell_dir().join(PULL_RECORD));
+    if live && !removed.is_empty() {
+        systemctl(&["daemon-reload"]);
+    }
+    Ok(removed)
+}
+
 /// One argument of an `ExecStart=` line that systemd hands to the program exactly as `value`:
 /// double-quoted (spaces, `;` and quotes stay inside it), `\` and `"` escaped, `%` and `$`
 /// doubled so that systemd expands no specifier or variable, and control characters written

@@ -99,13 +99,329 @@ fn rollback_applies_the_previous_generation_again() {
             .unwrap();
     assert_eq!(state["generation"], id_of(&b1));
 
+    // A second rollback goes further back, not forward again: there is nothing before 1.
+    let out = rollback();
+    expect_code(&out, 1);
+    assert!(
+        stderr(&out).contains("is the oldest generation kept"),
+        "{}",
+        stderr(&out)
+    );
+    let newer = &id_of(&b2)[..8];
+    assert!(
+        stderr(&out).contains(&format!("`bell-run rollback --to {}", &id_of(&b2)[..12])),
+        "{}",
+        stderr(&out)
+    );
+
     // The source bundle can be gone: rollback uses bell-run's own copy.
     std::fs::remove_dir_all(&b2).unwrap();
-    expect_code(&rollback(), 0);
+    expect_code(
+        &w.run(&["rollback", "--to", newer, "--root", root.to_str().unwrap()]),
+        0,
+    );
     assert_eq!(
         std::fs::read_to_string(root.join("etc/bell.conf")).unwrap(),
         "generation 2\n"
     );
+}
+
+/// `generations` lists what can be rolled back to, oldest first by first apply; `rollback`
+/// steps back one at a time (a rolled-back generation keeps its place) and `--to` goes to any
+/// kept one by a prefix of its id; a generation that is not kept is refused, nothing changed.
+#[test]
+fn generations_are_listed_and_any_kept_one_can_be_rolled_back_to() {
+    let w = World::new();
+    let root = w.root();
+    let r = root.to_str().unwrap();
+    let bundles: Vec<_> = (1..=3).map(|n| w.build(&gen(&w, n))).collect();
+    for (n, b) in bundles.iter().enumerate() {
+        let release = format!("rel-{}", n + 1);
+        expect_code(&w.apply(b, &["--release", &release]), 0);
+    }
+    let ids: Vec<String> = bundles.iter().map(|b| id_of(b)).collect();
+    let conf = || std::fs::read_to_string(root.join("etc/bell.conf")).unwrap();
+    let listed = |w: &World| -> serde_json::Value {
+        let out = w.run(&["generations", "--root", r, "--json"]);
+        expect_code(&out, 0);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let value = listed(&w);
+    let gens = value["generations"].as_array().unwrap();
+    let order: Vec<&str> = gens.iter().map(|g| g["id"].as_str().unwrap()).collect();
+    assert_eq!(order, ids.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(gens[2]["current"], true);
+    assert_eq!(gens[0]["current"], false);
+    assert_eq!(gens[1]["release"], "rel-2");
+    assert_eq!(gens[0]["result"], "ok");
+
+    let out = w.run(&["generations", "--root", r]);
+    expect_code(&out, 0);
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.contains(&ids[2][..12]))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains("rel-3") && line.ends_with("(applied now)"),
+        "{line}"
+    );
+
+    // Back one, back another: 3 → 2 → 1, each keeping its release.
+    expect_code(&w.run(&["rollback", "--root", r]), 0);
+    assert_eq!(conf(), "generation 2\n");
+    expect_code(&w.run(&["rollback", "--root", r]), 0);
+    assert_eq!(conf(), "generation 1\n");
+    let value = listed(&w);
+    assert_eq!(value["generations"][0]["current"], true);
+    assert_eq!(value["generations"][0]["release"], "rel-1");
+
+    // Forward to 3 by a prefix of its id, in any case.
+    let prefix = ids[2][..6].to_uppercase();
+    expect_code(&w.run(&["rollback", "--to", &prefix, "--root", r]), 0);
+    assert_eq!(conf(), "generation 3\n");
+
+    // Refusals change nothing: the applied one, no such one, not an id.
+    let before = std::fs::read(root.join("var/lib/bell/state.json")).unwrap();
+    for (to, says) in [
+        (&ids[2][..12], "is the one applied"),
+        ("0000000", "no kept generation starts with `0000000`"),
+        ("../../etc", "is not a generation"),
+    ] {
+        let out = w.run(&["rollback", "--to", to, "--root", r]);
+        expect_code(&out, 1);
+        assert!(stderr(&out).contains(says), "{to}: {}", stderr(&out));
+    }
+    assert_eq!(conf(), "generation 3\n");
+    assert_eq!(
+        std::fs::read(root.join("var/lib/bell/state.json")).unwrap(),
+        before
+    );
+}
+
+/// Every command explains itself: `bell-run CMD --help` and `bell-run help CMD` print that
+/// command's usage, what it does and its options, not the list of every command.
+#[test]
+fn every_command_has_its_own_help() {
+    let w = World::new();
+    for command in [
+        "apply",
+        "check",
+        "pull",
+        "pending",
+        "status",
+        "generations",
+        "rollback",
+        "remove",
+        "verify",
+        "recover",
+        "install-timer",
+    ] {
+        for args in [vec![command, "--help"], vec!["help", command]] {
+            let out = w.run(&args);
+            expect_code(&out, 0);
+            let text = stdout(&out);
+            assert!(
+                text.starts_with(&format!("usage: bell-run {command}")),
+                "{args:?}: {text}"
+            );
+            assert!(
+                !text.contains("exit codes:\n   0  done"),
+                "{args:?}: {text}"
+            );
+        }
+    }
+    let rollback = stdout(&w.run(&["rollback", "-h"]));
+    assert!(rollback.contains("--to GENERATION"), "{rollback}");
+    assert!(rollback.contains("markers"), "{rollback}");
+    // Without a command, or an unknown one, the whole usage.
+    let all = stdout(&w.run(&["--help"]));
+    assert!(
+        all.contains("bell-run remove") && all.contains("exit codes:"),
+        "{all}"
+    );
+    let out = w.run(&["help", "frobnicate"]);
+    expect_code(&out, 0);
+    assert!(stdout(&out).contains("exit codes:"));
+}
+
+/// `remove` takes bell off a root: every resource reverted, a file bell took over given its
+/// original back, a file bell created removed, the timer's units and bell's own directory gone,
+/// the accounts bell created named. Without `--yes` or with `--dry-run` nothing changes; a
+/// failing revert keeps bell's state so that the removal can run again.
+#[test]
+fn remove_leaves_the_root_as_bell_found_it() {
+    let w = World::new();
+    let root = w.root();
+    let r = root.to_str().unwrap();
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    std::fs::write(root.join("etc/motd"), "the image's own motd\n").unwrap();
+    let spec = BundleSpec::new()
+        .file("/etc/motd", "managed by bell\n", "0644")
+        .file("/etc/bell-only.conf", "x\n", "0644")
+        .resource(
+            ResourceSpec::new("conf", "main")
+                .files(&["/etc/motd", "/etc/bell-only.conf"])
+                .apply(&w.event("apply main"))
+                .revert(&w.event("revert main")),
+        )
+        .resource(
+            ResourceSpec::new("svc", "later")
+                .after(&["conf:main"])
+                .apply(&w.event("apply later"))
+                .revert(&w.event("revert later")),
+        );
+    let bundle = w.build(&spec);
+    expect_code(&w.apply(&bundle, &[]), 0);
+    expect_code(&w.run(&["install-timer", "--root", r]), 0);
+    assert!(root.join("etc/systemd/system/bell-run.timer").is_file());
+    std::os::unix::fs::symlink(
+        "/etc/systemd/system/bell-run.timer",
+        root.join("etc/systemd/system/timers.target.wants/bell-run.timer")
+            .tap_mkdir(),
+    )
+    .unwrap();
+    // What a reverted `user` leaves in the ledger.
+    let ledger = root.join("var/lib/bell/accounts/expired");
+    std::fs::create_dir_all(&ledger).unwrap();
+    std::fs::write(ledger.join("alice"), "1001\n").unwrap();
+    w.clear_events();
+
+    let snapshot = || {
+        let mut paths: Vec<String> = walk(&root);
+        paths.sort();
+        paths
+    };
+    let before = snapshot();
+    let out = w.run(&["remove", "--root", r]);
+    expect_code(&out, 64);
+    assert!(stderr(&out).contains("say `--yes`"), "{}", stderr(&out));
+    let out = w.run(&["remove", "--dry-run", "--root", r]);
+    expect_code(&out, 0);
+    let plan = stdout(&out);
+    for line in [
+        "- svc:later",
+        "- conf:main",
+        "file /etc/motd: restore the file from before bell",
+        "file /etc/bell-only.conf: remove",
+    ] {
+        assert!(
+            plan.contains(line),
+            "{line}:
+{plan}"
+        );
+    }
+    assert_eq!(snapshot(), before, "a dry run changed the root");
+    assert!(w.events().is_empty());
+
+    let out = w.run(&["remove", "--yes", "--root", r]);
+    expect_code(&out, 0);
+    let said = stdout(&out);
+    assert_eq!(w.events(), vec!["revert later", "revert main"], "{said}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/motd")).unwrap(),
+        "the image's own motd\n"
+    );
+    assert!(!root.join("etc/bell-only.conf").exists());
+    assert!(!root.join("var/lib/bell").exists(), "{said}");
+    for unit in [
+        "bell-run.timer",
+        "bell-run.service",
+        "timers.target.wants/bell-run.timer",
+    ] {
+        let path = root.join("etc/systemd/system").join(unit);
+        assert!(
+            std::fs::symlink_metadata(&path).is_err(),
+            "{unit} is still there"
+        );
+        assert!(
+            said.contains(&format!("removed /etc/systemd/system/{unit}")),
+            "{said}"
+        );
+    }
+    assert!(
+        said.contains("accounts bell created stay, expired and locked"),
+        "{said}"
+    );
+    assert!(said.contains(": alice;"), "{said}");
+
+    // Nothing is left to remove.
+    let out = w.run(&["remove", "--yes", "--root", r]);
+    expect_code(&out, 1);
+    assert!(
+        stderr(&out).contains("nothing to remove"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_removal_whose_revert_fails_keeps_bells_state_to_run_again() {
+    let w = World::new();
+    let root = w.root();
+    let r = root.to_str().unwrap();
+    let fails = root.join("revert-fails");
+    std::fs::write(&fails, "").unwrap();
+    let spec = BundleSpec::new().resource(
+        ResourceSpec::new("svc", "stubborn")
+            .apply(&w.event("apply"))
+            .revert(&format!(
+                "if [ -e '{}' ]; then exit 5; fi\n{}",
+                fails.display(),
+                w.event("revert")
+            )),
+    );
+    expect_code(&w.apply(&w.build(&spec), &[]), 0);
+    let out = w.run(&["remove", "--yes", "--root", r]);
+    expect_code(&out, 3);
+    assert!(
+        stdout(&out).contains("bell's state is kept"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(root.join("var/lib/bell/state.json").is_file());
+    std::fs::remove_file(&fails).unwrap();
+    let out = w.run(&["remove", "--yes", "--root", r]);
+    expect_code(&out, 0);
+    assert!(w.events().contains(&"revert".to_string()));
+    assert!(!root.join("var/lib/bell").exists());
+}
+
+/// Every path under `dir`, relative, with its content for files.
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            let rel = path.strip_prefix(dir).unwrap().display().to_string();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                stack.push(path);
+                out.push(format!("{rel}/"));
+            } else if meta.file_type().is_symlink() {
+                out.push(format!(
+                    "{rel} -> {}",
+                    std::fs::read_link(&path).unwrap().display()
+                ));
+            } else {
+                out.push(format!("{rel}: {:?}", std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+trait TapMkdir {
+    fn tap_mkdir(self) -> Self;
+}
+
+impl TapMkdir for std::path::PathBuf {
+    /// The path, its parent made.
+    fn tap_mkdir(self) -> Self {
+        std::fs::create_dir_all(self.parent().unwrap()).unwrap();
+        self
+    }
 }
 
 #[test]
@@ -135,11 +451,11 @@ fn verify_checks_a_bundle_without_a_root() {
 #[test]
 fn help_explains_the_markers() {
     let w = World::new();
-    for args in [&["apply", "--help"][..], &["help"], &["check", "-h"]] {
+    for args in [&["apply", "--help"][..], &["help"], &["rollback", "-h"]] {
         let out = w.run(args);
         expect_code(&out, 0);
         let text = stdout(&out);
-        assert!(text.contains("usage: bell-run apply"), "{text}");
+        assert!(text.contains("usage: bell-run "), "{text}");
         for marker in [
             "+  created",
             "~  changed",

@@ -4,7 +4,8 @@
 # character systemd would split, expand or cut (space, quotes, `%`, `$`, `;`, `\`, a tab), so
 # the quoting of the unit is checked by systemd itself. The service brings the host to release
 # 1, then to release 2; a release whose signature does not match fails the service loudly, with
-# the reason in the journal, and the host stays on release 2.
+# the reason in the journal, and the host stays on release 2. Then `bell-run remove` takes bell
+# off the host.
 set -euo pipefail
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -83,4 +84,31 @@ ok "a tampered release fails the service, the reason in its journal, the host un
 systemctl enable --now bell-run.timer
 systemctl is-active --quiet bell-run.timer || fail "bell-run.timer is not active"
 ok "bell-run.timer enabled and active"
+
+# `bell-run remove` takes bell off the live host: the file bell took over gets its original
+# back, the timer is stopped and its units go, and so does /var/lib/bell; a dry run before it
+# changes nothing.
+original=$(sha256sum /etc/motd)
+spec 3
+printf 'file "/etc/motd" {\n    content "managed by bell\\n"\n}\n' >>"$work/fleet.kdl"
+third=$(build)
+run_service success
+[ "$(applied)" = "$third" ] || fail "the host runs $(applied), not release 3's bundle $third"
+[ "$(cat /etc/motd)" = "managed by bell" ] || fail "release 3 did not take over /etc/motd"
+/usr/local/sbin/bell-run remove --dry-run >"$work/remove.out" 2>&1 \
+    || { cat "$work/remove.out" >&2; fail "remove --dry-run failed"; }
+grep -q "file /etc/motd: restore the file from before bell" "$work/remove.out" \
+    || { cat "$work/remove.out" >&2; fail "the dry run does not say /etc/motd comes back"; }
+[ "$(cat /etc/motd)" = "managed by bell" ] || fail "a dry run changed /etc/motd"
+systemctl is-active --quiet bell-run.timer || fail "a dry run stopped the timer"
+/usr/local/sbin/bell-run remove --yes >"$work/remove.out" 2>&1 \
+    || { cat "$work/remove.out" >&2; fail "remove --yes failed"; }
+[ "$(sha256sum /etc/motd)" = "$original" ] || fail "/etc/motd is not the original: $(cat /etc/motd)"
+! systemctl is-active --quiet bell-run.timer || fail "bell-run.timer is still active"
+for f in bell-run.timer bell-run.service timers.target.wants/bell-run.timer; do
+    [ ! -e "/etc/systemd/system/$f" ] && [ ! -L "/etc/systemd/system/$f" ] \
+        || fail "/etc/systemd/system/$f is still there"
+done
+[ ! -e /var/lib/bell ] || fail "/var/lib/bell is still there"
+ok "remove gave /etc/motd back, stopped the timer and took away its units and bell's state"
 echo "pull-timer: all passed"

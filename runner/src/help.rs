@@ -1,0 +1,232 @@
+//! `bell-run CMD --help` (and `bell-run help CMD`): what one command does and every option it
+//! takes, so that a reader on a host need not find the README. The exit codes and markers are
+//! said where they apply.
+
+const REPORTING: &str = concat!(
+    "  --report DIR|etcd://HOST:PORT[,HOST:PORT...]\n",
+    "                     file a report of the run there (the fleet's status reads it)\n",
+    "  --alive-ttl SECS   how long the host's alive key outlives the run (etcd; default 900, >= 10)\n",
+    "  --host NAME        the host this root is (default: its host name)\n",
+    "  --release VERSION  the release this bundle was applied for, kept for later reports\n",
+    "  --metrics FILE     write Prometheus textfile metrics of the run",
+);
+
+const TIMEOUT: &str = concat!(
+    "  --timeout SECS     bound each generated apply, revert and trigger script (default 900);\n",
+    "                     exec scripts carry their own timeout",
+);
+
+const ROOT: &str = "  --root DIR         the root to act on (default /); any other root is offline";
+
+fn markers() -> &'static str {
+    crate::cli::MARKERS
+}
+
+/// The help of `command`, or `None` when there is no such command.
+pub fn of(command: &str) -> Option<String> {
+    let text = match command {
+        "apply" => format!(
+            "usage: bell-run apply BUNDLE [options]
+
+Applies a bundle (a directory `bellc build` wrote: OUT/hosts/NAME or OUT/bundles/ID) to this
+host or to an image root: verifies every file against the manifest, switches the managed files
+at once, reverts what the applied bundle had and this one has not, runs each resource's apply
+script in dependency order, then the health probes. Nothing changes when it refuses.
+
+options:
+{ROOT}
+  --offline          run as on an image: start nothing, load nothing (BELL_OFFLINE=1)
+  --dry-run          print the plan (every resource and file action) and change nothing
+  --json             one JSON report on stdout
+  --timings          say where the time went, by phase and by kind
+{TIMEOUT}
+{REPORTING}
+
+exit: 0 applied, 1 refused (nothing changed), 3 applied with failures, 4 applied but a
+health probe fails
+
+{}",
+            markers()
+        ),
+        "check" => format!(
+            "usage: bell-run check [options]
+
+Compares the host with the applied generation: every managed file (content, mode, owner) and
+each resource's check script. Changes nothing; takes the lock, so it never reads a half-applied
+host. The next apply puts back what it finds (`*` drifted → put back).
+
+options:
+{ROOT}
+  --offline          check as on an image (live-only checks are skipped)
+  --json             one JSON report on stdout
+{TIMEOUT}
+{REPORTING}
+
+exit: 0 in sync, 1 nothing applied or a check could not tell, 2 drift found, 4 a health
+probe fails"
+        ),
+        "pull" => format!(
+            "usage: bell-run pull --source http://HOST[:PORT]/PATH/|DIR [options]
+
+One reconciliation step: fetches the release the source (or, with --store, the fleet's
+desired map) names for this host, checks it end to end against the trusted key (signature,
+fleet, host, bundle id, every file's sha256 as it streams in), then applies it as `apply`
+does. With --store it takes a slot of its rollout group first and waits (exit 10) when the
+group is full.
+
+options:
+  --source SRC       a build output served over HTTP, or a directory
+{ROOT}
+  --trust FILE       minisign public keys (default ROOT/etc/bell/trusted.pub when present)
+  --store etcd://HOST:PORT[,HOST:PORT...]
+                     the fleet's store: desired map, rollout slots, reports
+  --lock-prefix P    where the rollout semaphores live (airlock's is com.coreos.airlock)
+  --fleet NAME       the fleet this host belongs to (default: the one it accepted last)
+  --fetch-timeout SECS
+                     bound the whole fetch, first connection to last byte (default 300)
+  --offline          apply as on an image
+  --json             one JSON report on stdout
+{TIMEOUT}
+{REPORTING}
+
+exit: 0 applied, 1 refused (nothing changed), 3 applied with failures, 4 unhealthy, 10 waits
+for a slot of its rollout group"
+        ),
+        "pending" => "usage: bell-run pending --store etcd://HOST:PORT [options]
+
+Asks the fleet's store whether the published release wants another bundle on this host.
+Changes nothing. --store, --fleet and --host default to what the pulling timer was installed
+with.
+
+options:
+  --store etcd://HOST:PORT[,HOST:PORT...]
+  --host NAME        the host this root is (default: its host name)
+  --fleet NAME       the fleet this host belongs to
+  --root DIR         the root whose applied bundle is compared (default /)
+  --json             one JSON answer on stdout
+
+exit: 0 up to date, 1 refused, 10 a release this host has not applied is pending"
+            .to_string(),
+        "status" => "usage: bell-run status [--root DIR] [--json]
+
+The applied generation, when and how its apply ended, every resource's result, reverts and
+triggers still owed, and whether an interrupted file switch is pending. Changes nothing.
+
+options:
+  --root DIR         the root to read (default /)
+  --json             the state as JSON on stdout"
+            .to_string(),
+        "generations" => "usage: bell-run generations [--root DIR] [--json]
+
+Lists the generations (bundles this root applied) whose copy bell-run keeps, oldest first by
+their first apply: id, when last applied, how that ended, and the release it was for. Any of
+them can be applied again with `bell-run rollback --to ID`. bell-run keeps the applied one and
+the last 5 others. Changes nothing.
+
+options:
+  --root DIR         the root to read (default /)
+  --json             the list as JSON on stdout (full ids, unix times)"
+            .to_string(),
+        "rollback" => format!(
+            "usage: bell-run rollback [--to GENERATION] [options]
+
+Applies a kept generation again from bell-run's own copy (the source bundle may be gone), as
+`apply` would. Without --to it goes to the generation first applied before the applied one,
+so a second rollback goes further back, as NixOS's does; `bell-run generations` lists them.
+
+options:
+  --to GENERATION    the generation: its bundle id, or the first characters of it
+{ROOT}
+  --offline          apply as on an image
+  --dry-run          print the plan and change nothing
+  --json             one JSON report on stdout
+{TIMEOUT}
+
+exit: as `apply`; 1 when there is no such generation (nothing changed)
+
+{}",
+            markers()
+        ),
+        "remove" => format!(
+            "usage: bell-run remove --yes [options]
+       bell-run remove --dry-run [options]
+
+Takes bell off this host or image root: reverts every resource bell manages (in reverse
+order, as a bundle without them would), gives every file bell took over its original back and
+removes the files bell created, then removes bell-run's timer units and its own directory
+(ROOT/var/lib/bell: state, logs, kept generations, originals). Accounts bell created are
+expired and locked by their revert, not deleted (a home may hold someone's work); they are
+named. When a revert fails, bell's state stays, so the removal can be run again.
+
+options:
+  --yes              do it
+  --dry-run          print what would be reverted, restored and removed; change nothing
+{ROOT}
+  --offline          revert as on an image
+  --json             one JSON report on stdout
+{TIMEOUT}
+
+exit: 0 removed (or planned), 1 refused (nothing changed), 3 a revert failed (bell stays),
+64 neither --yes nor --dry-run"
+        ),
+        "verify" => "usage: bell-run verify BUNDLE [--json]
+
+Checks a bundle's integrity without a root: the manifest is canonical and its sha256 is the
+bundle id, and every file is listed with its size and sha256, with nothing else beside them.
+
+exit: 0 verified, 1 refused"
+            .to_string(),
+        "recover" => "usage: bell-run recover [--root DIR]
+
+Completes or undoes a file switch that a crash interrupted, and nothing else (`apply` does this
+by itself first).
+
+exit: 0 done (or nothing to do), 1 refused"
+            .to_string(),
+        "install-timer" => "usage: bell-run install-timer [--root DIR] [--exec PATH] [--interval SPAN] [--source SRC ...]
+
+Writes bell-run.service and bell-run.timer into ROOT/etc/systemd/system; enable them with
+`systemctl daemon-reload && systemctl enable --now bell-run.timer`. Every --interval (default
+15min, with a random delay of up to a minute) the service re-applies the current generation,
+which runs nothing unless something is due; with --source it runs `bell-run pull` with the
+pull options given here (--trust, --store, --fleet, --host, --report, --metrics, --timeout,
+--fetch-timeout, --lock-prefix), each checked now. `bell-run remove` takes them away.
+
+options:
+  --root DIR         the root to write into (default /)
+  --exec PATH        bell-run's path on the host (default /usr/local/sbin/bell-run)
+  --interval SPAN    a systemd time span (default 15min)
+
+exit: 0 written, 1 refused, 64 a bad option"
+            .to_string(),
+        _ => return None,
+    };
+    Some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_command_of_the_usage_has_its_help() {
+        let usage = crate::cli::USAGE;
+        let commands: Vec<&str> = usage
+            .lines()
+            .filter_map(|l| {
+                l.trim_start()
+                    .strip_prefix("usage: ")
+                    .or(Some(l.trim_start()))
+            })
+            .filter_map(|l| l.strip_prefix("bell-run "))
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert!(commands.len() >= 11, "{commands:?}");
+        for command in commands {
+            let help = super::of(command).unwrap_or_else(|| panic!("no help for `{command}`"));
+            assert!(
+                help.starts_with(&format!("usage: bell-run {command}")),
+                "{command}: {help}"
+            );
+        }
+        assert!(super::of("frobnicate").is_none());
+    }
+}
