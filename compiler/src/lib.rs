@@ -20,6 +20,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 pub mod diagnostic;
 pub mod escape;
+pub mod kdl_text;
 pub mod source;
 pub mod spec;
 pub mod targets;

@@ -12,6 +12,7 @@ const ORDER: &[(&str, &[&str])] = &[
         &[
             "diagnostic",
             "escape",
+            "kdl_text",
             "source",
             "spec",
             "spec_diagnostic",

@@ -5,64 +5,11 @@
 
 use crate::apply::{self, Options, Report};
 use crate::context::{Ctx, Outcome, Refusal};
+use crate::help::{MARKERS, USAGE};
 use crate::plan::{Change, FileAction};
 use crate::{check, generations, journal, report, state, statedir};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-
-pub(crate) const USAGE: &str = "\
-usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--timings] [--timeout SECS]
-                      [--report DIR|etcd://HOST:PORT[,HOST:PORT...] [--alive-ttl SECS]]
-                      [--host NAME] [--release VERSION] [--metrics FILE]
-       bell-run check [--root DIR] [--offline] [--json] [--timeout SECS] [--report DEST]
-                      [--alive-ttl SECS] [--host NAME] [--release VERSION] [--metrics FILE]
-       bell-run pull --source http://HOST[:PORT]/PATH/|DIR [--host NAME] [--root DIR]
-                      [--trust FILE] [--store etcd://HOST:PORT [--lock-prefix PREFIX]]
-                      [--fleet NAME] [--offline] [--json] [--timeout SECS] [--report DEST]
-                      [--alive-ttl SECS] [--metrics FILE] [--fetch-timeout SECS]
-       bell-run pending --store etcd://HOST:PORT [--host NAME] [--root DIR] [--fleet NAME] [--json]
-       bell-run status [--root DIR] [--json]
-       bell-run generations [--root DIR] [--json]
-       bell-run rollback [--to GENERATION] [--root DIR] [--offline] [--dry-run] [--json]
-                      [--timeout SECS]
-       bell-run remove (--yes|--dry-run) [--root DIR] [--offline] [--json] [--timeout SECS]
-       bell-run verify BUNDLE [--json]
-       bell-run recover [--root DIR]
-       bell-run install-timer [--root DIR] [--exec PATH] [--interval SPAN]
-                      [--source http://HOST[:PORT]/PATH/|DIR [--trust FILE] [--store etcd://HOST:PORT]
-                       [--fleet NAME] [--host NAME] [--report DEST] [--alive-ttl SECS]
-                       [--metrics FILE] [--timeout SECS] [--fetch-timeout SECS]
-                       [--lock-prefix PREFIX]]
-
-exit codes:
-   0  done: applied, in sync (check), up to date (pending), verified
-   1  refused, nothing was changed (a bad bundle or root, a lock held, ...); check: a check
-      script could not tell
-   2  check: drift found (printed)
-   3  apply, rollback, remove: applied with failures (each named; the rest applied), or
-      stopped after changes began
-   4  apply, pull, check: the configuration applied (or is in sync) but a health probe fails
-  10  pending: the store holds a release this host has not applied; pull: it waits for a
-      slot of its rollout group (nothing was changed)
-  64  usage: an unknown command or option, a missing or extra argument (sysexits EX_USAGE)";
-
-/// What the first column of `apply`, `rollback` and `--dry-run` means; printed by `--help`.
-pub(crate) const MARKERS: &str = "\
-markers (apply, rollback, --dry-run), one per resource line:
-   +  created: the host has not had this resource before
-   ~  changed: the bundle changed it since the last apply
-   =  unchanged: as the last apply left it; nothing was run
-   *  drifted: unchanged in the bundle, but one of its files was changed on the host; put back
-   !  retry: unchanged, but its last apply failed or was skipped behind a failure
-   ^  trigger: ran once because a path under it changed (a daemon-reload after a unit file)
-   -  departed: no longer in the bundle; its revert script ran (--dry-run: will run)
-each apply line then says what happened: ok, failed, skipped (a resource it depends on
-failed), halted (an exec with on-failure=halt failed before it), deferred (to the first live
-apply: an offline apply to an image root starts no service and loads no sysctl), not-due (an
-exec whose rerun policy says not now), started (an exec in the background)
-on a root other than /, exec scripts and health probes run inside that root (a private mount
-namespace with it as /), never on this machine; offline= in the spec chooses defer, skip or
-root (this machine read-only but for the root and a private /tmp)";
 
 const OK: i32 = 0;
 const REFUSED: i32 = 1;
@@ -416,14 +363,17 @@ fn meant_for_another_host(bundle: &Path, args: &Args) -> Option<Refusal> {
     })
 }
 
+/// The root's checked state directory and its state, or the exit of the refusal (said).
+fn root_and_state(args: &Args) -> Result<(crate::rootfs::Root, state::State), i32> {
+    let root = statedir::open_root(&root_of(args)).map_err(|r| refused(&r, args.json))?;
+    let state = state::load(&root).map_err(|e| refused(&Refusal::new(e), args.json))?;
+    Ok((root, state))
+}
+
 fn cmd_rollback(args: &Args) -> i32 {
-    let root = match statedir::open_root(&root_of(args)) {
-        Ok(root) => root,
-        Err(r) => return refused(&r, args.json),
-    };
-    let state = match state::load(&root) {
-        Ok(state) => state,
-        Err(e) => return refused(&Refusal::new(e), args.json),
+    let (root, state) = match root_and_state(args) {
+        Ok(opened) => opened,
+        Err(code) => return code,
     };
     let kept = generations::kept(&root, &state);
     let chosen = match &args.to {
@@ -453,13 +403,9 @@ fn cmd_rollback(args: &Args) -> i32 {
 }
 
 fn cmd_generations(args: &Args) -> i32 {
-    let root = match statedir::open_root(&root_of(args)) {
-        Ok(root) => root,
-        Err(r) => return refused(&r, args.json),
-    };
-    let state = match state::load(&root) {
-        Ok(state) => state,
-        Err(e) => return refused(&Refusal::new(e), args.json),
+    let (root, state) = match root_and_state(args) {
+        Ok(opened) => opened,
+        Err(code) => return code,
     };
     let kept = generations::kept(&root, &state);
     if args.json {
@@ -824,13 +770,9 @@ fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
 }
 
 fn cmd_status(args: &Args) -> i32 {
-    let root = match statedir::open_root(&root_of(args)) {
-        Ok(root) => root,
-        Err(r) => return refused(&r, args.json),
-    };
-    let state = match state::load(&root) {
-        Ok(state) => state,
-        Err(e) => return refused(&Refusal::new(e), args.json),
+    let (root, state) = match root_and_state(args) {
+        Ok(opened) => opened,
+        Err(code) => return code,
     };
     let interrupted = journal::load(&root).ok().flatten().is_some();
     if args.json {

@@ -2,6 +2,60 @@
 //! takes, so that a reader on a host need not find the README. The exit codes and markers are
 //! said where they apply.
 
+pub(crate) const USAGE: &str = "\
+usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--timings] [--timeout SECS]
+                      [--report DIR|etcd://HOST:PORT[,HOST:PORT...] [--alive-ttl SECS]]
+                      [--host NAME] [--release VERSION] [--metrics FILE]
+       bell-run check [--root DIR] [--offline] [--json] [--timeout SECS] [--report DEST]
+                      [--alive-ttl SECS] [--host NAME] [--release VERSION] [--metrics FILE]
+       bell-run pull --source http://HOST[:PORT]/PATH/|DIR [--host NAME] [--root DIR]
+                      [--trust FILE] [--store etcd://HOST:PORT [--lock-prefix PREFIX]]
+                      [--fleet NAME] [--offline] [--json] [--timeout SECS] [--report DEST]
+                      [--alive-ttl SECS] [--metrics FILE] [--fetch-timeout SECS]
+       bell-run pending --store etcd://HOST:PORT [--host NAME] [--root DIR] [--fleet NAME] [--json]
+       bell-run status [--root DIR] [--json]
+       bell-run generations [--root DIR] [--json]
+       bell-run rollback [--to GENERATION] [--root DIR] [--offline] [--dry-run] [--json]
+                      [--timeout SECS]
+       bell-run remove (--yes|--dry-run) [--root DIR] [--offline] [--json] [--timeout SECS]
+       bell-run verify BUNDLE [--json]
+       bell-run recover [--root DIR]
+       bell-run install-timer [--root DIR] [--exec PATH] [--interval SPAN]
+                      [--source http://HOST[:PORT]/PATH/|DIR [--trust FILE] [--store etcd://HOST:PORT]
+                       [--fleet NAME] [--host NAME] [--report DEST] [--alive-ttl SECS]
+                       [--metrics FILE] [--timeout SECS] [--fetch-timeout SECS]
+                       [--lock-prefix PREFIX]]
+
+exit codes:
+   0  done: applied, in sync (check), up to date (pending), verified
+   1  refused, nothing was changed (a bad bundle or root, a lock held, ...); check: a check
+      script could not tell
+   2  check: drift found (printed)
+   3  apply, rollback, remove: applied with failures (each named; the rest applied), or
+      stopped after changes began
+   4  apply, pull, check: the configuration applied (or is in sync) but a health probe fails
+  10  pending: the store holds a release this host has not applied; pull: it waits for a
+      slot of its rollout group (nothing was changed)
+  64  usage: an unknown command or option, a missing or extra argument (sysexits EX_USAGE)";
+
+/// What the first column of `apply`, `rollback` and `--dry-run` means; printed by `--help`.
+pub(crate) const MARKERS: &str = "\
+markers (apply, rollback, --dry-run), one per resource line:
+   +  created: the host has not had this resource before
+   ~  changed: the bundle changed it since the last apply
+   =  unchanged: as the last apply left it; nothing was run
+   *  drifted: unchanged in the bundle, but one of its files was changed on the host; put back
+   !  retry: unchanged, but its last apply failed or was skipped behind a failure
+   ^  trigger: ran once because a path under it changed (a daemon-reload after a unit file)
+   -  departed: no longer in the bundle; its revert script ran (--dry-run: will run)
+each apply line then says what happened: ok, failed, skipped (a resource it depends on
+failed), halted (an exec with on-failure=halt failed before it), deferred (to the first live
+apply: an offline apply to an image root starts no service and loads no sysctl), not-due (an
+exec whose rerun policy says not now), started (an exec in the background)
+on a root other than /, exec scripts and health probes run inside that root (a private mount
+namespace with it as /), never on this machine; offline= in the spec chooses defer, skip or
+root (this machine read-only but for the root and a private /tmp)";
+
 const REPORTING: &str = concat!(
     "  --report DIR|etcd://HOST:PORT[,HOST:PORT...]\n",
     "                     file a report of the run there (the fleet's status reads it)\n",
@@ -19,7 +73,7 @@ const TIMEOUT: &str = concat!(
 const ROOT: &str = "  --root DIR         the root to act on (default /); any other root is offline";
 
 fn markers() -> &'static str {
-    crate::cli::MARKERS
+    MARKERS
 }
 
 /// The help of `command`, or `None` when there is no such command.
@@ -208,7 +262,7 @@ exit: 0 written, 1 refused, 64 a bad option"
 mod tests {
     #[test]
     fn every_command_of_the_usage_has_its_help() {
-        let usage = crate::cli::USAGE;
+        let usage = super::USAGE;
         let commands: Vec<&str> = usage
             .lines()
             .filter_map(|l| {

@@ -4,7 +4,6 @@
 //! bellc's declarations (`modules`), and the spec written with the overrides arranged so that
 //! every host resolves to what Divingbell would give it (`write`).
 
-mod kdl_text;
 mod modules;
 mod values;
 mod verify;

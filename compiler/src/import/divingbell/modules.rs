@@ -2,9 +2,9 @@
 //! key names mapped (`mnt_tgt` → `target`, `user_sshkeys` → `ssh-key`, `rerun_policy` →
 //! `rerun`, …), and a note for every key bellc does not know or cannot express.
 
-use super::kdl_text::{block, ident, string};
 use crate::front::validate::sysctl_path;
 use crate::import::yaml::{Node, Value};
+use crate::kdl_text::{block, ident, string};
 use crate::source::Span;
 use std::collections::BTreeMap;
 

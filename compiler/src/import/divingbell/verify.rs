@@ -5,12 +5,12 @@
 //! Divingbell's rule picks and merges them for that host. Both specs go through bellc's own
 //! lowering and resolution, so what is compared is what bellc would build, field by field.
 
-use super::kdl_text::{ident, string};
 use super::modules::{map, Module};
 use super::values::Values;
 use super::write::write_decls;
 use crate::diagnostic::Diagnostics;
 use crate::front::inventory::Entry;
+use crate::kdl_text::{ident, string};
 use crate::resolve::{Model, Resolution};
 use crate::source::Sources;
 use crate::spec::Value;

@@ -8,10 +8,10 @@
 //! earlier override of its daemonset may have set, so that the last one to apply leaves the
 //! host exactly as Divingbell would.
 
-use super::kdl_text::{ident, string};
 use super::modules::{map, Decl, Note, Place};
 use super::values::{Choice, Values};
 use crate::front::inventory::Entry;
+use crate::kdl_text::{ident, string};
 use crate::source::Span;
 use std::collections::BTreeSet;
 

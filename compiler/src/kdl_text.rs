@@ -1,5 +1,5 @@
-//! KDL literals written by the import: every value quoted by the code that writes it, and read
-//! back by the KDL parser in the tests.
+//! KDL literals written by bellc (the import's spec, `bellc explain`): every value quoted by the
+//! code that writes it, and read back by the KDL parser in the tests.
 
 /// A quoted KDL string that reads back as `s`, on one line: escapes for `"`, `\` and every
 /// character KDL does not allow literally or that would end the line.
@@ -102,6 +102,11 @@ mod tests {
             "rtl\u{202e}",
             "ü漢🦀",
             "#\"\"\"#",
+            "\u{8}backspace\u{c}formfeed",
+            "\"\"\"\nquotes\n\"\"\"",
+            "trailing spaces   \n  indented\n",
+            "\\\n back\\slash\n",
+            "  \n\t\nend",
         ] {
             assert_eq!(read_back(&string(s)), s, "{s:?}");
             assert_eq!(read_back(&block(s, "  ")), s, "{s:?}");
