@@ -33,6 +33,7 @@ fn release(names: &[String], bundle: char, wave: usize) -> Release {
                 bundle: bundle.to_string().repeat(64),
                 address: None,
                 labels: Default::default(),
+                identity: None,
             };
             (h.clone(), entry)
         })

@@ -104,6 +104,7 @@ fn main() {
                 bundle: bundle(i),
                 address: Some(format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255)),
                 labels: Arc::new(labels),
+                identity: None,
             };
             (name.clone(), entry)
         })

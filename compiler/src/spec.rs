@@ -25,6 +25,8 @@ pub struct Spec {
     /// Resources whose declaration had an error (reported, and the node dropped): a `remove`
     /// or an `after` naming one is not a second mistake, and is not reported as one.
     pub rejected: BTreeSet<(Kind, String)>,
+    /// Hosts whose identity was wrong (reported): not missing one as well.
+    pub rejected_identities: BTreeSet<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -33,6 +35,8 @@ pub struct Fleet {
     pub target: Option<Spanned<String>>,
     pub mode: OverrideMode,
     pub span: Option<Span>,
+    /// `identities="required"`: every host must have an identity (where it was said).
+    pub identities_required: Option<Span>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +60,8 @@ pub struct Host {
     pub address: Option<String>,
     pub target: Option<Spanned<String>>,
     pub labels: bell_bundle::Labels,
+    /// The host's identity, `ssh-ed25519 BASE64` (checked, without its comment).
+    pub identity: Option<String>,
     /// Where the host was declared: its `host` node, or its entry's `inventory` node.
     pub span: Span,
 }

@@ -223,6 +223,7 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
                     bundle,
                     address: None,
                     labels: Default::default(),
+                    identity: None,
                 };
                 (host, entry)
             })

@@ -26,6 +26,7 @@ pub fn release(
                     bundle: bundle.clone(),
                     address: h.address.clone(),
                     labels: h.labels.clone(),
+                    identity: h.identity.clone(),
                 },
             ))
         })

@@ -1303,6 +1303,7 @@ mod tests {
                         bundle: b.repeat(64),
                         address: None,
                         labels: Default::default(),
+                        identity: None,
                     },
                 )
             })

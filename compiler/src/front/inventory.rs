@@ -14,6 +14,9 @@ pub struct Entry {
     pub name: String,
     pub address: Option<String>,
     pub labels: Labels,
+    /// The host's identity (`identity`; a kubectl node's annotation `bell/identity`),
+    /// unchecked.
+    pub identity: Option<String>,
     /// Byte offset of the entry's name in the file, for diagnostics.
     pub offset: usize,
 }
@@ -32,6 +35,8 @@ struct PlainHost {
     address: Option<String>,
     #[serde(default)]
     labels: BTreeMap<String, LabelValue>,
+    #[serde(default)]
+    identity: Option<String>,
 }
 
 /// A label's value: a string, or an integer taken as its decimal text.
@@ -79,6 +84,8 @@ struct KubeMeta {
     name: String,
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    #[serde(default)]
+    annotations: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -130,6 +137,7 @@ impl<'de> Deserialize<'de> for PlainList {
                         name: host.name,
                         address: host.address,
                         labels: sets.intern(labels),
+                        identity: host.identity,
                         offset: 0,
                     });
                 }
@@ -139,6 +147,9 @@ impl<'de> Deserialize<'de> for PlainList {
         deserializer.deserialize_seq(List)
     }
 }
+
+/// The annotation of a kubectl node that holds its bell identity.
+pub const IDENTITY_ANNOTATION: &str = "bell/identity";
 
 /// Parses an inventory file's text.
 pub fn parse(text: &str) -> Result<Vec<Entry>, InventoryError> {
@@ -166,10 +177,12 @@ pub fn parse(text: &str) -> Result<Vec<Entry>, InventoryError> {
                         .find(|a| a.kind == "InternalIP")
                         .map(|a| a.address)
                 });
+                let identity = node.metadata.annotations.get(IDENTITY_ANNOTATION).cloned();
                 Entry {
                     name: node.metadata.name,
                     address,
                     labels: sets.intern(node.metadata.labels),
+                    identity,
                     offset: 0,
                 }
             })

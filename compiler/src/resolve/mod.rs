@@ -104,6 +104,28 @@ pub enum ResolveError {
         span: SourceSpan,
         file: FileId,
     },
+    #[error("host `{host}` has no identity, and the fleet requires one")]
+    #[diagnostic(
+        code(bell::resolve::no_identity),
+        help("give it `identity=\"ssh-ed25519 …\"` (`bell-run identity` prints it on the host, `ssh-keyscan -t ed25519 HOST` from outside), or make the fleet's identities=\"optional\"")
+    )]
+    NoIdentity {
+        host: String,
+        #[label("this host")]
+        span: SourceSpan,
+        file: FileId,
+    },
+    #[error("hosts `{first}` and `{host}` have the same identity")]
+    #[diagnostic(code(bell::resolve::shared_identity))]
+    SharedIdentity {
+        host: String,
+        first: String,
+        #[label("second host with it")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
 }
 
 impl ResolveError {
@@ -117,7 +139,9 @@ impl ResolveError {
             | MissingField { file, .. }
             | NoTarget { file, .. }
             | UnknownTarget { file, .. }
-            | NoHosts { file, .. } => Some(*file),
+            | NoHosts { file, .. }
+            | NoIdentity { file, .. }
+            | SharedIdentity { file, .. } => Some(*file),
         }
     }
 }
@@ -244,6 +268,7 @@ pub struct ResolvedHost {
     pub name: String,
     pub address: Option<String>,
     pub labels: bell_bundle::Labels,
+    pub identity: Option<String>,
     pub target: String,
     pub model: Arc<Model>,
 }
@@ -259,6 +284,7 @@ pub struct Resolution {
 /// overrides) are reported once, not per host.
 pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> Resolution {
     static_checks(spec, diags);
+    identity_checks(spec, diags);
     // With errors already found (an unreadable inventory, say), "no hosts" is only an echo.
     if spec.hosts.is_empty() && !diags.has_errors() {
         if let Some(span) = spec.fleet.span {
@@ -330,6 +356,7 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
             name: host.name.clone(),
             address: host.address.clone(),
             labels: host.labels.clone(),
+            identity: host.identity.clone(),
             target,
             model,
         });
@@ -608,6 +635,42 @@ fn check_required(
                 help: how,
                 file: resource.origin.span.file,
             });
+        }
+    }
+}
+
+/// Each host's identity is its own: one key named for two hosts would let either speak for
+/// the other. With `identities="required"`, every host has one.
+fn identity_checks(spec: &Spec, diags: &mut Diagnostics) {
+    let mut seen: HashMap<&str, &str> = HashMap::new();
+    for host in &spec.hosts {
+        match &host.identity {
+            Some(identity) => {
+                if let Some(first) = seen.get(identity.as_str()) {
+                    diags.push(ResolveError::SharedIdentity {
+                        host: host.name.clone(),
+                        first: first.to_string(),
+                        span: host.span.source_span(),
+                        help: "each host has its own key; an image cloned with its SSH host key \
+                               gives every copy the same one: make new host keys on first boot \
+                               (`ssh-keygen -A` after removing /etc/ssh/ssh_host_*)"
+                            .to_string(),
+                        file: host.span.file,
+                    });
+                } else {
+                    seen.insert(identity, &host.name);
+                }
+            }
+            None if spec.fleet.identities_required.is_some()
+                && !spec.rejected_identities.contains(&host.name) =>
+            {
+                diags.push(ResolveError::NoIdentity {
+                    host: host.name.clone(),
+                    span: host.span.source_span(),
+                    file: host.span.file,
+                });
+            }
+            None => {}
         }
     }
 }

@@ -42,6 +42,9 @@ pub fn explain(spec: &Spec, host: &ResolvedHost, sources: &Sources) -> String {
     if let Some(a) = &host.address {
         let _ = write!(host_line, " address={}", string(a));
     }
+    if let Some(identity) = &host.identity {
+        let _ = write!(host_line, " identity={}", string(identity));
+    }
     for (k, v) in host.labels.iter() {
         let _ = write!(host_line, " {}={}", ident(k), string(v));
     }

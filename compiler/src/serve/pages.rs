@@ -605,6 +605,7 @@ mod tests {
                     bundle: "ab".repeat(32),
                     address: None,
                     labels: Arc::new(labels),
+                    identity: None,
                 };
                 (format!("host-{i:03}"), entry)
             })

@@ -386,6 +386,10 @@ pub struct ReleaseHost {
     pub bundle: String,
     pub address: Option<String>,
     pub labels: Labels,
+    /// The host's identity, `ssh-ed25519 BASE64`: the key its reports are signed with, given
+    /// by the release so that every verifier learns it from what the signing key signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
 }
 
 /// A host's labels. Shared: the spec, the resolution and the release hold the same map, and
@@ -1239,6 +1243,7 @@ mod verify_tests {
             bundle: bundle.into(),
             address: Some("10.0.0.1".into()),
             labels: Labels::new(BTreeMap::from([("rack".to_string(), rack.to_string())])),
+            identity: None,
         };
         let mut release = Release {
             format: 1,

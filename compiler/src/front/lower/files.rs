@@ -71,7 +71,26 @@ impl Lowerer<'_> {
                         }
                     }
                 }
-                _ => self.unknown_prop(file, "fleet", entry, &["target", "overrides"]),
+                "identities" => {
+                    if let Some(mode) = self.string(file, "identities", entry) {
+                        match mode.as_str() {
+                            "required" => {
+                                self.spec.fleet.identities_required =
+                                    Some(self.span(file, entry.span()))
+                            }
+                            "optional" => self.spec.fleet.identities_required = None,
+                            _ => self.diags.push(LowerError::InvalidValue {
+                                message: format!("`identities` cannot be \"{mode}\""),
+                                span: entry.span(),
+                                help: "use identities=\"required\" (every host must have an identity) or identities=\"optional\" (the default)".into(),
+                                file,
+                            }),
+                        }
+                    }
+                }
+                _ => {
+                    self.unknown_prop(file, "fleet", entry, &["target", "overrides", "identities"])
+                }
             }
         }
         self.no_children(file, node);
@@ -89,6 +108,7 @@ impl Lowerer<'_> {
             address: None,
             target: None,
             labels: Default::default(),
+            identity: None,
             span: self.span(file, node.span()),
         };
         let mut ok = true;
@@ -102,6 +122,18 @@ impl Lowerer<'_> {
                             Ok(()) => address_span = Some(self.span(file, entry.span())),
                             // The host stays, so that what matches it is still checked.
                             Err(invalid) => self.invalid(file, entry.span(), invalid),
+                        }
+                    }
+                }
+                "identity" => {
+                    if let Some(line) = self.string(file, "identity", entry) {
+                        match validate::host_identity(&line) {
+                            Ok(identity) => host.identity = Some(identity),
+                            // The host stays, so that what matches it is still checked.
+                            Err(invalid) => {
+                                self.invalid(file, entry.span(), invalid);
+                                self.spec.rejected_identities.insert(host.name.clone());
+                            }
                         }
                     }
                 }
@@ -321,6 +353,7 @@ impl Lowerer<'_> {
                         address: entry.address,
                         target: None,
                         labels: entry.labels,
+                        identity: None,
                         span,
                     };
                     let invalid_at = |host: &str, invalid: crate::diagnostic::Invalid| {
@@ -356,6 +389,15 @@ impl Lowerer<'_> {
                         len: 1,
                     };
                     let mut host = host;
+                    if let Some(line) = &entry.identity {
+                        match validate::host_identity(line) {
+                            Ok(identity) => host.identity = Some(identity),
+                            Err(invalid) => {
+                                self.diags.push(invalid_at(&host.name, invalid));
+                                self.spec.rejected_identities.insert(host.name.clone());
+                            }
+                        }
+                    }
                     if let Some(address) = host.address.take() {
                         match validate::host_address(&address) {
                             Ok(()) => host.address = Some(address),

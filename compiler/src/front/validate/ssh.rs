@@ -242,6 +242,38 @@ pub fn ssh_public_key(line: &str) -> Result<(), Invalid> {
     })
 }
 
+/// A host's identity: the public half of its Ed25519 key, as one `.pub` line (`ssh-ed25519
+/// BASE64 [COMMENT]`: what `ssh-keyscan -t ed25519 HOST` and `bell-run identity` print). The
+/// identity as the release carries it, type and key data without the comment.
+pub fn host_identity(line: &str) -> Result<String, Invalid> {
+    const HELP: &str = "give the host's Ed25519 key as one line: `bell-run identity` prints it on \
+                        the host, `ssh-keyscan -t ed25519 HOST` from outside";
+    let key_type = line
+        .split([' ', '\t'])
+        .find(|f| !f.is_empty())
+        .unwrap_or("");
+    if key_type != "ssh-ed25519" && SSH_KEY_TYPES.contains(&key_type) {
+        return Err(invalid(
+            format!("a host identity is an Ed25519 key, not `{key_type}`"),
+            HELP,
+        ));
+    }
+    ssh_public_key(line).map_err(|e| Invalid {
+        message: format!("host identity: {}", e.message),
+        help: if key_type == "ssh-ed25519" {
+            e.help
+        } else {
+            HELP.to_string()
+        },
+    })?;
+    let data = line
+        .split([' ', '\t'])
+        .filter(|f| !f.is_empty())
+        .nth(1)
+        .unwrap_or_default();
+    Ok(format!("ssh-ed25519 {data}"))
+}
+
 /// The help for a path written where a key goes: `file=` with a path relative to the spec, and
 /// for a path outside the tree (`~/.ssh/…`, `/root/…`, `../…`), to copy it in first.
 fn key_file_help(path: &str) -> String {

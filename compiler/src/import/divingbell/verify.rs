@@ -67,6 +67,7 @@ pub fn probe_hosts(values: &Values) -> Vec<Entry> {
         name,
         address: None,
         labels: labels.into(),
+        identity: None,
         offset: 0,
     };
     let mut hosts = vec![entry("probe-plain".into(), BTreeMap::new())];
