@@ -47,6 +47,7 @@ fn release(names: &[String], bundle: char, wave: usize) -> Release {
         sequence: None,
         expires: None,
         rollout: None,
+        identities_required: false,
     }
 }
 
@@ -73,6 +74,9 @@ fn report(host: &str, version: &str, bundle: &str) -> Report {
             ("health".to_string(), State::Success),
         ]),
         health: Vec::new(),
+        sequence: None,
+        signer: None,
+        proof: None,
     }
 }
 
@@ -86,7 +90,7 @@ fn file_reports(store: &Store, hosts: &[(String, String)], version: &str) {
             scope.spawn(move || {
                 for (host, bundle) in chunk {
                     store
-                        .record(&mut report(host, version, bundle))
+                        .record(&mut report(host, version, bundle), None)
                         .expect("report");
                 }
             });

@@ -74,6 +74,9 @@ fn report(host: &str, i: usize, release: &str, at: u64) -> Report {
             },
         )]),
         health: Vec::new(),
+        sequence: None,
+        signer: None,
+        proof: None,
     }
 }
 
@@ -118,6 +121,7 @@ fn main() {
         sequence: None,
         expires: None,
         rollout: None,
+        identities_required: false,
     };
     let out = tempfile::tempdir().expect("tempdir");
     std::fs::write(
@@ -192,7 +196,7 @@ fn main() {
             .range_prefix(&format!("/bell/{FLEET}/"))
             .expect("range");
         let fetched = t.elapsed().as_secs_f64();
-        let views = bell_store::views_from(FLEET, &kvs).expect("views");
+        let views = bell_store::views_from(FLEET, &kvs, &Default::default()).expect("views");
         let parsed = t.elapsed().as_secs_f64();
         let status = bellc::fleet::status::fleet_status(&release, &views, now(), None);
         eprintln!(

@@ -47,13 +47,16 @@ fn report(host: &str, at: u64) -> Report {
         signature: Some("verified: key 0123456789ABCDEF, sequence 1".to_string()),
         status: BTreeMap::from([("apply".to_string(), State::Success)]),
         health: Vec::new(),
+        sequence: None,
+        signer: None,
+        proof: None,
     }
 }
 
 /// The store calls of one `bell-run pull` of a host that is up to date.
 fn pull(store: &Store, etcd: &Etcd, host: &str, lease: Option<i64>) -> Result<Option<i64>, String> {
     store.desired(FLEET, host)?;
-    store.record(&mut report(host, now()))?;
+    store.record(&mut report(host, now()), None)?;
     let lease = store.keep_alive(FLEET, host, lease, 2700)?;
     semaphore::release(etcd, &semaphore::default_prefix(FLEET), "default", host)?;
     Ok(lease)

@@ -180,13 +180,15 @@ fn plan_release(
 ) -> Release {
     let policy = graph::waves::Policy::from_spec(spec.rollout.as_ref());
     let waves = graph::waves::plan(&resolution.hosts, layers, &policy, |_| true);
-    emit::release::release(
+    let mut release = emit::release::release(
         &spec.fleet.name,
         &resolution.hosts,
         bundle_of,
         &waves,
         &policy,
-    )
+    );
+    release.identities_required = spec.fleet.identities_required.is_some();
+    release
 }
 
 /// Renders the hosts of a front end without errors into memory and plans the release.

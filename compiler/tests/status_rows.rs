@@ -122,12 +122,13 @@ fn six_hosts_six_rows_that_hide_nothing() {
     assert_eq!(
         rows,
         [
-            want("broken", "failed", &["failed", "stale", "drifted"]),
+            // No host of this fleet has an identity: what each reports is unverified.
+            want("broken", "failed", &["failed", "stale", "drifted", "unverified"]),
             want("silent", "unaccounted", &[]),
-            want("drifty", "drifted", &["drifted", "pending"]),
-            want("behind", "pending", &["pending"]),
-            want("baked", "deferred", &["deferred"]),
-            want("ok", "up-to-date", &[]),
+            want("drifty", "drifted", &["drifted", "pending", "unverified"]),
+            want("behind", "pending", &["pending", "unverified"]),
+            want("baked", "deferred", &["deferred", "unverified"]),
+            want("ok", "up-to-date", &["unverified"]),
         ],
         "{json:#}"
     );
@@ -150,7 +151,8 @@ fn six_hosts_six_rows_that_hide_nothing() {
     assert_eq!(row("baked")["version"], v2.as_str());
     assert!(row("ok")["age_seconds"].as_u64().unwrap() < 600);
     let counts = json["counts"].as_object().unwrap();
-    assert_eq!(counts.len(), 9, "every state has a count: {json:#}");
+    assert_eq!(counts.len(), 10, "every state has a count: {json:#}");
+    assert_eq!(counts["forged"], 0);
     assert_eq!(counts["unhealthy"], 0);
 
     // The text form lists every host with --all, in the same order and states.

@@ -113,6 +113,7 @@ struct Args {
     alive_ttl: Option<u64>,
     to: Option<String>,
     yes: bool,
+    init: bool,
 }
 
 impl Args {
@@ -184,6 +185,7 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
             }
             "--to" => out.to = Some(value("--to")?.to_string_lossy().to_string()),
             "--yes" => out.yes = true,
+            "--init" => out.init = true,
             "--lock-prefix" => {
                 out.lock_prefix = Some(value("--lock-prefix")?.to_string_lossy().to_string())
             }
@@ -231,6 +233,7 @@ pub fn main() -> i32 {
         "rollback" if wants(0) => cmd_rollback(&args),
         "generations" if wants(0) => cmd_generations(&args),
         "remove" if wants(0) => cmd_remove(&args),
+        "identity" if wants(0) => cmd_identity(&args),
         "status" if wants(0) => cmd_status(&args),
         "check" if wants(0) => cmd_check(&args),
         "pending" if wants(0) => cmd_pending(&args),
@@ -240,7 +243,7 @@ pub fn main() -> i32 {
         "install-timer" if wants(0) => cmd_install_timer(&args),
         "apply" | "verify" => usage(&format!("`{command}` takes one bundle directory")),
         "rollback" | "generations" | "remove" | "status" | "recover" | "install-timer"
-        | "check" | "pending" | "pull" => {
+        | "check" | "pending" | "pull" | "identity" => {
             usage(&format!("`{command}` takes no positional argument"))
         }
         other => usage(&format!("unknown command `{other}`")),
@@ -435,6 +438,57 @@ fn cmd_generations(args: &Args) -> i32 {
             bell_bundle::utc(g.last_applied),
             g.result
         );
+    }
+    OK
+}
+
+/// Prints the host's identity as one line of OpenSSH's format, the line its `host` entry
+/// takes as `identity=`.
+fn cmd_identity(args: &Args) -> i32 {
+    let root = match crate::rootfs::Root::open(&root_of(args)) {
+        Ok(root) => root,
+        Err(e) => return refused(&Refusal::new(e), args.json),
+    };
+    let loaded = if args.init {
+        crate::identity::load_or_make(&root).map(|(key, made)| Some((key, made)))
+    } else {
+        crate::identity::load(&root).map(|key| key.map(|key| (key, false)))
+    };
+    let (key, made) = match loaded {
+        Ok(Some(found)) => found,
+        Ok(None) => {
+            let refusal = Refusal::new(format!(
+                "this host has no identity: neither {} nor {} is under {}",
+                crate::identity::SSH_HOST_KEY,
+                crate::identity::BELL_KEY,
+                root.dir.display()
+            ))
+            .help("`bell-run identity --init` makes bell's own key (0600, root's alone)");
+            return refused(&refusal, args.json);
+        }
+        Err(e) => return refused(&Refusal::new(e), args.json),
+    };
+    let identity = key.key.identity();
+    let file = crate::identity::host_path(&root, &key.file).to_string();
+    // The host's name as the comment, as ssh-keygen names a key by user@host.
+    let name = report::host_name(args.host.as_deref(), &root.dir).ok();
+    if args.json {
+        let value = serde_json::json!({
+            "identity": identity.to_openssh(),
+            "fingerprint": identity.fingerprint(),
+            "host": name,
+            "file": file,
+            "made": made,
+        });
+        println!("{value:#}");
+        return OK;
+    }
+    if made {
+        eprintln!("made {file}: this host's identity from now on");
+    }
+    match name {
+        Some(name) => println!("{} {name}", identity.to_openssh()),
+        None => println!("{}", identity.to_openssh()),
     }
     OK
 }

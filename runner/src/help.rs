@@ -19,6 +19,7 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
                       [--timeout SECS]
        bell-run remove (--yes|--dry-run) [--root DIR] [--offline] [--json] [--timeout SECS]
        bell-run verify BUNDLE [--json]
+       bell-run identity [--root DIR] [--init] [--host NAME] [--json]
        bell-run recover [--root DIR]
        bell-run install-timer [--root DIR] [--exec PATH] [--interval SPAN]
                       [--source http://HOST[:PORT]/PATH/|DIR [--trust FILE] [--store etcd://HOST:PORT]
@@ -230,6 +231,24 @@ bundle id, and every file is listed with its size and sha256, with nothing else 
 
 exit: 0 verified, 1 refused"
             .to_string(),
+        "identity" => format!(
+            "usage: bell-run identity [--root DIR] [--init] [--host NAME] [--json]
+
+Prints this host's identity, the Ed25519 key every report it files is signed with, as one line
+of OpenSSH's format (`ssh-ed25519 AAAA… HOST`): the value of its host entry's `identity=` in the
+spec. The key is the SSH host key ({ssh}) when there is one, else bell's own ({bell}, 0600).
+Changes nothing unless --init is given.
+
+options:
+{ROOT}
+  --init             make bell's own key when the root has neither (once; never replaced)
+  --host NAME        the name to print after the key (default: ROOT/etc/hostname)
+  --json             identity, fingerprint, host, key file and whether it was made now
+
+exit: 0 printed, 1 refused (no key without --init; an unreadable or group-readable key)",
+            ssh = crate::identity::SSH_HOST_KEY,
+            bell = crate::identity::BELL_KEY,
+        ),
         "recover" => "usage: bell-run recover [--root DIR]
 
 Completes or undoes a file switch that a crash interrupted, and nothing else (`apply` does this

@@ -13,6 +13,7 @@ mod fetch;
 mod generations;
 mod health;
 mod help;
+mod identity;
 mod journal;
 mod metrics;
 mod plan;

@@ -7,6 +7,7 @@ use crate::apply;
 use crate::check::CheckReport;
 use crate::context::Refusal;
 use crate::health::ProbeOutcome;
+use crate::identity;
 use crate::metrics::{self, Metrics};
 use crate::state;
 use bell_bundle::Manifest;
@@ -330,9 +331,28 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     signature: run.signature.clone(),
                     status: run.status.clone(),
                     health: run.health.clone(),
+                    sequence: None,
+                    signer: None,
+                    proof: None,
                 };
+                let key_root = crate::rootfs::Root::open(run.root).ok();
+                let key = key_root.as_ref().and_then(|root| match identity::load(root) {
+                    Ok(key) => key,
+                    Err(e) => {
+                        eprintln!("warning: the report is filed unsigned: {e}");
+                        None
+                    }
+                });
+                let mut next_sequence = || match &key_root {
+                    Some(root) => identity::next_sequence(root, finished_at),
+                    None => Ok(finished_at),
+                };
+                let signer = key.as_ref().map(|key| bell_store::Signer {
+                    key: &key.key,
+                    next_sequence: &mut next_sequence,
+                });
                 let filed = Store::parse(dest).and_then(|store| {
-                    store.record(&mut report)?;
+                    store.record(&mut report, signer)?;
                     let root = recorded.as_ref().map(|(root, _)| root);
                     keep_alive(&store, dest, &report, root, sinks.alive_ttl)
                 });

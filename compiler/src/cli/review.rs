@@ -5,6 +5,7 @@
 use bell_store::Store;
 use bellc::fleet::rollout::{self, Phase};
 use bellc::fleet::status::{self, FleetStatus, HostState};
+use bellc::fleet::witness::Witness;
 use bellc::review::diff::{self, ReleaseDiff, Side};
 use std::path::Path;
 
@@ -237,6 +238,7 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
             sequence: None,
             expires: None,
             rollout: None,
+            identities_required: false,
         });
     };
     // OUT may be the http:// URL that serves it to hosts, as for `bellc serve`.
@@ -267,7 +269,13 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
 pub fn status(args: &StatusArgs) -> Result<u8, String> {
     let store = Store::parse(args.source)?;
     let release = release_of(args, &store)?;
-    let views = store.load_fleet(&release.fleet)?;
+    let identities = bell_store::identities_of(&release);
+    let mut views = store.load_fleet(&release.fleet, &identities)?;
+    let mut witness = Witness::open(&release.fleet)?;
+    witness.judge(&release, &mut views);
+    if let Err(e) = witness.save() {
+        eprintln!("warning: {e}");
+    }
     let mut fleet =
         status::fleet_status(&release, &views, now(), args.stale_minutes.map(|m| m * 60));
     if let Store::Etcd(etcd) = &store {
@@ -353,6 +361,8 @@ fn print_status(s: &FleetStatus, all: bool) {
                 let others: Vec<&str> = h
                     .flags
                     .iter()
+                    // Told once under the table, for the whole fleet.
+                    .filter(|f| **f != status::Flag::Unverified)
                     .map(|f| f.as_str())
                     .filter(|f| *f != h.state.as_str())
                     .collect();
@@ -401,6 +411,24 @@ fn print_status(s: &FleetStatus, all: bool) {
         .map(|(v, n)| format!("{} {n}", diff::short(v)))
         .collect();
     println!("versions: {}", versions.join(", "));
+    let unverified: Vec<&str> = s
+        .hosts
+        .iter()
+        .filter(|h| h.flags.contains(&status::Flag::Unverified))
+        .map(|h| h.host.as_str())
+        .collect();
+    if !unverified.is_empty() {
+        let named = if unverified.len() > 5 {
+            format!("{}, …", unverified[..5].join(", "))
+        } else {
+            unverified.join(", ")
+        };
+        println!(
+            "unverified: {} host(s) ({named}): their reports cannot be checked (no identity in the \
+             release, or not signed); `--json` says why for each",
+            unverified.len()
+        );
+    }
     println!("{}", s.summary());
 }
 

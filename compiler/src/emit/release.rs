@@ -41,6 +41,7 @@ pub fn release(
         sequence: None,
         expires: None,
         rollout: Some(rollout),
+        identities_required: false,
     }
 }
 

@@ -5,8 +5,11 @@
 //! - [`signing`]: minisign keys and signed releases (a sequence that only grows, an expiry).
 //!
 //! - [`rollout`]: the controller that moves a release through the fleet wave by wave.
+//! - [`witness`]: what a reader has seen each host sign, so that an old report put back is
+//!   refused.
 
 pub mod record;
 pub mod rollout;
 pub mod signing;
 pub mod status;
+pub mod witness;

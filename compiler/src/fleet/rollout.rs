@@ -19,6 +19,7 @@
 use super::record::{self, Given, Record, Stage};
 use super::signing::{self, SigningKey};
 use super::status::{self, HostState};
+use super::witness::Witness;
 use crate::emit::releases;
 use crate::review::diff::short;
 use bell_bundle::{Release, ReleaseHost};
@@ -841,12 +842,22 @@ impl Controller<'_> {
         let mut told: BTreeSet<String> = BTreeSet::new();
         // What the store said last: a poll that cannot read it judges by that again.
         let mut views: BTreeMap<String, HostView> = BTreeMap::new();
+        // Each report is checked against the identity the release gives its host, and
+        // against what was seen signed before (a report put back is refused).
+        let identities = bell_store::identities_of(release);
+        let mut witness = Witness::open(&release.fleet).map_err(RolloutError::Store)?;
         loop {
             if lease.lost() {
                 return Err(RolloutError::LostLease);
             }
-            match self.store().load_fleet(&release.fleet) {
-                Ok(read) => views = read,
+            match self.store().load_fleet(&release.fleet, &identities) {
+                Ok(mut read) => {
+                    witness.judge(release, &mut read);
+                    if let Err(error) = witness.save() {
+                        watch(&Event::StoreTrouble { error });
+                    }
+                    views = read;
+                }
                 Err(error) => watch(&Event::StoreTrouble { error }),
             }
             let judged = judge(release, wave.hosts, &views, since, now());
@@ -960,6 +971,22 @@ pub fn judge(
     for host in hosts {
         let row = by_host.get(host.as_str());
         let state = row.map(|r| r.state);
+        // A report that cannot be checked counts for nothing where the host has an identity
+        // to check it with, or every host must have one.
+        let must_sign = release.identities_required
+            || release
+                .hosts
+                .get(host)
+                .is_some_and(|h| h.identity.is_some());
+        let unverified = row.filter(|r| must_sign && r.flags.contains(&status::Flag::Unverified));
+        if let Some(row) = unverified {
+            judged.waiting.push(Trouble {
+                host: host.clone(),
+                state: "unverified".to_string(),
+                detail: row.unverified.clone(),
+            });
+            continue;
+        }
         if matches!(state, Some(HostState::UpToDate | HostState::Deferred)) {
             judged.converged.push(host.clone());
             continue;
@@ -997,6 +1024,9 @@ pub fn judge(
             }),
             Some(HostState::Unhealthy) => judged.waiting.push(trouble("unhealthy")),
             Some(HostState::Unreadable) => judged.waiting.push(trouble("unreadable")),
+            // Its own word is not in the store: the forgery is left out, and what it last
+            // said for itself stands (it waits for the host's next report, never converges).
+            Some(HostState::Forged) => judged.waiting.push(trouble("forged")),
             // Alive and pulling, but its group's slots are held (by a host that is not
             // healthy yet): it writes nothing new while it waits, and is not silent.
             _ if row.is_some_and(|r| r.flags.contains(&status::Flag::Waiting))
@@ -1320,6 +1350,7 @@ mod tests {
             sequence: None,
             expires: None,
             rollout: None,
+            identities_required: false,
         }
     }
 
@@ -1340,6 +1371,9 @@ mod tests {
             signature: None,
             status: BTreeMap::from([("apply".to_string(), result)]),
             health: Vec::new(),
+            sequence: None,
+            signer: None,
+            proof: None,
         };
         let report = Arc::new(report);
         HostView {
@@ -1348,7 +1382,7 @@ mod tests {
             report: Some(report),
             alive: Some(alive),
             revisions: BTreeMap::new(),
-            unreadable: None,
+            ..HostView::default()
         }
     }
 

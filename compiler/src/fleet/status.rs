@@ -11,6 +11,9 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HostState {
+    /// A report filed under its name is not its own (another key, edited, another host's,
+    /// an old one put back): an attack on the fleet's store, worse than any failure.
+    Forged,
     Failed,
     /// Its configuration applied, but a health probe fails.
     Unhealthy,
@@ -29,7 +32,8 @@ pub enum HostState {
 
 impl HostState {
     /// Every state, most severe first: the order of the rows and of the counts.
-    pub const ALL: [HostState; 9] = [
+    pub const ALL: [HostState; 10] = [
+        HostState::Forged,
         HostState::Failed,
         HostState::Unhealthy,
         HostState::Unaccounted,
@@ -43,6 +47,7 @@ impl HostState {
 
     pub fn as_str(self) -> &'static str {
         match self {
+            HostState::Forged => "forged",
             HostState::Failed => "failed",
             HostState::Unhealthy => "unhealthy",
             HostState::Unaccounted => "unaccounted",
@@ -64,6 +69,8 @@ impl HostState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Flag {
+    /// A report under its name is not its own: left out, its last verified report shown.
+    Forged,
     Failed,
     Unhealthy,
     /// Not heard from recently: its liveness lease lapsed, or (reports in a directory) its
@@ -74,11 +81,16 @@ pub enum Flag {
     /// Pending, and waiting for a slot of its rollout group.
     Waiting,
     Deferred,
+    /// What its reports say cannot be checked: the release gives it no identity, or its
+    /// report is not signed. Shown as it says, never counted converged where identities
+    /// are required or the host has one.
+    Unverified,
 }
 
 impl Flag {
     pub fn as_str(self) -> &'static str {
         match self {
+            Flag::Forged => "forged",
             Flag::Failed => "failed",
             Flag::Unhealthy => "unhealthy",
             Flag::Stale => "stale",
@@ -86,6 +98,7 @@ impl Flag {
             Flag::Pending => "pending",
             Flag::Waiting => "waiting",
             Flag::Deferred => "deferred",
+            Flag::Unverified => "unverified",
         }
     }
 }
@@ -118,6 +131,12 @@ pub struct HostStatus {
     pub deferred: Vec<String>,
     /// Why the summary state: the failure, the drift, the age of the report.
     pub detail: Option<String>,
+    /// Reports filed under its name that are not its own, each with where and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub forged: Vec<String>,
+    /// Why what its reports say cannot be checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unverified: Option<String>,
 }
 
 /// The version of the JSON that `bellc status --json` prints.
@@ -285,6 +304,8 @@ pub fn fleet_status(
             drift: Vec::new(),
             deferred: Vec::new(),
             detail: Some("not in the release".to_string()),
+            forged: view.forged.clone(),
+            unverified: None,
         });
     }
     hosts.sort_by(|a, b| a.state.cmp(&b.state).then_with(|| a.host.cmp(&b.host)));
@@ -346,16 +367,25 @@ fn host_status(
         drift: Vec::new(),
         deferred: Vec::new(),
         detail: None,
+        forged: view.map(|v| v.forged.clone()).unwrap_or_default(),
+        unverified: view.and_then(|v| v.unverified.clone()),
     };
+    let mut reasons: Vec<(Flag, String)> = Vec::new();
+    if !row.forged.is_empty() {
+        reasons.push((Flag::Forged, format!("forged: {}", row.forged.join("; "))));
+    }
+    if row.unverified.is_some() {
+        row.flags.push(Flag::Unverified);
+    }
     if let Some(why) = view.and_then(|v| v.unreadable.as_ref()) {
         row.state = HostState::Unreadable;
         row.detail = Some(why.clone());
-        return row;
+        return settle(row, reasons);
     }
     let Some(r) = report else {
         row.state = HostState::Unaccounted;
         row.detail = Some("no report".to_string());
-        return row;
+        return settle(row, reasons);
     };
     let minutes = age.unwrap_or(0) / 60;
     // In etcd a host renews a lease instead of writing a report that did not change:
@@ -372,7 +402,6 @@ fn host_status(
     // Each condition is told from the report of the command that found it, where the store
     // keeps one per command (a check after a failed apply does not hide why it failed).
     let of = |command: &str| view.and_then(|v| v.by_command.get(command)).unwrap_or(r);
-    let mut reasons: Vec<(Flag, String)> = Vec::new();
     for c in ["apply", "check"] {
         if category(c) == Some(State::Failed) {
             let why = failure_detail(of(c), c);
@@ -428,17 +457,24 @@ fn host_status(
             ),
         ));
     }
+    settle(row, reasons)
+}
+
+/// The row's flags and its state: the first reason's (the most severe), or as it was.
+fn settle(mut row: HostStatus, reasons: Vec<(Flag, String)>) -> HostStatus {
     row.flags.extend(reasons.iter().map(|(flag, _)| *flag));
     row.flags.sort();
     row.flags.dedup();
     if let Some((flag, why)) = reasons.into_iter().next() {
         row.state = match flag {
+            Flag::Forged => HostState::Forged,
             Flag::Failed => HostState::Failed,
             Flag::Unhealthy => HostState::Unhealthy,
             Flag::Stale => HostState::Unaccounted,
             Flag::Drifted => HostState::Drifted,
             Flag::Pending | Flag::Waiting => HostState::Pending,
             Flag::Deferred => HostState::Deferred,
+            Flag::Unverified => row.state,
         };
         row.detail = Some(why).filter(|d| !d.is_empty());
     }
@@ -601,6 +637,9 @@ mod tests {
             signature: None,
             status: Default::default(),
             health: Vec::new(),
+            sequence: None,
+            signer: None,
+            proof: None,
         };
         assert_eq!(
             failure_detail(&report, "apply"),

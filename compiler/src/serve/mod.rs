@@ -17,6 +17,7 @@ pub mod pages;
 
 use crate::fleet::rollout::{self, Progress};
 use crate::fleet::status::{fleet_status, FleetStatus};
+use crate::fleet::witness::Witness;
 use bell_bundle::Release;
 use bell_store::semaphore::{self, Group};
 use bell_store::{Etcd, HostView};
@@ -210,6 +211,9 @@ pub struct Board {
     release: Mutex<Option<(Vec<u8>, Arc<Release>)>>,
     /// The reports of the last reading, so that the next parses only those that changed.
     reports: Mutex<bell_store::ParsedReports>,
+    /// What was seen signed, so that a report put back is refused (opened at the first
+    /// reading, which names the fleet).
+    witness: Mutex<Option<Witness>>,
     explain: Option<Explain>,
 }
 
@@ -234,6 +238,7 @@ impl Board {
             took_ms: AtomicU64::new(0),
             release: Mutex::new(None),
             reports: Mutex::new(bell_store::ParsedReports::default()),
+            witness: Mutex::new(None),
             explain,
         };
         board.read_release()?;
@@ -350,8 +355,23 @@ impl Board {
         let fleet = release.fleet.clone();
         bell_store::check_name("fleet", &fleet)?;
         let kvs = self.etcd.range_prefix(&format!("/bell/{fleet}/"))?;
-        let views = bell_store::views_from_parsed(&fleet, &kvs, &mut lock(&self.reports))?;
+        let identities = bell_store::identities_of(&release);
+        let mut views =
+            bell_store::views_from_parsed(&fleet, &kvs, &mut lock(&self.reports), &identities)?;
         let mut warnings = Vec::new();
+        {
+            let mut witness = lock(&self.witness);
+            let witness = witness.get_or_insert_with(|| {
+                Witness::open(&fleet).unwrap_or_else(|e| {
+                    eprintln!("warning: {e}; what is seen now is kept in memory only");
+                    Witness::default()
+                })
+            });
+            witness.judge(&release, &mut views);
+            if let Err(e) = witness.save() {
+                warnings.push(e);
+            }
+        }
         let groups = semaphore::groups_from(&kvs, &semaphore::default_prefix(&fleet))
             .unwrap_or_else(|e| {
                 warnings.push(e);

@@ -619,6 +619,7 @@ mod tests {
             sequence: None,
             expires: None,
             rollout: None,
+            identities_required: false,
         };
         let out = tempfile::tempdir().unwrap();
         std::fs::write(

@@ -345,6 +345,10 @@ pub struct Release {
     /// fleet store before they change (absent in releases built before bellc wrote it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+    /// `fleet … identities="required"`: every host has an identity, and a report that is not
+    /// signed by it counts for nothing (a rollout never counts such a host converged).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub identities_required: bool,
 }
 
 /// `rollout batch-by=LABEL max-unavailable=N|"P%"` of the spec, resolved for this release.
@@ -1254,6 +1258,7 @@ mod verify_tests {
             sequence: Some(7),
             expires: Some(9),
             rollout: None,
+            identities_required: false,
         };
         for rollout in [
             None,

@@ -21,6 +21,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 pub mod etcd;
 pub mod http;
+pub mod proof;
 pub mod resolve;
 pub mod semaphore;
 
@@ -115,6 +116,16 @@ pub struct Report {
     /// Each health probe's result, when the run got as far as running them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub health: Vec<ProbeResult>,
+    /// Signed reports (see [`proof`]): the host's count of the reports it signed, which only
+    /// grows, so that an old report put back is older than one a reader has seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<u64>,
+    /// The identity that signed it, `ssh-ed25519 BASE64`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signer: Option<String>,
+    /// The Ed25519 signature over the rest of the report, base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<String>,
 }
 
 /// One health probe of one run.
@@ -129,12 +140,15 @@ pub struct ProbeResult {
 }
 
 impl Report {
-    /// What a run found, apart from when: a report that says the same as the last need not
-    /// be written again.
+    /// What a run found, apart from when (and the signature, which numbers each report): a
+    /// report that says the same as the last need not be written again.
     pub fn same_apart_from_times(&self, other: &Report) -> bool {
         let timeless = |r: &Report| Report {
             started_at: 0,
             finished_at: 0,
+            sequence: None,
+            signer: None,
+            proof: None,
             ..r.clone()
         };
         timeless(self) == timeless(other)
@@ -178,6 +192,64 @@ pub struct HostView {
     /// A key of this host that could not be read, and why: one bad key makes its host's row
     /// unreadable, never the whole fleet's reading.
     pub unreadable: Option<String>,
+    /// What the reader could tell of who wrote each report of `by_command` (see [`proof`]).
+    pub proofs: BTreeMap<String, proof::Proof>,
+    /// Reports filed under this host that cannot be its own (checked against the identity the
+    /// reader has for it), each with its key and why: they are left out of `by_command`.
+    pub forged: Vec<String>,
+    /// Why what the reports say cannot be checked (no identity for the host, or a report
+    /// that is not signed), when that is so.
+    pub unverified: Option<String>,
+}
+
+/// The identity a reader has for each host, from the release the signing key signed.
+pub type Identities = BTreeMap<String, proof::Identity>;
+
+/// The identities `release` gives its hosts (one that does not parse is none: bellc checked
+/// each when it built the release).
+pub fn identities_of(release: &Release) -> Identities {
+    release
+        .hosts
+        .iter()
+        .filter_map(|(host, entry)| {
+            let identity = proof::Identity::parse(entry.identity.as_deref()?).ok()?;
+            Some((host.clone(), identity))
+        })
+        .collect()
+}
+
+impl HostView {
+    /// `report` and `status` again from `by_command`, after reports were taken out or put
+    /// back: the newest report of any command, and each category as its newest report says.
+    pub fn settle(&mut self) {
+        // Of two finished in the same second, the check's is the newer (as `load_fleet` has
+        // always read them).
+        let mut reports: Vec<&Arc<Report>> = self.by_command.values().collect();
+        reports.sort_by_key(|r| (r.finished_at, r.command == "check"));
+        // Not the `status/` keys: read apart from the report, they could say `success` for a
+        // moment after an unhealthy report (or be written by anyone), and a host would be
+        // counted converged that is not.
+        self.status = reports
+            .iter()
+            .flat_map(|r| r.status.iter().map(|(c, s)| (c.clone(), *s)))
+            .collect();
+        self.report = reports.last().map(|r| Arc::clone(r));
+    }
+}
+
+/// How a host signs the reports it files: its key, and where its next sequence number comes
+/// from (taken only for a report that is written).
+pub struct Signer<'a> {
+    pub key: &'a proof::SigningKey,
+    pub next_sequence: &'a mut dyn FnMut() -> Result<u64, String>,
+}
+
+impl Signer<'_> {
+    fn sign(self, report: &mut Report) -> Result<(), String> {
+        let sequence = (self.next_sequence)()?;
+        proof::sign(report, self.key, sequence);
+        Ok(())
+    }
 }
 
 /// A report destination or source.
@@ -259,14 +331,15 @@ impl Store {
 
     /// Files a report: the host's running report, and its state in the report's categories
     /// (`report.status`, which the caller fills). In a directory the categories the report
-    /// does not set are carried over from the host's previous report.
-    pub fn record(&self, report: &mut Report) -> Result<(), String> {
+    /// does not set are carried over from the host's previous report. With a `signer`, the
+    /// report is signed as the host's next (see [`proof`]) when it is written.
+    pub fn record(&self, report: &mut Report, signer: Option<Signer>) -> Result<(), String> {
         check_name("host", &report.host)?;
         check_name("fleet", &report.fleet)?;
         match self {
             Store::Dir(dir) => {
                 let path = dir.join(format!("{}.json", report.host));
-                if let Some(previous) = read_report(&path)? {
+                if let Some((_, previous)) = read_report(&path)? {
                     if previous.fleet == report.fleet {
                         for (category, state) in previous.status {
                             report.status.entry(category).or_insert(state);
@@ -275,6 +348,9 @@ impl Store {
                 }
                 std::fs::create_dir_all(dir)
                     .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+                if let Some(signer) = signer {
+                    signer.sign(report)?;
+                }
                 let tmp = dir.join(format!(".{}.json.tmp", report.host));
                 let mut text = serde_json::to_string_pretty(report).unwrap_or_default();
                 text.push('\n');
@@ -303,13 +379,30 @@ impl Store {
                 let mut names: Vec<&str> = vec![key.as_str()];
                 names.extend(categories.iter().map(|(k, _)| k.as_str()));
                 let mut held = etcd.get_all(&names)?.into_iter();
-                let previous = held
-                    .next()
-                    .flatten()
-                    .and_then(|v| serde_json::from_slice::<Report>(&v).ok());
-                let text = serde_json::to_string(report).unwrap_or_default();
+                let previous = held.next().flatten().and_then(|raw| {
+                    let report = serde_json::from_slice::<Report>(&raw).ok()?;
+                    Some((raw, report))
+                });
+                // The same report again is not written, if what the store holds is this
+                // host's own: a copy signed by another key is written over.
+                let identity = signer.as_ref().map(|s| s.key.identity());
+                let same = previous.is_some_and(|(raw, previous)| {
+                    previous.same_apart_from_times(report)
+                        && match &identity {
+                            Some(identity) => matches!(
+                                proof::check(&raw, &previous, &report.host, Some(identity)),
+                                proof::Proof::Signed { .. }
+                            ),
+                            None => previous.proof.is_none(),
+                        }
+                });
                 let mut ops = Vec::new();
-                if !previous.is_some_and(|p| p.same_apart_from_times(report)) {
+                let text;
+                if !same {
+                    if let Some(signer) = signer {
+                        signer.sign(report)?;
+                    }
+                    text = serde_json::to_string(report).unwrap_or_default();
                     ops.push(etcd::Op::Put(&key, text.as_bytes()));
                 }
                 for ((key, state), held) in categories.iter().zip(held) {
@@ -356,8 +449,13 @@ impl Store {
         Ok(Some(id))
     }
 
-    /// Every host the store has heard from in `fleet`.
-    pub fn load_fleet(&self, fleet: &str) -> Result<BTreeMap<String, HostView>, String> {
+    /// Every host the store has heard from in `fleet`, each report checked against the
+    /// host's identity in `identities` (see [`HostView::proofs`]).
+    pub fn load_fleet(
+        &self,
+        fleet: &str,
+        identities: &Identities,
+    ) -> Result<BTreeMap<String, HostView>, String> {
         check_name("fleet", fleet)?;
         let mut hosts: BTreeMap<String, HostView> = BTreeMap::new();
         match self {
@@ -370,27 +468,33 @@ impl Store {
                     if name.starts_with('.') || !name.ends_with(".json") {
                         continue;
                     }
-                    let Some(report) = read_report(&entry.path())? else {
+                    let Some((raw, report)) = read_report(&entry.path())? else {
                         continue;
                     };
-                    if report.fleet != fleet {
+                    let filed_as = name.trim_end_matches(".json");
+                    let identity = identities.get(filed_as);
+                    if report.fleet != fleet && identity.is_none() {
                         continue;
                     }
-                    let report = Arc::new(report);
-                    hosts.insert(
-                        report.host.clone(),
-                        HostView {
-                            status: report.status.clone(),
-                            by_command: BTreeMap::from([(
-                                report.command.clone(),
-                                Arc::clone(&report),
-                            )]),
-                            report: Some(report),
-                            alive: None,
-                            revisions: BTreeMap::new(),
-                            unreadable: None,
-                        },
-                    );
+                    let mut view = HostView::default();
+                    // A file is named after its host; without an identity to check, the report
+                    // is taken at its word, as it always was.
+                    let host = match identity {
+                        Some(_) => filed_as.to_string(),
+                        None => report.host.clone(),
+                    };
+                    match checked(&raw, report, &host, fleet, identity) {
+                        Ok((report, proof)) => {
+                            view.proofs.insert(report.command.clone(), proof);
+                            view.by_command
+                                .insert(report.command.clone(), Arc::new(report));
+                        }
+                        Err(why) => view
+                            .forged
+                            .push(format!("{}: {why}", entry.path().display())),
+                    }
+                    view.settle();
+                    hosts.insert(host, view);
                 }
             }
             Store::Etcd(etcd) => {
@@ -398,7 +502,7 @@ impl Store {
                 for part in ["running/", "reports/check/", "alive/", "status/"] {
                     kvs.extend(etcd.range_prefix(&format!("/bell/{fleet}/{part}"))?);
                 }
-                hosts = views_from(fleet, &kvs)?;
+                hosts = views_from_parsed(fleet, &kvs, &mut ParsedReports::default(), identities)?;
             }
         }
         Ok(hosts)
@@ -488,8 +592,9 @@ impl Store {
 pub fn views_from(
     fleet: &str,
     kvs: &[etcd::KeyValue],
+    identities: &Identities,
 ) -> Result<BTreeMap<String, HostView>, String> {
-    views_from_parsed(fleet, kvs, &mut ParsedReports::default())
+    views_from_parsed(fleet, kvs, &mut ParsedReports::default(), identities)
 }
 
 /// Reports parsed by an earlier reading, by key and the revision each was written at: a reader
@@ -497,7 +602,44 @@ pub fn views_from(
 /// since (hosts write a report only when it says something new).
 #[derive(Debug, Default)]
 pub struct ParsedReports {
-    by_key: std::collections::HashMap<String, (i64, Arc<Report>)>,
+    by_key: std::collections::HashMap<String, Parsed>,
+}
+
+/// One report as an earlier reading parsed and checked it.
+#[derive(Debug)]
+struct Parsed {
+    revision: i64,
+    report: Arc<Report>,
+    /// Checked against this identity.
+    identity: Option<proof::Identity>,
+    proof: proof::Proof,
+}
+
+/// A report read under `host`'s name, checked: the report and what proves it, or why it cannot
+/// be the host's (with an identity to check against) or cannot be read as its (without).
+fn checked(
+    raw: &[u8],
+    report: Report,
+    host: &str,
+    fleet: &str,
+    identity: Option<&proof::Identity>,
+) -> Result<(Report, proof::Proof), String> {
+    if identity.is_none() && (report.host != host || report.fleet != fleet) {
+        return Err(format!(
+            "holds a report of host `{}` of fleet `{}`",
+            report.host, report.fleet
+        ));
+    }
+    if report.fleet != fleet {
+        return Err(format!(
+            "a report of fleet `{}`",
+            report.fleet.escape_debug()
+        ));
+    }
+    match proof::check(raw, &report, host, identity) {
+        proof::Proof::Forged(why) => Err(why),
+        proof => Ok((report, proof)),
+    }
 }
 
 /// [`views_from`], taking from `parsed` every report whose key and revision it holds, and
@@ -506,6 +648,7 @@ pub fn views_from_parsed(
     fleet: &str,
     kvs: &[etcd::KeyValue],
     parsed: &mut ParsedReports,
+    identities: &Identities,
 ) -> Result<BTreeMap<String, HostView>, String> {
     let mut now_parsed = std::collections::HashMap::with_capacity(parsed.by_key.len());
     let base = format!("/bell/{fleet}/");
@@ -522,18 +665,29 @@ pub fn views_from_parsed(
             else {
                 continue;
             };
-            let report = match parsed.by_key.remove(&kv.key) {
+            let identity = identities.get(host);
+            let (report, proof) = match parsed.by_key.remove(&kv.key) {
                 // A key written at the same revision holds the same bytes (0: not from etcd).
-                Some((revision, report)) if revision == kv.mod_revision && revision != 0 => report,
+                Some(p)
+                    if p.revision == kv.mod_revision
+                        && p.revision != 0
+                        && p.identity.as_ref() == identity =>
+                {
+                    (p.report, p.proof)
+                }
                 _ => match serde_json::from_slice::<Report>(&kv.value) {
-                    Ok(report) if report.host == host && report.fleet == fleet => Arc::new(report),
-                    Ok(report) => {
-                        hosts.entry(host.to_string()).or_default().unreadable = Some(format!(
-                            "`{}` holds a report of host `{}` of fleet `{}`",
-                            kv.key, report.host, report.fleet
-                        ));
-                        continue;
-                    }
+                    Ok(report) => match checked(&kv.value, report, host, fleet, identity) {
+                        Ok((report, proof)) => (Arc::new(report), proof),
+                        Err(why) => {
+                            let view = hosts.entry(host.to_string()).or_default();
+                            let why = format!("`{}`: {why}", kv.key);
+                            match identity {
+                                Some(_) => view.forged.push(why),
+                                None => view.unreadable = Some(why),
+                            }
+                            continue;
+                        }
+                    },
                     Err(e) => {
                         hosts.entry(host.to_string()).or_default().unreadable =
                             Some(format!("`{}` is not a report: {e}", kv.key));
@@ -541,16 +695,20 @@ pub fn views_from_parsed(
                     }
                 },
             };
-            now_parsed.insert(kv.key.clone(), (kv.mod_revision, Arc::clone(&report)));
+            now_parsed.insert(
+                kv.key.clone(),
+                Parsed {
+                    revision: kv.mod_revision,
+                    report: Arc::clone(&report),
+                    identity: identity.cloned(),
+                    proof: proof.clone(),
+                },
+            );
             let view = hosts.entry(host.to_string()).or_default();
-            view.by_command
-                .insert(report.command.clone(), Arc::clone(&report));
+            view.proofs.insert(report.command.clone(), proof);
             view.revisions
                 .insert(report.command.clone(), kv.mod_revision);
-            // The host's newest report of any command: the last thing it changed or found.
-            if !matches!(&view.report, Some(r) if r.finished_at > report.finished_at) {
-                view.report = Some(report);
-            }
+            view.by_command.insert(report.command.clone(), report);
         }
     }
     for kv in kvs {
@@ -562,18 +720,8 @@ pub fn views_from_parsed(
             living.insert(host);
         }
     }
-    // Each category's state is the one the host's newest report of it says. Not the
-    // `status/` keys: read apart from the report, they could say `success` for a moment
-    // after an unhealthy report (or be written by anyone), and a host would be counted
-    // converged that is not.
     for view in hosts.values_mut() {
-        let mut reports: Vec<&Arc<Report>> = view.by_command.values().collect();
-        reports.sort_by_key(|r| (r.finished_at, r.command == "check"));
-        let status: BTreeMap<String, State> = reports
-            .into_iter()
-            .flat_map(|r| r.status.iter().map(|(c, s)| (c.clone(), *s)))
-            .collect();
-        view.status = status;
+        view.settle();
     }
     // Liveness is told for the hosts that filed a report; a lease alone is not a host.
     for (host, view) in hosts.iter_mut().filter(|(_, v)| v.report.is_some()) {
@@ -614,10 +762,10 @@ pub struct Desired {
     pub bundle: Option<String>,
 }
 
-fn read_report(path: &Path) -> Result<Option<Report>, String> {
+fn read_report(path: &Path) -> Result<Option<(Vec<u8>, Report)>, String> {
     match std::fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
+            .map(|report| Some((bytes, report)))
             .map_err(|e| format!("{} is not a bell report: {e}", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("cannot read {}: {e}", path.display())),
@@ -647,24 +795,24 @@ mod tests {
             kv(status_key("f", "apply", "b"), b"failed".to_vec(), 6),
         ];
         let mut parsed = ParsedReports::default();
-        let first = views_from_parsed("f", &kvs, &mut parsed).unwrap();
-        assert_eq!(first, views_from("f", &kvs).unwrap());
+        let first = views_from_parsed("f", &kvs, &mut parsed, &Identities::new()).unwrap();
+        assert_eq!(first, views_from("f", &kvs, &Identities::new()).unwrap());
         assert_eq!(first["a"].alive, Some(true));
         assert_eq!(first["b"].status["apply"], State::Failed);
         // b files a new report; a's is the same key at the same revision.
         let b2 = report("b", "apply", State::Success);
         kvs[1] = kv(running_key("f", "b"), json(&b2), 9);
-        let second = views_from_parsed("f", &kvs, &mut parsed).unwrap();
+        let second = views_from_parsed("f", &kvs, &mut parsed, &Identities::new()).unwrap();
         let (a1, a2) = (first["a"].report.as_ref(), second["a"].report.as_ref());
         assert!(
             Arc::ptr_eq(a1.unwrap(), a2.unwrap()),
             "a's report was parsed again"
         );
         assert_eq!(second["b"].report.as_deref(), Some(&b2));
-        assert_eq!(second, views_from("f", &kvs).unwrap());
+        assert_eq!(second, views_from("f", &kvs, &Identities::new()).unwrap());
         // A host that left is forgotten.
         kvs.remove(0);
-        views_from_parsed("f", &kvs, &mut parsed).unwrap();
+        views_from_parsed("f", &kvs, &mut parsed, &Identities::new()).unwrap();
         assert_eq!(parsed.by_key.len(), 1);
     }
 
@@ -687,7 +835,7 @@ mod tests {
             kv(status_key("f", "health", "a"), b"success"),
             kv(status_key("f", "apply", "b"), b"success"),
         ];
-        let views = views_from("f", &kvs).unwrap();
+        let views = views_from("f", &kvs, &Identities::new()).unwrap();
         assert_eq!(views["a"].status["health"], State::Unhealthy);
         assert!(!views.contains_key("b"), "a category key alone is no host");
     }
@@ -712,7 +860,7 @@ mod tests {
             kv(running_key("f", "e"), &other),
             kv(status_key("f", "apply", "a"), b"\xff not a state"),
         ];
-        let views = views_from("f", &kvs).unwrap();
+        let views = views_from("f", &kvs, &Identities::new()).unwrap();
         assert_eq!(views["a"].unreadable, None);
         assert_eq!(views["a"].status["apply"], State::Success);
         for host in ["b", "c", "d", "e"] {
@@ -744,6 +892,9 @@ mod tests {
             signature: None,
             status: BTreeMap::from([(command.to_string(), result)]),
             health: Vec::new(),
+            sequence: None,
+            signer: None,
+            proof: None,
         }
     }
 
@@ -752,15 +903,15 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("bell-store-{}", std::process::id()));
         let store = Store::Dir(dir.clone());
         store
-            .record(&mut report("h1", "apply", State::Success))
+            .record(&mut report("h1", "apply", State::Success), None)
             .unwrap();
         store
-            .record(&mut report("h1", "check", State::Drifted))
+            .record(&mut report("h1", "check", State::Drifted), None)
             .unwrap();
         store
-            .record(&mut report("h1", "check", State::Success))
+            .record(&mut report("h1", "check", State::Success), None)
             .unwrap();
-        let fleet = store.load_fleet("f").unwrap();
+        let fleet = store.load_fleet("f", &Identities::new()).unwrap();
         let _ = std::fs::remove_dir_all(&dir);
         let view = &fleet["h1"];
         assert_eq!(
@@ -784,7 +935,7 @@ mod tests {
         assert!(check_name("host", "node-001.rack_2").is_ok());
         let mut r = report("../x", "apply", State::Success);
         assert!(Store::Dir(PathBuf::from("/nonexistent"))
-            .record(&mut r)
+            .record(&mut r, None)
             .is_err());
     }
 

@@ -1,0 +1,175 @@
+//! What this reader has seen each host sign: the sequence number and the report of each
+//! command, kept between runs. A signature proves who wrote a report, not when: an old,
+//! validly signed report put back into the store (a replay) verifies as well as the newest.
+//! So a reader remembers the highest sequence it has seen of each host and command, refuses
+//! anything lower as a replay, and shows the last report it verified in the place of one it
+//! refuses or one that was deleted. TUF clients keep their last trusted metadata for the same
+//! reason.
+//!
+//! The record is kept per fleet in bellc's state directory (`$BELLC_STATE_DIR`, else
+//! `$XDG_STATE_HOME/bellc`, else `~/.local/state/bellc`), keyed by identity: a host given a new
+//! key starts afresh.
+
+use bell_bundle::Release;
+use bell_store::proof::{Identity, Proof};
+use bell_store::{HostView, Report};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[derive(Debug, Default)]
+pub struct Witness {
+    /// Where the record is kept; `None`: in memory only.
+    path: Option<PathBuf>,
+    seen: Seen,
+    changed: bool,
+}
+
+/// By identity (`ssh-ed25519 BASE64`), by command.
+type Seen = BTreeMap<String, BTreeMap<String, SeenReport>>;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct SeenReport {
+    sequence: u64,
+    report: Report,
+}
+
+/// bellc's state directory (see the module's documentation).
+pub fn state_dir() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = var("BELLC_STATE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(dir) = var("XDG_STATE_HOME") {
+        return Some(PathBuf::from(dir).join("bellc"));
+    }
+    var("HOME").map(|home| PathBuf::from(home).join(".local/state/bellc"))
+}
+
+impl Witness {
+    /// The record of `fleet` kept in bellc's state directory (empty when there is none yet).
+    /// One that cannot be read is an error: starting afresh would forget every sequence seen,
+    /// which is what a replay needs.
+    pub fn open(fleet: &str) -> Result<Witness, String> {
+        let Some(dir) = state_dir() else {
+            return Ok(Witness::default());
+        };
+        let path = dir.join(format!("seen-{fleet}.json"));
+        let seen = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+                format!(
+                    "{} is not bellc's record of the reports it has seen ({e}); move it away \
+                     to start afresh",
+                    path.display()
+                )
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Seen::default(),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        Ok(Witness {
+            path: Some(path),
+            seen,
+            changed: false,
+        })
+    }
+
+    /// Judges every report of `views` of a host of `release` by the identity the release gives
+    /// it and by what was seen before: replays and reports that stopped being signed join the
+    /// host's forged ones, the last verified report stands in for a refused or missing one,
+    /// and reports that cannot be checked are marked unverified.
+    pub fn judge(&mut self, release: &Release, views: &mut BTreeMap<String, HostView>) {
+        for (host, entry) in &release.hosts {
+            let identity = entry
+                .identity
+                .as_deref()
+                .and_then(|i| Identity::parse(i).ok());
+            let Some(identity) = identity else {
+                if let Some(view) = views.get_mut(host).filter(|v| v.report.is_some()) {
+                    view.unverified = Some(format!(
+                        "the release gives `{host}` no identity: what its reports say cannot be checked"
+                    ));
+                }
+                continue;
+            };
+            let seen = self.seen.entry(identity.to_openssh()).or_default();
+            if seen.is_empty() && !views.contains_key(host) {
+                continue;
+            }
+            let view = views.entry(host.clone()).or_default();
+            for (command, proof) in view.proofs.clone() {
+                let Some(report) = view.by_command.get(&command).cloned() else {
+                    continue;
+                };
+                let refused = match proof {
+                    Proof::Signed { sequence } => match seen.get(&command) {
+                        Some(old) if old.sequence > sequence => Some(format!(
+                            "its `{command}` report is number {sequence}, but number {} was \
+                             seen already: an old report put back (a replay)",
+                            old.sequence
+                        )),
+                        Some(old) if old.sequence == sequence => None,
+                        _ => {
+                            seen.insert(
+                                command.clone(),
+                                SeenReport {
+                                    sequence,
+                                    report: (*report).clone(),
+                                },
+                            );
+                            self.changed = true;
+                            None
+                        }
+                    },
+                    Proof::Unsigned if !seen.is_empty() => Some(format!(
+                        "its `{command}` report is not signed, but this host signs its reports"
+                    )),
+                    Proof::Unsigned | Proof::NoIdentity => {
+                        view.unverified = Some(format!(
+                            "its `{command}` report is not signed (a bell-run from before \
+                             host identities, or anyone)"
+                        ));
+                        None
+                    }
+                    Proof::Forged(why) => Some(why),
+                };
+                if let Some(why) = refused {
+                    view.forged.push(why);
+                    view.by_command.remove(&command);
+                    view.proofs.remove(&command);
+                }
+            }
+            // The last verified report in the place of a refused one, or of one deleted.
+            for (command, old) in seen.iter() {
+                if !view.by_command.contains_key(command) {
+                    view.by_command
+                        .insert(command.clone(), Arc::new(old.report.clone()));
+                    view.proofs.insert(
+                        command.clone(),
+                        Proof::Signed {
+                            sequence: old.sequence,
+                        },
+                    );
+                }
+            }
+            view.settle();
+        }
+    }
+
+    /// Keeps what was seen, when anything new was (written beside and renamed over).
+    pub fn save(&mut self) -> Result<(), String> {
+        let Some(path) = self.path.as_ref().filter(|_| self.changed) else {
+            return Ok(());
+        };
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+        let text = serde_json::to_vec(&self.seen).map_err(|e| e.to_string())?;
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, path))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        self.changed = false;
+        Ok(())
+    }
+}

@@ -1,0 +1,366 @@
+//! Reports only their host can have written. Every host has an Ed25519 identity (its SSH host
+//! key, or bell's own key where there is none); the release, signed by the fleet's key, names
+//! each host's identity; a host signs every report it files, and a reader believes a report
+//! only when it verifies against the identity the release gives the host the report is filed
+//! under. Whoever can write to the store (every host can) can then still delete or hold back a
+//! report, but never make another host look converged, healthy or failed.
+//!
+//! What is signed is the report as JSON with its keys sorted and no white space, without its
+//! `proof`, after a context line: `bell report v1\n{…}`. The report names its fleet, host,
+//! release and bundle, and a sequence number that only grows on the host (a replayed old report
+//! is older than one a reader has seen); fields a newer bell-run adds are signed with the rest,
+//! since the reader signs what it read, not what it understood.
+
+use crate::etcd::{b64, unb64};
+use crate::Report;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// Put before the report's bytes, so that a signature over a report is never one over
+/// anything else the same key signs (an SSH host key signs SSH sessions).
+const CONTEXT: &[u8] = b"bell report v1\n";
+
+const KEY_TYPE: &str = "ssh-ed25519";
+
+/// A host's public identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    key: ed25519_compact::PublicKey,
+}
+
+impl Identity {
+    /// One line of OpenSSH's public key format: `ssh-ed25519 BASE64 [COMMENT]`.
+    pub fn parse(line: &str) -> Result<Identity, String> {
+        let mut fields = line.split([' ', '\t']).filter(|f| !f.is_empty());
+        let (Some(kind), Some(data)) = (fields.next(), fields.next()) else {
+            return Err("not an OpenSSH public key (`ssh-ed25519 AAAA…`)".to_string());
+        };
+        if kind != KEY_TYPE {
+            return Err(format!("a host identity is an Ed25519 key, not `{kind}`"));
+        }
+        let blob = unb64(data).ok_or("its key is not base64")?;
+        let mut reader = Wire(&blob);
+        let inner = reader.string().ok_or("its key is cut short")?;
+        if inner != KEY_TYPE.as_bytes() {
+            return Err("its key data is not an Ed25519 key".to_string());
+        }
+        let key = reader.string().ok_or("its key is cut short")?;
+        if !reader.0.is_empty() {
+            return Err("its key data runs on past the key".to_string());
+        }
+        Identity::from_bytes(key)
+    }
+
+    pub fn from_bytes(key: &[u8]) -> Result<Identity, String> {
+        ed25519_compact::PublicKey::from_slice(key)
+            .map(|key| Identity { key })
+            .map_err(|_| "its key is not 32 bytes".to_string())
+    }
+
+    /// The key's 32 bytes.
+    pub fn key_bytes(&self) -> &[u8] {
+        self.key.as_ref()
+    }
+
+    /// The key as SSH writes it on the wire: its type and its bytes.
+    pub fn blob(&self) -> Vec<u8> {
+        let mut blob = Vec::with_capacity(51);
+        put_string(&mut blob, KEY_TYPE.as_bytes());
+        put_string(&mut blob, self.key.as_ref());
+        blob
+    }
+
+    /// `ssh-ed25519 BASE64`, as `ssh-keyscan` and `known_hosts` write it (without a comment).
+    pub fn to_openssh(&self) -> String {
+        format!("{KEY_TYPE} {}", b64(&self.blob()))
+    }
+
+    /// `SHA256:…`, as `ssh-keygen -l` prints it.
+    pub fn fingerprint(&self) -> String {
+        let digest = Sha256::digest(self.blob());
+        format!("SHA256:{}", b64(&digest).trim_end_matches('='))
+    }
+
+    fn verifies(&self, message: &[u8], signature: &[u8]) -> bool {
+        ed25519_compact::Signature::from_slice(signature)
+            .is_ok_and(|s| self.key.verify(message, &s).is_ok())
+    }
+}
+
+/// A host's private key.
+pub struct SigningKey {
+    pair: ed25519_compact::KeyPair,
+}
+
+impl SigningKey {
+    /// From the 32-byte seed (OpenSSH keeps it as the first half of its 64-byte private key).
+    pub fn from_seed(seed: [u8; 32]) -> SigningKey {
+        SigningKey {
+            pair: ed25519_compact::KeyPair::from_seed(ed25519_compact::Seed::new(seed)),
+        }
+    }
+
+    pub fn identity(&self) -> Identity {
+        Identity { key: self.pair.pk }
+    }
+
+    /// The public key's 32 bytes followed by the seed's: OpenSSH's 64-byte private key is
+    /// seed then public key.
+    pub fn openssh_private(&self) -> Vec<u8> {
+        self.pair.sk.as_ref().to_vec()
+    }
+
+    fn sign(&self, message: &[u8]) -> Vec<u8> {
+        self.pair.sk.sign(message, None).as_ref().to_vec()
+    }
+}
+
+/// Signs `report` as its `sequence`th: names the signer, numbers it, and adds the proof.
+pub fn sign(report: &mut Report, key: &SigningKey, sequence: u64) {
+    report.sequence = Some(sequence);
+    report.signer = Some(key.identity().to_openssh());
+    report.proof = None;
+    let value = serde_json::to_value(&*report).unwrap_or(Value::Null);
+    report.proof = Some(b64(&key.sign(&signed_bytes(&value))));
+}
+
+/// What a reader can tell of who wrote a report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Proof {
+    /// Signed by the identity the reader has for the host: the host's `sequence`th report.
+    Signed { sequence: u64 },
+    /// Not signed at all: a bell-run from before identities, or anyone.
+    Unsigned,
+    /// Signed, but the reader has no identity for the host to check it with.
+    NoIdentity,
+    /// Cannot be the host's own: why.
+    Forged(String),
+}
+
+/// Checks a report as read (`raw`, and `report` parsed from it) that was filed under `host`,
+/// against the identity the reader has for that host.
+pub fn check(raw: &[u8], report: &Report, host: &str, identity: Option<&Identity>) -> Proof {
+    let Some(identity) = identity else {
+        return if report.proof.is_some() {
+            Proof::NoIdentity
+        } else {
+            Proof::Unsigned
+        };
+    };
+    if report.host != host {
+        return Proof::Forged(format!(
+            "a report of host `{}` filed under `{host}`",
+            report.host.escape_debug()
+        ));
+    }
+    let (Some(proof), Some(signer), Some(_)) = (&report.proof, &report.signer, report.sequence)
+    else {
+        return if report.proof.is_none() && report.signer.is_none() && report.sequence.is_none() {
+            Proof::Unsigned
+        } else {
+            Proof::Forged(
+                "its signature is incomplete (a proof, signer or sequence is missing)".into(),
+            )
+        };
+    };
+    match Identity::parse(signer) {
+        Ok(signer) if signer != *identity => {
+            return Proof::Forged(format!(
+                "signed by another key ({}), not `{host}`'s identity ({})",
+                signer.fingerprint(),
+                identity.fingerprint()
+            ))
+        }
+        Ok(_) => {}
+        Err(e) => return Proof::Forged(format!("its signer is not a key: {e}")),
+    }
+    let Ok(mut value) = serde_json::from_slice::<Value>(raw) else {
+        return Proof::Forged("it is not JSON".to_string());
+    };
+    if let Value::Object(map) = &mut value {
+        map.remove("proof");
+    }
+    let signature = unb64(proof).unwrap_or_default();
+    if !identity.verifies(&signed_bytes(&value), &signature) {
+        return Proof::Forged(
+            "its signature does not match what it says: changed after it was signed".to_string(),
+        );
+    }
+    Proof::Signed {
+        sequence: report.sequence.unwrap_or_default(),
+    }
+}
+
+/// The context line, then the report's JSON with sorted keys and no white space.
+fn signed_bytes(report: &Value) -> Vec<u8> {
+    let mut bytes = CONTEXT.to_vec();
+    bytes.extend(serde_json::to_vec(&sorted(report)).unwrap_or_default());
+    bytes
+}
+
+/// The same value with every object's keys in order, however serde_json keeps its maps.
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+/// SSH's wire encoding of a string: a 32-bit big-endian length, then the bytes.
+pub fn put_string(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend((bytes.len() as u32).to_be_bytes());
+    out.extend(bytes);
+}
+
+/// Reads SSH's wire encoding.
+pub struct Wire<'a>(pub &'a [u8]);
+
+impl<'a> Wire<'a> {
+    pub fn u32(&mut self) -> Option<u32> {
+        let (head, rest) = self.0.split_first_chunk::<4>()?;
+        self.0 = rest;
+        Some(u32::from_be_bytes(*head))
+    }
+
+    pub fn string(&mut self) -> Option<&'a [u8]> {
+        let len = self.u32()? as usize;
+        if len > self.0.len() {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(len);
+        self.0 = rest;
+        Some(head)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::State;
+
+    fn report(host: &str) -> Report {
+        Report {
+            format: crate::REPORT_FORMAT,
+            host: host.to_string(),
+            fleet: "prod".to_string(),
+            command: "apply".to_string(),
+            result: State::Success,
+            release: Some("r1".to_string()),
+            bundle: Some("b1".to_string()),
+            started_at: 1,
+            finished_at: 2,
+            resources: Vec::new(),
+            drift: Vec::new(),
+            error: None,
+            signature: None,
+            status: Default::default(),
+            health: Vec::new(),
+            sequence: None,
+            signer: None,
+            proof: None,
+        }
+    }
+
+    fn filed(report: &Report) -> Vec<u8> {
+        serde_json::to_vec(report).unwrap()
+    }
+
+    #[test]
+    fn a_signed_report_verifies_and_nothing_else_does() {
+        let key = SigningKey::from_seed([7; 32]);
+        let other = SigningKey::from_seed([8; 32]);
+        let identity = key.identity();
+        let mut mine = report("web-1");
+        sign(&mut mine, &key, 41);
+        let raw = filed(&mine);
+        assert_eq!(
+            check(&raw, &mine, "web-1", Some(&identity)),
+            Proof::Signed { sequence: 41 }
+        );
+        // Parsed the other way round: sorted keys make the bytes the same.
+        let reordered =
+            serde_json::to_vec(&sorted(&serde_json::from_slice(&raw).unwrap())).unwrap();
+        assert_eq!(
+            check(&reordered, &mine, "web-1", Some(&identity)),
+            Proof::Signed { sequence: 41 }
+        );
+        // Filed under another host's name.
+        assert!(matches!(
+            check(&raw, &mine, "web-2", Some(&identity)),
+            Proof::Forged(why) if why.contains("report of host `web-1`")
+        ));
+        // Edited after signing.
+        let mut edited = mine.clone();
+        edited.result = State::Failed;
+        let raw_edited = filed(&edited);
+        assert!(matches!(
+            check(&raw_edited, &edited, "web-1", Some(&identity)),
+            Proof::Forged(why) if why.contains("changed after")
+        ));
+        // Signed by another key.
+        let mut theirs = report("web-1");
+        sign(&mut theirs, &other, 42);
+        assert!(matches!(
+            check(&filed(&theirs), &theirs, "web-1", Some(&identity)),
+            Proof::Forged(why) if why.contains("another key")
+        ));
+        // Claims the right signer, signed by another key.
+        let mut lying = theirs.clone();
+        lying.signer = Some(identity.to_openssh());
+        assert!(matches!(
+            check(&filed(&lying), &lying, "web-1", Some(&identity)),
+            Proof::Forged(why) if why.contains("changed after")
+        ));
+        // Unsigned, and no identity to check with.
+        let plain = report("web-1");
+        assert_eq!(
+            check(&filed(&plain), &plain, "web-1", Some(&identity)),
+            Proof::Unsigned
+        );
+        assert_eq!(check(&raw, &mine, "web-1", None), Proof::NoIdentity);
+    }
+
+    #[test]
+    fn a_field_the_reader_does_not_know_is_signed_too() {
+        let key = SigningKey::from_seed([9; 32]);
+        let mut signed = report("db-1");
+        signed.sequence = Some(3);
+        signed.signer = Some(key.identity().to_openssh());
+        let mut value = serde_json::to_value(&signed).unwrap();
+        value["added-later"] = Value::from("x");
+        let proof = b64(&key.sign(&signed_bytes(&value)));
+        value["proof"] = Value::from(proof.clone());
+        let raw = serde_json::to_vec(&value).unwrap();
+        signed.proof = Some(proof);
+        assert_eq!(
+            check(&raw, &signed, "db-1", Some(&key.identity())),
+            Proof::Signed { sequence: 3 }
+        );
+        value["added-later"] = Value::from("y");
+        let raw = serde_json::to_vec(&value).unwrap();
+        assert!(matches!(
+            check(&raw, &signed, "db-1", Some(&key.identity())),
+            Proof::Forged(_)
+        ));
+    }
+
+    #[test]
+    fn identities_read_as_openssh_writes_them() {
+        let key = SigningKey::from_seed([1; 32]);
+        let line = format!("{} root@web-1", key.identity().to_openssh());
+        assert_eq!(Identity::parse(&line).unwrap(), key.identity());
+        assert!(Identity::parse("ssh-rsa AAAAB3NzaC1yc2E=").is_err());
+        assert!(Identity::parse("ssh-ed25519 !!!").is_err());
+        assert!(Identity::parse("ssh-ed25519").is_err());
+        assert!(key.identity().fingerprint().starts_with("SHA256:"));
+    }
+}
