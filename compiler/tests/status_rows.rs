@@ -123,7 +123,11 @@ fn six_hosts_six_rows_that_hide_nothing() {
         rows,
         [
             // No host of this fleet has an identity: what each reports is unverified.
-            want("broken", "failed", &["failed", "stale", "drifted", "unverified"]),
+            want(
+                "broken",
+                "failed",
+                &["failed", "stale", "drifted", "unverified"]
+            ),
             want("silent", "unaccounted", &[]),
             want("drifty", "drifted", &["drifted", "pending", "unverified"]),
             want("behind", "pending", &["pending", "unverified"]),
