@@ -165,7 +165,8 @@ fn main() {
     let prefix = bell_store::semaphore::default_prefix(FLEET);
     for (rack, host) in names.iter().take(RACKS).enumerate() {
         let group = format!("r{rack:02}");
-        bell_store::semaphore::acquire(&etcd, &prefix, &group, host, 2, at).expect("semaphore");
+        bell_store::semaphore::acquire(&etcd, &prefix, &group, host, 2, at, None)
+            .expect("semaphore");
     }
     eprintln!(
         "filled etcd with {hosts} hosts' reports in {:.1} s (database {} MiB)",

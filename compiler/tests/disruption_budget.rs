@@ -55,7 +55,7 @@ fn concurrent_hosts_never_take_more_slots_than_the_group_has() {
                 let client = client.clone();
                 scope.spawn(move || {
                     let slot =
-                        semaphore::acquire(&client, prefix, "rack a", host, 3, 1000).unwrap();
+                        semaphore::acquire(&client, prefix, "rack a", host, 3, 1000, None).unwrap();
                     (host.clone(), slot)
                 })
             })
@@ -77,7 +77,7 @@ fn concurrent_hosts_never_take_more_slots_than_the_group_has() {
     assert_eq!(value.total_slots, 3);
 
     // A holder that asks again (after a crash) re-enters without a second slot.
-    let again = semaphore::acquire(&client, prefix, "rack a", taken[0], 3, 2000).unwrap();
+    let again = semaphore::acquire(&client, prefix, "rack a", taken[0], 3, 2000, None).unwrap();
     assert_eq!(again, Slot::Held { since: Some(1000) });
     // Giving back frees exactly one.
     assert!(semaphore::release(&client, prefix, "rack a", taken[0]).unwrap());

@@ -325,4 +325,85 @@ fn only_a_host_can_speak_for_itself() {
     assert_eq!(hosts.len(), 1, "{halted}");
     assert_eq!(hosts[0]["host"], "b", "{halted}");
     assert_eq!(hosts[0]["state"], "forged", "{halted}");
+
+    // 6. The semaphore: b itself pulls the wave's release, turns out unhealthy and keeps its
+    // slot under a record it signed. Beside it, names put there with etcdctl: a with b's
+    // record copied, c without any, and an airlock node.
+    std::fs::write(root("b").join("sick"), "").unwrap();
+    let trust = fx.path().join("ci.pub");
+    let out2 = fx.path().join("out2");
+    let pulled = run_bin(
+        &bin,
+        &[
+            "pull",
+            "--source",
+            out2.to_str().unwrap(),
+            "--root",
+            root("b").to_str().unwrap(),
+            "--host",
+            "b",
+            "--store",
+            &url,
+            "--trust",
+            trust.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(pulled.status.code(), Some(4), "{}", text(&pulled));
+    let groups = "/bell/f/groups/default/v1";
+    let semaphore: serde_json::Value =
+        serde_json::from_str(&get(&format!("{groups}/semaphore"))).unwrap();
+    assert_eq!(semaphore["holders"], serde_json::json!(["b"]));
+    let total = semaphore["total_slots"].as_u64().unwrap();
+    put(
+        &format!("{groups}/semaphore"),
+        &serde_json::json!({"total_slots": total, "holders": ["a", "b", "c", "node-7"]})
+            .to_string(),
+    );
+    put(
+        &format!("{groups}/holders/a"),
+        &get(&format!("{groups}/holders/b")),
+    );
+    let lock = common::bellc_in(
+        fx.path(),
+        &[
+            "lock", "status", "out1", "--store", &url, "--fleet", "f", "--json",
+        ],
+    );
+    assert_eq!(lock.code, 0, "{}", lock.stderr);
+    let lock: serde_json::Value = serde_json::from_str(&lock.stdout).unwrap();
+    let standing: Vec<(String, String, String)> = lock["groups"][0]["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["host"].as_str().unwrap().to_string(),
+                h["standing"].as_str().unwrap().to_string(),
+                h["why"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(standing[0].1, "claiming", "{standing:?}");
+    // b's record under a's name: signed, but by b's key, not a's.
+    assert!(
+        standing[0].2.contains("signed by another key"),
+        "{standing:?}"
+    );
+    assert_eq!(standing[1], ("b".into(), "proven".into(), String::new()));
+    assert_eq!(standing[2].1, "claiming", "{standing:?}");
+    assert!(standing[2].2.contains("no holder record"), "{standing:?}");
+    assert_eq!(
+        standing[3],
+        ("node-7".into(), "foreign".into(), String::new())
+    );
+    let text_lock = common::bellc_in(
+        fx.path(),
+        &["lock", "status", "out1", "--store", &url, "--fleet", "f"],
+    );
+    assert!(
+        text_lock.stdout.contains(" [proven]"),
+        "{}",
+        text_lock.stdout
+    );
 }

@@ -256,7 +256,8 @@ fn a_twelve_host_fleet_in_a_browser() {
         .unwrap()
         .as_secs()
         - 300;
-    bell_store::semaphore::acquire(&client, &prefix, "r2", "web-4", 1, five_minutes_ago).unwrap();
+    bell_store::semaphore::acquire(&client, &prefix, "r2", "web-4", 1, five_minutes_ago, None)
+        .unwrap();
 
     let status = fx.bellc(&["status", "out", "--store", url, "--json"]);
     assert_eq!(status.code, 3, "{}", status.stderr);

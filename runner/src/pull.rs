@@ -189,7 +189,15 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     };
     // The disruption budget: a slot of the host's rollout group before anything changes.
     let budget = match &store {
-        Some(bell_store::Store::Etcd(etcd)) => Some(Budget::of(etcd, opts, &release, entry)),
+        Some(bell_store::Store::Etcd(etcd)) => {
+            // The holder record is signed, so that `bellc lock status` can tell it is this
+            // host's; a key that cannot be read leaves it unsigned, never the pull undone.
+            let key = crate::identity::load(&root).unwrap_or_else(|e| {
+                eprintln!("warning: the slot's holder record is not signed: {e}");
+                None
+            });
+            Some(Budget::of(etcd, opts, &release, entry, key))
+        }
         _ => None,
     };
     let mut slot = None;
@@ -265,6 +273,7 @@ struct Budget<'a> {
     prefix: String,
     group: String,
     slots: u32,
+    key: Option<crate::identity::HostKey>,
 }
 
 impl<'a> Budget<'a> {
@@ -273,6 +282,7 @@ impl<'a> Budget<'a> {
         opts: &PullOptions,
         release: &Release,
         entry: &bell_bundle::ReleaseHost,
+        key: Option<crate::identity::HostKey>,
     ) -> Budget<'a> {
         // A release from before bellc wrote the budget: one group, one host at a time.
         let (group, slots) = release.rollout.as_ref().map_or_else(
@@ -288,6 +298,7 @@ impl<'a> Budget<'a> {
             prefix,
             group,
             slots,
+            key,
         }
     }
 
@@ -300,6 +311,7 @@ impl<'a> Budget<'a> {
             host,
             u64::from(self.slots),
             state::now(),
+            self.key.as_ref().map(|k| &k.key),
         )
         .map_err(|e| {
             Refusal::new(format!("cannot take a slot of group `{}`: {e}", self.group))

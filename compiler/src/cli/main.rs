@@ -106,6 +106,11 @@ enum LockCommand {
     /// Every rollout group's semaphore: its slots, who holds them and since when, how many
     /// are free.
     Status {
+        /// A build output (a directory or the URL that serves it): its release names the
+        /// fleet's hosts and their identities, and each holder is then told `proven` (its
+        /// record signed by the host), `foreign` (not a host of the release: airlock's),
+        /// `claiming` (a host's name without its signature) or `unverified`.
+        out: Option<PathBuf>,
         /// `etcd://HOST:PORT[,HOST:PORT...]`.
         #[arg(long, value_parser = etcd_url)]
         store: String,
@@ -597,9 +602,17 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             Ok(review::prune(out, *keep)?)
         }
         Command::Lock { command } => match command {
-            LockCommand::Status { store, scope, json } => {
-                Ok(review::lock_status(store, &scope.prefix(), *json)?)
-            }
+            LockCommand::Status {
+                out,
+                store,
+                scope,
+                json,
+            } => Ok(review::lock_status(
+                store,
+                &scope.prefix(),
+                out.as_deref(),
+                *json,
+            )?),
             LockCommand::Release { host, store, scope } => {
                 Ok(review::lock_release(store, &scope.prefix(), host)?)
             }

@@ -241,11 +241,7 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
             identities_required: false,
         });
     };
-    // OUT may be the http:// URL that serves it to hosts, as for `bellc serve`.
-    let release = match out.to_str().filter(|o| o.contains("://")) {
-        Some(url) => bellc::serve::Out::parse(url)?.release()?,
-        None => diff::DirSide::open(out)?.release().clone(),
-    };
+    let release = read_release(out)?;
     if let Some(bell_store::Published {
         version: current, ..
     }) = store.published(&release.fleet)?
@@ -262,6 +258,14 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
         }
     }
     Ok(release)
+}
+
+/// OUT's release; OUT may be the http:// URL that serves it to hosts, as for `bellc serve`.
+fn read_release(out: &Path) -> Result<bell_bundle::Release, String> {
+    Ok(match out.to_str().filter(|o| o.contains("://")) {
+        Some(url) => bellc::serve::Out::parse(url)?.release()?,
+        None => diff::DirSide::open(out)?.release().clone(),
+    })
 }
 
 /// Exit 3 when a host is in a `--fail-on` state (or, as a gate, when the named hosts are not
@@ -451,9 +455,29 @@ fn detail_of(h: &status::HostStatus) -> String {
 }
 
 /// `bellc lock status`: every group under `prefix`, with its holders and free slots.
-pub fn lock_status(store: &str, prefix: &str, json: bool) -> Result<u8, String> {
+pub fn lock_status(
+    store: &str,
+    prefix: &str,
+    out: Option<&Path>,
+    json: bool,
+) -> Result<u8, String> {
     let etcd = bell_store::Etcd::parse(store)?;
-    let groups = bell_store::semaphore::groups(&etcd, prefix)?;
+    let mut groups = bell_store::semaphore::groups(&etcd, prefix)?;
+    if let Some(out) = out {
+        let release = read_release(out)?;
+        let hosts = release
+            .hosts
+            .iter()
+            .map(|(host, entry)| {
+                let identity = entry
+                    .identity
+                    .as_deref()
+                    .and_then(|i| bell_store::proof::Identity::parse(i).ok());
+                (host.clone(), identity)
+            })
+            .collect();
+        bell_store::semaphore::vouch(&mut groups, prefix, &hosts);
+    }
     let now = now();
     if json {
         let groups: Vec<serde_json::Value> = groups
@@ -468,6 +492,8 @@ pub fn lock_status(store: &str, prefix: &str, json: bool) -> Result<u8, String> 
                         "host": h.host,
                         "since": h.since,
                         "held_seconds": held_for(h.since),
+                        "standing": h.standing,
+                        "why": h.why,
                     })).collect::<Vec<_>>(),
                 })
             })
@@ -492,14 +518,22 @@ pub fn lock_status(store: &str, prefix: &str, json: bool) -> Result<u8, String> 
             g.total_slots
         );
         for h in &g.holders {
+            let standing = match (h.standing, &h.why) {
+                (Some(s), Some(why)) => format!(" [{}: {why}]", s.as_str()),
+                (Some(s), None) => format!(" [{}]", s.as_str()),
+                (None, _) => String::new(),
+            };
             match h.since {
                 Some(since) => println!(
-                    "  {} for {} (since {})",
+                    "  {} for {} (since {}){standing}",
                     h.host,
                     duration(now.saturating_sub(since)),
                     bell_bundle::utc(since)
                 ),
-                None => println!("  {} (not taken by bell: since when is unknown)", h.host),
+                None => println!(
+                    "  {} (not taken by bell: since when is unknown){standing}",
+                    h.host
+                ),
             }
         }
     }

@@ -173,3 +173,160 @@ impl Witness {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bell_bundle::ReleaseHost;
+    use bell_store::proof::{self, SigningKey};
+    use bell_store::{Identities, State, Store};
+
+    fn report(result: State, health: State) -> Report {
+        Report {
+            format: bell_store::REPORT_FORMAT,
+            host: "b".into(),
+            fleet: "f".into(),
+            command: "check".into(),
+            result,
+            release: None,
+            bundle: Some("b1".into()),
+            started_at: 10,
+            finished_at: 11,
+            resources: Vec::new(),
+            drift: Vec::new(),
+            error: None,
+            signature: None,
+            status: BTreeMap::from([("health".to_string(), health)]),
+            health: Vec::new(),
+            sequence: None,
+            signer: None,
+            proof: None,
+        }
+    }
+
+    fn release(identity: Option<&SigningKey>) -> Release {
+        let entry = ReleaseHost {
+            bundle: "b1".into(),
+            address: None,
+            labels: Default::default(),
+            identity: identity.map(|k| k.identity().to_openssh()),
+        };
+        Release {
+            format: bell_bundle::FORMAT,
+            fleet: "f".into(),
+            version: "v".into(),
+            hosts: BTreeMap::from([("b".to_string(), entry)]),
+            waves: Vec::new(),
+            sequence: None,
+            expires: None,
+            rollout: None,
+            identities_required: false,
+        }
+    }
+
+    /// What a reader makes of the reports in `dir` (a directory store), judged by `witness`.
+    fn read(dir: &std::path::Path, release: &Release, witness: &mut Witness) -> HostView {
+        let identities: Identities = bell_store::identities_of(release);
+        let mut views = Store::Dir(dir.to_path_buf())
+            .load_fleet("f", &identities)
+            .unwrap();
+        witness.judge(release, &mut views);
+        views.remove("b").unwrap_or_default()
+    }
+
+    #[test]
+    fn replays_and_unsigned_reports_after_signed_ones_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = SigningKey::from_seed([6; 32]);
+        let release = release(Some(&key));
+        let store = Store::Dir(dir.path().to_path_buf());
+        let mut witness = Witness::default();
+        let file = dir.path().join("b.json");
+
+        // Unsigned, from a host whose identity the release names but that never signed: shown,
+        // unverified.
+        store
+            .record(&mut report(State::Success, State::Success), None)
+            .unwrap();
+        let unsigned = std::fs::read(&file).unwrap();
+        let view = read(dir.path(), &release, &mut witness);
+        assert!(
+            view.forged.is_empty() && view.unverified.is_some(),
+            "{view:?}"
+        );
+
+        // Signed: believed, and remembered.
+        let mut next = 40;
+        let mut sign = |r: &mut Report| {
+            next += 1;
+            let sequence = next;
+            store
+                .record(
+                    r,
+                    Some(bell_store::Signer {
+                        key: &key,
+                        next_sequence: &mut || Ok(sequence),
+                    }),
+                )
+                .unwrap();
+        };
+        sign(&mut report(State::Success, State::Success));
+        let healthy = std::fs::read(&file).unwrap();
+        let view = read(dir.path(), &release, &mut witness);
+        assert!(
+            view.forged.is_empty() && view.unverified.is_none(),
+            "{view:?}"
+        );
+        sign(&mut report(State::Unhealthy, State::Unhealthy));
+        let view = read(dir.path(), &release, &mut witness);
+        assert_eq!(view.status["health"], State::Unhealthy);
+
+        // The healthy one put back: a replay; the unhealthy one it saw stands in.
+        std::fs::write(&file, &healthy).unwrap();
+        let view = read(dir.path(), &release, &mut witness);
+        assert!(view.forged[0].contains("a replay"), "{view:?}");
+        assert_eq!(view.status["health"], State::Unhealthy);
+
+        // An unsigned one now: this host signs, so it is not its own.
+        std::fs::write(&file, &unsigned).unwrap();
+        let view = read(dir.path(), &release, &mut witness);
+        assert!(view.forged[0].contains("not signed"), "{view:?}");
+        assert_eq!(view.status["health"], State::Unhealthy);
+
+        // Deleted: what it last said for itself stands.
+        std::fs::remove_file(&file).unwrap();
+        let view = read(dir.path(), &release, &mut witness);
+        assert_eq!(view.status["health"], State::Unhealthy);
+
+        // A release without its identity: nothing to check with, unverified.
+        sign(&mut report(State::Success, State::Success));
+        let view = read(dir.path(), &release_without(), &mut Witness::default());
+        assert!(view.unverified.unwrap().contains("no identity"));
+    }
+
+    fn release_without() -> Release {
+        release(None)
+    }
+
+    #[test]
+    fn what_was_seen_is_kept_between_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = SigningKey::from_seed([6; 32]);
+        let mut witness = Witness {
+            path: Some(dir.path().join("seen-f.json")),
+            ..Witness::default()
+        };
+        let mut signed = report(State::Success, State::Success);
+        proof::sign(&mut signed, &key, 9);
+        let raw = serde_json::to_vec(&signed).unwrap();
+        let store = dir.path().join("reports");
+        std::fs::create_dir_all(&store).unwrap();
+        std::fs::write(store.join("b.json"), &raw).unwrap();
+        read(&store, &release(Some(&key)), &mut witness);
+        witness.save().unwrap();
+        let kept: Seen =
+            serde_json::from_slice(&std::fs::read(dir.path().join("seen-f.json")).unwrap())
+                .unwrap();
+        assert_eq!(kept[&key.identity().to_openssh()]["check"].sequence, 9);
+    }
+}

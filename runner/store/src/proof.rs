@@ -18,7 +18,10 @@ use sha2::{Digest, Sha256};
 
 /// Put before the report's bytes, so that a signature over a report is never one over
 /// anything else the same key signs (an SSH host key signs SSH sessions).
-const CONTEXT: &[u8] = b"bell report v1\n";
+const REPORT: &[u8] = b"bell report v1\n";
+
+/// Put before a semaphore holder record's bytes.
+pub const HOLDER: &[u8] = b"bell holder v1\n";
 
 const KEY_TYPE: &str = "ssh-ed25519";
 
@@ -121,7 +124,44 @@ pub fn sign(report: &mut Report, key: &SigningKey, sequence: u64) {
     report.signer = Some(key.identity().to_openssh());
     report.proof = None;
     let value = serde_json::to_value(&*report).unwrap_or(Value::Null);
-    report.proof = Some(b64(&key.sign(&signed_bytes(&value))));
+    report.proof = Some(b64(&key.sign(&signed_bytes(REPORT, &value))));
+}
+
+/// Signs a JSON object of another kind (`context` says which, so that no signature over one
+/// kind is taken for another): adds `signer` and `proof` to it.
+pub fn sign_object(context: &[u8], object: &mut serde_json::Map<String, Value>, key: &SigningKey) {
+    object.remove("proof");
+    object.insert("signer".into(), key.identity().to_openssh().into());
+    let proof = b64(&key.sign(&signed_bytes(context, &Value::Object(object.clone()))));
+    object.insert("proof".into(), proof.into());
+}
+
+/// Checks what [`sign_object`] signed, as read (`raw`), against `identity`: why not, if not.
+pub fn check_object(context: &[u8], raw: &[u8], identity: &Identity) -> Result<Value, String> {
+    let Ok(Value::Object(mut object)) = serde_json::from_slice::<Value>(raw) else {
+        return Err("it is not a JSON object".to_string());
+    };
+    let (Some(Value::String(signer)), Some(Value::String(proof))) =
+        (object.get("signer").cloned(), object.remove("proof"))
+    else {
+        return Err("it is not signed".to_string());
+    };
+    let signer = Identity::parse(&signer).map_err(|e| format!("its signer is not a key: {e}"))?;
+    if signer != *identity {
+        return Err(format!(
+            "signed by another key ({}), not the host's identity ({})",
+            signer.fingerprint(),
+            identity.fingerprint()
+        ));
+    }
+    let value = Value::Object(object);
+    let signature = unb64(&proof).unwrap_or_default();
+    if !identity.verifies(&signed_bytes(context, &value), &signature) {
+        return Err(
+            "its signature does not match what it says: changed after it was signed".into(),
+        );
+    }
+    Ok(value)
 }
 
 /// What a reader can tell of who wrote a report.
@@ -181,7 +221,7 @@ pub fn check(raw: &[u8], report: &Report, host: &str, identity: Option<&Identity
         map.remove("proof");
     }
     let signature = unb64(proof).unwrap_or_default();
-    if !identity.verifies(&signed_bytes(&value), &signature) {
+    if !identity.verifies(&signed_bytes(REPORT, &value), &signature) {
         return Proof::Forged(
             "its signature does not match what it says: changed after it was signed".to_string(),
         );
@@ -191,10 +231,10 @@ pub fn check(raw: &[u8], report: &Report, host: &str, identity: Option<&Identity
     }
 }
 
-/// The context line, then the report's JSON with sorted keys and no white space.
-fn signed_bytes(report: &Value) -> Vec<u8> {
-    let mut bytes = CONTEXT.to_vec();
-    bytes.extend(serde_json::to_vec(&sorted(report)).unwrap_or_default());
+/// The context line, then the JSON with sorted keys and no white space.
+fn signed_bytes(context: &[u8], value: &Value) -> Vec<u8> {
+    let mut bytes = context.to_vec();
+    bytes.extend(serde_json::to_vec(&sorted(value)).unwrap_or_default());
     bytes
 }
 
@@ -337,7 +377,7 @@ mod tests {
         signed.signer = Some(key.identity().to_openssh());
         let mut value = serde_json::to_value(&signed).unwrap();
         value["added-later"] = Value::from("x");
-        let proof = b64(&key.sign(&signed_bytes(&value)));
+        let proof = b64(&key.sign(&signed_bytes(REPORT, &value)));
         value["proof"] = Value::from(proof.clone());
         let raw = serde_json::to_vec(&value).unwrap();
         signed.proof = Some(proof);
@@ -351,6 +391,26 @@ mod tests {
             check(&raw, &signed, "db-1", Some(&key.identity())),
             Proof::Forged(_)
         ));
+    }
+
+    #[test]
+    fn a_signed_object_verifies_only_in_its_own_context() {
+        let key = SigningKey::from_seed([3; 32]);
+        let mut object = serde_json::Map::new();
+        object.insert("host".into(), "web-1".into());
+        object.insert("since".into(), 5.into());
+        sign_object(HOLDER, &mut object, &key);
+        let raw = serde_json::to_vec(&object).unwrap();
+        assert!(check_object(HOLDER, &raw, &key.identity()).is_ok());
+        assert!(check_object(REPORT, &raw, &key.identity()).is_err());
+        let other = SigningKey::from_seed([4; 32]);
+        let err = check_object(HOLDER, &raw, &other.identity()).unwrap_err();
+        assert!(err.contains("another key"), "{err}");
+        object.insert("since".into(), 6.into());
+        let raw = serde_json::to_vec(&object).unwrap();
+        let err = check_object(HOLDER, &raw, &key.identity()).unwrap_err();
+        assert!(err.contains("changed after"), "{err}");
+        assert!(check_object(HOLDER, br#"{"since":5}"#, &key.identity()).is_err());
     }
 
     #[test]

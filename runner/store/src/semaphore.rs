@@ -4,8 +4,12 @@
 //!
 //! ```text
 //! PREFIX/groups/GROUP/v1/semaphore      {"total_slots":N,"holders":["a","b"]}  (holders sorted)
-//! PREFIX/groups/GROUP/v1/holders/HOST   {"since":UNIX}  bell's own: when HOST took its slot
+//! PREFIX/groups/GROUP/v1/holders/HOST   {"since":UNIX,…}  bell's own: when HOST took its slot
 //! ```
+//!
+//! A holder record is signed by the host's identity (see [`crate::proof`]) and names the
+//! prefix, group and host it is about, so that `bellc lock status` can tell holders that are
+//! proven bell hosts from airlock's and from a name put there by someone else.
 //!
 //! GROUP is escaped as Go's `url.QueryEscape` does, as airlock does. Every change is one etcd
 //! transaction that compares the semaphore key's version with the one read (as locksmith and
@@ -15,6 +19,7 @@
 //! any other.
 
 use crate::etcd::{Etcd, Op};
+use crate::proof::{self, SigningKey};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -49,6 +54,88 @@ pub struct Holder {
     pub host: String,
     /// When bell took the slot for it; `None` for a holder that bell did not put there.
     pub since: Option<u64>,
+    /// Its record as read, for [`vouch`].
+    #[serde(skip)]
+    pub record: Option<Vec<u8>>,
+    /// Who put it there, once [`vouch`]ed for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standing: Option<Standing>,
+    /// Why a holder that names a host of the fleet is not proven.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+/// Who a holder is, by its record and the identities of the fleet's release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Standing {
+    /// A host of the release, its record signed by the identity the release gives it.
+    Proven,
+    /// Not a host of the release: airlock's, or another system's.
+    Foreign,
+    /// Names a host of the release without that host's signature: put there by someone else
+    /// (or by a bell-run from before host identities).
+    Claiming,
+    /// A host of the release that has no identity in it: nothing to check with.
+    Unverified,
+}
+
+impl Standing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Standing::Proven => "proven",
+            Standing::Foreign => "foreign",
+            Standing::Claiming => "claiming",
+            Standing::Unverified => "unverified",
+        }
+    }
+}
+
+/// Says of every holder who it is: `hosts` are the release's, each with its identity.
+pub fn vouch(
+    groups: &mut [Group],
+    prefix: &str,
+    hosts: &std::collections::BTreeMap<String, Option<proof::Identity>>,
+) {
+    for group in groups.iter_mut() {
+        for holder in &mut group.holders {
+            let (standing, why) = match hosts.get(&holder.host) {
+                None => (Standing::Foreign, None),
+                Some(None) => (Standing::Unverified, None),
+                Some(Some(identity)) => match &holder.record {
+                    None => (
+                        Standing::Claiming,
+                        Some("no holder record: bell did not put it there".to_string()),
+                    ),
+                    Some(raw) => match proof::check_object(proof::HOLDER, raw, identity) {
+                        Err(why) => (Standing::Claiming, Some(why)),
+                        Ok(value) => {
+                            let names = |field: &str, wanted: &str| value[field] == wanted;
+                            if names("host", &holder.host)
+                                && names("group", &group.group)
+                                && names("prefix", prefix)
+                            {
+                                (Standing::Proven, None)
+                            } else {
+                                let field = |f: &str| value[f].as_str().unwrap_or("?").to_string();
+                                (
+                                    Standing::Claiming,
+                                    Some(format!(
+                                        "its record is `{}`'s of group `{}` under `{}`, copied here",
+                                        field("host"),
+                                        field("group"),
+                                        field("prefix")
+                                    )),
+                                )
+                            }
+                        }
+                    },
+                },
+            };
+            holder.standing = Some(standing);
+            holder.why = why;
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -73,6 +160,7 @@ fn holder_key(prefix: &str, group: &str, host: &str) -> String {
 }
 
 /// Takes a slot of `group` for `host`, sizing the semaphore to `slots` (the release's budget).
+/// The holder record is signed with `key`, the host's identity, when it has one.
 pub fn acquire(
     etcd: &Etcd,
     prefix: &str,
@@ -80,6 +168,7 @@ pub fn acquire(
     host: &str,
     slots: u64,
     now: u64,
+    signer: Option<&SigningKey>,
 ) -> Result<Slot, String> {
     let key = semaphore_key(prefix, group);
     let since_key = holder_key(prefix, group, host);
@@ -102,7 +191,7 @@ pub fn acquire(
         let at = semaphore.holders.partition_point(|h| h.as_str() < host);
         semaphore.holders.insert(at, host.to_string());
         let value = to_json(&semaphore);
-        let since = to_json(&Since { since: now });
+        let since = holder_record(prefix, group, host, now, signer);
         let ops = [
             Op::Put(&key, value.as_bytes()),
             Op::Put(&since_key, since.as_bytes()),
@@ -149,7 +238,7 @@ pub fn groups(etcd: &Etcd, prefix: &str) -> Result<Vec<Group>, String> {
 pub fn groups_from(kvs: &[crate::etcd::KeyValue], prefix: &str) -> Result<Vec<Group>, String> {
     let base = format!("{prefix}/groups/");
     let mut groups: Vec<Group> = Vec::new();
-    let mut since: Vec<(String, String, u64)> = Vec::new();
+    let mut since: Vec<(String, String, Option<u64>, Vec<u8>)> = Vec::new();
     for kv in kvs {
         let Some(rest) = kv.key.strip_prefix(&base) else {
             continue;
@@ -166,27 +255,54 @@ pub fn groups_from(kvs: &[crate::etcd::KeyValue], prefix: &str) -> Result<Vec<Gr
                 holders: semaphore
                     .holders
                     .into_iter()
-                    .map(|host| Holder { host, since: None })
+                    .map(|host| Holder {
+                        host,
+                        since: None,
+                        record: None,
+                        standing: None,
+                        why: None,
+                    })
                     .collect(),
             });
         } else if let Some(host) = tail.strip_prefix("holders/") {
-            if let Ok(s) = serde_json::from_slice::<Since>(&kv.value) {
-                since.push((group, host.to_string(), s.since));
-            }
+            let at = serde_json::from_slice::<Since>(&kv.value)
+                .ok()
+                .map(|s| s.since);
+            since.push((group, host.to_string(), at, kv.value.clone()));
         }
     }
-    for (group, host, at) in since {
+    for (group, host, at, record) in since {
         let holder = groups
             .iter_mut()
             .filter(|g| g.group == group)
             .flat_map(|g| g.holders.iter_mut())
             .find(|h| h.host == host);
         if let Some(holder) = holder {
-            holder.since = Some(at);
+            holder.since = at;
+            holder.record = Some(record);
         }
     }
     groups.sort_by(|a, b| a.group.cmp(&b.group));
     Ok(groups)
+}
+
+/// `{"since":NOW}`, and with a key, what it is about and signed.
+fn holder_record(
+    prefix: &str,
+    group: &str,
+    host: &str,
+    now: u64,
+    key: Option<&SigningKey>,
+) -> String {
+    let mut record = serde_json::Map::new();
+    record.insert("since".into(), now.into());
+    if let Some(key) = key {
+        record.insert("prefix".into(), prefix.into());
+        record.insert("group".into(), group.into());
+        record.insert("host".into(), host.into());
+        proof::sign_object(proof::HOLDER, &mut record, key);
+    }
+    serde_json::Value::Object(record).to_string()
 }
 
 /// The semaphore at `key` and its version; a new one of `slots` slots when there is none.
@@ -274,6 +390,46 @@ pub fn query_unescape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_holder_record_proves_only_the_place_it_was_written_for() {
+        let key = SigningKey::from_seed([2; 32]);
+        let record = |group: &str| holder_record("/bell/f", group, "web-1", 100, Some(&key));
+        let holder = |record: Option<String>| Holder {
+            host: "web-1".into(),
+            since: Some(100),
+            record: record.map(String::into_bytes),
+            standing: None,
+            why: None,
+        };
+        let mut groups = vec![
+            Group {
+                group: "rack-a".into(),
+                total_slots: 2,
+                holders: vec![holder(Some(record("rack-a")))],
+            },
+            Group {
+                group: "rack-b".into(),
+                total_slots: 2,
+                holders: vec![holder(Some(record("rack-a")))],
+            },
+        ];
+        let hosts = std::collections::BTreeMap::from([("web-1".to_string(), Some(key.identity()))]);
+        vouch(&mut groups, "/bell/f", &hosts);
+        assert_eq!(groups[0].holders[0].standing, Some(Standing::Proven));
+        assert_eq!(groups[1].holders[0].standing, Some(Standing::Claiming));
+        let why = groups[1].holders[0].why.clone().unwrap();
+        assert!(why.contains("`web-1`'s of group `rack-a`"), "{why}");
+        // Unsigned (a bell-run from before identities): claiming, with why.
+        let mut old = vec![Group {
+            group: "rack-a".into(),
+            total_slots: 1,
+            holders: vec![holder(Some(r#"{"since":100}"#.into()))],
+        }];
+        vouch(&mut old, "/bell/f", &hosts);
+        assert_eq!(old[0].holders[0].standing, Some(Standing::Claiming));
+        assert_eq!(old[0].holders[0].why.as_deref(), Some("it is not signed"));
+    }
 
     #[test]
     fn group_names_are_escaped_as_airlock_escapes_them() {
