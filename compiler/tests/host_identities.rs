@@ -116,3 +116,70 @@ inventory "hosts.json"
         run.stderr
     );
 }
+
+/// `bellc import known-hosts`: what `ssh-keyscan` prints (host keys made by the real
+/// ssh-keygen) becomes an inventory the build takes; a known_hosts file hashed by
+/// `ssh-keygen -H` cannot be read back and says so; an existing inventory is filled by address.
+#[test]
+fn known_hosts_become_an_inventory_the_build_takes() {
+    if !have("ssh-keygen") {
+        return;
+    }
+    let fx = Fixture::spec(
+        "fleet \"f\" target=\"debian-12\" identities=\"required\"\ninventory \"hosts.json\"\n",
+    );
+    let mut scanned = String::new();
+    let mut keys = Vec::new();
+    for (host, address) in [("web-1", "10.0.0.1"), ("web-2", "10.0.0.2")] {
+        let key = fx.path().join(format!("{host}_key"));
+        let made = std::process::Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", "", "-f"])
+            .arg(&key)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+        let public = public.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+        // As `ssh-keyscan -t ed25519` prints it: a comment line, then the key.
+        scanned.push_str(&format!(
+            "# {host}:22 SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\n{host},{address} {public}\n"
+        ));
+        keys.push(public);
+    }
+    std::fs::write(fx.path().join("scanned"), &scanned).unwrap();
+    let run = fx.bellc(&["import", "known-hosts", "scanned", "-o", "hosts.json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("2 host identities"), "{}", run.stderr);
+    let build = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(build.code, 0, "{}", build.stderr);
+    let written = release(&fx);
+    assert_eq!(written["hosts"]["web-1"]["identity"], keys[0].as_str());
+    assert_eq!(written["hosts"]["web-2"]["address"], "10.0.0.2");
+    // Asked again without --force, nothing is replaced.
+    let again = fx.bellc(&["import", "known-hosts", "scanned", "-o", "hosts.json"]);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+
+    // Hashed by ssh-keygen: the names cannot be read back.
+    std::fs::copy(fx.path().join("scanned"), fx.path().join("known_hosts")).unwrap();
+    let hashed = std::process::Command::new("ssh-keygen")
+        .args(["-H", "-f"])
+        .arg(fx.path().join("known_hosts"))
+        .output()
+        .unwrap();
+    assert!(hashed.status.success());
+    let run = fx.bellc(&["import", "known-hosts", "known_hosts"]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("hashed host names"), "{}", run.stderr);
+
+    // An inventory filled by address, its other fields kept.
+    std::fs::write(
+        fx.path().join("inv.json"),
+        r#"[{"name": "db-1", "address": "10.0.0.2", "labels": {"rack": "r9"}}]"#,
+    )
+    .unwrap();
+    let run = fx.bellc(&["import", "known-hosts", "scanned", "--inventory", "inv.json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let filled: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(filled[0]["identity"], keys[1].as_str());
+    assert_eq!(filled[0]["labels"]["rack"], "r9");
+}

@@ -1,9 +1,10 @@
 //! `bellc import divingbell`: reads the values (and an inventory), writes the spec.
+//! `bellc import known-hosts`: host identities from ssh-keyscan or known_hosts, as inventory.
 
 use bellc::diagnostic::Diagnostics;
 use bellc::front::inventory;
 use bellc::front::read::{read_bounded, utf8, MAX_INVENTORY, MAX_SPEC_FILE};
-use bellc::import::divingbell;
+use bellc::import::{divingbell, known_hosts};
 use bellc::source::Sources;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -99,6 +100,74 @@ pub fn divingbell(
             format!(" with {} hosts", hosts.len())
         },
         request.output.display()
+    );
+    Ok(0)
+}
+
+/// `bellc import known-hosts FILE… [--inventory INV] [-o OUT]`. Warnings go to stderr; exit 1
+/// when no file held a key bellc could take.
+pub fn known_hosts(
+    files: &[std::path::PathBuf],
+    inventory: Option<&Path>,
+    output: Option<&Path>,
+    force: bool,
+) -> Result<u8, String> {
+    if let Some(out) = output.filter(|o| o.exists() && !force) {
+        return Err(format!(
+            "{} exists; give --force to replace it",
+            out.display()
+        ));
+    }
+    let mut found = Vec::new();
+    let mut warnings = Vec::new();
+    for file in files {
+        let (what, text) = if file.as_os_str() == "-" {
+            let mut text = String::new();
+            use std::io::Read;
+            std::io::stdin()
+                .take(MAX_INVENTORY)
+                .read_to_string(&mut text)
+                .map_err(|e| format!("cannot read stdin: {e}"))?;
+            ("stdin".to_string(), text)
+        } else {
+            (file.display().to_string(), read_text(file, MAX_INVENTORY)?)
+        };
+        let (mut more, said) = known_hosts::read(&what, &text);
+        found.append(&mut more);
+        warnings.extend(said);
+    }
+    let (value, count) = match inventory {
+        Some(path) => {
+            let text = read_text(path, MAX_INVENTORY)?;
+            let mut value: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| format!("{} is not JSON: {e}", path.display()))?;
+            let filled = known_hosts::fill(&mut value, &found, &mut warnings)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            (value, filled)
+        }
+        None => {
+            let value = known_hosts::inventory(&found, &mut warnings);
+            let count = value.as_array().map_or(0, Vec::len);
+            (value, count)
+        }
+    };
+    for warning in &warnings {
+        eprintln!("warning: {warning}");
+    }
+    if count == 0 {
+        return Err("no host's Ed25519 key was found: nothing written".to_string());
+    }
+    let mut text = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?;
+    text.push('\n');
+    match output {
+        Some(out) => {
+            std::fs::write(out, text).map_err(|e| format!("cannot write {}: {e}", out.display()))?
+        }
+        None => print!("{text}"),
+    }
+    eprintln!(
+        "{count} host identit{}",
+        if count == 1 { "y" } else { "ies" }
     );
     Ok(0)
 }

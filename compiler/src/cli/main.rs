@@ -381,6 +381,26 @@ enum ImportFrom {
         #[arg(long)]
         retire_divingbell: bool,
     },
+    /// Host identities from `ssh-keyscan` output or `known_hosts` files (`-` reads stdin): a
+    /// JSON inventory of the hosts' names, addresses and Ed25519 keys, or, with
+    /// `--inventory`, that inventory with each host's identity filled in.
+    KnownHosts {
+        /// The files: `ssh-keyscan -t ed25519 HOST… | bellc import known-hosts -`, or
+        /// `~/.ssh/known_hosts`.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// An inventory (a JSON list of hosts, or `kubectl get nodes -o json`) whose hosts
+        /// get their identity by name or address (kubectl's as the `bell/identity`
+        /// annotation); everything else in it is kept.
+        #[arg(long, value_name = "HOSTS.json")]
+        inventory: Option<PathBuf>,
+        /// Where to write the inventory (default: stdout).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Replace OUTPUT when it exists.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// Counts what a rendering template holds, so that a template that would exhaust memory stops
@@ -1126,6 +1146,20 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             };
             Ok(import::divingbell(&request, sources, diags)?)
         }
+        Command::Import {
+            from:
+                ImportFrom::KnownHosts {
+                    files,
+                    inventory,
+                    output,
+                    force,
+                },
+        } => Ok(import::known_hosts(
+            files,
+            inventory.as_deref(),
+            output.as_deref(),
+            *force,
+        )?),
         Command::Hosts { spec, json } => {
             read_check(spec)?;
             let Some(compiled) = compile(cli, spec, sources, diags) else {
