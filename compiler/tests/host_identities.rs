@@ -139,7 +139,11 @@ fn known_hosts_become_an_inventory_the_build_takes() {
             .unwrap();
         assert!(made.success());
         let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
-        let public = public.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+        let public = public
+            .split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ");
         // As `ssh-keyscan -t ed25519` prints it: a comment line, then the key.
         scanned.push_str(&format!(
             "# {host}:22 SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\n{host},{address} {public}\n"
@@ -177,7 +181,13 @@ fn known_hosts_become_an_inventory_the_build_takes() {
         r#"[{"name": "db-1", "address": "10.0.0.2", "labels": {"rack": "r9"}}]"#,
     )
     .unwrap();
-    let run = fx.bellc(&["import", "known-hosts", "scanned", "--inventory", "inv.json"]);
+    let run = fx.bellc(&[
+        "import",
+        "known-hosts",
+        "scanned",
+        "--inventory",
+        "inv.json",
+    ]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let filled: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(filled[0]["identity"], keys[1].as_str());

@@ -20,7 +20,7 @@ Exit codes:
    1  the spec has errors (every one printed), or diff and build --diff found changes
    2  an input or output could not be used: a file cannot be read or written, etcd cannot be
       reached, a directory is not a build output
-   3  status: a host is in a --fail-on state (default failed, unhealthy, unaccounted); the
+   3  status: a host is in a --fail-on state (default forged, failed, unhealthy, unaccounted); the
       rollout gate (--hosts … --version …) failed
   64  usage: an unknown command or option, a missing or wrong argument (sysexits EX_USAGE)";
 
@@ -245,9 +245,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// One row per host, from the reports hosts filed: a summary state (failed, unhealthy,
-    /// unaccounted, drifted, pending, deferred, up-to-date, unknown) and every condition that
-    /// holds. Exit 3 when a host is in a `--fail-on` state.
+    /// One row per host, from the reports hosts filed: a summary state (forged, failed,
+    /// unhealthy, unaccounted, drifted, pending, deferred, up-to-date, unknown) and every
+    /// condition that holds. Each report is checked against the identity the release gives
+    /// its host. Exit 3 when a host is in a `--fail-on` state.
     Status {
         /// The build output whose release.json says what each host should run (a directory,
         /// or the http:// URL that serves it); with `--store`, the store's published release
@@ -272,12 +273,12 @@ enum Command {
         #[arg(long)]
         all: bool,
         /// Exit 3 when a host's state or one of its flags is one of these (comma-separated:
-        /// failed, unhealthy, unaccounted, unreadable, stale, drifted, pending, waiting,
-        /// deferred).
+        /// forged, failed, unhealthy, unaccounted, unreadable, stale, drifted, pending,
+        /// waiting, deferred, unverified).
         #[arg(
             long,
             value_name = "STATES",
-            default_value = "failed,unhealthy,unaccounted,unreadable"
+            default_value = "forged,failed,unhealthy,unaccounted,unreadable"
         )]
         fail_on: String,
         /// A rollout gate: exit 0 only if these hosts (comma-separated) are up to date on
@@ -715,7 +716,8 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
                 .collect();
-            const NAMES: [&str; 10] = [
+            const NAMES: [&str; 12] = [
+                "forged",
                 "failed",
                 "unhealthy",
                 "unaccounted",
@@ -726,6 +728,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 "waiting",
                 "deferred",
                 "unknown",
+                "unverified",
             ];
             if let Some(bad) = fail_on.iter().find(|s| !NAMES.contains(&s.as_str())) {
                 return Err(Failure::Usage(format!(
