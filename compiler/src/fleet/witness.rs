@@ -1,22 +1,25 @@
-//! What this reader has seen each host sign: the sequence number and the report of each
-//! command, kept between runs. A signature proves who wrote a report, not when: an old,
-//! validly signed report put back into the store (a replay) verifies as well as the newest.
-//! So a reader remembers the highest sequence it has seen of each host and command, refuses
-//! anything lower as a replay, and shows the last report it verified in the place of one it
-//! refuses or one that was deleted. TUF clients keep their last trusted metadata for the same
-//! reason.
+//! What this reader has seen each host sign: the sequence number of each command's report.
+//! A signature proves who wrote a report, not when: an old, validly signed report put back
+//! into the store (a replay) verifies as well as the newest. So a reader remembers the highest
+//! sequence it has seen of each host and command, refuses anything lower as a replay, and
+//! shows the last report it verified (while it runs: the page, the controller) in the place
+//! of one it refuses or one that was deleted. TUF clients keep their last trusted metadata for
+//! the same reason.
 //!
-//! The record is kept per fleet in bellc's state directory (`$BELLC_STATE_DIR`, else
-//! `$XDG_STATE_HOME/bellc`, else `~/.local/state/bellc`), keyed by identity: a host given a new
-//! key starts afresh.
+//! What was seen is kept per fleet in bellc's state directory (`$BELLC_STATE_DIR`, else
+//! `$XDG_STATE_HOME/bellc`, else `~/.local/state/bellc`), keyed by identity: a host given a
+//! new key starts afresh. Each report is kept without the resources that went well (what a
+//! status row shows of it stays): a fleet's full reports are hundreds of megabytes at 100,000
+//! hosts.
 
 use bell_bundle::Release;
-use bell_store::proof::{Identity, Proof};
+use bell_store::proof::Proof;
 use bell_store::{HostView, Report};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Default)]
 pub struct Witness {
@@ -24,15 +27,75 @@ pub struct Witness {
     path: Option<PathBuf>,
     seen: Seen,
     changed: bool,
+    /// Written at most this often (the page reads the store every few seconds).
+    save_every: Duration,
+    saved_at: Option<Instant>,
 }
 
 /// By identity (`ssh-ed25519 BASE64`), by command.
 type Seen = BTreeMap<String, BTreeMap<String, SeenReport>>;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 struct SeenReport {
     sequence: u64,
-    report: Report,
+    report: Option<Arc<Report>>,
+}
+
+/// A [`SeenReport`] as the state directory keeps it.
+#[derive(Serialize, Deserialize)]
+struct Kept {
+    sequence: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    report: Option<Report>,
+}
+
+/// What a status row shows of a report: its resources that failed or were deferred, not the
+/// hundreds that went well.
+fn trimmed(report: &Report) -> Report {
+    let mut kept = report.clone();
+    kept.resources.retain(|r| {
+        matches!(
+            r.result.as_str(),
+            "failed" | "error" | "halted" | "skipped" | "deferred"
+        )
+    });
+    kept
+}
+
+fn to_kept(seen: &Seen) -> BTreeMap<&str, BTreeMap<&str, Kept>> {
+    seen.iter()
+        .map(|(identity, commands)| {
+            let commands = commands
+                .iter()
+                .map(|(command, s)| {
+                    let kept = Kept {
+                        sequence: s.sequence,
+                        report: s.report.as_deref().map(trimmed),
+                    };
+                    (command.as_str(), kept)
+                })
+                .collect();
+            (identity.as_str(), commands)
+        })
+        .collect()
+}
+
+fn from_kept(kept: BTreeMap<String, BTreeMap<String, Kept>>) -> Seen {
+    kept.into_iter()
+        .map(|(identity, commands)| {
+            let commands = commands
+                .into_iter()
+                .map(|(command, k)| {
+                    let seen = SeenReport {
+                        sequence: k.sequence,
+                        report: k.report.map(Arc::new),
+                    };
+                    (command, seen)
+                })
+                .collect();
+            (identity, commands)
+        })
+        .collect()
 }
 
 /// bellc's state directory (see the module's documentation).
@@ -55,9 +118,13 @@ impl Witness {
         let Some(dir) = state_dir() else {
             return Ok(Witness::default());
         };
-        let path = dir.join(format!("seen-{fleet}.json"));
+        Witness::open_at(dir.join(format!("seen-{fleet}.json")))
+    }
+
+    /// The record kept in `path`.
+    pub fn open_at(path: PathBuf) -> Result<Witness, String> {
         let seen = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            Ok(bytes) => serde_json::from_slice(&bytes).map(from_kept).map_err(|e| {
                 format!(
                     "{} is not bellc's record of the reports it has seen ({e}); move it away \
                      to start afresh",
@@ -70,8 +137,15 @@ impl Witness {
         Ok(Witness {
             path: Some(path),
             seen,
-            changed: false,
+            ..Witness::default()
         })
+    }
+
+    /// Keeps what was seen at most every `interval` (and whenever [`Witness::save`] is called
+    /// after it passed).
+    pub fn saving_every(mut self, interval: Duration) -> Witness {
+        self.save_every = interval;
+        self
     }
 
     /// Judges every report of `views` of a host of `release` by the identity the release gives
@@ -80,11 +154,9 @@ impl Witness {
     /// and reports that cannot be checked are marked unverified.
     pub fn judge(&mut self, release: &Release, views: &mut BTreeMap<String, HostView>) {
         for (host, entry) in &release.hosts {
-            let identity = entry
-                .identity
-                .as_deref()
-                .and_then(|i| Identity::parse(i).ok());
-            let Some(identity) = identity else {
+            // The release's identities are as bellc wrote them (`ssh-ed25519 BASE64`): the
+            // store checked each report against them; here they are only names.
+            let Some(identity) = entry.identity.as_deref() else {
                 if let Some(view) = views.get_mut(host).filter(|v| v.report.is_some()) {
                     view.unverified = Some(format!(
                         "the release gives `{host}` no identity: what its reports say cannot be checked"
@@ -92,7 +164,7 @@ impl Witness {
                 }
                 continue;
             };
-            let seen = self.seen.entry(identity.to_openssh()).or_default();
+            let seen = self.seen.entry(identity.to_string()).or_default();
             if seen.is_empty() && !views.contains_key(host) {
                 continue;
             }
@@ -114,7 +186,7 @@ impl Witness {
                                 command.clone(),
                                 SeenReport {
                                     sequence,
-                                    report: (*report).clone(),
+                                    report: Some(Arc::clone(&report)),
                                 },
                             );
                             self.changed = true;
@@ -141,9 +213,11 @@ impl Witness {
             }
             // The last verified report in the place of a refused one, or of one deleted.
             for (command, old) in seen.iter() {
+                let Some(report) = &old.report else {
+                    continue;
+                };
                 if !view.by_command.contains_key(command) {
-                    view.by_command
-                        .insert(command.clone(), Arc::new(old.report.clone()));
+                    view.by_command.insert(command.clone(), Arc::clone(report));
                     view.proofs.insert(
                         command.clone(),
                         Proof::Signed {
@@ -161,15 +235,22 @@ impl Witness {
         let Some(path) = self.path.as_ref().filter(|_| self.changed) else {
             return Ok(());
         };
+        if self
+            .saved_at
+            .is_some_and(|at| at.elapsed() < self.save_every)
+        {
+            return Ok(());
+        }
         let dir = path.parent().unwrap_or(std::path::Path::new("."));
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
-        let text = serde_json::to_vec(&self.seen).map_err(|e| e.to_string())?;
+        let text = serde_json::to_vec(&to_kept(&self.seen)).map_err(|e| e.to_string())?;
         std::fs::write(&tmp, text)
             .and_then(|()| std::fs::rename(&tmp, path))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         self.changed = false;
+        self.saved_at = Some(Instant::now());
         Ok(())
     }
 }
@@ -324,9 +405,14 @@ mod tests {
         std::fs::write(store.join("b.json"), &raw).unwrap();
         read(&store, &release(Some(&key)), &mut witness);
         witness.save().unwrap();
-        let kept: Seen =
+        let kept: BTreeMap<String, BTreeMap<String, Kept>> =
             serde_json::from_slice(&std::fs::read(dir.path().join("seen-f.json")).unwrap())
                 .unwrap();
         assert_eq!(kept[&key.identity().to_openssh()]["check"].sequence, 9);
+        // Read again by the next run: the report stands in for a deleted one.
+        std::fs::remove_file(store.join("b.json")).unwrap();
+        let mut next = Witness::open_at(dir.path().join("seen-f.json")).unwrap();
+        let view = read(&store, &release(Some(&key)), &mut next);
+        assert_eq!(view.status["health"], State::Success);
     }
 }

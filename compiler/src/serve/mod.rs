@@ -214,6 +214,8 @@ pub struct Board {
     /// What was seen signed, so that a report put back is refused (opened at the first
     /// reading, which names the fleet).
     witness: Mutex<Option<Witness>>,
+    /// The release's identities, by the release they were read from.
+    identities: Mutex<Option<(Arc<Release>, Arc<bell_store::Identities>)>>,
     explain: Option<Explain>,
 }
 
@@ -239,6 +241,7 @@ impl Board {
             release: Mutex::new(None),
             reports: Mutex::new(bell_store::ParsedReports::default()),
             witness: Mutex::new(None),
+            identities: Mutex::new(None),
             explain,
         };
         board.read_release()?;
@@ -328,6 +331,19 @@ impl Board {
         Ok(release)
     }
 
+    /// The identities `release` gives its hosts, parsed once per release.
+    fn identities_of(&self, release: &Arc<Release>) -> Arc<bell_store::Identities> {
+        let mut kept = lock(&self.identities);
+        if let Some((of, identities)) = kept.as_ref() {
+            if Arc::ptr_eq(of, release) {
+                return Arc::clone(identities);
+            }
+        }
+        let identities = Arc::new(bell_store::identities_of(release));
+        *kept = Some((Arc::clone(release), Arc::clone(&identities)));
+        identities
+    }
+
     /// One reading: OUT's release and one range request over the fleet's keys.
     pub fn refresh(&self, now: u64) {
         self.refreshes.fetch_add(1, Ordering::SeqCst);
@@ -355,17 +371,19 @@ impl Board {
         let fleet = release.fleet.clone();
         bell_store::check_name("fleet", &fleet)?;
         let kvs = self.etcd.range_prefix(&format!("/bell/{fleet}/"))?;
-        let identities = bell_store::identities_of(&release);
+        let identities = self.identities_of(&release);
         let mut views =
             bell_store::views_from_parsed(&fleet, &kvs, &mut lock(&self.reports), &identities)?;
         let mut warnings = Vec::new();
         {
             let mut witness = lock(&self.witness);
             let witness = witness.get_or_insert_with(|| {
-                Witness::open(&fleet).unwrap_or_else(|e| {
-                    eprintln!("warning: {e}; what is seen now is kept in memory only");
-                    Witness::default()
-                })
+                Witness::open(&fleet)
+                    .map(|w| w.saving_every(Duration::from_secs(30)))
+                    .unwrap_or_else(|e| {
+                        eprintln!("warning: {e}; what is seen now is kept in memory only");
+                        Witness::default()
+                    })
             });
             witness.judge(&release, &mut views);
             if let Err(e) = witness.save() {
