@@ -9,7 +9,9 @@
 //! then how long each page takes to render from the snapshot, over HTTP on loopback as a
 //! browser asks for it (the median of 20). Nothing asserts: the figures go into the README.
 //! `BELL_SERVE_PROFILE=1` also splits a refresh: etcd's answer alone, the client's parse,
-//! the hosts' views, the statuses.
+//! the hosts' views, the statuses. `BELL_SERVE_SIGNED=1` gives every host an identity in the
+//! release and signs its report with it, as bell-run does: the first refresh then checks every
+//! signature.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -98,6 +100,21 @@ fn main() {
     let local = LocalEtcd::start();
     let etcd = local.client();
     let names: Vec<String> = (0..hosts).map(|i| format!("host-{i:06}")).collect();
+    let signed = std::env::var_os("BELL_SERVE_SIGNED").is_some();
+    let keys: Vec<bell_store::proof::SigningKey> = if signed {
+        (0..hosts)
+            .map(|i| {
+                let mut seed = [7u8; 32];
+                seed[..8].copy_from_slice(&(i as u64).to_le_bytes());
+                bell_store::proof::SigningKey::from_seed(seed)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    // What the page remembers of the reports it checked stays with the bench.
+    let state = tempfile::tempdir().expect("tempdir");
+    std::env::set_var("BELLC_STATE_DIR", state.path());
     let entries: BTreeMap<String, ReleaseHost> = names
         .iter()
         .enumerate()
@@ -107,7 +124,7 @@ fn main() {
                 bundle: bundle(i),
                 address: Some(format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255)),
                 labels: Arc::new(labels),
-                identity: None,
+                identity: keys.get(i).map(|k| k.identity().to_openssh()),
             };
             (name.clone(), entry)
         })
@@ -136,7 +153,7 @@ fn main() {
     let numbered: Vec<(usize, &String)> = names.iter().enumerate().collect();
     std::thread::scope(|scope| {
         for part in numbered.chunks(hosts.div_ceil(8).max(1)) {
-            let (etcd, release) = (&etcd, &release);
+            let (etcd, release, signers) = (&etcd, &release, &keys);
             scope.spawn(move || {
                 for batch in part.chunks(40) {
                     let mut keys = Vec::new();
@@ -144,11 +161,14 @@ fn main() {
                         if i % 100 == 3 {
                             continue; // silent: never reported
                         }
-                        let r = report(host, *i, &release.version, at);
+                        let mut r = report(host, *i, &release.version, at);
+                        if let Some(key) = signers.get(*i) {
+                            bell_store::proof::sign(&mut r, key, at);
+                        }
                         let state = r.result.as_str().to_string();
                         keys.push((
                             bell_store::running_key(FLEET, host),
-                            serde_json::to_vec(&r).expect("report"),
+                            bell_store::proof::to_json(&r).into_bytes(),
                         ));
                         keys.push((
                             bell_store::status_key(FLEET, "apply", host),
@@ -224,6 +244,7 @@ fn main() {
         refreshes.push(t.elapsed().as_secs_f64());
         assert!(board.outage().is_none(), "{:?}", board.outage());
     }
+    let first = refreshes[0];
     refreshes.sort_by(f64::total_cmp);
     let requests = board.requests();
 
@@ -237,9 +258,20 @@ fn main() {
         "bellc serve, {hosts} hosts in etcd (cargo bench -p bellc --bench serve; BELL_SERVE_HOSTS={hosts})"
     );
     println!(
-        "refresh (one range request, {requests} sent for 3 refreshes): median {:.2} s",
-        refreshes[1]
+        "refresh (one range request, {requests} sent for 3 refreshes): median {:.2} s; the \
+         first, which parses{} every report: {first:.2} s",
+        refreshes[1],
+        if signed {
+            " and checks the signature of"
+        } else {
+            ""
+        }
     );
+    if signed {
+        let snapshot = board.snapshot().expect("a snapshot");
+        let forged = snapshot.status.counts.get("forged").copied().unwrap_or(0);
+        assert_eq!(forged, 0, "a signed report was not believed");
+    }
     println!("| page | median of 20 | bytes |");
     println!("|---|---|---|");
     for path in [

@@ -9,7 +9,7 @@
 //! wave's time, never counting it converged.
 
 mod common;
-use common::fleet::{bell_run, run_bin, text, Etcd};
+use common::fleet::{bell_run, etcdctl, run_bin, text, Etcd};
 use common::pulling::{image_root, release_of};
 use common::{row, Fixture};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -30,17 +30,6 @@ fn spec(motd: &str, identities: &[String]) -> String {
          health \"up\" retries=1 offline=\"root\" {{\n    run \"test ! -e \\\"$BELL_ROOT/sick\\\"\"\n}}\n"
     ));
     spec
-}
-
-fn etcdctl(endpoint: &str, args: &[&str]) -> String {
-    let out = Command::new("etcdctl")
-        .arg(format!("--endpoints=http://{endpoint}"))
-        .args(args)
-        .env("ETCDCTL_API", "3")
-        .output()
-        .expect("etcdctl");
-    assert!(out.status.success(), "etcdctl {args:?}: {}", text(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `bellc serve` on a free port, killed on drop.

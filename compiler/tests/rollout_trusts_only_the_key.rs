@@ -14,14 +14,13 @@
 //! one host, halts there with that host unhealthy, never counted converged.
 
 mod common;
-use common::fleet::{bell_run, text, Etcd, Nginx};
+use common::fleet::{bell_run, etcdctl, Etcd, Nginx};
 use common::pulling::{
     copy_over, fingerprint, image_root, keep_pulling, marks, motd, release_of, HOSTS, MARKS,
 };
 use common::{Fixture, Run};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -67,17 +66,6 @@ fn went_live(roots: &[PathBuf]) -> Vec<(String, u32)> {
             (root.to_string(), release.parse().unwrap())
         })
         .collect()
-}
-
-fn etcdctl(endpoint: &str, args: &[&str]) -> String {
-    let out = Command::new("etcdctl")
-        .arg(format!("--endpoints=http://{endpoint}"))
-        .args(args)
-        .env("ETCDCTL_API", "3")
-        .output()
-        .expect("etcdctl");
-    assert!(out.status.success(), "etcdctl {args:?}: {}", text(&out));
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn accepted_sequence(root: &Path) -> Option<(String, u64)> {

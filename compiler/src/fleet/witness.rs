@@ -16,7 +16,7 @@ use bell_bundle::Release;
 use bell_store::proof::Proof;
 use bell_store::{HostView, Report};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,8 +32,9 @@ pub struct Witness {
     saved_at: Option<Instant>,
 }
 
-/// By identity (`ssh-ed25519 BASE64`), by command.
-type Seen = BTreeMap<String, BTreeMap<String, SeenReport>>;
+/// By identity (`ssh-ed25519 BASE64`), by command. Hashed: identities share their first 37
+/// characters, which an ordered map would compare again and again.
+type Seen = HashMap<String, BTreeMap<String, SeenReport>>;
 
 #[derive(Debug, Clone)]
 struct SeenReport {
@@ -164,31 +165,30 @@ impl Witness {
                 }
                 continue;
             };
-            let seen = self.seen.entry(identity.to_string()).or_default();
-            if seen.is_empty() && !views.contains_key(host) {
-                continue;
-            }
-            let view = views.entry(host.clone()).or_default();
-            for (command, proof) in view.proofs.clone() {
-                let Some(report) = view.by_command.get(&command).cloned() else {
+            if !self.seen.contains_key(identity) {
+                if !views.contains_key(host) {
                     continue;
-                };
-                let refused = match proof {
-                    Proof::Signed { sequence } => match seen.get(&command) {
-                        Some(old) if old.sequence > sequence => Some(format!(
+                }
+                self.seen.insert(identity.to_string(), BTreeMap::new());
+            }
+            let Some(seen) = self.seen.get_mut(identity) else {
+                continue;
+            };
+            let view = views.entry(host.clone()).or_default();
+            let mut refused: Vec<(String, String)> = Vec::new();
+            for (command, proof) in &view.proofs {
+                let why = match proof {
+                    Proof::Signed { sequence } => match seen.get(command) {
+                        Some(old) if old.sequence > *sequence => Some(format!(
                             "its `{command}` report is number {sequence}, but number {} was \
                              seen already: an old report put back (a replay)",
                             old.sequence
                         )),
-                        Some(old) if old.sequence == sequence => None,
+                        Some(old) if old.sequence == *sequence => None,
                         _ => {
-                            seen.insert(
-                                command.clone(),
-                                SeenReport {
-                                    sequence,
-                                    report: Some(Arc::clone(&report)),
-                                },
-                            );
+                            let report = view.by_command.get(command).map(Arc::clone);
+                            let sequence = *sequence;
+                            seen.insert(command.clone(), SeenReport { sequence, report });
                             self.changed = true;
                             None
                         }
@@ -203,13 +203,17 @@ impl Witness {
                         ));
                         None
                     }
-                    Proof::Forged(why) => Some(why),
+                    Proof::Forged(why) => Some(why.clone()),
                 };
-                if let Some(why) = refused {
-                    view.forged.push(why);
-                    view.by_command.remove(&command);
-                    view.proofs.remove(&command);
+                if let Some(why) = why {
+                    refused.push((command.clone(), why));
                 }
+            }
+            let mut changed = !refused.is_empty();
+            for (command, why) in refused {
+                view.forged.push(why);
+                view.by_command.remove(&command);
+                view.proofs.remove(&command);
             }
             // The last verified report in the place of a refused one, or of one deleted.
             for (command, old) in seen.iter() {
@@ -218,15 +222,15 @@ impl Witness {
                 };
                 if !view.by_command.contains_key(command) {
                     view.by_command.insert(command.clone(), Arc::clone(report));
-                    view.proofs.insert(
-                        command.clone(),
-                        Proof::Signed {
-                            sequence: old.sequence,
-                        },
-                    );
+                    let sequence = old.sequence;
+                    view.proofs
+                        .insert(command.clone(), Proof::Signed { sequence });
+                    changed = true;
                 }
             }
-            view.settle();
+            if changed {
+                view.settle();
+            }
         }
     }
 
@@ -245,10 +249,13 @@ impl Witness {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
-        let text = serde_json::to_vec(&to_kept(&self.seen)).map_err(|e| e.to_string())?;
-        std::fs::write(&tmp, text)
-            .and_then(|()| std::fs::rename(&tmp, path))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let write = || -> std::io::Result<()> {
+            let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+            serde_json::to_writer(&mut file, &to_kept(&self.seen))?;
+            std::io::Write::flush(&mut file)?;
+            std::fs::rename(&tmp, path)
+        };
+        write().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         self.changed = false;
         self.saved_at = Some(Instant::now());
         Ok(())

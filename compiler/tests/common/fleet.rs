@@ -117,6 +117,19 @@ fn wait_ready(store: &bell_store::Etcd, children: &mut [Child]) -> bool {
     false
 }
 
+/// `etcdctl ARGS` against `endpoint` (`HOST:PORT`), as an attacker with the write access every
+/// host has would run it; its stdout. Fails the test when etcdctl does.
+pub fn etcdctl(endpoint: &str, args: &[&str]) -> String {
+    let out = Command::new("etcdctl")
+        .arg(format!("--endpoints=http://{endpoint}"))
+        .args(args)
+        .env("ETCDCTL_API", "3")
+        .output()
+        .expect("etcdctl");
+    assert!(out.status.success(), "etcdctl {args:?}: {}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// A real etcd on loopback, for one test.
 pub struct Etcd {
     child: Child,

@@ -352,7 +352,11 @@ impl Store {
                     signer.sign(report)?;
                 }
                 let tmp = dir.join(format!(".{}.json.tmp", report.host));
-                let mut text = serde_json::to_string_pretty(report).unwrap_or_default();
+                // Pretty for a reader of the directory, unless signed: then as signed.
+                let mut text = match report.proof {
+                    Some(_) => proof::to_json(report),
+                    None => serde_json::to_string_pretty(report).unwrap_or_default(),
+                };
                 text.push('\n');
                 std::fs::write(&tmp, text)
                     .and_then(|()| std::fs::rename(&tmp, &path))
@@ -402,7 +406,7 @@ impl Store {
                     if let Some(signer) = signer {
                         signer.sign(report)?;
                     }
-                    text = serde_json::to_string(report).unwrap_or_default();
+                    text = proof::to_json(report);
                     ops.push(etcd::Op::Put(&key, text.as_bytes()));
                 }
                 for ((key, state), held) in categories.iter().zip(held) {
@@ -615,6 +619,47 @@ struct Parsed {
     proof: proof::Proof,
 }
 
+/// What one report key read as.
+enum Reading {
+    Report(Arc<Report>, proof::Proof),
+    /// Not the host's (with an identity), or another host's or fleet's (without).
+    Refused(String),
+    /// Not a report at all.
+    Unreadable(String),
+}
+
+/// Parses and checks every report not read before: on several threads when there are many
+/// (checking a signature is most of a report's cost; a fleet's first reading checks them all).
+fn read_all(
+    reports: &mut [(&etcd::KeyValue, &str, Option<Reading>)],
+    fleet: &str,
+    identities: &Identities,
+) {
+    let mut todo: Vec<&mut (&etcd::KeyValue, &str, Option<Reading>)> =
+        reports.iter_mut().filter(|r| r.2.is_none()).collect();
+    let read = |slot: &mut (&etcd::KeyValue, &str, Option<Reading>)| {
+        let (kv, host) = (slot.0, slot.1);
+        slot.2 = Some(match serde_json::from_slice::<Report>(&kv.value) {
+            Ok(report) => match checked(&kv.value, report, host, fleet, identities.get(host)) {
+                Ok((report, proof)) => Reading::Report(Arc::new(report), proof),
+                Err(why) => Reading::Refused(why),
+            },
+            Err(e) => Reading::Unreadable(e.to_string()),
+        });
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if todo.len() < 1024 || threads == 1 {
+        todo.into_iter().for_each(read);
+        return;
+    }
+    let per_thread = todo.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        for chunk in todo.chunks_mut(per_thread) {
+            scope.spawn(move || chunk.iter_mut().for_each(|slot| read(slot)));
+        }
+    });
+}
+
 /// A report read under `host`'s name, checked: the report and what proves it, or why it cannot
 /// be the host's (with an identity to check against) or cannot be read as its (without).
 fn checked(
@@ -656,6 +701,9 @@ pub fn views_from_parsed(
     let mut living = std::collections::BTreeSet::new();
     // Reports first, an apply's before a check's: of two finished in the same second, the
     // check's is the newer (as `load_fleet` has always read them), whatever order `kvs` is in.
+    // Each with what an earlier reading made of it, when its key was written at the same
+    // revision and is checked against the same identity (0: not from etcd).
+    let mut reports: Vec<(&etcd::KeyValue, &str, Option<Reading>)> = Vec::new();
     for part in ["running/", "reports/check/"] {
         for kv in kvs {
             let Some(host) = kv
@@ -666,50 +714,46 @@ pub fn views_from_parsed(
                 continue;
             };
             let identity = identities.get(host);
-            let (report, proof) = match parsed.by_key.remove(&kv.key) {
-                // A key written at the same revision holds the same bytes (0: not from etcd).
-                Some(p)
-                    if p.revision == kv.mod_revision
-                        && p.revision != 0
-                        && p.identity.as_ref() == identity =>
-                {
-                    (p.report, p.proof)
-                }
-                _ => match serde_json::from_slice::<Report>(&kv.value) {
-                    Ok(report) => match checked(&kv.value, report, host, fleet, identity) {
-                        Ok((report, proof)) => (Arc::new(report), proof),
-                        Err(why) => {
-                            let view = hosts.entry(host.to_string()).or_default();
-                            let why = format!("`{}`: {why}", kv.key);
-                            match identity {
-                                Some(_) => view.forged.push(why),
-                                None => view.unreadable = Some(why),
-                            }
-                            continue;
-                        }
-                    },
-                    Err(e) => {
-                        hosts.entry(host.to_string()).or_default().unreadable =
-                            Some(format!("`{}` is not a report: {e}", kv.key));
-                        continue;
-                    }
-                },
-            };
-            now_parsed.insert(
-                kv.key.clone(),
-                Parsed {
-                    revision: kv.mod_revision,
-                    report: Arc::clone(&report),
-                    identity: identity.cloned(),
-                    proof: proof.clone(),
-                },
-            );
-            let view = hosts.entry(host.to_string()).or_default();
-            view.proofs.insert(report.command.clone(), proof);
-            view.revisions
-                .insert(report.command.clone(), kv.mod_revision);
-            view.by_command.insert(report.command.clone(), report);
+            let known = parsed.by_key.remove(&kv.key).filter(|p| {
+                p.revision == kv.mod_revision && p.revision != 0 && p.identity.as_ref() == identity
+            });
+            reports.push((kv, host, known.map(|p| Reading::Report(p.report, p.proof))));
         }
+    }
+    read_all(&mut reports, fleet, identities);
+    for (kv, host, reading) in reports {
+        let identity = identities.get(host);
+        let view = hosts.entry(host.to_string()).or_default();
+        let (report, proof) = match reading {
+            Some(Reading::Report(report, proof)) => (report, proof),
+            Some(Reading::Refused(why)) => {
+                let why = format!("`{}`: {why}", kv.key);
+                match identity {
+                    Some(_) => view.forged.push(why),
+                    None => view.unreadable = Some(why),
+                }
+                continue;
+            }
+            Some(Reading::Unreadable(why)) => {
+                view.unreadable = Some(format!("`{}` is not a report: {why}", kv.key));
+                continue;
+            }
+            // `read_all` reads every one.
+            None => continue,
+        };
+        now_parsed.insert(
+            kv.key.clone(),
+            Parsed {
+                revision: kv.mod_revision,
+                report: Arc::clone(&report),
+                identity: identity.cloned(),
+                proof: proof.clone(),
+            },
+        );
+        view.proofs.insert(report.command.clone(), proof);
+        view.revisions
+            .insert(report.command.clone(), kv.mod_revision);
+        view.by_command.insert(report.command.clone(), report);
     }
     for kv in kvs {
         if let Some(host) = kv

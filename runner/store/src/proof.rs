@@ -118,6 +118,40 @@ impl SigningKey {
     }
 }
 
+/// The text a report is filed as. A signed one is written as what was signed with the proof
+/// put first, `{"proof":"…",` and then the signed JSON, so that a reader checks the signature
+/// over the bytes it read without building the canonical form again (a report re-encoded on
+/// the way, by `jq` say, is still checked the long way).
+pub fn to_json(report: &Report) -> String {
+    let Some(proof) = &report.proof else {
+        return serde_json::to_string(report).unwrap_or_default();
+    };
+    let mut value = serde_json::to_value(report).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        map.remove("proof");
+    }
+    let signed = serde_json::to_string(&sorted(&value)).unwrap_or_default();
+    format!(
+        "{{\"proof\":{},{}",
+        Value::from(proof.as_str()),
+        signed.strip_prefix('{').unwrap_or(&signed)
+    )
+}
+
+/// The signed bytes of a report as [`to_json`] wrote it, and its proof: `None` for any other
+/// shape.
+fn as_written(raw: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    let rest = raw.strip_prefix(b"{\"proof\":\"")?;
+    // Base64 holds no quote: the proof ends at the first.
+    let end = rest.iter().position(|b| *b == b'"')?;
+    let (proof, after) = rest.split_at(end);
+    let members = after.strip_prefix(b"\",")?;
+    let mut signed = REPORT.to_vec();
+    signed.push(b'{');
+    signed.extend_from_slice(members);
+    Some((signed, proof))
+}
+
 /// Signs `report` as its `sequence`th: names the signer, numbers it, and adds the proof.
 pub fn sign(report: &mut Report, key: &SigningKey, sequence: u64) {
     report.sequence = Some(sequence);
@@ -214,6 +248,15 @@ pub fn check(raw: &[u8], report: &Report, host: &str, identity: Option<&Identity
         Ok(_) => {}
         Err(e) => return Proof::Forged(format!("its signer is not a key: {e}")),
     }
+    let signed = Proof::Signed {
+        sequence: report.sequence.unwrap_or_default(),
+    };
+    if let Some((message, written)) = as_written(raw) {
+        let proof_matches = written == proof.as_bytes();
+        if proof_matches && identity.verifies(&message, &unb64(proof).unwrap_or_default()) {
+            return signed;
+        }
+    }
     let Ok(mut value) = serde_json::from_slice::<Value>(raw) else {
         return Proof::Forged("it is not JSON".to_string());
     };
@@ -226,9 +269,7 @@ pub fn check(raw: &[u8], report: &Report, host: &str, identity: Option<&Identity
             "its signature does not match what it says: changed after it was signed".to_string(),
         );
     }
-    Proof::Signed {
-        sequence: report.sequence.unwrap_or_default(),
-    }
+    signed
 }
 
 /// The context line, then the JSON with sorted keys and no white space.
@@ -311,7 +352,7 @@ mod tests {
     }
 
     fn filed(report: &Report) -> Vec<u8> {
-        serde_json::to_vec(report).unwrap()
+        to_json(report).into_bytes()
     }
 
     #[test]
@@ -326,9 +367,9 @@ mod tests {
             check(&raw, &mine, "web-1", Some(&identity)),
             Proof::Signed { sequence: 41 }
         );
-        // Parsed the other way round: sorted keys make the bytes the same.
-        let reordered =
-            serde_json::to_vec(&sorted(&serde_json::from_slice(&raw).unwrap())).unwrap();
+        assert!(raw.starts_with(b"{\"proof\":\""));
+        // Written another way (pretty, keys in the struct's order): checked the long way.
+        let reordered = serde_json::to_vec_pretty(&mine).unwrap();
         assert_eq!(
             check(&reordered, &mine, "web-1", Some(&identity)),
             Proof::Signed { sequence: 41 }
