@@ -217,7 +217,18 @@ fn main() {
             .range_prefix(&format!("/bell/{FLEET}/"))
             .expect("range");
         let fetched = t.elapsed().as_secs_f64();
-        let views = bell_store::views_from(FLEET, &kvs, &Default::default()).expect("views");
+        let identities = bell_store::identities_of(&release);
+        let mut views = bell_store::views_from(FLEET, &kvs, &identities).expect("views");
+        let parsed = t.elapsed().as_secs_f64();
+        let mut witness = bellc::fleet::witness::Witness::open(FLEET).expect("witness");
+        witness.judge(&release, &mut views);
+        let judged = t.elapsed().as_secs_f64();
+        witness.save().expect("save");
+        eprintln!(
+            "profile: the witness judges in {:.2} s and saves in {:.2} s",
+            judged - parsed,
+            t.elapsed().as_secs_f64() - judged
+        );
         let parsed = t.elapsed().as_secs_f64();
         let status = bellc::fleet::status::fleet_status(&release, &views, now(), None);
         eprintln!(

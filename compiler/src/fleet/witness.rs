@@ -53,14 +53,12 @@ struct Kept {
 /// What a status row shows of a report: its resources that failed or were deferred, not the
 /// hundreds that went well.
 fn trimmed(report: &Report) -> Report {
-    let mut kept = report.clone();
-    kept.resources.retain(|r| {
+    report.keeping_resources(|r| {
         matches!(
             r.result.as_str(),
             "failed" | "error" | "halted" | "skipped" | "deferred"
         )
-    });
-    kept
+    })
 }
 
 fn to_kept(seen: &Seen) -> BTreeMap<&str, BTreeMap<&str, Kept>> {

@@ -140,6 +140,31 @@ pub struct ProbeResult {
 }
 
 impl Report {
+    /// A copy with only the resources `keep` takes, the others never copied (a reader that
+    /// keeps thousands of reports keeps what went wrong, not the hundreds that went well).
+    pub fn keeping_resources(&self, keep: impl Fn(&ResourceResult) -> bool) -> Report {
+        Report {
+            format: self.format,
+            host: self.host.clone(),
+            fleet: self.fleet.clone(),
+            command: self.command.clone(),
+            result: self.result,
+            release: self.release.clone(),
+            bundle: self.bundle.clone(),
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            resources: self.resources.iter().filter(|r| keep(r)).cloned().collect(),
+            drift: self.drift.clone(),
+            error: self.error.clone(),
+            signature: self.signature.clone(),
+            status: self.status.clone(),
+            health: self.health.clone(),
+            sequence: self.sequence,
+            signer: self.signer.clone(),
+            proof: self.proof.clone(),
+        }
+    }
+
     /// What a run found, apart from when (and the signature, which numbers each report): a
     /// report that says the same as the last need not be written again.
     pub fn same_apart_from_times(&self, other: &Report) -> bool {
