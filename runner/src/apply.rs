@@ -582,11 +582,13 @@ fn run_resources(
                     Some("needs a live host; applied on the next live run".to_string()),
                 )
             } else {
-                let mut detail = match last_reason(&log_path) {
+                // The end of the log, read once: why the script said it failed, and a link
+                // under the root it tripped on.
+                let output = crate::rootfs::read_tail(&log_path, 64 * 1024).unwrap_or_default();
+                let mut detail = match last_reason(&output) {
                     Some(reason) => format!("{}: {reason}", exit.describe()),
                     None => exit.describe(),
                 };
-                let output = crate::rootfs::read_tail(&log_path, 64 * 1024).unwrap_or_default();
                 if let Some(link) = ctx.root.dangling_link_in(&output) {
                     detail.push_str(&format!("; {link}"));
                 }

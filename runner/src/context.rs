@@ -209,11 +209,12 @@ impl Ctx<'_> {
     }
 }
 
-/// The one-line reason a failed script gave: stdlib scripts end with `bell: KIND:NAME: why`
-/// on stderr, which lands in the log; shown inline so the operator need not open the log.
-pub(crate) fn last_reason(log: &Path) -> Option<String> {
-    let text = crate::rootfs::read_tail(log, 64 * 1024).ok()?;
-    text.lines()
+/// The one-line reason a failed script gave in `output` (the end of its log): stdlib scripts
+/// end with `bell: KIND:NAME: why` on stderr, which lands in the log; shown inline so the
+/// operator need not open the log.
+pub(crate) fn last_reason(output: &str) -> Option<String> {
+    output
+        .lines()
         .rev()
         .find_map(|l| l.strip_prefix("bell: "))
         .map(|l| l.chars().take(300).collect())

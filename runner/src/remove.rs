@@ -37,10 +37,15 @@ pub fn remove(opts: &Options) -> Result<Removal, Refusal> {
         )));
     };
     // The empty bundle keeps the target and the fleet, so that its reports are filed as the
-    // host's were.
-    let (target, fleet) = bell_bundle::verify_dir(&state::generation_dir(&root, &generation))
+    // host's were: read from the applied manifest alone (the apply of the empty bundle checks
+    // the generation it reverts; hashing every file here would only do it twice).
+    let manifest = state::generation_dir(&root, &generation).join(bell_bundle::MANIFEST_FILE);
+    let (target, fleet) = crate::rootfs::read_record(&manifest)
+        .ok()
+        .flatten()
+        .and_then(|text| bell_bundle::Manifest::from_json(&text).ok())
         .map(|m| (m.target, m.fleet))
-        .unwrap_or_else(|_| ("unknown".into(), "unknown".into()));
+        .unwrap_or_else(|| ("unknown".into(), "unknown".into()));
     let empty = bell_bundle::Manifest {
         format: bell_bundle::FORMAT,
         target,
