@@ -842,7 +842,7 @@ fn read_report(path: &Path) -> Result<Option<(Vec<u8>, Report)>, String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -944,7 +944,8 @@ mod tests {
             .contains("of host `a`"));
     }
 
-    fn report(host: &str, command: &str, result: State) -> Report {
+    /// A report of `host` in fleet `f`, one category set: for the tests of every module.
+    pub(crate) fn report(host: &str, command: &str, result: State) -> Report {
         Report {
             format: REPORT_FORMAT,
             host: host.into(),

@@ -329,26 +329,7 @@ mod tests {
     use crate::State;
 
     fn report(host: &str) -> Report {
-        Report {
-            format: crate::REPORT_FORMAT,
-            host: host.to_string(),
-            fleet: "prod".to_string(),
-            command: "apply".to_string(),
-            result: State::Success,
-            release: Some("r1".to_string()),
-            bundle: Some("b1".to_string()),
-            started_at: 1,
-            finished_at: 2,
-            resources: Vec::new(),
-            drift: Vec::new(),
-            error: None,
-            signature: None,
-            status: Default::default(),
-            health: Vec::new(),
-            sequence: None,
-            signer: None,
-            proof: None,
-        }
+        crate::tests::report(host, "apply", State::Success)
     }
 
     fn filed(report: &Report) -> Vec<u8> {
