@@ -465,16 +465,11 @@ pub fn lock_status(
     let mut groups = bell_store::semaphore::groups(&etcd, prefix)?;
     if let Some(out) = out {
         let release = read_release(out)?;
+        let identities = bell_store::identities_of(&release);
         let hosts = release
             .hosts
-            .iter()
-            .map(|(host, entry)| {
-                let identity = entry
-                    .identity
-                    .as_deref()
-                    .and_then(|i| bell_store::proof::Identity::parse(i).ok());
-                (host.clone(), identity)
-            })
+            .keys()
+            .map(|host| (host.clone(), identities.get(host).cloned()))
             .collect();
         bell_store::semaphore::vouch(&mut groups, prefix, &hosts);
     }

@@ -102,40 +102,39 @@ pub fn vouch(
             let (standing, why) = match hosts.get(&holder.host) {
                 None => (Standing::Foreign, None),
                 Some(None) => (Standing::Unverified, None),
-                Some(Some(identity)) => match &holder.record {
-                    None => (
-                        Standing::Claiming,
-                        Some("no holder record: bell did not put it there".to_string()),
-                    ),
-                    Some(raw) => match proof::check_object(proof::HOLDER, raw, identity) {
-                        Err(why) => (Standing::Claiming, Some(why)),
-                        Ok(value) => {
-                            let names = |field: &str, wanted: &str| value[field] == wanted;
-                            if names("host", &holder.host)
-                                && names("group", &group.group)
-                                && names("prefix", prefix)
-                            {
-                                (Standing::Proven, None)
-                            } else {
-                                let field = |f: &str| value[f].as_str().unwrap_or("?").to_string();
-                                (
-                                    Standing::Claiming,
-                                    Some(format!(
-                                        "its record is `{}`'s of group `{}` under `{}`, copied here",
-                                        field("host"),
-                                        field("group"),
-                                        field("prefix")
-                                    )),
-                                )
-                            }
-                        }
-                    },
+                Some(Some(identity)) => match proves(holder, &group.group, prefix, identity) {
+                    Ok(()) => (Standing::Proven, None),
+                    Err(why) => (Standing::Claiming, Some(why)),
                 },
             };
             holder.standing = Some(standing);
             holder.why = why;
         }
     }
+}
+
+/// Whether `holder`'s record is signed by `identity` and names this very place; why not.
+fn proves(
+    holder: &Holder,
+    group: &str,
+    prefix: &str,
+    identity: &proof::Identity,
+) -> Result<(), String> {
+    let raw = holder
+        .record
+        .as_ref()
+        .ok_or("no holder record: bell did not put it there")?;
+    let value = proof::check_object(proof::HOLDER, raw, identity)?;
+    let field = |f: &str| value[f].as_str().unwrap_or("?");
+    if field("host") == holder.host && field("group") == group && field("prefix") == prefix {
+        return Ok(());
+    }
+    Err(format!(
+        "its record is `{}`'s of group `{}` under `{}`, copied here",
+        field("host"),
+        field("group"),
+        field("prefix")
+    ))
 }
 
 #[derive(Serialize, Deserialize)]
