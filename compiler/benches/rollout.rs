@@ -34,6 +34,7 @@ fn release(names: &[String], bundle: char, wave: usize) -> Release {
                 address: None,
                 labels: Default::default(),
                 identity: None,
+                secrets: None,
             };
             (h.clone(), entry)
         })

@@ -125,6 +125,7 @@ fn main() {
                 address: Some(format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255)),
                 labels: Arc::new(labels),
                 identity: keys.get(i).map(|k| k.identity().to_openssh()),
+                secrets: None,
             };
             (name.clone(), entry)
         })

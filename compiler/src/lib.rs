@@ -197,6 +197,17 @@ pub fn compile_frontend(
     sources: &Sources,
     diags: &mut Diagnostics,
 ) -> Option<Compiled> {
+    compile_frontend_sealed(front, sources, diags, None)
+}
+
+/// [`compile_frontend`], naming and sealing secrets (`secrets="sealed"`) with `seal`, a
+/// build's key (without one, a key no one keeps).
+pub fn compile_frontend_sealed(
+    front: Frontend,
+    sources: &Sources,
+    diags: &mut Diagnostics,
+    seal: Option<bell_seal::SealKey>,
+) -> Option<Compiled> {
     let mut bundles = BTreeMap::new();
     let mut keep = |chunk: Vec<RenderedBundle>| {
         for bundle in chunk {
@@ -204,7 +215,10 @@ pub fn compile_frontend(
         }
         Ok::<(), std::convert::Infallible>(())
     };
-    let mut cache = render::RenderCache::default();
+    let mut cache = render::RenderCache {
+        seal,
+        ..Default::default()
+    };
     let streamed = match compile_streamed(front, sources, diags, &mut cache, &mut keep) {
         Ok(streamed) => streamed?,
         Err(never) => match never {},

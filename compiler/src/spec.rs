@@ -37,6 +37,9 @@ pub struct Fleet {
     pub span: Option<Span>,
     /// `identities="required"`: every host must have an identity (where it was said).
     pub identities_required: Option<Span>,
+    /// `secrets="sealed"`: every secret leaves the build only sealed to its host's identity
+    /// (where it was said); without it secrets are in bundles in the clear.
+    pub secrets_sealed: Option<Span>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

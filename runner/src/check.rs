@@ -271,10 +271,21 @@ fn short_diff(want: &str, have: &str) -> String {
 }
 
 /// How the content of a managed file differs: a short diff for a text file that is no
-/// secret, otherwise only that it differs (a secret's lines are never printed).
-fn content_drift(bundle: &Path, file: &bell_bundle::File, on_host: &[u8]) -> String {
+/// secret, otherwise only that it differs. A secret's lines are never printed, and what the
+/// host holds counts too: a file someone made private on the host (`chmod 600` after adding
+/// a password to it) or a private key written over it stays out of the report.
+fn content_drift(
+    bundle: &Path,
+    file: &bell_bundle::File,
+    on_host: &[u8],
+    host_mode: u32,
+) -> String {
     let plain = "content differs".to_string();
-    if file.is_secret() || on_host.len() > DIFF_MAX_BYTES {
+    if file.is_secret()
+        || bell_bundle::private_mode(host_mode)
+        || bell_bundle::looks_like_private_key(on_host)
+        || on_host.len() > DIFF_MAX_BYTES
+    {
         return plain;
     }
     let ours = bundle.join("root").join(file.path.trim_start_matches('/'));
@@ -307,7 +318,7 @@ fn file_drift(
     match bell_bundle::file_sha256(&target) {
         Ok(sha) if sha == file.sha256 => {}
         Ok(_) => match bell_bundle::read_regular(&target, DIFF_MAX_BYTES as u64) {
-            Ok(bytes) => diffs.push(content_drift(bundle, file, &bytes)),
+            Ok(bytes) => diffs.push(content_drift(bundle, file, &bytes, meta.mode())),
             Err(_) => diffs.push("content differs".to_string()),
         },
         Err(_) => diffs.push("content differs".to_string()),

@@ -222,3 +222,57 @@ fn reports_go_to_a_directory_with_one_state_per_category() {
     assert!(stderr(&out).contains("cannot be filed"), "{}", stderr(&out));
     assert!(!w.tmp.path().join("x.json").exists());
 }
+
+/// A file the bundle does not call secret can become one on the host: someone adds a
+/// database password and makes it private, or writes a private key over it. What the host
+/// holds decides too: the report says the content differs, never its lines.
+#[test]
+fn a_host_file_made_private_or_holding_a_key_is_never_quoted() {
+    let w = World::new();
+    let spec = BundleSpec::new()
+        .file("/etc/app.conf", "user = app\n", "0644")
+        .file("/etc/tls.pem", "-----BEGIN CERTIFICATE-----\n", "0644")
+        .resource(ResourceSpec::new("conf", "app").files(&["/etc/app.conf", "/etc/tls.pem"]));
+    let b = w.build(&spec);
+    expect_code(&w.apply(&b, &[]), 0);
+    let root = w.root();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(
+        root.join("etc/app.conf"),
+        "user = app\npassword = db-hunter2\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        root.join("etc/app.conf"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("etc/tls.pem"),
+        "-----BEGIN PRIVATE KEY-----\nMIIkeymaterial\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let reports = w.tmp.path().join("reports");
+    let dest = reports.to_str().unwrap();
+    let out = check(&w, &["--json", "--report", dest, "--host", "node-1"]);
+    expect_code(&out, 2);
+    let report = std::fs::read_to_string(reports.join("node-1.json")).unwrap();
+    for text in [stdout(&out), stderr(&out), report] {
+        assert!(!text.contains("db-hunter2"), "{text}");
+        assert!(!text.contains("MIIkeymaterial"), "{text}");
+    }
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let details: Vec<&str> = value["drift"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["detail"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        details,
+        [
+            "content differs, mode 0600, the bundle sets 0644",
+            "content differs"
+        ]
+    );
+}

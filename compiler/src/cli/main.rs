@@ -164,6 +164,11 @@ enum Command {
         /// exit 1 when something did.
         #[arg(long, value_name = "OLD")]
         diff: Option<PathBuf>,
+        /// With `secrets="sealed"`: the key that names secrets in bundles and seals them, a
+        /// file of at least 32 random bytes (`head -c 32 /dev/urandom`) kept as the signing key
+        /// is. Without it, the key is derived from `--sign-key`.
+        #[arg(long, value_name = "FILE")]
+        seal_key: Option<PathBuf>,
         #[command(flatten)]
         signing: SignArgs,
     },
@@ -785,6 +790,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             timings,
             force,
             diff,
+            seal_key,
             signing,
         } => {
             read_check(spec)?;
@@ -793,6 +799,10 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             }
             // A key that cannot sign stops the build before anything is written.
             let sign_key = load_sign_key(signing)?;
+            let seal_key = match seal_key {
+                Some(path) => Some(load_seal_key(path)?),
+                None => sign_key.as_ref().map(signing::SigningKey::seal_key),
+            };
             let clock = std::time::Instant::now();
             let found = bellc::emit::incremental::found(spec, out, cli.allow_unknown_sysctl);
             if !*check && !*force && diff.is_none() && found == Found::Current {
@@ -849,11 +859,42 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 bellc::template_errors(front, sources, diags);
                 return Ok(1);
             }
+            let sealing = front.spec.fleet.secrets_sealed.is_some();
+            if sealing && seal_key.is_none() {
+                return Err(Failure::Usage(format!(
+                    "{} says secrets=\"sealed\", and the build has no key to name and seal \
+                     them with (nothing was changed)\n  help: give `--sign-key KEY` (the key \
+                     is derived from it) or `--seal-key FILE` (32 random bytes: `head -c 32 \
+                     /dev/urandom > FILE`)",
+                    spec.display()
+                )));
+            }
+            let seal_with = seal_key.as_ref().filter(|_| sealing);
+            let mut sealed = bellc::emit::secrets::SealedContents::new();
+            let mut keep_sealed = |bundle: &bellc::render::RenderedBundle| {
+                if !bundle.sealed.is_empty() {
+                    sealed.insert(bundle.id.clone(), bundle.sealed.clone());
+                }
+            };
             if *check {
-                let Some(compiled) = bellc::compile_frontend(front, sources, diags) else {
+                let Some(mut compiled) =
+                    bellc::compile_frontend_sealed(front, sources, diags, seal_with.cloned())
+                else {
                     return Ok(1);
                 };
-                let differing = bellc::emit::check(out, &compiled.bundles, &compiled.release);
+                compiled.bundles.values().for_each(&mut keep_sealed);
+                let mut differing = match seal_with {
+                    Some(key) => {
+                        bellc::emit::secrets::check(out, &mut compiled.release, &sealed, key)
+                            .map_err(|e| e.to_string())?
+                    }
+                    None => Default::default(),
+                };
+                differing.extend(bellc::emit::check(
+                    out,
+                    &compiled.bundles,
+                    &compiled.release,
+                ));
                 if differing.is_empty() {
                     eprintln!(
                         "{}: up to date ({} hosts)",
@@ -891,13 +932,19 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             };
             let mut writer =
                 bellc::emit::BundleWriter::open(out, trust).map_err(|e| e.to_string())?;
-            let mut cache = bellc::render::RenderCache::default();
+            let mut cache = bellc::render::RenderCache {
+                seal: seal_with.cloned(),
+                ..Default::default()
+            };
             let (changes, built) = match &old {
                 // A diff compares the whole new build with OLD before anything is written.
                 Some(old) => {
-                    let Some(compiled) = bellc::compile_frontend(front, sources, diags) else {
+                    let Some(compiled) =
+                        bellc::compile_frontend_sealed(front, sources, diags, seal_with.cloned())
+                    else {
                         return Ok(1);
                     };
+                    compiled.bundles.values().for_each(&mut keep_sealed);
                     let new = bellc::review::diff::MemorySide {
                         release: &compiled.release,
                         bundles: &compiled.bundles,
@@ -928,6 +975,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                             bellc::emit::incremental::forget(out);
                             forgotten = true;
                         }
+                        chunk.iter().for_each(&mut keep_sealed);
                         writer.write(&chunk)
                     };
                     match bellc::compile_streamed(front, sources, diags, &mut cache, &mut sink) {
@@ -946,6 +994,11 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             };
             lap("render", &mut phases);
             bellc::emit::incremental::forget(out);
+            let mut built = built;
+            if let Some(key) = seal_with {
+                bellc::emit::secrets::write(out, &mut built.release, &sealed, key)
+                    .map_err(|e| e.to_string())?;
+            }
             let stats = writer
                 .finish(|id| built.bundle_ids.contains(id), &built.release)
                 .map_err(|e| e.to_string())?;
@@ -1189,6 +1242,24 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
 
 fn span(value: &str) -> Result<u64, String> {
     signing::parse_span(value)
+}
+
+/// `--seal-key FILE`: at least 32 bytes of secret material.
+fn load_seal_key(path: &Path) -> Result<bell_seal::SealKey, Failure> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| Failure::Io(format!("cannot read the seal key {}: {e}", path.display())))?;
+    if bytes.len() < 32 {
+        return Err(Failure::Usage(format!(
+            "the seal key {} holds {} bytes, fewer than 32\n  help: make one with `head -c 32 /dev/urandom > {}` and keep it as the signing key is kept",
+            path.display(),
+            bytes.len(),
+            path.display()
+        )));
+    }
+    Ok(bell_seal::SealKey::derive(
+        &bytes,
+        "bellc secrets, from --seal-key",
+    ))
 }
 
 fn load_sign_key(args: &SignArgs) -> Result<Option<signing::SigningKey>, Failure> {

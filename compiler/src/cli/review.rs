@@ -225,6 +225,7 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
                     address: None,
                     labels: Default::default(),
                     identity: None,
+                    secrets: None,
                 };
                 (host, entry)
             })

@@ -6,12 +6,14 @@
 //! - [`releases`]: every release OUT held, kept by version, and `prune`.
 //! - [`out_dir`]: which directories a build may write into and remove from.
 //! - [`incremental`]: the record of a build's inputs that lets an unchanged rebuild stop early.
+//! - [`secrets`]: each host's secrets, sealed to its identity, beside the bundles.
 
 pub mod bundles;
 pub mod incremental;
 pub mod out_dir;
 pub mod release;
 pub mod releases;
+pub mod secrets;
 
 pub use bundles::{
     check, write, write_with, BundleWriter, EmitError, Trust, WriteStats, STORE_DIR,

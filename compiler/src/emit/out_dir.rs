@@ -15,6 +15,7 @@ const OURS: &[&str] = &[
     "hosts",
     super::STORE_DIR,
     "releases",
+    bell_bundle::SECRETS_DIR,
     // `bellc rollout`'s signed record (`fleet::record`); a build leaves it alone.
     "rollouts",
     "release.json",
@@ -30,7 +31,13 @@ const OURS: &[&str] = &[
 ];
 
 /// The directories below OUT that a build writes into and removes from.
-const DIRS: &[&str] = &["bundles", "hosts", super::STORE_DIR, "releases"];
+const DIRS: &[&str] = &[
+    "bundles",
+    "hosts",
+    super::STORE_DIR,
+    "releases",
+    bell_bundle::SECRETS_DIR,
+];
 
 /// Why OUT may not be written: a message for the command line, naming the entry at fault.
 pub fn check_writable(out: &Path) -> Result<(), String> {

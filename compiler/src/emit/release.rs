@@ -27,6 +27,7 @@ pub fn release(
                     address: h.address.clone(),
                     labels: h.labels.clone(),
                     identity: h.identity.clone(),
+                    secrets: None,
                 },
             ))
         })

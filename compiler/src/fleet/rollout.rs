@@ -1334,6 +1334,7 @@ mod tests {
                         address: None,
                         labels: Default::default(),
                         identity: None,
+                        secrets: None,
                     },
                 )
             })

@@ -68,6 +68,19 @@ pub struct SigningKey {
     pub key_id: String,
 }
 
+impl SigningKey {
+    /// The key a signed build names and seals secrets with (`secrets="sealed"`), derived
+    /// from the Ed25519 secret alone, so that the same key gives the same bundles however its
+    /// file is encrypted.
+    pub fn seal_key(&self) -> bell_seal::SealKey {
+        // minisign's layout: algorithms (6), kdf salt (32), limits (16), key number (8), then
+        // the 64-byte Ed25519 secret.
+        let bytes = self.secret.to_bytes();
+        let secret = bytes.get(62..126).unwrap_or(&bytes);
+        bell_seal::SealKey::derive(secret, "bellc secrets, from the release signing key")
+    }
+}
+
 /// minisign's key id: the key number as 16 upper-case hex digits.
 fn key_id(keynum: &[u8]) -> String {
     let mut bytes = [0u8; 8];

@@ -296,6 +296,7 @@ mod tests {
             address: None,
             labels: Default::default(),
             identity: identity.map(|k| k.identity().to_openssh()),
+            secrets: None,
         };
         Release {
             format: bell_bundle::FORMAT,

@@ -23,6 +23,10 @@ use std::sync::Arc;
 /// inputs changed. The caller vouches that every bundle in `known` is in OUT as written.
 #[derive(Debug, Default)]
 pub struct RenderCache {
+    /// The key sealed secrets are named and sealed with (`secrets="sealed"`): a build's, from
+    /// its signing key or `--seal-key`. Without one, a command that renders without writing
+    /// (plan, check) names them with a key of its own that no one keeps.
+    pub seal: Option<bell_seal::SealKey>,
     pub known: HashMap<String, String>,
     /// Filled by a build: the digest and bundle of every group it rendered without a
     /// diagnostic or found in `known`, for the next build.
@@ -48,6 +52,12 @@ pub fn render_fleet_streamed<'h, E: Send>(
 ) -> Result<Option<BTreeMap<&'h str, String>>, E> {
     let services = service_endpoints(resolution);
     let renderer = Renderer::new();
+    let seal_key = spec.fleet.secrets_sealed.map(|_| {
+        cache
+            .seal
+            .clone()
+            .unwrap_or_else(bell_seal::SealKey::random)
+    });
     let mut groups: BTreeMap<(usize, &str, Option<&str>), Vec<usize>> = BTreeMap::new();
     let mut uses_host: HashMap<usize, bool> = HashMap::new();
     for (i, host) in resolution.hosts.iter().enumerate() {
@@ -82,6 +92,11 @@ pub fn render_fleet_streamed<'h, E: Send>(
     };
     // What a group's bundle is rendered from; `None` where it cannot be told (no order).
     let digest_of = |members: &Vec<usize>, per_host: bool| -> Option<String> {
+        // A sealed bundle's secrets are sealed to each host from their content, which a
+        // bundle taken unrendered from OUT does not have.
+        if seal_key.is_some() {
+            return None;
+        }
         let first = members[0];
         let host = &resolution.hosts[first];
         let order = orders.get(first)?.as_ref()?;
@@ -116,7 +131,29 @@ pub fn render_fleet_streamed<'h, E: Send>(
             services: &services,
             sources,
         };
-        match renderer.render_host_ordered(&cx, order, &mut local) {
+        let rendered = renderer
+            .render_host_ordered(&cx, order, &mut local)
+            .map(|bundle| match &seal_key {
+                Some(key) => super::seal::seal_bundle(bundle, key),
+                None => bundle,
+            });
+        if rendered.as_ref().is_some_and(|b| !b.sealed.is_empty()) {
+            let lacking = members
+                .iter()
+                .map(|&i| &resolution.hosts[i])
+                .filter(|h| h.identity.is_none());
+            for host in lacking {
+                // Found by name only here, on the way to an error.
+                if let Some(declared) = spec.hosts.iter().find(|h| h.name == host.name) {
+                    local.push(super::RenderError::SecretWithoutIdentity {
+                        host: host.name.clone(),
+                        span: declared.span.source_span(),
+                        file: declared.span.file,
+                    });
+                }
+            }
+        }
+        match rendered {
             Some(bundle) if !local.has_errors() => Ok((bundle, local)),
             _ => Err(local),
         }

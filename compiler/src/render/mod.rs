@@ -12,6 +12,7 @@
 pub mod budget;
 pub mod common;
 mod hosts;
+pub mod seal;
 pub mod stdlib;
 mod sysctl;
 pub mod undefined;
@@ -65,6 +66,17 @@ pub enum RenderError {
         help: String,
         file: FileId,
     },
+    #[error("host `{host}` is given secrets, and has no identity to seal them to")]
+    #[diagnostic(
+        code(bell::render::secret_without_identity),
+        help("give it `identity=\"ssh-ed25519 …\"` (`bell-run identity` prints it on the host, `bellc import known-hosts` reads a known_hosts file), or say secrets=\"plaintext\" on the fleet to ship its secrets in the clear for a trial")
+    )]
+    SecretWithoutIdentity {
+        host: String,
+        #[label("this host")]
+        span: SourceSpan,
+        file: FileId,
+    },
     #[error("{message}")]
     #[diagnostic(code(bell::render::clash))]
     Clash {
@@ -85,6 +97,7 @@ impl RenderError {
             RenderError::Template { file, .. }
             | RenderError::PathConflict { file, .. }
             | RenderError::Invalid { file, .. }
+            | RenderError::SecretWithoutIdentity { file, .. }
             | RenderError::Clash { file, .. } => Some(*file),
         }
     }
@@ -101,6 +114,9 @@ pub struct RenderedBundle {
     pub contents: BTreeMap<String, Arc<[u8]>>,
     /// The sha256 of each entry of `contents`, computed once (the manifest carries them too).
     pub sha256: BTreeMap<String, String>,
+    /// The content of each sealed entry (`secrets="sealed"`), by the keyed digest that names
+    /// it: not in `contents`, since it leaves the build only encrypted to each host.
+    pub sealed: BTreeMap<String, Arc<[u8]>>,
 }
 
 /// Interns file contents per thread: bundles of a fleet share most of their files, so equal
@@ -371,21 +387,7 @@ pub struct BundleBuilder {
     secrets: Vec<String>,
 }
 
-/// PEM private keys of every kind (`-----BEGIN OPENSSH PRIVATE KEY-----`, `RSA`, `EC`,
-/// PKCS#8, PGP's `PRIVATE KEY BLOCK`): secret whatever mode the spec gave the file.
-pub fn looks_like_private_key(content: &[u8]) -> bool {
-    const BEGIN: &[u8] = b"-----BEGIN ";
-    const KEY: &[u8] = b"PRIVATE KEY";
-    content
-        .windows(BEGIN.len())
-        .enumerate()
-        .filter(|(_, w)| *w == BEGIN)
-        .any(|(at, _)| {
-            let label = &content[at + BEGIN.len()..];
-            let label = &label[..label.len().min(48)];
-            label.windows(KEY.len()).any(|w| w == KEY)
-        })
-}
+pub use bell_bundle::looks_like_private_key;
 
 /// A file a resource (or the bundle) puts on the host.
 pub struct NewFile {
@@ -504,6 +506,7 @@ impl BundleBuilder {
             owner: file.owner,
             group: file.group,
             secret,
+            sealed: false,
         };
         self.files.insert(file.path, (entry, owner_key.to_string()));
         Ok(())
@@ -531,6 +534,7 @@ impl BundleBuilder {
             sha256,
             size,
             secret,
+            sealed: false,
             live_only,
         }
     }
@@ -666,6 +670,7 @@ impl BundleBuilder {
             id,
             contents: self.contents,
             sha256: self.sha256,
+            sealed: BTreeMap::new(),
         }
     }
 }

@@ -342,12 +342,15 @@ fn compare(
         let content_changed = fa.map(|f| &f.sha256) != fb.map(|f| &f.sha256);
         let secret = fa.is_some_and(|f| f.is_secret()) || fb.is_some_and(|f| f.is_secret());
         let diff = if content_changed {
-            let before = text(old, a_id, fa.is_some());
-            let after = text(new, b_id, fb.is_some());
             if secret {
-                details.push(secret_change(before.as_deref(), after.as_deref()));
+                details.push(secret_change(
+                    fa.is_some_and(|f| f.sealed),
+                    fb.is_some_and(|f| f.sealed),
+                ));
                 None
             } else {
+                let before = text(old, a_id, fa.is_some());
+                let after = text(new, b_id, fb.is_some());
                 unified(path, before.as_deref(), after.as_deref(), &mut details)
             }
         } else {
@@ -378,18 +381,21 @@ fn compare(
         };
         let secret = sa.is_some_and(|s| s.1) || sb.is_some_and(|s| s.1);
         let mut details = Vec::new();
-        let before = match sa {
-            Some(_) => old.content(a_id, path),
-            None => Some(Vec::new()),
-        };
-        let after = match sb {
-            Some(_) => new.content(b_id, path),
-            None => Some(Vec::new()),
-        };
         let diff = if secret {
-            details.push(secret_change(before.as_deref(), after.as_deref()));
+            details.push(secret_change(
+                sa.is_some_and(|s| s.2),
+                sb.is_some_and(|s| s.2),
+            ));
             None
         } else {
+            let before = match sa {
+                Some(_) => old.content(a_id, path),
+                None => Some(Vec::new()),
+            };
+            let after = match sb {
+                Some(_) => new.content(b_id, path),
+                None => Some(Vec::new()),
+            };
             unified(path, before.as_deref(), after.as_deref(), &mut details)
         };
         script_changes.push(FileChange {
@@ -432,30 +438,36 @@ fn compare(
     }
 }
 
-/// Every script of a manifest by its path in the bundle, with its sha256 and whether it is
-/// secret.
-fn scripts(m: &Manifest) -> BTreeMap<String, (String, bool)> {
+/// Every script of a manifest by its path in the bundle, with its sha256 (or keyed digest),
+/// whether it is secret and whether it is sealed.
+fn scripts(m: &Manifest) -> BTreeMap<String, (String, bool, bool)> {
     let mut out = BTreeMap::new();
     for r in &m.resources {
         for s in [&r.apply, &r.revert, &r.check].into_iter().flatten() {
-            out.insert(s.path.clone(), (s.sha256.clone(), s.secret));
+            out.insert(
+                s.path.clone(),
+                (s.sha256.clone(), s.secret || s.sealed, s.sealed),
+            );
         }
     }
     let others = m.triggers.iter().map(|t| &t.script);
     for s in others.chain(m.probes.iter().map(|p| &p.script)) {
-        out.insert(s.path.clone(), (s.sha256.clone(), s.secret));
+        out.insert(
+            s.path.clone(),
+            (s.sha256.clone(), s.secret || s.sealed, s.sealed),
+        );
     }
     out
 }
 
-/// What a diff shows of a secret's change: never the content, on either side.
-fn secret_change(before: Option<&[u8]>, after: Option<&[u8]>) -> String {
-    let side = |content: Option<&[u8]>| match content {
-        Some([]) => "none".to_string(),
-        Some(content) => bell_bundle::redacted(content),
-        None => "unreadable".to_string(),
-    };
-    format!("content {} → {}", side(before), side(after))
+/// What a diff shows of a secret's change: that it changed, told by the digests that name it
+/// (keyed ones, when sealed), and nothing of the content: no size, no hash, on either side.
+fn secret_change(sealed_before: bool, sealed_after: bool) -> String {
+    match (sealed_before, sealed_after) {
+        (false, true) => "secret content changed, and is now sealed to the host".to_string(),
+        (true, false) => "secret content changed, and is no longer sealed".to_string(),
+        _ => "secret content changed".to_string(),
+    }
 }
 
 /// What changed about a resource, in words, and whether it is a run-once script that will run

@@ -606,6 +606,7 @@ mod tests {
                     address: None,
                     labels: Arc::new(labels),
                     identity: None,
+                    secrets: None,
                 };
                 (format!("host-{i:03}"), entry)
             })

@@ -116,6 +116,10 @@ pub struct Script {
     /// printed. See [`redacted`].
     #[serde(default, skip_serializing_if = "is_false")]
     pub secret: bool,
+    /// Its content is sealed to the host (see [`File::sealed`]): `sha256` is the keyed digest
+    /// that names it, and the bundle does not hold it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sealed: bool,
     /// It acts on the running system only: with `BELL_OFFLINE=1` (an image root) it has
     /// nothing to do and exits 0 at once, so bell-run does not start it there and takes it as
     /// having run. Set by bellc for stdlib scripts that say so on their second line; never for
@@ -166,12 +170,19 @@ pub struct File {
     /// ([`File::is_secret`]).
     #[serde(default, skip_serializing_if = "is_false")]
     pub secret: bool,
+    /// Its content is sealed to the host: the bundle does not hold it, `sha256` is a keyed
+    /// digest that names it (HMAC-SHA256 under a key only the build has, so that it confirms
+    /// no guess), and the content comes as an age file encrypted to the host's identity, from
+    /// the host's [`SealedIndex`] beside the bundles. Set by bellc on every secret of a host
+    /// with an identity. bell-run puts the opened content into its own copy of the bundle.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sealed: bool,
 }
 
 impl File {
-    /// Private wherever bell copies it, and shown only as [`redacted`].
+    /// Private wherever bell copies it, and never shown.
     pub fn is_secret(&self) -> bool {
-        self.secret || parse_mode(&self.mode).is_some_and(private_mode)
+        self.secret || self.sealed || parse_mode(&self.mode).is_some_and(private_mode)
     }
 }
 
@@ -179,6 +190,22 @@ impl File {
 /// a secret. (`0440` and `0640` are shared with a group on purpose, as sudoers drop-ins are.)
 pub fn private_mode(mode: u32) -> bool {
     mode & 0o044 == 0
+}
+
+/// PEM private keys of every kind (`-----BEGIN OPENSSH PRIVATE KEY-----`, `RSA`, `EC`,
+/// PKCS#8, PGP's `PRIVATE KEY BLOCK`): secret whatever mode the spec gave the file.
+pub fn looks_like_private_key(content: &[u8]) -> bool {
+    const BEGIN: &[u8] = b"-----BEGIN ";
+    const KEY: &[u8] = b"PRIVATE KEY";
+    content
+        .windows(BEGIN.len())
+        .enumerate()
+        .filter(|(_, w)| *w == BEGIN)
+        .any(|(at, _)| {
+            let label = &content[at + BEGIN.len()..];
+            let label = &label[..label.len().min(48)];
+            label.windows(KEY.len()).any(|w| w == KEY)
+        })
 }
 
 fn is_false(b: &bool) -> bool {
@@ -193,15 +220,9 @@ fn yes() -> bool {
     true
 }
 
-/// How every command shows a secret's content instead of the content: its size and the start
-/// of its digest, enough to tell that it changed and to match it against a known copy.
-pub fn redacted(content: &[u8]) -> String {
-    format!(
-        "<secret: {} bytes, sha256:{}…>",
-        content.len(),
-        &sha256_hex(content)[..12]
-    )
-}
+/// What every command shows of a secret's content: nothing about it, not even its size or a
+/// digest (an unkeyed hash of a short password confirms a guess).
+pub const REDACTED: &str = "<secret>";
 
 /// How an `exec` resource's script is run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -351,6 +372,66 @@ pub struct Release {
     pub identities_required: bool,
 }
 
+/// The directory of a build output that holds each host's sealed secrets: `secrets/<host>/`.
+pub const SECRETS_DIR: &str = "secrets";
+
+/// Where a host's [`SealedIndex`] is in a build output, by the sha256 the release gives:
+/// `secrets/<host>/<sha256>.json` (content-addressed, so the index of an earlier release that
+/// a rollout still serves stays beside the newest).
+pub fn sealed_index_path(host: &str, sha256: &str) -> String {
+    format!("{SECRETS_DIR}/{host}/{sha256}.json")
+}
+
+/// Where one sealed secret of a host is: `secrets/<host>/<digest>.age`.
+pub fn sealed_file_path(host: &str, digest: &str) -> String {
+    format!("{SECRETS_DIR}/{host}/{digest}.age")
+}
+
+/// `secrets/<host>/<sha256>.json`: every secret sealed to one host, by the keyed digest its
+/// bundle names it with. The release's host entry carries this file's sha256 (signed with the
+/// release), so a host takes only the ciphertexts the signing key named for it: a mirror that
+/// serves another file, even one validly sealed to the host by someone else, is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SealedIndex {
+    pub format: u32,
+    pub host: String,
+    /// The identity the secrets are sealed to (`ssh-ed25519 BASE64`).
+    pub identity: String,
+    /// Keyed digest → the sealed file's sha256 and length.
+    pub secrets: BTreeMap<String, SealedFile>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SealedFile {
+    pub sha256: String,
+    pub size: u64,
+}
+
+impl SealedIndex {
+    /// The canonical bytes; the release names their sha256.
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+
+    pub fn from_json(text: &str) -> Result<SealedIndex, FormatError> {
+        let index: SealedIndex =
+            serde_json::from_str(text).map_err(|e| FormatError::Json(e.to_string()))?;
+        if index.format != FORMAT {
+            return Err(FormatError::UnknownFormat(index.format));
+        }
+        if !index.secrets.keys().all(|d| is_bundle_id(d)) {
+            return Err(FormatError::Json(
+                "a sealed secret's digest is not 64 lowercase hex digits".to_string(),
+            ));
+        }
+        Ok(index)
+    }
+}
+
 /// `rollout batch-by=LABEL max-unavailable=N|"P%"` of the spec, resolved for this release.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -394,6 +475,10 @@ pub struct ReleaseHost {
     /// by the release so that every verifier learns it from what the signing key signed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<String>,
+    /// The sha256 of the host's [`SealedIndex`] (at [`sealed_index_path`]), when its bundle
+    /// holds sealed secrets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets: Option<String>,
 }
 
 /// A host's labels. Shared: the spec, the resolution and the release hold the same map, and
@@ -466,8 +551,29 @@ impl Manifest {
             .chain(self.triggers.iter().map(|t| &t.script))
             .chain(self.probes.iter().map(|p| &p.script))
             .chain(self.batches.iter().map(|b| &b.check))
-            .filter(|s| s.secret)
+            .filter(|s| s.secret || s.sealed)
             .map(|s| s.path.clone());
+        files.chain(scripts).collect()
+    }
+
+    /// Every sealed entry, by its bundle-relative path (`root/...`, `scripts/...`), with the
+    /// keyed digest that names it. Their content is not in the bundle (see [`File::sealed`]).
+    pub fn sealed(&self) -> BTreeMap<String, String> {
+        let files = self
+            .files
+            .iter()
+            .filter(|f| f.sealed)
+            .map(|f| (format!("{ROOT_DIR}{}", f.path), f.sha256.clone()));
+        let scripts = self
+            .resources
+            .iter()
+            .flat_map(|r| [&r.apply, &r.revert, &r.check])
+            .flatten()
+            .chain(self.triggers.iter().map(|t| &t.script))
+            .chain(self.probes.iter().map(|p| &p.script))
+            .chain(self.batches.iter().map(|b| &b.check))
+            .filter(|s| s.sealed)
+            .map(|s| (s.path.clone(), s.sha256.clone()));
         files.chain(scripts).collect()
     }
 
@@ -752,6 +858,11 @@ pub enum VerifyError {
     HashMismatch {
         path: String,
     },
+    /// A sealed entry without a keyed digest, or with a size (which would tell a reader the
+    /// secret's length).
+    BadSealed {
+        path: String,
+    },
     SizeMismatch {
         path: String,
         expected: u64,
@@ -830,6 +941,12 @@ impl fmt::Display for VerifyError {
             ),
             VerifyError::HashMismatch { path } => {
                 write!(f, "{path} does not match the sha256 in the manifest")
+            }
+            VerifyError::BadSealed { path } => {
+                write!(
+                    f,
+                    "{path} is sealed but not named by a keyed digest alone (no size may be given)"
+                )
             }
             VerifyError::ResourceHash { resource } => {
                 write!(f, "the hash of resource {resource} does not match its content")
@@ -948,6 +1065,15 @@ pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, Expected>
                 path: file.path.clone(),
             });
         }
+        if file.sealed {
+            // Not in the bundle: the host's sealed index brings it.
+            if !is_bundle_id(&file.sha256) || file.size.is_some() {
+                return Err(VerifyError::BadSealed {
+                    path: file.path.clone(),
+                });
+            }
+            continue;
+        }
         let rel = Path::new(ROOT_DIR).join(file.path.trim_start_matches('/'));
         let what = Expected {
             sha256: file.sha256.clone(),
@@ -1032,6 +1158,7 @@ pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, Expected>
         }
         scripts.push(&probe.script);
     }
+    let mut sealed_scripts = std::collections::BTreeSet::new();
     for script in scripts {
         let inside_scripts = script
             .path
@@ -1043,6 +1170,15 @@ pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, Expected>
             });
         }
         let rel = PathBuf::from(&script.path);
+        if script.sealed {
+            if !is_bundle_id(&script.sha256) || script.size.is_some() {
+                return Err(VerifyError::BadSealed {
+                    path: script.path.clone(),
+                });
+            }
+            sealed_scripts.insert(rel);
+            continue;
+        }
         let what = Expected {
             sha256: script.sha256.clone(),
             size: script.size,
@@ -1055,6 +1191,12 @@ pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, Expected>
             }
         }
         expected.insert(rel, what);
+    }
+    // One path is either in the bundle or sealed, never both.
+    if let Some(both) = sealed_scripts.iter().find(|p| expected.contains_key(*p)) {
+        return Err(VerifyError::HashMismatch {
+            path: both.display().to_string(),
+        });
     }
     Ok(expected)
 }
@@ -1157,6 +1299,8 @@ pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
     }
 
     let expected = expected_files(&manifest)?;
+    let sealed: std::collections::BTreeSet<PathBuf> =
+        manifest.sealed().into_keys().map(PathBuf::from).collect();
 
     // Walk the directory: every regular file must be listed with its hash, and nothing else
     // (no symlinks, no devices) may be there.
@@ -1178,6 +1322,11 @@ pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
                     continue;
                 }
                 let Some(want) = expected.get(&child) else {
+                    // A sealed entry's content, opened by bell-run into its own copy: it is
+                    // checked against the host's sealed index when it is opened, not here.
+                    if sealed.contains(&child) {
+                        continue;
+                    }
                     return Err(VerifyError::UnlistedFile { path: child });
                 };
                 // The size first, from the directory entry: a file much larger than listed is
@@ -1242,12 +1391,82 @@ mod verify_tests {
     }
 
     #[test]
+    fn a_sealed_entry_is_named_by_its_digest_and_need_not_be_in_the_bundle() {
+        let dir = std::env::temp_dir().join(format!("bell-bundle-sealed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let sealed = |sha256: String, size: Option<u64>| File {
+            path: "/etc/app/secret.conf".into(),
+            sha256,
+            size,
+            mode: "0600".into(),
+            owner: "root".into(),
+            group: "root".into(),
+            secret: true,
+            sealed: true,
+        };
+        let write = |file: File| {
+            let mut resource = Resource {
+                kind: "file".into(),
+                name: file.path.clone(),
+                hash: String::new(),
+                files: vec![file.path.clone()],
+                after: vec![],
+                order_after: vec![],
+                apply: None,
+                revert: None,
+                check: None,
+                batch: None,
+                exec: None,
+            };
+            resource.hash = resource.compute_hash(std::slice::from_ref(&file));
+            let manifest = Manifest {
+                format: FORMAT,
+                target: "debian-12".into(),
+                fleet: "f".into(),
+                resources: vec![resource],
+                files: vec![file],
+                triggers: vec![],
+                probes: vec![],
+                batches: vec![],
+            };
+            std::fs::write(dir.join(MANIFEST_FILE), manifest.to_json()).unwrap();
+            manifest
+        };
+        let manifest = write(sealed(sha256_hex(b"keyed"), None));
+        assert!(manifest.files[0].is_secret());
+        assert_eq!(
+            manifest.sealed().into_keys().collect::<Vec<_>>(),
+            ["root/etc/app/secret.conf"]
+        );
+        // As the mirror serves it: without the content.
+        assert_eq!(verify_dir(&dir).unwrap(), manifest);
+        // As bell-run keeps it: with the opened content in its place.
+        std::fs::create_dir_all(dir.join("root/etc/app")).unwrap();
+        std::fs::write(dir.join("root/etc/app/secret.conf"), "token=x\n").unwrap();
+        assert_eq!(verify_dir(&dir).unwrap(), manifest);
+        // A size would tell the secret's length; a digest must be one.
+        write(sealed(sha256_hex(b"keyed"), Some(8)));
+        assert!(matches!(
+            verify_dir(&dir),
+            Err(VerifyError::BadSealed { .. })
+        ));
+        write(sealed("not-a-digest".into(), None));
+        assert!(matches!(
+            verify_dir(&dir),
+            Err(VerifyError::BadSealed { .. })
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn unsigned_json_is_the_unsigned_release() {
         let host = |bundle: &str, rack: &str| ReleaseHost {
             bundle: bundle.into(),
             address: Some("10.0.0.1".into()),
             labels: Labels::new(BTreeMap::from([("rack".to_string(), rack.to_string())])),
             identity: None,
+            secrets: None,
         };
         let mut release = Release {
             format: 1,

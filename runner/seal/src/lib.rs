@@ -156,6 +156,26 @@ impl SealKey {
         SealKey(key)
     }
 
+    /// A key no one keeps, for commands that render without writing (`bellc plan`): what
+    /// they compute from it is neither shown as a secret's name nor comparable to a build's.
+    pub fn random() -> SealKey {
+        use std::hash::{BuildHasher, Hasher};
+        use std::io::Read;
+        let mut material = [0u8; 32];
+        let from_os = std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut material))
+            .is_ok();
+        if !from_os {
+            // std seeds every RandomState from the system's generator.
+            for chunk in material.chunks_mut(8) {
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_u8(0);
+                chunk.copy_from_slice(&h.finish().to_le_bytes());
+            }
+        }
+        SealKey::derive(&material, "random")
+    }
+
     /// The keyed digest that names a secret: HMAC-SHA256 of its content, in lowercase hex.
     pub fn digest(&self, secret: &[u8]) -> String {
         let mut mac = self.mac(b"digest");

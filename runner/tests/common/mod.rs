@@ -322,6 +322,7 @@ impl BundleSpec {
                 sha256: sha256_hex(text.as_bytes()),
                 size: Some(text.len() as u64),
                 secret: false,
+                sealed: false,
                 // As bellc marks its stdlib scripts: said on the second line.
                 live_only: text.starts_with(LIVE_ONLY),
             }
@@ -337,6 +338,7 @@ impl BundleSpec {
                 owner: f.owner.clone(),
                 group: f.group.clone(),
                 secret: false,
+                sealed: false,
             })
             .collect();
         files.sort_by(|a, b| a.path.cmp(&b.path));

@@ -88,9 +88,29 @@ impl Lowerer<'_> {
                         }
                     }
                 }
-                _ => {
-                    self.unknown_prop(file, "fleet", entry, &["target", "overrides", "identities"])
+                "secrets" => {
+                    if let Some(mode) = self.string(file, "secrets", entry) {
+                        match mode.as_str() {
+                            "sealed" => {
+                                self.spec.fleet.secrets_sealed =
+                                    Some(self.span(file, entry.span()))
+                            }
+                            "plaintext" => self.spec.fleet.secrets_sealed = None,
+                            _ => self.diags.push(LowerError::InvalidValue {
+                                message: format!("`secrets` cannot be \"{mode}\""),
+                                span: entry.span(),
+                                help: "use secrets=\"sealed\" (each host's secrets are encrypted to its identity) or secrets=\"plaintext\" (in the bundles in the clear, for a trial)".into(),
+                                file,
+                            }),
+                        }
+                    }
                 }
+                _ => self.unknown_prop(
+                    file,
+                    "fleet",
+                    entry,
+                    &["target", "overrides", "identities", "secrets"],
+                ),
             }
         }
         self.no_children(file, node);

@@ -1,0 +1,238 @@
+//! Each host's sealed secrets, beside the bundles: `secrets/<host>/<digest>.age`, one age file
+//! per secret encrypted to the host's identity, and `secrets/<host>/<sha256>.json`, the
+//! [`SealedIndex`] whose sha256 the host's release entry carries (and so the signature covers).
+//!
+//! Sealing is deterministic under the build's key, so a rebuild with the same inputs rewrites
+//! nothing, and a host joining a group touches only its own directory.
+
+use super::bundles::{io_err, EmitError};
+use super::releases::write_atomic;
+use bell_bundle::{Release, SealedFile, SealedIndex};
+use bell_seal::{Recipient, SealKey};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The sealed contents of the bundles a build rendered, by bundle id, then keyed digest.
+pub type SealedContents = HashMap<String, BTreeMap<String, Arc<[u8]>>>;
+
+/// Called with each sealed file a build makes: its host, its path in OUT and its bytes.
+type EachFile<'a> = dyn FnMut(&str, String, Vec<u8>) -> Result<(), EmitError> + 'a;
+
+/// What [`write`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SealStats {
+    pub hosts: usize,
+    pub files_written: usize,
+    pub files_removed: usize,
+}
+
+/// Seals every host's secrets to its identity into OUT and gives each host's release entry
+/// the sha256 of its index. Files no release in OUT names any more are removed.
+pub fn write(
+    out: &Path,
+    release: &mut Release,
+    sealed: &SealedContents,
+    key: &SealKey,
+) -> Result<SealStats, EmitError> {
+    let mut stats = SealStats::default();
+    let mut wanted: BTreeSet<String> = BTreeSet::new();
+    stats.hosts = seal_hosts(out, release, sealed, key, &mut |_, rel, bytes| {
+        stats.files_written += usize::from(write_if_changed(&out.join(&rel), &bytes)?);
+        wanted.insert(rel);
+        Ok(())
+    })?;
+    stats.files_removed = prune(out, &wanted)?;
+    Ok(stats)
+}
+
+/// For `build --check`: gives each host's release entry the sha256 of its index, as
+/// [`write`] does, and returns the hosts whose sealed files OUT lacks or holds differently.
+pub fn check(
+    out: &Path,
+    release: &mut Release,
+    sealed: &SealedContents,
+    key: &SealKey,
+) -> Result<BTreeSet<String>, EmitError> {
+    let mut differing = BTreeSet::new();
+    seal_hosts(out, release, sealed, key, &mut |host, rel, bytes| {
+        if !fs::read(out.join(&rel)).is_ok_and(|have| have == bytes) {
+            differing.insert(host.to_string());
+        }
+        Ok(())
+    })?;
+    Ok(differing)
+}
+
+/// Seals each host's secrets, handing every file (host, path in OUT, bytes) to `each`, and
+/// sets the hosts' `secrets`. Returns how many hosts have secrets.
+fn seal_hosts(
+    out: &Path,
+    release: &mut Release,
+    sealed: &SealedContents,
+    key: &SealKey,
+    each: &mut EachFile<'_>,
+) -> Result<usize, EmitError> {
+    let dir = out.join(bell_bundle::SECRETS_DIR);
+    let mut hosts = 0;
+    for (name, host) in release.hosts.iter_mut() {
+        host.secrets = None;
+        let Some(secrets) = sealed.get(&host.bundle).filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        // The render stage refused a host with secrets and no identity.
+        let identity = host
+            .identity
+            .as_deref()
+            .ok_or_else(|| invalid(&dir, name))?;
+        let recipient = bell_store::proof::Identity::parse(identity)
+            .ok()
+            .and_then(|id| <[u8; 32]>::try_from(id.key_bytes()).ok())
+            .and_then(|key| Recipient::from_ed25519(key).ok())
+            .ok_or_else(|| invalid(&dir, name))?;
+        let mut index = SealedIndex {
+            format: bell_bundle::FORMAT,
+            host: name.clone(),
+            identity: identity.to_string(),
+            secrets: BTreeMap::new(),
+        };
+        for (digest, content) in secrets {
+            let sealed = key
+                .seal(content, &recipient)
+                .map_err(|e| invalid_data(&dir, e.to_string()))?;
+            index.secrets.insert(
+                digest.clone(),
+                SealedFile {
+                    sha256: bell_bundle::sha256_hex(&sealed),
+                    size: sealed.len() as u64,
+                },
+            );
+            each(name, bell_bundle::sealed_file_path(name, digest), sealed)?;
+        }
+        let json = index.to_json();
+        let sha = bell_bundle::sha256_hex(json.as_bytes());
+        each(
+            name,
+            bell_bundle::sealed_index_path(name, &sha),
+            json.into_bytes(),
+        )?;
+        host.secrets = Some(sha);
+        hosts += 1;
+    }
+    Ok(hosts)
+}
+
+fn invalid(dir: &Path, host: &str) -> EmitError {
+    invalid_data(
+        dir,
+        format!("host `{host}` has secrets and no usable identity"),
+    )
+}
+
+fn invalid_data(dir: &Path, why: String) -> EmitError {
+    EmitError::Io {
+        path: dir.to_path_buf(),
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, why),
+    }
+}
+
+/// Writes `bytes` at `path` unless it holds them already; says whether it wrote. Nothing here
+/// is secret (a sealed file is readable only with its host's key), so it is 0644 as bundles
+/// are, and a web server's unprivileged workers can serve it.
+fn write_if_changed(path: &Path, bytes: &[u8]) -> Result<bool, EmitError> {
+    if fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+        && fs::read(path).is_ok_and(|have| have == bytes)
+    {
+        return Ok(false);
+    }
+    if let Some(parent) = path.parent() {
+        // A host's directory may have been a link left by someone else: never written through.
+        if fs::symlink_metadata(parent).is_ok_and(|m| !m.is_dir()) {
+            fs::remove_file(parent).map_err(io_err(parent))?;
+        }
+        fs::create_dir_all(parent).map_err(io_err(parent))?;
+    }
+    if fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
+        let _ = fs::remove_dir_all(path);
+        let _ = fs::remove_file(path);
+    }
+    write_atomic(path, bytes)?;
+    Ok(true)
+}
+
+/// Removes what neither this build (`wanted`) nor a release kept in OUT names: a rollout may
+/// still serve a kept release, and its hosts then fetch that release's index and files.
+fn prune(out: &Path, wanted: &BTreeSet<String>) -> Result<usize, EmitError> {
+    let dir = out.join(bell_bundle::SECRETS_DIR);
+    let mut present = Vec::new();
+    let Ok(hosts) = fs::read_dir(&dir) else {
+        return Ok(0);
+    };
+    for host in hosts {
+        let host = host.map_err(io_err(&dir))?;
+        let name = host.file_name().to_string_lossy().to_string();
+        if !host.file_type().map_err(io_err(&dir))?.is_dir() {
+            present.push((format!("{}/{name}", bell_bundle::SECRETS_DIR), host.path()));
+            continue;
+        }
+        for file in fs::read_dir(host.path()).map_err(io_err(&host.path()))? {
+            let file = file.map_err(io_err(&host.path()))?;
+            let rel = format!(
+                "{}/{name}/{}",
+                bell_bundle::SECRETS_DIR,
+                file.file_name().to_string_lossy()
+            );
+            present.push((rel, file.path()));
+        }
+    }
+    if present.iter().all(|(rel, _)| wanted.contains(rel)) {
+        return Ok(0);
+    }
+    let kept = kept_files(out)?;
+    let mut removed = 0;
+    for (rel, path) in present {
+        if !wanted.contains(&rel) && !kept.contains(&rel) {
+            let _ = fs::remove_dir_all(&path);
+            fs::remove_file(&path)
+                .or_else(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => Ok(()),
+                    _ => Err(e),
+                })
+                .map_err(io_err(&path))?;
+            removed += 1;
+        }
+    }
+    // Directories of hosts that have nothing left.
+    if let Ok(hosts) = fs::read_dir(&dir) {
+        for host in hosts.flatten() {
+            let _ = fs::remove_dir(host.path());
+        }
+    }
+    Ok(removed)
+}
+
+/// The index and sealed files that the releases kept in OUT name.
+fn kept_files(out: &Path) -> Result<BTreeSet<String>, EmitError> {
+    let mut kept = BTreeSet::new();
+    for release in super::releases::list(out)? {
+        let bytes = fs::read(&release.path).map_err(io_err(&release.path))?;
+        let Ok(release) = serde_json::from_slice::<Release>(&bytes) else {
+            continue;
+        };
+        for (name, host) in &release.hosts {
+            let Some(sha) = &host.secrets else { continue };
+            let rel = bell_bundle::sealed_index_path(name, sha);
+            let index = fs::read_to_string(out.join(&rel))
+                .ok()
+                .and_then(|text| SealedIndex::from_json(&text).ok());
+            if let Some(index) = index {
+                for digest in index.secrets.keys() {
+                    kept.insert(bell_bundle::sealed_file_path(name, digest));
+                }
+            }
+            kept.insert(rel);
+        }
+    }
+    Ok(kept)
+}

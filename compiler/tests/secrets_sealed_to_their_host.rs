@@ -1,0 +1,315 @@
+//! `fleet … secrets="sealed"`: every secret of a host (a password hash, a debconf password, a
+//! 0600 file, a private key) leaves the build only as an age file sealed to that host's
+//! identity. OUT holds no plaintext and no unkeyed hash of one; the host's key opens its own
+//! files (checked with Debian's `age`), another host's key does not; the same inputs give the
+//! same tree, and a host joining a group changes nothing of the others'.
+mod common;
+use common::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+const HASH: &str = "$6$bellsalt0123$PS2EAEBNHcsWK7.N4hZehzmPPgLUgs0l1d0XHpozG8/tzzPyAjRmR48g4xwN0czhvqHgGx1ltq1273AGkCgaz/";
+const SECRETS: [&str; 4] = [
+    HASH,
+    "debconf-pass-Xy7",
+    "api-token-SUPERSECRET",
+    "pem-body-Kw9",
+];
+
+/// An Ed25519 key made by `ssh-keygen` in `dir`: its public line.
+fn host_key(dir: &Path, name: &str) -> String {
+    let status = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "", "-f"])
+        .arg(dir.join(name))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let line = std::fs::read_to_string(dir.join(format!("{name}.pub"))).unwrap();
+    line.split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn spec(hosts: &[(&str, &str)], token: &str) -> String {
+    let mut text = String::from("fleet \"f\" target=\"debian-12\" secrets=\"sealed\"\n");
+    for (name, identity) in hosts {
+        text.push_str(&format!(
+            "host \"{name}\" rack=\"r1\" identity=\"{identity}\"\n"
+        ));
+    }
+    text.push_str(&format!(
+        r#"user "ops" sudo=#true {{
+    password "{HASH}"
+}}
+package "mysql-server" {{
+    debconf "mysql-server/root_password" type="password" value="{}"
+}}
+file "/etc/app/token" mode="0600" {{
+    content "{token}\n"
+}}
+file "/etc/ssl/app.pem" mode="0600" {{
+    content "-----BEGIN OPENSSH PRIVATE KEY-----\n{}\n-----END OPENSSH PRIVATE KEY-----\n"
+}}
+file "/etc/app/public.conf" {{
+    content "visible\n"
+}}
+"#,
+        SECRETS[1], SECRETS[3]
+    ));
+    text
+}
+
+/// Every form in which a secret could be found: itself, and its sha256 in hex and base64.
+fn needles(secrets: &[&str]) -> Vec<String> {
+    use sha2::Digest;
+    let mut out = Vec::new();
+    for secret in secrets {
+        out.push(secret.to_string());
+        let digest = sha2::Sha256::digest(secret.as_bytes());
+        out.push(digest.iter().map(|b| format!("{b:02x}")).collect());
+        out.push(base64(&digest));
+    }
+    out
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n =
+            chunk.iter().fold(0u32, |acc, b| acc << 8 | u32::from(*b)) << (8 * (3 - chunk.len()));
+        for i in 0..=chunk.len() {
+            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// Fails naming the file when any file under `dir` holds one of `needles`.
+fn assert_nowhere(dir: &Path, needles: &[String]) {
+    for entry in walkdir::WalkDir::new(dir) {
+        let entry = entry.unwrap();
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let bytes = std::fs::read(entry.path()).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        for needle in needles {
+            assert!(
+                !text.contains(needle.as_str()),
+                "{} holds {needle}",
+                entry.path().display()
+            );
+        }
+    }
+}
+
+/// Every file under `dir` by relative path, with its bytes.
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .filter(|e| e.file_name() != ".bell-fingerprint")
+        .map(|e| {
+            let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+            (rel, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+/// The `.age` files of `host` in OUT, opened with `key` by Debian's `age`: the plaintexts, or
+/// `None` for each one `age` refused.
+fn open_with_age(out: &Path, host: &str, key: &Path) -> Vec<Option<String>> {
+    let dir = out.join("secrets").join(host);
+    let mut opened = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "age") {
+            let run = Command::new("age")
+                .arg("-d")
+                .arg("-i")
+                .arg(key)
+                .arg(&path)
+                .output()
+                .unwrap();
+            opened.push(
+                run.status
+                    .success()
+                    .then(|| String::from_utf8(run.stdout).unwrap()),
+            );
+        }
+    }
+    opened
+}
+
+#[test]
+fn each_host_gets_its_secrets_sealed_to_its_own_key_and_out_holds_none() {
+    if !bell_testkit::tool("age") || !bell_testkit::tool("ssh-keygen") {
+        return;
+    }
+    let keys = tempfile::tempdir().unwrap();
+    let (a, b, c) = (
+        host_key(keys.path(), "a"),
+        host_key(keys.path(), "b"),
+        host_key(keys.path(), "c"),
+    );
+    let fx = Fixture::spec(&spec(&[("a", &a), ("b", &b)], SECRETS[2]))
+        .file("seal.key", "0123456789abcdef0123456789abcdef-example-only");
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out", "--seal-key", "seal.key"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = fx.path().join("out");
+    let needles = needles(&SECRETS);
+    assert_nowhere(&out, &needles);
+    for text in [&run.stdout, &run.stderr] {
+        assert!(needles.iter().all(|n| !text.contains(n.as_str())), "{text}");
+    }
+
+    // The release names each host's index; the index its sealed files.
+    let release: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("release.json")).unwrap()).unwrap();
+    let index_sha = release["hosts"]["a"]["secrets"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let index = std::fs::read(out.join(format!("secrets/a/{index_sha}.json"))).unwrap();
+    assert_eq!(bell_bundle::sha256_hex(&index), index_sha);
+    assert_eq!(
+        release["hosts"]["a"]["bundle"], release["hosts"]["b"]["bundle"],
+        "hosts with equal configurations still share their bundle"
+    );
+
+    // a's key opens a's files, and together they hold every secret; b's key opens none.
+    let opened = open_with_age(&out, "a", &keys.path().join("a"));
+    assert!(opened.len() >= 4, "{opened:?}");
+    let all: String = opened
+        .iter()
+        .map(|o| o.clone().expect("age opens it"))
+        .collect();
+    for secret in SECRETS {
+        assert!(
+            all.contains(secret),
+            "{secret} is in none of a's sealed files"
+        );
+    }
+    let by_b = open_with_age(&out, "a", &keys.path().join("b"));
+    assert!(
+        by_b.iter().all(Option::is_none),
+        "b's key opened a's secret"
+    );
+    // Every sealed file, and the bundle, is readable by an unprivileged web server.
+    for entry in walkdir::WalkDir::new(&out) {
+        let entry = entry.unwrap();
+        if entry.file_type().is_file() && !entry.path().starts_with(out.join(".bell")) {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = entry.metadata().unwrap().permissions().mode();
+            assert_eq!(
+                mode & 0o004,
+                0o004,
+                "{} is {mode:o}",
+                entry.path().display()
+            );
+        }
+    }
+
+    // The same inputs: the same tree, in a fresh OUT and in place.
+    let again = fx.bellc(&["build", "bell.kdl", "-o", "again", "--seal-key", "seal.key"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let before = tree(&out);
+    assert_eq!(tree(&fx.path().join("again")), before);
+    let check = fx.bellc(&[
+        "build",
+        "--check",
+        "bell.kdl",
+        "-o",
+        "out",
+        "--seal-key",
+        "seal.key",
+    ]);
+    assert_eq!(check.code, 0, "{}", check.stderr);
+
+    // c joins the group: the bundle and a's and b's files stay as they were.
+    std::fs::write(
+        fx.path().join("bell.kdl"),
+        spec(&[("a", &a), ("b", &b), ("c", &c)], SECRETS[2]),
+    )
+    .unwrap();
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out", "--seal-key", "seal.key"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let after = tree(&out);
+    for (rel, bytes) in &before {
+        if rel.starts_with("secrets/") || rel.starts_with("bundles/") {
+            assert_eq!(after.get(rel), Some(bytes), "{rel} changed when c joined");
+        }
+    }
+    assert!(after.keys().any(|rel| rel.starts_with("secrets/c/")));
+
+    // A secret changed: the diff says so, and nothing of either value.
+    let changed = "api-token-CHANGED-Vb2";
+    std::fs::write(
+        fx.path().join("bell.kdl"),
+        spec(&[("a", &a), ("b", &b), ("c", &c)], changed),
+    )
+    .unwrap();
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out2", "--seal-key", "seal.key"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let diff = fx.bellc(&["diff", "out", "out2"]);
+    let shown = format!("{}{}", diff.stdout, diff.stderr);
+    assert!(shown.contains("secret content changed"), "{shown}");
+    let mut with_changed = needles.clone();
+    with_changed.extend(self::needles(&[changed]));
+    assert!(
+        with_changed.iter().all(|n| !shown.contains(n.as_str())),
+        "{shown}"
+    );
+    assert_nowhere(&fx.path().join("out2"), &with_changed);
+}
+
+#[test]
+fn sealed_secrets_need_an_identity_and_a_key() {
+    let keys = tempfile::tempdir().unwrap();
+    if !bell_testkit::tool("ssh-keygen") {
+        return;
+    }
+    let a = host_key(keys.path(), "a");
+    // A host without an identity: an error at the host, with the way out.
+    let text = spec(&[("a", &a)], SECRETS[2]) + "host \"lonely\"\n";
+    let fx = Fixture::spec(&text).file("seal.key", &"k".repeat(32));
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out", "--seal-key", "seal.key"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("host `lonely` is given secrets, and has no identity to seal them to"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("bell.kdl:"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("secrets=\"plaintext\""),
+        "{}",
+        run.stderr
+    );
+    assert!(!fx.path().join("out").exists());
+
+    // No key: refused before anything is written.
+    let fx = Fixture::spec(&spec(&[("a", &a)], SECRETS[2])).file("short.key", "short");
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(run.code, 64, "{}", run.stderr);
+    assert!(run.stderr.contains("--seal-key FILE"), "{}", run.stderr);
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out", "--seal-key", "short.key"]);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("fewer than 32"), "{}", run.stderr);
+    assert!(!fx.path().join("out").exists());
+
+    // A word secrets= does not know.
+    let fx = Fixture::spec("fleet \"f\" target=\"debian-12\" secrets=\"hidden\"\nhost \"a\"\n");
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("`secrets` cannot be \"hidden\""),
+        "{}",
+        run.stderr
+    );
+}
