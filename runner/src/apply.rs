@@ -38,6 +38,12 @@ pub struct Options {
     pub release: Option<String>,
     /// Report where the time went (`--timings`).
     pub timings: bool,
+    /// The bundle's sealed secrets, as `pull` fetched them; `None` for a bundle applied from
+    /// a directory (they are read from beside it, `OUT/secrets/`).
+    pub sealed: Option<crate::sealed::Sealed>,
+    /// The key that opens sealed secrets, for an image whose own key is not in its root yet
+    /// (`--identity FILE`); otherwise the root's.
+    pub identity: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -80,8 +86,12 @@ pub struct Report {
 /// Everything read-only that must hold before anything is touched.
 struct Checked {
     root: Root,
+    /// As the host sees it: sealed entries opened ([`Manifest::opened`]).
     manifest: Manifest,
     id: String,
+    /// The plaintext of each sealed entry the bundle directory lacks, by bundle path: put
+    /// into bell-run's copy before anything runs from it.
+    opened: BTreeMap<String, Vec<u8>>,
 }
 
 fn check(bundle: &Path, opts: &Options) -> Result<Checked, Refusal> {
@@ -104,7 +114,80 @@ fn check(bundle: &Path, opts: &Options) -> Result<Checked, Refusal> {
     // Also checks bell-run's own directory, for every command alike.
     let root = crate::statedir::open_root(&opts.root)?;
     let id = manifest.id();
-    Ok(Checked { root, manifest, id })
+    let (manifest, opened) = open_sealed(bundle, manifest, &root, opts)?;
+    Ok(Checked {
+        root,
+        manifest,
+        id,
+        opened,
+    })
+}
+
+/// The bundle's sealed secrets, opened with the host's key (or `--identity`): the manifest as
+/// the host sees it, and each plaintext the bundle directory lacks. A bundle that bell-run
+/// opened before (its own copy) holds them already.
+fn open_sealed(
+    bundle: &Path,
+    manifest: Manifest,
+    root: &Root,
+    opts: &Options,
+) -> Result<(Manifest, BTreeMap<String, Vec<u8>>), Refusal> {
+    let sealed_paths = manifest.sealed();
+    if sealed_paths.is_empty() {
+        return Ok((manifest, BTreeMap::new()));
+    }
+    let hash = |path: &Path| {
+        bell_bundle::read_regular(path, bell_seal::MAX_SECRET_BYTES as u64)
+            .ok()
+            .map(|b| (bell_bundle::sha256_hex(&b), b.len() as u64))
+    };
+    if sealed_paths.keys().all(|rel| bundle.join(rel).is_file()) {
+        let opened = manifest
+            .opened(|rel| hash(&bundle.join(rel)))
+            .map_err(|rel| Refusal::new(format!("cannot read the opened secret {rel}")))?;
+        return Ok((opened, BTreeMap::new()));
+    }
+    let sealed = match &opts.sealed {
+        Some(sealed) => sealed.clone(),
+        None => crate::sealed::beside(bundle, &manifest)?.ok_or_else(|| {
+            Refusal::new(format!(
+                "the bundle {} holds secrets sealed to its host, and they are not beside it",
+                bundle.display()
+            ))
+            .help(
+                "apply it as OUT/hosts/NAME from the build output (its sealed files are in \
+                 OUT/secrets/NAME/), or with `bell-run pull`; nothing was changed",
+            )
+        })?,
+    };
+    let key = match &opts.identity {
+        Some(file) => crate::identity::load_file(file).map_err(Refusal::new)?,
+        None => match crate::identity::load(root).map_err(Refusal::new)? {
+            Some(found) => found.key,
+            None => {
+                return Err(Refusal::new(format!(
+                    "the bundle holds secrets sealed to its host, and {} has no key to open \
+                     them ({} or {})",
+                    root.dir.display(),
+                    crate::identity::SSH_HOST_KEY,
+                    crate::identity::BELL_KEY
+                ))
+                .help(
+                    "for an image, give the host's key with `--identity FILE`; nothing was \
+                     changed",
+                ))
+            }
+        },
+    };
+    let opened = crate::sealed::open(&manifest, &sealed, &key)?;
+    let view = manifest
+        .opened(|rel| {
+            opened
+                .get(rel)
+                .map(|plain| (bell_bundle::sha256_hex(plain), plain.len() as u64))
+        })
+        .map_err(|rel| Refusal::new(format!("the sealed secret for {rel} was not opened")))?;
+    Ok((view, opened))
 }
 
 /// The manifest of the generation applied last, from bell-run's verified copy; when that is
@@ -120,7 +203,7 @@ fn previous_manifest(
     if id == current_id {
         return Some(current.clone());
     }
-    bell_bundle::verify_dir(&state::generation_dir(root, id)).ok()
+    bell_bundle::verify_opened(&state::generation_dir(root, id)).ok()
 }
 
 /// The plan for `manifest`, whose id (its sha256, computed when it was verified) is `id`.
@@ -273,6 +356,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         }
         refusal
     };
+    crate::sealed::put(&copy, &checked.opened).map_err(forget_copy)?;
     make_exec_scripts_executable(&copy, &checked.manifest);
 
     let mut plan = make_plan(root, &checked.manifest, &checked.id, &state).map_err(forget_copy)?;

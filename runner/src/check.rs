@@ -355,7 +355,7 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
         .help("there is nothing to check until `bell-run apply` has run"));
     };
     let bundle = state::generation_dir(ctx.root, &generation);
-    let manifest = bell_bundle::verify_dir(&bundle).map_err(|e| {
+    let manifest = bell_bundle::verify_opened(&bundle).map_err(|e| {
         Refusal::new(format!(
             "bell-run's copy of the applied generation does not verify: {e}"
         ))

@@ -109,6 +109,7 @@ struct Args {
     fleet: Option<String>,
     source: Option<String>,
     trust: Option<PathBuf>,
+    identity: Option<PathBuf>,
     lock_prefix: Option<String>,
     alive_ttl: Option<u64>,
     to: Option<String>,
@@ -173,6 +174,7 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
             "--fleet" => out.fleet = Some(value("--fleet")?.to_string_lossy().to_string()),
             "--source" => out.source = Some(value("--source")?.to_string_lossy().to_string()),
             "--trust" => out.trust = Some(PathBuf::from(value("--trust")?)),
+            "--identity" => out.identity = Some(PathBuf::from(value("--identity")?)),
             "--alive-ttl" => {
                 let v = value("--alive-ttl")?;
                 let secs = v.to_string_lossy().parse::<u64>().ok().filter(|s| *s >= 10);
@@ -293,6 +295,8 @@ fn options(args: &Args) -> Options {
         script_timeout: args.timeout.unwrap_or(crate::apply::DEFAULT_SCRIPT_TIMEOUT),
         release: args.release.clone(),
         timings: args.timings,
+        sealed: None,
+        identity: args.identity.clone(),
     }
 }
 

@@ -227,6 +227,6 @@ pub(crate) fn load_generation<'m>(
 ) -> Option<&'m Manifest> {
     cache
         .entry(id.to_string())
-        .or_insert_with(|| bell_bundle::verify_dir(&state::generation_dir(ctx.root, id)).ok())
+        .or_insert_with(|| bell_bundle::verify_opened(&state::generation_dir(ctx.root, id)).ok())
         .as_ref()
 }

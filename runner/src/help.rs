@@ -4,6 +4,7 @@
 
 pub(crate) const USAGE: &str = "\
 usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--timings] [--timeout SECS]
+                      [--identity FILE]
                       [--report DIR|etcd://HOST:PORT[,HOST:PORT...] [--alive-ttl SECS]]
                       [--host NAME] [--release VERSION] [--metrics FILE]
        bell-run check [--root DIR] [--offline] [--json] [--timeout SECS] [--report DEST]
@@ -94,6 +95,9 @@ options:
   --dry-run          print the plan (every resource and file action) and change nothing
   --json             one JSON report on stdout
   --timings          say where the time went, by phase and by kind
+  --identity FILE    the host's key (OpenSSH's private key format, 0600) that opens the
+                     bundle's sealed secrets, for an image whose own key is not in its root
+                     yet; by default the root's SSH host key or /etc/bell/identity.key
 {TIMEOUT}
 {REPORTING}
 

@@ -64,6 +64,29 @@ pub fn load_or_make(root: &Root) -> Result<(HostKey, bool), String> {
     Ok((HostKey { key, file }, true))
 }
 
+/// `--identity FILE`: a host's key given on the command line (an image baked before the host
+/// it becomes has its own key in the root). The same format and the same refusals as a key
+/// read from a root.
+pub fn load_file(file: &Path) -> Result<SigningKey, String> {
+    let bytes = bell_bundle::read_regular(file, 64 << 10)
+        .map_err(|e| format!("cannot read the key {}: {e}", file.display()))?;
+    let meta = std::fs::symlink_metadata(file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "{} is readable by others (mode {:04o}): a host key is 0600; `chmod 600` it",
+            file.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    decode(&String::from_utf8_lossy(&bytes)).map_err(|e| {
+        format!(
+            "{} is not an unencrypted OpenSSH Ed25519 key: {e}",
+            file.display()
+        )
+    })
+}
+
 /// Reads one private key file under the root, never through a link and never one that others
 /// could read (as ssh refuses such a key).
 fn read_key(root: &Root, path: &str) -> Result<Option<SigningKey>, String> {

@@ -23,6 +23,7 @@ mod report;
 mod revert;
 mod rootfs;
 mod scripts;
+mod sealed;
 mod state;
 mod statedir;
 mod sys;

@@ -181,11 +181,12 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
 
     let generation = state::generation_dir(&root, &id);
     let already_applied = state.generation.as_deref() == Some(id.as_str()) && generation.is_dir();
-    let (dir, fetched, reused) = if already_applied {
-        (generation, 0, 0)
+    let (dir, fetched, reused, sealed) = if already_applied {
+        (generation, 0, 0, None)
     } else {
-        let staged = stage(&root, &opts.source, &id, &state)?;
-        (staged.dir, staged.fetched, staged.reused)
+        let secrets = (host.as_str(), entry.secrets.as_deref());
+        let staged = stage(&root, &opts.source, &id, &state, secrets)?;
+        (staged.dir, staged.fetched, staged.reused, staged.sealed)
     };
     // The disruption budget: a slot of the host's rollout group before anything changes.
     let budget = match &store {
@@ -206,6 +207,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     }
     let applying = apply::Options {
         release: Some(release.version.clone()),
+        sealed,
         ..opts.apply.clone()
     };
     let result = apply::apply(&dir, &applying);
@@ -421,13 +423,24 @@ struct Staged {
     dir: PathBuf,
     fetched: usize,
     reused: usize,
+    /// Its sealed secrets, when it has any.
+    sealed: Option<crate::sealed::Sealed>,
 }
 
 /// Fetches bundle `id` into `/var/lib/bell/incoming/<id>/`: the manifest first (its sha256 must
 /// be the id the release names), then every file it lists, taken from the applied generation
 /// when it holds the same content, kept from an interrupted pull when complete, or fetched.
+/// Then its sealed secrets, as the signed release names them for this host (`secrets`: the
+/// host and its index's sha256), every hash checked before a slot is taken, so that a mirror
+/// serving the wrong ones changes nothing and holds no slot.
 /// A failure removes what this pull created, so that a refused pull leaves the root as it was.
-fn stage(root: &Root, source: &Source, id: &str, state: &state::State) -> Result<Staged, Refusal> {
+fn stage(
+    root: &Root,
+    source: &Source,
+    id: &str,
+    state: &state::State,
+    secrets: (&str, Option<&str>),
+) -> Result<Staged, Refusal> {
     let incoming = root.bell_dir().join("incoming");
     // What exists of the way down, so that a failure can take back exactly what it made.
     let created_from = std::iter::successors(Some(incoming.as_path()), |p| p.parent())
@@ -435,7 +448,18 @@ fn stage(root: &Root, source: &Source, id: &str, state: &state::State) -> Result
         .last()
         .map(Path::to_path_buf);
     let staging = incoming.join(id);
-    let result = stage_into(root, source, id, state, &incoming, &staging);
+    let result = stage_into(root, source, id, state, &incoming, &staging).and_then(|counts| {
+        let manifest = crate::rootfs::read_record(&staging.join(bell_bundle::MANIFEST_FILE))
+            .ok()
+            .flatten()
+            .and_then(|text| Manifest::from_json(&text).ok())
+            .filter(|m| !m.sealed().is_empty());
+        let sealed = match manifest {
+            Some(m) => Some(crate::sealed::fetch(source, secrets.0, secrets.1, &m)?),
+            None => None,
+        };
+        Ok((counts, sealed))
+    });
     if result.is_err() {
         let _ = fs::remove_dir_all(&staging);
         let _ = fs::remove_dir(&incoming);
@@ -443,10 +467,11 @@ fn stage(root: &Root, source: &Source, id: &str, state: &state::State) -> Result
             let _ = fs::remove_dir_all(top);
         }
     }
-    result.map(|(fetched, reused)| Staged {
+    result.map(|((fetched, reused), sealed)| Staged {
         dir: staging,
         fetched,
         reused,
+        sealed,
     })
 }
 

@@ -275,6 +275,12 @@ pub struct Nginx {
 impl Nginx {
     /// `None` (a skip) only outside CI when nginx is not installed.
     pub fn serve(dir: &Path) -> Option<Nginx> {
+        Nginx::serve_as(dir, None)
+    }
+
+    /// [`Nginx::serve`] with workers that run as `user` (`nobody`), as the README's recipe
+    /// runs them: what they serve must be readable without privileges.
+    pub fn serve_as(dir: &Path, user: Option<&str>) -> Option<Nginx> {
         if !require("nginx") {
             return None;
         }
@@ -288,10 +294,10 @@ impl Nginx {
             let s = state.path().display();
             // Workers run as the test's user (root in CI, where `user` is needed to read a
             // private temporary directory; ignored with a notice otherwise).
-            let user = if bell_testkit::euid() == Some(0) {
-                "user root root;"
-            } else {
-                ""
+            let user = match user {
+                Some(user) => format!("user {user};"),
+                None if bell_testkit::euid() == Some(0) => "user root root;".to_string(),
+                None => String::new(),
             };
             let conf = format!(
                 "{user}\ndaemon off;\nworker_processes 1;\npid {s}/nginx.pid;\nerror_log {s}/error.log;\n\

@@ -577,6 +577,43 @@ impl Manifest {
         files.chain(scripts).collect()
     }
 
+    /// The manifest as the host sees it once its sealed entries are opened: each one's
+    /// `sha256` and `size` are those of its content (`content` gives them by bundle path), so
+    /// that everything that compares a file on the host with the bundle works as for any
+    /// other. `sealed` stays set, so the content stays secret. Not a manifest to hash: its id
+    /// is the sealed one's. The path of an entry `content` cannot give is the error.
+    pub fn opened(
+        &self,
+        content: impl Fn(&str) -> Option<(String, u64)>,
+    ) -> Result<Manifest, String> {
+        let mut opened = self.clone();
+        let open = |rel: String, sha256: &mut String, size: &mut Option<u64>| {
+            let (sha, len) = content(&rel).ok_or(rel)?;
+            *sha256 = sha;
+            *size = Some(len);
+            Ok::<(), String>(())
+        };
+        for file in opened.files.iter_mut().filter(|f| f.sealed) {
+            open(
+                format!("{ROOT_DIR}{}", file.path),
+                &mut file.sha256,
+                &mut file.size,
+            )?;
+        }
+        let scripts = opened
+            .resources
+            .iter_mut()
+            .flat_map(|r| [&mut r.apply, &mut r.revert, &mut r.check])
+            .flatten()
+            .chain(opened.triggers.iter_mut().map(|t| &mut t.script))
+            .chain(opened.probes.iter_mut().map(|p| &mut p.script))
+            .chain(opened.batches.iter_mut().map(|b| &mut b.check));
+        for script in scripts.filter(|s| s.sealed) {
+            open(script.path.clone(), &mut script.sha256, &mut script.size)?;
+        }
+        Ok(opened)
+    }
+
     /// The canonical bytes of the manifest; the bundle id is their sha256.
     pub fn to_json(&self) -> String {
         // Serialising plain structs, Vecs and BTreeMaps of strings cannot fail.
@@ -1359,6 +1396,22 @@ pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
         });
     }
     Ok(manifest)
+}
+
+/// [`verify_dir`] of a bundle whose sealed entries bell-run has opened into it (its own copy,
+/// `generations/<id>`): the manifest as the host sees it ([`Manifest::opened`]). A sealed
+/// entry whose content is not there is an error.
+pub fn verify_opened(dir: &Path) -> Result<Manifest, VerifyError> {
+    let manifest = verify_dir(dir)?;
+    if manifest.sealed().is_empty() {
+        return Ok(manifest);
+    }
+    manifest
+        .opened(|rel| hash_regular(&dir.join(rel)).ok())
+        .map_err(|rel| VerifyError::Unreadable {
+            path: dir.join(rel),
+            error: "a sealed secret that was never opened here".to_string(),
+        })
 }
 
 #[cfg(test)]
