@@ -26,11 +26,16 @@ fn secrets(v: u8) -> Vec<String> {
     ]
 }
 
-fn spec(v: u8) -> String {
+/// The spec of version `v`; with `sealed`, the host's identity and `secrets="sealed"`.
+fn spec(v: u8, sealed: Option<&str>) -> String {
     let s = secrets(v);
+    let (mode, identity) = match sealed {
+        Some(identity) => (" secrets=\"sealed\"", format!(" identity=\"{identity}\"")),
+        None => ("", String::new()),
+    };
     format!(
-        r#"fleet "f" target="debian-12"
-host "h" rack="r1"
+        r#"fleet "f" target="debian-12"{mode}
+host "h" rack="r1"{identity}
 user "ops" sudo=#true {{
     password "{hash}"
 }}
@@ -96,17 +101,61 @@ fn assert_private(dir: &Path) -> usize {
 
 #[test]
 fn no_output_shows_a_secret_and_no_file_holding_one_is_readable_by_others() {
-    let f = Fixture::spec(&spec(1));
-    std::fs::write(f.path().join("v2.kdl"), spec(2)).unwrap();
-    let run = f.bellc(&["build", "bell.kdl", "-o", "out1"]);
+    secrets_stay_private(false);
+}
+
+/// The same with `secrets="sealed"`: OUT holds no secret at all, and bell-run opens them with
+/// the host's key in the image root, through every command.
+#[test]
+fn sealed_secrets_stay_private_through_every_command() {
+    if !common::in_memory::is_root() || !bell_testkit::tool("ssh-keygen") {
+        return;
+    }
+    secrets_stay_private(true);
+}
+
+/// The host's SSH key in `root`, as Debian makes it at first boot: its public line.
+fn host_key(root: &Path) -> String {
+    std::fs::create_dir_all(root.join("etc/ssh")).unwrap();
+    let key = root.join("etc/ssh/ssh_host_ed25519_key");
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "", "-f"])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let line = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    line.split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn secrets_stay_private(sealed: bool) {
+    let root = tempfile::tempdir().unwrap();
+    let identity = sealed.then(|| host_key(root.path()));
+    let f = Fixture::spec(&spec(1, identity.as_deref()))
+        .file("seal.key", "0123456789abcdef0123456789abcdef-test-only");
+    std::fs::write(f.path().join("v2.kdl"), spec(2, identity.as_deref())).unwrap();
+    let seal: &[&str] = if sealed {
+        &["--seal-key", "seal.key"]
+    } else {
+        &[]
+    };
+    let run = f.bellc(&[&["build", "bell.kdl", "-o", "out1"], seal].concat());
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_no_secret("bellc build", &format!("{}{}", run.stdout, run.stderr));
-    let run = f.bellc(&["build", "v2.kdl", "-o", "out2"]);
+    let run = f.bellc(&[&["build", "v2.kdl", "-o", "out2"], seal].concat());
     assert_eq!(run.code, 0, "{}", run.stderr);
 
-    // OUT: the user scripts, the seed, the token and the key, in bundles and in the store.
+    // OUT: the user scripts, the seed, the token and the key, in bundles and in the store;
+    // sealed, none at all.
     let in_out = assert_private(&f.path().join("out1")) + assert_private(&f.path().join("out2"));
-    assert!(in_out >= 8, "only {in_out} files in OUT hold a secret");
+    if sealed {
+        assert_eq!(in_out, 0, "a sealed build left a secret in OUT");
+    } else {
+        assert!(in_out >= 8, "only {in_out} files in OUT hold a secret");
+    }
 
     let diff = f.bellc(&["diff", "out1", "out2"]);
     let shown = format!("{}{}", diff.stdout, diff.stderr);
@@ -146,7 +195,6 @@ fn no_output_shows_a_secret_and_no_file_holding_one_is_readable_by_others() {
         return;
     }
     let bin = bell_run();
-    let root = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(root.path().join("etc")).unwrap();
     for db in ["passwd", "group", "shadow", "gshadow"] {
         std::fs::copy(Path::new("/etc").join(db), root.path().join("etc").join(db)).unwrap();
