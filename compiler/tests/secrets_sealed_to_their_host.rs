@@ -33,6 +33,7 @@ fn host_key(dir: &Path, name: &str) -> String {
 }
 
 fn spec(hosts: &[(&str, &str)], token: &str) -> String {
+    // Sealed is the default; said here all the same.
     let mut text = String::from("fleet \"f\" target=\"debian-12\" secrets=\"sealed\"\n");
     for (name, identity) in hosts {
         text.push_str(&format!(
@@ -268,7 +269,7 @@ fn each_host_gets_its_secrets_sealed_to_its_own_key_and_out_holds_none() {
 }
 
 #[test]
-fn sealed_secrets_need_an_identity_and_a_key() {
+fn sealed_secrets_need_an_identity_and_without_a_key_take_bellcs_own() {
     let keys = tempfile::tempdir().unwrap();
     if !bell_testkit::tool("ssh-keygen") {
         return;
@@ -293,15 +294,31 @@ fn sealed_secrets_need_an_identity_and_a_key() {
     );
     assert!(!fx.path().join("out").exists());
 
-    // No key: refused before anything is written.
+    // No key given: bellc's own, made once in its state directory (0600), names and seals
+    // them alike from build to build.
     let fx = Fixture::spec(&spec(&[("a", &a)], SECRETS[2])).file("short.key", "short");
     let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
-    assert_eq!(run.code, 64, "{}", run.stderr);
-    assert!(run.stderr.contains("--seal-key FILE"), "{}", run.stderr);
-    let run = fx.bellc(&["build", "bell.kdl", "-o", "out", "--seal-key", "short.key"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let own = fx.path().join("bellc-state/seal.key");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&own).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "again"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(tree(&fx.path().join("out")), tree(&fx.path().join("again")));
+    let run = fx.bellc(&[
+        "build",
+        "bell.kdl",
+        "-o",
+        "short",
+        "--seal-key",
+        "short.key",
+    ]);
     assert_ne!(run.code, 0, "{}", run.stderr);
     assert!(run.stderr.contains("fewer than 32"), "{}", run.stderr);
-    assert!(!fx.path().join("out").exists());
+    assert!(!fx.path().join("short").exists());
 
     // A word secrets= does not know.
     let fx = Fixture::spec("fleet \"f\" target=\"debian-12\" secrets=\"hidden\"\nhost \"a\"\n");

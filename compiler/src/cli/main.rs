@@ -860,15 +860,11 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 return Ok(1);
             }
             let sealing = front.spec.fleet.secrets_sealed.is_some();
-            if sealing && seal_key.is_none() {
-                return Err(Failure::Usage(format!(
-                    "{} says secrets=\"sealed\", and the build has no key to name and seal \
-                     them with (nothing was changed)\n  help: give `--sign-key KEY` (the key \
-                     is derived from it) or `--seal-key FILE` (32 random bytes: `head -c 32 \
-                     /dev/urandom > FILE`)",
-                    spec.display()
-                )));
-            }
+            let seal_key = match seal_key {
+                Some(key) => Some(key),
+                None if sealing => Some(own_seal_key()?),
+                None => None,
+            };
             let seal_with = seal_key.as_ref().filter(|_| sealing);
             let mut sealed = bellc::emit::secrets::SealedContents::new();
             let mut keep_sealed = |bundle: &bellc::render::RenderedBundle| {
@@ -1242,6 +1238,40 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
 
 fn span(value: &str) -> Result<u64, String> {
     signing::parse_span(value)
+}
+
+/// The key a build without `--seal-key` or `--sign-key` seals secrets with: bellc's own, made
+/// once in its state directory (`seal.key`, 0600), as ssh makes a host key, so that builds on
+/// this machine name the same secrets alike. CI gives its signing key instead. Without a state
+/// directory (no `HOME`), a key no one keeps: the build is right, only not repeatable.
+fn own_seal_key() -> Result<bell_seal::SealKey, Failure> {
+    let Some(dir) = bellc::fleet::witness::state_dir() else {
+        return Ok(bell_seal::SealKey::random());
+    };
+    let path = dir.join("seal.key");
+    if std::fs::symlink_metadata(&path).is_err() {
+        use std::io::{Read, Write};
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut material = [0u8; 32];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut material))
+            .map_err(|e| Failure::Io(format!("cannot read /dev/urandom: {e}")))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Failure::Io(format!("cannot create {}: {e}", dir.display())))?;
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&material));
+        // Another build may have made it meanwhile: that one is read below.
+        if let Err(e) = made {
+            if e.kind() != std::io::ErrorKind::AlreadyExists {
+                return Err(Failure::Io(format!("cannot write {}: {e}", path.display())));
+            }
+        }
+    }
+    load_seal_key(&path)
 }
 
 /// `--seal-key FILE`: at least 32 bytes of secret material.
