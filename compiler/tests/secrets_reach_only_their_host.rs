@@ -7,32 +7,15 @@
 mod common;
 use common::fleet::{bell_run, etcdctl, run_bin, text, Etcd, Nginx};
 use common::pulling::{copy_over, fingerprint, image_root, pull};
+use common::sealing::{assert_not_in, assert_nowhere, host_key_in, needles, ssh_seed};
 use common::Fixture;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::process::Command;
 
 const HASH: &str = "$6$bellsalt0123$PS2EAEBNHcsWK7.N4hZehzmPPgLUgs0l1d0XHpozG8/tzzPyAjRmR48g4xwN0czhvqHgGx1ltq1273AGkCgaz/";
 const DEBCONF: &str = "debconf-pass-Xy7";
 const TOKEN: &str = "api-token-SUPERSECRET";
 const PEM: &str = "pem-body-Kw9";
-
-/// Makes the host's SSH key in its root, as Debian does on first boot: its public line.
-fn host_key(root: &Path) -> String {
-    std::fs::create_dir_all(root.join("etc/ssh")).unwrap();
-    let key = root.join("etc/ssh/ssh_host_ed25519_key");
-    let status = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", "", "-f"])
-        .arg(&key)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let line = std::fs::read_to_string(key.with_extension("pub")).unwrap();
-    line.split_whitespace()
-        .take(2)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
 
 fn spec(a: &str, b: &str) -> String {
     format!(
@@ -58,52 +41,6 @@ file "/etc/motd" {{
     )
 }
 
-/// Every plaintext, and its sha256 in hex and in base64 (with and without padding).
-fn needles() -> Vec<String> {
-    use sha2::Digest;
-    let mut out = Vec::new();
-    for secret in [HASH, DEBCONF, TOKEN, PEM] {
-        out.push(secret.to_string());
-        let digest = sha2::Sha256::digest(secret.as_bytes());
-        out.push(digest.iter().map(|b| format!("{b:02x}")).collect());
-        let b64 = base64(&digest);
-        out.push(b64.trim_end_matches('=').to_string());
-    }
-    out
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n =
-            chunk.iter().fold(0u32, |acc, b| acc << 8 | u32::from(*b)) << (8 * (3 - chunk.len()));
-        for i in 0..=chunk.len() {
-            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-        }
-    }
-    out
-}
-
-fn assert_clean(what: &str, text: &str) {
-    for needle in needles() {
-        assert!(!text.contains(&needle), "{what} holds {needle}:\n{text}");
-    }
-}
-
-fn assert_tree_clean(dir: &Path) {
-    for entry in walkdir::WalkDir::new(dir) {
-        let entry = entry.unwrap();
-        if entry.file_type().is_file() {
-            let bytes = std::fs::read(entry.path()).unwrap();
-            assert_clean(
-                &entry.path().display().to_string(),
-                &String::from_utf8_lossy(&bytes),
-            );
-        }
-    }
-}
-
 #[test]
 fn each_host_opens_only_its_own_secrets_and_nothing_else_holds_them() {
     if !bell_testkit::root() || !bell_testkit::tool("ssh-keygen") {
@@ -113,7 +50,7 @@ fn each_host_opens_only_its_own_secrets_and_nothing_else_holds_them() {
     let fx = Fixture::new();
     assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
     let (root_a, root_b) = (image_root(), image_root());
-    let (a, b) = (host_key(root_a.path()), host_key(root_b.path()));
+    let (a, b) = (host_key_in(root_a.path()), host_key_in(root_b.path()));
     std::fs::write(fx.path().join("bell.kdl"), spec(&a, &b)).unwrap();
     let mut outputs = String::new();
     let build = fx.bellc(&["build", "bell.kdl", "-o", "out", "--sign-key", "ci.key"]);
@@ -238,8 +175,7 @@ fn each_host_opens_only_its_own_secrets_and_nothing_else_holds_them() {
     )
     .unwrap();
     let b_key = root_b.path().join("etc/ssh/ssh_host_ed25519_key");
-    let b_seed = b_seed(&b_key);
-    let b_identity = bell_seal::Identity::from_seed(b_seed).unwrap();
+    let b_identity = bell_seal::Identity::from_seed(ssh_seed(&b_key)).unwrap();
     for digest in index_a.secrets.keys() {
         let sealed =
             std::fs::read(served.join(bell_bundle::sealed_file_path("a", digest))).unwrap();
@@ -250,49 +186,11 @@ fn each_host_opens_only_its_own_secrets_and_nothing_else_holds_them() {
     }
 
     // Nowhere else: OUT, the mirror, etcd, and every command's output.
-    assert_tree_clean(&fx.path().join("out"));
-    assert_tree_clean(&served);
-    assert_clean(
-        "the etcd dump",
-        &etcdctl(&etcd.endpoint, &["get", "", "--prefix"]),
-    );
-    assert_clean("the commands' output", &outputs);
+    let needles = needles(&[HASH, DEBCONF, TOKEN, PEM]);
+    assert_nowhere(&fx.path().join("out"), &needles);
+    assert_nowhere(&served, &needles);
+    let dump = etcdctl(&etcd.endpoint, &["get", "", "--prefix"]);
+    assert_not_in("the etcd dump", &dump, &needles);
+    assert_not_in("the commands' output", &outputs, &needles);
     drop(nginx);
-}
-
-/// The seed of an OpenSSH Ed25519 private key file.
-fn b_seed(path: &Path) -> [u8; 32] {
-    let text = std::fs::read_to_string(path).unwrap();
-    let b64: String = text.lines().filter(|l| !l.starts_with("-----")).collect();
-    let blob = unb64(&b64);
-    let mut at = b"openssh-key-v1\0".len();
-    let string = |blob: &[u8], at: &mut usize| {
-        let len = u32::from_be_bytes(blob[*at..*at + 4].try_into().unwrap()) as usize;
-        *at += 4 + len;
-        blob[*at - len..*at].to_vec()
-    };
-    for _ in 0..3 {
-        string(&blob, &mut at);
-    }
-    at += 4;
-    string(&blob, &mut at);
-    let private = string(&blob, &mut at);
-    let mut at = 8;
-    string(&private, &mut at);
-    string(&private, &mut at);
-    string(&private, &mut at)[..32].try_into().unwrap()
-}
-
-fn unb64(text: &str) -> Vec<u8> {
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let (mut out, mut acc, mut bits) = (Vec::new(), 0u32, 0);
-    for c in text.bytes().filter(|c| *c != b'=') {
-        acc = acc << 6 | A.iter().position(|a| *a == c).unwrap() as u32;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits & 0xff) as u8);
-        }
-    }
-    out
 }

@@ -4,6 +4,7 @@
 //! files (checked with Debian's `age`), another host's key does not; the same inputs give the
 //! same tree, and a host joining a group changes nothing of the others'.
 mod common;
+use common::sealing::{assert_nowhere, needles, ssh_key};
 use common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,21 +17,6 @@ const SECRETS: [&str; 4] = [
     "api-token-SUPERSECRET",
     "pem-body-Kw9",
 ];
-
-/// An Ed25519 key made by `ssh-keygen` in `dir`: its public line.
-fn host_key(dir: &Path, name: &str) -> String {
-    let status = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", "", "-f"])
-        .arg(dir.join(name))
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let line = std::fs::read_to_string(dir.join(format!("{name}.pub"))).unwrap();
-    line.split_whitespace()
-        .take(2)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
 
 fn spec(hosts: &[(&str, &str)], token: &str) -> String {
     // Sealed is the default; said here all the same.
@@ -60,51 +46,6 @@ file "/etc/app/public.conf" {{
         SECRETS[1], SECRETS[3]
     ));
     text
-}
-
-/// Every form in which a secret could be found: itself, and its sha256 in hex and base64.
-fn needles(secrets: &[&str]) -> Vec<String> {
-    use sha2::Digest;
-    let mut out = Vec::new();
-    for secret in secrets {
-        out.push(secret.to_string());
-        let digest = sha2::Sha256::digest(secret.as_bytes());
-        out.push(digest.iter().map(|b| format!("{b:02x}")).collect());
-        out.push(base64(&digest));
-    }
-    out
-}
-
-fn base64(bytes: &[u8]) -> String {
-    const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let n =
-            chunk.iter().fold(0u32, |acc, b| acc << 8 | u32::from(*b)) << (8 * (3 - chunk.len()));
-        for i in 0..=chunk.len() {
-            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
-        }
-    }
-    out
-}
-
-/// Fails naming the file when any file under `dir` holds one of `needles`.
-fn assert_nowhere(dir: &Path, needles: &[String]) {
-    for entry in walkdir::WalkDir::new(dir) {
-        let entry = entry.unwrap();
-        if !entry.file_type().is_file() {
-            continue;
-        }
-        let bytes = std::fs::read(entry.path()).unwrap();
-        let text = String::from_utf8_lossy(&bytes);
-        for needle in needles {
-            assert!(
-                !text.contains(needle.as_str()),
-                "{} holds {needle}",
-                entry.path().display()
-            );
-        }
-    }
 }
 
 /// Every file under `dir` by relative path, with its bytes.
@@ -153,9 +94,9 @@ fn each_host_gets_its_secrets_sealed_to_its_own_key_and_out_holds_none() {
     }
     let keys = tempfile::tempdir().unwrap();
     let (a, b, c) = (
-        host_key(keys.path(), "a"),
-        host_key(keys.path(), "b"),
-        host_key(keys.path(), "c"),
+        ssh_key(&keys.path().join("a")),
+        ssh_key(&keys.path().join("b")),
+        ssh_key(&keys.path().join("c")),
     );
     let fx = Fixture::spec(&spec(&[("a", &a), ("b", &b)], SECRETS[2]))
         .file("seal.key", "0123456789abcdef0123456789abcdef-example-only");
@@ -260,7 +201,7 @@ fn each_host_gets_its_secrets_sealed_to_its_own_key_and_out_holds_none() {
     let shown = format!("{}{}", diff.stdout, diff.stderr);
     assert!(shown.contains("secret content changed"), "{shown}");
     let mut with_changed = needles.clone();
-    with_changed.extend(self::needles(&[changed]));
+    with_changed.extend(common::sealing::needles(&[changed]));
     assert!(
         with_changed.iter().all(|n| !shown.contains(n.as_str())),
         "{shown}"
@@ -274,7 +215,7 @@ fn sealed_secrets_need_an_identity_and_without_a_key_take_bellcs_own() {
     if !bell_testkit::tool("ssh-keygen") {
         return;
     }
-    let a = host_key(keys.path(), "a");
+    let a = ssh_key(&keys.path().join("a"));
     // A host without an identity: an error at the host, with the way out.
     let text = spec(&[("a", &a)], SECRETS[2]) + "host \"lonely\"\n";
     let fx = Fixture::spec(&text).file("seal.key", &"k".repeat(32));

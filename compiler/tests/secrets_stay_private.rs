@@ -114,26 +114,9 @@ fn sealed_secrets_stay_private_through_every_command() {
     secrets_stay_private(true);
 }
 
-/// The host's SSH key in `root`, as Debian makes it at first boot: its public line.
-fn host_key(root: &Path) -> String {
-    std::fs::create_dir_all(root.join("etc/ssh")).unwrap();
-    let key = root.join("etc/ssh/ssh_host_ed25519_key");
-    let made = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-C", "", "-f"])
-        .arg(&key)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let line = std::fs::read_to_string(key.with_extension("pub")).unwrap();
-    line.split_whitespace()
-        .take(2)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 fn secrets_stay_private(sealed: bool) {
     let root = tempfile::tempdir().unwrap();
-    let identity = sealed.then(|| host_key(root.path()));
+    let identity = sealed.then(|| common::sealing::host_key_in(root.path()));
     let f = Fixture::spec(&spec(1, identity.as_deref()))
         .file("seal.key", "0123456789abcdef0123456789abcdef-test-only");
     std::fs::write(f.path().join("v2.kdl"), spec(2, identity.as_deref())).unwrap();

@@ -9,6 +9,7 @@
 pub mod fleet;
 pub mod in_memory;
 pub mod pulling;
+pub mod sealing;
 pub mod spec_dir;
 
 use bellc::diagnostic::Diagnostics;

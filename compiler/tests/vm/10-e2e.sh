@@ -114,6 +114,10 @@ spec=$(<"$here/specs/e2e.kdl.in")
 spec=${spec//@SSH_KEY@/"$pubkey"}
 spec=${spec//@PASSWORD_HASH@/"$password_hash"}
 spec=${spec//@REPO_KEY@/"$repo_key"}
+# The host's identity, as `bell-run identity` reads it: sshd's host key, made at first boot.
+host_key=$("$bell_run" identity | cut -d' ' -f1-2)
+[[ $host_key == ssh-ed25519\ * ]] || fail "bell-run identity gave '$host_key'"
+spec=${spec//@HOST_KEY@/"$host_key"}
 ! grep -q '@[A-Z_]*@' <<<"$spec" || fail "placeholders left in the spec: $(grep -o '@[A-Z_]*@' <<<"$spec" | tr '\n' ' ')"
 printf '%s\n' "$spec" >"$work/e2e.kdl"
 cp "$here/specs/e2e-after.kdl" "$work/e2e-after.kdl"
@@ -127,6 +131,10 @@ bundle1=$work/out1/hosts/e2e
 [ -f "$bundle1/bundle.json" ] || fail "bellc build wrote no bundle for host e2e"
 "$bell_run" verify "$bundle1" >/dev/null || fail "bell-run verify rejects the fresh bundle"
 ok "bellc build in the VM, bundle $(basename "$(readlink -f "$bundle1")" | cut -c1-12) verifies"
+# The password hash is sealed to the host: nowhere in OUT in the clear.
+! grep -rqF -- "$password_hash" "$work/out1" || fail "the password hash is in OUT in the clear"
+ls "$work/out1/secrets/e2e/"*.age >/dev/null || fail "no sealed secret for e2e in OUT/secrets/e2e"
+ok "the password hash is only in OUT sealed to the host's key"
 apply first "$bundle1"
 ok "first apply exited 0"
 

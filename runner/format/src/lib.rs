@@ -536,6 +536,18 @@ impl std::io::Write for HashWriter {
 }
 
 impl Manifest {
+    /// Every script the manifest names: each resource's apply, revert and check, the
+    /// triggers', the probes' and the batches' (a script named twice comes twice).
+    pub fn scripts(&self) -> impl Iterator<Item = &Script> {
+        self.resources
+            .iter()
+            .flat_map(|r| [&r.apply, &r.revert, &r.check])
+            .flatten()
+            .chain(self.triggers.iter().map(|t| &t.script))
+            .chain(self.probes.iter().map(|p| &p.script))
+            .chain(self.batches.iter().map(|b| &b.check))
+    }
+
     /// The bundle-relative paths (`root/...`, `scripts/...`) whose content is secret.
     pub fn secret_paths(&self) -> BTreeSet<String> {
         let files = self
@@ -544,13 +556,7 @@ impl Manifest {
             .filter(|f| f.is_secret())
             .map(|f| format!("{ROOT_DIR}{}", f.path));
         let scripts = self
-            .resources
-            .iter()
-            .flat_map(|r| [&r.apply, &r.revert, &r.check])
-            .flatten()
-            .chain(self.triggers.iter().map(|t| &t.script))
-            .chain(self.probes.iter().map(|p| &p.script))
-            .chain(self.batches.iter().map(|b| &b.check))
+            .scripts()
             .filter(|s| s.secret || s.sealed)
             .map(|s| s.path.clone());
         files.chain(scripts).collect()
@@ -565,13 +571,7 @@ impl Manifest {
             .filter(|f| f.sealed)
             .map(|f| (format!("{ROOT_DIR}{}", f.path), f.sha256.clone()));
         let scripts = self
-            .resources
-            .iter()
-            .flat_map(|r| [&r.apply, &r.revert, &r.check])
-            .flatten()
-            .chain(self.triggers.iter().map(|t| &t.script))
-            .chain(self.probes.iter().map(|p| &p.script))
-            .chain(self.batches.iter().map(|b| &b.check))
+            .scripts()
             .filter(|s| s.sealed)
             .map(|s| (s.path.clone(), s.sha256.clone()));
         files.chain(scripts).collect()
