@@ -171,6 +171,19 @@ fn each_host_gets_its_secrets_sealed_to_its_own_key_and_out_holds_none() {
         "seal.key",
     ]);
     assert_eq!(check.code, 0, "{}", check.stderr);
+    let plan = fx.bellc(&[
+        "plan",
+        "bell.kdl",
+        "--against",
+        "out",
+        "--seal-key",
+        "seal.key",
+    ]);
+    assert!(
+        plan.stdout.contains("nothing to roll out"),
+        "{}",
+        plan.stdout
+    );
 
     // c joins the group: the bundle and a's and b's files stay as they were.
     std::fs::write(
@@ -249,6 +262,14 @@ fn sealed_secrets_need_an_identity_and_without_a_key_take_bellcs_own() {
     let run = fx.bellc(&["build", "bell.kdl", "-o", "again"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(tree(&fx.path().join("out")), tree(&fx.path().join("again")));
+    // plan names them with that key too, so an unchanged spec plans nothing.
+    let plan = fx.bellc(&["plan", "bell.kdl", "--against", "out"]);
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    assert!(
+        plan.stdout.contains("nothing to roll out"),
+        "{}",
+        plan.stdout
+    );
     let run = fx.bellc(&[
         "build",
         "bell.kdl",
