@@ -154,6 +154,7 @@ fn each_host_opens_only_its_own_secrets_and_nothing_else_holds_them() {
         for args in [
             vec!["check", "--root", root.path().to_str().unwrap(), "--json"],
             vec!["status", "--root", root.path().to_str().unwrap()],
+            vec!["status", "--root", root.path().to_str().unwrap(), "--json"],
         ] {
             let run = run_bin(&bin, &args, &[]);
             assert_eq!(run.status.code(), Some(0), "{args:?}: {}", text(&run));

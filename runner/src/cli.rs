@@ -836,6 +836,26 @@ fn cmd_status(args: &Args) -> i32 {
     if args.json {
         let mut value = serde_json::to_value(&state).unwrap_or_default();
         value["interrupted_switch"] = interrupted.into();
+        // A secret file's sha256 would confirm a guessed password: the applied manifest says
+        // which files are secret, and when it cannot be read, every digest is withheld.
+        let applied = state.generation.as_ref().and_then(|id| {
+            let path = crate::state::generation_dir(&root, id).join(bell_bundle::MANIFEST_FILE);
+            crate::rootfs::read_record(&path)
+                .ok()
+                .flatten()
+                .and_then(|text| bell_bundle::Manifest::from_json(&text).ok())
+        });
+        if let Some(files) = value["files"].as_object_mut() {
+            for (path, file) in files.iter_mut() {
+                let secret = match applied.as_ref().and_then(|m| m.file(path)) {
+                    Some(file) => file.is_secret(),
+                    None => true,
+                };
+                if secret {
+                    file["sha256"] = bell_bundle::REDACTED.into();
+                }
+            }
+        }
         println!("{value:#}");
         return OK;
     }
