@@ -136,15 +136,9 @@ fn open_sealed(
     if sealed_paths.is_empty() {
         return Ok((manifest, BTreeMap::new()));
     }
-    let hash = |path: &Path| {
-        bell_bundle::read_regular(path, bell_seal::MAX_SECRET_BYTES as u64)
-            .ok()
-            .map(|b| (bell_bundle::sha256_hex(&b), b.len() as u64))
-    };
     if sealed_paths.keys().all(|rel| bundle.join(rel).is_file()) {
-        let opened = manifest
-            .opened(|rel| hash(&bundle.join(rel)))
-            .map_err(|rel| Refusal::new(format!("cannot read the opened secret {rel}")))?;
+        let opened = bell_bundle::opened_in(manifest, bundle)
+            .map_err(|e| Refusal::new(format!("cannot read an opened secret: {e}")))?;
         return Ok((opened, BTreeMap::new()));
     }
     let sealed = match &opts.sealed {

@@ -448,18 +448,17 @@ fn stage(
         .last()
         .map(Path::to_path_buf);
     let staging = incoming.join(id);
-    let result = stage_into(root, source, id, state, &incoming, &staging).and_then(|counts| {
-        let manifest = crate::rootfs::read_record(&staging.join(bell_bundle::MANIFEST_FILE))
-            .ok()
-            .flatten()
-            .and_then(|text| Manifest::from_json(&text).ok())
-            .filter(|m| !m.sealed().is_empty());
-        let sealed = match manifest {
-            Some(m) => Some(crate::sealed::fetch(source, secrets.0, secrets.1, &m)?),
-            None => None,
-        };
-        Ok((counts, sealed))
-    });
+    let result = stage_into(root, source, id, state, &incoming, &staging).and_then(
+        |(fetched, reused, manifest)| {
+            let sealed = match manifest.sealed().is_empty() {
+                true => None,
+                false => Some(crate::sealed::fetch(
+                    source, secrets.0, secrets.1, &manifest,
+                )?),
+            };
+            Ok(((fetched, reused), sealed))
+        },
+    );
     if result.is_err() {
         let _ = fs::remove_dir_all(&staging);
         let _ = fs::remove_dir(&incoming);
@@ -482,7 +481,7 @@ fn stage_into(
     state: &state::State,
     incoming: &Path,
     staging: &Path,
-) -> Result<(usize, usize), Refusal> {
+) -> Result<(usize, usize, Manifest), Refusal> {
     let write_err = |path: &Path, e: std::io::Error| {
         Refusal::new(format!("cannot write {}: {e}", path.display()))
     };
@@ -557,7 +556,7 @@ fn stage_into(
     let manifest_path = staging.join(bell_bundle::MANIFEST_FILE);
     rootfs::write_atomic(&manifest_path, &manifest_bytes)
         .map_err(|e| write_err(&manifest_path, e))?;
-    Ok((fetched, reused))
+    Ok((fetched, reused, manifest))
 }
 
 /// Removes what does not belong in a staging directory: files that are not listed, or whose

@@ -54,9 +54,8 @@ pub fn seal_bundle(mut bundle: RenderedBundle, key: &SealKey) -> RenderedBundle 
         }
     }
     // A resource's hash covers its files' and scripts' names: recomputed over the digests.
-    let files = manifest.files.clone();
-    for resource in &mut manifest.resources {
-        resource.hash = resource.compute_hash(&files);
+    for i in 0..manifest.resources.len() {
+        manifest.resources[i].hash = manifest.resources[i].compute_hash(&manifest.files);
     }
     bundle.manifest_json = bundle.manifest.to_json();
     bundle.id = bell_bundle::sha256_hex(bundle.manifest_json.as_bytes());

@@ -1402,7 +1402,12 @@ pub fn verify_dir(dir: &Path) -> Result<Manifest, VerifyError> {
 /// `generations/<id>`): the manifest as the host sees it ([`Manifest::opened`]). A sealed
 /// entry whose content is not there is an error.
 pub fn verify_opened(dir: &Path) -> Result<Manifest, VerifyError> {
-    let manifest = verify_dir(dir)?;
+    opened_in(verify_dir(dir)?, dir)
+}
+
+/// `manifest` (verified already) as the host sees it, its sealed entries opened from `dir`
+/// ([`Manifest::opened`]): a sealed entry whose content is not there is an error.
+pub fn opened_in(manifest: Manifest, dir: &Path) -> Result<Manifest, VerifyError> {
     if manifest.sealed().is_empty() {
         return Ok(manifest);
     }
