@@ -37,9 +37,9 @@ pub struct Fleet {
     pub span: Option<Span>,
     /// `identities="required"`: every host must have an identity (where it was said).
     pub identities_required: Option<Span>,
-    /// `secrets="sealed"`: every secret leaves the build only sealed to its host's identity
-    /// (where it was said); without it secrets are in bundles in the clear.
-    pub secrets_sealed: Option<Span>,
+    /// `secrets="plaintext"`: secrets are in bundles in the clear, for a trial (where it was
+    /// said). Without it every secret leaves the build only sealed to its host's identity.
+    pub secrets_plaintext: Option<Span>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

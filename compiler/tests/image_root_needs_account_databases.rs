@@ -11,7 +11,7 @@ const HASH: &str = "$6$bellsalt0123$PS2EAEBNHcsWK7.N4hZehzmPPgLUgs0l1d0XHpozG8/t
 
 fn build(fx: &Fixture, with_user: bool) -> std::path::PathBuf {
     let mut spec = String::from(
-        "fleet \"f\" target=\"debian-12\"\nhost \"h\"\nfile \"/etc/motd\" {\n    content \"hi\\n\"\n}\n",
+        "fleet \"f\" target=\"debian-12\" secrets=\"plaintext\"\nhost \"h\"\nfile \"/etc/motd\" {\n    content \"hi\\n\"\n}\n",
     );
     if with_user {
         spec.push_str(&format!("user \"ops\" {{\n    password \"{HASH}\"\n}}\n"));

@@ -28,10 +28,16 @@ fn the_verbatim_snippet_only_trips_on_its_elided_placeholders() {
     );
 }
 
-/// The snippet with real values where it elides them.
+/// The snippet with real values where it elides them; its hosts have no identities, so it
+/// ships its password hash as a trial does (`secrets="plaintext"`).
 fn completed_snippet() -> String {
     let text = std::fs::read_to_string(contract().join("bell.kdl")).unwrap();
-    text.replace(
+    text.replacen(
+        "fleet \"lab-east\" target=\"ubuntu-24.04\"",
+        "fleet \"lab-east\" target=\"ubuntu-24.04\" secrets=\"plaintext\"",
+        1,
+    )
+    .replace(
         "$6$rounds=5000$saltsaltsalt$....",
         "$6$rounds=5000$saltsaltsalt$kDyYp1vRkTsW64cyoTQmPsKQjpmR/gJOw5YvJ4.XSXAfHb6a5T9L4WrEyB3DBbpcjLGHVZr0YFkqTLHTL93ha/",
     )

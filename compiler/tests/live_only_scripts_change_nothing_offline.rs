@@ -54,7 +54,12 @@ fn marked_scripts_exit_at_once_offline_and_only_they_are_marked() {
                 scripts.push((format!("batch:{}", batch.name), "check", &batch.check));
             }
             for (key, role, script) in scripts {
-                let text = String::from_utf8(b.contents[&script.path].to_vec()).unwrap();
+                // A sealed script is in the bundle by its keyed digest.
+                let bytes = match script.sealed {
+                    true => &b.sealed[&script.sha256],
+                    false => &b.contents[&script.path],
+                };
+                let text = String::from_utf8(bytes.to_vec()).unwrap();
                 let says = text.lines().nth(1) == Some(LIVE_ONLY_LINE);
                 assert_eq!(script.live_only, says, "{key} {role}: marked as it says");
                 if !script.live_only {

@@ -1,5 +1,5 @@
-//! `fleet … secrets="sealed"`: every secret of a host (a password hash, a debconf password, a
-//! 0600 file, a private key) leaves the build only as an age file sealed to that host's
+//! Secrets are sealed (the default; `secrets="sealed"` says it): every secret of a host (a
+//! password hash, a debconf password, a 0600 file, a private key) leaves the build only as an age file sealed to that host's
 //! identity. OUT holds no plaintext and no unkeyed hash of one; the host's key opens its own
 //! files (checked with Debian's `age`), another host's key does not; the same inputs give the
 //! same tree, and a host joining a group changes nothing of the others'.
@@ -291,4 +291,67 @@ fn sealed_secrets_need_an_identity_and_without_a_key_take_bellcs_own() {
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn sealing_is_the_default_plaintext_warns_and_a_key_is_kept_only_once_something_is_sealed() {
+    let keys = tempfile::tempdir().unwrap();
+    if !bell_testkit::tool("ssh-keygen") {
+        return;
+    }
+    let a = ssh_key(&keys.path().join("a"));
+    let unsaid = |text: String| text.replace(" secrets=\"sealed\"", "");
+    // Said nothing: sealed, so a host without an identity is an error.
+    let text = unsaid(spec(&[("a", &a)], SECRETS[2])) + "host \"lonely\"\n";
+    let fx = Fixture::spec(&text);
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("host `lonely` is given secrets, and has no identity to seal them to"),
+        "{}",
+        run.stderr
+    );
+    // A fleet without a secret builds without keeping a key.
+    let fx = Fixture::spec("fleet \"f\" target=\"debian-12\"\nhost \"a\"\npackage \"htop\"\n");
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!fx.path().join("bellc-state/seal.key").exists());
+
+    // secrets="plaintext": built, the secrets in the bundle, and a warning on every build
+    // (a rebuild of unchanged inputs says it again).
+    let text = text.replacen(
+        "target=\"debian-12\"",
+        "target=\"debian-12\" secrets=\"plaintext\"",
+        1,
+    );
+    let fx = Fixture::spec(&text);
+    for _ in 0..2 {
+        let run = fx.bellc(&["--short", "build", "bell.kdl", "-o", "out"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let warned: Vec<&str> = run
+            .diagnostics()
+            .into_iter()
+            .filter(|d| d.contains("warning[bell::lower::plaintext_secrets]"))
+            .collect();
+        assert_eq!(warned.len(), 1, "{}", run.stderr);
+        assert!(warned[0].starts_with("bell.kdl:1:"), "{}", run.stderr);
+    }
+    assert!(!fx.path().join("out/secrets").exists());
+    let deny = fx.bellc(&["--deny-warnings", "build", "bell.kdl", "-o", "denied"]);
+    assert_ne!(deny.code, 0, "{}", deny.stderr);
+
+    // Sealed with one key, then built with another: OUT is not up to date for it, and the
+    // secrets are sealed again under the new key.
+    let fx = Fixture::spec(&spec(&[("a", &a)], SECRETS[2])).file("seal.key", &"k".repeat(32));
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out", "--seal-key", "seal.key"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let before = tree(&fx.path().join("out/secrets"));
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stderr.contains("up to date"), "{}", run.stderr);
+    assert_ne!(before, tree(&fx.path().join("out/secrets")));
+    assert!(fx.path().join("bellc-state/seal.key").exists());
+    let again = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert!(again.stderr.contains("up to date"), "{}", again.stderr);
 }

@@ -26,12 +26,13 @@ fn secrets(v: u8) -> Vec<String> {
     ]
 }
 
-/// The spec of version `v`; with `sealed`, the host's identity and `secrets="sealed"`.
+/// The spec of version `v`: with `sealed`, the host's identity (secrets are sealed by
+/// default); without, `secrets="plaintext"`, a trial's.
 fn spec(v: u8, sealed: Option<&str>) -> String {
     let s = secrets(v);
     let (mode, identity) = match sealed {
-        Some(identity) => (" secrets=\"sealed\"", format!(" identity=\"{identity}\"")),
-        None => ("", String::new()),
+        Some(identity) => ("", format!(" identity=\"{identity}\"")),
+        None => (" secrets=\"plaintext\"", String::new()),
     };
     format!(
         r#"fleet "f" target="debian-12"{mode}

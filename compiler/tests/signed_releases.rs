@@ -7,12 +7,17 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
+/// The three-role example with its seal key (a signed build otherwise seals with a key derived
+/// from the signing key, which an unsigned rebuild does not have).
 fn example_fixture() -> Fixture {
     let root = repo_root();
-    Fixture::spec(&std::fs::read_to_string(root.join("examples/three-role.kdl")).unwrap()).file(
-        "inventory/three-role.json",
-        &std::fs::read_to_string(root.join("examples/inventory/three-role.json")).unwrap(),
-    )
+    let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap();
+    Fixture::spec(&read("examples/three-role.kdl"))
+        .file(
+            "inventory/three-role.json",
+            &read("examples/inventory/three-role.json"),
+        )
+        .file("seal.key", &read("examples/keys/seal.key"))
 }
 
 fn release(path: &Path) -> bell_bundle::Release {
@@ -96,6 +101,8 @@ fn minisign_verifies_a_signed_build_and_the_sequence_only_grows() {
         "out",
         "--sign-key",
         "ci.key",
+        "--seal-key",
+        "seal.key",
         "--expires",
         "30d",
     ]);
@@ -136,13 +143,15 @@ fn minisign_verifies_a_signed_build_and_the_sequence_only_grows() {
     assert!(!minisign_verifies(fx.path(), "ci.pub", "tampered.json").0);
 
     // Signing the same build again (unchanged inputs) is a newer release, even in the same
-    // second; an unsigned rebuild of unchanged inputs keeps the signature.
-    let run = fx.bellc(&["build", "bell.kdl", "-o", "out", "--sign-key", "ci.key"]);
+    // second; an unsigned rebuild of unchanged inputs (and seal key) keeps the signature.
+    let seal = ["--seal-key", "seal.key"];
+    let signed = ["build", "bell.kdl", "-o", "out", "--sign-key", "ci.key"];
+    let run = fx.bellc(&[&signed[..], &seal].concat());
     assert_eq!(run.code, 0, "{}", run.stderr);
     let second = release(&fx.path().join("out/release.json"));
     assert!(second.sequence.unwrap() > sequence, "{second:?}");
     assert_eq!(second.expires, None);
-    let run = fx.bellc(&["build", "--force", "bell.kdl", "-o", "out"]);
+    let run = fx.bellc(&[&["build", "--force", "bell.kdl", "-o", "out"][..], &seal].concat());
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(release(&fx.path().join("out/release.json")), second);
     assert!(minisign_verifies(fx.path(), "ci.pub", "out/release.json").0);

@@ -4,14 +4,28 @@
 mod common;
 use common::*;
 
+/// The key the snapshots are built with (public, as the examples' host keys are).
+const SEAL_KEY: &str = "examples/keys/seal.key";
+
 fn check(example: &str) {
     let root = repo_root();
     let spec = format!("examples/{example}.kdl");
     let out = format!("snapshots/{example}");
-    let run = bellc_in(&root, &["build", "--check", &spec, "-o", &out]);
+    let run = bellc_in(
+        &root,
+        &[
+            "build",
+            "--check",
+            &spec,
+            "-o",
+            &out,
+            "--seal-key",
+            SEAL_KEY,
+        ],
+    );
     assert_eq!(
         run.code, 0,
-        "snapshots/{example} is stale; rebuild with `cargo run -p bellc -- build {spec} -o {out}` (delete it first) and review the diff:\n{}",
+        "snapshots/{example} is stale; rebuild with `cargo run -p bellc -- build {spec} -o {out} --seal-key {SEAL_KEY}` (delete it first) and review the diff:\n{}",
         run.stderr
     );
     // --check compares what the build writes; it must also not leave extra bundles behind.
@@ -40,4 +54,51 @@ fn divingbell_snapshot_is_up_to_date() {
 #[test]
 fn three_role_snapshot_is_up_to_date() {
     check("three-role");
+}
+
+/// What the examples' hosts are given as secrets (password hashes, 0600 files) is in
+/// `snapshots/` only sealed: each host's ciphertexts open with that host's example key, and no
+/// file of the snapshot holds a plaintext, its sha256 or a password hash in the clear.
+fn holds_no_secret_in_the_clear(example: &str) {
+    let root = repo_root();
+    let out = root.join("snapshots").join(example);
+    let spec = std::fs::read_to_string(root.join(format!("examples/{example}.kdl"))).unwrap();
+    let mut secrets: Vec<String> = spec
+        .split("password \"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next())
+        .map(str::to_string)
+        .collect();
+    assert!(
+        !secrets.is_empty(),
+        "examples/{example}.kdl sets no password"
+    );
+    let mut opened = 0;
+    for host in std::fs::read_dir(out.join("secrets")).unwrap() {
+        let host = host.unwrap();
+        let key = root.join("examples/keys").join(host.file_name());
+        let identity = bell_seal::Identity::from_seed(sealing::ssh_seed(&key)).unwrap();
+        for file in std::fs::read_dir(host.path()).unwrap() {
+            let path = file.unwrap().path();
+            if path.extension().is_some_and(|e| e == "age") {
+                let plain = bell_seal::open(&std::fs::read(&path).unwrap(), &identity)
+                    .unwrap_or_else(|e| panic!("{} does not open: {e}", path.display()));
+                secrets.push(String::from_utf8(plain).unwrap());
+                opened += 1;
+            }
+        }
+    }
+    assert!(opened > 0, "snapshots/{example} holds no sealed secret");
+    let needles: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    sealing::assert_nowhere(&out, &sealing::needles(&needles));
+}
+
+#[test]
+fn the_divingbell_snapshot_holds_no_secret_in_the_clear() {
+    holds_no_secret_in_the_clear("divingbell");
+}
+
+#[test]
+fn the_three_role_snapshot_holds_no_secret_in_the_clear() {
+    holds_no_secret_in_the_clear("three-role");
 }

@@ -15,18 +15,40 @@ fn output(dir: &Path) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
+/// The key both builds seal with (the examples' own).
+fn seal_key_file() -> std::path::PathBuf {
+    repo_root().join("examples/keys/seal.key")
+}
+
 /// The whole fleet in memory, then written: the build as it was before it streamed.
 fn build_in_memory(spec: &Path, out: &Path) {
     let mut sources = bellc::source::Sources::new();
     let mut diags = bellc::diagnostic::Diagnostics::new();
-    let compiled = bellc::compile(spec, &mut sources, &mut diags).expect("compiles");
+    // As `bellc build --seal-key FILE` takes the file's bytes.
+    let key = bell_seal::SealKey::derive(
+        &std::fs::read(seal_key_file()).unwrap(),
+        "bellc secrets, from --seal-key",
+    );
+    let front = bellc::frontend(spec, &mut sources, &mut diags).expect("front end");
+    let mut compiled =
+        bellc::compile_frontend_sealed(front, &sources, &mut diags, Some(key.clone()))
+            .expect("compiles");
+    let sealed: bellc::emit::secrets::SealedContents = compiled
+        .bundles
+        .values()
+        .filter(|b| !b.sealed.is_empty())
+        .map(|b| (b.id.clone(), b.sealed.clone()))
+        .collect();
+    bellc::emit::secrets::write(out, &mut compiled.release, &sealed, &key).expect("sealed");
     bellc::emit::write(out, &compiled.bundles, &compiled.release).expect("written");
 }
 
 /// `bellc build` on one thread: the smallest chunks, so a few hundred hosts are several.
 fn build_streamed(dir: &Path, spec: &str, out: &str) -> Run {
+    let key = seal_key_file();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_bellc"))
-        .args(["build", spec, "-o", out])
+        .args(["build", spec, "-o", out, "--seal-key"])
+        .arg(&key)
         .current_dir(dir)
         .env("RAYON_NUM_THREADS", "1")
         .output()

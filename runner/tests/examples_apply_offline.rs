@@ -2,6 +2,8 @@
 //! root: every managed file lands with its content and mode, units are enabled through `wants`
 //! symlinks, a re-apply changes nothing, and a bundle without them restores the root.
 //! bell-run depends on no compiler code; the snapshots are its input here, as rsync would ship.
+//! Each bundle is applied as one of its hosts (`OUT/hosts/NAME`, its sealed secrets beside it
+//! in `OUT/secrets/NAME/`), opened with that host's example key (`examples/keys/NAME`).
 
 mod common;
 use std::os::unix::fs::PermissionsExt;
@@ -12,16 +14,37 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn bundles() -> Vec<PathBuf> {
+/// One host of every bundle of the snapshots: `(OUT/hosts/NAME, NAME)`.
+fn hosts() -> Vec<(PathBuf, String)> {
     let mut out = Vec::new();
     for example in ["divingbell", "three-role"] {
-        let dir = repo().join("snapshots").join(example).join("bundles");
-        for entry in std::fs::read_dir(&dir).expect("snapshots") {
-            out.push(entry.expect("entry").path());
+        let dir = repo().join("snapshots").join(example);
+        let release: bell_bundle::Release = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("release.json")).expect("release"),
+        )
+        .expect("release");
+        let mut first: std::collections::BTreeMap<String, String> = Default::default();
+        for (name, host) in &release.hosts {
+            first
+                .entry(host.bundle.clone())
+                .or_insert_with(|| name.clone());
         }
+        out.extend(
+            first
+                .into_values()
+                .map(|name| (dir.join("hosts").join(&name), name)),
+        );
     }
-    out.sort();
     out
+}
+
+/// The example key of `host`, copied 0600 (git keeps no modes; bell-run refuses a key others
+/// can read), with `--identity` before it.
+fn identity(host: &str, dir: &Path) -> [String; 2] {
+    let key = dir.join(format!("{host}.key"));
+    std::fs::copy(repo().join("examples/keys").join(host), &key).expect("example key");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    ["--identity".into(), key.to_string_lossy().into_owned()]
 }
 
 /// An image root with the account databases user scripts edit (useradd --root).
@@ -85,9 +108,12 @@ fn image(root: &Path) -> Vec<(String, String, u32)> {
 
 #[test]
 fn every_example_bundle_applies_offline_then_reapplies_as_a_no_op() {
-    for bundle in bundles() {
+    let keys = tempfile::tempdir().expect("tempdir");
+    for (bundle, host) in hosts() {
         let root = image_root();
-        let (code, text) = bell_run(&["apply", bundle.to_str().expect("utf-8")], root.path());
+        let [flag, key] = identity(&host, keys.path());
+        let apply = ["apply", bundle.to_str().expect("utf-8"), &flag, &key];
+        let (code, text) = bell_run(&apply, root.path());
         assert_eq!(code, 0, "{}:\n{text}", bundle.display());
         let manifest: bell_bundle::Manifest = bell_bundle::Manifest::from_json(
             &std::fs::read_to_string(bundle.join("bundle.json")).expect("manifest"),
@@ -97,7 +123,13 @@ fn every_example_bundle_applies_offline_then_reapplies_as_a_no_op() {
             let on_host = root.path().join(file.path.trim_start_matches('/'));
             let bytes =
                 std::fs::read(&on_host).unwrap_or_else(|e| panic!("{}: {e}", on_host.display()));
-            assert_eq!(sha256(&bytes), file.sha256, "{}", file.path);
+            // A sealed file is named by a keyed digest: what lands is its opened plaintext,
+            // which the re-apply below finds unchanged.
+            if file.sealed {
+                assert!(!bytes.starts_with(b"age-encryption.org"), "{}", file.path);
+            } else {
+                assert_eq!(sha256(&bytes), file.sha256, "{}", file.path);
+            }
             let mode = std::fs::metadata(&on_host)
                 .expect("meta")
                 .permissions()
@@ -117,7 +149,7 @@ fn every_example_bundle_applies_offline_then_reapplies_as_a_no_op() {
             assert_eq!(target, Path::new(&file.path), "{}", wants.display());
         }
         let before = image(root.path());
-        let (code, text) = bell_run(&["apply", bundle.to_str().expect("utf-8")], root.path());
+        let (code, text) = bell_run(&apply, root.path());
         assert_eq!(code, 0, "{text}");
         assert!(
             text.contains("result: 0 changed"),
@@ -145,7 +177,12 @@ fn a_bundle_without_the_examples_resources_restores_the_root() {
     let pristine = image(root.path());
 
     let bundle = repo().join("snapshots/three-role/hosts/sto-01");
-    let (code, text) = bell_run(&["apply", bundle.to_str().expect("utf-8")], root.path());
+    let keys = tempfile::tempdir().expect("tempdir");
+    let [flag, key] = identity("sto-01", keys.path());
+    let (code, text) = bell_run(
+        &["apply", bundle.to_str().expect("utf-8"), &flag, &key],
+        root.path(),
+    );
     assert_eq!(code, 0, "{text}");
     assert_ne!(pristine, image(root.path()));
 

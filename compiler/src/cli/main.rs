@@ -804,12 +804,16 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             }
             // A key that cannot sign stops the build before anything is written.
             let sign_key = load_sign_key(signing)?;
-            let seal_key = match seal_key {
-                Some(path) => Some(load_seal_key(path)?),
-                None => sign_key.as_ref().map(signing::SigningKey::seal_key),
+            // The key that names and seals secrets: given, derived from the signing key, or
+            // bellc's own (with its bytes when it is new, to keep once it sealed something).
+            let (seal_key, new_seal_key) = match (seal_key, &sign_key) {
+                (Some(path), _) => (load_seal_key(path)?, None),
+                (None, Some(sign_key)) => (sign_key.seal_key(), None),
+                (None, None) => own_seal_key()?,
             };
             let clock = std::time::Instant::now();
-            let found = bellc::emit::incremental::found(spec, out, cli.allow_unknown_sysctl);
+            let found =
+                bellc::emit::incremental::found(spec, out, cli.allow_unknown_sysctl, &seal_key);
             if !*check && !*force && diff.is_none() && found == Found::Current {
                 if *timings {
                     eprintln!(
@@ -864,13 +868,8 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 bellc::template_errors(front, sources, diags);
                 return Ok(1);
             }
-            let sealing = front.spec.fleet.secrets_sealed.is_some();
-            let seal_key = match seal_key {
-                Some(key) => Some(key),
-                None if sealing => Some(own_seal_key()?),
-                None => None,
-            };
-            let seal_with = seal_key.as_ref().filter(|_| sealing);
+            let sealing = front.spec.fleet.secrets_plaintext.is_none();
+            let seal_with = Some(&seal_key).filter(|_| sealing);
             let mut sealed = bellc::emit::secrets::SealedContents::new();
             let mut keep_sealed = |bundle: &bellc::render::RenderedBundle| {
                 if !bundle.sealed.is_empty() {
@@ -997,6 +996,9 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             bellc::emit::incremental::forget(out);
             let mut built = built;
             if let Some(key) = seal_with {
+                if let (Some(material), false) = (&new_seal_key, sealed.is_empty()) {
+                    keep_own_seal_key(material)?;
+                }
                 bellc::emit::secrets::write(out, &mut built.release, &sealed, key)
                     .map_err(|e| e.to_string())?;
             }
@@ -1015,6 +1017,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 sources,
                 out,
                 &built.release,
+                seal_with.filter(|_| !sealed.is_empty()),
                 diags.is_empty(),
             )
             .map_err(|e| format!("cannot record the build's inputs in {}: {e}", out.display()))?;
@@ -1257,45 +1260,58 @@ fn span(value: &str) -> Result<u64, String> {
     signing::parse_span(value)
 }
 
-/// The key a build without `--seal-key` or `--sign-key` seals secrets with: bellc's own, made
-/// once in its state directory (`seal.key`, 0600), as ssh makes a host key, so that builds on
-/// this machine name the same secrets alike. CI gives its signing key instead. Without a state
-/// directory (no `HOME`), a key no one keeps: the build is right, only not repeatable.
-fn own_seal_key() -> Result<bell_seal::SealKey, Failure> {
-    let Some(dir) = bellc::fleet::witness::state_dir() else {
-        return Ok(bell_seal::SealKey::random());
-    };
-    let path = dir.join("seal.key");
-    if std::fs::symlink_metadata(&path).is_err() {
-        use std::io::{Read, Write};
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut material = [0u8; 32];
-        std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut material))
-            .map_err(|e| Failure::Io(format!("cannot read /dev/urandom: {e}")))?;
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Failure::Io(format!("cannot create {}: {e}", dir.display())))?;
-        let made = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .and_then(|mut f| f.write_all(&material));
-        // Another build may have made it meanwhile: that one is read below.
-        if let Err(e) = made {
-            if e.kind() != std::io::ErrorKind::AlreadyExists {
-                return Err(Failure::Io(format!("cannot write {}: {e}", path.display())));
-            }
-        }
+/// The key a build without `--seal-key` or `--sign-key` seals secrets with: bellc's own, kept
+/// in its state directory (`seal.key`, 0600) as ssh keeps a host key, so that builds on this
+/// machine name the same secrets alike. CI gives its signing key instead. When none is kept
+/// yet, a new one, with the bytes [`keep_own_seal_key`] keeps once a build has sealed with it
+/// (a fleet without secrets leaves nothing behind).
+fn own_seal_key() -> Result<(bell_seal::SealKey, Option<[u8; 32]>), Failure> {
+    if let Some(key) = own_seal_key_if_made() {
+        return Ok((key, None));
     }
-    load_seal_key(&path)
+    use std::io::Read;
+    let mut material = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut material))
+        .map_err(|e| Failure::Io(format!("cannot read /dev/urandom: {e}")))?;
+    Ok((seal_key_from(&material), Some(material)))
 }
 
-/// bellc's own seal key when a build has made it (never made here).
+/// Keeps a new own seal key that a build sealed secrets with. Without a state directory (no
+/// `HOME`) it is not kept: that build is right, only the next one names its secrets anew.
+fn keep_own_seal_key(material: &[u8; 32]) -> Result<(), Failure> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Some(dir) = bellc::fleet::witness::state_dir() else {
+        return Ok(());
+    };
+    let path = dir.join("seal.key");
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Failure::Io(format!("cannot create {}: {e}", dir.display())))?;
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| f.write_all(material));
+    match made {
+        // Another build kept one meanwhile: the next build seals with that one.
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+            Err(Failure::Io(format!("cannot write {}: {e}", path.display())))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// bellc's own seal key when a build has kept it (never made here).
 fn own_seal_key_if_made() -> Option<bell_seal::SealKey> {
     let path = bellc::fleet::witness::state_dir()?.join("seal.key");
     std::fs::symlink_metadata(&path).ok()?;
     load_seal_key(&path).ok()
+}
+
+fn seal_key_from(material: &[u8]) -> bell_seal::SealKey {
+    bell_seal::SealKey::derive(material, "bellc secrets, from --seal-key")
 }
 
 /// `--seal-key FILE`: at least 32 bytes of secret material.
@@ -1310,10 +1326,7 @@ fn load_seal_key(path: &Path) -> Result<bell_seal::SealKey, Failure> {
             path.display()
         )));
     }
-    Ok(bell_seal::SealKey::derive(
-        &bytes,
-        "bellc secrets, from --seal-key",
-    ))
+    Ok(seal_key_from(&bytes))
 }
 
 fn load_sign_key(args: &SignArgs) -> Result<Option<signing::SigningKey>, Failure> {

@@ -30,6 +30,10 @@ struct Record {
     /// Built with `--allow-unknown-sysctl`: a build without it must check the keys again.
     #[serde(default)]
     allow_unknown_sysctl: bool,
+    /// What names the key the build sealed secrets with (a keyed digest of a constant), when
+    /// it sealed any: a build with another key must seal them again.
+    #[serde(default)]
+    seal: Option<String>,
     /// The build had no diagnostic: only then may a rebuild be skipped (a warning is never
     /// hidden by a skipped rebuild).
     #[serde(default)]
@@ -86,15 +90,19 @@ fn relative_pattern(dir: &Path, pattern: &Path) -> PathBuf {
     }
 }
 
-/// Whether OUT holds the build of `spec` as it is now: the same bellc, the same input bytes,
-/// the same glob matches, the same checks (`allow_unknown_sysctl`), release.json as that build
-/// wrote it, and nothing of OUT changed since.
-pub fn is_current(spec: &Path, out: &Path, allow_unknown_sysctl: bool) -> bool {
-    found(spec, out, allow_unknown_sysctl) == Found::Current
+/// What the record of the last build says of OUT now (see [`Found`]).
+/// What names a seal key in the record: its keyed digest of a constant, which tells keys apart
+/// and nothing of them.
+fn seal_key_name(key: &bell_seal::SealKey) -> String {
+    key.digest(b"bellc: the key this build sealed secrets with")
 }
 
-/// What the record of the last build says of OUT now (see [`Found`]).
-pub fn found(spec: &Path, out: &Path, allow_unknown_sysctl: bool) -> Found {
+pub fn found(
+    spec: &Path,
+    out: &Path,
+    allow_unknown_sysctl: bool,
+    seal: &bell_seal::SealKey,
+) -> Found {
     let Ok(text) = fs::read_to_string(out.join(RECORD_FILE)) else {
         return Found::Unknown;
     };
@@ -120,6 +128,10 @@ pub fn found(spec: &Path, out: &Path, allow_unknown_sysctl: bool) -> Found {
     if !record.clean
         || record.spec != relative(&dir, spec)
         || record.allow_unknown_sysctl != allow_unknown_sysctl
+        || record
+            .seal
+            .as_ref()
+            .is_some_and(|name| *name != seal_key_name(seal))
     {
         return Found::Intact;
     }
@@ -246,6 +258,7 @@ pub fn record(
     sources: &Sources,
     out: &Path,
     release: &bell_bundle::Release,
+    sealed_with: Option<&bell_seal::SealKey>,
     clean: bool,
 ) -> std::io::Result<()> {
     let dir = spec_dir(spec_path);
@@ -272,6 +285,7 @@ pub fn record(
             .collect(),
         release: bell_bundle::sha256_hex(release.unsigned_json().as_bytes()),
         allow_unknown_sysctl: spec.allow_unknown_sysctl,
+        seal: sealed_with.map(seal_key_name),
         clean,
     };
     let text = serde_json::to_string_pretty(&record).unwrap_or_default();

@@ -52,12 +52,15 @@ pub fn render_fleet_streamed<'h, E: Send>(
 ) -> Result<Option<BTreeMap<&'h str, String>>, E> {
     let services = service_endpoints(resolution);
     let renderer = Renderer::new();
-    let seal_key = spec.fleet.secrets_sealed.map(|_| {
-        cache
-            .seal
-            .clone()
-            .unwrap_or_else(bell_seal::SealKey::random)
-    });
+    let seal_key = match spec.fleet.secrets_plaintext {
+        Some(_) => None,
+        None => Some(
+            cache
+                .seal
+                .clone()
+                .unwrap_or_else(bell_seal::SealKey::random),
+        ),
+    };
     let mut groups: BTreeMap<(usize, &str, Option<&str>), Vec<usize>> = BTreeMap::new();
     let mut uses_host: HashMap<usize, bool> = HashMap::new();
     for (i, host) in resolution.hosts.iter().enumerate() {
@@ -83,20 +86,16 @@ pub fn render_fleet_streamed<'h, E: Send>(
         let mut d = Digest::default();
         let _ = write!(
             d,
-            "bellc {}\nfleet {:?}\nservices {:?}\n",
+            "bellc {}\nfleet {:?}\nplaintext {}\nservices {:?}\n",
             env!("BELLC_BUILD"),
             spec.fleet.name,
+            spec.fleet.secrets_plaintext.is_some(),
             services
         );
         d.0
     };
     // What a group's bundle is rendered from; `None` where it cannot be told (no order).
     let digest_of = |members: &Vec<usize>, per_host: bool| -> Option<String> {
-        // A sealed bundle's secrets are sealed to each host from their content, which a
-        // bundle taken unrendered from OUT does not have.
-        if seal_key.is_some() {
-            return None;
-        }
         let first = members[0];
         let host = &resolution.hosts[first];
         let order = orders.get(first)?.as_ref()?;
@@ -216,8 +215,9 @@ pub fn render_fleet_streamed<'h, E: Send>(
                         bundle_of.insert(&resolution.hosts[i].name, bundle.id.clone());
                     }
                     // Only what rendered without a word is taken again unrendered: a warning
-                    // is said by every build.
-                    if warnings.is_empty() {
+                    // is said by every build. Nor a bundle with sealed secrets, which are
+                    // sealed to each host from their content, not in OUT's bundle.
+                    if warnings.is_empty() && bundle.sealed.is_empty() {
                         now.extend(digest.map(|d| (d, bundle.id.clone())));
                     }
                     if !failed && seen.insert(bundle.id.clone()) {

@@ -159,23 +159,44 @@ pub fn have(tool: &str) -> bool {
 }
 
 /// Compiles `spec` (written as `bell.kdl` in a temp dir) and returns the result and the
-/// diagnostics as `file:line:col: severity[code]: message` lines.
+/// diagnostics as `file:line:col: severity[code]: message` lines. Unless it says `secrets=`,
+/// it is built as a trial is, secrets in the bundle in the clear (these tests read rendered
+/// scripts; their hosts have no identities).
 pub fn compile(spec: &str) -> (Option<Compiled>, Vec<String>) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("bell.kdl");
     std::fs::write(&path, spec).expect("write spec");
-    compile_path(&path, Some(dir.path()))
+    compile_with(&path, Some(dir.path()), !spec.contains("secrets="))
 }
 
+/// Compiles the spec at `path` as `bellc build` does, its secrets named and sealed with
+/// [`test_seal_key`].
 pub fn compile_path(path: &Path, base: Option<&Path>) -> (Option<Compiled>, Vec<String>) {
+    compile_with(path, base, false)
+}
+
+/// The key tests seal with: the same for every build, as a CI's is.
+pub fn test_seal_key() -> bell_seal::SealKey {
+    bell_seal::SealKey::derive(b"bellc's tests", "the key tests seal with")
+}
+
+fn compile_with(path: &Path, base: Option<&Path>, trial: bool) -> (Option<Compiled>, Vec<String>) {
     let mut sources = match base {
         Some(b) => Sources::with_base(b.to_path_buf()),
         None => Sources::new(),
     };
     let mut diags = Diagnostics::new();
-    let compiled = bellc::compile(path, &mut sources, &mut diags);
-    let lines = diags.to_short_lines(&sources);
-    (compiled, lines)
+    let compiled = bellc::frontend(path, &mut sources, &mut diags).and_then(|mut front| {
+        if diags.has_errors() {
+            bellc::template_errors(front, &sources, &mut diags);
+            return None;
+        }
+        if trial && front.spec.fleet.secrets_plaintext.is_none() {
+            front.spec.fleet.secrets_plaintext = front.spec.fleet.span;
+        }
+        bellc::compile_frontend_sealed(front, &sources, &mut diags, Some(test_seal_key()))
+    });
+    (compiled, diags.to_short_lines(&sources))
 }
 
 pub fn compile_ok(spec: &str) -> Compiled {

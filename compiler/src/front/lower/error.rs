@@ -181,6 +181,19 @@ pub enum LowerError {
         span: SourceSpan,
         file: FileId,
     },
+    #[error(
+        "secrets are shipped in the clear: every host and every reader of the mirror can read them"
+    )]
+    #[diagnostic(
+        code(bell::lower::plaintext_secrets),
+        severity(Warning),
+        help("give every host that has secrets an `identity=\"ssh-ed25519 …\"` and drop secrets=\"plaintext\": each host's secrets are then sealed to it")
+    )]
+    PlaintextSecrets {
+        #[label("said here")]
+        span: SourceSpan,
+        file: FileId,
+    },
     #[error("{message}")]
     #[diagnostic(code(bell::inventory::invalid))]
     Inventory {
@@ -209,6 +222,7 @@ impl LowerError {
             | Unreadable { file, .. }
             | IncludeCycle { file, .. }
             | EmptyGlob { file, .. }
+            | PlaintextSecrets { file, .. }
             | Inventory { file, .. }
             | NotUtf8 { file, .. }
             | TooDeep { file, .. }

@@ -91,15 +91,19 @@ impl Lowerer<'_> {
                 "secrets" => {
                     if let Some(mode) = self.string(file, "secrets", entry) {
                         match mode.as_str() {
-                            "sealed" => {
-                                self.spec.fleet.secrets_sealed =
-                                    Some(self.span(file, entry.span()))
+                            "sealed" => self.spec.fleet.secrets_plaintext = None,
+                            "plaintext" => {
+                                self.spec.fleet.secrets_plaintext =
+                                    Some(self.span(file, entry.span()));
+                                self.diags.push(LowerError::PlaintextSecrets {
+                                    span: entry.span(),
+                                    file,
+                                });
                             }
-                            "plaintext" => self.spec.fleet.secrets_sealed = None,
                             _ => self.diags.push(LowerError::InvalidValue {
                                 message: format!("`secrets` cannot be \"{mode}\""),
                                 span: entry.span(),
-                                help: "use secrets=\"sealed\" (each host's secrets are encrypted to its identity) or secrets=\"plaintext\" (in the bundles in the clear, for a trial)".into(),
+                                help: "use secrets=\"sealed\" (the default: each host's secrets are encrypted to its identity) or secrets=\"plaintext\" (in the bundles in the clear, for a trial)".into(),
                                 file,
                             }),
                         }

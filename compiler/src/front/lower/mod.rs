@@ -73,7 +73,7 @@ pub fn lower_root(file: FileId, sources: &mut Sources, diagnostics: &mut Diagnos
                 mode: OverrideMode::Layered,
                 span: None,
                 identities_required: None,
-                secrets_sealed: None,
+                secrets_plaintext: None,
             },
             hosts: Vec::new(),
             base: Layer::default(),

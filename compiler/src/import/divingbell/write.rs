@@ -48,7 +48,8 @@ pub fn spec(
     line_of: &dyn Fn(Span) -> usize,
     notes: &mut Vec<Note>,
 ) -> Written {
-    let mut secret = false;
+    // Where the values give the first secret: where the spec says it ships in the clear.
+    let mut first_secret: Option<Span> = None;
     let mut places = SourceMap::new();
     let exclusive = exclusive(values);
     let mut out = String::new();
@@ -81,12 +82,15 @@ pub fn spec(
         notes.extend(values.notes.iter().cloned());
     }
     let mode = if exclusive { "exclusive" } else { "layered" };
+    let fleet_at = out.len();
     out.push_str(&format!(
-        "fleet {} target={} overrides={}\n",
+        "fleet {} target={} overrides={}",
         string(options.fleet),
         string(options.target),
         string(mode)
     ));
+    let fleet_end = out.len();
+    out.push('\n');
     if !options.hosts.is_empty() {
         out.push('\n');
         for host in options.hosts {
@@ -110,7 +114,7 @@ pub fn spec(
         ));
         comment_notes(&mut out, "", &mapped.notes, line_of);
         notes.extend(mapped.notes);
-        secret |= mapped.decls.iter().any(|d| d.secret);
+        first_secret = first_secret.or(mapped.decls.iter().find(|d| d.secret).map(|d| d.span));
         write_decls(&mut out, "", &mapped.decls, &[], &mut places);
     }
 
@@ -167,7 +171,7 @@ pub fn spec(
             // is mapped only for the declarations.
             let own_notes = map(*module, own, &path).notes;
             let merged = map(*module, &values.conf(*module, choice), "").decls;
-            secret |= merged.iter().any(|d| d.secret);
+            first_secret = first_secret.or(merged.iter().find(|d| d.secret).map(|d| d.span));
             // In exclusive mode a host gets the base and this override only; layered, any
             // earlier label override of the daemonset may have applied before this one.
             let earlier = match (exclusive, choice) {
@@ -223,10 +227,35 @@ pub fn spec(
             out.push_str("}\n");
         }
     }
+    if let Some(secret) = first_secret {
+        // Divingbell's hosts have no identities to seal their secrets to: they ship in the
+        // clear, as the chart shipped them, until the spec gives each host one.
+        let property = " secrets=\"plaintext\"";
+        let comment = "// The values hold password hashes, which Divingbell shipped in the clear; so do these\n\
+                       // hosts, which have no identities yet (a warning on every build). Give each host an\n\
+                       // `identity=` (`bellc import known-hosts` reads them) and drop secrets=\"plaintext\":\n\
+                       // each host's secrets are then sealed to it.\n";
+        out.insert_str(fleet_end, property);
+        out.insert_str(fleet_at, comment);
+        for (range, _) in &mut places {
+            let shift = |at: usize| {
+                at + if at >= fleet_end {
+                    comment.len() + property.len()
+                } else if at >= fleet_at {
+                    comment.len()
+                } else {
+                    0
+                }
+            };
+            *range = shift(range.start)..shift(range.end);
+        }
+        let at = fleet_end + comment.len();
+        places.push((at..at + property.len(), secret));
+    }
     Written {
         text: out,
         map: places,
-        secret,
+        secret: first_secret.is_some(),
     }
 }
 
