@@ -63,6 +63,10 @@ pub struct Report {
     pub changed: usize,
     /// Resources whose apply needs a live host (exit `EXIT_DEFERRED` offline).
     pub deferred: usize,
+    /// Resources left out of an image baked without the host's key, since they need its
+    /// sealed secrets (and those that depend on them): the first apply with the key does them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub needs_secrets: Vec<String>,
     /// Of `changed`: resources the bundle did not change whose files had drifted on the host,
     /// put back by this apply.
     pub repaired: usize,
@@ -92,6 +96,10 @@ struct Checked {
     /// The plaintext of each sealed entry the bundle directory lacks, by bundle path: put
     /// into bell-run's copy before anything runs from it.
     opened: BTreeMap<String, Vec<u8>>,
+    /// Baked without the host's key: the `KIND:NAME` of each resource left out (see
+    /// [`Manifest::without_sealed`]); `manifest` and `id` are then those of what is left,
+    /// which bell-run's copy holds as its `bundle.json`.
+    needs_secrets: Vec<String>,
 }
 
 fn check(bundle: &Path, opts: &Options) -> Result<Checked, Refusal> {
@@ -113,34 +121,78 @@ fn check(bundle: &Path, opts: &Options) -> Result<Checked, Refusal> {
     })?;
     // Also checks bell-run's own directory, for every command alike.
     let root = crate::statedir::open_root(&opts.root)?;
-    let id = manifest.id();
-    let (manifest, opened) = open_sealed(bundle, manifest, &root, opts)?;
+    // The id is the sealed manifest's, never the opened view's; without what needs the
+    // secrets, it is that manifest's own.
+    let sealed_id = manifest.id();
+    let opened = open_sealed(bundle, manifest, &root, opts)?;
+    let id = match opened.needs_secrets.is_empty() {
+        true => sealed_id,
+        false => opened.manifest.id(),
+    };
     Ok(Checked {
         root,
-        manifest,
+        manifest: opened.manifest,
         id,
-        opened,
+        opened: opened.plaintext,
+        needs_secrets: opened.needs_secrets,
     })
 }
 
 /// The bundle's sealed secrets, opened with the host's key (or `--identity`): the manifest as
 /// the host sees it, and each plaintext the bundle directory lacks. A bundle that bell-run
-/// opened before (its own copy) holds them already.
+/// opened before (its own copy) holds them already. An image baked without the key (offline,
+/// none in the root, no `--identity`) gets the bundle without what needs them, and their
+/// names: its first apply with the key, a different bundle id, does the rest.
 fn open_sealed(
     bundle: &Path,
     manifest: Manifest,
     root: &Root,
     opts: &Options,
-) -> Result<(Manifest, BTreeMap<String, Vec<u8>>), Refusal> {
+) -> Result<Opened, Refusal> {
+    let whole = |manifest: Manifest, plaintext: BTreeMap<String, Vec<u8>>| Opened {
+        manifest,
+        plaintext,
+        needs_secrets: Vec::new(),
+    };
     let sealed_paths = manifest.sealed();
     if sealed_paths.is_empty() {
-        return Ok((manifest, BTreeMap::new()));
+        return Ok(whole(manifest, BTreeMap::new()));
     }
     if sealed_paths.keys().all(|rel| bundle.join(rel).is_file()) {
         let opened = bell_bundle::opened_in(manifest, bundle)
             .map_err(|e| Refusal::new(format!("cannot read an opened secret: {e}")))?;
-        return Ok((opened, BTreeMap::new()));
+        return Ok(whole(opened, BTreeMap::new()));
     }
+    let key = match &opts.identity {
+        Some(file) => crate::identity::load_file(file).map_err(Refusal::new)?,
+        None => match crate::identity::load(root).map_err(Refusal::new)? {
+            Some(found) => found.key,
+            None if opts.offline => {
+                return Ok(match manifest.without_sealed() {
+                    Some((manifest, needs_secrets)) => Opened {
+                        manifest,
+                        plaintext: BTreeMap::new(),
+                        needs_secrets,
+                    },
+                    None => whole(manifest, BTreeMap::new()),
+                });
+            }
+            None => {
+                return Err(Refusal::new(format!(
+                    "the bundle holds secrets sealed to its host, and {} has no key to open \
+                     them ({} or {})",
+                    root.dir.display(),
+                    crate::identity::SSH_HOST_KEY,
+                    crate::identity::BELL_KEY
+                ))
+                .help(
+                    "give the host's key with `--identity FILE` (or bake an image with \
+                     `--offline`, which leaves what needs them to the first apply with the \
+                     key); nothing was changed",
+                ))
+            }
+        },
+    };
     let sealed = match &opts.sealed {
         Some(sealed) => sealed.clone(),
         None => crate::sealed::beside(bundle, &manifest)?.ok_or_else(|| {
@@ -154,25 +206,6 @@ fn open_sealed(
             )
         })?,
     };
-    let key = match &opts.identity {
-        Some(file) => crate::identity::load_file(file).map_err(Refusal::new)?,
-        None => match crate::identity::load(root).map_err(Refusal::new)? {
-            Some(found) => found.key,
-            None => {
-                return Err(Refusal::new(format!(
-                    "the bundle holds secrets sealed to its host, and {} has no key to open \
-                     them ({} or {})",
-                    root.dir.display(),
-                    crate::identity::SSH_HOST_KEY,
-                    crate::identity::BELL_KEY
-                ))
-                .help(
-                    "for an image, give the host's key with `--identity FILE`; nothing was \
-                     changed",
-                ))
-            }
-        },
-    };
     let opened = crate::sealed::open(&manifest, &sealed, &key)?;
     let view = manifest
         .opened(|rel| {
@@ -181,7 +214,17 @@ fn open_sealed(
                 .map(|plain| (bell_bundle::sha256_hex(plain), plain.len() as u64))
         })
         .map_err(|rel| Refusal::new(format!("the sealed secret for {rel} was not opened")))?;
-    Ok((view, opened))
+    Ok(whole(view, opened))
+}
+
+/// What [`open_sealed`] makes of a bundle.
+struct Opened {
+    /// As the host sees it (see [`Checked::manifest`]).
+    manifest: Manifest,
+    /// See [`Checked::opened`].
+    plaintext: BTreeMap<String, Vec<u8>>,
+    /// See [`Checked::needs_secrets`].
+    needs_secrets: Vec<String>,
 }
 
 /// The manifest of the generation applied last, from bell-run's verified copy; when that is
@@ -247,7 +290,8 @@ fn report(checked: &Checked, opts: &Options, recovered: Option<String>, plan: Pl
         triggers: Vec::new(),
         resources: Vec::new(),
         changed: 0,
-        deferred: 0,
+        deferred: checked.needs_secrets.len(),
+        needs_secrets: checked.needs_secrets.clone(),
         repaired: 0,
         failed: Vec::new(),
         drift: Vec::new(),
@@ -341,7 +385,8 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
 
     // bell-run's own copy of the bundle: departed resources are reverted from it later, and
     // what runs is what was verified.
-    let (copy, copied) = copy_bundle(root, bundle, &checked.id)?;
+    let left_out = (!checked.needs_secrets.is_empty()).then_some(&checked.manifest);
+    let (copy, copied) = copy_bundle(root, bundle, &checked.id, left_out)?;
     // A refusal from here until something changes takes the new copy back, so that a refused
     // apply leaves the root as it was.
     let forget_copy = |refusal: Refusal| {
@@ -474,7 +519,8 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         .resources
         .iter()
         .filter(|o| o.status == "deferred")
-        .count();
+        .count()
+        + checked.needs_secrets.len();
     rep.changed = plan
         .resources
         .iter()
@@ -536,7 +582,14 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
 /// says whether it made the copy. Half-made copies of earlier runs (a full disk, a crash) are
 /// removed first: under the lock nothing else can be writing them, and left behind they would
 /// hold the space the next copy needs.
-fn copy_bundle(root: &Root, bundle: &Path, id: &str) -> Result<(PathBuf, bool), Refusal> {
+/// bell-run's copy of `bundle` as generation `id`; with `without_sealed`, the manifest of what
+/// an image baked without the host's key applies, in place of the bundle's own (`id` is its).
+fn copy_bundle(
+    root: &Root,
+    bundle: &Path,
+    id: &str,
+    without_sealed: Option<&Manifest>,
+) -> Result<(PathBuf, bool), Refusal> {
     let copy = state::generation_dir(root, id);
     if bundle.canonicalize().ok() == copy.canonicalize().ok() {
         return Ok((copy, false));
@@ -555,6 +608,10 @@ fn copy_bundle(root: &Root, bundle: &Path, id: &str) -> Result<(PathBuf, bool), 
     let _ = fs::remove_dir_all(&copy);
     let tmp = generations.join(format!(".{id}.tmp"));
     crate::rootfs::copy_tree(bundle, &tmp)
+        .and_then(|()| match without_sealed {
+            Some(manifest) => leave_out_of_copy(&tmp, manifest),
+            None => Ok(()),
+        })
         .and_then(|()| fs::rename(&tmp, &copy))
         .map_err(|e| {
             let _ = fs::remove_dir_all(&tmp);
@@ -569,6 +626,30 @@ fn copy_bundle(root: &Root, bundle: &Path, id: &str) -> Result<(PathBuf, bool), 
         Refusal::new(format!("the bundle changed while it was copied: {e}"))
     })?;
     Ok((copy, true))
+}
+
+/// Makes the copy at `dir` the bundle `kept` (the bundle without what needs its sealed
+/// secrets): the files and scripts only the whole bundle lists go, and its manifest is
+/// `kept`'s.
+fn leave_out_of_copy(dir: &Path, kept: &Manifest) -> std::io::Result<()> {
+    let manifest_path = dir.join(bell_bundle::MANIFEST_FILE);
+    let whole = Manifest::from_json(&fs::read_to_string(&manifest_path)?)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let paths = |m: &Manifest| -> std::collections::BTreeSet<String> {
+        m.files
+            .iter()
+            .map(|f| format!("{}{}", bell_bundle::ROOT_DIR, f.path))
+            .chain(m.scripts().map(|s| s.path.clone()))
+            .collect()
+    };
+    let kept_paths = paths(kept);
+    for rel in paths(&whole).difference(&kept_paths) {
+        match fs::remove_file(dir.join(rel)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    fs::write(manifest_path, kept.to_json())
 }
 
 /// exec scripts run directly, honouring their shebang, so bell-run's copy is executable.

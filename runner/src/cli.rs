@@ -973,6 +973,11 @@ fn print_report_body(report: &Report) {
     if let Some(recovered) = &report.recovered {
         println!("  {recovered}");
     }
+    for key in &report.needs_secrets {
+        println!(
+            "  {key}: left for the first apply with the host's key (its secrets are sealed to it)"
+        );
+    }
     let width = plan
         .resources
         .iter()

@@ -113,7 +113,7 @@ pub struct Script {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
     /// It carries a secret (a password hash, say): private wherever it is copied, and never
-    /// printed. See [`redacted`].
+    /// printed (it shows as [`REDACTED`]).
     #[serde(default, skip_serializing_if = "is_false")]
     pub secret: bool,
     /// Its content is sealed to the host (see [`File::sealed`]): `sha256` is the keyed digest
@@ -612,6 +612,92 @@ impl Manifest {
             open(script.path.clone(), &mut script.sha256, &mut script.size)?;
         }
         Ok(opened)
+    }
+
+    /// The manifest without what needs its sealed secrets opened, for an image baked without
+    /// the host's key: every resource with a sealed script or file, every resource that
+    /// depends on one of those (`after`), and the files, triggers, probes and batches only
+    /// they had. What stays is as it was (the same hashes), so that the host's first apply of
+    /// the whole bundle applies only what was left out. Returns it with the `KIND:NAME` of each
+    /// resource left out, or `None` when nothing is sealed.
+    pub fn without_sealed(&self) -> Option<(Manifest, Vec<String>)> {
+        if self.sealed().is_empty() {
+            return None;
+        }
+        let sealed_files: BTreeSet<&str> = self
+            .files
+            .iter()
+            .filter(|f| f.sealed)
+            .map(|f| f.path.as_str())
+            .collect();
+        let sealed_batches: BTreeSet<&str> = self
+            .batches
+            .iter()
+            .filter(|b| b.check.sealed)
+            .map(|b| b.name.as_str())
+            .collect();
+        let key = |r: &Resource| format!("{}:{}", r.kind, r.name);
+        let mut out: BTreeSet<String> = self
+            .resources
+            .iter()
+            .filter(|r| {
+                [&r.apply, &r.revert, &r.check]
+                    .into_iter()
+                    .flatten()
+                    .any(|s| s.sealed)
+                    || r.files.iter().any(|f| sealed_files.contains(f.as_str()))
+                    || r.batch
+                        .as_deref()
+                        .is_some_and(|b| sealed_batches.contains(b))
+            })
+            .map(key)
+            .collect();
+        // What depends on a resource left out is left out too, until nothing more is.
+        loop {
+            let more: Vec<String> = self
+                .resources
+                .iter()
+                .filter(|r| !out.contains(&key(r)) && r.after.iter().any(|a| out.contains(a)))
+                .map(key)
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            out.extend(more);
+        }
+        let mut kept = self.clone();
+        kept.resources.retain(|r| !out.contains(&key(r)));
+        let owned: BTreeSet<&str> = kept
+            .resources
+            .iter()
+            .flat_map(|r| r.files.iter().map(String::as_str))
+            .collect();
+        let owned_by_none = |f: &File| !self.resources.iter().any(|r| r.files.contains(&f.path));
+        kept.files
+            .retain(|f| !f.sealed && (owned.contains(f.path.as_str()) || owned_by_none(f)));
+        let files: BTreeSet<String> = kept.files.iter().map(|f| f.path.clone()).collect();
+        for r in &mut kept.resources {
+            r.order_after.retain(|o| !out.contains(o));
+        }
+        kept.triggers.retain_mut(|t| {
+            let had = t.paths.len();
+            t.paths.retain(|p| files.contains(p));
+            !t.script.sealed && (had == 0 || !t.paths.is_empty())
+        });
+        kept.probes.retain(|p| !p.script.sealed);
+        let batched: BTreeSet<&str> = kept
+            .resources
+            .iter()
+            .filter_map(|r| r.batch.as_deref())
+            .collect();
+        let batches: Vec<Batch> = kept
+            .batches
+            .iter()
+            .filter(|b| !b.check.sealed && batched.contains(b.name.as_str()))
+            .cloned()
+            .collect();
+        kept.batches = batches;
+        Some((kept, out.into_iter().collect()))
     }
 
     /// The canonical bytes of the manifest; the bundle id is their sha256.
@@ -1552,5 +1638,98 @@ mod verify_tests {
             other.waves.reverse();
             assert!(!release.same_unsigned(&other));
         }
+    }
+
+    #[test]
+    fn without_sealed_leaves_out_what_needs_a_secret_and_what_depends_on_it() {
+        let script = |path: &str, sealed: bool| Script {
+            path: path.into(),
+            sha256: sha256_hex(path.as_bytes()),
+            size: (!sealed).then_some(1),
+            secret: sealed,
+            sealed,
+            live_only: false,
+        };
+        let file = |path: &str, sealed: bool| File {
+            path: path.into(),
+            sha256: sha256_hex(path.as_bytes()),
+            size: (!sealed).then_some(1),
+            mode: if sealed { "0600" } else { "0644" }.into(),
+            owner: "root".into(),
+            group: "root".into(),
+            secret: sealed,
+            sealed,
+        };
+        let resource =
+            |kind: &str, name: &str, files: &[&str], after: &[&str], apply: Option<Script>| {
+                Resource {
+                    kind: kind.into(),
+                    name: name.into(),
+                    hash: String::new(),
+                    files: files.iter().map(|f| f.to_string()).collect(),
+                    after: after.iter().map(|a| a.to_string()).collect(),
+                    order_after: vec!["user:ops".into()],
+                    apply,
+                    revert: None,
+                    check: None,
+                    batch: None,
+                    exec: None,
+                }
+            };
+        let files = vec![file("/etc/motd", false), file("/etc/app/token", true)];
+        let mut resources = vec![
+            resource(
+                "user",
+                "ops",
+                &[],
+                &[],
+                Some(script("scripts/user/ops.apply", true)),
+            ),
+            resource("file", "/etc/app/token", &["/etc/app/token"], &[], None),
+            resource(
+                "exec",
+                "setup.sh",
+                &[],
+                &["user:ops"],
+                Some(script("scripts/exec/setup.sh", false)),
+            ),
+            resource("file", "/etc/motd", &["/etc/motd"], &[], None),
+        ];
+        for r in &mut resources {
+            r.hash = r.compute_hash(&files);
+        }
+        let manifest = Manifest {
+            format: FORMAT,
+            target: "debian-12".into(),
+            fleet: "f".into(),
+            resources,
+            files,
+            triggers: vec![
+                Trigger {
+                    name: "reload".into(),
+                    paths: vec!["/etc/app/token".into()],
+                    script: script("scripts/trigger/reload.sh", false),
+                },
+                Trigger {
+                    name: "motd".into(),
+                    paths: vec!["/etc/motd".into(), "/etc/app/token".into()],
+                    script: script("scripts/trigger/motd.sh", false),
+                },
+            ],
+            probes: vec![],
+            batches: vec![],
+        };
+        let (kept, out) = manifest.without_sealed().expect("something is sealed");
+        assert_eq!(out, ["exec:setup.sh", "file:/etc/app/token", "user:ops"]);
+        assert_eq!(kept.resources.len(), 1);
+        // What stays is as it was: the whole bundle's apply finds it unchanged.
+        assert_eq!(kept.resources[0].hash, manifest.resources[3].hash);
+        assert!(kept.resources[0].order_after.is_empty());
+        assert_eq!(kept.files, [manifest.files[0].clone()]);
+        assert!(kept.sealed().is_empty());
+        assert_eq!(kept.triggers.len(), 1);
+        assert_eq!(kept.triggers[0].paths, ["/etc/motd"]);
+        assert_ne!(kept.id(), manifest.id());
+        assert!(kept.without_sealed().is_none());
     }
 }
