@@ -8,7 +8,8 @@
 //! back later older than one already seen.
 
 use crate::rootfs::{self, Root};
-use bell_store::proof::{put_string, SigningKey, Wire};
+use bell_seal::openssh::{MAGIC, PEM_BEGIN, PEM_END};
+use bell_store::proof::{put_string, SigningKey};
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -17,10 +18,6 @@ use std::path::{Path, PathBuf};
 pub const SSH_HOST_KEY: &str = "/etc/ssh/ssh_host_ed25519_key";
 /// bell's own key, where there is no SSH host key.
 pub const BELL_KEY: &str = "/etc/bell/identity.key";
-
-const MAGIC: &[u8] = b"openssh-key-v1\0";
-const PEM_BEGIN: &str = "-----BEGIN OPENSSH PRIVATE KEY-----";
-const PEM_END: &str = "-----END OPENSSH PRIVATE KEY-----";
 
 /// The host's key and the file it came from.
 pub struct HostKey {
@@ -118,48 +115,7 @@ fn read_key(root: &Root, path: &str) -> Result<Option<SigningKey>, String> {
 
 /// OpenSSH's private key format (PROTOCOL.key), unencrypted, with one Ed25519 key.
 fn decode(text: &str) -> Result<SigningKey, String> {
-    let body: String = text
-        .lines()
-        .map(str::trim)
-        .skip_while(|l| *l != PEM_BEGIN)
-        .skip(1)
-        .take_while(|l| *l != PEM_END)
-        .collect();
-    let bytes = bell_store::etcd::unb64(&body).ok_or("its body is not base64")?;
-    let rest = bytes
-        .strip_prefix(MAGIC)
-        .ok_or("it does not begin `openssh-key-v1`")?;
-    let mut wire = Wire(rest);
-    let short = "it is cut short";
-    let cipher = wire.string().ok_or(short)?;
-    let kdf = wire.string().ok_or(short)?;
-    wire.string().ok_or(short)?;
-    if cipher != b"none" || kdf != b"none" {
-        return Err("it is encrypted with a passphrase".to_string());
-    }
-    if wire.u32() != Some(1) {
-        return Err("it holds more than one key".to_string());
-    }
-    wire.string().ok_or(short)?;
-    let mut private = Wire(wire.string().ok_or(short)?);
-    let (check1, check2) = (private.u32(), private.u32());
-    if check1.is_none() || check1 != check2 {
-        return Err("its private part is damaged".to_string());
-    }
-    if private.string() != Some(b"ssh-ed25519") {
-        return Err("it is not an Ed25519 key".to_string());
-    }
-    let public = private.string().ok_or(short)?;
-    let secret = private.string().ok_or(short)?;
-    let seed: [u8; 32] = secret
-        .get(..32)
-        .and_then(|s| s.try_into().ok())
-        .ok_or("its private key is not 64 bytes")?;
-    let key = SigningKey::from_seed(seed);
-    if key.identity().key_bytes() != public {
-        return Err("its public and private halves do not belong together".to_string());
-    }
-    Ok(key)
+    bell_seal::openssh::read_ed25519(text).map(|key| SigningKey::from_seed(key.seed))
 }
 
 /// What [`decode`] reads, as `ssh-keygen -t ed25519` writes it.

@@ -124,10 +124,7 @@ pub fn from_apply<'a>(root: &'a Path, started_at: u64, rep: &apply::Report) -> R
         .resources
         .iter()
         .filter(|r| {
-            [&r.apply, &r.revert, &r.check]
-                .into_iter()
-                .flatten()
-                .any(|s| s.secret)
+            r.scripts().any(|s| s.secret)
                 || r.files
                     .iter()
                     .any(|f| rep.manifest.file(f).is_some_and(|f| f.is_secret()))

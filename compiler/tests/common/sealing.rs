@@ -31,44 +31,10 @@ pub fn host_key_in(root: &Path) -> String {
 /// The seed of an OpenSSH Ed25519 private key file (what `bell_seal::Identity` opens with).
 pub fn ssh_seed(path: &Path) -> [u8; 32] {
     let text = std::fs::read_to_string(path).unwrap();
-    let b64: String = text.lines().filter(|l| !l.starts_with("-----")).collect();
-    let blob = unb64(&b64);
-    // openssh-key-v1\0, cipher, kdf, kdf options, one key, the public key, then the private
-    // section: two check words, the type, the public key, and seed || public key.
-    let mut at = b"openssh-key-v1\0".len();
-    for _ in 0..3 {
-        string(&blob, &mut at);
-    }
-    at += 4;
-    string(&blob, &mut at);
-    let private = string(&blob, &mut at);
-    let mut at = 8;
-    string(&private, &mut at);
-    string(&private, &mut at);
-    string(&private, &mut at)[..32].try_into().unwrap()
-}
-
-/// An SSH wire-format string at `at`, moving past it.
-fn string(blob: &[u8], at: &mut usize) -> Vec<u8> {
-    let len = u32::from_be_bytes(blob[*at..*at + 4].try_into().unwrap()) as usize;
-    *at += 4 + len;
-    blob[*at - len..*at].to_vec()
+    bell_seal::openssh::read_ed25519(&text).unwrap().seed
 }
 
 const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-fn unb64(text: &str) -> Vec<u8> {
-    let (mut out, mut acc, mut bits) = (Vec::new(), 0u32, 0);
-    for c in text.bytes().filter(|c| *c != b'=') {
-        acc = acc << 6 | ALPHABET.iter().position(|a| *a == c).unwrap() as u32;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits & 0xff) as u8);
-        }
-    }
-    out
-}
 
 fn base64(bytes: &[u8]) -> String {
     let mut out = String::new();

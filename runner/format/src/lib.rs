@@ -541,8 +541,7 @@ impl Manifest {
     pub fn scripts(&self) -> impl Iterator<Item = &Script> {
         self.resources
             .iter()
-            .flat_map(|r| [&r.apply, &r.revert, &r.check])
-            .flatten()
+            .flat_map(Resource::scripts)
             .chain(self.triggers.iter().map(|t| &t.script))
             .chain(self.probes.iter().map(|p| &p.script))
             .chain(self.batches.iter().map(|b| &b.check))
@@ -636,15 +635,12 @@ impl Manifest {
             .filter(|b| b.check.sealed)
             .map(|b| b.name.as_str())
             .collect();
-        let key = |r: &Resource| format!("{}:{}", r.kind, r.name);
+        let key = Resource::key;
         let mut out: BTreeSet<String> = self
             .resources
             .iter()
             .filter(|r| {
-                [&r.apply, &r.revert, &r.check]
-                    .into_iter()
-                    .flatten()
-                    .any(|s| s.sealed)
+                r.scripts().any(|s| s.sealed)
                     || r.files.iter().any(|f| sealed_files.contains(f.as_str()))
                     || r.batch
                         .as_deref()
@@ -751,6 +747,13 @@ impl Manifest {
 }
 
 impl Resource {
+    /// Its apply, revert and check scripts, those it has.
+    pub fn scripts(&self) -> impl Iterator<Item = &Script> {
+        [&self.apply, &self.revert, &self.check]
+            .into_iter()
+            .flatten()
+    }
+
     /// `KIND:NAME`, the way specs and `after` edges name a resource.
     pub fn key(&self) -> String {
         format!("{}:{}", self.kind, self.name)

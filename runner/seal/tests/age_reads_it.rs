@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// An ed25519 key made by `ssh-keygen`: its seed and public key, read from OpenSSH's private
-/// key format the way a host's key is.
+/// key format the way bell-run reads a host's key.
 fn ssh_key(dir: &Path, name: &str) -> ([u8; 32], [u8; 32]) {
     let path = dir.join(name);
     let made = Command::new("ssh-keygen")
@@ -15,44 +15,8 @@ fn ssh_key(dir: &Path, name: &str) -> ([u8; 32], [u8; 32]) {
         .status()
         .unwrap();
     assert!(made.success());
-    let text = std::fs::read_to_string(&path).unwrap();
-    let b64: String = text.lines().filter(|l| !l.starts_with("-----")).collect();
-    let blob = decode(&b64);
-    // openssh-key-v1\0, cipher, kdf, kdf options, one key, the public key, then the private
-    // section: two check words, the type, the public key and seed || public key.
-    let mut at = b"openssh-key-v1\0".len();
-    for _ in 0..3 {
-        string(&blob, &mut at);
-    }
-    at += 4;
-    string(&blob, &mut at);
-    let private = string(&blob, &mut at);
-    let mut at = 8;
-    string(&private, &mut at);
-    let public: [u8; 32] = string(&private, &mut at).try_into().unwrap();
-    let secret = string(&private, &mut at);
-    (secret[..32].try_into().unwrap(), public)
-}
-
-/// An SSH wire-format string at `at`, moving past it.
-fn string(blob: &[u8], at: &mut usize) -> Vec<u8> {
-    let len = u32::from_be_bytes(blob[*at..*at + 4].try_into().unwrap()) as usize;
-    *at += 4 + len;
-    blob[*at - len..*at].to_vec()
-}
-
-fn decode(text: &str) -> Vec<u8> {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let (mut out, mut acc, mut bits) = (Vec::new(), 0u32, 0);
-    for c in text.bytes().filter(|c| *c != b'=') {
-        acc = acc << 6 | ALPHABET.iter().position(|a| *a == c).unwrap() as u32;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits & 0xff) as u8);
-        }
-    }
-    out
+    let key = bell_seal::openssh::read_ed25519(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    (key.seed, key.public)
 }
 
 fn secrets() -> Vec<Vec<u8>> {
