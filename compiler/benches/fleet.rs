@@ -52,6 +52,8 @@ fn build(dir: &Path, out: &Path, extra: &[&str]) -> Timings {
         .arg("bell.kdl")
         .arg("-o")
         .arg(out)
+        // Its own seal key (kept by the first build that seals), beside the fleet.
+        .env("BELLC_STATE_DIR", dir.join(".bellc-state"))
         .current_dir(dir);
     let output = cmd.output().expect("run bellc");
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -498,6 +500,18 @@ fn main() {
             Fleet {
                 label: "templated, json",
                 gen: gen(100_000, Shape::Templated, Inventory::Json),
+                disk: false,
+                runs: Some(1),
+            },
+            Fleet {
+                label: "sealed, json",
+                gen: gen(10_000, Shape::Sealed, Inventory::Json),
+                disk: false,
+                runs: None,
+            },
+            Fleet {
+                label: "sealed, json",
+                gen: gen(100_000, Shape::Sealed, Inventory::Json),
                 disk: false,
                 runs: Some(1),
             },

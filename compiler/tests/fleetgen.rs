@@ -9,13 +9,15 @@ use kdl::{KdlDocument, KdlNode};
 
 type Labels = BTreeMap<String, String>;
 
-const ALL: [(Shape, Inventory); 6] = [
+const ALL: [(Shape, Inventory); 8] = [
     (Shape::Shared, Inventory::Inline),
     (Shape::Shared, Inventory::Json),
     (Shape::Unique, Inventory::Inline),
     (Shape::Unique, Inventory::Json),
     (Shape::Templated, Inventory::Inline),
     (Shape::Templated, Inventory::Json),
+    (Shape::Sealed, Inventory::Inline),
+    (Shape::Sealed, Inventory::Json),
 ];
 
 fn fleet(hosts: usize, seed: u64, shape: Shape, inventory: Inventory) -> FleetGen {
@@ -293,6 +295,46 @@ fn unique_shape_gives_every_host_its_own_file() {
             (&"overrides/00002.kdl".to_string(), 500)
         ]
     );
+}
+
+#[test]
+fn sealed_shape_gives_every_host_an_identity_and_builds_with_its_secrets_sealed() {
+    for inventory in [Inventory::Inline, Inventory::Json] {
+        let gen = fleet(40, 3, Shape::Sealed, inventory);
+        let files = gen.generate();
+        assert!(
+            !files["bell.kdl"].contains("secrets="),
+            "sealed is the default"
+        );
+        let identities: BTreeSet<String> =
+            gen.hosts().into_iter().filter_map(|h| h.identity).collect();
+        assert_eq!(identities.len(), 40, "one identity per host, none shared");
+        assert_eq!(gen.generate(), files, "drawn from the seed");
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in &files {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        std::fs::write(dir.path().join("seal.key"), "k".repeat(32)).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_bellc"))
+            .args(["build", "bell.kdl", "-o", "out", "--seal-key", "seal.key"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let sealed_to = std::fs::read_dir(dir.path().join("out/secrets"))
+            .unwrap()
+            .count();
+        assert_eq!(sealed_to, 40, "every host has its secrets sealed to it");
+    }
+    // The other shapes ship them in the clear, as a trial does.
+    let files = fleet(5, 3, Shape::Shared, Inventory::Inline).generate();
+    assert!(files["bell.kdl"].contains("secrets=\"plaintext\""));
 }
 
 #[test]

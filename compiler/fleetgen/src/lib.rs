@@ -33,6 +33,10 @@ pub enum Shape {
     /// (`{{ host.name }}`, `{{ host.address }}`): every bundle is different, and the spec
     /// does not grow with the fleet beyond its inventory.
     Templated,
+    /// As `Shared`, and every host has an identity (an Ed25519 key drawn from the seed), so
+    /// its secrets (the users' password hashes) are sealed to it, one age file per secret and
+    /// host, where the other shapes ship them in the clear (`secrets="plaintext"`).
+    Sealed,
 }
 
 /// Where the hosts are listed.
@@ -59,6 +63,7 @@ impl FromStr for Shape {
             "shared" => Ok(Shape::Shared),
             "unique" => Ok(Shape::Unique),
             "templated" => Ok(Shape::Templated),
+            "sealed" => Ok(Shape::Sealed),
             _ => Err(FleetGenError::UnknownShape(s.to_owned())),
         }
     }
@@ -81,6 +86,7 @@ impl Shape {
             Shape::Shared => "shared",
             Shape::Unique => "unique",
             Shape::Templated => "templated",
+            Shape::Sealed => "sealed",
         }
     }
 }
@@ -94,12 +100,15 @@ impl Inventory {
     }
 }
 
-/// One generated host: its name, address and labels (`rack`, `role`, maybe `nic`).
+/// One generated host: its name, address and labels (`rack`, `role`, maybe `nic`), and with
+/// `Shape::Sealed` its identity.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct GenHost {
     pub name: String,
     pub address: String,
     pub labels: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
 }
 
 /// Number of racks the hosts are spread over.
@@ -279,6 +288,9 @@ impl FleetGen {
             dealt += count;
         }
         rng.shuffle(&mut roles);
+        let sealed = self.shape == Shape::Sealed;
+        // A stream of its own: keys do not move when the role deal changes.
+        let mut keys = SplitMix64(self.seed ^ 0x6964_656e_7469_7479);
         roles
             .into_iter()
             .enumerate()
@@ -301,6 +313,13 @@ impl FleetGen {
                         number & 0xff
                     ),
                     labels,
+                    identity: sealed.then(|| {
+                        let mut seed = [0u8; 32];
+                        for word in seed.chunks_mut(8) {
+                            word.copy_from_slice(&keys.next_u64().to_le_bytes());
+                        }
+                        bell_seal::openssh::Ed25519Key::from_seed(seed).public_line()
+                    }),
                 }
             })
             .collect()
@@ -339,12 +358,16 @@ impl FleetGen {
             self.inventory.as_str(),
             self.seed
         );
-        // Its hosts have no identities, so their password hashes ship in the clear, as in a
-        // trial: the build benchmarks measure rendering and writing (sealing is work on top of
-        // that, per host with secrets, which a real fleet's identities would bring).
+        // Without identities (every shape but `Sealed`) the password hashes ship in the clear,
+        // as in a trial: those benchmarks measure rendering and writing, and `Sealed` what
+        // sealing to each host adds.
+        let secrets = match self.shape {
+            Shape::Sealed => "",
+            _ => " secrets=\"plaintext\"",
+        };
         let _ = writeln!(
             kdl,
-            "fleet {} target=\"debian-12\" secrets=\"plaintext\"\n",
+            "fleet {} target=\"debian-12\"{secrets}\n",
             quote(&format!(
                 "gen-{}-{}-{}",
                 self.shape.as_str(),
@@ -363,6 +386,9 @@ impl FleetGen {
                     );
                     for (key, value) in &host.labels {
                         let _ = write!(kdl, " {key}={}", quote(value));
+                    }
+                    if let Some(identity) = &host.identity {
+                        let _ = write!(kdl, " identity={}", quote(identity));
                     }
                     kdl.push('\n');
                 }

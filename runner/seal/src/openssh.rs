@@ -22,6 +22,22 @@ impl std::fmt::Debug for Ed25519Key {
     }
 }
 
+impl Ed25519Key {
+    /// The key of an Ed25519 seed.
+    pub fn from_seed(seed: [u8; 32]) -> Ed25519Key {
+        Ed25519Key {
+            seed,
+            public: *KeyPair::from_seed(Seed::new(seed)).pk,
+        }
+    }
+
+    /// Its public half as one line of OpenSSH's format without a comment (`ssh-ed25519
+    /// BASE64`), as a host's `identity=` takes it.
+    pub fn public_line(&self) -> String {
+        format!("ssh-ed25519 {}", crate::b64(&crate::ssh_wire(&self.public)))
+    }
+}
+
 /// Reads the key in `text`; the error says what is wrong with it, in words that follow "the
 /// file is not an unencrypted OpenSSH Ed25519 key: ".
 pub fn read_ed25519(text: &str) -> Result<Ed25519Key, String> {
@@ -62,14 +78,11 @@ pub fn read_ed25519(text: &str) -> Result<Ed25519Key, String> {
         .get(..32)
         .and_then(|s| s.try_into().ok())
         .ok_or("its private key is not 64 bytes")?;
-    let pair = KeyPair::from_seed(Seed::new(seed));
-    if pair.pk.as_ref() != public {
+    let key = Ed25519Key::from_seed(seed);
+    if key.public != public {
         return Err("its public and private halves do not belong together".to_string());
     }
-    Ok(Ed25519Key {
-        seed,
-        public: *pair.pk,
-    })
+    Ok(key)
 }
 
 /// SSH's wire format: big-endian lengths before strings.
@@ -133,6 +146,18 @@ mod tests {
     fn a_key_reads_back_and_every_flaw_is_named() {
         let key = read_ed25519(&file([7; 32], "none", (1, 1), None)).unwrap();
         assert_eq!(key.seed, [7; 32]);
+        assert_eq!(key.public, Ed25519Key::from_seed([7; 32]).public);
+        let wire = [
+            &[0, 0, 0, 11][..],
+            b"ssh-ed25519",
+            &[0, 0, 0, 32],
+            &key.public,
+        ]
+        .concat();
+        assert_eq!(
+            key.public_line(),
+            format!("ssh-ed25519 {}", crate::b64(&wire))
+        );
         assert!(!format!("{key:?}").contains(&crate::hex(&[7; 32])));
         let flaw = |text: String| read_ed25519(&text).unwrap_err();
         assert!(flaw(file([7; 32], "aes256-ctr", (1, 1), None)).contains("passphrase"));
