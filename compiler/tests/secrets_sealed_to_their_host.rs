@@ -185,7 +185,15 @@ fn each_host_gets_its_secrets_sealed_to_its_own_key_and_out_holds_none() {
         plan.stdout
     );
 
-    // c joins the group: the bundle and a's and b's files stay as they were.
+    // c joins the group: the bundle and a's and b's files stay as they were. A rebuild takes
+    // a kept sealed file as it is only when it is what its index recorded: one spoiled in OUT
+    // is sealed again.
+    let spoiled = before
+        .keys()
+        .find(|rel| rel.starts_with("secrets/a/") && rel.ends_with(".age"))
+        .unwrap()
+        .clone();
+    std::fs::write(out.join(&spoiled), "spoiled").unwrap();
     std::fs::write(
         fx.path().join("bell.kdl"),
         spec(&[("a", &a), ("b", &b), ("c", &c)], SECRETS[2]),

@@ -39,7 +39,7 @@ fn build_in_memory(spec: &Path, out: &Path) {
         .filter(|b| !b.sealed.is_empty())
         .map(|b| (b.id.clone(), b.sealed.clone()))
         .collect();
-    bellc::emit::secrets::write(out, &mut compiled.release, &sealed, &key).expect("sealed");
+    bellc::emit::secrets::write(out, &mut compiled.release, &sealed, &key, false).expect("sealed");
     bellc::emit::write(out, &compiled.bundles, &compiled.release).expect("written");
 }
 

@@ -999,7 +999,8 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 if let (Some(material), false) = (&new_seal_key, sealed.is_empty()) {
                     keep_own_seal_key(material)?;
                 }
-                bellc::emit::secrets::write(out, &mut built.release, &sealed, key)
+                let kept = trust == bellc::emit::Trust::Kept;
+                bellc::emit::secrets::write(out, &mut built.release, &sealed, key, kept)
                     .map_err(|e| e.to_string())?;
             }
             let stats = writer

@@ -29,20 +29,36 @@ pub struct SealStats {
 }
 
 /// Seals every host's secrets to its identity into OUT and gives each host's release entry
-/// the sha256 of its index. Files no release in OUT names any more are removed.
+/// the sha256 of its index. Files no release in OUT names any more are removed. With `kept`
+/// (OUT is as the last build left it), a secret whose digest and host identity are unchanged
+/// keeps the file sealed then, as its index recorded it, instead of being sealed again: the
+/// same bytes (sealing is deterministic), without two X25519 operations per file.
 pub fn write(
     out: &Path,
     release: &mut Release,
     sealed: &SealedContents,
     key: &SealKey,
+    kept: bool,
 ) -> Result<SealStats, EmitError> {
     let mut stats = SealStats::default();
     let mut wanted: BTreeSet<String> = BTreeSet::new();
-    stats.hosts = seal_hosts(out, release, sealed, key, &mut |_, rel, bytes| {
-        stats.files_written += usize::from(write_if_changed(&out.join(&rel), &bytes)?);
-        wanted.insert(rel);
-        Ok(())
-    })?;
+    let previous = if kept {
+        previous_indexes(out)
+    } else {
+        HashMap::new()
+    };
+    stats.hosts = seal_hosts(
+        out,
+        release,
+        sealed,
+        key,
+        &previous,
+        &mut |_, rel, bytes| {
+            stats.files_written += usize::from(write_if_changed(&out.join(&rel), &bytes)?);
+            wanted.insert(rel);
+            Ok(())
+        },
+    )?;
     stats.files_removed = prune(out, &wanted)?;
     Ok(stats)
 }
@@ -56,12 +72,21 @@ pub fn check(
     key: &SealKey,
 ) -> Result<BTreeSet<String>, EmitError> {
     let mut differing = BTreeSet::new();
-    seal_hosts(out, release, sealed, key, &mut |host, rel, bytes| {
-        if !fs::read(out.join(&rel)).is_ok_and(|have| have == bytes) {
-            differing.insert(host.to_string());
-        }
-        Ok(())
-    })?;
+    // Everything sealed afresh: a check takes nothing of OUT on trust.
+    let previous = HashMap::new();
+    seal_hosts(
+        out,
+        release,
+        sealed,
+        key,
+        &previous,
+        &mut |host, rel, bytes| {
+            if !fs::read(out.join(&rel)).is_ok_and(|have| have == bytes) {
+                differing.insert(host.to_string());
+            }
+            Ok(())
+        },
+    )?;
     Ok(differing)
 }
 
@@ -73,10 +98,10 @@ fn seal_hosts(
     release: &mut Release,
     sealed: &SealedContents,
     key: &SealKey,
+    previous: &HashMap<String, String>,
     each: &mut EachFile<'_>,
 ) -> Result<usize, EmitError> {
     use rayon::prelude::*;
-    let dir = out.join(bell_bundle::SECRETS_DIR);
     let mut hosts = 0;
     let names: Vec<String> = release.hosts.keys().cloned().collect();
     // Enough hosts to keep every core busy, few enough that their files stay small in memory.
@@ -87,7 +112,12 @@ fn seal_hosts(
             .map(|name| {
                 let host = &release.hosts[name];
                 match sealed.get(&host.bundle).filter(|s| !s.is_empty()) {
-                    Some(secrets) => seal_host(&dir, name, host, secrets, key).map(Some),
+                    Some(secrets) => {
+                        let before = previous
+                            .get(name)
+                            .and_then(|sha| kept_index(out, name, sha));
+                        seal_host(out, name, host, secrets, key, before.as_ref()).map(Some)
+                    }
                     None => Ok(None),
                 }
             })
@@ -118,12 +148,14 @@ struct SealedHost {
 }
 
 fn seal_host(
-    dir: &Path,
+    out: &Path,
     name: &str,
     host: &bell_bundle::ReleaseHost,
     secrets: &BTreeMap<String, Arc<[u8]>>,
     key: &SealKey,
+    before: Option<&SealedIndex>,
 ) -> Result<SealedHost, EmitError> {
+    let dir = &out.join(bell_bundle::SECRETS_DIR);
     // The render stage refused a host with secrets and no identity.
     let identity = host.identity.as_deref().ok_or_else(|| invalid(dir, name))?;
     let recipient = bell_store::proof::Identity::parse(identity)
@@ -138,10 +170,17 @@ fn seal_host(
         secrets: BTreeMap::new(),
     };
     let mut files = Vec::with_capacity(secrets.len() + 1);
+    let before = before.filter(|b| b.identity == identity);
     for (digest, content) in secrets {
-        let sealed = key
-            .seal(content, &recipient)
-            .map_err(|e| invalid_data(dir, e.to_string()))?;
+        let kept = before
+            .and_then(|b| b.secrets.get(digest))
+            .and_then(|file| kept_file(out, name, digest, file));
+        let sealed = match kept {
+            Some(bytes) => bytes,
+            None => key
+                .seal(content, &recipient)
+                .map_err(|e| invalid_data(dir, e.to_string()))?,
+        };
         index.secrets.insert(
             digest.clone(),
             SealedFile {
@@ -158,6 +197,41 @@ fn seal_host(
         json.into_bytes(),
     ));
     Ok(SealedHost { files, index_sha })
+}
+
+/// Each host's index in the release OUT holds now (the last build's), by host.
+fn previous_indexes(out: &Path) -> HashMap<String, String> {
+    fs::read(out.join("release.json"))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Release>(&bytes).ok())
+        .map(|release| {
+            release
+                .hosts
+                .into_iter()
+                .filter_map(|(name, host)| Some((name, host.secrets?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The last build's index of `host`, when OUT still holds it as written.
+fn kept_index(out: &Path, host: &str, sha: &str) -> Option<SealedIndex> {
+    let path = out.join(bell_bundle::sealed_index_path(host, sha));
+    let bytes = bell_bundle::read_regular(&path, 16 << 20).ok()?;
+    if bell_bundle::sha256_hex(&bytes) != sha {
+        return None;
+    }
+    SealedIndex::from_json(std::str::from_utf8(&bytes).ok()?)
+        .ok()
+        .filter(|index| index.host == host)
+}
+
+/// A sealed file of the last build, when OUT still holds it as its index recorded it.
+fn kept_file(out: &Path, host: &str, digest: &str, file: &SealedFile) -> Option<Vec<u8>> {
+    let path = out.join(bell_bundle::sealed_file_path(host, digest));
+    let bytes = bell_bundle::read_regular(&path, file.size.saturating_add(1)).ok()?;
+    (bytes.len() as u64 == file.size && bell_bundle::sha256_hex(&bytes) == file.sha256)
+        .then_some(bytes)
 }
 
 fn invalid(dir: &Path, host: &str) -> EmitError {
