@@ -17,8 +17,9 @@ use std::sync::Arc;
 /// The sealed contents of the bundles a build rendered, by bundle id, then keyed digest.
 pub type SealedContents = HashMap<String, BTreeMap<String, Arc<[u8]>>>;
 
-/// Called with each sealed file a build makes: its host, its path in OUT and its bytes.
-type EachFile<'a> = dyn FnMut(&str, String, Vec<u8>) -> Result<(), EmitError> + 'a;
+/// Called with each sealed file a build makes: its host, its path in OUT, its bytes, and
+/// whether it is the file OUT holds already (kept, so read and checked once).
+type EachFile<'a> = dyn FnMut(&str, String, Vec<u8>, bool) -> Result<(), EmitError> + 'a;
 
 /// What [`write`] did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -53,8 +54,10 @@ pub fn write(
         sealed,
         key,
         &previous,
-        &mut |_, rel, bytes| {
-            stats.files_written += usize::from(write_if_changed(&out.join(&rel), &bytes)?);
+        &mut |_, rel, bytes, kept| {
+            if !kept {
+                stats.files_written += usize::from(write_if_changed(&out.join(&rel), &bytes)?);
+            }
             wanted.insert(rel);
             Ok(())
         },
@@ -80,7 +83,7 @@ pub fn check(
         sealed,
         key,
         &previous,
-        &mut |host, rel, bytes| {
+        &mut |host, rel, bytes, _| {
             if !fs::read(out.join(&rel)).is_ok_and(|have| have == bytes) {
                 differing.insert(host.to_string());
             }
@@ -125,8 +128,8 @@ fn seal_hosts(
         for (name, made) in chunk.iter().zip(made) {
             let sha = match made {
                 Some(made) => {
-                    for (rel, bytes) in made.files {
-                        each(name, rel, bytes)?;
+                    for (rel, bytes, kept) in made.files {
+                        each(name, rel, bytes, kept)?;
                     }
                     hosts += 1;
                     Some(made.index_sha)
@@ -143,7 +146,8 @@ fn seal_hosts(
 
 /// One host's sealed files (and its index, last), by path in OUT.
 struct SealedHost {
-    files: Vec<(String, Vec<u8>)>,
+    /// Path in OUT, bytes, and whether OUT holds them already.
+    files: Vec<(String, Vec<u8>, bool)>,
     index_sha: String,
 }
 
@@ -175,6 +179,7 @@ fn seal_host(
         let kept = before
             .and_then(|b| b.secrets.get(digest))
             .and_then(|file| kept_file(out, name, digest, file));
+        let was_kept = kept.is_some();
         let sealed = match kept {
             Some(bytes) => bytes,
             None => key
@@ -188,13 +193,18 @@ fn seal_host(
                 size: sealed.len() as u64,
             },
         );
-        files.push((bell_bundle::sealed_file_path(name, digest), sealed));
+        files.push((
+            bell_bundle::sealed_file_path(name, digest),
+            sealed,
+            was_kept,
+        ));
     }
     let json = index.to_json();
     let index_sha = bell_bundle::sha256_hex(json.as_bytes());
     files.push((
         bell_bundle::sealed_index_path(name, &index_sha),
         json.into_bytes(),
+        false,
     ));
     Ok(SealedHost { files, index_sha })
 }
