@@ -134,43 +134,65 @@ pub fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
-/// Commented-out blocks (`/- {`) nested deeper than this are refused: the KDL parser's work
-/// grows fourfold with each such level left open (the fuzzer found 10 levels taking minutes),
-/// and no spec comments out blocks inside commented-out blocks this deep.
+/// Commented-out blocks (`/- {`, or the block of a node commented out with `/- node {`) nested
+/// deeper than this are refused: the KDL parser's work doubles or quadruples with each such
+/// level left open (the fuzzer found 10 levels taking minutes, and twenty `/- node {` left
+/// open taking seconds and a million diagnostics), and no spec comments out blocks inside
+/// commented-out blocks this deep (a `/-` inside a commented-out node is redundant).
 pub const MAX_COMMENTED_NESTING: usize = 4;
 
-/// The first `/- {` that opens a commented-out block inside [`MAX_COMMENTED_NESTING`] others.
+/// The first `{` that opens a commented-out block inside [`MAX_COMMENTED_NESTING`] others.
 /// Counted on the raw bytes, strings and comments included: on malformed text the parser,
 /// recovering from one error after another, may read what looks like a string or a comment
-/// as blocks (the fuzzer's case), and a real spec has no `/- {` in its strings this deep.
+/// as blocks (the fuzzer's cases), and a real spec has no `/- {` in its strings this deep.
 fn commented_out_too_deep(b: &[u8]) -> Option<(usize, Nesting)> {
     // Per open block, whether it is commented out.
     let mut open: Vec<bool> = Vec::new();
     let mut commented = 0usize;
+    // The last token was `/-`: a `{` now is a commented-out children block.
     let mut after_slashdash = false;
+    // Nothing but blanks and `/-` since the last node ended: a `/-` here comments out a node.
+    let mut at_node_start = true;
+    // The node being read was commented out: its children block is too.
+    let mut in_commented_node = false;
     let mut i = 0;
     while i < b.len() {
         match b[i] {
             b'/' if b.get(i + 1) == Some(&b'-') => {
+                in_commented_node |= at_node_start;
                 after_slashdash = true;
                 i += 2;
                 continue;
+            }
+            // A `/-` may stand on the line before what it comments out.
+            b'\n' | b';' if !after_slashdash => {
+                at_node_start = true;
+                in_commented_node = false;
             }
             c if c.is_ascii_whitespace() => {
                 i += 1;
                 continue;
             }
             b'{' => {
-                open.push(after_slashdash);
-                if after_slashdash {
+                let is_commented = after_slashdash || in_commented_node;
+                open.push(is_commented);
+                if is_commented {
                     commented += 1;
                     if commented > MAX_COMMENTED_NESTING {
                         return Some((i, Nesting::CommentedOut));
                     }
                 }
+                at_node_start = true;
+                in_commented_node = false;
             }
-            b'}' if open.pop() == Some(true) => commented -= 1,
-            _ => {}
+            b'}' => {
+                if open.pop() == Some(true) {
+                    commented -= 1;
+                }
+                at_node_start = true;
+                in_commented_node = false;
+            }
+            _ => at_node_start = false,
         }
         after_slashdash = false;
         i += 1;
@@ -345,6 +367,19 @@ mod tests {
         assert_eq!(too_deep(&closed, 64), None);
         let plain = format!("/- a {{ {} }}", "b { ".repeat(10));
         assert_eq!(too_deep(&plain, 64), None);
+        // The fuzzer's second find: nodes commented out with `/- node {`, left open, double
+        // the work per level (twenty took seconds and a million diagnostics).
+        let nodes = "/- /- n { x */\n".repeat(MAX_COMMENTED_NESTING + 1);
+        let at = "/- /- n { x */\n".len() * MAX_COMMENTED_NESTING + "/- /- n ".len();
+        assert_eq!(too_deep(&nodes, 64), Some((at, Nesting::CommentedOut)));
+        // A `/-` on the line before its node counts; one before an argument does not, nor
+        // does a commented-out node whose block closed on its line.
+        let next_line = "/-\nn {\n".repeat(MAX_COMMENTED_NESTING + 1);
+        assert!(too_deep(&next_line, 64).is_some());
+        let argument = "n /- a {\n".repeat(MAX_COMMENTED_NESTING + 1);
+        assert_eq!(too_deep(&argument, 64), None);
+        let closed_nodes = "/- n { x }\n".repeat(100);
+        assert_eq!(too_deep(&closed_nodes, 64), None);
     }
 
     #[test]

@@ -144,12 +144,13 @@ pub enum LowerError {
         span: SourceSpan,
         file: FileId,
     },
-    #[error("commented-out blocks (`/- {{`) nest deeper than {max} levels")]
+    #[error("commented-out blocks (`/- {{` or `/- node {{`) nest deeper than {max} levels")]
     #[diagnostic(
         code(bell::load::commented_out_too_deep),
         help(
             "each commented-out block left open inside another multiplies the parser's work; \
-             delete the commented-out blocks, or close each one's `{{` with its `}}`"
+             close each one's `{{` with its `}}`, and drop a `/-` inside a commented-out \
+             node: what it comments out is commented out already"
         )
     )]
     CommentedOutTooDeep {

@@ -258,7 +258,13 @@ impl Lowerer<'_> {
 
     fn syntax_errors(&mut self, file: FileId, err: kdl::KdlError) {
         let text = self.sources.get(file).text.clone();
+        // The parser's error recovery can report one error at one place many times over (on
+        // mangled text, thousands of times); each is shown once.
+        let mut seen = std::collections::HashSet::new();
         for d in err.diagnostics {
+            if !seen.insert((d.span.offset(), d.span.len(), d.message.clone())) {
+                continue;
+            }
             let at = text.get(d.span.offset()..d.span.offset() + d.span.len());
             // KDL 2 reserves the bare words of YAML and KDL 1; the parser only says it wanted
             // an identifier, which sends a YAML user looking in the wrong place.
