@@ -108,6 +108,10 @@ struct Args {
     store: Option<String>,
     fleet: Option<String>,
     source: Option<String>,
+    source_ca: Option<PathBuf>,
+    store_ca: Option<PathBuf>,
+    store_cert: Option<PathBuf>,
+    store_key: Option<PathBuf>,
     trust: Option<PathBuf>,
     identity: Option<PathBuf>,
     lock_prefix: Option<String>,
@@ -118,8 +122,20 @@ struct Args {
 }
 
 impl Args {
+    /// How to reach an `etcds://` store (`--store` and `--report`).
+    fn access(&self) -> bell_store::Access {
+        bell_store::Access {
+            tls: bell_store::tls::TlsFiles {
+                ca: self.store_ca.clone(),
+                cert: self.store_cert.clone(),
+                key: self.store_key.clone(),
+            },
+        }
+    }
+
     fn sinks(&self) -> report::Sinks {
         report::Sinks {
+            access: self.access(),
             report: self.report.clone(),
             metrics: self.metrics.clone(),
             host: self.host.clone(),
@@ -173,6 +189,10 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
             "--store" => out.store = Some(value("--store")?.to_string_lossy().to_string()),
             "--fleet" => out.fleet = Some(value("--fleet")?.to_string_lossy().to_string()),
             "--source" => out.source = Some(value("--source")?.to_string_lossy().to_string()),
+            "--source-ca" => out.source_ca = Some(PathBuf::from(value("--source-ca")?)),
+            "--store-ca" => out.store_ca = Some(PathBuf::from(value("--store-ca")?)),
+            "--store-cert" => out.store_cert = Some(PathBuf::from(value("--store-cert")?)),
+            "--store-key" => out.store_key = Some(PathBuf::from(value("--store-key")?)),
             "--trust" => out.trust = Some(PathBuf::from(value("--trust")?)),
             "--identity" => out.identity = Some(PathBuf::from(value("--identity")?)),
             "--alive-ttl" => {
@@ -629,7 +649,7 @@ fn cmd_pull(args: &Args) -> i32 {
     let Some(source) = &args.source else {
         return usage("`pull` needs `--source http://HOST[:PORT]/PATH/` or `--source DIR`");
     };
-    let source = match crate::fetch::Source::parse(source) {
+    let source = match crate::fetch::Source::open(source, args.source_ca.as_deref()) {
         Ok(source) => source,
         Err(e) => return usage(&e),
     };
@@ -643,6 +663,7 @@ fn cmd_pull(args: &Args) -> i32 {
         host: args.host.clone(),
         trust: args.trust.clone(),
         store: args.store.clone(),
+        access: args.access(),
         fleet: args.fleet.clone(),
         lock_prefix: args.lock_prefix.clone(),
         apply: options(args),
@@ -744,6 +765,21 @@ fn cmd_install_timer(args: &Args) -> i32 {
             }
         }
     }
+    for (flag, file) in [
+        ("--source-ca", &args.source_ca),
+        ("--store-ca", &args.store_ca),
+        ("--store-cert", &args.store_cert),
+        ("--store-key", &args.store_key),
+    ] {
+        let Some(file) = file else { continue };
+        let file = file.to_string_lossy();
+        if root.check_contained(&file).is_err() || !root.host(&file).is_file() {
+            eprintln!(
+                "warning: `{flag} {file}` does not exist under the root yet: every pull fails \
+                 until it does"
+            );
+        }
+    }
     let exe = args.exec.as_deref().unwrap_or("/usr/local/sbin/bell-run");
     let interval = args.interval.as_deref().unwrap_or("15min");
     match crate::timer::install(&root, exe, interval, &job) {
@@ -775,6 +811,10 @@ fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
             ("--fetch-timeout", args.fetch_timeout.is_some()),
             ("--lock-prefix", args.lock_prefix.is_some()),
             ("--alive-ttl", args.alive_ttl.is_some()),
+            ("--source-ca", args.source_ca.is_some()),
+            ("--store-ca", args.store_ca.is_some()),
+            ("--store-cert", args.store_cert.is_some()),
+            ("--store-key", args.store_key.is_some()),
         ];
         if let Some((flag, _)) = pull_only.iter().find(|(_, given)| *given) {
             return Err(format!(
@@ -783,17 +823,29 @@ fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
         }
         return Ok(crate::timer::Job::ApplyCurrent);
     };
-    if let crate::fetch::Source::Dir(dir) = crate::fetch::Source::parse(source)? {
+    if let crate::fetch::Source::Dir(dir) =
+        crate::fetch::Source::check(source, args.source_ca.as_deref())?
+    {
         if !dir.is_absolute() {
             return Err(format!("`--source {source}` must be an absolute directory"));
         }
     }
     let mut options = vec![("--source", source.clone())];
+    // Checked, not opened: the TLS files are the image's, and may not be there yet.
+    for dest in [&args.store, &args.report].into_iter().flatten() {
+        bell_store::Store::check(dest, &args.access())?;
+    }
     if let Some(store) = &args.store {
-        bell_store::Store::parse(store)?;
         options.push(("--store", store.clone()));
     }
-    let paths = [("--trust", &args.trust), ("--metrics", &args.metrics)];
+    let paths = [
+        ("--trust", &args.trust),
+        ("--metrics", &args.metrics),
+        ("--source-ca", &args.source_ca),
+        ("--store-ca", &args.store_ca),
+        ("--store-cert", &args.store_cert),
+        ("--store-key", &args.store_key),
+    ];
     for (flag, path) in paths {
         if let Some(path) = path {
             let text = path
@@ -1146,8 +1198,22 @@ fn cmd_pending(args: &Args) -> i32 {
     };
     let fleet_given = args.fleet.clone().or_else(|| timer("--fleet"));
     let host_given = args.host.clone().or_else(|| timer("--host"));
+    // The timer's TLS files go with the timer's store; given ones with a given store.
+    let access = match &args.store {
+        Some(_) => args.access(),
+        None => {
+            let file = |flag: &str| timer(flag).map(PathBuf::from);
+            bell_store::Access {
+                tls: bell_store::tls::TlsFiles {
+                    ca: file("--store-ca"),
+                    cert: file("--store-cert"),
+                    key: file("--store-key"),
+                },
+            }
+        }
+    };
     let result = (|| {
-        let store = bell_store::Store::parse(&dest).map_err(Refusal::new)?;
+        let store = bell_store::Store::open(&dest, &access).map_err(Refusal::new)?;
         let state = state::load(&root).map_err(Refusal::new)?;
         let applied = state.generation.clone();
         let fleet = match (&fleet_given, &applied) {

@@ -1,11 +1,12 @@
 //! Where `bell-run pull` fetches releases and bundles from: a static web server
-//! (`http://HOST[:PORT]/PATH/`) or a directory (an rsync or NFS mirror), laid out as `bellc
-//! build` writes OUT.
+//! (`http://HOST[:PORT]/PATH/`, or `https://` verified against `--source-ca` or the system's
+//! CAs) or a directory (an rsync or NFS mirror), laid out as `bellc build` writes OUT.
 //!
-//! Plain HTTP/1.1 on a `std::net::TcpStream`, one request per connection, with connect and
-//! read timeouts: bell-run stays one small synchronous binary without an async runtime or a
-//! TLS stack. Nothing fetched is trusted for being fetched: a release is checked against its
-//! signature and every file against the sha256 the verified chain names, while it streams.
+//! HTTP/1.1 on a `std::net::TcpStream` (through rustls for https), one request per
+//! connection, with connect and read timeouts: bell-run stays one small synchronous binary
+//! without an async runtime. Nothing fetched is trusted for being fetched: a release is
+//! checked against its signature and every file against the sha256 the verified chain names,
+//! while it streams; TLS only hides what a host fetches.
 
 use sha2::{Digest, Sha256};
 use std::io::{self, Read, Write};
@@ -44,13 +45,53 @@ fn time_left(limit: Duration) -> Result<Duration, String> {
     Ok(left.min(limit))
 }
 
-/// A TCP stream whose every read waits at most as long as the deadline leaves.
-struct Deadlined(TcpStream);
+/// A connection, plain or TLS.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<bell_store::tls::TlsStream>),
+}
+
+impl Conn {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Conn::Plain(tcp) => tcp,
+            Conn::Tls(tls) => tls.tcp(),
+        }
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(tcp) => tcp.read(buf),
+            Conn::Tls(tls) => tls.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Plain(tcp) => tcp.write(buf),
+            Conn::Tls(tls) => tls.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Plain(tcp) => tcp.flush(),
+            Conn::Tls(tls) => tls.flush(),
+        }
+    }
+}
+
+/// A connection whose every read waits at most as long as the deadline leaves.
+struct Deadlined(Conn);
 
 impl Read for Deadlined {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let wait = time_left(READ_TIMEOUT).map_err(io::Error::other)?;
-        self.0.set_read_timeout(Some(wait))?;
+        self.0.tcp().set_read_timeout(Some(wait))?;
         self.0.read(buf)
     }
 }
@@ -68,6 +109,8 @@ pub enum Source {
         port: u16,
         /// Starts and ends with `/`.
         path: String,
+        /// For `https://`.
+        tls: Option<bell_store::tls::Tls>,
     },
     Dir(PathBuf),
 }
@@ -90,9 +133,30 @@ impl std::fmt::Display for FetchError {
 }
 
 impl Source {
-    /// `http://HOST[:PORT]/PATH/` or a directory path.
-    pub fn parse(text: &str) -> Result<Source, String> {
-        if let Some(rest) = text.strip_prefix("http://") {
+    /// `http://HOST[:PORT]/PATH/`, `https://…` verified against `ca` (the system's CAs
+    /// without it), or a directory path.
+    pub fn open(text: &str, ca: Option<&Path>) -> Result<Source, String> {
+        Source::read(text, ca, true)
+    }
+
+    /// [`Source::open`] without reading the CA file, to check what an image's timer will
+    /// open (an https source it returns has no TLS configuration, and is not fetched from).
+    pub fn check(text: &str, ca: Option<&Path>) -> Result<Source, String> {
+        Source::read(text, ca, false)
+    }
+
+    fn read(text: &str, ca: Option<&Path>, load: bool) -> Result<Source, String> {
+        let (rest, https) = match (text.strip_prefix("http://"), text.strip_prefix("https://")) {
+            (Some(rest), _) => (Some(rest), false),
+            (_, Some(rest)) => (Some(rest), true),
+            _ => (None, false),
+        };
+        if ca.is_some() && !https {
+            return Err(format!(
+                "`--source-ca` is for an https:// source, not `{text}`"
+            ));
+        }
+        if let Some(rest) = rest {
             let (authority, path) = match rest.find('/') {
                 Some(at) => (&rest[..at], &rest[at..]),
                 None => (rest, "/"),
@@ -109,7 +173,13 @@ impl Source {
                 Some(port) => port
                     .parse::<u16>()
                     .map_err(|_| format!("`{text}`: `{port}` is not a port"))?,
-                None if host.len() == authority.len() => 80,
+                None if host.len() == authority.len() => {
+                    if https {
+                        443
+                    } else {
+                        80
+                    }
+                }
                 None => return Err(format!("`{text}`: expected `:PORT` after `{host}`")),
             };
             let bad = host.is_empty()
@@ -119,23 +189,35 @@ impl Source {
                 || path.bytes().any(|b| b.is_ascii_control() || b == b' ');
             if bad {
                 return Err(format!(
-                    "`{text}` is not a source URL; expected `http://HOST[:PORT]/PATH/`"
+                    "`{text}` is not a source URL; expected `http[s]://HOST[:PORT]/PATH/`"
                 ));
             }
             let mut path = path.to_string();
             if !path.ends_with('/') {
                 path.push('/');
             }
+            let tls = if https && load {
+                let files = bell_store::tls::TlsFiles {
+                    ca: ca.map(Path::to_path_buf),
+                    ..Default::default()
+                };
+                Some(bell_store::tls::Tls::load(
+                    &files,
+                    ["--source-ca", "--source-cert", "--source-key"],
+                )?)
+            } else {
+                None
+            };
             return Ok(Source::Http {
                 host: host.to_string(),
                 port,
                 path,
+                tls,
             });
         }
         if text.contains("://") {
             return Err(format!(
-                "`{text}`: bell-run fetches over plain http:// or from a directory; for https, \
-                 run a local proxy (the signature, not the transport, is what is trusted)"
+                "`{text}`: bell-run fetches over http://, https:// or from a directory"
             ));
         }
         if text.is_empty() {
@@ -146,7 +228,15 @@ impl Source {
 
     pub fn describe(&self, rel: &str) -> String {
         match self {
-            Source::Http { host, port, path } => format!("http://{host}:{port}{path}{rel}"),
+            Source::Http {
+                host,
+                port,
+                path,
+                tls,
+            } => {
+                let scheme = if tls.is_some() { "https" } else { "http" };
+                format!("{scheme}://{host}:{port}{path}{rel}")
+            }
             Source::Dir(dir) => dir.join(rel).display().to_string(),
         }
     }
@@ -183,14 +273,20 @@ impl Source {
                 }
                 (Box::new(file), Some(meta.len()))
             }
-            Source::Http { host, port, path } => {
-                let (stream, length) = http_get(host, *port, &format!("{path}{}", encode(rel)))
-                    .map_err(|e| match e {
-                        FetchError::NotFound(_) => {
-                            FetchError::NotFound(format!("{what}: not found"))
-                        }
-                        FetchError::Failed(m) => failed(m),
-                    })?;
+            Source::Http {
+                host,
+                port,
+                path,
+                tls,
+            } => {
+                let (stream, length) =
+                    http_get(host, *port, tls.as_ref(), &format!("{path}{}", encode(rel)))
+                        .map_err(|e| match e {
+                            FetchError::NotFound(_) => {
+                                FetchError::NotFound(format!("{what}: not found"))
+                            }
+                            FetchError::Failed(m) => failed(m),
+                        })?;
                 (stream, length)
             }
         };
@@ -252,7 +348,12 @@ fn encode(rel: &str) -> String {
 }
 
 /// Sends one GET and returns the body as a reader, with its length when the server gave one.
-fn http_get(host: &str, port: u16, path: &str) -> Result<(Box<dyn Read>, Option<u64>), FetchError> {
+fn http_get(
+    host: &str,
+    port: u16,
+    tls: Option<&bell_store::tls::Tls>,
+    path: &str,
+) -> Result<(Box<dyn Read>, Option<u64>), FetchError> {
     let failed = |m: String| FetchError::Failed(m);
     let addrs = bell_store::resolve::resolve(host, port).map_err(failed)?;
     let mut last = format!("{host} has no address");
@@ -266,17 +367,19 @@ fn http_get(host: &str, port: u16, path: &str) -> Result<(Box<dyn Read>, Option<
             Err(e) => last = format!("cannot connect to {addr}: {e}"),
         }
     }
-    let mut stream = connected.ok_or_else(|| match addrs.len() {
+    let tcp = connected.ok_or_else(|| match addrs.len() {
         0 | 1 => failed(last),
         n => failed(format!("{last} (the last of {n} addresses of {host})")),
     })?;
     let io_failed = |e: io::Error| FetchError::Failed(e.to_string());
-    stream
-        .set_read_timeout(Some(READ_TIMEOUT))
+    tcp.set_read_timeout(Some(READ_TIMEOUT))
         .map_err(io_failed)?;
-    stream
-        .set_write_timeout(Some(READ_TIMEOUT))
+    tcp.set_write_timeout(Some(READ_TIMEOUT))
         .map_err(io_failed)?;
+    let mut stream = match tls {
+        None => Conn::Plain(tcp),
+        Some(tls) => Conn::Tls(Box::new(tls.connect(tcp, host).map_err(failed)?)),
+    };
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: bell-run/{}\r\n\
          Accept-Encoding: identity\r\nConnection: close\r\n\r\n",
@@ -292,7 +395,10 @@ fn http_get(host: &str, port: u16, path: &str) -> Result<(Box<dyn Read>, Option<
             return Err(failed("the response headers are too large".into()));
         }
         let wait = time_left(READ_TIMEOUT).map_err(failed)?;
-        stream.set_read_timeout(Some(wait)).map_err(io_failed)?;
+        stream
+            .tcp()
+            .set_read_timeout(Some(wait))
+            .map_err(io_failed)?;
         match stream.read(&mut byte) {
             Ok(0) => return Err(failed("the server closed the connection early".into())),
             Ok(_) => head.push(byte[0]),
@@ -368,19 +474,21 @@ mod tests {
     #[test]
     fn sources_parse() {
         assert_eq!(
-            Source::parse("http://mirror:8080/fleet"),
+            Source::open("http://mirror:8080/fleet", None),
             Ok(Source::Http {
                 host: "mirror".into(),
                 port: 8080,
-                path: "/fleet/".into()
+                path: "/fleet/".into(),
+                tls: None,
             })
         );
         assert_eq!(
-            Source::parse("http://mirror"),
+            Source::open("http://mirror", None),
             Ok(Source::Http {
                 host: "mirror".into(),
                 port: 80,
-                path: "/".into()
+                path: "/".into(),
+                tls: None,
             })
         );
         for (url, port) in [
@@ -388,20 +496,21 @@ mod tests {
             ("http://[fd00::5]/f/", 80),
         ] {
             assert_eq!(
-                Source::parse(url),
+                Source::open(url, None),
                 Ok(Source::Http {
                     host: "[fd00::5]".into(),
                     port,
-                    path: "/f/".into()
+                    path: "/f/".into(),
+                    tls: None,
                 })
             );
         }
         assert_eq!(
-            Source::parse("/srv/bell"),
+            Source::open("/srv/bell", None),
             Ok(Source::Dir("/srv/bell".into()))
         );
         for bad in [
-            "https://x/",
+            "ftp://x/",
             "http://:80/",
             "http://u@x/",
             "http://x:99999/",
@@ -411,8 +520,15 @@ mod tests {
             "http://x/a?b",
             "",
         ] {
-            assert!(Source::parse(bad).is_err(), "{bad}");
+            assert!(Source::open(bad, None).is_err(), "{bad}");
         }
+        let ca = Some(Path::new("/nonexistent/ca.pem"));
+        assert!(Source::open("http://x/", ca)
+            .unwrap_err()
+            .contains("is for an https:// source"));
+        assert!(Source::open("https://x/", ca)
+            .unwrap_err()
+            .contains("`--source-ca`: cannot read /nonexistent/ca.pem"));
     }
 
     #[test]

@@ -9,11 +9,11 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
                       [--host NAME] [--release VERSION] [--metrics FILE]
        bell-run check [--root DIR] [--offline] [--json] [--timeout SECS] [--report DEST]
                       [--alive-ttl SECS] [--host NAME] [--release VERSION] [--metrics FILE]
-       bell-run pull --source http://HOST[:PORT]/PATH/|DIR [--host NAME] [--root DIR]
-                      [--trust FILE] [--store etcd://HOST:PORT [--lock-prefix PREFIX]]
+       bell-run pull --source http[s]://HOST[:PORT]/PATH/|DIR [--source-ca FILE] [--host NAME]
+                      [--root DIR] [--trust FILE] [--store etcd[s]://HOST:PORT [--lock-prefix PREFIX]]
                       [--fleet NAME] [--offline] [--json] [--timeout SECS] [--report DEST]
                       [--alive-ttl SECS] [--metrics FILE] [--fetch-timeout SECS]
-       bell-run pending --store etcd://HOST:PORT [--host NAME] [--root DIR] [--fleet NAME] [--json]
+       bell-run pending --store etcd[s]://HOST:PORT [--host NAME] [--root DIR] [--fleet NAME] [--json]
        bell-run status [--root DIR] [--json]
        bell-run generations [--root DIR] [--json]
        bell-run rollback [--to GENERATION] [--root DIR] [--offline] [--dry-run] [--json]
@@ -23,10 +23,12 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
        bell-run identity [--root DIR] [--init] [--host NAME] [--json]
        bell-run recover [--root DIR]
        bell-run install-timer [--root DIR] [--exec PATH] [--interval SPAN]
-                      [--source http://HOST[:PORT]/PATH/|DIR [--trust FILE] [--store etcd://HOST:PORT]
+                      [--source http[s]://HOST[:PORT]/PATH/|DIR [--trust FILE] [--store etcd[s]://HOST:PORT]
                        [--fleet NAME] [--host NAME] [--report DEST] [--alive-ttl SECS]
                        [--metrics FILE] [--timeout SECS] [--fetch-timeout SECS]
-                       [--lock-prefix PREFIX]]
+                       [--lock-prefix PREFIX] [--source-ca FILE]]
+every command that takes --store or --report etcds://… also takes
+                      [--store-ca FILE] [--store-cert FILE --store-key FILE]
 
 exit codes:
    0  done: applied, in sync (check), up to date (pending), verified
@@ -60,7 +62,12 @@ root (this machine read-only but for the root and a private /tmp)";
 
 const REPORTING: &str = concat!(
     "  --report DIR|etcd://HOST:PORT[,HOST:PORT...]\n",
-    "                     file a report of the run there (the fleet's status reads it)\n",
+    "                     file a report of the run there (the fleet's status reads it);\n",
+    "                     etcds:// for TLS\n",
+    "  --store-ca FILE    the CA an etcds:// store's certificates are verified against\n",
+    "                     (default: the system's, /etc/ssl/certs/ca-certificates.crt)\n",
+    "  --store-cert FILE, --store-key FILE\n",
+    "                     a client certificate and its key (0600), for members that ask\n",
     "  --alive-ttl SECS   how long the host's alive key outlives the run (etcd; default 900, >= 10)\n",
     "  --host NAME        the host this root is (default: its host name)\n",
     "  --release VERSION  the release this bundle was applied for, kept for later reports\n",
@@ -134,11 +141,14 @@ does. With --store it takes a slot of its rollout group first and waits (exit 10
 group is full.
 
 options:
-  --source SRC       a build output served over HTTP, or a directory
+  --source SRC       a build output served over http:// or https://, or a directory
+  --source-ca FILE   the CA an https:// source's certificate is verified against
+                     (default: the system's)
 {ROOT}
   --trust FILE       minisign public keys (default ROOT/etc/bell/trusted.pub when present)
   --store etcd://HOST:PORT[,HOST:PORT...]
-                     the fleet's store: desired map, rollout slots, reports
+                     the fleet's store: desired map, rollout slots, reports (etcds:// for
+                     TLS, with --store-ca, --store-cert and --store-key as below)
   --lock-prefix P    where the rollout semaphores live (airlock's is com.coreos.airlock)
   --fleet NAME       the fleet this host belongs to (default: the one it accepted last)
   --fetch-timeout SECS
@@ -159,6 +169,9 @@ with.
 
 options:
   --store etcd://HOST:PORT[,HOST:PORT...]
+                     (etcds:// for TLS)
+  --store-ca FILE, --store-cert FILE, --store-key FILE
+                     TLS for an etcds:// store, as for `pull`
   --host NAME        the host this root is (default: its host name)
   --fleet NAME       the fleet this host belongs to
   --root DIR         the root whose applied bundle is compared (default /)
@@ -267,7 +280,8 @@ Writes bell-run.service and bell-run.timer into ROOT/etc/systemd/system; enable 
 15min, with a random delay of up to a minute) the service re-applies the current generation,
 which runs nothing unless something is due; with --source it runs `bell-run pull` with the
 pull options given here (--trust, --store, --fleet, --host, --report, --metrics, --timeout,
---fetch-timeout, --lock-prefix), each checked now. `bell-run remove` takes them away.
+--fetch-timeout, --lock-prefix, --source-ca, --store-ca, --store-cert, --store-key), each
+checked now. `bell-run remove` takes them away.
 
 options:
   --root DIR         the root to write into (default /)

@@ -29,6 +29,8 @@ pub struct PullOptions {
     pub host: Option<String>,
     pub trust: Option<PathBuf>,
     pub store: Option<String>,
+    /// How to reach an `etcds://` store.
+    pub access: bell_store::Access,
     pub fleet: Option<String>,
     /// Where the rollout groups' semaphores are: `/bell/<fleet>` unless given (airlock's is
     /// `com.coreos.airlock`).
@@ -61,7 +63,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     let state = state::load(&root).map_err(Refusal::new)?;
     let keys = trusted_keys(&root, opts.trust.as_deref())?;
     let store = match &opts.store {
-        Some(dest) => Some(bell_store::Store::parse(dest).map_err(Refusal::new)?),
+        Some(dest) => Some(bell_store::Store::open(dest, &opts.access).map_err(Refusal::new)?),
         None => None,
     };
 

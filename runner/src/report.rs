@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 /// What the command line asked to be written after the run.
 pub struct Sinks {
     pub report: Option<String>,
+    /// How to reach an `etcds://` report store.
+    pub access: bell_store::Access,
     pub metrics: Option<PathBuf>,
     pub host: Option<String>,
     pub release: Option<String>,
@@ -348,7 +350,7 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     key: &key.key,
                     next_sequence: &mut next_sequence,
                 });
-                let filed = Store::parse(dest).and_then(|store| {
+                let filed = Store::open(dest, &sinks.access).and_then(|store| {
                     store.record(&mut report, signer)?;
                     let root = recorded.as_ref().map(|(root, _)| root);
                     keep_alive(&store, dest, &report, root, sinks.alive_ttl)

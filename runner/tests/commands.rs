@@ -668,6 +668,49 @@ fn install_timer_with_a_source_writes_a_pulling_service_with_every_argument_quot
             bin = bin()
         )
     );
+    // TLS for the store and the source: the files are the image's, named as given.
+    let out = install(&[
+        "--source",
+        "https://mirror.example/fleet/",
+        "--source-ca",
+        "/etc/bell/mirror-ca.pem",
+        "--store",
+        "etcds://10.0.0.1:2379,10.0.0.2:2379",
+        "--store-ca",
+        "/etc/bell/etcd-ca.pem",
+        "--store-cert",
+        "/etc/bell/host.pem",
+        "--store-key",
+        "/etc/bell/host.key",
+    ]);
+    expect_code(&out, 0);
+    assert!(
+        stderr(&out).contains("`--store-key /etc/bell/host.key` does not exist under the root yet"),
+        "{}",
+        stderr(&out)
+    );
+    let tls_service = std::fs::read_to_string(unit_dir.join("bell-run.service")).unwrap();
+    assert!(
+        tls_service.contains(
+            "--store \"etcds://10.0.0.1:2379,10.0.0.2:2379\" --source-ca \"/etc/bell/mirror-ca.pem\" \
+             --store-ca \"/etc/bell/etcd-ca.pem\" --store-cert \"/etc/bell/host.pem\" \
+             --store-key \"/etc/bell/host.key\""
+        ),
+        "{tls_service}"
+    );
+    systemd_accepts(&unit_dir);
+    // The first install's unit again, for what follows.
+    let out = install(&[
+        "--source",
+        hostile,
+        "--trust",
+        "/etc/bell/fleet keys.pub",
+        "--store",
+        "etcd://127.0.0.1:2379",
+        "--host",
+        "web-1",
+    ]);
+    expect_code(&out, 0);
     // A pull that hangs ends: the fetch's 300 s and two scripts' 900 s.
     assert!(service.contains("\nTimeoutStartSec=2100\n"), "{service}");
     // The first pull has no current generation: the service must not wait for one.
@@ -693,7 +736,24 @@ fn install_timer_with_a_source_writes_a_pulling_service_with_every_argument_quot
     let before = std::fs::read(unit_dir.join("bell-run.service")).unwrap();
     for bad in [
         &["--source", "relative/mirror"][..],
-        &["--source", "https://bundles.example/"],
+        &["--source", "ftp://bundles.example/"],
+        &["--source", "/srv/mirror", "--source-ca", "/etc/ca.pem"],
+        &[
+            "--source",
+            "/srv/mirror",
+            "--store",
+            "etcd://h:1",
+            "--store-ca",
+            "/etc/ca.pem",
+        ],
+        &[
+            "--source",
+            "/srv/mirror",
+            "--store-ca",
+            "etc/ca.pem",
+            "--store",
+            "etcds://h:1",
+        ],
         &["--source", "/srv/mirror", "--store", "consul://x"],
         &["--source", "/srv/mirror", "--trust", "keys.pub"],
         &["--store", "etcd://127.0.0.1:2379"],

@@ -101,6 +101,33 @@ impl LockScope {
     }
 }
 
+/// How to reach an `etcds://` store: what its members' certificates are verified against,
+/// and the client certificate, where the members ask for one.
+#[derive(clap::Args, Default)]
+struct StoreTls {
+    /// The CA the store's members' certificates are signed by (default: the system's CAs).
+    #[arg(long, value_name = "FILE")]
+    store_ca: Option<PathBuf>,
+    /// A client certificate (PEM) for members that ask for one; with `--store-key`.
+    #[arg(long, value_name = "FILE", requires = "store_key")]
+    store_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM, readable by its owner alone).
+    #[arg(long, value_name = "FILE", requires = "store_cert")]
+    store_key: Option<PathBuf>,
+}
+
+impl StoreTls {
+    fn access(&self) -> bell_store::Access {
+        bell_store::Access {
+            tls: bell_store::tls::TlsFiles {
+                ca: self.store_ca.clone(),
+                cert: self.store_cert.clone(),
+                key: self.store_key.clone(),
+            },
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum LockCommand {
     /// Every rollout group's semaphore: its slots, who holds them and since when, how many
@@ -115,6 +142,8 @@ enum LockCommand {
         #[arg(long, value_parser = etcd_url)]
         store: String,
         #[command(flatten)]
+        tls: StoreTls,
+        #[command(flatten)]
         scope: LockScope,
         #[arg(long)]
         json: bool,
@@ -126,6 +155,8 @@ enum LockCommand {
         /// `etcd://HOST:PORT[,HOST:PORT...]`.
         #[arg(long, value_parser = etcd_url)]
         store: String,
+        #[command(flatten)]
+        tls: StoreTls,
         #[command(flatten)]
         scope: LockScope,
     },
@@ -216,6 +247,8 @@ enum Command {
         #[arg(long, value_parser = etcd_url, required_unless_present = "sign_key")]
         store: Option<String>,
         #[command(flatten)]
+        tls: StoreTls,
+        #[command(flatten)]
         signing: SignArgs,
     },
     /// Roll OUT's release out wave by wave: each wave's release signed into OUT and published,
@@ -228,6 +261,8 @@ enum Command {
         /// `etcd://HOST:PORT[,HOST:PORT...]`: where the hosts pull from and report to.
         #[arg(long, value_parser = etcd_url)]
         store: String,
+        #[command(flatten)]
+        tls: StoreTls,
         #[command(flatten)]
         signing: SignArgs,
         /// How long a wave may take to converge before the rollout halts (`90s`, `30m`).
@@ -265,6 +300,8 @@ enum Command {
         /// `etcd://HOST:PORT[,HOST:PORT...]` that `bell-run --report etcd://...` wrote.
         #[arg(long)]
         store: Option<String>,
+        #[command(flatten)]
+        tls: StoreTls,
         /// The fleet whose published release the store holds (without OUT).
         #[arg(long)]
         fleet: Option<String>,
@@ -304,6 +341,8 @@ enum Command {
         /// `etcd://HOST:PORT[,HOST:PORT...]` that the hosts report to.
         #[arg(long, value_parser = etcd_url)]
         store: String,
+        #[command(flatten)]
+        tls: StoreTls,
         /// Where to listen. Loopback unless told otherwise: the page has no login.
         #[arg(long, value_name = "ADDRESS:PORT", default_value = "127.0.0.1:8080")]
         listen: String,
@@ -597,13 +636,14 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         Command::Publish {
             out,
             store,
+            tls,
             signing,
         } => {
             if let Some(key) = load_sign_key(signing)? {
                 sign_out(out, &key, signing.expires)?;
             }
             match store {
-                Some(store) => Ok(review::publish(out, store)?),
+                Some(store) => Ok(review::publish(out, store, &tls.access())?),
                 None => Ok(0),
             }
         }
@@ -636,21 +676,32 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             LockCommand::Status {
                 out,
                 store,
+                tls,
                 scope,
                 json,
             } => Ok(review::lock_status(
                 store,
+                &tls.access(),
                 &scope.prefix(),
                 out.as_deref(),
                 *json,
             )?),
-            LockCommand::Release { host, store, scope } => {
-                Ok(review::lock_release(store, &scope.prefix(), host)?)
-            }
+            LockCommand::Release {
+                host,
+                store,
+                tls,
+                scope,
+            } => Ok(review::lock_release(
+                store,
+                &tls.access(),
+                &scope.prefix(),
+                host,
+            )?),
         },
         Command::Rollout {
             out,
             store,
+            tls,
             signing,
             wave_timeout,
             resume,
@@ -667,7 +718,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                         return Err(Failure::Usage("`--status` needs OUT or `--fleet`".into()))
                     }
                 };
-                return Ok(rollout::status(store, &fleet, *json)?);
+                return Ok(rollout::status(store, &tls.access(), &fleet, *json)?);
             }
             let Some(out) = out else {
                 return Err(Failure::Usage("OUT is required".into()));
@@ -684,6 +735,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                         rollout::command(
                             out,
                             store,
+                            &tls.access(),
                             Some(Path::new("KEY")),
                             if *abort {
                                 "--abort"
@@ -699,6 +751,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             Ok(rollout::run(&rollout::Args {
                 out,
                 store,
+                access: &tls.access(),
                 key_path: signing.sign_key.as_deref(),
                 key: key.as_ref(),
                 expires_in: signing.expires,
@@ -712,6 +765,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             out,
             reports,
             store,
+            tls,
             fleet,
             stale,
             json,
@@ -764,6 +818,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 out: out.as_deref(),
                 fleet: fleet.as_deref(),
                 source: &source,
+                access: &tls.access(),
                 stale_minutes: *stale,
                 json: *json,
                 all: *all,
@@ -775,6 +830,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         Command::Serve {
             out,
             store,
+            tls,
             listen,
             spec,
             refresh,
@@ -782,6 +838,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             cli,
             out,
             store,
+            &tls.access(),
             listen,
             spec.as_deref(),
             *refresh,
@@ -1364,6 +1421,7 @@ fn serve(
     cli: &Cli,
     out: &str,
     store: &str,
+    access: &bell_store::Access,
     listen: &str,
     spec: Option<&Path>,
     refresh: u64,
@@ -1372,7 +1430,7 @@ fn serve(
 ) -> Result<u8, Failure> {
     use bellc::serve::{http, pages::Pages, Board, Explain, Out};
     use std::sync::Arc;
-    let etcd = bell_store::Etcd::parse(store)?;
+    let etcd = bell_store::Etcd::open(store, access)?;
     let out = Out::parse(out).map_err(Failure::Usage)?;
     let explain: Option<Explain> = match spec {
         None => None,
@@ -1422,9 +1480,9 @@ fn serve(
 }
 
 fn etcd_url(value: &str) -> Result<String, String> {
-    if value.starts_with("etcd://") {
+    if value.starts_with("etcd://") || value.starts_with("etcds://") {
         Ok(value.to_string())
     } else {
-        Err("needs an etcd store (`--store etcd://HOST:PORT`)".to_string())
+        Err("needs an etcd store (`--store etcd://HOST:PORT`, or `etcds://` for TLS)".to_string())
     }
 }

@@ -95,10 +95,10 @@ fn print_diff(d: &ReleaseDiff) {
     println!("{}", d.summary());
 }
 
-pub fn publish(out: &Path, dest: &str) -> Result<u8, String> {
+pub fn publish(out: &Path, dest: &str, access: &bell_store::Access) -> Result<u8, String> {
     let side = diff::DirSide::open(out)?;
     let release = side.release();
-    let store = Store::parse(dest)?;
+    let store = Store::open(dest, access)?;
     if let Store::Etcd(etcd) = &store {
         // A rollout's controller owns the desired map until it is done or aborted.
         let progress = rollout::load_progress(etcd, &release.fleet).map_err(|e| e.to_string())?;
@@ -112,8 +112,8 @@ pub fn publish(out: &Path, dest: &str) -> Result<u8, String> {
                 diff::short(&p.target),
                 p.phase.as_str(),
                 release.fleet,
-                crate::rollout::command(out, dest, key, "--resume"),
-                crate::rollout::command(out, dest, key, "--abort"),
+                crate::rollout::command(out, dest, access, key, "--resume"),
+                crate::rollout::command(out, dest, access, key, "--abort"),
             ));
         }
     }
@@ -190,6 +190,7 @@ pub struct StatusArgs<'a> {
     pub out: Option<&'a Path>,
     pub fleet: Option<&'a str>,
     pub source: &'a str,
+    pub access: &'a bell_store::Access,
     pub stale_minutes: Option<u64>,
     pub json: bool,
     pub all: bool,
@@ -272,7 +273,7 @@ fn read_release(out: &Path) -> Result<bell_bundle::Release, String> {
 /// Exit 3 when a host is in a `--fail-on` state (or, as a gate, when the named hosts are not
 /// up to date on the version).
 pub fn status(args: &StatusArgs) -> Result<u8, String> {
-    let store = Store::parse(args.source)?;
+    let store = Store::open(args.source, args.access)?;
     let release = release_of(args, &store)?;
     let identities = bell_store::identities_of(&release);
     let mut views = store.load_fleet(&release.fleet, &identities)?;
@@ -458,11 +459,12 @@ fn detail_of(h: &status::HostStatus) -> String {
 /// `bellc lock status`: every group under `prefix`, with its holders and free slots.
 pub fn lock_status(
     store: &str,
+    access: &bell_store::Access,
     prefix: &str,
     out: Option<&Path>,
     json: bool,
 ) -> Result<u8, String> {
-    let etcd = bell_store::Etcd::parse(store)?;
+    let etcd = bell_store::Etcd::open(store, access)?;
     let mut groups = bell_store::semaphore::groups(&etcd, prefix)?;
     if let Some(out) = out {
         let release = read_release(out)?;
@@ -537,8 +539,13 @@ pub fn lock_status(
 }
 
 /// `bellc lock release HOST`: frees every slot HOST holds under `prefix`.
-pub fn lock_release(store: &str, prefix: &str, host: &str) -> Result<u8, String> {
-    let etcd = bell_store::Etcd::parse(store)?;
+pub fn lock_release(
+    store: &str,
+    access: &bell_store::Access,
+    prefix: &str,
+    host: &str,
+) -> Result<u8, String> {
+    let etcd = bell_store::Etcd::open(store, access)?;
     let groups = bell_store::semaphore::groups(&etcd, prefix)?;
     let mut released = 0;
     for g in groups

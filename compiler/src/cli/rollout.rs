@@ -12,6 +12,7 @@ use std::time::Duration;
 pub struct Args<'a> {
     pub out: &'a Path,
     pub store: &'a str,
+    pub access: &'a bell_store::Access,
     /// Where the key was read from, for the commands the hints print.
     pub key_path: Option<&'a Path>,
     pub key: Option<&'a SigningKey>,
@@ -24,7 +25,7 @@ pub struct Args<'a> {
 
 /// Exit 0 when the rollout (or abort) finished, 1 when it halted.
 pub fn run(args: &Args) -> Result<u8, String> {
-    let etcd = Etcd::parse(args.store)?;
+    let etcd = Etcd::open(args.store, args.access)?;
     let controller = Controller {
         etcd,
         out: args.out.to_path_buf(),
@@ -79,8 +80,8 @@ pub fn run(args: &Args) -> Result<u8, String> {
                 println!(
                     "later waves stay on their old bundles; fix the hosts and `{}`, or `{}` to \
                      take the rollout back",
-                    command(args.out, args.store, args.key_path, "--resume"),
-                    command(args.out, args.store, args.key_path, "--abort")
+                    command(args.out, args.store, args.access, args.key_path, "--resume"),
+                    command(args.out, args.store, args.access, args.key_path, "--abort")
                 );
             }
             Ok(1)
@@ -90,12 +91,24 @@ pub fn run(args: &Args) -> Result<u8, String> {
 
 /// A complete `bellc rollout` command for a hint: OUT, the store and the key as given (none
 /// for a fleet whose releases are not signed), then `what`.
-pub fn command(out: &Path, store: &str, key: Option<&Path>, what: &str) -> String {
+pub fn command(
+    out: &Path,
+    store: &str,
+    access: &bell_store::Access,
+    key: Option<&Path>,
+    what: &str,
+) -> String {
     let mut text = format!(
         "bellc rollout {} --store {}",
         shell_word(&out.display().to_string()),
         shell_word(store)
     );
+    for (flag, file) in access.flags() {
+        text.push_str(&format!(
+            " {flag} {}",
+            shell_word(&file.display().to_string())
+        ));
+    }
     if let Some(key) = key {
         text.push_str(" --sign-key ");
         text.push_str(&shell_word(&key.display().to_string()));
@@ -121,8 +134,13 @@ fn shell_word(word: &str) -> String {
 }
 
 /// `bellc rollout --status`.
-pub fn status(store: &str, fleet: &str, json: bool) -> Result<u8, String> {
-    let etcd = Etcd::parse(store)?;
+pub fn status(
+    store: &str,
+    access: &bell_store::Access,
+    fleet: &str,
+    json: bool,
+) -> Result<u8, String> {
+    let etcd = Etcd::open(store, access)?;
     let progress = rollout::load_progress(&etcd, fleet).map_err(explain)?;
     let holder = rollout::holder(&etcd, fleet).map_err(explain)?;
     // Halted or being aborted: someone is needed (the code `bellc status` uses for that).
@@ -194,7 +212,7 @@ fn trouble(t: &Trouble) -> String {
 
 /// The error and its help, with every command in it complete for this OUT, store and key.
 fn explain_with(e: RolloutError, args: &Args) -> String {
-    let command = |what: &str| command(args.out, args.store, args.key_path, what);
+    let command = |what: &str| command(args.out, args.store, args.access, args.key_path, what);
     let help = match &e {
         RolloutError::Busy { fleet, .. } => Some(format!(
             "wait for it, or follow it with `bellc rollout --status --store {} --fleet {fleet}`; \

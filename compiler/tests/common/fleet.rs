@@ -79,12 +79,119 @@ fn free_port() -> u16 {
         .expect("a free port")
 }
 
-/// One etcd member on loopback: its client and peer URLs, data and log in `dir`.
-fn spawn_member(name: &str, client: u16, peer: u16, cluster: &str, dir: &Path) -> Child {
-    let client_url = format!("http://127.0.0.1:{client}");
+/// A certificate authority made with `openssl` for one test: a CA, a server certificate for
+/// `127.0.0.1` (etcd members, nginx) and a client certificate, each key 0600.
+pub struct Pki {
+    pub dir: tempfile::TempDir,
+}
+
+impl Pki {
+    /// `None` (a skip) only outside CI when openssl is not installed.
+    pub fn new() -> Option<Pki> {
+        if !require("openssl") {
+            return None;
+        }
+        let pki = Pki {
+            dir: tempfile::tempdir().expect("tempdir"),
+        };
+        pki.openssl(
+            "req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+             -subj /CN=bell-test-CA -keyout ca.key -out ca.pem",
+        );
+        pki.issue(
+            "server",
+            "127.0.0.1",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        );
+        pki.issue("client", "bell-client", "extendedKeyUsage=clientAuth");
+        Some(pki)
+    }
+
+    /// `openssl ARGS` in the CA's directory (words without spaces).
+    fn openssl(&self, args: &str) {
+        let out = Command::new("openssl")
+            .args(args.split_whitespace())
+            .current_dir(self.dir.path())
+            .output()
+            .expect("openssl");
+        assert!(out.status.success(), "openssl {args:?}: {}", text(&out));
+    }
+
+    /// NAME.pem and NAME.key, signed by the CA.
+    fn issue(&self, name: &str, cn: &str, ext: &str) {
+        self.openssl(&format!(
+            "req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN={cn} \
+             -keyout {name}.key -out {name}.csr"
+        ));
+        std::fs::write(self.path(&format!("{name}.ext")), format!("{ext}\n")).expect("ext");
+        self.openssl(&format!(
+            "x509 -req -in {name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+             -extfile {name}.ext -out {name}.pem"
+        ));
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            self.path(&format!("{name}.key")),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .expect("chmod");
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// How a client reaches a member: trusting this CA, with the client certificate.
+    pub fn access(&self) -> bell_store::Access {
+        bell_store::Access {
+            tls: bell_store::tls::TlsFiles {
+                ca: Some(self.path("ca.pem")),
+                cert: Some(self.path("client.pem")),
+                key: Some(self.path("client.key")),
+            },
+        }
+    }
+
+    /// The options that say [`Pki::access`] on a command line.
+    pub fn flags(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (flag, file) in [
+            ("--store-ca", "ca.pem"),
+            ("--store-cert", "client.pem"),
+            ("--store-key", "client.key"),
+        ] {
+            out.push(flag.to_string());
+            out.push(self.path(file).display().to_string());
+        }
+        out
+    }
+}
+
+/// One etcd member on loopback: its client and peer URLs, data and log in `dir`; with `pki`,
+/// its clients speak TLS and must present a certificate of that CA.
+fn spawn_member(
+    name: &str,
+    client: u16,
+    peer: u16,
+    cluster: &str,
+    dir: &Path,
+    pki: Option<&Pki>,
+) -> Child {
+    let scheme = if pki.is_some() { "https" } else { "http" };
+    let client_url = format!("{scheme}://127.0.0.1:{client}");
     let peer_url = format!("http://127.0.0.1:{peer}");
     let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log");
-    Command::new("etcd")
+    let mut command = Command::new("etcd");
+    if let Some(pki) = pki {
+        command
+            .arg(format!("--cert-file={}", pki.path("server.pem").display()))
+            .arg(format!("--key-file={}", pki.path("server.key").display()))
+            .arg("--client-cert-auth")
+            .arg(format!(
+                "--trusted-ca-file={}",
+                pki.path("ca.pem").display()
+            ));
+    }
+    command
         .arg(format!("--name={name}"))
         .arg(format!("--data-dir={}", dir.join(name).display()))
         .arg(format!("--listen-client-urls={client_url}"))
@@ -155,6 +262,7 @@ impl Etcd {
                 peer,
                 &cluster,
                 data.path(),
+                None,
             )];
             let endpoint = format!("127.0.0.1:{client}");
             if wait_ready(&bell_store::Etcd::new(vec![endpoint.clone()]), &mut child) {
@@ -199,6 +307,15 @@ pub struct EtcdCluster {
 impl EtcdCluster {
     /// `None` (a skip) only outside CI when etcd is not installed.
     pub fn start() -> Option<EtcdCluster> {
+        EtcdCluster::start_with(None)
+    }
+
+    /// A cluster whose clients speak TLS with certificates of `pki` (`etcds://`).
+    pub fn start_tls(pki: &Pki) -> Option<EtcdCluster> {
+        EtcdCluster::start_with(Some(pki))
+    }
+
+    fn start_with(pki: Option<&Pki>) -> Option<EtcdCluster> {
         if !require("etcd") {
             return None;
         }
@@ -215,19 +332,24 @@ impl EtcdCluster {
                 .iter()
                 .enumerate()
                 .map(|(i, (client, peer))| {
-                    spawn_member(&format!("m{i}"), *client, *peer, &cluster, data.path())
+                    spawn_member(&format!("m{i}"), *client, *peer, &cluster, data.path(), pki)
                 })
                 .collect();
             let endpoints: Vec<String> = ports
                 .iter()
                 .map(|(client, _)| format!("127.0.0.1:{client}"))
                 .collect();
-            let url = format!("etcd://{}", endpoints.join(","));
+            let scheme = if pki.is_some() { "etcds" } else { "etcd" };
+            let url = format!("{scheme}://{}", endpoints.join(","));
             let ready = (0..3).all(|i| {
-                wait_ready(
-                    &bell_store::Etcd::new(vec![endpoints[i].clone()]),
-                    &mut members,
-                )
+                let member = match pki {
+                    None => bell_store::Etcd::new(vec![endpoints[i].clone()]),
+                    Some(pki) => {
+                        bell_store::Etcd::open(&format!("etcds://{}", endpoints[i]), &pki.access())
+                            .expect("a TLS client")
+                    }
+                };
+                wait_ready(&member, &mut members)
             });
             let cluster = EtcdCluster {
                 members,
@@ -244,6 +366,11 @@ impl EtcdCluster {
 
     pub fn client(&self) -> bell_store::Etcd {
         bell_store::Etcd::new(self.endpoints.clone())
+    }
+
+    /// A client of a TLS cluster.
+    pub fn client_tls(&self, pki: &Pki) -> bell_store::Etcd {
+        bell_store::Etcd::open(&self.url, &pki.access()).expect("a TLS client")
     }
 
     /// Takes member `i` down, as a host that lost power.
@@ -281,6 +408,15 @@ impl Nginx {
     /// [`Nginx::serve`] with workers that run as `user` (`nobody`), as the README's recipe
     /// runs them: what they serve must be readable without privileges.
     pub fn serve_as(dir: &Path, user: Option<&str>) -> Option<Nginx> {
+        Nginx::start(dir, user, None)
+    }
+
+    /// [`Nginx::serve`] over https with `pki`'s server certificate.
+    pub fn serve_tls(dir: &Path, pki: &Pki) -> Option<Nginx> {
+        Nginx::start(dir, None, Some(pki))
+    }
+
+    fn start(dir: &Path, user: Option<&str>, pki: Option<&Pki>) -> Option<Nginx> {
         if !require("nginx") {
             return None;
         }
@@ -299,6 +435,15 @@ impl Nginx {
                 None if bell_testkit::euid() == Some(0) => "user root root;".to_string(),
                 None => String::new(),
             };
+            let listen = match pki {
+                None => format!("listen 127.0.0.1:{port};"),
+                Some(pki) => format!(
+                    "listen 127.0.0.1:{port} ssl;\n    ssl_certificate {};\n    \
+                     ssl_certificate_key {};",
+                    pki.path("server.pem").display(),
+                    pki.path("server.key").display()
+                ),
+            };
             let conf = format!(
                 "{user}\ndaemon off;\nworker_processes 1;\npid {s}/nginx.pid;\nerror_log {s}/error.log;\n\
                  events {{ worker_connections 64; }}\n\
@@ -306,7 +451,7 @@ impl Nginx {
                  proxy_temp_path {s}/proxy;\n  fastcgi_temp_path {s}/fastcgi;\n\
                  uwsgi_temp_path {s}/uwsgi;\n  scgi_temp_path {s}/scgi;\n\
                  default_type application/octet-stream;\n\
-                 server {{\n    listen 127.0.0.1:{port};\n    root {};\n  }}\n}}\n",
+                 server {{\n    {listen}\n    root {};\n  }}\n}}\n",
                 dir.display()
             );
             std::fs::write(state.path().join("nginx.conf"), conf).expect("nginx.conf");
@@ -323,7 +468,10 @@ impl Nginx {
                 .expect("start nginx");
             let mut server = Nginx {
                 child,
-                url: format!("http://127.0.0.1:{port}/"),
+                url: format!(
+                    "{}://127.0.0.1:{port}/",
+                    if pki.is_some() { "https" } else { "http" }
+                ),
                 access_log: state.path().join("access.log"),
                 _state: state,
             };

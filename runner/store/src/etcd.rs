@@ -1,8 +1,7 @@
-//! A minimal etcd v3 client over the server's HTTP/JSON gateway (`/v3/kv/...`): plain HTTP/1.1
-//! on a `std::net::TcpStream`, one request per connection. bell-run stays a small synchronous
-//! binary with no async runtime and no TLS stack (the maintained gRPC client, `etcd-client`,
-//! brings tokio and tonic); the fleet store is expected on a management network (or behind a
-//! local proxy that adds TLS).
+//! A minimal etcd v3 client over the server's HTTP/JSON gateway (`/v3/kv/...`): HTTP/1.1 on a
+//! `std::net::TcpStream`, one request per connection, over TLS (rustls, see [`crate::tls`])
+//! for `etcds://`. bell-run stays a small synchronous binary with no async runtime (the
+//! maintained gRPC client, `etcd-client`, brings tokio and tonic).
 //!
 //! A cluster is given as several endpoints. A request goes to the endpoint that answered last
 //! and moves on to the next when one cannot be reached, times out or answers with a server
@@ -26,6 +25,8 @@ const ROUND_PAUSES: [Duration; 2] = [Duration::from_millis(500), Duration::from_
 #[derive(Debug)]
 pub struct Etcd {
     endpoints: Vec<String>,
+    /// For `etcds://`: how every endpoint is spoken to.
+    tls: Option<crate::tls::Tls>,
     /// The endpoint that answered last, where the next request starts.
     current: AtomicUsize,
     /// Requests sent (each endpoint tried counts once), shared by clones: what a benchmark
@@ -37,6 +38,7 @@ impl Clone for Etcd {
     fn clone(&self) -> Etcd {
         Etcd {
             endpoints: self.endpoints.clone(),
+            tls: self.tls.clone(),
             current: AtomicUsize::new(self.current.load(Ordering::Relaxed)),
             requests: Arc::clone(&self.requests),
         }
@@ -45,7 +47,7 @@ impl Clone for Etcd {
 
 impl PartialEq for Etcd {
     fn eq(&self, other: &Etcd) -> bool {
-        self.endpoints == other.endpoints
+        self.endpoints == other.endpoints && self.tls.is_some() == other.tls.is_some()
     }
 }
 
@@ -105,13 +107,39 @@ enum Failure {
 }
 
 impl Etcd {
-    /// Parses `etcd://HOST:PORT[,HOST:PORT...]` (no path, no credentials).
+    /// Parses `etcd://HOST:PORT[,HOST:PORT...]` (no path, no credentials), or `etcds://` for
+    /// TLS with the system's CAs.
     pub fn parse(url: &str) -> Result<Etcd, String> {
-        let expected = "expected `etcd://HOST:PORT`, or several endpoints of one cluster \
-                        separated by commas, such as `etcd://10.0.0.1:2379,10.0.0.2:2379`";
-        let rest = url
-            .strip_prefix("etcd://")
-            .ok_or_else(|| format!("`{url}` is not an etcd URL; {expected}"))?;
+        Etcd::open(url, &crate::Access::default())
+    }
+
+    /// Parses the URL and loads what `access` names: `etcds://` speaks TLS, verifying the
+    /// members against `--store-ca` (or the system's CAs) and presenting `--store-cert`.
+    pub fn open(url: &str, access: &crate::Access) -> Result<Etcd, String> {
+        let (endpoints, tls) = Etcd::check(url, access)?;
+        let mut etcd = Etcd::new(endpoints);
+        if tls {
+            etcd.tls = Some(crate::tls::Tls::load(
+                &access.tls,
+                ["--store-ca", "--store-cert", "--store-key"],
+            )?);
+        }
+        Ok(etcd)
+    }
+
+    /// The endpoints of the URL, and whether it asks for TLS; an error when it is not an
+    /// etcd URL, or when `access` names TLS files for plain HTTP. Reads no file.
+    pub fn check(url: &str, access: &crate::Access) -> Result<(Vec<String>, bool), String> {
+        let expected = "expected `etcd://HOST:PORT` (or `etcds://` for TLS), or several \
+                        endpoints of one cluster separated by commas, such as \
+                        `etcds://10.0.0.1:2379,10.0.0.2:2379`";
+        let (rest, tls) = if let Some(rest) = url.strip_prefix("etcds://") {
+            (rest, true)
+        } else if let Some(rest) = url.strip_prefix("etcd://") {
+            (rest, false)
+        } else {
+            return Err(format!("`{url}` is not an etcd URL; {expected}"));
+        };
         let rest = rest.strip_suffix('/').unwrap_or(rest);
         let mut endpoints = Vec::new();
         for endpoint in rest.split(',') {
@@ -128,14 +156,22 @@ impl Etcd {
             }
             endpoints.push(endpoint.to_string());
         }
-        Ok(Etcd::new(endpoints))
+        if !tls && !access.tls.is_empty() {
+            return Err(format!(
+                "`--store-ca`, `--store-cert` and `--store-key` are for TLS: write `etcds://` \
+                 instead of `{url}`"
+            ));
+        }
+        Ok((endpoints, tls))
     }
 
-    /// A client of the cluster at `endpoints` (`HOST:PORT` each, at least one).
+    /// A client of the cluster at `endpoints` (`HOST:PORT` each, at least one), over plain
+    /// HTTP.
     pub fn new(endpoints: Vec<String>) -> Etcd {
         assert!(!endpoints.is_empty(), "an etcd client needs an endpoint");
         Etcd {
             endpoints,
+            tls: None,
             current: AtomicUsize::new(0),
             requests: Arc::new(AtomicU64::new(0)),
         }
@@ -145,9 +181,10 @@ impl Etcd {
         &self.endpoints
     }
 
-    /// `etcd://HOST:PORT[,...]`, as it was given.
+    /// `etcd://HOST:PORT[,...]` (`etcds://` over TLS), as it was given.
     pub fn url(&self) -> String {
-        format!("etcd://{}", self.endpoints.join(","))
+        let scheme = if self.tls.is_some() { "etcds" } else { "etcd" };
+        format!("{scheme}://{}", self.endpoints.join(","))
     }
 
     pub fn put(&self, key: &str, value: &[u8]) -> Result<(), String> {
@@ -352,7 +389,7 @@ impl Etcd {
                 let at = (first + step) % count;
                 let endpoint = &self.endpoints[at];
                 self.requests.fetch_add(1, Ordering::Relaxed);
-                match call_one(endpoint, path, &body, parse) {
+                match call_one(endpoint, self.tls.as_ref(), path, &body, parse) {
                     Ok(value) => {
                         self.current.store(at, Ordering::Relaxed);
                         return Ok(value);
@@ -372,6 +409,7 @@ impl Etcd {
 
 fn call_one<T>(
     endpoint: &str,
+    tls: Option<&crate::tls::Tls>,
     path: &str,
     body: &str,
     parse: &dyn Fn(&[u8]) -> Result<T, String>,
@@ -381,9 +419,24 @@ fn call_one<T>(
          Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let response = exchange(endpoint, request.as_bytes()).map_err(Failure::Unreachable)?;
+    let response = exchange(endpoint, tls, request.as_bytes()).map_err(Failure::Unreachable)?;
     drop(request);
-    let (status, body) = parse_response(&response).map_err(Failure::Unreachable)?;
+    let (status, body) = parse_response(&response).map_err(|e| {
+        // A TLS alert record (type 21, version 3.x) or Go's answer to plain HTTP on a TLS port.
+        let speaks_tls = response.starts_with(&[0x15, 0x03])
+            || response.windows(12).any(|w| w == b"HTTPS server");
+        Failure::Unreachable(match (tls, speaks_tls, response.is_empty()) {
+            (None, true, _) => {
+                "this endpoint speaks TLS: write `etcds://` (with `--store-ca`)".to_string()
+            }
+            // etcd closes a plain connection to its TLS port without a word.
+            (None, _, true) => "the endpoint closed the connection without answering (an \
+                                endpoint that speaks TLS does so to plain HTTP: write \
+                                `etcds://`?)"
+                .to_string(),
+            _ => format!("{e} ({} bytes)", response.len()),
+        })
+    })?;
     drop(response);
     let invalid =
         |e: String| Failure::Unreachable(format!("`{path}` answered with invalid JSON: {e}"));
@@ -410,29 +463,63 @@ fn call_one<T>(
 /// The largest answer read from etcd: the reports of a 100,000-host fleet are about 300 MiB.
 const MAX_ANSWER_BYTES: u64 = 1 << 30;
 
-pub(crate) fn exchange(endpoint: &str, request: &[u8]) -> Result<Vec<u8>, String> {
+pub(crate) fn exchange(
+    endpoint: &str,
+    tls: Option<&crate::tls::Tls>,
+    request: &[u8],
+) -> Result<Vec<u8>, String> {
     let addrs = crate::resolve::resolve_endpoint(endpoint)?;
     let mut last = "no address".to_string();
     for addr in addrs {
         match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-            Ok(mut stream) => {
+            Ok(stream) => {
                 let _ = stream.set_read_timeout(Some(TIMEOUT));
                 let _ = stream.set_write_timeout(Some(TIMEOUT));
-                stream
-                    .write_all(request)
-                    .map_err(|e| format!("cannot send: {e}"))?;
-                // Bounded: an endpoint that never stops sending is not etcd.
-                let mut response = Vec::new();
-                (&mut stream)
-                    .take(MAX_ANSWER_BYTES)
-                    .read_to_end(&mut response)
-                    .map_err(|e| format!("cannot read the answer: {e}"))?;
-                return Ok(response);
+                return match tls {
+                    None => send_and_read(stream, request),
+                    Some(tls) => {
+                        let host = endpoint.rsplit_once(':').map_or(endpoint, |(h, _)| h);
+                        send_and_read(tls.connect(stream, host)?, request)
+                    }
+                };
             }
             Err(e) => last = format!("cannot connect: {e}"),
         }
     }
     Err(last)
+}
+
+fn send_and_read(mut stream: impl Read + Write, request: &[u8]) -> Result<Vec<u8>, String> {
+    stream
+        .write_all(request)
+        .map_err(|e| format!("cannot send: {e}"))?;
+    // Bounded: an endpoint that never stops sending is not etcd.
+    let mut response = Vec::new();
+    match (&mut stream)
+        .take(MAX_ANSWER_BYTES)
+        .read_to_end(&mut response)
+    {
+        Ok(_) => Ok(response),
+        // A TLS server that closes without `close_notify`: the answer counts only when its
+        // head says how long it is and all of it came (`parse_response` checks the length).
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && is_framed(&response) => {
+            Ok(response)
+        }
+        Err(e) => Err(format!("cannot read the answer: {e}")),
+    }
+}
+
+/// Whether a response's head gives its body's length (or chunks it), so that a cut is seen.
+fn is_framed(response: &[u8]) -> bool {
+    let Some(split) = response.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    crate::http::parse_head(&response[..split]).is_ok_and(|head| {
+        head.content_length.is_some()
+            || head
+                .transfer_encoding
+                .is_some_and(|t| t.eq_ignore_ascii_case("chunked"))
+    })
 }
 
 fn kvs(value: &serde_json::Value) -> Result<Vec<KeyValue>, String> {

@@ -24,6 +24,7 @@ pub mod http;
 pub mod proof;
 pub mod resolve;
 pub mod semaphore;
+pub mod tls;
 
 use bell_bundle::Release;
 use serde::{Deserialize, Serialize};
@@ -333,18 +334,58 @@ pub fn version_key(fleet: &str) -> String {
     format!("/bell/{fleet}/current_version")
 }
 
+/// How a client reaches the fleet's store beyond its URL: what TLS trusts and presents.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Access {
+    pub tls: tls::TlsFiles,
+}
+
+impl Access {
+    /// The options that give this, as a command line spells them (for the commands that
+    /// hints and timer units print).
+    pub fn flags(&self) -> Vec<(&'static str, &Path)> {
+        let mut out = Vec::new();
+        for (flag, file) in [
+            ("--store-ca", &self.tls.ca),
+            ("--store-cert", &self.tls.cert),
+            ("--store-key", &self.tls.key),
+        ] {
+            if let Some(file) = file {
+                out.push((flag, file.as_path()));
+            }
+        }
+        out
+    }
+}
+
 impl Store {
-    /// `etcd://HOST:PORT` or a directory path.
+    /// `etcd://HOST:PORT`, `etcds://HOST:PORT` (TLS with the system's CAs) or a directory.
     pub fn parse(dest: &str) -> Result<Store, String> {
+        Store::open(dest, &Access::default())
+    }
+
+    /// `etcd://`, `etcds://` with what `access` names, or a directory.
+    pub fn open(dest: &str, access: &Access) -> Result<Store, String> {
+        Store::check(dest, access)?;
         if dest.contains("://") {
-            return Etcd::parse(dest).map(Store::Etcd);
+            return Etcd::open(dest, access).map(Store::Etcd);
+        }
+        Ok(Store::Dir(PathBuf::from(dest)))
+    }
+
+    /// Whether [`Store::open`] would take `dest` and `access`, reading no file (an image's
+    /// timer names files of the image).
+    pub fn check(dest: &str, access: &Access) -> Result<(), String> {
+        // A directory has no use for TLS files, which a `--store` beside it may need.
+        if dest.contains("://") {
+            return Etcd::check(dest, access).map(|_| ());
         }
         if dest.is_empty() {
             return Err(
                 "an empty report destination; give a directory or `etcd://HOST:PORT`".into(),
             );
         }
-        Ok(Store::Dir(PathBuf::from(dest)))
+        Ok(())
     }
 
     pub fn describe(&self) -> String {
