@@ -112,6 +112,8 @@ struct Args {
     store_ca: Option<PathBuf>,
     store_cert: Option<PathBuf>,
     store_key: Option<PathBuf>,
+    store_user: Option<String>,
+    store_password_file: Option<PathBuf>,
     trust: Option<PathBuf>,
     identity: Option<PathBuf>,
     lock_prefix: Option<String>,
@@ -130,6 +132,8 @@ impl Args {
                 cert: self.store_cert.clone(),
                 key: self.store_key.clone(),
             },
+            user: self.store_user.clone(),
+            password_file: self.store_password_file.clone(),
         }
     }
 
@@ -193,6 +197,12 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
             "--store-ca" => out.store_ca = Some(PathBuf::from(value("--store-ca")?)),
             "--store-cert" => out.store_cert = Some(PathBuf::from(value("--store-cert")?)),
             "--store-key" => out.store_key = Some(PathBuf::from(value("--store-key")?)),
+            "--store-user" => {
+                out.store_user = Some(value("--store-user")?.to_string_lossy().to_string())
+            }
+            "--store-password-file" => {
+                out.store_password_file = Some(PathBuf::from(value("--store-password-file")?))
+            }
             "--trust" => out.trust = Some(PathBuf::from(value("--trust")?)),
             "--identity" => out.identity = Some(PathBuf::from(value("--identity")?)),
             "--alive-ttl" => {
@@ -770,6 +780,7 @@ fn cmd_install_timer(args: &Args) -> i32 {
         ("--store-ca", &args.store_ca),
         ("--store-cert", &args.store_cert),
         ("--store-key", &args.store_key),
+        ("--store-password-file", &args.store_password_file),
     ] {
         let Some(file) = file else { continue };
         let file = file.to_string_lossy();
@@ -815,6 +826,8 @@ fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
             ("--store-ca", args.store_ca.is_some()),
             ("--store-cert", args.store_cert.is_some()),
             ("--store-key", args.store_key.is_some()),
+            ("--store-user", args.store_user.is_some()),
+            ("--store-password-file", args.store_password_file.is_some()),
         ];
         if let Some((flag, _)) = pull_only.iter().find(|(_, given)| *given) {
             return Err(format!(
@@ -845,6 +858,7 @@ fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
         ("--store-ca", &args.store_ca),
         ("--store-cert", &args.store_cert),
         ("--store-key", &args.store_key),
+        ("--store-password-file", &args.store_password_file),
     ];
     for (flag, path) in paths {
         if let Some(path) = path {
@@ -862,6 +876,7 @@ fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
         ("--host", &args.host),
         ("--report", &args.report),
         ("--lock-prefix", &args.lock_prefix),
+        ("--store-user", &args.store_user),
     ] {
         if let Some(value) = value {
             options.push((flag, value.clone()));
@@ -1209,6 +1224,8 @@ fn cmd_pending(args: &Args) -> i32 {
                     cert: file("--store-cert"),
                     key: file("--store-key"),
                 },
+                user: timer("--store-user"),
+                password_file: file("--store-password-file"),
             }
         }
     };

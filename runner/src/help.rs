@@ -29,6 +29,7 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
                        [--lock-prefix PREFIX] [--source-ca FILE]]
 every command that takes --store or --report etcds://… also takes
                       [--store-ca FILE] [--store-cert FILE --store-key FILE]
+                      [--store-user NAME --store-password-file FILE]
 
 exit codes:
    0  done: applied, in sync (check), up to date (pending), verified
@@ -68,6 +69,9 @@ const REPORTING: &str = concat!(
     "                     (default: the system's, /etc/ssl/certs/ca-certificates.crt)\n",
     "  --store-cert FILE, --store-key FILE\n",
     "                     a client certificate and its key (0600), for members that ask\n",
+    "  --store-user NAME, --store-password-file FILE\n",
+    "                     the etcd user this host is (host/FLEET/HOST, from `bellc store\n",
+    "                     roles`) and its password's file (0600, root's); etcds:// only\n",
     "  --alive-ttl SECS   how long the host's alive key outlives the run (etcd; default 900, >= 10)\n",
     "  --host NAME        the host this root is (default: its host name)\n",
     "  --release VERSION  the release this bundle was applied for, kept for later reports\n",
@@ -172,6 +176,8 @@ options:
                      (etcds:// for TLS)
   --store-ca FILE, --store-cert FILE, --store-key FILE
                      TLS for an etcds:// store, as for `pull`
+  --store-user NAME, --store-password-file FILE
+                     the etcd user, as for `pull`
   --host NAME        the host this root is (default: its host name)
   --fleet NAME       the fleet this host belongs to
   --root DIR         the root whose applied bundle is compared (default /)
@@ -280,8 +286,8 @@ Writes bell-run.service and bell-run.timer into ROOT/etc/systemd/system; enable 
 15min, with a random delay of up to a minute) the service re-applies the current generation,
 which runs nothing unless something is due; with --source it runs `bell-run pull` with the
 pull options given here (--trust, --store, --fleet, --host, --report, --metrics, --timeout,
---fetch-timeout, --lock-prefix, --source-ca, --store-ca, --store-cert, --store-key), each
-checked now. `bell-run remove` takes them away.
+--fetch-timeout, --lock-prefix, --source-ca, --store-ca, --store-cert, --store-key,
+--store-user, --store-password-file), each checked now. `bell-run remove` takes them away.
 
 options:
   --root DIR         the root to write into (default /)

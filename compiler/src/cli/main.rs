@@ -5,6 +5,7 @@
 mod import;
 mod review;
 mod rollout;
+mod store_roles;
 
 use bellc::diagnostic::Diagnostics;
 use bellc::emit::incremental::Found;
@@ -102,7 +103,7 @@ impl LockScope {
 }
 
 /// How to reach an `etcds://` store: what its members' certificates are verified against,
-/// and the client certificate, where the members ask for one.
+/// the client certificate, where the members ask for one, and the etcd user.
 #[derive(clap::Args, Default)]
 struct StoreTls {
     /// The CA the store's members' certificates are signed by (default: the system's CAs).
@@ -114,6 +115,13 @@ struct StoreTls {
     /// The client certificate's private key (PEM, readable by its owner alone).
     #[arg(long, value_name = "FILE", requires = "store_cert")]
     store_key: Option<PathBuf>,
+    /// The etcd user to log in as (over `etcds://` only), such as `controller` or `serve`
+    /// (`bellc store roles`).
+    #[arg(long, value_name = "NAME", requires = "store_password_file")]
+    store_user: Option<String>,
+    /// The user's password, on one line of a file readable by its owner alone.
+    #[arg(long, value_name = "FILE", requires = "store_user")]
+    store_password_file: Option<PathBuf>,
 }
 
 impl StoreTls {
@@ -124,8 +132,38 @@ impl StoreTls {
                 cert: self.store_cert.clone(),
                 key: self.store_key.clone(),
             },
+            user: self.store_user.clone(),
+            password_file: self.store_password_file.clone(),
         }
     }
+}
+
+#[derive(Subcommand)]
+enum StoreCommand {
+    /// The etcd users and roles that let each host write only its own keys and the
+    /// controller only the fleet's; printed, or made so with `--apply`.
+    Roles {
+        /// The build output whose release names the hosts and their rollout groups.
+        out: PathBuf,
+        /// Where the hosts' semaphores are (`bell-run pull --lock-prefix`).
+        #[arg(long, value_name = "PREFIX")]
+        lock_prefix: Option<String>,
+        /// Make the users and roles so in the store, with an admin's credentials (etcd's
+        /// `root`); a new user's password is written to `--passwords DIR`, never printed.
+        #[arg(long, requires_all = ["store", "passwords"])]
+        apply: bool,
+        /// `etcds://HOST:PORT[,HOST:PORT...]`.
+        #[arg(long, value_parser = etcd_url, requires = "apply")]
+        store: Option<String>,
+        #[command(flatten)]
+        tls: StoreTls,
+        /// Where each new user's password goes, one 0600 file each: `DIR/HOST`,
+        /// `DIR/controller`, `DIR/serve`.
+        #[arg(long, value_name = "DIR", requires = "apply")]
+        passwords: Option<PathBuf>,
+        #[arg(long, conflicts_with = "apply")]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -353,6 +391,11 @@ enum Command {
         /// Seconds between two readings of the store (and between two reloads of a page).
         #[arg(long, value_name = "SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
         refresh: u64,
+    },
+    /// The fleet's store itself: its users and roles.
+    Store {
+        #[command(subcommand)]
+        command: StoreCommand,
     },
     /// The disruption budget: the semaphore of each rollout group that pulling hosts take a
     /// slot of before they change.
@@ -672,6 +715,30 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             bellc::emit::out_dir::check_writable(out)?;
             Ok(review::prune(out, *keep)?)
         }
+        Command::Store { command } => match command {
+            StoreCommand::Roles {
+                out,
+                lock_prefix,
+                apply,
+                store,
+                tls,
+                passwords,
+                json,
+            } => {
+                let release = read_release(out)?;
+                let prefix = lock_prefix
+                    .clone()
+                    .unwrap_or_else(|| bell_store::semaphore::default_prefix(&release.fleet));
+                let apply = match (apply, store, passwords) {
+                    (true, Some(store), Some(passwords)) => Some(store_roles::Apply {
+                        etcd: bell_store::Etcd::open(store, &tls.access())?,
+                        passwords,
+                    }),
+                    _ => None,
+                };
+                Ok(store_roles::run(&release, &prefix, apply, *json)?)
+            }
+        },
         Command::Lock { command } => match command {
             LockCommand::Status {
                 out,

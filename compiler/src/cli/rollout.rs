@@ -103,11 +103,8 @@ pub fn command(
         shell_word(&out.display().to_string()),
         shell_word(store)
     );
-    for (flag, file) in access.flags() {
-        text.push_str(&format!(
-            " {flag} {}",
-            shell_word(&file.display().to_string())
-        ));
+    for (flag, value) in access.flags() {
+        text.push_str(&format!(" {flag} {}", shell_word(&value)));
     }
     if let Some(key) = key {
         text.push_str(" --sign-key ");

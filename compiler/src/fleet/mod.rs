@@ -5,6 +5,8 @@
 //! - [`signing`]: minisign keys and signed releases (a sequence that only grows, an expiry).
 //!
 //! - [`rollout`]: the controller that moves a release through the fleet wave by wave.
+//! - [`store_roles`]: the etcd users and roles that let each part of the fleet write only
+//!   its own keys.
 //! - [`witness`]: what a reader has seen each host sign, so that an old report put back is
 //!   refused.
 
@@ -12,4 +14,5 @@ pub mod record;
 pub mod rollout;
 pub mod signing;
 pub mod status;
+pub mod store_roles;
 pub mod witness;

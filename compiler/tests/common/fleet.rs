@@ -148,7 +148,30 @@ impl Pki {
                 cert: Some(self.path("client.pem")),
                 key: Some(self.path("client.key")),
             },
+            ..Default::default()
         }
+    }
+
+    /// How a client reaches a member that asks for no client certificate: trusting this CA.
+    pub fn server_access(&self) -> bell_store::Access {
+        bell_store::Access {
+            tls: bell_store::tls::TlsFiles {
+                ca: Some(self.path("ca.pem")),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// `etcdctl ARGS` against the TLS member at `endpoint`, trusting this CA: its output.
+    pub fn etcdctl(&self, endpoint: &str, args: &[&str]) -> Output {
+        Command::new("etcdctl")
+            .arg(format!("--endpoints=https://{endpoint}"))
+            .arg(format!("--cacert={}", self.path("ca.pem").display()))
+            .args(args)
+            .env("ETCDCTL_API", "3")
+            .output()
+            .expect("etcdctl")
     }
 
     /// The options that say [`Pki::access`] on a command line.
@@ -166,30 +189,43 @@ impl Pki {
     }
 }
 
-/// One etcd member on loopback: its client and peer URLs, data and log in `dir`; with `pki`,
-/// its clients speak TLS and must present a certificate of that CA.
+/// How an etcd member speaks to its clients.
+#[derive(Clone, Copy)]
+enum Serving<'a> {
+    Plain,
+    /// TLS with the CA's server certificate.
+    Tls(&'a Pki),
+    /// TLS, and every client must present a certificate of the CA.
+    TlsWithClientCertificates(&'a Pki),
+}
+
+/// One etcd member on loopback: its client and peer URLs, data and log in `dir`.
 fn spawn_member(
     name: &str,
     client: u16,
     peer: u16,
     cluster: &str,
     dir: &Path,
-    pki: Option<&Pki>,
+    serving: Serving,
 ) -> Child {
-    let scheme = if pki.is_some() { "https" } else { "http" };
+    let scheme = match serving {
+        Serving::Plain => "http",
+        _ => "https",
+    };
     let client_url = format!("{scheme}://127.0.0.1:{client}");
     let peer_url = format!("http://127.0.0.1:{peer}");
     let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log");
     let mut command = Command::new("etcd");
-    if let Some(pki) = pki {
+    if let Serving::Tls(pki) | Serving::TlsWithClientCertificates(pki) = serving {
         command
             .arg(format!("--cert-file={}", pki.path("server.pem").display()))
-            .arg(format!("--key-file={}", pki.path("server.key").display()))
-            .arg("--client-cert-auth")
-            .arg(format!(
-                "--trusted-ca-file={}",
-                pki.path("ca.pem").display()
-            ));
+            .arg(format!("--key-file={}", pki.path("server.key").display()));
+    }
+    if let Serving::TlsWithClientCertificates(pki) = serving {
+        command.arg("--client-cert-auth").arg(format!(
+            "--trusted-ca-file={}",
+            pki.path("ca.pem").display()
+        ));
     }
     command
         .arg(format!("--name={name}"))
@@ -248,6 +284,16 @@ pub struct Etcd {
 impl Etcd {
     /// `None` (a skip) only outside CI when etcd is not installed.
     pub fn start() -> Option<Etcd> {
+        Etcd::start_with(Serving::Plain)
+    }
+
+    /// A member serving TLS with `pki`'s server certificate (`etcds://`), asking clients for
+    /// none: with etcd's users on, its JSON gateway refuses a request that carries one.
+    pub fn start_tls(pki: &Pki) -> Option<Etcd> {
+        Etcd::start_with(Serving::Tls(pki))
+    }
+
+    fn start_with(serving: Serving) -> Option<Etcd> {
         if !require("etcd") {
             return None;
         }
@@ -262,14 +308,22 @@ impl Etcd {
                 peer,
                 &cluster,
                 data.path(),
-                None,
+                serving,
             )];
             let endpoint = format!("127.0.0.1:{client}");
-            if wait_ready(&bell_store::Etcd::new(vec![endpoint.clone()]), &mut child) {
+            let (url, access) = match serving {
+                Serving::Plain => (format!("etcd://{endpoint}"), bell_store::Access::default()),
+                Serving::Tls(pki) => (format!("etcds://{endpoint}"), pki.server_access()),
+                Serving::TlsWithClientCertificates(pki) => {
+                    (format!("etcds://{endpoint}"), pki.access())
+                }
+            };
+            let client = bell_store::Etcd::open(&url, &access).expect("a client");
+            if wait_ready(&client, &mut child) {
                 let [child] = child;
                 return Some(Etcd {
                     child,
-                    url: format!("etcd://{endpoint}"),
+                    url,
                     endpoint,
                     _data: data,
                 });
@@ -332,7 +386,18 @@ impl EtcdCluster {
                 .iter()
                 .enumerate()
                 .map(|(i, (client, peer))| {
-                    spawn_member(&format!("m{i}"), *client, *peer, &cluster, data.path(), pki)
+                    let serving = match pki {
+                        None => Serving::Plain,
+                        Some(pki) => Serving::TlsWithClientCertificates(pki),
+                    };
+                    spawn_member(
+                        &format!("m{i}"),
+                        *client,
+                        *peer,
+                        &cluster,
+                        data.path(),
+                        serving,
+                    )
                 })
                 .collect();
             let endpoints: Vec<String> = ports

@@ -11,6 +11,7 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +28,8 @@ pub struct Etcd {
     endpoints: Vec<String>,
     /// For `etcds://`: how every endpoint is spoken to.
     tls: Option<crate::tls::Tls>,
+    /// For a store with users (`--store-user`): who this client is, shared by clones.
+    auth: Option<Arc<Auth>>,
     /// The endpoint that answered last, where the next request starts.
     current: AtomicUsize,
     /// Requests sent (each endpoint tried counts once), shared by clones: what a benchmark
@@ -39,6 +42,7 @@ impl Clone for Etcd {
         Etcd {
             endpoints: self.endpoints.clone(),
             tls: self.tls.clone(),
+            auth: self.auth.clone(),
             current: AtomicUsize::new(self.current.load(Ordering::Relaxed)),
             requests: Arc::clone(&self.requests),
         }
@@ -99,6 +103,67 @@ pub struct KeyValue {
     pub mod_revision: i64,
 }
 
+/// What a role may do with a key or a range of keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Access {
+    Read,
+    Write,
+    ReadWrite,
+}
+
+impl Access {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Read => "READ",
+            Access::Write => "WRITE",
+            Access::ReadWrite => "READWRITE",
+        }
+    }
+}
+
+/// One permission of an etcd role: `key` alone when `range_end` is empty, else every key from
+/// `key` up to (not including) `range_end`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Permission {
+    pub access: Access,
+    pub key: Vec<u8>,
+    pub range_end: Vec<u8>,
+}
+
+impl Permission {
+    /// `key` and nothing else.
+    pub fn key(access: Access, key: &str) -> Permission {
+        Permission {
+            access,
+            key: key.as_bytes().to_vec(),
+            range_end: Vec::new(),
+        }
+    }
+
+    /// Every key that starts with `prefix`.
+    pub fn prefix(access: Access, prefix: &str) -> Permission {
+        Permission {
+            access,
+            key: prefix.as_bytes().to_vec(),
+            range_end: prefix_end(prefix.as_bytes()),
+        }
+    }
+
+    /// As `etcdctl role get` would show it: `READWRITE /bell/f/running/h1`, or
+    /// `READ /bell/f/ (prefix)`.
+    pub fn describe(&self) -> String {
+        let key = String::from_utf8_lossy(&self.key);
+        if self.range_end.is_empty() {
+            format!("{} {key}", self.access.as_str())
+        } else if self.range_end == prefix_end(&self.key) {
+            format!("{} {key} (prefix)", self.access.as_str())
+        } else {
+            let end = String::from_utf8_lossy(&self.range_end);
+            format!("{} [{key}, {end})", self.access.as_str())
+        }
+    }
+}
+
 /// Why one endpoint did not give an answer: worth asking another (`Unreachable`), or an
 /// answer that another member would repeat (`Refused`).
 enum Failure {
@@ -117,12 +182,25 @@ impl Etcd {
     /// members against `--store-ca` (or the system's CAs) and presenting `--store-cert`.
     pub fn open(url: &str, access: &crate::Access) -> Result<Etcd, String> {
         let (endpoints, tls) = Etcd::check(url, access)?;
+        let count = endpoints.len();
         let mut etcd = Etcd::new(endpoints);
         if tls {
             etcd.tls = Some(crate::tls::Tls::load(
                 &access.tls,
                 ["--store-ca", "--store-cert", "--store-key"],
             )?);
+        }
+        if let Some(user) = &access.user {
+            let file = access
+                .password_file
+                .as_deref()
+                .ok_or("`--store-user` needs `--store-password-file FILE`")?;
+            etcd.auth = Some(Arc::new(Auth {
+                user: user.clone(),
+                password: read_password(file)?,
+                password_file: file.to_path_buf(),
+                tokens: std::sync::Mutex::new(vec![None; count]),
+            }));
         }
         Ok(etcd)
     }
@@ -162,6 +240,28 @@ impl Etcd {
                  instead of `{url}`"
             ));
         }
+        match (&access.user, &access.password_file) {
+            (Some(_), _) if !tls => {
+                return Err(format!(
+                    "`--store-user` would send its password in the clear to `{url}`: write \
+                     `etcds://` (etcd's users need TLS)"
+                ))
+            }
+            (Some(user), _) if !is_user_name(user) => {
+                return Err(format!(
+                    "`--store-user {}` is not an etcd user name bell uses (letters, digits, \
+                     `-`, `_`, `.` and `/`, as `host/FLEET/HOST`)",
+                    user.escape_debug()
+                ))
+            }
+            (Some(_), None) => {
+                return Err("`--store-user` needs `--store-password-file FILE`".into())
+            }
+            (None, Some(_)) => {
+                return Err("`--store-password-file` needs `--store-user NAME`".into())
+            }
+            _ => {}
+        }
         Ok((endpoints, tls))
     }
 
@@ -172,6 +272,7 @@ impl Etcd {
         Etcd {
             endpoints,
             tls: None,
+            auth: None,
             current: AtomicUsize::new(0),
             requests: Arc::new(AtomicU64::new(0)),
         }
@@ -361,6 +462,102 @@ impl Etcd {
         self.call("/v3/kv/deleterange", &body).map(|_| ())
     }
 
+    /// The etcd user's roles, or `None` when there is no such user (`/v3/auth/user/get`).
+    pub fn user_roles(&self, user: &str) -> Result<Option<Vec<String>>, String> {
+        match self.call("/v3/auth/user/get", &serde_json::json!({ "name": user })) {
+            Ok(answer) => Ok(Some(
+                answer
+                    .get("roles")
+                    .and_then(|r| r.as_array())
+                    .map(|roles| {
+                        roles
+                            .iter()
+                            .filter_map(|r| r.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            )),
+            Err(e) if e.contains("user name not found") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Adds a user with a password; the password is in no message.
+    pub fn user_add(&self, user: &str, password: &str) -> Result<(), String> {
+        let body = serde_json::json!({ "name": user, "password": password });
+        self.call("/v3/auth/user/add", &body).map(|_| ())
+    }
+
+    pub fn user_grant_role(&self, user: &str, role: &str) -> Result<(), String> {
+        let body = serde_json::json!({ "user": user, "role": role });
+        self.call("/v3/auth/user/grant", &body).map(|_| ())
+    }
+
+    /// The role's permissions, or `None` when there is no such role.
+    pub fn role_permissions(&self, role: &str) -> Result<Option<Vec<Permission>>, String> {
+        let answer = match self.call("/v3/auth/role/get", &serde_json::json!({ "role": role })) {
+            Ok(answer) => answer,
+            Err(e) if e.contains("role name not found") => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut out = Vec::new();
+        for perm in answer
+            .get("perm")
+            .and_then(|p| p.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let field = |name: &str| -> Result<Vec<u8>, String> {
+                match perm.get(name).and_then(|v| v.as_str()) {
+                    None => Ok(Vec::new()),
+                    Some(text) => {
+                        unb64(text).ok_or_else(|| format!("etcd sent a bad base64 {name}"))
+                    }
+                }
+            };
+            // The gateway leaves out the enum's first value, READ.
+            let access = match perm.get("permType").and_then(|t| t.as_str()) {
+                None | Some("READ") => Access::Read,
+                Some("WRITE") => Access::Write,
+                Some("READWRITE") => Access::ReadWrite,
+                Some(other) => return Err(format!("etcd sent a permission type `{other}`")),
+            };
+            out.push(Permission {
+                access,
+                key: field("key")?,
+                range_end: field("range_end")?,
+            });
+        }
+        out.sort();
+        Ok(Some(out))
+    }
+
+    pub fn role_add(&self, role: &str) -> Result<(), String> {
+        self.call("/v3/auth/role/add", &serde_json::json!({ "name": role }))
+            .map(|_| ())
+    }
+
+    pub fn role_grant(&self, role: &str, perm: &Permission) -> Result<(), String> {
+        let body = serde_json::json!({
+            "name": role,
+            "perm": {
+                "permType": perm.access.as_str(),
+                "key": b64(&perm.key),
+                "range_end": b64(&perm.range_end),
+            }
+        });
+        self.call("/v3/auth/role/grant", &body).map(|_| ())
+    }
+
+    pub fn role_revoke(&self, role: &str, perm: &Permission) -> Result<(), String> {
+        let body = serde_json::json!({
+            "role": role,
+            "key": b64(&perm.key),
+            "range_end": b64(&perm.range_end),
+        });
+        self.call("/v3/auth/role/revoke", &body).map(|_| ())
+    }
+
     /// One request, to the first endpoint that answers it: starting where the last request was
     /// answered, around the list up to three times.
     fn call(&self, path: &str, body: &serde_json::Value) -> Result<serde_json::Value, String> {
@@ -389,7 +586,7 @@ impl Etcd {
                 let at = (first + step) % count;
                 let endpoint = &self.endpoints[at];
                 self.requests.fetch_add(1, Ordering::Relaxed);
-                match call_one(endpoint, self.tls.as_ref(), path, &body, parse) {
+                match self.call_endpoint(at, path, &body, parse) {
                     Ok(value) => {
                         self.current.store(at, Ordering::Relaxed);
                         return Ok(value);
@@ -407,16 +604,249 @@ impl Etcd {
     }
 }
 
+impl Etcd {
+    /// One request to endpoint `at`, as this client's user when it has one: logged in on that
+    /// member first (etcd's simple tokens are the member's own), and again once when the
+    /// member says the token expired.
+    fn call_endpoint<T>(
+        &self,
+        at: usize,
+        path: &str,
+        body: &str,
+        parse: &dyn Fn(&[u8]) -> Result<T, String>,
+    ) -> Result<T, Failure> {
+        let endpoint = &self.endpoints[at];
+        let tls = self.tls.as_ref();
+        let Some(auth) = &self.auth else {
+            return call_one(endpoint, tls, None, path, body, parse);
+        };
+        for attempt in 0..2 {
+            let token = match auth.token(at) {
+                Some(token) => token,
+                None => {
+                    let token = auth.log_in(endpoint, tls)?;
+                    auth.keep(at, Some(token.clone()));
+                    token
+                }
+            };
+            let token = Some(token.as_str()).filter(|t| !t.is_empty());
+            match call_one(endpoint, tls, token, path, body, parse) {
+                Err(Failure::Refused(e)) if attempt == 0 && e.contains("auth token") => {
+                    auth.keep(at, None);
+                }
+                Err(Failure::Refused(e)) if e.contains("permission denied") => {
+                    return Err(Failure::Refused(format!(
+                        "{e}: user `{}` may not {}",
+                        auth.user,
+                        what_was_asked(path, body)
+                    )))
+                }
+                other => return other,
+            }
+        }
+        Err(Failure::Refused(format!(
+            "user `{}`: the member refused a token it had just given",
+            auth.user
+        )))
+    }
+}
+
+/// What a request asked for, as a refusal names it: "write `/bell/f/running/h2`".
+fn what_was_asked(path: &str, body: &str) -> String {
+    let Ok(body) = serde_json::from_str::<serde_json::Value>(body) else {
+        return format!("call `{path}`");
+    };
+    let key_of = |request: &serde_json::Value| {
+        let key = request.get("key")?.as_str().and_then(unb64)?;
+        Some(format!(
+            "`{}`",
+            String::from_utf8_lossy(&key).escape_debug()
+        ))
+    };
+    // (verb, keys), in the order first asked.
+    let mut asked: Vec<(&str, Vec<String>)> = Vec::new();
+    let mut ask = |verb: &'static str, key: Option<String>| {
+        let Some(key) = key else { return };
+        match asked.iter_mut().find(|(v, _)| *v == verb) {
+            Some((_, keys)) if !keys.contains(&key) => keys.push(key),
+            Some(_) => {}
+            None => asked.push((verb, vec![key])),
+        }
+    };
+    match path {
+        "/v3/kv/range" => ask("read", key_of(&body)),
+        "/v3/kv/put" => ask("write", key_of(&body)),
+        "/v3/kv/deleterange" => ask("delete", key_of(&body)),
+        "/v3/kv/txn" => {
+            for compare in body
+                .get("compare")
+                .and_then(|c| c.as_array())
+                .into_iter()
+                .flatten()
+            {
+                ask("read", key_of(compare));
+            }
+            for op in body
+                .get("success")
+                .and_then(|c| c.as_array())
+                .into_iter()
+                .flatten()
+            {
+                for (field, verb) in [
+                    ("request_range", "read"),
+                    ("request_put", "write"),
+                    ("request_delete_range", "delete"),
+                ] {
+                    if let Some(request) = op.get(field) {
+                        ask(verb, key_of(request));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    if asked.is_empty() {
+        return format!("call `{path}`");
+    }
+    let parts: Vec<String> = asked
+        .into_iter()
+        .map(|(verb, keys)| format!("{verb} {}", keys.join(", ")))
+        .collect();
+    let together = if path == "/v3/kv/txn" && parts.len() > 1 {
+        " (in one transaction)"
+    } else {
+        ""
+    };
+    format!("{}{together}", parts.join(" and "))
+}
+
+/// An etcd user this client logs in as, and the token each member gave it.
+struct Auth {
+    user: String,
+    password: String,
+    password_file: PathBuf,
+    /// Per endpoint; `""` where the member has authentication off.
+    tokens: std::sync::Mutex<Vec<Option<String>>>,
+}
+
+/// Never the password.
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth").field("user", &self.user).finish()
+    }
+}
+
+impl Auth {
+    fn token(&self, at: usize) -> Option<String> {
+        self.tokens.lock().ok()?.get(at).cloned().flatten()
+    }
+
+    fn keep(&self, at: usize, token: Option<String>) {
+        if let Ok(mut tokens) = self.tokens.lock() {
+            if let Some(slot) = tokens.get_mut(at) {
+                *slot = token;
+            }
+        }
+    }
+
+    /// `/v3/auth/authenticate` on one member: its token, or `""` when it has authentication
+    /// off (users are set up before `etcdctl auth enable`, and must keep working through it).
+    fn log_in(&self, endpoint: &str, tls: Option<&crate::tls::Tls>) -> Result<String, Failure> {
+        let body = serde_json::json!({ "name": self.user, "password": self.password }).to_string();
+        let answer = call_one(
+            endpoint,
+            tls,
+            None,
+            "/v3/auth/authenticate",
+            &body,
+            &|bytes| serde_json::from_slice::<serde_json::Value>(bytes).map_err(|e| e.to_string()),
+        );
+        drop(body);
+        match answer {
+            Ok(answer) => {
+                let token = answer.get("token").and_then(|t| t.as_str()).unwrap_or("");
+                // It goes into a header line: nothing but printable ASCII.
+                if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+                    return Err(Failure::Unreachable(format!(
+                        "user `{}` logged in, but the member sent no usable token",
+                        self.user
+                    )));
+                }
+                Ok(token.to_string())
+            }
+            Err(Failure::Refused(e)) if e.contains("authentication is not enabled") => {
+                Ok(String::new())
+            }
+            Err(Failure::Refused(e)) => Err(Failure::Refused(format!(
+                "user `{}` could not log in ({e}); is the password in {} the one `bellc store \
+                 roles --apply` wrote for it?",
+                self.user,
+                self.password_file.display()
+            ))),
+            Err(unreachable) => Err(unreachable),
+        }
+    }
+}
+
+fn is_user_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b))
+}
+
+/// A password file: one line, readable by its owner alone, and that owner root or the user
+/// running this (a password others can read is a password others may have).
+fn read_password(path: &Path) -> Result<String, String> {
+    use std::os::unix::fs::MetadataExt;
+    let flag = "`--store-password-file`";
+    let meta = std::fs::symlink_metadata(path)
+        .map_err(|e| format!("{flag}: cannot read {}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{flag}: {} is not a plain file", path.display()));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "{flag}: {} may be read by others (mode {:o}); `chmod 600` it",
+            path.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
+    if meta.uid() != 0 && Some(meta.uid()) != me {
+        return Err(format!(
+            "{flag}: {} belongs to uid {}, neither root nor the user running this",
+            path.display(),
+            meta.uid()
+        ));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(4096).read_to_string(&mut text))
+        .map_err(|e| format!("{flag}: cannot read {}: {e}", path.display()))?;
+    let password = text.strip_suffix('\n').unwrap_or(&text);
+    if password.is_empty() || password.contains(['\n', '\r']) {
+        return Err(format!(
+            "{flag}: {} must hold the password on one line",
+            path.display()
+        ));
+    }
+    Ok(password.to_string())
+}
+
 fn call_one<T>(
     endpoint: &str,
     tls: Option<&crate::tls::Tls>,
+    token: Option<&str>,
     path: &str,
     body: &str,
     parse: &dyn Fn(&[u8]) -> Result<T, String>,
 ) -> Result<T, Failure> {
+    let authorization = token.map_or(String::new(), |t| format!("Authorization: {t}\r\n"));
     let request = format!(
         "POST {path} HTTP/1.1\r\nHost: {endpoint}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+         {authorization}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     let response = exchange(endpoint, tls, request.as_bytes()).map_err(Failure::Unreachable)?;
@@ -795,6 +1225,32 @@ pub fn unb64(text: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_names_the_keys_it_asked_for() {
+        let put = serde_json::json!({ "key": b64(b"/bell/f/running/h2"), "value": "" });
+        assert_eq!(
+            what_was_asked("/v3/kv/put", &put.to_string()),
+            "write `/bell/f/running/h2`"
+        );
+        let ops = [
+            Op::Put("/bell/f/running/h1", b"{}"),
+            Op::Put("/bell/f/status/apply/h1", b"success"),
+        ];
+        let txn = serde_json::json!({
+            "compare": [{ "key": b64(b"/bell/f/groups/default/v1/semaphore") }],
+            "success": ops.iter().map(Op::request).collect::<Vec<_>>(),
+        });
+        assert_eq!(
+            what_was_asked("/v3/kv/txn", &txn.to_string()),
+            "read `/bell/f/groups/default/v1/semaphore` and write `/bell/f/running/h1`, \
+             `/bell/f/status/apply/h1` (in one transaction)"
+        );
+        assert_eq!(
+            what_was_asked("/v3/lease/grant", "{}"),
+            "call `/v3/lease/grant`"
+        );
+    }
 
     #[test]
     fn a_range_reads_the_same_with_and_without_a_json_tree() {

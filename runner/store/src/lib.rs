@@ -338,12 +338,15 @@ pub fn version_key(fleet: &str) -> String {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Access {
     pub tls: tls::TlsFiles,
+    /// The etcd user to log in as (`--store-user`), with its password's file.
+    pub user: Option<String>,
+    pub password_file: Option<PathBuf>,
 }
 
 impl Access {
     /// The options that give this, as a command line spells them (for the commands that
     /// hints and timer units print).
-    pub fn flags(&self) -> Vec<(&'static str, &Path)> {
+    pub fn flags(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
         for (flag, file) in [
             ("--store-ca", &self.tls.ca),
@@ -351,8 +354,12 @@ impl Access {
             ("--store-key", &self.tls.key),
         ] {
             if let Some(file) = file {
-                out.push((flag, file.as_path()));
+                out.push((flag, file.display().to_string()));
             }
+        }
+        if let (Some(user), Some(file)) = (&self.user, &self.password_file) {
+            out.push(("--store-user", user.clone()));
+            out.push(("--store-password-file", file.display().to_string()));
         }
         out
     }

@@ -154,7 +154,7 @@ pub fn semaphore_key(prefix: &str, group: &str) -> String {
     format!("{prefix}/groups/{}/v1/semaphore", query_escape(group))
 }
 
-fn holder_key(prefix: &str, group: &str, host: &str) -> String {
+pub fn holder_key(prefix: &str, group: &str, host: &str) -> String {
     format!("{prefix}/groups/{}/v1/holders/{host}", query_escape(group))
 }
 

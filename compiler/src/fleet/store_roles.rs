@@ -1,0 +1,154 @@
+//! The etcd users and roles a fleet needs, each allowed no more than its part: a host reads
+//! its own desired bundle and the published version and writes its own reports, states,
+//! liveness key and holder record, and the semaphore of its rollout group (airlock's format
+//! shares one key per group); the controller writes the desired map, the version and the
+//! rollout's records; `serve` and `status` only read.
+//!
+//! Exact keys, never a host's prefix: a prefix `running/web-1` would also cover `web-10`.
+
+use bell_bundle::Release;
+use bell_store::etcd::{Access, Permission};
+
+/// One etcd user, with a role of the same name that holds its permissions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Role {
+    /// `host/FLEET/HOST`, `controller/FLEET` or `serve/FLEET`: the user and its role.
+    pub name: String,
+    /// Where `--passwords DIR` keeps its password: the host's name, `controller` or `serve`.
+    pub password_file: String,
+    /// Sorted.
+    pub permissions: Vec<Permission>,
+}
+
+/// The report categories a host files states under (`status/CATEGORY/HOST`).
+const CATEGORIES: [&str; 3] = ["apply", "check", "health"];
+/// The commands whose last report a host keeps (`running/HOST` for apply and pull).
+const REPORTED_COMMANDS: [&str; 2] = ["apply", "check"];
+
+/// Every role of `release`'s fleet, hosts first in name order, then the controller and serve.
+/// `lock_prefix` is where the hosts' semaphores are (`bell-run pull --lock-prefix`).
+pub fn plan(release: &Release, lock_prefix: &str) -> Vec<Role> {
+    let fleet = &release.fleet;
+    let mut roles = Vec::new();
+    for (host, entry) in &release.hosts {
+        let group = match &release.rollout {
+            Some(rollout) => rollout.group_name(entry).to_string(),
+            None => bell_bundle::DEFAULT_GROUP.to_string(),
+        };
+        let mut permissions = vec![
+            Permission::key(Access::Read, &bell_store::desired_key(fleet, host)),
+            Permission::key(Access::Read, &bell_store::version_key(fleet)),
+            Permission::key(Access::ReadWrite, &bell_store::alive_key(fleet, host)),
+            Permission::key(
+                Access::ReadWrite,
+                &bell_store::semaphore::semaphore_key(lock_prefix, &group),
+            ),
+            Permission::key(
+                Access::ReadWrite,
+                &bell_store::semaphore::holder_key(lock_prefix, &group, host),
+            ),
+        ];
+        for command in REPORTED_COMMANDS {
+            permissions.push(Permission::key(
+                Access::ReadWrite,
+                &bell_store::report_key(fleet, command, host),
+            ));
+        }
+        for category in CATEGORIES {
+            permissions.push(Permission::key(
+                Access::ReadWrite,
+                &bell_store::status_key(fleet, category, host),
+            ));
+        }
+        permissions.sort();
+        roles.push(Role {
+            name: format!("host/{fleet}/{host}"),
+            password_file: host.clone(),
+            permissions,
+        });
+    }
+    let fleet_prefix = format!("/bell/{fleet}/");
+    let groups = format!("{lock_prefix}/groups/");
+    let mut reader = vec![Permission::prefix(Access::Read, &fleet_prefix)];
+    if !groups.starts_with(&fleet_prefix) {
+        reader.push(Permission::prefix(Access::Read, &groups));
+    }
+    let mut controller = reader.clone();
+    controller.extend([
+        Permission::prefix(Access::ReadWrite, &format!("/bell/{fleet}/desired/")),
+        Permission::prefix(Access::ReadWrite, &format!("/bell/{fleet}/rollout/")),
+        Permission::key(Access::ReadWrite, &bell_store::version_key(fleet)),
+    ]);
+    controller.sort();
+    reader.sort();
+    roles.push(Role {
+        name: format!("controller/{fleet}"),
+        password_file: "controller".into(),
+        permissions: controller,
+    });
+    roles.push(Role {
+        name: format!("serve/{fleet}"),
+        password_file: "serve".into(),
+        permissions: reader,
+    });
+    roles
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn release(hosts: &[&str]) -> Release {
+        let mut text =
+            String::from(r#"{"format":1,"fleet":"f","version":"v","created_by":"t","hosts":{"#);
+        let entries: Vec<String> = hosts
+            .iter()
+            .map(|h| format!(r#""{h}":{{"bundle":"b","address":null,"labels":{{}}}}"#))
+            .collect();
+        text.push_str(&entries.join(","));
+        text.push_str("}}");
+        serde_json::from_str(&text).expect("a release")
+    }
+
+    #[test]
+    fn a_host_gets_exact_keys_so_web_1_is_not_web_10() {
+        let roles = plan(&release(&["web-1", "web-10"]), "/bell/f");
+        let web1 = &roles[0];
+        assert_eq!(web1.name, "host/f/web-1");
+        assert!(web1.permissions.iter().all(|p| p.range_end.is_empty()));
+        let described: Vec<String> = web1.permissions.iter().map(|p| p.describe()).collect();
+        assert!(described.contains(&"READWRITE /bell/f/running/web-1".to_string()));
+        assert!(described.contains(&"READ /bell/f/desired/web-1".to_string()));
+        assert!(described.contains(&"READWRITE /bell/f/groups/default/v1/semaphore".to_string()));
+        assert!(
+            !described.iter().any(|d| d.contains("web-10")),
+            "{described:?}"
+        );
+        assert!(
+            !described.iter().any(|d| d.contains("rollout")),
+            "{described:?}"
+        );
+    }
+
+    #[test]
+    fn the_controller_writes_the_map_and_serve_only_reads() {
+        let roles = plan(&release(&["a"]), "com.coreos.airlock");
+        let controller = roles
+            .iter()
+            .find(|r| r.name == "controller/f")
+            .expect("controller");
+        let serve = roles.iter().find(|r| r.name == "serve/f").expect("serve");
+        assert!(serve.permissions.iter().all(|p| p.access == Access::Read));
+        let described: Vec<String> = controller
+            .permissions
+            .iter()
+            .map(|p| p.describe())
+            .collect();
+        assert!(described.contains(&"READWRITE /bell/f/desired/ (prefix)".to_string()));
+        assert!(described.contains(&"READ com.coreos.airlock/groups/ (prefix)".to_string()));
+        assert!(
+            !described.iter().any(|d| d.contains("running")),
+            "{described:?}"
+        );
+    }
+}
