@@ -4,10 +4,11 @@
 //! take slots as themselves; the controller publishes and rolls a release out; serve reads. Host h1 writing h2's
 //! report, the desired map or the rollout's progress is refused by etcd, and so is a pull of
 //! h2's bundle with h1's password, with who was refused what; h1's own pull goes on. A wrong
-//! password says so. No password is ever printed.
+//! password says so. No password is ever printed. A login token that expired is renewed, and
+//! when a member dies every party logs in on the next.
 
 mod common;
-use common::fleet::{bell_run, text, Etcd, Pki};
+use common::fleet::{bell_run, text, EtcdCluster, Pki};
 use common::pulling::*;
 use std::os::unix::fs::PermissionsExt;
 
@@ -19,11 +20,12 @@ fn each_party_writes_only_its_own_keys() {
     let Some(pki) = Pki::new() else {
         return;
     };
-    let Some(etcd) = Etcd::start_tls(&pki) else {
+    let Some(mut etcd) = EtcdCluster::start_tls_for_users(&pki) else {
         return;
     };
     let ca = pki.path("ca.pem").display().to_string();
-    let ep = etcd.endpoint.clone();
+    // etcdctl speaks to the last member, which stays up.
+    let ep = etcd.endpoints[2].clone();
     let url = etcd.url.clone();
 
     // The admin: etcd's root, then users on.
@@ -187,6 +189,26 @@ fn each_party_writes_only_its_own_keys() {
     let out = pull(&bin, &source, roots[0].path(), "h1", &args);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 
+    // A login token expires unused (two seconds here) and is renewed.
+    let serve_client = bell_store::Etcd::open(
+        &url,
+        &bell_store::Access {
+            user: Some("serve/f".into()),
+            password_file: Some(passwords.join("serve")),
+            ..pki.server_access()
+        },
+    )
+    .unwrap();
+    let version = bell_store::version_key("f");
+    let before = serve_client.requests();
+    assert!(serve_client.get(&version).unwrap().is_some());
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    assert!(serve_client.get(&version).unwrap().is_some());
+    // Log in, read; read refused (the token expired), log in, read.
+    assert_eq!(serve_client.requests() - before, 5);
+
+    // The first member dies: each process logs in on the next (tokens are a member's own).
+    etcd.kill(0);
     // The controller rolls release 2 out while every host pulls as itself, as its timer would.
     let stop = std::sync::atomic::AtomicBool::new(false);
     let served = setup.served.to_str().unwrap();

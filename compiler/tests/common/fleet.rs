@@ -221,6 +221,10 @@ fn spawn_member(
             .arg(format!("--cert-file={}", pki.path("server.pem").display()))
             .arg(format!("--key-file={}", pki.path("server.key").display()));
     }
+    if let Serving::Tls(_) = serving {
+        // Login tokens that expire within a test, so that renewing them is tested.
+        command.arg("--auth-token-ttl=2");
+    }
     if let Serving::TlsWithClientCertificates(pki) = serving {
         command.arg("--client-cert-auth").arg(format!(
             "--trusted-ca-file={}",
@@ -361,15 +365,21 @@ pub struct EtcdCluster {
 impl EtcdCluster {
     /// `None` (a skip) only outside CI when etcd is not installed.
     pub fn start() -> Option<EtcdCluster> {
-        EtcdCluster::start_with(None)
+        EtcdCluster::start_with(Serving::Plain)
     }
 
     /// A cluster whose clients speak TLS with certificates of `pki` (`etcds://`).
     pub fn start_tls(pki: &Pki) -> Option<EtcdCluster> {
-        EtcdCluster::start_with(Some(pki))
+        EtcdCluster::start_with(Serving::TlsWithClientCertificates(pki))
     }
 
-    fn start_with(pki: Option<&Pki>) -> Option<EtcdCluster> {
+    /// A cluster serving TLS with `pki`'s server certificate, asking clients for none (as
+    /// etcd's users need), whose login tokens expire after two seconds unused.
+    pub fn start_tls_for_users(pki: &Pki) -> Option<EtcdCluster> {
+        EtcdCluster::start_with(Serving::Tls(pki))
+    }
+
+    fn start_with(serving: Serving) -> Option<EtcdCluster> {
         if !require("etcd") {
             return None;
         }
@@ -386,10 +396,6 @@ impl EtcdCluster {
                 .iter()
                 .enumerate()
                 .map(|(i, (client, peer))| {
-                    let serving = match pki {
-                        None => Serving::Plain,
-                        Some(pki) => Serving::TlsWithClientCertificates(pki),
-                    };
                     spawn_member(
                         &format!("m{i}"),
                         *client,
@@ -404,16 +410,16 @@ impl EtcdCluster {
                 .iter()
                 .map(|(client, _)| format!("127.0.0.1:{client}"))
                 .collect();
-            let scheme = if pki.is_some() { "etcds" } else { "etcd" };
+            let (scheme, access) = match serving {
+                Serving::Plain => ("etcd", bell_store::Access::default()),
+                Serving::Tls(pki) => ("etcds", pki.server_access()),
+                Serving::TlsWithClientCertificates(pki) => ("etcds", pki.access()),
+            };
             let url = format!("{scheme}://{}", endpoints.join(","));
             let ready = (0..3).all(|i| {
-                let member = match pki {
-                    None => bell_store::Etcd::new(vec![endpoints[i].clone()]),
-                    Some(pki) => {
-                        bell_store::Etcd::open(&format!("etcds://{}", endpoints[i]), &pki.access())
-                            .expect("a TLS client")
-                    }
-                };
+                let member =
+                    bell_store::Etcd::open(&format!("{scheme}://{}", endpoints[i]), &access)
+                        .expect("a client");
                 wait_ready(&member, &mut members)
             });
             let cluster = EtcdCluster {

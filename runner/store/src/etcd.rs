@@ -32,8 +32,8 @@ pub struct Etcd {
     auth: Option<Arc<Auth>>,
     /// The endpoint that answered last, where the next request starts.
     current: AtomicUsize,
-    /// Requests sent (each endpoint tried counts once), shared by clones: what a benchmark
-    /// divides by the hosts it served.
+    /// Requests sent (each endpoint tried, each login and each retry counts once), shared by
+    /// clones: what a benchmark divides by the hosts it served.
     requests: Arc<AtomicU64>,
 }
 
@@ -621,9 +621,13 @@ impl Etcd {
             return call_one(endpoint, tls, None, path, body, parse);
         };
         for attempt in 0..2 {
+            if attempt > 0 {
+                self.requests.fetch_add(1, Ordering::Relaxed);
+            }
             let token = match auth.token(at) {
                 Some(token) => token,
                 None => {
+                    self.requests.fetch_add(1, Ordering::Relaxed);
                     let token = auth.log_in(endpoint, tls)?;
                     auth.keep(at, Some(token.clone()));
                     token
