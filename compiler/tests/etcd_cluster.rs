@@ -5,7 +5,8 @@
 //! pulled and reported through it; one member is killed midway (the first in the list, where
 //! every new process starts), and publishing, pulling, reporting and `bellc status` go on
 //! through the others. A client trusting another CA, one without a certificate, a key others
-//! may read, a mirror whose certificate is not trusted and a plain `etcd://` are each refused,
+//! may read, a mirror whose certificate is not trusted or expired and a plain `etcd://` are
+//! each refused,
 //! with what and why, and the root unchanged.
 
 mod common;
@@ -135,6 +136,19 @@ fn publish_pull_and_status_go_on_over_tls_when_a_member_dies() {
         "https://127.0.0.1:",
     );
     refused(&bin, source, root, "h1", &mirror_another, "not trusted");
+    // A mirror whose certificate expired.
+    let Some(expired) = Nginx::serve_tls_as(&setup.served, &pki, "expired") else {
+        return;
+    };
+    refused(
+        &bin,
+        &expired.url,
+        root,
+        "h1",
+        &store,
+        "not trusted (Expired",
+    );
+    drop(expired);
     let plain = url.replace("etcds://", "etcd://");
     let mut plain_store = without(&["--store", "--store-ca", "--store-cert", "--store-key"]);
     plain_store.extend(["--store", plain.as_str()]);

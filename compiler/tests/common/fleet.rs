@@ -104,7 +104,30 @@ impl Pki {
             "subjectAltName=IP:127.0.0.1,DNS:localhost",
         );
         pki.issue("client", "bell-client", "extendedKeyUsage=clientAuth");
+        pki.issue_expired("expired", "subjectAltName=IP:127.0.0.1,DNS:localhost");
         Some(pki)
+    }
+
+    /// NAME.pem and NAME.key for `127.0.0.1`, signed by the CA, valid for one day in 2020
+    /// (`openssl ca`, which takes dates in the past).
+    fn issue_expired(&self, name: &str, ext: &str) {
+        std::fs::write(
+            self.path("ca.cnf"),
+            "[ca]\ndefault_ca = bell\n[bell]\ndatabase = index.txt\nnew_certs_dir = .\n\
+             serial = serial\ndefault_md = sha256\npolicy = any\n[any]\ncommonName = supplied\n",
+        )
+        .expect("ca.cnf");
+        std::fs::write(self.path("index.txt"), "").expect("index.txt");
+        std::fs::write(self.path("serial"), "1000\n").expect("serial");
+        self.openssl(&format!(
+            "req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=127.0.0.1 \
+             -keyout {name}.key -out {name}.csr"
+        ));
+        std::fs::write(self.path(&format!("{name}.ext")), format!("{ext}\n")).expect("ext");
+        self.openssl(&format!(
+            "ca -batch -config ca.cnf -cert ca.pem -keyfile ca.key -in {name}.csr -out {name}.pem \
+             -startdate 20200101000000Z -enddate 20200102000000Z -extfile {name}.ext -notext"
+        ));
     }
 
     /// `openssl ARGS` in the CA's directory (words without spaces).
@@ -484,10 +507,15 @@ impl Nginx {
 
     /// [`Nginx::serve`] over https with `pki`'s server certificate.
     pub fn serve_tls(dir: &Path, pki: &Pki) -> Option<Nginx> {
-        Nginx::start(dir, None, Some(pki))
+        Nginx::start(dir, None, Some((pki, "server")))
     }
 
-    fn start(dir: &Path, user: Option<&str>, pki: Option<&Pki>) -> Option<Nginx> {
+    /// [`Nginx::serve_tls`] with `pki`'s certificate NAME (`expired`).
+    pub fn serve_tls_as(dir: &Path, pki: &Pki, name: &str) -> Option<Nginx> {
+        Nginx::start(dir, None, Some((pki, name)))
+    }
+
+    fn start(dir: &Path, user: Option<&str>, pki: Option<(&Pki, &str)>) -> Option<Nginx> {
         if !require("nginx") {
             return None;
         }
@@ -508,11 +536,11 @@ impl Nginx {
             };
             let listen = match pki {
                 None => format!("listen 127.0.0.1:{port};"),
-                Some(pki) => format!(
+                Some((pki, name)) => format!(
                     "listen 127.0.0.1:{port} ssl;\n    ssl_certificate {};\n    \
                      ssl_certificate_key {};",
-                    pki.path("server.pem").display(),
-                    pki.path("server.key").display()
+                    pki.path(&format!("{name}.pem")).display(),
+                    pki.path(&format!("{name}.key")).display()
                 ),
             };
             let conf = format!(
