@@ -6,8 +6,7 @@
 //! every new process starts), and publishing, pulling, reporting and `bellc status` go on
 //! through the others. A client trusting another CA, one without a certificate, a key others
 //! may read, a mirror whose certificate is not trusted or expired and a plain `etcd://` are
-//! each refused,
-//! with what and why, and the root unchanged.
+//! each refused, with what and why, and the root unchanged.
 
 mod common;
 use common::fleet::{bell_run, text, EtcdCluster, Nginx, Pki};
