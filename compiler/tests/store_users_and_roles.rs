@@ -246,6 +246,23 @@ fn each_party_writes_only_its_own_keys() {
         assert_eq!(motd(root.path()), "release 2\n", "{host}");
     }
 
+    // A host added to the fleet gets its user from the same command; the others keep theirs.
+    let mut spec = common::pulling::spec("release 3");
+    spec.push_str("host \"h5\"\n");
+    std::fs::write(fx.path().join("bell.kdl"), spec).unwrap();
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out3", "--sign-key", "ci.key"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let grown = roles("out3");
+    assert_eq!(grown.code, 0, "{}", grown.stderr);
+    assert!(
+        grown.stdout.contains("host/f/h5: role created;")
+            && grown.stdout.contains("host/f/h1: as planned already"),
+        "{}",
+        grown.stdout
+    );
+    assert!(password("h5").len() >= 40);
+    assert_eq!(password("h1"), every[0]);
+
     // A wrong password says so, and is not printed.
     let wrong = fx.path().join("wrong.password");
     std::fs::write(&wrong, "not-it\n").unwrap();
