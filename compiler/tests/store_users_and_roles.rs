@@ -263,49 +263,31 @@ fn each_party_writes_only_its_own_keys() {
     assert!(password("h5").len() >= 40);
     assert_eq!(password("h1"), every[0]);
 
-    // A wrong password says so, and is not printed.
+    // A wrong password says so, and is not printed; a password file others may read is
+    // refused before it is sent.
     let wrong = fx.path().join("wrong.password");
     std::fs::write(&wrong, "not-it\n").unwrap();
-    std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let run = fx.bellc(&[
-        "status",
-        "out1",
-        "--store",
-        &url,
-        "--store-ca",
-        &ca,
-        "--store-user",
-        "serve/f",
-        "--store-password-file",
-        wrong.to_str().unwrap(),
-    ]);
-    assert_eq!(run.code, 2, "{}", run.stderr);
-    assert!(
-        run.stderr.contains("user `serve/f` could not log in"),
-        "{}",
-        run.stderr
-    );
-    assert!(!run.stderr.contains("not-it"), "{}", run.stderr);
-    // A password file others may read is refused before it is sent.
-    std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let run = fx.bellc(&[
-        "status",
-        "out1",
-        "--store",
-        &url,
-        "--store-ca",
-        &ca,
-        "--store-user",
-        "serve/f",
-        "--store-password-file",
-        wrong.to_str().unwrap(),
-    ]);
-    assert_eq!(run.code, 2, "{}", run.stderr);
-    assert!(
-        run.stderr.contains("may be read by others"),
-        "{}",
-        run.stderr
-    );
+    for (mode, said) in [
+        (0o600, "user `serve/f` could not log in"),
+        (0o644, "may be read by others"),
+    ] {
+        std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(mode)).unwrap();
+        let run = fx.bellc(&[
+            "status",
+            "out1",
+            "--store",
+            &url,
+            "--store-ca",
+            &ca,
+            "--store-user",
+            "serve/f",
+            "--store-password-file",
+            wrong.to_str().unwrap(),
+        ]);
+        assert_eq!(run.code, 2, "{}", run.stderr);
+        assert!(run.stderr.contains(said), "{}", run.stderr);
+        assert!(!run.stderr.contains("not-it"), "{}", run.stderr);
+    }
     // Over plain etcd://, a password is never sent.
     let plain = url.replace("etcds://", "etcd://");
     let run = fx.bellc(&[
