@@ -595,6 +595,11 @@ impl Etcd {
                     Err(Failure::Unreachable(e)) => failures.push(format!("{endpoint}: {e}")),
                 }
             }
+            // A certificate refused (ours or theirs) is refused again after a pause: only a
+            // member that could not be reached is worth another round.
+            if failures.iter().all(|f| f.contains(": TLS: ")) {
+                break;
+            }
         }
         Err(if count == 1 {
             format!("etcd at {}", failures.join(""))
