@@ -805,39 +805,16 @@ fn is_user_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b))
 }
 
-/// A password file: one line, readable by its owner alone, and that owner root or the user
-/// running this (a password others can read is a password others may have).
+/// A password file: one line, private as a key is ([`crate::tls::read_private`]).
 fn read_password(path: &Path) -> Result<String, String> {
-    use std::os::unix::fs::MetadataExt;
-    let flag = "`--store-password-file`";
-    let meta = std::fs::symlink_metadata(path)
-        .map_err(|e| format!("{flag}: cannot read {}: {e}", path.display()))?;
-    if !meta.is_file() {
-        return Err(format!("{flag}: {} is not a plain file", path.display()));
-    }
-    if meta.mode() & 0o077 != 0 {
-        return Err(format!(
-            "{flag}: {} may be read by others (mode {:o}); `chmod 600` it",
-            path.display(),
-            meta.mode() & 0o7777
-        ));
-    }
-    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
-    if meta.uid() != 0 && Some(meta.uid()) != me {
-        return Err(format!(
-            "{flag}: {} belongs to uid {}, neither root nor the user running this",
-            path.display(),
-            meta.uid()
-        ));
-    }
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(4096).read_to_string(&mut text))
-        .map_err(|e| format!("{flag}: cannot read {}: {e}", path.display()))?;
+    let flag = "--store-password-file";
+    let bytes = crate::tls::read_private(path, flag, 4096)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("`{flag}`: {} is not UTF-8 text", path.display()))?;
     let password = text.strip_suffix('\n').unwrap_or(&text);
     if password.is_empty() || password.contains(['\n', '\r']) {
         return Err(format!(
-            "{flag}: {} must hold the password on one line",
+            "`{flag}`: {} must hold the password on one line",
             path.display()
         ));
     }

@@ -230,20 +230,9 @@ fn read_certs(path: &Path, flag: &str) -> Result<Vec<CertificateDer<'static>>, S
     Ok(chain)
 }
 
-/// A private key, refused when anyone but its owner may read it: a key others can read is
-/// a key others may already have.
+/// A private key, refused when anyone but its owner may read it (see [`read_private`]).
 fn read_key(path: &Path, flag: &str) -> Result<PrivateKeyDer<'static>, String> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path)
-        .map_err(|e| format!("`{flag}`: cannot read {}: {e}", path.display()))?;
-    if meta.mode() & 0o077 != 0 {
-        return Err(format!(
-            "`{flag}`: {} may be read by others (mode {:o}); `chmod 600` it",
-            path.display(),
-            meta.mode() & 0o7777
-        ));
-    }
-    let pem = read_pem(path).map_err(|e| format!("`{flag}`: {e}"))?;
+    let pem = read_private(path, flag, MAX_PEM_BYTES)?;
     // Not the parser's message: it could quote the key's bytes.
     PrivateKeyDer::from_pem_slice(&pem).map_err(|_| {
         format!(
@@ -251,4 +240,39 @@ fn read_key(path: &Path, flag: &str) -> Result<PrivateKeyDer<'static>, String> {
             path.display()
         )
     })
+}
+
+/// The bytes of a secret file (a key, a password): a plain file that only its owner may
+/// read, owned by root or the user running this, at most `max` bytes. A secret others can
+/// read is a secret others may already have. The checks are of the file opened, not of the
+/// path before it is opened again.
+pub(crate) fn read_private(path: &Path, flag: &str, max: u64) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let cannot = |e: io::Error| format!("`{flag}`: cannot read {}: {e}", path.display());
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let meta = file.metadata().map_err(cannot)?;
+    if !meta.is_file() {
+        return Err(format!("`{flag}`: {} is not a plain file", path.display()));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "`{flag}`: {} may be read by others (mode {:o}); `chmod 600` it",
+            path.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
+    if meta.uid() != 0 && Some(meta.uid()) != me {
+        return Err(format!(
+            "`{flag}`: {} belongs to uid {}, neither root nor the user running this",
+            path.display(),
+            meta.uid()
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes).map_err(cannot)?;
+    if bytes.len() as u64 > max {
+        return Err(format!("`{flag}`: {} is too large", path.display()));
+    }
+    Ok(bytes)
 }
