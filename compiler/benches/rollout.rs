@@ -35,6 +35,7 @@ fn release(names: &[String], bundle: char, wave: usize) -> Release {
                 labels: Default::default(),
                 identity: None,
                 secrets: None,
+                snapshots: Default::default(),
             };
             (h.clone(), entry)
         })
@@ -75,6 +76,7 @@ fn report(host: &str, version: &str, bundle: &str) -> Report {
             ("health".to_string(), State::Success),
         ]),
         health: Vec::new(),
+        snapshots: Default::default(),
         sequence: None,
         signer: None,
         proof: None,

@@ -76,6 +76,7 @@ fn report(host: &str, i: usize, release: &str, at: u64) -> Report {
             },
         )]),
         health: Vec::new(),
+        snapshots: Default::default(),
         sequence: None,
         signer: None,
         proof: None,
@@ -126,6 +127,7 @@ fn main() {
                 labels: Arc::new(labels),
                 identity: keys.get(i).map(|k| k.identity().to_openssh()),
                 secrets: None,
+                snapshots: Default::default(),
             };
             (name.clone(), entry)
         })

@@ -47,6 +47,7 @@ fn report(host: &str, at: u64) -> Report {
         signature: Some("verified: key 0123456789ABCDEF, sequence 1".to_string()),
         status: BTreeMap::from([("apply".to_string(), State::Success)]),
         health: Vec::new(),
+        snapshots: Default::default(),
         sequence: None,
         signer: None,
         proof: None,

@@ -22,6 +22,7 @@ sysctl {{
     vm.swappiness {swappiness}
 }}
 limit "nofile" domain="*" type="soft" item="nofile" value=4096
+apt-source "debian" url="http://snapshot.example/debian/{{snapshot}}" snapshot="s{swappiness}" suites="./"
 "#
     )
 }
@@ -200,6 +201,20 @@ fn check_status(dest: &str) -> Fixture {
         value["versions"][&version], 4,
         "ok-1, ok-2, drifty and old said v2: {value:#}"
     );
+    // Which package snapshot each host runs: the release's for its bundle, the host's own
+    // report for the previous release's (and for a host the release does not know).
+    let snapshot = |name: &str| host(name)["snapshots"]["debian"].clone();
+    assert_eq!(snapshot("ok-1"), "s20", "{value:#}");
+    assert_eq!(snapshot("drifty"), "s20", "{value:#}");
+    assert_eq!(snapshot("behind"), "s10", "{value:#}");
+    assert_eq!(snapshot("stranger"), "s20", "{value:#}");
+    assert!(host("silent").get("snapshots").is_none(), "{value:#}");
+    assert!(host("broken").get("snapshots").is_none(), "{value:#}");
+    assert_eq!(
+        value["snapshots"],
+        serde_json::json!({ "debian": { "s10": 1, "s20": 5 } }),
+        "ok-1, ok-2, drifty, old and stranger run s20: {value:#}"
+    );
     // broken's apply was refused before anything changed: it runs nothing, and its report
     // says so rather than naming the bundle and release it refused.
     assert!(host("broken")["reported"].is_null(), "{value:#}");
@@ -237,6 +252,12 @@ fn check_status(dest: &str) -> Fixture {
     assert!(lines.next().unwrap().starts_with("HOST "), "{}", run.stdout);
     assert!(
         lines.next().unwrap().starts_with("broken "),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout
+            .contains("\nsnapshots of apt-source debian: s10 1, s20 5\n"),
         "{}",
         run.stdout
     );

@@ -50,6 +50,7 @@ override "api" {{
         run "echo 'api: connection refused' >&2; exit 7"
     }}
 }}
+apt-source "debian" url="http://snapshot.example/debian/{{snapshot}}" snapshot="snap-{v}" suites="./"
 "##
     ));
     spec
@@ -418,6 +419,21 @@ fn a_twelve_host_fleet_in_a_browser() {
     assert!(
         behind.contains("// base  bell.kdl:16"),
         "explain is shown: {behind}"
+    );
+    // Which package snapshot a host runs, and how many hosts run each.
+    assert!(
+        behind.contains("package snapshots") && behind.contains("snap-one"),
+        "{behind}"
+    );
+    let (_, up) = server.get("/hosts/web-1");
+    assert!(up.contains("snap-two") && !up.contains("snap-one"), "{up}");
+    let snapshots = dom
+        .split("id=\"snapshots\"")
+        .nth(1)
+        .expect("the overview has a snapshots section");
+    assert!(
+        snapshots.contains("snap-one") && snapshots.contains("snap-two"),
+        "{snapshots}"
     );
 
     // A secret of the spec appears on no page and in no JSON.

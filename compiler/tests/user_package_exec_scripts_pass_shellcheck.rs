@@ -25,6 +25,16 @@ apt-source "vendor" url="https://deb.example/debian" suites="bookworm bookworm-u
 package "htop"
 "#;
 
+/// Pinned to a snapshot: apt reads only the release's sources, in every script that runs it.
+const PINNED: &str = r#"
+fleet "f" target="debian-12"
+host "h"
+apt upgrade=#true
+apt-source "debian" url="http://snapshot.debian.org/archive/debian/{snapshot}" snapshot="20261120T000000Z" suites="bookworm" components="main"
+apt-source "vendor" url="https://deb.example/debian" suites="./"
+package "htop"
+"#;
+
 #[test]
 fn rendered_scripts_pass_shellcheck() {
     if !have("shellcheck") {
@@ -37,6 +47,7 @@ fn rendered_scripts_pass_shellcheck() {
         .flat_map(|e| example(e).bundles.into_values())
         .collect();
     bundles.push(common::in_memory::bundle(SOURCES, "h"));
+    bundles.push(common::in_memory::bundle(PINNED, "h"));
     for bundle in &bundles {
         for (path, bytes) in &bundle.contents {
             if !KINDS.iter().any(|k| path.starts_with(k)) {
@@ -58,7 +69,7 @@ fn rendered_scripts_pass_shellcheck() {
         }
     }
     // user, default-account, package apply+revert from the examples, plus apt and the trigger.
-    assert!(checked >= 12, "only {checked} scripts checked");
+    assert!(checked >= 17, "only {checked} scripts checked");
 }
 
 #[test]

@@ -55,6 +55,7 @@ pub fn remove(opts: &Options) -> Result<Removal, Refusal> {
         triggers: Vec::new(),
         probes: Vec::new(),
         batches: Vec::new(),
+        snapshots: Default::default(),
     };
     let dir = EmptyBundle::write(&empty)?;
     if opts.dry_run {

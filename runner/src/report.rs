@@ -330,6 +330,11 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     signature: run.signature.clone(),
                     status: run.status.clone(),
                     health: run.health.clone(),
+                    snapshots: applied
+                        .as_ref()
+                        .filter(|_| bundle.is_some() && bundle == state.and_then(|s| s.generation.clone()))
+                        .map(|m| m.snapshots.clone())
+                        .unwrap_or_default(),
                     sequence: None,
                     signer: None,
                     proof: None,

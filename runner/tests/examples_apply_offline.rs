@@ -197,6 +197,7 @@ fn a_bundle_without_the_examples_resources_restores_the_root() {
         triggers: Vec::new(),
         probes: Vec::new(),
         batches: Vec::new(),
+        snapshots: Default::default(),
     };
     let json = manifest.to_json();
     let dir = empty

@@ -227,6 +227,7 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
                     labels: Default::default(),
                     identity: None,
                     secrets: None,
+                    snapshots: Default::default(),
                 };
                 (host, entry)
             })
@@ -417,6 +418,10 @@ fn print_status(s: &FleetStatus, all: bool) {
         .map(|(v, n)| format!("{} {n}", diff::short(v)))
         .collect();
     println!("versions: {}", versions.join(", "));
+    for (source, counts) in &s.snapshots {
+        let counts: Vec<String> = counts.iter().map(|(id, n)| format!("{id} {n}")).collect();
+        println!("snapshots of apt-source {source}: {}", counts.join(", "));
+    }
     let unverified: Vec<&str> = s
         .hosts
         .iter()

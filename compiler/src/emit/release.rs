@@ -2,10 +2,11 @@
 //! that names exactly that (the hash of the host → bundle table).
 
 use crate::graph::waves::{self, Policy, Wave};
-use crate::resolve::ResolvedHost;
-use crate::spec::MaxUnavailable;
-use bell_bundle::{Release, ReleaseHost, Rollout};
-use std::collections::BTreeMap;
+use crate::resolve::{Model, ResolvedHost};
+use crate::spec::{Kind, MaxUnavailable};
+use bell_bundle::{Release, ReleaseHost, Rollout, Snapshots};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// The release of `fleet`: every host with the bundle it was rendered into. `bundle_of` holds
 /// an id for every host (the render stage fails otherwise).
@@ -16,10 +17,16 @@ pub fn release(
     waves: &[Wave],
     policy: &Policy,
 ) -> Release {
+    // One map per resolved configuration: hosts that share a model share its snapshots.
+    let mut snapshots_of: HashMap<*const Model, Arc<Snapshots>> = HashMap::new();
     let hosts: BTreeMap<String, ReleaseHost> = hosts
         .iter()
         .filter_map(|h| {
             let bundle = bundle_of.get(h.name.as_str())?;
+            let snapshots = snapshots_of
+                .entry(Arc::as_ptr(&h.model))
+                .or_insert_with(|| Arc::new(snapshots(&h.model)))
+                .clone();
             Some((
                 h.name.clone(),
                 ReleaseHost {
@@ -28,6 +35,7 @@ pub fn release(
                     labels: h.labels.clone(),
                     identity: h.identity.clone(),
                     secrets: None,
+                    snapshots,
                 },
             ))
         })
@@ -44,6 +52,15 @@ pub fn release(
         rollout: Some(rollout),
         identities_required: false,
     }
+}
+
+/// The repository snapshot of every pinned apt source of `model`: what its bundle's manifest
+/// records (the render stage adds each source of the model, or fails).
+fn snapshots(model: &Model) -> Snapshots {
+    model
+        .of_kind(Kind::APT_SOURCE)
+        .filter_map(|source| Some((source.name.clone(), source.str("snapshot")?.to_string())))
+        .collect()
 }
 
 /// The slots of every group: the same share of a group that the waves give it.

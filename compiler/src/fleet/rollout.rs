@@ -1335,6 +1335,7 @@ mod tests {
                         labels: Default::default(),
                         identity: None,
                         secrets: None,
+                        snapshots: Default::default(),
                     },
                 )
             })
@@ -1372,6 +1373,7 @@ mod tests {
             signature: None,
             status: BTreeMap::from([("apply".to_string(), result)]),
             health: Vec::new(),
+            snapshots: Default::default(),
             sequence: None,
             signer: None,
             proof: None,

@@ -119,6 +119,10 @@ pub struct HostStatus {
     /// When the last report was filed (unix seconds), and how long ago.
     pub reported_at: Option<u64>,
     pub age_seconds: Option<u64>,
+    /// The package repository snapshot of each pinned apt source of the bundle it runs: the
+    /// release's for its desired bundle, its report's for another.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub snapshots: bell_bundle::Snapshots,
     /// In an etcd store: whether its liveness lease is held.
     pub alive: Option<bool>,
     /// What failed, each with why (`exec:warm-cache (exit 1: cache dir /srv/cache missing)`).
@@ -155,6 +159,10 @@ pub struct FleetStatus {
     /// Hosts per release version (`unknown` when a report names none and its bundle is not
     /// the release's).
     pub versions: BTreeMap<String, usize>,
+    /// Hosts per repository snapshot, by apt source (`debian` → `20261120T000000Z` → 10):
+    /// which hosts run which package versions.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub snapshots: BTreeMap<String, BTreeMap<String, usize>>,
     /// The fleet's rollout, while one is unfinished (running, halted, being aborted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutNote>,
@@ -298,6 +306,7 @@ pub fn fleet_status(
             version: report.and_then(|r| r.release.clone()),
             reported_at: report.map(|r| r.finished_at),
             age_seconds: report.map(|r| now.saturating_sub(r.finished_at)),
+            snapshots: report.map(|r| r.snapshots.clone()).unwrap_or_default(),
             alive: view.alive,
             failures: Vec::new(),
             unhealthy: Vec::new(),
@@ -314,7 +323,15 @@ pub fn fleet_status(
         .map(|s| (s.as_str().to_string(), 0))
         .collect();
     let mut versions = BTreeMap::new();
+    let mut snapshots: BTreeMap<String, BTreeMap<String, usize>> = BTreeMap::new();
     for h in &hosts {
+        for (source, snapshot) in &h.snapshots {
+            *snapshots
+                .entry(source.clone())
+                .or_default()
+                .entry(snapshot.clone())
+                .or_insert(0) += 1;
+        }
         *counts.entry(h.state.as_str().to_string()).or_insert(0) += 1;
         if h.state != HostState::Unknown {
             let v = h.version.clone().unwrap_or_else(|| "unknown".to_string());
@@ -329,6 +346,7 @@ pub fn fleet_status(
         hosts,
         counts,
         versions,
+        snapshots,
     }
 }
 
@@ -361,6 +379,13 @@ fn host_status(
         version,
         reported_at: report.map(|r| r.finished_at),
         age_seconds: age,
+        // What the signing key signed, for the bundle it names; the host's word only for one
+        // the release does not (an older bundle).
+        snapshots: match (on_desired, report) {
+            (true, _) => (*entry.snapshots).clone(),
+            (false, Some(r)) if r.bundle.is_some() => r.snapshots.clone(),
+            (false, _) => bell_bundle::Snapshots::new(),
+        },
         alive,
         failures: Vec::new(),
         unhealthy: Vec::new(),
@@ -637,6 +662,7 @@ mod tests {
             signature: None,
             status: Default::default(),
             health: Vec::new(),
+            snapshots: Default::default(),
             sequence: None,
             signer: None,
             proof: None,

@@ -284,6 +284,7 @@ mod tests {
             signature: None,
             status: BTreeMap::from([("health".to_string(), health)]),
             health: Vec::new(),
+            snapshots: Default::default(),
             sequence: None,
             signer: None,
             proof: None,
@@ -297,6 +298,7 @@ mod tests {
             labels: Default::default(),
             identity: identity.map(|k| k.identity().to_openssh()),
             secrets: None,
+            snapshots: Default::default(),
         };
         Release {
             format: bell_bundle::FORMAT,

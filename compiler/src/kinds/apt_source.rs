@@ -1,4 +1,9 @@
 //! `apt-source`: a deb822 source with its signing key, both bell-owned files.
+//!
+//! `snapshot="ID"` pins the source to a repository snapshot: the id is filled into the url's
+//! `{snapshot}` (the only spelling, so the url shows where it goes), the bundle's manifest
+//! and the release record it per source, and `apt upgrade=#true` then upgrades from the
+//! release's own sources only (`package`).
 
 use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
@@ -21,6 +26,7 @@ impl ResourceKind for AptSource {
             FieldSchema::new("url", Prop, Str, true).checked(validate::apt_url),
             FieldSchema::new("suites", Prop, Str, true).checked(validate::apt_suites),
             FieldSchema::new("components", Prop, Str, false).checked(validate::apt_words),
+            FieldSchema::new("snapshot", Prop, Str, false).checked(validate::apt_snapshot),
             FieldSchema::new("key", ChildArg, Str, false).checked(validate::pgp_public_key),
             FieldSchema::AFTER,
         ];
@@ -79,6 +85,24 @@ impl ResourceKind for AptSource {
                     message,
                     help,
                 ));
+            }
+            let placeholder = source
+                .str("url")
+                .is_some_and(|url| url.contains(validate::SNAPSHOT_PLACEHOLDER));
+            match (source.str("snapshot"), placeholder) {
+                (Some(_), false) => diags.push(super::package::invalid(
+                    source.span_of("snapshot"),
+                    format!("`{}` has a snapshot, but its url has no `{{snapshot}}`", source.key()),
+                    "write `{snapshot}` into the url where the archive puts its snapshots, such as \
+                     `url=\"http://snapshot.debian.org/archive/debian/{snapshot}\"`",
+                )),
+                (None, true) => diags.push(super::package::invalid(
+                    source.span_of("url"),
+                    format!("the url of `{}` holds `{{snapshot}}`, but no snapshot is given", source.key()),
+                    "pin the repository with `snapshot=\"20261120T000000Z\"` (the archive's name for \
+                     it), or write the url without `{snapshot}`",
+                )),
+                _ => {}
             }
         }
     }

@@ -76,6 +76,9 @@ impl ResourceKind for Package {
         let allow_downgrade = apt.and_then(|a| a.bool("allow-downgrade")).unwrap_or(false);
 
         let mut source_keys = Vec::new();
+        // Every source file, and the snapshots of the pinned ones, for `apt upgrade`.
+        let mut source_files = Vec::new();
+        let mut snapshots = Vec::new();
         for source in model.of_kind(Kind::APT_SOURCE) {
             let key = source.key();
             let name = source.name.as_str();
@@ -107,12 +110,16 @@ impl ResourceKind for Package {
                 }
                 files.push(path.clone());
             }
+            let snapshot = source.str("snapshot");
+            let url = source.str("url").unwrap_or_default();
+            // `check_model` holds a snapshot and the placeholder together.
+            let url = match snapshot {
+                Some(snapshot) => url.replace(validate::SNAPSHOT_PLACEHOLDER, snapshot),
+                None => url.to_string(),
+            };
             let text = r.stdlib(
                 "apt-source/source.sources.j2",
-                context! {
-                    name, url => source.str("url").unwrap_or_default(),
-                    suites, components, keyring,
-                },
+                context! { name, url, suites, components, keyring, snapshot },
             );
             let text = match text {
                 Ok(text) => text,
@@ -130,7 +137,12 @@ impl ResourceKind for Package {
                 diags.push(conflict(source.origin.span, path, first, key.clone()));
                 continue;
             }
+            source_files.push(path.clone());
             files.insert(0, path);
+            if let Some(snapshot) = snapshot {
+                out.add_snapshot(name, snapshot);
+                snapshots.push((name, snapshot));
+            }
             out.add_resource(NewResource {
                 kind: BundleKind::Of(Kind::APT_SOURCE),
                 name: name.to_string(),
@@ -143,8 +155,13 @@ impl ResourceKind for Package {
             });
             source_keys.push(key);
         }
+        // With a snapshot pinned, apt reads only the release's sources (`apt/release-sources`).
+        let pinned_sources = match snapshots.is_empty() {
+            true => Vec::new(),
+            false => source_files.clone(),
+        };
         if !source_keys.is_empty() {
-            match r.stdlib("apt-source/update.sh.j2", context! {}) {
+            match r.stdlib("apt-source/update.sh.j2", context! { pinned_sources }) {
                 Ok(script) => out.add_trigger(
                     "apt-update",
                     vec![
@@ -164,7 +181,10 @@ impl ResourceKind for Package {
         if let Some(apt) = apt.filter(|a| a.bool("upgrade") == Some(true)) {
             match r.stdlib(
                 "apt/upgrade.sh.j2",
-                context! { kind => "apt", name => "upgrade", role => "apply", allow_downgrade },
+                context! {
+                    kind => "apt", name => "upgrade", role => "apply", allow_downgrade,
+                    snapshots, pinned_sources,
+                },
             ) {
                 Ok(apply) => out.add_resource(NewResource {
                     kind: BundleKind::Of(Kind::APT),
@@ -181,7 +201,7 @@ impl ResourceKind for Package {
         }
 
         for pkg in model.of_kind(Kind::PACKAGE) {
-            render_package(r, cx, out, diags, pkg, allow_downgrade);
+            render_package(r, cx, out, diags, pkg, allow_downgrade, &pinned_sources);
         }
     }
 
@@ -315,6 +335,7 @@ fn render_package(
     diags: &mut Diagnostics,
     pkg: &ResolvedResource,
     allow_downgrade: bool,
+    pinned_sources: &[String],
 ) {
     let key = pkg.key();
     let name = pkg.name.as_str();
@@ -357,16 +378,16 @@ fn render_package(
         "package/apply.sh.j2",
         context! {
             kind => "package", name, role => "apply",
-            version, absent, allow_downgrade, seed,
+            version, absent, allow_downgrade, seed, pinned_sources,
         },
     );
     let revert = r.stdlib(
         "package/revert.sh.j2",
-        context! { kind => "package", name, role => "revert", absent },
+        context! { kind => "package", name, role => "revert", absent, pinned_sources },
     );
     let check = r.stdlib(
         "package/check.sh.j2",
-        context! { kind => "package", name, role => "check", version, absent },
+        context! { kind => "package", name, role => "check", version, absent, pinned_sources },
     );
     match (apply, revert, check) {
         (Ok(apply), Ok(revert), Ok(check)) => {

@@ -382,6 +382,7 @@ pub struct BundleBuilder {
     triggers: Vec<Trigger>,
     probes: Vec<bell_bundle::Probe>,
     batches: Vec<bell_bundle::Batch>,
+    snapshots: bell_bundle::Snapshots,
     /// Values kinds declared secret (password hashes, debconf passwords): any file or script
     /// that holds one is marked secret in the manifest.
     secrets: Vec<String>,
@@ -465,6 +466,7 @@ impl BundleBuilder {
             triggers: Vec::new(),
             probes: Vec::new(),
             batches: Vec::new(),
+            snapshots: BTreeMap::new(),
             secrets: Vec::new(),
         }
     }
@@ -596,6 +598,12 @@ impl BundleBuilder {
         });
     }
 
+    /// Records that apt source `source` reads the repository snapshot `snapshot`.
+    pub fn add_snapshot(&mut self, source: &str, snapshot: &str) {
+        self.snapshots
+            .insert(source.to_string(), snapshot.to_string());
+    }
+
     /// Adds a health probe; `script` is its shell text, `policy` its timeout, retries and
     /// interval (the fields of [`bell_bundle::Probe`] besides the name and script).
     pub fn add_probe(&mut self, name: &str, script: String, policy: ProbePolicy) {
@@ -661,6 +669,7 @@ impl BundleBuilder {
             triggers: self.triggers,
             probes: self.probes,
             batches: self.batches,
+            snapshots: self.snapshots,
         };
         let manifest_json = manifest.to_json();
         let id = bell_bundle::sha256_hex(manifest_json.as_bytes());

@@ -275,6 +275,23 @@ fn compare(
     if a.fleet != b.fleet {
         manifest.push(format!("fleet {} → {}", a.fleet, b.fleet));
     }
+    // A new snapshot changes a line of the sources file, and every package it brings: say it
+    // as what it is, first.
+    let (sa, sb) = (&a.snapshots, &b.snapshots);
+    for source in sa.keys().chain(sb.keys()).collect::<BTreeSet<_>>() {
+        match (sa.get(source), sb.get(source)) {
+            (Some(x), Some(y)) if x != y => {
+                manifest.push(format!("apt-source {source}: snapshot {x} → {y}"))
+            }
+            (None, Some(y)) => {
+                manifest.push(format!("apt-source {source}: pinned to snapshot {y}"))
+            }
+            (Some(x), None) => manifest.push(format!(
+                "apt-source {source}: no longer pinned (was snapshot {x})"
+            )),
+            _ => {}
+        }
+    }
     // A probe's script shows with the scripts; how it is run shows here.
     let policy = |m: &Manifest| -> BTreeMap<String, String> {
         m.probes

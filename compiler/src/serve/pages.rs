@@ -129,6 +129,7 @@ impl Pages {
                 waiting,
                 total => s.status.hosts.len(),
                 groups => groups_view(&s),
+                snapshots => s.status.snapshots,
                 list,
                 states => HostState::ALL.iter().map(|h| h.as_str()).chain(["stale", "waiting"]).collect::<Vec<_>>(),
                 refresh => board.refresh_seconds(),
@@ -607,6 +608,7 @@ mod tests {
                     labels: Arc::new(labels),
                     identity: None,
                     secrets: None,
+                    snapshots: Default::default(),
                 };
                 (format!("host-{i:03}"), entry)
             })

@@ -62,7 +62,14 @@ pub struct Manifest {
     /// Checks shared by several resources (see [`Batch`]), by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub batches: Vec<Batch>,
+    /// The package repository snapshot each pinned apt source reads, by source name: what
+    /// the release records per host and the host reports it runs.
+    #[serde(default, skip_serializing_if = "Snapshots::is_empty")]
+    pub snapshots: Snapshots,
 }
+
+/// Package repository snapshots by apt source name (`debian` → `20261120T000000Z`).
+pub type Snapshots = BTreeMap<String, String>;
 
 /// One managed thing of one kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -479,6 +486,15 @@ pub struct ReleaseHost {
     /// holds sealed secrets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets: Option<String>,
+    /// The package repository snapshots its bundle reads ([`Manifest::snapshots`]), signed
+    /// with the release so that it names the package versions a host installs. Shared by the
+    /// hosts of one resolved configuration.
+    #[serde(default, skip_serializing_if = "is_empty_shared")]
+    pub snapshots: std::sync::Arc<Snapshots>,
+}
+
+fn is_empty_shared(snapshots: &std::sync::Arc<Snapshots>) -> bool {
+    snapshots.is_empty()
 }
 
 /// A host's labels. Shared: the spec, the resolution and the release hold the same map, and
@@ -1576,6 +1592,7 @@ mod verify_tests {
                 triggers: vec![],
                 probes: vec![],
                 batches: vec![],
+                snapshots: Default::default(),
             };
             std::fs::write(dir.join(MANIFEST_FILE), manifest.to_json()).unwrap();
             manifest
@@ -1614,6 +1631,7 @@ mod verify_tests {
             labels: Labels::new(BTreeMap::from([("rack".to_string(), rack.to_string())])),
             identity: None,
             secrets: None,
+            snapshots: Default::default(),
         };
         let mut release = Release {
             format: 1,
@@ -1721,6 +1739,7 @@ mod verify_tests {
             ],
             probes: vec![],
             batches: vec![],
+            snapshots: Default::default(),
         };
         let (kept, out) = manifest.without_sealed().expect("something is sealed");
         assert_eq!(out, ["exec:setup.sh", "file:/etc/app/token", "user:ops"]);

@@ -117,6 +117,9 @@ pub struct Report {
     /// Each health probe's result, when the run got as far as running them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub health: Vec<ProbeResult>,
+    /// The package repository snapshots of `bundle` (its manifest's): what the host runs.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub snapshots: bell_bundle::Snapshots,
     /// Signed reports (see [`proof`]): the host's count of the reports it signed, which only
     /// grows, so that an old report put back is older than one a reader has seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,6 +163,7 @@ impl Report {
             signature: self.signature.clone(),
             status: self.status.clone(),
             health: self.health.clone(),
+            snapshots: self.snapshots.clone(),
             sequence: self.sequence,
             signer: self.signer.clone(),
             proof: self.proof.clone(),
@@ -1010,6 +1014,7 @@ pub(crate) mod tests {
             signature: None,
             status: BTreeMap::from([(command.to_string(), result)]),
             health: Vec::new(),
+            snapshots: BTreeMap::new(),
             sequence: None,
             signer: None,
             proof: None,

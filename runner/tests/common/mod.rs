@@ -240,6 +240,8 @@ pub struct BundleSpec {
     pub probes: Vec<(String, String, u32, u64, u64)>,
     /// Batches: name and check script.
     pub batches: Vec<(String, String)>,
+    /// Repository snapshots by apt source name.
+    pub snapshots: bell_bundle::Snapshots,
 }
 
 impl BundleSpec {
@@ -271,6 +273,13 @@ impl BundleSpec {
 
     pub fn resource(mut self, resource: ResourceSpec) -> Self {
         self.resources.push(resource);
+        self
+    }
+
+    /// Records that apt source `source` reads repository snapshot `snapshot`.
+    pub fn snapshot(mut self, source: &str, snapshot: &str) -> Self {
+        self.snapshots
+            .insert(source.to_string(), snapshot.to_string());
         self
     }
 
@@ -409,6 +418,7 @@ impl BundleSpec {
                     check: script(format!("scripts/batch/{name}.check"), text),
                 })
                 .collect(),
+            snapshots: self.snapshots.clone(),
         };
         (manifest, scripts)
     }

@@ -27,8 +27,8 @@ pub use crypt::sha512_crypt;
 pub use ethtool::{ethtool_feature, ethtool_features};
 pub use limits::limits_domain;
 pub use names::{
-    apt_url, host_address, host_name, interface_name, label, mount_target, pgp_public_key,
-    resource_name, script_name, source_name,
+    apt_snapshot, apt_url, host_address, host_name, interface_name, label, mount_target,
+    pgp_public_key, resource_name, script_name, source_name, SNAPSHOT_PLACEHOLDER,
 };
 pub use paths::{
     absolute_path, file_mode, glob_not_bell_own, login_shell, not_bell_own, BELL_OWN, TRUST_FILE,

@@ -155,6 +155,31 @@ pub fn source_name(name: &str) -> Result<(), Invalid> {
     plain_name(name, "apt source", "ubuntu")
 }
 
+/// A repository snapshot of an apt source (`20261120T000000Z`, `2026-11-20`, `r42`): one path
+/// segment of its URL, so a word of URL characters that is not `.` or `..`.
+pub fn apt_snapshot(snapshot: &str) -> Result<(), Invalid> {
+    let help = "name the snapshot as the archive does, such as \"20261120T000000Z\" \
+                (snapshot.debian.org) or \"2026-11-20\"";
+    if snapshot.is_empty() || snapshot.len() > 64 {
+        return Err(invalid("a snapshot is a word of 1 to 64 characters", help));
+    }
+    if let Some(c) = snapshot
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "-._~+:".contains(*c)))
+    {
+        return Err(invalid(
+            format!("a snapshot cannot hold {}", show_char(c)),
+            format!(
+                "{help}; it is filled into the URL as one path segment: letters, digits, `-._~+:`"
+            ),
+        ));
+    }
+    if snapshot == "." || snapshot == ".." {
+        return Err(invalid(format!("`{snapshot}` is not a snapshot"), help));
+    }
+    Ok(())
+}
+
 pub fn resource_name(name: &str) -> Result<(), Invalid> {
     plain_name(name, "resource", "core_dump")
 }
@@ -176,9 +201,39 @@ pub fn mount_target(path: &str) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// An apt repository URL.
+/// Where an apt source's `snapshot` goes in its URL: the one spelling of a pinned repository
+/// snapshot, so that the URL a reviewer reads says where the snapshot lands.
+pub const SNAPSHOT_PLACEHOLDER: &str = "{snapshot}";
+
+/// An apt repository URL, which may hold [`SNAPSHOT_PLACEHOLDER`] (the source's `snapshot`).
 pub fn apt_url(url: &str) -> Result<(), Invalid> {
     let help = "write the repository's base URL, such as `http://deb.debian.org/debian` or `file:/srv/repo`";
+    if url.matches(SNAPSHOT_PLACEHOLDER).count() > 1 {
+        return Err(invalid(
+            format!(
+                "`{}` holds `{SNAPSHOT_PLACEHOLDER}` more than once",
+                url.escape_debug()
+            ),
+            "write `{snapshot}` once, where the snapshot goes, such as \
+             `http://snapshot.debian.org/archive/debian/{snapshot}`",
+        ));
+    }
+    // The placeholder stands for a snapshot id, which `apt_snapshot` keeps to URL characters.
+    let url = &url.replace(SNAPSHOT_PLACEHOLDER, "0");
+    if let Some(start) = url.find('{') {
+        let word = &url[start
+            ..url[start..]
+                .find('}')
+                .map_or(url.len(), |end| start + end + 1)];
+        return Err(invalid(
+            format!(
+                "`{}` is not a placeholder of an apt URL",
+                word.escape_debug()
+            ),
+            "the one placeholder is `{snapshot}`, filled with the source's `snapshot`; \
+             percent-encode a literal brace (`%7B`, `%7D`)",
+        ));
+    }
     let ok_scheme = [
         "http://",
         "https://",
