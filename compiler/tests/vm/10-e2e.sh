@@ -333,4 +333,59 @@ apply revert-again "$work/out2/hosts/e2e"
 grep -Eqx 'result: 0 changed, [0-9]+ unchanged' "$work/revert-again.out" || fail "applying the second bundle again did not report 'result: 0 changed'"
 ok "second bundle applied again: 0 changed"
 
+# ---- package repository snapshots ----
+# Two dated snapshots of a signed repository, and a source of the image's own (not bell's) that
+# offers a newer version still: a release pinned to snapshot s1 installs s1's version, the next
+# release, pinned to s2, upgrades to s2's and not to the image source's, whose package lists
+# bell's updates leave in place.
+snap_pkg=bell-snap-pkg
+for snapshot in s1 s2; do
+    "$here/lib/make-local-repo.sh" "/srv/snapshots/$snapshot" "$snap_pkg" 1.0 >/dev/null
+done
+"$here/lib/make-local-repo.sh" /srv/snapshots/s2 "$snap_pkg" 2.0 >/dev/null
+for snapshot in s1 s2; do
+    perl "$here/specs/pgp.pl" sign "$work/repo-key.pem" "$created" "/srv/snapshots/$snapshot/Release" \
+        >"/srv/snapshots/$snapshot/Release.gpg"
+done
+"$here/lib/make-local-repo.sh" /srv/image-repo "$snap_pkg" 3.0 >/dev/null
+printf 'Types: deb\nURIs: file:/srv/image-repo\nSuites: ./\nTrusted: yes\n' >/etc/apt/sources.list.d/image.sources
+apt-get -q update -o Dir::Etc::sourcelist=sources.list.d/image.sources -o Dir::Etc::sourceparts=- \
+    -o APT::Get::List-Cleanup=0 >/dev/null || fail "apt-get update of the image's source failed"
+[ "$(candidate "$snap_pkg")" = 3.0 ] || fail "the image's source offers $(candidate "$snap_pkg"), not 3.0"
+snap_spec() {
+    cat <<EOF
+fleet "vm-e2e" target="debian-12"
+host "e2e"
+apt-source "snap" url="file:/srv/snapshots/{snapshot}" snapshot="$1" suites="./" {
+    key #"""
+$repo_key
+        """#
+}
+package "$snap_pkg"
+apt upgrade=#true
+EOF
+}
+installed() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null; }
+# snap_apply LABEL: applies release LABEL's bundle live, reporting to $work/reports.
+snap_apply() {
+    "$bell_run" apply "$work/$1/hosts/e2e" --host e2e --report "$work/reports" >"$work/$1.out" 2>&1 \
+        || { cat "$work/$1.out" >&2; fail "applying the $1 release failed"; }
+}
+snap_spec s1 >"$work/snap.kdl"
+build "$work/snap.kdl" "$work/snap1"
+grep -q '"snap": "s1"' "$work/snap1/release.json" || fail "release.json does not record snapshot s1"
+snap_apply snap1
+[ "$(installed "$snap_pkg")" = 1.0 ] || fail "$snap_pkg is at '$(installed "$snap_pkg")', not s1's 1.0"
+grep -Eq '"snap": ?"s1"' "$work/reports/e2e.json" || fail "the report does not say s1: $(cat "$work/reports/e2e.json")"
+ok "snapshot s1: $snap_pkg installed at 1.0 from the pinned snapshot, not 3.0 from the image's source; the release and the report say s1"
+
+snap_spec s2 >"$work/snap.kdl"
+build "$work/snap.kdl" "$work/snap2"
+snap_apply snap2
+grep -Eq '^  ~ apt:upgrade ' "$work/snap2.out" || { cat "$work/snap2.out" >&2; fail "the new snapshot did not apply apt:upgrade again"; }
+[ "$(installed "$snap_pkg")" = 2.0 ] || fail "$snap_pkg is at '$(installed "$snap_pkg")', not s2's 2.0"
+grep -Eq '"snap": ?"s2"' "$work/reports/e2e.json" || fail "the report does not say s2"
+[ "$(candidate "$snap_pkg")" = 3.0 ] || fail "the image source's lists are gone: apt offers $(candidate "$snap_pkg")"
+ok "snapshot s2: apt:upgrade applied again and upgraded $snap_pkg to s2's 2.0, nothing newer; the image source's lists kept"
+
 echo "e2e: all passed"
