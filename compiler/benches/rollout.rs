@@ -77,6 +77,7 @@ fn report(host: &str, version: &str, bundle: &str) -> Report {
         ]),
         health: Vec::new(),
         snapshots: Default::default(),
+        reboot_required: Vec::new(),
         sequence: None,
         signer: None,
         proof: None,

@@ -77,6 +77,7 @@ fn report(host: &str, i: usize, release: &str, at: u64) -> Report {
         )]),
         health: Vec::new(),
         snapshots: Default::default(),
+        reboot_required: Vec::new(),
         sequence: None,
         signer: None,
         proof: None,

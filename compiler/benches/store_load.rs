@@ -48,6 +48,7 @@ fn report(host: &str, at: u64) -> Report {
         status: BTreeMap::from([("apply".to_string(), State::Success)]),
         health: Vec::new(),
         snapshots: Default::default(),
+        reboot_required: Vec::new(),
         sequence: None,
         signer: None,
         proof: None,

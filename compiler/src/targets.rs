@@ -22,6 +22,10 @@ pub struct Target {
     /// managed user can take over (Divingbell's rule).
     pub default_account: String,
     pub features: BTreeMap<String, bool>,
+    /// How the kernel command line is set (`grub`: drop-ins under `/etc/default/grub.d`, then
+    /// `update-grub`); without one, `kernel-args` cannot be used.
+    #[serde(default)]
+    pub bootloader: Option<String>,
     /// The kernel's sysctl keys, for the build-time check of keys and values.
     #[serde(default)]
     pub sysctl_keys: Option<SysctlKeysSource>,

@@ -40,6 +40,12 @@ exec "001-hello.sh" rerun="once-successfully" {
     script "#!/bin/sh\necho hello\n"
 }
 modprobe "bonding" options="max_bonds=2" blacklist=#false
+modprobe "floppy" blacklist=#true
+kernel-args "hugepages" {
+    arg "hugepagesz=1G"
+    arg "hugepages=16"
+    remove "quiet"
+}
 unit "app.service" enable=#true start=#false {
     content #"""
         [Service]

@@ -1,4 +1,5 @@
-//! Every apply/revert script and trigger that the user, package, apt and apt-source kinds
+//! Every apply/revert script and trigger that the user, package, apt, apt-source, kernel-args
+//! and modprobe kinds
 //! render for the examples passes shellcheck as POSIX sh; every staged sudoers drop-in passes
 //! `visudo -c`.
 
@@ -13,6 +14,8 @@ const KINDS: &[&str] = &[
     "scripts/package/",
     "scripts/apt/",
     "scripts/trigger/apt-update",
+    "scripts/kernel-args/",
+    "scripts/modprobe/",
 ];
 
 const SOURCES: &str = r#"
@@ -33,6 +36,18 @@ apt upgrade=#true
 apt-source "debian" url="http://snapshot.debian.org/archive/debian/{snapshot}" snapshot="20261120T000000Z" suites="bookworm" components="main"
 apt-source "vendor" url="https://deb.example/debian" suites="./"
 package "htop"
+kernel-args "hugepages" {
+    arg "hugepagesz=1G"
+    arg "hugepages=16"
+    remove "quiet"
+}
+kernel-args "only-remove" {
+    remove "splash"
+}
+kernel-args "only-add" {
+    arg "nosmt"
+}
+modprobe "snd-pcsp" blacklist=#true
 "#;
 
 #[test]
@@ -69,7 +84,7 @@ fn rendered_scripts_pass_shellcheck() {
         }
     }
     // user, default-account, package apply+revert from the examples, plus apt and the trigger.
-    assert!(checked >= 17, "only {checked} scripts checked");
+    assert!(checked >= 27, "only {checked} scripts checked");
 }
 
 #[test]

@@ -79,6 +79,10 @@ pub struct Report {
     /// whatever they say, so they are not run).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub health: Vec<ProbeOutcome>,
+    /// Why the host needs a reboot (a change that takes effect at boot, the target's own
+    /// signal); empty when it does not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reboot_required: Vec<String>,
     /// The applied manifest, for reports and metrics.
     #[serde(skip)]
     pub manifest: Manifest,
@@ -296,6 +300,7 @@ fn report(checked: &Checked, opts: &Options, recovered: Option<String>, plan: Pl
         failed: Vec::new(),
         drift: Vec::new(),
         health: Vec::new(),
+        reboot_required: Vec::new(),
         manifest: checked.manifest.clone(),
         timings: None,
     }
@@ -422,8 +427,8 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
             .map(str::to_string)
             .collect()
     });
-    let checked_drift = if marked.as_ref().is_some_and(BTreeSet::is_empty) {
-        Vec::new()
+    let found = if marked.as_ref().is_some_and(BTreeSet::is_empty) {
+        crate::check::Found::default()
     } else {
         crate::check::mark_drifted(
             &ctx,
@@ -447,7 +452,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
             name: format!("file:{}", f.path()),
             detail: "changed on disk; put back".to_string(),
         })
-        .chain(checked_drift)
+        .chain(found.drift)
         .collect();
 
     failpoint::hit("before-revert");
@@ -512,6 +517,25 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     let records = run_resources(&ctx, &checked, &copy, &plan, &state, &mut rep);
     failpoint::hit("after-apply");
     clock.lap("scripts");
+    // What waits for the next boot: unchanged resources said so in their drift checks above;
+    // one that takes effect at boot and was applied now is asked after its apply.
+    let applied_at_boot: Vec<usize> = (0..checked.manifest.resources.len())
+        .filter(|&i| {
+            checked.manifest.resources[i].at_boot
+                && plan.resources[i].change != Change::Unchanged
+                && rep.resources.get(i).is_some_and(|o| o.status == "ok")
+        })
+        .collect();
+    let after_apply = crate::check::run_checks(
+        &ctx,
+        &checked.manifest,
+        &copy,
+        &checked.id,
+        &applied_at_boot,
+    );
+    rep.reboot_required =
+        crate::check::reboot_reasons(&ctx, found.other.iter().chain(&after_apply));
+    clock.lap("reboot");
 
     // A deferred resource (work only a live host can do, during an image bake) is not counted
     // as changed: an offline re-apply that defers it again changed nothing.

@@ -22,7 +22,8 @@ use std::path::Path;
 #[derive(Debug, Clone, Serialize)]
 pub struct Checked {
     pub key: String,
-    /// `in-sync`, `drifted`, `error` (the check itself failed), `deferred` (its apply waits
+    /// `in-sync`, `drifted`, `reboot-required` (in place, in effect after the next boot),
+    /// `error` (the check itself failed), `deferred` (its apply waits
     /// for a live host), `drifted-files` (no check of its own, but a file it owns is out of
     /// sync: the file is in the drift list) or `no-check`.
     pub result: String,
@@ -39,6 +40,9 @@ pub struct CheckReport {
     pub drift: Vec<Drift>,
     /// Resources whose check could not run or did not answer 0 or 2.
     pub errors: Vec<String>,
+    /// Why the host needs a reboot (see `reboot`); empty when it does not.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reboot_required: Vec<String>,
     /// Resources whose apply waits for a live host (deferred during an image bake): not
     /// checked, and not drift.
     pub deferred: Vec<String>,
@@ -49,6 +53,10 @@ pub struct CheckReport {
     #[serde(skip)]
     pub manifest: Option<Manifest>,
 }
+
+/// The result of a check that found its change in place but waiting for the next boot
+/// ([`bell_bundle::EXIT_REBOOT_REQUIRED`]): not drift, and not something an apply can repair.
+pub const REBOOT_REQUIRED: &str = "reboot-required";
 
 /// What the logs and timings of a batch's check are filed under, as a resource's under its kind.
 const BATCH_KIND: &str = "batch";
@@ -77,6 +85,10 @@ pub fn run_one(ctx: &Ctx, bundle: &Path, generation: &str, resource: &Resource) 
     let said = said.trim();
     let (result, detail) = match exit {
         Exit::Code(0) => ("in-sync", None),
+        Exit::Code(bell_bundle::EXIT_REBOOT_REQUIRED) => (
+            REBOOT_REQUIRED,
+            (!said.is_empty()).then(|| said.lines().collect::<Vec<_>>().join("; ")),
+        ),
         Exit::Code(2) => (
             "drifted",
             Some(if said.is_empty() {
@@ -193,7 +205,7 @@ fn run_batch(ctx: &Ctx, bundle: &Path, generation: &str, batch: &Batch) -> Batch
 }
 
 /// For `apply`: checks every resource the plan would leave alone, and marks the drifted ones
-/// `Drifted` so that they are applied again. Returns what was found drifted.
+/// `Drifted` so that they are applied again. Returns what was found drifted, and what else.
 pub fn mark_drifted(
     ctx: &Ctx,
     manifest: &Manifest,
@@ -201,7 +213,7 @@ pub fn mark_drifted(
     generation: &str,
     plan: &mut Plan,
     only: Option<&std::collections::BTreeSet<String>>,
-) -> Vec<Drift> {
+) -> Found {
     let which: Vec<usize> = manifest
         .resources
         .iter()
@@ -218,17 +230,27 @@ pub fn mark_drifted(
         .map(|(i, _)| i)
         .collect();
     let checked = run_checks(ctx, manifest, bundle, generation, &which);
-    let mut drift = Vec::new();
+    let mut found = Found::default();
     for (i, checked) in which.into_iter().zip(checked) {
         if checked.result == "drifted" {
             plan.resources[i].change = Change::Drifted;
-            drift.push(Drift {
+            found.drift.push(Drift {
                 name: checked.key,
                 detail: checked.detail.unwrap_or_default(),
             });
+        } else if checked.result != "in-sync" {
+            found.other.push(checked);
         }
     }
-    drift
+    found
+}
+
+/// What [`mark_drifted`] found: the drift it marked, and every other answer that was not
+/// `in-sync` (a change that waits for a reboot, a check that failed).
+#[derive(Default)]
+pub struct Found {
+    pub drift: Vec<Drift>,
+    pub other: Vec<Checked>,
 }
 
 /// Lines of a drifted text file shown at most, from each side.
@@ -426,6 +448,7 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
         }
         resources.push(checked);
     }
+    let reboot_required = reboot_reasons(ctx, &resources);
     let marked: Vec<&str> = drift
         .iter()
         .filter(|d| !d.name.starts_with("file:"))
@@ -447,8 +470,26 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
         resources,
         drift,
         errors,
+        reboot_required,
         manifest: Some(manifest),
     })
+}
+
+/// Why the host needs a reboot: every check that says its change waits for the next boot,
+/// then what the host itself says (see `reboot`).
+pub fn reboot_reasons<'a>(
+    ctx: &Ctx,
+    checked: impl IntoIterator<Item = &'a Checked>,
+) -> Vec<String> {
+    checked
+        .into_iter()
+        .filter(|c| c.result == REBOOT_REQUIRED)
+        .map(|c| match &c.detail {
+            Some(detail) => format!("{}: {detail}", c.key),
+            None => format!("{}: takes effect at the next boot", c.key),
+        })
+        .chain(crate::reboot::host_reasons(ctx))
+        .collect()
 }
 
 #[cfg(test)]

@@ -1110,6 +1110,14 @@ fn print_report_body(report: &Report) {
     }
     println!("result: {}", summary(report));
     print_health(&report.health);
+    print_reboot(&report.reboot_required);
+}
+
+/// The reasons the host needs a reboot, one per line, after the result they do not change.
+fn print_reboot(reasons: &[String]) {
+    for reason in reasons {
+        println!("reboot required: {reason}");
+    }
 }
 
 fn cmd_check(args: &Args) -> i32 {
@@ -1195,6 +1203,7 @@ fn cmd_check(args: &Args) -> i32 {
         rep.manifest.as_ref().map_or(0, |m| m.files.len()),
     );
     print_health(&rep.health);
+    print_reboot(&rep.reboot_required);
     if code == DRIFTED {
         println!("`bell-run apply` of the same bundle puts the drifted resources back");
     }

@@ -18,6 +18,7 @@ mod journal;
 mod metrics;
 mod plan;
 mod pull;
+mod reboot;
 mod remove;
 mod report;
 mod revert;

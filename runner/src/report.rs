@@ -84,6 +84,8 @@ pub struct Run<'a> {
     pub health: Vec<ProbeResult>,
     /// Refused: nothing changed, so the report names the bundle and release still applied.
     pub refused: bool,
+    /// Why the host needs a reboot.
+    pub reboot_required: Vec<String>,
 }
 
 /// The probes' results for the report, and the `health` category they set.
@@ -170,6 +172,7 @@ pub fn from_apply<'a>(root: &'a Path, started_at: u64, rep: &apply::Report) -> R
         signature: None,
         health: probes,
         refused: false,
+        reboot_required: rep.reboot_required.clone(),
     }
 }
 
@@ -214,6 +217,7 @@ pub fn from_check<'a>(root: &'a Path, started_at: u64, rep: &CheckReport) -> Run
         signature: None,
         health: probes,
         refused: false,
+        reboot_required: rep.reboot_required.clone(),
     }
 }
 
@@ -263,6 +267,7 @@ pub fn from_refusal<'a>(
         signature: None,
         health: Vec::new(),
         refused: true,
+        reboot_required: Vec::new(),
     }
 }
 
@@ -330,6 +335,7 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     signature: run.signature.clone(),
                     status: run.status.clone(),
                     health: run.health.clone(),
+                    reboot_required: run.reboot_required.clone(),
                     snapshots: applied
                         .as_ref()
                         .filter(|_| bundle.is_some() && bundle == state.and_then(|s| s.generation.clone()))

@@ -1,5 +1,5 @@
 //! `bell-run apply --timings`: where the time of one apply went, per phase (verify, plan,
-//! stage, revert, switch, triggers, scripts, state, health) and, inside the phases, per kind of
+//! stage, revert, switch, triggers, scripts, reboot (the checks of what takes effect at boot), state, health) and, inside the phases, per kind of
 //! resource whose scripts ran. Measured always (a clock read per script is nothing beside the
 //! script), printed only when asked.
 

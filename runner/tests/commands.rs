@@ -812,8 +812,8 @@ fn timings_say_where_the_time_went_per_phase_and_per_kind() {
     assert_eq!(
         names,
         [
-            "verify", "plan", "stage", "drift", "revert", "switch", "triggers", "scripts", "state",
-            "health"
+            "verify", "plan", "stage", "drift", "revert", "switch", "triggers", "scripts",
+            "reboot", "state", "health"
         ]
     );
     let sum: f64 = t["phases"]

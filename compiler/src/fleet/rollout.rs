@@ -1374,6 +1374,7 @@ mod tests {
             status: BTreeMap::from([("apply".to_string(), result)]),
             health: Vec::new(),
             snapshots: Default::default(),
+            reboot_required: Vec::new(),
             sequence: None,
             signer: None,
             proof: None,

@@ -81,6 +81,9 @@ pub enum Flag {
     /// Pending, and waiting for a slot of its rollout group.
     Waiting,
     Deferred,
+    /// A change it applied takes effect at the next boot, or the host itself says it needs
+    /// one (`/run/reboot-required`): not a state of its own, since the host runs its bundle.
+    RebootRequired,
     /// What its reports say cannot be checked: the release gives it no identity, or its
     /// report is not signed. Shown as it says, never counted converged where identities
     /// are required or the host has one.
@@ -98,6 +101,7 @@ impl Flag {
             Flag::Pending => "pending",
             Flag::Waiting => "waiting",
             Flag::Deferred => "deferred",
+            Flag::RebootRequired => "reboot-required",
             Flag::Unverified => "unverified",
         }
     }
@@ -133,6 +137,9 @@ pub struct HostStatus {
     pub drift: Vec<String>,
     /// Resources deferred to the first live apply.
     pub deferred: Vec<String>,
+    /// Why it needs a reboot, as its last report says.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reboot_required: Vec<String>,
     /// Why the summary state: the failure, the drift, the age of the report.
     pub detail: Option<String>,
     /// Reports filed under its name that are not its own, each with where and why.
@@ -312,6 +319,9 @@ pub fn fleet_status(
             unhealthy: Vec::new(),
             drift: Vec::new(),
             deferred: Vec::new(),
+            reboot_required: report
+                .map(|r| r.reboot_required.clone())
+                .unwrap_or_default(),
             detail: Some("not in the release".to_string()),
             forged: view.forged.clone(),
             unverified: None,
@@ -391,6 +401,7 @@ fn host_status(
         unhealthy: Vec::new(),
         drift: Vec::new(),
         deferred: Vec::new(),
+        reboot_required: Vec::new(),
         detail: None,
         forged: view.map(|v| v.forged.clone()).unwrap_or_default(),
         unverified: view.and_then(|v| v.unverified.clone()),
@@ -473,6 +484,10 @@ fn host_status(
         .filter(|x| x.result == "deferred")
         .map(|x| x.key.clone())
         .collect();
+    row.reboot_required = r.reboot_required.clone();
+    if !row.reboot_required.is_empty() {
+        row.flags.push(Flag::RebootRequired);
+    }
     if !row.deferred.is_empty() && on_desired {
         reasons.push((
             Flag::Deferred,
@@ -499,9 +514,15 @@ fn settle(mut row: HostStatus, reasons: Vec<(Flag, String)>) -> HostStatus {
             Flag::Drifted => HostState::Drifted,
             Flag::Pending | Flag::Waiting => HostState::Pending,
             Flag::Deferred => HostState::Deferred,
-            Flag::Unverified => row.state,
+            Flag::RebootRequired | Flag::Unverified => row.state,
         };
         row.detail = Some(why).filter(|d| !d.is_empty());
+    }
+    if row.detail.is_none() && !row.reboot_required.is_empty() {
+        row.detail = Some(format!(
+            "reboot required: {}",
+            row.reboot_required.join("; ")
+        ));
     }
     row
 }
@@ -628,6 +649,66 @@ mod tests {
     use bell_store::{Report, ResourceResult, State};
 
     #[test]
+    fn a_host_that_needs_a_reboot_is_flagged_and_says_why() {
+        let host = bell_bundle::ReleaseHost {
+            bundle: "b".repeat(64),
+            address: None,
+            labels: Default::default(),
+            identity: None,
+            secrets: None,
+            snapshots: Default::default(),
+        };
+        let release = bell_bundle::Release {
+            format: 1,
+            fleet: "f".into(),
+            version: "v".repeat(64),
+            hosts: [("h".to_string(), host)].into(),
+            waves: Vec::new(),
+            sequence: None,
+            expires: None,
+            rollout: None,
+            identities_required: false,
+        };
+        let reason = "kernel-args:hugepages: hugepages=16 is not on the running kernel's \
+                      command line";
+        let report = Report {
+            format: bell_store::REPORT_FORMAT,
+            host: "h".into(),
+            fleet: "f".into(),
+            command: "apply".into(),
+            result: State::Success,
+            release: None,
+            bundle: Some("b".repeat(64)),
+            started_at: 9,
+            finished_at: 9,
+            resources: Vec::new(),
+            drift: Vec::new(),
+            error: None,
+            signature: None,
+            status: Default::default(),
+            health: Vec::new(),
+            snapshots: Default::default(),
+            reboot_required: vec![reason.to_string()],
+            sequence: None,
+            signer: None,
+            proof: None,
+        };
+        let view = bell_store::HostView {
+            report: Some(std::sync::Arc::new(report)),
+            status: [("apply".to_string(), State::Success)].into(),
+            ..Default::default()
+        };
+        let status = super::fleet_status(&release, &[("h".to_string(), view)].into(), 10, None);
+        let row = &status.hosts[0];
+        assert_eq!(row.state, super::HostState::UpToDate);
+        assert!(row.flags.contains(&super::Flag::RebootRequired), "{row:?}");
+        assert_eq!(row.detail, Some(format!("reboot required: {reason}")));
+        let json = serde_json::to_value(row).unwrap();
+        assert_eq!(json["flags"], serde_json::json!(["reboot-required"]));
+        assert_eq!(json["reboot_required"].as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
     fn a_failure_names_what_the_script_said_last() {
         let result = |key: &str, detail: Option<&str>, output: Option<&str>| ResourceResult {
             key: key.into(),
@@ -663,6 +744,7 @@ mod tests {
             status: Default::default(),
             health: Vec::new(),
             snapshots: Default::default(),
+            reboot_required: Vec::new(),
             sequence: None,
             signer: None,
             proof: None,

@@ -285,6 +285,7 @@ mod tests {
             status: BTreeMap::from([("health".to_string(), health)]),
             health: Vec::new(),
             snapshots: Default::default(),
+            reboot_required: Vec::new(),
             sequence: None,
             signer: None,
             proof: None,

@@ -26,6 +26,7 @@ mod ethtool;
 pub mod exec;
 mod file;
 mod health;
+mod kernel_args;
 mod limit;
 mod modprobe;
 mod mount;
@@ -126,6 +127,7 @@ registry! {
     FILE => file::File,
     UNIT => unit::Unit,
     MODPROBE => modprobe::Modprobe,
+    KERNEL_ARGS => kernel_args::KernelArgs,
     HEALTH => health::Health,
 }
 

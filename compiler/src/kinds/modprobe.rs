@@ -2,8 +2,9 @@
 //! `bell-NAME.conf` under the target's modprobe.d.
 //!
 //! modprobe reads the file the next time it loads the module (at boot, or after `modprobe -r`);
-//! bell never unloads a module that is in use, so there is no script: the file is the resource,
-//! and bell-run removes it when a newer bundle no longer has it.
+//! bell never unloads a module that is in use, so there is no apply script: the file is the
+//! resource, and bell-run removes it when a newer bundle no longer has it. A blacklist takes
+//! effect at the next boot, so its check says a reboot is required while the module is loaded.
 
 use super::ResourceKind;
 use crate::diagnostic::{Diagnostics, Invalid};
@@ -169,7 +170,22 @@ impl ResourceKind for Modprobe {
                 );
                 continue;
             }
-            out.add_resource(NewResource {
+            // A blacklist takes effect at the next boot: its check says when the running
+            // kernel still has the module loaded.
+            let check = match blacklist {
+                false => None,
+                true => match r.stdlib(
+                    "modprobe/check.sh.j2",
+                    context! { kind => "modprobe", name, role => "check" },
+                ) {
+                    Ok(check) => Some(check),
+                    Err(message) => {
+                        diags.push(common::template_error(module, message));
+                        continue;
+                    }
+                },
+            };
+            let resource = NewResource {
                 kind: BundleKind::Of(Kind::MODPROBE),
                 name: name.to_string(),
                 files: vec![path],
@@ -177,8 +193,12 @@ impl ResourceKind for Modprobe {
                 apply: None,
                 revert: None,
                 exec: None,
-                check: None,
-            });
+                check,
+            };
+            match blacklist {
+                true => out.add_boot_resource(resource),
+                false => out.add_resource(resource),
+            }
         }
     }
 }

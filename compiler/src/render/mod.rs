@@ -565,7 +565,17 @@ impl BundleBuilder {
             check,
             batch: None,
             exec: r.exec,
+            at_boot: false,
         });
+    }
+
+    /// Adds a resource that takes effect at the next boot (see [`Resource::at_boot`]): its
+    /// check may say the host needs a reboot.
+    pub fn add_boot_resource(&mut self, r: NewResource) {
+        self.add_resource(r);
+        if let Some(added) = self.resources.last_mut() {
+            added.at_boot = true;
+        }
     }
 
     /// Adds a resource that the check of the batch `batch` reads back (see [`Self::add_batch`]).

@@ -32,6 +32,16 @@ pub const FORMAT: u32 = 1;
 /// resource as `deferred`, which is not a failure, and applies it again on the next run.
 pub const EXIT_DEFERRED: i32 = 75;
 
+/// The exit status by which a check script says that what it reads back is in place but
+/// takes effect only at the next boot (a kernel command line the running kernel did not boot
+/// with): not drift, and nothing an apply can do; bell-run records the host as needing a
+/// reboot, with what the script printed as the reason.
+pub const EXIT_REBOOT_REQUIRED: i32 = 76;
+
+/// The file by which Debian and Ubuntu packages (a kernel, libc) say the host needs a reboot,
+/// written by their postinst; `.pkgs` beside it names the packages.
+pub const REBOOT_REQUIRED_FILE: &str = "run/reboot-required";
+
 /// The file name of the manifest inside a bundle directory.
 pub const MANIFEST_FILE: &str = "bundle.json";
 
@@ -107,6 +117,11 @@ pub struct Resource {
     /// Present on `exec` resources: how bell-run schedules the user's script.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec: Option<ExecPolicy>,
+    /// It takes effect at the next boot (a kernel command line): bell-run runs its check after
+    /// applying it too, to learn whether the host now needs a reboot
+    /// ([`EXIT_REBOOT_REQUIRED`]).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub at_boot: bool,
 }
 
 /// A script shipped in the bundle, by its path relative to the bundle directory.
@@ -817,6 +832,8 @@ impl Resource {
             #[serde(skip_serializing_if = "Option::is_none")]
             batch: &'a Option<String>,
             exec: &'a Option<ExecPolicy>,
+            #[serde(skip_serializing_if = "is_false")]
+            at_boot: &'a bool,
         }
         let owned: Vec<&File> = self
             .files
@@ -839,6 +856,7 @@ impl Resource {
             check: &self.check,
             batch: &self.batch,
             exec: &self.exec,
+            at_boot: &self.at_boot,
         };
         let mut hasher = HashWriter(Sha256::new());
         // Writing plain data into a hasher cannot fail.
@@ -1581,6 +1599,7 @@ mod verify_tests {
                 check: None,
                 batch: None,
                 exec: None,
+                at_boot: false,
             };
             resource.hash = resource.compute_hash(std::slice::from_ref(&file));
             let manifest = Manifest {
@@ -1695,6 +1714,7 @@ mod verify_tests {
                     check: None,
                     batch: None,
                     exec: None,
+                    at_boot: false,
                 }
             };
         let files = vec![file("/etc/motd", false), file("/etc/app/token", true)];

@@ -117,6 +117,10 @@ pub struct Report {
     /// Each health probe's result, when the run got as far as running them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub health: Vec<ProbeResult>,
+    /// Why the host needs a reboot (a change that takes effect at boot, the target's own
+    /// signal); empty when it does not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reboot_required: Vec<String>,
     /// The package repository snapshots of `bundle` (its manifest's): what the host runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub snapshots: bell_bundle::Snapshots,
@@ -163,6 +167,7 @@ impl Report {
             signature: self.signature.clone(),
             status: self.status.clone(),
             health: self.health.clone(),
+            reboot_required: self.reboot_required.clone(),
             snapshots: self.snapshots.clone(),
             sequence: self.sequence,
             signer: self.signer.clone(),
@@ -1014,6 +1019,7 @@ pub(crate) mod tests {
             signature: None,
             status: BTreeMap::from([(command.to_string(), result)]),
             health: Vec::new(),
+            reboot_required: Vec::new(),
             snapshots: BTreeMap::new(),
             sequence: None,
             signer: None,

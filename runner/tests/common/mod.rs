@@ -190,6 +190,8 @@ pub struct ResourceSpec {
     /// The batch whose check reads it back (see `BundleSpec::batch`).
     pub batch: Option<String>,
     pub exec: Option<ExecPolicy>,
+    /// Takes effect at the next boot: checked after its apply too.
+    pub at_boot: bool,
 }
 
 impl ResourceSpec {
@@ -218,6 +220,10 @@ impl ResourceSpec {
     }
     pub fn check(mut self, script: &str) -> Self {
         self.check = Some(script.to_string());
+        self
+    }
+    pub fn at_boot(mut self) -> Self {
+        self.at_boot = true;
         self
     }
     pub fn in_batch(mut self, batch: &str) -> Self {
@@ -374,6 +380,7 @@ impl BundleSpec {
                     .map(|t| script(format!("scripts/{i}-{}/check", r.kind), t)),
                 batch: r.batch.clone(),
                 exec: r.exec.clone(),
+                at_boot: r.at_boot,
             };
             resource.hash = resource.compute_hash(&files);
             resources.push(resource);
