@@ -388,4 +388,46 @@ grep -Eq '"snap": ?"s2"' "$work/reports/e2e.json" || fail "the report does not s
 [ "$(candidate "$snap_pkg")" = 3.0 ] || fail "the image source's lists are gone: apt offers $(candidate "$snap_pkg")"
 ok "snapshot s2: apt:upgrade applied again and upgraded $snap_pkg to s2's 2.0, nothing newer; the image source's lists kept"
 
+# ---- a kernel command line, and why a reboot is due ----
+# The VM boots its kernel directly, without GRUB: a stub update-grub stands in for it. What is
+# real here is what bell-run reads back from the running system: /proc/cmdline, /proc/modules,
+# the /vmlinuz link and /run/reboot-required.
+printf '#!/bin/sh\necho ran >>/run/bell-e2e-update-grub.runs\n' >/usr/local/sbin/update-grub
+chmod +x /usr/local/sbin/update-grub
+module=$(awk 'NR == 1 { print $1 }' /proc/modules)
+{
+    printf 'fleet "vm-e2e" target="debian-12"\nhost "e2e"\n'
+    printf 'kernel-args "e2e" {\n    arg "bell.test=1"\n}\n'
+    [ -z "$module" ] || printf 'modprobe "%s" blacklist=#true\n' "$module"
+} >"$work/kargs.kdl"
+build "$work/kargs.kdl" "$work/kargs"
+"$bell_run" apply "$work/kargs/hosts/e2e" --host e2e >"$work/kargs.out" 2>&1 \
+    || { cat "$work/kargs.out" >&2; fail "applying kernel-args failed"; }
+[ "$(wc -l </run/bell-e2e-update-grub.runs)" = 1 ] || fail "update-grub did not run once"
+grep -qx "GRUB_CMDLINE_LINUX=\"\$GRUB_CMDLINE_LINUX bell.test=1\"" /etc/default/grub.d/60-bell-e2e.cfg \
+    || fail "the drop-in says: $(cat /etc/default/grub.d/60-bell-e2e.cfg)"
+grep -qx "reboot required: kernel-args:e2e: not yet on the running kernel's command line: bell.test=1" "$work/kargs.out" \
+    || { cat "$work/kargs.out" >&2; fail "the apply does not say the command line waits for a reboot"; }
+if [ -n "$module" ]; then
+    grep -qx "reboot required: modprobe:$module: $module is loaded; blacklisted, it is not loaded from the next boot" "$work/kargs.out" \
+        || { cat "$work/kargs.out" >&2; fail "the apply does not say the loaded $module waits for a reboot"; }
+fi
+"$bell_run" check >"$work/kargs-check.out" 2>&1 || { cat "$work/kargs-check.out" >&2; fail "check after kernel-args exited non-zero"; }
+grep -q '0 drifted, 0 errors' "$work/kargs-check.out" || fail "a change waiting for a reboot counted as drift"
+grep -q 'reboot required: kernel-args:e2e' "$work/kargs-check.out" || fail "check does not say a reboot is required"
+ok "kernel-args: drop-in written, update-grub run; apply and check say a reboot is required (command line${module:+, blacklisted $module loaded}), not drift"
+
+vmlinuz=$(readlink /vmlinuz || :)
+ln -sfn boot/vmlinuz-9.9.9-bell-e2e /vmlinuz
+printf '*** System restart required ***\n' >/run/reboot-required
+printf 'libc6\n' >/run/reboot-required.pkgs
+"$bell_run" check >"$work/kargs-check2.out" 2>&1 || fail "check exited non-zero"
+grep -qx "reboot required: kernel 9.9.9-bell-e2e is installed for the next boot; $(uname -r) is running" "$work/kargs-check2.out" \
+    || { cat "$work/kargs-check2.out" >&2; fail "check does not name the kernel of the next boot"; }
+grep -qx "reboot required: /run/reboot-required is present (for libc6)" "$work/kargs-check2.out" \
+    || { cat "$work/kargs-check2.out" >&2; fail "check does not name /run/reboot-required"; }
+rm -f /run/reboot-required /run/reboot-required.pkgs /vmlinuz
+[ -z "$vmlinuz" ] || ln -s "$vmlinuz" /vmlinuz
+ok "reboot reasons: a newer kernel behind /vmlinuz and the packages of /run/reboot-required are named"
+
 echo "e2e: all passed"
