@@ -42,6 +42,7 @@ fn the_divingbell_example_carries_its_policies() {
                 ("env2".into(), "env2-val".into())
             ]),
             offline: bell_bundle::Offline::Image,
+            reboot: false,
         }
     );
     let p2 = execs[1].exec.as_ref().unwrap();
@@ -259,4 +260,33 @@ fn persistence_and_counts_need_what_they_modify() {
         let e = one_error(&format!("exec \"s.sh\" {props} {script}"));
         assert!(e.contains(expected), "{props}: {e}");
     }
+}
+
+#[test]
+fn a_script_that_asks_for_a_reboot_runs_once() {
+    let b = bundle(
+        "fleet \"f\" target=\"debian-12\"\nhost \"h\"\nexec \"firmware.sh\" rerun=\"once-successfully\" reboot=#true {\n    script \"#!/bin/sh\\n\"\n}\nexec \"plain.sh\" {\n    script \"#!/bin/sh\\n\"\n}\n",
+        "h",
+    );
+    let policy = |name: &str| {
+        b.manifest
+            .resources
+            .iter()
+            .find(|r| r.name == name)
+            .and_then(|r| r.exec.clone())
+            .expect(name)
+    };
+    assert!(policy("firmware.sh").reboot);
+    assert!(!policy("plain.sh").reboot);
+    assert!(
+        !b.manifest_json.contains("\"reboot\": false"),
+        "left out when false"
+    );
+    let e = one_error(
+        "exec \"fw.sh\" rerun=\"always\" \\\n    reboot=#true {\n    script \"#!/bin/sh\\n\"\n}\n",
+    );
+    assert_eq!(
+        e,
+        "bell.kdl:4:5: error[bell::render::invalid]: `exec:fw.sh` asks for a reboot after every run, and runs again after every boot"
+    );
 }

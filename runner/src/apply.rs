@@ -579,6 +579,11 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     state.applied_at = Some(ctx.now);
     state.result = Some(result.to_string());
     state.resources = records;
+    rep.reboot_required.extend(crate::reboot::exec_reasons(
+        &checked.manifest,
+        &state,
+        ctx.boot.as_deref(),
+    ));
     state.history.push(HistoryEntry {
         generation: checked.id.clone(),
         applied_at: ctx.now,

@@ -448,7 +448,12 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
         }
         resources.push(checked);
     }
-    let reboot_required = reboot_reasons(ctx, &resources);
+    let mut reboot_required = reboot_reasons(ctx, &resources);
+    reboot_required.extend(crate::reboot::exec_reasons(
+        &manifest,
+        state,
+        ctx.boot.as_deref(),
+    ));
     let marked: Vec<&str> = drift
         .iter()
         .filter(|d| !d.name.starts_with("file:"))

@@ -4,10 +4,13 @@
 //! `/run/reboot-required` that Debian and Ubuntu packages (libc, Ubuntu's kernels) write from
 //! their postinst; and a kernel the next boot would load (`/vmlinuz`, which Debian's and
 //! Ubuntu's kernel packages point at the newest one installed) that is not the running one.
-//! None is drift: nothing an apply does would change it; only a boot does. The first is
-//! `check`'s to read ([`crate::check::reboot_reasons`]); the others are here.
+//! An `exec` with `reboot=#true` that ran in this boot says so too. None is drift: nothing an
+//! apply does would change it; only a boot does. The first is `check`'s to read
+//! ([`crate::check::reboot_reasons`]); the others are here.
 
 use crate::context::Ctx;
+use crate::state::State;
+use bell_bundle::Manifest;
 
 /// At most this many packages of `/run/reboot-required.pkgs` are named.
 const MAX_PACKAGES: usize = 20;
@@ -20,6 +23,26 @@ pub fn host_reasons(ctx: &Ctx) -> Vec<String> {
         .flatten()
         .and_then(|running| next_kernel(&ctx.root.dir, running.trim()));
     signal(ctx).into_iter().chain(kernel).collect()
+}
+
+/// Every `exec` with `reboot=#true` whose last run, in the running boot, succeeded: what it
+/// did (a firmware update) waits for the next boot. The next boot has another boot id.
+pub fn exec_reasons(manifest: &Manifest, state: &State, boot: Option<&str>) -> Vec<String> {
+    let Some(boot) = boot else {
+        return Vec::new();
+    };
+    manifest
+        .resources
+        .iter()
+        .filter(|r| r.exec.as_ref().is_some_and(|policy| policy.reboot))
+        .filter_map(|r| {
+            let key = r.key();
+            let ran = state.resources.get(&key)?.exec.as_ref()?;
+            (ran.boot_id.as_deref() == Some(boot) && ran.last_ok == Some(true)).then(|| {
+                format!("{key}: ran in this boot, and what it did takes effect at the next")
+            })
+        })
+        .collect()
 }
 
 /// The kernel `/vmlinuz` (else `/boot/vmlinuz`) under `root` names, when it is not `running`:

@@ -174,3 +174,58 @@ fn the_targets_own_signal_names_the_packages_and_no_link_is_followed() {
         stdout(&out)
     );
 }
+
+#[test]
+fn an_exec_that_asks_for_a_reboot_needs_one_until_the_next_boot() {
+    let w = World::new();
+    let reports = w.tmp.path().join("reports");
+    let mut policy = exec_policy(bell_bundle::Rerun::OnceSuccessfully);
+    policy.reboot = true;
+    let bundle = w.build(&BundleSpec::new().resource(
+        ResourceSpec::new("exec", "firmware.sh").exec("#!/bin/sh\nexit 0\n", policy.clone()),
+    ));
+    let boot = |id: &'static str| [("BELL_RUN_BOOT_ID", id)];
+    let reason = "exec:firmware.sh: ran in this boot, and what it did takes effect at the next";
+    let out = w.apply_env(
+        &bundle,
+        &["--host", "h", "--report", reports.to_str().unwrap()],
+        &boot("boot-1"),
+    );
+    expect_code(&out, 0);
+    assert!(
+        stdout(&out).contains(&format!("reboot required: {reason}\n")),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        report(&reports)["reboot_required"],
+        serde_json::json!([reason])
+    );
+    // Still in that boot: a check says it too.
+    let root = w.root();
+    let check =
+        |id: &'static str| w.run_env(&["check", "--root", root.to_str().unwrap()], &boot(id));
+    let out = check("boot-1");
+    expect_code(&out, 0);
+    assert!(stdout(&out).contains(reason), "{}", stdout(&out));
+    // After the boot it has had its reboot.
+    let out = check("boot-2");
+    expect_code(&out, 0);
+    assert!(
+        !stdout(&out).contains("reboot required"),
+        "{}",
+        stdout(&out)
+    );
+    // A failed run asks for nothing.
+    let w = World::new();
+    let bundle = w
+        .build(&BundleSpec::new().resource(
+            ResourceSpec::new("exec", "firmware.sh").exec("#!/bin/sh\nexit 1\n", policy),
+        ));
+    let out = w.apply_env(&bundle, &[], &boot("boot-1"));
+    assert!(
+        !stdout(&out).contains("reboot required"),
+        "{}",
+        stdout(&out)
+    );
+}

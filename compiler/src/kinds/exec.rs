@@ -61,6 +61,7 @@ impl ResourceKind for Exec {
             FieldSchema::new("timeout", Prop, DurationOrInfinite, false),
             FieldSchema::new("on-failure", Prop, Enum(&["continue", "halt"]), false),
             FieldSchema::new("background", Prop, Bool, false),
+            FieldSchema::new("reboot", Prop, Bool, false),
             FieldSchema::new("offline", Prop, Enum(OFFLINE_MODES), false),
             FieldSchema::new("args", ChildArgs, Strings, false),
             FieldSchema::new("env", ChildProps, StrMap, false),
@@ -226,6 +227,14 @@ pub fn policy(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<ExecPol
             "a retry count needs `rerun=\"always\"` or `rerun=\"once-successfully\"`",
         );
     }
+    if res.bool("reboot") == Some(true) && rerun == Rerun::Always {
+        error(
+            "reboot",
+            format!("`{key}` asks for a reboot after every run, and runs again after every boot"),
+            "a script whose work takes effect at the next boot runs once: give it \
+             `rerun=\"once-successfully\"`, or drop `reboot=#true`",
+        );
+    }
     let timeout = match res.fields.get("timeout") {
         Some((Value::Str(s), _)) if s == "infinite" => {
             error(
@@ -294,6 +303,7 @@ pub fn policy(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<ExecPol
         args: res.list("args").to_vec(),
         env,
         offline: offline_mode(res),
+        reboot: res.bool("reboot").unwrap_or(false),
     })
 }
 

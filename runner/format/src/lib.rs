@@ -283,6 +283,10 @@ pub struct ExecPolicy {
     /// Where the script runs when bell-run applies to an image root.
     #[serde(default, skip_serializing_if = "Offline::is_image")]
     pub offline: Offline,
+    /// What it does takes effect at the next boot (a firmware update): from a successful run
+    /// until the host boots again, it needs a reboot.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub reboot: bool,
 }
 
 /// Where an `exec` script or a health probe runs when bell-run works on a root other than `/`

@@ -481,6 +481,7 @@ pub fn exec_policy(rerun: bell_bundle::Rerun) -> ExecPolicy {
         // A test plays a host with a temporary root: its scripts write under `$BELL_ROOT`
         // from the test machine.
         offline: bell_bundle::Offline::Root,
+        reboot: false,
     }
 }
 
