@@ -18,13 +18,6 @@ sysctl {
 limit "nofile" domain="*" type="soft" item="nofile" value=4096
 "#;
 
-fn value(out: &str, label: &str) -> String {
-    out.lines()
-        .find_map(|l| l.strip_prefix(&format!("{label}=")))
-        .unwrap_or_else(|| panic!("no {label} in:\n{out}"))
-        .to_string()
-}
-
 #[test]
 fn check_names_the_edited_file_and_the_changed_sysctl_and_apply_repairs_them() {
     if !require("sysctl") || !bell_testkit::namespaces(&["--net", "--mount"]) {
@@ -79,10 +72,10 @@ echo "limits=$(grep -c 'hard nofile 1' /etc/security/limits.d/60-bell.conf)"
         "{}\n{stdout}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(value(&stdout, "apply1"), "0", "{}", file("apply1.out"));
-    assert_eq!(value(&stdout, "check1"), "0", "{}", file("check1.out"));
+    assert_eq!(value_of(&stdout, "apply1"), "0", "{}", file("apply1.out"));
+    assert_eq!(value_of(&stdout, "check1"), "0", "{}", file("check1.out"));
 
-    assert_eq!(value(&stdout, "check2"), "2", "{}", file("check2.err"));
+    assert_eq!(value_of(&stdout, "check2"), "2", "{}", file("check2.err"));
     let check: serde_json::Value = serde_json::from_str(&file("check2.json")).unwrap();
     let drift: Vec<(String, String)> = check["drift"]
         .as_array()
@@ -116,7 +109,7 @@ echo "limits=$(grep -c 'hard nofile 1' /etc/security/limits.d/60-bell.conf)"
         ]
     );
 
-    assert_eq!(value(&stdout, "apply2"), "0", "{}", file("apply2.err"));
+    assert_eq!(value_of(&stdout, "apply2"), "0", "{}", file("apply2.err"));
     let apply: serde_json::Value = serde_json::from_str(&file("apply2.json")).unwrap();
     let change = |key: &str| {
         apply["plan"]["resources"]
@@ -135,15 +128,15 @@ echo "limits=$(grep -c 'hard nofile 1' /etc/security/limits.d/60-bell.conf)"
         Some("unchanged")
     );
     assert_eq!(
-        value(&stdout, "limits"),
+        value_of(&stdout, "limits"),
         "0",
         "the managed file was put back"
     );
     assert!(repairs_live, "sysctl resources have an apply script");
     assert_eq!(
-        value(&stdout, "forward"),
+        value_of(&stdout, "forward"),
         "1",
         "the live value was put back"
     );
-    assert_eq!(value(&stdout, "check3"), "0", "{}", file("check3.out"));
+    assert_eq!(value_of(&stdout, "check3"), "0", "{}", file("check3.out"));
 }

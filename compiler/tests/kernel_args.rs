@@ -9,7 +9,7 @@
 mod common;
 use common::fleet::bell_run;
 use common::in_memory::{bundle, errors, text};
-use common::Fixture;
+use common::{value_of, Fixture};
 use std::process::Command;
 
 const SPEC: &str = r#"fleet "k" target="debian-12"
@@ -142,13 +142,6 @@ kernel-args "e"
     assert_eq!(diags.len(), want.len(), "{diags:#?}");
 }
 
-fn value(out: &str, label: &str) -> String {
-    out.lines()
-        .find_map(|l| l.strip_prefix(&format!("{label}=")))
-        .unwrap_or_else(|| panic!("no {label} in:\n{out}"))
-        .to_string()
-}
-
 #[test]
 fn applied_live_a_reboot_is_required_until_the_kernel_boots_with_them() {
     if !bell_testkit::namespaces(&["--mount"]) {
@@ -236,9 +229,9 @@ echo "runs2=$(wc -l <update-grub.runs)"
         "{}\n{stdout}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(value(&stdout, "apply1"), "0", "{}", file("apply1.out"));
+    assert_eq!(value_of(&stdout, "apply1"), "0", "{}", file("apply1.out"));
     assert_eq!(
-        value(&stdout, "runs1"),
+        value_of(&stdout, "runs1"),
         "2",
         "update-grub once per resource"
     );
@@ -254,7 +247,7 @@ echo "runs2=$(wc -l <update-grub.runs)"
     // Where the kernel has no loadable modules, none is loaded: nothing to wait for.
     assert_eq!(
         apply1.contains(floppy),
-        value(&stdout, "modules") == "1",
+        value_of(&stdout, "modules") == "1",
         "{apply1}"
     );
     // What grub.cfg held after the apply, the command line of the "boot" below.
@@ -263,7 +256,7 @@ echo "runs2=$(wc -l <update-grub.runs)"
         "BOOT_IMAGE=/vmlinuz console=ttyS0,115200n8 hugepagesz=1G hugepages=16"
     );
     // Not drift: a check exits 0 and says why the host needs a reboot.
-    assert_eq!(value(&stdout, "check1"), "0", "{}", file("check1.out"));
+    assert_eq!(value_of(&stdout, "check1"), "0", "{}", file("check1.out"));
     assert!(
         file("check1.out").contains("reboot required: kernel-args:hugepages"),
         "{}",
@@ -271,7 +264,7 @@ echo "runs2=$(wc -l <update-grub.runs)"
     );
     assert!(file("check1.out").contains("0 drifted, 0 errors"));
     // Applied again before the boot: nothing to do, the same reasons (from its drift check).
-    assert_eq!(value(&stdout, "again"), "0", "{}", file("again.out"));
+    assert_eq!(value_of(&stdout, "again"), "0", "{}", file("again.out"));
     assert!(
         file("again.out").contains("result: 0 changed"),
         "{}",
@@ -279,21 +272,21 @@ echo "runs2=$(wc -l <update-grub.runs)"
     );
     assert!(file("again.out").contains("reboot required: kernel-args:hugepages"));
     assert_eq!(
-        value(&stdout, "runs_again"),
+        value_of(&stdout, "runs_again"),
         "2",
         "update-grub is not run again"
     );
     // Booted with them: nothing left to say.
-    assert_eq!(value(&stdout, "check2"), "0", "{}", file("check2.out"));
+    assert_eq!(value_of(&stdout, "check2"), "0", "{}", file("check2.out"));
     assert!(
         !file("check2.out").contains("reboot required"),
         "{}",
         file("check2.out")
     );
     // Taken back: the drop-ins go before update-grub runs again.
-    assert_eq!(value(&stdout, "apply2"), "0", "{}", file("apply2.out"));
-    assert_eq!(value(&stdout, "dropins"), "0");
-    assert_eq!(value(&stdout, "runs2"), "4", "once per revert");
+    assert_eq!(value_of(&stdout, "apply2"), "0", "{}", file("apply2.out"));
+    assert_eq!(value_of(&stdout, "dropins"), "0");
+    assert_eq!(value_of(&stdout, "runs2"), "4", "once per revert");
     assert_eq!(
         file("grub.cfg").trim(),
         "BOOT_IMAGE=/vmlinuz console=tty0 quiet"

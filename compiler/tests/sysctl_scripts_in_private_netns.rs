@@ -48,13 +48,6 @@ fn checked(out: &str, label: &str) -> std::collections::BTreeSet<String> {
         .collect()
 }
 
-fn value(out: &str, label: &str) -> String {
-    out.lines()
-        .find_map(|l| l.strip_prefix(&format!("{label}=")))
-        .unwrap_or_else(|| panic!("no {label} in:\n{out}"))
-        .to_string()
-}
-
 #[test]
 fn apply_reapply_revert_restore_the_original() {
     let c = compile_ok(SPEC);
@@ -100,20 +93,23 @@ printf 'left=%s\n' "$(find state -type f | tr '\n' ' ')"
         return;
     };
     assert!(!out.contains("failed_"), "{out}");
-    assert_eq!(value(&out, "applied_fwd"), "1");
-    assert_eq!(value(&out, "applied_rpf"), "2");
-    assert_eq!(value(&out, "applied_range"), "20000\t40000");
-    assert_eq!(value(&out, "orig_fwd"), value(&out, "before_fwd"));
-    assert_eq!(value(&out, "orig_rpf"), value(&out, "before_rpf"));
-    assert_eq!(value(&out, "reapplied_fwd"), "1");
+    assert_eq!(value_of(&out, "applied_fwd"), "1");
+    assert_eq!(value_of(&out, "applied_rpf"), "2");
+    assert_eq!(value_of(&out, "applied_range"), "20000\t40000");
+    assert_eq!(value_of(&out, "orig_fwd"), value_of(&out, "before_fwd"));
+    assert_eq!(value_of(&out, "orig_rpf"), value_of(&out, "before_rpf"));
+    assert_eq!(value_of(&out, "reapplied_fwd"), "1");
     assert_eq!(
-        value(&out, "stamp1"),
-        value(&out, "stamp2"),
+        value_of(&out, "stamp1"),
+        value_of(&out, "stamp2"),
         "re-apply rewrote its state"
     );
-    assert_eq!(value(&out, "reverted_fwd"), value(&out, "before_fwd"));
-    assert_eq!(value(&out, "reverted_rpf"), value(&out, "before_rpf"));
-    assert_eq!(value(&out, "reverted_range"), value(&out, "before_range"));
+    assert_eq!(value_of(&out, "reverted_fwd"), value_of(&out, "before_fwd"));
+    assert_eq!(value_of(&out, "reverted_rpf"), value_of(&out, "before_rpf"));
+    assert_eq!(
+        value_of(&out, "reverted_range"),
+        value_of(&out, "before_range")
+    );
     // Applied: every key in sync, one line each.
     let applied = checked(&out, "applied_check");
     assert_eq!(
@@ -132,10 +128,10 @@ printf 'left=%s\n' "$(find state -type f | tr '\n' ' ')"
     let reverted = checked(&out, "reverted_check");
     assert_eq!(
         reverted.contains("sysctl:net.ipv4.ip_forward\tin-sync\t"),
-        value(&out, "before_fwd") == "1",
+        value_of(&out, "before_fwd") == "1",
         "{out}"
     );
-    let before = value(&out, "before_range").replace('\t', " ");
+    let before = value_of(&out, "before_range").replace('\t', " ");
     assert!(
         reverted.contains(&format!(
             "sysctl:net.ipv4.ip_local_port_range\tdrifted\tnet.ipv4.ip_local_port_range is {before}, the bundle sets 20000 40000"
@@ -143,7 +139,7 @@ printf 'left=%s\n' "$(find state -type f | tr '\n' ' ')"
         "{out}"
     );
     assert!(
-        value(&out, "left").trim().is_empty(),
+        value_of(&out, "left").trim().is_empty(),
         "revert left state: {out}"
     );
 }
@@ -172,16 +168,17 @@ done
     let Some(out) = in_netns(driver, dir.path()) else {
         return;
     };
-    assert_eq!(value(&out, "refused_rc"), "1", "{out}");
+    assert_eq!(value_of(&out, "refused_rc"), "1", "{out}");
     assert!(
-        value(&out, "refused_err").starts_with(
+        value_of(&out, "refused_err").starts_with(
             "bell: sysctl:net.ipv4.ip_forward: the kernel refused net.ipv4.ip_forward = abc"
         ),
         "{out}"
     );
-    assert_eq!(value(&out, "not_taken_rc"), "1", "{out}");
+    assert_eq!(value_of(&out, "not_taken_rc"), "1", "{out}");
     assert!(
-        value(&out, "not_taken_err").contains("net.ipv4.ip_forward is 1 after setting it to 1 2"),
+        value_of(&out, "not_taken_err")
+            .contains("net.ipv4.ip_forward is 1 after setting it to 1 2"),
         "{out}"
     );
 }
@@ -213,18 +210,22 @@ printf 'live=%s\n' "$(fwd)"
     };
     assert!(!out.contains("failed_"), "{out}");
     assert_eq!(
-        value(&out, "before"),
+        value_of(&out, "before"),
         "0",
         "a new namespace forwards nothing"
     );
     assert_eq!(
-        value(&out, "offline"),
+        value_of(&out, "offline"),
         "0",
         "offline changed the live value"
     );
-    assert_eq!(value(&out, "recorded"), "0", "offline recorded an original");
     assert_eq!(
-        value(&out, "live"),
+        value_of(&out, "recorded"),
+        "0",
+        "offline recorded an original"
+    );
+    assert_eq!(
+        value_of(&out, "live"),
         "1",
         "the script does not set the value live"
     );

@@ -45,6 +45,13 @@ pub fn exec_reasons(manifest: &Manifest, state: &State, boot: Option<&str>) -> V
         .collect()
 }
 
+/// The plain file at host path `path` under the root, when there is one: not when a directory
+/// on its way leads out of the root, nor when it is itself a link.
+fn read_in_root(ctx: &Ctx, path: &str) -> Option<String> {
+    ctx.root.check_contained(path).ok()?;
+    crate::rootfs::read_record(&ctx.root.host(path)).ok()?
+}
+
 /// The kernel `/vmlinuz` (else `/boot/vmlinuz`) under `root` names, when it is not `running`:
 /// the link is read, never followed, and its target's `vmlinuz-VERSION` gives the version.
 fn next_kernel(root: &std::path::Path, running: &str) -> Option<String> {
@@ -61,18 +68,8 @@ fn next_kernel(root: &std::path::Path, running: &str) -> Option<String> {
 /// the packages that asked when `.pkgs` lists them.
 fn signal(ctx: &Ctx) -> Option<String> {
     let path = format!("/{}", bell_bundle::REBOOT_REQUIRED_FILE);
-    ctx.root.check_contained(&path).ok()?;
-    crate::rootfs::read_record(&ctx.root.host(&path)).ok()??;
-    let pkgs = format!("{path}.pkgs");
-    let mut packages: Vec<String> = ctx
-        .root
-        .check_contained(&pkgs)
-        .ok()
-        .and_then(|()| {
-            crate::rootfs::read_record(&ctx.root.host(&pkgs))
-                .ok()
-                .flatten()
-        })
+    read_in_root(ctx, &path)?;
+    let mut packages: Vec<String> = read_in_root(ctx, &format!("{path}.pkgs"))
         .unwrap_or_default()
         .split_whitespace()
         .filter(|p| {

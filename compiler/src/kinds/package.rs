@@ -387,7 +387,11 @@ fn render_package(
     );
     let check = r.stdlib(
         "package/check.sh.j2",
-        context! { kind => "package", name, role => "check", version, absent, pinned_sources },
+        // A check reads dpkg's database and never runs apt: no sources to pin.
+        context! {
+            kind => "package", name, role => "check", version, absent,
+            pinned_sources => Vec::<String>::new(),
+        },
     );
     match (apply, revert, check) {
         (Ok(apply), Ok(revert), Ok(check)) => {

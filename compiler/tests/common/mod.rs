@@ -114,6 +114,15 @@ pub fn bellc_in(dir: &Path, args: &[&str]) -> Run {
     run
 }
 
+/// The value a test driver printed as `LABEL=VALUE` (a script run under `unshare` that echoes
+/// each step's exit status), failing the test with the whole output when it has none.
+pub fn value_of(out: &str, label: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{label}=")))
+        .unwrap_or_else(|| panic!("no {label} in:\n{out}"))
+        .to_string()
+}
+
 /// The repository root (for examples/ and snapshots/).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
