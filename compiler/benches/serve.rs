@@ -78,6 +78,7 @@ fn report(host: &str, i: usize, release: &str, at: u64) -> Report {
         health: Vec::new(),
         snapshots: Default::default(),
         reboot_required: Vec::new(),
+        rebooting: None,
         sequence: None,
         signer: None,
         proof: None,

@@ -1230,6 +1230,27 @@ const UNESCAPED: &[(&str, &str, &str)] = &[
         "in a comment: a resource name (`validate::resource_name`)",
     ),
     ("health/probe.sh.j2", "timeout", "a number of seconds"),
+    (
+        "reboot/hook.sh.j2",
+        "name",
+        "in a comment: `before-reboot` or `after-boot`, the field's name",
+    ),
+    (
+        "reboot/hook.sh.j2",
+        "when",
+        "in a comment: a sentence of the kind's own",
+    ),
+    (
+        "reboot/hook.sh.j2",
+        "failing",
+        "in a comment: a sentence of the kind's own",
+    ),
+    ("reboot/hook.sh.j2", "timeout", "a number of seconds"),
+    (
+        "reboot/hook.sh.j2",
+        "run",
+        "shell code the spec gives as the hook itself, verbatim by design",
+    ),
     ("health/probe.sh.j2", "retries", "a number"),
     ("health/probe.sh.j2", "interval", "a number of seconds"),
     (

@@ -57,6 +57,11 @@ unit "app.service" enable=#true start=#false {
 health "app" timeout="5s" retries=2 interval="1s" {
     run "curl -fsS http://127.0.0.1:8080/healthz"
 }
+reboot method="kexec" timeout="10m" {
+    window "Sat,Sun 02:00-05:00"
+    before-reboot "kubectl drain --ignore-daemonsets \"$(hostname)\""
+    after-boot "kubectl uncordon \"$(hostname)\""
+}
 "###;
 
 #[test]
@@ -91,6 +96,14 @@ fn every_kind_is_declared_and_rendered() {
             assert!(
                 b.manifest.probes.iter().any(|p| p.name == "app"),
                 "the bundle of `every_kind_renders` has no probe"
+            );
+        } else if keyword == "reboot" {
+            // How the host reboots: settings with two hooks, apart from the resources.
+            let reboot = b.manifest.reboot.as_ref();
+            assert_eq!(
+                reboot.map(|r| r.hooks().count()),
+                Some(2),
+                "the bundle of `every_kind_renders` has no reboot hooks"
             );
         } else if !kind.is_setting() {
             assert!(

@@ -44,6 +44,9 @@ pub struct Options {
     /// The key that opens sealed secrets, for an image whose own key is not in its root yet
     /// (`--identity FILE`); otherwise the root's.
     pub identity: Option<PathBuf>,
+    /// The first apply after a reboot bell-run made: the bundle's `after-boot` hook runs
+    /// before the health probes, as one of them, once the reasons for the reboot are gone.
+    pub after_boot: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -598,7 +601,20 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     clock.lap("state");
     // Under the lock still: nothing changes the host while its probes look at it.
     if rep.failed.is_empty() {
-        rep.health = crate::health::run_probes(&ctx, &checked.manifest, &copy, &checked.id);
+        if opts.after_boot && rep.reboot_required.is_empty() {
+            rep.health.extend(crate::rebooting::after_boot(
+                &ctx,
+                &checked.manifest,
+                &copy,
+                &checked.id,
+            ));
+        }
+        rep.health.extend(crate::health::run_probes(
+            &ctx,
+            &checked.manifest,
+            &copy,
+            &checked.id,
+        ));
     }
     clock.lap("health");
     if opts.timings {

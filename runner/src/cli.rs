@@ -327,6 +327,7 @@ fn options(args: &Args) -> Options {
         timings: args.timings,
         sealed: None,
         identity: args.identity.clone(),
+        after_boot: false,
     }
 }
 
@@ -686,6 +687,9 @@ fn cmd_pull(args: &Args) -> i32 {
         Err(refusal) => report::from_refusal("apply", &opts.apply.root, started, None, refusal),
     };
     run.signature = found.signature.clone();
+    if let Ok(pulled) = &result {
+        run.rebooting = pulled.reboot.plan.as_ref().map(|p| p.describe());
+    }
     if run.fleet.is_none() {
         run.fleet = found.fleet.clone();
     }
@@ -724,6 +728,7 @@ fn cmd_pull(args: &Args) -> i32 {
         value["reused"] = pulled.reused.into();
         value["already_applied"] = pulled.already_applied.into();
         value["slot"] = pulled.slot.clone().into();
+        value["reboot"] = pulled.reboot.note.clone().into();
         println!("{value:#}");
     } else {
         println!("release {release} ({signature})");
@@ -741,6 +746,19 @@ fn cmd_pull(args: &Args) -> i32 {
         print_report(&pulled.report);
         if let Some(slot) = &pulled.slot {
             println!("slot: {slot}");
+        }
+        if let Some(note) = &pulled.reboot.note {
+            println!("reboot: {note}");
+        }
+    }
+    // Last, with the report filed: the host goes down.
+    if let Some(plan) = &pulled.reboot.plan {
+        if let Err(e) = crate::rebooting::execute(plan) {
+            return refused(
+                &Refusal::new(format!("cannot reboot: {e}"))
+                    .help("the slot stays held; the next pull in the window tries again"),
+                args.json,
+            );
         }
     }
     applied_code(&pulled.report)
@@ -801,6 +819,12 @@ fn cmd_install_timer(args: &Args) -> i32 {
             println!(
                 "enable with: systemctl daemon-reload && systemctl enable --now bell-run.timer"
             );
+            if let crate::timer::Job::Pull(_) = job {
+                println!(
+                    "and, for the pull at boot that sees a reboot through: systemctl enable \
+                     bell-run.service"
+                );
+            }
             OK
         }
         Err(e) => refused(&Refusal::new(e), false),

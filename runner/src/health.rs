@@ -38,12 +38,19 @@ pub fn run_probes(
     manifest
         .probes
         .iter()
-        .map(|probe| run_probe(ctx, probe, bundle, generation))
+        .map(|probe| run_probe(ctx, "health", probe, bundle, generation))
         .collect()
 }
 
-fn run_probe(ctx: &Ctx, probe: &Probe, bundle: &Path, generation: &str) -> ProbeOutcome {
-    let log = state::resource_log_dir(ctx.root, "health", &probe.name).join("probe.log");
+/// Runs one probe (or a probe-shaped script of `kind`, such as a reboot hook).
+pub(crate) fn run_probe(
+    ctx: &Ctx,
+    kind: &str,
+    probe: &Probe,
+    bundle: &Path,
+    generation: &str,
+) -> ProbeOutcome {
+    let log = state::resource_log_dir(ctx.root, kind, &probe.name).join("probe.log");
     let not_run = |why: String| ProbeOutcome {
         name: probe.name.clone(),
         healthy: true,
@@ -66,7 +73,7 @@ fn run_probe(ctx: &Ctx, probe: &Probe, bundle: &Path, generation: &str) -> Probe
             program: PathBuf::from("sh"),
             args: vec![probe.script.path.clone().into()],
             cwd: bundle.to_path_buf(),
-            env: ctx.env("health", &probe.name, generation),
+            env: ctx.env(kind, &probe.name, generation),
             timeout: Duration::from_secs(probe.timeout.max(1)),
             log: log.clone(),
             confine: confine.clone(),

@@ -144,6 +144,12 @@ fleet, host, bundle id, every file's sha256 as it streams in), then applies it a
 does. With --store it takes a slot of its rollout group first and waits (exit 10) when the
 group is full.
 
+When the host then needs a reboot and its bundle's `reboot` setting allows one (a window that
+is open now), it keeps (or takes) its slot, runs `before-reboot`, files its report and reboots
+(`systemctl reboot`, or `kexec -l` with the new command line and `systemctl kexec`). The first
+pull of the next boot runs `after-boot` and the probes, and gives the slot back only when the
+reasons are gone and the host is healthy. Only a running system (ROOT /) reboots.
+
 options:
   --source SRC       a build output served over http:// or https://, or a directory
   --source-ca FILE   the CA an https:// source's certificate is verified against
@@ -287,7 +293,9 @@ Writes bell-run.service and bell-run.timer into ROOT/etc/systemd/system; enable 
 which runs nothing unless something is due; with --source it runs `bell-run pull` with the
 pull options given here (--trust, --store, --fleet, --host, --report, --metrics, --timeout,
 --fetch-timeout, --lock-prefix, --source-ca, --store-ca, --store-cert, --store-key,
---store-user, --store-password-file), each checked now. `bell-run remove` takes them away.
+--store-user, --store-password-file), each checked now; enabled too (`systemctl enable
+bell-run.service`), that service pulls once at every boot, which sees a reboot bell-run made
+through (the bundle's `reboot` setting). `bell-run remove` takes them away.
 
 options:
   --root DIR         the root to write into (default /)

@@ -19,6 +19,7 @@ mod metrics;
 mod plan;
 mod pull;
 mod reboot;
+mod rebooting;
 mod remove;
 mod report;
 mod revert;

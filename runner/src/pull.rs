@@ -11,6 +11,7 @@
 use crate::apply::{self, Report};
 use crate::context::Refusal;
 use crate::fetch::{self, FetchError, Source};
+use crate::rebooting::{self, Decision};
 use crate::rootfs::{self, Root};
 use crate::trust::{self, TrustedKeys};
 use crate::{report, state, statedir};
@@ -55,6 +56,16 @@ pub struct Pulled {
     pub report: Report,
     /// What happened to the host's slot of its rollout group, when there is a store.
     pub slot: Option<String>,
+    pub reboot: Reboot,
+}
+
+/// What the pull decided about a reboot the host needs.
+#[derive(Default)]
+pub struct Reboot {
+    /// Why it does not reboot, or that it does: for the output.
+    pub note: Option<String>,
+    /// The reboot to make once the report is filed.
+    pub plan: Option<rebooting::Plan>,
 }
 
 pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refusal> {
@@ -207,9 +218,14 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     if let (Some(budget), false) = (&budget, already_applied) {
         slot = Some(budget.take(&host)?);
     }
+    // The first pull after a reboot bell-run made (another boot than the one it was ordered
+    // in) runs `after-boot` with the probes.
+    let boot = state::boot_id();
+    let back = rebooting::back_from(rebooting::load(&root), boot.as_deref());
     let applying = apply::Options {
         release: Some(release.version.clone()),
         sealed,
+        after_boot: back.is_some(),
         ..opts.apply.clone()
     };
     let result = apply::apply(&dir, &applying);
@@ -218,7 +234,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         let _ = fs::remove_dir_all(&dir);
         let _ = fs::remove_dir(dir.parent().unwrap_or(&dir));
     }
-    let report = match result {
+    let mut report = match result {
         Ok(report) => report,
         Err(refusal) => {
             // Refused before anything changed: the host is where it was, and the slot goes back.
@@ -228,11 +244,81 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
             return Err(refusal);
         }
     };
+    let mut healthy = report.failed.is_empty() && report.health.iter().all(|p| p.healthy);
+    let mut reboot = Reboot::default();
+    match &back {
+        Some(_) if report.reboot_required.is_empty() => {
+            reboot.note = Some(if healthy {
+                rebooting::clear(&root);
+                "back from its reboot: the reasons are gone and it is healthy".to_string()
+            } else {
+                "back from its reboot, not healthy yet".to_string()
+            });
+        }
+        // The reboot did not do what it was for: rebooting again would not either, and a
+        // host that boots in a loop is worse than one that waits for someone.
+        Some(record) if record.bundle == id => {
+            healthy = false;
+            report.failed.push("reboot".to_string());
+            reboot.note = Some(format!(
+                "rebooted, and still needs a reboot ({}): it keeps its slot and does not reboot \
+                 again for this bundle",
+                report.reboot_required.join("; ")
+            ));
+        }
+        _ => {
+            let now = state::now();
+            let manifest = report.manifest.reboot.as_ref();
+            match rebooting::decide(manifest, &report.reboot_required, opts.apply.offline, now) {
+                Decision::None => {}
+                Decision::Waits(why) => reboot.note = Some(why),
+                Decision::Reboot if !report.failed.is_empty() => {
+                    reboot.note = Some("not rebooting while its apply failed".to_string());
+                }
+                Decision::Reboot => {
+                    let ctx = crate::context::Ctx {
+                        root: &root,
+                        offline: false,
+                        timeout: std::time::Duration::from_secs(opts.apply.script_timeout),
+                        now,
+                        boot: boot.clone(),
+                        clock: None,
+                    };
+                    // The slot it took for this apply, or one taken now, airlock-style.
+                    if let (Some(budget), None) = (&budget, &slot) {
+                        match budget.take(&host) {
+                            Ok(took) => slot = Some(took),
+                            Err(refusal) => reboot.note = Some(refusal.message),
+                        }
+                    }
+                    if reboot.note.is_none() {
+                        let _lock = apply::lock(&root)?;
+                        match rebooting::prepare(
+                            &ctx,
+                            &report.manifest,
+                            &id,
+                            &report.reboot_required,
+                        ) {
+                            Ok(plan) => {
+                                healthy = false;
+                                reboot.note = Some(format!("rebooting: {}", plan.describe()));
+                                reboot.plan = Some(plan);
+                            }
+                            Err(why) => {
+                                healthy = false;
+                                report.failed.push("reboot:before-reboot".to_string());
+                                reboot.note = Some(why);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
     // Healthy after the apply: the slot goes back (also one kept by an earlier, failed pull).
     // A host whose apply failed or whose probes fail keeps it, so a bad release stops after
-    // the group's budget.
+    // the group's budget; so does one about to reboot, until it is back and healthy.
     if let Some(budget) = &budget {
-        let healthy = report.failed.is_empty() && report.health.iter().all(|p| p.healthy);
         if healthy {
             slot = match budget.give_back(&host) {
                 Ok(true) => Some(format!("gave back its slot of group `{}`", budget.group)),
@@ -242,7 +328,12 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
                     budget.group
                 )),
             };
-        } else if slot.is_some() {
+        } else if reboot.plan.is_some() {
+            slot = Some(format!(
+                "keeps its slot of group `{}` across its reboot",
+                budget.group
+            ));
+        } else if slot.is_some() || back.is_some() {
             slot = Some(format!(
                 "keeps its slot of group `{}` until it is healthy",
                 budget.group
@@ -268,6 +359,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         reused,
         report,
         slot,
+        reboot,
     })
 }
 

@@ -56,6 +56,7 @@ pub fn remove(opts: &Options) -> Result<Removal, Refusal> {
         probes: Vec::new(),
         batches: Vec::new(),
         snapshots: Default::default(),
+        reboot: None,
     };
     let dir = EmptyBundle::write(&empty)?;
     if opts.dry_run {

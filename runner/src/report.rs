@@ -86,6 +86,8 @@ pub struct Run<'a> {
     pub refused: bool,
     /// Why the host needs a reboot.
     pub reboot_required: Vec<String>,
+    /// The reboot `pull` makes once this report is filed.
+    pub rebooting: Option<String>,
 }
 
 /// The probes' results for the report, and the `health` category they set.
@@ -173,6 +175,7 @@ pub fn from_apply<'a>(root: &'a Path, started_at: u64, rep: &apply::Report) -> R
         health: probes,
         refused: false,
         reboot_required: rep.reboot_required.clone(),
+        rebooting: None,
     }
 }
 
@@ -218,6 +221,7 @@ pub fn from_check<'a>(root: &'a Path, started_at: u64, rep: &CheckReport) -> Run
         health: probes,
         refused: false,
         reboot_required: rep.reboot_required.clone(),
+        rebooting: None,
     }
 }
 
@@ -268,6 +272,7 @@ pub fn from_refusal<'a>(
         health: Vec::new(),
         refused: true,
         reboot_required: Vec::new(),
+        rebooting: None,
     }
 }
 
@@ -336,6 +341,7 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     status: run.status.clone(),
                     health: run.health.clone(),
                     reboot_required: run.reboot_required.clone(),
+                    rebooting: run.rebooting.clone(),
                     snapshots: applied
                         .as_ref()
                         .filter(|_| bundle.is_some() && bundle == state.and_then(|s| s.generation.clone()))

@@ -146,10 +146,12 @@ pub fn uninstall(root: &Root, live: bool) -> Result<Vec<String>, String> {
     if live && root.host(&timer).exists() {
         // Best-effort: a timer never enabled is not loaded, which is fine.
         systemctl(&["disable", "--now", "bell-run.timer"]);
+        systemctl(&["disable", "bell-run.service"]);
     }
     let mut removed = Vec::new();
     for path in [
         format!("{UNIT_DIR}/timers.target.wants/bell-run.timer"),
+        format!("{UNIT_DIR}/multi-user.target.wants/bell-run.service"),
         timer,
         format!("{UNIT_DIR}/bell-run.service"),
     ] {

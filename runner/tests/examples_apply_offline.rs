@@ -198,6 +198,7 @@ fn a_bundle_without_the_examples_resources_restores_the_root() {
         probes: Vec::new(),
         batches: Vec::new(),
         snapshots: Default::default(),
+        reboot: None,
     };
     let json = manifest.to_json();
     let dir = empty

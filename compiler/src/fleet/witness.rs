@@ -286,6 +286,7 @@ mod tests {
             health: Vec::new(),
             snapshots: Default::default(),
             reboot_required: Vec::new(),
+            rebooting: None,
             sequence: None,
             signer: None,
             proof: None,

@@ -32,6 +32,7 @@ mod modprobe;
 mod mount;
 pub mod package;
 mod perm;
+mod reboot;
 mod unit;
 pub mod user;
 mod users;
@@ -129,6 +130,7 @@ registry! {
     MODPROBE => modprobe::Modprobe,
     KERNEL_ARGS => kernel_args::KernelArgs,
     HEALTH => health::Health,
+    REBOOT => reboot::Reboot,
 }
 
 impl Kind {

@@ -383,6 +383,7 @@ pub struct BundleBuilder {
     probes: Vec<bell_bundle::Probe>,
     batches: Vec<bell_bundle::Batch>,
     snapshots: bell_bundle::Snapshots,
+    reboot: Option<bell_bundle::Reboot>,
     /// Values kinds declared secret (password hashes, debconf passwords): any file or script
     /// that holds one is marked secret in the manifest.
     secrets: Vec<String>,
@@ -467,6 +468,7 @@ impl BundleBuilder {
             probes: Vec::new(),
             batches: Vec::new(),
             snapshots: BTreeMap::new(),
+            reboot: None,
             secrets: Vec::new(),
         }
     }
@@ -628,6 +630,29 @@ impl BundleBuilder {
         });
     }
 
+    /// A `before-reboot` or `after-boot` script: run once, like a probe, within `timeout`.
+    pub fn add_reboot_hook(
+        &mut self,
+        name: &str,
+        script: String,
+        timeout: u64,
+    ) -> bell_bundle::Probe {
+        let script = self.add_script("reboot", name, "sh", script, false);
+        bell_bundle::Probe {
+            name: name.to_string(),
+            script,
+            timeout,
+            retries: 1,
+            interval: 1,
+            offline: bell_bundle::Offline::Skip,
+        }
+    }
+
+    /// How the host reboots (the `reboot` setting).
+    pub fn set_reboot(&mut self, reboot: bell_bundle::Reboot) {
+        self.reboot = Some(reboot);
+    }
+
     /// Puts the resources in the model's apply order and gives each the dependencies the graph
     /// found. A resource a kind module adds that the graph does not know (a part of a larger
     /// resource) stays right after the last known resource added before it.
@@ -680,6 +705,7 @@ impl BundleBuilder {
             probes: self.probes,
             batches: self.batches,
             snapshots: self.snapshots,
+            reboot: self.reboot,
         };
         let manifest_json = manifest.to_json();
         let id = bell_bundle::sha256_hex(manifest_json.as_bytes());

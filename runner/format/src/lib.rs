@@ -24,6 +24,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
+mod reboot;
+pub use reboot::{Reboot, RebootMethod, RebootPolicy, Window};
+
 /// The manifest format this crate writes and the newest one it reads.
 pub const FORMAT: u32 = 1;
 
@@ -76,6 +79,10 @@ pub struct Manifest {
     /// the release records per host and the host reports it runs.
     #[serde(default, skip_serializing_if = "Snapshots::is_empty")]
     pub snapshots: Snapshots,
+    /// How the host reboots when a change needs it (`reboot` of the spec); absent: it only
+    /// reports that it needs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reboot: Option<Reboot>,
 }
 
 /// Package repository snapshots by apt source name (`debian` → `20261120T000000Z`).
@@ -580,6 +587,12 @@ impl Manifest {
             .chain(self.triggers.iter().map(|t| &t.script))
             .chain(self.probes.iter().map(|p| &p.script))
             .chain(self.batches.iter().map(|b| &b.check))
+            .chain(
+                self.reboot
+                    .iter()
+                    .flat_map(Reboot::hooks)
+                    .map(|h| &h.script),
+            )
     }
 
     /// The bundle-relative paths (`root/...`, `scripts/...`) whose content is secret.
@@ -641,7 +654,14 @@ impl Manifest {
             .flatten()
             .chain(opened.triggers.iter_mut().map(|t| &mut t.script))
             .chain(opened.probes.iter_mut().map(|p| &mut p.script))
-            .chain(opened.batches.iter_mut().map(|b| &mut b.check));
+            .chain(opened.batches.iter_mut().map(|b| &mut b.check))
+            .chain(
+                opened
+                    .reboot
+                    .iter_mut()
+                    .flat_map(Reboot::hooks_mut)
+                    .map(|h| &mut h.script),
+            );
         for script in scripts.filter(|s| s.sealed) {
             open(script.path.clone(), &mut script.sha256, &mut script.size)?;
         }
@@ -716,6 +736,13 @@ impl Manifest {
             !t.script.sealed && (had == 0 || !t.paths.is_empty())
         });
         kept.probes.retain(|p| !p.script.sealed);
+        if let Some(reboot) = &mut kept.reboot {
+            for hook in [&mut reboot.before_reboot, &mut reboot.after_boot] {
+                if hook.as_ref().is_some_and(|h| h.script.sealed) {
+                    *hook = None;
+                }
+            }
+        }
         let batched: BTreeSet<&str> = kept
             .resources
             .iter()
@@ -1007,6 +1034,11 @@ pub fn content_path(bundle_dir: &Path, host_path: &str) -> PathBuf {
 /// A bundle that failed verification.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VerifyError {
+    /// A `reboot` window that does not parse.
+    BadWindow {
+        window: String,
+        error: String,
+    },
     Unreadable {
         path: PathBuf,
         error: String,
@@ -1151,6 +1183,9 @@ impl fmt::Display for VerifyError {
                 f,
                 "resource {resource} is checked by the batch {batch:?}, which the manifest does not hold, or has a check of its own as well"
             ),
+            VerifyError::BadWindow { window, error } => {
+                write!(f, "the reboot window {window:?} does not parse: {error}")
+            }
             VerifyError::BadBatchName { name } => write!(
                 f,
                 "the batch name {name:?} is taken twice or is not lowercase letters, digits and '-'"
@@ -1312,6 +1347,15 @@ pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, Expected>
                 });
             }
         }
+    }
+    if let Some(reboot) = &manifest.reboot {
+        for window in &reboot.windows {
+            Window::parse(window).map_err(|error| VerifyError::BadWindow {
+                window: window.clone(),
+                error,
+            })?;
+        }
+        scripts.extend(reboot.hooks().map(|h| &h.script));
     }
     let mut probes = std::collections::BTreeSet::new();
     for probe in &manifest.probes {
@@ -1616,6 +1660,7 @@ mod verify_tests {
                 probes: vec![],
                 batches: vec![],
                 snapshots: Default::default(),
+                reboot: None,
             };
             std::fs::write(dir.join(MANIFEST_FILE), manifest.to_json()).unwrap();
             manifest
@@ -1644,6 +1689,55 @@ mod verify_tests {
             Err(VerifyError::BadSealed { .. })
         ));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_reboot_window_that_does_not_parse_and_a_missing_hook_do_not_verify() {
+        let hook = |path: &str| Probe {
+            name: "before-reboot".into(),
+            script: Script {
+                path: path.into(),
+                sha256: sha256_hex(b"echo drain\n"),
+                size: Some(11),
+                secret: false,
+                sealed: false,
+                live_only: false,
+            },
+            timeout: 300,
+            retries: 1,
+            interval: 1,
+            offline: Offline::Skip,
+        };
+        let reboot = |window: &str| Reboot {
+            policy: RebootPolicy::WhenRequired,
+            method: RebootMethod::Reboot,
+            windows: vec![window.into()],
+            before_reboot: Some(hook("scripts/reboot/before-reboot.sh")),
+            after_boot: None,
+            kernel_args: vec![],
+            kernel_args_removed: vec![],
+        };
+        let manifest = |reboot: Reboot| Manifest {
+            format: FORMAT,
+            target: "debian-12".into(),
+            fleet: "f".into(),
+            resources: vec![],
+            files: vec![],
+            triggers: vec![],
+            probes: vec![],
+            batches: vec![],
+            snapshots: Default::default(),
+            reboot: Some(reboot),
+        };
+        let files = expected_files(&manifest(reboot("Sat 02:00-05:00"))).unwrap();
+        assert!(files.contains_key(Path::new("scripts/reboot/before-reboot.sh")));
+        assert!(matches!(
+            expected_files(&manifest(reboot("Sat 02:00-05:00 Mars/Olympus"))),
+            Err(VerifyError::BadWindow { .. })
+        ));
+        let mut outside = reboot("Sat 02:00-05:00");
+        outside.before_reboot = Some(hook("../../etc/passwd"));
+        assert!(expected_files(&manifest(outside)).is_err());
     }
 
     #[test]
@@ -1764,6 +1858,7 @@ mod verify_tests {
             probes: vec![],
             batches: vec![],
             snapshots: Default::default(),
+            reboot: None,
         };
         let (kept, out) = manifest.without_sealed().expect("something is sealed");
         assert_eq!(out, ["exec:setup.sh", "file:/etc/app/token", "user:ops"]);

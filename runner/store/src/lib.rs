@@ -121,6 +121,11 @@ pub struct Report {
     /// signal); empty when it does not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reboot_required: Vec<String>,
+    /// Set when the host is going down for a reboot bell-run ordered (`pull` with a `reboot`
+    /// policy): how (`reboot`, `kexec into …`). Its next report, from the next boot, says
+    /// whether the reboot did what it was for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rebooting: Option<String>,
     /// The package repository snapshots of `bundle` (its manifest's): what the host runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub snapshots: bell_bundle::Snapshots,
@@ -168,6 +173,7 @@ impl Report {
             status: self.status.clone(),
             health: self.health.clone(),
             reboot_required: self.reboot_required.clone(),
+            rebooting: self.rebooting.clone(),
             snapshots: self.snapshots.clone(),
             sequence: self.sequence,
             signer: self.signer.clone(),
@@ -1020,6 +1026,7 @@ pub(crate) mod tests {
             status: BTreeMap::from([(command.to_string(), result)]),
             health: Vec::new(),
             reboot_required: Vec::new(),
+            rebooting: None,
             snapshots: BTreeMap::new(),
             sequence: None,
             signer: None,

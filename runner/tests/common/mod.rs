@@ -248,6 +248,8 @@ pub struct BundleSpec {
     pub batches: Vec<(String, String)>,
     /// Repository snapshots by apt source name.
     pub snapshots: bell_bundle::Snapshots,
+    /// How the host reboots (without hooks: this builder ships no scripts for them).
+    pub reboot: Option<bell_bundle::Reboot>,
 }
 
 impl BundleSpec {
@@ -426,6 +428,7 @@ impl BundleSpec {
                 })
                 .collect(),
             snapshots: self.snapshots.clone(),
+            reboot: self.reboot.clone(),
         };
         (manifest, scripts)
     }

@@ -1,0 +1,357 @@
+//! Reboots inside the window and the disruption budget, on live roots: each pull runs as `/`
+//! inside its own `unshare --mount`, with the host's own directories bound over /var/lib,
+//! /etc/default, /run and /boot, a file over /proc/cmdline, an injected clock and boot id, and
+//! stub `systemctl`, `kexec` and `update-grub` that record what they were asked. A kexec "boots"
+//! when the test gives the host a new boot id and the command line the stub was handed.
+//!
+//! Two hosts share one slot. Outside the window a host that needs a reboot applies, reports
+//! it and gives the slot back; inside, it keeps the slot across `before-reboot`, the report
+//! and the kexec, so the other host waits; after the boot, an unhealthy host keeps the slot
+//! (and runs `after-boot` again on its next pull), a healthy one gives it back. A reboot that
+//! did not take effect keeps the slot and does not reboot again.
+
+mod common;
+use common::fleet::{bell_run, Etcd};
+use common::pulling::copy_over;
+use common::Fixture;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn spec(kernel_args: bool) -> String {
+    let mut spec = String::from(
+        r#"fleet "f" target="debian-12"
+host "h1" rack="a"
+host "h2" rack="a"
+rollout batch-by="rack" max-unavailable=1
+file "/etc/default/bell-motd" { content "hi\n"; }
+health "ok" { run "test ! -e /run/sick"; }
+reboot method="kexec" {
+    window "Sat 02:00-05:00"
+    before-reboot "echo \"drained $BELL_RESOURCE\" >>/run/hooks.log"
+    after-boot "echo uncordoned >>/run/hooks.log"
+}
+"#,
+    );
+    if kernel_args {
+        spec.push_str(
+            "kernel-args \"hugepages\" {\n    arg \"hugepagesz=1G\"\n    remove \"quiet\"\n}\n",
+        );
+    }
+    spec
+}
+
+/// The next Saturday's midnight (UTC) after the real clock: the injected clock stays ahead of
+/// the releases' signing time, which a host checks.
+fn next_saturday() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let midnight = now - now % 86_400 + 86_400;
+    // 1970-01-01 was a Thursday; Saturday is two days on.
+    let day = (midnight / 86_400 + 3) % 7;
+    midnight + ((5 + 7 - day) % 7) * 86_400
+}
+
+struct Host {
+    name: &'static str,
+    dir: PathBuf,
+    boot: u32,
+}
+
+impl Host {
+    fn new(base: &Path, name: &'static str, running: &str) -> Host {
+        let dir = base.join(name);
+        for sub in ["var-lib", "etc-default", "run", "boot"] {
+            std::fs::create_dir_all(dir.join(sub)).unwrap();
+        }
+        std::fs::write(
+            dir.join("etc-default/grub"),
+            "GRUB_CMDLINE_LINUX=\"\"\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join(format!("boot/vmlinuz-{running}")), "kernel").unwrap();
+        std::fs::write(dir.join(format!("boot/initrd.img-{running}")), "initrd").unwrap();
+        std::fs::write(
+            dir.join("cmdline"),
+            format!("BOOT_IMAGE=/vmlinuz-{running} root=/dev/vda1 ro quiet\n"),
+        )
+        .unwrap();
+        Host { name, dir, boot: 1 }
+    }
+
+    fn file(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
+    }
+
+    /// What the kexec stub was handed becomes the running command line, in a new boot.
+    fn boot_kexec(&mut self) {
+        let kexec = self.file("kexec.log");
+        let line = kexec.lines().last().unwrap();
+        let cmdline = line.split("--command-line=").nth(1).unwrap();
+        std::fs::write(self.dir.join("cmdline"), format!("{cmdline}\n")).unwrap();
+        self.boot += 1;
+    }
+}
+
+struct Live {
+    bin: PathBuf,
+    stubs: PathBuf,
+    driver: PathBuf,
+    source: String,
+    trust: String,
+    store: String,
+}
+
+impl Live {
+    fn pull(&self, host: &Host, now: u64) -> (Output, serde_json::Value) {
+        let out = Command::new("unshare")
+            .args(["--mount", "sh"])
+            .arg(&self.driver)
+            .env("HOST_DIR", &host.dir)
+            .env("BELL", &self.bin)
+            .env(
+                "PATH",
+                format!(
+                    "{}:{}",
+                    self.stubs.display(),
+                    std::env::var("PATH").unwrap()
+                ),
+            )
+            .env("BELL_RUN_NOW", now.to_string())
+            .env(
+                "BELL_RUN_BOOT_ID",
+                format!("{}-boot-{}", host.name, host.boot),
+            )
+            .args([
+                "pull",
+                "--source",
+                &self.source,
+                "--trust",
+                &self.trust,
+                "--store",
+                &self.store,
+                "--report",
+                &self.store,
+                "--fleet",
+                "f",
+                "--host",
+                host.name,
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+            panic!(
+                "{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out, json)
+    }
+}
+
+/// The running kernel, and whether this machine's own `/vmlinuz` would say another one is
+/// installed for the next boot (a reason no test boot can clear).
+fn running_kernel() -> Option<String> {
+    let running = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    let running = running.trim().to_string();
+    for link in ["/vmlinuz", "/boot/vmlinuz"] {
+        if let Ok(target) = std::fs::read_link(link) {
+            if !target.to_string_lossy().ends_with(&running) {
+                eprintln!("skipped: {link} points at another kernel than the running one");
+                return None;
+            }
+        }
+    }
+    Some(running)
+}
+
+#[test]
+fn reboots_inside_the_window_and_the_budget() {
+    let Some(running) = running_kernel() else {
+        return;
+    };
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let fx = Fixture::new();
+    assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
+    let build = |kernel_args: bool, out: &str| {
+        std::fs::write(fx.path().join("bell.kdl"), spec(kernel_args)).unwrap();
+        let run = fx.bellc(&["build", "bell.kdl", "-o", out, "--sign-key", "ci.key"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        copy_over(&fx.path().join(out), &fx.path().join("served"));
+        let run = fx.bellc(&["publish", out, "--store", &etcd.url]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    };
+    let stubs = fx.path().join("stubs");
+    std::fs::create_dir(&stubs).unwrap();
+    for (name, body) in [
+        (
+            "systemctl",
+            "echo \"systemctl $*\" >>\"$HOST_DIR/systemctl.log\"",
+        ),
+        ("kexec", "echo \"kexec $*\" >>\"$HOST_DIR/kexec.log\""),
+        ("update-grub", "echo ran >>\"$HOST_DIR/update-grub.log\""),
+    ] {
+        let path = stubs.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+    }
+    let driver = fx.path().join("live.sh");
+    std::fs::write(
+        &driver,
+        r#"set -eu
+mount --bind "$HOST_DIR/var-lib" /var/lib
+mount --bind "$HOST_DIR/etc-default" /etc/default
+mount --bind "$HOST_DIR/run" /run
+mount --bind "$HOST_DIR/boot" /boot
+mount --bind "$HOST_DIR/cmdline" /proc/cmdline
+exec "$BELL" "$@"
+"#,
+    )
+    .unwrap();
+    let live = Live {
+        bin: bell_run(),
+        stubs,
+        driver,
+        source: fx.path().join("served").display().to_string(),
+        trust: fx.path().join("ci.pub").display().to_string(),
+        store: etcd.url.clone(),
+    };
+    let saturday = next_saturday();
+    let (inside, outside) = (saturday + 3 * 3600, saturday + 12 * 3600);
+    let mut h1 = Host::new(fx.path(), "h1", &running);
+    let mut h2 = Host::new(fx.path(), "h2", &running);
+    let holders = || -> Vec<String> {
+        bell_store::semaphore::groups(&etcd.client(), "/bell/f")
+            .unwrap()
+            .into_iter()
+            .flat_map(|g| g.holders.into_iter().map(|h| h.host))
+            .collect()
+    };
+    let stored_report = |host: &str| -> serde_json::Value {
+        let key = bell_store::report_key("f", "apply", host);
+        serde_json::from_slice(&etcd.client().get(&key).unwrap().unwrap()).unwrap()
+    };
+
+    // Release 1: nothing needs a reboot.
+    build(false, "out1");
+    for host in [&h1, &h2] {
+        let (out, json) = live.pull(host, outside);
+        assert_eq!(out.status.code(), Some(0), "{json:#}");
+        assert!(json["reboot"].is_null(), "{json:#}");
+    }
+    assert!(holders().is_empty());
+
+    // Release 2 changes the command line. Outside the window h1 applies, says why it needs a
+    // reboot and that it waits, and gives its slot back.
+    build(true, "out2");
+    let (out, json) = live.pull(&h1, outside);
+    assert_eq!(out.status.code(), Some(0), "{json:#}");
+    assert_eq!(
+        json["reboot"], "waits for its window (Sat 02:00-05:00)",
+        "{json:#}"
+    );
+    let reasons = json["reboot_required"].to_string();
+    assert!(reasons.contains("hugepagesz=1G"), "{json:#}");
+    assert!(holders().is_empty(), "{:?}", holders());
+    assert_eq!(h1.file("kexec.log"), "");
+    assert_eq!(h1.file("update-grub.log"), "ran\n");
+
+    // Inside the window: h1 takes the slot, drains, files a report that says it is rebooting,
+    // and kexecs into the installed kernel with the new command line.
+    let (out, json) = live.pull(&h1, inside);
+    assert_eq!(out.status.code(), Some(0), "{json:#}");
+    assert_eq!(
+        json["slot"], "keeps its slot of group `a` across its reboot",
+        "{json:#}"
+    );
+    assert!(json["reboot"]
+        .as_str()
+        .unwrap()
+        .starts_with("rebooting: kexec into /boot/vmlinuz-"));
+    assert_eq!(holders(), ["h1"]);
+    assert_eq!(h1.file("run/hooks.log"), "drained reboot:before-reboot\n");
+    assert_eq!(
+        h1.file("kexec.log"),
+        format!(
+            "kexec -l /boot/vmlinuz-{running} --initrd=/boot/initrd.img-{running} \
+             --command-line=root=/dev/vda1 ro hugepagesz=1G\n"
+        )
+    );
+    assert_eq!(h1.file("systemctl.log"), "systemctl kexec\n");
+    let report = stored_report("h1");
+    assert!(
+        report["rebooting"]
+            .as_str()
+            .unwrap()
+            .starts_with("kexec into"),
+        "{report:#}"
+    );
+
+    // h2, in the same rack, waits for the slot h1 holds across its reboot.
+    let (out, json) = live.pull(&h2, inside);
+    assert_eq!(out.status.code(), Some(10), "{json:#}");
+    assert_eq!(holders(), ["h1"]);
+
+    // h1 boots with the new command line but comes back unhealthy: it keeps the slot.
+    h1.boot_kexec();
+    std::fs::write(h1.dir.join("run/sick"), "").unwrap();
+    let (out, json) = live.pull(&h1, inside);
+    assert_eq!(out.status.code(), Some(4), "{json:#}");
+    assert!(json["reboot_required"].is_null(), "{json:#}");
+    assert_eq!(
+        json["reboot"], "back from its reboot, not healthy yet",
+        "{json:#}"
+    );
+    assert_eq!(holders(), ["h1"]);
+    assert_eq!(
+        h1.file("run/hooks.log"),
+        "drained reboot:before-reboot\nuncordoned\n"
+    );
+    // Healthy on the next pull: after-boot again, then the slot goes back; no second reboot.
+    std::fs::remove_file(h1.dir.join("run/sick")).unwrap();
+    let (out, json) = live.pull(&h1, outside);
+    assert_eq!(out.status.code(), Some(0), "{json:#}");
+    assert_eq!(
+        json["reboot"], "back from its reboot: the reasons are gone and it is healthy",
+        "{json:#}"
+    );
+    assert!(holders().is_empty(), "{:?}", holders());
+    assert_eq!(h1.file("systemctl.log"), "systemctl kexec\n");
+    let report = stored_report("h1");
+    assert!(report["rebooting"].is_null(), "{report:#}");
+    assert!(report["reboot_required"].is_null(), "{report:#}");
+    let (out, json) = live.pull(&h1, inside);
+    assert_eq!(out.status.code(), Some(0), "{json:#}");
+    assert!(json["reboot"].is_null(), "{json:#}");
+    assert_eq!(
+        h1.file("run/hooks.log"),
+        "drained reboot:before-reboot\nuncordoned\nuncordoned\n",
+        "after-boot runs until the host is healthy, then no more"
+    );
+
+    // h2 applies and reboots in one pull, keeping the slot it took for the apply. Its reboot
+    // does not take effect (the command line stays as it was): it keeps the slot, fails, and
+    // does not reboot again for this bundle.
+    let (out, json) = live.pull(&h2, inside);
+    assert_eq!(out.status.code(), Some(0), "{json:#}");
+    assert_eq!(holders(), ["h2"]);
+    assert_eq!(h2.file("systemctl.log"), "systemctl kexec\n");
+    h2.boot += 1;
+    let (out, json) = live.pull(&h2, inside);
+    assert_eq!(out.status.code(), Some(3), "{json:#}");
+    assert!(
+        json["reboot"]
+            .as_str()
+            .unwrap()
+            .starts_with("rebooted, and still needs a reboot (kernel-args:hugepages:"),
+        "{json:#}"
+    );
+    assert_eq!(holders(), ["h2"]);
+    assert_eq!(h2.file("systemctl.log"), "systemctl kexec\n");
+    assert_eq!(h2.file("kexec.log").lines().count(), 1);
+}
