@@ -36,6 +36,7 @@ fn release(names: &[String], bundle: char, wave: usize) -> Release {
                 identity: None,
                 secrets: None,
                 snapshots: Default::default(),
+                reboots: false,
             };
             (h.clone(), entry)
         })

@@ -130,6 +130,7 @@ fn main() {
                 identity: keys.get(i).map(|k| k.identity().to_openssh()),
                 secrets: None,
                 snapshots: Default::default(),
+                reboots: false,
             };
             (name.clone(), entry)
         })

@@ -17,7 +17,7 @@ use common::Fixture;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn spec(kernel_args: bool) -> String {
+fn spec(args: &[&str]) -> String {
     let mut spec = String::from(
         r#"fleet "f" target="debian-12"
 host "h1" rack="a"
@@ -32,10 +32,12 @@ reboot method="kexec" {
 }
 "#,
     );
-    if kernel_args {
-        spec.push_str(
-            "kernel-args \"hugepages\" {\n    arg \"hugepagesz=1G\"\n    remove \"quiet\"\n}\n",
-        );
+    if !args.is_empty() {
+        spec.push_str("kernel-args \"hugepages\" {\n");
+        for arg in args {
+            spec.push_str(&format!("    arg \"{arg}\"\n"));
+        }
+        spec.push_str("    remove \"quiet\"\n}\n");
     }
     spec
 }
@@ -178,11 +180,13 @@ fn reboots_inside_the_window_and_the_budget() {
     };
     let fx = Fixture::new();
     assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
-    let build = |kernel_args: bool, out: &str| {
-        std::fs::write(fx.path().join("bell.kdl"), spec(kernel_args)).unwrap();
+    let build = |args: &[&str], out: &str| {
+        std::fs::write(fx.path().join("bell.kdl"), spec(args)).unwrap();
         let run = fx.bellc(&["build", "bell.kdl", "-o", out, "--sign-key", "ci.key"]);
         assert_eq!(run.code, 0, "{}", run.stderr);
         copy_over(&fx.path().join(out), &fx.path().join("served"));
+    };
+    let publish = |out: &str| {
         let run = fx.bellc(&["publish", out, "--store", &etcd.url]);
         assert_eq!(run.code, 0, "{}", run.stderr);
     };
@@ -238,7 +242,8 @@ exec "$BELL" "$@"
     };
 
     // Release 1: nothing needs a reboot.
-    build(false, "out1");
+    build(&[], "out1");
+    publish("out1");
     for host in [&h1, &h2] {
         let (out, json) = live.pull(host, outside);
         assert_eq!(out.status.code(), Some(0), "{json:#}");
@@ -248,7 +253,8 @@ exec "$BELL" "$@"
 
     // Release 2 changes the command line. Outside the window h1 applies, says why it needs a
     // reboot and that it waits, and gives its slot back.
-    build(true, "out2");
+    build(&["hugepagesz=1G"], "out2");
+    publish("out2");
     let (out, json) = live.pull(&h1, outside);
     assert_eq!(out.status.code(), Some(0), "{json:#}");
     assert_eq!(
@@ -354,4 +360,93 @@ exec "$BELL" "$@"
     assert_eq!(holders(), ["h2"]);
     assert_eq!(h2.file("systemctl.log"), "systemctl kexec\n");
     assert_eq!(h2.file("kexec.log").lines().count(), 1);
+
+    // Booted right this time, h2 is back and gives the slot back.
+    h2.boot_kexec();
+    let (out, json) = live.pull(&h2, inside);
+    assert_eq!(out.status.code(), Some(0), "{json:#}");
+    assert!(holders().is_empty(), "{:?}", holders());
+
+    // Release 3 adds an argument, rolled out by `bellc rollout`: a wave converges only when
+    // its hosts are back from their reboots and healthy, and the controller says who is
+    // rebooting. Each host pulls as its timer would; one that kexeced boots once the
+    // controller has seen it go down.
+    build(&["hugepagesz=1G", "bell.test=1"], "out3");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bellc"))
+        .args([
+            "rollout",
+            "served",
+            "--store",
+            &etcd.url,
+            "--sign-key",
+            "ci.key",
+        ])
+        .args(["--json", "--wave-timeout", "60s"])
+        .current_dir(fx.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::<serde_json::Value>::new()));
+    let reader = {
+        let events = events.clone();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let event = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+                events.lock().unwrap().push(event);
+            }
+        })
+    };
+    let seen = |host: &str, kind: &str, state: &str| {
+        events.lock().unwrap().iter().any(|e| {
+            e["event"] == kind && e["host"] == host && (state.is_empty() || e["state"] == state)
+        })
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rollout did not end"
+        );
+        for host in [&mut h1, &mut h2] {
+            let kexecs = host.file("kexec.log").lines().count();
+            live.pull(host, inside);
+            if host.file("kexec.log").lines().count() > kexecs {
+                while !seen(host.name, "host-rebooting", "rebooting") {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "no host-rebooting event"
+                    );
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                host.boot_kexec();
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    reader.join().unwrap();
+    let status = child.wait().unwrap();
+    let events = events.lock().unwrap().clone();
+    assert!(status.success(), "{events:#?}");
+    assert!(events.iter().any(|e| e["event"] == "done"), "{events:#?}");
+    for host in ["h1", "h2"] {
+        let at = |kind: &str| {
+            events
+                .iter()
+                .position(|e| e["event"] == kind && e["host"] == host)
+        };
+        let (down, done) = (at("host-rebooting"), at("host-converged"));
+        assert!(down.is_some() && down < done, "{host}: {events:#?}");
+        let cmdline = std::fs::read_to_string(fx.path().join(host).join("cmdline")).unwrap();
+        assert!(
+            cmdline.ends_with("hugepagesz=1G bell.test=1\n"),
+            "{cmdline}"
+        );
+    }
+    assert!(holders().is_empty(), "{:?}", holders());
 }

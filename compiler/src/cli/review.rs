@@ -228,6 +228,7 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
                     identity: None,
                     secrets: None,
                     snapshots: Default::default(),
+                    reboots: false,
                 };
                 (host, entry)
             })

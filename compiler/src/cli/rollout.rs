@@ -303,12 +303,30 @@ impl Display {
                 self.bar = Some(bar);
             }
             Event::HostConverged { .. } => {}
+            Event::HostRebooting {
+                wave,
+                host,
+                state,
+                detail,
+            } => self.line(&format!(
+                "  {host} (wave {wave}): {state}{}",
+                detail
+                    .as_deref()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default()
+            )),
             Event::Tick {
-                converged, hosts, ..
+                converged,
+                rebooting,
+                hosts,
+                ..
             } => {
                 if let Some(bar) = &self.bar {
                     bar.set_position(*converged as u64);
-                    bar.set_message(format!("{} waiting", hosts - converged));
+                    bar.set_message(match rebooting {
+                        0 => format!("{} waiting", hosts - converged),
+                        n => format!("{} waiting ({n} rebooting)", hosts - converged),
+                    });
                 }
             }
             Event::HostFailed {

@@ -36,6 +36,7 @@ pub fn release(
                     identity: h.identity.clone(),
                     secrets: None,
                     snapshots,
+                    reboots: reboots(&h.model),
                 },
             ))
         })
@@ -61,6 +62,15 @@ fn snapshots(model: &Model) -> Snapshots {
         .of_kind(Kind::APT_SOURCE)
         .filter_map(|source| Some((source.name.clone(), source.str("snapshot")?.to_string())))
         .collect()
+}
+
+/// Whether the host's bundle reboots it when a change needs one: a `reboot` setting whose
+/// policy is not "never" (the render stage writes it into the manifest the same way).
+fn reboots(model: &Model) -> bool {
+    model
+        .of_kind(Kind::REBOOT)
+        .next()
+        .is_some_and(|r| r.str("policy") != Some("never"))
 }
 
 /// The slots of every group: the same share of a group that the waves give it.

@@ -235,6 +235,15 @@ pub enum Event {
         /// The wave's release was published by an earlier controller.
         resumed: bool,
     },
+    /// A host of the wave went down for a reboot bell-run ordered (or waits to): the wave
+    /// waits for it to come back healthy.
+    HostRebooting {
+        wave: usize,
+        host: String,
+        /// `rebooting` or `reboot-required` (waiting for its window or a slot).
+        state: String,
+        detail: Option<String>,
+    },
     HostConverged {
         wave: usize,
         host: String,
@@ -251,6 +260,8 @@ pub enum Event {
         wave: usize,
         waves: usize,
         converged: usize,
+        /// Of the others: going down for a reboot, or waiting to.
+        rebooting: usize,
         hosts: usize,
         elapsed: Duration,
     },
@@ -840,6 +851,7 @@ impl Controller<'_> {
     ) -> Result<Option<Halt>, RolloutError> {
         let began = Instant::now();
         let mut told: BTreeSet<String> = BTreeSet::new();
+        let mut told_rebooting: BTreeSet<(String, String)> = BTreeSet::new();
         // What the store said last: a poll that cannot read it judges by that again.
         let mut views: BTreeMap<String, HostView> = BTreeMap::new();
         // Each report is checked against the identity the release gives its host, and
@@ -869,10 +881,26 @@ impl Controller<'_> {
                     });
                 }
             }
+            let rebooting: Vec<&Trouble> = judged
+                .waiting
+                .iter()
+                .filter(|t| t.state == "rebooting" || t.state == "reboot-required")
+                .collect();
+            for t in &rebooting {
+                if told_rebooting.insert((t.host.clone(), t.state.clone())) {
+                    watch(&Event::HostRebooting {
+                        wave: wave.number,
+                        host: t.host.clone(),
+                        state: t.state.clone(),
+                        detail: t.detail.clone(),
+                    });
+                }
+            }
             watch(&Event::Tick {
                 wave: wave.number,
                 waves: wave.of,
                 converged: judged.converged.len(),
+                rebooting: rebooting.len(),
                 hosts: wave.hosts.len(),
                 elapsed: began.elapsed(),
             });
@@ -984,6 +1012,25 @@ pub fn judge(
                 host: host.clone(),
                 state: "unverified".to_string(),
                 detail: row.unverified.clone(),
+            });
+            continue;
+        }
+        // A host that reboots itself is done when it is back from its reboot: going down
+        // for one, or waiting for its window or a slot to reboot in, it is on its way.
+        let reboots = release.hosts.get(host).is_some_and(|h| h.reboots);
+        if let Some(row) = row.filter(|r| {
+            matches!(r.state, HostState::UpToDate | HostState::Deferred)
+                && (r.rebooting.is_some() || (reboots && !r.reboot_required.is_empty()))
+        }) {
+            judged.waiting.push(Trouble {
+                host: host.clone(),
+                state: if row.rebooting.is_some() {
+                    "rebooting"
+                } else {
+                    "reboot-required"
+                }
+                .to_string(),
+                detail: row.detail.clone(),
             });
             continue;
         }
@@ -1336,6 +1383,7 @@ mod tests {
                         identity: None,
                         secrets: None,
                         snapshots: Default::default(),
+                        reboots: false,
                     },
                 )
             })
@@ -1389,6 +1437,62 @@ mod tests {
             revisions: BTreeMap::new(),
             ..HostView::default()
         }
+    }
+
+    #[test]
+    fn a_host_that_reboots_itself_converges_once_it_is_back() {
+        use bell_store::State::Success;
+        let mut wave = release(
+            &[("down", "2"), ("due", "2"), ("back", "2"), ("by-hand", "2")],
+            &[],
+        );
+        for host in ["down", "due", "back"] {
+            wave.hosts.get_mut(host).unwrap().reboots = true;
+        }
+        let needs = |mut v: HostView, rebooting: Option<&str>| {
+            let report = Arc::make_mut(v.report.as_mut().unwrap());
+            report.reboot_required = vec!["kernel-args:hp: not yet".into()];
+            report.rebooting = rebooting.map(str::to_string);
+            let report = v.report.clone().unwrap();
+            v.by_command.insert("apply".into(), report);
+            v
+        };
+        let views = BTreeMap::from([
+            (
+                "down".to_string(),
+                needs(view("2", Success, 100, true), Some("reboot")),
+            ),
+            (
+                "due".to_string(),
+                needs(view("2", Success, 100, true), None),
+            ),
+            ("back".to_string(), view("2", Success, 100, true)),
+            // Its bundle does not reboot it: the flag is for whoever reboots it by hand.
+            (
+                "by-hand".to_string(),
+                needs(view("2", Success, 100, true), None),
+            ),
+        ]);
+        let hosts: Vec<String> = ["down", "due", "back", "by-hand"]
+            .map(String::from)
+            .to_vec();
+        let since = Since {
+            revision: 8,
+            started_at: 100,
+        };
+        let judged = judge(&wave, &hosts, &views, &since, 101);
+        assert_eq!(judged.converged, ["back", "by-hand"]);
+        assert!(judged.failed.is_empty());
+        let states: Vec<(&str, &str)> = judged
+            .waiting
+            .iter()
+            .map(|t| (t.host.as_str(), t.state.as_str()))
+            .collect();
+        assert_eq!(states, [("down", "rebooting"), ("due", "reboot-required")]);
+        assert_eq!(
+            judged.waiting[0].detail.as_deref(),
+            Some("rebooting (reboot) for: kernel-args:hp: not yet")
+        );
     }
 
     #[test]

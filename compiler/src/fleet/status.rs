@@ -84,6 +84,9 @@ pub enum Flag {
     /// A change it applied takes effect at the next boot, or the host itself says it needs
     /// one (`/run/reboot-required`): not a state of its own, since the host runs its bundle.
     RebootRequired,
+    /// Going down for a reboot bell-run ordered (its last report says so); its next report,
+    /// from the next boot, says how that went.
+    Rebooting,
     /// What its reports say cannot be checked: the release gives it no identity, or its
     /// report is not signed. Shown as it says, never counted converged where identities
     /// are required or the host has one.
@@ -102,6 +105,7 @@ impl Flag {
             Flag::Waiting => "waiting",
             Flag::Deferred => "deferred",
             Flag::RebootRequired => "reboot-required",
+            Flag::Rebooting => "rebooting",
             Flag::Unverified => "unverified",
         }
     }
@@ -140,6 +144,9 @@ pub struct HostStatus {
     /// Why it needs a reboot, as its last report says.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reboot_required: Vec<String>,
+    /// How it is rebooting, when its last report says it went down for a reboot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rebooting: Option<String>,
     /// Why the summary state: the failure, the drift, the age of the report.
     pub detail: Option<String>,
     /// Reports filed under its name that are not its own, each with where and why.
@@ -322,6 +329,7 @@ pub fn fleet_status(
             reboot_required: report
                 .map(|r| r.reboot_required.clone())
                 .unwrap_or_default(),
+            rebooting: report.and_then(|r| r.rebooting.clone()),
             detail: Some("not in the release".to_string()),
             forged: view.forged.clone(),
             unverified: None,
@@ -402,6 +410,7 @@ fn host_status(
         drift: Vec::new(),
         deferred: Vec::new(),
         reboot_required: Vec::new(),
+        rebooting: None,
         detail: None,
         forged: view.map(|v| v.forged.clone()).unwrap_or_default(),
         unverified: view.and_then(|v| v.unverified.clone()),
@@ -488,6 +497,10 @@ fn host_status(
     if !row.reboot_required.is_empty() {
         row.flags.push(Flag::RebootRequired);
     }
+    row.rebooting = r.rebooting.clone();
+    if row.rebooting.is_some() {
+        row.flags.push(Flag::Rebooting);
+    }
     if !row.deferred.is_empty() && on_desired {
         reasons.push((
             Flag::Deferred,
@@ -514,9 +527,15 @@ fn settle(mut row: HostStatus, reasons: Vec<(Flag, String)>) -> HostStatus {
             Flag::Drifted => HostState::Drifted,
             Flag::Pending | Flag::Waiting => HostState::Pending,
             Flag::Deferred => HostState::Deferred,
-            Flag::RebootRequired | Flag::Unverified => row.state,
+            Flag::RebootRequired | Flag::Rebooting | Flag::Unverified => row.state,
         };
         row.detail = Some(why).filter(|d| !d.is_empty());
+    }
+    if let (None, Some(how)) = (&row.detail, &row.rebooting) {
+        row.detail = Some(format!(
+            "rebooting ({how}) for: {}",
+            row.reboot_required.join("; ")
+        ));
     }
     if row.detail.is_none() && !row.reboot_required.is_empty() {
         row.detail = Some(format!(
@@ -657,6 +676,7 @@ mod tests {
             identity: None,
             secrets: None,
             snapshots: Default::default(),
+            reboots: false,
         };
         let release = bell_bundle::Release {
             format: 1,
@@ -694,12 +714,17 @@ mod tests {
             signer: None,
             proof: None,
         };
-        let view = bell_store::HostView {
-            report: Some(std::sync::Arc::new(report)),
+        let view = |report: &Report| bell_store::HostView {
+            report: Some(std::sync::Arc::new(report.clone())),
             status: [("apply".to_string(), State::Success)].into(),
             ..Default::default()
         };
-        let status = super::fleet_status(&release, &[("h".to_string(), view)].into(), 10, None);
+        let status = super::fleet_status(
+            &release,
+            &[("h".to_string(), view(&report))].into(),
+            10,
+            None,
+        );
         let row = &status.hosts[0];
         assert_eq!(row.state, super::HostState::UpToDate);
         assert!(row.flags.contains(&super::Flag::RebootRequired), "{row:?}");
@@ -707,6 +732,32 @@ mod tests {
         let json = serde_json::to_value(row).unwrap();
         assert_eq!(json["flags"], serde_json::json!(["reboot-required"]));
         assert_eq!(json["reboot_required"].as_array().map(Vec::len), Some(1));
+        assert!(json.get("rebooting").is_none());
+
+        // Going down for the reboot its bundle ordered: flagged, and the detail says how.
+        let going = Report {
+            rebooting: Some("kexec into /boot/vmlinuz-6.1.0-28-amd64".into()),
+            ..report
+        };
+        let status = super::fleet_status(
+            &release,
+            &[("h".to_string(), view(&going))].into(),
+            10,
+            None,
+        );
+        let row = &status.hosts[0];
+        assert_eq!(row.state, super::HostState::UpToDate);
+        let json = serde_json::to_value(row).unwrap();
+        assert_eq!(
+            json["flags"],
+            serde_json::json!(["reboot-required", "rebooting"])
+        );
+        assert_eq!(
+            row.detail,
+            Some(format!(
+                "rebooting (kexec into /boot/vmlinuz-6.1.0-28-amd64) for: {reason}"
+            ))
+        );
     }
 
     #[test]

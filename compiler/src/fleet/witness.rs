@@ -301,6 +301,7 @@ mod tests {
             identity: identity.map(|k| k.identity().to_openssh()),
             secrets: None,
             snapshots: Default::default(),
+            reboots: false,
         };
         Release {
             format: bell_bundle::FORMAT,

@@ -609,6 +609,7 @@ mod tests {
                     identity: None,
                     secrets: None,
                     snapshots: Default::default(),
+                    reboots: false,
                 };
                 (format!("host-{i:03}"), entry)
             })

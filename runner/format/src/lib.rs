@@ -517,6 +517,10 @@ pub struct ReleaseHost {
     /// hosts of one resolved configuration.
     #[serde(default, skip_serializing_if = "is_empty_shared")]
     pub snapshots: std::sync::Arc<Snapshots>,
+    /// Its bundle reboots it when a change needs one (`reboot policy="when-required"`): a
+    /// rollout counts it converged only once it has, and is healthy after.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub reboots: bool,
 }
 
 fn is_empty_shared(snapshots: &std::sync::Arc<Snapshots>) -> bool {
@@ -1749,6 +1753,7 @@ mod verify_tests {
             identity: None,
             secrets: None,
             snapshots: Default::default(),
+            reboots: false,
         };
         let mut release = Release {
             format: 1,
