@@ -292,21 +292,25 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
                         }
                     }
                     if reboot.note.is_none() {
-                        let _lock = apply::lock(&root)?;
-                        match rebooting::prepare(
-                            &ctx,
-                            &report.manifest,
-                            &id,
-                            &report.reboot_required,
-                        ) {
+                        // Under the lock, as an apply: nothing changes the host meanwhile.
+                        let prepared = apply::lock(&root)
+                            .map_err(|refusal| refusal.message)
+                            .and_then(|_lock| {
+                                rebooting::prepare(
+                                    &ctx,
+                                    &report.manifest,
+                                    &id,
+                                    &report.reboot_required,
+                                )
+                            });
+                        healthy = false;
+                        match prepared {
                             Ok(plan) => {
-                                healthy = false;
                                 reboot.note = Some(format!("rebooting: {}", plan.describe()));
                                 reboot.plan = Some(plan);
                             }
                             Err(why) => {
-                                healthy = false;
-                                report.failed.push("reboot:before-reboot".to_string());
+                                report.failed.push("reboot".to_string());
                                 reboot.note = Some(why);
                             }
                         }

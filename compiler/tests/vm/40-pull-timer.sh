@@ -4,19 +4,31 @@
 # character systemd would split, expand or cut (space, quotes, `%`, `$`, `;`, `\`, a tab), so
 # the quoting of the unit is checked by systemd itself. The service brings the host to release
 # 1, then to release 2; a release whose signature does not match fails the service loudly, with
-# the reason in the journal, and the host stays on release 2. Then `bell-run remove` takes bell
-# off the host.
+# the reason in the journal, and the host stays on release 2. Then (issue 53) a release adds a
+# kernel argument under a `reboot method="kexec"` policy with the fleet's store (an etcd
+# in the guest): outside its window the host applies it, reports `reboot-required` and frees its slot;
+# with the window open it keeps the slot, runs `before-reboot`, reports, and kexecs into the
+# installed kernel with the new command line; on the next boot the enabled service pulls at
+# boot, finds the argument in /proc/cmdline, runs `after-boot` and the probe, reports up to date
+# and healthy, and frees the slot. Then `bell-run remove` takes bell off the host.
+# vm: reboots (.ci/vm runs it with run-in-vm.sh -R: it runs again after the kexec)
 set -euo pipefail
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { echo "ok: $*"; }
 share=$PWD
 bellc=$share/bin/bellc
-work=$(mktemp -d /root/bell-pull.XXXXXX)
+# The second boot (after the kexec) goes on with the same work directory.
+if [ "${VMTEST_BOOT:-1}" = 1 ]; then
+    work=$(mktemp -d /root/bell-pull.XXXXXX)
+    echo "$work" >/var/tmp/bell-pull-work
+else
+    work=$(cat /var/tmp/bell-pull-work)
+fi
 ran=/var/tmp/bell-pull-ran
+store=etcd://127.0.0.1:2379
 mirror=$'/srv/bell mirror/it\'s "100%" $HOME;\\x\tend'
 
-install -m 0755 "$share/bin/bell-run" /usr/local/sbin/bell-run
 # spec N: a host whose one exec script records which release ran it.
 spec() {
     printf 'fleet "vm-pull" target="debian-12"\nhost "e2e"\nexec "mark.sh" rerun="always" {\n    script "#!/bin/sh\\necho release-%s >>%s\\n"\n}\n' \
@@ -41,7 +53,30 @@ run_service() {
     systemctl reset-failed bell-run.service 2>/dev/null || :
 }
 applied() { /usr/local/sbin/bell-run status | sed -n 's/^generation //p'; }
+# reboot_spec WINDOW_LINE: release 2 plus the argument, a probe and the reboot policy.
+reboot_spec() {
+    spec 2
+    cat >>"$work/fleet.kdl" <<KDL
+kernel-args "vmtest" {
+    arg "bell.test=1"
+}
+health "up" { run "test -s /etc/hostname"; }
+reboot method="kexec" {
+$1
+    before-reboot "echo drained >>/var/tmp/bell-hooks"
+    after-boot "echo uncordoned >>/var/tmp/bell-hooks"
+}
+KDL
+}
+publish() {
+    "$bellc" publish "$mirror" --store "$store" >"$work/publish.out" 2>&1 \
+        || { cat "$work/publish.out" >&2; fail "bellc publish failed"; }
+}
+host_row() { "$bellc" status "$mirror" --store "$store" --all | grep '^e2e '; }
+holds_slot() { "$bellc" lock status --store "$store" --fleet vm-pull | grep -q '^  e2e '; }
 
+if [ "${VMTEST_BOOT:-1}" = 1 ]; then
+install -m 0755 "$share/bin/bell-run" /usr/local/sbin/bell-run
 "$bellc" keygen "$work/fleet" >/dev/null
 install -D -m 0644 "$work/fleet.pub" /etc/bell/trusted.pub
 spec 1
@@ -85,6 +120,82 @@ systemctl enable --now bell-run.timer
 systemctl is-active --quiet bell-run.timer || fail "bell-run.timer is not active"
 ok "bell-run.timer enabled and active"
 
+# Releases 4 and 5: a kernel argument under `reboot method="kexec"`, pulled through the fleet's
+# store (an etcd the test runs as a unit, from the test machine's static binary). The VM has no
+# boot loader: a stub update-grub stands in, and the
+# initrd QEMU booted with stands in for the one the kernel package made (built with
+# MODULES=list, it cannot mount /dev/vda). kexec-tools must not load a kernel of its own.
+[ -x "$share/bin/etcd" ] || fail "no etcd staged at bin/etcd (install etcd-server where .ci/vm runs)"
+install -m 0755 "$share/bin/etcd" /usr/local/bin/etcd
+cat >/etc/systemd/system/bell-test-etcd.service <<'UNIT'
+[Unit]
+Description=The fleet store of the pull test
+[Service]
+ExecStart=/usr/local/bin/etcd --data-dir /var/lib/bell-test-etcd --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380
+[Install]
+WantedBy=multi-user.target
+UNIT
+systemctl daemon-reload
+systemctl enable --now bell-test-etcd.service 2>/dev/null
+printf '#!/bin/sh\necho ran >>/var/tmp/update-grub.runs\n' >/usr/local/sbin/update-grub
+chmod 0755 /usr/local/sbin/update-grub
+printf 'LOAD_KEXEC=false\n' >/etc/default/kexec
+cp "$share/boot/initrd.img" "/boot/initrd.img-$(uname -r)"
+# A window that is not open now: an hour, twelve hours on.
+reboot_spec "    window \"$(date -u -d '+12 hours' +%H):00-$(date -u -d '+13 hours' +%H):00\""
+build >/dev/null
+publish
+/usr/local/sbin/bell-run install-timer --source "$mirror" --host e2e --fleet vm-pull \
+    --store "$store" --report "$store" >"$work/install.out" 2>&1 \
+    || { cat "$work/install.out" >&2; fail "install-timer --store failed"; }
+grep -q "systemctl enable bell-run.service" "$work/install.out" \
+    || fail "install-timer does not say how to pull at boot: $(cat "$work/install.out")"
+mkdir -p /etc/systemd/system/bell-run.service.d
+printf '[Unit]\nWants=bell-test-etcd.service\nAfter=bell-test-etcd.service\n' \
+    >/etc/systemd/system/bell-run.service.d/store.conf
+systemctl daemon-reload
+systemctl enable bell-run.service 2>/dev/null
+run_service success
+grep -q "reboot: waits for its window" "$work/journal.out" \
+    || { cat "$work/journal.out"; fail "the pull does not say it waits for its window"; }
+host_row | grep -q reboot-required || fail "status does not flag reboot-required: $(host_row)"
+! holds_slot || fail "a host waiting for its window holds its slot"
+[ ! -e /var/tmp/bell-hooks ] || fail "before-reboot ran outside the window"
+ok "outside its window the host applied the argument, reports reboot-required, frees its slot"
+
+# Release 5: any time. The service pulls, keeps the slot, drains, reports, and kexecs.
+reboot_spec ""
+build >/dev/null
+publish
+! grep -qw bell.test=1 /proc/cmdline || fail "bell.test=1 is on the command line already"
+cat /proc/sys/kernel/random/boot_id >/var/tmp/bell-boot-1
+echo "kexec: the service reboots the guest; the test goes on at the next boot"
+systemctl start bell-run.service || :
+sleep infinity
+fi
+
+# Boot 2: the enabled service pulled at boot (the end of boot waits for it).
+[ "${VMTEST_BOOT:-1}" = 2 ] || fail "boot ${VMTEST_BOOT:-1}: one kexec was expected"
+[ "$(cat /proc/sys/kernel/random/boot_id)" != "$(cat /var/tmp/bell-boot-1)" ] \
+    || fail "the boot id did not change"
+grep -qw bell.test=1 /proc/cmdline || fail "the kexec'd kernel lacks bell.test=1: $(cat /proc/cmdline)"
+journalctl -b -u bell-run.service --no-pager -o cat >"$work/boot-journal.out"
+[ "$(systemctl show -P Result bell-run.service)" = success ] \
+    && [ -n "$(systemctl show -P ExecMainStartTimestamp bell-run.service)" ] \
+    || { cat "$work/boot-journal.out"; fail "the pull at boot did not run or failed"; }
+grep -q "reboot: back from its reboot: the reasons are gone and it is healthy" "$work/boot-journal.out" \
+    || { cat "$work/boot-journal.out"; fail "the pull at boot does not say the host is back"; }
+[ "$(cat /var/tmp/bell-hooks)" = "$(printf 'drained\nuncordoned')" ] \
+    || fail "the hooks ran as: $(cat /var/tmp/bell-hooks)"
+[ ! -e /var/lib/bell/rebooting.json ] || fail "the reboot record is still open"
+! holds_slot || fail "the host holds its slot after a healthy return"
+row=$(host_row)
+case $row in *up-to-date*) ;; *) fail "status after the boot: $row" ;; esac
+case $row in *reboot*) fail "status still says reboot: $row" ;; esac
+/usr/local/sbin/bell-run check >"$work/check.out" 2>&1 || { cat "$work/check.out"; fail "check failed"; }
+! grep -q "reboot required" "$work/check.out" || { cat "$work/check.out"; fail "check still wants a reboot"; }
+ok "kexec'd with bell.test=1; the pull at boot ran after-boot and the probe, reports up to date and healthy, slot free"
+
 # `bell-run remove` takes bell off the live host: the file bell took over gets its original
 # back, the timer is stopped and its units go, and so does /var/lib/bell; a dry run before it
 # changes nothing.
@@ -92,6 +203,7 @@ original=$(sha256sum /etc/motd)
 spec 3
 printf 'file "/etc/motd" {\n    content "managed by bell\\n"\n}\n' >>"$work/fleet.kdl"
 third=$(build)
+publish
 run_service success
 [ "$(applied)" = "$third" ] || fail "the host runs $(applied), not release 3's bundle $third"
 [ "$(cat /etc/motd)" = "managed by bell" ] || fail "release 3 did not take over /etc/motd"
@@ -105,7 +217,8 @@ systemctl is-active --quiet bell-run.timer || fail "a dry run stopped the timer"
     || { cat "$work/remove.out" >&2; fail "remove --yes failed"; }
 [ "$(sha256sum /etc/motd)" = "$original" ] || fail "/etc/motd is not the original: $(cat /etc/motd)"
 ! systemctl is-active --quiet bell-run.timer || fail "bell-run.timer is still active"
-for f in bell-run.timer bell-run.service timers.target.wants/bell-run.timer; do
+for f in bell-run.timer bell-run.service timers.target.wants/bell-run.timer \
+    multi-user.target.wants/bell-run.service; do
     [ ! -e "/etc/systemd/system/$f" ] && [ ! -L "/etc/systemd/system/$f" ] \
         || fail "/etc/systemd/system/$f is still there"
 done
