@@ -1,8 +1,11 @@
 //! Reboots inside the window and the disruption budget, on live roots: each pull runs as `/`
 //! inside its own `unshare --mount`, with the host's own directories bound over /var/lib,
 //! /etc/default, /run and /boot, a file over /proc/cmdline, an injected clock and boot id, and
-//! stub `systemctl`, `kexec` and `update-grub` that record what they were asked. A kexec "boots"
-//! when the test gives the host a new boot id and the command line the stub was handed.
+//! stub `systemctl`, `kexec` and `update-grub` that record what they were asked (the stub
+//! update-grub writes the command line grub.cfg would carry, sourcing the drop-ins as
+//! grub-mkconfig does). A host "boots" when the test gives it a new boot id and the command
+//! line of the way it went down: what the kexec stub was handed, or grub.cfg's. h1 kexecs, h2
+//! reboots (an override by host).
 //!
 //! Two hosts share one slot. Outside the window a host that needs a reboot applies, reports
 //! it and gives the slot back; inside, it keeps the slot across `before-reboot`, the report
@@ -29,6 +32,10 @@ reboot method="kexec" {
     window "Sat 02:00-05:00"
     before-reboot "echo \"drained $BELL_RESOURCE\" >>/run/hooks.log"
     after-boot "echo uncordoned >>/run/hooks.log"
+}
+override "plain" {
+    match host="h2"
+    reboot method="reboot"
 }
 "#,
     );
@@ -69,7 +76,7 @@ impl Host {
         }
         std::fs::write(
             dir.join("etc-default/grub"),
-            "GRUB_CMDLINE_LINUX=\"\"\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\n",
+            "GRUB_CMDLINE_LINUX=\"root=/dev/vda1 ro\"\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet\"\n",
         )
         .unwrap();
         std::fs::write(dir.join(format!("boot/vmlinuz-{running}")), "kernel").unwrap();
@@ -86,11 +93,19 @@ impl Host {
         std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
     }
 
-    /// What the kexec stub was handed becomes the running command line, in a new boot.
-    fn boot_kexec(&mut self) {
-        let kexec = self.file("kexec.log");
-        let line = kexec.lines().last().unwrap();
-        let cmdline = line.split("--command-line=").nth(1).unwrap();
+    /// The next boot, the way the host went down: a kexec boots the command line the stub was
+    /// handed, a reboot the one grub.cfg holds.
+    fn boot_up(&mut self) {
+        let systemctl = self.file("systemctl.log");
+        let cmdline = match systemctl.lines().last() {
+            Some("systemctl kexec") => {
+                let kexec = self.file("kexec.log");
+                let line = kexec.lines().last().unwrap().to_string();
+                line.split("--command-line=").nth(1).unwrap().to_string()
+            }
+            Some("systemctl reboot") => self.file("grub.cfg").trim_end().to_string(),
+            other => panic!("{}: went down by {other:?}", self.name),
+        };
         std::fs::write(self.dir.join("cmdline"), format!("{cmdline}\n")).unwrap();
         self.boot += 1;
     }
@@ -198,7 +213,12 @@ fn reboots_inside_the_window_and_the_budget() {
             "echo \"systemctl $*\" >>\"$HOST_DIR/systemctl.log\"",
         ),
         ("kexec", "echo \"kexec $*\" >>\"$HOST_DIR/kexec.log\""),
-        ("update-grub", "echo ran >>\"$HOST_DIR/update-grub.log\""),
+        (
+            "update-grub",
+            "set -e\n. /etc/default/grub\nfor f in /etc/default/grub.d/*.cfg; do [ ! -e \"$f\" ] || . \"$f\"; done\n\
+             echo \"BOOT_IMAGE=/vmlinuz $GRUB_CMDLINE_LINUX $GRUB_CMDLINE_LINUX_DEFAULT\" >\"$HOST_DIR/grub.cfg\"\n\
+             echo ran >>\"$HOST_DIR/update-grub.log\"",
+        ),
     ] {
         let path = stubs.join(name);
         std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
@@ -304,7 +324,7 @@ exec "$BELL" "$@"
     assert_eq!(holders(), ["h1"]);
 
     // h1 boots with the new command line but comes back unhealthy: it keeps the slot.
-    h1.boot_kexec();
+    h1.boot_up();
     std::fs::write(h1.dir.join("run/sick"), "").unwrap();
     let (out, json) = live.pull(&h1, inside);
     assert_eq!(out.status.code(), Some(4), "{json:#}");
@@ -346,7 +366,12 @@ exec "$BELL" "$@"
     let (out, json) = live.pull(&h2, inside);
     assert_eq!(out.status.code(), Some(0), "{json:#}");
     assert_eq!(holders(), ["h2"]);
-    assert_eq!(h2.file("systemctl.log"), "systemctl kexec\n");
+    assert_eq!(h2.file("systemctl.log"), "systemctl reboot\n");
+    assert_eq!(
+        h2.file("kexec.log"),
+        "",
+        "h2 reboots through its boot loader"
+    );
     h2.boot += 1;
     let (out, json) = live.pull(&h2, inside);
     assert_eq!(out.status.code(), Some(3), "{json:#}");
@@ -358,11 +383,10 @@ exec "$BELL" "$@"
         "{json:#}"
     );
     assert_eq!(holders(), ["h2"]);
-    assert_eq!(h2.file("systemctl.log"), "systemctl kexec\n");
-    assert_eq!(h2.file("kexec.log").lines().count(), 1);
+    assert_eq!(h2.file("systemctl.log"), "systemctl reboot\n");
 
     // Booted right this time, h2 is back and gives the slot back.
-    h2.boot_kexec();
+    h2.boot_up();
     let (out, json) = live.pull(&h2, inside);
     assert_eq!(out.status.code(), Some(0), "{json:#}");
     assert!(holders().is_empty(), "{:?}", holders());
@@ -414,9 +438,9 @@ exec "$BELL" "$@"
             "the rollout did not end"
         );
         for host in [&mut h1, &mut h2] {
-            let kexecs = host.file("kexec.log").lines().count();
+            let downs = host.file("systemctl.log").lines().count();
             live.pull(host, inside);
-            if host.file("kexec.log").lines().count() > kexecs {
+            if host.file("systemctl.log").lines().count() > downs {
                 while !seen(host.name, "host-rebooting", "rebooting") {
                     assert!(
                         std::time::Instant::now() < deadline,
@@ -424,7 +448,7 @@ exec "$BELL" "$@"
                     );
                     std::thread::sleep(std::time::Duration::from_millis(50));
                 }
-                host.boot_kexec();
+                host.boot_up();
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(200));
