@@ -303,18 +303,6 @@ impl Display {
                 self.bar = Some(bar);
             }
             Event::HostConverged { .. } => {}
-            Event::HostRebooting {
-                wave,
-                host,
-                state,
-                detail,
-            } => self.line(&format!(
-                "  {host} (wave {wave}): {state}{}",
-                detail
-                    .as_deref()
-                    .map(|d| format!(": {d}"))
-                    .unwrap_or_default()
-            )),
             Event::Tick {
                 converged,
                 rebooting,
@@ -330,6 +318,12 @@ impl Display {
                 }
             }
             Event::HostFailed {
+                wave,
+                host,
+                state,
+                detail,
+            }
+            | Event::HostRebooting {
                 wave,
                 host,
                 state,
