@@ -269,13 +269,14 @@ pub fn main() -> i32 {
         "status" if wants(0) => cmd_status(&args),
         "check" if wants(0) => cmd_check(&args),
         "pending" if wants(0) => cmd_pending(&args),
+        "register" if wants(0) => cmd_register(&args),
         "pull" if wants(0) => cmd_pull(&args),
         "verify" if wants(1) => cmd_verify(&args.positional[0], &args),
         "recover" if wants(0) => cmd_recover(&args),
         "install-timer" if wants(0) => cmd_install_timer(&args),
         "apply" | "verify" => usage(&format!("`{command}` takes one bundle directory")),
         "rollback" | "generations" | "remove" | "status" | "recover" | "install-timer"
-        | "check" | "pending" | "pull" | "identity" => {
+        | "check" | "pending" | "pull" | "identity" | "register" => {
             usage(&format!("`{command}` takes no positional argument"))
         }
         other => usage(&format!("unknown command `{other}`")),
@@ -1232,6 +1233,40 @@ fn cmd_check(args: &Args) -> i32 {
         println!("`bell-run apply` of the same bundle puts the drifted resources back");
     }
     code
+}
+
+fn cmd_register(args: &Args) -> i32 {
+    let (Some(store), Some(fleet)) = (&args.store, &args.fleet) else {
+        return usage("`register` needs `--store etcd://HOST:PORT` and `--fleet NAME`");
+    };
+    let root = root_of(args);
+    match crate::register::register(&root, args.host.as_deref(), store, &args.access(), fleet) {
+        Ok(done) => {
+            if args.json {
+                let value = serde_json::json!({
+                    "host": done.host,
+                    "fleet": done.fleet,
+                    "key": done.key,
+                    "fingerprint": done.fingerprint,
+                    "filed": done.filed,
+                    "facts": done.facts,
+                });
+                println!("{value:#}");
+            } else if done.filed {
+                println!(
+                    "registered `{}` in fleet `{}` ({}) at {}: accept it with `bellc hosts accept {0}`",
+                    done.host, done.fleet, done.fingerprint, done.key
+                );
+            } else {
+                println!(
+                    "`{}` is registered in fleet `{}` already, with the same facts and identity",
+                    done.host, done.fleet
+                );
+            }
+            OK
+        }
+        Err(refusal) => refused(&refusal, args.json),
+    }
 }
 
 fn cmd_pending(args: &Args) -> i32 {

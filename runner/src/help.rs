@@ -14,6 +14,7 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
                       [--fleet NAME] [--offline] [--json] [--timeout SECS] [--report DEST]
                       [--alive-ttl SECS] [--metrics FILE] [--fetch-timeout SECS]
        bell-run pending --store etcd[s]://HOST:PORT [--host NAME] [--root DIR] [--fleet NAME] [--json]
+       bell-run register --store etcd[s]://HOST:PORT --fleet NAME [--host NAME] [--root DIR] [--json]
        bell-run status [--root DIR] [--json]
        bell-run generations [--root DIR] [--json]
        bell-run rollback [--to GENERATION] [--root DIR] [--offline] [--dry-run] [--json]
@@ -171,6 +172,25 @@ options:
 exit: 0 applied, 1 refused (nothing changed), 3 applied with failures, 4 unhealthy, 10 waits
 for a slot of its rollout group"
         ),
+        "register" => "usage: bell-run register --store etcd://HOST:PORT --fleet NAME [options]
+
+Files this host's facts (interfaces with their MAC and IP addresses, CPUs, memory, disks with
+size, model and serial, the OS release, the kernel) under the fleet's discovery prefix,
+signed by its identity (made first when it has none), for an operator to accept with
+`bellc hosts accept`. Files again only when a fact or the identity changed. The facts are read
+from ROOT's sys, proc and etc/os-release, never through a link out of ROOT.
+
+options:
+  --store etcd://HOST:PORT[,HOST:PORT...]
+                     the fleet's store (etcds:// for TLS, with --store-ca, --store-cert,
+                     --store-key, --store-user, --store-password-file as for `pull`)
+  --fleet NAME       the fleet it asks to join
+  --host NAME        the name it asks for (default: its host name)
+  --root DIR         the root whose facts are read (default /)
+  --json             what was filed, as JSON on stdout
+
+exit: 0 registered (or registered already), 1 refused"
+            .to_string(),
         "pending" => "usage: bell-run pending --store etcd://HOST:PORT [options]
 
 Asks the fleet's store whether the published release wants another bundle on this host.

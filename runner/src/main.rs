@@ -20,6 +20,7 @@ mod plan;
 mod pull;
 mod reboot;
 mod rebooting;
+mod register;
 mod remove;
 mod report;
 mod revert;

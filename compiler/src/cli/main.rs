@@ -432,10 +432,32 @@ enum Command {
         #[command(subcommand)]
         from: ImportFrom,
     },
-    /// List hosts: name, bundle id (short), labels.
+    /// List hosts: name, bundle id (short), labels. `hosts pending` lists hosts that
+    /// registered (`bell-run register`) and are not in the inventory yet.
+    #[command(args_conflicts_with_subcommands = true)]
     Hosts {
+        #[command(subcommand)]
+        command: Option<HostsCommand>,
         #[arg(default_value = "bell.kdl")]
         spec: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum HostsCommand {
+    /// Registrations (`bell-run register`) of hosts the spec's inventory does not have: name,
+    /// identity fingerprint, facts; and claims on a name the inventory gives another
+    /// identity, flagged. Exit 0 either way.
+    Pending {
+        #[arg(default_value = "bell.kdl")]
+        spec: PathBuf,
+        /// `etcd://HOST:PORT[,HOST:PORT...]`.
+        #[arg(long, value_parser = etcd_url)]
+        store: String,
+        #[command(flatten)]
+        tls: StoreTls,
         #[arg(long)]
         json: bool,
     },
@@ -1357,7 +1379,33 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             output.as_deref(),
             *force,
         )?),
-        Command::Hosts { spec, json } => {
+        Command::Hosts {
+            command:
+                Some(HostsCommand::Pending {
+                    spec,
+                    store,
+                    tls,
+                    json,
+                }),
+            ..
+        } => {
+            read_check(spec)?;
+            let Some(compiled) = compile(cli, spec, sources, diags) else {
+                return Ok(1);
+            };
+            let etcd = bell_store::Etcd::open(store, &tls.access())?;
+            let filed = bell_store::discovery::list(&etcd, &compiled.release.fleet)?;
+            review::print_pending(
+                &bellc::fleet::enroll::pending(&compiled.release, &filed),
+                *json,
+            )?;
+            Ok(0)
+        }
+        Command::Hosts {
+            command: None,
+            spec,
+            json,
+        } => {
             read_check(spec)?;
             let Some(compiled) = compile(cli, spec, sources, diags) else {
                 return Ok(1);

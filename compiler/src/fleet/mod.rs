@@ -7,9 +7,12 @@
 //! - [`rollout`]: the controller that moves a release through the fleet wave by wave.
 //! - [`store_roles`]: the etcd users and roles that let each part of the fleet write only
 //!   its own keys.
+//! - [`enroll`]: the registrations of hosts not in the inventory yet, for an operator to
+//!   accept.
 //! - [`witness`]: what a reader has seen each host sign, so that an old report put back is
 //!   refused.
 
+pub mod enroll;
 pub mod record;
 pub mod rollout;
 pub mod signing;

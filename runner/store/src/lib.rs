@@ -19,6 +19,7 @@
 //! on the layout by construction. No clock here: callers pass timestamps in.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+pub mod discovery;
 pub mod etcd;
 pub mod http;
 pub mod proof;

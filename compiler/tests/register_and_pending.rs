@@ -1,0 +1,185 @@
+//! Discovery, first part: hosts register their facts in a real etcd (`bell-run register`, from
+//! image roots carrying copies of the `sys`, `proc` and `os-release` files they describe),
+//! signed by an identity made for them, filed again only when a fact changes; `bellc hosts
+//! pending` lists those the inventory lacks with their fingerprints and facts, flags a
+//! registration under an inventory name with another identity, and names one that is not
+//! signed by the key it names.
+
+mod common;
+use common::fleet::{bell_run, run_bin, text, Etcd};
+use common::Fixture;
+use std::path::Path;
+
+fn host_root(mac: &str, memory_kib: u64) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let w = |path: &str, body: &str| {
+        let at = root.path().join(path);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::fs::write(at, body).unwrap();
+    };
+    w("sys/class/net/eth0/address", &format!("{mac}\n"));
+    w("sys/block/nvme0n1/size", "1953525168\n");
+    w("sys/block/nvme0n1/device/model", "Samsung SSD 980\n");
+    w("sys/block/nvme0n1/queue/rotational", "0\n");
+    w(
+        "proc/cpuinfo",
+        "processor\t: 0\nprocessor\t: 1\nprocessor\t: 2\nprocessor\t: 3\n",
+    );
+    w("proc/meminfo", &format!("MemTotal: {memory_kib} kB\n"));
+    w("proc/sys/kernel/osrelease", "6.1.0-28-amd64\n");
+    w(
+        "etc/os-release",
+        "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n",
+    );
+    root
+}
+
+fn register(root: &Path, host: &str, url: &str) -> serde_json::Value {
+    let out = run_bin(
+        &bell_run(),
+        &[
+            "register",
+            "--store",
+            url,
+            "--fleet",
+            "f",
+            "--host",
+            host,
+            "--root",
+            root.to_str().unwrap(),
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn hosts_register_and_an_operator_sees_them_pending() {
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let url = etcd.url.as_str();
+    let roots: Vec<_> = (1..=3)
+        .map(|i| host_root(&format!("52:54:00:00:00:0{i}"), 8 * 1024 * 1024))
+        .collect();
+    let mut fingerprints = Vec::new();
+    for (i, root) in roots.iter().enumerate() {
+        let host = format!("new-{}", i + 1);
+        let filed = register(root.path(), &host, url);
+        assert_eq!(filed["filed"], true, "{filed:#}");
+        assert_eq!(filed["key"], format!("/bell/f/discovery/{host}"));
+        assert_eq!(filed["facts"]["cpus"], 4);
+        assert_eq!(filed["facts"]["memory"], 8u64 << 30);
+        assert_eq!(filed["facts"]["kernel"], "6.1.0-28-amd64");
+        assert_eq!(filed["facts"]["disks"][0]["model"], "Samsung SSD 980");
+        assert_eq!(filed["facts"]["disks"][0]["rotational"], false);
+        fingerprints.push(filed["fingerprint"].as_str().unwrap().to_string());
+        // Its identity was made for it, 0600, where bell-run keeps it.
+        let key = root.path().join("etc/bell/identity.key");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&key).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+    // Nothing changed: nothing is filed again. A fact changes: it is.
+    let revision = |host: &str| {
+        etcd.client()
+            .range_prefix(&format!("/bell/f/discovery/{host}"))
+            .unwrap()[0]
+            .mod_revision
+    };
+    let before = revision("new-1");
+    assert_eq!(register(roots[0].path(), "new-1", url)["filed"], false);
+    assert_eq!(revision("new-1"), before);
+    std::fs::write(
+        roots[0].path().join("proc/meminfo"),
+        "MemTotal: 16777216 kB\n",
+    )
+    .unwrap();
+    assert_eq!(register(roots[0].path(), "new-1", url)["filed"], true);
+    assert!(revision("new-1") > before);
+
+    // The inventory has `old` with a known identity; someone registers under its name with
+    // another key, and an unsigned registration is put in with etcdctl.
+    let old = host_root("52:54:00:00:00:09", 1024 * 1024);
+    let claim = register(old.path(), "old", url);
+    let fx = Fixture::spec(
+        "fleet \"f\" target=\"debian-12\"\nhost \"old\" identity=\"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPAydqFJ+dU0P5Aa0C1ACA0vW1k5HhM5oZnRQ0u5u0vF\"\nhost \"new-3\" identity=\"IDENTITY3\"\n",
+    );
+    // new-3 is in the inventory already with the identity it registered with.
+    let identity3 = run_bin(
+        &bell_run(),
+        &["identity", "--root", roots[2].path().to_str().unwrap()],
+        &[],
+    );
+    let identity3 = String::from_utf8_lossy(&identity3.stdout);
+    let identity3 = identity3
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let spec = std::fs::read_to_string(fx.path().join("bell.kdl"))
+        .unwrap()
+        .replace("IDENTITY3", &identity3);
+    std::fs::write(fx.path().join("bell.kdl"), spec).unwrap();
+    let endpoint = url.trim_start_matches("etcd://");
+    common::fleet::etcdctl(
+        endpoint,
+        &[
+            "put",
+            "/bell/f/discovery/evil",
+            r#"{"format":1,"host":"evil"}"#,
+        ],
+    );
+
+    let run = fx.bellc(&["hosts", "pending", "bell.kdl", "--store", url, "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let rows: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    let standing: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r["host"].as_str().unwrap(), r["standing"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        standing,
+        [
+            ("evil", "invalid"),
+            ("new-1", "pending"),
+            ("new-2", "pending"),
+            ("old", "flagged")
+        ]
+    );
+    assert_eq!(rows[1]["fingerprint"], fingerprints[0].as_str());
+    assert_eq!(rows[1]["facts"]["memory"], 16u64 << 30);
+    assert_eq!(rows[2]["fingerprint"], fingerprints[1].as_str());
+    assert!(
+        rows[0]["why"].as_str().unwrap().contains("not signed"),
+        "{:#}",
+        rows[0]
+    );
+    let why = rows[3]["why"].as_str().unwrap();
+    assert!(
+        why.contains(claim["fingerprint"].as_str().unwrap())
+            && why.contains("the inventory gives `old`"),
+        "{why}"
+    );
+    // In text: a table with the facts in a line.
+    let run = fx.bellc(&["hosts", "pending", "bell.kdl", "--store", url]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.lines().any(|l| l.starts_with("new-2 ")
+            && l.contains(&fingerprints[1])
+            && l.contains(
+                "52:54:00:00:00:02 · 4 cpu · 8G · nvme0n1 932G · Debian GNU/Linux 12 (bookworm)"
+            )),
+        "{}",
+        run.stdout
+    );
+    // `bellc hosts` itself is as it was.
+    let run = fx.bellc(&["hosts", "bell.kdl"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.starts_with("new-3\t"), "{}", run.stdout);
+}
