@@ -97,11 +97,7 @@ fn a_change_at_boot_is_a_reason_to_reboot_not_drift() {
     std::fs::write(w.root().join("cmdline"), "ro quiet bell.test=1\n").unwrap();
     let out = check(&w, &reports);
     expect_code(&out, 0);
-    assert!(
-        !stdout(&out).contains("reboot required"),
-        "{}",
-        stdout(&out)
-    );
+    asks_no_reboot(&out);
     assert!(report(&reports).get("reboot_required").is_none());
 }
 
@@ -110,11 +106,7 @@ fn without_at_boot_a_new_change_is_asked_only_by_the_next_check() {
     let w = World::new();
     let out = w.apply(&w.build(&kernel_args(false)), &[]);
     expect_code(&out, 0);
-    assert!(
-        !stdout(&out).contains("reboot required"),
-        "{}",
-        stdout(&out)
-    );
+    asks_no_reboot(&out);
 }
 
 #[test]
@@ -159,20 +151,12 @@ fn the_targets_own_signal_names_the_packages_and_no_link_is_followed() {
         .unwrap();
     let out = check(&w, &reports);
     expect_code(&out, 0);
-    assert!(
-        !stdout(&out).contains("reboot required"),
-        "{}",
-        stdout(&out)
-    );
+    asks_no_reboot(&out);
     std::fs::remove_dir_all(&run).unwrap();
     std::os::unix::fs::symlink(&outside, &run).unwrap();
     let out = check(&w, &reports);
     expect_code(&out, 0);
-    assert!(
-        !stdout(&out).contains("reboot required"),
-        "{}",
-        stdout(&out)
-    );
+    asks_no_reboot(&out);
 }
 
 #[test]
@@ -211,11 +195,7 @@ fn an_exec_that_asks_for_a_reboot_needs_one_until_the_next_boot() {
     // After the boot it has had its reboot.
     let out = check("boot-2");
     expect_code(&out, 0);
-    assert!(
-        !stdout(&out).contains("reboot required"),
-        "{}",
-        stdout(&out)
-    );
+    asks_no_reboot(&out);
     // A failed run asks for nothing.
     let w = World::new();
     let bundle = w
@@ -223,9 +203,10 @@ fn an_exec_that_asks_for_a_reboot_needs_one_until_the_next_boot() {
             ResourceSpec::new("exec", "firmware.sh").exec("#!/bin/sh\nexit 1\n", policy),
         ));
     let out = w.apply_env(&bundle, &[], &boot("boot-1"));
-    assert!(
-        !stdout(&out).contains("reboot required"),
-        "{}",
-        stdout(&out)
-    );
+    asks_no_reboot(&out);
+}
+
+/// The run printed no `reboot required` line.
+fn asks_no_reboot(out: &std::process::Output) {
+    assert!(!stdout(out).contains("reboot required"), "{}", stdout(out));
 }

@@ -17,15 +17,16 @@ pub fn release(
     waves: &[Wave],
     policy: &Policy,
 ) -> Release {
-    // One map per resolved configuration: hosts that share a model share its snapshots.
-    let mut snapshots_of: HashMap<*const Model, Arc<Snapshots>> = HashMap::new();
+    // Once per resolved configuration: hosts that share a model share its snapshots, and
+    // whether it reboots them.
+    let mut of_model: HashMap<*const Model, (Arc<Snapshots>, bool)> = HashMap::new();
     let hosts: BTreeMap<String, ReleaseHost> = hosts
         .iter()
         .filter_map(|h| {
             let bundle = bundle_of.get(h.name.as_str())?;
-            let snapshots = snapshots_of
+            let (snapshots, reboots) = of_model
                 .entry(Arc::as_ptr(&h.model))
-                .or_insert_with(|| Arc::new(snapshots(&h.model)))
+                .or_insert_with(|| (Arc::new(snapshots(&h.model)), reboots(&h.model)))
                 .clone();
             Some((
                 h.name.clone(),
@@ -36,7 +37,7 @@ pub fn release(
                     identity: h.identity.clone(),
                     secrets: None,
                     snapshots,
-                    reboots: reboots(&h.model),
+                    reboots,
                 },
             ))
         })
