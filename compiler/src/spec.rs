@@ -65,6 +65,8 @@ pub struct Host {
     pub labels: bell_bundle::Labels,
     /// The host's identity, `ssh-ed25519 BASE64` (checked, without its comment).
     pub identity: Option<String>,
+    /// Its place in the order hosts were accepted (`bellc hosts accept`), from the inventory.
+    pub accepted: Option<u64>,
     /// Where the host was declared: its `host` node, or its entry's `inventory` node.
     pub span: Span,
 }

@@ -182,4 +182,125 @@ fn hosts_register_and_an_operator_sees_them_pending() {
     let run = fx.bellc(&["hosts", "bell.kdl"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.starts_with("new-3\t"), "{}", run.stdout);
+
+    // Accepting: a fingerprint other than the one registered accepts nothing, all or nothing.
+    let accept = |args: &[&str]| {
+        let mut all = vec!["hosts", "accept"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--inventory", "hosts.json", "--store", url, "--fleet", "f"]);
+        fx.bellc(&all)
+    };
+    let wrong = format!("new-1={}", fingerprints[1]);
+    let run = accept(&[wrong.as_str(), "new-2"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("not accepted"), "{}", run.stderr);
+    assert!(!fx.path().join("hosts.json").exists());
+    // A host that never registered, a label that is no label: every reason at once.
+    let run = accept(&["new-2", "nobody", "--label", "rack=r1\nforged"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("`nobody` has not registered"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("control character"), "{}", run.stderr);
+    assert!(!fx.path().join("hosts.json").exists());
+
+    let right = format!("new-1={}", fingerprints[0]);
+    let run = accept(&["new-2", right.as_str(), "--label", "rack=r1"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains(&format!("accepted new-2 ({}", fingerprints[1])),
+        "{}",
+        run.stdout
+    );
+    let written = std::fs::read_to_string(fx.path().join("hosts.json")).unwrap();
+    let lines: Vec<&str> = written.lines().collect();
+    assert_eq!(lines.len(), 4, "{written}");
+    assert!(lines[1].starts_with(r#"  {"name":"new-1","#), "{written}");
+    assert!(
+        lines[1].contains(r#""accepted":2,"labels":{"rack":"r1"}"#),
+        "{written}"
+    );
+    assert!(lines[2].contains(r#""accepted":1"#), "{written}");
+    // The identity written is the one the host registered with.
+    let listed: serde_json::Value = serde_json::from_str(&written).unwrap();
+    let registered = etcd
+        .client()
+        .get("/bell/f/discovery/new-1")
+        .unwrap()
+        .unwrap();
+    let registered: serde_json::Value = serde_json::from_slice(&registered).unwrap();
+    assert_eq!(listed[0]["identity"], registered["signer"]);
+
+    // The spec includes the inventory: they are hosts, no longer pending.
+    let spec = std::fs::read_to_string(fx.path().join("bell.kdl")).unwrap();
+    std::fs::write(
+        fx.path().join("bell.kdl"),
+        format!("{spec}inventory \"hosts.json\"\n"),
+    )
+    .unwrap();
+    let run = fx.bellc(&["hosts", "pending", "bell.kdl", "--store", url, "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let rows: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let names: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["evil", "old"]);
+
+    // Someone registers as new-1 with another key: pending flags it, accept refuses it.
+    let impostor = host_root("52:54:00:00:00:66", 1024 * 1024);
+    register(impostor.path(), "new-1", url);
+    let run = fx.bellc(&["hosts", "pending", "bell.kdl", "--store", url, "--json"]);
+    let rows: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert!(
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["host"] == "new-1" && r["standing"] == "flagged"),
+        "{rows:#}"
+    );
+    let run = accept(&["new-1"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("flagged, not accepted"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(fx.path().join("hosts.json")).unwrap(),
+        written
+    );
+
+    // Rejecting: the registration goes; registering again with the same key shows `rejected`.
+    let run = fx.bellc(&[
+        "hosts", "reject", "evil", "old", "--store", url, "--fleet", "f",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(etcd
+        .client()
+        .get("/bell/f/discovery/evil")
+        .unwrap()
+        .is_none());
+    register(old.path(), "old", url);
+    let run = fx.bellc(&["hosts", "pending", "bell.kdl", "--store", url, "--json"]);
+    let rows: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let standing: Vec<(&str, &str)> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["host"].as_str().unwrap(), r["standing"].as_str().unwrap()))
+        .collect();
+    assert_eq!(standing, [("new-1", "flagged"), ("old", "flagged")]);
+    let run = fx.bellc(&["hosts", "reject", "nobody", "--store", url, "--fleet", "f"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("no registration of nobody"),
+        "{}",
+        run.stderr
+    );
 }

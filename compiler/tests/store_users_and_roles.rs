@@ -189,6 +189,35 @@ fn each_party_writes_only_its_own_keys() {
     let out = pull(&bin, &source, roots[0].path(), "h1", &args);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 
+    // A new machine registers as the shared `enroll` user, which can do nothing else.
+    let fresh = image_root();
+    let mut register = vec![
+        "register".to_string(),
+        "--store".into(),
+        url.clone(),
+        "--fleet".into(),
+        "f".into(),
+        "--host".into(),
+        "new-1".into(),
+        "--root".into(),
+        fresh.path().display().to_string(),
+    ];
+    register.extend(as_user("enroll/f", "enroll"));
+    let register: Vec<&str> = register.iter().map(String::as_str).collect();
+    let out = common::fleet::run_bin(&bin, &register, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let enroll = bell_store::Etcd::open(
+        &url,
+        &bell_store::Access {
+            user: Some("enroll/f".into()),
+            password_file: Some(passwords.join("enroll")),
+            ..pki.server_access()
+        },
+    )
+    .unwrap();
+    assert!(enroll.get(&bell_store::version_key("f")).is_err());
+    assert!(enroll.get(&bell_store::desired_key("f", "h1")).is_err());
+
     // A login token expires unused (two seconds here) and is renewed.
     let serve_client = bell_store::Etcd::open(
         &url,

@@ -2,6 +2,7 @@
 //! (the table in `EXIT_CODES`: 0 ok, 1 spec errors or differences, 2 I/O errors, 64 usage).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+mod enroll;
 mod import;
 mod review;
 mod rollout;
@@ -460,6 +461,45 @@ enum HostsCommand {
         tls: StoreTls,
         #[arg(long)]
         json: bool,
+    },
+    /// Add registered hosts to a JSON inventory the spec includes, each with the identity it
+    /// registered with, its first address and `--label`s, as `puppetserver ca sign` does.
+    /// Written atomically, sorted, one host per line. All or nothing: a host that has not
+    /// registered, or whose registration is not signed by its identity, or one the inventory
+    /// already has with another identity, stops the whole acceptance.
+    Accept {
+        /// Host names; `NAME=SHA256:...` accepts only the identity with that fingerprint
+        /// (the one `hosts pending` showed you).
+        #[arg(required = true, value_name = "NAME[=FINGERPRINT]")]
+        hosts: Vec<String>,
+        /// The inventory file to add to (made when missing).
+        #[arg(long, value_name = "FILE")]
+        inventory: PathBuf,
+        /// A label for the accepted hosts, `KEY=VALUE` (repeatable).
+        #[arg(long = "label", value_name = "KEY=VALUE", value_parser = key_value)]
+        labels: Vec<(String, String)>,
+        /// `etcd://HOST:PORT[,HOST:PORT...]`.
+        #[arg(long, value_parser = etcd_url)]
+        store: String,
+        #[arg(long)]
+        fleet: String,
+        #[command(flatten)]
+        tls: StoreTls,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Refuse hosts' registrations: each is removed, and the identity it named is recorded as
+    /// refused, so that registering again with it shows `rejected`, not `pending`.
+    Reject {
+        #[arg(required = true, value_name = "NAME")]
+        hosts: Vec<String>,
+        /// `etcd://HOST:PORT[,HOST:PORT...]`.
+        #[arg(long, value_parser = etcd_url)]
+        store: String,
+        #[arg(long)]
+        fleet: String,
+        #[command(flatten)]
+        tls: StoreTls,
     },
 }
 
@@ -1394,12 +1434,46 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 return Ok(1);
             };
             let etcd = bell_store::Etcd::open(store, &tls.access())?;
-            let filed = bell_store::discovery::list(&etcd, &compiled.release.fleet)?;
-            review::print_pending(
-                &bellc::fleet::enroll::pending(&compiled.release, &filed),
+            let fleet = &compiled.release.fleet;
+            let filed = bell_store::discovery::list(&etcd, fleet)?;
+            let rejected = bell_store::discovery::rejections(&etcd, fleet)?;
+            enroll::print_pending(
+                &bellc::fleet::enroll::pending(&compiled.release, &filed, &rejected),
                 *json,
             )?;
             Ok(0)
+        }
+        Command::Hosts {
+            command:
+                Some(HostsCommand::Accept {
+                    hosts,
+                    inventory,
+                    labels,
+                    store,
+                    fleet,
+                    tls,
+                    json,
+                }),
+            ..
+        } => {
+            let etcd = bell_store::Etcd::open(store, &tls.access())?;
+            let labels = labels.iter().cloned().collect();
+            Ok(enroll::accept(
+                &etcd, fleet, hosts, inventory, &labels, *json,
+            )?)
+        }
+        Command::Hosts {
+            command:
+                Some(HostsCommand::Reject {
+                    hosts,
+                    store,
+                    fleet,
+                    tls,
+                }),
+            ..
+        } => {
+            let etcd = bell_store::Etcd::open(store, &tls.access())?;
+            Ok(enroll::reject(&etcd, fleet, hosts)?)
         }
         Command::Hosts {
             command: None,
@@ -1592,6 +1666,13 @@ fn serve(
     let pages = Pages::new()?;
     http::serve(listener, move |request| pages.answer(&board, request));
     Ok(0)
+}
+
+fn key_value(value: &str) -> Result<(String, String), String> {
+    match value.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err("give `KEY=VALUE`".to_string()),
+    }
 }
 
 fn etcd_url(value: &str) -> Result<String, String> {

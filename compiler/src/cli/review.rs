@@ -3,7 +3,6 @@
 //! `bellc::fleet::status`.
 
 use bell_store::Store;
-use bellc::fleet::enroll;
 use bellc::fleet::rollout::{self, Phase};
 use bellc::fleet::status::{self, FleetStatus, HostState};
 use bellc::fleet::witness::Witness;
@@ -582,7 +581,7 @@ pub fn lock_release(
     Ok(0)
 }
 
-fn now() -> u64 {
+pub fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -597,42 +596,4 @@ fn duration(secs: u64) -> String {
         3600..=86_399 => format!("{}h {}m", secs / 3600, secs % 3600 / 60),
         _ => format!("{}d {}h", secs / 86_400, secs % 86_400 / 3600),
     }
-}
-
-/// `bellc hosts pending`: a table (or JSON) of the registrations an operator should look at.
-pub fn print_pending(rows: &[enroll::Registered], json: bool) -> Result<(), String> {
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(rows).map_err(|e| e.to_string())?
-        );
-        return Ok(());
-    }
-    if rows.is_empty() {
-        println!("no registration is waiting: every host that registered is in the inventory");
-        return Ok(());
-    }
-    let width = rows.iter().map(|r| r.host.len()).max().unwrap_or(4).max(4);
-    println!(
-        "{:width$}  {:9}  {:50}  FACTS",
-        "HOST", "STANDING", "FINGERPRINT"
-    );
-    for r in rows {
-        let standing = match r.standing {
-            enroll::Standing::Pending => "pending",
-            enroll::Standing::Flagged => "flagged",
-            enroll::Standing::Invalid => "invalid",
-        };
-        let facts = match (&r.facts, &r.why) {
-            (_, Some(why)) => why.clone(),
-            (Some(facts), None) => enroll::summary(facts),
-            (None, None) => "-".to_string(),
-        };
-        println!(
-            "{:width$}  {standing:9}  {:50}  {facts}",
-            r.host,
-            r.fingerprint.as_deref().unwrap_or("-")
-        );
-    }
-    Ok(())
 }

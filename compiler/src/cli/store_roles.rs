@@ -50,7 +50,10 @@ pub fn run(
         return Ok(0);
     };
     for role in roles.iter().filter(|r| r.name.starts_with("host/")) {
-        if matches!(role.password_file.as_str(), "controller" | "serve") {
+        if matches!(
+            role.password_file.as_str(),
+            "controller" | "enroll" | "serve"
+        ) {
             return Err(format!(
                 "host `{}` would share its password file with the {} user; rename the host",
                 role.password_file, role.password_file

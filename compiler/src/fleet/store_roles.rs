@@ -12,9 +12,10 @@ use bell_store::etcd::{Access, Permission};
 /// One etcd user, with a role of the same name that holds its permissions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Role {
-    /// `host/FLEET/HOST`, `controller/FLEET` or `serve/FLEET`: the user and its role.
+    /// `host/FLEET/HOST`, `controller/FLEET`, `enroll/FLEET` or `serve/FLEET`: the user and its role.
     pub name: String,
-    /// Where `--passwords DIR` keeps its password: the host's name, `controller` or `serve`.
+    /// Where `--passwords DIR` keeps its password: the host's name, `controller`, `enroll` or
+    /// `serve`.
     pub password_file: String,
     /// Sorted.
     pub permissions: Vec<Permission>,
@@ -47,6 +48,8 @@ pub fn plan(release: &Release, lock_prefix: &str) -> Vec<Role> {
                 Access::ReadWrite,
                 &bell_store::semaphore::holder_key(lock_prefix, &group, host),
             ),
+            // Its registration, filed again when a fact changes.
+            Permission::key(Access::ReadWrite, &bell_store::discovery::key(fleet, host)),
         ];
         for command in REPORTED_COMMANDS {
             permissions.push(Permission::key(
@@ -78,6 +81,12 @@ pub fn plan(release: &Release, lock_prefix: &str) -> Vec<Role> {
         Permission::prefix(Access::ReadWrite, &format!("/bell/{fleet}/desired/")),
         Permission::prefix(Access::ReadWrite, &format!("/bell/{fleet}/rollout/")),
         Permission::key(Access::ReadWrite, &bell_store::version_key(fleet)),
+        // `bellc hosts reject` removes registrations and records the refusal.
+        Permission::prefix(Access::ReadWrite, &bell_store::discovery::key(fleet, "")),
+        Permission::prefix(
+            Access::ReadWrite,
+            &bell_store::discovery::rejected_key(fleet, ""),
+        ),
     ]);
     controller.sort();
     reader.sort();
@@ -85,6 +94,17 @@ pub fn plan(release: &Release, lock_prefix: &str) -> Vec<Role> {
         name: format!("controller/{fleet}"),
         password_file: "controller".into(),
         permissions: controller,
+    });
+    // A machine not in the fleet yet has no user of its own: new machines share this one,
+    // which can only file registrations. Each is signed by the identity it names, so one
+    // machine overwriting another's shows as invalid or as another identity, never as it.
+    roles.push(Role {
+        name: format!("enroll/{fleet}"),
+        password_file: "enroll".into(),
+        permissions: vec![Permission::prefix(
+            Access::ReadWrite,
+            &bell_store::discovery::key(fleet, ""),
+        )],
     });
     roles.push(Role {
         name: format!("serve/{fleet}"),

@@ -17,6 +17,9 @@ pub struct Entry {
     /// The host's identity (`identity`; a kubectl node's annotation `bell/identity`),
     /// unchecked.
     pub identity: Option<String>,
+    /// When an operator accepted the host (`bellc hosts accept`): its place in the order of
+    /// acceptance, which `assign` follows so that an added host never takes another's role.
+    pub accepted: Option<u64>,
     /// Byte offset of the entry's name in the file, for diagnostics.
     pub offset: usize,
 }
@@ -37,6 +40,8 @@ struct PlainHost {
     labels: BTreeMap<String, LabelValue>,
     #[serde(default)]
     identity: Option<String>,
+    #[serde(default)]
+    accepted: Option<u64>,
 }
 
 /// A label's value: a string, or an integer taken as its decimal text.
@@ -138,6 +143,7 @@ impl<'de> Deserialize<'de> for PlainList {
                         address: host.address,
                         labels: sets.intern(labels),
                         identity: host.identity,
+                        accepted: host.accepted,
                         offset: 0,
                     });
                 }
@@ -183,6 +189,7 @@ pub fn parse(text: &str) -> Result<Vec<Entry>, InventoryError> {
                     address,
                     labels: sets.intern(node.metadata.labels),
                     identity,
+                    accepted: None,
                     offset: 0,
                 }
             })

@@ -136,3 +136,46 @@ pub fn list(etcd: &Etcd, fleet: &str) -> Result<Vec<Filed>, String> {
         })
         .collect())
 }
+
+/// The key that records an operator's refusal of `host`'s registration.
+pub fn rejected_key(fleet: &str, host: &str) -> String {
+    format!("/bell/{fleet}/discovery-rejected/{host}")
+}
+
+/// An operator's refusal (`bellc hosts reject`): the identity refused, so that the host
+/// registering again with it is shown as rejected rather than pending. Not signed: a forged
+/// one only hides a host from the pending list, and accepting it by name still works.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejection {
+    pub identity: String,
+    pub rejected_at: u64,
+}
+
+/// Removes `host`'s registration and records that its identity was refused.
+pub fn reject(etcd: &Etcd, fleet: &str, host: &str, rejection: &Rejection) -> Result<(), String> {
+    let text = serde_json::to_string(rejection).map_err(|e| e.to_string())?;
+    etcd.put(&rejected_key(fleet, host), text.as_bytes())?;
+    etcd.delete(&key(fleet, host))
+}
+
+/// Forgets a refusal (the host was accepted after all).
+pub fn unreject(etcd: &Etcd, fleet: &str, host: &str) -> Result<(), String> {
+    etcd.delete(&rejected_key(fleet, host))
+}
+
+/// Every refusal of `fleet`, by host; unreadable ones are left out.
+pub fn rejections(
+    etcd: &Etcd,
+    fleet: &str,
+) -> Result<std::collections::BTreeMap<String, Rejection>, String> {
+    let prefix = rejected_key(fleet, "");
+    Ok(etcd
+        .range_prefix(&prefix)?
+        .into_iter()
+        .filter_map(|kv| {
+            let host = kv.key.strip_prefix(&prefix)?.to_string();
+            let rejection = serde_json::from_slice(&kv.value).ok()?;
+            Some((host, rejection))
+        })
+        .collect())
+}

@@ -133,6 +133,7 @@ impl Lowerer<'_> {
             target: None,
             labels: Default::default(),
             identity: None,
+            accepted: None,
             span: self.span(file, node.span()),
         };
         let mut ok = true;
@@ -378,6 +379,7 @@ impl Lowerer<'_> {
                         target: None,
                         labels: entry.labels,
                         identity: None,
+                        accepted: entry.accepted,
                         span,
                     };
                     let invalid_at = |host: &str, invalid: crate::diagnostic::Invalid| {

@@ -68,6 +68,7 @@ pub fn probe_hosts(values: &Values) -> Vec<Entry> {
         address: None,
         labels: labels.into(),
         identity: None,
+        accepted: None,
         offset: 0,
     };
     let mut hosts = vec![entry("probe-plain".into(), BTreeMap::new())];

@@ -1,0 +1,132 @@
+//! The binary's side of `bellc hosts pending|accept|reject`: reading the registrations from
+//! the store, writing the inventory, printing. The logic is in `bellc::fleet::enroll`.
+
+use bell_store::discovery::{self, Rejection};
+use bell_store::Etcd;
+use bellc::fleet::enroll::{self, Request};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// `bellc hosts pending`: a table (or JSON) of the registrations an operator should look at.
+pub fn print_pending(rows: &[enroll::Registered], json: bool) -> Result<(), String> {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(rows).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    if rows.is_empty() {
+        println!("no registration is waiting: every host that registered is in the inventory");
+        return Ok(());
+    }
+    let width = rows.iter().map(|r| r.host.len()).max().unwrap_or(4).max(4);
+    println!(
+        "{:width$}  {:9}  {:50}  FACTS",
+        "HOST", "STANDING", "FINGERPRINT"
+    );
+    for r in rows {
+        let standing = match r.standing {
+            enroll::Standing::Pending => "pending",
+            enroll::Standing::Flagged => "flagged",
+            enroll::Standing::Invalid => "invalid",
+            enroll::Standing::Rejected => "rejected",
+        };
+        let facts = match (&r.facts, &r.why) {
+            (_, Some(why)) => why.clone(),
+            (Some(facts), None) => enroll::summary(facts),
+            (None, None) => "-".to_string(),
+        };
+        println!(
+            "{:width$}  {standing:9}  {:50}  {facts}",
+            r.host,
+            r.fingerprint.as_deref().unwrap_or("-")
+        );
+    }
+    Ok(())
+}
+
+/// `bellc hosts accept`: the inventory gains the hosts, or nothing changes.
+pub fn accept(
+    etcd: &Etcd,
+    fleet: &str,
+    hosts: &[String],
+    inventory: &Path,
+    labels: &BTreeMap<String, String>,
+    json: bool,
+) -> Result<u8, String> {
+    let shown = inventory.display();
+    let mut listed = match std::fs::read_to_string(inventory) {
+        Ok(text) => enroll::read_inventory(&text).map_err(|e| format!("{shown}: {e}"))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(format!("cannot read {shown}: {e}")),
+    };
+    let filed = discovery::list(etcd, fleet)?;
+    let requests: Vec<Request> = hosts.iter().map(|h| Request::parse(h)).collect();
+    let accepted = match enroll::accept(&mut listed, &filed, &requests, labels) {
+        Ok(accepted) => accepted,
+        Err(errors) => {
+            for error in &errors {
+                eprintln!("error: {error}");
+            }
+            eprintln!("nothing accepted: {shown} is as it was");
+            return Ok(1);
+        }
+    };
+    bellc::emit::releases::write_atomic(inventory, enroll::inventory_text(&listed).as_bytes())
+        .map_err(|e| e.to_string())?;
+    for host in &accepted {
+        discovery::unreject(etcd, fleet, &host.host)?;
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&accepted).map_err(|e| e.to_string())?
+        );
+    } else {
+        for host in &accepted {
+            println!(
+                "{} {} ({}{}) into {shown}",
+                if host.already { "kept" } else { "accepted" },
+                host.host,
+                host.fingerprint,
+                host.address
+                    .as_deref()
+                    .map(|a| format!(", {a}"))
+                    .unwrap_or_default()
+            );
+        }
+        eprintln!("build and roll out the spec that includes {shown} to bring them in");
+    }
+    Ok(0)
+}
+
+/// `bellc hosts reject`: each registration removed and its identity recorded as refused.
+pub fn reject(etcd: &Etcd, fleet: &str, hosts: &[String]) -> Result<u8, String> {
+    let filed = discovery::list(etcd, fleet)?;
+    let mut missing = Vec::new();
+    for host in hosts {
+        match filed.iter().find(|f| &f.host == host) {
+            None => missing.push(host.as_str()),
+            Some(found) => {
+                // An invalid registration names no identity worth refusing: it is removed.
+                let identity = match &found.registration {
+                    Ok((_, identity)) => identity.to_openssh(),
+                    Err(_) => String::new(),
+                };
+                let rejection = Rejection {
+                    identity,
+                    rejected_at: super::review::now(),
+                };
+                discovery::reject(etcd, fleet, host, &rejection)?;
+                println!("rejected {host}");
+            }
+        }
+    }
+    if missing.is_empty() {
+        Ok(0)
+    } else {
+        eprintln!("error: no registration of {}", missing.join(", "));
+        Ok(1)
+    }
+}
