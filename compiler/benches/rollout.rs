@@ -51,6 +51,7 @@ fn release(names: &[String], bundle: char, wave: usize) -> Release {
         expires: None,
         rollout: None,
         identities_required: false,
+        assignments: Vec::new(),
     }
 }
 

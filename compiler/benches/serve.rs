@@ -145,6 +145,7 @@ fn main() {
         expires: None,
         rollout: None,
         identities_required: false,
+        assignments: Vec::new(),
     };
     let out = tempfile::tempdir().expect("tempdir");
     std::fs::write(

@@ -188,6 +188,18 @@ fn plan_release(
         &policy,
     );
     release.identities_required = spec.fleet.identities_required.is_some();
+    release.assignments = spec
+        .assigns
+        .iter()
+        .filter_map(|a| {
+            Some(bell_bundle::Assignment {
+                label: a.label.clone(),
+                value: a.value.clone(),
+                count: a.count?,
+                hosts: a.hosts.clone(),
+            })
+        })
+        .collect();
     release
 }
 

@@ -15,6 +15,8 @@ pub struct Spec {
     pub hosts: Vec<Host>,
     pub base: Layer,
     pub overrides: Vec<Override>,
+    /// Labels the build gives hosts (`assign`), in the order written.
+    pub assigns: Vec<Assign>,
     pub rollout: Option<Rollout>,
     /// Every `include` glob with the files it matched, so that an incremental rebuild can tell
     /// when a new file starts matching.
@@ -67,6 +69,8 @@ pub struct Host {
     pub identity: Option<String>,
     /// Its place in the order hosts were accepted (`bellc hosts accept`), from the inventory.
     pub accepted: Option<u64>,
+    /// The `assign` nodes (indices into `Spec::assigns`) that gave it a label.
+    pub assigned: Vec<usize>,
     /// Where the host was declared: its `host` node, or its entry's `inventory` node.
     pub span: Span,
 }
@@ -173,6 +177,36 @@ impl Override {
 pub struct Match {
     pub conditions: Vec<Condition>,
     pub span: Span,
+}
+
+impl Match {
+    /// Whether every condition holds for a host of this name and labels.
+    pub fn holds(&self, name: &str, labels: &std::collections::BTreeMap<String, String>) -> bool {
+        self.conditions.iter().all(|c| {
+            if c.label == "host" {
+                name == c.value
+            } else {
+                labels.get(&c.label) == Some(&c.value)
+            }
+        })
+    }
+}
+
+/// `assign LABEL="VALUE" [count=N] { match ... }`: a label the build gives hosts. With a
+/// count, the first N hosts that match (spec hosts in the order written, then accepted hosts
+/// in the order accepted), so that a host added later never takes a role from one that has
+/// it; without one, every host that matches and has no value for the label yet.
+#[derive(Debug, Clone)]
+pub struct Assign {
+    pub label: String,
+    pub value: String,
+    pub count: Option<u32>,
+    /// Any one may hold; none means every host.
+    pub matches: Vec<Match>,
+    pub span: Span,
+    /// With a count: the hosts given the label, in the order they were chosen (filled when the
+    /// spec is lowered).
+    pub hosts: Vec<String>,
 }
 
 #[derive(Debug, Clone)]

@@ -814,7 +814,7 @@ fn cmd_install_timer(args: &Args) -> i32 {
     let interval = args.interval.as_deref().unwrap_or("15min");
     match crate::timer::install(&root, exe, interval, &job) {
         Ok(paths) => {
-            for path in paths {
+            for path in &paths {
                 println!("wrote {path}");
             }
             println!(
@@ -824,6 +824,15 @@ fn cmd_install_timer(args: &Args) -> i32 {
                 println!(
                     "and, for the pull at boot that sees a reboot through: systemctl enable \
                      bell-run.service"
+                );
+            }
+            if paths
+                .iter()
+                .any(|p| p.ends_with("/bell-run-register.service"))
+            {
+                println!(
+                    "and, to register this machine at boot for an operator to accept: \
+                     systemctl enable bell-run-register.service"
                 );
             }
             OK

@@ -315,7 +315,11 @@ pull options given here (--trust, --store, --fleet, --host, --report, --metrics,
 --fetch-timeout, --lock-prefix, --source-ca, --store-ca, --store-cert, --store-key,
 --store-user, --store-password-file), each checked now; enabled too (`systemctl enable
 bell-run.service`), that service pulls once at every boot, which sees a reboot bell-run made
-through (the bundle's `reboot` setting). `bell-run remove` takes them away.
+through (the bundle's `reboot` setting). With an etcd --store and --fleet it writes
+bell-run-register.service as well (`systemctl enable bell-run-register.service`): at every
+boot, before the pull, `bell-run register` with the pull's store options, so that a new machine
+announces itself (`bellc hosts pending`) and a changed one files its facts again. `bell-run
+remove` takes them away.
 
 options:
   --root DIR         the root to write into (default /)

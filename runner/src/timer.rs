@@ -9,6 +9,19 @@ use std::fmt::Write as _;
 pub const SERVICE: &str = include_str!("../systemd/bell-run.service");
 pub const PULL_SERVICE: &str = include_str!("../systemd/bell-run-pull.service");
 pub const TIMER: &str = include_str!("../systemd/bell-run.timer");
+pub const REGISTER_SERVICE: &str = include_str!("../systemd/bell-run-register.service");
+
+/// The pull's options that `register` takes too: the same store, fleet, host and credentials.
+const REGISTER_OPTIONS: [&str; 8] = [
+    "--store",
+    "--fleet",
+    "--host",
+    "--store-ca",
+    "--store-cert",
+    "--store-key",
+    "--store-user",
+    "--store-password-file",
+];
 
 const UNIT_DIR: &str = "/etc/systemd/system";
 
@@ -106,7 +119,25 @@ pub fn install(root: &Root, exe: &str, interval: &str, job: &Job) -> Result<Vec<
             let _ = std::fs::remove_file(&record);
         }
     }
-    for (name, text) in [("bell-run.service", service), ("bell-run.timer", timer)] {
+    let register = register_service(exe, job);
+    let register_path = format!("{UNIT_DIR}/bell-run-register.service");
+    root.check_contained(&register_path)?;
+    if register.is_none() {
+        // One from an earlier install would register with options the pull no longer has.
+        match std::fs::remove_file(root.host(&register_path)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(format!("cannot remove `{register_path}`: {e}"))
+            }
+            _ => {}
+        }
+    }
+    let units = [
+        ("bell-run.service", Some(service)),
+        ("bell-run.timer", Some(timer)),
+        ("bell-run-register.service", register),
+    ];
+    for (name, text) in units {
+        let Some(text) = text else { continue };
         let path = format!("{UNIT_DIR}/{name}");
         root.check_contained(&path)?;
         write_atomic(&root.host(&path), text.as_bytes())
@@ -114,6 +145,39 @@ pub fn install(root: &Root, exe: &str, interval: &str, job: &Job) -> Result<Vec<
         written.push(path);
     }
     Ok(written)
+}
+
+/// The unit that registers the machine at boot (`bell-run register`), when the pull reports to
+/// an etcd store of a named fleet: a new machine announces itself on its first boot, and a
+/// changed one again on the boot after the change.
+fn register_service(exe: &str, job: &Job) -> Option<String> {
+    let Job::Pull(options) = job else {
+        return None;
+    };
+    let value = |flag: &str| options.iter().find(|(f, _)| *f == flag).map(|(_, v)| v);
+    let store = value("--store")?;
+    if !store.starts_with("etcd://") && !store.starts_with("etcds://") {
+        return None;
+    }
+    value("--fleet")?;
+    let mut exec_start = format!("ExecStart={exe} register");
+    for (flag, value) in options {
+        if REGISTER_OPTIONS.contains(flag) {
+            let _ = write!(exec_start, " {flag} {}", unit_argument(value));
+        }
+    }
+    Some(
+        REGISTER_SERVICE
+            .lines()
+            .map(|line| {
+                if line.starts_with("ExecStart=") {
+                    exec_start.as_str()
+                } else {
+                    line
+                }
+            })
+            .fold(String::new(), |text, line| text + line + "\n"),
+    )
 }
 
 /// Stops the timer on a live host for as long as `remove` reverts (a tick would pull the
@@ -147,13 +211,16 @@ pub fn uninstall(root: &Root, live: bool) -> Result<Vec<String>, String> {
         // Best-effort: a timer never enabled is not loaded, which is fine.
         systemctl(&["disable", "--now", "bell-run.timer"]);
         systemctl(&["disable", "bell-run.service"]);
+        systemctl(&["disable", "bell-run-register.service"]);
     }
     let mut removed = Vec::new();
     for path in [
         format!("{UNIT_DIR}/timers.target.wants/bell-run.timer"),
         format!("{UNIT_DIR}/multi-user.target.wants/bell-run.service"),
+        format!("{UNIT_DIR}/multi-user.target.wants/bell-run-register.service"),
         timer,
         format!("{UNIT_DIR}/bell-run.service"),
+        format!("{UNIT_DIR}/bell-run-register.service"),
     ] {
         root.check_contained(&path)?;
         let at = root.host(&path);

@@ -626,6 +626,73 @@ fn systemd_accepts(unit_dir: &std::path::Path) {
 }
 
 #[test]
+fn install_timer_with_an_etcd_fleet_registers_the_machine_at_boot() {
+    let w = World::new();
+    let root = w.root();
+    let root_arg = root.to_str().unwrap();
+    let install = |options: &[&str]| {
+        let mut args = vec!["install-timer", "--root", root_arg, "--exec", bin()];
+        args.extend_from_slice(options);
+        w.run(&args)
+    };
+    let out = install(&[
+        "--source",
+        "https://mirror.example/fleet/",
+        "--store",
+        "etcds://10.0.0.1:2379",
+        "--fleet",
+        "prod",
+        "--host",
+        "web-1",
+        "--trust",
+        "/etc/bell/keys.pub",
+        "--store-user",
+        "enroll/prod",
+        "--store-password-file",
+        "/etc/bell/enroll $pw",
+    ]);
+    expect_code(&out, 0);
+    assert!(
+        stdout(&out).contains("systemctl enable bell-run-register.service"),
+        "{}",
+        stdout(&out)
+    );
+    let unit_dir = root.join("etc/systemd/system");
+    let register = std::fs::read_to_string(unit_dir.join("bell-run-register.service")).unwrap();
+    let exec_start = register
+        .lines()
+        .find(|l| l.starts_with("ExecStart="))
+        .unwrap();
+    // The pull's store, fleet, host and credentials; nothing of the pull's own.
+    assert_eq!(
+        exec_start,
+        format!(
+            "ExecStart={bin} register --store \"etcds://10.0.0.1:2379\" \
+             --store-password-file \"/etc/bell/enroll $$pw\" --fleet \"prod\" --host \"web-1\" \
+             --store-user \"enroll/prod\"",
+            bin = bin()
+        )
+    );
+    assert!(register.contains("Before=bell-run.service"), "{register}");
+    if bell_testkit::tool("systemd-analyze") {
+        let out = std::process::Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(unit_dir.join("bell-run-register.service"))
+            .output()
+            .expect("run systemd-analyze");
+        assert!(
+            out.status.success(),
+            "systemd-analyze verify: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Installed again without a fleet: nothing to register with, the unit goes.
+    let out = install(&["--source", "https://mirror.example/fleet/"]);
+    expect_code(&out, 0);
+    assert!(!unit_dir.join("bell-run-register.service").exists());
+}
+
+#[test]
 fn install_timer_with_a_source_writes_a_pulling_service_with_every_argument_quoted() {
     let w = World::new();
     let root = w.root();

@@ -1430,15 +1430,34 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             ..
         } => {
             read_check(spec)?;
-            let Some(compiled) = compile(cli, spec, sources, diags) else {
+            // Lowered only: the hosts it declares are all that counts here, and a spec whose
+            // `assign` waits for hosts to accept does not build until they are.
+            let mut own = Diagnostics::new();
+            let Some(lowered) = bellc::front::lower::load(spec, sources, &mut own) else {
+                diags.append(own);
                 return Ok(1);
             };
+            if own.has_errors() {
+                eprintln!(
+                    "warning: the spec has errors (`bellc check` shows them); a host it drops \
+                     shows as pending"
+                );
+            }
+            let identities: std::collections::HashMap<&str, Option<&str>> = lowered
+                .hosts
+                .iter()
+                .map(|h| (h.name.as_str(), h.identity.as_deref()))
+                .collect();
             let etcd = bell_store::Etcd::open(store, &tls.access())?;
-            let fleet = &compiled.release.fleet;
+            let fleet = &lowered.fleet.name;
             let filed = bell_store::discovery::list(&etcd, fleet)?;
             let rejected = bell_store::discovery::rejections(&etcd, fleet)?;
             enroll::print_pending(
-                &bellc::fleet::enroll::pending(&compiled.release, &filed, &rejected),
+                &bellc::fleet::enroll::pending_among(
+                    &|name| identities.get(name).copied(),
+                    &filed,
+                    &rejected,
+                ),
                 *json,
             )?;
             Ok(0)

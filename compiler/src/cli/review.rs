@@ -243,6 +243,7 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
             expires: None,
             rollout: None,
             identities_required: false,
+            assignments: Vec::new(),
         });
     };
     let release = read_release(out)?;
@@ -288,6 +289,7 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
         status::fleet_status(&release, &views, now(), args.stale_minutes.map(|m| m * 60));
     if let Store::Etcd(etcd) = &store {
         note_rollout(&mut fleet, etcd, &release);
+        note_discovered(&mut fleet, etcd, &release);
     }
     if let Some(hosts) = args.hosts {
         let Some(version) = args.version else {
@@ -340,6 +342,27 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
 
 /// An unfinished rollout shows in the header and the JSON (see [`rollout::note_progress`]). A
 /// progress key that cannot be read is passed over: the rows stand without it.
+/// Registrations never accepted, as `discovered` rows; a store that cannot list them says so
+/// and the status goes on without them.
+fn note_discovered(
+    fleet: &mut FleetStatus,
+    etcd: &bell_store::Etcd,
+    release: &bell_bundle::Release,
+) {
+    let listed = bell_store::discovery::list(etcd, &release.fleet).and_then(|filed| {
+        Ok((
+            filed,
+            bell_store::discovery::rejections(etcd, &release.fleet)?,
+        ))
+    });
+    match listed {
+        Ok((filed, rejected)) => {
+            fleet.note_discovered(&bellc::fleet::enroll::pending(release, &filed, &rejected))
+        }
+        Err(e) => eprintln!("warning: the registrations cannot be read: {e}"),
+    }
+}
+
 fn note_rollout(fleet: &mut FleetStatus, etcd: &bell_store::Etcd, release: &bell_bundle::Release) {
     if let Ok(Some(p)) = rollout::load_progress(etcd, &release.fleet) {
         rollout::note_progress(fleet, &p);

@@ -53,6 +53,7 @@ pub fn release(
         expires: None,
         rollout: Some(rollout),
         identities_required: false,
+        assignments: Vec::new(),
     }
 }
 

@@ -47,6 +47,21 @@ pub fn pending(
     filed: &[Filed],
     rejected: &BTreeMap<String, Rejection>,
 ) -> Vec<Registered> {
+    pending_among(
+        &|name| release.hosts.get(name).map(|h| h.identity.as_deref()),
+        filed,
+        rejected,
+    )
+}
+
+/// [`pending`] against the hosts a spec declares (`known`: a host's identity, `Some(None)`
+/// for a host without one, `None` for no such host), for when the spec does not build yet
+/// (an `assign` waiting for hosts to accept).
+pub fn pending_among<'k>(
+    known: &dyn Fn(&str) -> Option<Option<&'k str>>,
+    filed: &[Filed],
+    rejected: &BTreeMap<String, Rejection>,
+) -> Vec<Registered> {
     let mut out = Vec::new();
     for f in filed {
         let (registration, identity) = match &f.registration {
@@ -64,11 +79,7 @@ pub fn pending(
                 continue;
             }
         };
-        let known = release.hosts.get(&f.host).map(|h| {
-            h.identity
-                .as_deref()
-                .map(bell_store::proof::Identity::parse)
-        });
+        let known = known(&f.host).map(|identity| identity.map(bell_store::proof::Identity::parse));
         let refused = rejected
             .get(&f.host)
             .and_then(|r| bell_store::proof::Identity::parse(&r.identity).ok())

@@ -1401,6 +1401,7 @@ mod tests {
             expires: None,
             rollout: None,
             identities_required: false,
+            assignments: Vec::new(),
         }
     }
 

@@ -28,11 +28,13 @@ pub enum HostState {
     Deferred,
     UpToDate,
     Unknown,
+    /// Registered (`bell-run register`) and not accepted into the inventory yet.
+    Discovered,
 }
 
 impl HostState {
     /// Every state, most severe first: the order of the rows and of the counts.
-    pub const ALL: [HostState; 10] = [
+    pub const ALL: [HostState; 11] = [
         HostState::Forged,
         HostState::Failed,
         HostState::Unhealthy,
@@ -43,6 +45,7 @@ impl HostState {
         HostState::Deferred,
         HostState::UpToDate,
         HostState::Unknown,
+        HostState::Discovered,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -57,6 +60,7 @@ impl HostState {
             HostState::Deferred => "deferred",
             HostState::UpToDate => "up-to-date",
             HostState::Unknown => "unknown",
+            HostState::Discovered => "discovered",
         }
     }
 
@@ -224,6 +228,12 @@ impl FleetStatus {
                 }
             }
         }
+        self.recount();
+        self.rollout = Some(note);
+    }
+
+    /// Rows sorted again and counted again, after states changed.
+    fn recount(&mut self) {
         self.hosts
             .sort_by(|a, b| a.state.cmp(&b.state).then_with(|| a.host.cmp(&b.host)));
         for count in self.counts.values_mut() {
@@ -232,7 +242,52 @@ impl FleetStatus {
         for h in &self.hosts {
             *self.counts.entry(h.state.as_str().to_string()).or_insert(0) += 1;
         }
-        self.rollout = Some(note);
+    }
+
+    /// Hosts that registered and were never accepted, as `discovered` rows (a host that also
+    /// reports without being in the release is one of them): what is provisioned against
+    /// what the fleet counts, in one list with the `unaccounted` hosts it counts and never
+    /// heard from.
+    pub fn note_discovered(&mut self, registered: &[super::enroll::Registered]) {
+        for r in registered {
+            if r.standing != super::enroll::Standing::Pending {
+                continue;
+            }
+            let detail = format!(
+                "registered as {}, not accepted (`bellc hosts accept {}`)",
+                r.fingerprint.as_deref().unwrap_or("-"),
+                r.host
+            );
+            match self.hosts.iter_mut().find(|h| h.host == r.host) {
+                Some(row) if row.state == HostState::Unknown => {
+                    row.state = HostState::Discovered;
+                    row.detail = Some(format!("{detail}; reports without being in the release"));
+                }
+                Some(_) => {}
+                None => self.hosts.push(HostStatus {
+                    host: r.host.clone(),
+                    state: HostState::Discovered,
+                    flags: Vec::new(),
+                    desired: None,
+                    reported: None,
+                    version: None,
+                    reported_at: r.registered_at,
+                    age_seconds: None,
+                    snapshots: Default::default(),
+                    alive: None,
+                    failures: Vec::new(),
+                    unhealthy: Vec::new(),
+                    drift: Vec::new(),
+                    deferred: Vec::new(),
+                    reboot_required: Vec::new(),
+                    rebooting: None,
+                    detail: Some(detail),
+                    forged: Vec::new(),
+                    unverified: None,
+                }),
+            }
+        }
+        self.recount();
     }
 
     /// The line over the rows while a rollout is unfinished.
@@ -351,7 +406,7 @@ pub fn fleet_status(
                 .or_insert(0) += 1;
         }
         *counts.entry(h.state.as_str().to_string()).or_insert(0) += 1;
-        if h.state != HostState::Unknown {
+        if !matches!(h.state, HostState::Unknown | HostState::Discovered) {
             let v = h.version.clone().unwrap_or_else(|| "unknown".to_string());
             *versions.entry(v).or_insert(0) += 1;
         }
@@ -688,6 +743,7 @@ mod tests {
             expires: None,
             rollout: None,
             identities_required: false,
+            assignments: Vec::new(),
         };
         let reason = "kernel-args:hugepages: hugepages=16 is not on the running kernel's \
                       command line";

@@ -313,6 +313,7 @@ mod tests {
             expires: None,
             rollout: None,
             identities_required: false,
+            assignments: Vec::new(),
         }
     }
 

@@ -9,6 +9,7 @@
 //! [`Sources`](crate::source::Sources)), the value checks in [`validate`] and the inventory
 //! reader in [`inventory`].
 
+pub mod assign;
 pub mod inventory;
 pub mod lower;
 pub mod read;

@@ -392,13 +392,7 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
 }
 
 fn matches(m: &Match, host: &Host) -> bool {
-    m.conditions.iter().all(|c| {
-        if c.label == "host" {
-            host.name == c.value
-        } else {
-            host.labels.get(&c.label) == Some(&c.value)
-        }
-    })
+    m.holds(&host.name, &host.labels)
 }
 
 /// Finds the overrides of a host without testing every host override against every host:

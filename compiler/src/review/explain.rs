@@ -18,6 +18,44 @@ use std::fmt::Write;
 /// could be guessed back from a list of common ones.
 const SECRET: &str = "<secret>";
 
+/// Why the host carries each label an `assign` gave it, as comments.
+fn assigned(spec: &Spec, name: &str, sources: &Sources) -> Vec<String> {
+    let Some(host) = spec.hosts.iter().find(|h| h.name == name) else {
+        return Vec::new();
+    };
+    host.assigned
+        .iter()
+        .map(|&a| {
+            let rule = &spec.assigns[a];
+            let node = format!("assign {}={}", ident(&rule.label), string(&rule.value));
+            let at = sources.file_line(rule.span);
+            match rule.count {
+                Some(count) => {
+                    let place = rule
+                        .hosts
+                        .iter()
+                        .position(|h| h == name)
+                        .map_or(0, |p| p + 1);
+                    format!(
+                        "// {}={}: {node} count={count}  {at}: chosen {place} of {} \
+                         (hosts written in the spec in their order, then accepted hosts in the \
+                         order accepted)",
+                        rule.label,
+                        string(&rule.value),
+                        rule.hosts.len()
+                    )
+                }
+                None => format!(
+                    "// {}={}: {node}  {at}: every host that matches and has no `{}` otherwise",
+                    rule.label,
+                    string(&rule.value),
+                    rule.label
+                ),
+            }
+        })
+        .collect()
+}
+
 /// One line of output (or several, for a multi-line string) and the comment that goes after
 /// its last line.
 struct Row {
@@ -49,6 +87,9 @@ pub fn explain(spec: &Spec, host: &ResolvedHost, sources: &Sources) -> String {
         let _ = write!(host_line, " {}={}", ident(k), string(v));
     }
     let _ = writeln!(out, "{host_line}");
+    for line in assigned(spec, &host.name, sources) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(out);
 
     let mut rows: Vec<Row> = Vec::new();

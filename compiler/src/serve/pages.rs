@@ -624,6 +624,7 @@ mod tests {
             expires: None,
             rollout: None,
             identities_required: false,
+            assignments: Vec::new(),
         };
         let out = tempfile::tempdir().unwrap();
         std::fs::write(

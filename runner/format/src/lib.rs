@@ -403,6 +403,19 @@ pub struct Release {
     /// signed by it counts for nothing (a rollout never counts such a host converged).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub identities_required: bool,
+    /// Labels the build gave by count (`assign LABEL="VALUE" count=N`): the hosts each chose,
+    /// in the order chosen. The hosts' labels carry them too; this says why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assignments: Vec<Assignment>,
+}
+
+/// One counted `assign` of a release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignment {
+    pub label: String,
+    pub value: String,
+    pub count: u32,
+    pub hosts: Vec<String>,
 }
 
 /// The directory of a build output that holds each host's sealed secrets: `secrets/<host>/`.
@@ -955,6 +968,8 @@ impl Release {
             && self.hosts == other.hosts
             && self.waves == other.waves
             && self.rollout == other.rollout
+            && self.identities_required == other.identities_required
+            && self.assignments == other.assignments
     }
 
     /// The release as a build writes it, without what signing adds: what a build compares.
@@ -1765,6 +1780,7 @@ mod verify_tests {
             expires: Some(9),
             rollout: None,
             identities_required: false,
+            assignments: Vec::new(),
         };
         for rollout in [
             None,

@@ -134,6 +134,7 @@ impl Lowerer<'_> {
             labels: Default::default(),
             identity: None,
             accepted: None,
+            assigned: Vec::new(),
             span: self.span(file, node.span()),
         };
         let mut ok = true;
@@ -380,6 +381,7 @@ impl Lowerer<'_> {
                         labels: entry.labels,
                         identity: None,
                         accepted: entry.accepted,
+                        assigned: Vec::new(),
                         span,
                     };
                     let invalid_at = |host: &str, invalid: crate::diagnostic::Invalid| {

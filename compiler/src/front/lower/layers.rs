@@ -243,3 +243,139 @@ impl Lowerer<'_> {
         self.spec.rollout = Some(rollout);
     }
 }
+
+impl Lowerer<'_> {
+    /// `assign LABEL="VALUE" [count=N] { match ... }`.
+    pub(super) fn assign(&mut self, file: FileId, node: &KdlNode) {
+        self.no_args(file, node);
+        let help = "write `assign role=\"control\" count=3 { match disk=\"ssd\" }` (the first 3 \
+                    matching hosts), or `assign role=\"node\"` (every host without a role)";
+        let mut label: Option<(String, String)> = None;
+        let mut count = None;
+        // A mistake in a property drops the node (reported once, not again as a clash).
+        let mut ok = true;
+        for (key, entry) in self.props(node) {
+            if key == "count" {
+                match entry.value() {
+                    KdlValue::Integer(i) if (1..=1_000_000).contains(i) => count = Some(*i as u32),
+                    other => {
+                        ok = false;
+                        self.wrong_type(
+                            file,
+                            "assign count",
+                            "a count from 1 to 1000000",
+                            other,
+                            entry.span(),
+                        )
+                    }
+                }
+                continue;
+            }
+            let Some(value) = label_value(entry.value()) else {
+                ok = false;
+                self.wrong_type(
+                    file,
+                    &format!("assign `{key}`"),
+                    "a string",
+                    entry.value(),
+                    entry.span(),
+                );
+                continue;
+            };
+            if label.is_some() {
+                ok = false;
+                self.diags.push(LowerError::UnexpectedArgument {
+                    node: "assign".into(),
+                    expected: "one label",
+                    span: entry.span(),
+                    help: "each `assign` gives one label; write another `assign` for another"
+                        .into(),
+                    file,
+                });
+                continue;
+            }
+            let invalid = validate::label(key, &value).err().or_else(|| {
+                (key == "host").then(|| validate::Invalid {
+                    message: "`host` is the host's name, not a label to assign".into(),
+                    help: "assign a label such as `role`".into(),
+                })
+            });
+            if let Some(invalid) = invalid {
+                ok = false;
+                self.invalid(file, entry.span(), invalid);
+                continue;
+            }
+            label = Some((key.to_string(), value));
+        }
+        let mut matches = Vec::new();
+        if let Some(children) = node.children() {
+            for child in children.nodes() {
+                if child.name().value() == "match" {
+                    if let Some(m) = self.match_node(file, child) {
+                        matches.push(m);
+                    }
+                } else {
+                    self.unknown_node(file, child, &["match"], "inside `assign`");
+                }
+            }
+        }
+        let Some((label, value)) = label else {
+            if ok {
+                self.missing(file, node.name().span(), "assign", "label", help);
+            }
+            return;
+        };
+        if !ok {
+            return;
+        }
+        let span = self.span(file, node.span());
+        if count.is_some() {
+            if let Some(twin) = self
+                .spec
+                .assigns
+                .iter()
+                .find(|a| a.count.is_some() && a.label == label && a.value == value)
+            {
+                self.diags.push(LowerError::Duplicate {
+                    what: "assign",
+                    name: format!("{label}={value}"),
+                    span: node.name().span(),
+                    help: format!(
+                        "already assigned by count at {}; keep one counted `assign` for each \
+                         value of a label",
+                        self.location(twin.span)
+                    ),
+                    file,
+                });
+                return;
+            }
+        } else if let Some(twin) = self
+            .spec
+            .assigns
+            .iter()
+            .find(|a| a.count.is_none() && a.label == label && a.matches.is_empty())
+        {
+            self.diags.push(LowerError::Duplicate {
+                what: "assign",
+                name: format!("{label}={value}"),
+                span: node.name().span(),
+                help: format!(
+                    "`assign {label}=\"{}\"` at {} gives `{label}` to every host without one \
+                     already, so this one gives nothing; add a `match` to the first, or keep one",
+                    twin.value,
+                    self.location(twin.span)
+                ),
+                file,
+            });
+            return;
+        }
+        self.spec.assigns.push(Assign {
+            label,
+            value,
+            count,
+            matches,
+            span,
+            hosts: Vec::new(),
+        });
+    }
+}

@@ -78,6 +78,7 @@ pub fn lower_root(file: FileId, sources: &mut Sources, diagnostics: &mut Diagnos
             hosts: Vec::new(),
             base: Layer::default(),
             overrides: Vec::new(),
+            assigns: Vec::new(),
             rollout: None,
             globs: Vec::new(),
             allow_unknown_sysctl: false,
@@ -94,7 +95,9 @@ pub fn lower_root(file: FileId, sources: &mut Sources, diagnostics: &mut Diagnos
         rollout_seen: false,
     };
     lowerer.file(file);
-    lowerer.spec
+    let mut spec = lowerer.spec;
+    crate::front::assign::assign(&mut spec, diagnostics);
+    spec
 }
 
 struct Lowerer<'a> {
@@ -124,6 +127,7 @@ const TOP_LEVEL_ONLY: &[&str] = &[
     "host",
     "inventory",
     "include",
+    "assign",
     "override",
     "rollout",
 ];
@@ -335,6 +339,7 @@ impl Lowerer<'_> {
             "fleet" => self.fleet(file, node),
             "host" => self.host(file, node),
             "inventory" => self.inventory(file, node),
+            "assign" => self.assign(file, node),
             "include" => self.include(file, node),
             "override" => self.override_node(file, node),
             "rollout" => self.rollout(file, node),
