@@ -8,6 +8,7 @@
 mod common;
 use common::enrolling::{host_root, register};
 use common::fleet::Etcd;
+use common::serving::Server;
 use common::Fixture;
 use serde_json::Value;
 
@@ -215,4 +216,17 @@ fn machines_register_are_accepted_and_get_roles_by_count() {
         "{}",
         run.stdout
     );
+    // The status page and its API say the same.
+    let server = Server::start(&fx, &["out2", "--store", url]);
+    let (code, api) = server.get("/api/v1/status");
+    assert_eq!(code, 200, "{api}");
+    let api = json(&api);
+    assert_eq!(api["counts"]["discovered"], 1, "{api:#}");
+    let (code, page) = server.get("/");
+    assert_eq!(code, 200);
+    assert!(page.contains("m5") && page.contains("discovered"), "{page}");
+    // Its own page says what it is and how to accept it.
+    let (code, host) = server.get("/hosts/m5");
+    assert_eq!(code, 200, "{host}");
+    assert!(host.contains("not accepted"), "{host}");
 }

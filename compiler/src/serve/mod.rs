@@ -409,6 +409,11 @@ impl Board {
             // As `bellc status` tells it, so that `/api/v1/status` stays its JSON.
             rollout::note_progress(&mut status, p);
         }
+        status.note_discovered(&crate::fleet::enroll::pending(
+            &release,
+            &bell_store::discovery::filed_in(&fleet, &kvs),
+            &bell_store::discovery::rejections_in(&fleet, &kvs),
+        ));
         let index = index(&status);
         let signer = self
             .out

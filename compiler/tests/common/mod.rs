@@ -11,6 +11,7 @@ pub mod fleet;
 pub mod in_memory;
 pub mod pulling;
 pub mod sealing;
+pub mod serving;
 pub mod spec_dir;
 
 use bellc::diagnostic::Diagnostics;

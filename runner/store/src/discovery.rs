@@ -7,6 +7,7 @@
 //! they saw); the facts are the host's word about itself, shown, never trusted for anything
 //! else. A registration under a name the release already gives another identity is flagged.
 
+use crate::etcd::KeyValue;
 use crate::proof::{self, Identity};
 use crate::Etcd;
 use serde::{Deserialize, Serialize};
@@ -125,16 +126,19 @@ pub fn check(host: &str, raw: &[u8]) -> Result<(Registration, Identity), String>
 
 /// Every registration of `fleet`, sorted by host name.
 pub fn list(etcd: &Etcd, fleet: &str) -> Result<Vec<Filed>, String> {
+    Ok(filed_in(fleet, &etcd.range_prefix(&key(fleet, ""))?))
+}
+
+/// The registrations among `kvs` (a read of the fleet's keys, such as `/bell/FLEET/`).
+pub fn filed_in(fleet: &str, kvs: &[KeyValue]) -> Vec<Filed> {
     let prefix = key(fleet, "");
-    Ok(etcd
-        .range_prefix(&prefix)?
-        .into_iter()
-        .map(|kv| {
-            let host = kv.key.strip_prefix(&prefix).unwrap_or(&kv.key).to_string();
+    kvs.iter()
+        .filter_map(|kv| {
+            let host = kv.key.strip_prefix(&prefix)?.to_string();
             let registration = check(&host, &kv.value);
-            Filed { host, registration }
+            Some(Filed { host, registration })
         })
-        .collect())
+        .collect()
 }
 
 /// The key that records an operator's refusal of `host`'s registration.
@@ -168,14 +172,23 @@ pub fn rejections(
     etcd: &Etcd,
     fleet: &str,
 ) -> Result<std::collections::BTreeMap<String, Rejection>, String> {
+    Ok(rejections_in(
+        fleet,
+        &etcd.range_prefix(&rejected_key(fleet, ""))?,
+    ))
+}
+
+/// The refusals among `kvs` (a read of the fleet's keys).
+pub fn rejections_in(
+    fleet: &str,
+    kvs: &[KeyValue],
+) -> std::collections::BTreeMap<String, Rejection> {
     let prefix = rejected_key(fleet, "");
-    Ok(etcd
-        .range_prefix(&prefix)?
-        .into_iter()
+    kvs.iter()
         .filter_map(|kv| {
             let host = kv.key.strip_prefix(&prefix)?.to_string();
             let rejection = serde_json::from_slice(&kv.value).ok()?;
             Some((host, rejection))
         })
-        .collect())
+        .collect()
 }
