@@ -85,16 +85,7 @@ pub fn install(root: &Root, exe: &str, interval: &str, job: &Job) -> Result<Vec<
                 crate::fetch::DEFAULT_FETCH_TIMEOUT.as_secs(),
             ) + 2 * option("--timeout", crate::apply::DEFAULT_SCRIPT_TIMEOUT);
             let _ = write!(exec_start, "\nTimeoutStartSec={limit}");
-            PULL_SERVICE
-                .lines()
-                .map(|line| {
-                    if line.starts_with("ExecStart=") {
-                        exec_start.as_str()
-                    } else {
-                        line
-                    }
-                })
-                .fold(String::new(), |text, line| text + line + "\n")
+            with_exec_start(PULL_SERVICE, &exec_start)
         }
     };
     let timer = TIMER.replace(
@@ -166,18 +157,20 @@ fn register_service(exe: &str, job: &Job) -> Option<String> {
             let _ = write!(exec_start, " {flag} {}", unit_argument(value));
         }
     }
-    Some(
-        REGISTER_SERVICE
-            .lines()
-            .map(|line| {
-                if line.starts_with("ExecStart=") {
-                    exec_start.as_str()
-                } else {
-                    line
-                }
-            })
-            .fold(String::new(), |text, line| text + line + "\n"),
-    )
+    Some(with_exec_start(REGISTER_SERVICE, &exec_start))
+}
+
+/// A shipped unit with its `ExecStart=` line replaced by `exec_start` (one line or several).
+fn with_exec_start(unit: &str, exec_start: &str) -> String {
+    unit.lines()
+        .map(|line| {
+            if line.starts_with("ExecStart=") {
+                exec_start
+            } else {
+                line
+            }
+        })
+        .fold(String::new(), |text, line| text + line + "\n")
 }
 
 /// Stops the timer on a live host for as long as `remove` reverts (a tick would pull the
