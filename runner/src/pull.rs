@@ -79,11 +79,13 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     };
 
     // Which release: the newest at the source, or the one the store names for this fleet.
+    let mut hold = None;
     let (release_rel, store_bundle) = match &store {
         None => (bell_bundle::RELEASE_FILE.to_string(), None),
         Some(store) => {
             let fleet = fleet_of(opts, &root, &state)?;
             let desired = store.desired(&fleet, &host).map_err(Refusal::new)?;
+            hold = desired.hold;
             let (Some(version), Some(bundle)) = (desired.version, desired.bundle) else {
                 return Err(Refusal::new(format!(
                     "the store has no desired release for host `{host}` of fleet `{fleet}`"
@@ -194,6 +196,16 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
 
     let generation = state::generation_dir(&root, &id);
     let already_applied = state.generation.as_deref() == Some(id.as_str()) && generation.is_dir();
+    if let (Some(hold), false) = (&hold, already_applied) {
+        // Held: it stays on what it runs. A hold only ever keeps a host where it is, so one
+        // forged in the store delays the host and does nothing else.
+        return Err(Refusal::new(format!(
+            "{}: stays on its bundle, nothing was changed",
+            hold.describe()
+        ))
+        .help("`bellc unhold HOST` lets it take its release again")
+        .waiting());
+    }
     let (dir, fetched, reused, sealed) = if already_applied {
         (generation, 0, 0, None)
     } else {

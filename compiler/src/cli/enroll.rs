@@ -1,5 +1,6 @@
-//! The binary's side of `bellc hosts pending|accept|reject`: reading the registrations from
-//! the store, writing the inventory, printing. The logic is in `bellc::fleet::enroll`.
+//! The binary's side of `bellc hosts pending|accept|reject` and `bellc hold|unhold`: reading
+//! the registrations from the store, writing the inventory and the holds, printing. The logic
+//! is in `bellc::fleet::enroll`.
 
 use bell_store::discovery::{self, Rejection};
 use bell_store::Etcd;
@@ -129,4 +130,53 @@ pub fn reject(etcd: &Etcd, fleet: &str, hosts: &[String]) -> Result<u8, String> 
         eprintln!("error: no registration of {}", missing.join(", "));
         Ok(1)
     }
+}
+
+/// `bellc hold`: each host's hold written, naming who, why and since when.
+pub fn hold(
+    etcd: &Etcd,
+    fleet: &str,
+    hosts: &[String],
+    reason: Option<&str>,
+    by: Option<&str>,
+) -> Result<u8, String> {
+    bell_store::check_name("fleet", fleet)?;
+    for host in hosts {
+        bell_store::check_name("host", host)?;
+    }
+    let by = match by {
+        Some(by) => by.to_string(),
+        None => format!(
+            "{}@{}",
+            std::env::var("USER").unwrap_or_else(|_| "someone".into()),
+            std::fs::read_to_string("/etc/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "localhost".into())
+        ),
+    };
+    let hold = bell_store::hold::Hold {
+        by,
+        reason: reason.map(str::to_string),
+        since: super::review::now(),
+    };
+    for host in hosts {
+        bell_store::hold::put(etcd, fleet, host, &hold)?;
+        println!("{host}: {}", hold.describe());
+    }
+    Ok(0)
+}
+
+/// `bellc unhold`: the holds taken away; a host that was not held is said so.
+pub fn unhold(etcd: &Etcd, fleet: &str, hosts: &[String]) -> Result<u8, String> {
+    bell_store::check_name("fleet", fleet)?;
+    let holds = bell_store::hold::list(etcd, fleet)?;
+    for host in hosts {
+        if holds.contains_key(host) {
+            bell_store::hold::remove(etcd, fleet, host)?;
+            println!("{host}: no longer held");
+        } else {
+            println!("{host}: was not held");
+        }
+    }
+    Ok(0)
 }

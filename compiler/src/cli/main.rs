@@ -433,6 +433,40 @@ enum Command {
         #[command(subcommand)]
         from: ImportFrom,
     },
+    /// Leave hosts alone: a held host keeps its bundle; the rollout controller leaves it out of
+    /// its waves and `bell-run pull` on it applies nothing new (it still reports). A hold is
+    /// read from the store, which is not trusted: one forged there can only delay a host,
+    /// never move it.
+    Hold {
+        #[arg(required = true, value_name = "HOST")]
+        hosts: Vec<String>,
+        /// `etcd://HOST:PORT[,HOST:PORT...]`.
+        #[arg(long, value_parser = etcd_url)]
+        store: String,
+        #[arg(long)]
+        fleet: String,
+        /// Why, for whoever finds the host held.
+        #[arg(long)]
+        reason: Option<String>,
+        /// Who holds it (default: `$USER@HOSTNAME`).
+        #[arg(long)]
+        by: Option<String>,
+        #[command(flatten)]
+        tls: StoreTls,
+    },
+    /// Take hosts' holds away: they take their release again (a rollout that left them out
+    /// moves them when it is run again).
+    Unhold {
+        #[arg(required = true, value_name = "HOST")]
+        hosts: Vec<String>,
+        /// `etcd://HOST:PORT[,HOST:PORT...]`.
+        #[arg(long, value_parser = etcd_url)]
+        store: String,
+        #[arg(long)]
+        fleet: String,
+        #[command(flatten)]
+        tls: StoreTls,
+    },
     /// List hosts: name, bundle id (short), labels. `hosts pending` lists hosts that
     /// registered (`bell-run register`) and are not in the inventory yet.
     #[command(args_conflicts_with_subcommands = true)]
@@ -1493,6 +1527,32 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         } => {
             let etcd = bell_store::Etcd::open(store, &tls.access())?;
             Ok(enroll::reject(&etcd, fleet, hosts)?)
+        }
+        Command::Hold {
+            hosts,
+            store,
+            fleet,
+            reason,
+            by,
+            tls,
+        } => {
+            let etcd = bell_store::Etcd::open(store, &tls.access())?;
+            Ok(enroll::hold(
+                &etcd,
+                fleet,
+                hosts,
+                reason.as_deref(),
+                by.as_deref(),
+            )?)
+        }
+        Command::Unhold {
+            hosts,
+            store,
+            fleet,
+            tls,
+        } => {
+            let etcd = bell_store::Etcd::open(store, &tls.access())?;
+            Ok(enroll::unhold(&etcd, fleet, hosts)?)
         }
         Command::Hosts {
             command: None,

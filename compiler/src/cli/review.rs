@@ -290,6 +290,10 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
     if let Store::Etcd(etcd) = &store {
         note_rollout(&mut fleet, etcd, &release);
         note_discovered(&mut fleet, etcd, &release);
+        match bell_store::hold::list(etcd, &release.fleet) {
+            Ok(holds) => fleet.note_holds(&holds),
+            Err(e) => eprintln!("warning: the holds cannot be read: {e}"),
+        }
     }
     if let Some(hosts) = args.hosts {
         let Some(version) = args.version else {

@@ -343,6 +343,7 @@ impl Display {
                 waves,
                 hosts,
                 elapsed_ms,
+                held,
                 ..
             } => {
                 self.finish();
@@ -352,6 +353,13 @@ impl Display {
                     if *hosts == 1 { "" } else { "s" },
                     *elapsed_ms as f64 / 1000.0
                 ));
+                if !held.is_empty() {
+                    self.line(&format!(
+                        "left out, held: {} (still on their bundle; `bellc unhold` them and \
+                         roll out again to move them)",
+                        held.join(", ")
+                    ));
+                }
             }
             Event::Aborted { .. } => self.finish(),
         }

@@ -78,6 +78,10 @@ pub struct Record {
     /// The release the controller published last: the base of the next rollout.
     pub given: Option<Given>,
     pub stage: Stage,
+    /// Hosts whose bundle would change but that an operator held (`bellc hold`) when the
+    /// rollout began: in no wave, and kept on their bundle by every release it gives.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<String>,
 }
 
 impl Record {

@@ -166,6 +166,9 @@ pub struct Progress {
     pub halted: Option<Halt>,
     pub started_at: u64,
     pub updated_at: u64,
+    /// Hosts left out because they were held when the rollout began.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<String>,
 }
 
 impl Progress {
@@ -189,6 +192,7 @@ impl Progress {
             halted: None,
             started_at: at,
             updated_at: at,
+            held: record.held.clone(),
         }
     }
 
@@ -275,6 +279,9 @@ pub enum Event {
         waves: usize,
         hosts: usize,
         elapsed_ms: u64,
+        /// Hosts left out because they were held: still on their bundle.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        held: Vec<String>,
     },
     AbortStarted {
         release: String,
@@ -397,7 +404,7 @@ impl Controller<'_> {
             .min(n);
         while progress.converged < n {
             let k = progress.converged;
-            let release = wave_release(target, from.as_ref(), &progress.waves, k);
+            let release = wave_release(target, from.as_ref(), &progress.waves, k, &record.held);
             let resumed = record.given_waves > k;
             let given = record.given.as_ref().map(|g| g.version.as_str());
             if resumed && given == Some(release.version.as_str()) {
@@ -408,7 +415,10 @@ impl Controller<'_> {
                 }
             } else {
                 record.given_waves = k + 1;
-                self.give(&mut record, &mut progress, &release, k + 1 == n)?;
+                // OUT's release.json stays the build's while held hosts keep it from being
+                // what the fleet runs: rolling OUT out again, once they are unheld, moves them.
+                let current = k + 1 == n && record.held.is_empty();
+                self.give(&mut record, &mut progress, &release, current)?;
             }
             progress.given = k + 1;
             save_progress(&self.etcd, &progress)?;
@@ -455,12 +465,15 @@ impl Controller<'_> {
                 }
             }
         }
-        if n == 0
-            && record.given.as_ref().map(|g| g.version.as_str()) != Some(target.version.as_str())
-        {
-            // Nothing changes for any host: the store still names the build's release, so
-            // that status compares against it and hosts take its new sequence.
-            self.give(&mut record, &mut progress, target, true)?;
+        if n == 0 {
+            // Nothing changes for any host (or only held ones would): the store still names
+            // the build's release (held hosts on their bundle), so that status compares
+            // against it and hosts take its new sequence.
+            let release = wave_release(target, from.as_ref(), &[], 0, &record.held);
+            if record.given.as_ref().map(|g| g.version.as_str()) != Some(release.version.as_str()) {
+                let current = record.held.is_empty();
+                self.give(&mut record, &mut progress, &release, current)?;
+            }
         }
         record.stage = Stage::Done;
         self.save_record(&record)?;
@@ -472,6 +485,7 @@ impl Controller<'_> {
             waves: n,
             hosts: progress.waves.iter().map(Vec::len).sum(),
             elapsed_ms: started.elapsed().as_millis() as u64,
+            held: record.held.clone(),
         });
         lease.release();
         Ok(Outcome::Done {
@@ -587,6 +601,22 @@ impl Controller<'_> {
             })
             .unwrap_or_default();
         let mut waves = changed_waves(target, &old);
+        // Held hosts are in no wave: every release of this rollout keeps them where they are.
+        // The holds come from the store, which is not trusted; a forged one only leaves a host
+        // behind.
+        let holds =
+            bell_store::hold::list(&self.etcd, &target.fleet).map_err(RolloutError::Store)?;
+        let mut held = Vec::new();
+        for wave in &mut waves {
+            wave.retain(|host| {
+                let keep = !holds.contains_key(host);
+                if !keep {
+                    held.push(host.clone());
+                }
+                keep
+            });
+        }
+        held.sort();
         waves.retain(|w| !w.is_empty());
         let from = base.map(|b| Given {
             version: b.version,
@@ -601,6 +631,7 @@ impl Controller<'_> {
             given_waves: 0,
             given: from.clone(),
             stage: Stage::Rolling,
+            held,
         };
         self.save_record(&record)?;
         let progress = Progress::of(&record);
@@ -1161,14 +1192,28 @@ pub fn changed_waves(target: &Release, old: &BTreeMap<String, String>) -> Vec<Ve
 /// The release of wave `k` (0-based): hosts of waves up to `k` on their new bundle, the others
 /// on their old one (hosts new to the fleet join in their wave). The last wave's is `target`
 /// itself, and with it the hosts that left the fleet leave the release.
+///
+/// `held` hosts are in no wave: every release keeps them on their bundle in `from` (or out of
+/// the release, when they are new to the fleet), the last one too.
 pub fn wave_release(
     target: &Release,
     from: Option<&Release>,
     waves: &[Vec<String>],
     k: usize,
+    held: &[String],
 ) -> Release {
     if k + 1 >= waves.len() {
-        return target.unsigned();
+        if held.is_empty() {
+            return target.unsigned();
+        }
+        let mut hosts = target.hosts.clone();
+        for host in held {
+            match from.and_then(|f| f.hosts.get(host)) {
+                Some(old) => hosts.insert(host.clone(), old.clone()),
+                None => hosts.remove(host),
+            };
+        }
+        return mixed(target, hosts);
     }
     let moved: BTreeSet<&String> = waves.iter().take(k + 1).flatten().collect();
     let mut hosts: BTreeMap<String, ReleaseHost> = BTreeMap::new();
@@ -1628,7 +1673,7 @@ mod tests {
             vec!["a".to_string()],
             vec!["b".to_string(), "new".to_string()],
         ];
-        let first = wave_release(&new, Some(&old), &waves, 0);
+        let first = wave_release(&new, Some(&old), &waves, 0, &[]);
         let bundle = |r: &Release, h: &str| r.hosts.get(h).map(|e| e.bundle[..1].to_string());
         assert_eq!(bundle(&first, "a").as_deref(), Some("2"));
         assert_eq!(bundle(&first, "b").as_deref(), Some("1"));
@@ -1636,7 +1681,10 @@ mod tests {
         assert_eq!(bundle(&first, "new"), None);
         assert_ne!(first.version, new.version);
         assert_eq!(first.version, Release::compute_version(&first.hosts));
-        assert_eq!(wave_release(&new, Some(&old), &waves, 1), new.unsigned());
+        assert_eq!(
+            wave_release(&new, Some(&old), &waves, 1, &[]),
+            new.unsigned()
+        );
         let back = abort_release(&new, &old, &BTreeSet::from(["a".to_string(), "new".into()]));
         assert_eq!(bundle(&back, "a").as_deref(), Some("1"));
         assert_eq!(bundle(&back, "new").as_deref(), Some("2"));

@@ -95,6 +95,8 @@ pub enum Flag {
     /// report is not signed. Shown as it says, never counted converged where identities
     /// are required or the host has one.
     Unverified,
+    /// An operator holds it (`bellc hold`): it stays on its bundle.
+    Held,
 }
 
 impl Flag {
@@ -111,6 +113,7 @@ impl Flag {
             Flag::RebootRequired => "reboot-required",
             Flag::Rebooting => "rebooting",
             Flag::Unverified => "unverified",
+            Flag::Held => "held",
         }
     }
 }
@@ -159,6 +162,9 @@ pub struct HostStatus {
     /// Why what its reports say cannot be checked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unverified: Option<String>,
+    /// An operator's hold (`bellc hold`): who, why, since when.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<bell_store::hold::Hold>,
 }
 
 /// The version of the JSON that `bellc status --json` prints.
@@ -244,6 +250,26 @@ impl FleetStatus {
         }
     }
 
+    /// The hosts an operator holds: flagged `held`, with who, why and since when. A held host
+    /// that runs another bundle than the release's is pending, and says why.
+    pub fn note_holds(&mut self, holds: &BTreeMap<String, bell_store::hold::Hold>) {
+        for row in &mut self.hosts {
+            let Some(hold) = holds.get(&row.host) else {
+                continue;
+            };
+            row.flags.push(Flag::Held);
+            row.flags.sort();
+            row.flags.dedup();
+            if row.state == HostState::Pending {
+                row.detail = Some(match &row.detail {
+                    Some(detail) => format!("{}; {detail}", hold.describe()),
+                    None => hold.describe(),
+                });
+            }
+            row.held = Some(hold.clone());
+        }
+    }
+
     /// Hosts that registered and were never accepted, as `discovered` rows (a host that also
     /// reports without being in the release is one of them): what is provisioned against
     /// what the fleet counts, in one list with the `unaccounted` hosts it counts and never
@@ -284,6 +310,7 @@ impl FleetStatus {
                     detail: Some(detail),
                     forged: Vec::new(),
                     unverified: None,
+                    held: None,
                 }),
             }
         }
@@ -388,6 +415,7 @@ pub fn fleet_status(
             detail: Some("not in the release".to_string()),
             forged: view.forged.clone(),
             unverified: None,
+            held: None,
         });
     }
     hosts.sort_by(|a, b| a.state.cmp(&b.state).then_with(|| a.host.cmp(&b.host)));
@@ -469,6 +497,7 @@ fn host_status(
         detail: None,
         forged: view.map(|v| v.forged.clone()).unwrap_or_default(),
         unverified: view.and_then(|v| v.unverified.clone()),
+        held: None,
     };
     let mut reasons: Vec<(Flag, String)> = Vec::new();
     if !row.forged.is_empty() {
@@ -582,7 +611,7 @@ fn settle(mut row: HostStatus, reasons: Vec<(Flag, String)>) -> HostStatus {
             Flag::Drifted => HostState::Drifted,
             Flag::Pending | Flag::Waiting => HostState::Pending,
             Flag::Deferred => HostState::Deferred,
-            Flag::RebootRequired | Flag::Rebooting | Flag::Unverified => row.state,
+            Flag::RebootRequired | Flag::Rebooting | Flag::Unverified | Flag::Held => row.state,
         };
         row.detail = Some(why).filter(|d| !d.is_empty());
     }

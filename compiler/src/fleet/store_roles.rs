@@ -48,6 +48,8 @@ pub fn plan(release: &Release, lock_prefix: &str) -> Vec<Role> {
                 Access::ReadWrite,
                 &bell_store::semaphore::holder_key(lock_prefix, &group, host),
             ),
+            // Whether an operator holds it, read with its desired bundle.
+            Permission::key(Access::Read, &bell_store::hold::key(fleet, host)),
             // Its registration, filed again when a fact changes.
             Permission::key(Access::ReadWrite, &bell_store::discovery::key(fleet, host)),
         ];
@@ -81,6 +83,8 @@ pub fn plan(release: &Release, lock_prefix: &str) -> Vec<Role> {
         Permission::prefix(Access::ReadWrite, &format!("/bell/{fleet}/desired/")),
         Permission::prefix(Access::ReadWrite, &format!("/bell/{fleet}/rollout/")),
         Permission::key(Access::ReadWrite, &bell_store::version_key(fleet)),
+        // `bellc hold` and `unhold`.
+        Permission::prefix(Access::ReadWrite, &bell_store::hold::key(fleet, "")),
         // `bellc hosts reject` removes registrations and records the refusal.
         Permission::prefix(Access::ReadWrite, &bell_store::discovery::key(fleet, "")),
         Permission::prefix(

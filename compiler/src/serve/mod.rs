@@ -409,6 +409,7 @@ impl Board {
             // As `bellc status` tells it, so that `/api/v1/status` stays its JSON.
             rollout::note_progress(&mut status, p);
         }
+        status.note_holds(&bell_store::hold::holds_in(&fleet, &kvs));
         status.note_discovered(&crate::fleet::enroll::pending(
             &release,
             &bell_store::discovery::filed_in(&fleet, &kvs),

@@ -21,6 +21,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 pub mod discovery;
 pub mod etcd;
+pub mod hold;
 pub mod http;
 pub mod proof;
 pub mod resolve;
@@ -661,7 +662,7 @@ impl Store {
         Ok(published_from(fleet, &kvs))
     }
 
-    /// The published version and the bundle desired for `host`, read together.
+    /// The published version, the bundle desired for `host` and its hold, read together.
     pub fn desired(&self, fleet: &str, host: &str) -> Result<Desired, String> {
         let Store::Etcd(etcd) = self else {
             return Err("`pending` needs an etcd store (`--store etcd://HOST:PORT`)".to_string());
@@ -669,12 +670,18 @@ impl Store {
         check_name("fleet", fleet)?;
         check_name("host", host)?;
         let text = |v: Option<Vec<u8>>| v.map(|b| String::from_utf8_lossy(&b).trim().to_string());
-        let mut both = etcd
-            .get_all(&[&version_key(fleet), &desired_key(fleet, host)])?
+        // One request: a hold costs the pull nothing more.
+        let mut all = etcd
+            .get_all(&[
+                &version_key(fleet),
+                &desired_key(fleet, host),
+                &hold::key(fleet, host),
+            ])?
             .into_iter();
         Ok(Desired {
-            version: text(both.next().flatten()),
-            bundle: text(both.next().flatten()),
+            version: text(all.next().flatten()),
+            bundle: text(all.next().flatten()),
+            hold: all.next().flatten().map(|raw| hold::parse(&raw)),
         })
     }
 }
@@ -893,6 +900,8 @@ pub struct Published {
 pub struct Desired {
     pub version: Option<String>,
     pub bundle: Option<String>,
+    /// An operator's hold on the host (`bellc hold`): it applies nothing new.
+    pub hold: Option<hold::Hold>,
 }
 
 fn read_report(path: &Path) -> Result<Option<(Vec<u8>, Report)>, String> {

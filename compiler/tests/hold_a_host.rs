@@ -1,0 +1,181 @@
+//! Holding a host (issue 55, first part): a real etcd, nginx serving the build output the
+//! controller rolls out, and four image-root hosts pulling every half second. Release 1 rolls
+//! out to all; h2 is held (`bellc hold`, with who and why), and release 2's rollout completes
+//! without it, names it, and leaves it on release 1 while `status` flags it `held`; after
+//! `unhold` the same rollout run again moves it. Then a hold forged with `etcdctl` on h1 and
+//! release 3 published straight into the store: h1 applies nothing new and says why, the others
+//! move — a forged hold delays a host and does nothing else.
+
+mod common;
+use common::fleet::{bell_run, etcdctl, Etcd, Nginx};
+use common::pulling::{build, copy_over, image_root, keep_pulling, motd, TwoReleases, HOSTS};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
+    let bin = bell_run();
+    let setup = TwoReleases::new();
+    let fx = &setup.fx;
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let Some(nginx) = Nginx::serve(&setup.served) else {
+        return;
+    };
+    let url = etcd.url.clone();
+    let roots: Vec<tempfile::TempDir> = HOSTS.iter().map(|_| image_root()).collect();
+    let motds = || -> Vec<String> {
+        roots
+            .iter()
+            .map(|r| motd(r.path()).trim().to_string())
+            .collect()
+    };
+    let rollout = || {
+        let run = fx.bellc(&[
+            "rollout",
+            "served",
+            "--store",
+            &url,
+            "--sign-key",
+            "ci.key",
+            "--json",
+            "--wave-timeout",
+            "60s",
+        ]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let events: Vec<serde_json::Value> = run.stdout.lines().map(json).collect();
+        events
+            .into_iter()
+            .find(|e| e["event"] == "done")
+            .expect("a done event")
+    };
+    let status = || {
+        let run = fx.bellc(&["status", "served", "--store", &url, "--json"]);
+        let status = json(&run.stdout);
+        let rows = status["hosts"].as_array().unwrap().clone();
+        move |host: &str| {
+            rows.iter()
+                .find(|r| r["host"] == host)
+                .unwrap_or_else(|| panic!("no row {host}"))
+                .clone()
+        }
+    };
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what} never happened");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let timer = (
+            bin.as_path(),
+            nginx.url.as_str(),
+            url.as_str(),
+            setup.trust.as_str(),
+        );
+        keep_pulling(
+            scope,
+            timer,
+            HOSTS.iter().copied().zip(roots.iter().map(|r| r.path())),
+            &stop,
+        );
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rollout();
+            assert!(motds().iter().all(|m| m == "release 1"), "{:?}", motds());
+
+            let run = fx.bellc(&[
+                "hold",
+                "h2",
+                "--store",
+                &url,
+                "--fleet",
+                "f",
+                "--reason",
+                "disk swap",
+                "--by",
+                "alice",
+            ]);
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            assert!(
+                run.stdout.starts_with("h2: held by alice since ")
+                    && run.stdout.contains(": disk swap"),
+                "{}",
+                run.stdout
+            );
+            let row = status()("h2");
+            assert!(
+                row["flags"].as_array().unwrap().contains(&"held".into()),
+                "{row:#}"
+            );
+            assert_eq!(row["held"]["by"], "alice");
+
+            // Release 2 completes without h2 and names it; h2 stays on release 1.
+            copy_over(&fx.path().join("out2"), &setup.served);
+            let done = rollout();
+            assert_eq!(done["held"], serde_json::json!(["h2"]), "{done:#}");
+            assert_eq!(done["hosts"], 3, "{done:#}");
+            assert_eq!(
+                motds(),
+                ["release 2", "release 1", "release 2", "release 2"]
+            );
+            // Against the build's release it is pending, and says why.
+            let row = status()("h2");
+            assert_eq!(row["state"], "pending", "{row:#}");
+            assert!(
+                row["detail"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("held by alice since "),
+                "{row:#}"
+            );
+
+            // Unheld, the same rollout run again moves it.
+            let run = fx.bellc(&["unhold", "h2", "--store", &url, "--fleet", "f"]);
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            assert_eq!(run.stdout, "h2: no longer held\n");
+            let done = rollout();
+            assert_eq!(done["hosts"], 1, "{done:#}");
+            assert!(done.get("held").is_none(), "{done:#}");
+            assert!(motds().iter().all(|m| m == "release 2"), "{:?}", motds());
+
+            // A hold forged in the store on h1, and release 3 published without a controller:
+            // h1 applies nothing new and says whose hold keeps it; the others move.
+            etcdctl(
+                url.trim_start_matches("etcd://"),
+                &[
+                    "put",
+                    "/bell/f/holds/h1",
+                    r#"{"by":"mallory\nforged line","since":1}"#,
+                ],
+            );
+            build(fx, "release 3", "out3", "ci.key", &[]);
+            copy_over(&fx.path().join("out3"), &setup.served);
+            let run = fx.bellc(&["publish", "served", "--store", &url]);
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            wait_for("release 3 on h2..h4", &|| {
+                motds()[1..].iter().all(|m| m == "release 3")
+            });
+            std::thread::sleep(Duration::from_millis(1500));
+            assert_eq!(motds()[0], "release 2");
+            let row = status()("h1");
+            assert_eq!(row["state"], "pending", "{row:#}");
+            let detail = row["detail"].as_str().unwrap();
+            assert!(
+                detail.contains("held by mallory\\nforged line since"),
+                "{detail}"
+            );
+            assert!(!detail.contains('\n'), "{detail}");
+        }));
+        stop.store(true, Ordering::Relaxed);
+        if let Err(panic) = result {
+            std::panic::resume_unwind(panic);
+        }
+    });
+}
