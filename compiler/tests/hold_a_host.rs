@@ -2,7 +2,8 @@
 //! controller rolls out, and four image-root hosts pulling every half second. Release 1 rolls
 //! out to all; h2 is held (`bellc hold`, with who and why), and release 2's rollout completes
 //! without it, names it, and leaves it on release 1 while `status` flags it `held`; after
-//! `unhold` the same rollout run again moves it. Then a hold forged with `etcdctl` on h1 and
+//! `unhold` the same rollout, paused first, gives no wave (nor does the controller that takes
+//! over from one killed while paused) until `--continue`, and then moves it. Then a hold forged with `etcdctl` on h1 and
 //! release 3 published straight into the store: h1 applies nothing new and says why, the others
 //! move — a forged hold delays a host and does nothing else.
 
@@ -53,6 +54,30 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
             .into_iter()
             .find(|e| e["event"] == "done")
             .expect("a done event")
+    };
+    let controller = |more: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_bellc"))
+            .args([
+                "rollout",
+                "served",
+                "--store",
+                &url,
+                "--sign-key",
+                "ci.key",
+                "--json",
+                "--wave-timeout",
+                "60s",
+            ])
+            .args(more)
+            .current_dir(fx.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let kill = |mut child: std::process::Child| {
+        child.kill().unwrap();
+        child.wait().unwrap();
     };
     let status = || {
         let run = fx.bellc(&["status", "served", "--store", &url, "--json"]);
@@ -140,7 +165,81 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
             let run = fx.bellc(&["unhold", "h2", "--store", &url, "--fleet", "f"]);
             assert_eq!(run.code, 0, "{}", run.stderr);
             assert_eq!(run.stdout, "h2: no longer held\n");
-            let done = rollout();
+            // Paused first: the controller gives no wave, and a controller killed while it
+            // waits leaves the rollout paused for the next one.
+            let run = fx.bellc(&[
+                "rollout",
+                "--pause",
+                "--store",
+                &url,
+                "--fleet",
+                "f",
+                "--by",
+                "bob",
+                "--reason",
+                "change freeze",
+            ]);
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            let phase = || {
+                let run = fx.bellc(&["rollout", "--status", "--store", &url, "--fleet", "f"]);
+                run.stdout
+            };
+            let first = controller(&[]);
+            wait_for("the rollout to stand paused", &|| {
+                phase().contains("rollout of release") && phase().contains(" paused\n")
+            });
+            assert!(phase().contains("paused by bob since "), "{}", phase());
+            std::thread::sleep(Duration::from_millis(1500));
+            assert_eq!(motds()[1], "release 1");
+            kill(first);
+            // The next controller takes over once the dead one's lease lapses, and waits too.
+            let second = loop {
+                let mut child = controller(&["--resume"]);
+                std::thread::sleep(Duration::from_millis(1500));
+                match child.try_wait().unwrap() {
+                    None => break child,
+                    Some(_) => {
+                        let mut err = String::new();
+                        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err)
+                            .unwrap();
+                        assert!(err.contains("running already"), "{err}");
+                    }
+                }
+            };
+            std::thread::sleep(Duration::from_millis(1500));
+            assert!(phase().contains("paused by bob"), "{}", phase());
+            assert_eq!(motds()[1], "release 1");
+            let run = fx.bellc(&["rollout", "--continue", "--store", &url, "--fleet", "f"]);
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            assert_eq!(run.stdout, "fleet f: rollout continues\n");
+            let out = second.wait_with_output().unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let events: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(json)
+                .collect();
+            let kinds: Vec<&str> = events
+                .iter()
+                .map(|e| e["event"].as_str().unwrap())
+                .collect();
+            assert_eq!(
+                kinds,
+                [
+                    "paused",
+                    "continued",
+                    "wave-started",
+                    "host-converged",
+                    "done"
+                ],
+                "{events:#?}"
+            );
+            assert_eq!(events[0]["by"], "bob");
+            let done = &events[4];
             assert_eq!(done["hosts"], 1, "{done:#}");
             assert!(done.get("held").is_none(), "{done:#}");
             assert!(motds().iter().all(|m| m == "release 2"), "{:?}", motds());

@@ -254,6 +254,7 @@ fn a_twelve_host_fleet_in_a_browser() {
         started_at: five_minutes_ago,
         updated_at: five_minutes_ago,
         held: Vec::new(),
+        paused: None,
     };
     client
         .put(

@@ -144,16 +144,7 @@ pub fn hold(
     for host in hosts {
         bell_store::check_name("host", host)?;
     }
-    let by = match by {
-        Some(by) => by.to_string(),
-        None => format!(
-            "{}@{}",
-            std::env::var("USER").unwrap_or_else(|_| "someone".into()),
-            std::fs::read_to_string("/etc/hostname")
-                .map(|h| h.trim().to_string())
-                .unwrap_or_else(|_| "localhost".into())
-        ),
-    };
+    let by = by.map_or_else(operator, str::to_string);
     let hold = bell_store::hold::Hold {
         by,
         reason: reason.map(str::to_string),
@@ -179,4 +170,15 @@ pub fn unhold(etcd: &Etcd, fleet: &str, hosts: &[String]) -> Result<u8, String> 
         }
     }
     Ok(0)
+}
+
+/// Who acts, when `--by` does not say: `$USER@HOSTNAME`.
+pub fn operator() -> String {
+    format!(
+        "{}@{}",
+        std::env::var("USER").unwrap_or_else(|_| "someone".into()),
+        std::fs::read_to_string("/etc/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "localhost".into())
+    )
 }

@@ -295,7 +295,7 @@ enum Command {
     /// when done, 1 when it halted (a host failed, or a wave did not converge in time).
     Rollout {
         /// The build output the hosts' source serves: the waves' releases are written into it.
-        #[arg(required_unless_present = "status")]
+        #[arg(required_unless_present_any = ["status", "pause", "unpause"])]
         out: Option<PathBuf>,
         /// `etcd://HOST:PORT[,HOST:PORT...]`: where the hosts pull from and report to.
         #[arg(long, value_parser = etcd_url)]
@@ -316,6 +316,19 @@ enum Command {
         /// Show where the fleet's rollout stands.
         #[arg(long)]
         status: bool,
+        /// Pause the fleet's rollout: no new wave is given (hosts given theirs finish) until
+        /// `--continue`; it survives the controller's death. With `--reason`, `--by`.
+        #[arg(long, conflicts_with_all = ["resume", "abort", "status", "unpause"])]
+        pause: bool,
+        /// Take a pause away: the waiting controller gives the next wave.
+        #[arg(long = "continue", conflicts_with_all = ["resume", "abort", "status"])]
+        unpause: bool,
+        /// Why it is paused.
+        #[arg(long, requires = "pause")]
+        reason: Option<String>,
+        /// Who pauses it (default: `$USER@HOSTNAME`).
+        #[arg(long, requires = "pause")]
+        by: Option<String>,
         /// The fleet, for `--status` without OUT.
         #[arg(long)]
         fleet: Option<String>,
@@ -870,9 +883,30 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             resume,
             abort,
             status,
+            pause,
+            unpause,
+            reason,
+            by,
             fleet,
             json,
         } => {
+            if *pause || *unpause {
+                let fleet = match (fleet, out) {
+                    (Some(fleet), _) => fleet.clone(),
+                    (None, Some(out)) => read_release(out)?.fleet,
+                    (None, None) => {
+                        return Err(Failure::Usage(
+                            "`--pause` and `--continue` need OUT or `--fleet`".into(),
+                        ))
+                    }
+                };
+                return Ok(rollout::pause(
+                    store,
+                    &tls.access(),
+                    &fleet,
+                    pause.then_some((reason.as_deref(), by.as_deref())),
+                )?);
+            }
             if *status {
                 let fleet = match (fleet, out) {
                     (Some(fleet), _) => fleet.clone(),

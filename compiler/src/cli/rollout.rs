@@ -1,6 +1,7 @@
 //! `bellc rollout`: the controller's front end, a progress display for people and one JSON
 //! event per line for CI.
 
+use bell_store::hold::one_line;
 use bell_store::Etcd;
 use bellc::fleet::rollout::{self, Controller, Event, Outcome, Progress, RolloutError, Trouble};
 use bellc::fleet::signing::SigningKey;
@@ -158,6 +159,40 @@ pub fn status(
     Ok(code)
 }
 
+/// `bellc rollout --pause` (with who and why) or `--continue` (`None`).
+pub fn pause(
+    store: &str,
+    access: &bell_store::Access,
+    fleet: &str,
+    pausing: Option<(Option<&str>, Option<&str>)>,
+) -> Result<u8, String> {
+    bell_store::check_name("fleet", fleet)?;
+    let etcd = Etcd::open(store, access)?;
+    match pausing {
+        Some((reason, by)) => {
+            let pause = rollout::Pause {
+                by: by.map_or_else(super::enroll::operator, str::to_string),
+                reason: reason.map(str::to_string),
+                since: super::review::now(),
+            };
+            rollout::pause(&etcd, fleet, &pause).map_err(explain)?;
+            println!(
+                "fleet {fleet}: rollout paused by {} since {}: no new wave until `--continue`",
+                pause.by,
+                bell_bundle::utc(pause.since)
+            );
+        }
+        None => {
+            if rollout::unpause(&etcd, fleet).map_err(explain)? {
+                println!("fleet {fleet}: rollout continues");
+            } else {
+                println!("fleet {fleet}: the rollout was not paused");
+            }
+        }
+    }
+    Ok(0)
+}
+
 /// `bellc rollout --status` exits with this when the rollout is halted or being aborted.
 pub const STOPPED: u8 = 3;
 
@@ -184,6 +219,18 @@ fn describe(p: &Progress, holder: Option<&str>) -> String {
             "  the store names release {} (published {})\n",
             short(published),
             bell_bundle::utc(p.published_at)
+        ));
+    }
+    if let Some(pause) = &p.paused {
+        text.push_str(&format!(
+            "  paused by {} since {}{}: no new wave until `bellc rollout --continue`\n",
+            one_line(&pause.by),
+            bell_bundle::utc(pause.since),
+            pause
+                .reason
+                .as_deref()
+                .map(|r| format!(" ({})", one_line(r)))
+                .unwrap_or_default()
         ));
     }
     if let Some(halt) = &p.halted {
@@ -303,6 +350,24 @@ impl Display {
                 self.bar = Some(bar);
             }
             Event::HostConverged { .. } => {}
+            Event::Paused {
+                wave,
+                by,
+                reason,
+                since,
+            } => {
+                self.finish();
+                self.line(&format!(
+                    "paused by {} since {}{} (`bellc rollout --continue` gives wave {wave})",
+                    one_line(by),
+                    bell_bundle::utc(*since),
+                    reason
+                        .as_deref()
+                        .map(|r| format!(": {}", one_line(r)))
+                        .unwrap_or_default()
+                ));
+            }
+            Event::Continued { wave } => self.line(&format!("continued: wave {wave} is given")),
             Event::Tick {
                 converged,
                 rebooting,

@@ -48,6 +48,49 @@ pub fn progress_key(fleet: &str) -> String {
     format!("/bell/{fleet}/rollout/progress")
 }
 
+/// Where an operator's pause of the fleet's rollout is (`bellc rollout --pause`).
+pub fn pause_key(fleet: &str) -> String {
+    format!("/bell/{fleet}/rollout/paused")
+}
+
+/// Who paused a rollout, why and since when. Read from etcd, unsigned: a forged pause only
+/// keeps the next wave from being given, which is all a real one does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pause {
+    pub by: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Unix seconds.
+    pub since: u64,
+}
+
+impl Pause {
+    /// A pause as read; one that cannot be read pauses all the same (whoever wrote it meant
+    /// the rollout to stop).
+    pub fn parse(raw: &[u8]) -> Pause {
+        serde_json::from_slice(raw).unwrap_or_else(|e| Pause {
+            by: "?".into(),
+            reason: Some(format!("a pause that cannot be read ({e})")),
+            since: 0,
+        })
+    }
+}
+
+/// Pauses the fleet's rollout: no wave is given until [`unpause`]; hosts given theirs finish.
+pub fn pause(etcd: &Etcd, fleet: &str, pause: &Pause) -> Result<(), RolloutError> {
+    let text = serde_json::to_string(pause).map_err(|e| RolloutError::Store(e.to_string()))?;
+    etcd.put(&pause_key(fleet), text.as_bytes())
+        .map_err(RolloutError::Store)
+}
+
+/// Takes the pause away, and says whether there was one.
+pub fn unpause(etcd: &Etcd, fleet: &str) -> Result<bool, RolloutError> {
+    let was = etcd.get(&pause_key(fleet)).map_err(RolloutError::Store)?;
+    etcd.delete(&pause_key(fleet))
+        .map_err(RolloutError::Store)?;
+    Ok(was.is_some())
+}
+
 pub fn controller_key(fleet: &str) -> String {
     format!("/bell/{fleet}/rollout/controller")
 }
@@ -118,6 +161,8 @@ pub enum Phase {
     Running,
     /// Stopped at a failure or a wave that did not converge: `--resume` or `--abort`.
     Halted,
+    /// An operator paused it (`--pause`): no new wave until `--continue`.
+    Paused,
     Done,
     /// Giving the moved hosts their previous bundle back.
     Aborting,
@@ -129,6 +174,7 @@ impl Phase {
         match self {
             Phase::Running => "running",
             Phase::Halted => "halted",
+            Phase::Paused => "paused",
             Phase::Done => "done",
             Phase::Aborting => "aborting",
             Phase::Aborted => "aborted",
@@ -169,6 +215,9 @@ pub struct Progress {
     /// Hosts left out because they were held when the rollout began.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<String>,
+    /// While paused: who paused it, why, since when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Pause>,
 }
 
 impl Progress {
@@ -193,6 +242,7 @@ impl Progress {
             started_at: at,
             updated_at: at,
             held: record.held.clone(),
+            paused: None,
         }
     }
 
@@ -251,6 +301,17 @@ pub enum Event {
     HostConverged {
         wave: usize,
         host: String,
+    },
+    /// Paused before giving `wave`: the controller waits for `--continue`.
+    Paused {
+        wave: usize,
+        by: String,
+        reason: Option<String>,
+        since: u64,
+    },
+    /// The pause was taken away: `wave` is given.
+    Continued {
+        wave: usize,
     },
     HostFailed {
         wave: usize,
@@ -414,6 +475,7 @@ impl Controller<'_> {
                     self.name_in_store(&mut progress, &release)?;
                 }
             } else {
+                self.wait_while_paused(&lease, &mut progress, k + 1, watch)?;
                 record.given_waves = k + 1;
                 // OUT's release.json stays the build's while held hosts keep it from being
                 // what the fleet runs: rolling OUT out again, once they are unheld, moves them.
@@ -872,6 +934,55 @@ impl Controller<'_> {
 
     /// Waits until every host of `wave` reports up to date and healthy on `release`. `None`
     /// when they do; the halt when one fails (reported [`Since`]) or the wave's time is up.
+    /// Before a wave is given: while the rollout is paused, waits (saying so once, and in the
+    /// store's progress), keeping its lease; a store it cannot read is waited out too.
+    fn wait_while_paused(
+        &self,
+        lease: &Lease,
+        progress: &mut Progress,
+        wave: usize,
+        watch: &mut dyn FnMut(&Event),
+    ) -> Result<(), RolloutError> {
+        let mut told = false;
+        loop {
+            if lease.lost() {
+                return Err(RolloutError::LostLease);
+            }
+            let paused = match self.etcd.get(&pause_key(&progress.fleet)) {
+                Ok(raw) => raw.map(|raw| Pause::parse(&raw)),
+                Err(error) => {
+                    watch(&Event::StoreTrouble { error });
+                    std::thread::sleep(self.poll);
+                    continue;
+                }
+            };
+            let Some(pause) = paused else {
+                if told {
+                    progress.phase = Phase::Running;
+                    progress.paused = None;
+                    progress.updated_at = now();
+                    save_progress(&self.etcd, progress)?;
+                    watch(&Event::Continued { wave });
+                }
+                return Ok(());
+            };
+            if !told {
+                told = true;
+                progress.phase = Phase::Paused;
+                progress.paused = Some(pause.clone());
+                progress.updated_at = now();
+                save_progress(&self.etcd, progress)?;
+                watch(&Event::Paused {
+                    wave,
+                    by: pause.by,
+                    reason: pause.reason,
+                    since: pause.since,
+                });
+            }
+            std::thread::sleep(self.poll);
+        }
+    }
+
     fn wait(
         &self,
         lease: &Lease,
@@ -1146,7 +1257,15 @@ pub fn note_progress(fleet: &mut status::FleetStatus, p: &Progress) {
         phase: p.phase.as_str().to_string(),
         wave: p.given,
         waves: p.waves.len(),
-        reason: p.halted.as_ref().map(|h| h.reason.clone()),
+        reason: match (&p.halted, &p.paused) {
+            (Some(halt), _) => Some(halt.reason.clone()),
+            (None, Some(pause)) => Some(format!(
+                "paused by {} since {}",
+                bell_store::hold::one_line(&pause.by),
+                bell_bundle::utc(pause.since)
+            )),
+            (None, None) => None,
+        },
     };
     let later: Vec<(usize, Vec<String>)> = if fleet.version == p.target {
         // Compared with the target already: the later waves' hosts show as pending.

@@ -43,7 +43,9 @@ impl Hold {
     }
 }
 
-fn one_line(text: &str) -> String {
+/// `text` with its control characters escaped (`\n` as two characters): what the store says,
+/// printed, cannot forge a line of output.
+pub fn one_line(text: &str) -> String {
     text.chars()
         .flat_map(|c| {
             let escaped: Vec<char> = if c.is_control() {
