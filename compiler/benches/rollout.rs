@@ -176,6 +176,7 @@ fn main() {
         wave_timeout: Duration::from_secs(300),
         poll: Duration::from_millis(env_number("BELL_ROLLOUT_POLL_MS", 250)),
         who: "bench".to_string(),
+        by: "bench".to_string(),
     };
     let stop = AtomicBool::new(false);
     let busy = AtomicU64::new(0);

@@ -243,6 +243,46 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
             assert_eq!(done["hosts"], 1, "{done:#}");
             assert!(done.get("held").is_none(), "{done:#}");
             assert!(motds().iter().all(|m| m == "release 2"), "{:?}", motds());
+            // Every event says when.
+            assert!(
+                events.iter().all(|e| e["at"].as_u64().is_some()),
+                "{events:#?}"
+            );
+
+            // The history: three rollouts, newest first, each wave with its hosts and times.
+            let run = fx.bellc(&[
+                "rollout",
+                "--history",
+                "--store",
+                &url,
+                "--fleet",
+                "f",
+                "--json",
+            ]);
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            let history = json(&run.stdout);
+            let history = history.as_array().unwrap();
+            assert_eq!(history.len(), 3, "{history:#?}");
+            assert!(
+                history.iter().all(|e| e["outcome"] == "done"),
+                "{history:#?}"
+            );
+            assert_eq!(history[1]["held"], serde_json::json!(["h2"]));
+            assert_eq!(history[0]["waves"][0]["hosts"], serde_json::json!(["h2"]));
+            assert_eq!(history[0]["target"], history[1]["target"]);
+            for entry in history {
+                for wave in entry["waves"].as_array().unwrap() {
+                    let (a, b) = (wave["started_at"].as_u64(), wave["converged_at"].as_u64());
+                    assert!(a.is_some() && b >= a, "{entry:#}");
+                }
+            }
+            assert!(history[2]["from"].is_null());
+            let run = fx.bellc(&["rollout", "--history", "--store", &url, "--fleet", "f"]);
+            assert!(
+                run.stdout.contains("    held, left out: h2\n"),
+                "{}",
+                run.stdout
+            );
 
             // A hold forged in the store on h1, and release 3 published without a controller:
             // h1 applies nothing new and says whose hold keeps it; the others move.

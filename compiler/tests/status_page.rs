@@ -255,6 +255,8 @@ fn a_twelve_host_fleet_in_a_browser() {
         updated_at: five_minutes_ago,
         held: Vec::new(),
         paused: None,
+        started_by: None,
+        wave_times: Vec::new(),
     };
     client
         .put(

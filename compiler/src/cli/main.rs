@@ -295,7 +295,7 @@ enum Command {
     /// when done, 1 when it halted (a host failed, or a wave did not converge in time).
     Rollout {
         /// The build output the hosts' source serves: the waves' releases are written into it.
-        #[arg(required_unless_present_any = ["status", "pause", "unpause"])]
+        #[arg(required_unless_present_any = ["status", "pause", "unpause", "history"])]
         out: Option<PathBuf>,
         /// `etcd://HOST:PORT[,HOST:PORT...]`: where the hosts pull from and report to.
         #[arg(long, value_parser = etcd_url)]
@@ -326,9 +326,14 @@ enum Command {
         /// Why it is paused.
         #[arg(long, requires = "pause")]
         reason: Option<String>,
-        /// Who pauses it (default: `$USER@HOSTNAME`).
-        #[arg(long, requires = "pause")]
+        /// Who pauses it, or starts the rollout (for the history; default: the CI job the
+        /// environment names, else `$USER@HOSTNAME`).
+        #[arg(long)]
         by: Option<String>,
+        /// The fleet's last rollouts, newest first: from and to, who, when, each wave's hosts
+        /// and times, how it ended.
+        #[arg(long, conflicts_with_all = ["resume", "abort", "status", "pause", "unpause"])]
+        history: bool,
         /// The fleet, for `--status` without OUT.
         #[arg(long)]
         fleet: Option<String>,
@@ -887,9 +892,20 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             unpause,
             reason,
             by,
+            history,
             fleet,
             json,
         } => {
+            if *history {
+                let fleet = match (fleet, out) {
+                    (Some(fleet), _) => fleet.clone(),
+                    (None, Some(out)) => read_release(out)?.fleet,
+                    (None, None) => {
+                        return Err(Failure::Usage("`--history` needs OUT or `--fleet`".into()))
+                    }
+                };
+                return Ok(rollout::history(store, &tls.access(), &fleet, *json)?);
+            }
             if *pause || *unpause {
                 let fleet = match (fleet, out) {
                     (Some(fleet), _) => fleet.clone(),
@@ -956,6 +972,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 resume: *resume,
                 abort: *abort,
                 json: *json,
+                by: by.as_deref(),
             })?)
         }
         Command::Status {

@@ -616,7 +616,7 @@ pub fn now() -> u64 {
 }
 
 /// `3h 12m`, `4m 5s`, `12s`.
-fn duration(secs: u64) -> String {
+pub fn duration(secs: u64) -> String {
     match secs {
         0..=59 => format!("{secs}s"),
         60..=3599 => format!("{}m {}s", secs / 60, secs % 60),

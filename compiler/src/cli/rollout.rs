@@ -22,12 +22,15 @@ pub struct Args<'a> {
     pub resume: bool,
     pub abort: bool,
     pub json: bool,
+    /// Who starts it, for the history (`--by`).
+    pub by: Option<&'a str>,
 }
 
 /// Exit 0 when the rollout (or abort) finished, 1 when it halted.
 pub fn run(args: &Args) -> Result<u8, String> {
     let etcd = Etcd::open(args.store, args.access)?;
     let controller = Controller {
+        by: bellc::fleet::history::started_by(args.by, super::enroll::operator),
         etcd,
         out: args.out.to_path_buf(),
         key: args.key,
@@ -304,8 +307,10 @@ impl Display {
     fn show(&mut self, event: &Event) {
         if self.json {
             if !matches!(event, Event::Tick { .. }) {
-                if let Ok(line) = serde_json::to_string(event) {
-                    println!("{line}");
+                // Every event says when (unix milliseconds): a log of them is a timeline.
+                if let Ok(mut value) = serde_json::to_value(event) {
+                    value["at"] = now_ms().into();
+                    println!("{value}");
                 }
             }
             return;
@@ -443,4 +448,68 @@ impl Display {
             bar.finish_and_clear();
         }
     }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// `bellc rollout --history`: the fleet's rollouts, newest first.
+pub fn history(
+    store: &str,
+    access: &bell_store::Access,
+    fleet: &str,
+    json: bool,
+) -> Result<u8, String> {
+    bell_store::check_name("fleet", fleet)?;
+    let etcd = Etcd::open(store, access)?;
+    let entries = bellc::fleet::history::list(&etcd, fleet)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&entries).map_err(|e| e.to_string())?
+        );
+        return Ok(0);
+    }
+    if entries.is_empty() {
+        println!("fleet {fleet}: no rollout in the history");
+        return Ok(0);
+    }
+    for e in &entries {
+        let hosts: usize = e.waves.iter().map(|w| w.hosts.len()).sum();
+        println!(
+            "{}  {} → {}  {} wave{}, {hosts} host{}  {} after {}  by {}{}",
+            bell_bundle::utc(e.started_at),
+            e.from.as_deref().map_or("(first)", short),
+            short(&e.target),
+            e.waves.len(),
+            if e.waves.len() == 1 { "" } else { "s" },
+            if hosts == 1 { "" } else { "s" },
+            e.outcome,
+            super::review::duration(e.ended_at.saturating_sub(e.started_at)),
+            one_line(&e.started_by),
+            e.reason
+                .as_deref()
+                .map(|r| format!(": {}", one_line(r)))
+                .unwrap_or_default()
+        );
+        for (i, w) in e.waves.iter().enumerate() {
+            let took = match (w.started_at, w.converged_at) {
+                (Some(a), Some(b)) => format!(
+                    "converged in {}",
+                    super::review::duration(b.saturating_sub(a))
+                ),
+                (Some(_), None) => "did not converge".to_string(),
+                _ => "not given".to_string(),
+            };
+            println!("    wave {}: {} ({took})", i + 1, w.hosts.join(", "));
+        }
+        if !e.held.is_empty() {
+            println!("    held, left out: {}", e.held.join(", "));
+        }
+    }
+    Ok(0)
 }

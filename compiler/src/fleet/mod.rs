@@ -4,7 +4,8 @@
 //!   how it went), and the gate a rollout waits on.
 //! - [`signing`]: minisign keys and signed releases (a sequence that only grows, an expiry).
 //!
-//! - [`rollout`]: the controller that moves a release through the fleet wave by wave.
+//! - [`rollout`]: the controller that moves a release through the fleet wave by wave, and
+//!   [`history`], what each rollout did.
 //! - [`store_roles`]: the etcd users and roles that let each part of the fleet write only
 //!   its own keys.
 //! - [`enroll`]: the registrations of hosts not in the inventory yet, for an operator to
@@ -13,6 +14,7 @@
 //!   refused.
 
 pub mod enroll;
+pub mod history;
 pub mod record;
 pub mod rollout;
 pub mod signing;

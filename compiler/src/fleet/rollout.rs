@@ -218,6 +218,12 @@ pub struct Progress {
     /// While paused: who paused it, why, since when.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<Pause>,
+    /// Who started it (`--by`, the CI job, or `USER@HOST`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_by: Option<String>,
+    /// When each wave given so far was given and converged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wave_times: Vec<super::history::WaveTimes>,
 }
 
 impl Progress {
@@ -243,6 +249,8 @@ impl Progress {
             updated_at: at,
             held: record.held.clone(),
             paused: None,
+            started_by: None,
+            wave_times: Vec::new(),
         }
     }
 
@@ -371,6 +379,8 @@ pub struct Controller<'a> {
     pub poll: Duration,
     /// Who this controller is, for whoever finds the lease held.
     pub who: String,
+    /// Who starts the rollouts it runs, for the history.
+    pub by: String,
 }
 
 /// How a run ended (errors aside).
@@ -449,7 +459,11 @@ impl Controller<'_> {
                      without `--resume`"
                 )))
             }
-            record => self.begin(target, record.as_ref())?,
+            record => {
+                let (record, mut progress) = self.begin(target, record.as_ref())?;
+                progress.started_by = Some(self.by.clone());
+                (record, progress)
+            }
         };
         progress.phase = Phase::Running;
         progress.halted = None;
@@ -483,6 +497,10 @@ impl Controller<'_> {
                 self.give(&mut record, &mut progress, &release, current)?;
             }
             progress.given = k + 1;
+            if progress.wave_times.len() <= k {
+                progress.wave_times.resize(k + 1, Default::default());
+                progress.wave_times[k].started_at = now();
+            }
             save_progress(&self.etcd, &progress)?;
             watch(&Event::WaveStarted {
                 wave: k + 1,
@@ -511,6 +529,9 @@ impl Controller<'_> {
                 None => {
                     progress.converged = k + 1;
                     progress.updated_at = now();
+                    if let Some(times) = progress.wave_times.get_mut(k) {
+                        times.converged_at = Some(progress.updated_at);
+                    }
                     save_progress(&self.etcd, &progress)?;
                 }
                 Some(halt) => {
@@ -518,6 +539,7 @@ impl Controller<'_> {
                     progress.halted = Some(halt.clone());
                     progress.updated_at = now();
                     save_progress(&self.etcd, &progress)?;
+                    self.file_history(&progress, watch);
                     watch(&Event::Halted {
                         wave: halt.wave,
                         reason: halt.reason.clone(),
@@ -542,6 +564,7 @@ impl Controller<'_> {
         progress.phase = Phase::Done;
         progress.updated_at = now();
         save_progress(&self.etcd, &progress)?;
+        self.file_history(&progress, watch);
         watch(&Event::Done {
             release: target.version.clone(),
             waves: n,
@@ -623,6 +646,7 @@ impl Controller<'_> {
             progress.halted = Some(halt.clone());
             progress.updated_at = now();
             save_progress(&self.etcd, &progress)?;
+            self.file_history(&progress, watch);
             watch(&Event::Halted {
                 wave: 0,
                 reason: halt.reason.clone(),
@@ -635,6 +659,7 @@ impl Controller<'_> {
         progress.phase = Phase::Aborted;
         progress.updated_at = now();
         save_progress(&self.etcd, &progress)?;
+        self.file_history(&progress, watch);
         watch(&Event::Aborted {
             release: release.version.clone(),
             hosts: back.len(),
@@ -934,6 +959,16 @@ impl Controller<'_> {
 
     /// Waits until every host of `wave` reports up to date and healthy on `release`. `None`
     /// when they do; the halt when one fails (reported [`Since`]) or the wave's time is up.
+    /// Files the rollout as it ended or halted in the history; a store that will not take it
+    /// is said, and the rollout's outcome stands.
+    fn file_history(&self, progress: &Progress, watch: &mut dyn FnMut(&Event)) {
+        if let Err(error) = super::history::file(&self.etcd, progress) {
+            watch(&Event::StoreTrouble {
+                error: format!("the rollout's history was not filed: {error}"),
+            });
+        }
+    }
+
     /// Before a wave is given: while the rollout is paused, waits (saying so once, and in the
     /// store's progress), keeping its lease; a store it cannot read is waited out too.
     fn wait_while_paused(
