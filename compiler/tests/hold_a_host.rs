@@ -10,6 +10,7 @@
 mod common;
 use common::fleet::{bell_run, etcdctl, Etcd, Nginx};
 use common::pulling::{build, copy_over, image_root, keep_pulling, motd, TwoReleases, HOSTS};
+use common::serving::Server;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -311,6 +312,35 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
                 "{detail}"
             );
             assert!(!detail.contains('\n'), "{detail}");
+
+            // The page and its API: the history, the rollout, the locks, the held host.
+            let server = Server::start(fx, &["served", "--store", &url]);
+            let (code, api) = server.get("/api/v1/history");
+            assert_eq!(code, 200, "{api}");
+            assert_eq!(json(&api).as_array().unwrap().len(), 3, "{api}");
+            let (code, api) = server.get("/api/v1/rollout");
+            assert_eq!(code, 200, "{api}");
+            assert_eq!(json(&api)["progress"]["phase"], "done", "{api}");
+            let (code, api) = server.get("/api/v1/locks");
+            assert_eq!(code, 200, "{api}");
+            assert!(json(&api).is_array(), "{api}");
+            let (_, page) = server.get("/");
+            assert!(
+                page.contains("Rollout history") && page.contains("held, left out: h2"),
+                "{page}"
+            );
+            let (_, api) = server.get("/api/v1/status");
+            let h1 = json(&api)["hosts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|h| h["host"] == "h1")
+                .cloned()
+                .unwrap();
+            assert!(
+                h1["flags"].as_array().unwrap().contains(&"held".into()),
+                "{h1:#}"
+            );
         }));
         stop.store(true, Ordering::Relaxed);
         if let Err(panic) = result {

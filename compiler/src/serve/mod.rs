@@ -66,6 +66,8 @@ pub struct Snapshot {
     pub controller: Option<String>,
     /// The release version the store names (`bellc publish`, or the controller's wave).
     pub published: Option<String>,
+    /// The fleet's last rollouts, newest first.
+    pub history: Vec<crate::fleet::history::Entry>,
     /// When the store was read (unix seconds).
     pub read_at: u64,
     /// What could not be read of it (a progress key that is not a progress): shown, not fatal.
@@ -432,6 +434,7 @@ impl Board {
             progress,
             controller,
             published,
+            history: crate::fleet::history::entries_in(&fleet, &kvs),
             read_at: now,
             warnings,
         })

@@ -47,6 +47,23 @@ impl Pages {
         if path == "/api/v1/store" {
             return json(&store_view(board));
         }
+        if let Some(what) = path.strip_prefix("/api/v1/") {
+            if matches!(what, "rollout" | "locks" | "history") {
+                let Some(s) = board.snapshot() else {
+                    return unavailable_json(board);
+                };
+                return match what {
+                    // As `bellc rollout --status --json` says it.
+                    "rollout" => json(&serde_json::json!({
+                        "progress": s.progress,
+                        "controller": s.controller,
+                        "published": s.published,
+                    })),
+                    "locks" => json(&s.groups),
+                    _ => json(&s.history),
+                };
+            }
+        }
         if path == "/api/v1/hosts" {
             return match board.snapshot() {
                 Some(s) => json(&filtered(&s, request)),
@@ -129,6 +146,7 @@ impl Pages {
                 waiting,
                 total => s.status.hosts.len(),
                 groups => groups_view(&s),
+                history => history_view(&s),
                 snapshots => s.status.snapshots,
                 list,
                 states => HostState::ALL.iter().map(|h| h.as_str()).chain(["stale", "waiting"]).collect::<Vec<_>>(),
@@ -272,6 +290,7 @@ struct RolloutView {
     waiting_for: Vec<(String, String)>,
     published_utc: Option<String>,
     halted: Option<String>,
+    paused: Option<String>,
     troubles: Vec<String>,
     controller: Option<String>,
 }
@@ -306,6 +325,18 @@ fn rollout_view(s: &Snapshot) -> Option<RolloutView> {
             .as_ref()
             .map(|_| bell_bundle::utc(p.published_at)),
         halted: p.halted.as_ref().map(|h| h.reason.clone()),
+        paused: p.paused.as_ref().map(|pause| {
+            format!(
+                "paused by {} since {}{}",
+                pause.by,
+                bell_bundle::utc(pause.since),
+                pause
+                    .reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            )
+        }),
         troubles: p
             .halted
             .iter()
@@ -317,6 +348,39 @@ fn rollout_view(s: &Snapshot) -> Option<RolloutView> {
             .collect(),
         controller: s.controller.clone(),
     })
+}
+
+/// One row of the history table.
+#[derive(Serialize)]
+struct HistoryRow {
+    started_utc: String,
+    by: String,
+    from: Option<String>,
+    target: String,
+    waves: usize,
+    hosts: usize,
+    outcome: String,
+    took: String,
+    reason: Option<String>,
+    held: Vec<String>,
+}
+
+fn history_view(s: &Snapshot) -> Vec<HistoryRow> {
+    s.history
+        .iter()
+        .map(|e| HistoryRow {
+            started_utc: bell_bundle::utc(e.started_at),
+            by: e.started_by.clone(),
+            from: e.from.as_deref().map(|v| short(v).to_string()),
+            target: short(&e.target).to_string(),
+            waves: e.waves.len(),
+            hosts: e.waves.iter().map(|w| w.hosts.len()).sum(),
+            outcome: e.outcome.clone(),
+            took: age(e.ended_at.saturating_sub(e.started_at)),
+            reason: e.reason.clone(),
+            held: e.held.clone(),
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -653,6 +717,7 @@ mod tests {
             progress: None,
             controller: None,
             published: None,
+            history: Vec::new(),
             read_at: 1000,
             warnings: Vec::new(),
         }));
