@@ -141,6 +141,14 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
                 "{row:#}"
             );
             assert_eq!(row["held"]["by"], "alice");
+            let run = fx.bellc(&["lock", "status", "--store", &url, "--fleet", "f"]);
+            assert!(
+                run.stdout.starts_with("held: h2, held by alice since "),
+                "{}",
+                run.stdout
+            );
+            let run = fx.bellc(&["lock", "status", "--store", &url, "--fleet", "f", "--json"]);
+            assert_eq!(json(&run.stdout)["held"]["h2"]["reason"], "disk swap");
 
             // Release 2 completes without h2 and names it; h2 stays on release 1.
             copy_over(&fx.path().join("out2"), &setup.served);

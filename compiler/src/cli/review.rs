@@ -494,13 +494,19 @@ pub fn lock_status(
     store: &str,
     access: &bell_store::Access,
     prefix: &str,
+    fleet: Option<&str>,
     out: Option<&Path>,
     json: bool,
 ) -> Result<u8, String> {
     let etcd = bell_store::Etcd::open(store, access)?;
     let mut groups = bell_store::semaphore::groups(&etcd, prefix)?;
-    if let Some(out) = out {
-        let release = read_release(out)?;
+    let release = out.map(read_release).transpose()?;
+    // The hosts an operator holds, beside the slots: both keep hosts where they are.
+    let holds = match fleet.or(release.as_ref().map(|r| r.fleet.as_str())) {
+        Some(fleet) => bell_store::hold::list(&etcd, fleet)?,
+        None => Default::default(),
+    };
+    if let Some(release) = release {
         let identities = bell_store::identities_of(&release);
         let hosts = release
             .hosts
@@ -530,11 +536,14 @@ pub fn lock_status(
             })
             .collect();
         let text = serde_json::to_string_pretty(
-            &serde_json::json!({ "prefix": prefix, "groups": groups }),
+            &serde_json::json!({ "prefix": prefix, "groups": groups, "held": holds }),
         )
         .map_err(|e| e.to_string())?;
         println!("{text}");
         return Ok(0);
+    }
+    for (host, hold) in &holds {
+        println!("held: {host}, {}", hold.describe());
     }
     if groups.is_empty() {
         println!("no rollout group under {prefix}/groups/ has a semaphore yet");
