@@ -152,6 +152,38 @@ fn machines_register_are_accepted_and_get_roles_by_count() {
         explain.stdout
     );
 
+    // On call: hold the control hosts by their label, and let them go again.
+    let hold = |verb: &str, selector: &str| {
+        fx.bellc(&[
+            verb, "--where", selector, "--out", "out2", "--store", url, "--fleet", "f",
+        ])
+    };
+    let run = hold("hold", "role=control");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let held = || {
+        let run = fx.bellc(&["lock", "status", "--store", url, "--fleet", "f", "--json"]);
+        let status = json(&run.stdout);
+        let names: Vec<String> = status["held"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        names
+    };
+    assert_eq!(held(), ["m1", "m2", "m3"]);
+    let run = hold("hold", "role=spare");
+    assert_eq!(run.code, 64, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("no host of out2's release has role=spare"),
+        "{}",
+        run.stderr
+    );
+    let run = hold("unhold", "role=control");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(held().is_empty());
+
     // Someone registers under m2's name with another key: flagged, and accept refuses it.
     let forger = host_root("52:54:00:00:01:66", 1024 * 1024);
     register(forger.path(), "m2", url);

@@ -456,8 +456,14 @@ enum Command {
     /// read from the store, which is not trusted: one forged there can only delay a host,
     /// never move it.
     Hold {
-        #[arg(required = true, value_name = "HOST")]
+        #[arg(value_name = "HOST", required_unless_present = "selector")]
         hosts: Vec<String>,
+        /// Every host of OUT's release with this label (`rack=r01`; repeatable: all must hold).
+        #[arg(long = "where", value_name = "LABEL=VALUE", value_parser = key_value, requires = "out")]
+        selector: Vec<(String, String)>,
+        /// The build output whose release says the hosts' labels, for `--where`.
+        #[arg(long, value_name = "OUT")]
+        out: Option<PathBuf>,
         /// `etcd://HOST:PORT[,HOST:PORT...]`.
         #[arg(long, value_parser = etcd_url)]
         store: String,
@@ -475,8 +481,14 @@ enum Command {
     /// Take hosts' holds away: they take their release again (a rollout that left them out
     /// moves them when it is run again).
     Unhold {
-        #[arg(required = true, value_name = "HOST")]
+        #[arg(value_name = "HOST", required_unless_present = "selector")]
         hosts: Vec<String>,
+        /// Every host of OUT's release with this label (repeatable: all must hold).
+        #[arg(long = "where", value_name = "LABEL=VALUE", value_parser = key_value, requires = "out")]
+        selector: Vec<(String, String)>,
+        /// The build output whose release says the hosts' labels, for `--where`.
+        #[arg(long, value_name = "OUT")]
+        out: Option<PathBuf>,
         /// `etcd://HOST:PORT[,HOST:PORT...]`.
         #[arg(long, value_parser = etcd_url)]
         store: String,
@@ -1582,29 +1594,35 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         }
         Command::Hold {
             hosts,
+            selector,
+            out,
             store,
             fleet,
             reason,
             by,
             tls,
         } => {
+            let hosts = selected(hosts, selector, out.as_deref())?;
             let etcd = bell_store::Etcd::open(store, &tls.access())?;
             Ok(enroll::hold(
                 &etcd,
                 fleet,
-                hosts,
+                &hosts,
                 reason.as_deref(),
                 by.as_deref(),
             )?)
         }
         Command::Unhold {
             hosts,
+            selector,
+            out,
             store,
             fleet,
             tls,
         } => {
+            let hosts = selected(hosts, selector, out.as_deref())?;
             let etcd = bell_store::Etcd::open(store, &tls.access())?;
-            Ok(enroll::unhold(&etcd, fleet, hosts)?)
+            Ok(enroll::unhold(&etcd, fleet, &hosts)?)
         }
         Command::Hosts {
             command: None,
@@ -1797,6 +1815,37 @@ fn serve(
     let pages = Pages::new()?;
     http::serve(listener, move |request| pages.answer(&board, request));
     Ok(0)
+}
+
+/// The hosts named, and those of OUT's release whose labels match every `--where`; a
+/// selector that matches no host is an error rather than a silent no-op.
+fn selected(
+    hosts: &[String],
+    selector: &[(String, String)],
+    out: Option<&Path>,
+) -> Result<Vec<String>, Failure> {
+    let mut all = hosts.to_vec();
+    if let (false, Some(out)) = (selector.is_empty(), out) {
+        let release = read_release(out)?;
+        let matched: Vec<String> = release
+            .hosts
+            .iter()
+            .filter(|(_, h)| selector.iter().all(|(k, v)| h.labels.get(k) == Some(v)))
+            .map(|(name, _)| name.clone())
+            .collect();
+        if matched.is_empty() {
+            let wanted: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            return Err(Failure::Usage(format!(
+                "no host of {}'s release has {}",
+                out.display(),
+                wanted.join(" and ")
+            )));
+        }
+        all.extend(matched);
+    }
+    all.sort();
+    all.dedup();
+    Ok(all)
 }
 
 fn key_value(value: &str) -> Result<(String, String), String> {
