@@ -37,25 +37,6 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
             .map(|r| motd(r.path()).trim().to_string())
             .collect()
     };
-    let rollout = || {
-        let run = fx.bellc(&[
-            "rollout",
-            "served",
-            "--store",
-            &url,
-            "--sign-key",
-            "ci.key",
-            "--json",
-            "--wave-timeout",
-            "60s",
-        ]);
-        assert_eq!(run.code, 0, "{}", run.stderr);
-        let events: Vec<serde_json::Value> = run.stdout.lines().map(json).collect();
-        events
-            .into_iter()
-            .find(|e| e["event"] == "done")
-            .expect("a done event")
-    };
     let controller = |more: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_bellc"))
             .args([
@@ -75,6 +56,17 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap()
+    };
+    // A rollout run to its end: its `done` event.
+    let rollout = || {
+        let out = controller(&[]).wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(json)
+            .find(|e| e["event"] == "done")
+            .expect("a done event")
     };
     let kill = |mut child: std::process::Child| {
         child.kill().unwrap();

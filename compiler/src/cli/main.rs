@@ -79,6 +79,67 @@ struct SignArgs {
     expires: Option<u64>,
 }
 
+/// The hosts `hold` and `unhold` act on, and where their holds are.
+#[derive(clap::Args)]
+struct HeldHosts {
+    #[arg(value_name = "HOST", required_unless_present = "selector")]
+    hosts: Vec<String>,
+    /// Every host of OUT's release with this label (`rack=r01`; repeatable: all must hold).
+    #[arg(long = "where", value_name = "LABEL=VALUE", value_parser = key_value, requires = "out")]
+    selector: Vec<(String, String)>,
+    /// The build output whose release says the hosts' labels, for `--where`.
+    #[arg(long, value_name = "OUT")]
+    out: Option<PathBuf>,
+    /// `etcd://HOST:PORT[,HOST:PORT...]`.
+    #[arg(long, value_parser = etcd_url)]
+    store: String,
+    #[arg(long)]
+    fleet: String,
+    #[command(flatten)]
+    tls: StoreTls,
+}
+
+impl HeldHosts {
+    /// The hosts named, and those of OUT's release whose labels match every `--where`; a
+    /// selector that matches no host is an error rather than a silent no-op.
+    fn selected(&self) -> Result<Vec<String>, Failure> {
+        let mut all = self.hosts.clone();
+        if let (false, Some(out)) = (self.selector.is_empty(), &self.out) {
+            let release = read_release(out)?;
+            let matched: Vec<String> = release
+                .hosts
+                .iter()
+                .filter(|(_, h)| {
+                    self.selector
+                        .iter()
+                        .all(|(k, v)| h.labels.get(k) == Some(v))
+                })
+                .map(|(name, _)| name.clone())
+                .collect();
+            if matched.is_empty() {
+                let wanted: Vec<String> = self
+                    .selector
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                return Err(Failure::Usage(format!(
+                    "no host of {}'s release has {}",
+                    out.display(),
+                    wanted.join(" and ")
+                )));
+            }
+            all.extend(matched);
+        }
+        all.sort();
+        all.dedup();
+        Ok(all)
+    }
+
+    fn etcd(&self) -> Result<bell_store::Etcd, String> {
+        bell_store::Etcd::open(&self.store, &self.tls.access())
+    }
+}
+
 /// Whose rollout groups: a fleet's (under `/bell/FLEET`) or those under another prefix.
 #[derive(clap::Args)]
 #[group(required = true, multiple = false)]
@@ -456,46 +517,20 @@ enum Command {
     /// read from the store, which is not trusted: one forged there can only delay a host,
     /// never move it.
     Hold {
-        #[arg(value_name = "HOST", required_unless_present = "selector")]
-        hosts: Vec<String>,
-        /// Every host of OUT's release with this label (`rack=r01`; repeatable: all must hold).
-        #[arg(long = "where", value_name = "LABEL=VALUE", value_parser = key_value, requires = "out")]
-        selector: Vec<(String, String)>,
-        /// The build output whose release says the hosts' labels, for `--where`.
-        #[arg(long, value_name = "OUT")]
-        out: Option<PathBuf>,
-        /// `etcd://HOST:PORT[,HOST:PORT...]`.
-        #[arg(long, value_parser = etcd_url)]
-        store: String,
-        #[arg(long)]
-        fleet: String,
+        #[command(flatten)]
+        hosts: HeldHosts,
         /// Why, for whoever finds the host held.
         #[arg(long)]
         reason: Option<String>,
         /// Who holds it (default: `$USER@HOSTNAME`).
         #[arg(long)]
         by: Option<String>,
-        #[command(flatten)]
-        tls: StoreTls,
     },
     /// Take hosts' holds away: they take their release again (a rollout that left them out
     /// moves them when it is run again).
     Unhold {
-        #[arg(value_name = "HOST", required_unless_present = "selector")]
-        hosts: Vec<String>,
-        /// Every host of OUT's release with this label (repeatable: all must hold).
-        #[arg(long = "where", value_name = "LABEL=VALUE", value_parser = key_value, requires = "out")]
-        selector: Vec<(String, String)>,
-        /// The build output whose release says the hosts' labels, for `--where`.
-        #[arg(long, value_name = "OUT")]
-        out: Option<PathBuf>,
-        /// `etcd://HOST:PORT[,HOST:PORT...]`.
-        #[arg(long, value_parser = etcd_url)]
-        store: String,
-        #[arg(long)]
-        fleet: String,
         #[command(flatten)]
-        tls: StoreTls,
+        hosts: HeldHosts,
     },
     /// List hosts: name, bundle id (short), labels. `hosts pending` lists hosts that
     /// registered (`bell-run register`) and are not in the inventory yet.
@@ -1592,38 +1627,18 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             let etcd = bell_store::Etcd::open(store, &tls.access())?;
             Ok(enroll::reject(&etcd, fleet, hosts)?)
         }
-        Command::Hold {
-            hosts,
-            selector,
-            out,
-            store,
-            fleet,
-            reason,
-            by,
-            tls,
-        } => {
-            let hosts = selected(hosts, selector, out.as_deref())?;
-            let etcd = bell_store::Etcd::open(store, &tls.access())?;
-            Ok(enroll::hold(
-                &etcd,
-                fleet,
-                &hosts,
-                reason.as_deref(),
-                by.as_deref(),
-            )?)
-        }
-        Command::Unhold {
-            hosts,
-            selector,
-            out,
-            store,
-            fleet,
-            tls,
-        } => {
-            let hosts = selected(hosts, selector, out.as_deref())?;
-            let etcd = bell_store::Etcd::open(store, &tls.access())?;
-            Ok(enroll::unhold(&etcd, fleet, &hosts)?)
-        }
+        Command::Hold { hosts, reason, by } => Ok(enroll::hold(
+            &hosts.etcd()?,
+            &hosts.fleet,
+            &hosts.selected()?,
+            reason.as_deref(),
+            by.as_deref(),
+        )?),
+        Command::Unhold { hosts } => Ok(enroll::unhold(
+            &hosts.etcd()?,
+            &hosts.fleet,
+            &hosts.selected()?,
+        )?),
         Command::Hosts {
             command: None,
             spec,
@@ -1815,37 +1830,6 @@ fn serve(
     let pages = Pages::new()?;
     http::serve(listener, move |request| pages.answer(&board, request));
     Ok(0)
-}
-
-/// The hosts named, and those of OUT's release whose labels match every `--where`; a
-/// selector that matches no host is an error rather than a silent no-op.
-fn selected(
-    hosts: &[String],
-    selector: &[(String, String)],
-    out: Option<&Path>,
-) -> Result<Vec<String>, Failure> {
-    let mut all = hosts.to_vec();
-    if let (false, Some(out)) = (selector.is_empty(), out) {
-        let release = read_release(out)?;
-        let matched: Vec<String> = release
-            .hosts
-            .iter()
-            .filter(|(_, h)| selector.iter().all(|(k, v)| h.labels.get(k) == Some(v)))
-            .map(|(name, _)| name.clone())
-            .collect();
-        if matched.is_empty() {
-            let wanted: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            return Err(Failure::Usage(format!(
-                "no host of {}'s release has {}",
-                out.display(),
-                wanted.join(" and ")
-            )));
-        }
-        all.extend(matched);
-    }
-    all.sort();
-    all.dedup();
-    Ok(all)
 }
 
 fn key_value(value: &str) -> Result<(String, String), String> {
