@@ -944,26 +944,21 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             fleet,
             json,
         } => {
+            // `--history`, `--pause`, `--continue` and `--status` name the fleet by `--fleet`
+            // or by OUT's release.
+            let fleet_of = |what: &str| -> Result<String, Failure> {
+                match (fleet, out) {
+                    (Some(fleet), _) => Ok(fleet.clone()),
+                    (None, Some(out)) => Ok(read_release(out)?.fleet),
+                    (None, None) => Err(Failure::Usage(format!("{what} OUT or `--fleet`"))),
+                }
+            };
             if *history {
-                let fleet = match (fleet, out) {
-                    (Some(fleet), _) => fleet.clone(),
-                    (None, Some(out)) => read_release(out)?.fleet,
-                    (None, None) => {
-                        return Err(Failure::Usage("`--history` needs OUT or `--fleet`".into()))
-                    }
-                };
+                let fleet = fleet_of("`--history` needs")?;
                 return Ok(rollout::history(store, &tls.access(), &fleet, *json)?);
             }
             if *pause || *unpause {
-                let fleet = match (fleet, out) {
-                    (Some(fleet), _) => fleet.clone(),
-                    (None, Some(out)) => read_release(out)?.fleet,
-                    (None, None) => {
-                        return Err(Failure::Usage(
-                            "`--pause` and `--continue` need OUT or `--fleet`".into(),
-                        ))
-                    }
-                };
+                let fleet = fleet_of("`--pause` and `--continue` need")?;
                 return Ok(rollout::pause(
                     store,
                     &tls.access(),
@@ -972,13 +967,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 )?);
             }
             if *status {
-                let fleet = match (fleet, out) {
-                    (Some(fleet), _) => fleet.clone(),
-                    (None, Some(out)) => read_release(out)?.fleet,
-                    (None, None) => {
-                        return Err(Failure::Usage("`--status` needs OUT or `--fleet`".into()))
-                    }
-                };
+                let fleet = fleet_of("`--status` needs")?;
                 return Ok(rollout::status(store, &tls.access(), &fleet, *json)?);
             }
             let Some(out) = out else {
@@ -1583,8 +1572,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 .collect();
             let etcd = bell_store::Etcd::open(store, &tls.access())?;
             let fleet = &lowered.fleet.name;
-            let filed = bell_store::discovery::list(&etcd, fleet)?;
-            let rejected = bell_store::discovery::rejections(&etcd, fleet)?;
+            let (filed, rejected) = bell_store::discovery::read(&etcd, fleet)?;
             enroll::print_pending(
                 &bellc::fleet::enroll::pending_among(
                     &|name| identities.get(name).copied(),

@@ -353,13 +353,7 @@ fn note_discovered(
     etcd: &bell_store::Etcd,
     release: &bell_bundle::Release,
 ) {
-    let listed = bell_store::discovery::list(etcd, &release.fleet).and_then(|filed| {
-        Ok((
-            filed,
-            bell_store::discovery::rejections(etcd, &release.fleet)?,
-        ))
-    });
-    match listed {
+    match bell_store::discovery::read(etcd, &release.fleet) {
         Ok((filed, rejected)) => {
             fleet.note_discovered(&bellc::fleet::enroll::pending(release, &filed, &rejected))
         }

@@ -129,6 +129,16 @@ pub fn list(etcd: &Etcd, fleet: &str) -> Result<Vec<Filed>, String> {
     Ok(filed_in(fleet, &etcd.range_prefix(&key(fleet, ""))?))
 }
 
+/// Every registration of `fleet` and every refusal, with one range request (the refusals'
+/// prefix, `/bell/FLEET/discovery-rejected/`, starts with the registrations').
+pub fn read(
+    etcd: &Etcd,
+    fleet: &str,
+) -> Result<(Vec<Filed>, std::collections::BTreeMap<String, Rejection>), String> {
+    let kvs = etcd.range_prefix(&format!("/bell/{fleet}/discovery"))?;
+    Ok((filed_in(fleet, &kvs), rejections_in(fleet, &kvs)))
+}
+
 /// The registrations among `kvs` (a read of the fleet's keys, such as `/bell/FLEET/`).
 pub fn filed_in(fleet: &str, kvs: &[KeyValue]) -> Vec<Filed> {
     let prefix = key(fleet, "");
@@ -165,17 +175,6 @@ pub fn reject(etcd: &Etcd, fleet: &str, host: &str, rejection: &Rejection) -> Re
 /// Forgets a refusal (the host was accepted after all).
 pub fn unreject(etcd: &Etcd, fleet: &str, host: &str) -> Result<(), String> {
     etcd.delete(&rejected_key(fleet, host))
-}
-
-/// Every refusal of `fleet`, by host; unreadable ones are left out.
-pub fn rejections(
-    etcd: &Etcd,
-    fleet: &str,
-) -> Result<std::collections::BTreeMap<String, Rejection>, String> {
-    Ok(rejections_in(
-        fleet,
-        &etcd.range_prefix(&rejected_key(fleet, ""))?,
-    ))
 }
 
 /// The refusals among `kvs` (a read of the fleet's keys).
