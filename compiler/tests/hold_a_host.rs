@@ -5,10 +5,15 @@
 //! `unhold` the same rollout, paused first, gives no wave (nor does the controller that takes
 //! over from one killed while paused) until `--continue`, and then moves it. Then a hold forged with `etcdctl` on h1 and
 //! release 3 published straight into the store: h1 applies nothing new and says why, the others
-//! move — a forged hold delays a host and does nothing else.
+//! move — a forged hold delays a host and does nothing else. The etcd is a three-member
+//! cluster: while the rollout is paused, `bellc serve`'s `/metrics` must count what
+//! `status --json` counts, and after one member is killed the page, `/api/v1/store` and
+//! `/metrics` must say which; each time the README's alert rules are evaluated by promtool over
+//! what was served, and exactly the expected ones fire.
 
 mod common;
-use common::fleet::{bell_run, etcdctl, Etcd, Nginx};
+use common::alerting::Rules;
+use common::fleet::{bell_run, etcdctl, EtcdCluster, Nginx};
 use common::pulling::{build, copy_over, image_root, keep_pulling, motd, TwoReleases, HOSTS};
 use common::serving::Server;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -18,14 +23,40 @@ fn json(text: &str) -> serde_json::Value {
     serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
 }
 
+/// `/metrics` once it holds `line` (the server refreshes every second).
+fn wait_for_metrics(server: &Server, line: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, metrics) = server.get("/metrics");
+        assert_eq!(code, 200, "{metrics}");
+        if metrics.lines().any(|l| l == line) {
+            return metrics;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/metrics never said {line}:\n{metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The value of the sample `series` (name and labels as served).
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        let (name, value) = l.rsplit_once(' ')?;
+        (name == series).then(|| value.parse().unwrap())
+    })
+}
+
 #[test]
 fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
     let bin = bell_run();
     let setup = TwoReleases::new();
     let fx = &setup.fx;
-    let Some(etcd) = Etcd::start() else {
+    let Some(mut etcd) = EtcdCluster::start() else {
         return;
     };
+    let rules = Rules::from_readme();
     let Some(nginx) = Nginx::serve(&setup.served) else {
         return;
     };
@@ -210,6 +241,46 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
             std::thread::sleep(Duration::from_millis(1500));
             assert!(phase().contains("paused by bob"), "{}", phase());
             assert_eq!(motds()[1], "release 1");
+            // What Prometheus would scrape now: the counts `status` gives, the rollout paused,
+            // and of the README's alert rules only the paused rollout's fires.
+            {
+                let server = Server::start(fx, &["served", "--store", &url]);
+                let metrics = wait_for_metrics(&server, "bell_rollout_phase{phase=\"paused\"} 1");
+                let status = json(
+                    &fx.bellc(&["status", "served", "--store", &url, "--json"])
+                        .stdout,
+                );
+                for (state, count) in status["counts"].as_object().unwrap() {
+                    assert_eq!(
+                        sample(&metrics, &format!("bell_hosts{{state=\"{state}\"}}")),
+                        count.as_f64(),
+                        "{metrics}"
+                    );
+                }
+                let rows = status["hosts"].as_array().unwrap();
+                for flag in ["held", "pending", "stale", "failed", "waiting"] {
+                    let flagged = rows
+                        .iter()
+                        .filter(|r| r["flags"].as_array().unwrap().contains(&flag.into()))
+                        .count();
+                    assert_eq!(
+                        sample(&metrics, &format!("bell_hosts_flagged{{flag=\"{flag}\"}}")),
+                        Some(flagged as f64),
+                        "{metrics}"
+                    );
+                }
+                assert_eq!(sample(&metrics, "bell_hosts{state=\"pending\"}"), Some(1.0));
+                assert_eq!(sample(&metrics, "bell_rollout_waves"), Some(1.0));
+                assert_eq!(sample(&metrics, "bell_rollout_waves_given"), Some(0.0));
+                assert_eq!(sample(&metrics, "bell_store_reachable"), Some(1.0));
+                for endpoint in &etcd.endpoints {
+                    let up = format!("bell_store_member_up{{endpoint=\"{endpoint}\"}}");
+                    assert_eq!(sample(&metrics, &up), Some(1.0), "{metrics}");
+                }
+                if let Some(rules) = &rules {
+                    rules.assert_firing(&metrics, &[("BellRolloutPaused", &[("phase", "paused")])]);
+                }
+            }
             let run = fx.bellc(&["rollout", "--continue", "--store", &url, "--fleet", "f"]);
             assert_eq!(run.code, 0, "{}", run.stderr);
             assert_eq!(run.stdout, "fleet f: rollout continues\n");
@@ -288,7 +359,7 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
             // A hold forged in the store on h1, and release 3 published without a controller:
             // h1 applies nothing new and says whose hold keeps it; the others move.
             etcdctl(
-                url.trim_start_matches("etcd://"),
+                &etcd.endpoints[0],
                 &[
                     "put",
                     "/bell/f/holds/h1",
@@ -341,6 +412,41 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
                 h1["flags"].as_array().unwrap().contains(&"held".into()),
                 "{h1:#}"
             );
+
+            // An etcd member killed: the fleet goes on with two, and the page, its API and
+            // /metrics say which one is down; of the alert rules only the member's fires.
+            let dead = etcd.endpoints[2].clone();
+            etcd.kill(2);
+            wait_for("the page to see the member down", &|| {
+                let members = server.store()["members"].clone();
+                members.as_array().is_some_and(|m| {
+                    m.len() == 3 && m.iter().filter(|m| m["up"] == false).count() == 1
+                })
+            });
+            let store = server.store();
+            let down = store["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["up"] == false)
+                .unwrap();
+            assert_eq!(down["endpoint"], dead.as_str(), "{store:#}");
+            assert!(!down["error"].as_str().unwrap().is_empty(), "{store:#}");
+            assert_eq!(store["reachable"], true, "{store:#}");
+            let (_, page) = server.get("/");
+            assert!(page.contains("2 of 3 members up"), "{page}");
+            let metrics = wait_for_metrics(
+                &server,
+                &format!("bell_store_member_up{{endpoint=\"{dead}\"}} 0"),
+            );
+            assert_eq!(sample(&metrics, "bell_store_reachable"), Some(1.0));
+            assert_eq!(
+                sample(&metrics, "bell_rollout_phase{phase=\"done\"}"),
+                Some(1.0)
+            );
+            if let Some(rules) = &rules {
+                rules.assert_firing(&metrics, &[("BellStoreMemberDown", &[("endpoint", &dead)])]);
+            }
         }));
         stop.store(true, Ordering::Relaxed);
         if let Err(panic) = result {

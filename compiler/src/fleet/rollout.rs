@@ -170,6 +170,15 @@ pub enum Phase {
 }
 
 impl Phase {
+    pub const ALL: [Phase; 6] = [
+        Phase::Running,
+        Phase::Halted,
+        Phase::Paused,
+        Phase::Done,
+        Phase::Aborting,
+        Phase::Aborted,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Running => "running",

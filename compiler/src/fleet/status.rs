@@ -100,6 +100,21 @@ pub enum Flag {
 }
 
 impl Flag {
+    pub const ALL: [Flag; 12] = [
+        Flag::Forged,
+        Flag::Failed,
+        Flag::Unhealthy,
+        Flag::Stale,
+        Flag::Drifted,
+        Flag::Pending,
+        Flag::Waiting,
+        Flag::Deferred,
+        Flag::RebootRequired,
+        Flag::Rebooting,
+        Flag::Unverified,
+        Flag::Held,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Flag::Forged => "forged",

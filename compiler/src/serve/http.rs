@@ -74,6 +74,15 @@ impl Response {
         self
     }
 
+    /// Prometheus's text exposition format.
+    pub fn metrics(body: String) -> Response {
+        Response {
+            status: 200,
+            content_type: "text/plain; version=0.0.4; charset=utf-8",
+            body: body.into_bytes(),
+        }
+    }
+
     fn plain(status: u16, text: &str) -> Response {
         Response {
             status,

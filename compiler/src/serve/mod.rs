@@ -2,7 +2,7 @@
 //! `/api/v1/`. Read-only: nothing here writes to the store or to OUT.
 //!
 //! A refresher thread reads the store every `refresh` seconds with **one** range request over
-//! the fleet's keys (`/bell/FLEET/`: reports, states, liveness leases, the published release,
+//! the fleet's keys (and one status request per etcd member, for its health) (`/bell/FLEET/`: reports, states, liveness leases, the published release,
 //! the rollout's progress, the disruption budget's semaphores) and turns it into a
 //! [`Snapshot`]; pages are rendered from the newest snapshot. So a page costs no request to
 //! etcd however many people look, its time does not grow with the number of refreshes, and
@@ -13,6 +13,7 @@
 //! `/api/v1/status` is `bellc status OUT --store … --json` as of the snapshot.
 
 pub mod http;
+pub mod metrics;
 pub mod pages;
 
 use crate::fleet::rollout::{self, Progress};
@@ -218,6 +219,9 @@ pub struct Board {
     witness: Mutex<Option<Witness>>,
     /// The release's identities, by the release they were read from.
     identities: Mutex<Option<(Arc<Release>, Arc<bell_store::Identities>)>>,
+    /// Each member of the store as it last answered about itself (read at every refresh,
+    /// also when the fleet's keys could not be).
+    members: Mutex<Vec<bell_store::members::Member>>,
     explain: Option<Explain>,
 }
 
@@ -244,6 +248,7 @@ impl Board {
             reports: Mutex::new(bell_store::ParsedReports::default()),
             witness: Mutex::new(None),
             identities: Mutex::new(None),
+            members: Mutex::new(Vec::new()),
             explain,
         };
         board.read_release()?;
@@ -286,6 +291,11 @@ impl Board {
 
     pub fn snapshot(&self) -> Option<Arc<Snapshot>> {
         self.current.read().ok().and_then(|s| s.clone())
+    }
+
+    /// Each member of the store, as the last refresh found it.
+    pub fn members(&self) -> Vec<bell_store::members::Member> {
+        lock(&self.members).clone()
     }
 
     pub fn outage(&self) -> Option<Outage> {
@@ -346,10 +356,12 @@ impl Board {
         identities
     }
 
-    /// One reading: OUT's release and one range request over the fleet's keys.
+    /// One reading: OUT's release, one range request over the fleet's keys, and each member
+    /// of the store asked about itself (one request per member, all at once).
     pub fn refresh(&self, now: u64) {
         self.refreshes.fetch_add(1, Ordering::SeqCst);
         let started = std::time::Instant::now();
+        *lock(&self.members) = bell_store::members::members(&self.etcd);
         let read = self.read(now);
         let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.took_ms.store(took, Ordering::SeqCst);

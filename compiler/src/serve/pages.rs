@@ -44,6 +44,9 @@ impl Pages {
                 None => unavailable_json(board),
             };
         }
+        if path == "/metrics" {
+            return Response::metrics(super::metrics::render(board, super::unix_now()));
+        }
         if path == "/api/v1/store" {
             return json(&store_view(board));
         }
@@ -221,11 +224,16 @@ pub struct StoreView {
     pub took_seconds: f64,
     /// The same for people (`0.42 s`).
     pub took: String,
+    /// Each member, as it answered about itself at the last refresh.
+    pub members: Vec<bell_store::members::Member>,
+    /// How many of them are up, for the header.
+    pub members_up: usize,
 }
 
 fn store_view(board: &Board) -> StoreView {
     let outage = board.outage();
     let read_at = board.snapshot().map(|s| s.read_at);
+    let members = board.members();
     StoreView {
         url: board.store_url(),
         reachable: outage.is_none() && read_at.is_some(),
@@ -239,6 +247,8 @@ fn store_view(board: &Board) -> StoreView {
         refresh_seconds: board.refresh_seconds(),
         took_seconds: board.took().as_secs_f64(),
         took: format!("{:.2} s", board.took().as_secs_f64()),
+        members_up: members.iter().filter(|m| m.up).count(),
+        members,
     }
 }
 

@@ -6,6 +6,7 @@
 //! rendered diagnostics) and [`fleet`] (bell-run and a real etcd).
 #![allow(dead_code)]
 
+pub mod alerting;
 pub mod enrolling;
 pub mod fleet;
 pub mod in_memory;

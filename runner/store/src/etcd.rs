@@ -87,7 +87,7 @@ impl Op<'_> {
 pub const MAX_TXN_OPS: usize = 128;
 
 /// An int64 as the gateway sends it (a string; a number from some versions).
-fn number(value: Option<&serde_json::Value>) -> Option<i64> {
+pub(crate) fn number(value: Option<&serde_json::Value>) -> Option<i64> {
     match value? {
         serde_json::Value::String(text) => text.parse().ok(),
         other => other.as_i64(),
@@ -556,6 +556,23 @@ impl Etcd {
             "range_end": b64(&perm.range_end),
         });
         self.call("/v3/auth/role/revoke", &body).map(|_| ())
+    }
+
+    /// The answer of endpoint `at` alone (no other member tried, no second round): how one
+    /// member is asked about itself.
+    pub(crate) fn call_member(
+        &self,
+        at: usize,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.call_endpoint(at, path, &body.to_string(), &|bytes| {
+            serde_json::from_slice(bytes).map_err(|e| e.to_string())
+        })
+        .map_err(|failure| match failure {
+            Failure::Unreachable(e) | Failure::Refused(e) => e,
+        })
     }
 
     /// One request, to the first endpoint that answers it: starting where the last request was

@@ -23,6 +23,7 @@ pub mod discovery;
 pub mod etcd;
 pub mod hold;
 pub mod http;
+pub mod members;
 pub mod proof;
 pub mod resolve;
 pub mod semaphore;
