@@ -81,6 +81,8 @@ fn report(host: &str, version: &str, bundle: &str) -> Report {
         snapshots: Default::default(),
         reboot_required: Vec::new(),
         rebooting: None,
+        since: None,
+        attempts: None,
         sequence: None,
         signer: None,
         proof: None,

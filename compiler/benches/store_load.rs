@@ -50,6 +50,8 @@ fn report(host: &str, at: u64) -> Report {
         snapshots: Default::default(),
         reboot_required: Vec::new(),
         rebooting: None,
+        since: None,
+        attempts: None,
         sequence: None,
         signer: None,
         proof: None,

@@ -280,6 +280,10 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
                 if let Some(rules) = &rules {
                     rules.assert_firing(&metrics, &[("BellRolloutPaused", &[("phase", "paused")])]);
                 }
+                // As a browser shows it: minijinja escapes `/` too.
+                let page = server.get("/").1.replace("&#x2f;", "/");
+                let command = format!("bellc rollout --continue --store {url} --fleet f");
+                assert!(page.contains(&command), "{page}");
             }
             let run = fx.bellc(&["rollout", "--continue", "--store", &url, "--fleet", "f"]);
             assert_eq!(run.code, 0, "{}", run.stderr);
@@ -412,6 +416,10 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
                 h1["flags"].as_array().unwrap().contains(&"held".into()),
                 "{h1:#}"
             );
+
+            let page = server.get("/hosts/h1").1.replace("&#x2f;", "/");
+            let command = format!("bellc unhold h1 --store {url} --fleet f");
+            assert!(page.contains(&command), "{page}");
 
             // An etcd member killed: the fleet goes on with two, and the page, its API and
             // /metrics say which one is down; of the alert rules only the member's fires.

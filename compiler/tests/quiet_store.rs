@@ -2,7 +2,9 @@
 //! writes nothing (measured in etcd revisions), and a host's liveness is a key bound to a lease
 //! that each run renews without a revision. `bellc status` takes liveness from the lease: a
 //! host whose lease ended is unaccounted however recent its last change, and the next run
-//! brings it back. Real etcd, real bellc and bell-run.
+//! brings it back. A host that is not well is the exception: each run that finds it so is
+//! written, so that its row says since when and after how many attempts. Real etcd, real
+//! bellc and bell-run.
 
 mod common;
 use common::fleet::{bell_run, run_bin, text, Etcd};
@@ -99,5 +101,36 @@ fn a_run_that_changes_nothing_writes_nothing_and_liveness_is_a_lease() {
     // Its next run takes a new lease, and it is back.
     let out = pull(&bin, source, root.path(), "h1", &args);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    status("up-to-date");
+    let h1 = status("up-to-date");
+    assert!(h1.get("attempts").is_none(), "{h1}");
+
+    // Changed behind bell's back: a host that is not well writes every run that finds so
+    // (three checks, three revisions), and its row says since the first and how many.
+    std::fs::write(root.path().join("etc/motd"), "changed by hand\n").unwrap();
+    let before = client.revision().unwrap();
+    for i in 0..3 {
+        if i > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1100));
+        }
+        let out = check();
+        assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+    }
+    assert_eq!(client.revision().unwrap(), before + 3);
+    let h1 = status("drifted");
+    assert_eq!(h1["attempts"], 3, "{h1}");
+    let (since, last) = (
+        h1["since"].as_u64().unwrap(),
+        h1["last_attempt"].as_u64().unwrap(),
+    );
+    assert!(since + 2 <= last, "{h1}");
+    let run = fx.bellc(&["status", "out1", "--store", url]);
+    let row = run.stdout.lines().find(|l| l.starts_with("h1 ")).unwrap();
+    assert!(
+        row.contains(&format!(
+            "since {}: 3 attempts, the last ",
+            bell_bundle::utc(since)
+        )),
+        "{}",
+        run.stdout
+    );
 }

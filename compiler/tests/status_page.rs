@@ -119,6 +119,7 @@ fn ranges_served(endpoint: &str) -> u64 {
 fn without_ages(mut status: serde_json::Value) -> serde_json::Value {
     for host in status["hosts"].as_array_mut().unwrap() {
         host.as_object_mut().unwrap().remove("age_seconds");
+        host.as_object_mut().unwrap().remove("since_seconds");
     }
     status
 }
@@ -324,6 +325,15 @@ fn a_twelve_host_fleet_in_a_browser() {
     assert!(dom.contains("web-4 for 5m"), "the budget's holder is shown");
     assert!(dom.contains("wave 2 of 3"), "the rollout's wave is shown");
     assert!(dom.contains("Halted: wave 2 did not converge within 30m"));
+    // Beside each problem, the command that acts on it, store and fleet filled in.
+    let fleet = status["fleet"].as_str().unwrap();
+    for command in [
+        format!("bellc rollout out --resume --store {url}"),
+        format!("bellc rollout out --abort --store {url}"),
+        format!("bellc lock release web-4 --store {url} --fleet {fleet}"),
+    ] {
+        assert!(dom.contains(&command), "{command}: {dom}");
+    }
     let waiting = &dom[dom
         .find("Waiting for:")
         .expect("the hosts the rollout waits for")..];
@@ -356,7 +366,20 @@ fn a_twelve_host_fleet_in_a_browser() {
     );
     assert!(broken.contains("exec:warm-cache.sh"), "{broken}");
     assert!(broken.contains("cache dir /srv/cache missing"), "{broken}");
+    assert!(
+        broken.contains(&format!(
+            "bellc hold broken --reason 'looking into it' --store {url} --fleet {fleet}"
+        )),
+        "{broken}"
+    );
+    assert!(broken.contains("failed since "), "{broken}");
     let behind = browse(browser.path(), &["--dump-dom"], &server.url("/hosts/web-4"));
+    assert!(
+        behind.contains(&format!(
+            "bellc lock release web-4 --store {url} --fleet {fleet}"
+        )),
+        "{behind}"
+    );
     assert!(
         behind.contains("/etc/motd") && behind.contains("+release two"),
         "{behind}"

@@ -347,6 +347,8 @@ pub fn emit(sinks: &Sinks, run: Run) {
                         .filter(|_| bundle.is_some() && bundle == state.and_then(|s| s.generation.clone()))
                         .map(|m| m.snapshots.clone())
                         .unwrap_or_default(),
+                    since: None,
+                    attempts: None,
                     sequence: None,
                     signer: None,
                     proof: None,

@@ -480,6 +480,7 @@ fn detail_of(h: &status::HostStatus) -> String {
             parts.push(format!("{name}: {}", items.join(", ")));
         }
     }
+    parts.extend(h.since_text());
     parts.join("; ")
 }
 

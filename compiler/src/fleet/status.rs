@@ -4,7 +4,7 @@
 //! staleness is decided by the caller and tests can fix the time.
 
 use bell_bundle::Release;
-use bell_store::{HostView, State};
+use bell_store::{HostView, Report, State};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -180,6 +180,75 @@ pub struct HostStatus {
     /// An operator's hold (`bellc hold`): who, why, since when.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held: Option<bell_store::hold::Hold>,
+    /// Since when it has been in its state (unix seconds), and how long ago: the first of
+    /// the runs in a row that said what decides the state (a failure retried: its first
+    /// failure); for a host not heard from, its last report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since_seconds: Option<u64>,
+    /// For a host that is not well: how many runs in a row said so (each is written), and
+    /// when the last finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_attempt: Option<u64>,
+}
+
+impl HostStatus {
+    /// Since when, as a row's detail ends: `failing since 2026-11-26 14:08:20 UTC, 25
+    /// attempts, the last 2m ago`; `None` when there is nothing to say beyond the report's age.
+    pub fn since_text(&self) -> Option<String> {
+        let attempts = self.attempts.filter(|&n| n > 1)?;
+        let since = self.since?;
+        let last = self
+            .last_attempt
+            .zip(self.age_seconds)
+            .map(|(_, age)| format!(", the last {} ago", age_short(age)))
+            .unwrap_or_default();
+        Some(format!(
+            "since {}: {attempts} attempts{last}",
+            bell_bundle::utc(since)
+        ))
+    }
+
+    /// Its state and since when, for the host's page: `failed since 2026-11-26 14:08:20 UTC
+    /// (2h ago): 25 attempts, the last 2m ago`.
+    pub fn since_line(&self) -> Option<String> {
+        let since = self.since?;
+        let ago = self
+            .since_seconds
+            .map(|s| format!(" ({} ago)", age_short(s)))
+            .unwrap_or_default();
+        let attempts = match (self.attempts, self.age_seconds) {
+            (Some(n), Some(age)) if n > 1 => {
+                format!(": {n} attempts, the last {} ago", age_short(age))
+            }
+            _ => String::new(),
+        };
+        Some(format!(
+            "{} since {}{ago}{attempts}",
+            self.state.as_str(),
+            bell_bundle::utc(since)
+        ))
+    }
+
+    /// Notes since when the row's state holds, from the report that decides it (`None` for
+    /// a host not heard from: since its last report).
+    fn note_since(&mut self, deciding: Option<&Report>, last: Option<&Report>, now: u64) {
+        let since = match deciding {
+            Some(r) => {
+                if r.result != State::Success {
+                    self.attempts = Some(r.attempts.unwrap_or(1));
+                    self.last_attempt = Some(r.finished_at);
+                }
+                Some(r.since.unwrap_or(r.started_at))
+            }
+            None => last.map(|r| r.finished_at),
+        };
+        self.since = since;
+        self.since_seconds = since.map(|at| now.saturating_sub(at));
+    }
 }
 
 /// The version of the JSON that `bellc status --json` prints.
@@ -326,6 +395,10 @@ impl FleetStatus {
                     forged: Vec::new(),
                     unverified: None,
                     held: None,
+                    since: r.registered_at,
+                    since_seconds: None,
+                    attempts: None,
+                    last_attempt: None,
                 }),
             }
         }
@@ -431,6 +504,10 @@ pub fn fleet_status(
             forged: view.forged.clone(),
             unverified: None,
             held: None,
+            since: None,
+            since_seconds: None,
+            attempts: None,
+            last_attempt: None,
         });
     }
     hosts.sort_by(|a, b| a.state.cmp(&b.state).then_with(|| a.host.cmp(&b.host)));
@@ -513,6 +590,10 @@ fn host_status(
         forged: view.map(|v| v.forged.clone()).unwrap_or_default(),
         unverified: view.and_then(|v| v.unverified.clone()),
         held: None,
+        since: None,
+        since_seconds: None,
+        attempts: None,
+        last_attempt: None,
     };
     let mut reasons: Vec<(Flag, String)> = Vec::new();
     if !row.forged.is_empty() {
@@ -553,11 +634,11 @@ fn host_status(
             reasons.push((Flag::Failed, why));
         }
     }
+    let probed = [r, of("apply"), of("check")]
+        .into_iter()
+        .find(|x| x.health.iter().any(|p| !p.healthy))
+        .unwrap_or(r);
     if category("health") == Some(State::Unhealthy) {
-        let probed = [r, of("apply"), of("check")]
-            .into_iter()
-            .find(|x| x.health.iter().any(|p| !p.healthy))
-            .unwrap_or(r);
         row.unhealthy = failing_probes(probed);
         reasons.push((Flag::Unhealthy, unhealthy_detail(probed)));
     }
@@ -609,7 +690,19 @@ fn host_status(
             ),
         ));
     }
-    settle(row, reasons)
+    let mut row = settle(row, reasons);
+    let deciding = match row.state {
+        HostState::Failed => ["apply", "check"]
+            .into_iter()
+            .find(|c| category(c) == Some(State::Failed))
+            .map(of),
+        HostState::Unhealthy => Some(probed),
+        HostState::Drifted => Some(of("check")),
+        HostState::Unaccounted | HostState::Forged => None,
+        _ => Some(r),
+    };
+    row.note_since(deciding.map(|r| &**r), Some(r), now);
+    row
 }
 
 /// The row's flags and its state: the first reason's (the most severe), or as it was.
@@ -810,6 +903,8 @@ mod tests {
             snapshots: Default::default(),
             reboot_required: vec![reason.to_string()],
             rebooting: None,
+            since: None,
+            attempts: None,
             sequence: None,
             signer: None,
             proof: None,
@@ -898,6 +993,8 @@ mod tests {
             snapshots: Default::default(),
             reboot_required: Vec::new(),
             rebooting: None,
+            since: None,
+            attempts: None,
             sequence: None,
             signer: None,
             proof: None,

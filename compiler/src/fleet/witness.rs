@@ -287,6 +287,8 @@ mod tests {
             snapshots: Default::default(),
             reboot_required: Vec::new(),
             rebooting: None,
+            since: None,
+            attempts: None,
             sequence: None,
             signer: None,
             proof: None,

@@ -4,6 +4,8 @@
 
 use super::http::{Request, Response};
 use super::{Board, Snapshot};
+use crate::escape::shell_quote;
+use crate::fleet::rollout::Phase;
 use crate::fleet::status::{age_short as age, Flag, HostState, HostStatus};
 use crate::review::diff::{self, short};
 use minijinja::{context, Environment};
@@ -144,11 +146,11 @@ impl Pages {
                 fleet => s.status.fleet,
                 store => store_view(board),
                 release => release_view(&s),
-                rollout => rollout_view(&s),
+                rollout => rollout_view(board, &s),
                 counts,
                 waiting,
                 total => s.status.hosts.len(),
-                groups => groups_view(&s),
+                groups => groups_view(board, &s),
                 history => history_view(&s),
                 snapshots => s.status.snapshots,
                 list,
@@ -301,11 +303,13 @@ struct RolloutView {
     published_utc: Option<String>,
     halted: Option<String>,
     paused: Option<String>,
+    /// What acts on a halted or paused rollout, ready to paste.
+    commands: Vec<Command>,
     troubles: Vec<String>,
     controller: Option<String>,
 }
 
-fn rollout_view(s: &Snapshot) -> Option<RolloutView> {
+fn rollout_view(board: &Board, s: &Snapshot) -> Option<RolloutView> {
     let p = s.progress.as_ref()?;
     let current = (p.given > p.converged).then_some(p.converged + 1);
     let waiting_for = current
@@ -357,6 +361,29 @@ fn rollout_view(s: &Snapshot) -> Option<RolloutView> {
             })
             .collect(),
         controller: s.controller.clone(),
+        commands: match p.phase {
+            Phase::Halted => {
+                let out = match board.out() {
+                    super::Out::Dir(dir) => dir.display().to_string(),
+                    super::Out::Url(_) => "OUT".to_string(),
+                };
+                vec![
+                    Command::new(
+                        "once the hosts that stopped it are fixed, go on (with your signing key)",
+                        bellc(board, &["rollout", &out, "--resume"], false),
+                    ),
+                    Command::new(
+                        "or give the moved hosts their previous bundle back",
+                        bellc(board, &["rollout", &out, "--abort"], false),
+                    ),
+                ]
+            }
+            Phase::Paused => vec![Command::new(
+                "no new wave until",
+                bellc(board, &["rollout", "--continue"], true),
+            )],
+            _ => Vec::new(),
+        },
     })
 }
 
@@ -399,10 +426,18 @@ struct GroupView {
     total: u64,
     held: usize,
     free: u64,
-    holders: Vec<String>,
+    holders: Vec<HolderView>,
 }
 
-fn groups_view(s: &Snapshot) -> Vec<GroupView> {
+#[derive(Serialize)]
+struct HolderView {
+    /// `web-4 for 3m`.
+    text: String,
+    /// Frees its slots: for a holder that died holding one.
+    release: String,
+}
+
+fn groups_view(board: &Board, s: &Snapshot) -> Vec<GroupView> {
     s.groups
         .iter()
         .map(|g| GroupView {
@@ -413,15 +448,84 @@ fn groups_view(s: &Snapshot) -> Vec<GroupView> {
             holders: g
                 .holders
                 .iter()
-                .map(|h| match h.since {
-                    Some(since) => {
-                        format!("{} for {}", h.host, age(s.read_at.saturating_sub(since)))
-                    }
-                    None => h.host.clone(),
+                .map(|h| HolderView {
+                    text: match h.since {
+                        Some(since) => {
+                            format!("{} for {}", h.host, age(s.read_at.saturating_sub(since)))
+                        }
+                        None => h.host.clone(),
+                    },
+                    release: bellc(board, &["lock", "release", &h.host], true),
                 })
                 .collect(),
         })
         .collect()
+}
+
+/// A command that acts on a problem the page shows, and when to run it.
+#[derive(Serialize)]
+pub struct Command {
+    pub why: &'static str,
+    pub command: String,
+}
+
+impl Command {
+    fn new(why: &'static str, command: String) -> Command {
+        Command { why, command }
+    }
+}
+
+/// `bellc WORDS… --store URL [--fleet F]`, every word quoted for a shell: the page's
+/// commands run as they are pasted, whatever a host or group is called.
+fn bellc(board: &Board, words: &[&str], fleet: bool) -> String {
+    let mut line = vec!["bellc".to_string()];
+    line.extend(words.iter().map(|w| shell_quote(w)));
+    line.push("--store".to_string());
+    line.push(shell_quote(&board.store_url()));
+    if fleet {
+        line.push("--fleet".to_string());
+        line.push(shell_quote(&board.fleet()));
+    }
+    line.join(" ")
+}
+
+/// What acts on a host's problems: its hold, the slots it holds, a failure to look at.
+fn host_commands(board: &Board, s: &Snapshot, h: &HostStatus) -> Vec<Command> {
+    let mut commands = Vec::new();
+    if h.held.is_some() {
+        commands.push(Command::new(
+            "it stays on its bundle until",
+            bellc(board, &["unhold", &h.host], true),
+        ));
+    } else if matches!(
+        h.state,
+        HostState::Failed | HostState::Unhealthy | HostState::Drifted
+    ) {
+        commands.push(Command::new(
+            "to keep it out of rollouts while you look",
+            bellc(
+                board,
+                &["hold", &h.host, "--reason", "looking into it"],
+                true,
+            ),
+        ));
+    }
+    if s.groups
+        .iter()
+        .any(|g| g.holders.iter().any(|holder| holder.host == h.host))
+    {
+        commands.push(Command::new(
+            "it holds a slot of its rollout group; if it died holding it",
+            bellc(board, &["lock", "release", &h.host], true),
+        ));
+    }
+    if h.flags.contains(&Flag::Waiting) {
+        commands.push(Command::new(
+            "it waits for a slot; who holds them",
+            bellc(board, &["lock", "status"], true),
+        ));
+    }
+    commands
 }
 
 /// One row of the host list.
@@ -434,6 +538,10 @@ pub struct Row {
     pub detail: Option<String>,
     pub version: Option<String>,
     pub age: Option<String>,
+    /// How long it has been in its state (`3h`), and for a host that is not well how many
+    /// runs in a row said so.
+    pub since: Option<String>,
+    pub attempts: Option<u64>,
     pub reported: Option<String>,
     pub desired: Option<String>,
 }
@@ -451,6 +559,8 @@ fn row(h: &HostStatus) -> Row {
         detail: h.detail.clone(),
         version: h.version.as_deref().map(|v| short(v).to_string()),
         age: h.age_seconds.map(age),
+        since: h.since_seconds.map(age),
+        attempts: h.attempts.filter(|&n| n > 1),
         reported: h.reported.as_deref().map(|v| short(v).to_string()),
         desired: h.desired.as_deref().map(|v| short(v).to_string()),
     }
@@ -566,6 +676,10 @@ const QUERY: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
 #[derive(Serialize)]
 pub struct HostView {
     pub status: HostStatus,
+    /// What acts on its problems, ready to paste.
+    pub commands: Vec<Command>,
+    /// Its state since when, with the attempts of a host that is not well.
+    pub since: Option<String>,
     pub labels: BTreeMap<String, String>,
     pub address: Option<String>,
     pub alive: Option<bool>,
@@ -589,6 +703,10 @@ pub struct ReportView {
     pub release: Option<String>,
     pub bundle: Option<String>,
     pub finished_utc: String,
+    /// When a run in a row that said the same as this one was first (with how many), if
+    /// there were several.
+    pub first_utc: Option<String>,
+    pub attempts: Option<u64>,
     pub error: Option<String>,
     pub signature: Option<String>,
     /// Resources that did something or went wrong first, then the rest.
@@ -619,6 +737,12 @@ fn host_view(board: &Board, s: &Snapshot, name: &str) -> Option<HostView> {
                         release: r.release.as_deref().map(|v| short(v).to_string()),
                         bundle: r.bundle.as_deref().map(|v| short(v).to_string()),
                         finished_utc: bell_bundle::utc(r.finished_at),
+                        first_utc: r
+                            .attempts
+                            .filter(|&n| n > 1)
+                            .and(r.since)
+                            .map(bell_bundle::utc),
+                        attempts: r.attempts.filter(|&n| n > 1),
                         error: r.error.clone(),
                         signature: r.signature.clone(),
                         resources,
@@ -640,6 +764,8 @@ fn host_view(board: &Board, s: &Snapshot, name: &str) -> Option<HostView> {
         }
     }
     Some(HostView {
+        commands: host_commands(board, s, &status),
+        since: status.since_line(),
         labels: entry.map(|e| e.labels.as_ref().clone()).unwrap_or_default(),
         address: entry.and_then(|e| e.address.clone()),
         alive: view.and_then(|v| v.alive),

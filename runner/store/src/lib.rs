@@ -132,6 +132,13 @@ pub struct Report {
     /// The package repository snapshots of `bundle` (its manifest's): what the host runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub snapshots: bell_bundle::Snapshots,
+    /// When the host first said what this report says: the first of the runs in a row that
+    /// found the same (a failure retried keeps the time of its first failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+    /// How many runs in a row said it, this one included (see [`Report::follow`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u64>,
     /// Signed reports (see [`proof`]): the host's count of the reports it signed, which only
     /// grows, so that an old report put back is older than one a reader has seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -178,6 +185,8 @@ impl Report {
             reboot_required: self.reboot_required.clone(),
             rebooting: self.rebooting.clone(),
             snapshots: self.snapshots.clone(),
+            since: self.since,
+            attempts: self.attempts,
             sequence: self.sequence,
             signer: self.signer.clone(),
             proof: self.proof.clone(),
@@ -190,12 +199,40 @@ impl Report {
         let timeless = |r: &Report| Report {
             started_at: 0,
             finished_at: 0,
+            since: None,
+            attempts: None,
             sequence: None,
             signer: None,
             proof: None,
             ..r.clone()
         };
         timeless(self) == timeless(other)
+    }
+    /// Counts this run among the runs in a row that said the same: when `previous` (the
+    /// host's own last report of this command) says what this one says, this one carries its
+    /// `since` and one more attempt; else this run starts the count. Whether it repeats
+    /// `previous`.
+    pub fn follow(&mut self, previous: Option<&Report>) -> bool {
+        match previous.filter(|p| p.same_apart_from_times(self)) {
+            Some(p) => {
+                self.since = Some(p.since.unwrap_or(p.started_at));
+                self.attempts = Some(p.attempts.unwrap_or(1).saturating_add(1));
+                true
+            }
+            None => {
+                self.since = Some(self.started_at);
+                self.attempts = Some(1);
+                false
+            }
+        }
+    }
+
+    /// Whether a run that says what the last said is written all the same: a host that is
+    /// not well retries on every run, and each attempt is worth knowing ("failed since 14:08,
+    /// 25 attempts, the last at 16:08"); a well host's repeats would only cost the store a
+    /// revision each (its liveness is a lease).
+    pub fn worth_repeating(&self) -> bool {
+        self.result != State::Success
     }
 }
 
@@ -430,13 +467,16 @@ impl Store {
         match self {
             Store::Dir(dir) => {
                 let path = dir.join(format!("{}.json", report.host));
-                if let Some((_, previous)) = read_report(&path)? {
-                    if previous.fleet == report.fleet {
-                        for (category, state) in previous.status {
-                            report.status.entry(category).or_insert(state);
-                        }
+                let previous = read_report(&path)?
+                    .map(|(_, previous)| previous)
+                    .filter(|previous| previous.fleet == report.fleet);
+                if let Some(previous) = &previous {
+                    for (category, state) in &previous.status {
+                        report.status.entry(category.clone()).or_insert(*state);
                     }
                 }
+                // A directory keeps one report, and every run writes it.
+                report.follow(previous.as_ref());
                 std::fs::create_dir_all(dir)
                     .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
                 if let Some(signer) = signer {
@@ -478,19 +518,19 @@ impl Store {
                     let report = serde_json::from_slice::<Report>(&raw).ok()?;
                     Some((raw, report))
                 });
-                // The same report again is not written, if what the store holds is this
-                // host's own: a copy signed by another key is written over.
+                // Only the host's own report counts as what it said last: a copy signed by
+                // another key is written over. The same report again is not written, unless
+                // the host is not well (each of its attempts is then counted).
                 let identity = signer.as_ref().map(|s| s.key.identity());
-                let same = previous.is_some_and(|(raw, previous)| {
-                    previous.same_apart_from_times(report)
-                        && match &identity {
-                            Some(identity) => matches!(
-                                proof::check(&raw, &previous, &report.host, Some(identity)),
-                                proof::Proof::Signed { .. }
-                            ),
-                            None => previous.proof.is_none(),
-                        }
+                let own = previous.filter(|(raw, previous)| match &identity {
+                    Some(identity) => matches!(
+                        proof::check(raw, previous, &report.host, Some(identity)),
+                        proof::Proof::Signed { .. }
+                    ),
+                    None => previous.proof.is_none(),
                 });
+                let same = report.follow(own.as_ref().map(|(_, previous)| previous))
+                    && !report.worth_repeating();
                 let mut ops = Vec::new();
                 let text;
                 if !same {
@@ -1039,6 +1079,8 @@ pub(crate) mod tests {
             reboot_required: Vec::new(),
             rebooting: None,
             snapshots: BTreeMap::new(),
+            since: None,
+            attempts: None,
             sequence: None,
             signer: None,
             proof: None,
@@ -1072,6 +1114,44 @@ pub(crate) mod tests {
             view.report.as_ref().map(|r| r.command.as_str()),
             Some("check")
         );
+    }
+
+    #[test]
+    fn runs_in_a_row_that_say_the_same_are_counted_from_the_first() {
+        let dir = std::env::temp_dir().join(format!("bell-store-runs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::Dir(dir.clone());
+        let at = |started: u64, result: State| {
+            let mut r = report("h1", "apply", result);
+            r.started_at = started;
+            r.finished_at = started + 1;
+            r
+        };
+        for started in [100, 200, 300] {
+            store.record(&mut at(started, State::Failed), None).unwrap();
+        }
+        let read = |store: &Store| {
+            let fleet = store.load_fleet("f", &Identities::new()).unwrap();
+            let r = fleet["h1"].report.clone().unwrap();
+            (r.since, r.attempts, r.finished_at)
+        };
+        assert_eq!(read(&store), (Some(100), Some(3), 301));
+        // Something else said: the count starts again.
+        store.record(&mut at(400, State::Success), None).unwrap();
+        assert_eq!(read(&store), (Some(400), Some(1), 401));
+        let mut failed = at(500, State::Failed);
+        failed.error = Some("another failure".into());
+        store.record(&mut failed, None).unwrap();
+        store.record(&mut at(600, State::Failed), None).unwrap();
+        assert_eq!(read(&store), (Some(600), Some(1), 601));
+
+        // Repeats of a well host need not be written; a failing host's each are worth it.
+        let mut well = at(1, State::Success);
+        assert!(!well.follow(Some(&at(0, State::Success))) || !well.worth_repeating());
+        let mut failing = at(1, State::Failed);
+        assert!(failing.follow(Some(&at(0, State::Failed))) && failing.worth_repeating());
+        assert_eq!((failing.since, failing.attempts), (Some(0), Some(2)));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
