@@ -9,7 +9,8 @@
 //! cluster: while the rollout is paused, `bellc serve`'s `/metrics` must count what
 //! `status --json` counts, and after one member is killed the page, `/api/v1/store` and
 //! `/metrics` must say which; each time the README's alert rules are evaluated by promtool over
-//! what was served, and exactly the expected ones fire.
+//! what was served, and exactly the expected ones fire. Last, a hold placed while a fourth
+//! rollout is paused: the controller leaves that host out when it gives the wave.
 
 mod common;
 use common::alerting::Rules;
@@ -455,6 +456,40 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
             if let Some(rules) = &rules {
                 rules.assert_firing(&metrics, &[("BellStoreMemberDown", &[("endpoint", &dead)])]);
             }
+
+            // A hold placed while a rollout is paused (on two members now): the host is left
+            // out when its wave is given, and the rollout ends naming it with h1.
+            build(fx, "release 4", "out4", "ci.key", &[]);
+            copy_over(&fx.path().join("out4"), &setup.served);
+            let run = fx.bellc(&["rollout", "--pause", "--store", &url, "--fleet", "f"]);
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            let third = controller(&[]);
+            wait_for("the third rollout to stand paused", &|| {
+                phase().contains(" paused\n")
+            });
+            let run = fx.bellc(&["hold", "h3", "--store", &url, "--fleet", "f"]);
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            let run = fx.bellc(&["rollout", "--continue", "--store", &url, "--fleet", "f"]);
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            let out = third.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(0), "{stderr}");
+            let events: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(json)
+                .collect();
+            let left_out = events
+                .iter()
+                .find(|e| e["event"] == "left-out")
+                .unwrap_or_else(|| panic!("{events:#?}"));
+            assert_eq!(left_out["hosts"], serde_json::json!(["h3"]), "{events:#?}");
+            let done = events.iter().find(|e| e["event"] == "done").unwrap();
+            assert_eq!(done["held"], serde_json::json!(["h1", "h3"]), "{done:#}");
+            assert_eq!(done["hosts"], 2, "{done:#}");
+            assert_eq!(
+                motds(),
+                ["release 2", "release 4", "release 3", "release 4"]
+            );
         }));
         stop.store(true, Ordering::Relaxed);
         if let Err(panic) = result {

@@ -373,6 +373,10 @@ impl Display {
                 ));
             }
             Event::Continued { wave } => self.line(&format!("continued: wave {wave} is given")),
+            Event::LeftOut { wave, hosts } => self.line(&format!(
+                "held since the rollout began, left out of wave {wave} and later: {}",
+                hosts.join(", ")
+            )),
             Event::Tick {
                 converged,
                 rebooting,

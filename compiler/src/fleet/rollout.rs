@@ -330,6 +330,12 @@ pub enum Event {
     Continued {
         wave: usize,
     },
+    /// Hosts of `wave` or a later one were held since the rollout began: they are left out,
+    /// on their bundle, as the hosts held when it began are.
+    LeftOut {
+        wave: usize,
+        hosts: Vec<String>,
+    },
     HostFailed {
         wave: usize,
         host: String,
@@ -488,7 +494,7 @@ impl Controller<'_> {
             .min(n);
         while progress.converged < n {
             let k = progress.converged;
-            let release = wave_release(target, from.as_ref(), &progress.waves, k, &record.held);
+            let mut release = wave_release(target, from.as_ref(), &progress.waves, k, &record.held);
             let resumed = record.given_waves > k;
             let given = record.given.as_ref().map(|g| g.version.as_str());
             if resumed && given == Some(release.version.as_str()) {
@@ -499,6 +505,9 @@ impl Controller<'_> {
                 }
             } else {
                 self.wait_while_paused(&lease, &mut progress, k + 1, watch)?;
+                if self.leave_out_held(&mut record, &mut progress, k, watch)? {
+                    release = wave_release(target, from.as_ref(), &progress.waves, k, &record.held);
+                }
                 record.given_waves = k + 1;
                 // OUT's release.json stays the build's while held hosts keep it from being
                 // what the fleet runs: rolling OUT out again, once they are unheld, moves them.
@@ -1025,6 +1034,48 @@ impl Controller<'_> {
             }
             std::thread::sleep(self.poll);
         }
+    }
+
+    /// Leaves out of waves `k` and later the hosts held since the rollout began (a hold
+    /// placed while it ran, or while it was paused: the usual moment): they join
+    /// `record.held`, on their bundle in every release still to give. A wave they leave
+    /// empty stays, given and converged at once, so that the last release is still the
+    /// build's. Whether any host was left out.
+    fn leave_out_held(
+        &self,
+        record: &mut Record,
+        progress: &mut Progress,
+        k: usize,
+        watch: &mut dyn FnMut(&Event),
+    ) -> Result<bool, RolloutError> {
+        let holds =
+            bell_store::hold::list(&self.etcd, &record.fleet).map_err(RolloutError::Store)?;
+        let mut left_out = Vec::new();
+        for wave in record.waves.iter_mut().skip(k) {
+            wave.retain(|host| {
+                let held = holds.contains_key(host);
+                if held {
+                    left_out.push(host.clone());
+                }
+                !held
+            });
+        }
+        if left_out.is_empty() {
+            return Ok(false);
+        }
+        left_out.sort();
+        record.held.extend(left_out.iter().cloned());
+        record.held.sort();
+        record.held.dedup();
+        progress.waves = record.waves.clone();
+        progress.held = record.held.clone();
+        progress.updated_at = now();
+        save_progress(&self.etcd, progress)?;
+        watch(&Event::LeftOut {
+            wave: k + 1,
+            hosts: left_out,
+        });
+        Ok(true)
     }
 
     fn wait(
