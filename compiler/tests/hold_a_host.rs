@@ -273,6 +273,7 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
                 assert_eq!(sample(&metrics, "bell_hosts{state=\"pending\"}"), Some(1.0));
                 assert_eq!(sample(&metrics, "bell_rollout_waves"), Some(1.0));
                 assert_eq!(sample(&metrics, "bell_rollout_waves_given"), Some(0.0));
+                assert_eq!(sample(&metrics, "bell_rollout_wave"), Some(0.0));
                 assert_eq!(sample(&metrics, "bell_store_reachable"), Some(1.0));
                 for endpoint in &etcd.endpoints {
                     let up = format!("bell_store_member_up{{endpoint=\"{endpoint}\"}}");

@@ -28,19 +28,7 @@ pub struct Metrics {
     pub probes: Vec<(String, bool)>,
 }
 
-/// A label value: backslash, double quote and newline escaped, as the format requires.
-fn label(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+use bell_bundle::prometheus::label_value as label;
 
 fn family(out: &mut String, name: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");

@@ -10,6 +10,7 @@
 use super::{Board, Snapshot};
 use crate::fleet::rollout::Phase;
 use crate::fleet::status::{Flag, HostState};
+use bell_bundle::prometheus::label_value;
 use std::fmt::Write;
 
 /// The states worth a page, each with a series of its own per host.
@@ -194,10 +195,21 @@ fn rollout(out: &mut Exposition, s: &Snapshot, now: u64) {
             );
         }
     }
-    let numbers: [(&str, &str, RolloutNumber); 6] = [
+    let numbers: [(&str, &str, RolloutNumber); 7] = [
         ("bell_rollout_waves", "Waves of the rollout.", |p, _| {
             p.waves.len() as u64
         }),
+        (
+            "bell_rollout_wave",
+            "The wave being waited for (1-based), 0 when none is.",
+            |p, _| {
+                if p.given > p.converged {
+                    p.converged as u64 + 1
+                } else {
+                    0
+                }
+            },
+        ),
         (
             "bell_rollout_waves_given",
             "Waves whose hosts were given their new bundle.",
@@ -329,24 +341,9 @@ impl From<usize> for Whole {
     }
 }
 
-/// A label value as the format quotes it: `\`, `"` and newlines escaped, everything else as
-/// it is (UTF-8).
-fn label_value(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{label_value, Exposition};
+    use super::Exposition;
 
     #[test]
     fn hostile_label_values_stay_inside_their_quotes() {
@@ -364,6 +361,5 @@ mod tests {
              bell_x{group=\"a\\\"} 1\\nbell_evil 1\\\\\",b=\"ü\"} 2\n"
         );
         assert_eq!(out.text.lines().count(), 3);
-        assert_eq!(label_value("plain"), "plain");
     }
 }

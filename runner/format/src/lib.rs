@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
+pub mod prometheus;
 mod reboot;
 pub use reboot::{Reboot, RebootMethod, RebootPolicy, Window};
 
