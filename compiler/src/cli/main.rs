@@ -4,6 +4,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 mod enroll;
 mod import;
+mod query;
 mod review;
 mod rollout;
 mod store_roles;
@@ -488,6 +489,22 @@ enum Command {
         host: String,
         #[arg(default_value = "bell.kdl")]
         spec: PathBuf,
+    },
+    /// One value across hosts (`sysctl:vm.swappiness`, `user:ops.shell`, `limit:*`): for each
+    /// value, the hosts that get it and the layer and `file:line` that set it, then the hosts
+    /// without it. Reads the resolved spec: no build.
+    Query {
+        /// `KIND:NAME[.FIELD]`, `sysctl:KEY`, a setting's `KIND.FIELD`, or `KIND:*`.
+        what: String,
+        /// Host names or globs (`'web-*'`), and the spec (default `bell.kdl`).
+        #[arg(value_name = "HOST|GLOB|SPEC")]
+        words: Vec<String>,
+        /// Only hosts with these labels, as `match` writes them (`role=db,rack=r01`;
+        /// repeatable: all must hold).
+        #[arg(long = "where", value_name = "LABEL=VALUE,...")]
+        selector: Vec<String>,
+        #[arg(long)]
+        json: bool,
     },
     /// Show the rollout waves: providers before their consumers, one batch (rack) at a time,
     /// at most `max-unavailable` hosts per wave.
@@ -1431,6 +1448,24 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                     )))
                 }
             }
+        }
+        Command::Query {
+            what,
+            words,
+            selector,
+            json,
+        } => {
+            let target = bellc::review::query::Target::parse(what).map_err(Failure::Usage)?;
+            let (spec, patterns) = query::spec_and_patterns(words);
+            let selector = bellc::review::select::Selector::parse(&patterns, selector)
+                .map_err(Failure::Usage)?;
+            read_check(&spec)?;
+            let Some(front) = frontend(cli, &spec, sources, diags) else {
+                return Ok(1);
+            };
+            query::print(&front, sources, what, &target, &selector, *json)
+                .map_err(Failure::Usage)?;
+            Ok(0)
         }
         Command::Plan {
             spec,

@@ -171,13 +171,6 @@ fn resource(
     origin: &dyn Fn(&Origin) -> String,
     row: &mut dyn FnMut(String, String),
 ) {
-    // A file's content is secret when its mode keeps everyone else out or it holds a private
-    // key, as the bundle marks it.
-    let private_content = r.fields.get("mode").is_some_and(|(mode, _)| {
-        matches!(mode, Value::Str(m) if bell_bundle::parse_mode(m).is_some_and(bell_bundle::private_mode))
-    }) || r.fields.get("content").is_some_and(|(content, _)| {
-        matches!(content, Value::Str(c) if looks_like_private_key(c.as_bytes()))
-    });
     let schema = r.kind.schema();
     let source_of = |field: &str| {
         schema
@@ -190,7 +183,7 @@ fn resource(
     let mut children: Vec<(String, String)> = Vec::new();
     for (field, (value, o)) in &r.fields {
         let source = source_of(field);
-        let secret = *field == "password" || (*field == "content" && private_content);
+        let secret = is_secret(r, field);
         if source == FieldSource::Prop {
             let shown = match (value, type_of(field)) {
                 (Value::Int(secs), Some(FieldType::Duration | FieldType::DurationOrInfinite)) => {
@@ -268,6 +261,61 @@ fn resource(
             row(text, comment);
         }
         row("}".into(), String::new());
+    }
+}
+
+/// Whether explain (and query) keep a field's value to themselves: a password, and a file's
+/// content when its mode keeps everyone else out or it holds a private key, as the bundle
+/// marks it.
+pub(crate) fn is_secret(r: &ResolvedResource, field: &str) -> bool {
+    match field {
+        "password" => true,
+        "content" => {
+            r.fields.get("mode").is_some_and(|(mode, _)| {
+                matches!(mode, Value::Str(m) if bell_bundle::parse_mode(m).is_some_and(bell_bundle::private_mode))
+            }) || r.fields.get("content").is_some_and(|(content, _)| {
+                matches!(content, Value::Str(c) if looks_like_private_key(c.as_bytes()))
+            })
+        }
+        _ => false,
+    }
+}
+
+/// A field's value on one line, as a spec writes it (a secret as `"<secret>"`, a debconf
+/// password answer too).
+pub(crate) fn field_text(r: &ResolvedResource, field: &str, value: &Value) -> String {
+    if is_secret(r, field) {
+        return string(SECRET);
+    }
+    let ty = r
+        .kind
+        .schema()
+        .iter()
+        .find(|f| f.name == field)
+        .map(|f| f.ty);
+    match (value, ty) {
+        (Value::Int(secs), Some(FieldType::Duration | FieldType::DurationOrInfinite)) => {
+            string(&duration(*secs))
+        }
+        (Value::Str(v), Some(FieldType::IntOrStr)) => number_or_string(v),
+        (Value::Debconf(answers), _) => answers
+            .iter()
+            .map(|d| {
+                let value = if d.kind == "password" {
+                    SECRET
+                } else {
+                    &d.value
+                };
+                format!(
+                    "{} type={} value={}",
+                    string(&d.question),
+                    string(&d.kind),
+                    string(value)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        _ => scalar(value),
     }
 }
 

@@ -1,0 +1,255 @@
+//! `bellc query`: one value across the hosts of the three-role example. Its groups say what
+//! `bellc explain` says host by host (value, layer, `file:line`), every selected host is in one
+//! group or among those without; `--where` selects what `match` would and a glob what it
+//! names; secrets stay hidden; mistakes are usage errors that say what would be right.
+
+mod common;
+use common::{bellc_in, repo_root, Run};
+use std::collections::BTreeMap;
+
+fn examples(args: &[&str]) -> Run {
+    bellc_in(&repo_root().join("examples"), args)
+}
+
+fn json(run: &Run) -> serde_json::Value {
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+}
+
+/// Every host of the example with its labels, as `bellc hosts --json` lists them.
+fn hosts() -> BTreeMap<String, BTreeMap<String, String>> {
+    let listed = json(&examples(&["hosts", "three-role.kdl", "--json"]));
+    listed
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(name, h)| {
+            let labels = h["labels"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                .collect();
+            (name.clone(), labels)
+        })
+        .collect()
+}
+
+/// What `bellc explain HOST` says of the line that starts with `starts`: (value, comment).
+fn explained(host: &str, starts: &str) -> Option<(String, String)> {
+    let run = examples(&["explain", host, "three-role.kdl"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    run.stdout.lines().find_map(|line| {
+        let rest = line.trim_start().strip_prefix(starts)?;
+        let (value, comment) = rest.split_once("//")?;
+        Some((value.trim().to_string(), comment.trim().to_string()))
+    })
+}
+
+#[test]
+fn a_sysctl_across_the_fleet_is_what_explain_says_host_by_host() {
+    let all = hosts();
+    let answer = json(&examples(&[
+        "query",
+        "sysctl:vm.swappiness",
+        "three-role.kdl",
+        "--json",
+    ]));
+    assert_eq!(answer["format"], 1);
+    assert_eq!(answer["hosts"], all.len());
+    let item = &answer["items"][0];
+    assert_eq!(item["key"], "sysctl:vm.swappiness");
+    let mut seen = Vec::new();
+    for group in item["groups"].as_array().unwrap() {
+        for host in group["hosts"].as_array().unwrap() {
+            let host = host.as_str().unwrap();
+            let (value, comment) = explained(host, "vm.swappiness ").expect("explain has it");
+            assert_eq!(value, group["value"].as_str().unwrap(), "{host}");
+            assert_eq!(
+                comment,
+                format!(
+                    "{}  {}",
+                    group["layer"].as_str().unwrap(),
+                    group["at"].as_str().unwrap()
+                ),
+                "{host}"
+            );
+            seen.push(host.to_string());
+        }
+    }
+    seen.extend(
+        item["without"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h.as_str().unwrap().to_string()),
+    );
+    seen.sort();
+    assert_eq!(seen, all.keys().cloned().collect::<Vec<_>>());
+    // The compute override sets 1; everything else has the base's 10.
+    let values: Vec<(&str, &str)> = item["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["value"].as_str().unwrap(), g["layer"].as_str().unwrap()))
+        .collect();
+    assert!(values.contains(&("10", "base")), "{values:?}");
+    assert!(values.contains(&("1", "compute")), "{values:?}");
+    insta::assert_snapshot!(
+        "query_swappiness_json",
+        serde_json::to_string_pretty(&answer).unwrap()
+    );
+    let text = examples(&["query", "sysctl:vm.swappiness", "three-role.kdl"]);
+    insta::assert_snapshot!("query_swappiness_text", text.stdout);
+}
+
+#[test]
+fn where_selects_what_match_would_and_a_glob_what_it_names() {
+    let all = hosts();
+    let compute: Vec<&String> = all
+        .iter()
+        .filter(|(_, labels)| labels.get("role").map(String::as_str) == Some("compute"))
+        .map(|(name, _)| name)
+        .collect();
+    assert!(!compute.is_empty());
+    let answer = json(&examples(&[
+        "query",
+        "mount:scratch.target",
+        "three-role.kdl",
+        "--where",
+        "role=compute",
+        "--json",
+    ]));
+    assert_eq!(answer["hosts"], compute.len());
+    let group = &answer["items"][0]["groups"][0];
+    assert_eq!(group["value"], "\"/srv/scratch\"");
+    assert_eq!(group["layer"], "compute");
+    assert_eq!(group["hosts"].as_array().unwrap().len(), compute.len());
+    assert!(answer["items"][0]["without"].as_array().unwrap().is_empty());
+
+    // A glob: the first host's name with its last character a `?`.
+    let first = all.keys().next().unwrap();
+    let glob = format!("{}?", &first[..first.len() - 1]);
+    let named: Vec<&String> = all
+        .keys()
+        .filter(|h| h.len() == first.len() && h.starts_with(&first[..first.len() - 1]))
+        .collect();
+    let answer = json(&examples(&[
+        "query",
+        "limit:nofile.value",
+        &glob,
+        "three-role.kdl",
+        "--json",
+    ]));
+    assert_eq!(answer["hosts"], named.len(), "{answer:#}");
+
+    // A limit: the base's 65536, the storage hosts' 1048576; both on one line each.
+    let answer = json(&examples(&[
+        "query",
+        "limit:nofile.value",
+        "--json",
+        "three-role.kdl",
+    ]));
+    let values: Vec<&str> = answer["items"][0]["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["value"].as_str().unwrap())
+        .collect();
+    assert_eq!(values, ["65536", "1048576"]);
+
+    // Every mount: scratch on compute hosts, data on storage hosts, each without the others.
+    let answer = json(&examples(&["query", "mount:*", "three-role.kdl", "--json"]));
+    let keys: Vec<&str> = answer["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["mount:data", "mount:scratch"]);
+    for item in answer["items"].as_array().unwrap() {
+        let with: usize = item["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["hosts"].as_array().unwrap().len())
+            .sum();
+        assert_eq!(with + item["without"].as_array().unwrap().len(), all.len());
+    }
+}
+
+#[test]
+fn secrets_stay_hidden_and_mistakes_say_what_is_right() {
+    let answer = json(&examples(&[
+        "query",
+        "user:ops.password",
+        "three-role.kdl",
+        "--json",
+    ]));
+    assert_eq!(answer["items"][0]["groups"][0]["value"], "\"<secret>\"");
+    let whole = examples(&["query", "user:ops", "three-role.kdl"]);
+    assert!(
+        whole.stdout.contains("password=\"<secret>\""),
+        "{}",
+        whole.stdout
+    );
+    assert!(!whole.stdout.contains("$6$"), "{}", whole.stdout);
+
+    // A setting's field; a field left to its default is said so, where its resource is.
+    let answer = json(&examples(&[
+        "query",
+        "users.purge-expired",
+        "three-role.kdl",
+        "--json",
+    ]));
+    assert_eq!(
+        answer["items"][0]["groups"][0]["value"], "#false",
+        "{answer:#}"
+    );
+    assert_eq!(answer["items"][0]["groups"][0]["at"], "three-role.kdl:13");
+    let answer = json(&examples(&[
+        "query",
+        "file:/etc/myapp/etcd.conf.mode",
+        "three-role.kdl",
+        "--json",
+    ]));
+    let item = &answer["items"][0];
+    assert_eq!(item["groups"][0]["value"], "(default)", "{answer:#}");
+    assert_eq!(item["groups"][0]["layer"], "compute", "{answer:#}");
+    assert_eq!(item["without"].as_array().unwrap().len(), 6, "{answer:#}");
+
+    for (args, says) in [
+        (vec!["query", "nosuch:x", "three-role.kdl"], "is not a kind"),
+        (
+            vec!["query", "user", "three-role.kdl"],
+            "`user:NAME[.FIELD]`",
+        ),
+        (
+            vec!["query", "apt.nosuch", "three-role.kdl"],
+            "has no field `nosuch`",
+        ),
+        (
+            vec![
+                "query",
+                "sysctl:vm.swappiness",
+                "nobody-*",
+                "three-role.kdl",
+            ],
+            "no host of the spec is selected by nobody-*",
+        ),
+        (
+            vec![
+                "query",
+                "sysctl:vm.swappiness",
+                "--where",
+                "role",
+                "three-role.kdl",
+            ],
+            "is not LABEL=VALUE",
+        ),
+    ] {
+        let run = examples(&args);
+        assert_eq!(run.code, 64, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
+    }
+}
