@@ -253,3 +253,135 @@ fn secrets_stay_hidden_and_mistakes_say_what_is_right() {
         assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
     }
 }
+
+#[test]
+fn explain_groups_hosts_that_share_a_configuration_and_names_what_was_overridden() {
+    let all = hosts();
+    let role = |name: &str| all[name]["role"].clone();
+    // Every host: one group per role (the layers differ), each with its hosts.
+    let answer = json(&examples(&[
+        "explain",
+        "three-role.kdl",
+        "--json",
+        "--overridden",
+    ]));
+    let groups = answer["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 3, "{answer:#}");
+    let mut seen: Vec<String> = Vec::new();
+    for group in groups {
+        let names: Vec<&str> = group["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h.as_str().unwrap())
+            .collect();
+        assert!(names.iter().all(|h| role(h) == role(names[0])), "{names:?}");
+        seen.extend(names.iter().map(|h| h.to_string()));
+        // Each value is what `query` says for the group's hosts.
+        let values = group["values"].as_array().unwrap();
+        let swappiness = values
+            .iter()
+            .find(|v| v["key"] == "sysctl:vm.swappiness")
+            .unwrap();
+        let asked = json(&examples(&[
+            "query",
+            "sysctl:vm.swappiness",
+            names[0],
+            "three-role.kdl",
+            "--json",
+        ]));
+        let one = &asked["items"][0]["groups"][0];
+        assert_eq!(
+            (
+                &swappiness["value"],
+                &swappiness["layer"],
+                &swappiness["at"]
+            ),
+            (&one["value"], &one["layer"], &one["at"])
+        );
+        // What an override changed names every lower value.
+        let overridden = swappiness.get("overridden");
+        if role(names[0]) == "compute" {
+            assert_eq!(
+                overridden.unwrap(),
+                &serde_json::json!([{"value": "10", "layer": "base", "at": "three-role.kdl:10"}])
+            );
+        } else {
+            assert!(overridden.is_none(), "{swappiness}");
+        }
+        let nofile = values
+            .iter()
+            .find(|v| v["key"] == "limit:nofile.value")
+            .unwrap();
+        if role(names[0]) == "storage" {
+            assert_eq!(nofile["value"], "1048576");
+            assert_eq!(nofile["overridden"][0]["value"], "65536", "{nofile}");
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, all.keys().cloned().collect::<Vec<_>>());
+
+    // As text, a group is one configuration after its hosts' lines.
+    let text = examples(&["explain", "cmp-*", "three-role.kdl", "--overridden"]);
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(
+        text.stdout.contains("// 6 hosts with this configuration\n"),
+        "{}",
+        text.stdout
+    );
+    assert_eq!(
+        text.stdout.matches("// layers:").count(),
+        1,
+        "{}",
+        text.stdout
+    );
+    assert!(
+        text.stdout
+            .contains("// compute  three-role.kdl:32 · over 10  base  three-role.kdl:10"),
+        "{}",
+        text.stdout
+    );
+    insta::assert_snapshot!(
+        "explain_storage_overridden",
+        examples(&[
+            "explain",
+            "--where",
+            "role=storage",
+            "three-role.kdl",
+            "--overridden",
+        ])
+        .stdout
+    );
+
+    // The hosts an override applies to, and `hosts` with the same selectors.
+    let compute: Vec<&str> = all
+        .keys()
+        .filter(|h| role(h) == "compute")
+        .map(String::as_str)
+        .collect();
+    let matched = json(&examples(&[
+        "explain",
+        "--override",
+        "compute",
+        "three-role.kdl",
+        "--json",
+    ]));
+    assert_eq!(matched["hosts"], serde_json::json!(compute));
+    assert_eq!(matched["at"], "three-role.kdl:30");
+    let listed = json(&examples(&[
+        "hosts",
+        "three-role.kdl",
+        "--where",
+        "role=compute",
+        "--json",
+    ]));
+    let listed: Vec<&String> = listed.as_object().unwrap().keys().collect();
+    assert_eq!(listed, compute);
+    let typo = examples(&["explain", "--override", "compte", "three-role.kdl"]);
+    assert_eq!(typo.code, 64);
+    assert!(
+        typo.stderr.contains("did you mean `compute`?"),
+        "{}",
+        typo.stderr
+    );
+}

@@ -484,11 +484,25 @@ enum Command {
         #[command(subcommand)]
         command: LockCommand,
     },
-    /// Show the resolved configuration of one host, with the layer and line of every value.
+    /// Show the resolved configuration of hosts (names, globs, `--where`; every host when none
+    /// is named), with the layer and line of every value; hosts that share a configuration
+    /// are shown once, with their names.
     Explain {
-        host: String,
-        #[arg(default_value = "bell.kdl")]
-        spec: PathBuf,
+        /// Host names or globs (`'web-*'`), and the spec (default `bell.kdl`).
+        #[arg(value_name = "HOST|GLOB|SPEC")]
+        words: Vec<String>,
+        /// Only hosts with these labels, as `match` writes them (`role=db,rack=r01`;
+        /// repeatable: all must hold).
+        #[arg(long = "where", value_name = "LABEL=VALUE,...")]
+        selector: Vec<String>,
+        /// Beside each value, the values earlier layers gave it, and where.
+        #[arg(long)]
+        overridden: bool,
+        /// List the hosts override NAME applies to, instead of their configuration.
+        #[arg(long = "override", value_name = "NAME")]
+        override_name: Option<String>,
+        #[arg(long)]
+        json: bool,
     },
     /// One value across hosts (`sysctl:vm.swappiness`, `user:ops.shell`, `limit:*`): for each
     /// value, the hosts that get it and the layer and `file:line` that set it, then the hosts
@@ -555,8 +569,14 @@ enum Command {
     Hosts {
         #[command(subcommand)]
         command: Option<HostsCommand>,
-        #[arg(default_value = "bell.kdl")]
-        spec: PathBuf,
+        /// Host names or globs (`'web-*'`; every host when none), and the spec (default
+        /// `bell.kdl`).
+        #[arg(value_name = "HOST|GLOB|SPEC")]
+        words: Vec<String>,
+        /// Only hosts with these labels, as `match` writes them (`role=db,rack=r01`;
+        /// repeatable: all must hold).
+        #[arg(long = "where", value_name = "LABEL=VALUE,...")]
+        selector: Vec<String>,
         #[arg(long)]
         json: bool,
     },
@@ -1414,40 +1434,28 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 None => Ok(0),
             }
         }
-        Command::Explain { host, spec } => {
-            // `bellc explain bell.kdl node-1`: the host comes first.
-            let host_is_a_spec = host.ends_with(".kdl") || Path::new(host).is_file();
-            if host_is_a_spec && !spec.exists() {
-                return Err(Failure::Usage(format!(
-                    "`{host}` is a spec and `{}` is not: the host comes first, as in \
-                     `bellc explain {} {host}`",
-                    spec.display(),
-                    spec.display()
-                )));
-            }
-            read_check(spec)?;
-            let Some(front) = frontend(cli, spec, sources, diags) else {
+        Command::Explain {
+            words,
+            selector,
+            overridden,
+            override_name,
+            json,
+        } => {
+            let (spec, patterns) = query::spec_and_patterns(words);
+            let selector = bellc::review::select::Selector::parse(&patterns, selector)
+                .map_err(Failure::Usage)?;
+            read_check(&spec)?;
+            let Some(front) = frontend(cli, &spec, sources, diags) else {
                 return Ok(1);
             };
-            match front.resolution.hosts.iter().find(|h| &h.name == host) {
-                Some(h) => {
-                    print!(
-                        "{}",
-                        bellc::review::explain::explain(&front.spec, h, sources)
-                    );
-                    Ok(0)
-                }
-                None => {
-                    let names = front.resolution.hosts.iter().map(|h| h.name.as_str());
-                    let hint = bellc::front::validate::did_you_mean(host, names)
-                        .map(|s| format!("; did you mean `{s}`?"))
-                        .unwrap_or_default();
-                    Err(Failure::Usage(format!(
-                        "no host `{host}` in {}{hint}",
-                        spec.display()
-                    )))
-                }
+            let selected =
+                query::selected(&front, &selector, &patterns, &spec).map_err(Failure::Usage)?;
+            match override_name {
+                Some(name) => query::print_override(&front, sources, &selected, name, *json)
+                    .map_err(Failure::Usage)?,
+                None => query::print_explain(&front, sources, &selected, *overridden, *json)?,
             }
+            Ok(0)
         }
         Command::Query {
             what,
@@ -1664,19 +1672,35 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         )?),
         Command::Hosts {
             command: None,
-            spec,
+            words,
+            selector,
             json,
         } => {
-            read_check(spec)?;
-            let Some(compiled) = compile(cli, spec, sources, diags) else {
+            let (spec, patterns) = query::spec_and_patterns(words);
+            let selector = bellc::review::select::Selector::parse(&patterns, selector)
+                .map_err(Failure::Usage)?;
+            read_check(&spec)?;
+            let Some(compiled) = compile(cli, &spec, sources, diags) else {
                 return Ok(1);
             };
+            let hosts: std::collections::BTreeMap<&String, &bell_bundle::ReleaseHost> = compiled
+                .release
+                .hosts
+                .iter()
+                .filter(|(name, host)| selector.selects(name, &host.labels))
+                .collect();
+            if hosts.is_empty() && !selector.is_everything() {
+                return Err(Failure::Usage(format!(
+                    "no host of {} is selected by {}",
+                    spec.display(),
+                    selector.describe()
+                )));
+            }
             if *json {
-                let text = serde_json::to_string_pretty(&compiled.release.hosts)
-                    .map_err(|e| e.to_string())?;
+                let text = serde_json::to_string_pretty(&hosts).map_err(|e| e.to_string())?;
                 println!("{text}");
             } else {
-                for (name, host) in &compiled.release.hosts {
+                for (name, host) in &hosts {
                     let labels: Vec<String> = host
                         .labels
                         .iter()

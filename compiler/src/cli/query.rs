@@ -1,5 +1,7 @@
 //! `bellc query`: the command line's side of [`bellc::review::query`].
 
+use bellc::resolve::ResolvedHost;
+use bellc::review::explain;
 use bellc::review::query::{self, Target};
 use bellc::review::select::Selector;
 use bellc::source::Sources;
@@ -45,6 +47,120 @@ pub fn print(
         println!("{text}");
     } else {
         print!("{}", query::to_text(&answer));
+    }
+    Ok(())
+}
+
+/// The hosts of the spec `selector` selects, in the spec's order; an error when none is (with
+/// a guess when a single name was given that is not a host's).
+pub fn selected<'a>(
+    front: &'a bellc::Frontend,
+    selector: &Selector,
+    patterns: &[String],
+    spec: &Path,
+) -> Result<Vec<&'a ResolvedHost>, String> {
+    let hosts: Vec<&ResolvedHost> = front
+        .resolution
+        .hosts
+        .iter()
+        .filter(|h| selector.selects(&h.name, &h.labels))
+        .collect();
+    if !hosts.is_empty() {
+        return Ok(hosts);
+    }
+    match patterns {
+        // One plain name, as `bellc explain HOST` has always taken: perhaps a typo.
+        [one] if !one.contains(['*', '?', '[']) && !selector.has_conditions() => {
+            let names = front.resolution.hosts.iter().map(|h| h.name.as_str());
+            let hint = bellc::front::validate::did_you_mean(one, names)
+                .map(|s| format!("; did you mean `{s}`?"))
+                .unwrap_or_default();
+            Err(format!("no host `{one}` in {}{hint}", spec.display()))
+        }
+        _ => Err(format!(
+            "no host of {} is selected by {}",
+            spec.display(),
+            selector.describe()
+        )),
+    }
+}
+
+/// `bellc explain`: each group of hosts that share a configuration, explained once.
+pub fn print_explain(
+    front: &bellc::Frontend,
+    sources: &Sources,
+    hosts: &[&ResolvedHost],
+    overridden: bool,
+    json: bool,
+) -> Result<(), String> {
+    let groups = explain::groups(hosts);
+    if json {
+        let configurations: Vec<query::Configuration> = groups
+            .iter()
+            .map(|g| query::configuration(&front.spec, g, sources, overridden))
+            .collect();
+        let text = serde_json::to_string_pretty(&serde_json::json!({
+            "format": query::QUERY_FORMAT,
+            "groups": configurations,
+        }))
+        .map_err(|e| e.to_string())?;
+        println!("{text}");
+        return Ok(());
+    }
+    for (i, group) in groups.iter().enumerate() {
+        if i > 0 {
+            println!();
+        }
+        print!(
+            "{}",
+            explain::explain_group(&front.spec, group, sources, overridden)
+        );
+    }
+    Ok(())
+}
+
+/// `bellc explain --override NAME`: the selected hosts it applies to.
+pub fn print_override(
+    front: &bellc::Frontend,
+    sources: &Sources,
+    hosts: &[&ResolvedHost],
+    name: &str,
+    json: bool,
+) -> Result<(), String> {
+    let spec = &front.spec;
+    let Some(index) = spec.overrides.iter().position(|o| o.name == name) else {
+        let hint = bellc::front::validate::did_you_mean(
+            name,
+            spec.overrides.iter().map(|o| o.name.as_str()),
+        )
+        .map(|s| format!("; did you mean `{s}`?"))
+        .unwrap_or_default();
+        return Err(format!("the spec has no override `{name}`{hint}"));
+    };
+    let matched: Vec<&str> = hosts
+        .iter()
+        .filter(|h| h.model.layers.contains(&index))
+        .map(|h| h.name.as_str())
+        .collect();
+    let at = sources.file_line(spec.overrides[index].span);
+    if json {
+        let text = serde_json::to_string_pretty(&serde_json::json!({
+            "format": query::QUERY_FORMAT,
+            "override": name,
+            "at": at,
+            "hosts": matched,
+        }))
+        .map_err(|e| e.to_string())?;
+        println!("{text}");
+    } else {
+        println!(
+            "override {name}  {at}: {} host{}",
+            matched.len(),
+            if matched.len() == 1 { "" } else { "s" }
+        );
+        if !matched.is_empty() {
+            println!("    {}", matched.join(" "));
+        }
     }
     Ok(())
 }

@@ -7,6 +7,7 @@
 //! configuration (secrets aside, which show as `"<secret>"`). What is not spec syntax (the
 //! host's layers, the resources bell implies) is a comment.
 
+use super::query::Key;
 use crate::kdl_text::{block, ident, string};
 use crate::render::looks_like_private_key;
 use crate::resolve::{Origin, ResolvedHost, ResolvedResource};
@@ -64,7 +65,47 @@ struct Row {
 }
 
 pub fn explain(spec: &Spec, host: &ResolvedHost, sources: &Sources) -> String {
+    explain_group(spec, &[host], sources, false)
+}
+
+/// The hosts of `hosts` grouped by configuration: hosts that share their resolved model (the
+/// same layers, so the same values from the same lines) and target are one group, in the
+/// order their first host comes.
+pub fn groups<'a>(hosts: &[&'a ResolvedHost]) -> Vec<Vec<&'a ResolvedHost>> {
+    let mut groups: Vec<Vec<&ResolvedHost>> = Vec::new();
+    for &host in hosts {
+        match groups.iter_mut().find(|g| {
+            std::sync::Arc::ptr_eq(&g[0].model, &host.model) && g[0].target == host.target
+        }) {
+            Some(group) => group.push(host),
+            None => groups.push(vec![host]),
+        }
+    }
+    groups
+}
+
+/// Hosts that share a configuration (see [`groups`]), explained once: each host's own line,
+/// then the configuration. With `overridden`, each value's comment also names the values
+/// earlier layers gave it (`over 10  base  bell.kdl:10`), nearest first.
+pub fn explain_group(
+    spec: &Spec,
+    hosts: &[&ResolvedHost],
+    sources: &Sources,
+    overridden: bool,
+) -> String {
+    let Some(&host) = hosts.first() else {
+        return String::new();
+    };
     let origin = |o: &Origin| format!("{}  {}", o.layer_name(spec), sources.file_line(o.span));
+    let over = |key: &Key, text: &dyn Fn(&Value) -> String| -> String {
+        if !overridden {
+            return String::new();
+        }
+        super::query::overridden(spec, host, key, text, sources)
+            .iter()
+            .map(|s| format!(" · over {}  {}  {}", s.value, s.layer, s.at))
+            .collect()
+    };
     let mut out = String::new();
     let layers: Vec<&str> = std::iter::once("base")
         .chain(
@@ -76,19 +117,24 @@ pub fn explain(spec: &Spec, host: &ResolvedHost, sources: &Sources) -> String {
         .collect();
     let _ = writeln!(out, "// target: {}", host.target);
     let _ = writeln!(out, "// layers: {}", layers.join(" → "));
-    let mut host_line = format!("host {}", string(&host.name));
-    if let Some(a) = &host.address {
-        let _ = write!(host_line, " address={}", string(a));
+    if hosts.len() > 1 {
+        let _ = writeln!(out, "// {} hosts with this configuration", hosts.len());
     }
-    if let Some(identity) = &host.identity {
-        let _ = write!(host_line, " identity={}", string(identity));
-    }
-    for (k, v) in host.labels.iter() {
-        let _ = write!(host_line, " {}={}", ident(k), string(v));
-    }
-    let _ = writeln!(out, "{host_line}");
-    for line in assigned(spec, &host.name, sources) {
-        let _ = writeln!(out, "{line}");
+    for member in hosts {
+        let mut host_line = format!("host {}", string(&member.name));
+        if let Some(a) = &member.address {
+            let _ = write!(host_line, " address={}", string(a));
+        }
+        if let Some(identity) = &member.identity {
+            let _ = write!(host_line, " identity={}", string(identity));
+        }
+        for (k, v) in member.labels.iter() {
+            let _ = write!(host_line, " {}={}", ident(k), string(v));
+        }
+        let _ = writeln!(out, "{host_line}");
+        for line in assigned(spec, &member.name, sources) {
+            let _ = writeln!(out, "{line}");
+        }
     }
     let _ = writeln!(out);
 
@@ -96,24 +142,37 @@ pub fn explain(spec: &Spec, host: &ResolvedHost, sources: &Sources) -> String {
     let mut row = |text: String, comment: String| rows.push(Row { text, comment });
     if !host.model.sysctl.is_empty() {
         row("sysctl {".into(), String::new());
-        for s in host.model.sysctl.values() {
+        for (path, s) in host.model.sysctl.iter() {
+            let earlier = over(&Key::Sysctl(path), &|_| String::new());
             row(
                 format!("    {} {}", ident(&s.key), number_or_string(&s.value)),
-                origin(&s.origin),
+                format!("{}{earlier}", origin(&s.origin)),
             );
         }
         row("}".into(), String::new());
     }
     for r in &host.model.resources {
-        resource(r, &origin, &mut row);
+        let earlier = |field: &str| {
+            over(
+                &Key::Field {
+                    kind: r.kind,
+                    name: &r.name,
+                    field,
+                },
+                &|value| field_text(r, field, value),
+            )
+        };
+        resource(r, &origin, &earlier, &mut row);
     }
     // `service` and `uses` stand only in an override: one that matches this host.
     if !host.model.services.is_empty() || !host.model.uses.is_empty() {
         row(format!("override {} {{", string(&host.name)), String::new());
-        row(
-            format!("    match host={}", string(&host.name)),
-            String::new(),
-        );
+        for member in hosts {
+            row(
+                format!("    match host={}", string(&member.name)),
+                String::new(),
+            );
+        }
         for s in &host.model.services {
             let port = s.port.map(|p| format!(" port={p}")).unwrap_or_default();
             row(
@@ -169,8 +228,10 @@ pub fn explain(spec: &Spec, host: &ResolvedHost, sources: &Sources) -> String {
 fn resource(
     r: &ResolvedResource,
     origin: &dyn Fn(&Origin) -> String,
+    earlier: &dyn Fn(&str) -> String,
     row: &mut dyn FnMut(String, String),
 ) {
+    let origin_of = |field: &str, o: &Origin| format!("{}{}", origin(o), earlier(field));
     let schema = r.kind.schema();
     let source_of = |field: &str| {
         schema
@@ -192,10 +253,10 @@ fn resource(
                 (Value::Str(v), Some(FieldType::IntOrStr)) => number_or_string(v),
                 _ => scalar(value),
             };
-            props.push((format!("{}={shown}", ident(field)), origin(o)));
+            props.push((format!("{}={shown}", ident(field)), origin_of(field, o)));
             continue;
         }
-        let child = |text: String| (format!("    {text}"), origin(o));
+        let child = |text: String| (format!("    {text}"), origin_of(field, o));
         match value {
             _ if secret => children.push(child(format!("{field} {}", string(SECRET)))),
             Value::Debconf(answers) => {

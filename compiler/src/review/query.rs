@@ -279,6 +279,201 @@ fn value_of(host: &ResolvedHost, target: &Target, name: &str) -> Option<(String,
     }
 }
 
+/// What one layer gave a value: for `--overridden`, the values the final one overrode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Setting {
+    pub value: String,
+    pub layer: String,
+    pub at: String,
+}
+
+/// A value of a host's configuration, as the layers name it.
+pub enum Key<'a> {
+    /// A sysctl, by its path (slash form).
+    Sysctl(&'a str),
+    Field {
+        kind: Kind,
+        name: &'a str,
+        field: &'a str,
+    },
+}
+
+/// Every value a layer gave `key` on `host` before the one it ends with, nearest first: what
+/// the final value overrode (base first, then each override the host gets, in order).
+/// `text` writes a field's value as explain does (secrets hidden).
+pub fn overridden(
+    spec: &Spec,
+    host: &ResolvedHost,
+    key: &Key,
+    text: &dyn Fn(&crate::spec::Value) -> String,
+    sources: &Sources,
+) -> Vec<Setting> {
+    let layers = std::iter::once((None, &spec.base)).chain(
+        host.model
+            .layers
+            .iter()
+            .map(|&i| (Some(i), &spec.overrides[i].layer)),
+    );
+    let mut given: Vec<(String, Origin)> = Vec::new();
+    for (layer, content) in layers {
+        match key {
+            Key::Sysctl(path) => {
+                for s in &content.sysctl {
+                    if crate::front::validate::sysctl_path(&s.key) == *path {
+                        let value = s
+                            .value
+                            .as_deref()
+                            .map_or_else(|| "#null (removed)".to_string(), sysctl_value);
+                        given.push((
+                            value,
+                            Origin {
+                                layer,
+                                span: s.span,
+                            },
+                        ));
+                    }
+                }
+            }
+            Key::Field { kind, name, field } => {
+                for decl in &content.resources {
+                    if decl.kind == *kind && decl.name == *name {
+                        if let Some(f) = decl.fields.get(field) {
+                            given.push((
+                                text(&f.value),
+                                Origin {
+                                    layer,
+                                    span: f.span,
+                                },
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // The last given is the value the host ends with.
+    given.pop();
+    given
+        .into_iter()
+        .rev()
+        .map(|(value, origin)| Setting {
+            value,
+            layer: origin.layer_name(spec).to_string(),
+            at: sources.file_line(origin.span),
+        })
+        .collect()
+}
+
+/// `bellc explain --json`: hosts that share a configuration, and every value of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Configuration {
+    pub hosts: Vec<String>,
+    pub target: String,
+    /// `base`, then the overrides in the order applied.
+    pub layers: Vec<String>,
+    /// Every sysctl (`sysctl:KEY`), then every field of every resource
+    /// (`KIND:NAME.FIELD`; `KIND:NAME` with value `(declared)` for one without fields).
+    pub values: Vec<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Value {
+    pub key: String,
+    pub value: String,
+    pub layer: String,
+    pub at: String,
+    /// With `--overridden`: what earlier layers gave it, nearest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub overridden: Vec<Setting>,
+}
+
+/// The configuration `group` (hosts that share one, see [`super::explain::groups`]) gets.
+pub fn configuration(
+    spec: &Spec,
+    group: &[&ResolvedHost],
+    sources: &Sources,
+    with_overridden: bool,
+) -> Configuration {
+    let Some(&host) = group.first() else {
+        return Configuration {
+            hosts: Vec::new(),
+            target: String::new(),
+            layers: Vec::new(),
+            values: Vec::new(),
+        };
+    };
+    let value = |key: String, value: String, origin: &Origin, earlier: Vec<Setting>| Value {
+        key,
+        value,
+        layer: origin.layer_name(spec).to_string(),
+        at: sources.file_line(origin.span),
+        overridden: earlier,
+    };
+    let mut values = Vec::new();
+    for (path, s) in host.model.sysctl.iter() {
+        let earlier = if with_overridden {
+            overridden(spec, host, &Key::Sysctl(path), &|_| String::new(), sources)
+        } else {
+            Vec::new()
+        };
+        values.push(value(
+            format!("sysctl:{}", s.key),
+            sysctl_value(&s.value),
+            &s.origin,
+            earlier,
+        ));
+    }
+    for r in &host.model.resources {
+        let head = item_key(
+            &Target::Resource {
+                kind: r.kind,
+                name: Some(r.name.clone()),
+                field: None,
+            },
+            &r.name,
+        );
+        if r.fields.is_empty() {
+            values.push(value(
+                head.clone(),
+                "(declared)".into(),
+                &r.origin,
+                Vec::new(),
+            ));
+        }
+        for (field, (v, origin)) in &r.fields {
+            let earlier = if with_overridden {
+                let key = Key::Field {
+                    kind: r.kind,
+                    name: &r.name,
+                    field,
+                };
+                overridden(spec, host, &key, &|v| field_text(r, field, v), sources)
+            } else {
+                Vec::new()
+            };
+            values.push(value(
+                format!("{head}.{field}"),
+                field_text(r, field, v),
+                origin,
+                earlier,
+            ));
+        }
+    }
+    Configuration {
+        hosts: group.iter().map(|h| h.name.clone()).collect(),
+        target: host.target.clone(),
+        layers: std::iter::once("base".to_string())
+            .chain(
+                host.model
+                    .layers
+                    .iter()
+                    .map(|&i| spec.overrides[i].name.clone()),
+            )
+            .collect(),
+        values,
+    }
+}
+
 /// A whole resource on one line: its fields as properties.
 fn whole(r: &ResolvedResource) -> String {
     let fields: Vec<String> = r
@@ -304,7 +499,7 @@ fn dotted(path: &str) -> String {
 }
 
 /// As `explain` shows a sysctl: bare when a whole number, quoted otherwise.
-fn sysctl_value(value: &str) -> String {
+pub(crate) fn sysctl_value(value: &str) -> String {
     match value.parse::<i64>() {
         Ok(n) if n.to_string() == value => value.to_string(),
         _ => string(value),

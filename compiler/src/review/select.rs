@@ -54,6 +54,10 @@ impl Selector {
             })
     }
 
+    pub fn has_conditions(&self) -> bool {
+        !self.conditions.is_empty()
+    }
+
     pub fn is_everything(&self) -> bool {
         self.patterns.is_empty() && self.conditions.is_empty()
     }
