@@ -385,3 +385,110 @@ fn explain_groups_hosts_that_share_a_configuration_and_names_what_was_overridden
         typo.stderr
     );
 }
+
+#[test]
+fn on_a_generated_fleet_query_agrees_with_explain_and_where_with_match() {
+    use bell_fleetgen::{FleetGen, Inventory, Shape};
+    let fleet = FleetGen {
+        hosts: 300,
+        seed: 11,
+        shape: Shape::Shared,
+        inventory: Inventory::Json,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in fleet.generate() {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let run = |args: &[&str]| json(&bellc_in(dir.path(), args));
+
+    // What explain says of every sysctl, host by host.
+    let explained = run(&["explain", "bell.kdl", "--json"]);
+    let mut said: BTreeMap<(String, String), serde_json::Value> = BTreeMap::new();
+    for group in explained["groups"].as_array().unwrap() {
+        for host in group["hosts"].as_array().unwrap() {
+            for value in group["values"].as_array().unwrap() {
+                let key = value["key"].as_str().unwrap();
+                if key.starts_with("sysctl:") {
+                    let one = serde_json::json!([value["value"], value["layer"], value["at"]]);
+                    said.insert((host.as_str().unwrap().into(), key.into()), one);
+                }
+            }
+        }
+    }
+    // Every sysctl of every host, asked across the fleet: the same, and nothing more.
+    let asked = run(&["query", "sysctl:*", "bell.kdl", "--json"]);
+    assert_eq!(asked["hosts"], 300);
+    let mut answered = 0;
+    for item in asked["items"].as_array().unwrap() {
+        let key = item["key"].as_str().unwrap();
+        for group in item["groups"].as_array().unwrap() {
+            let one = serde_json::json!([group["value"], group["layer"], group["at"]]);
+            for host in group["hosts"].as_array().unwrap() {
+                let host = host.as_str().unwrap().to_string();
+                assert_eq!(
+                    said.get(&(host.clone(), key.into())),
+                    Some(&one),
+                    "{host} {key}"
+                );
+                answered += 1;
+            }
+        }
+        for host in item["without"].as_array().unwrap() {
+            let host = host.as_str().unwrap().to_string();
+            assert!(!said.contains_key(&(host, key.into())), "{key}");
+        }
+    }
+    assert_eq!(answered, said.len());
+
+    // Each label override's `match`, given as `--where`, selects the hosts it applies to.
+    let spec = std::fs::read_to_string(dir.path().join("bell.kdl")).unwrap();
+    let doc = kdl::KdlDocument::parse_v2(&spec).unwrap();
+    let mut checked = 0;
+    for node in doc
+        .nodes()
+        .iter()
+        .filter(|n| n.name().value() == "override")
+    {
+        let name = node.get(0).and_then(|v| v.as_string()).unwrap();
+        let matches: Vec<&kdl::KdlNode> = node
+            .children()
+            .map(|c| {
+                c.nodes()
+                    .iter()
+                    .filter(|n| n.name().value() == "match")
+                    .collect()
+            })
+            .unwrap_or_default();
+        let [only] = matches.as_slice() else { continue };
+        let condition: Vec<String> = only
+            .entries()
+            .iter()
+            .filter_map(|e| Some(format!("{}={}", e.name()?.value(), e.value().as_string()?)))
+            .collect();
+        if condition.iter().any(|c| c.starts_with("host=")) {
+            continue;
+        }
+        let selected = run(&[
+            "hosts",
+            "bell.kdl",
+            "--where",
+            &condition.join(","),
+            "--json",
+        ]);
+        let selected: Vec<&String> = selected.as_object().unwrap().keys().collect();
+        let applied = run(&["explain", "--override", name, "bell.kdl", "--json"]);
+        let mut applied: Vec<&str> = applied["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h.as_str().unwrap())
+            .collect();
+        applied.sort();
+        assert_eq!(selected, applied, "override {name}");
+        assert!(!applied.is_empty(), "override {name}");
+        checked += 1;
+    }
+    assert!(checked >= 3, "{checked} label overrides checked");
+}
