@@ -506,6 +506,20 @@ pub(crate) fn sysctl_value(value: &str) -> String {
     }
 }
 
+/// Names as text lists them: ten, then how many more (`--json` lists every one), as
+/// `bellc diff` does.
+fn names(hosts: &[String]) -> String {
+    const SHOWN: usize = 10;
+    if hosts.len() <= SHOWN {
+        return hosts.join(" ");
+    }
+    format!(
+        "{} … and {} more (--json lists all)",
+        hosts[..SHOWN].join(" "),
+        hosts.len() - SHOWN
+    )
+}
+
 /// The answer as text: each item, then its groups with their hosts, then the hosts without.
 pub fn to_text(answer: &Answer) -> String {
     use std::fmt::Write;
@@ -533,7 +547,7 @@ pub fn to_text(answer: &Answer) -> String {
                 g.hosts.len(),
                 if g.hosts.len() == 1 { "" } else { "s" }
             );
-            let _ = writeln!(out, "      {}", g.hosts.join(" "));
+            let _ = writeln!(out, "      {}", names(&g.hosts));
         }
         if !item.without.is_empty() {
             let n = item.without.len();
@@ -542,7 +556,7 @@ pub fn to_text(answer: &Answer) -> String {
                 "  (not set)  ({n} host{})",
                 if n == 1 { "" } else { "s" }
             );
-            let _ = writeln!(out, "      {}", item.without.join(" "));
+            let _ = writeln!(out, "      {}", names(&item.without));
         }
     }
     out
@@ -552,6 +566,16 @@ pub fn to_text(answer: &Answer) -> String {
 mod tests {
     use super::Target;
     use crate::spec::Kind;
+
+    #[test]
+    fn text_lists_ten_names_and_how_many_more() {
+        let hosts: Vec<String> = (1..=12).map(|i| format!("h{i}")).collect();
+        assert_eq!(
+            super::names(&hosts),
+            "h1 h2 h3 h4 h5 h6 h7 h8 h9 h10 … and 2 more (--json lists all)"
+        );
+        assert_eq!(super::names(&hosts[..2]), "h1 h2");
+    }
 
     #[test]
     fn targets_parse_with_dotted_names_and_fields() {
