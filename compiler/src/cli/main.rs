@@ -80,6 +80,31 @@ struct SignArgs {
     expires: Option<u64>,
 }
 
+/// The hosts a review command is about, and the spec: names or globs and the spec among the
+/// words (in any order), label conditions as `match` writes them.
+#[derive(clap::Args)]
+struct Selection {
+    /// Host names or globs (`'web-*'`; every host when none), and the spec (default
+    /// `bell.kdl`).
+    #[arg(value_name = "HOST|GLOB|SPEC")]
+    words: Vec<String>,
+    /// Only hosts with these labels, as `match` writes them (`role=db,rack=r01`;
+    /// repeatable: all must hold).
+    #[arg(long = "where", value_name = "LABEL=VALUE,...")]
+    wheres: Vec<String>,
+}
+
+impl Selection {
+    /// The spec (checked to be readable), the names or globs, and the selector.
+    fn parse(&self) -> Result<(PathBuf, Vec<String>, bellc::review::select::Selector), Failure> {
+        let (spec, patterns) = query::spec_and_patterns(&self.words);
+        let selector = bellc::review::select::Selector::parse(&patterns, &self.wheres)
+            .map_err(Failure::Usage)?;
+        read_check(&spec)?;
+        Ok((spec, patterns, selector))
+    }
+}
+
 /// The hosts `hold` and `unhold` act on, and where their holds are.
 #[derive(clap::Args)]
 struct HeldHosts {
@@ -488,13 +513,8 @@ enum Command {
     /// is named), with the layer and line of every value; hosts that share a configuration
     /// are shown once, with their names.
     Explain {
-        /// Host names or globs (`'web-*'`), and the spec (default `bell.kdl`).
-        #[arg(value_name = "HOST|GLOB|SPEC")]
-        words: Vec<String>,
-        /// Only hosts with these labels, as `match` writes them (`role=db,rack=r01`;
-        /// repeatable: all must hold).
-        #[arg(long = "where", value_name = "LABEL=VALUE,...")]
-        selector: Vec<String>,
+        #[command(flatten)]
+        selection: Selection,
         /// Beside each value, the values earlier layers gave it, and where.
         #[arg(long)]
         overridden: bool,
@@ -510,13 +530,8 @@ enum Command {
     Query {
         /// `KIND:NAME[.FIELD]`, `sysctl:KEY`, a setting's `KIND.FIELD`, or `KIND:*`.
         what: String,
-        /// Host names or globs (`'web-*'`), and the spec (default `bell.kdl`).
-        #[arg(value_name = "HOST|GLOB|SPEC")]
-        words: Vec<String>,
-        /// Only hosts with these labels, as `match` writes them (`role=db,rack=r01`;
-        /// repeatable: all must hold).
-        #[arg(long = "where", value_name = "LABEL=VALUE,...")]
-        selector: Vec<String>,
+        #[command(flatten)]
+        selection: Selection,
         #[arg(long)]
         json: bool,
     },
@@ -569,14 +584,8 @@ enum Command {
     Hosts {
         #[command(subcommand)]
         command: Option<HostsCommand>,
-        /// Host names or globs (`'web-*'`; every host when none), and the spec (default
-        /// `bell.kdl`).
-        #[arg(value_name = "HOST|GLOB|SPEC")]
-        words: Vec<String>,
-        /// Only hosts with these labels, as `match` writes them (`role=db,rack=r01`;
-        /// repeatable: all must hold).
-        #[arg(long = "where", value_name = "LABEL=VALUE,...")]
-        selector: Vec<String>,
+        #[command(flatten)]
+        selection: Selection,
         #[arg(long)]
         json: bool,
     },
@@ -1435,16 +1444,12 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             }
         }
         Command::Explain {
-            words,
-            selector,
+            selection,
             overridden,
             override_name,
             json,
         } => {
-            let (spec, patterns) = query::spec_and_patterns(words);
-            let selector = bellc::review::select::Selector::parse(&patterns, selector)
-                .map_err(Failure::Usage)?;
-            read_check(&spec)?;
+            let (spec, patterns, selector) = selection.parse()?;
             let Some(front) = frontend(cli, &spec, sources, diags) else {
                 return Ok(1);
             };
@@ -1459,15 +1464,11 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         }
         Command::Query {
             what,
-            words,
-            selector,
+            selection,
             json,
         } => {
             let target = bellc::review::query::Target::parse(what).map_err(Failure::Usage)?;
-            let (spec, patterns) = query::spec_and_patterns(words);
-            let selector = bellc::review::select::Selector::parse(&patterns, selector)
-                .map_err(Failure::Usage)?;
-            read_check(&spec)?;
+            let (spec, _, selector) = selection.parse()?;
             let Some(front) = frontend(cli, &spec, sources, diags) else {
                 return Ok(1);
             };
@@ -1672,14 +1673,10 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         )?),
         Command::Hosts {
             command: None,
-            words,
-            selector,
+            selection,
             json,
         } => {
-            let (spec, patterns) = query::spec_and_patterns(words);
-            let selector = bellc::review::select::Selector::parse(&patterns, selector)
-                .map_err(Failure::Usage)?;
-            read_check(&spec)?;
+            let (spec, _, selector) = selection.parse()?;
             let Some(compiled) = compile(cli, &spec, sources, diags) else {
                 return Ok(1);
             };
