@@ -353,6 +353,18 @@ fn explain_groups_hosts_that_share_a_configuration_and_names_what_was_overridden
         .stdout
     );
 
+    insta::assert_snapshot!(
+        "explain_storage_json",
+        examples(&[
+            "explain",
+            "sto-0*",
+            "three-role.kdl",
+            "--json",
+            "--overridden"
+        ])
+        .stdout
+    );
+
     // The hosts an override applies to, and `hosts` with the same selectors.
     let compute: Vec<&str> = all
         .keys()
@@ -368,6 +380,10 @@ fn explain_groups_hosts_that_share_a_configuration_and_names_what_was_overridden
     ]));
     assert_eq!(matched["hosts"], serde_json::json!(compute));
     assert_eq!(matched["at"], "three-role.kdl:30");
+    insta::assert_snapshot!(
+        "explain_override_json",
+        serde_json::to_string_pretty(&matched).unwrap()
+    );
     let listed = json(&examples(&[
         "hosts",
         "three-role.kdl",
