@@ -709,19 +709,7 @@ impl Controller<'_> {
         // Held hosts are in no wave: every release of this rollout keeps them where they are.
         // The holds come from the store, which is not trusted; a forged one only leaves a host
         // behind.
-        let holds =
-            bell_store::hold::list(&self.etcd, &target.fleet).map_err(RolloutError::Store)?;
-        let mut held = Vec::new();
-        for wave in &mut waves {
-            wave.retain(|host| {
-                let keep = !holds.contains_key(host);
-                if !keep {
-                    held.push(host.clone());
-                }
-                keep
-            });
-        }
-        held.sort();
+        let held = self.take_held(&target.fleet, &mut waves)?;
         waves.retain(|w| !w.is_empty());
         let from = base.map(|b| Given {
             version: b.version,
@@ -1036,6 +1024,27 @@ impl Controller<'_> {
         }
     }
 
+    /// Takes the hosts an operator holds now out of `waves`, and returns them, sorted.
+    fn take_held(
+        &self,
+        fleet: &str,
+        waves: &mut [Vec<String>],
+    ) -> Result<Vec<String>, RolloutError> {
+        let holds = bell_store::hold::list(&self.etcd, fleet).map_err(RolloutError::Store)?;
+        let mut held = Vec::new();
+        for wave in waves {
+            wave.retain(|host| {
+                let keep = !holds.contains_key(host);
+                if !keep {
+                    held.push(host.clone());
+                }
+                keep
+            });
+        }
+        held.sort();
+        Ok(held)
+    }
+
     /// Leaves out of waves `k` and later the hosts held since the rollout began (a hold
     /// placed while it ran, or while it was paused: the usual moment): they join
     /// `record.held`, on their bundle in every release still to give. A wave they leave
@@ -1048,22 +1057,10 @@ impl Controller<'_> {
         k: usize,
         watch: &mut dyn FnMut(&Event),
     ) -> Result<bool, RolloutError> {
-        let holds =
-            bell_store::hold::list(&self.etcd, &record.fleet).map_err(RolloutError::Store)?;
-        let mut left_out = Vec::new();
-        for wave in record.waves.iter_mut().skip(k) {
-            wave.retain(|host| {
-                let held = holds.contains_key(host);
-                if held {
-                    left_out.push(host.clone());
-                }
-                !held
-            });
-        }
+        let left_out = self.take_held(&record.fleet, &mut record.waves[k..])?;
         if left_out.is_empty() {
             return Ok(false);
         }
-        left_out.sort();
         record.held.extend(left_out.iter().cloned());
         record.held.sort();
         record.held.dedup();

@@ -196,19 +196,13 @@ pub struct HostStatus {
 }
 
 impl HostStatus {
-    /// Since when, as a row's detail ends: `failing since 2026-11-26 14:08:20 UTC, 25
-    /// attempts, the last 2m ago`; `None` when there is nothing to say beyond the report's age.
+    /// Since when, as a row's detail ends: `since 2026-11-26 14:08:20 UTC: 25 attempts, the
+    /// last 2m ago`; `None` when there is nothing to say beyond the report's age.
     pub fn since_text(&self) -> Option<String> {
-        let attempts = self.attempts.filter(|&n| n > 1)?;
-        let since = self.since?;
-        let last = self
-            .last_attempt
-            .zip(self.age_seconds)
-            .map(|(_, age)| format!(", the last {} ago", age_short(age)))
-            .unwrap_or_default();
+        let attempts = self.attempts_text()?;
         Some(format!(
-            "since {}: {attempts} attempts{last}",
-            bell_bundle::utc(since)
+            "since {}: {attempts}",
+            bell_bundle::utc(self.since?)
         ))
     }
 
@@ -220,17 +214,26 @@ impl HostStatus {
             .since_seconds
             .map(|s| format!(" ({} ago)", age_short(s)))
             .unwrap_or_default();
-        let attempts = match (self.attempts, self.age_seconds) {
-            (Some(n), Some(age)) if n > 1 => {
-                format!(": {n} attempts, the last {} ago", age_short(age))
-            }
-            _ => String::new(),
-        };
+        let attempts = self
+            .attempts_text()
+            .map(|a| format!(": {a}"))
+            .unwrap_or_default();
         Some(format!(
             "{} since {}{ago}{attempts}",
             self.state.as_str(),
             bell_bundle::utc(since)
         ))
+    }
+
+    /// `25 attempts, the last 2m ago`, when several runs in a row said the same (the last
+    /// one is the report, whose age the row has).
+    fn attempts_text(&self) -> Option<String> {
+        let attempts = self.attempts.filter(|&n| n > 1)?;
+        let last = self
+            .age_seconds
+            .map(|age| format!(", the last {} ago", age_short(age)))
+            .unwrap_or_default();
+        Some(format!("{attempts} attempts{last}"))
     }
 
     /// Notes since when the row's state holds, from the report that decides it (`None` for

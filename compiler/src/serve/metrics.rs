@@ -152,13 +152,15 @@ fn hosts(out: &mut Exposition, s: &Snapshot) {
         "gauge",
         "Hosts with each flag (a host has every flag that holds, among them held).",
     );
-    for flag in Flag::ALL {
-        let count = s
-            .status
-            .hosts
-            .iter()
-            .filter(|h| h.flags.contains(&flag))
-            .count();
+    let mut flagged = [0_usize; Flag::ALL.len()];
+    for host in &s.status.hosts {
+        for flag in &host.flags {
+            if let Some(i) = Flag::ALL.iter().position(|f| f == flag) {
+                flagged[i] += 1;
+            }
+        }
+    }
+    for (flag, count) in Flag::ALL.iter().zip(flagged) {
         out.sample("bell_hosts_flagged", &[("flag", flag.as_str())], count);
     }
     out.family(
