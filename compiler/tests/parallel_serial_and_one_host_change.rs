@@ -124,8 +124,9 @@ fn a_one_host_change_rewrites_only_its_bundle_pointer_and_release() {
             format!("hosts/{host}"),
             "release.json".to_string(),
             format!("releases/{}.json", release.version),
+            format!("values/{new}.json"),
         ],
-        "only the new bundle, the host's pointer and the release (kept beside the previous one) \
+        "only the new bundle (and its values), the host's pointer and the release (kept beside the previous one) \
          are written"
     );
     // Nothing else went away either: the old bundle is still used by the other hosts.

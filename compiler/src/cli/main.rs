@@ -321,6 +321,10 @@ enum Command {
         /// exit 1 when something did.
         #[arg(long, value_name = "OLD")]
         diff: Option<PathBuf>,
+        /// With --diff: compare values instead of files (old → new, the hosts, and where the
+        /// spec sets each new value).
+        #[arg(long, requires = "diff")]
+        values: bool,
         /// With `secrets="sealed"`: the key that names secrets in bundles and seals them, a
         /// file of at least 32 random bytes (`head -c 32 /dev/urandom`) kept as the signing key
         /// is. Without it, the key is derived from `--sign-key`.
@@ -364,6 +368,14 @@ enum Command {
         new: PathBuf,
         #[arg(long)]
         json: bool,
+        /// Compare values instead of files: each value that changed, old → new, and the hosts
+        /// it changes on.
+        #[arg(long)]
+        values: bool,
+        /// With --values: the spec NEW was built from, to say where each new value was set
+        /// (layer and file:line).
+        #[arg(long, value_name = "SPEC", requires = "values")]
+        spec: Option<PathBuf>,
     },
     /// Sign a build output's release (`--sign-key`) and make it the fleet's desired release
     /// in etcd (`--store`); at least one of the two.
@@ -882,7 +894,41 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             // "ok" is said by `print_diagnostics`, after the warnings, with their count.
             Ok(0)
         }
-        Command::Diff { old, new, json } => Ok(review::diff_dirs(old, new, *json)?),
+        Command::Diff {
+            old,
+            new,
+            json,
+            values: false,
+            ..
+        } => Ok(review::diff_dirs(old, new, *json)?),
+        Command::Diff {
+            old,
+            new,
+            json,
+            values: true,
+            spec,
+        } => {
+            let old = bellc::review::diff::DirSide::open(old)?;
+            let new = bellc::review::diff::DirSide::open(new)?;
+            let front = match spec {
+                Some(path) => {
+                    read_check(path)?;
+                    let Some(front) = frontend(cli, path, sources, diags) else {
+                        return Ok(1);
+                    };
+                    if diags.has_errors() {
+                        return Ok(1);
+                    }
+                    Some(front)
+                }
+                None => None,
+            };
+            let locator = front
+                .as_ref()
+                .map(|f| bellc::review::value_diff::Locator::new(&f.spec, &f.resolution, sources));
+            let d = bellc::review::value_diff::diff(&old, &new, locator)?;
+            Ok(review::show_values(&d, *json)?)
+        }
         Command::Publish {
             out,
             store,
@@ -1149,6 +1195,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             timings,
             force,
             diff,
+            values,
             seal_key,
             signing,
         } => {
@@ -1303,7 +1350,20 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                         release: &compiled.release,
                         bundles: &compiled.bundles,
                     };
-                    let changes = bellc::review::diff::diff(old, &new)?;
+                    let changes = if *values {
+                        let locator = bellc::review::value_diff::Locator::new(
+                            &compiled.spec,
+                            &compiled.resolution,
+                            sources,
+                        );
+                        review::Changes::Values(bellc::review::value_diff::diff(
+                            old,
+                            &new,
+                            Some(locator),
+                        )?)
+                    } else {
+                        review::Changes::Files(bellc::review::diff::diff(old, &new)?)
+                    };
                     bellc::emit::incremental::forget(out);
                     writer
                         .write(compiled.bundles.values())
@@ -1439,7 +1499,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 );
             }
             match changes {
-                Some(d) => Ok(review::show_diff(&d, false)?),
+                Some(changes) => Ok(changes.show(false)?),
                 None => Ok(0),
             }
         }

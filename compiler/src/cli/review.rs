@@ -7,6 +7,7 @@ use bellc::fleet::rollout::{self, Phase};
 use bellc::fleet::status::{self, FleetStatus, HostState};
 use bellc::fleet::witness::Witness;
 use bellc::review::diff::{self, ReleaseDiff, Side};
+use bellc::review::value_diff::{self, ValueDiff};
 use std::path::Path;
 
 /// How many host names a group prints before "and N more" (all of them are in `--json`).
@@ -31,6 +32,32 @@ pub fn diff_dirs(old: &Path, new: &Path, json: bool) -> Result<u8, String> {
     let old = diff::DirSide::open(old)?;
     let new = diff::DirSide::open(new)?;
     diff_sides(&old, &new, json)
+}
+
+/// What `build --diff` found: the file-level diff, or with `--values` the value diff.
+pub enum Changes {
+    Files(ReleaseDiff),
+    Values(ValueDiff),
+}
+
+impl Changes {
+    pub fn show(&self, json: bool) -> Result<u8, String> {
+        match self {
+            Changes::Files(d) => show_diff(d, json),
+            Changes::Values(d) => show_values(d, json),
+        }
+    }
+}
+
+/// `bellc diff --values`: exit 0 when nothing changed, 1 when something did, as the file diff.
+pub fn show_values(d: &ValueDiff, json: bool) -> Result<u8, String> {
+    if json {
+        let text = serde_json::to_string_pretty(&d).map_err(|e| e.to_string())?;
+        println!("{text}");
+    } else {
+        print!("{}", value_diff::to_text(d));
+    }
+    Ok(u8::from(!d.is_empty()))
 }
 
 fn hosts_line(hosts: &[String]) -> String {

@@ -11,6 +11,7 @@
 //! OUT/bundles/<id>/root/...        files at their host paths
 //! OUT/bundles/<id>/scripts/...     apply / revert / trigger / exec scripts
 //! OUT/hosts/<name>                 symlink → ../bundles/<id>
+//! OUT/values/<id>.json             the values bundle <id> was rendered from (for review)
 //! ```
 //!
 //! Bundles are content-addressed, so a bundle directory that already exists is already right
@@ -39,7 +40,7 @@ pub enum EmitError {
     Io { path: PathBuf, source: io::Error },
 }
 
-pub(super) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> EmitError + '_ {
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> EmitError + '_ {
     move |source| EmitError::Io {
         path: path.to_path_buf(),
         source,
@@ -55,6 +56,8 @@ pub struct WriteStats {
     pub files_written: usize,
     pub links_written: usize,
     pub links_removed: usize,
+    /// `values/<id>.json` files written (a new bundle's, or one found missing).
+    pub values_written: usize,
     pub release_written: bool,
     /// Bundles that were on disk but differed from what their id says (changed by hand).
     pub bundles_repaired: usize,
@@ -189,6 +192,7 @@ impl BundleWriter {
                 self.created.push(bundles_dir.join(&bundle.id));
             }
         }
+        self.stats.values_written += super::values::write(&self.out, &bundles, trust)?;
         Ok(())
     }
 
@@ -202,6 +206,7 @@ impl BundleWriter {
         for dir in &self.created {
             remove_any(dir)?;
         }
+        super::values::prune(&self.out)?;
         prune_store(&self.store_dir)
     }
 
@@ -293,6 +298,7 @@ fn finish(
     if stats.bundles_removed > 0 {
         prune_store(store_dir)?;
     }
+    super::values::prune(out)?;
 
     if let Some(json) = json {
         remove_if_present(&signature_path(&release_path))?;
@@ -480,7 +486,7 @@ pub(super) fn prune_store(store: &Path) -> Result<(), EmitError> {
     Ok(())
 }
 
-pub(super) fn remove_any(path: &Path) -> Result<(), EmitError> {
+pub(crate) fn remove_any(path: &Path) -> Result<(), EmitError> {
     let meta = fs::symlink_metadata(path).map_err(io_err(path))?;
     if meta.is_dir() {
         fs::remove_dir_all(path).map_err(io_err(path))
@@ -508,11 +514,10 @@ pub fn check(
         let on_disk = fs::read_link(out.join("hosts").join(name)).ok();
         let expected = PathBuf::from("../bundles").join(&host.bundle);
         let same_link = on_disk.as_deref() == Some(expected.as_path());
+        let bundle = &bundles[&host.bundle];
         let same_bundle = same_link
-            && bundle_matches(
-                &out.join("bundles").join(&host.bundle),
-                &bundles[&host.bundle],
-            );
+            && bundle_matches(&out.join("bundles").join(&host.bundle), bundle)
+            && super::values::matches(out, bundle);
         let same_release = existing
             .as_ref()
             .and_then(|r| r.hosts.get(name))

@@ -208,9 +208,15 @@ pub fn fingerprint(out: &Path) -> String {
     let mut hasher = Sha256::new();
     // This bellc's build (`build.rs`): another build, even of the same version, renders again.
     let head = std::iter::once(format!("bellc {}", env!("BELLC_BUILD"))).chain(
-        ["bundles", "hosts", "releases", super::STORE_DIR]
-            .iter()
-            .map(|d| format!("{d} {}", stat(&out.join(d)))),
+        [
+            "bundles",
+            "hosts",
+            "releases",
+            super::STORE_DIR,
+            super::values::VALUES_DIR,
+        ]
+        .iter()
+        .map(|d| format!("{d} {}", stat(&out.join(d)))),
     );
     hasher.update(digest(head));
     let shards: Vec<[u8; 32]> = listing(&store)

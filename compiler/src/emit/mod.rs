@@ -7,6 +7,7 @@
 //! - [`out_dir`]: which directories a build may write into and remove from.
 //! - [`incremental`]: the record of a build's inputs that lets an unchanged rebuild stop early.
 //! - [`secrets`]: each host's secrets, sealed to its identity, beside the bundles.
+//! - [`values`]: the values each bundle was rendered from, for value diffs.
 
 pub mod bundles;
 pub mod incremental;
@@ -14,6 +15,7 @@ pub mod out_dir;
 pub mod release;
 pub mod releases;
 pub mod secrets;
+pub mod values;
 
 pub use bundles::{
     check, write, write_with, BundleWriter, EmitError, Trust, WriteStats, STORE_DIR,

@@ -16,6 +16,7 @@ const OURS: &[&str] = &[
     super::STORE_DIR,
     "releases",
     bell_bundle::SECRETS_DIR,
+    super::values::VALUES_DIR,
     // `bellc rollout`'s signed record (`fleet::record`); a build leaves it alone.
     "rollouts",
     "release.json",
@@ -37,6 +38,7 @@ const DIRS: &[&str] = &[
     super::STORE_DIR,
     "releases",
     bell_bundle::SECRETS_DIR,
+    super::values::VALUES_DIR,
 ];
 
 /// Why OUT may not be written: a message for the command line, naming the entry at fault.

@@ -205,6 +205,7 @@ pub fn prune(out: &Path, keep: usize) -> Result<Pruned, EmitError> {
     }
     if pruned.bundles > 0 {
         prune_store(&out.join(super::STORE_DIR))?;
+        super::values::prune(out)?;
     }
     Ok(pruned)
 }

@@ -16,6 +16,7 @@ pub mod seal;
 pub mod stdlib;
 mod sysctl;
 pub mod undefined;
+pub mod values;
 
 pub use hosts::{render_fleet_streamed, service_endpoints, RenderCache};
 
@@ -117,6 +118,8 @@ pub struct RenderedBundle {
     /// The content of each sealed entry (`secrets="sealed"`), by the keyed digest that names
     /// it: not in `contents`, since it leaves the build only encrypted to each host.
     pub sealed: BTreeMap<String, Arc<[u8]>>,
+    /// The values of the configuration it was rendered from, for `OUT/values/<id>.json`.
+    pub values: Arc<values::BundleValues>,
 }
 
 /// Interns file contents per thread: bundles of a fleet share most of their files, so equal
@@ -367,7 +370,9 @@ impl Renderer {
         if diags.error_count() > before {
             return None;
         }
-        Some(out.finish(order))
+        let mut bundle = out.finish(order);
+        bundle.values = Arc::new(values::BundleValues::of(&cx.host.model, &cx.host.target));
+        Some(bundle)
     }
 }
 
@@ -716,6 +721,11 @@ impl BundleBuilder {
             contents: self.contents,
             sha256: self.sha256,
             sealed: BTreeMap::new(),
+            values: Arc::new(values::BundleValues {
+                format: values::VALUES_FORMAT,
+                target: String::new(),
+                values: BTreeMap::new(),
+            }),
         }
     }
 }

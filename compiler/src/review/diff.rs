@@ -7,6 +7,7 @@
 //! another one or with a build still in memory (`bellc build --diff OUT` before OUT is
 //! overwritten). The result is data; `main.rs` prints it.
 
+use crate::render::values::BundleValues;
 use crate::render::RenderedBundle;
 use bell_bundle::{Manifest, Release, Resource};
 use serde::Serialize;
@@ -19,6 +20,8 @@ pub trait Side {
     fn manifest(&self, id: &str) -> Result<Manifest, String>;
     /// A file of a bundle by its path inside the bundle (`root/etc/...`, `scripts/...`).
     fn content(&self, id: &str, rel: &str) -> Option<Vec<u8>>;
+    /// The values a bundle was rendered from (`OUT/values/<id>.json`).
+    fn values(&self, id: &str) -> Result<BundleValues, String>;
 }
 
 /// A build output directory (`release.json`, `bundles/`, `hosts/`).
@@ -71,6 +74,10 @@ impl Side for DirSide {
         }
         std::fs::read(self.dir.join("bundles").join(id).join(rel)).ok()
     }
+
+    fn values(&self, id: &str) -> Result<BundleValues, String> {
+        crate::emit::values::read(&self.dir, id)
+    }
 }
 
 /// A build in memory.
@@ -96,6 +103,13 @@ impl Side for MemorySide<'_> {
             .get(id)
             .and_then(|b| b.contents.get(rel))
             .map(|c| c.to_vec())
+    }
+
+    fn values(&self, id: &str) -> Result<BundleValues, String> {
+        self.bundles
+            .get(id)
+            .map(|b| (*b.values).clone())
+            .ok_or_else(|| format!("the build has no bundle `{id}`"))
     }
 }
 

@@ -9,15 +9,11 @@
 
 use super::query::Key;
 use crate::kdl_text::{block, ident, string};
-use crate::render::looks_like_private_key;
+use crate::render::values::{duration, field_text, is_secret, number_or_string, scalar, SECRET};
 use crate::resolve::{Origin, ResolvedHost, ResolvedResource};
 use crate::source::Sources;
 use crate::spec::{FieldSource, FieldType, Spec, Value};
 use std::fmt::Write;
-
-/// What explain shows of a secret value. Not even its size or digest: a bare password's digest
-/// could be guessed back from a list of common ones.
-const SECRET: &str = "<secret>";
 
 /// Why the host carries each label an `assign` gave it, as comments.
 fn assigned(spec: &Spec, name: &str, sources: &Sources) -> Vec<String> {
@@ -322,108 +318,5 @@ fn resource(
             row(text, comment);
         }
         row("}".into(), String::new());
-    }
-}
-
-/// Whether explain (and query) keep a field's value to themselves: a password, and a file's
-/// content when its mode keeps everyone else out or it holds a private key, as the bundle
-/// marks it.
-pub(crate) fn is_secret(r: &ResolvedResource, field: &str) -> bool {
-    match field {
-        "password" => true,
-        "content" => {
-            r.fields.get("mode").is_some_and(|(mode, _)| {
-                matches!(mode, Value::Str(m) if bell_bundle::parse_mode(m).is_some_and(bell_bundle::private_mode))
-            }) || r.fields.get("content").is_some_and(|(content, _)| {
-                matches!(content, Value::Str(c) if looks_like_private_key(c.as_bytes()))
-            })
-        }
-        _ => false,
-    }
-}
-
-/// A field's value on one line, as a spec writes it (a secret as `"<secret>"`, a debconf
-/// password answer too).
-pub(crate) fn field_text(r: &ResolvedResource, field: &str, value: &Value) -> String {
-    if is_secret(r, field) {
-        return string(SECRET);
-    }
-    let ty = r
-        .kind
-        .schema()
-        .iter()
-        .find(|f| f.name == field)
-        .map(|f| f.ty);
-    match (value, ty) {
-        (Value::Int(secs), Some(FieldType::Duration | FieldType::DurationOrInfinite)) => {
-            string(&duration(*secs))
-        }
-        (Value::Str(v), Some(FieldType::IntOrStr)) => number_or_string(v),
-        (Value::Debconf(answers), _) => answers
-            .iter()
-            .map(|d| {
-                let value = if d.kind == "password" {
-                    SECRET
-                } else {
-                    &d.value
-                };
-                format!(
-                    "{} type={} value={}",
-                    string(&d.question),
-                    string(&d.kind),
-                    string(value)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; "),
-        _ => scalar(value),
-    }
-}
-
-/// A one-line value as a spec writes it.
-fn scalar(value: &Value) -> String {
-    match value {
-        Value::Bool(b) => format!("#{b}"),
-        Value::Int(i) => i.to_string(),
-        Value::Str(s) => string(s),
-        Value::List(l) => l.iter().map(|s| string(s)).collect::<Vec<_>>().join(" "),
-        Value::Map(m) => m
-            .iter()
-            .map(|(k, v)| format!("{}={}", ident(k), string(v)))
-            .collect::<Vec<_>>()
-            .join(" "),
-        Value::Debconf(_) => String::new(),
-    }
-}
-
-/// Seconds in the largest unit that divides them: `"1h"`, `"5m"`, `"90s"`.
-fn duration(secs: i64) -> String {
-    match secs {
-        0 => "0s".into(),
-        s if s % 3600 == 0 => format!("{}h", s / 3600),
-        s if s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
-    }
-}
-
-/// A value the spec may write either way (`value=65536`, `vm.swappiness 10`): bare when it is
-/// a whole number that reads back the same, quoted otherwise (`"010"` stays a string).
-fn number_or_string(s: &str) -> String {
-    match s.parse::<i64>() {
-        Ok(n) if n.to_string() == s => s.to_string(),
-        _ => string(s),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_take_their_largest_unit() {
-        assert_eq!(duration(3600), "1h");
-        assert_eq!(duration(300), "5m");
-        assert_eq!(duration(90), "90s");
-        assert_eq!(duration(0), "0s");
     }
 }

@@ -7,9 +7,8 @@
 //! field: `limit:nofile.value`, `user:ops.shell`), a setting's field (`apt.allow-downgrade`),
 //! and `KIND:*` / `sysctl:*` for every resource of a kind any selected host has.
 
-use super::explain::field_text;
 use super::select::Selector;
-use crate::kdl_text::string;
+use crate::render::values::{dotted, field_text, sysctl_value};
 use crate::resolve::{Origin, ResolvedHost, ResolvedResource};
 use crate::source::Sources;
 use crate::spec::Kind;
@@ -488,27 +487,9 @@ fn whole(r: &ResolvedResource) -> String {
     }
 }
 
-/// A sysctl path as people write the key: dotted, unless a segment holds a dot itself
-/// (`net/ipv4/conf/eth0.100/rp_filter`), which only the slash form can say.
-fn dotted(path: &str) -> String {
-    if path.split('/').any(|segment| segment.contains('.')) {
-        path.to_string()
-    } else {
-        path.replace('/', ".")
-    }
-}
-
-/// As `explain` shows a sysctl: bare when a whole number, quoted otherwise.
-pub(crate) fn sysctl_value(value: &str) -> String {
-    match value.parse::<i64>() {
-        Ok(n) if n.to_string() == value => value.to_string(),
-        _ => string(value),
-    }
-}
-
 /// Names as text lists them: ten, then how many more (`--json` lists every one), as
 /// `bellc diff` does.
-fn names(hosts: &[String]) -> String {
+pub(crate) fn names(hosts: &[String]) -> String {
     const SHOWN: usize = 10;
     if hosts.len() <= SHOWN {
         return hosts.join(" ");

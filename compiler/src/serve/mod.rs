@@ -199,6 +199,18 @@ impl crate::review::diff::Side for OutSide<'_> {
         }
         self.out.read(&format!("bundles/{id}/{rel}")).ok().flatten()
     }
+
+    fn values(&self, id: &str) -> Result<crate::render::values::BundleValues, String> {
+        if !bell_bundle::is_bundle_id(id) {
+            return Err(format!("`{id}` is not a bundle id"));
+        }
+        let rel = format!("{}/{id}.json", crate::emit::values::VALUES_DIR);
+        let bytes = self
+            .out
+            .read(&rel)?
+            .ok_or_else(|| format!("{rel} is not in {}", self.out.describe()))?;
+        serde_json::from_slice(&bytes).map_err(|e| format!("{rel}: {e}"))
+    }
 }
 
 /// What the pages are rendered from: the newest snapshot and the store's health.
