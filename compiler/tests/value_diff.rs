@@ -201,6 +201,26 @@ fn declared(said: &Said, host: &str, head: &str) -> (String, String) {
     places.into_iter().next().unwrap()
 }
 
+/// `bellc diff OLD NEW --values --json --spec SPEC` in `dir`: exit 1, every change explain's
+/// views of the two specs make (and no other), each new value placed where explain says.
+fn checked_diff(
+    dir: &Path,
+    old: &str,
+    new: &str,
+    spec: &str,
+    said: (&Said, &Said),
+) -> serde_json::Value {
+    let run = bellc_in(
+        dir,
+        &["diff", old, new, "--values", "--json", "--spec", spec],
+    );
+    assert_eq!(run.code, 1, "a change exits 1: {}", run.stderr);
+    let diff = json(&run);
+    assert_eq!(reported(&diff), expected(said.0, said.1));
+    check_set_at(&diff, said.1);
+    diff
+}
+
 #[test]
 fn a_value_diff_names_exactly_the_values_changed_and_their_hosts() {
     let tmp = tempfile::tempdir().unwrap();
@@ -240,22 +260,8 @@ fn a_value_diff_names_exactly_the_values_changed_and_their_hosts() {
     build(&dir, "three-role.kdl", "new");
     let new_said = explained(&dir, "three-role.kdl");
 
-    let run = bellc_in(
-        &dir,
-        &[
-            "diff",
-            "old",
-            "new",
-            "--values",
-            "--json",
-            "--spec",
-            "three-role.kdl",
-        ],
-    );
-    assert_eq!(run.code, 1, "a change exits 1: {}", run.stderr);
-    let diff = json(&run);
+    let diff = checked_diff(&dir, "old", "new", "three-role.kdl", (&old_said, &new_said));
     let want = expected(&old_said, &new_said);
-    assert_eq!(reported(&diff), want);
     // What the edit made, in the diff's words (the check above is exhaustive; this says what
     // it was exhaustive about).
     let keys: BTreeSet<&str> = want.keys().map(|(k, _, _)| k.as_str()).collect();
@@ -263,7 +269,6 @@ fn a_value_diff_names_exactly_the_values_changed_and_their_hosts() {
     assert!(keys.contains("limit:nofile.value"), "{keys:?}");
     assert!(keys.contains("limit:nproc"), "{keys:?}");
     assert!(keys.contains("mount:data"), "{keys:?}");
-    check_set_at(&diff, &new_said);
     assert_eq!(diff["hosts_removed"], serde_json::json!([gone]));
     assert_eq!(diff["hosts_added"], serde_json::json!([]));
     assert_eq!(diff["bundle_only"], serde_json::json!([]));
@@ -460,6 +465,58 @@ fn out_keeps_a_bundles_values_as_long_as_the_bundle() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(values.is_file());
 
+    // A values directory that is a link out of OUT is refused before anything is written, and
+    // a link planted as a values file's temporary name is replaced, not written through.
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::rename(dir.join("out/values"), tmp.path().join("kept-values")).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("out/values")).unwrap();
+    edit(
+        &spec,
+        "sysctl { vm.swappiness 5 }",
+        "sysctl { vm.swappiness 4 }",
+    );
+    let run = bellc_in(
+        &dir,
+        &[
+            "build",
+            "three-role.kdl",
+            "-o",
+            "out",
+            "--seal-key",
+            SEAL_KEY,
+        ],
+    );
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("is not a directory (a symlink or a file)"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    std::fs::remove_file(dir.join("out/values")).unwrap();
+    std::fs::rename(tmp.path().join("kept-values"), dir.join("out/values")).unwrap();
+    let victim = tmp.path().join("victim");
+    std::fs::write(&victim, "untouched").unwrap();
+    // The bundles the next build writes are the ones a build elsewhere makes.
+    let mut planted = 0;
+    build(&dir, "three-role.kdl", "probe");
+    for id in ids("probe") {
+        let link = dir.join("out/values").join(format!(".{id}.json.tmp"));
+        std::os::unix::fs::symlink(&victim, link).unwrap();
+        planted += 1;
+    }
+    assert!(planted > 0);
+    build(&dir, "three-role.kdl", "out");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched");
+    assert_eq!(valued("out"), ids("out"));
+    edit(
+        &spec,
+        "sysctl { vm.swappiness 4 }",
+        "sysctl { vm.swappiness 5 }",
+    );
+
     // An output without values (an older bellc's) says which file and what to do.
     build(&dir, "three-role.kdl", "other");
     edit(
@@ -515,22 +572,15 @@ fn between_two_generated_fleets_the_diff_is_what_explain_says_host_by_host() {
     }
     let dir = tmp.path().join("new");
     let old_out = tmp.path().join("old/out");
-    let run = bellc_in(
+    let diff = checked_diff(
         &dir,
-        &[
-            "diff",
-            old_out.to_str().unwrap(),
-            "out",
-            "--values",
-            "--json",
-            "--spec",
-            "bell.kdl",
-        ],
+        old_out.to_str().unwrap(),
+        "out",
+        "bell.kdl",
+        (&said[0], &said[1]),
     );
-    assert_eq!(run.code, 1, "{}", run.stderr);
-    let diff = json(&run);
-    let want = expected(&said[0], &said[1]);
-    assert!(want.len() > 10, "the seeds make different fleets: {want:?}");
-    assert_eq!(reported(&diff), want);
-    check_set_at(&diff, &said[1]);
+    assert!(
+        diff["changes"].as_array().unwrap().len() > 10,
+        "the seeds make different fleets: {diff}"
+    );
 }

@@ -6,7 +6,6 @@
 //! One file per distinct bundle, written with it and removed with it.
 
 use super::bundles::{io_err, EmitError, Trust};
-use super::releases::write_atomic;
 use crate::render::values::BundleValues;
 use crate::render::RenderedBundle;
 use rayon::prelude::*;
@@ -37,7 +36,7 @@ pub fn write(out: &Path, bundles: &[&RenderedBundle], trust: Trust) -> Result<us
             if present && fs::read(&path).ok().as_deref() == Some(json.as_bytes()) {
                 return Ok(false);
             }
-            write_atomic(&path, json.as_bytes()).map(|()| true)
+            write_new(&path, json.as_bytes()).map(|()| true)
         })
         .collect();
     let mut count = 0;
@@ -45,6 +44,22 @@ pub fn write(out: &Path, bundles: &[&RenderedBundle], trust: Trust) -> Result<us
         count += usize::from(result?);
     }
     Ok(count)
+}
+
+/// Writes a file under a temporary name created afresh (a link planted under that name is
+/// removed, not written through) and renames it into place.
+fn write_new(path: &Path, bytes: &[u8]) -> Result<(), EmitError> {
+    use std::io::Write;
+    let name = path.file_name().map(|n| n.to_string_lossy().to_string());
+    let tmp = path.with_file_name(format!(".{}.tmp", name.unwrap_or_default()));
+    super::releases::remove_if_present(&tmp)?;
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(io_err(&tmp))?;
+    file.write_all(bytes).map_err(io_err(&tmp))?;
+    fs::rename(&tmp, path).map_err(io_err(path))
 }
 
 /// Removes the values of bundles OUT no longer holds (and half-written ones).
