@@ -63,10 +63,9 @@ fn explained(dir: &Path, spec: &str) -> Said {
         values.insert("target".to_string(), (target, String::new(), String::new()));
         for value in group["values"].as_array().unwrap() {
             let text = |k: &str| value[k].as_str().unwrap().to_string();
-            values.insert(
-                dotted(&text("key")),
-                (text("value"), text("layer"), text("at")),
-            );
+            // As the values file keeps it: a long value as its size and digest.
+            let value = bellc::render::values::kept(text("value"));
+            values.insert(dotted(&text("key")), (value, text("layer"), text("at")));
         }
         for host in group["hosts"].as_array().unwrap() {
             said.insert(host.as_str().unwrap().to_string(), values.clone());
@@ -252,6 +251,15 @@ fn a_value_diff_names_exactly_the_values_changed_and_their_hosts() {
         "    mount \"data\" target=\"/srv/data\" device=\"tmpfs\" type=\"tmpfs\" options=\"size=8G\"\n",
         "",
     );
+    // A file's content grown long: kept as its size and digest.
+    edit(
+        &spec,
+        "content \"endpoints=",
+        &format!(
+            "content \"# {}\\nendpoints=",
+            "endpoints of etcd, ".repeat(10)
+        ),
+    );
     let inventory = dir.join("inventory/three-role.json");
     let mut hosts: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(&inventory).unwrap()).unwrap();
@@ -269,6 +277,18 @@ fn a_value_diff_names_exactly_the_values_changed_and_their_hosts() {
     assert!(keys.contains("limit:nofile.value"), "{keys:?}");
     assert!(keys.contains("limit:nproc"), "{keys:?}");
     assert!(keys.contains("mount:data"), "{keys:?}");
+    let content = want
+        .keys()
+        .find(|(k, _, _)| k == "file:/etc/myapp/etcd.conf.content")
+        .unwrap();
+    assert!(
+        content
+            .2
+            .as_ref()
+            .unwrap()
+            .starts_with("(266 bytes, sha256 "),
+        "{content:?}"
+    );
     assert_eq!(diff["hosts_removed"], serde_json::json!([gone]));
     assert_eq!(diff["hosts_added"], serde_json::json!([]));
     assert_eq!(diff["bundle_only"], serde_json::json!([]));
@@ -466,7 +486,7 @@ fn out_keeps_a_bundles_values_as_long_as_the_bundle() {
     assert!(values.is_file());
 
     // A values directory that is a link out of OUT is refused before anything is written, and
-    // a link planted as a values file's temporary name is replaced, not written through.
+    // a link planted as a values file is replaced, not written through.
     let outside = tmp.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
     std::fs::rename(dir.join("out/values"), tmp.path().join("kept-values")).unwrap();
@@ -499,11 +519,11 @@ fn out_keeps_a_bundles_values_as_long_as_the_bundle() {
     std::fs::rename(tmp.path().join("kept-values"), dir.join("out/values")).unwrap();
     let victim = tmp.path().join("victim");
     std::fs::write(&victim, "untouched").unwrap();
-    // The bundles the next build writes are the ones a build elsewhere makes.
+    // The bundles the next build writes are those a build elsewhere makes that OUT lacks.
     let mut planted = 0;
     build(&dir, "three-role.kdl", "probe");
-    for id in ids("probe") {
-        let link = dir.join("out/values").join(format!(".{id}.json.tmp"));
+    for id in ids("probe").difference(&ids("out")) {
+        let link = dir.join("out/values").join(format!("{id}.json"));
         std::os::unix::fs::symlink(&victim, link).unwrap();
         planted += 1;
     }

@@ -46,20 +46,18 @@ pub fn write(out: &Path, bundles: &[&RenderedBundle], trust: Trust) -> Result<us
     Ok(count)
 }
 
-/// Writes a file under a temporary name created afresh (a link planted under that name is
-/// removed, not written through) and renames it into place.
+/// Writes a file created afresh: whatever is under its name (a link planted there) is removed,
+/// not written through. Not renamed into place: a build cut short forgets its record, so the
+/// next one compares every values file it needs and rewrites one left half-written.
 fn write_new(path: &Path, bytes: &[u8]) -> Result<(), EmitError> {
     use std::io::Write;
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string());
-    let tmp = path.with_file_name(format!(".{}.tmp", name.unwrap_or_default()));
-    super::releases::remove_if_present(&tmp)?;
+    super::releases::remove_if_present(path)?;
     let mut file = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .open(&tmp)
-        .map_err(io_err(&tmp))?;
-    file.write_all(bytes).map_err(io_err(&tmp))?;
-    fs::rename(&tmp, path).map_err(io_err(path))
+        .open(path)
+        .map_err(io_err(path))?;
+    file.write_all(bytes).map_err(io_err(path))
 }
 
 /// Removes the values of bundles OUT no longer holds (and half-written ones).

@@ -29,11 +29,25 @@ pub struct BundleValues {
     pub values: BTreeMap<String, String>,
 }
 
+/// A value longer than this is kept as its size and digest: a file's content or a script
+/// changed is one line either way (the file-level diff shows the text), and a fleet whose
+/// every host has files of its own would otherwise keep every file twice.
+const LONG: usize = 160;
+
+/// What the values file keeps of a value: the value, or when long its size and digest.
+pub fn kept(value: String) -> String {
+    if value.len() <= LONG {
+        return value;
+    }
+    let sha = bell_bundle::sha256_hex(value.as_bytes());
+    format!("({} bytes, sha256 {})", value.len(), &sha[..16])
+}
+
 impl BundleValues {
     pub fn of(model: &Model, target: &str) -> BundleValues {
         let mut values = BTreeMap::new();
         each(model, |key, value, _| {
-            values.insert(key, value);
+            values.insert(key, kept(value));
         });
         BundleValues {
             format: VALUES_FORMAT,
@@ -224,6 +238,16 @@ mod tests {
         );
         assert_eq!(split_key("file:/etc/a.conf"), None);
         assert_eq!(split_key("sysctl:vm.swappiness"), None);
+    }
+
+    #[test]
+    fn a_long_value_is_kept_as_its_size_and_digest() {
+        assert_eq!(kept("\"short\"".to_string()), "\"short\"");
+        let long = format!("\"{}\"", "x".repeat(200));
+        let kept = kept(long.clone());
+        assert!(kept.starts_with("(202 bytes, sha256 "), "{kept}");
+        assert_eq!(kept.len(), "(202 bytes, sha256 )".len() + 16);
+        assert!(kept.contains(&bell_bundle::sha256_hex(long.as_bytes())[..16]));
     }
 
     #[test]

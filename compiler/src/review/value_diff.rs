@@ -145,7 +145,7 @@ impl<'a> Locator<'a> {
                     places.insert(values::resource_key(r), place(None, &r.origin));
                 }
                 values::each(&resolved.model, |key, value, origin| {
-                    places.insert(key, place(Some(value), origin));
+                    places.insert(key, place(Some(values::kept(value)), origin));
                 });
                 Arc::new(places)
             });
