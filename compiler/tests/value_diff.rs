@@ -361,6 +361,23 @@ fn a_value_diff_names_exactly_the_values_changed_and_their_hosts() {
         same.stdout
     );
 
+    // A spec with a mistake says so, with its place, and places nothing.
+    std::fs::write(
+        dir.join("broken.kdl"),
+        "fleet \"lab-east\"\nsysctl { vm.swappiness }\n",
+    )
+    .unwrap();
+    let broken = bellc_in(
+        &dir,
+        &["diff", "old", "new", "--values", "--spec", "broken.kdl"],
+    );
+    assert_eq!(broken.code, 1, "{}", broken.stderr);
+    assert!(broken.stdout.is_empty(), "{}", broken.stdout);
+    assert!(broken.stderr.contains("broken.kdl:2:"), "{}", broken.stderr);
+    // --spec is for --values only.
+    let usage = bellc_in(&dir, &["diff", "old", "new", "--spec", "three-role.kdl"]);
+    assert_eq!(usage.code, 64, "{}", usage.stderr);
+
     let mut redacted = diff.clone();
     redacted["old_version"] = "[version]".into();
     redacted["new_version"] = "[version]".into();

@@ -910,22 +910,26 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         } => {
             let old = bellc::review::diff::DirSide::open(old)?;
             let new = bellc::review::diff::DirSide::open(new)?;
-            let front = match spec {
+            // Where values were set needs the spec resolved, not its graph or its bundles.
+            let resolved = match spec {
                 Some(path) => {
                     read_check(path)?;
-                    let Some(front) = frontend(cli, path, sources, diags) else {
+                    let Some(mut tree) = bellc::front::lower::load(path, sources, diags) else {
                         return Ok(1);
                     };
+                    tree.allow_unknown_sysctl = cli.allow_unknown_sysctl;
+                    let resolution =
+                        bellc::resolve::resolve(&tree, &bellc::targets::names(), diags);
                     if diags.has_errors() {
                         return Ok(1);
                     }
-                    Some(front)
+                    Some((tree, resolution))
                 }
                 None => None,
             };
-            let locator = front
-                .as_ref()
-                .map(|f| bellc::review::value_diff::Locator::new(&f.spec, &f.resolution, sources));
+            let locator = resolved.as_ref().map(|(tree, resolution)| {
+                bellc::review::value_diff::Locator::new(tree, resolution, sources)
+            });
             let d = bellc::review::value_diff::diff(&old, &new, locator)?;
             Ok(review::show_values(&d, *json)?)
         }

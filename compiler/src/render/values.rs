@@ -10,7 +10,9 @@ use crate::kdl_text::{ident, string};
 use crate::resolve::{Model, Origin, ResolvedResource};
 use crate::spec::{FieldType, Value};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// What explain, query and the values file show of a secret value. Not even its size or
 /// digest: a bare password's digest could be guessed back from a list of common ones.
@@ -43,12 +45,53 @@ pub fn kept(value: String) -> String {
     format!("({} bytes, sha256 {})", value.len(), &sha[..16])
 }
 
+/// The kept values of one resource, as one entry per key.
+type Lines = Arc<[(String, String)]>;
+
+thread_local! {
+    /// The values of each resource already written out on this thread, by the resource (held,
+    /// so that its address is not reused while it names an entry). Models share every resource
+    /// a layer did not change, so a fleet whose hosts each have a bundle of their own writes
+    /// out each shared resource's values (scripts, profiles: the long ones) once, not per host.
+    static RESOURCE_LINES: RefCell<HashMap<usize, (Arc<ResolvedResource>, Lines)>> =
+        RefCell::new(HashMap::new());
+}
+
+/// Entries the per-thread table holds before it starts afresh.
+const RESOURCE_LINES_LIMIT: usize = 4096;
+
+fn resource_lines(r: &Arc<ResolvedResource>) -> Lines {
+    let lines = || -> Lines {
+        let mut lines = Vec::with_capacity(r.fields.len().max(1));
+        resource_values(r, |key, value, _| lines.push((key, kept(value))));
+        lines.into()
+    };
+    RESOURCE_LINES.with(|table| {
+        let mut table = table.borrow_mut();
+        let id = Arc::as_ptr(r) as usize;
+        if let Some((_, lines)) = table.get(&id) {
+            return lines.clone();
+        }
+        if table.len() >= RESOURCE_LINES_LIMIT {
+            table.clear();
+        }
+        let made = lines();
+        table.insert(id, (r.clone(), made.clone()));
+        made
+    })
+}
+
 impl BundleValues {
     pub fn of(model: &Model, target: &str) -> BundleValues {
         let mut values = BTreeMap::new();
-        each(model, |key, value, _| {
-            values.insert(key, kept(value));
-        });
+        for (path, s) in model.sysctl.iter() {
+            values.insert(format!("sysctl:{}", dotted(path)), sysctl_value(&s.value));
+        }
+        for r in &model.resources {
+            for (key, value) in resource_lines(r).iter() {
+                values.insert(key.clone(), value.clone());
+            }
+        }
         BundleValues {
             format: VALUES_FORMAT,
             target: target.to_string(),
@@ -74,17 +117,23 @@ pub fn each(model: &Model, mut f: impl FnMut(String, String, &Origin)) {
         );
     }
     for r in &model.resources {
-        let head = resource_key(r);
-        if r.fields.is_empty() {
-            f(head.clone(), "(declared)".to_string(), &r.origin);
-        }
-        for (field, (value, origin)) in &r.fields {
-            f(
-                format!("{head}.{field}"),
-                field_text(r, field, value),
-                origin,
-            );
-        }
+        resource_values(r, &mut f);
+    }
+}
+
+/// Every value of one resource: each field (`KIND:NAME.FIELD`), or `(declared)` for one
+/// without fields.
+fn resource_values(r: &ResolvedResource, mut f: impl FnMut(String, String, &Origin)) {
+    let head = resource_key(r);
+    if r.fields.is_empty() {
+        f(head.clone(), "(declared)".to_string(), &r.origin);
+    }
+    for (field, (value, origin)) in &r.fields {
+        f(
+            format!("{head}.{field}"),
+            field_text(r, field, value),
+            origin,
+        );
     }
 }
 
@@ -109,6 +158,17 @@ pub fn split_key(key: &str) -> Option<(&str, &str)> {
     let (head, field) = key.rsplit_once('.')?;
     let is_field = kind.schema().iter().any(|f| f.name == field);
     (is_field && head.len() >= word_end).then_some((head, field))
+}
+
+/// Whether `r` is the resource `head` names (`user:ops`, `apt`), without building its key.
+pub fn is_resource(r: &ResolvedResource, head: &str) -> bool {
+    let keyword = r.kind.keyword();
+    if r.kind.is_setting() {
+        return head == keyword;
+    }
+    head.strip_prefix(keyword)
+        .and_then(|rest| rest.strip_prefix(':'))
+        .is_some_and(|name| name == r.name)
 }
 
 /// A sysctl path as people write the key: dotted, unless a segment holds a dot itself

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// One side of a diff: a release and the bundles it names.
-pub trait Side {
+pub trait Side: Sync {
     fn release(&self) -> &Release;
     fn manifest(&self, id: &str) -> Result<Manifest, String>;
     /// A file of a bundle by its path inside the bundle (`root/etc/...`, `scripts/...`).

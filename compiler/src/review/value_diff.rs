@@ -11,12 +11,14 @@
 
 use super::diff::Side;
 use super::query::names;
+use crate::front::validate::sysctl_path;
 use crate::render::values::{self, BundleValues};
-use crate::resolve::{Resolution, ResolvedHost};
+use crate::resolve::{Model, Resolution, ResolvedHost};
 use crate::source::Sources;
 use crate::spec::Spec;
+use rayon::prelude::*;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 /// The version of the JSON `bellc diff --values --json` prints.
@@ -89,22 +91,14 @@ impl ValueDiff {
     }
 }
 
-/// Where each host's values were set in a spec: what `explain` says, kept per distinct model
-/// (hosts of one model share every origin).
+/// Where each host's values were set in a spec: what `explain` says, looked up per key and
+/// kept per distinct model (hosts of one model share every origin).
 pub struct Locator<'a> {
     spec: &'a Spec,
     sources: &'a Sources,
     hosts: HashMap<&'a str, &'a ResolvedHost>,
-    /// By model: where each key was set.
-    models: HashMap<usize, Arc<HashMap<String, Place>>>,
-}
-
-/// Where a host's value was set.
-struct Place {
-    /// `None` for a resource's own key (where it was declared).
-    value: Option<String>,
-    layer: String,
-    at: String,
+    /// By (model, key): the place, or `None` where the spec gives the model another value.
+    found: HashMap<(usize, String), Option<(String, String)>>,
 }
 
 impl<'a> Locator<'a> {
@@ -117,7 +111,7 @@ impl<'a> Locator<'a> {
                 .iter()
                 .map(|h| (h.name.as_str(), h))
                 .collect(),
-            models: HashMap::new(),
+            found: HashMap::new(),
         }
     }
 
@@ -126,34 +120,44 @@ impl<'a> Locator<'a> {
     /// built from).
     fn locate(&mut self, host: &str, key: &str, value: &str) -> Option<(String, String)> {
         let resolved = *self.hosts.get(host)?;
-        if key == TARGET {
+        let model = &resolved.model;
+        let id = (Arc::as_ptr(model) as usize, key.to_string());
+        if let Some(found) = self.found.get(&id) {
+            return found.clone();
+        }
+        let found = self.find(model, key, value);
+        self.found.insert(id, found.clone());
+        found
+    }
+
+    fn find(&self, model: &Model, key: &str, value: &str) -> Option<(String, String)> {
+        // What the model gives `key` (`None`: a resource's own key, whose value is its fields)
+        // and where.
+        let (given, origin) = if let Some(name) = key.strip_prefix("sysctl:") {
+            let s = model.sysctl.get(&sysctl_path(name))?;
+            (Some(values::sysctl_value(&s.value)), &s.origin)
+        } else if let Some((head, field)) = values::split_key(key) {
+            let r = model
+                .resources
+                .iter()
+                .find(|r| values::is_resource(r, head))?;
+            let (v, origin) = r.fields.get(field)?;
+            (Some(values::field_text(r, field, v)), origin)
+        } else {
+            let r = model
+                .resources
+                .iter()
+                .find(|r| values::is_resource(r, key))?;
+            let declared = r.fields.is_empty().then(|| "(declared)".to_string());
+            (declared, &r.origin)
+        };
+        if given.is_some_and(|given| values::kept(given) != value) {
             return None;
         }
-        let (spec, sources) = (self.spec, self.sources);
-        let places = self
-            .models
-            .entry(Arc::as_ptr(&resolved.model) as usize)
-            .or_insert_with(|| {
-                let place = |value: Option<String>, origin: &crate::resolve::Origin| Place {
-                    value,
-                    layer: origin.layer_name(spec).to_string(),
-                    at: sources.file_line(origin.span),
-                };
-                let mut places = HashMap::new();
-                // A resource added whole is where it was declared.
-                for r in &resolved.model.resources {
-                    places.insert(values::resource_key(r), place(None, &r.origin));
-                }
-                values::each(&resolved.model, |key, value, origin| {
-                    places.insert(key, place(Some(values::kept(value)), origin));
-                });
-                Arc::new(places)
-            });
-        let place = places.get(key)?;
-        if place.value.as_deref().is_some_and(|given| given != value) {
-            return None;
-        }
-        Some((place.layer.clone(), place.at.clone()))
+        Some((
+            origin.layer_name(self.spec).to_string(),
+            self.sources.file_line(origin.span),
+        ))
     }
 }
 
@@ -184,19 +188,14 @@ pub fn diff(
         .filter(|h| !nr.hosts.contains_key(*h))
         .cloned()
         .collect();
-    // A bundle is read once, however many changes name it.
-    let mut old_values: HashMap<&str, BundleValues> = HashMap::new();
-    let mut new_values: HashMap<&str, BundleValues> = HashMap::new();
+    // A bundle is read once, however many changes name it, and bundles are read in parallel:
+    // a fleet whose hosts each have a bundle of their own reads one file per host and side.
+    let old_values = read_values(old, groups.keys().map(|(a, _)| *a).collect())?;
+    let new_values = read_values(new, groups.keys().map(|(_, b)| *b).collect())?;
     let mut changed: BTreeMap<(String, Option<String>, Option<String>), Vec<String>> =
         BTreeMap::new();
     let mut bundle_only = Vec::new();
     for ((old_id, new_id), hosts) in groups {
-        if !old_values.contains_key(old_id) {
-            old_values.insert(old_id, old.values(old_id)?);
-        }
-        if !new_values.contains_key(new_id) {
-            new_values.insert(new_id, new.values(new_id)?);
-        }
         let (a, b) = (&old_values[old_id], &new_values[new_id]);
         let changes = compare(a, b);
         if changes.is_empty() {
@@ -241,6 +240,16 @@ pub fn diff(
 }
 
 type Change = (String, Option<String>, Option<String>);
+
+/// The values of bundles `ids` of `side`, read in parallel.
+fn read_values<'i>(
+    side: &dyn Side,
+    ids: BTreeSet<&'i str>,
+) -> Result<HashMap<&'i str, BundleValues>, String> {
+    ids.into_par_iter()
+        .map(|id| side.values(id).map(|v| (id, v)))
+        .collect()
+}
 
 /// The values that differ between two bundles' configurations, the target among them. A
 /// resource one side lacks altogether is one change (`+ limit:nproc  domain="*" … value=4096`),
