@@ -28,8 +28,15 @@ fn examples_in(dir: &Path) {
     assert!(status.success());
 }
 
+/// `bellc build SPEC -o OUT --seal-key … EXTRA…` in `dir`.
+fn build_with(dir: &Path, spec: &str, out: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["build", spec, "-o", out, "--seal-key", SEAL_KEY];
+    args.extend_from_slice(extra);
+    bellc_in(dir, &args)
+}
+
 fn build(dir: &Path, spec: &str, out: &str) {
-    let run = bellc_in(dir, &["build", spec, "-o", out, "--seal-key", SEAL_KEY]);
+    let run = build_with(dir, spec, out, &[]);
     assert_eq!(run.code, 0, "{}", run.stderr);
 }
 
@@ -313,8 +320,6 @@ fn a_value_diff_names_exactly_the_values_changed_and_their_hosts() {
     );
 
     // `build --diff OLD --values` says the same before it writes.
-    let copy = tmp.path().join("copy");
-    std::fs::create_dir(&copy).unwrap();
     let status = std::process::Command::new("cp")
         .args(["-a"])
         .arg(dir.join("old"))
@@ -322,19 +327,11 @@ fn a_value_diff_names_exactly_the_values_changed_and_their_hosts() {
         .status()
         .unwrap();
     assert!(status.success());
-    let rebuilt = bellc_in(
+    let rebuilt = build_with(
         &dir,
-        &[
-            "build",
-            "three-role.kdl",
-            "-o",
-            "rebuilt",
-            "--seal-key",
-            SEAL_KEY,
-            "--diff",
-            "rebuilt",
-            "--values",
-        ],
+        "three-role.kdl",
+        "rebuilt",
+        &["--diff", "rebuilt", "--values"],
     );
     assert_eq!(rebuilt.code, 1, "{}", rebuilt.stderr);
     assert_eq!(rebuilt.stdout, text.stdout);
@@ -468,18 +465,7 @@ fn out_keeps_a_bundles_values_as_long_as_the_bundle() {
     let id = ids("out").into_iter().next().unwrap();
     let values = dir.join("out/values").join(format!("{id}.json"));
     std::fs::remove_file(&values).unwrap();
-    let check = bellc_in(
-        &dir,
-        &[
-            "build",
-            "--check",
-            "three-role.kdl",
-            "-o",
-            "out",
-            "--seal-key",
-            SEAL_KEY,
-        ],
-    );
+    let check = build_with(&dir, "three-role.kdl", "out", &["--check"]);
     assert_eq!(check.code, 1, "{}", check.stderr);
     let diff = bellc_in(&dir, &["diff", "out", "out", "--values"]);
     assert_eq!(
@@ -487,18 +473,7 @@ fn out_keeps_a_bundles_values_as_long_as_the_bundle() {
         "no bundle changed, so no values are read: {}",
         diff.stderr
     );
-    let run = bellc_in(
-        &dir,
-        &[
-            "build",
-            "three-role.kdl",
-            "-o",
-            "out",
-            "--seal-key",
-            SEAL_KEY,
-            "--force",
-        ],
-    );
+    let run = build_with(&dir, "three-role.kdl", "out", &["--force"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(values.is_file());
 
@@ -513,17 +488,7 @@ fn out_keeps_a_bundles_values_as_long_as_the_bundle() {
         "sysctl { vm.swappiness 5 }",
         "sysctl { vm.swappiness 4 }",
     );
-    let run = bellc_in(
-        &dir,
-        &[
-            "build",
-            "three-role.kdl",
-            "-o",
-            "out",
-            "--seal-key",
-            SEAL_KEY,
-        ],
-    );
+    let run = build_with(&dir, "three-role.kdl", "out", &[]);
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(
         run.stderr
