@@ -72,3 +72,35 @@ fn no_users_no_warning() {
     assert_eq!(after, None);
     assert_eq!(diags, Vec::<String>::new());
 }
+
+#[test]
+fn users_default_account_says_it_outright() {
+    // `keep`: an admin who could take over, and the account stays, without a warning.
+    let (after, diags) = default_account(&format!(
+        "users default-account=\"keep\"\nuser \"ops\" sudo=#true {{\n    ssh-key \"{KEY}\"\n}}\n"
+    ));
+    assert_eq!(after, None);
+    assert_eq!(diags, Vec::<String>::new());
+    // `expire`: no user can take over, and the account goes once every user is in place.
+    let (after, diags) = default_account(
+        "users default-account=\"expire\"\nuser \"ops\" sudo=#true\nuser \"dev\"\n",
+    );
+    assert_eq!(
+        after,
+        Some(vec!["user:ops".to_string(), "user:dev".to_string()])
+    );
+    assert_eq!(diags, Vec::<String>::new());
+    // `auto` is bellc's rule.
+    let (after, diags) =
+        default_account("users default-account=\"auto\"\nuser \"ops\" sudo=#true\n");
+    assert_eq!(after, None);
+    assert_eq!(diags, [WARNING.replace("3:6", "4:6")]);
+    // Anything else is an error at the value.
+    let b = build("fleet \"f\" target=\"debian-12\"\nhost \"h\"\nusers default-account=\"lock\"\n");
+    assert!(b.compiled.is_none());
+    assert!(
+        b.diagnostics[0].starts_with("bell.kdl:3:7: error"),
+        "{:?}",
+        b.diagnostics
+    );
+}

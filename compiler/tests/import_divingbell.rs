@@ -270,11 +270,21 @@ fn an_override_that_leaves_a_property_out_restates_its_default_or_says_it_cannot
     let fx = Fixture::new().file("values.yaml", values);
     let run = fx.bellc(&["import", "divingbell", "values.yaml", "--verify", "--short"]);
     assert_eq!(run.code, 1, "{}", run.stderr);
+    // A failed import writes nothing `bellc check` could take for the values.
+    assert!(!fx.path().join("bell.kdl").exists(), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("bell.kdl not written: the import stopped"),
+        "{}",
+        run.stderr
+    );
+    let unverified = fx.bellc(&["import", "divingbell", "values.yaml", "--short"]);
+    assert_eq!(unverified.code, 0, "{}", unverified.stderr);
     let text = spec(&fx);
     assert!(text.contains("    user \"alice\" sudo=#false\n"), "{text}");
     let diagnostics = run.diagnostics();
     assert!(
-        diagnostics.iter().any(|d| d.starts_with("values.yaml:12:14: warning[bell::import::not_imported]: this override cannot take back `ssh-key` of `user:alice`")),
+        diagnostics.iter().any(|d| d.starts_with("values.yaml:12:9: warning[bell::import::not_imported]: this override cannot take back `ssh-key` of `user:alice`")),
         "{}",
         run.stderr
     );

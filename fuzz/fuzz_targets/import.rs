@@ -20,6 +20,7 @@ fuzz_target!(|data: &[u8]| {
         hosts: &[],
         verify: true,
         retire: true,
+        rules: Default::default(),
     };
     if let Some(written) = bellc::import::divingbell::import(&sources, &input, &mut diags) {
         let mut spec_sources = bellc::source::Sources::new();

@@ -19,6 +19,9 @@ pub struct Request<'a> {
     pub force: bool,
     pub verify: bool,
     pub retire: bool,
+    pub rules: divingbell::Rules,
+    /// `--deny-warnings`: a warning stops the import as an error does.
+    pub deny_warnings: bool,
 }
 
 fn read_text(path: &Path, max: u64) -> Result<String, String> {
@@ -70,10 +73,21 @@ pub fn divingbell(
         hosts: &hosts,
         verify: request.verify,
         retire: request.retire,
+        rules: request.rules,
     };
     let Some(written) = divingbell::import(sources, &input, diags) else {
         return Ok(1);
     };
+    // A spec with an error in it is no spec: nothing is written that `bellc check` might
+    // accept while it says less than the values do.
+    let fails = diags.has_errors() || (request.deny_warnings && diags.warning_count() > 0);
+    if fails {
+        eprintln!(
+            "{} not written: the import stopped at what is said below",
+            request.output.display()
+        );
+        return Ok(1);
+    }
     // A spec that holds password hashes is as secret as the values it came from.
     let mode = if written.secret { 0o600 } else { 0o644 };
     let mut options = std::fs::OpenOptions::new();
@@ -101,6 +115,11 @@ pub fn divingbell(
         },
         request.output.display()
     );
+    if let Some((hosts, compared)) = written.verified {
+        eprintln!(
+            "verified: {hosts} hosts, {compared} resources compared, each as Divingbell gives it"
+        );
+    }
     Ok(0)
 }
 

@@ -692,6 +692,13 @@ enum ImportFrom {
         /// (its sysctl.d, limits.d and sudoers drop-ins, its AppArmor links, /var/divingbell).
         #[arg(long)]
         retire_divingbell: bool,
+        /// The chart version the site ran, where Divingbell's behaviour changed: `newest`,
+        /// `oldest`, or the newest of these commits the chart includes: 77be358 (the image's
+        /// account is expired only when a sudo user has a password and a sudo user has ssh
+        /// keys; before, whenever another sudo user is declared), 4c6ac47 (`user_sshkeys: []`
+        /// is unmanaged; before, the chart refuses it).
+        #[arg(long, value_name = "REF", default_value = "newest")]
+        divingbell_version: String,
     },
     /// Host identities from `ssh-keyscan` output or `known_hosts` files (`-` reads stdin): a
     /// JSON inventory of the hosts' names, addresses and Ed25519 keys, or, with
@@ -1621,9 +1628,14 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                     force,
                     verify,
                     retire_divingbell,
+                    divingbell_version,
                 },
         } => {
+            let rules = bellc::import::divingbell::Rules::at(divingbell_version)
+                .map_err(|e| Failure::Usage(format!("--divingbell-version: {e}")))?;
             let request = import::Request {
+                rules,
+                deny_warnings: cli.deny_warnings,
                 values,
                 inventory: inventory.as_deref(),
                 output,

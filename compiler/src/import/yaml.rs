@@ -38,6 +38,29 @@ impl Node {
     }
 
     /// A plain `~`, `null`, `Null`, `NULL` or nothing: YAML's null, which Helm reads as "unset".
+    /// The same value wherever it is written: mappings key by key in any order.
+    pub fn same(&self, other: &Node) -> bool {
+        match (&self.value, &other.value) {
+            (Value::Scalar { .. }, Value::Scalar { .. }) if self.is_null() || other.is_null() => {
+                self.is_null() && other.is_null()
+            }
+            (Value::Scalar { text: a, plain: pa }, Value::Scalar { text: b, plain: pb }) => {
+                a == b && pa == pb
+            }
+            (Value::Seq(a), Value::Seq(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same(y))
+            }
+            (Value::Map(a), Value::Map(b)) => {
+                a.len() == b.len()
+                    && a.iter().all(|(k, v)| {
+                        b.iter()
+                            .any(|(k2, v2)| k.scalar() == k2.scalar() && v.same(v2))
+                    })
+            }
+            _ => false,
+        }
+    }
+
     pub fn is_null(&self) -> bool {
         matches!(&self.value, Value::Scalar { text, plain: true }
             if matches!(text.as_str(), "" | "~" | "null" | "Null" | "NULL"))
@@ -276,6 +299,16 @@ impl MarkedEventReceiver for Builder<'_> {
                 let (value, span, anchor) = match self.stack.pop() {
                     Some(Open::Seq(items, span, anchor)) => (Value::Seq(items), span, anchor),
                     Some(Open::Map(entries, _, span, anchor)) => {
+                        // The parser marks a block mapping at its first key's colon; what is
+                        // said of the mapping is said at its first key.
+                        let span = match entries.first() {
+                            Some((key, _)) if key.span.offset < span.offset => Span {
+                                offset: key.span.offset,
+                                len: span.offset + span.len - key.span.offset,
+                                ..span
+                            },
+                            _ => span,
+                        };
                         (Value::Map(entries), span, anchor)
                     }
                     None => return,

@@ -175,6 +175,14 @@ impl ResourceKind for User {
             // No built-in account, or the spec manages it like any other user.
             return;
         }
+        match default_account_policy(model) {
+            "keep" => return,
+            // Said outright: after every user, so that whoever is to log in exists first.
+            "expire" if can_take_over.is_empty() => {
+                can_take_over = users.iter().map(|u| u.key()).collect();
+            }
+            _ => {}
+        }
         if can_take_over.is_empty() {
             let span = users[0].origin.span;
             diags.push(UserWarning::DefaultAccountKept {
@@ -224,6 +232,14 @@ impl ResourceKind for User {
     }
 }
 
+/// `users default-account=`: `auto` unless the host's `users` says otherwise.
+fn default_account_policy(model: &Model) -> &str {
+    model
+        .of_kind(Kind::USERS)
+        .find_map(|u| u.str("default-account"))
+        .unwrap_or("auto")
+}
+
 /// Whether `user` can stand in for the image's default account: an admin who can log in and
 /// become root. `sudo="password"` needs the password to use it; a command list is not root.
 fn can_take_over_from(user: &ResolvedResource) -> bool {
@@ -246,14 +262,30 @@ pub fn implied(model: &Model, target: &Target) -> Vec<super::ImpliedResource> {
     if account.is_empty() || users.iter().any(|u| u.name == account) {
         return Vec::new();
     }
+    let policy = default_account_policy(model);
+    if policy == "keep" || users.is_empty() {
+        return Vec::new();
+    }
     let admins: Vec<&ResolvedResource> = users
         .iter()
         .copied()
         .filter(|u| can_take_over_from(u))
         .collect();
-    let Some(first) = admins.first() else {
-        return Vec::new();
-    };
+    if admins.is_empty() {
+        // Said outright (an import states Divingbell's decision so): once every user is in.
+        return match model.of_kind(Kind::USERS).next() {
+            Some(setting) if policy == "expire" => vec![super::ImpliedResource {
+                key: format!("{DEFAULT_ACCOUNT_KIND}:{account}"),
+                why: format!(
+                    "`users default-account=\"expire\"`: the image's own `{account}` account is locked and expired once {} are in place",
+                    users.iter().map(|u| format!("`{}`", u.key())).collect::<Vec<_>>().join(", ")
+                ),
+                origin: setting.origin,
+            }],
+            _ => Vec::new(),
+        };
+    }
+    let first = admins[0];
     let names: Vec<String> = admins.iter().map(|u| format!("`{}`", u.key())).collect();
     vec![super::ImpliedResource {
         key: format!("{DEFAULT_ACCOUNT_KIND}:{account}"),

@@ -20,7 +20,15 @@ impl ResourceKind for Users {
     }
 
     fn schema(&self) -> &'static [FieldSchema] {
-        const SCHEMA: &[FieldSchema] = &[FieldSchema::new("purge-expired", Prop, Bool, false)];
+        const SCHEMA: &[FieldSchema] = &[
+            FieldSchema::new("purge-expired", Prop, Bool, false),
+            FieldSchema::new(
+                "default-account",
+                Prop,
+                Enum(&["auto", "expire", "keep"]),
+                false,
+            ),
+        ];
         SCHEMA
     }
 

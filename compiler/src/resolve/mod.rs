@@ -363,11 +363,28 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
     }
     for (i, ov) in spec.overrides.iter().enumerate() {
         if !matched[i] && !spec.hosts.is_empty() {
+            // Exclusive mode applies one override per host: one whose hosts all take another
+            // is shadowed, which is not the same mistake as a selector that fits no host.
+            let shadowed: Vec<&str> = spec
+                .hosts
+                .iter()
+                .filter(|h| ov.matches.iter().any(|m| matches(m, h)))
+                .map(|h| h.name.as_str())
+                .collect();
+            let help = match shadowed.as_slice() {
+                [] => "check the `match` labels against the inventory, or remove the override"
+                    .to_string(),
+                hosts => format!(
+                    "it matches {} ({}{}), and each takes another override: with overrides=\"exclusive\" a host takes one, a host override before label overrides and the last matching label override before earlier ones",
+                    if hosts.len() == 1 { "1 host".to_string() } else { format!("{} hosts", hosts.len()) },
+                    hosts.iter().take(3).copied().collect::<Vec<_>>().join(", "),
+                    if hosts.len() > 3 { ", …" } else { "" }
+                ),
+            };
             diags.push(ResolveError::UnmatchedOverride {
                 name: ov.name.clone(),
                 span: ov.span.source_span(),
-                help: "check the `match` labels against the inventory, or remove the override"
-                    .into(),
+                help,
                 file: ov.span.file,
             });
         }

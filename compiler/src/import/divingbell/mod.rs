@@ -4,6 +4,8 @@
 //! bellc's declarations (`modules`), and the spec written with the overrides arranged so that
 //! every host resolves to what Divingbell would give it (`write`).
 
+mod accounts;
+mod history;
 mod modules;
 mod values;
 mod verify;
@@ -15,7 +17,9 @@ use crate::source::{FileId, Sources, Span};
 use miette::{Diagnostic, SourceSpan};
 use thiserror::Error;
 
+pub use history::{Rules, CHANGES};
 pub use modules::Module;
+use modules::NoteKind;
 
 #[derive(Debug, Error, Diagnostic)]
 pub enum ImportError {
@@ -110,6 +114,8 @@ pub struct Input<'a> {
     pub verify: bool,
     /// Add `RETIRE`: the files Divingbell leaves on a host go, once, with the first apply.
     pub retire: bool,
+    /// The behaviour of the chart version the site ran (`--divingbell-version`).
+    pub rules: Rules,
 }
 
 /// The name of the script `--retire-divingbell` adds: last of the scripts, which run in name
@@ -187,8 +193,16 @@ pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Opti
     let (Some(root), false) = (root, failed) else {
         return None;
     };
-    let values = values::read(&root);
-    let line_of = |span: Span| sources.line_col(span).0;
+    let account = crate::targets::get(input.target).map_or("", |t| t.default_account.as_str());
+    let values = values::read(&root, input.rules, account);
+    // Several files: a comment names the file as well as the line.
+    let line_of = |span: Span| {
+        let line = sources.line_col(span).0;
+        match input.values {
+            [_] => format!("line {line}"),
+            _ => format!("{} line {line}", sources.get(span.file).name),
+        }
+    };
     let mut notes = Vec::new();
     let source = input
         .values
@@ -235,11 +249,12 @@ pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Opti
             }
         });
     }
-    let invalid = notes.iter().any(|n| n.divingbell_refuses);
+    let invalid = notes.iter().any(|n| n.kind != NoteKind::Kept);
     if input.verify && !refused && !invalid {
         match verify::verify(&values, &written.text, &hosts, with_hosts, input.target) {
-            Ok(differences) => {
-                for d in differences {
+            Ok(verified) => {
+                written.verified = Some((verified.hosts, verified.compared));
+                for d in verified.differences {
                     let span = Module::ALL
                         .into_iter()
                         .find(|m| m.key() == d.module)
@@ -273,20 +288,31 @@ pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Opti
         }
     }
     for note in notes {
-        diags.push(if note.divingbell_refuses {
-            ImportError::Invalid {
-                message: note.message,
-                span: note.span.source_span(),
-                help: note.help,
-                file: note.span.file,
-            }
-        } else {
-            ImportError::NotImported {
-                message: note.message,
-                span: note.span.source_span(),
-                help: note.help,
-                file: note.span.file,
-            }
+        let (message, span, help, file) = (
+            note.message,
+            note.span.source_span(),
+            note.help,
+            note.span.file,
+        );
+        diags.push(match note.kind {
+            NoteKind::DivingbellRefuses => ImportError::Invalid {
+                message,
+                span,
+                help,
+                file,
+            },
+            NoteKind::SpecRefuses => ImportError::Refused {
+                message,
+                span,
+                help: Some(help),
+                file,
+            },
+            NoteKind::Kept => ImportError::NotImported {
+                message,
+                span,
+                help,
+                file,
+            },
         });
     }
     Some(written)

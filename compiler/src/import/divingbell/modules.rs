@@ -2,6 +2,7 @@
 //! key names mapped (`mnt_tgt` → `target`, `user_sshkeys` → `ssh-key`, `rerun_policy` →
 //! `rerun`, …), and a note for every key bellc does not know or cannot express.
 
+use super::history::Rules;
 use crate::front::validate::sysctl_path;
 use crate::import::yaml::{Node, Value};
 use crate::kdl_text::{block, ident, string};
@@ -105,7 +106,17 @@ pub struct Note {
     pub span: Span,
     pub message: String,
     pub help: String,
-    pub divingbell_refuses: bool,
+    pub kind: NoteKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoteKind {
+    /// Not imported, or imported otherwise than Divingbell has it: a warning and a comment.
+    Kept,
+    /// Divingbell itself refuses the value: no host ever ran it.
+    DivingbellRefuses,
+    /// Divingbell runs it, and the spec cannot say the same.
+    SpecRefuses,
 }
 
 #[derive(Default)]
@@ -116,9 +127,10 @@ pub struct Mapped {
 
 /// The declarations of one module's values. `path` names the values in notes
 /// (`conf.mounts`, or an override's `conf.mounts`).
-pub fn map(module: Module, conf: &Node, path: &str) -> Mapped {
+pub fn map(module: Module, conf: &Node, path: &str, rules: Rules) -> Mapped {
     let mut m = Mapper {
         out: Mapped::default(),
+        rules,
     };
     if conf.is_null() {
         return m.out;
@@ -245,6 +257,24 @@ impl NodeText {
     }
 }
 
+/// A setting of which a host has one (`users`, `apt`), with these properties.
+pub(super) fn singleton(kind: &'static str, props: &[(&'static str, String)], span: Span) -> Decl {
+    let mut node = NodeText::singleton(kind);
+    for (key, value) in props {
+        node.prop(key, value.clone());
+    }
+    node.decl(span)
+}
+
+impl Decl {
+    /// Sets a property of a declaration without children (a setting).
+    pub(super) fn set(&mut self, key: &str, value: String) {
+        let end = self.text.find(" {").unwrap_or(self.text.len());
+        self.text.insert_str(end, &format!(" {key}={value}"));
+        self.fields.insert(key.to_string(), value);
+    }
+}
+
 /// Divingbell's defaults that bellc writes as a property: `user_sudo` is false, a script
 /// reruns `always` with a timeout of 1800 s and goes on after a failure, profiles enforce,
 /// `upgrade` and `purge_expired_users` are false.
@@ -259,7 +289,7 @@ fn defaults(kind: &str) -> BTreeMap<String, String> {
         ],
         "apparmor" => &[("mode", "\"enforce\"")],
         "apt" => &[("upgrade", "#false"), ("allow-downgrade", "#false")],
-        "users" => &[("purge-expired", "#false")],
+        "users" => &[("purge-expired", "#false"), ("default-account", "\"auto\"")],
         _ => &[],
     };
     pairs
@@ -270,11 +300,12 @@ fn defaults(kind: &str) -> BTreeMap<String, String> {
 
 struct Mapper {
     out: Mapped,
+    rules: Rules,
 }
 
 /// YAML 1.1's booleans, as Helm reads a plain scalar; a quoted `true`/`false` as well, since
 /// Divingbell's templates test the text.
-fn boolean(node: &Node) -> Option<bool> {
+pub(super) fn boolean(node: &Node) -> Option<bool> {
     match &node.value {
         Value::Scalar { text, plain: true } => match text.as_str() {
             "true" | "True" | "TRUE" | "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "y" | "Y" => {
@@ -320,7 +351,7 @@ impl Mapper {
             span,
             message,
             help: help.to_string(),
-            divingbell_refuses: false,
+            kind: NoteKind::Kept,
         });
     }
 
@@ -330,7 +361,7 @@ impl Mapper {
             span: node.span,
             message: format!("Divingbell refuses `{path}`: {}; {rule}", what(node)),
             help: "Divingbell's chart or script stops at this value, so no host runs it; fix it in the values and import again".into(),
-            divingbell_refuses: true,
+            kind: NoteKind::DivingbellRefuses,
         });
     }
 
@@ -565,12 +596,28 @@ impl Mapper {
                 }
                 "users" => {
                     let users_path = format!("{path}.users");
+                    // Divingbell runs every entry in turn; an entry that repeats an earlier
+                    // one exactly changes nothing (spyglass lists some users twice).
+                    let mut seen: Vec<(&str, usize, &Node)> = Vec::new();
                     for (i, user) in self.items(value, &users_path).iter().enumerate() {
                         let here = format!("{users_path}[{i}]");
                         let Some(name) = user.get("user_name").and_then(Node::scalar) else {
                             self.shape(user, &here, "a user with a `user_name`");
                             continue;
                         };
+                        if let Some((_, first, earlier)) = seen.iter().find(|(n, _, _)| *n == name)
+                        {
+                            if !earlier.same(user) {
+                                self.out.notes.push(Note {
+                                    span: user.get("user_name").map_or(user.span, |n| n.span),
+                                    message: format!("`{here}` declares user `{name}` again, otherwise than `{users_path}[{first}]`: Divingbell runs both in turn, which one bellc user cannot say"),
+                                    help: format!("merge the two entries of `{name}` into one"),
+                                    kind: NoteKind::SpecRefuses,
+                                });
+                            }
+                            continue;
+                        }
+                        seen.push((name, i, user));
                         let mut node = NodeText::new("user", name);
                         for (key, value) in self.entries(user, &here) {
                             let field = key.scalar().unwrap_or_default();
@@ -590,8 +637,15 @@ impl Mapper {
                                 }
                                 "user_sshkeys" => {
                                     let keys = self.words(value, &at);
-                                    if keys.len() == 1 && keys[0].eq_ignore_ascii_case("unmanaged")
+                                    let empty = value.items().is_some_and(<[Node]>::is_empty);
+                                    if empty && !self.rules.empty_ssh_keys_unmanaged() {
+                                        self.refuse(value, &at, "charts before 4c6ac47 fail to render an empty list; write `[ Unmanaged ]`, or import with the --divingbell-version your site ran");
+                                    } else if empty
+                                        || keys.len() == 1
+                                            && keys[0].eq_ignore_ascii_case("unmanaged")
                                     {
+                                        // `[]` is unmanaged since 4c6ac47: treasuremap writes it
+                                        // before Deckhand substitutes the keys.
                                         node.child("ssh-keys", string("unmanaged"));
                                     } else {
                                         let spans: Vec<Span> = match value.items() {
@@ -620,7 +674,15 @@ impl Mapper {
     }
 
     fn apt(&mut self, conf: &Node, path: &str) {
-        const KNOWN: &[&str] = &["upgrade", "packages", "blacklistpkgs", "repositories"];
+        const KNOWN: &[&str] = &[
+            "upgrade",
+            "allow_downgrade",
+            "strict",
+            "packages",
+            "blacklistpkgs",
+            "whitelistpkgs",
+            "repositories",
+        ];
         let mut apt = NodeText::singleton("apt");
         let mut downgrade = false;
         // Divingbell installs `packages`, then purges `blacklistpkgs`: one in both ends absent.
@@ -640,9 +702,53 @@ impl Mapper {
                         apt.prop("upgrade", format!("#{upgrade}"));
                     }
                 }
+                // The current chart's global form, for every package it installs.
+                "allow_downgrade" => {
+                    if let Some(allow) = self.boolean(value, &at) {
+                        downgrade |= allow;
+                    }
+                }
+                "strict" => {
+                    if self.boolean(value, &at) == Some(true) {
+                        self.note(
+                            key.span,
+                            format!("`{at}`: Divingbell purges every installed package `packages` does not name (but `whitelistpkgs`); bellc removes only what it installed and the spec no longer names, so the spec keeps the other packages of a host"),
+                            "declare `package NAME absent=#true` for each package that must go",
+                        );
+                    }
+                }
+                // Spared by the purges of strict mode and of packages that leave the list;
+                // bellc never purges a package it did not install, so there is nothing to say.
+                "whitelistpkgs" => {
+                    self.words(value, &at);
+                }
                 "packages" => {
-                    for (i, package) in self.items(value, &at).iter().enumerate() {
-                        let here = format!("{at}[{i}]");
+                    // A list, or (current chart) a mapping of lists, installed in key order.
+                    let packages: Vec<(String, &Node)> = match &value.value {
+                        Value::Map(groups) => {
+                            let mut groups: Vec<&(Node, Node)> = groups.iter().collect();
+                            groups.sort_by(|a, b| a.0.scalar().cmp(&b.0.scalar()));
+                            groups
+                                .into_iter()
+                                .flat_map(|(group, list)| {
+                                    let group = group.scalar().unwrap_or_default().to_string();
+                                    let at = format!("{at}.{group}");
+                                    self.items(list, &at)
+                                        .iter()
+                                        .enumerate()
+                                        .map(move |(i, p)| (format!("{at}[{i}]"), p))
+                                        .collect::<Vec<_>>()
+                                })
+                                .collect()
+                        }
+                        _ => self
+                            .items(value, &at)
+                            .iter()
+                            .enumerate()
+                            .map(|(i, p)| (format!("{at}[{i}]"), p))
+                            .collect(),
+                    };
+                    for (here, package) in packages {
                         match package.get("name").and_then(Node::scalar) {
                             Some(name) if blacklisted.contains(&name) => self.note(
                                 package.span,

@@ -2,7 +2,9 @@
 //! per-daemonset overrides under `conf.overrides`, and the daemonsets `manifests` turns off; and
 //! Divingbell's rule for what one host gets, module by module.
 
-use super::modules::{Module, Note};
+use super::accounts;
+use super::history::Rules;
+use super::modules::{map, Mapped, Module, Note, NoteKind};
 use crate::import::yaml::{Node, Value};
 use crate::source::Span;
 use std::collections::BTreeMap;
@@ -16,6 +18,26 @@ pub struct Values {
     /// Top-level and `conf` keys that configure the chart, not hosts (`images`, `pod`, …).
     pub chart_keys: Vec<String>,
     pub notes: Vec<Note>,
+    /// The chart version's behaviour (`--divingbell-version`).
+    pub rules: Rules,
+    /// The image's own account on the target (uamlite's `ubuntu`), which uamlite expires or
+    /// leaves by its rule.
+    pub account: String,
+    /// `labels.MODULE.node_selector_key` and `_value`: the daemonset runs only on nodes with
+    /// that label, and its values, overrides included, reach no other node.
+    pub selectors: BTreeMap<Module, Selector>,
+}
+
+pub struct Selector {
+    pub key: String,
+    pub value: String,
+    pub span: Span,
+}
+
+impl Selector {
+    pub fn holds(&self, labels: &BTreeMap<String, String>) -> bool {
+        labels.get(&self.key) == Some(&self.value)
+    }
 }
 
 #[derive(Default)]
@@ -50,7 +72,6 @@ pub enum Choice {
 const CHART_KEYS: &[&str] = &[
     "images",
     "pod",
-    "labels",
     "endpoints",
     "dependencies",
     "release_group",
@@ -58,15 +79,18 @@ const CHART_KEYS: &[&str] = &[
     "network_policy",
     "manifests",
 ];
-const CHART_CONF_KEYS: &[&str] = &["chroot_mnt_path", "log_colors"];
+const CHART_CONF_KEYS: &[&str] = &["chroot_mnt_path", "log_colors", "extra_verbose"];
 
-pub fn read(root: &Node) -> Values {
+pub fn read(root: &Node, rules: Rules, account: &str) -> Values {
     let mut values = Values {
+        account: account.to_string(),
         base: BTreeMap::new(),
         overrides: BTreeMap::new(),
         disabled: Vec::new(),
         chart_keys: Vec::new(),
         notes: Vec::new(),
+        rules,
+        selectors: BTreeMap::new(),
     };
     let Some(entries) = root.entries() else {
         note(
@@ -93,6 +117,7 @@ pub fn read(root: &Node) -> Values {
         let name = key.scalar().unwrap_or_default();
         match name {
             "conf" => read_conf(value, &mut values),
+            "labels" => read_labels(value, &mut values),
             _ if CHART_KEYS.contains(&name) => values.chart_keys.push(name.to_string()),
             _ => note(
                 &mut values.notes,
@@ -110,8 +135,44 @@ fn note(notes: &mut Vec<Note>, span: Span, message: String, help: &str) {
         span,
         message,
         help: help.to_string(),
-        divingbell_refuses: false,
+        kind: NoteKind::Kept,
     });
+}
+
+/// `labels`: the chart's node selectors. A module's (`labels.sysctl.node_selector_key`) decides
+/// which nodes its daemonset runs on; the others (`labels.job`, …) place the chart's own pods.
+fn read_labels(labels: &Node, values: &mut Values) {
+    let mut chart = false;
+    for (key, value) in labels.entries().unwrap_or_default() {
+        let name = key.scalar().unwrap_or_default();
+        let Some(module) = Module::from_key(name) else {
+            chart = true;
+            continue;
+        };
+        let get = |k: &str| value.get(k).filter(|v| !v.is_null()).and_then(Node::scalar);
+        match (get("node_selector_key"), get("node_selector_value")) {
+            (None | Some(""), None | Some("")) => {}
+            (Some(k), Some(v)) if !k.is_empty() && !v.is_empty() => {
+                values.selectors.insert(
+                    module,
+                    Selector {
+                        key: k.to_string(),
+                        value: v.to_string(),
+                        span: value.span,
+                    },
+                );
+            }
+            _ => note(
+                &mut values.notes,
+                value.span,
+                format!("`labels.{name}` gives a node selector's key or value but not both; the {name} daemonset is imported for every node"),
+                "give both `node_selector_key` and `node_selector_value`, or neither",
+            ),
+        }
+    }
+    if chart || labels.entries().is_none() {
+        values.chart_keys.push("labels".to_string());
+    }
 }
 
 fn read_conf(conf: &Node, values: &mut Values) {
@@ -255,6 +316,21 @@ fn read_overrides(overrides: &Node, values: &mut Values) {
 }
 
 impl Values {
+    /// A module's declarations for `conf` (its values as some host gets them), with what the
+    /// daemonset does beyond them said outright where bellc would do otherwise.
+    pub fn declarations(&self, module: Module, conf: &Node, path: &str) -> Mapped {
+        let mut mapped = map(module, conf, path, self.rules);
+        if module == Module::Uamlite && !conf.is_null() {
+            accounts::settle(&mut mapped.decls, conf, self.rules, &self.account);
+        }
+        mapped
+    }
+
+    /// Whether the module's daemonset runs on a node with these labels.
+    pub fn runs_on(&self, module: Module, labels: &BTreeMap<String, String>) -> bool {
+        self.selectors.get(&module).is_none_or(|s| s.holds(labels))
+    }
+
     /// Divingbell's rule for one daemonset: a host override beats label overrides, and of the
     /// label overrides the last that matches wins.
     pub fn choice(&self, module: Module, host: &str, labels: &BTreeMap<String, String>) -> Choice {
@@ -307,7 +383,8 @@ pub fn merge(base: &Node, over: &Node) -> Node {
             .find(|(k, _)| k.scalar() == key.scalar())
         {
             Some((_, o)) if o.is_null() => {}
-            Some((_, o)) => merged.push((key.clone(), merge(value, o))),
+            // The later file's key: what is said of the key is said where it applies.
+            Some((k, o)) => merged.push((k.clone(), merge(value, o))),
             None => merged.push((key.clone(), value.clone())),
         }
     }

@@ -5,7 +5,8 @@
 //! Divingbell's rule picks and merges them for that host. Both specs go through bellc's own
 //! lowering and resolution, so what is compared is what bellc would build, field by field.
 
-use super::modules::{map, Module};
+use super::accounts;
+use super::modules::Module;
 use super::values::Values;
 use super::write::write_decls;
 use crate::diagnostic::Diagnostics;
@@ -47,6 +48,12 @@ impl std::fmt::Display for Difference {
 /// host an override names, with those labels too.
 pub fn probe_hosts(values: &Values) -> Vec<Entry> {
     let mut labels: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for s in values.selectors.values() {
+        labels
+            .entry(s.key.clone())
+            .or_default()
+            .push(s.value.clone());
+    }
     let mut names = Vec::new();
     for overrides in values.overrides.values() {
         for l in &overrides.labels {
@@ -91,6 +98,15 @@ pub fn probe_hosts(values: &Values) -> Vec<Entry> {
     hosts
 }
 
+/// What a verification compared, and what differs.
+#[derive(Debug, Default)]
+pub struct Verified {
+    pub differences: Vec<Difference>,
+    pub hosts: usize,
+    /// Resources (and sysctl keys) compared, summed over hosts.
+    pub compared: usize,
+}
+
 /// Compares every host of `hosts` (the spec's own hosts when it has them, appended to its text
 /// when not); `target` is the spec's.
 pub fn verify(
@@ -99,7 +115,7 @@ pub fn verify(
     hosts: &[Entry],
     with_hosts: bool,
     target: &str,
-) -> Result<Vec<Difference>, String> {
+) -> Result<Verified, String> {
     let mut text = spec.to_string();
     if !with_hosts {
         for h in hosts {
@@ -107,7 +123,7 @@ pub fn verify(
         }
     }
     let written = resolve_text(&text, "the written spec")?;
-    let mut differences = Vec::new();
+    let mut verified = Verified::default();
     let mut references: BTreeMap<Vec<String>, Model> = BTreeMap::new();
     for resolved in &written.hosts {
         let Some(host) = hosts.iter().find(|h| h.name == resolved.name) else {
@@ -126,9 +142,15 @@ pub fn verify(
             if !values.base.contains_key(&module) && !values.overrides.contains_key(&module) {
                 continue;
             }
+            if !values.runs_on(module, &host.labels) {
+                chosen.push(format!("{module:?}-not-here"));
+                continue;
+            }
             let choice = values.choice(module, &host.name, &host.labels);
             chosen.push(format!("{module:?}{choice:?}"));
-            let decls = map(module, &values.conf(module, choice), "").decls;
+            let decls = values
+                .declarations(module, &values.conf(module, choice), "")
+                .decls;
             write_decls(&mut reference, "", &decls, &[], &mut Vec::new());
         }
         let expected = match references.get(&chosen) {
@@ -143,9 +165,122 @@ pub fn verify(
                 model
             }
         };
-        differences.extend(compare(&host.name, &expected, &resolved.model));
+        let (compared, differences) = compare(&host.name, &expected, &resolved.model);
+        verified.hosts += 1;
+        verified.compared += compared;
+        verified.differences.extend(differences);
+        // What lands beyond the declarations, each side worked out on its own: Divingbell's
+        // from the values by uamlite's rules, the spec's from what bellc builds of it.
+        let (compared, differences) = compare_outcomes(
+            &host.name,
+            &divingbell_outcomes(values, host),
+            &spec_outcomes(&resolved.model, &resolved.target),
+        );
+        verified.compared += compared;
+        verified.differences.extend(differences);
     }
-    Ok(differences)
+    Ok(verified)
+}
+
+/// Effects on a host beyond its declared resources, by what they touch: `default-account:ubuntu`
+/// (whether the image's account is expired) and `user:NAME authorized_keys`.
+type Outcomes = BTreeMap<String, String>;
+
+fn divingbell_outcomes(values: &Values, host: &Entry) -> Outcomes {
+    let mut outcomes = Outcomes::new();
+    let module = Module::Uamlite;
+    let runs = (values.base.contains_key(&module) || values.overrides.contains_key(&module))
+        && values.runs_on(module, &host.labels);
+    let account = &values.account;
+    if !account.is_empty() {
+        let conf =
+            runs.then(|| values.conf(module, values.choice(module, &host.name, &host.labels)));
+        let expired = conf
+            .as_ref()
+            .is_some_and(|c| accounts::divingbell_expires(c, values.rules, account));
+        let declared = conf
+            .as_ref()
+            .is_some_and(|c| user_entries(c).any(|(n, _)| n == account));
+        if !declared {
+            outcomes.insert(format!("default-account:{account}"), expired_text(expired));
+        }
+    }
+    if runs {
+        let conf = values.conf(module, values.choice(module, &host.name, &host.labels));
+        for (name, user) in user_entries(&conf) {
+            outcomes.insert(
+                format!("user:{name} authorized_keys"),
+                accounts::keys(user, values.rules).to_string(),
+            );
+        }
+    }
+    outcomes
+}
+
+fn user_entries(
+    conf: &crate::import::yaml::Node,
+) -> impl Iterator<Item = (&str, &crate::import::yaml::Node)> {
+    conf.get("users")
+        .and_then(|u| u.items())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|u| Some((u.get("user_name")?.scalar()?, u)))
+}
+
+fn expired_text(expired: bool) -> String {
+    if expired { "expired" } else { "left as it is" }.to_string()
+}
+
+fn spec_outcomes(model: &Model, target: &str) -> Outcomes {
+    let mut outcomes = Outcomes::new();
+    if let Some(target) = crate::targets::get(target) {
+        let account = &target.default_account;
+        let managed = model
+            .of_kind(crate::spec::Kind::USER)
+            .any(|u| &u.name == account);
+        if !account.is_empty() && !managed {
+            let implied = crate::kinds::implied(model, target);
+            let key = format!("default-account:{account}");
+            let expired = implied.iter().any(|i| i.key == key);
+            outcomes.insert(key, expired_text(expired));
+        }
+    }
+    for user in model.of_kind(crate::spec::Kind::USER) {
+        let keys = if user.str("ssh-keys") == Some("unmanaged") {
+            accounts::Keys::Unmanaged
+        } else if user.list("ssh-key").is_empty() {
+            accounts::Keys::Emptied
+        } else {
+            accounts::Keys::Written(user.list("ssh-key").to_vec())
+        };
+        outcomes.insert(
+            format!("user:{} authorized_keys", user.name),
+            keys.to_string(),
+        );
+    }
+    outcomes
+}
+
+fn compare_outcomes(
+    host: &str,
+    divingbell: &Outcomes,
+    spec: &Outcomes,
+) -> (usize, Vec<Difference>) {
+    let mut keys: Vec<&String> = divingbell.keys().chain(spec.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let differences = keys
+        .iter()
+        .filter(|k| divingbell.get(**k) != spec.get(**k))
+        .map(|k| Difference {
+            host: host.to_string(),
+            module: "uamlite".into(),
+            key: (*k).clone(),
+            divingbell: divingbell.get(*k).cloned(),
+            spec: spec.get(*k).cloned(),
+        })
+        .collect();
+    (keys.len(), differences)
 }
 
 /// What bellc's checks say of the written spec, pointed back at the values it came from.
@@ -269,17 +404,27 @@ fn defaults(kind: &str) -> Vec<(&'static str, Value)> {
             ("upgrade", Value::Bool(false)),
             ("allow-downgrade", Value::Bool(false)),
         ],
-        "users" => vec![("purge-expired", Value::Bool(false))],
+        "users" => vec![
+            ("purge-expired", Value::Bool(false)),
+            ("default-account", text("auto")),
+        ],
         _ => Vec::new(),
     }
 }
 
-fn compare(host: &str, divingbell: &Model, spec: &Model) -> Vec<Difference> {
+/// How many resources either side holds, and how the two differ.
+fn compare(host: &str, divingbell: &Model, spec: &Model) -> (usize, Vec<Difference>) {
     let (want, got) = (facts(divingbell), facts(spec));
     let mut keys: Vec<&(String, String)> = want.keys().chain(got.keys()).collect();
     keys.sort();
     keys.dedup();
-    keys.into_iter()
+    // A resource is one fact without a field (`mount:mnt`); a sysctl key is one fact.
+    let compared = keys
+        .iter()
+        .filter(|(module, key)| module == "sysctl" || !key.contains(' '))
+        .count();
+    let differences = keys
+        .into_iter()
         .filter(|k| want.get(*k) != got.get(*k))
         .map(|(module, key)| {
             // Password hashes and debconf answers are compared, never shown.
@@ -301,7 +446,8 @@ fn compare(host: &str, divingbell: &Model, spec: &Model) -> Vec<Difference> {
                 spec: show(&got),
             }
         })
-        .collect()
+        .collect();
+    (compared, differences)
 }
 
 #[cfg(test)]
@@ -320,22 +466,50 @@ mod tests {
             source: "values.yaml",
             hosts: &[],
         };
-        spec(values, &options, &|_| 1, &mut Vec::new()).text
+        spec(values, &options, &|_| "line 1".into(), &mut Vec::new()).text
+    }
+
+    #[test]
+    fn a_spec_that_expires_the_image_account_where_divingbell_keeps_it_is_a_difference() {
+        // Sudo and a key, no password: uamlite (since 77be358) keeps `debian`'s counterpart.
+        let values = "conf:\n  uamlite:\n    users:\n    - user_name: op\n      user_sudo: true\n      user_sshkeys:\n      - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPAydqFJPL5VvU88Mt5c04CAp5Ch/deM8Y1db3CQH0Z2 op\n";
+        let root = crate::import::yaml::parse(FileId(0), values).unwrap();
+        let values = values::read(&root, Default::default(), "debian");
+        let text = written(&values);
+        assert!(text.contains("users default-account=\"keep\""), "{text}");
+        let hosts = probe_hosts(&values);
+        let verified = verify(&values, &text, &hosts, false, "debian-12").unwrap();
+        assert_eq!(verified.differences, []);
+        // Two probe hosts, each: op, the `users` setting, op's keys and the image's account.
+        assert_eq!((verified.hosts, verified.compared), (2, 8));
+        let bellcs_rule = text.replace("users default-account=\"keep\"", "");
+        let differences = verify(&values, &bellcs_rule, &hosts, false, "debian-12")
+            .unwrap()
+            .differences;
+        let said: Vec<String> = differences.iter().map(ToString::to_string).collect();
+        assert!(
+            said.contains(&"host `probe-plain`, module uamlite, `default-account:debian`: Divingbell gives left as it is, the spec gives expired".to_string()),
+            "{said:?}"
+        );
     }
 
     #[test]
     fn a_spec_that_gives_a_host_another_value_is_a_difference() {
         let root = crate::import::yaml::parse(FileId(0), VALUES).unwrap();
-        let values = values::read(&root);
+        let values = values::read(&root, Default::default(), "debian");
         let text = written(&values);
         let hosts = probe_hosts(&values);
         assert_eq!(
-            verify(&values, &text, &hosts, false, "debian-12").unwrap(),
+            verify(&values, &text, &hosts, false, "debian-12")
+                .unwrap()
+                .differences,
             []
         );
         // The override forgotten: the edge host keeps forwarding on.
         let broken = text.replace("net.ipv4.ip_forward 0", "net.ipv4.ip_forward 1");
-        let differences = verify(&values, &broken, &hosts, false, "debian-12").unwrap();
+        let differences = verify(&values, &broken, &hosts, false, "debian-12")
+            .unwrap()
+            .differences;
         // The host with that label alone, and the one with every label.
         assert_eq!(differences.len(), 2, "{differences:?}");
         assert_eq!(

@@ -8,7 +8,7 @@
 //! earlier override of its daemonset may have set, so that the last one to apply leaves the
 //! host exactly as Divingbell would.
 
-use super::modules::{map, Decl, Note, Place};
+use super::modules::{map, Decl, Note, NoteKind, Place};
 use super::values::{Choice, Values};
 use crate::front::inventory::Entry;
 use crate::kdl_text::{ident, string};
@@ -23,14 +23,20 @@ pub struct Options<'a> {
     pub hosts: &'a [Entry],
 }
 
-/// Whether the overrides can be written in Divingbell's own exclusive mode.
+/// Whether the overrides can be written in Divingbell's own exclusive mode: one daemonset
+/// has overrides, and none runs on some nodes only (its values are then an override too).
 pub fn exclusive(values: &Values) -> bool {
-    values
-        .overrides
-        .values()
-        .filter(|o| !o.labels.is_empty() || !o.hosts.is_empty())
-        .count()
-        <= 1
+    let selected = values
+        .selectors
+        .keys()
+        .any(|m| values.base.contains_key(m) || values.overrides.contains_key(m));
+    !selected
+        && values
+            .overrides
+            .values()
+            .filter(|o| !o.labels.is_empty() || !o.hosts.is_empty())
+            .count()
+            <= 1
 }
 
 pub struct Written {
@@ -39,13 +45,16 @@ pub struct Written {
     pub map: SourceMap,
     /// The spec holds a password hash or a debconf password.
     pub secret: bool,
+    /// With `--verify`: the hosts and resources compared (differences are diagnostics).
+    pub verified: Option<(usize, usize)>,
 }
 
 /// Writes the spec; every note (for a warning) goes to `notes`, in the order of the text.
 pub fn spec(
     values: &Values,
     options: &Options,
-    line_of: &dyn Fn(Span) -> usize,
+    // Where a span is in the values: `line 12`, or `site.yaml line 12` when there are several.
+    line_of: &dyn Fn(Span) -> String,
     notes: &mut Vec<Note>,
 ) -> Written {
     // Where the values give the first secret: where the spec says it ships in the clear.
@@ -105,8 +114,9 @@ pub fn spec(
         }
     }
 
+    let mut names = BTreeSet::new();
     for (module, conf) in &values.base {
-        let mapped = map(*module, conf, &format!("conf.{}", module.key()));
+        let mapped = values.declarations(*module, conf, &format!("conf.{}", module.key()));
         out.push_str(&format!(
             "\n// ---- {} (conf.{}) ----\n",
             module.key(),
@@ -115,7 +125,34 @@ pub fn spec(
         comment_notes(&mut out, "", &mapped.notes, line_of);
         notes.extend(mapped.notes);
         first_secret = first_secret.or(mapped.decls.iter().find(|d| d.secret).map(|d| d.span));
-        write_decls(&mut out, "", &mapped.decls, &[], &mut places);
+        match values.selectors.get(module) {
+            None => write_decls(&mut out, "", &mapped.decls, &[], &mut places),
+            // The daemonset runs on the selected nodes only: so do its values.
+            Some(selector) if !mapped.decls.is_empty() => {
+                out.push_str(&format!(
+                    "// labels.{} ({}): the daemonset runs only on nodes with {}={}\n",
+                    module.key(),
+                    line_of(selector.span),
+                    comment_text(&selector.key),
+                    comment_text(&selector.value)
+                ));
+                let name = unique_name(
+                    &mut names,
+                    &format!("{}-{}-{}", module.key(), selector.key, selector.value),
+                );
+                let start = out.len();
+                out.push_str(&format!(
+                    "override {} {{\n    match {}={}\n",
+                    string(&name),
+                    ident(&selector.key),
+                    string(&selector.value)
+                ));
+                places.push((start..out.len(), selector.span));
+                write_decls(&mut out, "    ", &mapped.decls, &[], &mut places);
+                out.push_str("}\n");
+            }
+            Some(_) => {}
+        }
     }
 
     if values
@@ -125,12 +162,18 @@ pub fn spec(
     {
         out.push_str("\n// ---- overrides (conf.overrides) ----\n");
     }
-    let mut names = BTreeSet::new();
     for (module, overrides) in &values.overrides {
-        let base = map(*module, &values.conf(*module, Choice::Base), "").decls;
+        let selector = values.selectors.get(module);
+        let base = values
+            .declarations(*module, &values.conf(*module, Choice::Base), "")
+            .decls;
         let daemonset = format!("divingbell_{}", module.key());
         let labels: Vec<Vec<Decl>> = (0..overrides.labels.len())
-            .map(|i| map(*module, &values.conf(*module, Choice::Label(i)), "").decls)
+            .map(|i| {
+                values
+                    .declarations(*module, &values.conf(*module, Choice::Label(i)), "")
+                    .decls
+            })
             .collect();
         let choices = (0..overrides.labels.len())
             .map(Choice::Label)
@@ -142,7 +185,17 @@ pub fn spec(
                     let matches: Vec<String> = l
                         .values
                         .iter()
-                        .map(|v| format!("match {}={}", ident(&l.key), string(v)))
+                        .filter(|v| selector.is_none_or(|s| s.key != l.key || s.value == **v))
+                        .map(|v| match selector.filter(|s| s.key != l.key) {
+                            Some(s) => format!(
+                                "match {}={} {}={}",
+                                ident(&l.key),
+                                string(v),
+                                ident(&s.key),
+                                string(&s.value)
+                            ),
+                            None => format!("match {}={}", ident(&l.key), string(v)),
+                        })
                         .collect();
                     let what = format!("{}-{}", l.key, l.values.join("-"));
                     let path = format!(
@@ -157,8 +210,11 @@ pub fn spec(
                         "conf.overrides.{daemonset}.hosts[{i}].conf.{}",
                         module.key()
                     );
+                    let within = selector.map_or(String::new(), |s| {
+                        format!(" {}={}", ident(&s.key), string(&s.value))
+                    });
                     (
-                        vec![format!("match host={}", string(&h.name))],
+                        vec![format!("match host={}{within}", string(&h.name))],
                         format!("host-{}", h.name),
                         h.span,
                         &h.conf,
@@ -167,10 +223,25 @@ pub fn spec(
                 }
                 Choice::Base => continue,
             };
+            if matches.is_empty() {
+                // Its label contradicts the daemonset's node selector: Divingbell's affinity and
+                // selector together match no node.
+                let note = Note {
+                    span,
+                    message: format!("`{path}` applies to no node: its label asks for a value of `{}` other than the daemonset's node selector", selector.map_or("", |s| s.key.as_str())),
+                    help: "take the override out, or change the selector in `labels`".into(),
+                    kind: NoteKind::Kept,
+                };
+                comment_notes(&mut out, "", std::slice::from_ref(&note), line_of);
+                notes.push(note);
+                continue;
+            }
             // Notes of what the override itself writes; its merge with the module's values
             // is mapped only for the declarations.
-            let own_notes = map(*module, own, &path).notes;
-            let merged = map(*module, &values.conf(*module, choice), "").decls;
+            let own_notes = map(*module, own, &path, values.rules).notes;
+            let merged = values
+                .declarations(*module, &values.conf(*module, choice), "")
+                .decls;
             first_secret = first_secret.or(merged.iter().find(|d| d.secret).map(|d| d.span));
             // In exclusive mode a host gets the base and this override only; layered, any
             // earlier label override of the daemonset may have applied before this one.
@@ -193,7 +264,7 @@ pub fn spec(
                 },
             );
             out.push_str(&format!(
-                "\n// {daemonset} {} (line {})\n",
+                "\n// {daemonset} {} ({})\n",
                 match choice {
                     Choice::Label(i) => format!("labels[{i}]"),
                     Choice::Host(i) => format!("hosts[{i}]"),
@@ -208,15 +279,19 @@ pub fn spec(
                     span,
                     message: format!("this override cannot take back {what}, which an earlier layer sets; hosts it matches keep it"),
                     help: "bellc cannot unset a single property of a resource; check `bellc explain HOST` for these hosts".into(),
-                    divingbell_refuses: false,
+                    kind: NoteKind::Kept,
                 };
                 comment_notes(&mut out, "", std::slice::from_ref(&note), line_of);
                 notes.push(note);
             }
+            // What bellc says of the override itself (it matches no host) is said at the
+            // Divingbell override it came from.
+            let start = out.len();
             out.push_str(&format!("override {} {{\n", string(&name)));
             for m in &matches {
                 out.push_str(&format!("    {m}\n"));
             }
+            places.push((start..out.len(), span));
             let offset = out.len();
             places.extend(
                 layer_map
@@ -256,6 +331,7 @@ pub fn spec(
         text: out,
         map: places,
         secret: first_secret.is_some(),
+        verified: None,
     }
 }
 
@@ -407,10 +483,10 @@ fn write_node(out: &mut String, indent: &str, d: &Decl) {
     }
 }
 
-fn comment_notes(out: &mut String, indent: &str, notes: &[Note], line_of: &dyn Fn(Span) -> usize) {
+fn comment_notes(out: &mut String, indent: &str, notes: &[Note], line_of: &dyn Fn(Span) -> String) {
     for note in notes {
         out.push_str(&format!(
-            "{indent}// divingbell (values line {}): {}\n",
+            "{indent}// divingbell (values {}): {}\n",
             line_of(note.span),
             comment_text(&note.message)
         ));

@@ -1,0 +1,435 @@
+//! `bellc import divingbell` on values shaped as the sites that ran Divingbell wrote them:
+//! keys left for Deckhand to fill (`user_sshkeys: []`), daemonsets kept to some nodes, users
+//! listed twice, the current chart's own keys, and the chart versions they pinned.
+
+mod common;
+use common::Fixture;
+
+/// The chart's current values, restated: chart settings beside the apt module's newer keys.
+const CURRENT_CHART: &str = r#"images:
+  tags:
+    divingbell: docker.io/ubuntu:18.04
+  pull_policy: IfNotPresent
+labels:
+  job:
+    node_selector_key: openstack-control-plane
+    node_selector_value: enabled
+conf:
+  chroot_mnt_path: '/mnt'
+  log_colors: False
+  extra_verbose: false
+  apt:
+    upgrade: false
+    allow_downgrade: false
+    strict: false
+    blacklistpkgs:
+    - telnetd
+    - nis
+    whitelistpkgs:
+    - ubuntu-minimal
+    - openssh-server
+pod:
+  resources:
+    enabled: false
+manifests:
+  daemonset_apt: true
+  daemonset_sysctl: true
+"#;
+
+/// A treasuremap site's uamlite before Deckhand substitutes the keys: an admin with a password
+/// and `[]` for keys, as every site document wrote it.
+const UNSUBSTITUTED: &str = r#"conf:
+  uamlite:
+    users:
+    - user_name: opsadmin
+      user_sudo: true
+      user_crypt_passwd: $6$bellsalt0123$PS2EAEBNHcsWK7.N4hZehzmPPgLUgs0l1d0XHpozG8/tzzPyAjRmR48g4xwN0czhvqHgGx1ltq1273AGkCgaz/
+      user_sshkeys: []
+"#;
+
+const NODES: &str = r#"{"apiVersion": "v1", "kind": "List", "items": [
+  {"metadata": {"name": "cp-1", "labels": {"openstack-control-plane": "enabled"}}},
+  {"metadata": {"name": "cmp-1", "labels": {"openstack-compute-node": "enabled"}}},
+  {"metadata": {"name": "cmp-2", "labels": {"openstack-compute-node": "enabled", "sriov": "enabled"}}},
+  {"metadata": {"name": "cmp-3", "labels": {"openstack-compute-node": "enabled"}}},
+  {"metadata": {"name": "cp-2", "labels": {"openstack-control-plane": "enabled", "sriov": "enabled"}}}
+]}"#;
+
+fn spec(fx: &Fixture) -> String {
+    std::fs::read_to_string(fx.path().join("bell.kdl")).expect("bell.kdl")
+}
+
+#[test]
+fn an_empty_key_list_leaves_authorized_keys_unmanaged_as_the_chart_since_4c6ac47_does() {
+    let fx = Fixture::new().file("values.yaml", UNSUBSTITUTED);
+    let run = fx.bellc(&["import", "divingbell", "values.yaml", "--verify", "--short"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let text = spec(&fx);
+    assert!(text.contains("    ssh-keys \"unmanaged\"\n"), "{text}");
+    assert!(!text.contains("ssh-key \""), "{text}");
+    // The chart before 4c6ac47 fails to render it: no host ever ran these values.
+    for old in ["oldest", "77be358"] {
+        let fx = Fixture::new().file("values.yaml", UNSUBSTITUTED);
+        let run = fx.bellc(&[
+            "import",
+            "divingbell",
+            "values.yaml",
+            "--divingbell-version",
+            old,
+            "--short",
+        ]);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(
+            run.diagnostics().iter().any(|d| d.starts_with("values.yaml:7:21: error[bell::import::invalid]: Divingbell refuses `conf.uamlite.users[0].user_sshkeys`")),
+            "{}",
+            run.stderr
+        );
+        assert!(!fx.path().join("bell.kdl").exists());
+    }
+}
+
+#[test]
+fn a_version_the_import_does_not_know_is_a_usage_error_naming_those_it_does() {
+    let fx = Fixture::new().file("values.yaml", UNSUBSTITUTED);
+    let run = fx.bellc(&[
+        "import",
+        "divingbell",
+        "values.yaml",
+        "--divingbell-version",
+        "v1.9",
+    ]);
+    assert_eq!(run.code, 64, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--divingbell-version: `v1.9` is not a Divingbell chart version the import knows; give `newest`, `oldest`, or the newest of these chart commits your chart includes: 77be358, 4c6ac47"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn a_node_selector_keeps_a_daemonset_and_its_overrides_to_its_nodes() {
+    // Kernel settings for compute nodes only; SR-IOV nodes and one named node have their own.
+    let values = r#"labels:
+  sysctl:
+    node_selector_key: openstack-compute-node
+    node_selector_value: enabled
+conf:
+  sysctl:
+    net.ipv4.ip_forward: 1
+    vm.swappiness: 10
+  limits:
+    nofile:
+      domain: root
+      type: soft
+      item: nofile
+      value: 65536
+  overrides:
+    divingbell_sysctl:
+      labels:
+      - label: {key: sriov, values: [enabled]}
+        conf:
+          sysctl:
+            vm.swappiness: 1
+      hosts:
+      - name: cmp-3
+        conf:
+          sysctl:
+            vm.swappiness: 30
+      - name: cp-1
+        conf:
+          sysctl:
+            vm.swappiness: 60
+"#;
+    let fx = Fixture::new()
+        .file("values.yaml", values)
+        .file("nodes.json", NODES);
+    let run = fx.bellc(&[
+        "import",
+        "divingbell",
+        "values.yaml",
+        "--inventory",
+        "nodes.json",
+        "--verify",
+        "--short",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let text = spec(&fx);
+    assert!(text.contains("overrides=\"layered\""), "{text}");
+    assert!(
+        text.contains("override \"sysctl-openstack-compute-node-enabled\" {\n    match openstack-compute-node=\"enabled\"\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("    match sriov=\"enabled\" openstack-compute-node=\"enabled\"\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("    match host=\"cmp-3\" openstack-compute-node=\"enabled\"\n"),
+        "{text}"
+    );
+    let build = fx.bellc(&["build", "bell.kdl", "-o", "out", "--short"]);
+    assert_eq!(build.code, 0, "{}", build.stderr);
+    // What each host gets, from the build itself: compute nodes their swappiness, control
+    // plane nodes (the one a host override names too) no sysctl at all, limits everywhere.
+    for (host, swappiness) in [
+        ("cmp-1", Some("10")),
+        ("cmp-2", Some("1")),
+        ("cmp-3", Some("30")),
+        ("cp-1", None),
+        ("cp-2", None),
+    ] {
+        let explain = fx.bellc(&["explain", host, "bell.kdl", "--json"]);
+        assert_eq!(explain.code, 0, "{}", explain.stderr);
+        let json: serde_json::Value = serde_json::from_str(&explain.stdout).unwrap();
+        let text = json.to_string();
+        match swappiness {
+            Some(v) => assert!(
+                text.contains(&format!("\"value\":\"{v}\"")) && text.contains("vm.swappiness"),
+                "{host}: {text}"
+            ),
+            None => assert!(!text.contains("swappiness"), "{host}: {text}"),
+        }
+        assert!(text.contains("nofile"), "{host}: {text}");
+    }
+    // The control-plane node's own override applies to no node Divingbell runs sysctl on.
+    assert!(run.stderr.contains("verified: 5 hosts"), "{}", run.stderr);
+}
+
+#[test]
+fn a_user_listed_twice_alike_is_one_user_and_listed_otherwise_an_error_naming_both() {
+    let user = |sudo: &str| {
+        format!("    - user_name: ag073n\n      user_sudo: {sudo}\n      user_sshkeys:\n      - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPAydqFJPL5VvU88Mt5c04CAp5Ch/deM8Y1db3CQH0Z2 ag073n\n")
+    };
+    let other =
+        "    - user_name: jm9213\n      user_sudo: true\n      user_sshkeys: [ Unmanaged ]\n";
+    let alike = format!(
+        "conf:\n  uamlite:\n    users:\n{}{other}{}",
+        user("true"),
+        user("true")
+    );
+    let fx = Fixture::new().file("values.yaml", &alike);
+    let run = fx.bellc(&["import", "divingbell", "values.yaml", "--verify", "--short"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(spec(&fx).matches("user \"ag073n\"").count(), 1);
+
+    let unlike = format!(
+        "conf:\n  uamlite:\n    users:\n{}{other}{}",
+        user("true"),
+        user("false")
+    );
+    let fx = Fixture::new().file("values.yaml", &unlike);
+    let run = fx.bellc(&["import", "divingbell", "values.yaml", "--short"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(
+        run.diagnostics(),
+        ["values.yaml:11:18: error[bell::import::refused]: `conf.uamlite.users[2]` declares user `ag073n` again, otherwise than `conf.uamlite.users[0]`: Divingbell runs both in turn, which one bellc user cannot say"],
+        "{}",
+        run.stderr
+    );
+    assert!(!fx.path().join("bell.kdl").exists());
+}
+
+#[test]
+fn the_current_charts_own_values_import_without_a_warning() {
+    let fx = Fixture::new().file("values.yaml", CURRENT_CHART);
+    let run = fx.bellc(&[
+        "import",
+        "divingbell",
+        "values.yaml",
+        "--verify",
+        "--deny-warnings",
+        "--short",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.diagnostics().is_empty(), "{}", run.stderr);
+    let text = spec(&fx);
+    assert!(
+        text.contains("// Settings of the chart, not of hosts, not imported: images, labels, conf.chroot_mnt_path, conf.log_colors, conf.extra_verbose, pod, manifests."),
+        "{text}"
+    );
+    assert!(text.contains("package \"telnetd\" absent=#true"), "{text}");
+    assert!(!text.contains("allow-downgrade"), "{text}");
+    // One line says what was compared.
+    let verified: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("verified: "))
+        .collect();
+    assert_eq!(
+        verified,
+        ["verified: 2 hosts, 8 resources compared, each as Divingbell gives it"],
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn the_current_charts_apt_keys_say_what_they_do() {
+    // Downgrades for every package; packages grouped by name, installed in the groups' order;
+    // strict mode, which bellc does not have, a warning at its key.
+    let values = r#"conf:
+  apt:
+    allow_downgrade: true
+    strict: true
+    whitelistpkgs: [openssh-server]
+    packages:
+      tools:
+      - name: htop
+      base:
+      - name: less
+        version: 590-1ubuntu0.22.04.3
+"#;
+    let fx = Fixture::new().file("values.yaml", values);
+    let run = fx.bellc(&["import", "divingbell", "values.yaml", "--verify", "--short"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.diagnostics(),
+        ["values.yaml:4:5: warning[bell::import::not_imported]: `conf.apt.strict`: Divingbell purges every installed package `packages` does not name (but `whitelistpkgs`); bellc removes only what it installed and the spec no longer names, so the spec keeps the other packages of a host"],
+        "{}",
+        run.stderr
+    );
+    let text = spec(&fx);
+    assert!(text.contains("apt allow-downgrade=#true"), "{text}");
+    let less = text.find("package \"less\"").expect("less");
+    let htop = text.find("package \"htop\"").expect("htop");
+    assert!(less < htop, "{text}");
+    // Under --deny-warnings the warning stops the import, and nothing is written.
+    let fx = Fixture::new().file("values.yaml", values);
+    let run = fx.bellc(&[
+        "import",
+        "divingbell",
+        "values.yaml",
+        "--deny-warnings",
+        "--short",
+    ]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(!fx.path().join("bell.kdl").exists());
+}
+
+#[test]
+fn what_bellc_says_of_an_override_is_said_at_its_values_with_the_reason() {
+    // Two label overrides for the same nodes: Divingbell takes the last, so the first applies
+    // nowhere although it matches them.
+    let values = r#"conf:
+  sysctl:
+    vm.swappiness: 10
+  overrides:
+    divingbell_sysctl:
+      labels:
+      - label: {key: openstack-compute-node, values: [enabled]}
+        conf:
+          sysctl:
+            vm.swappiness: 20
+      - label: {key: openstack-compute-node, values: [enabled]}
+        conf:
+          sysctl:
+            vm.swappiness: 30
+"#;
+    let fx = Fixture::new()
+        .file("values.yaml", values)
+        .file("nodes.json", NODES);
+    let run = fx.bellc(&[
+        "import",
+        "divingbell",
+        "values.yaml",
+        "--inventory",
+        "nodes.json",
+        "--verify",
+        "--short",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("values.yaml:7:9: warning[bell::import::warned]: bellc warns of this: override `openstack-compute-node-enabled` matches no host\n  help: it matches 3 hosts (cmp-1, cmp-2, cmp-3), and each takes another override: with overrides=\"exclusive\" a host takes one"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn with_several_values_files_each_warning_and_comment_names_the_file_that_applies() {
+    // Armada's stack: the chart, then the global document, then the site's.
+    let chart = "conf:\n  apt:\n    blacklistpkgs: [telnetd]\n";
+    let global = "conf:\n  sysctl:\n    vm.swappiness: 10\n  perm:\n    rerun_interval: 60\n";
+    let site = "conf:\n  sysctl:\n    vm.swappiness: 1\n  perm:\n    rerun_interval: 120\n";
+    let fx = Fixture::new()
+        .file("chart.yaml", chart)
+        .file("global.yaml", global)
+        .file("site.yaml", site);
+    let run = fx.bellc(&[
+        "import",
+        "divingbell",
+        "chart.yaml",
+        "global.yaml",
+        "site.yaml",
+        "--verify",
+        "--short",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.diagnostics()[0].starts_with(
+            "site.yaml:5:5: warning[bell::import::not_imported]: `conf.perm.rerun_interval`"
+        ),
+        "{}",
+        run.stderr
+    );
+    let text = spec(&fx);
+    assert!(
+        text.contains("// divingbell (values site.yaml line 5): `conf.perm.rerun_interval`"),
+        "{text}"
+    );
+    assert!(text.contains("vm.swappiness 1\n"), "{text}");
+}
+
+/// Whether the image's `ubuntu` account ends expired on `cmp-1`, from what the build gives it.
+fn expires_ubuntu(fx: &Fixture) -> bool {
+    let build = fx.bellc(&["build", "bell.kdl", "-o", "out", "--short", "--force"]);
+    assert_eq!(build.code, 0, "{}", build.stderr);
+    fx.path()
+        .join("out/hosts/cmp-1/scripts/default-account/ubuntu.apply")
+        .exists()
+}
+
+#[test]
+fn the_image_account_is_expired_or_kept_by_the_rule_of_the_chart_version() {
+    const KEY: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPAydqFJPL5VvU88Mt5c04CAp5Ch/deM8Y1db3CQH0Z2";
+    // A lab's operator: sudo and a key, no password. Since 77be358 uamlite wants a sudo user
+    // with a password too, so `ubuntu` stays; bellc's own rule would expire it.
+    let lab = format!("conf:\n  uamlite:\n    users:\n    - user_name: labop\n      user_sudo: true\n      user_sshkeys:\n      - {KEY} labop\n");
+    // A site's admins whose keys are left alone: the oldest charts expire `ubuntu` for any
+    // other sudo user; bellc would keep it, since none can log in through it.
+    let site = "conf:\n  uamlite:\n    users:\n    - user_name: siteop\n      user_sudo: true\n      user_sshkeys: [ Unmanaged ]\n";
+    for (values, version, property, expired) in [
+        (lab.as_str(), "newest", Some("keep"), false),
+        (lab.as_str(), "oldest", None, true),
+        (site, "oldest", Some("expire"), true),
+        (site, "newest", None, false),
+    ] {
+        let fx = Fixture::new()
+            .file("values.yaml", values)
+            .file("nodes.json", NODES);
+        let run = fx.bellc(&[
+            "import",
+            "divingbell",
+            "values.yaml",
+            "--inventory",
+            "nodes.json",
+            "--target",
+            "ubuntu-22.04",
+            "--divingbell-version",
+            version,
+            "--verify",
+            "--short",
+        ]);
+        assert_eq!(run.code, 0, "{version}: {}", run.stderr);
+        let text = spec(&fx);
+        match property {
+            Some(p) => assert!(
+                text.contains(&format!("users default-account=\"{p}\"")),
+                "{version}: {text}"
+            ),
+            None => assert!(!text.contains("default-account"), "{version}: {text}"),
+        }
+        assert_eq!(expires_ubuntu(&fx), expired, "{version}: {text}");
+    }
+}
