@@ -433,3 +433,86 @@ fn the_image_account_is_expired_or_kept_by_the_rule_of_the_chart_version() {
         assert_eq!(expires_ubuntu(&fx), expired, "{version}: {text}");
     }
 }
+
+#[test]
+fn host_lines_keep_the_labels_the_overrides_match_and_the_rest_goes_beside() {
+    // What `kubectl get nodes -o json` gives: kubelet's and the site's labels by the dozen.
+    let node = |name: &str, role: &str| {
+        format!(
+            r#"{{"metadata": {{"name": "{name}", "labels": {{"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux", "kubernetes.io/hostname": "{name}", "node-role.kubernetes.io/{role}": "", "openstack-compute-node": "{}", "ucp-control-plane": "enabled"}}}}, "status": {{"addresses": [{{"type": "InternalIP", "address": "10.0.0.{}"}}]}}}}"#,
+            if role == "worker" {
+                "enabled"
+            } else {
+                "disabled"
+            },
+            name.len()
+        )
+    };
+    let nodes = format!(
+        r#"{{"kind": "List", "items": [{}, {}]}}"#,
+        node("cmp-1", "worker"),
+        node("ctl-01", "master")
+    );
+    let values = "conf:\n  sysctl:\n    vm.swappiness: 10\n  overrides:\n    divingbell_sysctl:\n      labels:\n      - label: {key: openstack-compute-node, values: [enabled]}\n        conf:\n          sysctl:\n            vm.swappiness: 1\n";
+    let fx = Fixture::new()
+        .file("values.yaml", values)
+        .file("nodes.json", &nodes);
+    let args = [
+        "import",
+        "divingbell",
+        "values.yaml",
+        "--inventory",
+        "nodes.json",
+        "--verify",
+        "--short",
+    ];
+    let run = fx.bellc(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let text = spec(&fx);
+    assert!(
+        text.contains("host \"cmp-1\" address=\"10.0.0.5\" openstack-compute-node=\"enabled\"\nhost \"ctl-01\" address=\"10.0.0.6\" openstack-compute-node=\"disabled\"\n"),
+        "{text}"
+    );
+    assert!(!text.contains("kubernetes.io"), "{text}");
+    // Every label is kept beside, in an inventory bellc reads in place of the host lines.
+    let beside = std::fs::read_to_string(fx.path().join("bell.nodes.json")).unwrap();
+    assert!(
+        beside.contains("\"beta.kubernetes.io/arch\": \"amd64\""),
+        "{beside}"
+    );
+    let from_inventory: String = text
+        .lines()
+        .filter(|l| !l.starts_with("host "))
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        + "inventory \"bell.nodes.json\"\n";
+    std::fs::write(fx.path().join("inventory.kdl"), from_inventory).unwrap();
+    let check = fx.bellc(&["explain", "cmp-1", "inventory.kdl"]);
+    assert_eq!(check.code, 0, "{}", check.stderr);
+    assert!(
+        check.stdout.contains("beta.kubernetes.io/arch"),
+        "{}",
+        check.stdout
+    );
+    // Neither file is replaced without --force.
+    let again = fx.bellc(&args);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    std::fs::remove_file(fx.path().join("bell.kdl")).unwrap();
+    let again = fx.bellc(&args);
+    assert_eq!(again.code, 2, "{}", again.stderr);
+    assert!(
+        again.stderr.contains("bell.nodes.json exists"),
+        "{}",
+        again.stderr
+    );
+    // `--labels used` leaves the others out, and writes nothing beside.
+    let fx = Fixture::new()
+        .file("values.yaml", values)
+        .file("nodes.json", &nodes);
+    let mut used = args.to_vec();
+    used.extend(["--labels", "used"]);
+    let run = fx.bellc(&used);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!fx.path().join("bell.nodes.json").exists());
+    assert!(spec(&fx).contains("their other labels are left out"));
+}

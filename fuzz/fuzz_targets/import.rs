@@ -21,6 +21,7 @@ fuzz_target!(|data: &[u8]| {
         verify: true,
         retire: true,
         rules: Default::default(),
+        all_labels: None,
     };
     if let Some(written) = bellc::import::divingbell::import(&sources, &input, &mut diags) {
         let mut spec_sources = bellc::source::Sources::new();

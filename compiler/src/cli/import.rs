@@ -22,6 +22,36 @@ pub struct Request<'a> {
     pub rules: divingbell::Rules,
     /// `--deny-warnings`: a warning stops the import as an error does.
     pub deny_warnings: bool,
+    /// `--labels inventory`: every label of every host goes to `nodes_path(output)`.
+    pub keep_labels: bool,
+}
+
+/// Beside the spec: `bell.kdl` → `bell.nodes.json`.
+fn nodes_path(output: &Path) -> std::path::PathBuf {
+    let stem = output
+        .file_stem()
+        .map_or_else(|| "bell".into(), |s| s.to_string_lossy().into_owned());
+    output.with_file_name(format!("{stem}.nodes.json"))
+}
+
+/// The hosts with every label, in the inventory form bellc reads (`inventory PATH`).
+fn nodes_json(hosts: &[inventory::Entry]) -> String {
+    let list: Vec<serde_json::Value> = hosts
+        .iter()
+        .map(|h| {
+            let mut entry = serde_json::json!({ "name": h.name, "labels": h.labels.iter().collect::<std::collections::BTreeMap<_, _>>() });
+            if let Some(address) = &h.address {
+                entry["address"] = address.clone().into();
+            }
+            if let Some(identity) = &h.identity {
+                entry["identity"] = identity.clone().into();
+            }
+            entry
+        })
+        .collect();
+    let mut text = serde_json::to_string_pretty(&list).unwrap_or_default();
+    text.push('\n');
+    text
 }
 
 fn read_text(path: &Path, max: u64) -> Result<String, String> {
@@ -41,11 +71,14 @@ pub fn divingbell(
     sources: &mut Sources,
     diags: &mut Diagnostics,
 ) -> Result<u8, String> {
-    if request.output.exists() && !request.force {
-        return Err(format!(
-            "{} exists; name another with -o, or replace it with --force",
-            request.output.display()
-        ));
+    let nodes = nodes_path(request.output);
+    for path in [request.output, nodes.as_path()] {
+        if path.exists() && !request.force {
+            return Err(format!(
+                "{} exists; name another with -o, or replace it with --force",
+                path.display()
+            ));
+        }
     }
     let mut values = Vec::new();
     for path in request.values {
@@ -74,6 +107,10 @@ pub fn divingbell(
         verify: request.verify,
         retire: request.retire,
         rules: request.rules,
+        all_labels: nodes
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|_| request.keep_labels),
     };
     let Some(written) = divingbell::import(sources, &input, diags) else {
         return Ok(1);
@@ -90,21 +127,7 @@ pub fn divingbell(
     }
     // A spec that holds password hashes is as secret as the values it came from.
     let mode = if written.secret { 0o600 } else { 0o644 };
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).mode(mode);
-    if request.force {
-        options.create(true).truncate(true);
-    } else {
-        options.create_new(true);
-    }
-    let mut file = options
-        .open(request.output)
-        .map_err(|e| format!("cannot write {}: {e}", request.output.display()))?;
-    // An existing file keeps its mode through a truncating open.
-    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
-        .map_err(|e| format!("cannot write {}: {e}", request.output.display()))?;
-    file.write_all(written.text.as_bytes())
-        .map_err(|e| format!("cannot write {}: {e}", request.output.display()))?;
+    write_file(request.output, written.text.as_bytes(), mode, request.force)?;
     eprintln!(
         "wrote {}{}; check it with `bellc check {}`",
         request.output.display(),
@@ -115,12 +138,37 @@ pub fn divingbell(
         },
         request.output.display()
     );
+    if written.labels_left_out && request.keep_labels {
+        write_file(&nodes, nodes_json(&hosts).as_bytes(), 0o644, request.force)?;
+        eprintln!(
+            "wrote {} with every label of the {} hosts",
+            nodes.display(),
+            hosts.len()
+        );
+    }
     if let Some((hosts, compared)) = written.verified {
         eprintln!(
             "verified: {hosts} hosts, {compared} resources compared, each as Divingbell gives it"
         );
     }
     Ok(0)
+}
+
+/// Writes `path` with `mode`, replacing it only when `force`.
+fn write_file(path: &Path, bytes: &[u8], mode: u32, force: bool) -> Result<(), String> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).mode(mode);
+    if force {
+        options.create(true).truncate(true);
+    } else {
+        options.create_new(true);
+    }
+    let fail = |e: std::io::Error| format!("cannot write {}: {e}", path.display());
+    let mut file = options.open(path).map_err(fail)?;
+    // An existing file keeps its mode through a truncating open.
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))
+        .map_err(fail)?;
+    file.write_all(bytes).map_err(fail)
 }
 
 /// `bellc import known-hosts FILE… [--inventory INV] [-o OUT]`. Warnings go to stderr; exit 1

@@ -699,6 +699,11 @@ enum ImportFrom {
         /// is unmanaged; before, the chart refuses it).
         #[arg(long, value_name = "REF", default_value = "newest")]
         divingbell_version: String,
+        /// Host lines keep the labels the overrides match; `inventory` keeps every label of
+        /// every host in a JSON inventory beside the spec (OUTPUT's name, `.nodes.json`),
+        /// `used` leaves the others out.
+        #[arg(long, value_name = "inventory|used", default_value = "inventory", value_parser = ["inventory", "used"])]
+        labels: String,
     },
     /// Host identities from `ssh-keyscan` output or `known_hosts` files (`-` reads stdin): a
     /// JSON inventory of the hosts' names, addresses and Ed25519 keys, or, with
@@ -1629,12 +1634,14 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                     verify,
                     retire_divingbell,
                     divingbell_version,
+                    labels,
                 },
         } => {
             let rules = bellc::import::divingbell::Rules::at(divingbell_version)
                 .map_err(|e| Failure::Usage(format!("--divingbell-version: {e}")))?;
             let request = import::Request {
                 rules,
+                keep_labels: labels == "inventory",
                 deny_warnings: cli.deny_warnings,
                 values,
                 inventory: inventory.as_deref(),

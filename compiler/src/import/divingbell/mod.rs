@@ -116,6 +116,9 @@ pub struct Input<'a> {
     pub retire: bool,
     /// The behaviour of the chart version the site ran (`--divingbell-version`).
     pub rules: Rules,
+    /// Where the hosts' labels the spec does not use are kept (named in its header), or
+    /// `None` to leave them out.
+    pub all_labels: Option<&'a str>,
 }
 
 /// The name of the script `--retire-divingbell` adds: last of the scripts, which run in name
@@ -217,6 +220,7 @@ pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Opti
             target: input.target,
             source: &source,
             hosts: input.hosts,
+            all_labels: input.all_labels,
         },
         &line_of,
         &mut notes,

@@ -465,6 +465,7 @@ mod tests {
             target: "debian-12",
             source: "values.yaml",
             hosts: &[],
+            all_labels: None,
         };
         spec(values, &options, &|_| "line 1".into(), &mut Vec::new()).text
     }

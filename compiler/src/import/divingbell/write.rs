@@ -21,6 +21,21 @@ pub struct Options<'a> {
     /// The values file as the user named it, for the header.
     pub source: &'a str,
     pub hosts: &'a [Entry],
+    /// Where every label of the hosts is kept when the host lines keep only those the spec
+    /// uses (a JSON inventory beside the spec); `None` drops them.
+    pub all_labels: Option<&'a str>,
+}
+
+/// The labels the spec's overrides match: those of label overrides and node selectors. A
+/// node's other labels (kubelet's, the cloud's: hundreds of characters a host) say nothing
+/// about its configuration.
+pub fn used_labels(values: &Values) -> BTreeSet<&str> {
+    let overrides = values
+        .overrides
+        .values()
+        .flat_map(|o| o.labels.iter().map(|l| l.key.as_str()));
+    let selectors = values.selectors.values().map(|s| s.key.as_str());
+    overrides.chain(selectors).collect()
 }
 
 /// Whether the overrides can be written in Divingbell's own exclusive mode: one daemonset
@@ -47,6 +62,8 @@ pub struct Written {
     pub secret: bool,
     /// With `--verify`: the hosts and resources compared (differences are diagnostics).
     pub verified: Option<(usize, usize)>,
+    /// Some host lines leave labels out (the spec's overrides do not match them).
+    pub labels_left_out: bool,
 }
 
 /// Writes the spec; every note (for a warning) goes to `notes`, in the order of the text.
@@ -100,14 +117,35 @@ pub fn spec(
     ));
     let fleet_end = out.len();
     out.push('\n');
+    let mut labels_left_out = false;
     if !options.hosts.is_empty() {
-        out.push('\n');
+        let used = used_labels(values);
+        let dropped = options
+            .hosts
+            .iter()
+            .any(|h| h.labels.iter().any(|(k, _)| !used.contains(k.as_str())));
+        labels_left_out = dropped;
+        if dropped {
+            out.push_str(&match options.all_labels {
+                Some(path) => format!("\n// The hosts keep the labels the overrides match; every label of every host is in\n// {}.\n", comment_text(path)),
+                None => "\n// The hosts keep the labels the overrides match; their other labels are left out.\n".to_string(),
+            });
+        } else {
+            out.push('\n');
+        }
         for host in options.hosts {
             out.push_str(&format!("host {}", string(&host.name)));
             if let Some(address) = &host.address {
                 out.push_str(&format!(" address={}", string(address)));
             }
-            for (key, value) in host.labels.iter() {
+            if let Some(identity) = &host.identity {
+                out.push_str(&format!(" identity={}", string(identity)));
+            }
+            for (key, value) in host
+                .labels
+                .iter()
+                .filter(|(k, _)| used.contains(k.as_str()))
+            {
                 out.push_str(&format!(" {}={}", ident(key), string(value)));
             }
             out.push('\n');
@@ -332,6 +370,7 @@ pub fn spec(
         map: places,
         secret: first_secret.is_some(),
         verified: None,
+        labels_left_out,
     }
 }
 
