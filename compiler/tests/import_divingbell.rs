@@ -289,7 +289,7 @@ fn an_override_that_leaves_a_property_out_restates_its_default_or_says_it_cannot
         run.stderr
     );
     assert!(
-        diagnostics.iter().any(|d| d.contains("error[bell::import::differs]: host `probe-1-0`, module uamlite, `user:alice ssh-key`: Divingbell gives nothing, the spec gives List")),
+        diagnostics.iter().any(|d| d.contains("error[bell::import::differs]: host `probe-1-0`, module uamlite, `user:alice ssh-key`: Divingbell gives nothing, the spec gives \"ssh-ed25519 ")),
         "{}",
         run.stderr
     );

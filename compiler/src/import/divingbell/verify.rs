@@ -12,6 +12,7 @@ use super::write::write_decls;
 use crate::diagnostic::Diagnostics;
 use crate::front::inventory::Entry;
 use crate::kdl_text::{ident, string};
+use crate::render::values::scalar;
 use crate::resolve::{Model, Resolution};
 use crate::source::Sources;
 use crate::spec::Value;
@@ -375,13 +376,13 @@ fn facts(model: &Model) -> BTreeMap<(String, String), String> {
         for (field, value) in defaults(r.kind.keyword()) {
             facts.insert(
                 (module.to_string(), format!("{} {field}", r.key())),
-                format!("{value:?}"),
+                scalar(&value),
             );
         }
         for (field, (value, _)) in &r.fields {
             facts.insert(
                 (module.to_string(), format!("{} {field}", r.key())),
-                format!("{value:?}"),
+                scalar(value),
             );
         }
     }
