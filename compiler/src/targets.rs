@@ -172,6 +172,16 @@ impl Target {
 
 const EMBEDDED: &[(&str, &str)] = &[
     ("debian-12", include_str!("../../targets/debian-12.json")),
+    // The releases the sites that ran Divingbell ran; their sysctl keys are Debian 12's,
+    // borrowed (a missing key a warning): no image of theirs can be built here.
+    (
+        "ubuntu-18.04",
+        include_str!("../../targets/ubuntu-18.04.json"),
+    ),
+    (
+        "ubuntu-20.04",
+        include_str!("../../targets/ubuntu-20.04.json"),
+    ),
     (
         "ubuntu-22.04",
         include_str!("../../targets/ubuntu-22.04.json"),

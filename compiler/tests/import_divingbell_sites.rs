@@ -516,3 +516,40 @@ fn host_lines_keep_the_labels_the_overrides_match_and_the_rest_goes_beside() {
     assert!(!fx.path().join("bell.nodes.json").exists());
     assert!(spec(&fx).contains("their other labels are left out"));
 }
+
+#[test]
+fn the_releases_the_sites_ran_are_targets() {
+    for target in ["ubuntu-18.04", "ubuntu-20.04"] {
+        let fx = Fixture::new()
+            .file("values.yaml", UNSUBSTITUTED)
+            .file("nodes.json", NODES);
+        let run = fx.bellc(&[
+            "import",
+            "divingbell",
+            "values.yaml",
+            "--inventory",
+            "nodes.json",
+            "--target",
+            target,
+            "--verify",
+            "--short",
+        ]);
+        assert_eq!(run.code, 0, "{target}: {}", run.stderr);
+        // The admin has a password and no keys: uamlite keeps `ubuntu`, bellc's rule would not.
+        assert!(spec(&fx).contains("users default-account=\"keep\""));
+        assert!(!expires_ubuntu(&fx), "{target}");
+        // Their kernels' keys are borrowed: an unknown key is a warning, not an error.
+        let with_key = spec(&fx).replace(
+            "fleet \"values\"",
+            "sysctl {\n    net.ipv4.no_such_key 1\n}\nfleet \"values\"",
+        );
+        std::fs::write(fx.path().join("key.kdl"), with_key).unwrap();
+        let check = fx.bellc(&["check", "key.kdl", "--short"]);
+        assert_eq!(check.code, 0, "{target}: {}", check.stderr);
+        assert!(
+            check.stderr.contains("no_such_key"),
+            "{target}: {}",
+            check.stderr
+        );
+    }
+}

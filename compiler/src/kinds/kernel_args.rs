@@ -193,7 +193,7 @@ impl ResourceKind for KernelArgs {
                         cx.target.name
                     ),
                     "kernel-args writes a GRUB drop-in; it needs a target whose profile has \
-                     `\"bootloader\": \"grub\"` (debian-12, ubuntu-22.04, ubuntu-24.04)",
+                     `\"bootloader\": \"grub\"` (debian-12 and every Ubuntu target)",
                 );
                 continue;
             }
