@@ -55,6 +55,14 @@ const NODES: &str = r#"{"apiVersion": "v1", "kind": "List", "items": [
   {"metadata": {"name": "cp-2", "labels": {"openstack-control-plane": "enabled", "sriov": "enabled"}}}
 ]}"#;
 
+/// `bellc import divingbell values.yaml EXTRA… --short`.
+fn import(fx: &Fixture, extra: &[&str]) -> common::Run {
+    let mut args = vec!["import", "divingbell", "values.yaml"];
+    args.extend(extra);
+    args.push("--short");
+    fx.bellc(&args)
+}
+
 fn spec(fx: &Fixture) -> String {
     std::fs::read_to_string(fx.path().join("bell.kdl")).expect("bell.kdl")
 }
@@ -62,7 +70,7 @@ fn spec(fx: &Fixture) -> String {
 #[test]
 fn an_empty_key_list_leaves_authorized_keys_unmanaged_as_the_chart_since_4c6ac47_does() {
     let fx = Fixture::new().file("values.yaml", UNSUBSTITUTED);
-    let run = fx.bellc(&["import", "divingbell", "values.yaml", "--verify", "--short"]);
+    let run = import(&fx, &["--verify"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let text = spec(&fx);
     assert!(text.contains("    ssh-keys \"unmanaged\"\n"), "{text}");
@@ -70,14 +78,7 @@ fn an_empty_key_list_leaves_authorized_keys_unmanaged_as_the_chart_since_4c6ac47
     // The chart before 4c6ac47 fails to render it: no host ever ran these values.
     for old in ["oldest", "77be358"] {
         let fx = Fixture::new().file("values.yaml", UNSUBSTITUTED);
-        let run = fx.bellc(&[
-            "import",
-            "divingbell",
-            "values.yaml",
-            "--divingbell-version",
-            old,
-            "--short",
-        ]);
+        let run = import(&fx, &["--divingbell-version", old]);
         assert_eq!(run.code, 1, "{}", run.stderr);
         assert!(
             run.diagnostics().iter().any(|d| d.starts_with("values.yaml:7:21: error[bell::import::invalid]: Divingbell refuses `conf.uamlite.users[0].user_sshkeys`")),
@@ -143,15 +144,7 @@ conf:
     let fx = Fixture::new()
         .file("values.yaml", values)
         .file("nodes.json", NODES);
-    let run = fx.bellc(&[
-        "import",
-        "divingbell",
-        "values.yaml",
-        "--inventory",
-        "nodes.json",
-        "--verify",
-        "--short",
-    ]);
+    let run = import(&fx, &["--inventory", "nodes.json", "--verify"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let text = spec(&fx);
     assert!(text.contains("overrides=\"layered\""), "{text}");
@@ -208,7 +201,7 @@ fn a_user_listed_twice_alike_is_one_user_and_listed_otherwise_an_error_naming_bo
         user("true")
     );
     let fx = Fixture::new().file("values.yaml", &alike);
-    let run = fx.bellc(&["import", "divingbell", "values.yaml", "--verify", "--short"]);
+    let run = import(&fx, &["--verify"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(spec(&fx).matches("user \"ag073n\"").count(), 1);
 
@@ -218,7 +211,7 @@ fn a_user_listed_twice_alike_is_one_user_and_listed_otherwise_an_error_naming_bo
         user("false")
     );
     let fx = Fixture::new().file("values.yaml", &unlike);
-    let run = fx.bellc(&["import", "divingbell", "values.yaml", "--short"]);
+    let run = import(&fx, &[]);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert_eq!(
         run.diagnostics(),
@@ -232,14 +225,7 @@ fn a_user_listed_twice_alike_is_one_user_and_listed_otherwise_an_error_naming_bo
 #[test]
 fn the_current_charts_own_values_import_without_a_warning() {
     let fx = Fixture::new().file("values.yaml", CURRENT_CHART);
-    let run = fx.bellc(&[
-        "import",
-        "divingbell",
-        "values.yaml",
-        "--verify",
-        "--deny-warnings",
-        "--short",
-    ]);
+    let run = import(&fx, &["--verify", "--deny-warnings"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.diagnostics().is_empty(), "{}", run.stderr);
     let text = spec(&fx);
@@ -280,7 +266,7 @@ fn the_current_charts_apt_keys_say_what_they_do() {
         version: 590-1ubuntu0.22.04.3
 "#;
     let fx = Fixture::new().file("values.yaml", values);
-    let run = fx.bellc(&["import", "divingbell", "values.yaml", "--verify", "--short"]);
+    let run = import(&fx, &["--verify"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(
         run.diagnostics(),
@@ -295,13 +281,7 @@ fn the_current_charts_apt_keys_say_what_they_do() {
     assert!(less < htop, "{text}");
     // Under --deny-warnings the warning stops the import, and nothing is written.
     let fx = Fixture::new().file("values.yaml", values);
-    let run = fx.bellc(&[
-        "import",
-        "divingbell",
-        "values.yaml",
-        "--deny-warnings",
-        "--short",
-    ]);
+    let run = import(&fx, &["--deny-warnings"]);
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(!fx.path().join("bell.kdl").exists());
 }
@@ -328,15 +308,7 @@ fn what_bellc_says_of_an_override_is_said_at_its_values_with_the_reason() {
     let fx = Fixture::new()
         .file("values.yaml", values)
         .file("nodes.json", NODES);
-    let run = fx.bellc(&[
-        "import",
-        "divingbell",
-        "values.yaml",
-        "--inventory",
-        "nodes.json",
-        "--verify",
-        "--short",
-    ]);
+    let run = import(&fx, &["--inventory", "nodes.json", "--verify"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stderr.contains("values.yaml:7:9: warning[bell::import::warned]: bellc warns of this: override `openstack-compute-node-enabled` matches no host\n  help: it matches 3 hosts (cmp-1, cmp-2, cmp-3), and each takes another override: with overrides=\"exclusive\" a host takes one"),
@@ -408,19 +380,18 @@ fn the_image_account_is_expired_or_kept_by_the_rule_of_the_chart_version() {
         let fx = Fixture::new()
             .file("values.yaml", values)
             .file("nodes.json", NODES);
-        let run = fx.bellc(&[
-            "import",
-            "divingbell",
-            "values.yaml",
-            "--inventory",
-            "nodes.json",
-            "--target",
-            "ubuntu-22.04",
-            "--divingbell-version",
-            version,
-            "--verify",
-            "--short",
-        ]);
+        let run = import(
+            &fx,
+            &[
+                "--inventory",
+                "nodes.json",
+                "--target",
+                "ubuntu-22.04",
+                "--divingbell-version",
+                version,
+                "--verify",
+            ],
+        );
         assert_eq!(run.code, 0, "{version}: {}", run.stderr);
         let text = spec(&fx);
         match property {
@@ -523,17 +494,10 @@ fn the_releases_the_sites_ran_are_targets() {
         let fx = Fixture::new()
             .file("values.yaml", UNSUBSTITUTED)
             .file("nodes.json", NODES);
-        let run = fx.bellc(&[
-            "import",
-            "divingbell",
-            "values.yaml",
-            "--inventory",
-            "nodes.json",
-            "--target",
-            target,
-            "--verify",
-            "--short",
-        ]);
+        let run = import(
+            &fx,
+            &["--inventory", "nodes.json", "--target", target, "--verify"],
+        );
         assert_eq!(run.code, 0, "{target}: {}", run.stderr);
         // The admin has a password and no keys: uamlite keeps `ubuntu`, bellc's rule would not.
         assert!(spec(&fx).contains("users default-account=\"keep\""));
