@@ -149,6 +149,10 @@ conf:
     let text = spec(&fx);
     assert!(text.contains("overrides=\"layered\""), "{text}");
     assert!(
+        text.contains("// A daemonset runs on some nodes only (`labels.MODULE.node_selector_*`)"),
+        "{text}"
+    );
+    assert!(
         text.contains("override \"sysctl-openstack-compute-node-enabled\" {\n    match openstack-compute-node=\"enabled\"\n"),
         "{text}"
     );

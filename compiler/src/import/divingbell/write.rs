@@ -84,8 +84,16 @@ pub fn spec(
         comment_text(options.source)
     ));
     out.push_str("//\n// Divingbell gives each host at most one override per daemonset: a host override beats\n// label overrides, and of the label overrides the last that matches wins.\n");
+    let several = values
+        .overrides
+        .values()
+        .filter(|o| !o.labels.is_empty() || !o.hosts.is_empty())
+        .count()
+        > 1;
     if exclusive {
         out.push_str("// bellc's overrides=\"exclusive\" is that rule.\n");
+    } else if !several {
+        out.push_str("// A daemonset runs on some nodes only (`labels.MODULE.node_selector_*`): its values are an\n// override of their own, which a host takes beside the daemonset's other overrides, and\n// overrides=\"exclusive\" (one per host) cannot say that. The overrides below are layered,\n// each restating or taking back what an earlier override of its daemonset may have set.\n");
     } else {
         out.push_str("// More than one daemonset has overrides, so a host may take one daemonset's override and\n// another's: overrides=\"exclusive\" (one per host) cannot say that. The overrides below are\n// layered, one per Divingbell override, each restating or taking back what an earlier\n// override of its daemonset may have set.\n");
     }
