@@ -192,10 +192,10 @@ fn divingbell_outcomes(values: &Values, host: &Entry) -> Outcomes {
     let module = Module::Uamlite;
     let runs = (values.base.contains_key(&module) || values.overrides.contains_key(&module))
         && values.runs_on(module, &host.labels);
+    // What uamlite reads on this host, when it runs here at all.
+    let conf = runs.then(|| values.conf(module, values.choice(module, &host.name, &host.labels)));
     let account = &values.account;
     if !account.is_empty() {
-        let conf =
-            runs.then(|| values.conf(module, values.choice(module, &host.name, &host.labels)));
         let expired = conf
             .as_ref()
             .is_some_and(|c| accounts::divingbell_expires(c, values.rules, account));
@@ -206,14 +206,11 @@ fn divingbell_outcomes(values: &Values, host: &Entry) -> Outcomes {
             outcomes.insert(format!("default-account:{account}"), expired_text(expired));
         }
     }
-    if runs {
-        let conf = values.conf(module, values.choice(module, &host.name, &host.labels));
-        for (name, user) in user_entries(&conf) {
-            outcomes.insert(
-                format!("user:{name} authorized_keys"),
-                accounts::keys(user, values.rules).to_string(),
-            );
-        }
+    for (name, user) in conf.iter().flat_map(user_entries) {
+        outcomes.insert(
+            format!("user:{name} authorized_keys"),
+            accounts::keys(user, values.rules).to_string(),
+        );
     }
     outcomes
 }

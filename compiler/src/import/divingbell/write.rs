@@ -45,13 +45,16 @@ pub fn exclusive(values: &Values) -> bool {
         .selectors
         .keys()
         .any(|m| values.base.contains_key(m) || values.overrides.contains_key(m));
-    !selected
-        && values
-            .overrides
-            .values()
-            .filter(|o| !o.labels.is_empty() || !o.hosts.is_empty())
-            .count()
-            <= 1
+    !selected && daemonsets_with_overrides(values) <= 1
+}
+
+/// How many daemonsets have label or host overrides.
+fn daemonsets_with_overrides(values: &Values) -> usize {
+    values
+        .overrides
+        .values()
+        .filter(|o| !o.labels.is_empty() || !o.hosts.is_empty())
+        .count()
 }
 
 pub struct Written {
@@ -84,12 +87,7 @@ pub fn spec(
         comment_text(options.source)
     ));
     out.push_str("//\n// Divingbell gives each host at most one override per daemonset: a host override beats\n// label overrides, and of the label overrides the last that matches wins.\n");
-    let several = values
-        .overrides
-        .values()
-        .filter(|o| !o.labels.is_empty() || !o.hosts.is_empty())
-        .count()
-        > 1;
+    let several = daemonsets_with_overrides(values) > 1;
     if exclusive {
         out.push_str("// bellc's overrides=\"exclusive\" is that rule.\n");
     } else if !several {
