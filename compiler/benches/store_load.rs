@@ -13,7 +13,7 @@
 #[path = "support/mod.rs"]
 mod support;
 
-use bell_store::{semaphore, Etcd, Report, State, Store, REPORT_FORMAT};
+use bell_store::{prefetch, semaphore, Etcd, Lease, Report, State, Store, REPORT_FORMAT};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -21,6 +21,10 @@ use support::{env_number, now, LocalEtcd};
 
 const FLEET: &str = "bench";
 const THREADS: usize = 32;
+/// The liveness lease's time, bell-run's default: renewed by a pull once half of it is spent.
+const TTL: u64 = 2700;
+/// bell-run's default timer, in seconds.
+const TIMER: u64 = 900;
 
 /// What a host that applied its bundle and changed nothing reports.
 fn report(host: &str, at: u64) -> Report {
@@ -45,7 +49,11 @@ fn report(host: &str, at: u64) -> Report {
         drift: Vec::new(),
         error: None,
         signature: Some("verified: key 0123456789ABCDEF, sequence 1".to_string()),
-        status: BTreeMap::from([("apply".to_string(), State::Success)]),
+        status: BTreeMap::from([
+            ("apply".to_string(), State::Success),
+            ("check".to_string(), State::Success),
+            ("health".to_string(), State::Success),
+        ]),
         health: Vec::new(),
         snapshots: Default::default(),
         reboot_required: Vec::new(),
@@ -58,12 +66,21 @@ fn report(host: &str, at: u64) -> Report {
     }
 }
 
-/// The store calls of one `bell-run pull` of a host that is up to date.
-fn pull(store: &Store, etcd: &Etcd, host: &str, lease: Option<i64>) -> Result<Option<i64>, String> {
-    store.desired(FLEET, host)?;
-    store.record(&mut report(host, now()), None)?;
-    let lease = store.keep_alive(FLEET, host, lease, 2700)?;
-    semaphore::release(etcd, &semaphore::default_prefix(FLEET), "default", host)?;
+/// The store calls of one `bell-run pull` of a host that is up to date: the first request
+/// reads what the others need (`bell_store::prefetch`), as bell-run's does.
+fn pull(
+    store: &Store,
+    etcd: &Etcd,
+    host: &str,
+    lease: Option<Lease>,
+    at: u64,
+) -> Result<Option<Lease>, String> {
+    let prefix = semaphore::default_prefix(FLEET);
+    let also = prefetch::pull_keys(FLEET, host, Some((&prefix, "default")));
+    let (_, read) = store.desired_with(FLEET, host, &also)?;
+    store.record_with(&mut report(host, at), None, Some(&read))?;
+    let lease = store.keep_alive_with(FLEET, host, lease, TTL, at, Some(&read))?;
+    semaphore::release_with(etcd, &prefix, "default", host, Some(&read))?;
     Ok(lease)
 }
 
@@ -86,7 +103,7 @@ fn main() {
 
     // Every host's first pull: its first report and its lease.
     let first = Instant::now();
-    let leases: Vec<Option<i64>> = std::thread::scope(|scope| {
+    let leases: Vec<Option<Lease>> = std::thread::scope(|scope| {
         let chunks: Vec<_> = names
             .chunks(names.len().div_ceil(THREADS).max(1))
             .map(|chunk| {
@@ -94,7 +111,7 @@ fn main() {
                 scope.spawn(move || {
                     chunk
                         .iter()
-                        .map(|host| pull(store, etcd, host, None).expect("first pull"))
+                        .map(|host| pull(store, etcd, host, None, now()).expect("first pull"))
                         .collect::<Vec<_>>()
                 })
             })
@@ -110,13 +127,16 @@ fn main() {
     );
 
     let revision_before = etcd.revision().expect("revision");
+    let requests_before = etcd.requests();
     let size_before = etcd.db_size().expect("db size");
     let done = AtomicU64::new(0);
     let late = AtomicU64::new(0);
     let start = Instant::now();
+    let epoch = now();
+    let mut leases = leases;
     std::thread::scope(|scope| {
         let per = names.len().div_ceil(THREADS).max(1);
-        for (chunk, leases) in names.chunks(per).zip(leases.chunks(per)) {
+        for (chunk, leases) in names.chunks(per).zip(leases.chunks_mut(per)) {
             let (store, etcd, done, late) = (&store, &etcd, &done, &late);
             scope.spawn(move || {
                 for second in 0..seconds {
@@ -126,8 +146,11 @@ fn main() {
                     } else {
                         late.fetch_add(1, Ordering::Relaxed);
                     }
-                    for (host, lease) in chunk.iter().zip(leases) {
-                        pull(store, etcd, host, *lease).expect("pull");
+                    // Each second stands for one run of the default 15-minute timer, so that
+                    // leases are renewed as often as on a real host: every other run.
+                    let at = epoch + (second + 1) * TIMER;
+                    for (host, lease) in chunk.iter().zip(leases.iter_mut()) {
+                        *lease = pull(store, etcd, host, *lease, at).expect("pull");
                         done.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -136,6 +159,7 @@ fn main() {
     });
     let elapsed = start.elapsed().as_secs_f64();
     let pulls = done.load(Ordering::Relaxed);
+    let requests = etcd.requests() - requests_before;
     let revisions = etcd.revision().expect("revision") - revision_before;
     let size_after = etcd.db_size().expect("db size");
     println!(
@@ -143,6 +167,11 @@ fn main() {
         pulls as f64 / elapsed,
         late.load(Ordering::Relaxed),
         THREADS as u64 * seconds
+    );
+    println!(
+        "etcd requests: {:.2} per no-op pull (each second one {TIMER}-s timer run; a lease is renewed once {} s of its {TTL} s are spent)",
+        requests as f64 / pulls.max(1) as f64,
+        TTL / 2
     );
     println!(
         "etcd revisions: {revisions} ({:.4} per no-op pull); database {} KiB → {} KiB",

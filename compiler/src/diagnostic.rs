@@ -211,3 +211,91 @@ macro_rules! spec_diagnostic {
         }
     };
 }
+
+/// A diagnostic as plain data: what a skipped rebuild prints again of the build it skips
+/// (`emit::incremental` keeps the last build's warnings), rendered as the original was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plain {
+    pub file: Option<FileId>,
+    pub code: Option<String>,
+    pub message: String,
+    pub help: Option<String>,
+    pub severity: Severity,
+    pub labels: Vec<PlainLabel>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlainLabel {
+    pub text: Option<String>,
+    pub offset: usize,
+    pub len: usize,
+    pub primary: bool,
+}
+
+impl Plain {
+    pub fn of(d: &dyn SpecDiagnostic) -> Plain {
+        Plain {
+            file: d.file(),
+            code: d.code().map(|c| c.to_string()),
+            message: d.to_string(),
+            help: d.help().map(|h| h.to_string()),
+            severity: d.severity().unwrap_or(Severity::Error),
+            labels: d
+                .labels()
+                .map(|labels| {
+                    labels
+                        .map(|l| PlainLabel {
+                            text: l.label().map(str::to_string),
+                            offset: l.offset(),
+                            len: l.len(),
+                            primary: l.primary(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+}
+
+impl std::fmt::Display for Plain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Plain {}
+
+impl Diagnostic for Plain {
+    fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        self.code
+            .as_ref()
+            .map(|c| Box::new(c) as Box<dyn std::fmt::Display>)
+    }
+    fn severity(&self) -> Option<Severity> {
+        Some(self.severity)
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        self.help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn std::fmt::Display>)
+    }
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = miette::LabeledSpan> + '_>> {
+        if self.labels.is_empty() {
+            return None;
+        }
+        Some(Box::new(self.labels.iter().map(|l| {
+            let span = (l.offset, l.len);
+            if l.primary {
+                miette::LabeledSpan::new_primary_with_span(l.text.clone(), span)
+            } else {
+                miette::LabeledSpan::new_with_span(l.text.clone(), span)
+            }
+        })))
+    }
+}
+
+impl SpecDiagnostic for Plain {
+    fn file(&self) -> Option<FileId> {
+        self.file
+    }
+}

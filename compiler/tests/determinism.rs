@@ -211,3 +211,49 @@ fn a_host_that_manages_nothing_gets_an_empty_bundle() {
     let manifest = bell_bundle::Manifest::from_json(&manifest).unwrap();
     assert!(manifest.resources.is_empty() && manifest.files.is_empty());
 }
+
+/// A rebuild skipped because nothing changed prints the warnings of the build it skips (long
+/// and `--short`), and `--deny-warnings` never skips a build that had one.
+#[test]
+fn a_skipped_rebuild_prints_the_warnings_again() {
+    let fx = Fixture::spec(
+        "fleet \"f\" target=\"debian-12\"\nhost \"h1\"\noverride \"nobody\" {\n    \
+         match role=\"none\"\n    sysctl { net.ipv4.ip_forward 1 }\n}\n",
+    );
+    let first = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(first.stderr.contains("2 warnings"), "{}", first.stderr);
+    let warnings = |stderr: &str| -> String {
+        stderr
+            .lines()
+            .filter(|l| !l.starts_with("built ") && !l.contains("up to date"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+
+    let again = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(again.stderr.contains("up to date"), "{}", again.stderr);
+    assert_eq!(warnings(&again.stderr), warnings(&first.stderr));
+
+    let short = fx.bellc(&["build", "bell.kdl", "-o", "out", "--short"]);
+    assert!(short.stderr.contains("up to date"), "{}", short.stderr);
+    assert!(
+        short.stderr.contains(
+            "bell.kdl:3:1: warning[bell::resolve::unmatched_override]: override `nobody` \
+             matches no host"
+        ),
+        "{}",
+        short.stderr
+    );
+    assert!(
+        short.stderr.contains("bell.kdl:4:11: warning"),
+        "{}",
+        short.stderr
+    );
+
+    let denied = fx.bellc(&["build", "bell.kdl", "-o", "out", "--deny-warnings"]);
+    assert_ne!(denied.code, 0, "{}", denied.stderr);
+    assert!(!denied.stderr.contains("up to date"), "{}", denied.stderr);
+    assert!(denied.stderr.contains("2 warnings"), "{}", denied.stderr);
+}

@@ -60,8 +60,16 @@ fn a_run_that_changes_nothing_writes_nothing_and_liveness_is_a_lease() {
     assert_eq!(first_check.status.code(), Some(0), "{}", text(&first_check));
     let before = client.revision().unwrap();
     for _ in 0..5 {
+        // A pull that changes nothing is one request as etcd counts them: the desired
+        // release with everything else it reads (its lease is not half spent yet).
+        let served = etcd.requests_served();
         let out = pull(&bin, source, root.path(), "h1", &args);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert_eq!(
+            etcd.requests_served() - served,
+            1,
+            "requests of a no-op pull"
+        );
         let out = check();
         assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     }
@@ -70,6 +78,26 @@ fn a_run_that_changes_nothing_writes_nothing_and_liveness_is_a_lease() {
         before,
         "no-op pulls and checks wrote to etcd"
     );
+
+    // Once half its lease is spent, a pull renews it: two requests, still no revision.
+    let lease_file = root.path().join("var/lib/bell/lease.json");
+    let mut lease: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&lease_file).unwrap()).unwrap();
+    let renewed = lease["renewed_at"].as_u64().unwrap();
+    lease["renewed_at"] = (renewed - 1400).into();
+    std::fs::write(&lease_file, lease.to_string()).unwrap();
+    let served = etcd.requests_served();
+    let out = pull(&bin, source, root.path(), "h1", &args);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(
+        etcd.requests_served() - served,
+        2,
+        "a pull that renews its lease"
+    );
+    let lease: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&lease_file).unwrap()).unwrap();
+    assert!(lease["renewed_at"].as_u64().unwrap() >= renewed, "{lease}");
+    assert_eq!(client.revision().unwrap(), before);
 
     let status = |want: &str| {
         let run = fx.bellc(&["status", "out1", "--store", url, "--json"]);

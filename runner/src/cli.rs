@@ -145,6 +145,7 @@ impl Args {
             host: self.host.clone(),
             release: self.release.clone(),
             alive_ttl: self.alive_ttl.unwrap_or(report::DEFAULT_ALIVE_TTL),
+            read: None,
         }
     }
 }
@@ -705,6 +706,7 @@ fn cmd_pull(args: &Args) -> i32 {
     if sinks.release.is_none() {
         sinks.release = found.release.clone();
     }
+    sinks.read = found.read.take();
     report::emit(&sinks, run);
     let pulled = match result {
         Ok(pulled) => pulled,

@@ -3,6 +3,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 mod accounts;
 mod apply;
+mod budget;
 mod check;
 mod cli;
 mod confine;

@@ -9,6 +9,7 @@
 //! process, is resumed from the files that were complete).
 
 use crate::apply::{self, Report};
+use crate::budget::{self, Budget};
 use crate::context::Refusal;
 use crate::fetch::{self, FetchError, Source};
 use crate::rebooting::{self, Decision};
@@ -16,7 +17,6 @@ use crate::rootfs::{self, Root};
 use crate::trust::{self, TrustedKeys};
 use crate::{report, state, statedir};
 use bell_bundle::{Expected, Manifest, Release};
-use bell_store::semaphore::{self, Slot};
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::os::unix::fs::DirBuilderExt;
@@ -46,6 +46,8 @@ pub struct Established {
     pub release: Option<String>,
     /// `verified: key ID, sequence N` or `unverified: …`.
     pub signature: Option<String>,
+    /// What the store's first request read for filing the report (see `bell_store::prefetch`).
+    pub read: Option<bell_store::prefetch::Prefetched>,
 }
 
 pub struct Pulled {
@@ -80,11 +82,21 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
 
     // Which release: the newest at the source, or the one the store names for this fleet.
     let mut hold = None;
+    let mut prefetched = None;
     let (release_rel, store_bundle) = match &store {
         None => (bell_bundle::RELEASE_FILE.to_string(), None),
         Some(store) => {
             let fleet = fleet_of(opts, &root, &state)?;
-            let desired = store.desired(&fleet, &host).map_err(Refusal::new)?;
+            // One request reads what the whole pull needs of the store when it changes
+            // nothing: the report and liveness keys, and the semaphore of its last group.
+            let slot = budget::remembered(&root, &store.describe());
+            let slot = slot.as_ref().map(|(p, g)| (p.as_str(), g.as_str()));
+            let also = bell_store::prefetch::pull_keys(&fleet, &host, slot);
+            let (desired, read) = store
+                .desired_with(&fleet, &host, &also)
+                .map_err(Refusal::new)?;
+            found.read = Some(read.clone());
+            prefetched = Some(read);
             hold = desired.hold;
             let (Some(version), Some(bundle)) = (desired.version, desired.bundle) else {
                 return Err(Refusal::new(format!(
@@ -222,7 +234,15 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
                 eprintln!("warning: the slot's holder record is not signed: {e}");
                 None
             });
-            Some(Budget::of(etcd, opts, &release, entry, key))
+            let budget = Budget::of(
+                etcd,
+                opts.lock_prefix.as_deref(),
+                &release,
+                entry,
+                key,
+                prefetched.as_ref(),
+            );
+            Some(budget)
         }
         _ => None,
     };
@@ -356,6 +376,9 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
             ));
         }
     }
+    if let Some(budget) = &budget {
+        budget.remember(&root);
+    }
     if let Some((key, sequence)) = signed_by {
         trust::save_accepted(
             &root,
@@ -377,77 +400,6 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         slot,
         reboot,
     })
-}
-
-/// The host's rollout group in the fleet store, and how many of it may change at once.
-struct Budget<'a> {
-    etcd: &'a bell_store::Etcd,
-    prefix: String,
-    group: String,
-    slots: u32,
-    key: Option<crate::identity::HostKey>,
-}
-
-impl<'a> Budget<'a> {
-    fn of(
-        etcd: &'a bell_store::Etcd,
-        opts: &PullOptions,
-        release: &Release,
-        entry: &bell_bundle::ReleaseHost,
-        key: Option<crate::identity::HostKey>,
-    ) -> Budget<'a> {
-        // A release from before bellc wrote the budget: one group, one host at a time.
-        let (group, slots) = release.rollout.as_ref().map_or_else(
-            || (bell_bundle::DEFAULT_GROUP.to_string(), 1),
-            |rollout| rollout.group_of(entry),
-        );
-        let prefix = opts
-            .lock_prefix
-            .clone()
-            .unwrap_or_else(|| semaphore::default_prefix(&release.fleet));
-        Budget {
-            etcd,
-            prefix,
-            group,
-            slots,
-            key,
-        }
-    }
-
-    /// A slot, or a refusal that says the host waits for one.
-    fn take(&self, host: &str) -> Result<String, Refusal> {
-        let slot = semaphore::acquire(
-            self.etcd,
-            &self.prefix,
-            &self.group,
-            host,
-            u64::from(self.slots),
-            state::now(),
-            self.key.as_ref().map(|k| &k.key),
-        )
-        .map_err(|e| {
-            Refusal::new(format!("cannot take a slot of group `{}`: {e}", self.group))
-                .help("nothing was changed; the next pull tries again")
-        })?;
-        match slot {
-            Slot::Taken => Ok(format!("took a slot of group `{}`", self.group)),
-            Slot::Held { .. } => Ok(format!("holds a slot of group `{}` already", self.group)),
-            Slot::Full { total, holders } => Err(Refusal::new(format!(
-                "waiting for a slot: all {total} of group `{}` are held ({})",
-                self.group,
-                holders.join(", ")
-            ))
-            .help(
-                "nothing was changed; a slot comes free when its holder is healthy after its \
-                 apply, or with `bellc lock release HOST`",
-            )
-            .waiting()),
-        }
-    }
-
-    fn give_back(&self, host: &str) -> Result<bool, String> {
-        semaphore::release(self.etcd, &self.prefix, &self.group, host)
-    }
 }
 
 fn short(version: &str) -> &str {

@@ -26,6 +26,9 @@ pub struct Sinks {
     pub release: Option<String>,
     /// Seconds the host's liveness lease in an etcd store lasts without a run to renew it.
     pub alive_ttl: u64,
+    /// What a pull's first request read of its store, which filing the report then need not
+    /// read again (when the report goes to that same store).
+    pub read: Option<bell_store::prefetch::Prefetched>,
 }
 
 /// Three runs of the default 15-minute timer.
@@ -38,6 +41,9 @@ struct Lease {
     fleet: String,
     host: String,
     id: i64,
+    /// When it was last renewed (0: not known, as a record from an older bell-run).
+    #[serde(default)]
+    renewed_at: u64,
 }
 
 impl Sinks {
@@ -370,9 +376,9 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     next_sequence: &mut next_sequence,
                 });
                 let filed = Store::open(dest, &sinks.access).and_then(|store| {
-                    store.record(&mut report, signer)?;
+                    store.record_with(&mut report, signer, sinks.read.as_ref())?;
                     let root = recorded.as_ref().map(|(root, _)| root);
-                    keep_alive(&store, dest, &report, root, sinks.alive_ttl)
+                    keep_alive(&store, dest, &report, root, sinks)
                 });
                 if let Err(e) = filed {
                     eprintln!("warning: the report was not filed: {e}");
@@ -445,7 +451,7 @@ fn keep_alive(
     dest: &str,
     report: &Report,
     root: Option<&crate::rootfs::Root>,
-    ttl: u64,
+    sinks: &Sinks,
 ) -> Result<(), String> {
     let path = root.map(|root| root.bell_dir().join("lease.json"));
     let known: Option<Lease> = path
@@ -453,16 +459,31 @@ fn keep_alive(
         .and_then(|p| crate::rootfs::read_record(p).ok().flatten())
         .and_then(|text| serde_json::from_str(&text).ok());
     let mine = |l: &Lease| l.store == dest && l.fleet == report.fleet && l.host == report.host;
-    let previous = known.as_ref().filter(|l| mine(l)).map(|l| l.id);
-    let Some(id) = store.keep_alive(&report.fleet, &report.host, previous, ttl)? else {
+    let previous = known
+        .as_ref()
+        .filter(|l| mine(l))
+        .map(|l| bell_store::Lease {
+            id: l.id,
+            renewed_at: l.renewed_at,
+        });
+    let Some(now) = store.keep_alive_with(
+        &report.fleet,
+        &report.host,
+        previous,
+        sinks.alive_ttl,
+        state::now(),
+        sinks.read.as_ref(),
+    )?
+    else {
         return Ok(());
     };
-    if let (Some(path), true) = (path, previous != Some(id)) {
+    if let (Some(path), true) = (path, previous != Some(now)) {
         let lease = Lease {
             store: dest.to_string(),
             fleet: report.fleet.clone(),
             host: report.host.clone(),
-            id,
+            id: now.id,
+            renewed_at: now.renewed_at,
         };
         let text = serde_json::to_string(&lease).unwrap_or_default();
         crate::rootfs::write_atomic(&path, text.as_bytes())

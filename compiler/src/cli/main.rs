@@ -1229,8 +1229,13 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 (None, None) => own_seal_key()?,
             };
             let clock = std::time::Instant::now();
-            let found =
-                bellc::emit::incremental::found(spec, out, cli.allow_unknown_sysctl, &seal_key);
+            let found = bellc::emit::incremental::found(
+                spec,
+                out,
+                cli.allow_unknown_sysctl,
+                cli.deny_warnings,
+                &seal_key,
+            );
             if !*check && !*force && diff.is_none() && found == Found::Current {
                 if *timings {
                     eprintln!(
@@ -1238,6 +1243,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                         serde_json::json!({"total_s": clock.elapsed().as_secs_f64(), "skipped": true, "peak_rss_kib": peak_rss_kib()})
                     );
                 }
+                diags.append(bellc::emit::incremental::kept_warnings(spec, out, sources));
                 eprintln!(
                     "{}: up to date (inputs unchanged since the last build)",
                     out.display()
@@ -1449,7 +1455,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 out,
                 &built.release,
                 seal_with.filter(|_| !sealed.is_empty()),
-                diags.is_empty(),
+                diags,
             )
             .map_err(|e| format!("cannot record the build's inputs in {}: {e}", out.display()))?;
             if stats.bundles_repaired > 0 {

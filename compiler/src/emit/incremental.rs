@@ -4,14 +4,16 @@
 //! write, so `bellc build` stops after hashing its inputs instead of parsing, resolving and
 //! rendering the whole fleet again.
 //!
-//! Only builds without any diagnostic are recorded, so a warning is never hidden by a skipped
-//! rebuild; a record from another bellc (another version, or a build from other sources) never
+//! A build's warnings are recorded with it and printed again by a rebuild it skips, so a
+//! warning is never hidden by a skipped rebuild (and `--deny-warnings` never skips a build that
+//! had one); a record from another bellc (another version, or a build from other sources) never
 //! matches.
 //!
 //! Paths are recorded relative to the spec's directory (a spec reads only its own tree), so OUT
 //! does not depend on where the checkout lives: two checkouts build byte-identical trees, and a
 //! record is checked against the files beside the spec being built now.
 
+use crate::diagnostic::{Diagnostics, Plain, PlainLabel};
 use crate::source::Sources;
 use crate::spec::Spec;
 use serde::{Deserialize, Serialize};
@@ -34,10 +36,25 @@ struct Record {
     /// it sealed any: a build with another key must seal them again.
     #[serde(default)]
     seal: Option<String>,
-    /// The build had no diagnostic: only then may a rebuild be skipped (a warning is never
-    /// hidden by a skipped rebuild).
+    /// The build had no diagnostic.
     #[serde(default)]
     clean: bool,
+    /// The warnings of a build that had some (a build with an error is never recorded): a
+    /// skipped rebuild prints them again. Absent from a clean build's record.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<KeptWarning>,
+}
+
+/// A warning as [`crate::diagnostic::Plain`] holds it, its file relative to the spec's directory.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+struct KeptWarning {
+    file: Option<PathBuf>,
+    code: Option<String>,
+    message: String,
+    help: Option<String>,
+    advice: bool,
+    /// Each label: its text, byte offset, length, and whether it is the primary one.
+    labels: Vec<(Option<String>, usize, usize, bool)>,
 }
 
 /// Where [`fingerprint`] of OUT as the last build left it is kept: beside the record, not in
@@ -101,6 +118,7 @@ pub fn found(
     spec: &Path,
     out: &Path,
     allow_unknown_sysctl: bool,
+    deny_warnings: bool,
     seal: &bell_seal::SealKey,
 ) -> Found {
     let Ok(text) = fs::read_to_string(out.join(RECORD_FILE)) else {
@@ -125,7 +143,10 @@ pub fn found(
         return Found::Unknown;
     }
     let dir = spec_dir(spec);
-    if !record.clean
+    // A build with warnings is skipped only when they can be printed again, and never under
+    // `--deny-warnings`, which must fail on them as the build did.
+    let warnings_kept = !record.warnings.is_empty() && !deny_warnings;
+    if !(record.clean || warnings_kept)
         || record.spec != relative(&dir, spec)
         || record.allow_unknown_sysctl != allow_unknown_sysctl
         || record
@@ -257,7 +278,8 @@ fn release_digest(bytes: &[u8]) -> String {
 }
 
 /// Records the inputs of a build that just wrote `out` and `release` (which release.json holds,
-/// maybe signed); `clean` when it had no diagnostic.
+/// maybe signed), with its diagnostics.
+#[allow(clippy::too_many_arguments)]
 pub fn record(
     spec_path: &Path,
     spec: &Spec,
@@ -265,9 +287,31 @@ pub fn record(
     out: &Path,
     release: &bell_bundle::Release,
     sealed_with: Option<&bell_seal::SealKey>,
-    clean: bool,
+    diags: &Diagnostics,
 ) -> std::io::Result<()> {
     let dir = spec_dir(spec_path);
+    let warnings = if diags.has_errors() {
+        Vec::new()
+    } else {
+        diags
+            .iter()
+            .map(|d| {
+                let plain = Plain::of(d);
+                KeptWarning {
+                    file: plain.file.map(|f| relative(&dir, &sources.get(f).path)),
+                    code: plain.code,
+                    message: plain.message,
+                    help: plain.help,
+                    advice: plain.severity == miette::Severity::Advice,
+                    labels: plain
+                        .labels
+                        .into_iter()
+                        .map(|l| (l.text, l.offset, l.len, l.primary))
+                        .collect(),
+                }
+            })
+            .collect()
+    };
     let record = Record {
         bellc: env!("CARGO_PKG_VERSION").to_string(),
         spec: relative(&dir, spec_path),
@@ -292,13 +336,59 @@ pub fn record(
         release: bell_bundle::sha256_hex(release.unsigned_json().as_bytes()),
         allow_unknown_sysctl: spec.allow_unknown_sysctl,
         seal: sealed_with.map(seal_key_name),
-        clean,
+        clean: diags.is_empty(),
+        warnings,
     };
     let text = serde_json::to_string_pretty(&record).unwrap_or_default();
     let tmp = out.join(".bell-inputs.json.tmp");
     fs::write(&tmp, text)?;
     fs::rename(&tmp, out.join(RECORD_FILE))?;
     refresh(out)
+}
+
+/// The warnings of the build a rebuild skips ([`Found::Current`]), with the files they point
+/// into read again (the record's digests say they are unchanged), to print as that build did.
+pub fn kept_warnings(spec_path: &Path, out: &Path, sources: &mut Sources) -> Diagnostics {
+    let mut diags = Diagnostics::new();
+    let Some(record) = fs::read_to_string(out.join(RECORD_FILE))
+        .ok()
+        .and_then(|text| serde_json::from_str::<Record>(&text).ok())
+    else {
+        return diags;
+    };
+    // Paths as the build named them: beside the spec as it was given.
+    let beside = spec_path.parent().unwrap_or(Path::new(""));
+    for kept in record.warnings {
+        let file = kept.file.and_then(|rel| {
+            let path = beside.join(rel);
+            sources.find(&path).or_else(|| {
+                let text = fs::read_to_string(&path).ok()?;
+                Some(sources.add(&path, text))
+            })
+        });
+        diags.push(Plain {
+            file,
+            code: kept.code,
+            message: kept.message,
+            help: kept.help,
+            severity: if kept.advice {
+                miette::Severity::Advice
+            } else {
+                miette::Severity::Warning
+            },
+            labels: kept
+                .labels
+                .into_iter()
+                .map(|(text, offset, len, primary)| PlainLabel {
+                    text,
+                    offset,
+                    len,
+                    primary,
+                })
+                .collect(),
+        });
+    }
+    diags
 }
 
 /// Takes OUT as it is now into the record, after a step that changed OUT in a known way

@@ -798,10 +798,16 @@ fn static_checks(spec: &Spec, diags: &mut Diagnostics) {
                             ),
                             None => unknown(
                                 c.label.clone(),
-                                format!(
-                                    "labels in the inventory: {}",
-                                    labels.keys().copied().collect::<Vec<_>>().join(", ")
-                                ),
+                                if labels.is_empty() {
+                                    "no host in the inventory has a label: give hosts labels, \
+                                     or match on `host=\"NAME\"`"
+                                        .to_string()
+                                } else {
+                                    format!(
+                                        "labels in the inventory: {}",
+                                        labels.keys().copied().collect::<Vec<_>>().join(", ")
+                                    )
+                                },
                             ),
                         });
                     }

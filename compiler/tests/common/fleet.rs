@@ -365,6 +365,27 @@ impl Etcd {
     pub fn client(&self) -> bell_store::Etcd {
         bell_store::Etcd::new(vec![self.endpoint.clone()])
     }
+
+    /// Every request the member has served, as etcd counts them itself (its gRPC server's
+    /// `grpc_server_started_total`, which the JSON gateway's requests go through): what a
+    /// client sent, measured from outside it. Plain members only.
+    #[allow(dead_code)]
+    pub fn requests_served(&self) -> u64 {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(&self.endpoint).expect("connect to etcd");
+        write!(
+            stream,
+            "GET /metrics HTTP/1.0\r\nHost: {}\r\n\r\n",
+            self.endpoint
+        )
+        .expect("ask for the metrics");
+        let mut text = String::new();
+        stream.read_to_string(&mut text).expect("read the metrics");
+        text.lines()
+            .filter(|l| l.starts_with("grpc_server_started_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    }
 }
 
 impl Drop for Etcd {

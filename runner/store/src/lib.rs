@@ -24,6 +24,7 @@ pub mod etcd;
 pub mod hold;
 pub mod http;
 pub mod members;
+pub mod prefetch;
 pub mod proof;
 pub mod resolve;
 pub mod semaphore;
@@ -462,6 +463,17 @@ impl Store {
     /// does not set are carried over from the host's previous report. With a `signer`, the
     /// report is signed as the host's next (see [`proof`]) when it is written.
     pub fn record(&self, report: &mut Report, signer: Option<Signer>) -> Result<(), String> {
+        self.record_with(report, signer, None)
+    }
+
+    /// [`Store::record`], comparing with the keys `read` holds of this store (read with the
+    /// pull's desired release) instead of reading them again.
+    pub fn record_with(
+        &self,
+        report: &mut Report,
+        signer: Option<Signer>,
+        read: Option<&prefetch::Prefetched>,
+    ) -> Result<(), String> {
         check_name("host", &report.host)?;
         check_name("fleet", &report.fleet)?;
         match self {
@@ -513,7 +525,18 @@ impl Store {
                     .collect();
                 let mut names: Vec<&str> = vec![key.as_str()];
                 names.extend(categories.iter().map(|(k, _)| k.as_str()));
-                let mut held = etcd.get_all(&names)?.into_iter();
+                let url = etcd.url();
+                let known: Option<Vec<Option<Vec<u8>>>> = read.and_then(|read| {
+                    names
+                        .iter()
+                        .map(|name| read.get(&url, name).map(|h| h.map(|h| h.value.clone())))
+                        .collect()
+                });
+                let mut held = match known {
+                    Some(known) => known,
+                    None => etcd.get_all(&names)?,
+                }
+                .into_iter();
                 let previous = held.next().flatten().and_then(|raw| {
                     let report = serde_json::from_slice::<Report>(&raw).ok()?;
                     Some((raw, report))
@@ -564,6 +587,23 @@ impl Store {
         lease: Option<i64>,
         ttl: u64,
     ) -> Result<Option<i64>, String> {
+        let known = lease.map(|id| Lease { id, renewed_at: 0 });
+        let kept = self.keep_alive_with(fleet, host, known, ttl, 0, None)?;
+        Ok(kept.map(|lease| lease.id))
+    }
+
+    /// [`Store::keep_alive`], renewing the lease only once half its time is spent (at `now`,
+    /// seconds since the epoch): while the host's liveness key is bound to it, as `read` (the
+    /// pull's first request) says, a run sooner than that sends nothing. The lease to remember.
+    pub fn keep_alive_with(
+        &self,
+        fleet: &str,
+        host: &str,
+        lease: Option<Lease>,
+        ttl: u64,
+        now: u64,
+        read: Option<&prefetch::Prefetched>,
+    ) -> Result<Option<Lease>, String> {
         check_name("host", host)?;
         check_name("fleet", fleet)?;
         let Store::Etcd(etcd) = self else {
@@ -571,17 +611,33 @@ impl Store {
         };
         let key = alive_key(fleet, host);
         let value = ttl.to_string();
-        if let Some(id) = lease {
-            if etcd.keep_alive(id)? {
-                if etcd.get(&key)?.is_none() {
-                    etcd.put_with_lease(&key, value.as_bytes(), id)?;
+        let url = etcd.url();
+        let alive = read.and_then(|read| read.get(&url, &key));
+        if let Some(lease) = lease {
+            let bound = alive.map(|held| held.is_some_and(|h| h.lease == lease.id));
+            if bound == Some(true) && now < lease.renewed_at.saturating_add(ttl / 2) {
+                return Ok(Some(lease));
+            }
+            if etcd.keep_alive(lease.id)? {
+                let present = match bound {
+                    Some(bound) => bound,
+                    None => etcd.get(&key)?.is_some(),
+                };
+                if !present {
+                    etcd.put_with_lease(&key, value.as_bytes(), lease.id)?;
                 }
-                return Ok(Some(id));
+                return Ok(Some(Lease {
+                    id: lease.id,
+                    renewed_at: now,
+                }));
             }
         }
         let id = etcd.grant_lease(ttl)?;
         etcd.put_with_lease(&key, value.as_bytes(), id)?;
-        Ok(Some(id))
+        Ok(Some(Lease {
+            id,
+            renewed_at: now,
+        }))
     }
 
     /// Every host the store has heard from in `fleet`, each report checked against the
@@ -705,25 +761,40 @@ impl Store {
 
     /// The published version, the bundle desired for `host` and its hold, read together.
     pub fn desired(&self, fleet: &str, host: &str) -> Result<Desired, String> {
+        Ok(self.desired_with(fleet, host, &[])?.0)
+    }
+
+    /// [`Store::desired`], with the keys `also` read in the same request (see
+    /// [`prefetch::pull_keys`]).
+    pub fn desired_with(
+        &self,
+        fleet: &str,
+        host: &str,
+        also: &[String],
+    ) -> Result<(Desired, prefetch::Prefetched), String> {
         let Store::Etcd(etcd) = self else {
             return Err("`pending` needs an etcd store (`--store etcd://HOST:PORT`)".to_string());
         };
         check_name("fleet", fleet)?;
         check_name("host", host)?;
-        let text = |v: Option<Vec<u8>>| v.map(|b| String::from_utf8_lossy(&b).trim().to_string());
-        // One request: a hold costs the pull nothing more.
-        let mut all = etcd
-            .get_all(&[
-                &version_key(fleet),
-                &desired_key(fleet, host),
-                &hold::key(fleet, host),
-            ])?
-            .into_iter();
-        Ok(Desired {
+        let text =
+            |v: Option<etcd::Held>| v.map(|h| String::from_utf8_lossy(&h.value).trim().to_string());
+        // One request: a hold, and whatever the rest of the pull reads, cost nothing more.
+        let (version, desired, hold) = (
+            version_key(fleet),
+            desired_key(fleet, host),
+            hold::key(fleet, host),
+        );
+        let mut keys: Vec<&str> = vec![&version, &desired, &hold];
+        keys.extend(also.iter().map(String::as_str));
+        let mut all = etcd.read_all(&keys)?.into_iter();
+        let wanted = Desired {
             version: text(all.next().flatten()),
             bundle: text(all.next().flatten()),
-            hold: all.next().flatten().map(|raw| hold::parse(&raw)),
-        })
+            hold: all.next().flatten().map(|held| hold::parse(&held.value)),
+        };
+        let read = prefetch::Prefetched::new(etcd.url(), also.iter().cloned().zip(all).collect());
+        Ok((wanted, read))
     }
 }
 
@@ -935,6 +1006,13 @@ pub fn published_from(fleet: &str, kvs: &[etcd::KeyValue]) -> Option<Published> 
 pub struct Published {
     pub version: String,
     pub hosts: BTreeMap<String, String>,
+}
+
+/// A liveness lease as a host remembers it: its id and when it was last renewed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    pub id: i64,
+    pub renewed_at: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -207,10 +207,39 @@ pub fn acquire(
 
 /// Gives `host`'s slot of `group` back; `Ok(false)` when it held none (nothing is written).
 pub fn release(etcd: &Etcd, prefix: &str, group: &str, host: &str) -> Result<bool, String> {
+    release_with(etcd, prefix, group, host, None)
+}
+
+/// [`release`], starting from the semaphore as `read` (the pull's first request) holds it: a
+/// host that holds no slot then sends nothing, and one whose semaphore changed since is
+/// refused by the version and reads it again.
+pub fn release_with(
+    etcd: &Etcd,
+    prefix: &str,
+    group: &str,
+    host: &str,
+    prefetched: Option<&crate::prefetch::Prefetched>,
+) -> Result<bool, String> {
     let key = semaphore_key(prefix, group);
     let since_key = holder_key(prefix, group, host);
+    let url = etcd.url();
+    let mut known = prefetched
+        .and_then(|read| read.get(&url, &key))
+        .map(|held| match held {
+            None => Ok((
+                Semaphore {
+                    total_slots: 1,
+                    holders: Vec::new(),
+                },
+                0,
+            )),
+            Some(held) => parse(&key, &held.value).map(|s| (s, held.version)),
+        });
     for attempt in 0..ATTEMPTS {
-        let (mut semaphore, version) = read(etcd, &key, 1)?;
+        let (mut semaphore, version) = match known.take() {
+            Some(known) => known?,
+            None => read(etcd, &key, 1)?,
+        };
         let Some(at) = semaphore.holders.iter().position(|h| h == host) else {
             return Ok(false);
         };
