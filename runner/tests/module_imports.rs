@@ -82,19 +82,42 @@ fn graph_of(files: &[(&str, String)]) -> BTreeMap<String, BTreeSet<String>> {
 #[test]
 fn no_two_runner_modules_import_each_other() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
+    // A module's text is its file and every file under its directory (`cli.rs` and `cli/*.rs`):
+    // a submodule's imports are its module's.
+    fn read_all(path: &Path, into: &mut String) {
+        if path.is_dir() {
+            let mut entries: Vec<_> = std::fs::read_dir(path)
+                .expect("read dir")
+                .map(|e| e.expect("entry").path())
+                .collect();
+            entries.sort();
+            for entry in entries {
+                read_all(&entry, into);
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            into.push_str(&std::fs::read_to_string(path).expect("read"));
+            into.push('\n');
+        }
+    }
+    let mut modules: BTreeMap<String, String> = BTreeMap::new();
     for entry in std::fs::read_dir(&src).expect("read src") {
         let path = entry.expect("entry").path();
         let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
             continue;
         };
         // `main.rs` declares the modules and calls the command line; it is the root.
-        if path.extension().is_some_and(|e| e == "rs") && name != "main" {
-            let text = std::fs::read_to_string(&path).expect("read");
-            files.push((name.to_string(), text));
+        if name != "main" && (path.is_dir() || path.extension().is_some_and(|e| e == "rs")) {
+            read_all(&path, modules.entry(name.to_string()).or_default());
         }
     }
-    let files: Vec<(&str, String)> = files.iter().map(|(n, t)| (n.as_str(), t.clone())).collect();
+    assert!(
+        modules["cli"].contains("fn cmd_pull"),
+        "cli/ is read with cli.rs"
+    );
+    let files: Vec<(&str, String)> = modules
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.clone()))
+        .collect();
     let graph = graph_of(&files);
     assert!(graph.contains_key("apply") && graph.contains_key("check"));
     if let Some(cycle) = find_cycle(&graph) {

@@ -1,0 +1,327 @@
+//! `bellc build`: the whole pipeline into OUT, or a skip when nothing changed since the last
+//! build (`bellc::emit::incremental`), a comparison (`--check`) or a diff (`--diff`).
+
+use crate::args::{BuildArgs, Cli};
+use crate::keys::{keep_own_seal_key, load_seal_key, load_sign_key, own_seal_key, sign_out};
+use crate::{peak_rss_kib, read_check, review, Failure};
+use bellc::diagnostic::Diagnostics;
+use bellc::emit::incremental::Found;
+use bellc::fleet::signing;
+use bellc::source::Sources;
+
+pub fn build(
+    cli: &Cli,
+    args: &BuildArgs,
+    sources: &mut Sources,
+    diags: &mut Diagnostics,
+) -> Result<u8, Failure> {
+    let BuildArgs {
+        spec,
+        out,
+        check,
+        timings,
+        force,
+        diff,
+        values,
+        seal_key,
+        signing,
+    } = args;
+    read_check(spec)?;
+    if !*check {
+        bellc::emit::out_dir::check_writable(out)?;
+    }
+    // A key that cannot sign stops the build before anything is written.
+    let sign_key = load_sign_key(signing)?;
+    // The key that names and seals secrets: given, derived from the signing key, or
+    // bellc's own (with its bytes when it is new, to keep once it sealed something).
+    let (seal_key, new_seal_key) = match (seal_key, &sign_key) {
+        (Some(path), _) => (load_seal_key(path)?, None),
+        (None, Some(sign_key)) => (sign_key.seal_key(), None),
+        (None, None) => own_seal_key()?,
+    };
+    let clock = std::time::Instant::now();
+    let found = bellc::emit::incremental::found(
+        spec,
+        out,
+        cli.allow_unknown_sysctl,
+        cli.deny_warnings,
+        &seal_key,
+    );
+    if !*check && !*force && diff.is_none() && found == Found::Current {
+        if *timings {
+            eprintln!(
+                "timings: {}",
+                serde_json::json!({"total_s": clock.elapsed().as_secs_f64(), "skipped": true, "peak_rss_kib": peak_rss_kib()})
+            );
+        }
+        diags.append(bellc::emit::incremental::kept_warnings(spec, out, sources));
+        eprintln!(
+            "{}: up to date (inputs unchanged since the last build)",
+            out.display()
+        );
+        if let Some(key) = &sign_key {
+            sign_out(out, key, signing.expires)?;
+            bellc::emit::incremental::refresh(out).map_err(|e| {
+                format!("cannot record the build's inputs in {}: {e}", out.display())
+            })?;
+        }
+        return Ok(0);
+    }
+    // An unsigned release.json over a signed one (and its kept copy unsigned) would
+    // make every host that trusts the key refuse every pull.
+    // (Unchanged inputs make the same release, whose signature the build keeps.)
+    if !*check && sign_key.is_none() && found != Found::Current && signing::out_is_signed(out, None)
+    {
+        return Err(Failure::Usage(format!(
+            "{} holds signed releases: a build into it must be signed as well; give \
+                     `--sign-key KEY` (nothing was changed)\n  help: bellc build {} -o {} \
+                     --sign-key KEY",
+            out.display(),
+            spec.display(),
+            out.display()
+        )));
+    }
+    // Each phase's time, and the peak memory by its end (what a phase holds shows as
+    // the growth over the one before).
+    let mut phases: Vec<(&str, f64, u64)> = Vec::new();
+    let lap = |name: &'static str, phases: &mut Vec<(&str, f64, u64)>| {
+        let total: f64 = phases.iter().map(|(_, t, _)| t).sum();
+        phases.push((name, clock.elapsed().as_secs_f64() - total, peak_rss_kib()));
+    };
+    let Some(mut spec_tree) = bellc::front::lower::load(spec, sources, diags) else {
+        return Ok(1);
+    };
+    spec_tree.allow_unknown_sysctl = cli.allow_unknown_sysctl;
+    lap("parse", &mut phases);
+    let front = bellc::analyse(spec_tree, sources, diags);
+    lap("resolve", &mut phases);
+    if diags.has_errors() {
+        bellc::template_errors(front, sources, diags);
+        return Ok(1);
+    }
+    let sealing = front.spec.fleet.secrets_plaintext.is_none();
+    let seal_with = Some(&seal_key).filter(|_| sealing);
+    let mut sealed = bellc::emit::secrets::SealedContents::new();
+    let mut keep_sealed = |bundle: &bellc::render::RenderedBundle| {
+        if !bundle.sealed.is_empty() {
+            sealed.insert(bundle.id.clone(), bundle.sealed.clone());
+        }
+    };
+    if *check {
+        let Some(mut compiled) =
+            bellc::compile_frontend_sealed(front, sources, diags, seal_with.cloned())
+        else {
+            return Ok(1);
+        };
+        compiled.bundles.values().for_each(&mut keep_sealed);
+        let mut differing = match seal_with {
+            Some(key) => bellc::emit::secrets::check(out, &mut compiled.release, &sealed, key)
+                .map_err(|e| e.to_string())?,
+            None => Default::default(),
+        };
+        differing.extend(bellc::emit::check(
+            out,
+            &compiled.bundles,
+            &compiled.release,
+        ));
+        if differing.is_empty() {
+            eprintln!(
+                "{}: up to date ({} hosts)",
+                out.display(),
+                compiled.release.hosts.len()
+            );
+            return Ok(0);
+        }
+        eprintln!(
+            "{} differs from a fresh build of {} for {} host(s):",
+            out.display(),
+            spec.display(),
+            differing.len()
+        );
+        for host in differing {
+            eprintln!("  {host}");
+        }
+        eprintln!(
+            "run `bellc build {} -o {}` and commit the result",
+            spec.display(),
+            out.display()
+        );
+        return Ok(1);
+    }
+    // The old side is read before the write, which may replace it (OLD = OUT).
+    let old = match diff {
+        Some(old) => Some(bellc::review::diff::DirSide::open(old)?),
+        None => None,
+    };
+    // A forced build trusts nothing it finds in OUT.
+    let trust = if found == Found::Unknown || *force {
+        bellc::emit::Trust::Verify
+    } else {
+        bellc::emit::Trust::Kept
+    };
+    let mut writer = bellc::emit::BundleWriter::open(out, trust).map_err(|e| e.to_string())?;
+    let mut cache = bellc::render::RenderCache {
+        seal: seal_with.cloned(),
+        ..Default::default()
+    };
+    let (changes, built) = match &old {
+        // A diff compares the whole new build with OLD before anything is written.
+        Some(old) => {
+            let Some(compiled) =
+                bellc::compile_frontend_sealed(front, sources, diags, seal_with.cloned())
+            else {
+                return Ok(1);
+            };
+            compiled.bundles.values().for_each(&mut keep_sealed);
+            let new = bellc::review::diff::MemorySide {
+                release: &compiled.release,
+                bundles: &compiled.bundles,
+            };
+            let changes = if *values {
+                let locator = bellc::review::value_diff::Locator::new(
+                    &compiled.spec,
+                    &compiled.resolution,
+                    sources,
+                );
+                review::Changes::Values(bellc::review::value_diff::diff(old, &new, Some(locator))?)
+            } else {
+                review::Changes::Files(bellc::review::diff::diff(old, &new)?)
+            };
+            bellc::emit::incremental::forget(out);
+            writer
+                .write(compiled.bundles.values())
+                .map_err(|e| e.to_string())?;
+            let built = bellc::Streamed {
+                bundle_ids: compiled.bundles.keys().cloned().collect(),
+                spec: compiled.spec,
+                resolution: compiled.resolution,
+                release: compiled.release,
+                layers: compiled.layers,
+            };
+            (Some(changes), built)
+        }
+        // Otherwise bundles are written as they are rendered, and dropped.
+        None => {
+            // What the last build rendered, unless OUT may have changed since.
+            if trust == bellc::emit::Trust::Kept {
+                cache.known = bellc::emit::incremental::load_render_cache(out);
+            }
+            let mut forgotten = false;
+            let mut sink = |chunk: Vec<bellc::render::RenderedBundle>| {
+                if !forgotten {
+                    bellc::emit::incremental::forget(out);
+                    forgotten = true;
+                }
+                chunk.iter().for_each(&mut keep_sealed);
+                writer.write(&chunk)
+            };
+            match bellc::compile_streamed(front, sources, diags, &mut cache, &mut sink) {
+                Ok(Some(built)) => (None, built),
+                Ok(None) => {
+                    // A host failed: OUT goes back to what it was.
+                    writer.abandon().map_err(|e| e.to_string())?;
+                    return Ok(1);
+                }
+                Err(e) => {
+                    let _ = writer.abandon();
+                    return Err(e.to_string().into());
+                }
+            }
+        }
+    };
+    lap("render", &mut phases);
+    bellc::emit::incremental::forget(out);
+    let mut built = built;
+    if let Some(key) = seal_with {
+        if let (Some(material), false) = (&new_seal_key, sealed.is_empty()) {
+            keep_own_seal_key(material)?;
+        }
+        let kept = trust == bellc::emit::Trust::Kept;
+        bellc::emit::secrets::write(out, &mut built.release, &sealed, key, kept)
+            .map_err(|e| e.to_string())?;
+    }
+    let stats = writer
+        .finish(|id| built.bundle_ids.contains(id), &built.release)
+        .map_err(|e| e.to_string())?;
+    if let Some(key) = &sign_key {
+        sign_out(out, key, signing.expires)?;
+    }
+    bellc::emit::incremental::save_render_cache(out, &cache.now)
+        .map_err(|e| format!("cannot record the build's inputs in {}: {e}", out.display()))?;
+    bellc::emit::incremental::record(
+        spec,
+        &built.spec,
+        sources,
+        out,
+        &built.release,
+        seal_with.filter(|_| !sealed.is_empty()),
+        diags,
+    )
+    .map_err(|e| format!("cannot record the build's inputs in {}: {e}", out.display()))?;
+    if stats.bundles_repaired > 0 {
+        eprintln!(
+                    "{}: {} bundle(s) differed from their id (changed since they were written) and were written again",
+                    out.display(),
+                    stats.bundles_repaired
+                );
+    }
+    lap("write", &mut phases);
+    if *timings {
+        let mut line = serde_json::Map::new();
+        for (name, secs, rss) in &phases {
+            line.insert(format!("{name}_s"), serde_json::json!(secs));
+            line.insert(format!("{name}_peak_rss_kib"), serde_json::json!(rss));
+        }
+        line.insert(
+            "total_s".into(),
+            serde_json::json!(clock.elapsed().as_secs_f64()),
+        );
+        line.insert("hosts".into(), serde_json::json!(built.release.hosts.len()));
+        line.insert("bundles".into(), serde_json::json!(built.bundle_ids.len()));
+        line.insert("groups_unrendered".into(), serde_json::json!(cache.hits));
+        line.insert(
+            "bundles_written".into(),
+            serde_json::json!(stats.bundles_written),
+        );
+        line.insert(
+            "files_written".into(),
+            serde_json::json!(stats.files_written),
+        );
+        line.insert(
+            "links_written".into(),
+            serde_json::json!(stats.links_written),
+        );
+        line.insert(
+            "links_removed".into(),
+            serde_json::json!(stats.links_removed),
+        );
+        line.insert(
+            "release_written".into(),
+            serde_json::json!(stats.release_written),
+        );
+        line.insert("peak_rss_kib".into(), serde_json::json!(peak_rss_kib()));
+        eprintln!("timings: {}", serde_json::Value::Object(line));
+    }
+    eprintln!(
+        "built {} hosts into {} bundles in {} ({} bundles written, {} unchanged, {} removed)",
+        built.release.hosts.len(),
+        built.bundle_ids.len(),
+        out.display(),
+        stats.bundles_written,
+        stats.bundles_kept,
+        stats.bundles_removed
+    );
+    // Said once per build, so that what the spec does not name is still seen.
+    for (implied, hosts) in bellc::kinds::implied_in_fleet(&built.resolution.hosts) {
+        eprintln!(
+            "implied: {} on {hosts} host{}: {}",
+            implied.key,
+            if hosts == 1 { "" } else { "s" },
+            implied.why
+        );
+    }
+    match changes {
+        Some(changes) => Ok(changes.show(false)?),
+        None => Ok(0),
+    }
+}

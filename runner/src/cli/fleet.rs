@@ -1,0 +1,410 @@
+//! The commands that meet the fleet: `pull` from a source and a store, the timer that runs it,
+//! `register` with the store, and `pending`.
+
+use super::*;
+
+pub(super) fn cmd_pull(args: &Args) -> i32 {
+    let Some(source) = &args.source else {
+        return usage("`pull` needs `--source http://HOST[:PORT]/PATH/` or `--source DIR`");
+    };
+    let source = match crate::fetch::Source::open(source, args.source_ca.as_deref()) {
+        Ok(source) => source,
+        Err(e) => return usage(&e),
+    };
+    let fetch_timeout = args.fetch_timeout.map_or(
+        crate::fetch::DEFAULT_FETCH_TIMEOUT,
+        std::time::Duration::from_secs,
+    );
+    crate::fetch::set_deadline(std::time::Instant::now() + fetch_timeout);
+    let opts = crate::pull::PullOptions {
+        source,
+        host: args.host.clone(),
+        trust: args.trust.clone(),
+        store: args.store.clone(),
+        access: args.access(),
+        fleet: args.fleet.clone(),
+        lock_prefix: args.lock_prefix.clone(),
+        apply: options(args),
+    };
+    let started = state::now();
+    let mut found = crate::pull::Established::default();
+    let result = crate::pull::pull(&opts, &mut found);
+    let mut run = match &result {
+        Ok(pulled) => report::from_apply(&opts.apply.root, started, &pulled.report),
+        Err(refusal) => report::from_refusal("apply", &opts.apply.root, started, None, refusal),
+    };
+    run.signature = found.signature.clone();
+    if let Ok(pulled) = &result {
+        run.rebooting = pulled.reboot.plan.as_ref().map(|p| p.describe());
+    }
+    if run.fleet.is_none() {
+        run.fleet = found.fleet.clone();
+    }
+    if let Err(refusal) = &result {
+        if refusal.waiting {
+            // Not a failure: the host stays on what it runs until a slot is free.
+            run.result = bell_store::State::Waiting;
+            run.status = [("apply".to_string(), bell_store::State::Waiting)].into();
+        }
+    }
+    let mut sinks = args.sinks();
+    if sinks.release.is_none() {
+        sinks.release = found.release.clone();
+    }
+    sinks.read = found.read.take();
+    report::emit(&sinks, run);
+    let pulled = match result {
+        Ok(pulled) => pulled,
+        Err(refusal) => {
+            if let Some(signature) = &found.signature {
+                if !args.json {
+                    eprintln!("release: {signature}");
+                }
+            }
+            let code = refused(&refusal, args.json);
+            return if refusal.waiting { PENDING } else { code };
+        }
+    };
+    let release = found.release.as_deref().unwrap_or("?");
+    let signature = found.signature.as_deref().unwrap_or("?");
+    if args.json {
+        let mut value = serde_json::to_value(&pulled.report).unwrap_or_default();
+        value["result"] = applied_result(&pulled.report).into();
+        value["release"] = release.into();
+        value["signature"] = signature.into();
+        value["fetched"] = pulled.fetched.into();
+        value["reused"] = pulled.reused.into();
+        value["already_applied"] = pulled.already_applied.into();
+        value["slot"] = pulled.slot.clone().into();
+        value["reboot"] = pulled.reboot.note.clone().into();
+        println!("{value:#}");
+    } else {
+        println!("release {release} ({signature})");
+        if pulled.already_applied {
+            println!(
+                "bundle {} is applied already: applying it again",
+                pulled.report.generation
+            );
+        } else {
+            println!(
+                "bundle {}: {} files fetched, {} taken from the applied generation",
+                pulled.report.generation, pulled.fetched, pulled.reused
+            );
+        }
+        print_report(&pulled.report);
+        if let Some(slot) = &pulled.slot {
+            println!("slot: {slot}");
+        }
+        if let Some(note) = &pulled.reboot.note {
+            println!("reboot: {note}");
+        }
+    }
+    // Last, with the report filed: the host goes down.
+    if let Some(plan) = &pulled.reboot.plan {
+        if let Err(e) = crate::rebooting::execute(plan) {
+            return refused(
+                &Refusal::new(format!("cannot reboot: {e}"))
+                    .help("the slot stays held; the next pull in the window tries again"),
+                args.json,
+            );
+        }
+    }
+    applied_code(&pulled.report)
+}
+
+pub(super) fn cmd_install_timer(args: &Args) -> i32 {
+    let job = match timer_job(args) {
+        Ok(job) => job,
+        Err(e) => return usage(&e),
+    };
+    let root = match statedir::open_root(&root_of(args)) {
+        Ok(root) => root,
+        Err(r) => return refused(&r, false),
+    };
+    if let crate::timer::Job::Pull(_) = &job {
+        let trust = args
+            .trust
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(crate::trust::DEFAULT_TRUST_FILE));
+        let trust = trust.to_string_lossy();
+        if root.check_contained(&trust).is_err() || !root.host(&trust).is_file() {
+            if args.trust.is_some() {
+                eprintln!(
+                    "warning: `{trust}` does not exist under the root yet: every pull is refused \
+                     until it does"
+                );
+            } else {
+                eprintln!(
+                    "warning: no `--trust FILE` and no `{trust}`: the timer applies whatever the \
+                     source serves, unverified (its reports say so)"
+                );
+            }
+        }
+    }
+    for (flag, file) in [
+        ("--source-ca", &args.source_ca),
+        ("--store-ca", &args.store_ca),
+        ("--store-cert", &args.store_cert),
+        ("--store-key", &args.store_key),
+        ("--store-password-file", &args.store_password_file),
+    ] {
+        let Some(file) = file else { continue };
+        let file = file.to_string_lossy();
+        if root.check_contained(&file).is_err() || !root.host(&file).is_file() {
+            eprintln!(
+                "warning: `{flag} {file}` does not exist under the root yet: every pull fails \
+                 until it does"
+            );
+        }
+    }
+    let exe = args.exec.as_deref().unwrap_or("/usr/local/sbin/bell-run");
+    let interval = args.interval.as_deref().unwrap_or("15min");
+    match crate::timer::install(&root, exe, interval, &job) {
+        Ok(paths) => {
+            for path in &paths {
+                println!("wrote {path}");
+            }
+            println!(
+                "enable with: systemctl daemon-reload && systemctl enable --now bell-run.timer"
+            );
+            if let crate::timer::Job::Pull(_) = job {
+                println!(
+                    "and, for the pull at boot that sees a reboot through: systemctl enable \
+                     bell-run.service"
+                );
+            }
+            if paths
+                .iter()
+                .any(|p| p.ends_with("/bell-run-register.service"))
+            {
+                println!(
+                    "and, to register this machine at boot for an operator to accept: \
+                     systemctl enable bell-run-register.service"
+                );
+            }
+            OK
+        }
+        Err(e) => refused(&Refusal::new(e), false),
+    }
+}
+
+/// What the timer's service runs: with `--source`, `pull` with the options given here, each
+/// checked now rather than failing on every tick; without, a re-apply of the current generation.
+pub(super) fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
+    let Some(source) = &args.source else {
+        let pull_only = [
+            ("--store", args.store.is_some()),
+            ("--trust", args.trust.is_some()),
+            ("--fleet", args.fleet.is_some()),
+            ("--host", args.host.is_some()),
+            ("--report", args.report.is_some()),
+            ("--metrics", args.metrics.is_some()),
+            ("--timeout", args.timeout.is_some()),
+            ("--fetch-timeout", args.fetch_timeout.is_some()),
+            ("--lock-prefix", args.lock_prefix.is_some()),
+            ("--alive-ttl", args.alive_ttl.is_some()),
+            ("--source-ca", args.source_ca.is_some()),
+            ("--store-ca", args.store_ca.is_some()),
+            ("--store-cert", args.store_cert.is_some()),
+            ("--store-key", args.store_key.is_some()),
+            ("--store-user", args.store_user.is_some()),
+            ("--store-password-file", args.store_password_file.is_some()),
+        ];
+        if let Some((flag, _)) = pull_only.iter().find(|(_, given)| *given) {
+            return Err(format!(
+                "`{flag}` is an option of the pulling timer: give `--source` as well"
+            ));
+        }
+        return Ok(crate::timer::Job::ApplyCurrent);
+    };
+    if let crate::fetch::Source::Dir(dir) =
+        crate::fetch::Source::check(source, args.source_ca.as_deref())?
+    {
+        if !dir.is_absolute() {
+            return Err(format!("`--source {source}` must be an absolute directory"));
+        }
+    }
+    let mut options = vec![("--source", source.clone())];
+    // Checked, not opened: the TLS files are the image's, and may not be there yet.
+    for dest in [&args.store, &args.report].into_iter().flatten() {
+        bell_store::Store::check(dest, &args.access())?;
+    }
+    if let Some(store) = &args.store {
+        options.push(("--store", store.clone()));
+    }
+    let paths = [
+        ("--trust", &args.trust),
+        ("--metrics", &args.metrics),
+        ("--source-ca", &args.source_ca),
+        ("--store-ca", &args.store_ca),
+        ("--store-cert", &args.store_cert),
+        ("--store-key", &args.store_key),
+        ("--store-password-file", &args.store_password_file),
+    ];
+    for (flag, path) in paths {
+        if let Some(path) = path {
+            let text = path
+                .to_str()
+                .filter(|_| path.is_absolute())
+                .ok_or_else(|| {
+                    format!("`{flag} {}` must be an absolute UTF-8 path", path.display())
+                })?;
+            options.push((flag, text.to_string()));
+        }
+    }
+    for (flag, value) in [
+        ("--fleet", &args.fleet),
+        ("--host", &args.host),
+        ("--report", &args.report),
+        ("--lock-prefix", &args.lock_prefix),
+        ("--store-user", &args.store_user),
+    ] {
+        if let Some(value) = value {
+            options.push((flag, value.clone()));
+        }
+    }
+    if let Some(timeout) = args.timeout {
+        options.push(("--timeout", timeout.to_string()));
+    }
+    if let Some(secs) = args.fetch_timeout {
+        options.push(("--fetch-timeout", secs.to_string()));
+    }
+    if let Some(ttl) = args.alive_ttl {
+        options.push(("--alive-ttl", ttl.to_string()));
+    }
+    Ok(crate::timer::Job::Pull(options))
+}
+
+pub(super) fn cmd_register(args: &Args) -> i32 {
+    let (Some(store), Some(fleet)) = (&args.store, &args.fleet) else {
+        return usage("`register` needs `--store etcd://HOST:PORT` and `--fleet NAME`");
+    };
+    let root = root_of(args);
+    match crate::register::register(&root, args.host.as_deref(), store, &args.access(), fleet) {
+        Ok(done) => {
+            if args.json {
+                let value = serde_json::json!({
+                    "host": done.host,
+                    "fleet": done.fleet,
+                    "key": done.key,
+                    "fingerprint": done.fingerprint,
+                    "filed": done.filed,
+                    "facts": done.facts,
+                });
+                println!("{value:#}");
+            } else if done.filed {
+                println!(
+                    "registered `{}` in fleet `{}` ({}) at {}: accept it with `bellc hosts accept {0}`",
+                    done.host, done.fleet, done.fingerprint, done.key
+                );
+            } else {
+                println!(
+                    "`{}` is registered in fleet `{}` already, with the same facts and identity",
+                    done.host, done.fleet
+                );
+            }
+            OK
+        }
+        Err(refusal) => refused(&refusal, args.json),
+    }
+}
+
+pub(super) fn cmd_pending(args: &Args) -> i32 {
+    let root = match statedir::open_root(&root_of(args)) {
+        Ok(root) => root,
+        Err(refusal) => return refused(&refusal, args.json),
+    };
+    // What is not given comes from the pulling timer's configuration, if it is installed.
+    let timer = |flag: &str| crate::timer::configured(&root, flag);
+    let Some(dest) = args.store.clone().or_else(|| timer("--store")) else {
+        return usage("`pending` needs `--store etcd://HOST:PORT` (no pulling timer names one)");
+    };
+    let fleet_given = args.fleet.clone().or_else(|| timer("--fleet"));
+    let host_given = args.host.clone().or_else(|| timer("--host"));
+    // The timer's TLS files go with the timer's store; given ones with a given store.
+    let access = match &args.store {
+        Some(_) => args.access(),
+        None => {
+            let file = |flag: &str| timer(flag).map(PathBuf::from);
+            bell_store::Access {
+                tls: bell_store::tls::TlsFiles {
+                    ca: file("--store-ca"),
+                    cert: file("--store-cert"),
+                    key: file("--store-key"),
+                },
+                user: timer("--store-user"),
+                password_file: file("--store-password-file"),
+            }
+        }
+    };
+    let result = (|| {
+        let store = bell_store::Store::open(&dest, &access).map_err(Refusal::new)?;
+        let state = state::load(&root).map_err(Refusal::new)?;
+        let applied = state.generation.clone();
+        let fleet = match (&fleet_given, &applied) {
+            (Some(fleet), _) => fleet.clone(),
+            (None, Some(id)) => {
+                let path = state::generation_dir(&root, id).join(bell_bundle::MANIFEST_FILE);
+                crate::rootfs::read_record(&path)
+                    .ok()
+                    .flatten()
+                    .and_then(|t| bell_bundle::Manifest::from_json(&t).ok())
+                    .map(|m| m.fleet)
+                    .ok_or_else(|| {
+                        Refusal::new(format!("cannot read the fleet from {}", path.display()))
+                            .help("pass `--fleet NAME`")
+                    })?
+            }
+            (None, None) => {
+                return Err(
+                    Refusal::new("nothing is applied yet, so the fleet is unknown")
+                        .help("pass `--fleet NAME`"),
+                )
+            }
+        };
+        let host = report::host_name(host_given.as_deref(), &root.dir).map_err(Refusal::new)?;
+        let desired = store.desired(&fleet, &host).map_err(Refusal::new)?;
+        Ok((fleet, host, applied, desired))
+    })();
+    let (fleet, host, applied, desired) = match result {
+        Ok(found) => found,
+        Err(refusal) => return refused(&refusal, args.json),
+    };
+    let Some(want) = desired.bundle else {
+        return refused(
+            &Refusal::new(format!(
+                "the store has no desired bundle for host `{host}` of fleet `{fleet}`"
+            ))
+            .help("check `--fleet` and `--host`, or publish a release that has this host with `bellc publish`"),
+            args.json,
+        );
+    };
+    let pending = applied.as_deref() != Some(want.as_str());
+    if args.json {
+        let value = serde_json::json!({
+            "host": host,
+            "applied": applied,
+            "desired": want,
+            "version": desired.version,
+            "pending": pending,
+        });
+        println!("{value:#}");
+    } else if pending {
+        println!(
+            "update pending for {host}: applied {}, desired {} (release {})",
+            applied.as_deref().map_or("nothing", journal::short),
+            journal::short(&want),
+            desired.version.as_deref().map_or("unknown", journal::short)
+        );
+    } else {
+        println!(
+            "{host} is up to date with release {}",
+            desired.version.as_deref().map_or("unknown", journal::short)
+        );
+    }
+    if pending {
+        PENDING
+    } else {
+        OK
+    }
+}

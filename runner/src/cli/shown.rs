@@ -1,0 +1,368 @@
+//! What a person reads: `status`, `check`, and how a run's report and health are printed.
+
+use super::*;
+
+/// One line per probe, then whether the host is healthy.
+pub(super) fn print_health(health: &[crate::health::ProbeOutcome]) {
+    if health.is_empty() {
+        return;
+    }
+    let width = health.iter().map(|p| p.name.len()).max().unwrap_or(0);
+    for probe in health {
+        let attempts = match probe.attempts {
+            1 => "1 attempt".to_string(),
+            n => format!("{n} attempts"),
+        };
+        match (&probe.detail, probe.healthy) {
+            _ if probe.not_run.is_some() => println!(
+                "  health {:width$}  not run: {}",
+                probe.name,
+                probe.not_run.as_deref().unwrap_or_default()
+            ),
+            (_, true) => println!("  health {:width$}  healthy ({attempts})", probe.name),
+            (detail, false) => println!(
+                "  health {:width$}  unhealthy after {attempts}: {} (output in {})",
+                probe.name,
+                detail.as_deref().unwrap_or("failed"),
+                probe.log
+            ),
+        }
+    }
+    let failing: Vec<&str> = health
+        .iter()
+        .filter(|p| !p.healthy)
+        .map(|p| p.name.as_str())
+        .collect();
+    let ran = health.iter().filter(|p| p.not_run.is_none()).count();
+    if failing.is_empty() && ran < health.len() {
+        println!(
+            "health: {ran} probes pass, {} not run offline",
+            health.len() - ran
+        );
+    } else if failing.is_empty() {
+        println!("health: {} probes pass", health.len());
+    } else {
+        println!(
+            "health: unhealthy, {} of {} probes fail: {}",
+            failing.len(),
+            health.len(),
+            failing.join(", ")
+        );
+    }
+}
+
+pub(super) fn cmd_status(args: &Args) -> i32 {
+    let (root, state) = match root_and_state(args) {
+        Ok(opened) => opened,
+        Err(code) => return code,
+    };
+    let interrupted = journal::load(&root).ok().flatten().is_some();
+    if args.json {
+        let mut value = serde_json::to_value(&state).unwrap_or_default();
+        value["interrupted_switch"] = interrupted.into();
+        // A secret file's sha256 would confirm a guessed password: the applied manifest says
+        // which files are secret, and when it cannot be read, every digest is withheld.
+        let applied = state.generation.as_ref().and_then(|id| {
+            let path = crate::state::generation_dir(&root, id).join(bell_bundle::MANIFEST_FILE);
+            crate::rootfs::read_record(&path)
+                .ok()
+                .flatten()
+                .and_then(|text| bell_bundle::Manifest::from_json(&text).ok())
+        });
+        if let Some(files) = value["files"].as_object_mut() {
+            for (path, file) in files.iter_mut() {
+                let secret = match applied.as_ref().and_then(|m| m.file(path)) {
+                    Some(file) => file.is_secret(),
+                    None => true,
+                };
+                if secret {
+                    file["sha256"] = bell_bundle::REDACTED.into();
+                }
+            }
+        }
+        println!("{value:#}");
+        return OK;
+    }
+    let Some(generation) = &state.generation else {
+        println!("no generation applied under {}", root.dir.display());
+        return OK;
+    };
+    let at = state.applied_at.unwrap_or(0);
+    println!(
+        "generation {generation}\napplied {} ({at}), result {}",
+        bell_bundle::utc(at),
+        state.result.as_deref().unwrap_or("unknown")
+    );
+    if interrupted {
+        println!("an interrupted file switch is pending: run `bell-run recover`");
+    }
+    let width = state.resources.keys().map(String::len).max().unwrap_or(0);
+    for (key, rec) in &state.resources {
+        let detail = rec
+            .message
+            .as_deref()
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default();
+        println!("  {key:width$}  {}{detail}", rec.result);
+    }
+    for pending in &state.pending_reverts {
+        println!("  revert of {} is still owed", pending.name);
+    }
+    for pending in &state.pending_triggers {
+        println!("  trigger {} is still owed", pending.name);
+    }
+    OK
+}
+
+pub(super) fn print_outcome(prefix: &str, outcome: &Outcome, width: usize) {
+    let mut line = format!("  {prefix} {:width$}  {}", outcome.key, outcome.status);
+    if let Some(detail) = &outcome.detail {
+        line.push_str(&format!(": {detail}"));
+    }
+    if outcome.failed() {
+        if let Some(log) = &outcome.log {
+            line.push_str(&format!(" (output in {log})"));
+        }
+    }
+    println!("{line}");
+}
+
+/// `2 changed, 1 drifted and put back, 9 unchanged, 1 failed (user:ops), 2 skipped (exec:a,
+/// exec:b), 1 deferred to the first live apply`: each resource counted once, under what happened to it. A resource
+/// skipped because one it depends on failed is not a failure of its own.
+pub(super) fn summary(report: &Report) -> String {
+    let (mut changed, mut unchanged, mut repaired) = (0, 0, 0);
+    let (mut failed, mut skipped) = (Vec::new(), Vec::new());
+    for outcome in report.reverts.iter().chain(&report.triggers) {
+        match outcome.status.as_str() {
+            "failed" => failed.push(outcome.key.as_str()),
+            "skipped" | "halted" => skipped.push(outcome.key.as_str()),
+            _ if report.reverts.iter().any(|r| r.key == outcome.key) => changed += 1,
+            _ => {}
+        }
+    }
+    for (planned, outcome) in report.plan.resources.iter().zip(&report.resources) {
+        match outcome.status.as_str() {
+            "failed" => failed.push(outcome.key.as_str()),
+            // Not run because another failed (a dependency, or an exec that halts the rest).
+            "skipped" | "halted" => skipped.push(outcome.key.as_str()),
+            "deferred" => {}
+            _ if planned.change == Change::Unchanged => unchanged += 1,
+            "ok" if planned.change == Change::Drifted => repaired += 1,
+            _ => changed += 1,
+        }
+    }
+    let mut parts = vec![format!("{changed} changed")];
+    if repaired > 0 {
+        parts.push(format!("{repaired} drifted and put back"));
+    }
+    parts.push(format!("{unchanged} unchanged"));
+    if !failed.is_empty() {
+        parts.push(format!("{} failed ({})", failed.len(), failed.join(", ")));
+    }
+    if !skipped.is_empty() {
+        parts.push(format!(
+            "{} skipped after a failure ({})",
+            skipped.len(),
+            skipped.join(", ")
+        ));
+    }
+    if report.deferred > 0 {
+        parts.push(format!(
+            "{} deferred to the first live apply",
+            report.deferred
+        ));
+    }
+    parts.join(", ")
+}
+
+pub(super) fn print_report(report: &Report) {
+    let mode = if report.offline { "offline" } else { "live" };
+    let verb = if report.dry_run {
+        "plan for"
+    } else {
+        "applied"
+    };
+    println!(
+        "bell-run: {verb} {} to {} ({mode})",
+        journal::short(&report.generation),
+        report.root
+    );
+    print_report_body(report);
+}
+
+/// Every line of an apply's report but the first.
+pub(super) fn print_report_body(report: &Report) {
+    let plan = &report.plan;
+    if let Some(recovered) = &report.recovered {
+        println!("  {recovered}");
+    }
+    for key in &report.needs_secrets {
+        println!(
+            "  {key}: left for the first apply with the host's key (its secrets are sealed to it)"
+        );
+    }
+    let width = plan
+        .resources
+        .iter()
+        .map(|r| r.key.len())
+        .chain(plan.departed.iter().map(|d| d.key.len()))
+        .max()
+        .unwrap_or(0);
+    if report.dry_run {
+        for departed in &plan.departed {
+            println!("  - {:width$}  revert", departed.key);
+        }
+        for file in &plan.files {
+            let what = match file {
+                FileAction::Write { created: true, .. } => "create",
+                FileAction::Write { backup: true, .. } => "take over (backed up)",
+                FileAction::Write { .. } => "rewrite",
+                FileAction::Restore { .. } => "restore the file from before bell",
+                FileAction::Remove { .. } => "remove",
+                FileAction::Leave { .. } => "leave in place (changed since bell wrote it)",
+            };
+            println!("  file {}: {what}", file.path());
+        }
+        for r in &plan.resources {
+            println!(
+                "  {} {:width$}  {}",
+                r.change.symbol(),
+                r.key,
+                r.change.word()
+            );
+        }
+        println!(
+            "plan: {} created, {} changed, {} departed, {} retried, {} drifted, {} unchanged; {} files to switch",
+            plan.count(Change::Created),
+            plan.count(Change::Changed),
+            plan.departed.len(),
+            plan.count(Change::Retry),
+            plan.count(Change::Drifted),
+            plan.count(Change::Unchanged),
+            plan.files.iter().filter(|f| !matches!(f, FileAction::Leave { .. })).count()
+        );
+        return;
+    }
+    for outcome in &report.reverts {
+        print_outcome("-", outcome, width);
+    }
+    let files = &report.files;
+    println!(
+        "  files: {} written, {} restored, {} removed, {} unchanged",
+        files.written.len(),
+        files.restored.len(),
+        files.removed.len(),
+        plan.unchanged_files
+    );
+    for path in &files.left {
+        println!("  left {path} in place: it changed since bell wrote it");
+    }
+    for outcome in &report.triggers {
+        print_outcome("^", outcome, width);
+    }
+    for outcome in &report.resources {
+        let symbol = outcome.change.map(Change::symbol).unwrap_or(' ');
+        print_outcome(&symbol.to_string(), outcome, width);
+    }
+    println!("result: {}", summary(report));
+    print_health(&report.health);
+    print_reboot(&report.reboot_required);
+}
+
+/// The reasons the host needs a reboot, one per line, after the result they do not change.
+pub(super) fn print_reboot(reasons: &[String]) {
+    for reason in reasons {
+        println!("reboot required: {reason}");
+    }
+}
+
+pub(super) fn cmd_check(args: &Args) -> i32 {
+    let opts = options(args);
+    let started = state::now();
+    let result = (|| {
+        let root = statedir::open_root(&opts.root)?;
+        let state = state::load(&root).map_err(Refusal::new)?;
+        // A check during an apply would see half-applied values as drift. A root never applied
+        // to has nothing to check and gets no lock file: a check changes nothing.
+        let _lock = if root.bell_dir().exists() {
+            Some(apply::lock(&root)?)
+        } else {
+            None
+        };
+        let ctx = Ctx {
+            root: &root,
+            offline: opts.offline,
+            timeout: std::time::Duration::from_secs(opts.script_timeout),
+            now: started,
+            boot: state::boot_id(),
+            clock: None,
+        };
+        check::check(&ctx, &state)
+    })();
+    let run = match &result {
+        Ok(rep) => report::from_check(&opts.root, started, rep),
+        Err(refusal) => report::from_refusal("check", &opts.root, started, None, refusal),
+    };
+    report::emit(&args.sinks(), run);
+    let rep = match result {
+        Ok(rep) => rep,
+        Err(refusal) => return refused(&refusal, args.json),
+    };
+    let code = if !rep.drift.is_empty() {
+        DRIFTED
+    } else if !rep.errors.is_empty() {
+        REFUSED
+    } else if rep.health.iter().any(|p| !p.healthy) {
+        UNHEALTHY
+    } else {
+        OK
+    };
+    if args.json {
+        let mut value = serde_json::to_value(&rep).unwrap_or_default();
+        value["result"] = match code {
+            OK => "in-sync",
+            DRIFTED => "drifted",
+            UNHEALTHY => "unhealthy",
+            _ => "error",
+        }
+        .into();
+        println!("{value:#}");
+        return code;
+    }
+    for drift in &rep.drift {
+        println!("drifted {}: {}", drift.name, drift.detail);
+    }
+    for c in rep.resources.iter().filter(|c| c.result == "error") {
+        println!(
+            "error {}: {}",
+            c.key,
+            c.detail.as_deref().unwrap_or("the check failed")
+        );
+    }
+    for key in &rep.deferred {
+        println!("deferred {key}: its apply needs a live host; the first live apply does it");
+    }
+    let checked = rep
+        .resources
+        .iter()
+        .filter(|c| !matches!(c.result.as_str(), "no-check" | "deferred" | "drifted-files"))
+        .count();
+    let deferred = match rep.deferred.len() {
+        0 => String::new(),
+        n => format!(", {n} deferred"),
+    };
+    println!(
+        "check of {}: {} drifted, {} errors{deferred} ({} files, {checked} resource checks)",
+        journal::short(&rep.generation),
+        rep.drift.len(),
+        rep.errors.len(),
+        rep.manifest.as_ref().map_or(0, |m| m.files.len()),
+    );
+    print_health(&rep.health);
+    print_reboot(&rep.reboot_required);
+    if code == DRIFTED {
+        println!("`bell-run apply` of the same bundle puts the drifted resources back");
+    }
+    code
+}
