@@ -760,27 +760,4 @@ fn names_path(text: &str, path: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parents_walk_up_to_root() {
-        assert_eq!(parent_path("/srv/data").as_deref(), Some("/srv"));
-        assert_eq!(parent_path("/srv").as_deref(), Some("/"));
-        assert_eq!(parent_path("/"), None);
-        assert_eq!(normalize_path("/srv//data/"), "/srv/data");
-    }
-
-    #[test]
-    fn a_path_is_named_only_as_a_whole() {
-        assert!(names_path(
-            "EnvironmentFile=/etc/app.conf\n",
-            "/etc/app.conf"
-        ));
-        assert!(!names_path(
-            "EnvironmentFile=/etc/app.conf.d/x",
-            "/etc/app.conf"
-        ));
-        assert!(names_path("x /etc/app.conf", "/etc/app.conf"));
-    }
-}
+mod tests;

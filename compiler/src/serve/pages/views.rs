@@ -1,211 +1,12 @@
-//! The pages and the JSON of `bellc serve`, from a [`Snapshot`]: what a request asks for,
-//! turned into a view (plain serializable structs) and rendered with minijinja. Templates
-//! escape every value for HTML (they end in `.html`); links are built with `urlencode`.
+//! What each page shows, as data the templates (and `?format=json`) read: the store, the
+//! release, the rollout, the rollout groups, the host list filtered and paged, one host.
 
-use super::http::{Request, Response};
-use super::{Board, Snapshot};
-use crate::escape::shell_quote;
-use crate::fleet::rollout::Phase;
-use crate::fleet::status::{age_short as age, Flag, HostState, HostStatus};
-use crate::review::diff::{self, short};
-use minijinja::{context, Environment};
-use serde::Serialize;
-use std::collections::BTreeMap;
-
-/// Hosts per page of the overview: a page of a 100,000-host fleet costs what one of a
-/// 100-host fleet does.
-pub const PAGE_SIZE: usize = 100;
-
-pub struct Pages {
-    env: Environment<'static>,
-}
-
-impl Pages {
-    /// The templates are part of bellc: one that does not parse is a bug (the tests render
-    /// every one).
-    pub fn new() -> Result<Pages, String> {
-        let mut env = Environment::new();
-        for (name, text) in [
-            ("layout.html", include_str!("templates/layout.html")),
-            ("overview.html", include_str!("templates/overview.html")),
-            ("host.html", include_str!("templates/host.html")),
-            ("message.html", include_str!("templates/message.html")),
-        ] {
-            env.add_template(name, text)
-                .map_err(|e| format!("the page template {name}: {e}"))?;
-        }
-        Ok(Pages { env })
-    }
-
-    /// Answers one request.
-    pub fn answer(&self, board: &Board, request: &Request) -> Response {
-        let path = request.path.as_str();
-        if path == "/api/v1/status" {
-            return match board.snapshot() {
-                Some(s) => json(&s.status),
-                None => unavailable_json(board),
-            };
-        }
-        if path == "/metrics" {
-            return Response::metrics(super::metrics::render(board, super::unix_now()));
-        }
-        if path == "/api/v1/store" {
-            return json(&store_view(board));
-        }
-        if let Some(what) = path.strip_prefix("/api/v1/") {
-            if matches!(what, "rollout" | "locks" | "history") {
-                let Some(s) = board.snapshot() else {
-                    return unavailable_json(board);
-                };
-                return match what {
-                    // As `bellc rollout --status --json` says it.
-                    "rollout" => json(&serde_json::json!({
-                        "progress": s.progress,
-                        "controller": s.controller,
-                        "published": s.published,
-                    })),
-                    "locks" => json(&s.groups),
-                    _ => json(&s.history),
-                };
-            }
-        }
-        if path == "/api/v1/hosts" {
-            return match board.snapshot() {
-                Some(s) => json(&filtered(&s, request)),
-                None => unavailable_json(board),
-            };
-        }
-        if let Some(name) = path.strip_prefix("/api/v1/hosts/") {
-            return match board.snapshot() {
-                None => unavailable_json(board),
-                Some(s) => match host_view(board, &s, name) {
-                    Some(view) => json(&view),
-                    None => json(&serde_json::json!({ "error": format!("no host `{name}`") }))
-                        .with_status(404),
-                },
-            };
-        }
-        if path == "/" {
-            return self.overview(board, request);
-        }
-        if let Some(name) = path.strip_prefix("/hosts/") {
-            return self.host(board, name);
-        }
-        self.message(board, "Not found", &format!("nothing at {path}"))
-            .with_status(404)
-    }
-
-    fn render(&self, name: &str, ctx: minijinja::Value) -> Response {
-        match self
-            .env
-            .get_template(name)
-            .and_then(|template| template.render(ctx))
-        {
-            Ok(html) => Response::html(html),
-            Err(e) => Response::html(format!("<p>bellc serve: cannot render {name}: {e}</p>"))
-                .with_status(500),
-        }
-    }
-
-    fn message(&self, board: &Board, title: &str, text: &str) -> Response {
-        self.render(
-            "message.html",
-            context! { title, text, store => store_view(board), fleet => board.fleet() },
-        )
-    }
-
-    fn not_read_yet(&self, board: &Board) -> Response {
-        self.message(
-            board,
-            "Waiting for the store",
-            "the store has not been read yet: nothing to show until it answers",
-        )
-    }
-
-    fn overview(&self, board: &Board, request: &Request) -> Response {
-        let Some(s) = board.snapshot() else {
-            return self.not_read_yet(board);
-        };
-        let list = filtered(&s, request);
-        let waiting = s
-            .status
-            .hosts
-            .iter()
-            .filter(|h| h.flags.contains(&Flag::Waiting))
-            .count();
-        let counts: Vec<Count> = HostState::ALL
-            .iter()
-            .map(|state| Count {
-                state: state.as_str(),
-                hosts: s.status.counts.get(state.as_str()).copied().unwrap_or(0),
-            })
-            .collect();
-        self.render(
-            "overview.html",
-            context! {
-                fleet => s.status.fleet,
-                store => store_view(board),
-                release => release_view(&s),
-                rollout => rollout_view(board, &s),
-                counts,
-                waiting,
-                total => s.status.hosts.len(),
-                groups => groups_view(board, &s),
-                history => history_view(&s),
-                snapshots => s.status.snapshots,
-                list,
-                states => HostState::ALL.iter().map(|h| h.as_str()).chain(["stale", "waiting"]).collect::<Vec<_>>(),
-                refresh => board.refresh_seconds(),
-                warnings => s.warnings,
-            },
-        )
-    }
-
-    fn host(&self, board: &Board, name: &str) -> Response {
-        let Some(s) = board.snapshot() else {
-            return self.not_read_yet(board);
-        };
-        match host_view(board, &s, name) {
-            Some(host) => self.render(
-                "host.html",
-                context! {
-                    fleet => s.status.fleet,
-                    store => store_view(board),
-                    host,
-                    refresh => board.refresh_seconds(),
-                },
-            ),
-            None => self
-                .message(
-                    board,
-                    "No such host",
-                    &format!("fleet {} has no host `{name}`", s.status.fleet),
-                )
-                .with_status(404),
-        }
-    }
-}
-
-fn json<T: Serialize>(value: &T) -> Response {
-    match serde_json::to_string_pretty(value) {
-        Ok(text) => Response::json(text),
-        Err(e) => Response::json(serde_json::json!({ "error": e.to_string() }).to_string())
-            .with_status(500),
-    }
-}
-
-fn unavailable_json(board: &Board) -> Response {
-    json(&serde_json::json!({
-        "error": "the store has not been read yet",
-        "store": store_view(board),
-    }))
-    .with_status(503)
-}
+use super::*;
 
 #[derive(Serialize)]
-struct Count {
-    state: &'static str,
-    hosts: usize,
+pub(super) struct Count {
+    pub(super) state: &'static str,
+    pub(super) hosts: usize,
 }
 
 #[derive(Serialize)]
@@ -232,7 +33,7 @@ pub struct StoreView {
     pub members_up: usize,
 }
 
-fn store_view(board: &Board) -> StoreView {
+pub(super) fn store_view(board: &Board) -> StoreView {
     let outage = board.outage();
     let read_at = board.snapshot().map(|s| s.read_at);
     let members = board.members();
@@ -255,7 +56,7 @@ fn store_view(board: &Board) -> StoreView {
 }
 
 #[derive(Serialize)]
-struct ReleaseView {
+pub(super) struct ReleaseView {
     version: String,
     short: String,
     hosts: usize,
@@ -269,7 +70,7 @@ struct ReleaseView {
     budget: Option<String>,
 }
 
-fn release_view(s: &Snapshot) -> ReleaseView {
+pub(super) fn release_view(s: &Snapshot) -> ReleaseView {
     let r = &s.release;
     ReleaseView {
         version: r.version.clone(),
@@ -288,7 +89,7 @@ fn release_view(s: &Snapshot) -> ReleaseView {
 }
 
 #[derive(Serialize)]
-struct RolloutView {
+pub(super) struct RolloutView {
     phase: &'static str,
     target: String,
     from: Option<String>,
@@ -309,7 +110,7 @@ struct RolloutView {
     controller: Option<String>,
 }
 
-fn rollout_view(board: &Board, s: &Snapshot) -> Option<RolloutView> {
+pub(super) fn rollout_view(board: &Board, s: &Snapshot) -> Option<RolloutView> {
     let p = s.progress.as_ref()?;
     let current = (p.given > p.converged).then_some(p.converged + 1);
     let waiting_for = current
@@ -364,8 +165,8 @@ fn rollout_view(board: &Board, s: &Snapshot) -> Option<RolloutView> {
         commands: match p.phase {
             Phase::Halted => {
                 let out = match board.out() {
-                    super::Out::Dir(dir) => dir.display().to_string(),
-                    super::Out::Url(_) => "OUT".to_string(),
+                    crate::serve::Out::Dir(dir) => dir.display().to_string(),
+                    crate::serve::Out::Url(_) => "OUT".to_string(),
                 };
                 vec![
                     Command::new(
@@ -389,7 +190,7 @@ fn rollout_view(board: &Board, s: &Snapshot) -> Option<RolloutView> {
 
 /// One row of the history table.
 #[derive(Serialize)]
-struct HistoryRow {
+pub(super) struct HistoryRow {
     started_utc: String,
     by: String,
     from: Option<String>,
@@ -402,7 +203,7 @@ struct HistoryRow {
     held: Vec<String>,
 }
 
-fn history_view(s: &Snapshot) -> Vec<HistoryRow> {
+pub(super) fn history_view(s: &Snapshot) -> Vec<HistoryRow> {
     s.history
         .iter()
         .map(|e| HistoryRow {
@@ -421,7 +222,7 @@ fn history_view(s: &Snapshot) -> Vec<HistoryRow> {
 }
 
 #[derive(Serialize)]
-struct GroupView {
+pub(super) struct GroupView {
     group: String,
     total: u64,
     held: usize,
@@ -430,14 +231,14 @@ struct GroupView {
 }
 
 #[derive(Serialize)]
-struct HolderView {
+pub(super) struct HolderView {
     /// `web-4 for 3m`.
     text: String,
     /// Frees its slots: for a holder that died holding one.
     release: String,
 }
 
-fn groups_view(board: &Board, s: &Snapshot) -> Vec<GroupView> {
+pub(super) fn groups_view(board: &Board, s: &Snapshot) -> Vec<GroupView> {
     s.groups
         .iter()
         .map(|g| GroupView {
@@ -477,7 +278,7 @@ impl Command {
 
 /// `bellc WORDS… --store URL [--fleet F]`, every word quoted for a shell: the page's
 /// commands run as they are pasted, whatever a host or group is called.
-fn bellc(board: &Board, words: &[&str], fleet: bool) -> String {
+pub(super) fn bellc(board: &Board, words: &[&str], fleet: bool) -> String {
     let mut line = vec!["bellc".to_string()];
     line.extend(words.iter().map(|w| shell_quote(w)));
     line.push("--store".to_string());
@@ -490,7 +291,7 @@ fn bellc(board: &Board, words: &[&str], fleet: bool) -> String {
 }
 
 /// What acts on a host's problems: its hold, the slots it holds, a failure to look at.
-fn host_commands(board: &Board, s: &Snapshot, h: &HostStatus) -> Vec<Command> {
+pub(super) fn host_commands(board: &Board, s: &Snapshot, h: &HostStatus) -> Vec<Command> {
     let mut commands = Vec::new();
     if h.held.is_some() {
         commands.push(Command::new(
@@ -546,7 +347,7 @@ pub struct Row {
     pub desired: Option<String>,
 }
 
-fn row(h: &HostStatus) -> Row {
+pub(super) fn row(h: &HostStatus) -> Row {
     Row {
         host: h.host.clone(),
         state: h.state.as_str(),
@@ -582,7 +383,7 @@ pub struct HostList {
     pub problems: Vec<String>,
 }
 
-fn filtered(s: &Snapshot, request: &Request) -> HostList {
+pub(super) fn filtered(s: &Snapshot, request: &Request) -> HostList {
     let mut problems = Vec::new();
     let state = request
         .param("state")
@@ -666,7 +467,7 @@ fn filtered(s: &Snapshot, request: &Request) -> HostList {
 }
 
 /// What a query value keeps as it is: letters, digits and `-._~`.
-const QUERY: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+pub(super) const QUERY: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
     .remove(b'-')
     .remove(b'.')
     .remove(b'_')
@@ -715,7 +516,7 @@ pub struct ReportView {
     pub health: Vec<bell_store::ProbeResult>,
 }
 
-fn host_view(board: &Board, s: &Snapshot, name: &str) -> Option<HostView> {
+pub(super) fn host_view(board: &Board, s: &Snapshot, name: &str) -> Option<HostView> {
     let status = s.host(name)?.clone();
     let entry = s.release.hosts.get(name);
     let view = s.views.get(name);
@@ -783,140 +584,4 @@ fn host_view(board: &Board, s: &Snapshot, name: &str) -> Option<HostView> {
         diff_note,
         status,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::{Board, Snapshot};
-    use super::*;
-    use crate::fleet::status::fleet_status;
-    use bell_bundle::{Release, ReleaseHost};
-    use std::sync::Arc;
-
-    const HOSTILE: &str = "<img src=x onerror=alert(1)>\"'&";
-
-    /// A board over a 250-host release that no host reported to, with one label value a
-    /// browser would run if it were not escaped.
-    fn board() -> (tempfile::TempDir, Board) {
-        let hosts: BTreeMap<String, ReleaseHost> = (0..250)
-            .map(|i| {
-                let rack = if i % 2 == 0 { HOSTILE } else { "r2" };
-                let labels = BTreeMap::from([("rack".to_string(), rack.to_string())]);
-                let entry = ReleaseHost {
-                    bundle: "ab".repeat(32),
-                    address: None,
-                    labels: Arc::new(labels),
-                    identity: None,
-                    secrets: None,
-                    snapshots: Default::default(),
-                    reboots: false,
-                };
-                (format!("host-{i:03}"), entry)
-            })
-            .collect();
-        let release = Release {
-            format: bell_bundle::FORMAT,
-            fleet: "f".into(),
-            version: Release::compute_version(&hosts),
-            hosts,
-            waves: Vec::new(),
-            sequence: None,
-            expires: None,
-            rollout: None,
-            identities_required: false,
-            assignments: Vec::new(),
-        };
-        let out = tempfile::tempdir().unwrap();
-        std::fs::write(
-            out.path().join("release.json"),
-            serde_json::to_string(&release).unwrap(),
-        )
-        .unwrap();
-        let etcd = bell_store::Etcd::new(vec!["127.0.0.1:9".into()]);
-        let board = Board::new(
-            super::super::Out::Dir(out.path().to_path_buf()),
-            etcd,
-            std::time::Duration::from_secs(5),
-            None,
-        )
-        .unwrap();
-        let views = BTreeMap::new();
-        let status = fleet_status(&release, &views, 1000, None);
-        let index = super::super::index(&status);
-        *board.current.write().unwrap() = Some(Arc::new(Snapshot {
-            release: Arc::new(release),
-            signer: None,
-            status,
-            index,
-            views,
-            groups: Vec::new(),
-            progress: None,
-            controller: None,
-            published: None,
-            history: Vec::new(),
-            read_at: 1000,
-            warnings: Vec::new(),
-        }));
-        (out, board)
-    }
-
-    fn get(board: &Board, target: &str) -> Response {
-        let head = format!("GET {target} HTTP/1.1");
-        let (_, request) = super::super::http::parse_head(head.as_bytes()).unwrap();
-        Pages::new().unwrap().answer(board, &request)
-    }
-
-    fn rows(r: &Response) -> usize {
-        String::from_utf8_lossy(&r.body)
-            .matches("data-host=")
-            .count()
-    }
-
-    #[test]
-    fn hosts_are_paged() {
-        let (_out, board) = board();
-        let first = get(&board, "/");
-        assert_eq!((first.status, rows(&first)), (200, PAGE_SIZE));
-        let html = String::from_utf8_lossy(&first.body);
-        assert!(
-            html.contains("page 1 of 3") && html.contains("page=2"),
-            "{html}"
-        );
-        let last = get(&board, "/?page=3");
-        assert_eq!(rows(&last), 50);
-        // Past the end: the last page; not a number: the first, and why.
-        assert_eq!(rows(&get(&board, "/?page=99")), 50);
-        let host = get(&board, "/hosts/host-001");
-        assert_eq!(host.status, 200);
-        let html = String::from_utf8_lossy(&host.body);
-        assert!(
-            html.contains("no report") && html.contains("--spec SPEC"),
-            "{html}"
-        );
-        let bad = get(&board, "/?page=abc");
-        assert!(String::from_utf8_lossy(&bad.body).contains("page `abc` is not a number"));
-    }
-
-    #[test]
-    fn a_label_filter_matches_and_every_value_is_escaped() {
-        let (_out, board) = board();
-        let r2 = get(&board, "/?label=rack%3Dr2");
-        assert_eq!(rows(&r2), 100);
-        let html = String::from_utf8_lossy(&r2.body);
-        assert!(html.contains("125 of 250 hosts"), "{html}");
-        let target = format!(
-            "/?label={}",
-            percent_encoding::utf8_percent_encode(&format!("rack={HOSTILE}"), QUERY)
-        );
-        let hostile = get(&board, &target);
-        let html = String::from_utf8_lossy(&hostile.body);
-        assert!(html.contains("125 of 250 hosts"), "{html}");
-        assert!(!html.contains("<img"), "{html}");
-        // The JSON of one host carries the label as data.
-        let api = get(&board, "/api/v1/hosts/host-000");
-        let value: serde_json::Value = serde_json::from_slice(&api.body).unwrap();
-        assert_eq!(value["labels"]["rack"], HOSTILE);
-        assert_eq!(get(&board, "/api/v1/hosts/nobody").status, 404);
-        assert_eq!(get(&board, "/nothing-here").status, 404);
-    }
 }

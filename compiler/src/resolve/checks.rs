@@ -1,0 +1,199 @@
+//! The checks that need the whole spec at once rather than one host: identities, overrides
+//! that match nothing or only misspelt labels, and the did-you-mean they suggest.
+
+use super::*;
+
+/// Each host's identity is its own: one key named for two hosts would let either speak for
+/// the other. With `identities="required"`, every host has one.
+pub(super) fn identity_checks(spec: &Spec, diags: &mut Diagnostics) {
+    let mut seen: HashMap<&str, &str> = HashMap::new();
+    for host in &spec.hosts {
+        match &host.identity {
+            Some(identity) => {
+                if let Some(first) = seen.get(identity.as_str()) {
+                    diags.push(ResolveError::SharedIdentity {
+                        host: host.name.clone(),
+                        first: first.to_string(),
+                        span: host.span.source_span(),
+                        help: "each host has its own key; an image cloned with its SSH host key \
+                               gives every copy the same one: make new host keys on first boot \
+                               (`ssh-keygen -A` after removing /etc/ssh/ssh_host_*)"
+                            .to_string(),
+                        file: host.span.file,
+                    });
+                } else {
+                    seen.insert(identity, &host.name);
+                }
+            }
+            None if spec.fleet.identities_required.is_some()
+                && !spec.rejected_identities.contains(&host.name) =>
+            {
+                diags.push(ResolveError::NoIdentity {
+                    host: host.name.clone(),
+                    span: host.span.source_span(),
+                    file: host.span.file,
+                });
+            }
+            None => {}
+        }
+    }
+}
+
+/// Checks that need the whole spec but no host's configuration.
+pub(super) fn static_checks(spec: &Spec, diags: &mut Diagnostics) {
+    let mut declared: BTreeSet<(RefKind, String)> = BTreeSet::new();
+    let all_layers = std::iter::once(&spec.base).chain(spec.overrides.iter().map(|o| &o.layer));
+    for layer in all_layers.clone() {
+        for s in &layer.sysctl {
+            declared.insert((RefKind::Sysctl, validate::sysctl_path(&s.key)));
+        }
+        for r in &layer.resources {
+            declared.insert((RefKind::Resource(r.kind), r.name.clone()));
+        }
+    }
+    // A removal of a resource whose declaration was wrong is not a second mistake; the name
+    // still counts for the did-you-mean of another removal.
+    declared.extend(
+        spec.rejected
+            .iter()
+            .map(|(kind, name)| (RefKind::Resource(*kind), name.clone())),
+    );
+    for layer in all_layers {
+        for removal in &layer.removes {
+            let name = match removal.kind {
+                RefKind::Sysctl => validate::sysctl_path(&removal.name),
+                RefKind::Resource(_) => removal.name.clone(),
+            };
+            if declared.contains(&(removal.kind, name)) {
+                continue;
+            }
+            let same_kind: Vec<String> = declared
+                .iter()
+                .filter(|(k, _)| *k == removal.kind)
+                .map(|(_, n)| n.clone())
+                .collect();
+            let help =
+                match validate::did_you_mean(&removal.name, same_kind.iter().map(String::as_str)) {
+                    Some(s) => format!("did you mean `{}:{s}`?", removal.kind.keyword()),
+                    None if same_kind.is_empty() => {
+                        format!("no layer declares any `{}`", removal.kind.keyword())
+                    }
+                    None => format!(
+                        "declared `{}` resources: {}",
+                        removal.kind.keyword(),
+                        same_kind.join(", ")
+                    ),
+                };
+            diags.push(ResolveError::UnknownRemoval {
+                reference: format!("{}:{}", removal.kind.keyword(), removal.name),
+                span: removal.span.source_span(),
+                help,
+                file: removal.span.file,
+            });
+        }
+    }
+
+    // Labels every host carries, for `match` checks.
+    let mut labels: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut names: BTreeSet<&str> = BTreeSet::new();
+    for host in &spec.hosts {
+        names.insert(&host.name);
+        for (k, v) in host.labels.iter() {
+            labels.entry(k).or_default().insert(v);
+        }
+    }
+    if spec.hosts.is_empty() {
+        return;
+    }
+    for ov in &spec.overrides {
+        for m in &ov.matches {
+            for c in &m.conditions {
+                let unknown = |label: String, help: String| ResolveError::UnknownLabel {
+                    label,
+                    span: c.span.source_span(),
+                    help,
+                    file: c.span.file,
+                };
+                // One typo from what the inventory has is an error: the override's values
+                // would silently miss every host they were written for. A selector that is
+                // only renumbered (`rack="r02"`, `host="web-4"`) may be for hosts still to come.
+                let misspelt =
+                    |selector: String, suggestion: String| ResolveError::MisspeltSelector {
+                        help: format!(
+                            "did you mean `{suggestion}`? A selector that matches no host leaves \
+                             this override's values off every host"
+                        ),
+                        selector,
+                        suggestion,
+                        span: c.span.source_span(),
+                        file: c.span.file,
+                    };
+                if c.label == "host" {
+                    if !names.contains(c.value.as_str()) {
+                        diags.push(match typo_of(&c.value, names.iter().copied()) {
+                            Some(s) => {
+                                misspelt(format!("host={}", c.value), format!("host=\"{s}\""))
+                            }
+                            None => unknown(
+                                format!("host={}", c.value),
+                                "no host of the inventory has this name".into(),
+                            ),
+                        });
+                    }
+                    continue;
+                }
+                match labels.get(c.label.as_str()) {
+                    None => {
+                        diags.push(match typo_of(&c.label, labels.keys().copied()) {
+                            Some(s) => misspelt(
+                                format!("{}={}", c.label, c.value),
+                                format!("{s}=\"{}\"", c.value),
+                            ),
+                            None => unknown(
+                                c.label.clone(),
+                                if labels.is_empty() {
+                                    "no host in the inventory has a label: give hosts labels, \
+                                     or match on `host=\"NAME\"`"
+                                        .to_string()
+                                } else {
+                                    format!(
+                                        "labels in the inventory: {}",
+                                        labels.keys().copied().collect::<Vec<_>>().join(", ")
+                                    )
+                                },
+                            ),
+                        });
+                    }
+                    Some(values) if !values.contains(c.value.as_str()) => {
+                        diags.push(match typo_of(&c.value, values.iter().copied()) {
+                            Some(s) => misspelt(
+                                format!("{}={}", c.label, c.value),
+                                format!("{}=\"{s}\"", c.label),
+                            ),
+                            None => unknown(
+                                format!("{}={}", c.label, c.value),
+                                format!(
+                                    "values of `{}`: {}",
+                                    c.label,
+                                    values.iter().copied().collect::<Vec<_>>().join(", ")
+                                ),
+                            ),
+                        });
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+    }
+}
+
+/// The name among `known` that `word` is a typo of: one `did_you_mean` finds, unless the two
+/// differ only in their digits (`web-4` beside `web-3` is another host, not a typo).
+pub(super) fn typo_of<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let letters = |s: &str| {
+        s.chars()
+            .filter(|c| !c.is_ascii_digit())
+            .collect::<String>()
+    };
+    validate::did_you_mean(word, known).filter(|s| letters(s) != letters(word))
+}

@@ -1,0 +1,258 @@
+//! Running the resources' scripts in dependency order: each resource's check, apply or revert,
+//! and `exec` scripts with their rerun policy, recorded as they finish.
+
+use super::*;
+
+pub(super) fn run_resources(
+    ctx: &Ctx,
+    checked: &Checked,
+    bundle: &Path,
+    plan: &Plan,
+    state: &State,
+    rep: &mut Report,
+) -> BTreeMap<String, ResourceRecord> {
+    let mut records = BTreeMap::new();
+    let mut broken: BTreeSet<String> = BTreeSet::new();
+    let mut halted: Option<String> = None;
+    for (resource, planned) in checked.manifest.resources.iter().zip(&plan.resources) {
+        let key = resource.key();
+        let change = planned.change;
+        let previous = state.resources.get(&key);
+        let mut record = ResourceRecord {
+            kind: resource.kind.clone(),
+            name: resource.name.clone(),
+            hash: resource.hash.clone(),
+            result: "ok".to_string(),
+            at: ctx.now,
+            message: None,
+            log: previous.and_then(|p| p.log.clone()),
+            exec: previous.and_then(|p| p.exec.clone()),
+        };
+        let outcome = if let Some(dep) = resource.after.iter().find(|d| broken.contains(*d)) {
+            Outcome::new(
+                &key,
+                Some(change),
+                "skipped",
+                Some(format!("`{dep}` did not apply")),
+            )
+        } else if let Some(policy) = &resource.exec {
+            if let Some(halter) = &halted {
+                Outcome::new(
+                    &key,
+                    Some(change),
+                    "halted",
+                    Some(format!("`{halter}` failed with on-failure halt")),
+                )
+            } else {
+                let outcome = run_exec(ctx, checked, bundle, resource, policy, change, &mut record);
+                if outcome.status == "failed" && policy.on_failure == bell_bundle::OnFailure::Halt {
+                    halted = Some(key.clone());
+                }
+                outcome
+            }
+        } else if change == Change::Unchanged {
+            if let Some(prev) = previous {
+                record = prev.clone();
+            }
+            Outcome::new(&key, Some(change), "unchanged", None)
+        } else if let Some(script) = resource.apply.as_ref().filter(|s| !ctx.skips(s)) {
+            let log_path =
+                state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("apply.log");
+            let env = ctx.env(&resource.kind, &resource.name, &checked.id);
+            let (exit, log) =
+                ctx.run_sh(bundle, &script.path, &resource.kind, env, log_path.clone());
+            let mut outcome = if exit.ok() {
+                Outcome::new(&key, Some(change), "ok", None)
+            } else if ctx.offline && exit == Exit::Code(bell_bundle::EXIT_DEFERRED) {
+                // Work only a live host can do; not a failure of the bake, and not done either:
+                // the result is not `ok`, so the next run plans it again.
+                Outcome::new(
+                    &key,
+                    Some(change),
+                    "deferred",
+                    Some("needs a live host; applied on the next live run".to_string()),
+                )
+            } else {
+                // The end of the log, read once: why the script said it failed, and a link
+                // under the root it tripped on.
+                let output = crate::rootfs::read_tail(&log_path, 64 * 1024).unwrap_or_default();
+                let mut detail = match last_reason(&output) {
+                    Some(reason) => format!("{}: {reason}", exit.describe()),
+                    None => exit.describe(),
+                };
+                if let Some(link) = ctx.root.dangling_link_in(&output) {
+                    detail.push_str(&format!("; {link}"));
+                }
+                Outcome::new(&key, Some(change), "failed", Some(detail))
+            };
+            outcome.log = Some(log);
+            // Recorded as the host will see it once the image boots.
+            record.log = Some(ctx.rel(&log_path));
+            outcome
+        } else {
+            Outcome::new(&key, Some(change), "ok", None)
+        };
+        let mut outcome = outcome;
+        if change == Change::Drifted && outcome.status == "ok" && outcome.detail.is_none() {
+            // Said on the line, not only by the `*`: a reviewer reading the output after an
+            // incident must see that this apply undid a change made on the host.
+            outcome.detail = Some("drifted → put back".to_string());
+        }
+        match outcome.status.as_str() {
+            "failed" | "skipped" | "halted" => {
+                broken.insert(key.clone());
+                record.result = outcome.status.clone();
+                record.message = outcome.detail.clone();
+            }
+            "not-due" => {
+                let last = record.exec.as_ref();
+                record.result = match (
+                    last.and_then(|e| e.running.as_ref()),
+                    last.and_then(|e| e.last_ok),
+                ) {
+                    (Some(_), _) => "started",
+                    (None, Some(false)) => "failed",
+                    _ => "ok",
+                }
+                .to_string();
+                record.message = previous.and_then(|p| p.message.clone());
+                // A not-due exec whose last run failed keeps its dependents waiting.
+                if record.result == "failed" {
+                    broken.insert(key.clone());
+                }
+            }
+            "started" => record.result = "started".to_string(),
+            "deferred" => {
+                record.result = "deferred".to_string();
+                record.message = outcome.detail.clone();
+            }
+            _ => {}
+        }
+        records.insert(key, record);
+        rep.resources.push(outcome);
+    }
+    records
+}
+
+fn run_exec(
+    ctx: &Ctx,
+    checked: &Checked,
+    bundle: &Path,
+    resource: &Resource,
+    policy: &bell_bundle::ExecPolicy,
+    change: Change,
+    record: &mut ResourceRecord,
+) -> Outcome {
+    let key = resource.key();
+    let mut rec: ExecRecord = record.exec.clone().unwrap_or_default();
+    let collected = exec::collect_background(&mut rec, &ctx.root.dir);
+    if collected.is_some() {
+        record.result = if rec.last_ok == Some(true) {
+            "ok"
+        } else {
+            "failed"
+        }
+        .to_string();
+    }
+    let identity = resource.exec_identity();
+    let boot = ctx.boot.as_deref();
+    let reason = exec::due(policy, &rec, &identity, ctx.now, boot);
+    let Ok(reason) = reason else {
+        let detail = reason.err();
+        record.exec = Some(rec);
+        return Outcome::new(&key, Some(change), "not-due", detail);
+    };
+    let Some(script) = &resource.apply else {
+        return Outcome::new(&key, Some(change), "failed", Some("no script".to_string()));
+    };
+    let program = bundle.join(&script.path);
+    let confine = match ctx.place(policy.offline, confine::interpreter(&program).as_deref()) {
+        Placement::Run(confine) => confine,
+        Placement::Defer(why) => {
+            record.exec = Some(rec);
+            return Outcome::new(&key, Some(change), "deferred", Some(why));
+        }
+        Placement::Skip(why) => {
+            record.exec = Some(rec);
+            return Outcome::new(&key, Some(change), "not-due", Some(why));
+        }
+    };
+    let log_dir = state::resource_log_dir(ctx.root, &resource.kind, &resource.name);
+    // The resource's own variables first, so that bell-run's (`BELL_ROOT`, `BELL_OFFLINE`, ...)
+    // win: an exec must not be told it runs on a live host while an image is baked.
+    let mut env: Vec<(String, String)> = policy
+        .env
+        .iter()
+        .filter(|(k, _)| !k.starts_with("BELL_"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    env.extend(ctx.env(&resource.kind, &resource.name, &checked.id));
+    let inv = Invocation {
+        program,
+        args: policy.args.iter().map(Into::into).collect(),
+        cwd: bundle.to_path_buf(),
+        env,
+        timeout: Duration::from_secs(policy.timeout),
+        log: log_dir.join("exec.log"),
+        confine,
+    };
+    let before = rec.clone();
+    exec::count_start(&mut rec, &identity, boot);
+    rec.ran_hash = Some(identity);
+    rec.last_start = Some(ctx.now);
+    rec.runs += 1;
+    record.log = Some(ctx.rel(&inv.log));
+    let mut outcome = if policy.background {
+        let result_file = log_dir.join("background.json");
+        match scripts::spawn_background(&inv, &result_file) {
+            Ok(pid) => {
+                rec.running = Some(Running {
+                    pid,
+                    started: ctx.now,
+                    result_file: ctx.rel(&result_file),
+                });
+                Outcome::new(
+                    &key,
+                    Some(change),
+                    "started",
+                    Some(format!("{reason}; in the background, pid {pid}")),
+                )
+            }
+            Err(e) => {
+                rec.last_ok = Some(false);
+                rec.last_finish = Some(ctx.now);
+                Outcome::new(&key, Some(change), "failed", Some(e))
+            }
+        }
+    } else {
+        let exit = ctx.run_timed(&resource.kind, &inv);
+        if let Exit::NotEntered(_) = exit {
+            // It ran nowhere: the record stays as it was, and a live apply runs it.
+            record.exec = Some(before);
+            let mut outcome = Outcome::new(
+                &key,
+                Some(change),
+                "deferred",
+                Some(format!(
+                    "{}; it runs at the first live apply",
+                    exit.describe()
+                )),
+            );
+            outcome.log = Some(inv.log.display().to_string());
+            return outcome;
+        }
+        let finished = state::now();
+        rec.last_finish = Some(finished.max(ctx.now));
+        rec.last_ok = Some(exit.ok());
+        exec::count_finish(&mut rec, exit.ok());
+        if exit.ok() {
+            rec.last_success = rec.last_finish;
+            Outcome::new(&key, Some(change), "ok", Some(reason))
+        } else {
+            Outcome::new(&key, Some(change), "failed", Some(exit.describe()))
+        }
+    };
+    outcome.log = Some(inv.log.display().to_string());
+    record.exec = Some(rec);
+    outcome
+}

@@ -1,0 +1,216 @@
+//! etcd's users: a client logged in as one (a token per member, renewed when it expires),
+//! and refusals that say which user may not do what.
+
+use super::*;
+
+impl Etcd {
+    /// One request to endpoint `at`, as this client's user when it has one: logged in on that
+    /// member first (etcd's simple tokens are the member's own), and again once when the
+    /// member says the token expired.
+    pub(super) fn call_endpoint<T>(
+        &self,
+        at: usize,
+        path: &str,
+        body: &str,
+        parse: &dyn Fn(&[u8]) -> Result<T, String>,
+    ) -> Result<T, Failure> {
+        let endpoint = &self.endpoints[at];
+        let tls = self.tls.as_ref();
+        let Some(auth) = &self.auth else {
+            return call_one(endpoint, tls, None, path, body, parse);
+        };
+        for attempt in 0..2 {
+            if attempt > 0 {
+                self.requests.fetch_add(1, Ordering::Relaxed);
+            }
+            let token = match auth.token(at) {
+                Some(token) => token,
+                None => {
+                    self.requests.fetch_add(1, Ordering::Relaxed);
+                    let token = auth.log_in(endpoint, tls)?;
+                    auth.keep(at, Some(token.clone()));
+                    token
+                }
+            };
+            let token = Some(token.as_str()).filter(|t| !t.is_empty());
+            match call_one(endpoint, tls, token, path, body, parse) {
+                Err(Failure::Refused(e)) if attempt == 0 && e.contains("auth token") => {
+                    auth.keep(at, None);
+                }
+                Err(Failure::Refused(e)) if e.contains("permission denied") => {
+                    return Err(Failure::Refused(format!(
+                        "{e}: user `{}` may not {}",
+                        auth.user,
+                        what_was_asked(path, body)
+                    )))
+                }
+                other => return other,
+            }
+        }
+        Err(Failure::Refused(format!(
+            "user `{}`: the member refused a token it had just given",
+            auth.user
+        )))
+    }
+}
+
+/// What a request asked for, as a refusal names it: "write `/bell/f/running/h2`".
+pub(super) fn what_was_asked(path: &str, body: &str) -> String {
+    let Ok(body) = serde_json::from_str::<serde_json::Value>(body) else {
+        return format!("call `{path}`");
+    };
+    let key_of = |request: &serde_json::Value| {
+        let key = request.get("key")?.as_str().and_then(unb64)?;
+        Some(format!(
+            "`{}`",
+            String::from_utf8_lossy(&key).escape_debug()
+        ))
+    };
+    // (verb, keys), in the order first asked.
+    let mut asked: Vec<(&str, Vec<String>)> = Vec::new();
+    let mut ask = |verb: &'static str, key: Option<String>| {
+        let Some(key) = key else { return };
+        match asked.iter_mut().find(|(v, _)| *v == verb) {
+            Some((_, keys)) if !keys.contains(&key) => keys.push(key),
+            Some(_) => {}
+            None => asked.push((verb, vec![key])),
+        }
+    };
+    match path {
+        "/v3/kv/range" => ask("read", key_of(&body)),
+        "/v3/kv/put" => ask("write", key_of(&body)),
+        "/v3/kv/deleterange" => ask("delete", key_of(&body)),
+        "/v3/kv/txn" => {
+            for compare in body
+                .get("compare")
+                .and_then(|c| c.as_array())
+                .into_iter()
+                .flatten()
+            {
+                ask("read", key_of(compare));
+            }
+            for op in body
+                .get("success")
+                .and_then(|c| c.as_array())
+                .into_iter()
+                .flatten()
+            {
+                for (field, verb) in [
+                    ("request_range", "read"),
+                    ("request_put", "write"),
+                    ("request_delete_range", "delete"),
+                ] {
+                    if let Some(request) = op.get(field) {
+                        ask(verb, key_of(request));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    if asked.is_empty() {
+        return format!("call `{path}`");
+    }
+    let parts: Vec<String> = asked
+        .into_iter()
+        .map(|(verb, keys)| format!("{verb} {}", keys.join(", ")))
+        .collect();
+    let together = if path == "/v3/kv/txn" && parts.len() > 1 {
+        " (in one transaction)"
+    } else {
+        ""
+    };
+    format!("{}{together}", parts.join(" and "))
+}
+
+/// An etcd user this client logs in as, and the token each member gave it.
+pub(super) struct Auth {
+    pub(super) user: String,
+    pub(super) password: String,
+    pub(super) password_file: PathBuf,
+    /// Per endpoint; `""` where the member has authentication off.
+    pub(super) tokens: std::sync::Mutex<Vec<Option<String>>>,
+}
+
+/// Never the password.
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth").field("user", &self.user).finish()
+    }
+}
+
+impl Auth {
+    fn token(&self, at: usize) -> Option<String> {
+        self.tokens.lock().ok()?.get(at).cloned().flatten()
+    }
+
+    fn keep(&self, at: usize, token: Option<String>) {
+        if let Ok(mut tokens) = self.tokens.lock() {
+            if let Some(slot) = tokens.get_mut(at) {
+                *slot = token;
+            }
+        }
+    }
+
+    /// `/v3/auth/authenticate` on one member: its token, or `""` when it has authentication
+    /// off (users are set up before `etcdctl auth enable`, and must keep working through it).
+    fn log_in(&self, endpoint: &str, tls: Option<&crate::tls::Tls>) -> Result<String, Failure> {
+        let body = serde_json::json!({ "name": self.user, "password": self.password }).to_string();
+        let answer = call_one(
+            endpoint,
+            tls,
+            None,
+            "/v3/auth/authenticate",
+            &body,
+            &|bytes| serde_json::from_slice::<serde_json::Value>(bytes).map_err(|e| e.to_string()),
+        );
+        drop(body);
+        match answer {
+            Ok(answer) => {
+                let token = answer.get("token").and_then(|t| t.as_str()).unwrap_or("");
+                // It goes into a header line: nothing but printable ASCII.
+                if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
+                    return Err(Failure::Unreachable(format!(
+                        "user `{}` logged in, but the member sent no usable token",
+                        self.user
+                    )));
+                }
+                Ok(token.to_string())
+            }
+            Err(Failure::Refused(e)) if e.contains("authentication is not enabled") => {
+                Ok(String::new())
+            }
+            Err(Failure::Refused(e)) => Err(Failure::Refused(format!(
+                "user `{}` could not log in ({e}); is the password in {} the one `bellc store \
+                 roles --apply` wrote for it?",
+                self.user,
+                self.password_file.display()
+            ))),
+            Err(unreachable) => Err(unreachable),
+        }
+    }
+}
+
+pub(super) fn is_user_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b))
+}
+
+/// A password file: one line, private as a key is ([`crate::tls::read_private`]).
+pub(super) fn read_password(path: &Path) -> Result<String, String> {
+    let flag = "--store-password-file";
+    let bytes = crate::tls::read_private(path, flag, 4096)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("`{flag}`: {} is not UTF-8 text", path.display()))?;
+    let password = text.strip_suffix('\n').unwrap_or(&text);
+    if password.is_empty() || password.contains(['\n', '\r']) {
+        return Err(format!(
+            "`{flag}`: {} must hold the password on one line",
+            path.display()
+        ));
+    }
+    Ok(password.to_string())
+}

@@ -1,0 +1,146 @@
+use super::auth::what_was_asked;
+use super::*;
+
+#[test]
+fn a_refusal_names_the_keys_it_asked_for() {
+    let put = serde_json::json!({ "key": b64(b"/bell/f/running/h2"), "value": "" });
+    assert_eq!(
+        what_was_asked("/v3/kv/put", &put.to_string()),
+        "write `/bell/f/running/h2`"
+    );
+    let ops = [
+        Op::Put("/bell/f/running/h1", b"{}"),
+        Op::Put("/bell/f/status/apply/h1", b"success"),
+    ];
+    let txn = serde_json::json!({
+        "compare": [{ "key": b64(b"/bell/f/groups/default/v1/semaphore") }],
+        "success": ops.iter().map(Op::request).collect::<Vec<_>>(),
+    });
+    assert_eq!(
+        what_was_asked("/v3/kv/txn", &txn.to_string()),
+        "read `/bell/f/groups/default/v1/semaphore` and write `/bell/f/running/h1`, \
+         `/bell/f/status/apply/h1` (in one transaction)"
+    );
+    assert_eq!(
+        what_was_asked("/v3/lease/grant", "{}"),
+        "call `/v3/lease/grant`"
+    );
+}
+
+#[test]
+fn a_range_reads_the_same_with_and_without_a_json_tree() {
+    let answer = |body: &str| {
+        format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let (k1, k2, v) = (b64(b"/bell/f/b"), b64(b"/bell/f/a"), b64(b"{\"x\":1}"));
+    for body in [
+        format!(
+            r#"{{"header":{{"revision":"9"}},"kvs":[{{"key":"{k1}","value":"{v}","mod_revision":"7"}},{{"key":"{k2}","mod_revision":3}}],"count":"2"}}"#
+        ),
+        r#"{"header":{}}"#.to_string(),
+        format!(r#"{{"kvs":[{{"key":"{k1}","value":"","mod_revision":"x"}}]}}"#),
+        // An escaped slash is still base64 once read.
+        r#"{"kvs":[{"key":"Pz8\/"}]}"#.to_string(),
+        // Found by the fuzzer: arrays where the gateway sends objects.
+        r#"[[[]]]"#.to_string(),
+        r#"{"kvs":[["QQ=="]]}"#.to_string(),
+        // A later field of the same name wins, as in a tree.
+        format!(r#"{{"kvs":[{{"key":"{k2}","key":"{k1}"}}]}}"#),
+    ] {
+        let bytes = answer(&body);
+        assert!(range_readings_agree(bytes.as_bytes()), "{body}");
+        let (_, tree) = read_answer(bytes.as_bytes()).unwrap();
+        let (_, body_bytes) = parse_response(bytes.as_bytes()).unwrap();
+        match range_kvs(&body_bytes) {
+            Ok(typed) => assert_eq!(typed, tree, "{body}"),
+            // Only what the gateway never sends is refused.
+            Err(e) => assert!(body.contains("[["), "{body}: {e}"),
+        }
+    }
+    let (_, body) = parse_response(
+        answer(&format!(
+            r#"{{"kvs":[{{"key":"{k1}","value":"{v}","mod_revision":"7"}},{{"key":"{k2}"}}]}}"#
+        ))
+        .as_bytes(),
+    )
+    .unwrap();
+    let read = range_kvs(&body).unwrap();
+    assert_eq!(read[0].key, "/bell/f/a");
+    assert_eq!(
+        (read[1].value.as_slice(), read[1].mod_revision),
+        (&b"{\"x\":1}"[..], 7)
+    );
+}
+
+#[test]
+fn a_chunk_size_near_usize_max_is_a_short_answer_not_a_panic() {
+    // `size + 2` overflowed and sliced past the end.
+    let answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nx";
+    assert_eq!(
+        read_answer(answer),
+        Err("the answer was cut short".to_string())
+    );
+    let ok = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n18\r\n{\"kvs\":[{\"key\":\"YQ==\"}]}\r\n0\r\n\r\n";
+    let (status, kvs) = read_answer(ok).expect("a chunked answer");
+    assert_eq!((status, kvs[0].key.as_str()), (200, "a"));
+}
+
+#[test]
+fn base64_round_trips_and_matches_the_rfc_vectors() {
+    for (plain, coded) in [
+        ("", ""),
+        ("f", "Zg=="),
+        ("fo", "Zm8="),
+        ("foo", "Zm9v"),
+        ("foob", "Zm9vYg=="),
+        ("fooba", "Zm9vYmE="),
+        ("foobar", "Zm9vYmFy"),
+    ] {
+        assert_eq!(b64(plain.as_bytes()), coded);
+        assert_eq!(unb64(coded).as_deref(), Some(plain.as_bytes()));
+    }
+    let all: Vec<u8> = (0..=255).collect();
+    assert_eq!(unb64(&b64(&all)), Some(all));
+    assert_eq!(unb64("Zm9v!"), None);
+}
+
+#[test]
+fn prefix_end_is_the_next_key_after_the_prefix() {
+    assert_eq!(prefix_end(b"/bell/a/"), b"/bell/a0".to_vec());
+    assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
+    assert_eq!(prefix_end(b""), vec![0]);
+}
+
+#[test]
+fn urls_need_host_and_port() {
+    assert_eq!(
+        Etcd::parse("etcd://127.0.0.1:2379").map(|e| e.endpoints().to_vec()),
+        Ok(vec!["127.0.0.1:2379".to_string()])
+    );
+    let cluster = Etcd::parse("etcd://10.0.0.1:2379,10.0.0.2:2379,[::1]:2379/").unwrap();
+    assert_eq!(cluster.endpoints().len(), 3);
+    assert_eq!(
+        cluster.url(),
+        "etcd://10.0.0.1:2379,10.0.0.2:2379,[::1]:2379"
+    );
+    assert!(Etcd::parse("etcd://h:1,h:1").is_err());
+    assert!(Etcd::parse("etcd://h:1,").is_err());
+    assert!(Etcd::parse("etcd://h:1, h:2").is_err());
+    assert!(Etcd::parse("etcd://127.0.0.1").is_err());
+    assert!(Etcd::parse("etcd://u:p@h:1").is_err());
+    assert!(Etcd::parse("etcd://h:1/x").is_err());
+    assert!(Etcd::parse("http://h:1").is_err());
+}
+
+#[test]
+fn responses_with_length_or_chunks_parse() {
+    let plain = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+    assert_eq!(parse_response(plain), Ok((200, b"{}".to_vec())));
+    let chunked =
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n1\r\n}\r\n0\r\n\r\n";
+    assert_eq!(parse_response(chunked), Ok((200, b"{}".to_vec())));
+    assert!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}").is_err());
+}

@@ -1,0 +1,221 @@
+use super::*;
+
+#[test]
+fn a_second_reading_parses_only_the_reports_that_changed() {
+    let kv = |key: String, value: Vec<u8>, mod_revision: i64| etcd::KeyValue {
+        key,
+        value,
+        mod_revision,
+    };
+    let json = |r: &Report| serde_json::to_vec(r).unwrap();
+    let (a, b) = (
+        report("a", "apply", State::Success),
+        report("b", "apply", State::Failed),
+    );
+    let mut kvs = vec![
+        kv(running_key("f", "a"), json(&a), 5),
+        kv(running_key("f", "b"), json(&b), 6),
+        kv(alive_key("f", "a"), b"1".to_vec(), 7),
+        kv(status_key("f", "apply", "b"), b"failed".to_vec(), 6),
+    ];
+    let mut parsed = ParsedReports::default();
+    let first = views_from_parsed("f", &kvs, &mut parsed, &Identities::new()).unwrap();
+    assert_eq!(first, views_from("f", &kvs, &Identities::new()).unwrap());
+    assert_eq!(first["a"].alive, Some(true));
+    assert_eq!(first["b"].status["apply"], State::Failed);
+    // b files a new report; a's is the same key at the same revision.
+    let b2 = report("b", "apply", State::Success);
+    kvs[1] = kv(running_key("f", "b"), json(&b2), 9);
+    let second = views_from_parsed("f", &kvs, &mut parsed, &Identities::new()).unwrap();
+    let (a1, a2) = (first["a"].report.as_ref(), second["a"].report.as_ref());
+    assert!(
+        Arc::ptr_eq(a1.unwrap(), a2.unwrap()),
+        "a's report was parsed again"
+    );
+    assert_eq!(second["b"].report.as_deref(), Some(&b2));
+    assert_eq!(second, views_from("f", &kvs, &Identities::new()).unwrap());
+    // A host that left is forgotten.
+    kvs.remove(0);
+    views_from_parsed("f", &kvs, &mut parsed, &Identities::new()).unwrap();
+    assert_eq!(parsed.by_key.len(), 1);
+}
+
+#[test]
+fn a_host_is_judged_by_its_report_not_by_a_category_key() {
+    let kv = |key: String, value: &[u8]| etcd::KeyValue {
+        key,
+        value: value.to_vec(),
+        mod_revision: 3,
+    };
+    let mut unhealthy = report("a", "apply", State::Unhealthy);
+    unhealthy.status = BTreeMap::from([
+        ("apply".to_string(), State::Success),
+        ("health".to_string(), State::Unhealthy),
+    ]);
+    let json = serde_json::to_vec(&unhealthy).unwrap();
+    // The category key still says what the host's run before said (or what someone wrote).
+    let kvs = vec![
+        kv(running_key("f", "a"), &json),
+        kv(status_key("f", "health", "a"), b"success"),
+        kv(status_key("f", "apply", "b"), b"success"),
+    ];
+    let views = views_from("f", &kvs, &Identities::new()).unwrap();
+    assert_eq!(views["a"].status["health"], State::Unhealthy);
+    assert!(!views.contains_key("b"), "a category key alone is no host");
+}
+
+#[test]
+fn one_unreadable_key_spoils_only_its_own_host() {
+    let kv = |key: String, value: &[u8]| etcd::KeyValue {
+        key,
+        value: value.to_vec(),
+        mod_revision: 3,
+    };
+    let good = serde_json::to_vec(&report("a", "apply", State::Success)).unwrap();
+    let other = serde_json::to_vec(&report("a", "apply", State::Success)).unwrap();
+    let mut wrong_type = serde_json::to_value(report("d", "apply", State::Success)).unwrap();
+    wrong_type["finished_at"] = serde_json::json!("yesterday");
+    let kvs = vec![
+        kv(running_key("f", "a"), &good),
+        kv(running_key("f", "b"), b"bogus"),
+        kv(running_key("f", "c"), &[0xff, 0xfe, b'{']),
+        kv(running_key("f", "d"), wrong_type.to_string().as_bytes()),
+        // A report of host `a`, filed under host `e`'s key.
+        kv(running_key("f", "e"), &other),
+        kv(status_key("f", "apply", "a"), b"\xff not a state"),
+    ];
+    let views = views_from("f", &kvs, &Identities::new()).unwrap();
+    assert_eq!(views["a"].unreadable, None);
+    assert_eq!(views["a"].status["apply"], State::Success);
+    for host in ["b", "c", "d", "e"] {
+        let why = views[host].unreadable.as_deref().unwrap_or_default();
+        assert!(why.contains(&running_key("f", host)), "{host}: {why}");
+        assert!(views[host].report.is_none(), "{host}");
+    }
+    assert!(views["e"]
+        .unreadable
+        .as_deref()
+        .unwrap()
+        .contains("of host `a`"));
+}
+
+/// A report of `host` in fleet `f`, one category set: for the tests of every module.
+pub(crate) fn report(host: &str, command: &str, result: State) -> Report {
+    Report {
+        format: REPORT_FORMAT,
+        host: host.into(),
+        fleet: "f".into(),
+        command: command.into(),
+        result,
+        release: None,
+        bundle: None,
+        started_at: 1,
+        finished_at: 2,
+        resources: Vec::new(),
+        drift: Vec::new(),
+        error: None,
+        signature: None,
+        status: BTreeMap::from([(command.to_string(), result)]),
+        health: Vec::new(),
+        reboot_required: Vec::new(),
+        rebooting: None,
+        snapshots: BTreeMap::new(),
+        since: None,
+        attempts: None,
+        sequence: None,
+        signer: None,
+        proof: None,
+    }
+}
+
+#[test]
+fn a_directory_keeps_one_state_per_category() {
+    let dir = std::env::temp_dir().join(format!("bell-store-{}", std::process::id()));
+    let store = Store::Dir(dir.clone());
+    store
+        .record(&mut report("h1", "apply", State::Success), None)
+        .unwrap();
+    store
+        .record(&mut report("h1", "check", State::Drifted), None)
+        .unwrap();
+    store
+        .record(&mut report("h1", "check", State::Success), None)
+        .unwrap();
+    let fleet = store.load_fleet("f", &Identities::new()).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let view = &fleet["h1"];
+    assert_eq!(
+        view.status,
+        BTreeMap::from([
+            ("apply".to_string(), State::Success),
+            ("check".to_string(), State::Success)
+        ])
+    );
+    assert_eq!(
+        view.report.as_ref().map(|r| r.command.as_str()),
+        Some("check")
+    );
+}
+
+#[test]
+fn runs_in_a_row_that_say_the_same_are_counted_from_the_first() {
+    let dir = std::env::temp_dir().join(format!("bell-store-runs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = Store::Dir(dir.clone());
+    let at = |started: u64, result: State| {
+        let mut r = report("h1", "apply", result);
+        r.started_at = started;
+        r.finished_at = started + 1;
+        r
+    };
+    for started in [100, 200, 300] {
+        store.record(&mut at(started, State::Failed), None).unwrap();
+    }
+    let read = |store: &Store| {
+        let fleet = store.load_fleet("f", &Identities::new()).unwrap();
+        let r = fleet["h1"].report.clone().unwrap();
+        (r.since, r.attempts, r.finished_at)
+    };
+    assert_eq!(read(&store), (Some(100), Some(3), 301));
+    // Something else said: the count starts again.
+    store.record(&mut at(400, State::Success), None).unwrap();
+    assert_eq!(read(&store), (Some(400), Some(1), 401));
+    let mut failed = at(500, State::Failed);
+    failed.error = Some("another failure".into());
+    store.record(&mut failed, None).unwrap();
+    store.record(&mut at(600, State::Failed), None).unwrap();
+    assert_eq!(read(&store), (Some(600), Some(1), 601));
+
+    // Repeats of a well host need not be written; a failing host's each are worth it.
+    let mut well = at(1, State::Success);
+    assert!(!well.follow(Some(&at(0, State::Success))) || !well.worth_repeating());
+    let mut failing = at(1, State::Failed);
+    assert!(failing.follow(Some(&at(0, State::Failed))) && failing.worth_repeating());
+    assert_eq!((failing.since, failing.attempts), (Some(0), Some(2)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn names_that_would_escape_a_key_or_directory_are_refused() {
+    for bad in ["", "..", ".h", "a/b", "a b", "h\n"] {
+        assert!(check_name("host", bad).is_err(), "{bad:?}");
+    }
+    assert!(check_name("host", "node-001.rack_2").is_ok());
+    let mut r = report("../x", "apply", State::Success);
+    assert!(Store::Dir(PathBuf::from("/nonexistent"))
+        .record(&mut r, None)
+        .is_err());
+}
+
+#[test]
+fn destinations_parse() {
+    assert_eq!(
+        Store::parse("reports"),
+        Ok(Store::Dir(PathBuf::from("reports")))
+    );
+    assert!(matches!(
+        Store::parse("etcd://127.0.0.1:2379"),
+        Ok(Store::Etcd(_))
+    ));
+    assert!(Store::parse("https://x:1").is_err());
+}

@@ -1,0 +1,217 @@
+//! Each host's view from the keys read out of a store: its reports by command, each checked
+//! against the host's identity, its liveness, and the keys that are not what they claim.
+
+use crate::*;
+
+/// Every host's view from keys read out of etcd: any range of the fleet's keys that holds its
+/// `running/`, `reports/check/`, `alive/` and `status/` keys (one range of `/bell/FLEET/` does,
+/// for a reader that wants the whole fleet in one request). Other keys are passed over.
+pub fn views_from(
+    fleet: &str,
+    kvs: &[etcd::KeyValue],
+    identities: &Identities,
+) -> Result<BTreeMap<String, HostView>, String> {
+    views_from_parsed(fleet, kvs, &mut ParsedReports::default(), identities)
+}
+
+/// Reports parsed by an earlier reading, by key and the revision each was written at: a reader
+/// that reads the fleet again and again (`bellc serve`) parses only the reports that changed
+/// since (hosts write a report only when it says something new).
+#[derive(Debug, Default)]
+pub struct ParsedReports {
+    pub(crate) by_key: std::collections::HashMap<String, Parsed>,
+}
+
+/// One report as an earlier reading parsed and checked it.
+#[derive(Debug)]
+pub(crate) struct Parsed {
+    revision: i64,
+    report: Arc<Report>,
+    /// Checked against this identity.
+    identity: Option<proof::Identity>,
+    proof: proof::Proof,
+}
+
+/// What one report key read as.
+pub(crate) enum Reading {
+    Report(Arc<Report>, proof::Proof),
+    /// Not the host's (with an identity), or another host's or fleet's (without).
+    Refused(String),
+    /// Not a report at all.
+    Unreadable(String),
+}
+
+/// Parses and checks every report not read before: on several threads when there are many
+/// (checking a signature is most of a report's cost; a fleet's first reading checks them all).
+pub(crate) fn read_all(
+    reports: &mut [(&etcd::KeyValue, &str, Option<Reading>)],
+    fleet: &str,
+    identities: &Identities,
+) {
+    let mut todo: Vec<&mut (&etcd::KeyValue, &str, Option<Reading>)> =
+        reports.iter_mut().filter(|r| r.2.is_none()).collect();
+    let read = |slot: &mut (&etcd::KeyValue, &str, Option<Reading>)| {
+        let (kv, host) = (slot.0, slot.1);
+        slot.2 = Some(match serde_json::from_slice::<Report>(&kv.value) {
+            Ok(report) => match checked(&kv.value, report, host, fleet, identities.get(host)) {
+                Ok((report, proof)) => Reading::Report(Arc::new(report), proof),
+                Err(why) => Reading::Refused(why),
+            },
+            Err(e) => Reading::Unreadable(e.to_string()),
+        });
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if todo.len() < 1024 || threads == 1 {
+        todo.into_iter().for_each(read);
+        return;
+    }
+    let per_thread = todo.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        for chunk in todo.chunks_mut(per_thread) {
+            scope.spawn(move || chunk.iter_mut().for_each(|slot| read(slot)));
+        }
+    });
+}
+
+/// A report read under `host`'s name, checked: the report and what proves it, or why it cannot
+/// be the host's (with an identity to check against) or cannot be read as its (without).
+pub(crate) fn checked(
+    raw: &[u8],
+    report: Report,
+    host: &str,
+    fleet: &str,
+    identity: Option<&proof::Identity>,
+) -> Result<(Report, proof::Proof), String> {
+    if identity.is_none() && (report.host != host || report.fleet != fleet) {
+        return Err(format!(
+            "holds a report of host `{}` of fleet `{}`",
+            report.host, report.fleet
+        ));
+    }
+    if report.fleet != fleet {
+        return Err(format!(
+            "a report of fleet `{}`",
+            report.fleet.escape_debug()
+        ));
+    }
+    match proof::check(raw, &report, host, identity) {
+        proof::Proof::Forged(why) => Err(why),
+        proof => Ok((report, proof)),
+    }
+}
+
+/// [`views_from`], taking from `parsed` every report whose key and revision it holds, and
+/// leaving in it the reports of this reading.
+pub fn views_from_parsed(
+    fleet: &str,
+    kvs: &[etcd::KeyValue],
+    parsed: &mut ParsedReports,
+    identities: &Identities,
+) -> Result<BTreeMap<String, HostView>, String> {
+    let mut now_parsed = std::collections::HashMap::with_capacity(parsed.by_key.len());
+    let base = format!("/bell/{fleet}/");
+    let mut hosts: BTreeMap<String, HostView> = BTreeMap::new();
+    let mut living = std::collections::BTreeSet::new();
+    // Reports first, an apply's before a check's: of two finished in the same second, the
+    // check's is the newer (as `load_fleet` has always read them), whatever order `kvs` is in.
+    // Each with what an earlier reading made of it, when its key was written at the same
+    // revision and is checked against the same identity (0: not from etcd).
+    let mut reports: Vec<(&etcd::KeyValue, &str, Option<Reading>)> = Vec::new();
+    for part in ["running/", "reports/check/"] {
+        for kv in kvs {
+            let Some(host) = kv
+                .key
+                .strip_prefix(&base)
+                .and_then(|rest| rest.strip_prefix(part))
+            else {
+                continue;
+            };
+            let identity = identities.get(host);
+            let known = parsed.by_key.remove(&kv.key).filter(|p| {
+                p.revision == kv.mod_revision && p.revision != 0 && p.identity.as_ref() == identity
+            });
+            reports.push((kv, host, known.map(|p| Reading::Report(p.report, p.proof))));
+        }
+    }
+    read_all(&mut reports, fleet, identities);
+    for (kv, host, reading) in reports {
+        let identity = identities.get(host);
+        let view = hosts.entry(host.to_string()).or_default();
+        let (report, proof) = match reading {
+            Some(Reading::Report(report, proof)) => (report, proof),
+            Some(Reading::Refused(why)) => {
+                let why = format!("`{}`: {why}", kv.key);
+                match identity {
+                    Some(_) => view.forged.push(why),
+                    None => view.unreadable = Some(why),
+                }
+                continue;
+            }
+            Some(Reading::Unreadable(why)) => {
+                view.unreadable = Some(format!("`{}` is not a report: {why}", kv.key));
+                continue;
+            }
+            // `read_all` reads every one.
+            None => continue,
+        };
+        now_parsed.insert(
+            kv.key.clone(),
+            Parsed {
+                revision: kv.mod_revision,
+                report: Arc::clone(&report),
+                identity: identity.cloned(),
+                proof: proof.clone(),
+            },
+        );
+        view.proofs.insert(report.command.clone(), proof);
+        view.revisions
+            .insert(report.command.clone(), kv.mod_revision);
+        view.by_command.insert(report.command.clone(), report);
+    }
+    for kv in kvs {
+        if let Some(host) = kv
+            .key
+            .strip_prefix(&base)
+            .and_then(|rest| rest.strip_prefix("alive/"))
+        {
+            living.insert(host);
+        }
+    }
+    for view in hosts.values_mut() {
+        view.settle();
+    }
+    // Liveness is told for the hosts that filed a report; a lease alone is not a host.
+    for (host, view) in hosts.iter_mut().filter(|(_, v)| v.report.is_some()) {
+        view.alive = Some(living.contains(host.as_str()));
+    }
+    parsed.by_key = now_parsed;
+    Ok(hosts)
+}
+
+/// The published release from keys read out of etcd (its version key and `desired/`), as
+/// [`Store::published`] reads it; `None` without a version.
+pub fn published_from(fleet: &str, kvs: &[etcd::KeyValue]) -> Option<Published> {
+    let version_key = version_key(fleet);
+    let prefix = format!("/bell/{fleet}/desired/");
+    let version = kvs.iter().find(|kv| kv.key == version_key)?;
+    let hosts = kvs
+        .iter()
+        .filter_map(|kv| {
+            let host = kv.key.strip_prefix(&prefix)?;
+            let bundle = String::from_utf8_lossy(&kv.value).trim().to_string();
+            Some((host.to_string(), bundle))
+        })
+        .collect();
+    let version = String::from_utf8_lossy(&version.value).trim().to_string();
+    Some(Published { version, hosts })
+}
+
+pub(crate) fn read_report(path: &Path) -> Result<Option<(Vec<u8>, Report)>, String> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(|report| Some((bytes, report)))
+            .map_err(|e| format!("{} is not a bell report: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
