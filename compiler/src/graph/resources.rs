@@ -61,12 +61,12 @@ crate::spec_diagnostic!(GraphError);
 pub enum Reason {
     After(Span),
     NestedMount,
-    PackageFirst,
-    SourceBeforePackage,
     OwnerFirst,
-    UserBeforeScript,
-    MountBeforeScript,
     FileNamedByUnit,
+    /// A blanket rule a kind states (`Implied::AfterEvery`), in words: "packages are installed
+    /// before the files, units, profiles and scripts of their host". The kind that comes first
+    /// says it, so that this stage names no kind.
+    Rule(&'static str),
     ScriptNameOrder,
 }
 
@@ -84,11 +84,7 @@ impl Reason {
             | Reason::NestedMount
             | Reason::OwnerFirst
             | Reason::FileNamedByUnit => true,
-            Reason::PackageFirst
-            | Reason::SourceBeforePackage
-            | Reason::UserBeforeScript
-            | Reason::MountBeforeScript
-            | Reason::ScriptNameOrder => false,
+            Reason::Rule(_) | Reason::ScriptNameOrder => false,
         }
     }
 
@@ -105,22 +101,9 @@ impl Reason {
             Reason::NestedMount => {
                 format!("`{after}` is mounted under `{before}`, so it is mounted after it")
             }
-            Reason::PackageFirst => format!(
-                "packages are installed before the files, units, profiles and scripts of their \
-                 host, so `{before}` comes before `{after}`"
-            ),
-            Reason::SourceBeforePackage => format!(
-                "apt sources are in place before packages are installed, so `{before}` comes \
-                 before `{after}`"
-            ),
+            Reason::Rule(rule) => format!("{rule}, so `{before}` comes before `{after}`"),
             Reason::OwnerFirst => {
                 format!("`{after}` is owned by `{before}`, which must exist first")
-            }
-            Reason::UserBeforeScript => {
-                format!("users exist before scripts run, so `{before}` comes before `{after}`")
-            }
-            Reason::MountBeforeScript => {
-                format!("mounts are up before scripts run, so `{before}` comes before `{after}`")
             }
             Reason::FileNamedByUnit => {
                 format!("`{after}` names the path of `{before}`, so the file is written first")

@@ -8,7 +8,7 @@
 use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
-use crate::graph::resources::{Implied, Reason};
+use crate::graph::resources::Implied;
 use crate::render::{
     common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
 };
@@ -119,7 +119,10 @@ impl ResourceKind for Apparmor {
     }
 
     fn implied_order(&self) -> &'static [Implied] {
-        &[Implied::AfterEvery(Kind::PACKAGE, Reason::PackageFirst)]
+        &[Implied::AfterEvery(
+            Kind::PACKAGE,
+            super::package::PACKAGES_FIRST,
+        )]
     }
 }
 

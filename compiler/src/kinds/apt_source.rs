@@ -110,3 +110,7 @@ impl ResourceKind for AptSource {
     /// Rendered by `package`: apt sources are rendered with the packages (`package`), so that the upgrade step sits between them.
     fn render(&self, _: &Renderer, _: &HostContext, _: &mut BundleBuilder, _: &mut Diagnostics) {}
 }
+
+/// Why what depends on this kind comes after it (see `Implied::AfterEvery`).
+pub const SOURCES_FIRST: crate::graph::resources::Reason =
+    crate::graph::resources::Reason::Rule("apt sources are in place before packages are installed");

@@ -16,7 +16,7 @@
 use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
-use crate::graph::resources::{Implied, Reason};
+use crate::graph::resources::Implied;
 use crate::render::{BundleBuilder, BundleKind, HostContext, NewResource, RenderError, Renderer};
 use crate::resolve::{Model, ResolvedResource};
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
@@ -111,9 +111,9 @@ impl ResourceKind for Exec {
 
     fn implied_order(&self) -> &'static [Implied] {
         &[
-            Implied::AfterEvery(Kind::PACKAGE, Reason::PackageFirst),
-            Implied::AfterEvery(Kind::USER, Reason::UserBeforeScript),
-            Implied::AfterEvery(Kind::MOUNT, Reason::MountBeforeScript),
+            Implied::AfterEvery(Kind::PACKAGE, super::package::PACKAGES_FIRST),
+            Implied::AfterEvery(Kind::USER, super::user::USERS_FIRST),
+            Implied::AfterEvery(Kind::MOUNT, super::mount::MOUNTS_FIRST),
             Implied::InNameOrder,
         ]
     }

@@ -9,7 +9,7 @@ use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
-use crate::graph::resources::{Implied, Reason};
+use crate::graph::resources::Implied;
 use crate::render::undefined;
 use crate::render::{
     common, looks_like_private_key, BundleBuilder, BundleKind, HostContext, NewFile, NewResource,
@@ -227,7 +227,7 @@ impl ResourceKind for File {
 
     fn implied_order(&self) -> &'static [Implied] {
         &[
-            Implied::AfterEvery(Kind::PACKAGE, Reason::PackageFirst),
+            Implied::AfterEvery(Kind::PACKAGE, super::package::PACKAGES_FIRST),
             Implied::AfterNamedBy {
                 field: "owner",
                 kind: Kind::USER,

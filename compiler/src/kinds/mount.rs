@@ -179,3 +179,7 @@ impl ResourceKind for Mount {
         &[Implied::AfterEnclosing { field: "target" }]
     }
 }
+
+/// Why what depends on this kind comes after it (see `Implied::AfterEvery`).
+pub const MOUNTS_FIRST: crate::graph::resources::Reason =
+    crate::graph::resources::Reason::Rule("mounts are up before scripts run");

@@ -24,7 +24,7 @@ use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
-use crate::graph::resources::{Implied, Reason};
+use crate::graph::resources::Implied;
 use crate::render::{
     common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
 };
@@ -212,7 +212,7 @@ impl ResourceKind for Package {
     fn implied_order(&self) -> &'static [Implied] {
         &[Implied::AfterEvery(
             Kind::APT_SOURCE,
-            Reason::SourceBeforePackage,
+            super::apt_source::SOURCES_FIRST,
         )]
     }
 }
@@ -411,3 +411,8 @@ fn render_package(
         }
     }
 }
+
+/// Why what depends on this kind comes after it (see `Implied::AfterEvery`).
+pub const PACKAGES_FIRST: crate::graph::resources::Reason = crate::graph::resources::Reason::Rule(
+    "packages are installed before the files, units, profiles and scripts of their host",
+);

@@ -3,7 +3,7 @@
 use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
-use crate::graph::resources::{Implied, Reason};
+use crate::graph::resources::Implied;
 use crate::render::{BundleBuilder, HostContext, Renderer};
 use crate::resolve::{Model, ResolvedResource};
 use crate::spec::Kind;
@@ -59,7 +59,7 @@ impl ResourceKind for Unit {
 
     fn implied_order(&self) -> &'static [Implied] {
         &[
-            Implied::AfterEvery(Kind::PACKAGE, Reason::PackageFirst),
+            Implied::AfterEvery(Kind::PACKAGE, super::package::PACKAGES_FIRST),
             Implied::AfterPathsIn {
                 field: "content",
                 kind: Kind::FILE,

@@ -414,6 +414,10 @@ fn sudoers_safe(name: &str) -> bool {
         && !body.starts_with('-')
 }
 
+/// Why what depends on this kind comes after it (see `Implied::AfterEvery`).
+pub const USERS_FIRST: crate::graph::resources::Reason =
+    crate::graph::resources::Reason::Rule("users exist before scripts run");
+
 #[cfg(test)]
 mod tests {
     #[test]
