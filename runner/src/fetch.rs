@@ -306,7 +306,16 @@ impl Source {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    return Err(failed(format!("cut short after {total} bytes: {e}")));
+                    // A read whose timeout was the time left says so, not "temporarily
+                    // unavailable".
+                    let why = match e.kind() {
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                            time_left(Duration::from_secs(1)).err()
+                        }
+                        _ => None,
+                    }
+                    .unwrap_or_else(|| e.to_string());
+                    return Err(failed(format!("cut short after {total} bytes: {why}")));
                 }
             };
             total += n as u64;
