@@ -140,9 +140,24 @@ fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
             ("gone", "2"),
             ("again", "2"),
             ("fresh", "2"),
+            ("earlier", "2"),
+            ("refused", "2"),
         ],
         &[],
     );
+    // Written after the release (9 > 8) by a run that began in its second: `earlier` names
+    // the release it applied, another one (it read the store just before); `refused` did
+    // nothing, and names the release it still runs.
+    let of_release = |version: &str, error: Option<&str>| {
+        let mut v = view("1", Failed, 100, true);
+        v.revisions.insert("apply".into(), 9);
+        let report = Arc::make_mut(v.report.as_mut().unwrap());
+        report.release = Some(version.to_string());
+        report.error = error.map(str::to_string);
+        let report = v.report.clone().unwrap();
+        v.by_command.insert("apply".into(), report);
+        v
+    };
     let views = BTreeMap::from([
         ("done".to_string(), view("2", Success, 100, true)),
         ("new".to_string(), view("1", Failed, 100, true)),
@@ -160,9 +175,14 @@ fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
             v.revisions.insert("apply".into(), 9);
             v
         }),
+        ("earlier".to_string(), of_release(&"1".repeat(64), None)),
+        (
+            "refused".to_string(),
+            of_release(&"1".repeat(64), Some("the release is expired")),
+        ),
     ]);
     let hosts: Vec<String> = [
-        "done", "new", "old", "quiet", "gone", "never", "again", "fresh",
+        "done", "new", "old", "quiet", "gone", "never", "again", "fresh", "earlier", "refused",
     ]
     .map(String::from)
     .to_vec();
@@ -186,7 +206,8 @@ fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
         states(&judged.failed),
         [
             ("new".into(), "failed".into()),
-            ("fresh".into(), "failed".into())
+            ("fresh".into(), "failed".into()),
+            ("refused".into(), "failed".into())
         ]
     );
     assert_eq!(
@@ -197,7 +218,14 @@ fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
             ("gone".into(), "silent".into()),
             ("never".into(), "silent".into()),
             ("again".into(), "failed".into()),
+            ("earlier".into(), "failed".into()),
         ]
+    );
+    let earlier = judged.waiting.iter().find(|t| t.host == "earlier");
+    let detail = earlier.and_then(|t| t.detail.as_deref()).unwrap_or("");
+    assert!(
+        detail.starts_with("a failure of release 111111111111, from a run that began before"),
+        "{detail}"
     );
 }
 

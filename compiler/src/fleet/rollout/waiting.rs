@@ -321,7 +321,16 @@ pub fn judge(
             // A directory store keeps no revisions: the times must do.
             None => applied_at.is_some_and(|at| at >= since.started_at),
         };
-        let recent = written_after && applied.is_some_and(|r| r.started_at >= since.started_at);
+        // A run that read the store just before the release was published, in the same
+        // second, files its failure after it: a failed apply names the release it applied,
+        // so one that names another is that earlier run's. (A refusal names the release the
+        // host still runs, and is told by its time alone.)
+        let of_another = applied.is_some_and(|r| {
+            r.error.is_none() && r.release.as_ref().is_some_and(|v| *v != release.version)
+        });
+        let recent = written_after
+            && !of_another
+            && applied.is_some_and(|r| r.started_at >= since.started_at);
         let detail = row.and_then(|r| r.detail.clone());
         let trouble = |state: &str| Trouble {
             host: host.clone(),
@@ -334,6 +343,21 @@ pub fn judge(
             // A host that fails the same way again files nothing new (a report that says
             // nothing new is not written), so this failure may be from before the wave or
             // the resume, or from a run since: told as such, it halts the wave at its time.
+            Some(HostState::Failed) if of_another => judged.waiting.push(Trouble {
+                detail: Some(format!(
+                    "a failure of release {}, from a run that began before release {} was \
+                     published{}",
+                    applied
+                        .and_then(|r| r.release.as_deref())
+                        .map_or("?", crate::review::diff::short),
+                    crate::review::diff::short(&release.version),
+                    detail
+                        .as_deref()
+                        .map(|d| format!(": {d}"))
+                        .unwrap_or_default()
+                )),
+                ..trouble("failed")
+            }),
             Some(HostState::Failed) => judged.waiting.push(Trouble {
                 detail: Some(format!(
                     "the same failure as before the wave began (nothing new reported since){}",
