@@ -479,6 +479,13 @@ fn main() {
                 disk: false,
                 runs: Some(1),
             },
+            // A million hosts as a site has them: most share, one in a hundred is its own.
+            Fleet {
+                label: "overridden, json",
+                gen: gen(1_000_000, Shape::Overridden, Inventory::Json),
+                disk: false,
+                runs: Some(1),
+            },
             Fleet {
                 label: "unique, json",
                 gen: gen(10_000, Shape::Unique, Inventory::Json),

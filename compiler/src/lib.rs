@@ -112,7 +112,7 @@ pub fn template_errors(front: Frontend, sources: &Sources, diags: &mut Diagnosti
     }
     let mut found = Diagnostics::new();
     let mut cache = render::RenderCache::default();
-    let mut discard = |_: Vec<RenderedBundle>| Ok::<(), std::convert::Infallible>(());
+    let mut discard = |_: render::Chunk| Ok::<(), std::convert::Infallible>(());
     let _ = compile_streamed(front, sources, &mut found, &mut cache, &mut discard);
     for d in found.into_boxed() {
         if d.code()
@@ -134,8 +134,8 @@ pub struct Streamed {
 }
 
 /// Renders the hosts of a front end without errors a chunk at a time, handing each chunk's new
-/// bundles to `sink` (which writes them and drops them: `bellc build` gives an
-/// [`emit::BundleWriter`]), and plans the release. However many hosts have a bundle of their
+/// bundles and its hosts to `sink` (which writes them and drops them, and links the hosts:
+/// `bellc build` gives an [`emit::BundleWriter`]), and plans the release. However many hosts have a bundle of their
 /// own, only a few chunks of bundles are in memory at once. `Ok(None)` when a host failed to
 /// render (the reasons are in `diags`); what `sink` took before is the caller's to take back.
 /// A group whose inputs `cache` knows is not rendered (its bundle is OUT's already).
@@ -144,7 +144,7 @@ pub fn compile_streamed<E: Send>(
     sources: &Sources,
     diags: &mut Diagnostics,
     cache: &mut render::RenderCache,
-    sink: &mut (dyn FnMut(Vec<RenderedBundle>) -> Result<(), E> + Send),
+    sink: &mut (dyn FnMut(render::Chunk) -> Result<(), E> + Send),
 ) -> Result<Option<Streamed>, E> {
     let Frontend {
         spec,
@@ -221,8 +221,8 @@ pub fn compile_frontend_sealed(
     seal: Option<bell_seal::SealKey>,
 ) -> Option<Compiled> {
     let mut bundles = BTreeMap::new();
-    let mut keep = |chunk: Vec<RenderedBundle>| {
-        for bundle in chunk {
+    let mut keep = |chunk: render::Chunk| {
+        for bundle in chunk.bundles {
             bundles.insert(bundle.id.clone(), bundle);
         }
         Ok::<(), std::convert::Infallible>(())

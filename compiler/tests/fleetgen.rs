@@ -9,11 +9,13 @@ use kdl::{KdlDocument, KdlNode};
 
 type Labels = BTreeMap<String, String>;
 
-const ALL: [(Shape, Inventory); 8] = [
+const ALL: [(Shape, Inventory); 10] = [
     (Shape::Shared, Inventory::Inline),
     (Shape::Shared, Inventory::Json),
     (Shape::Unique, Inventory::Inline),
     (Shape::Unique, Inventory::Json),
+    (Shape::Overridden, Inventory::Inline),
+    (Shape::Overridden, Inventory::Json),
     (Shape::Templated, Inventory::Inline),
     (Shape::Templated, Inventory::Json),
     (Shape::Sealed, Inventory::Inline),
@@ -295,6 +297,65 @@ fn unique_shape_gives_every_host_its_own_file() {
             (&"overrides/00002.kdl".to_string(), 500)
         ]
     );
+}
+
+#[test]
+fn overridden_shape_gives_one_host_in_a_hundred_a_bundle_of_its_own() {
+    let gen = fleet(2_000, 5, Shape::Overridden, Inventory::Json);
+    let files = gen.generate();
+    let part = &files["overrides/00000.kdl"];
+    let doc: KdlDocument = part.parse().expect("the overrides parse");
+    let overrides = host_overrides(&doc);
+    assert_eq!(overrides.len(), 20, "1 % of 2,000 hosts");
+    for (host, node) in &overrides {
+        let children = node.children().expect("a body");
+        assert!(children.get("sysctl").is_some(), "{host}: no sysctl");
+        let file = children.get("file").expect("a file resource");
+        assert!(child_str(file, "content").starts_with(&format!("host={host}\n")));
+    }
+    // The shared shape's overrides are the same hosts with the same sysctls, without files.
+    let shared = fleet(2_000, 5, Shape::Shared, Inventory::Json).generate();
+    let shared_doc = parse_kdl(&shared);
+    let shared_hosts: Vec<String> = host_overrides(&shared_doc)
+        .into_iter()
+        .map(|(h, _)| h)
+        .collect();
+    let hosts: Vec<String> = overrides.iter().map(|(h, _)| h.clone()).collect();
+    assert_eq!(hosts, shared_hosts);
+
+    // Built, each of those hosts has a bundle no other host has, and the others share.
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in &files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_bellc"))
+        .args(["build", "bell.kdl", "-o", "out"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let release: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/release.json")).unwrap(),
+    )
+    .unwrap();
+    let mut users: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (host, entry) in release["hosts"].as_object().unwrap() {
+        let bundle = entry["bundle"].as_str().unwrap().to_string();
+        users.entry(bundle).or_default().push(host.clone());
+    }
+    let alone: BTreeSet<String> = users
+        .values()
+        .filter(|h| h.len() == 1)
+        .map(|h| h[0].clone())
+        .collect();
+    assert_eq!(alone, hosts.into_iter().collect::<BTreeSet<_>>());
+    assert!(users.len() < 60, "{} bundles for 2,000 hosts", users.len());
 }
 
 #[test]

@@ -138,6 +138,21 @@ fn a_build_that_fails_in_a_late_chunk_leaves_out_as_it_was() {
         output(&fx.path().join("out")) == before,
         "a failed build changed OUT"
     );
+    // Into a new OUT, the earlier chunks' hosts were linked as they were written (on a
+    // thread of their own): the failed build takes those links back with the bundles.
+    let run = build_streamed(fx.path(), "bell.kdl", "cold");
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let cold = fx.path().join("cold");
+    assert!(
+        cold.join("hosts").is_dir(),
+        "the earlier chunks were written"
+    );
+    let left: Vec<String> = output(&cold)
+        .into_iter()
+        .map(|(rel, _)| rel)
+        .filter(|rel| rel.starts_with("hosts/") || rel.starts_with("bundles/"))
+        .collect();
+    assert!(left.is_empty(), "a failed cold build left {left:?}");
 
     // Without the mistake, the same change builds, and OUT holds what a build in memory
     // writes (and the release it replaced, with its bundles).

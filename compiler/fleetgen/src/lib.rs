@@ -29,6 +29,10 @@ pub enum Shape {
     /// As `Shared`, plus a host override per host with a file naming the host: every bundle
     /// is different. The host overrides are in `overrides/*.kdl`, a thousand to a file.
     Unique,
+    /// As `Shared`, and each host with a host override (1 % of them) also has the file of
+    /// `Unique` in it: about one bundle of its own per hundred hosts, the rest shared, as a
+    /// real site's exceptions are (ten thousand distinct bundles in a million hosts).
+    Overridden,
     /// As `Shared`, plus the same file as `Unique` from one template in the base layer
     /// (`{{ host.name }}`, `{{ host.address }}`): every bundle is different, and the spec
     /// does not grow with the fleet beyond its inventory.
@@ -50,7 +54,9 @@ pub enum Inventory {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FleetGenError {
-    #[error("unknown shape `{0}`, expected `shared`, `unique` or `templated`")]
+    #[error(
+        "unknown shape `{0}`, expected `shared`, `unique`, `overridden`, `templated` or `sealed`"
+    )]
     UnknownShape(String),
     #[error("unknown inventory `{0}`, expected `inline` or `json`")]
     UnknownInventory(String),
@@ -63,6 +69,7 @@ impl FromStr for Shape {
             "shared" => Ok(Shape::Shared),
             "unique" => Ok(Shape::Unique),
             "templated" => Ok(Shape::Templated),
+            "overridden" => Ok(Shape::Overridden),
             "sealed" => Ok(Shape::Sealed),
             _ => Err(FleetGenError::UnknownShape(s.to_owned())),
         }
@@ -86,6 +93,7 @@ impl Shape {
             Shape::Shared => "shared",
             Shape::Unique => "unique",
             Shape::Templated => "templated",
+            Shape::Overridden => "overridden",
             Shape::Sealed => "sealed",
         }
     }
@@ -344,8 +352,8 @@ impl FleetGen {
     }
 
     /// Relative path → content of every file of the fleet: `bell.kdl`, with
-    /// `Inventory::Json` also `inventory/hosts.json`, and with `Shape::Unique` the files of
-    /// host overrides.
+    /// `Inventory::Json` also `inventory/hosts.json`, and with `Shape::Unique` or
+    /// `Shape::Overridden` the files of host overrides.
     pub fn generate(&self) -> BTreeMap<String, String> {
         let hosts = self.hosts();
         let mut files = BTreeMap::new();
@@ -418,9 +426,10 @@ impl FleetGen {
                 per_host.entry(i).or_insert(None);
             }
         }
-        // A unique fleet's host overrides go into included files of a thousand hosts each:
-        // a hundred thousand of them would not fit the size limit of one spec file.
-        let split = self.shape == Shape::Unique;
+        // Host overrides with a file of their own go into included files of a thousand hosts
+        // each: a hundred thousand of them would not fit the size limit of one spec file.
+        let own_file = matches!(self.shape, Shape::Unique | Shape::Overridden);
+        let split = own_file;
         if split && !per_host.is_empty() {
             let _ = writeln!(kdl, "include {}", quote(&format!("{OVERRIDES_DIR}/*.kdl")));
         }
@@ -434,7 +443,7 @@ impl FleetGen {
             if let Some(value) = sysctl {
                 let _ = writeln!(out, "    sysctl {{ net.core.somaxconn {value} }}");
             }
-            if self.shape == Shape::Unique {
+            if own_file {
                 let _ = writeln!(
                     out,
                     "    file \"/etc/bell-host\" mode=\"0644\" owner=\"root\" group=\"root\" {{"

@@ -4,11 +4,13 @@ use std::process::ExitCode;
 
 use bell_fleetgen::{FleetGen, Inventory, Shape};
 
-const USAGE: &str = "usage: bell-fleetgen --hosts N [--shape shared|unique|templated|sealed] [--inventory inline|json] [--seed S] -o DIR
+const USAGE: &str = "usage: bell-fleetgen --hosts N [--shape shared|unique|overridden|templated|sealed] [--inventory inline|json] [--seed S] -o DIR
   --hosts N        number of hosts
   --shape          shared (default): hosts differ by labels and a few host overrides;
                    unique: every host also gets a file of its own (a host override each),
                    so no two bundles match;
+                   overridden: shared, and each host override (1 % of hosts) also has
+                   that file, so about one host in a hundred has a bundle of its own;
                    templated: the same file from one template that reads the host;
                    sealed: shared, and every host has an identity its secrets are
                    sealed to (the others ship them in the clear)
@@ -71,7 +73,7 @@ fn parse(args: &[String]) -> Result<(FleetGen, PathBuf), String> {
     let out = out.ok_or("`-o DIR` is required")?;
     let inventory = inventory.unwrap_or(match shape {
         Shape::Shared => Inventory::Inline,
-        Shape::Unique | Shape::Templated | Shape::Sealed => Inventory::Json,
+        Shape::Unique | Shape::Overridden | Shape::Templated | Shape::Sealed => Inventory::Json,
     });
     Ok((
         FleetGen {

@@ -207,13 +207,14 @@ pub fn build(
                 cache.known = bellc::emit::incremental::load_render_cache(out);
             }
             let mut forgotten = false;
-            let mut sink = |chunk: Vec<bellc::render::RenderedBundle>| {
+            let mut sink = |chunk: bellc::render::Chunk| {
                 if !forgotten {
                     bellc::emit::incremental::forget(out);
                     forgotten = true;
                 }
-                chunk.iter().for_each(&mut keep_sealed);
-                writer.write(&chunk)
+                chunk.bundles.iter().for_each(&mut keep_sealed);
+                writer.write(&chunk.bundles)?;
+                writer.link_new(chunk.hosts)
             };
             match bellc::compile_streamed(front, sources, diags, &mut cache, &mut sink) {
                 Ok(Some(built)) => (None, built),

@@ -105,6 +105,96 @@ pub struct BundleWriter {
     stats: WriteStats,
     /// Bundles this build created (not those it repaired), for `abandon`.
     created: Vec<PathBuf>,
+    /// The thread that links new hosts, once [`BundleWriter::link_new`] was called.
+    linker: Option<Linker>,
+}
+
+/// Links hosts on a thread of its own, as their chunks come: the render loop hands them over
+/// and goes on (the first chunk holds the hosts of every group that begins early in the
+/// inventory, at a million hosts nearly all of them).
+struct Linker {
+    send: std::sync::mpsc::Sender<Vec<(String, String)>>,
+    thread: std::thread::JoinHandle<Linked>,
+}
+
+/// What the linker did: what `hosts/` held before it linked anything (every host of the
+/// release not in it is linked now, unless it stopped on `error`), and how many links it
+/// made.
+struct Linked {
+    found: Option<FoundLinks>,
+    written: usize,
+    error: Option<EmitError>,
+}
+
+impl Linker {
+    fn start(hosts_dir: PathBuf) -> Linker {
+        let (send, receive) = std::sync::mpsc::channel::<Vec<(String, String)>>();
+        let thread = std::thread::spawn(move || {
+            let found = match read_links(&hosts_dir) {
+                Ok(found) => found,
+                Err(error) => {
+                    return Linked {
+                        found: None,
+                        written: 0,
+                        error: Some(error),
+                    }
+                }
+            };
+            let mut written = 0;
+            let mut link = hosts_dir;
+            let mut target = PathBuf::from("../bundles");
+            // After an error the rest is received and dropped: the build fails at `finish`.
+            let mut error = None;
+            for hosts in receive {
+                for (name, bundle) in hosts {
+                    if error.is_some() || found.contains_key(name.as_bytes()) {
+                        continue;
+                    }
+                    link.push(&name);
+                    target.push(&bundle);
+                    match symlink(&target, &link) {
+                        Ok(()) => written += 1,
+                        Err(e) => error = Some(e),
+                    }
+                    link.pop();
+                    target.pop();
+                }
+            }
+            Linked {
+                found: Some(found),
+                written,
+                error,
+            }
+        });
+        Linker { send, thread }
+    }
+
+    /// Waits for every link handed over.
+    fn finish(self) -> Linked {
+        drop(self.send);
+        self.thread.join().unwrap_or_else(|_| Linked {
+            found: None,
+            written: 0,
+            error: Some(EmitError::Io {
+                path: PathBuf::from("hosts"),
+                source: io::Error::other("the thread linking hosts stopped"),
+            }),
+        })
+    }
+}
+
+/// The entries of `hosts/` by name, and whether each is a symlink (only links are ours).
+type FoundLinks = rustc_hash::FxHashMap<Vec<u8>, bool>;
+
+fn read_links(hosts_dir: &Path) -> Result<FoundLinks, EmitError> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut found = FoundLinks::default();
+    for entry in fs::read_dir(hosts_dir).map_err(io_err(hosts_dir))? {
+        let entry = entry.map_err(io_err(hosts_dir))?;
+        let link = entry.file_type().is_ok_and(|t| t.is_symlink());
+        found.insert(entry.file_name().as_bytes().to_vec(), link);
+    }
+    Ok(found)
 }
 
 impl BundleWriter {
@@ -119,6 +209,7 @@ impl BundleWriter {
             trust,
             stats: WriteStats::default(),
             created: Vec::new(),
+            linker: None,
         })
     }
 
@@ -196,10 +287,42 @@ impl BundleWriter {
         Ok(())
     }
 
-    /// Takes back what this writer wrote, after a build that failed: the bundles it created
-    /// and the store files only they linked to. Bundles it repaired stay (they are right now),
-    /// and nothing else of OUT was touched yet.
-    pub fn abandon(self) -> Result<(), EmitError> {
+    /// Links the hosts that have no entry in `hosts/` yet (every host of a cold build) to
+    /// their bundles, as their chunk is written: at a million hosts the links take seconds,
+    /// which are spent while the next chunk renders rather than after the last. A host that
+    /// has an entry already is linked (or left) by [`BundleWriter::finish`], so that a build
+    /// that fails changes no link a release named.
+    pub fn link_new(&mut self, hosts: Vec<(String, String)>) -> Result<(), EmitError> {
+        if hosts.is_empty() {
+            return Ok(());
+        }
+        if self.linker.is_none() {
+            self.make_dirs()?;
+        }
+        let hosts_dir = &self.hosts_dir;
+        let linker = self
+            .linker
+            .get_or_insert_with(|| Linker::start(hosts_dir.clone()));
+        // A thread that is gone panicked, which `finish` tells.
+        let _ = linker.send.send(hosts);
+        Ok(())
+    }
+
+    /// Takes back what this writer wrote, after a build that failed: the host links and the
+    /// bundles it created and the store files only those bundles linked to. Bundles it
+    /// repaired stay (they are right now), and nothing else of OUT was touched yet.
+    pub fn abandon(mut self) -> Result<(), EmitError> {
+        if let Some(linker) = self.linker.take() {
+            use std::os::unix::ffi::OsStrExt;
+            // What it linked, also before an error, is what `hosts/` holds now and did not.
+            if let Some(found) = linker.finish().found {
+                for (name, is_link) in read_links(&self.hosts_dir)? {
+                    if is_link && !found.contains_key(&name) {
+                        remove_any(&self.hosts_dir.join(std::ffi::OsStr::from_bytes(&name)))?;
+                    }
+                }
+            }
+        }
         if self.created.is_empty() {
             return Ok(());
         }
@@ -225,13 +348,28 @@ impl BundleWriter {
             hosts_dir,
             store_dir,
             mut stats,
+            linker,
             ..
         } = self;
+        let found_links = match linker {
+            Some(linker) => {
+                let linked = linker.finish();
+                if let Some(error) = linked.error {
+                    return Err(error);
+                }
+                stats.links_written += linked.written;
+                linked.found
+            }
+            None => None,
+        };
         let out = out.as_path();
         finish(
             out,
             &bundles_dir,
-            &hosts_dir,
+            HostLinks {
+                dir: &hosts_dir,
+                found: found_links,
+            },
             &store_dir,
             &is_written,
             release,
@@ -241,10 +379,16 @@ impl BundleWriter {
     }
 }
 
+/// `hosts/`, and what it held before the linker thread linked the hosts it lacked.
+struct HostLinks<'a> {
+    dir: &'a Path,
+    found: Option<FoundLinks>,
+}
+
 fn finish(
     out: &Path,
     bundles_dir: &Path,
-    hosts_dir: &Path,
+    hosts: HostLinks,
     store_dir: &Path,
     is_written: &dyn Fn(&str) -> bool,
     release: &Release,
@@ -272,7 +416,7 @@ fn finish(
 
     // The release's text is made while the links are written: both take a while at scale.
     let (linked, json) = rayon::join(
-        || link_hosts(hosts_dir, release, stats),
+        || link_hosts(hosts, release, stats),
         || (!same).then(|| release.to_json()),
     );
     linked?;
@@ -310,7 +454,8 @@ fn finish(
 }
 
 /// Points `hosts/<name>` at its bundle for every host of `release` and removes the links of
-/// hosts that left it.
+/// hosts that left it. With `hosts.found` (what `hosts/` held before [`BundleWriter::link_new`]
+/// linked the hosts it lacked), a host not found there is linked already.
 ///
 /// `hosts/` is read once up front, so a host that has no link yet (every host of a cold
 /// build) is linked without looking it up. The links are made one after another: they all go
@@ -318,24 +463,24 @@ fn finish(
 /// it spent more time waking each other than linking (a million hosts: 10 s in parallel on two
 /// cores).
 fn link_hosts(
-    hosts_dir: &Path,
+    hosts: HostLinks,
     release: &Release,
     stats: &mut WriteStats,
 ) -> Result<(), EmitError> {
     use std::os::unix::ffi::OsStrExt;
-    // Name → whether it is a symlink (only links are ours to remove).
-    let mut present: rustc_hash::FxHashMap<Vec<u8>, bool> = Default::default();
-    for entry in fs::read_dir(hosts_dir).map_err(io_err(hosts_dir))? {
-        let entry = entry.map_err(io_err(hosts_dir))?;
-        let link = entry.file_type().is_ok_and(|t| t.is_symlink());
-        present.insert(entry.file_name().as_bytes().to_vec(), link);
-    }
+    let hosts_dir = hosts.dir;
+    let linked_new = hosts.found.is_some();
+    let mut present = match hosts.found {
+        Some(found) => found,
+        None => read_links(hosts_dir)?,
+    };
     let mut link = hosts_dir.to_path_buf();
     let mut target = PathBuf::from("../bundles");
     for (name, host) in &release.hosts {
         link.push(name);
         target.push(&host.bundle);
         let wrote = match present.remove(name.as_bytes()) {
+            None if linked_new => false,
             None => {
                 symlink(&target, &link)?;
                 true

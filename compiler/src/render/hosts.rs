@@ -35,8 +35,25 @@ pub struct RenderCache {
     pub hits: usize,
 }
 
-/// Renders every host of `resolution` a chunk of groups at a time and hands each chunk's new
-/// distinct bundles to `sink` while the next chunk renders, so that only two chunks of bundles
+/// What a streamed build hands its sink for each chunk of groups.
+#[derive(Debug, Default)]
+pub struct Chunk {
+    /// The chunk's bundles that no earlier chunk had.
+    pub bundles: Vec<RenderedBundle>,
+    /// Every host of the chunk, with its bundle id (also where the bundle is an earlier
+    /// chunk's or, unrendered, OUT's already): a writer can link hosts while the next chunk
+    /// renders rather than all of them after the last.
+    pub hosts: Vec<(String, String)>,
+}
+
+impl Chunk {
+    fn is_empty(&self) -> bool {
+        self.bundles.is_empty() && self.hosts.is_empty()
+    }
+}
+
+/// Renders every host of `resolution` a chunk of groups at a time and hands each chunk (its
+/// new distinct bundles and its hosts) to `sink` while the next chunk renders, so that only two chunks of bundles
 /// are ever held: a fleet whose every host has a bundle of its own builds in the memory of a
 /// small one. Returns the bundle id of every host, or `None` when any host failed (the reasons
 /// are in `diags`). After the first failure `sink` is not called again, but rendering goes on
@@ -48,7 +65,7 @@ pub fn render_fleet_streamed<'h, E: Send>(
     sources: &Sources,
     diags: &mut Diagnostics,
     cache: &mut RenderCache,
-    sink: &mut (dyn FnMut(Vec<RenderedBundle>) -> Result<(), E> + Send),
+    sink: &mut (dyn FnMut(Chunk) -> Result<(), E> + Send),
 ) -> Result<Option<BTreeMap<&'h str, String>>, E> {
     let services = service_endpoints(resolution);
     let renderer = Renderer::new();
@@ -167,7 +184,7 @@ pub fn render_fleet_streamed<'h, E: Send>(
     let mut reports: Vec<(Box<dyn crate::diagnostic::SpecDiagnostic>, Vec<&str>)> = Vec::new();
     let mut index_of: HashMap<String, usize> = HashMap::new();
     let mut failed = false;
-    let mut unsunk: Vec<RenderedBundle> = Vec::new();
+    let mut unsunk = Chunk::default();
     let known = std::mem::take(&mut cache.known);
     let mut now: Vec<(String, String)> = Vec::new();
     for chunk in groups.chunks(chunk_len) {
@@ -201,6 +218,10 @@ pub fn render_fleet_streamed<'h, E: Send>(
                 Err(id) => {
                     for &i in members {
                         bundle_of.insert(&resolution.hosts[i].name, id.clone());
+                        if !failed {
+                            let name = resolution.hosts[i].name.clone();
+                            unsunk.hosts.push((name, id.clone()));
+                        }
                     }
                     seen.insert(id.clone());
                     cache.hits += 1;
@@ -213,6 +234,10 @@ pub fn render_fleet_streamed<'h, E: Send>(
                 Ok((bundle, warnings)) => {
                     for &i in members {
                         bundle_of.insert(&resolution.hosts[i].name, bundle.id.clone());
+                        if !failed {
+                            let name = resolution.hosts[i].name.clone();
+                            unsunk.hosts.push((name, bundle.id.clone()));
+                        }
                     }
                     // Only what rendered without a word is taken again unrendered: a warning
                     // is said by every build. Nor a bundle with sealed secrets, which are
@@ -221,7 +246,7 @@ pub fn render_fleet_streamed<'h, E: Send>(
                         now.extend(digest.map(|d| (d, bundle.id.clone())));
                     }
                     if !failed && seen.insert(bundle.id.clone()) {
-                        unsunk.push(bundle);
+                        unsunk.bundles.push(bundle);
                     }
                     warnings
                 }
@@ -244,7 +269,7 @@ pub fn render_fleet_streamed<'h, E: Send>(
             }
         }
         if failed {
-            unsunk.clear();
+            unsunk = Chunk::default();
         }
     }
     if !unsunk.is_empty() {

@@ -21,7 +21,7 @@ pub mod values;
 
 pub use bell_bundle::looks_like_private_key;
 pub use bundle::{file_name_for, BundleBuilder, BundleKind, NewFile, NewResource, ProbePolicy};
-pub use hosts::{render_fleet_streamed, service_endpoints, RenderCache};
+pub use hosts::{render_fleet_streamed, service_endpoints, Chunk, RenderCache};
 
 use crate::diagnostic::Diagnostics;
 use crate::graph::ResourceOrder;
