@@ -111,6 +111,29 @@ fn host_overrides(doc: &KdlDocument) -> Vec<(String, &KdlNode)> {
         .collect()
 }
 
+/// `files` written into a new directory and built there into `out` with `bellc build` and
+/// `args`, which must succeed.
+fn built(files: &BTreeMap<String, String>, args: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_bellc"))
+        .args(["build", "bell.kdl", "-o", "out"])
+        .args(args)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
 #[test]
 fn same_seed_gives_the_same_fleet() {
     for (shape, inventory) in ALL {
@@ -324,22 +347,7 @@ fn overridden_shape_gives_one_host_in_a_hundred_a_bundle_of_its_own() {
     assert_eq!(hosts, shared_hosts);
 
     // Built, each of those hosts has a bundle no other host has, and the others share.
-    let dir = tempfile::tempdir().unwrap();
-    for (path, text) in &files {
-        let path = dir.path().join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-    let out = Command::new(env!("CARGO_BIN_EXE_bellc"))
-        .args(["build", "bell.kdl", "-o", "out"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dir = built(&files, &[]);
     let release: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("out/release.json")).unwrap(),
     )
@@ -371,23 +379,9 @@ fn sealed_shape_gives_every_host_an_identity_and_builds_with_its_secrets_sealed(
             gen.hosts().into_iter().filter_map(|h| h.identity).collect();
         assert_eq!(identities.len(), 40, "one identity per host, none shared");
         assert_eq!(gen.generate(), files, "drawn from the seed");
-        let dir = tempfile::tempdir().unwrap();
-        for (path, text) in &files {
-            let path = dir.path().join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
-        std::fs::write(dir.path().join("seal.key"), "k".repeat(32)).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_bellc"))
-            .args(["build", "bell.kdl", "-o", "out", "--seal-key", "seal.key"])
-            .current_dir(dir.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let mut files = files;
+        files.insert("seal.key".into(), "k".repeat(32));
+        let dir = built(&files, &["--seal-key", "seal.key"]);
         let sealed_to = std::fs::read_dir(dir.path().join("out/secrets"))
             .unwrap()
             .count();
