@@ -40,6 +40,17 @@ fn systemd_accepts(unit_dir: &std::path::Path) {
 }
 
 /// `systemd-analyze verify` accepts `units` under `unit_dir`.
+/// The text of `unit` in `unit_dir`, and its `ExecStart=` line.
+fn exec_start_of(unit_dir: &std::path::Path, unit: &str) -> (String, String) {
+    let text = std::fs::read_to_string(unit_dir.join(unit)).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("ExecStart="))
+        .unwrap_or_else(|| panic!("{unit} has no ExecStart=:\n{text}"))
+        .to_string();
+    (text, line)
+}
+
 fn systemd_accepts_units(unit_dir: &std::path::Path, units: &[&str]) {
     if !bell_testkit::tool("systemd-analyze") {
         return;
@@ -89,11 +100,7 @@ fn install_timer_with_an_etcd_fleet_registers_the_machine_at_boot() {
         stdout(&out)
     );
     let unit_dir = root.join("etc/systemd/system");
-    let register = std::fs::read_to_string(unit_dir.join("bell-run-register.service")).unwrap();
-    let exec_start = register
-        .lines()
-        .find(|l| l.starts_with("ExecStart="))
-        .unwrap();
+    let (register, exec_start) = exec_start_of(&unit_dir, "bell-run-register.service");
     // The pull's store, fleet, host and credentials; nothing of the pull's own.
     assert_eq!(
         exec_start,
@@ -142,11 +149,7 @@ fn install_timer_with_a_source_writes_a_pulling_service_with_every_argument_quot
         stderr(&out)
     );
     let unit_dir = root.join("etc/systemd/system");
-    let service = std::fs::read_to_string(unit_dir.join("bell-run.service")).unwrap();
-    let exec_start = service
-        .lines()
-        .find(|l| l.starts_with("ExecStart="))
-        .unwrap();
+    let (service, exec_start) = exec_start_of(&unit_dir, "bell-run.service");
     assert_eq!(
         exec_start,
         format!(
