@@ -5,7 +5,8 @@
 //! as the kernel separates fields by tabs), `drifted` with the difference, `drifted` for a key
 //! this kernel lacks, a value that looks like the tag `grep -H` puts before another key's lines
 //! is read as a value,
-//! and offline, where there is no live value to read, it prints nothing.
+//! and offline, where there is no live value to read, it prints nothing. The batch's apply, which
+//! sets every due key in one process, keeps the same values quoted as it writes them.
 mod common;
 use common::fleet::*;
 use common::*;
@@ -93,4 +94,75 @@ fn one_check_reads_every_key_and_keeps_hostile_values_quoted() {
     assert_eq!(check("1"), "", "offline reads nothing live");
     assert!(!root.path().join("PWNED").exists() && !f.path().join("PWNED").exists());
     assert!(!state.exists() || std::fs::read_dir(&state).unwrap().next().is_none());
+}
+
+#[test]
+fn one_apply_sets_every_due_key_and_keeps_hostile_values_quoted() {
+    let root = tempfile::tempdir().unwrap();
+    let tag_like = format!("{}/proc/sys/kernel/hostname:h", root.path().display());
+    let f = Fixture::spec(&format!(
+        "fleet \"t\" target=\"debian-12\"\nhost \"h\" address=\"10.0.0.1\"\nsysctl {{\n    kernel.core_pattern \"{}\"\n    kernel.domainname \"{}\"\n    kernel.hostname \"h\"\n}}\n",
+        kdl(HOSTILE),
+        kdl(&tag_like),
+    ));
+    let script = check_script(&f).with_file_name("sysctl.apply");
+    if require("shellcheck") {
+        let out = Command::new("shellcheck")
+            .args(["-s", "sh", "-e", "SC2016"])
+            .arg(&script)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    let sys = root.path().join("proc/sys/kernel");
+    std::fs::create_dir_all(&sys).unwrap();
+    let state = root.path().join("state");
+    let keys = ["core_pattern", "domainname", "hostname"];
+    for key in keys {
+        std::fs::create_dir_all(state.join(key)).unwrap();
+    }
+    let apply = |offline: &str| {
+        let mut cmd = Command::new("sh");
+        cmd.arg(&script);
+        for key in keys {
+            cmd.arg(format!("sysctl:kernel.{key}")).arg(state.join(key));
+        }
+        let out = cmd
+            .current_dir(root.path())
+            .env("BELL_ROOT", root.path())
+            .env("BELL_STATE", state.join("batch"))
+            .env("BELL_OFFLINE", offline)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        // A key is answered when its fate is known: those written after they are read back.
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        let mut lines: Vec<String> = stdout.lines().map(|l| format!("{l}\n")).collect();
+        lines.sort();
+        lines.concat()
+    };
+    std::fs::write(sys.join("core_pattern"), "core\tdump\n").unwrap();
+    std::fs::write(sys.join("domainname"), "(none)\n").unwrap();
+    assert_eq!(apply("1"), "", "offline sets nothing live");
+    assert_eq!(
+        std::fs::read_to_string(sys.join("core_pattern")).unwrap(),
+        "core\tdump\n"
+    );
+    assert_eq!(
+        apply("0"),
+        "sysctl:kernel.core_pattern\tok\t\n\
+         sysctl:kernel.domainname\tok\t\n\
+         sysctl:kernel.hostname\tfailed\tthis kernel has no sysctl kernel.hostname\n"
+    );
+    let read = |path: std::path::PathBuf| std::fs::read_to_string(path).unwrap();
+    assert_eq!(read(sys.join("core_pattern")), format!("{HOSTILE}\n"));
+    assert_eq!(read(sys.join("domainname")), format!("{tag_like}\n"));
+    assert_eq!(read(state.join("core_pattern/original")), "core\tdump\n");
+    assert_eq!(read(state.join("domainname/original")), "(none)\n");
+    assert!(!state.join("hostname/original").exists());
+    assert!(!root.path().join("PWNED").exists() && !f.path().join("PWNED").exists());
 }

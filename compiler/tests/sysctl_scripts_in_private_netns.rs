@@ -1,7 +1,8 @@
 //! sysctl apply/revert scripts run for real in a private network namespace (`unshare --net
 //! --mount`), where net.* keys belong to the test: apply sets and records the original,
 //! re-apply changes nothing (not even its state), revert restores the original, and a value the
-//! kernel refuses or does not take fails the resource.
+//! kernel refuses or does not take fails the resource. The batch's apply, which sets every due
+//! key in one process, does as the keys' own applies do, line by line.
 
 mod common;
 use common::*;
@@ -228,5 +229,138 @@ printf 'live=%s\n' "$(fwd)"
         value_of(&out, "live"),
         "1",
         "the script does not set the value live"
+    );
+}
+
+#[test]
+fn the_batch_apply_sets_every_key_it_is_given_as_their_own_applies_do() {
+    let c = compile_ok(SPEC);
+    let b = only_bundle(&c);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let write = |name: &str, text: String| std::fs::write(dir.path().join(name), text).unwrap();
+    write("batch.apply", batch_script(b, "sysctl", "apply"));
+    write("batch.check", batch_script(b, "sysctl", "check"));
+    for (key, tag) in [
+        ("net.ipv4.ip_forward", "fwd"),
+        ("net/ipv4/conf/all/rp_filter", "rpf"),
+        ("net.ipv4.ip_local_port_range", "range"),
+    ] {
+        write(&format!("{tag}.revert"), script(b, "sysctl", key, "revert"));
+    }
+    let driver = r#"
+set -u
+export BELL_ROOT=/ BELL_OFFLINE=0
+show() { printf '%s_fwd=%s\n%s_rpf=%s\n%s_range=%s\n' "$1" "$(cat /proc/sys/net/ipv4/ip_forward)" "$1" "$(cat /proc/sys/net/ipv4/conf/all/rp_filter)" "$1" "$(cat /proc/sys/net/ipv4/ip_local_port_range)"; }
+stamp() { printf '%s=%s\n' "$1" "$(stat -c '%y %s' state/fwd/original state/range/original 2>&1 | tr '\n' ' ')"; }
+mkdir -p state/batch state/fwd state/rpf state/range state/x
+set -- sysctl:net.ipv4.ip_forward state/fwd sysctl:net/ipv4/conf/all/rp_filter state/rpf \
+    sysctl:net.ipv4.ip_local_port_range state/range sysctl:not.ours state/x
+show before
+BELL_STATE=state/batch sh batch.apply "$@" | sed 's/^/first: /'
+show applied; stamp stamp1
+printf 'orig_fwd=%s\norig_range=%s\n' "$(cat state/fwd/original)" "$(cat state/range/original)"
+sleep 0.05
+BELL_STATE=state/batch sh batch.apply "$@" | sed 's/^/again: /'
+stamp stamp2
+BELL_STATE=state/batch sh batch.check | sed 's/^/check: /'
+for t in fwd rpf range; do BELL_STATE=state/$t sh "$t.revert" || echo "failed_revert_$t"; done
+show reverted
+"#;
+    let Some(out) = in_netns(driver, dir.path()) else {
+        return;
+    };
+    assert!(!out.contains("failed_"), "{out}");
+    let ok = [
+        "sysctl:net.ipv4.ip_forward\tok\t",
+        "sysctl:net/ipv4/conf/all/rp_filter\tok\t",
+        "sysctl:net.ipv4.ip_local_port_range\tok\t",
+        "sysctl:not.ours\tfailed\tnot a sysctl key of this bundle",
+    ]
+    .map(String::from)
+    .into_iter()
+    .collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(checked(&out, "first"), ok, "{out}");
+    assert_eq!(checked(&out, "again"), ok, "{out}");
+    assert_eq!(value_of(&out, "applied_fwd"), "1");
+    assert_eq!(value_of(&out, "applied_rpf"), "2");
+    assert_eq!(value_of(&out, "applied_range"), "20000\t40000");
+    // The originals as the keys' own applies keep them (the range with its tab), once.
+    assert_eq!(value_of(&out, "orig_fwd"), value_of(&out, "before_fwd"));
+    assert_eq!(value_of(&out, "orig_range"), value_of(&out, "before_range"));
+    assert_eq!(value_of(&out, "stamp1"), value_of(&out, "stamp2"));
+    assert_eq!(checked(&out, "check").len(), 3, "{out}");
+    assert!(
+        checked(&out, "check")
+            .iter()
+            .all(|l| l.contains("\tin-sync")),
+        "{out}"
+    );
+    for tag in ["fwd", "rpf", "range"] {
+        assert_eq!(
+            value_of(&out, &format!("reverted_{tag}")),
+            value_of(&out, &format!("before_{tag}")),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn the_batch_apply_fails_a_refused_or_untaken_value_alone_with_the_own_applys_words() {
+    let c = compile_ok(
+        "fleet \"t\" target=\"ubuntu-24.04\"\nhost \"h\" address=\"10.0.0.1\"\nsysctl {\n    net.ipv4.ip_forward \"1 2\"\n    net.ipv4.conf.all.rp_filter \"abc\"\n    net.ipv4.conf.all.forwarding 1\n}\n",
+    );
+    let b = only_bundle(&c);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let write = |name: &str, text: String| std::fs::write(dir.path().join(name), text).unwrap();
+    write("batch.apply", batch_script(b, "sysctl", "apply"));
+    write(
+        "refused.apply",
+        script(b, "sysctl", "net.ipv4.conf.all.rp_filter", "apply"),
+    );
+    write(
+        "untaken.apply",
+        script(b, "sysctl", "net.ipv4.ip_forward", "apply"),
+    );
+    let driver = r#"
+export BELL_ROOT=/ BELL_OFFLINE=0
+mkdir -p state/batch state/a state/b state/c
+BELL_STATE=state/batch sh batch.apply sysctl:net.ipv4.ip_forward state/a \
+    sysctl:net.ipv4.conf.all.rp_filter state/b sysctl:net.ipv4.conf.all.forwarding state/c \
+    | sed 's/^/batch: /'
+printf 'rc=%s\nforwarding=%s\n' "$?" "$(cat /proc/sys/net/ipv4/conf/all/forwarding)"
+for t in refused untaken; do
+    BELL_STATE=state/$t sh "$t.apply" 2>&1 | sed "s/^/$t: /"
+done
+"#;
+    let Some(out) = in_netns(driver, dir.path()) else {
+        return;
+    };
+    assert_eq!(value_of(&out, "rc"), "0", "{out}");
+    assert_eq!(value_of(&out, "forwarding"), "1", "{out}");
+    let said = checked(&out, "batch");
+    let own = |tag: &str, key: &str| {
+        let line = checked(&out, tag).into_iter().next().unwrap_or_default();
+        let why = line
+            .strip_prefix(&format!("bell: sysctl:{key}: "))
+            .unwrap_or("?");
+        format!("sysctl:{key}\tfailed\t{why}")
+    };
+    let expected = [
+        own("untaken", "net.ipv4.ip_forward"),
+        own("refused", "net.ipv4.conf.all.rp_filter"),
+        "sysctl:net.ipv4.conf.all.forwarding\tok\t".to_string(),
+    ]
+    .into_iter()
+    .collect::<std::collections::BTreeSet<_>>();
+    assert_eq!(said, expected, "{out}");
+    assert!(
+        said.iter()
+            .any(|l| l.contains("the kernel refused net.ipv4.conf.all.rp_filter = abc")),
+        "{out}"
+    );
+    assert!(
+        said.iter()
+            .any(|l| l.contains("net.ipv4.ip_forward is 1 after setting it to 1 2")),
+        "{out}"
     );
 }

@@ -23,6 +23,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod batch;
 mod run;
 use run::run_resources;
 

@@ -59,7 +59,7 @@ pub struct CheckReport {
 pub const REBOOT_REQUIRED: &str = "reboot-required";
 
 /// What the logs and timings of a batch's check are filed under, as a resource's under its kind.
-const BATCH_KIND: &str = "batch";
+pub(crate) const BATCH_KIND: &str = "batch";
 
 /// Runs a resource's check script, if it has one.
 pub fn run_one(ctx: &Ctx, bundle: &Path, generation: &str, resource: &Resource) -> Checked {

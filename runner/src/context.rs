@@ -109,12 +109,7 @@ pub(crate) struct Ctx<'a> {
 
 impl Ctx<'_> {
     pub(crate) fn env(&self, kind: &str, name: &str, generation: &str) -> Vec<(String, String)> {
-        let state_dir = state::resource_state_dir(self.root, kind, name);
-        if fs::create_dir_all(&state_dir).is_ok() {
-            // Private: scripts may record secrets they need to undo themselves.
-            use std::os::unix::fs::PermissionsExt;
-            let _ = fs::set_permissions(&state_dir, fs::Permissions::from_mode(0o700));
-        }
+        let state_dir = self.state_dir(kind, name);
         vec![
             ("BELL_ROOT".to_string(), self.root.dir.display().to_string()),
             ("BELL_STATE".to_string(), state_dir.display().to_string()),
@@ -125,6 +120,17 @@ impl Ctx<'_> {
             ("BELL_RESOURCE".to_string(), format!("{kind}:{name}")),
             ("BELL_GENERATION".to_string(), generation.to_string()),
         ]
+    }
+
+    /// A resource's `BELL_STATE`, made when missing.
+    pub(crate) fn state_dir(&self, kind: &str, name: &str) -> PathBuf {
+        let state_dir = state::resource_state_dir(self.root, kind, name);
+        if fs::create_dir_all(&state_dir).is_ok() {
+            // Private: scripts may record secrets they need to undo themselves.
+            use std::os::unix::fs::PermissionsExt;
+            let _ = fs::set_permissions(&state_dir, fs::Permissions::from_mode(0o700));
+        }
+        state_dir
     }
 
     /// Whether `script` is not started: it is live only and this run is offline, where it

@@ -3,7 +3,9 @@
 //! check` and `apply` run it once for all of them and take each resource's line as that
 //! resource's check; a resource without a line, or a batch that fails, is an error for the
 //! resources it did not answer for; a live-only batch is not started offline; and a manifest
-//! whose resource names a batch it does not hold is refused before anything changes.
+//! whose resource names a batch it does not hold is refused before anything changes. A batch may
+//! also have an apply: two or more of its resources due are brought live by one run of it (each
+//! taking its line as its outcome), one due alone by its own apply.
 mod common;
 use common::*;
 
@@ -189,4 +191,151 @@ fn a_resource_naming_a_batch_the_manifest_lacks_is_refused_before_anything_chang
         r.batch = Some("Bad Name".to_string());
     }
     assert_refused(&w, &spec, "the batch name \"Bad Name\"");
+}
+
+/// `bundle` with an apply for the batch: it sets each due key to 1, leaves a mark in the state
+/// directory it was given, and answers `ok`, except for the keys in `refuse` (`failed`) and
+/// `silent` (no line); `tail` ends the script.
+fn applying_bundle(w: &World, refuse: &[&str], silent: &[&str], tail: &str) -> BundleSpec {
+    let live = w.tmp.path().join("live");
+    let live = live.display();
+    let events = w.events_path();
+    let mut apply = format!(
+        "#!/bin/sh\nkeys=''\nfor a in \"$@\"; do case $a in live:*) keys=\"$keys $a\" ;; esac; done\necho \"batch apply$keys\" >> '{}'\n",
+        events.display()
+    );
+    apply += "while [ $# -gt 0 ]; do\n    key=$1; state=$2; shift 2\n    name=${key#live:}\n    case $name in\n";
+    for key in refuse {
+        apply += &format!(
+            "        {key}) printf '%s\\tfailed\\t%s refused\\n' \"$key\" {key}; continue ;;\n"
+        );
+    }
+    for key in silent {
+        apply += &format!("        {key}) continue ;;\n");
+    }
+    apply += &format!(
+        "    esac\n    echo 1 > '{live}/'\"$name\"\n    echo \"$key\" > \"$state/seen\"\n    printf '%s\\tok\\n' \"$key\"\ndone\n{tail}"
+    );
+    bundle(w, &KEYS, "").batch_apply("live", &apply)
+}
+
+/// `KEY status detail` of each resource in an apply report.
+fn statuses(out: &std::process::Output) -> Vec<String> {
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    report["resources"]
+        .as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} {}",
+                r["key"].as_str().unwrap_or(""),
+                r["status"].as_str().unwrap_or(""),
+                r["detail"].as_str().unwrap_or("")
+            )
+            .trim_end()
+            .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn a_batch_apply_brings_every_due_resource_live_in_one_run_and_one_due_alone_runs_its_own() {
+    let w = World::new();
+    let spec = applying_bundle(&w, &[], &[], "");
+    let out = w.apply(&w.build(&spec), &["--json"]);
+    expect_code(&out, 0);
+    assert_eq!(w.events(), ["batch apply live:a live:b live:c"]);
+    assert_eq!(statuses(&out), ["live:a ok", "live:b ok", "live:c ok"]);
+    // Each resource's own state directory, made private before the script ran.
+    for key in KEYS {
+        let state = w.root().join("var/lib/bell/state/live").join(key);
+        assert_eq!(
+            std::fs::read_to_string(state.join("seen")).unwrap(),
+            format!("live:{key}\n")
+        );
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&state).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{}", state.display());
+    }
+    w.clear_events();
+
+    // Nothing due: nothing runs.
+    expect_code(&w.apply(&w.build(&spec), &[]), 0);
+    assert!(w.events().is_empty(), "{:?}", w.events());
+
+    // One resource changed: it alone is due, and its own apply runs.
+    let mut changed = spec.clone();
+    let own = changed.resources[1].apply.clone().unwrap();
+    changed.resources[1].apply = Some(format!("# changed\n{own}"));
+    expect_code(&w.apply(&w.build(&changed), &[]), 0);
+    assert_eq!(w.events(), ["apply b"]);
+
+    // Two drifted: put back together, by one run of the batch's apply.
+    for key in ["a", "c"] {
+        std::fs::write(w.tmp.path().join("live").join(key), "0\n").unwrap();
+    }
+    assert_eq!(check(&w).0, 2);
+    w.clear_events();
+    let out = w.apply(&w.build(&changed), &["--json"]);
+    expect_code(&out, 0);
+    assert_eq!(w.events(), ["batch", "batch apply live:a live:c"]);
+    assert_eq!(
+        statuses(&out),
+        [
+            "live:a ok drifted → put back",
+            "live:b unchanged",
+            "live:c ok drifted → put back"
+        ]
+    );
+}
+
+#[test]
+fn a_resource_the_batch_apply_refuses_or_leaves_unanswered_has_failed() {
+    let w = World::new();
+    let spec = applying_bundle(&w, &["b"], &["c"], "");
+    let out = w.apply(&w.build(&spec), &["--json"]);
+    expect_code(&out, 3);
+    assert_eq!(
+        statuses(&out),
+        [
+            "live:a ok",
+            "live:b failed b refused",
+            "live:c failed the apply of batch live gave no answer for it"
+        ]
+    );
+
+    // A batch apply that fails: what it answered stands, the rest failed, saying how.
+    let w = World::new();
+    let tail = "echo 'bell: batch:live: the kernel said no' >&2\nexit 3\n";
+    let spec = applying_bundle(&w, &[], &["b", "c"], tail);
+    let out = w.apply(&w.build(&spec), &["--json"]);
+    expect_code(&out, 3);
+    assert_eq!(
+        statuses(&out),
+        [
+            "live:a ok",
+            "live:b failed apply of batch live exit 3: batch:live: the kernel said no",
+            "live:c failed apply of batch live exit 3: batch:live: the kernel said no"
+        ]
+    );
+    // Failed resources are due again: the next apply runs the batch for them.
+    w.clear_events();
+    expect_code(&w.apply(&w.build(&spec), &[]), 3);
+    assert_eq!(w.events(), ["batch apply live:b live:c"]);
+}
+
+#[test]
+fn a_resource_of_an_applying_batch_with_an_after_or_no_apply_is_refused() {
+    let w = World::new();
+    let mut spec = applying_bundle(&w, &[], &[], "");
+    spec.resources[2].after = vec!["live:a".to_string()];
+    assert_refused(
+        &w,
+        &spec,
+        "resource live:c is applied by the apply of batch \"live\"",
+    );
+    let mut spec = applying_bundle(&w, &[], &[], "");
+    spec.resources[0].apply = None;
+    assert_refused(&w, &spec, "resource live:a is applied by the apply");
 }

@@ -218,13 +218,16 @@ impl BundleBuilder {
         }
     }
 
-    /// Adds a check shared by several resources (see [`bell_bundle::Batch`]); each of them
-    /// names it in its `batch`.
-    pub fn add_batch(&mut self, name: &str, check: String) {
+    /// Adds a check shared by several resources, and the apply that brings several of them
+    /// live at once when there is one (see [`bell_bundle::Batch`]); each of them names it in
+    /// its `batch`.
+    pub fn add_batch(&mut self, name: &str, check: String, apply: Option<String>) {
         let check = self.add_script("batch", name, "check", check, true);
+        let apply = apply.map(|text| self.add_script("batch", name, "apply", text, true));
         self.batches.push(bell_bundle::Batch {
             name: name.to_string(),
             check,
+            apply,
         });
     }
 

@@ -46,23 +46,30 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
             return;
         }
     }
-    // The live values are read back by one check for every key (see the template).
+    // The live values are read back by one check for every key, and set by one apply for every
+    // key due (a first apply) (see the templates).
     let keys: Vec<_> = model
         .sysctl
         .iter()
         .map(|(path, s)| context! { key => s.key, value => s.value, path })
         .collect();
-    let check = common::script(
-        r,
-        "batch",
-        BATCH,
-        "check",
-        "sysctl/check-batch.sh.j2",
-        context! { settings => keys },
-    );
+    let [check, apply] = [
+        ("check", "sysctl/check-batch.sh.j2"),
+        ("apply", "sysctl/apply-batch.sh.j2"),
+    ]
+    .map(|(role, template)| {
+        common::script(
+            r,
+            "batch",
+            BATCH,
+            role,
+            template,
+            context! { settings => keys.clone() },
+        )
+    });
     // A value the filters refuse is reported below, against its own key.
-    if let Ok(text) = check {
-        out.add_batch(BATCH, text);
+    if let (Ok(check), Ok(apply)) = (check, apply) {
+        out.add_batch(BATCH, check, Some(apply));
     }
     for (path, setting) in model.sysctl.iter() {
         let ctx = context! { key => setting.key, value => setting.value, path };

@@ -226,6 +226,18 @@ pub fn only_bundle(c: &Compiled) -> &RenderedBundle {
 }
 
 /// The text of a bundle's script for `kind:name`'s `role` (`apply`/`revert`).
+/// The `role` script (check or apply) of batch `name`.
+pub fn batch_script(b: &RenderedBundle, name: &str, role: &str) -> String {
+    let batch = b.manifest.batches.iter().find(|x| x.name == name);
+    let batch = batch.unwrap_or_else(|| panic!("no batch {name}"));
+    let s = match role {
+        "apply" => batch.apply.as_ref(),
+        _ => Some(&batch.check),
+    };
+    let s = s.unwrap_or_else(|| panic!("batch {name} has no {role} script"));
+    String::from_utf8(b.contents[&s.path].to_vec()).expect("utf-8 script")
+}
+
 pub fn script(b: &RenderedBundle, kind: &str, name: &str, role: &str) -> String {
     let r = b
         .manifest

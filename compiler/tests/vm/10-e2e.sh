@@ -143,7 +143,14 @@ ok "first apply exited 0"
 [ "$(sysctl -n vm.swappiness)" = 17 ] || fail "vm.swappiness is $(sysctl -n vm.swappiness), not 17"
 grep -qx 'net.ipv4.ip_forward = 1' "$sysctl_conf" || fail "$sysctl_conf lacks net.ipv4.ip_forward: $(cat "$sysctl_conf")"
 grep -qx 'vm.swappiness = 17' "$sysctl_conf" || fail "$sysctl_conf lacks vm.swappiness"
-ok "sysctl: net.ipv4.ip_forward=1 and vm.swappiness=17 live and in $sysctl_conf"
+# Both keys were due: set by one run of the sysctl batch's apply, each with its own original.
+batch_log=/var/lib/bell/log/batch/sysctl/apply.log
+grep -qx "$(printf 'sysctl:net.ipv4.ip_forward\tok\t')" "$batch_log" \
+    || fail "the sysctl batch's apply did not set net.ipv4.ip_forward: $(cat "$batch_log" 2>&1)"
+[ ! -e /var/lib/bell/log/sysctl/vm.swappiness/apply.log ] || fail "vm.swappiness ran an apply of its own"
+[ "$(cat /var/lib/bell/state/sysctl/net.ipv4.ip_forward/original)" = "$orig_forward" ] \
+    || fail "the original of net.ipv4.ip_forward is not $orig_forward"
+ok "sysctl: net.ipv4.ip_forward=1 and vm.swappiness=17 live and in $sysctl_conf, by one batch apply"
 
 # mount
 [ "$(systemctl is-active "$unit")" = active ] || fail "$unit is $(systemctl is-active "$unit"), not active"

@@ -172,6 +172,24 @@ pub struct Batch {
     /// Lowercase letters, digits and `-`: it names the batch's log directory.
     pub name: String,
     pub check: Script,
+    /// Brings several resources of the batch live in one process (a first apply sets twenty
+    /// sysctl keys with one `sh`, not twenty). When two or more of its resources are due,
+    /// bell-run runs it once, where the first of them stands in apply order, with two
+    /// arguments per due resource, its `KIND:NAME` and its state directory (their
+    /// `BELL_STATE`); it prints `KIND:NAME<TAB>ok` or `KIND:NAME<TAB>failed<TAB>why` for each
+    /// and exits 0; other lines are its log. A due resource without a line has failed. One
+    /// resource due alone runs its own apply, which stays what its hash is made of, so each
+    /// resource of such a batch has one. Its resources have no `after` (verification refuses
+    /// one), so running them together early orders nothing wrongly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apply: Option<Script>,
+}
+
+impl Batch {
+    /// Its check and its apply, those it has.
+    pub fn scripts(&self) -> impl Iterator<Item = &Script> {
+        std::iter::once(&self.check).chain(self.apply.as_ref())
+    }
 }
 
 /// Whether `name` can name a [`Batch`].
@@ -435,7 +453,7 @@ impl Manifest {
             .flat_map(Resource::scripts)
             .chain(self.triggers.iter().map(|t| &t.script))
             .chain(self.probes.iter().map(|p| &p.script))
-            .chain(self.batches.iter().map(|b| &b.check))
+            .chain(self.batches.iter().flat_map(Batch::scripts))
             .chain(
                 self.reboot
                     .iter()
@@ -503,7 +521,12 @@ impl Manifest {
             .flatten()
             .chain(opened.triggers.iter_mut().map(|t| &mut t.script))
             .chain(opened.probes.iter_mut().map(|p| &mut p.script))
-            .chain(opened.batches.iter_mut().map(|b| &mut b.check))
+            .chain(
+                opened
+                    .batches
+                    .iter_mut()
+                    .flat_map(|b| std::iter::once(&mut b.check).chain(b.apply.as_mut())),
+            )
             .chain(
                 opened
                     .reboot
@@ -536,7 +559,7 @@ impl Manifest {
         let sealed_batches: BTreeSet<&str> = self
             .batches
             .iter()
-            .filter(|b| b.check.sealed)
+            .filter(|b| b.scripts().any(|s| s.sealed))
             .map(|b| b.name.as_str())
             .collect();
         let key = Resource::key;
@@ -600,7 +623,7 @@ impl Manifest {
         let batches: Vec<Batch> = kept
             .batches
             .iter()
-            .filter(|b| !b.check.sealed && batched.contains(b.name.as_str()))
+            .filter(|b| !b.scripts().any(|s| s.sealed) && batched.contains(b.name.as_str()))
             .cloned()
             .collect();
         kept.batches = batches;

@@ -138,6 +138,12 @@ pub enum VerifyError {
         resource: String,
         batch: String,
     },
+    /// A resource of a batch with an apply has an `after` (the batch may run before it), no
+    /// apply of its own (one due alone runs it) or an exec policy.
+    BadBatchMember {
+        resource: String,
+        batch: String,
+    },
     /// Two batches share a name, or a name is not lowercase letters, digits and `-`.
     BadBatchName {
         name: String,
@@ -217,6 +223,10 @@ impl fmt::Display for VerifyError {
             VerifyError::BadBatch { resource, batch } => write!(
                 f,
                 "resource {resource} is checked by the batch {batch:?}, which the manifest does not hold, or has a check of its own as well"
+            ),
+            VerifyError::BadBatchMember { resource, batch } => write!(
+                f,
+                "resource {resource} is applied by the apply of batch {batch:?}, but has an `after`, an exec policy or no apply of its own"
             ),
             VerifyError::BadWindow { window, error } => {
                 write!(f, "the reboot window {window:?} does not parse: {error}")
@@ -371,12 +381,28 @@ pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, Expected>
                 name: batch.name.clone(),
             });
         }
-        scripts.push(&batch.check);
+        scripts.extend(batch.scripts());
     }
+    let applying: std::collections::BTreeSet<&str> = manifest
+        .batches
+        .iter()
+        .filter(|b| b.apply.is_some())
+        .map(|b| b.name.as_str())
+        .collect();
     for resource in &manifest.resources {
         if let Some(batch) = &resource.batch {
             if !batches.contains(batch.as_str()) || resource.check.is_some() {
                 return Err(VerifyError::BadBatch {
+                    resource: resource.key(),
+                    batch: batch.clone(),
+                });
+            }
+            if applying.contains(batch.as_str())
+                && (!resource.after.is_empty()
+                    || resource.apply.is_none()
+                    || resource.exec.is_some())
+            {
+                return Err(VerifyError::BadBatchMember {
                     resource: resource.key(),
                     batch: batch.clone(),
                 });

@@ -1,6 +1,7 @@
 //! Running the resources' scripts in dependency order: each resource's check, apply or revert,
 //! and `exec` scripts with their rerun policy, recorded as they finish.
 
+use super::batch::{due_together, run_batch_apply, BatchApplied};
 use super::*;
 
 pub(super) fn run_resources(
@@ -14,6 +15,8 @@ pub(super) fn run_resources(
     let mut records = BTreeMap::new();
     let mut broken: BTreeSet<String> = BTreeSet::new();
     let mut halted: Option<String> = None;
+    // Each batch's apply runs once, for all of its due resources (see `batch`).
+    let mut batches: BTreeMap<String, BatchApplied> = BTreeMap::new();
     for (resource, planned) in checked.manifest.resources.iter().zip(&plan.resources) {
         let key = resource.key();
         let change = planned.change;
@@ -55,6 +58,13 @@ pub(super) fn run_resources(
                 record = prev.clone();
             }
             Outcome::new(&key, Some(change), "unchanged", None)
+        } else if let Some(applied) = resource.batch.as_ref().and_then(|b| batches.get(b)) {
+            applied.outcome(resource, change, &mut record)
+        } else if let Some(run) = due_together(ctx, &checked.manifest, plan, resource) {
+            let applied = run_batch_apply(ctx, bundle, &checked.id, &run);
+            let outcome = applied.outcome(resource, change, &mut record);
+            batches.insert(run.name.to_string(), applied);
+            outcome
         } else if let Some(script) = resource.apply.as_ref().filter(|s| !ctx.skips(s)) {
             let log_path =
                 state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("apply.log");

@@ -246,6 +246,8 @@ pub struct BundleSpec {
     pub probes: Vec<(String, String, u32, u64, u64)>,
     /// Batches: name and check script.
     pub batches: Vec<(String, String)>,
+    /// Batches' apply scripts, by batch name.
+    pub batch_applies: Vec<(String, String)>,
     /// Repository snapshots by apt source name.
     pub snapshots: bell_bundle::Snapshots,
     /// How the host reboots (without hooks: this builder ships no scripts for them).
@@ -294,6 +296,13 @@ impl BundleSpec {
     /// A check shared by the resources `in_batch(name)`.
     pub fn batch(mut self, name: &str, check: &str) -> Self {
         self.batches.push((name.to_string(), check.to_string()));
+        self
+    }
+
+    /// An apply for the due resources of batch `name` together.
+    pub fn batch_apply(mut self, name: &str, apply: &str) -> Self {
+        self.batch_applies
+            .push((name.to_string(), apply.to_string()));
         self
     }
 
@@ -425,6 +434,11 @@ impl BundleSpec {
                 .map(|(name, text)| bell_bundle::Batch {
                     name: name.clone(),
                     check: script(format!("scripts/batch/{name}.check"), text),
+                    apply: self
+                        .batch_applies
+                        .iter()
+                        .find(|(n, _)| n == name)
+                        .map(|(_, text)| script(format!("scripts/batch/{name}.apply"), text)),
                 })
                 .collect(),
             snapshots: self.snapshots.clone(),

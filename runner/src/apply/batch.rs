@@ -1,0 +1,124 @@
+//! A batch's apply: several due resources of one batch brought live by one process (see
+//! [`bell_bundle::Batch::apply`]), each taking its own line of what it printed as its outcome.
+
+use super::*;
+
+use crate::check::BATCH_KIND;
+
+/// The outcome of each resource of a batch's apply, by `KIND:NAME`, from its one run.
+pub(super) struct BatchApplied {
+    said: BTreeMap<String, (String, Option<String>)>,
+    /// The detail of a due resource it gave no line for.
+    unanswered: String,
+    /// Where its output is, for the report, and relative to the root, for the record.
+    log: String,
+    log_rel: String,
+}
+
+impl BatchApplied {
+    /// The outcome of `resource`, one of the resources the batch was run for.
+    pub(super) fn outcome(
+        &self,
+        resource: &Resource,
+        change: Change,
+        record: &mut ResourceRecord,
+    ) -> Outcome {
+        let key = resource.key();
+        let (status, detail) = match self.said.get(&key) {
+            Some((status, detail)) => (status.as_str(), detail.clone()),
+            None => ("failed", Some(self.unanswered.clone())),
+        };
+        let mut outcome = Outcome::new(&key, Some(change), status, detail);
+        outcome.log = Some(self.log.clone());
+        record.log = Some(self.log_rel.clone());
+        outcome
+    }
+}
+
+/// The resources of `resource`'s batch that this run applies together, when its batch has an
+/// apply that this run starts and two or more of them are due; `None` to apply it by itself.
+pub(super) fn due_together<'m>(
+    ctx: &Ctx,
+    manifest: &'m Manifest,
+    plan: &Plan,
+    resource: &Resource,
+) -> Option<BatchRun<'m>> {
+    let name = resource.batch.as_deref()?;
+    let batch = manifest.batches.iter().find(|b| b.name == name)?;
+    let script = batch.apply.as_ref()?;
+    if ctx.skips(script) {
+        return None;
+    }
+    let due: Vec<&Resource> = manifest
+        .resources
+        .iter()
+        .zip(&plan.resources)
+        .filter(|(r, planned)| {
+            r.batch.as_deref() == Some(name) && planned.change != Change::Unchanged
+        })
+        .map(|(r, _)| r)
+        .collect();
+    (due.len() >= 2).then_some(BatchRun {
+        name: &batch.name,
+        script,
+        due,
+    })
+}
+
+/// A batch's apply to run, and the resources it runs for.
+pub(super) struct BatchRun<'m> {
+    pub(super) name: &'m str,
+    script: &'m bell_bundle::Script,
+    due: Vec<&'m Resource>,
+}
+
+/// Runs a batch's apply once for its due resources and reads its lines.
+pub(super) fn run_batch_apply(
+    ctx: &Ctx,
+    bundle: &Path,
+    generation: &str,
+    run: &BatchRun,
+) -> BatchApplied {
+    let BatchRun { name, script, due } = run;
+    let log_path = state::resource_log_dir(ctx.root, BATCH_KIND, name).join("apply.log");
+    let mut args = Vec::with_capacity(due.len() * 2 + 1);
+    args.push(script.path.clone().into());
+    for resource in due {
+        args.push(resource.key().into());
+        args.push(ctx.state_dir(&resource.kind, &resource.name).into());
+    }
+    let inv = Invocation {
+        program: PathBuf::from("sh"),
+        args,
+        cwd: bundle.to_path_buf(),
+        env: ctx.env(BATCH_KIND, name, generation),
+        timeout: ctx.timeout,
+        log: log_path.clone(),
+        confine: confine::Confine::Not,
+    };
+    let exit = ctx.run_timed(BATCH_KIND, &inv);
+    let output = crate::rootfs::read_tail(&log_path, 4 << 20).unwrap_or_default();
+    let mut said = BTreeMap::new();
+    for line in output.lines() {
+        let mut fields = line.splitn(3, '\t');
+        let (Some(key), Some(status)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        if !matches!(status, "ok" | "failed") || !due.iter().any(|r| r.key() == key) {
+            continue;
+        }
+        let detail = fields.next().filter(|d| !d.is_empty()).map(str::to_string);
+        said.insert(key.to_string(), (status.to_string(), detail));
+    }
+    let unanswered = match (exit.ok(), last_reason(&output)) {
+        (true, _) => format!("the apply of batch {name} gave no answer for it"),
+        (false, Some(reason)) => format!("apply of batch {name} {}: {reason}", exit.describe()),
+        (false, None) => format!("apply of batch {name} {}", exit.describe()),
+    };
+    BatchApplied {
+        said,
+        unanswered,
+        log: log_path.display().to_string(),
+        log_rel: ctx.rel(&log_path),
+    }
+}
