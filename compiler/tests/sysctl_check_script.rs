@@ -26,6 +26,24 @@ fn check_script(f: &Fixture) -> std::path::PathBuf {
     bundle.join("scripts/batch/sysctl.check")
 }
 
+/// shellcheck passes `script` as POSIX sh, SC2016 left out: it is the point that a `$(...)` in a
+/// value is single-quoted and does not expand.
+fn shellcheck_clean(script: &std::path::Path) {
+    if !require("shellcheck") {
+        return;
+    }
+    let out = Command::new("shellcheck")
+        .args(["-s", "sh", "-e", "SC2016"])
+        .arg(script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
 fn kdl(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"")
 }
@@ -41,18 +59,7 @@ fn one_check_reads_every_key_and_keeps_hostile_values_quoted() {
         kdl(&tag_like),
     ));
     let script = check_script(&f);
-    if require("shellcheck") {
-        let out = Command::new("shellcheck") // SC2016 is the point here: the `$(...)` must not expand.
-            .args(["-s", "sh", "-e", "SC2016"])
-            .arg(&script)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-    }
+    shellcheck_clean(&script);
     let sys = root.path().join("proc/sys/kernel");
     std::fs::create_dir_all(&sys).unwrap();
     let state = root.path().join("state");
@@ -106,18 +113,7 @@ fn one_apply_sets_every_due_key_and_keeps_hostile_values_quoted() {
         kdl(&tag_like),
     ));
     let script = check_script(&f).with_file_name("sysctl.apply");
-    if require("shellcheck") {
-        let out = Command::new("shellcheck")
-            .args(["-s", "sh", "-e", "SC2016"])
-            .arg(&script)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-    }
+    shellcheck_clean(&script);
     let sys = root.path().join("proc/sys/kernel");
     std::fs::create_dir_all(&sys).unwrap();
     let state = root.path().join("state");

@@ -55,6 +55,11 @@ fn applied_then_checked(answer: &[&str], tail: &str) -> (i32, serde_json::Value)
 
 /// `KEY result detail` of each resource in a check report.
 fn results(report: &serde_json::Value) -> Vec<String> {
+    lines(report, "result")
+}
+
+/// `KEY FIELD detail` of each resource in a report.
+fn lines(report: &serde_json::Value, field: &str) -> Vec<String> {
     report["resources"]
         .as_array()
         .unwrap_or(&Vec::new())
@@ -63,7 +68,7 @@ fn results(report: &serde_json::Value) -> Vec<String> {
             format!(
                 "{} {} {}",
                 r["key"].as_str().unwrap_or(""),
-                r["result"].as_str().unwrap_or(""),
+                r[field].as_str().unwrap_or(""),
                 r["detail"].as_str().unwrap_or("")
             )
             .trim_end()
@@ -222,21 +227,7 @@ fn applying_bundle(w: &World, refuse: &[&str], silent: &[&str], tail: &str) -> B
 /// `KEY status detail` of each resource in an apply report.
 fn statuses(out: &std::process::Output) -> Vec<String> {
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    report["resources"]
-        .as_array()
-        .unwrap_or(&Vec::new())
-        .iter()
-        .map(|r| {
-            format!(
-                "{} {} {}",
-                r["key"].as_str().unwrap_or(""),
-                r["status"].as_str().unwrap_or(""),
-                r["detail"].as_str().unwrap_or("")
-            )
-            .trim_end()
-            .to_string()
-        })
-        .collect()
+    lines(&report, "status")
 }
 
 #[test]
