@@ -81,6 +81,7 @@ fn report(host: &str, version: &str, bundle: &str) -> Report {
         snapshots: Default::default(),
         reboot_required: Vec::new(),
         rebooting: None,
+        refused_release: None,
         since: None,
         attempts: None,
         sequence: None,

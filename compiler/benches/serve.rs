@@ -79,6 +79,7 @@ fn report(host: &str, i: usize, release: &str, at: u64) -> Report {
         snapshots: Default::default(),
         reboot_required: Vec::new(),
         rebooting: None,
+        refused_release: None,
         since: None,
         attempts: None,
         sequence: None,

@@ -58,6 +58,7 @@ fn report(host: &str, at: u64) -> Report {
         snapshots: Default::default(),
         reboot_required: Vec::new(),
         rebooting: None,
+        refused_release: None,
         since: None,
         attempts: None,
         sequence: None,

@@ -348,6 +348,11 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     health: run.health.clone(),
                     reboot_required: run.reboot_required.clone(),
                     rebooting: run.rebooting.clone(),
+                    refused_release: if run.refused {
+                        sinks.release.clone()
+                    } else {
+                        None
+                    },
                     snapshots: applied
                         .as_ref()
                         .filter(|_| bundle.is_some() && bundle == state.and_then(|s| s.generation.clone()))

@@ -1,6 +1,7 @@
 //! A report names the bundle and release the host runs: the release an apply was given is kept
 //! in bell-run's state, so a `check` or a re-apply that is not told one still reports it, and
-//! a refused apply reports the bundle and release still applied, not the ones it refused.
+//! a refused apply reports the bundle and release still applied, and the release it refused
+//! apart (`refused_release`).
 mod common;
 use common::*;
 
@@ -44,10 +45,13 @@ fn check_and_refused_runs_report_what_is_still_applied() {
     assert!(rep["error"].as_str().unwrap().contains("etc/motd"), "{rep}");
     assert_eq!(rep["bundle"], a_id.as_str(), "{rep}");
     assert_eq!(rep["release"], "r1", "{rep}");
+    // And names what it refused, so a rollout of a later release can tell it is not its own.
+    assert_eq!(rep["refused_release"], "r2", "{rep}");
 
     // A bundle applied without a release is not filed under the old one.
     let c = w.build(&BundleSpec::new().file("/etc/motd", "three\n", "0644"));
     expect_code(&w.apply(&c, &sinks), 0);
+    assert!(report(&reports)["refused_release"].is_null());
     assert!(
         report(&reports)["release"].is_null(),
         "{}",

@@ -287,6 +287,7 @@ mod tests {
             snapshots: Default::default(),
             reboot_required: Vec::new(),
             rebooting: None,
+            refused_release: None,
             since: None,
             attempts: None,
             sequence: None,

@@ -135,6 +135,11 @@ pub struct Report {
     /// whether the reboot did what it was for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rebooting: Option<String>,
+    /// A refused run's: the release it was told to apply and refused (`release` names the one
+    /// the host still runs). A reader judging a newer release by this report can tell a run
+    /// that began before that release was published from one of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_release: Option<String>,
     /// The package repository snapshots of `bundle` (its manifest's): what the host runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub snapshots: bell_bundle::Snapshots,
@@ -190,6 +195,7 @@ impl Report {
             health: self.health.clone(),
             reboot_required: self.reboot_required.clone(),
             rebooting: self.rebooting.clone(),
+            refused_release: self.refused_release.clone(),
             snapshots: self.snapshots.clone(),
             since: self.since,
             attempts: self.attempts,

@@ -119,6 +119,7 @@ pub(crate) fn report(host: &str, command: &str, result: State) -> Report {
         health: Vec::new(),
         reboot_required: Vec::new(),
         rebooting: None,
+        refused_release: None,
         snapshots: BTreeMap::new(),
         since: None,
         attempts: None,

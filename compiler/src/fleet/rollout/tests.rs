@@ -55,6 +55,7 @@ fn view(bundle: &str, result: bell_store::State, at: u64, alive: bool) -> HostVi
         snapshots: Default::default(),
         reboot_required: Vec::new(),
         rebooting: None,
+        refused_release: None,
         since: None,
         attempts: None,
         sequence: None,
@@ -142,18 +143,22 @@ fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
             ("fresh", "2"),
             ("earlier", "2"),
             ("refused", "2"),
+            ("refused-earlier", "2"),
+            ("refused-this", "2"),
         ],
         &[],
     );
     // Written after the release (9 > 8) by a run that began in its second: `earlier` names
-    // the release it applied, another one (it read the store just before); `refused` did
-    // nothing, and names the release it still runs.
-    let of_release = |version: &str, error: Option<&str>| {
+    // the release it applied, another one (it read the store just before); the refusals did
+    // nothing and name the release they still run, `refused-earlier` and `refused-this` also
+    // the one they refused (an earlier one, this one), `refused` not (an older bell-run).
+    let of_release = |version: &str, error: Option<&str>, refused: Option<&str>| {
         let mut v = view("1", Failed, 100, true);
         v.revisions.insert("apply".into(), 9);
         let report = Arc::make_mut(v.report.as_mut().unwrap());
         report.release = Some(version.to_string());
         report.error = error.map(str::to_string);
+        report.refused_release = refused.map(str::to_string);
         let report = v.report.clone().unwrap();
         v.by_command.insert("apply".into(), report);
         v
@@ -175,14 +180,36 @@ fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
             v.revisions.insert("apply".into(), 9);
             v
         }),
-        ("earlier".to_string(), of_release(&"1".repeat(64), None)),
+        (
+            "earlier".to_string(),
+            of_release(&"1".repeat(64), None, None),
+        ),
         (
             "refused".to_string(),
-            of_release(&"1".repeat(64), Some("the release is expired")),
+            of_release(&"1".repeat(64), Some("the release is expired"), None),
+        ),
+        (
+            "refused-earlier".to_string(),
+            of_release(&"1".repeat(64), Some("no group"), Some(&"3".repeat(64))),
+        ),
+        (
+            "refused-this".to_string(),
+            of_release(&"1".repeat(64), Some("no group"), Some(&wave.version)),
         ),
     ]);
     let hosts: Vec<String> = [
-        "done", "new", "old", "quiet", "gone", "never", "again", "fresh", "earlier", "refused",
+        "done",
+        "new",
+        "old",
+        "quiet",
+        "gone",
+        "never",
+        "again",
+        "fresh",
+        "earlier",
+        "refused",
+        "refused-earlier",
+        "refused-this",
     ]
     .map(String::from)
     .to_vec();
@@ -207,7 +234,8 @@ fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
         [
             ("new".into(), "failed".into()),
             ("fresh".into(), "failed".into()),
-            ("refused".into(), "failed".into())
+            ("refused".into(), "failed".into()),
+            ("refused-this".into(), "failed".into())
         ]
     );
     assert_eq!(
@@ -219,6 +247,7 @@ fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
             ("never".into(), "silent".into()),
             ("again".into(), "failed".into()),
             ("earlier".into(), "failed".into()),
+            ("refused-earlier".into(), "failed".into()),
         ]
     );
     let earlier = judged.waiting.iter().find(|t| t.host == "earlier");

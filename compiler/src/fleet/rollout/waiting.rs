@@ -323,11 +323,14 @@ pub fn judge(
         };
         // A run that read the store just before the release was published, in the same
         // second, files its failure after it: a failed apply names the release it applied,
-        // so one that names another is that earlier run's. (A refusal names the release the
-        // host still runs, and is told by its time alone.)
-        let of_another = applied.is_some_and(|r| {
-            r.error.is_none() && r.release.as_ref().is_some_and(|v| *v != release.version)
+        // a refusal the release it refused (`release` is then the one the host still runs),
+        // so one that names another is that earlier run's. A refusal from a bell-run that
+        // does not name what it refused is told by its time alone.
+        let tried = applied.and_then(|r| match r.error {
+            None => r.release.as_deref(),
+            Some(_) => r.refused_release.as_deref(),
         });
+        let of_another = tried.is_some_and(|v| v != release.version);
         let recent = written_after
             && !of_another
             && applied.is_some_and(|r| r.started_at >= since.started_at);
@@ -347,9 +350,7 @@ pub fn judge(
                 detail: Some(format!(
                     "a failure of release {}, from a run that began before release {} was \
                      published{}",
-                    applied
-                        .and_then(|r| r.release.as_deref())
-                        .map_or("?", crate::review::diff::short),
+                    tried.map_or("?", crate::review::diff::short),
                     crate::review::diff::short(&release.version),
                     detail
                         .as_deref()
