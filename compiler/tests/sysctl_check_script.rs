@@ -44,6 +44,18 @@ fn shellcheck_clean(script: &std::path::Path) {
     );
 }
 
+/// A host setting three text keys: a hostile value, one shaped like the tag `grep -H` puts
+/// before each line of the next key's file under `root` (returned), and a plain one.
+fn hostile_fixture(root: &std::path::Path) -> (Fixture, String) {
+    let tag_like = format!("{}/proc/sys/kernel/hostname:h", root.display());
+    let f = Fixture::spec(&format!(
+        "fleet \"t\" target=\"debian-12\"\nhost \"h\" address=\"10.0.0.1\"\nsysctl {{\n    kernel.core_pattern \"{}\"\n    kernel.domainname \"{}\"\n    kernel.hostname \"h\"\n}}\n",
+        kdl(HOSTILE),
+        kdl(&tag_like),
+    ));
+    (f, tag_like)
+}
+
 fn kdl(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"")
 }
@@ -51,13 +63,7 @@ fn kdl(value: &str) -> String {
 #[test]
 fn one_check_reads_every_key_and_keeps_hostile_values_quoted() {
     let root = tempfile::tempdir().unwrap();
-    // What `grep -H` puts before each line of the next key's file: a value may look like it.
-    let tag_like = format!("{}/proc/sys/kernel/hostname:h", root.path().display());
-    let f = Fixture::spec(&format!(
-        "fleet \"t\" target=\"debian-12\"\nhost \"h\" address=\"10.0.0.1\"\nsysctl {{\n    kernel.core_pattern \"{}\"\n    kernel.domainname \"{}\"\n    kernel.hostname \"h\"\n}}\n",
-        kdl(HOSTILE),
-        kdl(&tag_like),
-    ));
+    let (f, tag_like) = hostile_fixture(root.path());
     let script = check_script(&f);
     shellcheck_clean(&script);
     let sys = root.path().join("proc/sys/kernel");
@@ -106,12 +112,7 @@ fn one_check_reads_every_key_and_keeps_hostile_values_quoted() {
 #[test]
 fn one_apply_sets_every_due_key_and_keeps_hostile_values_quoted() {
     let root = tempfile::tempdir().unwrap();
-    let tag_like = format!("{}/proc/sys/kernel/hostname:h", root.path().display());
-    let f = Fixture::spec(&format!(
-        "fleet \"t\" target=\"debian-12\"\nhost \"h\" address=\"10.0.0.1\"\nsysctl {{\n    kernel.core_pattern \"{}\"\n    kernel.domainname \"{}\"\n    kernel.hostname \"h\"\n}}\n",
-        kdl(HOSTILE),
-        kdl(&tag_like),
-    ));
+    let (f, tag_like) = hostile_fixture(root.path());
     let script = check_script(&f).with_file_name("sysctl.apply");
     shellcheck_clean(&script);
     let sys = root.path().join("proc/sys/kernel");
