@@ -13,7 +13,7 @@
 
 #![allow(unsafe_code)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
 
 /// The most memory one template may hold while it renders.
@@ -28,30 +28,38 @@ thread_local! {
     static MESSAGE: Cell<(*const u8, usize)> = const { Cell::new((std::ptr::null(), 0)) };
 }
 
-/// The system allocator, counting what a rendering template holds.
+/// mimalloc, counting what a rendering template holds.
+///
+/// mimalloc rather than glibc's malloc because a build allocates and frees small strings and
+/// maps by the million on every thread, and frees a chunk's bundles on another thread than the
+/// one that rendered them: glibc serialised those frees on its arena locks and kept what they
+/// freed in that arena's free lists (a streamed build needed a `malloc_trim` after every
+/// chunk, or it grew by about 4 KB a host). mimalloc hands a block freed elsewhere back to the
+/// thread that owns it without a lock. Measured on a million hosts of about 10,000 distinct
+/// bundles: a quarter less CPU, 21.7 → 18.2 s (README, "Building a fleet").
 pub struct Budgeted;
 
-// SAFETY: every method forwards to `System` with the same arguments; the counting around it
+// SAFETY: every method forwards to `MiMalloc` with the same arguments; the counting around it
 // touches only const-initialised thread-locals, which never allocate.
 unsafe impl GlobalAlloc for Budgeted {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         charge(layout.size() as isize);
-        unsafe { System.alloc(layout) }
+        unsafe { mimalloc::MiMalloc.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         charge(layout.size() as isize);
-        unsafe { System.alloc_zeroed(layout) }
+        unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         charge(-(layout.size() as isize));
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         charge(new_size as isize - layout.size() as isize);
-        unsafe { System.realloc(ptr, layout, new_size) }
+        unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
     }
 }
 
@@ -110,18 +118,5 @@ impl Drop for Guard {
         MESSAGE.with(|m| m.set((std::ptr::null(), 0)));
         // `self.message` is freed after this, with the budget off.
         let _ = self.message.len();
-    }
-}
-
-/// Hands the memory the allocator holds free back to the system.
-///
-/// A streamed build renders bundles on one thread and frees them on another, and glibc keeps
-/// what a thread frees in the free lists of the arena that allocated it; without a trim
-/// between chunks the process grew by about 4 KB a host for nothing it held.
-pub fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: `malloc_trim` only walks and shrinks glibc's own heaps; it takes their locks.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }

@@ -208,10 +208,6 @@ pub fn render_fleet_streamed<'h, E: Send>(
             },
         );
         sunk?;
-        // The chunk before this one is written and dropped: its memory goes back to the
-        // system before the next is rendered, or the allocator's free lists grow with the
-        // fleet (bundles are freed on another thread than the one that made them).
-        super::budget::release_free_memory();
         for ((digest, result), (_, members)) in rendered.into_iter().zip(chunk) {
             let result = match result {
                 // Rendered by an earlier build, and in OUT as it wrote it.
