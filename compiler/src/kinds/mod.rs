@@ -33,6 +33,7 @@ mod mount;
 pub mod package;
 mod perm;
 mod reboot;
+pub mod sysctl;
 mod unit;
 pub mod user;
 mod users;
@@ -177,15 +178,18 @@ impl Kind {
         self.definition().check_model(model, sources, diags);
     }
 
-    /// Renders this kind's resources of one host into its bundle.
-    pub fn render(
-        self,
+    /// Renders everything one host's bundle holds: its sysctl keys (the language's own node, a
+    /// map rather than a kind of the registry), then every kind's resources, in registry order.
+    pub fn render_host(
         r: &Renderer,
         cx: &HostContext,
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     ) {
-        self.definition().render(r, cx, out, diags);
+        sysctl::render(r, cx, out, diags);
+        for kind in Kind::ALL {
+            kind.definition().render(r, cx, out, diags);
+        }
     }
 
     /// The template the user wrote for `resource`, if its kind has one.
@@ -196,6 +200,12 @@ impl Kind {
     /// The directories this kind writes into.
     pub fn target_paths(self) -> &'static [TargetPath] {
         self.definition().target_paths()
+    }
+
+    /// The directories any kind (and sysctl) writes into.
+    pub fn every_target_path() -> impl Iterator<Item = &'static TargetPath> {
+        std::iter::once(&sysctl::SYSCTL_DIR)
+            .chain(Kind::ALL.iter().flat_map(|kind| kind.target_paths()))
     }
 }
 

@@ -15,7 +15,6 @@ pub mod common;
 mod hosts;
 pub mod seal;
 pub mod stdlib;
-mod sysctl;
 pub mod undefined;
 pub mod values;
 
@@ -365,11 +364,7 @@ impl Renderer {
     ) -> Option<RenderedBundle> {
         let mut out = BundleBuilder::new(cx.target, cx.fleet);
         let before = diags.error_count();
-        // sysctl is the language's own node (a map of keys), not a kind of the registry.
-        sysctl::render(self, cx, &mut out, diags);
-        for kind in Kind::ALL {
-            kind.render(self, cx, &mut out, diags);
-        }
+        Kind::render_host(self, cx, &mut out, diags);
         if diags.error_count() > before {
             return None;
         }

@@ -1,4 +1,4 @@
-use super::{common, sysctl};
+use super::common;
 use crate::spec::Kind;
 
 /// Every host's own resource renders a stdlib script no other host asks for: the memo of
@@ -23,8 +23,8 @@ fn the_stdlib_memo_forgets_at_its_limit() {
 /// A profile that names a directory no kind writes into has a typo: it would be ignored.
 #[test]
 fn every_profile_path_is_one_a_kind_writes_into() {
-    let mut known = vec![&common::UNIT_DIR, &sysctl::SYSCTL_DIR];
-    known.extend(Kind::ALL.iter().flat_map(|k| k.target_paths()));
+    let mut known = vec![&common::UNIT_DIR];
+    known.extend(Kind::every_target_path());
     for target in crate::targets::all().values() {
         for key in target.paths.keys() {
             assert!(

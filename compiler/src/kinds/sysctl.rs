@@ -1,10 +1,14 @@
 //! sysctl: one bell-owned file in the target's sysctl.d, and one resource per key so that a key
 //! leaving the spec is reverted on its own (its original value put back).
+//!
+//! Not a kind of the registry: `sysctl` is the language's own node, a map of keys that layers
+//! merge key by key, so the model holds it as a map rather than as resources. Its rendering is
+//! here with the kinds', and runs before theirs.
 
-use super::{
+use crate::diagnostic::Diagnostics;
+use crate::render::{
     common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
 };
-use crate::diagnostic::Diagnostics;
 use crate::targets::TargetPath;
 use minijinja::context;
 
