@@ -12,6 +12,9 @@ use crate::render::{
 use crate::targets::TargetPath;
 use minijinja::context;
 
+/// The KIND of a key's resource, `sysctl:KEY`.
+pub const KEYWORD: &str = "sysctl";
+
 pub const FILE_NAME: &str = "60-bell.conf";
 
 /// The batch whose one check reads back every key's live value.
@@ -35,7 +38,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
     let path = format!("{}/{FILE_NAME}", cx.target.path(&SYSCTL_DIR));
     match r.stdlib("sysctl/sysctl.conf.j2", context! { settings }) {
         Ok(text) => {
-            let _ = out.add_file(NewFile::root_owned(path, text, 0o644), "sysctl");
+            let _ = out.add_file(NewFile::root_owned(path, text, 0o644), KEYWORD);
         }
         Err(message) => {
             let first = model.sysctl.values().next().map(|s| s.origin.span);
@@ -80,7 +83,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         let scripts = ["apply", "revert"].map(|role| {
             common::script(
                 r,
-                "sysctl",
+                KEYWORD,
                 &setting.key,
                 role,
                 &format!("sysctl/{role}.sh.j2"),
@@ -90,7 +93,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         match scripts {
             [Ok(apply), Ok(revert)] => {
                 let resource = NewResource {
-                    kind: BundleKind::Sysctl,
+                    kind: BundleKind::Named(KEYWORD),
                     name: setting.key.clone(),
                     files: Vec::new(),
                     after: Vec::new(),

@@ -210,7 +210,7 @@ impl ResourceKind for User {
         match (apply, revert, check) {
             (Ok(apply), Ok(revert), Ok(check)) => {
                 out.add_resource(NewResource {
-                    kind: BundleKind::Part(DEFAULT_ACCOUNT_KIND),
+                    kind: BundleKind::Named(DEFAULT_ACCOUNT_KIND),
                     name: account.to_string(),
                     files: Vec::new(),
                     // Only once a user who can take over is in place.

@@ -42,23 +42,21 @@ impl NewFile {
     }
 }
 
-/// What a bundle resource is listed as: a kind of the registry, one sysctl key, or a part of a
-/// kind's family that the spec does not declare itself (the target's default account, which
-/// `user` expires).
+/// What a bundle resource is listed as: a kind of the registry, or a KIND the registry does not
+/// hold (a sysctl key, of the language's own node; a part of a kind's family that the spec does
+/// not declare itself, such as the target's default account, which `user` expires).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BundleKind {
-    Sysctl,
     Of(Kind),
-    Part(&'static str),
+    Named(&'static str),
 }
 
 impl BundleKind {
     /// The KIND of the resource's `KIND:NAME` in the manifest.
     pub fn keyword(self) -> &'static str {
         match self {
-            BundleKind::Sysctl => "sysctl",
             BundleKind::Of(kind) => kind.keyword(),
-            BundleKind::Part(part) => part,
+            BundleKind::Named(keyword) => keyword,
         }
     }
 }
