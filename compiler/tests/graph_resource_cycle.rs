@@ -77,6 +77,41 @@ exec "002-second" {{
     );
 }
 
+/// Each dependency a kind implies is explained in that kind's words when it closes a cycle
+/// (a nested mount cannot: `graph::resources` tests its words).
+#[test]
+fn every_implied_dependency_explains_itself() {
+    let cases = [
+        (
+            r#"user "app" {
+    after "file:/etc/app.env"
+}
+file "/etc/app.env" owner="app" {
+    content "A=1\n"
+}
+"#,
+            "`file:/etc/app.env` is owned by `user:app`, which must exist first",
+        ),
+        (
+            r#"file "/etc/app.env" {
+    content "A=1\n"
+    after "unit:app.service"
+}
+unit "app.service" {
+    content "[Service]\nEnvironmentFile=/etc/app.env\nExecStart=/usr/bin/app\n"
+}
+"#,
+            "`unit:app.service` names the path of `file:/etc/app.env`, so the file is written first",
+        ),
+    ];
+    for (resources, words) in cases {
+        let b = build(&[("bell.kdl", &format!("{HEAD}{resources}"))]);
+        let text = b.rendered();
+        assert!(text.contains("bell::graph::cycle"), "{text}");
+        assert!(text.contains(words), "missing {words:?} in\n{text}");
+    }
+}
+
 #[test]
 fn an_unknown_after_points_at_the_reference_with_a_suggestion() {
     let spec = format!(

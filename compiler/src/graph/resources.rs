@@ -60,14 +60,17 @@ crate::spec_diagnostic!(GraphError);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reason {
     After(Span),
-    NestedMount,
-    OwnerFirst,
-    FileNamedByUnit,
+    /// A dependency a kind implies between two of its resources' values (a file owned by a
+    /// user, a mount under another), in the kind's words: a sentence in which `{before}` and
+    /// `{after}` stand for the two resources. The kinds say it, so that this stage names none.
+    Needs(&'static str),
     /// A blanket rule a kind states (`Implied::AfterEvery`), in words: "packages are installed
     /// before the files, units, profiles and scripts of their host". The kind that comes first
-    /// says it, so that this stage names no kind.
+    /// says it.
     Rule(&'static str),
-    ScriptNameOrder,
+    /// An ordering only among a kind's own resources (`Implied::InNameOrder`), a sentence like
+    /// those of [`Reason::Needs`].
+    Sequence(&'static str),
 }
 
 impl Reason {
@@ -80,11 +83,8 @@ impl Reason {
     /// host, and a failed script does not stop the next, as in Divingbell.
     pub fn is_dependency(&self) -> bool {
         match self {
-            Reason::After(_)
-            | Reason::NestedMount
-            | Reason::OwnerFirst
-            | Reason::FileNamedByUnit => true,
-            Reason::Rule(_) | Reason::ScriptNameOrder => false,
+            Reason::After(_) | Reason::Needs(_) => true,
+            Reason::Rule(_) | Reason::Sequence(_) => false,
         }
     }
 
@@ -98,19 +98,10 @@ impl Reason {
                 ),
                 None => format!("`{after}` has `after \"{before}\"`"),
             },
-            Reason::NestedMount => {
-                format!("`{after}` is mounted under `{before}`, so it is mounted after it")
-            }
             Reason::Rule(rule) => format!("{rule}, so `{before}` comes before `{after}`"),
-            Reason::OwnerFirst => {
-                format!("`{after}` is owned by `{before}`, which must exist first")
-            }
-            Reason::FileNamedByUnit => {
-                format!("`{after}` names the path of `{before}`, so the file is written first")
-            }
-            Reason::ScriptNameOrder => {
-                format!("scripts run in name order, so `{before}` runs before `{after}`")
-            }
+            Reason::Needs(sentence) | Reason::Sequence(sentence) => sentence
+                .replace("{before}", &format!("`{before}`"))
+                .replace("{after}", &format!("`{after}`")),
         }
     }
 }
@@ -123,15 +114,28 @@ pub enum Implied {
     /// given (apt sources before packages, packages before what configures them).
     AfterEvery(Kind, Reason),
     /// After the resource of `kind` that the value of `field` names (a file after its `owner`).
-    AfterNamedBy { field: &'static str, kind: Kind },
+    /// `why` is the sentence that explains the edge (see [`Reason::Needs`]), here and below.
+    AfterNamedBy {
+        field: &'static str,
+        kind: Kind,
+        why: &'static str,
+    },
     /// After the resource of the same kind whose `field`, a path, is the nearest above this
     /// one's (a mount after the mount it is nested under).
-    AfterEnclosing { field: &'static str },
+    AfterEnclosing {
+        field: &'static str,
+        why: &'static str,
+    },
     /// After every resource of `kind` whose name, a path, the text of `field` names (a unit
     /// after the files its content refers to).
-    AfterPathsIn { field: &'static str, kind: Kind },
-    /// The resources of the kind one after another, in name order (scripts).
-    InNameOrder,
+    AfterPathsIn {
+        field: &'static str,
+        kind: Kind,
+        why: &'static str,
+    },
+    /// The resources of the kind one after another, in name order (scripts); an ordering
+    /// only (see [`Reason::Sequence`]).
+    InNameOrder { why: &'static str },
 }
 
 /// The apply order of one model's resources and, per resource, what it waits for.
@@ -458,7 +462,11 @@ fn order_with(
                         }
                     }
                 }
-                Implied::AfterNamedBy { field, kind: named } => {
+                Implied::AfterNamedBy {
+                    field,
+                    kind: named,
+                    why,
+                } => {
                     let by_name: HashMap<&str, usize> = of_kind(*named)
                         .into_iter()
                         .map(|u| (model.resources[u].name.as_str(), u))
@@ -466,11 +474,11 @@ fn order_with(
                     for &r in &these {
                         if let Some(&u) = model.resources[r].str(field).and_then(|o| by_name.get(o))
                         {
-                            edge(&mut graph, node_of[u], node_of[r], Reason::OwnerFirst);
+                            edge(&mut graph, node_of[u], node_of[r], Reason::Needs(why));
                         }
                     }
                 }
-                Implied::AfterEnclosing { field } => {
+                Implied::AfterEnclosing { field, why } => {
                     // The nearest resource of the kind whose path is above this one's.
                     let by_path: HashMap<String, usize> = these
                         .iter()
@@ -487,14 +495,18 @@ fn order_with(
                         let mut path = normalize_path(target);
                         while let Some(parent) = parent_path(&path) {
                             if let Some(&above) = by_path.get(&parent) {
-                                edge(&mut graph, node_of[above], node_of[i], Reason::NestedMount);
+                                edge(&mut graph, node_of[above], node_of[i], Reason::Needs(why));
                                 break;
                             }
                             path = parent;
                         }
                     }
                 }
-                Implied::AfterPathsIn { field, kind: named } => {
+                Implied::AfterPathsIn {
+                    field,
+                    kind: named,
+                    why,
+                } => {
                     let named = of_kind(*named);
                     for &r in &these {
                         let Some(text) = model.resources[r].str(field) else {
@@ -502,19 +514,19 @@ fn order_with(
                         };
                         for &f in &named {
                             if names_path(text, &model.resources[f].name) {
-                                edge(&mut graph, node_of[f], node_of[r], Reason::FileNamedByUnit);
+                                edge(&mut graph, node_of[f], node_of[r], Reason::Needs(why));
                             }
                         }
                     }
                 }
-                Implied::InNameOrder => {
+                Implied::InNameOrder { why } => {
                     // `these` is sorted by name already (resources are sorted by kind, then name).
                     for pair in these.windows(2) {
                         edge(
                             &mut graph,
                             node_of[pair[0]],
                             node_of[pair[1]],
-                            Reason::ScriptNameOrder,
+                            Reason::Sequence(why),
                         );
                     }
                 }

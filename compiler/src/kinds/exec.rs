@@ -114,7 +114,9 @@ impl ResourceKind for Exec {
             Implied::AfterEvery(Kind::PACKAGE, super::package::PACKAGES_FIRST),
             Implied::AfterEvery(Kind::USER, super::user::USERS_FIRST),
             Implied::AfterEvery(Kind::MOUNT, super::mount::MOUNTS_FIRST),
-            Implied::InNameOrder,
+            Implied::InNameOrder {
+                why: "scripts run in name order, so {before} runs before {after}",
+            },
         ]
     }
 }

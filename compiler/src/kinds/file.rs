@@ -231,6 +231,7 @@ impl ResourceKind for File {
             Implied::AfterNamedBy {
                 field: "owner",
                 kind: Kind::USER,
+                why: super::user::OWNER_FIRST,
             },
         ]
     }

@@ -176,7 +176,10 @@ impl ResourceKind for Mount {
     }
 
     fn implied_order(&self) -> &'static [Implied] {
-        &[Implied::AfterEnclosing { field: "target" }]
+        &[Implied::AfterEnclosing {
+            field: "target",
+            why: "{after} is mounted under {before}, so it is mounted after it",
+        }]
     }
 }
 

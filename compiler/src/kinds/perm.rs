@@ -130,6 +130,7 @@ impl ResourceKind for Perm {
         &[Implied::AfterNamedBy {
             field: "owner",
             kind: Kind::USER,
+            why: super::user::OWNER_FIRST,
         }]
     }
 }

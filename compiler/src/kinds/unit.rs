@@ -63,6 +63,7 @@ impl ResourceKind for Unit {
             Implied::AfterPathsIn {
                 field: "content",
                 kind: Kind::FILE,
+                why: "{after} names the path of {before}, so the file is written first",
             },
         ]
     }

@@ -418,6 +418,9 @@ fn sudoers_safe(name: &str) -> bool {
 pub const USERS_FIRST: crate::graph::resources::Reason =
     crate::graph::resources::Reason::Rule("users exist before scripts run");
 
+/// Why a resource whose `owner` is a user of the spec comes after that user (files, perms).
+pub const OWNER_FIRST: &str = "{after} is owned by {before}, which must exist first";
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -33,3 +33,25 @@ fn a_kinds_blanket_rule_explains_itself_and_only_orders() {
     );
     assert!(!rule.is_dependency());
 }
+
+/// A dependency a kind implies is worded by the kind, with the two resources put in its
+/// sentence; a nested mount never closes a cycle (a mount takes no `after`), so its sentence is
+/// read here rather than in a cycle's diagnostic.
+#[test]
+fn a_kinds_implied_dependency_explains_itself_in_its_words() {
+    let why = Kind::MOUNT
+        .implied_order()
+        .iter()
+        .find_map(|rule| match rule {
+            Implied::AfterEnclosing { why, .. } => Some(*why),
+            _ => None,
+        })
+        .expect("mounts order nested mounts");
+    let reason = Reason::Needs(why);
+    assert_eq!(
+        reason.explain("mount:srv", "mount:data", None),
+        "`mount:data` is mounted under `mount:srv`, so it is mounted after it"
+    );
+    assert!(reason.is_dependency());
+    assert!(!Reason::Sequence("{before} runs before {after}").is_dependency());
+}
