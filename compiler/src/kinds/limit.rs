@@ -8,7 +8,7 @@ use crate::diagnostic::Diagnostics;
 use crate::diagnostic::Invalid;
 use crate::front::validate;
 use crate::render::{
-    BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
+    common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
 };
 use crate::resolve::Model;
 use crate::spec::Kind;
@@ -134,12 +134,7 @@ impl ResourceKind for Limit {
             }
             Err(message) => {
                 let span = limits[0].origin.span;
-                diags.push(RenderError::Invalid {
-                    message,
-                    span: span.source_span(),
-                    help: "limits.conf fields are single words".into(),
-                    file: span.file,
-                });
+                common::invalid(diags, span, message, "limits.conf fields are single words");
                 return;
             }
         }

@@ -7,7 +7,7 @@
 
 use crate::diagnostic::Diagnostics;
 use crate::render::{
-    common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, RenderError, Renderer,
+    common, BundleBuilder, BundleKind, HostContext, NewFile, NewResource, Renderer,
 };
 use crate::targets::TargetPath;
 use minijinja::context;
@@ -43,12 +43,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         Err(message) => {
             let first = model.sysctl.values().next().map(|s| s.origin.span);
             if let Some(span) = first {
-                diags.push(RenderError::Invalid {
-                    message,
-                    span: span.source_span(),
-                    help: "a sysctl value must fit on one line".into(),
-                    file: span.file,
-                });
+                common::invalid(diags, span, message, "a sysctl value must fit on one line");
             }
             return;
         }
