@@ -4,7 +4,7 @@
 //! a kexec. The reboot itself is `reboot_in_window.rs`'s.
 
 mod common;
-use common::in_memory::{bundle, errors, text};
+use common::in_memory::{build, bundle, errors, text};
 
 const SPEC: &str = r#"fleet "k" target="debian-12"
 host "db-1" role="db"
@@ -30,6 +30,20 @@ override "lab" {
     reboot policy="never"
 }
 "#;
+
+/// The release says which hosts their bundle reboots (a rollout counts such a host converged
+/// only once it has): those whose policy is not "never", and no host without `reboot`.
+#[test]
+fn the_release_names_the_hosts_a_bundle_reboots() {
+    let compiled = build(SPEC).compiled.expect("the spec builds");
+    let reboots = |host: &str| compiled.release.hosts[host].reboots;
+    assert!(reboots("web-1") && reboots("db-1"));
+    assert!(!reboots("lab-1"), "policy=\"never\"");
+    let plain = build("fleet \"k\" target=\"debian-12\"\nhost \"h\"\n")
+        .compiled
+        .expect("builds");
+    assert!(!plain.release.hosts["h"].reboots);
+}
 
 #[test]
 fn the_settings_reach_the_manifest_per_host() {

@@ -26,7 +26,11 @@ pub fn release(
             let bundle = bundle_of.get(h.name.as_str())?;
             let (snapshots, reboots) = of_model
                 .entry(Arc::as_ptr(&h.model))
-                .or_insert_with(|| (Arc::new(snapshots(&h.model)), reboots(&h.model)))
+                .or_insert_with(|| {
+                    let mut described = ReleaseHost::default();
+                    Kind::describe_in_release(&h.model, &mut described);
+                    (described.snapshots, described.reboots)
+                })
                 .clone();
             Some((
                 h.name.clone(),
@@ -55,24 +59,6 @@ pub fn release(
         identities_required: false,
         assignments: Vec::new(),
     }
-}
-
-/// The repository snapshot of every pinned apt source of `model`: what its bundle's manifest
-/// records (the render stage adds each source of the model, or fails).
-fn snapshots(model: &Model) -> Snapshots {
-    model
-        .of_kind(Kind::APT_SOURCE)
-        .filter_map(|source| Some((source.name.clone(), source.str("snapshot")?.to_string())))
-        .collect()
-}
-
-/// Whether the host's bundle reboots it when a change needs one: a `reboot` setting whose
-/// policy is not "never" (the render stage writes it into the manifest the same way).
-fn reboots(model: &Model) -> bool {
-    model
-        .of_kind(Kind::REBOOT)
-        .next()
-        .is_some_and(|r| r.str("policy") != Some("never"))
 }
 
 /// The slots of every group: the same share of a group that the waves give it.

@@ -109,6 +109,16 @@ impl ResourceKind for AptSource {
 
     /// Rendered by `package`: apt sources are rendered with the packages (`package`), so that the upgrade step sits between them.
     fn render(&self, _: &Renderer, _: &HostContext, _: &mut BundleBuilder, _: &mut Diagnostics) {}
+
+    /// The repository snapshot of every pinned source: what the bundle's manifest records (the
+    /// render stage adds each source of the model, or fails), signed with the release.
+    fn describe_in_release(&self, model: &Model, host: &mut bell_bundle::ReleaseHost) {
+        let snapshots: bell_bundle::Snapshots = model
+            .of_kind(Kind::APT_SOURCE)
+            .filter_map(|source| Some((source.name.clone(), source.str("snapshot")?.to_string())))
+            .collect();
+        host.snapshots = std::sync::Arc::new(snapshots);
+    }
 }
 
 /// Why what depends on this kind comes after it (see `Implied::AfterEvery`).

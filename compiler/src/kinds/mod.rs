@@ -92,6 +92,11 @@ pub trait ResourceKind: Sync {
     fn target_paths(&self) -> &'static [TargetPath] {
         &[]
     }
+
+    /// What this kind's resources of one configuration tell the release about its hosts (the
+    /// repository snapshots they install from, whether their bundle reboots them), written
+    /// into `host`. Asked once per resolved configuration.
+    fn describe_in_release(&self, _model: &Model, _host: &mut bell_bundle::ReleaseHost) {}
 }
 
 /// The registry: one line per kind, `CONSTANT => the kind's definition`. The order is the order
@@ -200,6 +205,14 @@ impl Kind {
     /// The directories this kind writes into.
     pub fn target_paths(self) -> &'static [TargetPath] {
         self.definition().target_paths()
+    }
+
+    /// Fills in what the kinds of `model` tell the release about its hosts (see
+    /// `ResourceKind::describe_in_release`).
+    pub fn describe_in_release(model: &Model, host: &mut bell_bundle::ReleaseHost) {
+        for kind in Kind::ALL {
+            kind.definition().describe_in_release(model, host);
+        }
     }
 
     /// The directories any kind (and sysctl) writes into.

@@ -132,6 +132,15 @@ impl ResourceKind for Reboot {
             kernel_args_removed,
         });
     }
+
+    /// Whether the bundle reboots its hosts when a change needs one: a `reboot` setting whose
+    /// policy is not "never" (as `render` writes it into the manifest).
+    fn describe_in_release(&self, model: &Model, host: &mut bell_bundle::ReleaseHost) {
+        host.reboots = model
+            .of_kind(Kind::REBOOT)
+            .next()
+            .is_some_and(|r| r.str("policy") != Some("never"));
+    }
 }
 
 /// The hooks' `timeout`, or the diagnostic that says why it is out of range.

@@ -143,7 +143,7 @@ impl Rollout {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReleaseHost {
     pub bundle: String,
     pub address: Option<String>,
