@@ -20,6 +20,9 @@ use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 use minijinja::context;
 
+/// The batch whose one check reads back every unit the spec enables or starts.
+const UNIT_BATCH: &str = "unit";
+
 pub struct File;
 
 impl ResourceKind for File {
@@ -86,6 +89,7 @@ impl ResourceKind for File {
     ) {
         let unit_dir = cx.target.path(&common::UNIT_DIR);
         let mut reload = false;
+        let mut units = Vec::new();
         for res in cx
             .host
             .model
@@ -143,7 +147,7 @@ impl ResourceKind for File {
                 continue;
             }
             reload |= path.starts_with(&format!("{unit_dir}/"));
-            let mut check = None;
+            let mut batched = false;
             let (kind, scripts) = match res.kind {
                 Kind::UNIT => {
                     let enable = res.bool("enable").unwrap_or(false);
@@ -155,16 +159,11 @@ impl ResourceKind for File {
                     let ctx = context! {
                         unit => res.name, unit_dir, unit_hash => sha256, enable, start, install_links,
                     };
-                    // A unit neither enabled nor started has nothing live to read back.
+                    // A unit neither enabled nor started has nothing live to read back; the
+                    // others are read back by one check (see the template).
                     if enable || start {
-                        check = Some(common::script(
-                            r,
-                            "unit",
-                            &res.name,
-                            "check",
-                            "unit/check.sh.j2",
-                            ctx.clone(),
-                        ));
+                        batched = true;
+                        units.push(context! { unit => res.name, enable, start, install_links });
                     }
                     (
                         Kind::UNIT,
@@ -189,16 +188,9 @@ impl ResourceKind for File {
                     (Kind::FILE, [apply.map(Some), Ok(None)])
                 }
             };
-            let check = match check.transpose() {
-                Ok(check) => check,
-                Err(message) => {
-                    common::invalid(diags, res.origin.span, message, "");
-                    continue;
-                }
-            };
             match scripts {
                 [Ok(apply), Ok(revert)] => {
-                    out.add_resource(NewResource {
+                    let resource = NewResource {
                         kind: BundleKind::Of(kind),
                         name: res.name.clone(),
                         files: vec![path],
@@ -206,11 +198,32 @@ impl ResourceKind for File {
                         apply,
                         revert,
                         exec: None,
-                        check,
-                    });
+                        check: None,
+                    };
+                    if batched {
+                        out.add_batched_resource(resource, UNIT_BATCH);
+                    } else {
+                        out.add_resource(resource);
+                    }
                 }
                 [Err(message), _] | [_, Err(message)] => {
                     common::invalid(diags, res.origin.span, message, "")
+                }
+            }
+        }
+        if !units.is_empty() {
+            let ctx = context! { units, unit_dir };
+            match common::script(
+                r,
+                "batch",
+                UNIT_BATCH,
+                "check",
+                "unit/check-batch.sh.j2",
+                ctx,
+            ) {
+                Ok(check) => out.add_batch(UNIT_BATCH, check, None),
+                Err(message) => {
+                    common::invalid(diags, cx.host.model.resources[0].origin.span, message, "")
                 }
             }
         }

@@ -20,6 +20,9 @@ use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 use minijinja::context;
 use std::collections::BTreeMap;
 
+/// The batch whose one check reads back every mount.
+const BATCH: &str = "mount";
+
 pub struct Mount;
 
 impl ResourceKind for Mount {
@@ -74,6 +77,7 @@ impl ResourceKind for Mount {
     ) {
         let mut targets: BTreeMap<&str, (&str, Span)> = BTreeMap::new();
         let mut any = false;
+        let mut batched = Vec::new();
         for m in cx.host.model.of_kind(Kind::MOUNT) {
             let (Some(target), Some(device), Some(fstype)) =
                 (m.str("target"), m.str("device"), m.str("type"))
@@ -138,7 +142,10 @@ impl ResourceKind for Mount {
                 target, unit, unit_dir, unit_hash, device, type => fstype, bind,
                 install_links => vec![context! { dir => "local-fs.target.wants" }],
             };
-            let scripts = ["apply", "revert", "check"].map(|role| {
+            batched.push(context! {
+                name => m.name, unit, target, device, type => fstype, bind,
+            });
+            let scripts = ["apply", "revert"].map(|role| {
                 common::script(
                     r,
                     "mount",
@@ -149,8 +156,8 @@ impl ResourceKind for Mount {
                 )
             });
             match scripts {
-                [Ok(apply), Ok(revert), Ok(check)] => {
-                    out.add_resource(NewResource {
+                [Ok(apply), Ok(revert)] => {
+                    let resource = NewResource {
                         kind: BundleKind::Of(Kind::MOUNT),
                         name: m.name.clone(),
                         files: vec![path],
@@ -158,10 +165,11 @@ impl ResourceKind for Mount {
                         apply: Some(apply),
                         revert: Some(revert),
                         exec: None,
-                        check: Some(check),
-                    });
+                        check: None,
+                    };
+                    out.add_batched_resource(resource, BATCH);
                 }
-                [Err(message), _, _] | [_, Err(message), _] | [_, _, Err(message)] => {
+                [Err(message), _] | [_, Err(message)] => {
                     common::invalid(diags, m.origin.span, message, "");
                     continue;
                 }
@@ -169,6 +177,15 @@ impl ResourceKind for Mount {
             any = true;
         }
         if any {
+            // Every mount is read back by one check (see the template).
+            let unit_dir = cx.target.path(&common::UNIT_DIR);
+            let ctx = context! { mounts => batched, unit_dir };
+            match common::script(r, "batch", BATCH, "check", "mount/check-batch.sh.j2", ctx) {
+                Ok(check) => out.add_batch(BATCH, check, None),
+                Err(message) => {
+                    common::invalid(diags, cx.host.model.resources[0].origin.span, message, "")
+                }
+            }
             if let Err(message) = common::daemon_reload_trigger(r, cx, out) {
                 common::invalid(diags, cx.host.model.resources[0].origin.span, message, "");
             }

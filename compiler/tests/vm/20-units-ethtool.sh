@@ -168,6 +168,23 @@ check repaired
 [ "$check_rc" = 0 ] || fail "bell-run check exited $check_rc after the repair"
 ok "apply of the same bundle started $hello again; check exits 0"
 
+# The units are read back by one `systemctl is-enabled` for all of them, which stops at a unit
+# systemd cannot find: the units after it must still get their own answer, asked one by one.
+mv "$units/$hello" "$work/hello.unit"
+systemctl daemon-reload
+systemctl disable --quiet "$idle"
+check lost
+grep -qx "drifted unit:$idle: $idle is disabled, the bundle enables it" "$work/lost.out" \
+    || fail "the check after $hello's unit file went did not find $idle disabled"
+! grep -Eq "^(drifted|error) unit:$once:" "$work/lost.out" || fail "the check after $hello's unit file went got $once wrong"
+grep -Eq "^(drifted|error) unit:$hello: " "$work/lost.out" || fail "the check did not name unit:$hello, whose unit file went"
+mv "$work/hello.unit" "$units/$hello"
+systemctl daemon-reload
+apply relinked "$bundle1"
+check relinked
+[ "$check_rc" = 0 ] || fail "bell-run check exited $check_rc after $idle was enabled again"
+ok "a unit systemd cannot find: the units after it are still read back ($idle disabled found), the apply enables $idle again"
+
 # A NIC feature changed behind bell's back is drift too, named by its check script.
 ethtool -K "$iface" "$toggle" "$toggle_orig" || fail "ethtool -K $iface $toggle $toggle_orig failed"
 check nic-drifted
