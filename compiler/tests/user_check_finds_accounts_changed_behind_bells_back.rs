@@ -75,10 +75,17 @@ impl Root {
     }
 
     fn run(&self, user: &str, text: &str) -> Output {
+        self.run_with(user, text, &[])
+    }
+
+    /// Runs `text` as bell-run would for resource `user` (its state directory
+    /// `BELL_STATE`), with `args` after the script.
+    fn run_with(&self, user: &str, text: &str, args: &[&std::ffi::OsStr]) -> Output {
         let file = self.state.path().join("script.sh");
         std::fs::write(&file, text).expect("write");
         Command::new("sh")
             .arg(&file)
+            .args(args)
             .current_dir(self.state.path())
             .env("BELL_ROOT", self.dir.path())
             .env("BELL_STATE", self.state.path().join(user))
@@ -104,16 +111,29 @@ impl Root {
     }
 }
 
-/// Applies, then expects the check to exit `code` printing `stdout`.
+/// The check of `user`, as a check of its own would say it: its exit status (0 in sync, 2
+/// drifted) and what differs, a line each. The accounts' batch check is run as bell-run runs
+/// it, asked about `user` (its key and state directory as arguments), and answers a line.
 fn check(root: &Root, b: &bellc::render::RenderedBundle, user: &str) -> (i32, String) {
-    let out = root.run(user, &script(b, "user", user, "check"));
+    let key = format!("user:{user}");
+    let state = root.state.path().join(user);
+    let args = [std::ffi::OsStr::new(&key), state.as_os_str()];
+    let out = root.run_with("batch-user", &script(b, "user", user, "check"), &args);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
-        out.stderr.is_empty(),
-        "the check wrote to stderr: {}",
+        out.stderr.is_empty() && out.status.success(),
+        "the check failed or wrote to stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    (out.status.code().unwrap_or(-1), stdout)
+    let line = stdout
+        .strip_prefix(&format!("{key}\t"))
+        .and_then(|rest| rest.strip_suffix('\n'))
+        .unwrap_or_else(|| panic!("the check answered no line for {key}: {stdout}"));
+    match line.split_once('\t') {
+        Some(("in-sync", "")) => (0, String::new()),
+        Some(("drifted", how)) => (2, format!("{}\n", how.replace("; ", "\n"))),
+        _ => panic!("not an answer: {line}"),
+    }
 }
 
 fn apply(root: &Root, b: &bellc::render::RenderedBundle, user: &str) {
@@ -168,6 +188,29 @@ fn drift_in_passwd_shadow_keys_and_sudoers_is_found_and_repaired() {
         );
     }
 
+    // Asked about both at once, as bell-run asks: one line each, and one sha256sum for the
+    // files of both, each digest read back by the right account.
+    std::fs::write(keys_of(&root, "alice"), format!("{KEY_A}\n")).expect("write");
+    let (alice, bob) = (
+        root.state.path().join("alice"),
+        root.state.path().join("bob"),
+    );
+    let args: [&std::ffi::OsStr; 4] = [
+        "user:alice".as_ref(),
+        alice.as_os_str(),
+        "user:bob".as_ref(),
+        bob.as_os_str(),
+    ];
+    let out = root.run_with("batch-user", &script(&b, "user", "bob", "check"), &args);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!(
+            "user:alice\tdrifted\tauthorized_keys of alice lacks a key of the bundle: {KEY_B}\n\
+             user:bob\tin-sync\t\n"
+        )
+    );
+    apply(&root, &b, "alice");
+
     drift_and_repair(
         &root,
         &b,
@@ -214,6 +257,51 @@ fn drift_in_passwd_shadow_keys_and_sudoers_is_found_and_repaired() {
         "alice",
         |r| r.set_field("shadow", "alice", 1, "!locked"),
         "password hash of alice is not the one the bundle sets",
+    );
+
+    // The hash is compared with the one the apply set, which it records private in alice's
+    // state: the check itself holds no hash, and is not fooled by a record planted as a link.
+    let check_text = script(&b, "user", "alice", "check");
+    assert!(
+        !check_text.contains(HASH),
+        "the accounts' check holds a hash"
+    );
+    let record = root.state.path().join("alice/password");
+    let mode = std::fs::metadata(&record)
+        .expect("the record")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "the record of the hash is private");
+    assert_eq!(
+        std::fs::read_to_string(&record).expect("read"),
+        format!("{HASH}\n")
+    );
+    drift_and_repair(
+        &root,
+        &b,
+        "alice",
+        |_| std::fs::remove_file(&record).expect("rm"),
+        "bell has no record of the password hash it set for alice",
+    );
+    let elsewhere = root.state.path().join("elsewhere");
+    std::fs::write(&elsewhere, format!("{HASH}\n")).expect("write");
+    drift_and_repair(
+        &root,
+        &b,
+        "alice",
+        |_| {
+            std::fs::remove_file(&record).expect("rm");
+            std::os::unix::fs::symlink(&elsewhere, &record).expect("symlink");
+        },
+        "bell has no record of the password hash it set for alice",
+    );
+    assert!(
+        !record.is_symlink(),
+        "the apply wrote its record through a planted link"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&elsewhere).expect("read"),
+        format!("{HASH}\n")
     );
 
     // bob has no sudo: a drop-in planted for him is drift, and the apply removes it.

@@ -132,7 +132,12 @@ pub fn run_checks(
         };
         if !answers.contains_key(name.as_str()) {
             let started = !ctx.skips(&batch.check);
-            let said = started.then(|| run_batch(ctx, bundle, generation, batch));
+            let asked: Vec<&Resource> = which
+                .iter()
+                .map(|&j| &manifest.resources[j])
+                .filter(|r| r.batch.as_ref() == Some(name))
+                .collect();
+            let said = started.then(|| run_batch(ctx, bundle, generation, batch, &asked));
             answers.insert(name, said);
         }
     }
@@ -171,11 +176,33 @@ struct BatchAnswers {
     unanswered: String,
 }
 
-/// Runs a batch's check once and reads its lines.
-fn run_batch(ctx: &Ctx, bundle: &Path, generation: &str, batch: &Batch) -> BatchAnswers {
+/// Runs a batch's check once for the resources `asked` about and reads its lines.
+fn run_batch(
+    ctx: &Ctx,
+    bundle: &Path,
+    generation: &str,
+    batch: &Batch,
+    asked: &[&Resource],
+) -> BatchAnswers {
     let log = state::resource_log_dir(ctx.root, BATCH_KIND, &batch.name).join("check.log");
+    let mut args = Vec::with_capacity(asked.len() * 2);
+    for resource in asked {
+        args.push(resource.key());
+        args.push(
+            ctx.state_dir(&resource.kind, &resource.name)
+                .display()
+                .to_string(),
+        );
+    }
     let env = ctx.env(BATCH_KIND, &batch.name, generation);
-    let (exit, _) = ctx.run_sh(bundle, &batch.check.path, BATCH_KIND, env, log.clone());
+    let (exit, _) = ctx.run_sh_with(
+        bundle,
+        &batch.check.path,
+        &args,
+        BATCH_KIND,
+        env,
+        log.clone(),
+    );
     let said = crate::rootfs::read_tail(&log, 4 << 20).unwrap_or_default();
     let mut by_key = BTreeMap::new();
     let mut other = None;

@@ -190,9 +190,24 @@ impl Ctx<'_> {
         env: Vec<(String, String)>,
         log: PathBuf,
     ) -> (Exit, String) {
+        self.run_sh_with(bundle, script, &[], kind, env, log)
+    }
+
+    /// [`Self::run_sh`] with arguments after the script.
+    pub(crate) fn run_sh_with(
+        &self,
+        bundle: &Path,
+        script: &str,
+        args: &[String],
+        kind: &str,
+        env: Vec<(String, String)>,
+        log: PathBuf,
+    ) -> (Exit, String) {
         let inv = Invocation {
             program: PathBuf::from("sh"),
-            args: vec![script.into()],
+            args: std::iter::once(script.into())
+                .chain(args.iter().map(Into::into))
+                .collect(),
             cwd: bundle.to_path_buf(),
             env,
             timeout: self.timeout,

@@ -78,6 +78,7 @@ impl ResourceKind for User {
             .and_then(|res| res.bool("purge-expired"))
             .unwrap_or(false);
         let mut can_take_over = Vec::new();
+        let mut checked = Vec::new();
         for user in &users {
             let name = user.name.as_str();
             let key = user.key();
@@ -112,6 +113,7 @@ impl ResourceKind for User {
             let staged = format!("{SUDOERS_STAGING_DIR}/{name}");
             let dropin = format!("{}/bell-{name}", cx.target.path(&SUDOERS_DIR));
             let mut files = Vec::new();
+            let mut sudoers_sha256 = String::new();
             if let Some((rule, written)) = &rule {
                 let text = match r.stdlib("user/sudoers.j2", context! { name, rule, written }) {
                     Ok(text) => text,
@@ -120,6 +122,7 @@ impl ResourceKind for User {
                         continue;
                     }
                 };
+                sudoers_sha256 = bell_bundle::sha256_hex(text.as_bytes());
                 if let Err(first) = out.add_file(NewFile::root_owned(&staged, text, 0o440), &key) {
                     let span = user.span_of("sudo");
                     diags.push(RenderError::PathConflict {
@@ -140,20 +143,26 @@ impl ResourceKind for User {
                 sudo, password, manage_keys, keys,
                 sudoers_staged => staged, sudoers_dropin => dropin,
             };
-            let apply = r.stdlib(
-                "user/apply.sh.j2",
-                context! { role => "apply", ..account.clone() },
-            );
-            let check = r.stdlib("user/check.sh.j2", context! { role => "check", ..account });
+            let apply = r.stdlib("user/apply.sh.j2", context! { role => "apply", ..account });
+            // What the batch's check compares: the authorized_keys the apply writes (a key a
+            // line) and the drop-in, by their digests.
+            let keys_text: String = keys.iter().map(|k| format!("{k}\n")).collect();
+            checked.push(context! {
+                name, keys, manage_keys, sudo, sudoers_sha256,
+                shell => user.str("shell").unwrap_or(""),
+                manage_password => password.is_some(),
+                keys_sha256 => bell_bundle::sha256_hex(keys_text.as_bytes()),
+                sudoers_dropin => dropin,
+            });
             let revert = r.stdlib(
                 "user/revert.sh.j2",
                 context! {
                     kind => "user", name, role => "revert", purge, sudoers_dropin => dropin,
                 },
             );
-            match (apply, revert, check) {
-                (Ok(apply), Ok(revert), Ok(check)) => {
-                    out.add_resource(NewResource {
+            match (apply, revert) {
+                (Ok(apply), Ok(revert)) => {
+                    let resource = NewResource {
                         kind: BundleKind::Of(Kind::USER),
                         name: name.to_string(),
                         files,
@@ -161,12 +170,21 @@ impl ResourceKind for User {
                         apply: Some(apply),
                         revert: Some(revert),
                         exec: None,
-                        check: Some(check),
-                    });
+                        check: None,
+                    };
+                    out.add_batched_resource(resource, BATCH);
                 }
-                (Err(message), _, _) | (_, Err(message), _) | (_, _, Err(message)) => {
+                (Err(message), _) | (_, Err(message)) => {
                     diags.push(common::template_error(user, message))
                 }
+            }
+        }
+        if !checked.is_empty() {
+            let ctx =
+                context! { kind => "batch", name => BATCH, role => "check", users => checked };
+            match r.stdlib("user/check-batch.sh.j2", ctx) {
+                Ok(check) => out.add_batch(BATCH, check, None),
+                Err(message) => diags.push(common::template_error(users[0], message)),
             }
         }
 
@@ -367,6 +385,9 @@ pub fn writes(user: &ResolvedResource, path: &str) -> Option<(&'static str, &'st
 }
 
 /// Where the bundle stages sudoers drop-ins for the apply to check and install.
+/// The batch whose one check reads back every account.
+const BATCH: &str = "user";
+
 pub const SUDOERS_STAGING_DIR: &str = "/var/lib/bell/sudoers";
 
 pub const SUDOERS_DIR: TargetPath = TargetPath {

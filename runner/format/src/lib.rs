@@ -167,7 +167,9 @@ pub struct Script {
 /// drift checks are most of a no-op apply). Its script prints one line per resource it checks,
 /// `KIND:NAME<TAB>in-sync`, `KIND:NAME<TAB>drifted<TAB>what differs` or
 /// `KIND:NAME<TAB>error<TAB>why`, and exits 0; other lines are its log. A resource of the
-/// batch that it gives no line for has a failed check.
+/// batch that it gives no line for has a failed check. It is run with two arguments per
+/// resource it is asked about, as the apply is: its `KIND:NAME` and its state directory (what
+/// each resource's apply recorded there, the check may read); it need answer only for those.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Batch {
