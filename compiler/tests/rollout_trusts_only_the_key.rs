@@ -169,10 +169,22 @@ fn etcd_cannot_steer_a_rollout_backwards() {
             }
             assert!(motds().values().all(|m| m == "release 3"), "{:?}", motds());
             let before_attack = went_live(&timeline).len();
-            let accepted: BTreeMap<&str, (String, u64)> = root_of
-                .iter()
-                .map(|(h, r)| (*h, accepted_sequence(r).expect("an accepted record")))
-                .collect();
+            // A pull records the release it accepted last, after it applied and reported it:
+            // a host can show release 3 a moment before its record says so.
+            let read_accepted = || -> BTreeMap<&str, (String, u64)> {
+                root_of
+                    .iter()
+                    .map(|(h, r)| (*h, accepted_sequence(r).expect("an accepted record")))
+                    .collect()
+            };
+            let recorded = std::time::Instant::now() + Duration::from_secs(15);
+            let mut accepted = read_accepted();
+            while !accepted.values().all(|(v, _)| *v == version(3))
+                && std::time::Instant::now() < recorded
+            {
+                std::thread::sleep(Duration::from_millis(100));
+                accepted = read_accepted();
+            }
             assert!(
                 accepted.values().all(|(v, _)| *v == version(3)),
                 "{accepted:?}"
