@@ -186,13 +186,12 @@ fn run_batch(
 ) -> BatchAnswers {
     let log = state::resource_log_dir(ctx.root, BATCH_KIND, &batch.name).join("check.log");
     let mut args = Vec::with_capacity(asked.len() * 2);
+    // Where each resource's state is, not made when missing: a check only reads it, and a
+    // resource never applied has nothing there to read.
     for resource in asked {
         args.push(resource.key());
-        args.push(
-            ctx.state_dir(&resource.kind, &resource.name)
-                .display()
-                .to_string(),
-        );
+        let state = state::resource_state_dir(ctx.root, &resource.kind, &resource.name);
+        args.push(state.display().to_string());
     }
     let env = ctx.env(BATCH_KIND, &batch.name, generation);
     let (exit, _) = ctx.run_sh_with(
