@@ -168,8 +168,8 @@ check repaired
 [ "$check_rc" = 0 ] || fail "bell-run check exited $check_rc after the repair"
 ok "apply of the same bundle started $hello again; check exits 0"
 
-# The units are read back by one `systemctl is-enabled` for all of them, which stops at a unit
-# systemd cannot find: the units after it must still get their own answer, asked one by one.
+# The units are read back by one `systemctl show` for all of them, a block of properties each:
+# a unit systemd cannot find (its file gone) must not shift the answers of the units after it.
 mv "$units/$hello" "$work/hello.unit"
 systemctl daemon-reload
 systemctl disable --quiet "$idle"
