@@ -293,3 +293,44 @@ fn new_accounts_on_an_image_root_are_what_useradd_makes() {
         );
     }
 }
+
+/// A database planted as a link to a file of the build machine: the writer appends to none of
+/// the root's databases through it and leaves the account to `useradd`, which reads the root
+/// as the image will (the link's target under the root).
+#[test]
+fn a_database_planted_as_a_link_out_of_the_root_is_not_written_through() {
+    if !is_root() || !have("useradd") {
+        return;
+    }
+    let b = bundle(&spec(), "h");
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("subuid");
+    std::fs::write(&target, "someone:100000:65536\n").unwrap();
+    let case = &CASES[1];
+    let root = make_root(case);
+    std::fs::remove_file(root.path().join("etc/subuid")).unwrap();
+    std::os::unix::fs::symlink(&target, root.path().join("etc/subuid")).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(script(&b, "user", "alice", "apply"))
+        .env("BELL_ROOT", root.path())
+        .env("BELL_STATE", state.path())
+        .env("BELL_OFFLINE", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "someone:100000:65536\n"
+    );
+    assert!(
+        root.path().join("etc/passwd-").exists(),
+        "the account was not left to useradd"
+    );
+    assert!(root.path().join("home/alice").is_dir());
+}
