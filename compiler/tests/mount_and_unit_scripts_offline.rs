@@ -166,3 +166,108 @@ unit "myapp.service" enable=#true {
     .is_none());
     assert_eq!(std::fs::read_dir(state.path()).expect("state").count(), 0);
 }
+
+#[test]
+fn the_batch_apply_makes_each_mount_as_its_own_apply_and_a_failing_one_stops_only_itself() {
+    let c = compile_ok(
+        r#"
+fleet "t" target="ubuntu-24.04"
+host "h" address="10.0.0.1"
+mount "data" target="/srv/bell data/x" device="tmpfs" type="tmpfs" options="size=8M"
+mount "mnt" target="/mnt" device="tmpfs" type="tmpfs"
+mount "file" target="/m" device="tmpfs" type="tmpfs"
+mount "inner" target="/mnt/inner" device="tmpfs" type="tmpfs"
+"#,
+    );
+    let b = only_bundle(&c);
+    // Nested under /mnt, `inner` comes after it: never run together, it runs its own apply.
+    let inner = b.manifest.resources.iter().find(|r| r.name == "inner");
+    assert_eq!(inner.unwrap().after, ["mount:mnt"]);
+    let names = ["data", "mnt", "file"];
+    let new_root = || {
+        let root = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(root.path().join("mnt")).expect("mkdir");
+        std::fs::write(root.path().join("m"), "").expect("write");
+        let states = tempfile::tempdir().expect("temp dir");
+        for name in names {
+            std::fs::create_dir_all(states.path().join(name)).expect("mkdir");
+        }
+        (root, states)
+    };
+    let (own, own_states) = new_root();
+    let mut said = Vec::new();
+    for name in names {
+        let state = own_states.path().join(name);
+        let out = run(&script(b, "mount", name, "apply"), own.path(), &state, true);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        said.push(
+            match stderr.strip_prefix(&format!("bell: mount:{name}: ")) {
+                Some(why) => format!("mount:{name}\tfailed\t{}", why.trim_end()),
+                None => format!("mount:{name}\tok\t"),
+            },
+        );
+    }
+    let (together, states) = new_root();
+    let pairs: Vec<(String, std::path::PathBuf)> = names
+        .iter()
+        .map(|n| (format!("mount:{n}"), states.path().join(n)))
+        .collect();
+    let pairs: Vec<(&str, &Path)> = pairs
+        .iter()
+        .map(|(k, s)| (k.as_str(), s.as_path()))
+        .collect();
+    let batch = tempfile::tempdir().expect("temp dir");
+    let out = run_batch(
+        &batch_script(b, "mount", "apply"),
+        together.path(),
+        batch.path(),
+        &pairs,
+        true,
+    );
+    ok(&out);
+    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    said.sort();
+    assert_eq!(lines, said);
+    assert!(said.contains(&"mount:file\tfailed\t/m exists and is not a directory".to_string()));
+    assert_eq!(tree(together.path()), tree(own.path()));
+    assert_eq!(tree(states.path()), tree(own_states.path()));
+    assert!(together.path().join("srv/bell data/x").is_dir());
+}
+
+/// Every entry under `dir`, relative: its type and mode, and a file's content or a link's target.
+fn tree(dir: &Path) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    walkdir::WalkDir::new(dir)
+        .sort_by_file_name()
+        .into_iter()
+        .map(|entry| {
+            let entry = entry.expect("walk");
+            let meta = entry.path().symlink_metadata().expect("metadata");
+            let what = if meta.is_file() {
+                String::from_utf8_lossy(&std::fs::read(entry.path()).expect("read")).into_owned()
+            } else {
+                link(
+                    dir,
+                    &entry
+                        .path()
+                        .strip_prefix(dir)
+                        .unwrap()
+                        .display()
+                        .to_string(),
+                )
+                .unwrap_or_default()
+            };
+            let rel = entry
+                .path()
+                .strip_prefix(dir)
+                .unwrap()
+                .display()
+                .to_string();
+            format!("{rel} {:o} {what}", meta.permissions().mode())
+        })
+        .collect()
+}

@@ -6,7 +6,7 @@
 mod common;
 use bellc::render::RenderedBundle;
 use common::in_memory::{bundle, is_root};
-use common::{have, script};
+use common::{batch_script, have, script};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -434,4 +434,126 @@ fn a_purge_spares_accounts_taken_back_or_made_again() {
         root.entry("passwd", "alice").is_some(),
         "someone else's alice stays"
     );
+}
+
+impl Root {
+    /// Runs the batch's apply as bell-run does, offline, for `accounts` (each with a state
+    /// directory of its own); its stdout.
+    fn run_batch(&self, text: &str, accounts: &[&str]) -> String {
+        let file = self.state.path().join("batch.sh");
+        std::fs::write(&file, text).unwrap();
+        let mut cmd = Command::new("sh");
+        cmd.arg(&file);
+        for account in accounts {
+            let state = self.state.path().join(account);
+            std::fs::create_dir_all(&state).unwrap();
+            cmd.arg(format!("user:{account}")).arg(state);
+        }
+        let out = cmd
+            .env("BELL_ROOT", self.dir.path())
+            .env("BELL_STATE", self.state.path().join("batch"))
+            .env("BELL_OFFLINE", "1")
+            .env("SOURCE_DATE_EPOCH", "1700000000")
+            .output()
+            .expect("sh");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// What the accounts' applies leave: the databases, every entry under home/ and
+    /// etc/sudoers.d (type, mode, owner, content), and each account's state.
+    fn accounts(&self) -> Vec<String> {
+        let mut seen = Vec::new();
+        for db in ["etc/passwd", "etc/shadow", "etc/group", "etc/gshadow"] {
+            seen.push(format!("{db}: {}", self.read(db)));
+        }
+        let mut walk = vec![self.path("home"), self.path("etc/sudoers.d")];
+        for account in ["alice", "olduser"] {
+            walk.push(self.state.path().join(account));
+        }
+        while let Some(dir) = walk.pop() {
+            let mut entries: Vec<_> = std::fs::read_dir(&dir)
+                .map(|d| d.map(|e| e.unwrap().path()).collect())
+                .unwrap_or_default();
+            entries.sort();
+            for p in entries {
+                let meta = std::fs::symlink_metadata(&p).unwrap();
+                let what = if meta.is_dir() {
+                    walk.push(p.clone());
+                    String::new()
+                } else {
+                    std::fs::read_to_string(&p).unwrap_or_default()
+                };
+                let name = p
+                    .strip_prefix(self.dir.path())
+                    .or_else(|_| p.strip_prefix(self.state.path()))
+                    .unwrap();
+                seen.push(format!(
+                    "{} {:o} {} {what}",
+                    name.display(),
+                    meta.permissions().mode(),
+                    meta.uid()
+                ));
+            }
+        }
+        seen
+    }
+}
+
+#[test]
+fn the_batch_apply_makes_each_account_as_its_own_apply_and_a_failing_one_stops_only_itself() {
+    if !ready() {
+        return;
+    }
+    let b = bundle(&spec(false), "h");
+    let batch = batch_script(&b, "user", "apply");
+
+    // Each account by its own apply, and both by one run of the batch's: the same root.
+    let own = Root::new(&b);
+    for account in ["alice", "olduser"] {
+        let file = own.state.path().join("script.sh");
+        std::fs::write(&file, script(&b, "user", account, "apply")).unwrap();
+        let out = Command::new("sh")
+            .arg(&file)
+            .env("BELL_ROOT", own.dir.path())
+            .env("BELL_STATE", own.state.path().join(account))
+            .env("BELL_OFFLINE", "1")
+            .env("SOURCE_DATE_EPOCH", "1700000000")
+            .output()
+            .expect("sh");
+        assert!(out.status.success(), "{account}: {out:?}");
+    }
+    let together = Root::new(&b);
+    let said = together.run_batch(&batch, &["alice", "olduser"]);
+    // Lines without a tab are the tools' output, the batch's log.
+    let lines: Vec<&str> = said.lines().filter(|l| l.contains('\t')).collect();
+    assert_eq!(lines, ["user:alice\tok", "user:olduser\tok"], "{said}");
+    assert_eq!(together.accounts(), own.accounts());
+    assert!(together.entry("passwd", "alice").is_some());
+
+    // olduser's ~/.ssh planted as a link out of the root: its apply fails, saying why, and
+    // writes nothing through it; alice is made all the same.
+    let planted = Root::new(&b);
+    let victim = planted.path("etc/victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::remove_dir_all(planted.path("home/olduser/.ssh")).unwrap();
+    std::os::unix::fs::symlink(&victim, planted.path("home/olduser/.ssh")).unwrap();
+    let said = planted.run_batch(&batch, &["olduser", "alice", "nobody"]);
+    let lines: Vec<&str> = said.lines().filter(|l| l.contains('\t')).collect();
+    assert_eq!(lines.len(), 3, "{said}");
+    assert!(
+        lines[0].starts_with("user:olduser\tfailed\t") && lines[0].contains("is a symlink"),
+        "{said}"
+    );
+    assert_eq!(lines[1], "user:alice\tok");
+    assert_eq!(
+        lines[2],
+        "user:nobody\tfailed\tnot an account of this bundle"
+    );
+    assert!(std::fs::read_dir(&victim).unwrap().next().is_none());
+    assert!(planted.entry("passwd", "alice").is_some());
 }

@@ -16,6 +16,7 @@ const KINDS: &[&str] = &[
     "scripts/trigger/apt-update",
     "scripts/kernel-args/",
     "scripts/modprobe/",
+    "scripts/batch/",
 ];
 
 const SOURCES: &str = r#"

@@ -317,15 +317,27 @@ fn a_resource_the_batch_apply_refuses_or_leaves_unanswered_has_failed() {
 }
 
 #[test]
-fn a_resource_of_an_applying_batch_with_an_after_or_no_apply_is_refused() {
+fn a_resource_of_an_applying_batch_ordered_after_another_runs_its_own_apply_in_its_place() {
     let w = World::new();
     let mut spec = applying_bundle(&w, &[], &[], "");
     spec.resources[2].after = vec!["live:a".to_string()];
-    assert_refused(
-        &w,
-        &spec,
-        "resource live:c is applied by the apply of batch \"live\"",
-    );
+    let out = w.apply(&w.build(&spec), &["--json"]);
+    expect_code(&out, 0);
+    assert_eq!(w.events(), ["batch apply live:a live:b", "apply c"]);
+    assert_eq!(statuses(&out), ["live:a ok", "live:b ok", "live:c ok"]);
+
+    // Ordered after one of the batch: the first due resource runs alone, the other two as well.
+    let w = World::new();
+    let mut spec = applying_bundle(&w, &[], &[], "");
+    spec.resources[1].after = vec!["live:a".to_string()];
+    spec.resources[2].after = vec!["live:b".to_string()];
+    expect_code(&w.apply(&w.build(&spec), &[]), 0);
+    assert_eq!(w.events(), ["apply a", "apply b", "apply c"]);
+}
+
+#[test]
+fn a_resource_of_an_applying_batch_without_an_apply_is_refused() {
+    let w = World::new();
     let mut spec = applying_bundle(&w, &[], &[], "");
     spec.resources[0].apply = None;
     assert_refused(&w, &spec, "resource live:a is applied by the apply");

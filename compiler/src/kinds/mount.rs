@@ -20,7 +20,10 @@ use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 use minijinja::context;
 use std::collections::BTreeMap;
 
-/// The batch whose one check reads back every mount.
+/// The directory of the links that enable a mount unit (its `[Install] WantedBy=`).
+const WANTS: &str = "local-fs.target.wants";
+
+/// The batch whose one check reads back every mount, and whose apply brings them live.
 const BATCH: &str = "mount";
 
 pub struct Mount;
@@ -140,10 +143,10 @@ impl ResourceKind for Mount {
                 .is_some_and(|o| o.split(',').any(|o| matches!(o.trim(), "bind" | "rbind")));
             let ctx = context! {
                 target, unit, unit_dir, unit_hash, device, type => fstype, bind,
-                install_links => vec![context! { dir => "local-fs.target.wants" }],
+                install_links => vec![context! { dir => WANTS }],
             };
             batched.push(context! {
-                name => m.name, unit, target, device, type => fstype, bind,
+                name => m.name, unit, unit_hash, target, device, type => fstype, bind,
             });
             let scripts = ["apply", "revert"].map(|role| {
                 common::script(
@@ -179,10 +182,15 @@ impl ResourceKind for Mount {
         if any {
             // Every mount is read back by one check (see the template).
             let unit_dir = cx.target.path(&common::UNIT_DIR);
-            let ctx = context! { mounts => batched, unit_dir };
-            match common::script(r, "batch", BATCH, "check", "mount/check-batch.sh.j2", ctx) {
-                Ok(check) => out.add_batch(BATCH, check, None),
-                Err(message) => {
+            let ctx = context! { mounts => batched, unit_dir, wants => WANTS };
+            let [check, apply] = [
+                ("check", "mount/check-batch.sh.j2"),
+                ("apply", "mount/apply-batch.sh.j2"),
+            ]
+            .map(|(role, template)| common::script(r, "batch", BATCH, role, template, ctx.clone()));
+            match (check, apply) {
+                (Ok(check), Ok(apply)) => out.add_batch(BATCH, check, Some(apply)),
+                (Err(message), _) | (_, Err(message)) => {
                     common::invalid(diags, cx.host.model.resources[0].origin.span, message, "")
                 }
             }

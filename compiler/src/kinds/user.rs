@@ -79,6 +79,7 @@ impl ResourceKind for User {
             .unwrap_or(false);
         let mut can_take_over = Vec::new();
         let mut checked = Vec::new();
+        let mut applied = Vec::new();
         for user in &users {
             let name = user.name.as_str();
             let key = user.key();
@@ -143,7 +144,11 @@ impl ResourceKind for User {
                 sudo, password, manage_keys, keys,
                 sudoers_staged => staged, sudoers_dropin => dropin,
             };
-            let apply = r.stdlib("user/apply.sh.j2", context! { role => "apply", ..account });
+            let apply = r.stdlib(
+                "user/apply.sh.j2",
+                context! { role => "apply", ..account.clone() },
+            );
+            applied.push(account);
             // What the batch's check compares: the authorized_keys the apply writes (a key a
             // line) and the drop-in, by their digests.
             let keys_text: String = keys.iter().map(|k| format!("{k}\n")).collect();
@@ -180,11 +185,19 @@ impl ResourceKind for User {
             }
         }
         if !checked.is_empty() {
-            let ctx =
-                context! { kind => "batch", name => BATCH, role => "check", users => checked };
-            match r.stdlib("user/check-batch.sh.j2", ctx) {
-                Ok(check) => out.add_batch(BATCH, check, None),
-                Err(message) => diags.push(common::template_error(users[0], message)),
+            let check = r.stdlib(
+                "user/check-batch.sh.j2",
+                context! { kind => "batch", name => BATCH, role => "check", users => checked },
+            );
+            let apply = r.stdlib(
+                "user/apply-batch.sh.j2",
+                context! { kind => "batch", name => BATCH, role => "apply", users => applied },
+            );
+            match (check, apply) {
+                (Ok(check), Ok(apply)) => out.add_batch(BATCH, check, Some(apply)),
+                (Err(message), _) | (_, Err(message)) => {
+                    diags.push(common::template_error(users[0], message))
+                }
             }
         }
 

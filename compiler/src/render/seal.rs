@@ -38,22 +38,7 @@ pub fn seal_bundle(mut bundle: RenderedBundle, key: &SealKey) -> RenderedBundle 
             file.sealed = true;
         }
     }
-    let scripts = manifest
-        .resources
-        .iter_mut()
-        .flat_map(|r| [&mut r.apply, &mut r.revert, &mut r.check])
-        .flatten()
-        .chain(manifest.triggers.iter_mut().map(|t| &mut t.script))
-        .chain(manifest.probes.iter_mut().map(|p| &mut p.script))
-        .chain(manifest.batches.iter_mut().map(|b| &mut b.check))
-        .chain(
-            manifest
-                .reboot
-                .iter_mut()
-                .flat_map(bell_bundle::Reboot::hooks_mut)
-                .map(|h| &mut h.script),
-        );
-    for script in scripts {
+    for script in manifest.scripts_mut() {
         if let Some(digest) = digests.get(&script.path) {
             script.sha256 = digest.clone();
             script.size = None;

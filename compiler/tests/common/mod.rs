@@ -323,3 +323,28 @@ pub fn row(status: &serde_json::Value, host: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no row for {host} in {status:#}"))
         .clone()
 }
+
+/// Runs a batch's script as bell-run does: `BELL_STATE` the batch's, and two arguments per
+/// resource, its `KIND:NAME` and its own state directory.
+pub fn run_batch(
+    text: &str,
+    root: &Path,
+    state: &Path,
+    resources: &[(&str, &Path)],
+    offline: bool,
+) -> Output {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("script");
+    std::fs::write(&path, text).expect("write script");
+    let mut cmd = Command::new("sh");
+    cmd.arg(&path);
+    for (key, state) in resources {
+        cmd.arg(key).arg(state);
+    }
+    cmd.current_dir(dir.path())
+        .env("BELL_ROOT", root)
+        .env("BELL_STATE", state)
+        .env("BELL_OFFLINE", if offline { "1" } else { "0" })
+        .output()
+        .expect("run sh")
+}

@@ -183,8 +183,9 @@ pub struct Batch {
     /// `BELL_STATE`); it prints `KIND:NAME<TAB>ok` or `KIND:NAME<TAB>failed<TAB>why` for each
     /// and exits 0; other lines are its log. A due resource without a line has failed. One
     /// resource due alone runs its own apply, which stays what its hash is made of, so each
-    /// resource of such a batch has one. Its resources have no `after` (verification refuses
-    /// one), so running them together early orders nothing wrongly.
+    /// resource of such a batch has one. Only resources without an `after` or `order_after`
+    /// are run together (running them early orders nothing wrongly); one that has either runs
+    /// its own apply in its place.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub apply: Option<Script>,
 }
@@ -348,6 +349,28 @@ impl std::io::Write for HashWriter {
 }
 
 impl Manifest {
+    /// [`Self::scripts`], to change: what seals a bundle and what opens it again must reach
+    /// every script, a batch's apply as well as a resource's.
+    pub fn scripts_mut(&mut self) -> impl Iterator<Item = &mut Script> {
+        self.resources
+            .iter_mut()
+            .flat_map(|r| [&mut r.apply, &mut r.revert, &mut r.check])
+            .flatten()
+            .chain(self.triggers.iter_mut().map(|t| &mut t.script))
+            .chain(self.probes.iter_mut().map(|p| &mut p.script))
+            .chain(
+                self.batches
+                    .iter_mut()
+                    .flat_map(|b| std::iter::once(&mut b.check).chain(b.apply.as_mut())),
+            )
+            .chain(
+                self.reboot
+                    .iter_mut()
+                    .flat_map(Reboot::hooks_mut)
+                    .map(|h| &mut h.script),
+            )
+    }
+
     /// Every script the manifest names: each resource's apply, revert and check, the
     /// triggers', the probes' and the batches' (a script named twice comes twice).
     pub fn scripts(&self) -> impl Iterator<Item = &Script> {
@@ -417,27 +440,7 @@ impl Manifest {
                 &mut file.size,
             )?;
         }
-        let scripts = opened
-            .resources
-            .iter_mut()
-            .flat_map(|r| [&mut r.apply, &mut r.revert, &mut r.check])
-            .flatten()
-            .chain(opened.triggers.iter_mut().map(|t| &mut t.script))
-            .chain(opened.probes.iter_mut().map(|p| &mut p.script))
-            .chain(
-                opened
-                    .batches
-                    .iter_mut()
-                    .flat_map(|b| std::iter::once(&mut b.check).chain(b.apply.as_mut())),
-            )
-            .chain(
-                opened
-                    .reboot
-                    .iter_mut()
-                    .flat_map(Reboot::hooks_mut)
-                    .map(|h| &mut h.script),
-            );
-        for script in scripts.filter(|s| s.sealed) {
+        for script in opened.scripts_mut().filter(|s| s.sealed) {
             open(script.path.clone(), &mut script.sha256, &mut script.size)?;
         }
         Ok(opened)

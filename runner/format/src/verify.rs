@@ -138,8 +138,8 @@ pub enum VerifyError {
         resource: String,
         batch: String,
     },
-    /// A resource of a batch with an apply has an `after` (the batch may run before it), no
-    /// apply of its own (one due alone runs it) or an exec policy.
+    /// A resource of a batch with an apply has no apply of its own (one due alone, or one with
+    /// an `after`, runs it) or an exec policy.
     BadBatchMember {
         resource: String,
         batch: String,
@@ -226,7 +226,7 @@ impl fmt::Display for VerifyError {
             ),
             VerifyError::BadBatchMember { resource, batch } => write!(
                 f,
-                "resource {resource} is applied by the apply of batch {batch:?}, but has an `after`, an exec policy or no apply of its own"
+                "resource {resource} is applied by the apply of batch {batch:?}, but has an exec policy or no apply of its own"
             ),
             VerifyError::BadWindow { window, error } => {
                 write!(f, "the reboot window {window:?} does not parse: {error}")
@@ -398,9 +398,7 @@ pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, Expected>
                 });
             }
             if applying.contains(batch.as_str())
-                && (!resource.after.is_empty()
-                    || resource.apply.is_none()
-                    || resource.exec.is_some())
+                && (resource.apply.is_none() || resource.exec.is_some())
             {
                 return Err(VerifyError::BadBatchMember {
                     resource: resource.key(),

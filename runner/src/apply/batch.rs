@@ -8,6 +8,8 @@ use crate::check::BATCH_KIND;
 /// The outcome of each resource of a batch's apply, by `KIND:NAME`, from its one run.
 pub(super) struct BatchApplied {
     said: BTreeMap<String, (String, Option<String>)>,
+    /// The resources it was run for.
+    ran: BTreeSet<String>,
     /// The detail of a due resource it gave no line for.
     unanswered: String,
     /// Where its output is, for the report, and relative to the root, for the record.
@@ -16,6 +18,11 @@ pub(super) struct BatchApplied {
 }
 
 impl BatchApplied {
+    /// Whether `resource` was one of those the batch was run for.
+    pub(super) fn ran(&self, resource: &Resource) -> bool {
+        self.ran.contains(&resource.key())
+    }
+
     /// The outcome of `resource`, one of the resources the batch was run for.
     pub(super) fn outcome(
         &self,
@@ -37,12 +44,18 @@ impl BatchApplied {
 
 /// The resources of `resource`'s batch that this run applies together, when its batch has an
 /// apply that this run starts and two or more of them are due; `None` to apply it by itself.
+/// A resource ordered after another (`after`, `order_after`) is never run together: it runs
+/// its own apply in its place in the order.
 pub(super) fn due_together<'m>(
     ctx: &Ctx,
     manifest: &'m Manifest,
     plan: &Plan,
     resource: &Resource,
 ) -> Option<BatchRun<'m>> {
+    let together = |r: &Resource| r.after.is_empty() && r.order_after.is_empty();
+    if !together(resource) {
+        return None;
+    }
     let name = resource.batch.as_deref()?;
     let batch = manifest.batches.iter().find(|b| b.name == name)?;
     let script = batch.apply.as_ref()?;
@@ -54,7 +67,7 @@ pub(super) fn due_together<'m>(
         .iter()
         .zip(&plan.resources)
         .filter(|(r, planned)| {
-            r.batch.as_deref() == Some(name) && planned.change != Change::Unchanged
+            r.batch.as_deref() == Some(name) && planned.change != Change::Unchanged && together(r)
         })
         .map(|(r, _)| r)
         .collect();
@@ -117,6 +130,7 @@ pub(super) fn run_batch_apply(
     };
     BatchApplied {
         said,
+        ran: due.iter().map(|r| r.key()).collect(),
         unanswered,
         log: log_path.display().to_string(),
         log_rel: ctx.rel(&log_path),

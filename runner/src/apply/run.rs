@@ -58,7 +58,12 @@ pub(super) fn run_resources(
                 record = prev.clone();
             }
             Outcome::new(&key, Some(change), "unchanged", None)
-        } else if let Some(applied) = resource.batch.as_ref().and_then(|b| batches.get(b)) {
+        } else if let Some(applied) = resource
+            .batch
+            .as_ref()
+            .and_then(|b| batches.get(b))
+            .filter(|applied| applied.ran(resource))
+        {
             applied.outcome(resource, change, &mut record)
         } else if let Some(run) = due_together(ctx, &checked.manifest, plan, resource) {
             let applied = run_batch_apply(ctx, bundle, &checked.id, &run);
