@@ -48,7 +48,11 @@ spec() {
 count() { grep -c "^$2\$" "$1" 2>/dev/null || :; }
 
 mount_part='mount "scratch" target="/srv/exec-scratch" device="tmpfs" type="tmpfs" options="size=8M"'
-spec first "$mount_part" 'user "gone" shell="/bin/sh"' 'user "stay" shell="/bin/sh"'
+# Two mounts and two accounts due together: each kind's batch apply brings them live in one run;
+# the mount nested under one of them comes after it and runs its own apply.
+mount_two='mount "scratch2" target="/srv/exec-scratch2" device="tmpfs" type="tmpfs" options="size=8M"'
+mount_inner='mount "inner" target="/srv/exec-scratch/inner" device="tmpfs" type="tmpfs" options="size=4M"'
+spec first "$mount_part" "$mount_two" "$mount_inner" 'user "gone" shell="/bin/sh"' 'user "stay" shell="/bin/sh"'
 spec second 'user "stay" shell="/bin/sh"' 'user "extra" shell="/bin/sh"'
 spec third 'user "stay" shell="/bin/sh"' 'user "extra" shell="/bin/sh"' 'users purge-expired=#true'
 for s in first second third; do build "$s"; done
@@ -65,14 +69,26 @@ grep -Eq '^  . exec:005\.sh +ok' "$work/first-again.out" || fail "005.sh is not 
 [ "$(tr '\n' ' ' <"$ran")" = "001 002 003 004 005 001 002 003 004 005 " ] || fail "the scripts ran in another order: $(tr '\n' ' ' <"$ran")"
 ok "exec: 004.sh fails, 005.sh still runs, in name order, on both applies (exit 3)"
 [ "$(count "$once" once)" = 1 ] || fail "init-motd ran $(count "$once" once) times, not once"
-findmnt --mountpoint /srv/exec-scratch >/dev/null || fail "/srv/exec-scratch is not mounted"
+for where in /srv/exec-scratch /srv/exec-scratch2 /srv/exec-scratch/inner; do
+    findmnt --mountpoint "$where" >/dev/null || fail "$where is not mounted"
+done
+tab=$(printf '\t')
+batch_log=/var/lib/bell/log/batch
+for line in "mount:scratch${tab}ok" "mount:scratch2${tab}ok" "user:gone${tab}ok" "user:stay${tab}ok"; do
+    grep -q "^$line" "$batch_log/${line%%:*}/apply.log" || fail "the batch apply did not say $line: $(cat "$batch_log/${line%%:*}/apply.log")"
+done
+! grep -q "^mount:inner" "$batch_log/mount/apply.log" || fail "the nested mount ran in the batch"
+[ -f /var/lib/bell/log/mount/inner/apply.log ] || fail "the nested mount did not run its own apply"
+ok "batch applies: two mounts and two accounts each brought live by one run; the nested mount by its own, after"
 home_gone=$(getent passwd gone | cut -d: -f6)
 [ -d "$home_gone" ] || fail "gone has no home"
 
 # ---- unrelated changes: a mount leaves, users come and go; the run-once script stays run ----
 apply second "$work/second/hosts/e2e" 3
 [ "$(count "$once" once)" = 1 ] || fail "init-motd ran again after unrelated changes: $(grep init-motd "$work/second.out")"
-! findmnt --mountpoint /srv/exec-scratch >/dev/null || fail "/srv/exec-scratch is still mounted"
+for where in /srv/exec-scratch/inner /srv/exec-scratch /srv/exec-scratch2; do
+    ! findmnt --mountpoint "$where" >/dev/null || fail "$where is still mounted"
+done
 ok "exec: init-motd (once-successfully) stays run after a mount left and users changed"
 [ "$(getent shadow gone | cut -d: -f8)" = 1 ] || fail "gone is not expired"
 [ -d "$home_gone" ] || fail "the home of gone was removed without purge-expired"
