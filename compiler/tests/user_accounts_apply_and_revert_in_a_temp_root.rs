@@ -83,7 +83,8 @@ impl Root {
         }
     }
 
-    /// Runs a script as bell-run does, offline; the exit status and stderr.
+    /// Runs a script as bell-run does, offline, on a fixed day (the shadow lines it writes do not
+    /// depend on when the test runs); the exit status and stderr.
     fn run(&self, resource: &str, text: &str) -> (bool, String) {
         let file = self.state.path().join("script.sh");
         std::fs::write(&file, text).unwrap();
@@ -92,6 +93,7 @@ impl Root {
             .env("BELL_ROOT", self.dir.path())
             .env("BELL_STATE", self.state.path().join(resource))
             .env("BELL_OFFLINE", "1")
+            .env("SOURCE_DATE_EPOCH", "1700000000")
             .output()
             .expect("sh");
         (
@@ -437,7 +439,7 @@ fn a_purge_spares_accounts_taken_back_or_made_again() {
 }
 
 impl Root {
-    /// Runs the batch's apply as bell-run does, offline, for `accounts` (each with a state
+    /// Runs the batch's apply as [`Root::run`] runs a script, for `accounts` (each with a state
     /// directory of its own); its stdout.
     fn run_batch(&self, text: &str, accounts: &[&str]) -> String {
         let file = self.state.path().join("batch.sh");
@@ -515,17 +517,7 @@ fn the_batch_apply_makes_each_account_as_its_own_apply_and_a_failing_one_stops_o
     // Each account by its own apply, and both by one run of the batch's: the same root.
     let own = Root::new(&b);
     for account in ["alice", "olduser"] {
-        let file = own.state.path().join("script.sh");
-        std::fs::write(&file, script(&b, "user", account, "apply")).unwrap();
-        let out = Command::new("sh")
-            .arg(&file)
-            .env("BELL_ROOT", own.dir.path())
-            .env("BELL_STATE", own.state.path().join(account))
-            .env("BELL_OFFLINE", "1")
-            .env("SOURCE_DATE_EPOCH", "1700000000")
-            .output()
-            .expect("sh");
-        assert!(out.status.success(), "{account}: {out:?}");
+        own.ok(account, &script(&b, "user", account, "apply"));
     }
     let together = Root::new(&b);
     let said = together.run_batch(&batch, &["alice", "olduser"]);
