@@ -19,7 +19,11 @@ ethtool "ens3" {
 /// Runs the check live with an `ethtool` on PATH that prints `features` for `-k ens3` (and
 /// fails for any other interface).
 fn check_with(features: Option<&str>, offline: bool) -> Output {
-    let b = compile_ok(SPEC);
+    check_spec_with(SPEC, features, offline)
+}
+
+fn check_spec_with(spec: &str, features: Option<&str>, offline: bool) -> Output {
+    let b = compile_ok(spec);
     let text = script(only_bundle(&b), "ethtool", "ens3", "check");
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("bin");
@@ -86,6 +90,30 @@ fn each_drifted_feature_is_named() {
     let out = check_with(Some(missing), false);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(stdout(&out).contains("ens3 has no feature generic-receive-offload"));
+}
+
+#[test]
+fn a_feature_of_another_is_read_from_its_indented_line_and_only_a_whole_name_matches() {
+    let spec = SPEC.replace(
+        "    tx-checksumming \"off\"\n",
+        "    tx-checksum-ipv4 \"off\"\n    rx-gro-hw \"off\"\n",
+    );
+    // `tx-checksum-ipv4` under `tx-checksumming`, indented by a tab; `rx-gro-hw` only as the
+    // end of a longer name and as the start of one: neither is that feature.
+    let features = "Features for ens3:\ntx-checksumming: on\n\ttx-checksum-ipv4: off [fixed]\n\
+                    generic-receive-offload: on\nxrx-gro-hw: off\nrx-gro-hw-list: off\n";
+    let out = check_spec_with(&spec, Some(features), false);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        "ens3 has no feature rx-gro-hw, the bundle sets it off\n"
+    );
+    let features = format!("{features}rx-gro-hw: on\n");
+    let out = check_spec_with(&spec, Some(&features), false);
+    assert_eq!(
+        stdout(&out),
+        "feature rx-gro-hw of ens3 is on, the bundle sets off\n"
+    );
 }
 
 #[test]

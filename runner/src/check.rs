@@ -58,8 +58,14 @@ pub struct CheckReport {
 /// ([`bell_bundle::EXIT_REBOOT_REQUIRED`]): not drift, and not something an apply can repair.
 pub const REBOOT_REQUIRED: &str = "reboot-required";
 
-/// What the logs and timings of a batch's check are filed under, as a resource's under its kind.
+/// What the logs of a batch's scripts are filed under, as a resource's under its kind.
 pub(crate) const BATCH_KIND: &str = "batch";
+
+/// What `--timings` counts a batch's scripts under: `batch:mount`, not `batch`, so a slow batch
+/// can be told from the others.
+pub(crate) fn batch_timing_kind(batch: &str) -> String {
+    format!("{BATCH_KIND}:{batch}")
+}
 
 /// Runs a resource's check script, if it has one.
 pub fn run_one(ctx: &Ctx, bundle: &Path, generation: &str, resource: &Resource) -> Checked {
@@ -198,7 +204,7 @@ fn run_batch(
         bundle,
         &batch.check.path,
         &args,
-        BATCH_KIND,
+        &batch_timing_kind(&batch.name),
         env,
         log.clone(),
     );

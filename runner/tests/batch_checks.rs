@@ -342,3 +342,29 @@ fn a_resource_of_an_applying_batch_without_an_apply_is_refused() {
     spec.resources[0].apply = None;
     assert_refused(&w, &spec, "resource live:a is applied by the apply");
 }
+
+#[test]
+fn timings_count_a_batchs_check_and_apply_under_the_batchs_name() {
+    let w = World::new();
+    let b = w.build(&applying_bundle(&w, &[], &[], ""));
+    expect_code(&w.apply(&b, &[]), 0);
+    // Drifted behind bell's back and found by `check`: the next apply runs the batch's check
+    // again, then its apply.
+    for key in KEYS {
+        std::fs::write(w.tmp.path().join("live").join(key), "0\n").unwrap();
+    }
+    assert_eq!(check(&w).0, 2);
+    let out = w.apply(&b, &["--timings", "--json"]);
+    expect_code(&out, 0);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let kinds: Vec<(String, u64)> = report["timings"]["kinds"]
+        .as_array()
+        .expect("kinds")
+        .iter()
+        .map(|k| {
+            let name = k["kind"].as_str().unwrap_or_default().to_string();
+            (name, k["scripts"].as_u64().unwrap_or_default())
+        })
+        .collect();
+    assert_eq!(kinds, [("batch:live".to_string(), 2)], "{kinds:?}");
+}

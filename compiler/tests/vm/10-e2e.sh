@@ -273,6 +273,21 @@ check repaired
 [ "$check_rc" = 0 ] || fail "bell-run check exited $check_rc after the repair"
 ok "apply of the same bundle repaired the four drifted resources; check exits 0"
 
+# Another file system in the mount's place: systemd has the unit active again (it follows the
+# mount table), so only what the table says is mounted there tells the drift.
+umount "$where"
+mount -t tmpfs bell-other "$where"
+[ "$(systemctl is-active "$unit")" = active ] || fail "$unit is not active with bell-other mounted"
+check swapped
+[ "$check_rc" = 2 ] || fail "bell-run check exited $check_rc with another file system mounted, not 2"
+grep -qx "drifted mount:scratch: $where has bell-other tmpfs mounted, the bundle mounts tmpfs (tmpfs)" "$work/swapped.out" \
+    || fail "the swapped mount is not described as expected"
+umount "$where"
+systemctl start "$unit"
+check restored
+[ "$check_rc" = 0 ] || fail "bell-run check exited $check_rc with the spec's tmpfs mounted again"
+ok "another file system mounted in the mount's place is drift, told from the mount table"
+
 # ---- a spec without those resources: the host goes back ----
 build "$work/e2e-after.kdl" "$work/out2"
 apply revert "$work/out2/hosts/e2e"

@@ -3,7 +3,7 @@
 
 use super::*;
 
-use crate::check::BATCH_KIND;
+use crate::check::{batch_timing_kind, BATCH_KIND};
 
 /// The outcome of each resource of a batch's apply, by `KIND:NAME`, from its one run.
 pub(super) struct BatchApplied {
@@ -109,7 +109,7 @@ pub(super) fn run_batch_apply(
         log: log_path.clone(),
         confine: confine::Confine::Not,
     };
-    let exit = ctx.run_timed(BATCH_KIND, &inv);
+    let exit = ctx.run_timed(&batch_timing_kind(name), &inv);
     let output = crate::rootfs::read_tail(&log_path, 4 << 20).unwrap_or_default();
     let mut said = BTreeMap::new();
     for line in output.lines() {
