@@ -4,7 +4,6 @@
 //! /sys/kernel/security inside `unshare --mount`, so the machine's AppArmor is not touched.
 mod common;
 use common::*;
-use std::process::Command;
 
 const SPEC: &str = r####"fleet "f" target="debian-12"
 host "h"
@@ -53,25 +52,8 @@ fn each_profile_is_found_on_its_own_line_in_the_spec_mode() {
             "printf '%s' '{list}' >/sys/kernel/security/apparmor/profiles\nrc=0; sh check.sh >out 2>&1 || rc=$?\nsed 's/^/{label}: /' out\necho \"{label}_rc=$rc\"\n"
         );
     }
-    std::fs::write(dir.path().join("driver.sh"), driver).unwrap();
-    let out = Command::new("unshare")
-        .args(["--mount", "sh", "driver.sh"])
-        .current_dir(dir.path())
-        .output()
-        .expect("run unshare");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let said = |label: &str| -> Vec<String> {
-        let prefix = format!("{label}: ");
-        text.lines()
-            .filter_map(|l| l.strip_prefix(&prefix))
-            .map(str::to_string)
-            .collect()
-    };
+    let text = in_mount_namespace(dir.path(), &driver);
+    let said = |label: &str| labelled(&text, label);
     for label in ["synced", "unterminated"] {
         assert_eq!(value_of(&text, &format!("{label}_rc")), "0", "{text}");
         assert!(said(label).is_empty(), "{text}");

@@ -6,7 +6,6 @@
 //! is a stub that answers from the same namespace and counts its calls.
 mod common;
 use common::*;
-use std::process::Command;
 
 const SPEC: &str = r#"fleet "f" target="debian-12"
 host "h"
@@ -95,24 +94,10 @@ fn mounts_in_sync_are_told_without_a_process_and_drift_still_says_how() {
         std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
-    std::fs::write(dir.path().join("driver.sh"), DRIVER).unwrap();
-    let out = Command::new("unshare")
-        .args(["--mount", "sh", "driver.sh"])
-        .current_dir(dir.path())
-        .output()
-        .expect("run unshare");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "driver failed: {}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = in_mount_namespace(dir.path(), DRIVER);
     let lines = |label: &str| -> Vec<String> {
-        let prefix = format!("{label}: ");
-        text.lines()
-            .filter_map(|l| l.strip_prefix(&prefix))
-            .map(|l| l.replace('\t', " | "))
-            .collect()
+        let lines = labelled(&text, label).into_iter();
+        lines.map(|l| l.replace('\t', " | ")).collect()
     };
     assert_eq!(
         lines("synced"),

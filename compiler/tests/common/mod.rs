@@ -126,6 +126,33 @@ pub fn value_of(out: &str, label: &str) -> String {
         .to_string()
 }
 
+/// Runs `driver` (sh) in `dir` inside a private mount namespace (`unshare --mount`), so what
+/// it mounts is gone when it ends; its output, the test failed with all of it when it fails.
+pub fn in_mount_namespace(dir: &Path, driver: &str) -> String {
+    std::fs::write(dir.join("driver.sh"), driver).expect("write driver");
+    let out = Command::new("unshare")
+        .args(["--mount", "sh", "driver.sh"])
+        .current_dir(dir)
+        .output()
+        .expect("run unshare");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "driver failed: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// The lines a test driver printed as `LABEL: LINE`, each without its label.
+pub fn labelled(out: &str, label: &str) -> Vec<String> {
+    let prefix = format!("{label}: ");
+    out.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(str::to_string)
+        .collect()
+}
+
 /// The repository root (for examples/ and snapshots/).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
