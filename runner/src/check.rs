@@ -5,7 +5,7 @@
 //! otherwise leave alone, so that applying the same bundle again repairs live drift too.
 
 use crate::accounts::Accounts;
-use crate::context::{Ctx, Refusal};
+use crate::context::{Ctx, Refusal, ScriptRun};
 use crate::plan::{Change, Plan};
 use crate::rootfs::Root;
 use crate::scripts::Exit;
@@ -67,27 +67,9 @@ pub(crate) fn batch_timing_kind(batch: &str) -> String {
     format!("{BATCH_KIND}:{batch}")
 }
 
-/// Runs a resource's check script, if it has one.
-pub fn run_one(ctx: &Ctx, bundle: &Path, generation: &str, resource: &Resource) -> Checked {
-    let key = resource.key();
-    let Some(script) = &resource.check else {
-        return Checked {
-            key,
-            result: "no-check".to_string(),
-            detail: None,
-        };
-    };
-    if ctx.skips(script) {
-        return Checked {
-            key,
-            result: "in-sync".to_string(),
-            detail: None,
-        };
-    }
-    let log = state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("check.log");
-    let env = ctx.env(&resource.kind, &resource.name, generation);
-    let (exit, _) = ctx.run_sh(bundle, &script.path, &resource.kind, env, log.clone());
-    let said = crate::rootfs::read_tail(&log, 64 * 1024).unwrap_or_default();
+/// A resource's answer, from how its check script ended and what it wrote to `log`.
+fn answer_of(key: String, exit: &Exit, log: &Path) -> Checked {
+    let said = crate::rootfs::read_tail(log, 64 * 1024).unwrap_or_default();
     let said = said.trim();
     let (result, detail) = match exit {
         Exit::Code(0) => ("in-sync", None),
@@ -119,7 +101,8 @@ pub fn run_one(ctx: &Ctx, bundle: &Path, generation: &str, resource: &Resource) 
 }
 
 /// Checks the resources of `manifest` at `which` (indexes), in that order: each by its own
-/// check script, and those of a batch by one run of the batch's check for all of them.
+/// check script, and those of a batch by one run of the batch's check for all of them. Live,
+/// every check runs in one shell (see [`crate::scripts::run_in_one_shell`]).
 pub fn run_checks(
     ctx: &Ctx,
     manifest: &Manifest,
@@ -127,34 +110,77 @@ pub fn run_checks(
     generation: &str,
     which: &[usize],
 ) -> Vec<Checked> {
-    // Each batch once; `None` when it was not started (live only, offline).
-    let mut answers: BTreeMap<&str, Option<BatchAnswers>> = BTreeMap::new();
+    // The scripts to run, in order: each batch once, before the first resource it answers for.
+    let mut batches: BTreeMap<&str, Option<usize>> = BTreeMap::new();
+    let mut own: BTreeMap<usize, usize> = BTreeMap::new();
+    let mut runs: Vec<ScriptRun> = Vec::new();
     for &i in which {
-        let Some(name) = &manifest.resources[i].batch else {
-            continue;
-        };
-        let Some(batch) = manifest.batches.iter().find(|b| &b.name == name) else {
-            continue; // verification makes every batch a resource names present
-        };
-        if !answers.contains_key(name.as_str()) {
-            let started = !ctx.skips(&batch.check);
-            let asked: Vec<&Resource> = which
-                .iter()
-                .map(|&j| &manifest.resources[j])
-                .filter(|r| r.batch.as_ref() == Some(name))
-                .collect();
-            let said = started.then(|| run_batch(ctx, bundle, generation, batch, &asked));
-            answers.insert(name, said);
+        let resource = &manifest.resources[i];
+        match &resource.batch {
+            Some(name) => {
+                if batches.contains_key(name.as_str()) {
+                    continue;
+                }
+                let Some(batch) = manifest.batches.iter().find(|b| &b.name == name) else {
+                    continue; // verification makes every batch a resource names present
+                };
+                let started = !ctx.skips(&batch.check);
+                let asked: Vec<&Resource> = which
+                    .iter()
+                    .map(|&j| &manifest.resources[j])
+                    .filter(|r| r.batch.as_ref() == Some(name))
+                    .collect();
+                let at = started.then(|| {
+                    runs.push(batch_run(ctx, bundle, generation, batch, &asked));
+                    runs.len() - 1
+                });
+                batches.insert(name, at);
+            }
+            None => {
+                if let Some(script) = resource.check.as_ref().filter(|s| !ctx.skips(s)) {
+                    let log = state::resource_log_dir(ctx.root, &resource.kind, &resource.name)
+                        .join("check.log");
+                    let env = ctx.env(&resource.kind, &resource.name, generation);
+                    own.insert(i, runs.len());
+                    runs.push(ScriptRun {
+                        kind: resource.kind.clone(),
+                        inv: ctx.sh_invocation(bundle, &script.path, &[], env, log),
+                    });
+                }
+            }
         }
     }
+    let exits = ctx.run_check_scripts(&runs);
+    let mut answers: BTreeMap<&str, Option<BatchAnswers>> = batches
+        .into_iter()
+        .map(|(name, at)| {
+            (
+                name,
+                at.map(|at| batch_answers(name, &exits[at], &runs[at].inv.log)),
+            )
+        })
+        .collect();
     which
         .iter()
         .map(|&i| {
             let resource = &manifest.resources[i];
-            let Some(name) = &resource.batch else {
-                return run_one(ctx, bundle, generation, resource);
-            };
             let key = resource.key();
+            let Some(name) = &resource.batch else {
+                return match own.get(&i) {
+                    Some(&at) => answer_of(key, &exits[at], &runs[at].inv.log),
+                    None if resource.check.is_none() => Checked {
+                        key,
+                        result: "no-check".to_string(),
+                        detail: None,
+                    },
+                    // Live only, offline: counts as having run and exited 0.
+                    None => Checked {
+                        key,
+                        result: "in-sync".to_string(),
+                        detail: None,
+                    },
+                };
+            };
             let (result, detail) = match answers.get_mut(name.as_str()) {
                 // Offline, a live-only check is not started: nothing live has drifted.
                 Some(None) => ("in-sync".to_string(), None),
@@ -182,14 +208,14 @@ struct BatchAnswers {
     unanswered: String,
 }
 
-/// Runs a batch's check once for the resources `asked` about and reads its lines.
-fn run_batch(
+/// How a batch's check runs once for the resources `asked` about.
+fn batch_run(
     ctx: &Ctx,
     bundle: &Path,
     generation: &str,
     batch: &Batch,
     asked: &[&Resource],
-) -> BatchAnswers {
+) -> ScriptRun {
     let log = state::resource_log_dir(ctx.root, BATCH_KIND, &batch.name).join("check.log");
     let mut args = Vec::with_capacity(asked.len() * 2);
     // Where each resource's state is, not made when missing: a check only reads it, and a
@@ -200,15 +226,15 @@ fn run_batch(
         args.push(state.display().to_string());
     }
     let env = ctx.env(BATCH_KIND, &batch.name, generation);
-    let (exit, _) = ctx.run_sh_with(
-        bundle,
-        &batch.check.path,
-        &args,
-        &batch_timing_kind(&batch.name),
-        env,
-        log.clone(),
-    );
-    let said = crate::rootfs::read_tail(&log, 4 << 20).unwrap_or_default();
+    ScriptRun {
+        kind: batch_timing_kind(&batch.name),
+        inv: ctx.sh_invocation(bundle, &batch.check.path, &args, env, log),
+    }
+}
+
+/// Reads the lines of a run of batch `name`'s check.
+fn batch_answers(name: &str, exit: &Exit, log: &Path) -> BatchAnswers {
+    let said = crate::rootfs::read_tail(log, 4 << 20).unwrap_or_default();
     let mut by_key = BTreeMap::new();
     let mut other = None;
     for line in said.lines() {
@@ -226,12 +252,10 @@ fn run_batch(
         let detail = fields.next().filter(|d| !d.is_empty()).map(str::to_string);
         by_key.insert(key.to_string(), (result.to_string(), detail));
     }
-    let unanswered = match (exit == Exit::Code(0), other) {
-        (true, _) => format!("the check of batch {} gave no answer for it", batch.name),
-        (false, Some(line)) => {
-            format!("check of batch {} {}: {line}", batch.name, exit.describe())
-        }
-        (false, None) => format!("check of batch {} {}", batch.name, exit.describe()),
+    let unanswered = match (*exit == Exit::Code(0), other) {
+        (true, _) => format!("the check of batch {name} gave no answer for it"),
+        (false, Some(line)) => format!("check of batch {name} {}: {line}", exit.describe()),
+        (false, None) => format!("check of batch {name} {}", exit.describe()),
     };
     BatchAnswers { by_key, unanswered }
 }

@@ -203,7 +203,22 @@ impl Ctx<'_> {
         env: Vec<(String, String)>,
         log: PathBuf,
     ) -> (Exit, String) {
-        let inv = Invocation {
+        let inv = self.sh_invocation(bundle, script, args, env, log.clone());
+        let exit = self.run_timed(kind, &inv);
+        // Where the output really is: under the root, which need not be `/`.
+        (exit, log.display().to_string())
+    }
+
+    /// How a bundle's `script` runs: `sh SCRIPT ARGS...` in the bundle, not confined.
+    pub(crate) fn sh_invocation(
+        &self,
+        bundle: &Path,
+        script: &str,
+        args: &[String],
+        env: Vec<(String, String)>,
+        log: PathBuf,
+    ) -> Invocation {
+        Invocation {
             program: PathBuf::from("sh"),
             args: std::iter::once(script.into())
                 .chain(args.iter().map(Into::into))
@@ -211,12 +226,32 @@ impl Ctx<'_> {
             cwd: bundle.to_path_buf(),
             env,
             timeout: self.timeout,
-            log: log.clone(),
+            log,
             confine: Confine::Not,
-        };
-        let exit = self.run_timed(kind, &inv);
-        // Where the output really is: under the root, which need not be `/`.
-        (exit, log.display().to_string())
+        }
+    }
+
+    /// Runs check scripts in turn, each one's time counted under its kind with `--timings`.
+    /// Live they run in one shell ([`crate::one_shell`]); offline each by itself, as an image
+    /// root's paths are not for a shell to open (and only a check or two runs there).
+    pub(crate) fn run_check_scripts(&self, runs: &[ScriptRun]) -> Vec<Exit> {
+        if self.offline || self.root.dir != Path::new("/") {
+            return runs
+                .iter()
+                .map(|run| self.run_timed(&run.kind, &run.inv))
+                .collect();
+        }
+        let invs: Vec<&Invocation> = runs.iter().map(|run| &run.inv).collect();
+        let ran = crate::one_shell::run_in_one_shell(&invs);
+        runs.iter()
+            .zip(ran)
+            .map(|(run, (exit, took))| {
+                if let Some(clock) = self.clock {
+                    clock.script(&run.kind, took);
+                }
+                exit
+            })
+            .collect()
     }
 
     /// Runs `inv` to completion, its time counted under `kind` with `--timings`.
@@ -228,6 +263,12 @@ impl Ctx<'_> {
         }
         exit
     }
+}
+
+/// A script to run and what `--timings` counts its time under.
+pub(crate) struct ScriptRun {
+    pub(crate) kind: String,
+    pub(crate) inv: Invocation,
 }
 
 /// The one-line reason a failed script gave in `output` (the end of its log): stdlib scripts

@@ -17,6 +17,7 @@ mod help;
 mod identity;
 mod journal;
 mod metrics;
+mod one_shell;
 mod plan;
 mod pull;
 mod reboot;

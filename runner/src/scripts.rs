@@ -174,7 +174,7 @@ fn refuse_unknown_format(program: &Path) -> Result<(), String> {
     ))
 }
 
-fn spawn_error(program: &Path, e: &std::io::Error) -> String {
+pub(crate) fn spawn_error(program: &Path, e: &std::io::Error) -> String {
     if e.raw_os_error() == Some(libc::ENOEXEC) {
         format!(
             "{} is not an executable format; give the script a `#!` line",

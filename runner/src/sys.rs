@@ -90,8 +90,7 @@ pub fn pidfd_open(pid: u32) -> Option<std::os::fd::OwnedFd> {
 
 /// Blocks until `fd` is readable or `timeout` has passed (`None`: no limit); spurious wakes
 /// (a signal) return early, and the caller looks again.
-pub fn wait_readable(fd: &std::os::fd::OwnedFd, timeout: Option<std::time::Duration>) {
-    use std::os::fd::AsRawFd;
+pub fn wait_readable(fd: &impl std::os::fd::AsRawFd, timeout: Option<std::time::Duration>) {
     // poll takes milliseconds as an int: a longer wait is several polls.
     let ms = timeout.map_or(-1, |t| {
         i32::try_from(t.as_millis().max(1)).unwrap_or(i32::MAX)
@@ -104,5 +103,18 @@ pub fn wait_readable(fd: &std::os::fd::OwnedFd, timeout: Option<std::time::Durat
     // SAFETY: one valid pollfd, and its count.
     unsafe {
         libc::poll(&mut pfd, 1, ms);
+    }
+}
+
+/// Makes reads of `fd` return at once when there is nothing to read (`WouldBlock`), so that a
+/// wake without data (a signal) cannot block a reader that has a deadline.
+pub fn set_nonblocking(fd: &impl std::os::fd::AsRawFd) {
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl on a descriptor the caller holds open, with integer arguments only.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
     }
 }
