@@ -29,7 +29,7 @@ use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
 /// The search path a script inside an image gets: the image's own programs, never the build
-/// machine's `PATH`.
+/// machine's `PATH`. Also a live script's when bell-run was started without one.
 pub const IMAGE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// How a script is confined.

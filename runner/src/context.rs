@@ -133,6 +133,13 @@ impl Ctx<'_> {
         state_dir
     }
 
+    /// Whether this run brings the machine it runs on live: not `--offline`, and on `/` (the
+    /// command line refuses a live run on any other root; checked again here as the one-shell
+    /// runner opens paths without the root's confinement).
+    pub(crate) fn is_live(&self) -> bool {
+        !self.offline && self.root.dir == Path::new("/")
+    }
+
     /// Whether `script` is not started: it is live only and this run is offline, where it
     /// would exit 0 before changing anything (see `Script::live_only`). It counts as having run
     /// and exited 0, without a process, a log or a state directory.
@@ -235,7 +242,7 @@ impl Ctx<'_> {
     /// Live they run in one shell ([`crate::one_shell`]); offline each by itself, as an image
     /// root's paths are not for a shell to open (and only a check or two runs there).
     pub(crate) fn run_check_scripts(&self, runs: &[ScriptRun]) -> Vec<Exit> {
-        if self.offline || self.root.dir != Path::new("/") {
+        if !self.is_live() {
             return runs
                 .iter()
                 .map(|run| self.run_timed(&run.kind, &run.inv))

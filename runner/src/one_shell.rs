@@ -149,12 +149,7 @@ fn run_some_in_one_shell(
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .process_group(0);
-    if std::env::var_os("PATH").is_none() {
-        cmd.env(
-            "PATH",
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        );
-    }
+    scripts::with_default_path(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(child) => child,
         Err(e) => {

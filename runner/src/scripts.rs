@@ -79,17 +79,20 @@ fn command(inv: &Invocation) -> Result<Command, String> {
         .stdout(log)
         .stderr(log2)
         .process_group(0);
-    if std::env::var_os("PATH").is_none() {
-        cmd.env(
-            "PATH",
-            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        );
-    }
+    with_default_path(&mut cmd);
     for (key, value) in inv.confine.env(&inv.env) {
         cmd.env(key, value);
     }
     inv.confine.apply(&mut cmd, &inv.cwd)?;
     Ok(cmd)
+}
+
+/// Gives `cmd` a search path when bell-run has none (a unit or cron job may start it with an
+/// empty environment), so that scripts find `systemctl` and the coreutils.
+pub(crate) fn with_default_path(cmd: &mut Command) {
+    if std::env::var_os("PATH").is_none() {
+        cmd.env("PATH", crate::confine::IMAGE_PATH);
+    }
 }
 
 /// Runs to completion or timeout.
