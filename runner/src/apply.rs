@@ -474,6 +474,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
             still_pending.push(Pending {
                 name: departed.key.clone(),
                 generation: departed.generation.clone(),
+                paths: None,
             });
         }
         rep.reverts.push(outcome);

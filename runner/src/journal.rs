@@ -361,8 +361,13 @@ fn complete(root: &Root, state: &mut State, journal: &Journal) -> Result<(), Str
     failpoint::hit("switched");
     state.files = journal.managed.clone();
     for trigger in &journal.triggers {
-        if !state.pending_triggers.contains(trigger) {
-            state.pending_triggers.push(trigger.clone());
+        let owed = state
+            .pending_triggers
+            .iter_mut()
+            .find(|p| p.name == trigger.name && p.generation == trigger.generation);
+        match owed {
+            Some(owed) => owed.add_paths(trigger.paths.as_deref()),
+            None => state.pending_triggers.push(trigger.clone()),
         }
     }
     state::save(root, state)?;

@@ -104,6 +104,29 @@ pub struct Pending {
     /// `KIND:NAME` of a resource, or a trigger's name.
     pub name: String,
     pub generation: String,
+    /// A trigger's: the paths that fired it, each as `created=PATH`, `changed=PATH` or
+    /// `removed=PATH`, given to its script as arguments. `None` when they are not known (a
+    /// state file from before bell-run recorded them, or too many to pass), and the trigger
+    /// then takes everything under its paths as changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<Vec<String>>,
+}
+
+impl Pending {
+    /// Adds the paths of another firing of the same trigger: a trigger still owed from an
+    /// earlier run fired again. Not knowing either's paths is not knowing the union's.
+    pub(crate) fn add_paths(&mut self, more: Option<&[String]>) {
+        match (&mut self.paths, more) {
+            (Some(paths), Some(more)) => {
+                for path in more {
+                    if !paths.contains(path) {
+                        paths.push(path.clone());
+                    }
+                }
+            }
+            _ => self.paths = None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -19,6 +19,45 @@ fn matches_prefix(path: &str, prefix: &str) -> bool {
     }
 }
 
+/// The most a trigger is told about the paths that fired it: past this (a first apply of
+/// thousands of unit files) it is told nothing and takes everything as changed, which keeps
+/// its arguments far below the kernel's limit.
+const MAX_PATHS_BYTES: usize = 64 * 1024;
+
+/// How a fired path is given to the trigger: `created=PATH` for a file that was not there,
+/// `changed=PATH` for new content (or an original put back), `removed=PATH`.
+fn describe(action: &plan::FileAction) -> Option<String> {
+    let word = match action {
+        plan::FileAction::Write { created: true, .. } => "created",
+        plan::FileAction::Write { .. } | plan::FileAction::Restore { .. } => "changed",
+        plan::FileAction::Remove { .. } => "removed",
+        plan::FileAction::Leave { .. } => return None,
+    };
+    Some(format!("{word}={}", action.path()))
+}
+
+/// A trigger fired by `actions`, told which of them fired it (when they fit).
+fn fire(
+    trigger: &bell_bundle::Trigger,
+    generation: &str,
+    actions: &[&plan::FileAction],
+) -> Option<Pending> {
+    let paths: Vec<String> = actions
+        .iter()
+        .filter(|a| trigger.paths.iter().any(|p| matches_prefix(a.path(), p)))
+        .filter_map(|a| describe(a))
+        .collect();
+    if paths.is_empty() {
+        return None;
+    }
+    let size: usize = paths.iter().map(|p| p.len() + 1).sum();
+    Some(Pending {
+        name: trigger.name.clone(),
+        generation: generation.to_string(),
+        paths: (size <= MAX_PATHS_BYTES).then_some(paths),
+    })
+}
+
 /// Triggers of the new generation whose paths saw a change, and triggers that only the
 /// previous generation has, for paths it managed and the new one removed (dropping the last
 /// unit must still `daemon-reload`).
@@ -28,28 +67,18 @@ pub(crate) fn fired_triggers(
     previous: Option<&(String, &Manifest)>,
     plan: &Plan,
 ) -> Vec<Pending> {
-    let touched: Vec<&str> = plan
+    let touched: Vec<&plan::FileAction> = plan
         .files
         .iter()
         .filter(|f| !matches!(f, plan::FileAction::Leave { .. }))
-        .map(|f| f.path())
         .collect();
-    let hits = |t: &bell_bundle::Trigger, paths: &[&str]| {
-        t.paths
-            .iter()
-            .any(|p| paths.iter().any(|path| matches_prefix(path, p)))
-    };
     let mut fired: Vec<Pending> = manifest
         .triggers
         .iter()
-        .filter(|t| hits(t, &touched))
-        .map(|t| Pending {
-            name: t.name.clone(),
-            generation: id.to_string(),
-        })
+        .filter_map(|t| fire(t, id, &touched))
         .collect();
     if let Some((id, prev)) = previous {
-        let removed: Vec<&str> = plan
+        let removed: Vec<&plan::FileAction> = plan
             .files
             .iter()
             .filter(|f| {
@@ -58,15 +87,11 @@ pub(crate) fn fired_triggers(
                     plan::FileAction::Remove { .. } | plan::FileAction::Restore { .. }
                 )
             })
-            .map(|f| f.path())
             .collect();
         for trigger in &prev.triggers {
             let known = manifest.triggers.iter().any(|t| t.name == trigger.name);
-            if !known && hits(trigger, &removed) {
-                fired.push(Pending {
-                    name: trigger.name.clone(),
-                    generation: id.clone(),
-                });
+            if !known {
+                fired.extend(fire(trigger, id, &removed));
             }
         }
     }
@@ -99,7 +124,8 @@ pub(crate) fn run_trigger(
     let bundle = state::generation_dir(ctx.root, &pending.generation);
     let log = state::resource_log_dir(ctx.root, "trigger", &pending.name).join("trigger.log");
     let env = ctx.env("trigger", &pending.name, &pending.generation);
-    let (exit, log) = ctx.run_sh(&bundle, &script.path, "trigger", env, log);
+    let paths = pending.paths.as_deref().unwrap_or_default();
+    let (exit, log) = ctx.run_sh_with(&bundle, &script.path, paths, "trigger", env, log);
     let mut outcome = if exit.ok() {
         Outcome::new(&key, None, "ok", None)
     } else {
@@ -107,4 +133,72 @@ pub(crate) fn run_trigger(
     };
     outcome.log = Some(log);
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trigger() -> bell_bundle::Trigger {
+        bell_bundle::Trigger {
+            name: "reload".into(),
+            paths: vec!["/etc/u/".into()],
+            script: bell_bundle::Script {
+                path: "scripts/t".into(),
+                sha256: String::new(),
+                size: None,
+                secret: false,
+                sealed: false,
+                live_only: false,
+            },
+        }
+    }
+
+    fn created(path: String) -> plan::FileAction {
+        plan::FileAction::Write {
+            path,
+            created: true,
+            backup: false,
+            uid: 0,
+            gid: 0,
+            mode: 0o644,
+            drifted: false,
+        }
+    }
+
+    #[test]
+    fn too_many_paths_are_not_passed_and_the_trigger_takes_everything_as_changed() {
+        let few: Vec<plan::FileAction> = (0..10).map(|i| created(format!("/etc/u/{i}"))).collect();
+        let few: Vec<&plan::FileAction> = few.iter().collect();
+        let fired = fire(&trigger(), "g", &few).expect("fired");
+        assert_eq!(fired.paths.as_ref().map(Vec::len), Some(10));
+
+        let name = "x".repeat(100);
+        let many: Vec<plan::FileAction> = (0..1000)
+            .map(|i| created(format!("/etc/u/{name}{i}")))
+            .collect();
+        let many: Vec<&plan::FileAction> = many.iter().collect();
+        assert_eq!(fire(&trigger(), "g", &many).expect("fired").paths, None);
+
+        let outside = created("/etc/other".into());
+        assert!(fire(&trigger(), "g", &[&outside]).is_none());
+    }
+
+    #[test]
+    fn paths_of_two_firings_add_up_and_not_knowing_either_wins() {
+        let mut owed = Pending {
+            name: "reload".into(),
+            generation: "g".into(),
+            paths: Some(vec!["created=/a".into()]),
+        };
+        owed.add_paths(Some(&["created=/a".into(), "changed=/b".into()]));
+        assert_eq!(
+            owed.paths,
+            Some(vec!["created=/a".to_string(), "changed=/b".to_string()])
+        );
+        owed.add_paths(None);
+        assert_eq!(owed.paths, None);
+        owed.add_paths(Some(&["created=/c".into()]));
+        assert_eq!(owed.paths, None);
+    }
 }

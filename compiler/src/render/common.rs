@@ -34,8 +34,9 @@ pub fn daemon_reload_trigger(
     cx: &HostContext,
     out: &mut BundleBuilder,
 ) -> Result<(), String> {
-    let dir = format!("{}/", cx.target.path(&UNIT_DIR));
-    let text = r.stdlib("systemd/daemon-reload.sh.j2", context! {})?;
+    let unit_dir = cx.target.path(&UNIT_DIR);
+    let dir = format!("{unit_dir}/");
+    let text = r.stdlib("systemd/daemon-reload.sh.j2", context! { unit_dir })?;
     out.add_trigger("systemd-daemon-reload", vec![dir], text);
     Ok(())
 }

@@ -84,6 +84,17 @@ ethtool_part() {
 feature() {
     ethtool -k "$iface" | awk -v f="$1" '{ sub(/^[ \t]+/, "") } index($0, f ": ") == 1 { print substr($0, length(f) + 3); exit }'
 }
+# A reload probe: a unit that systemd holds with one description while its file, changed
+# since, says another. Loaded units are read again by a daemon-reload and by nothing else, so
+# `reloaded` says whether one ran since `arm_reload_probe` (systemd keeps no count of them).
+probe=bell-e2e-reload-probe.service probe_n=0 probe_held=''
+arm_reload_probe() {
+    probe_held=$(systemctl show -P Description "$probe")
+    probe_n=$((probe_n + 1))
+    printf '[Unit]\nDescription=reload probe %s\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/true\n' \
+        "$probe_n" >"$units/$probe"
+}
+reloaded() { [ "$(systemctl show -P Description "$probe")" != "$probe_held" ]; }
 is_enabled() { systemctl is-enabled "$1" 2>/dev/null || :; }
 is_active() { systemctl is-active "$1" 2>/dev/null || :; }
 
@@ -110,8 +121,17 @@ ok "host before bell: no bell-e2e units; $iface: $toggle is $toggle_orig, the te
 spec first "$(units_part 'bell e2e hello, first')" "$(ethtool_part "$iface" "$toggle" "$toggle_new")"
 build first
 bundle1=$bundle
+arm_reload_probe
+systemctl start "$probe" # active, so that systemd keeps it loaded
+arm_reload_probe
+reloaded && fail "the reload probe says systemd reloaded before the first apply"
 apply first "$bundle1"
 ok "first apply exited 0"
+# Every unit file is new: systemd reads each when first asked for it, so the trigger runs and
+# does not reload (a reload re-reads every unit: seconds on a busy host).
+grep -Eq '^  \^ trigger:systemd-daemon-reload +ok$' "$work/first.out" || fail "the daemon-reload trigger did not run on the first apply"
+! reloaded || fail "the first apply reloaded systemd, though every unit file was new"
+ok "first apply: the trigger ran and found every new unit loaded from its new file, without a reload"
 
 [ "$(is_enabled "$hello")" = enabled ] || fail "$hello is $(is_enabled "$hello"), not enabled"
 [ "$(is_active "$hello")" = active ] || fail "$hello is $(is_active "$hello"), not active"
@@ -203,8 +223,10 @@ hello_pid=$(systemctl show -P MainPID "$hello")
 [ "$hello_pid" -gt 0 ] || fail "$hello has no main process"
 spec second "$(units_part 'bell e2e hello, second')" "$(ethtool_part "$iface" "$toggle" "$toggle_new")"
 build second
+arm_reload_probe
 apply changed "$bundle"
 grep -Eq '^  \^ trigger:systemd-daemon-reload +ok$' "$work/changed.out" || fail "the daemon-reload trigger did not run"
+reloaded || fail "the trigger did not reload systemd for a changed unit file"
 grep -Eq "^  ~ unit:$hello +ok" "$work/changed.out" || fail "unit:$hello was not applied as changed"
 [ "$(grep -Ec '^  [-+~*] ' "$work/changed.out")" = 1 ] || fail "the changed unit file applied other resources too"
 [ "$(systemctl show -P NeedDaemonReload "$hello")" = no ] || fail "systemd did not reload $hello"
@@ -213,6 +235,16 @@ new_pid=$(systemctl show -P MainPID "$hello")
 { [ "$new_pid" -gt 0 ] && [ "$new_pid" != "$hello_pid" ]; } || fail "$hello was not restarted: MainPID $hello_pid, then $new_pid"
 [ "$(is_active "$hello")" = active ] || fail "$hello is $(is_active "$hello") after the restart"
 ok "changed unit file: daemon-reload ran, systemd reads the new description, $hello restarted (MainPID $hello_pid -> $new_pid)"
+
+# A new drop-in for a unit systemd holds: a new file, but the unit was loaded without it.
+dropin='file "/etc/systemd/system/'"$hello"'.d/10-bell.conf" { content "[Unit]\nDescription=bell e2e hello, drop-in\n"; }'
+spec dropin "$(units_part 'bell e2e hello, second')" "$(ethtool_part "$iface" "$toggle" "$toggle_new")" "$dropin"
+build dropin
+arm_reload_probe
+apply dropin "$bundle"
+reloaded || fail "the trigger did not reload systemd for a new drop-in of a loaded unit"
+[ "$(systemctl show -P Description "$hello")" = 'bell e2e hello, drop-in' ] || fail "systemd does not read the new drop-in of $hello: $(systemctl show -P Description "$hello")"
+ok "new drop-in of a loaded unit: the trigger reloaded, systemd reads it"
 
 # ---- a spec without them: the host goes back ----
 # One file stays: bellc cannot yet write a bundle without any file.
