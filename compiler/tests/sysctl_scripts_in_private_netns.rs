@@ -256,15 +256,22 @@ mkdir -p state/batch state/fwd state/rpf state/range state/x
 set -- sysctl:net.ipv4.ip_forward state/fwd sysctl:net/ipv4/conf/all/rp_filter state/rpf \
     sysctl:net.ipv4.ip_local_port_range state/range sysctl:not.ours state/x
 show before
+# What a first apply interrupted while keeping the original leaves: an empty file.
+: >state/rpf/original
 BELL_STATE=state/batch sh batch.apply "$@" | sed 's/^/first: /'
 show applied; stamp stamp1
-printf 'orig_fwd=%s\norig_range=%s\n' "$(cat state/fwd/original)" "$(cat state/range/original)"
+printf 'orig_fwd=%s\norig_range=%s\norig_rpf=%s\n' "$(cat state/fwd/original)" "$(cat state/range/original)" "$(cat state/rpf/original)"
 sleep 0.05
 BELL_STATE=state/batch sh batch.apply "$@" | sed 's/^/again: /'
 stamp stamp2
 BELL_STATE=state/batch sh batch.check | sed 's/^/check: /'
 for t in fwd rpf range; do BELL_STATE=state/$t sh "$t.revert" || echo "failed_revert_$t"; done
 show reverted
+# A revert whose original is empty (never set after it) leaves the key alone.
+echo 1 >/proc/sys/net/ipv4/ip_forward
+: >state/fwd/original
+BELL_STATE=state/fwd sh fwd.revert || echo failed_empty_revert
+printf 'empty_revert_fwd=%s\n' "$(cat /proc/sys/net/ipv4/ip_forward)"
 "#;
     let Some(out) = in_netns(driver, dir.path()) else {
         return;
@@ -287,6 +294,9 @@ show reverted
     // The originals as the keys' own applies keep them (the range with its tab), once.
     assert_eq!(value_of(&out, "orig_fwd"), value_of(&out, "before_fwd"));
     assert_eq!(value_of(&out, "orig_range"), value_of(&out, "before_range"));
+    // An empty original is not one kept: written again from the key's value.
+    assert_eq!(value_of(&out, "orig_rpf"), value_of(&out, "before_rpf"));
+    assert_eq!(value_of(&out, "empty_revert_fwd"), "1");
     assert_eq!(value_of(&out, "stamp1"), value_of(&out, "stamp2"));
     assert_eq!(checked(&out, "check").len(), 3, "{out}");
     assert!(
