@@ -112,9 +112,21 @@ pub struct Pending {
     pub paths: Option<Vec<String>>,
 }
 
+/// The most a trigger is told about the paths that fired it: past this (a first apply of
+/// thousands of unit files) it is told nothing and takes everything as changed, which keeps
+/// its arguments far below the kernel's limit.
+pub(crate) const MAX_TRIGGER_PATHS_BYTES: usize = 64 * 1024;
+
+/// `paths` when they fit in a trigger's arguments, `None` (everything changed) when not.
+pub(crate) fn capped(paths: Vec<String>) -> Option<Vec<String>> {
+    let size: usize = paths.iter().map(|p| p.len() + 1).sum();
+    (size <= MAX_TRIGGER_PATHS_BYTES).then_some(paths)
+}
+
 impl Pending {
     /// Adds the paths of another firing of the same trigger: a trigger still owed from an
-    /// earlier run fired again. Not knowing either's paths is not knowing the union's.
+    /// earlier run fired again. Not knowing either's paths is not knowing the union's, and
+    /// a union past the cap is not passed either.
     pub(crate) fn add_paths(&mut self, more: Option<&[String]>) {
         match (&mut self.paths, more) {
             (Some(paths), Some(more)) => {
@@ -123,6 +135,7 @@ impl Pending {
                         paths.push(path.clone());
                     }
                 }
+                self.paths = capped(std::mem::take(paths));
             }
             _ => self.paths = None,
         }

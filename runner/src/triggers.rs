@@ -19,11 +19,6 @@ fn matches_prefix(path: &str, prefix: &str) -> bool {
     }
 }
 
-/// The most a trigger is told about the paths that fired it: past this (a first apply of
-/// thousands of unit files) it is told nothing and takes everything as changed, which keeps
-/// its arguments far below the kernel's limit.
-const MAX_PATHS_BYTES: usize = 64 * 1024;
-
 /// How a fired path is given to the trigger: `created=PATH` for a file that was not there,
 /// `changed=PATH` for new content (or an original put back), `removed=PATH`.
 fn describe(action: &plan::FileAction) -> Option<String> {
@@ -50,11 +45,10 @@ fn fire(
     if paths.is_empty() {
         return None;
     }
-    let size: usize = paths.iter().map(|p| p.len() + 1).sum();
     Some(Pending {
         name: trigger.name.clone(),
         generation: generation.to_string(),
-        paths: (size <= MAX_PATHS_BYTES).then_some(paths),
+        paths: state::capped(paths),
     })
 }
 
@@ -196,6 +190,12 @@ mod tests {
             owed.paths,
             Some(vec!["created=/a".to_string(), "changed=/b".to_string()])
         );
+        let long = "x".repeat(state::MAX_TRIGGER_PATHS_BYTES / 2);
+        let mut near_cap = owed.clone();
+        near_cap.add_paths(Some(&[format!("created=/{long}")]));
+        assert_eq!(near_cap.paths.as_ref().map(Vec::len), Some(3));
+        near_cap.add_paths(Some(&[format!("changed=/{long}")]));
+        assert_eq!(near_cap.paths, None, "a union past the cap is not passed");
         owed.add_paths(None);
         assert_eq!(owed.paths, None);
         owed.add_paths(Some(&["created=/c".into()]));
