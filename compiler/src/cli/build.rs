@@ -280,6 +280,7 @@ pub fn build(
         line.insert("hosts".into(), serde_json::json!(built.release.hosts.len()));
         line.insert("bundles".into(), serde_json::json!(built.bundle_ids.len()));
         line.insert("groups_unrendered".into(), serde_json::json!(cache.hits));
+        line.insert("parts_reused".into(), serde_json::json!(cache.parts_reused));
         line.insert(
             "bundles_written".into(),
             serde_json::json!(stats.bundles_written),

@@ -44,6 +44,10 @@ impl ResourceKind for Apparmor {
         clashes(model, sources, diags);
     }
 
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[Kind::APPARMOR])
+    }
+
     fn render(
         &self,
         r: &Renderer,

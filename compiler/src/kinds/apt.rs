@@ -3,6 +3,7 @@
 use super::ResourceKind;
 use crate::diagnostic::Diagnostics;
 use crate::render::{BundleBuilder, HostContext, Renderer};
+use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
 
 pub struct Apt;
@@ -25,5 +26,9 @@ impl ResourceKind for Apt {
     }
 
     /// Rendered by `package`: `apt` settings are read by the `package` kind, which renders the upgrade step between the sources and the packages.
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[])
+    }
+
     fn render(&self, _: &Renderer, _: &HostContext, _: &mut BundleBuilder, _: &mut Diagnostics) {}
 }

@@ -108,6 +108,10 @@ impl ResourceKind for AptSource {
     }
 
     /// Rendered by `package`: apt sources are rendered with the packages (`package`), so that the upgrade step sits between them.
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[])
+    }
+
     fn render(&self, _: &Renderer, _: &HostContext, _: &mut BundleBuilder, _: &mut Diagnostics) {}
 
     /// The repository snapshot of every pinned source: what the bundle's manifest records (the

@@ -37,6 +37,10 @@ impl ResourceKind for Ethtool {
         crate::front::validate::interface_name(name)
     }
 
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[Kind::ETHTOOL])
+    }
+
     fn render(
         &self,
         r: &Renderer,

@@ -81,6 +81,10 @@ impl ResourceKind for Exec {
         }
     }
 
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[Kind::EXEC])
+    }
+
     fn render(
         &self,
         _r: &Renderer,

@@ -64,6 +64,10 @@ impl ResourceKind for Health {
         }
     }
 
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[Kind::HEALTH])
+    }
+
     fn render(
         &self,
         r: &Renderer,

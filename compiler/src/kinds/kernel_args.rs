@@ -171,6 +171,10 @@ impl ResourceKind for KernelArgs {
         }
     }
 
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[Kind::KERNEL_ARGS])
+    }
+
     fn render(
         &self,
         r: &Renderer,

@@ -105,6 +105,10 @@ impl ResourceKind for Limit {
         }
     }
 
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[Kind::LIMIT])
+    }
+
     fn render(
         &self,
         r: &Renderer,

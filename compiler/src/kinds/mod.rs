@@ -12,7 +12,7 @@
 
 use crate::diagnostic::{Diagnostics, Invalid};
 use crate::graph::resources::Implied;
-use crate::render::{BundleBuilder, HostContext, Renderer};
+use crate::render::{BundleBuilder, HostContext, Part, PartInputs, Renderer};
 use crate::resolve::{Model, ResolvedHost, ResolvedResource};
 use crate::source::Sources;
 use crate::spec::{FieldSchema, Kind};
@@ -81,6 +81,15 @@ pub trait ResourceKind: Sync {
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     );
+
+    /// The kinds whose resources `render` reads, when that and the target are all it reads: a
+    /// host then gets what another host with the same resources of those kinds got, and the
+    /// part is rendered once for both (see `render::parts`). `None` (the default) when it reads
+    /// more (the host, the fleet's services) and renders for every bundle; a kind that names
+    /// too few kinds here would give a host another host's output.
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        None
+    }
 
     /// The template the user wrote for a resource (a file's content), if the kind has one: a
     /// bundle whose templates read `host` is rendered once per host instead of once per model.
@@ -183,17 +192,15 @@ impl Kind {
         self.definition().check_model(model, sources, diags);
     }
 
-    /// Renders everything one host's bundle holds: its sysctl keys (the language's own node, a
-    /// map rather than a kind of the registry), then every kind's resources, in registry order.
+    /// Renders everything one host's bundle holds: every [`Part`], in order.
     pub fn render_host(
         r: &Renderer,
         cx: &HostContext,
         out: &mut BundleBuilder,
         diags: &mut Diagnostics,
     ) {
-        sysctl::render(r, cx, out, diags);
-        for kind in Kind::ALL {
-            kind.definition().render(r, cx, out, diags);
+        for part in Part::all() {
+            part.render(r, cx, out, diags);
         }
     }
 
@@ -219,6 +226,57 @@ impl Kind {
     pub fn every_target_path() -> impl Iterator<Item = &'static TargetPath> {
         std::iter::once(&sysctl::SYSCTL_DIR)
             .chain(Kind::ALL.iter().flat_map(|kind| kind.target_paths()))
+    }
+}
+
+impl Part {
+    /// Every part, in the order a bundle is rendered in.
+    pub fn all() -> impl Iterator<Item = Part> {
+        std::iter::once(Part::Sysctl).chain(Kind::ALL.iter().map(|&kind| Part::Of(kind)))
+    }
+
+    /// A number of its own, from 0.
+    pub fn index(self) -> usize {
+        match self {
+            Part::Sysctl => 0,
+            Part::Of(kind) => 1 + usize::from(kind.0),
+        }
+    }
+
+    pub fn render(
+        self,
+        r: &Renderer,
+        cx: &HostContext,
+        out: &mut BundleBuilder,
+        diags: &mut Diagnostics,
+    ) {
+        match self {
+            Part::Sysctl => sysctl::render(r, cx, out, diags),
+            Part::Of(kind) => kind.definition().render(r, cx, out, diags),
+        }
+    }
+
+    /// What the part reads of `model`; `None` when it reads more than the model's resources
+    /// and the target.
+    pub fn inputs(self, model: &Model) -> Option<PartInputs> {
+        match self {
+            Part::Sysctl => Some(PartInputs {
+                resources: Vec::new(),
+                sysctl: Some(model.sysctl.clone()),
+            }),
+            Part::Of(kind) => {
+                let reads = kind.definition().render_reads()?;
+                Some(PartInputs {
+                    resources: model
+                        .resources
+                        .iter()
+                        .filter(|r| reads.contains(&r.kind))
+                        .cloned()
+                        .collect(),
+                    sysctl: None,
+                })
+            }
+        }
     }
 }
 

@@ -125,6 +125,10 @@ impl ResourceKind for Modprobe {
         &[MODPROBE_DIR]
     }
 
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[Kind::MODPROBE])
+    }
+
     fn render(
         &self,
         r: &Renderer,

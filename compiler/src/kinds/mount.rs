@@ -71,6 +71,10 @@ impl ResourceKind for Mount {
         }
     }
 
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[Kind::MOUNT])
+    }
+
     fn render(
         &self,
         r: &Renderer,

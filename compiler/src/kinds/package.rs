@@ -64,6 +64,10 @@ impl ResourceKind for Package {
         }
     }
 
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[Kind::PACKAGE, Kind::APT, Kind::APT_SOURCE])
+    }
+
     fn render(
         &self,
         r: &Renderer,

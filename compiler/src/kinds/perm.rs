@@ -81,6 +81,10 @@ impl ResourceKind for Perm {
         }
     }
 
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[Kind::PERM])
+    }
+
     fn render(
         &self,
         r: &Renderer,

@@ -62,6 +62,10 @@ impl ResourceKind for Reboot {
         }
     }
 
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[Kind::REBOOT, Kind::KERNEL_ARGS])
+    }
+
     fn render(
         &self,
         r: &Renderer,

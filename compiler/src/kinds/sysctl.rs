@@ -74,15 +74,13 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         out.add_batch(BATCH, check, Some(apply));
     }
     for (path, setting) in model.sysctl.iter() {
-        let ctx = context! { key => setting.key, value => setting.value, path };
+        // Asked for every key of every bundle: remembered by the values themselves.
+        let (key, value) = (setting.key.as_str(), setting.value.as_str());
         let scripts = ["apply", "revert"].map(|role| {
-            common::script(
-                r,
-                KEYWORD,
-                &setting.key,
-                role,
+            r.stdlib_of_parts(
                 &format!("sysctl/{role}.sh.j2"),
-                ctx.clone(),
+                &[role, key, value, path],
+                || context! { kind => KEYWORD, name => key, role, key, value, path },
             )
         });
         match scripts {

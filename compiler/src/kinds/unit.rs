@@ -51,6 +51,10 @@ impl ResourceKind for Unit {
     }
 
     /// Rendered by `file`: units are rendered with files (`file`): both are bell-owned files, in declaration order, so a unit and a file at one path conflict the same way either way round.
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[])
+    }
+
     fn render(&self, _: &Renderer, _: &HostContext, _: &mut BundleBuilder, _: &mut Diagnostics) {}
 
     fn user_template<'r>(&self, resource: &'r ResolvedResource) -> Option<&'r str> {

@@ -60,6 +60,10 @@ impl ResourceKind for User {
         validate::unix_user_name(name)
     }
 
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[Kind::USER, Kind::USERS])
+    }
+
     fn render(
         &self,
         r: &Renderer,

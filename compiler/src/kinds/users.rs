@@ -38,6 +38,10 @@ impl ResourceKind for Users {
 
     /// The user kind reads `purge-expired` for the reverts of departing accounts; this renders
     /// the purge of the accounts that departed earlier.
+    fn render_reads(&self) -> Option<&'static [Kind]> {
+        Some(&[Kind::USERS, Kind::USER])
+    }
+
     fn render(
         &self,
         r: &Renderer,

@@ -101,6 +101,92 @@ impl BundleBuilder {
         }
     }
 
+    /// An empty builder for one part of this bundle (see `render::parts`): the same target and
+    /// fleet, and the secrets declared so far, so that what the part adds is marked as it
+    /// would be if it were added here.
+    pub(super) fn for_part(&self) -> BundleBuilder {
+        BundleBuilder {
+            target: self.target.clone(),
+            fleet: self.fleet.clone(),
+            resources: Vec::new(),
+            files: BTreeMap::new(),
+            contents: BTreeMap::new(),
+            sha256: BTreeMap::new(),
+            triggers: Vec::new(),
+            probes: Vec::new(),
+            batches: Vec::new(),
+            snapshots: BTreeMap::new(),
+            reboot: None,
+            secrets: self.secrets.clone(),
+        }
+    }
+
+    /// The secrets declared so far, in the order they were.
+    pub(super) fn secrets(&self) -> &[String] {
+        &self.secrets
+    }
+
+    /// Roughly the memory the builder holds.
+    pub(super) fn weight(&self) -> usize {
+        256 * (self.resources.len() + self.contents.len() + self.triggers.len())
+            + self
+                .contents
+                .iter()
+                .map(|(path, bytes)| path.len() + bytes.len())
+                .sum::<usize>()
+    }
+
+    /// Adds what a part rendered on its own (from [`Self::for_part`]) as if it had been
+    /// rendered here. A trigger already here is not added again, as `add_trigger` would not;
+    /// `Err` when a path of the part is taken here already: that is a conflict, whose
+    /// diagnostic only rendering the part here can give.
+    pub(super) fn merge(&mut self, part: &BundleBuilder) -> Result<(), ()> {
+        if part.files.keys().any(|path| self.files.contains_key(path)) {
+            return Err(());
+        }
+        let repeated: Vec<&str> = part
+            .triggers
+            .iter()
+            .filter(|t| self.triggers.iter().any(|here| here.name == t.name))
+            .map(|t| t.script.path.as_str())
+            .collect();
+        let added = || {
+            part.contents
+                .iter()
+                .filter(|(path, _)| !repeated.contains(&path.as_str()))
+        };
+        if added().any(|(path, _)| self.contents.contains_key(path)) {
+            return Err(());
+        }
+        for (path, bytes) in added() {
+            self.contents.insert(path.clone(), bytes.clone());
+            if let Some(sha) = part.sha256.get(path) {
+                self.sha256.insert(path.clone(), sha.clone());
+            }
+        }
+        for (path, entry) in &part.files {
+            self.files.insert(path.clone(), entry.clone());
+        }
+        self.resources.extend(part.resources.iter().cloned());
+        for trigger in &part.triggers {
+            if !repeated.contains(&trigger.script.path.as_str()) {
+                self.triggers.push(trigger.clone());
+            }
+        }
+        self.probes.extend(part.probes.iter().cloned());
+        self.batches.extend(part.batches.iter().cloned());
+        for (source, snapshot) in &part.snapshots {
+            self.snapshots.insert(source.clone(), snapshot.clone());
+        }
+        if let Some(reboot) = &part.reboot {
+            self.reboot = Some(reboot.clone());
+        }
+        for secret in &part.secrets {
+            self.secret_value(secret);
+        }
+        Ok(())
+    }
+
     /// Declares a value secret: every file and script added from now on that holds it is
     /// marked secret. Kinds call this before they add what carries the value.
     pub fn secret_value(&mut self, value: &str) {

@@ -33,6 +33,8 @@ pub struct RenderCache {
     pub now: Vec<(String, String)>,
     /// How many groups were found in `known` (not rendered).
     pub hits: usize,
+    /// How many parts of bundles were taken from one rendered for another (see `parts`).
+    pub parts_reused: usize,
 }
 
 /// What a streamed build hands its sink for each chunk of groups.
@@ -287,6 +289,7 @@ pub fn render_fleet_streamed<'h, E: Send>(
     }
     now.sort_unstable();
     cache.now = now;
+    cache.parts_reused = renderer.parts_reused();
     Ok(Some(bundle_of))
 }
 

@@ -13,6 +13,7 @@ pub mod budget;
 mod bundle;
 pub mod common;
 mod hosts;
+mod parts;
 pub mod seal;
 pub mod stdlib;
 pub mod undefined;
@@ -21,6 +22,7 @@ pub mod values;
 pub use bell_bundle::looks_like_private_key;
 pub use bundle::{file_name_for, BundleBuilder, BundleKind, NewFile, NewResource, ProbePolicy};
 pub use hosts::{render_fleet_streamed, service_endpoints, Chunk, RenderCache};
+pub use parts::{Part, PartInputs};
 
 use crate::diagnostic::Diagnostics;
 use crate::graph::ResourceOrder;
@@ -190,6 +192,10 @@ pub struct Renderer {
     /// `render::undefined`). Only a template that failed renders again in it: debug mode
     /// costs about 5 % of rendering a fleet of unique hosts.
     debug_env: std::sync::OnceLock<minijinja::Environment<'static>>,
+    /// Parts of bundles rendered already (see [`parts`]); `None` with `BELLC_PART_MEMO=off`
+    /// in the environment, which renders every part of every bundle: for the test that
+    /// compares the two, and for anyone who suspects the memo.
+    parts: Option<parts::PartMemo>,
 }
 
 impl Default for Renderer {
@@ -272,7 +278,16 @@ impl Renderer {
         Renderer {
             env: environment(false),
             debug_env: std::sync::OnceLock::new(),
+            parts: match std::env::var_os("BELLC_PART_MEMO") {
+                Some(v) if v == "off" => None,
+                _ => Some(parts::PartMemo::default()),
+            },
         }
+    }
+
+    /// How many parts of bundles were taken from the memo instead of rendered.
+    pub fn parts_reused(&self) -> usize {
+        self.parts.as_ref().map_or(0, parts::PartMemo::reused)
     }
 
     /// Renders a stdlib template. Stdlib templates are pure functions of their context, and
@@ -283,14 +298,44 @@ impl Renderer {
     /// bytes: a resource of every host's own (a file from a template that reads the host) is
     /// never asked for again, and remembering it made memory grow with the fleet (5 KB a host).
     pub fn stdlib(&self, name: &str, ctx: minijinja::Value) -> Result<String, String> {
-        let key = match serde_json::to_string(&ctx) {
-            Ok(json) => format!("{name}\0{json}"),
-            Err(_) => return self.render_stdlib(name, ctx),
-        };
+        match serde_json::to_string(&ctx) {
+            Ok(json) => {
+                self.remembered(format!("{name}\0{json}"), || self.render_stdlib(name, ctx))
+            }
+            Err(_) => self.render_stdlib(name, ctx),
+        }
+    }
+
+    /// [`Self::stdlib`] for a context made of `parts` and nothing else, remembered by the
+    /// parts as they are: building the context and writing it as JSON for the key costs more
+    /// than the lookup, and a part that renders for every key of every bundle (a sysctl key's
+    /// scripts) asks for the same few again and again.
+    pub fn stdlib_of_parts(
+        &self,
+        name: &str,
+        parts: &[&str],
+        ctx: impl FnOnce() -> minijinja::Value,
+    ) -> Result<String, String> {
+        // Each part with its length, so that no two lists of parts give one key; and `\0\u{1}`
+        // after the name where a JSON key has `\0{`.
+        let mut key = format!("{name}\0\u{1}");
+        for part in parts {
+            key.push_str(&part.len().to_string());
+            key.push(':');
+            key.push_str(part);
+        }
+        self.remembered(key, || self.render_stdlib(name, ctx()))
+    }
+
+    fn remembered(
+        &self,
+        key: String,
+        render: impl FnOnce() -> Result<String, String>,
+    ) -> Result<String, String> {
         if let Some(hit) = STDLIB_MEMO.with(|m| m.borrow().0.get(&key).cloned()) {
             return hit;
         }
-        let result = self.render_stdlib(name, ctx);
+        let result = render();
         STDLIB_MEMO.with(|m| {
             let (memo, bytes_held) = &mut *m.borrow_mut();
             if *bytes_held > INTERN_LIMIT {
@@ -364,7 +409,10 @@ impl Renderer {
     ) -> Option<RenderedBundle> {
         let mut out = BundleBuilder::new(cx.target, cx.fleet);
         let before = diags.error_count();
-        Kind::render_host(self, cx, &mut out, diags);
+        match &self.parts {
+            Some(memo) => memo.render_host(self, cx, &mut out, diags),
+            None => Kind::render_host(self, cx, &mut out, diags),
+        }
         if diags.error_count() > before {
             return None;
         }

@@ -48,3 +48,62 @@ fn script_file_names_are_injective_and_safe() {
     assert_ne!(file_name_for("/etc/a/b"), file_name_for("/etc/a%2Fb"));
     assert_eq!(file_name_for(".."), "%2E.");
 }
+
+/// What a part rendered on its own adds when merged is what adding it in place would have:
+/// a path taken already is refused (the bundle is then rendered whole, so that the kind that
+/// meets the conflict reports it), a trigger already there is not added twice and keeps its
+/// first script, and secrets declared before the part mark what it adds.
+#[test]
+fn a_part_merges_as_if_rendered_in_place() {
+    use super::{BundleBuilder, BundleKind, NewFile, NewResource};
+    let target = crate::targets::get("debian-12").expect("the default target");
+    let resource = |name: &str| NewResource {
+        kind: BundleKind::Of(Kind::LIMIT),
+        name: name.into(),
+        files: Vec::new(),
+        after: Vec::new(),
+        apply: Some(format!("echo {name}\n")),
+        revert: None,
+        exec: None,
+        check: None,
+    };
+    let mut here = BundleBuilder::new(target, "f");
+    here.secret_value("s3cret-value");
+    here.add_file(NewFile::root_owned("/etc/a", "a\n", 0o644), "limit:a")
+        .expect("free");
+    here.add_trigger("reload", vec!["/etc/".into()], "first\n".into());
+
+    let mut part = here.for_part();
+    part.add_file(
+        NewFile::root_owned("/etc/b", "holds s3cret-value\n", 0o644),
+        "mount:b",
+    )
+    .expect("free");
+    part.add_trigger("reload", vec!["/etc/".into()], "second\n".into());
+    part.add_trigger("other", vec!["/etc/".into()], "other\n".into());
+    part.add_resource(resource("b"));
+    here.merge(&part).expect("no path is taken twice");
+
+    let mut clash = here.for_part();
+    clash
+        .add_file(NewFile::root_owned("/etc/a", "again\n", 0o644), "mount:a")
+        .expect("free in the part");
+    assert!(here.merge(&clash).is_err(), "/etc/a is taken");
+
+    let bundle = here.finish(&crate::graph::ResourceOrder::default());
+    let file_b = bundle.manifest.files.iter().find(|f| f.path == "/etc/b");
+    assert!(
+        file_b.is_some_and(|f| f.secret),
+        "a secret declared before the part marks it"
+    );
+    let names: Vec<&str> = bundle
+        .manifest
+        .triggers
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(names, ["reload", "other"]);
+    assert_eq!(&*bundle.contents["scripts/trigger/reload.sh"], b"first\n");
+    assert_eq!(bundle.manifest.resources.len(), 1);
+    assert_eq!(bundle.manifest.files.len(), 2);
+}
