@@ -4,7 +4,9 @@
 //! from `stdlib/`, embedded by `build.rs`), the [`BundleBuilder`] a kind adds files, scripts and
 //! triggers to, and the helpers in [`common`]. Each kind's own rendering is in its file under
 //! `kinds/`; a host's bundle is sysctl (the language's own node) and then every kind of the
-//! registry, in order. [`render_fleet_streamed`] renders every distinct host configuration once.
+//! registry, in order; a part a kind renders from its resources alone is rendered once for
+//! every bundle that shares those resources ([`parts`]). [`render_fleet_streamed`] renders
+//! every distinct host configuration once.
 //! Values reach templates only through escaping filters (`sh`, `unit`, ...) chosen by the
 //! template for its context; the environment auto-escapes nothing, because no single escaping
 //! is right for config files, shell scripts and unit files at once.
