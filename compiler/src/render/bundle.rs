@@ -85,9 +85,13 @@ pub struct NewResource {
 
 impl BundleBuilder {
     pub fn new(target: &Target, fleet: &str) -> BundleBuilder {
+        BundleBuilder::empty(target.name.clone(), fleet.to_string())
+    }
+
+    fn empty(target: String, fleet: String) -> BundleBuilder {
         BundleBuilder {
-            target: target.name.clone(),
-            fleet: fleet.to_string(),
+            target,
+            fleet,
             resources: Vec::new(),
             files: BTreeMap::new(),
             contents: BTreeMap::new(),
@@ -106,18 +110,8 @@ impl BundleBuilder {
     /// would be if it were added here.
     pub(super) fn for_part(&self) -> BundleBuilder {
         BundleBuilder {
-            target: self.target.clone(),
-            fleet: self.fleet.clone(),
-            resources: Vec::new(),
-            files: BTreeMap::new(),
-            contents: BTreeMap::new(),
-            sha256: BTreeMap::new(),
-            triggers: Vec::new(),
-            probes: Vec::new(),
-            batches: Vec::new(),
-            snapshots: BTreeMap::new(),
-            reboot: None,
             secrets: self.secrets.clone(),
+            ..BundleBuilder::empty(self.target.clone(), self.fleet.clone())
         }
     }
 
