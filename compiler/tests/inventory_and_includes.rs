@@ -127,3 +127,38 @@ fn an_include_glob_that_matches_nothing_is_a_warning() {
     );
     assert_eq!(fx.bellc(&["--deny-warnings", "check"]).code, 1);
 }
+
+#[test]
+fn duplicates_are_told_against_the_first_host_that_was_kept() {
+    // `a` in the inventory is dropped as a duplicate, so its address is no one's: `d` may have
+    // it. `c` shares the address of `a` in the spec, which `b` shared first.
+    let fx = Fixture::spec(
+        "fleet \"k\" target=\"debian-12\"\nhost \"a\" address=\"10.0.0.1\"\ninventory \"hosts.json\"\n",
+    )
+    .file(
+        "hosts.json",
+        r#"[
+  {"name": "b", "address": "10.0.0.1"},
+  {"name": "a", "address": "10.0.0.9"},
+  {"name": "c", "address": "10.0.0.1"},
+  {"name": "d", "address": "10.0.0.9"}
+]
+"#,
+    );
+    let run = fx.bellc(&["--short", "check"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let told = run.diagnostics();
+    let expected = [
+        "hosts.json:2:12: warning[bell::lower::duplicate_address]: address 10.0.0.1 is given to `b` and to `a`",
+        "hosts.json:3:12: error[bell::lower::duplicate]: host `a`",
+        "hosts.json:4:12: warning[bell::lower::duplicate_address]: address 10.0.0.1 is given to `c` and to `a`",
+    ];
+    for line in expected {
+        assert!(
+            told.iter().any(|d| d.starts_with(line)),
+            "{line}\n{}",
+            run.stderr
+        );
+    }
+    assert_eq!(told.len(), 3, "{}", run.stderr);
+}

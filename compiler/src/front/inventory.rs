@@ -6,7 +6,7 @@
 use bell_bundle::Labels;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -106,9 +106,10 @@ struct KubeAddress {
     address: String,
 }
 
-/// Hosts with equal labels share one map: a fleet has far fewer label sets than hosts.
+/// Hosts with equal labels share one map: a fleet has far fewer label sets than hosts. Each
+/// host's labels are hashed once, so the hasher is a fast one (seeded: see `lower::seen`).
 #[derive(Default)]
-struct LabelSets(HashMap<Labels, ()>);
+struct LabelSets(foldhash::HashMap<Labels, ()>);
 
 impl LabelSets {
     fn intern(&mut self, labels: BTreeMap<String, String>) -> Labels {

@@ -214,11 +214,11 @@ impl Lowerer<'_> {
         name_span: Span,
         address_span: Option<Span>,
     ) {
-        if let Some(first) = self.seen_hosts.get(&host.name) {
+        if let Some(first) = self.seen_hosts.named(&self.spec.hosts, &host.name) {
             let help = format!(
                 "`{}` is first declared at {}; host names must be unique across the spec and its inventories",
                 host.name,
-                self.location(*first)
+                self.location(first)
             );
             self.diags.push(LowerError::Duplicate {
                 what: "host",
@@ -229,27 +229,26 @@ impl Lowerer<'_> {
             });
             return;
         }
-        self.seen_hosts.insert(host.name.clone(), name_span);
         if let (Some(address), Some(span)) = (&host.address, address_span) {
-            match self.seen_addresses.get(address) {
-                Some((first, at)) => self.diags.push(LowerError::DuplicateAddress {
+            if let Some((first, at)) = self.seen_hosts.with_address(&self.spec.hosts, address) {
+                let help = format!(
+                    "`{first}` has it at {}; give each host its own address",
+                    self.location(at)
+                );
+                self.diags.push(LowerError::DuplicateAddress {
                     address: address.clone(),
                     host: host.name.clone(),
-                    first: first.clone(),
+                    first: first.to_string(),
                     span: span.source_span(),
-                    help: format!(
-                        "`{first}` has it at {}; give each host its own address",
-                        self.location(*at)
-                    ),
+                    help,
                     file: span.file,
-                }),
-                None => {
-                    self.seen_addresses
-                        .insert(address.clone(), (host.name.clone(), span));
-                }
+                });
             }
         }
         self.spec.hosts.push(host);
+        let index = self.spec.hosts.len() - 1;
+        self.seen_hosts
+            .add(&self.spec.hosts, index, name_span, address_span);
     }
 
     pub(super) fn resolve_relative(&self, file: FileId, relative: &str) -> PathBuf {
@@ -373,6 +372,8 @@ impl Lowerer<'_> {
         let text = self.sources.get(json_file).text.clone();
         match inventory::parse(&text) {
             Ok(entries) => {
+                self.spec.hosts.reserve(entries.len());
+                self.seen_hosts.reserve(&self.spec.hosts, entries.len());
                 for entry in entries {
                     let host = Host {
                         name: entry.name,

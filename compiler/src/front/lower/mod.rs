@@ -24,10 +24,12 @@ mod error;
 mod files;
 mod layers;
 mod resources;
+mod seen;
 mod values;
 
 pub use error::LowerError;
 use resources::{merge_sysctl_into, push_resource};
+use seen::SeenHosts;
 
 /// Reads and lowers the spec rooted at `path`. The spec is returned even when there are errors
 /// (with the erroneous nodes left out), so later stages can still find more problems; callers
@@ -88,8 +90,7 @@ pub fn lower_root(file: FileId, sources: &mut Sources, diagnostics: &mut Diagnos
         include_stack: Vec::new(),
         tree,
         included_files: 0,
-        seen_hosts: HashMap::new(),
-        seen_addresses: HashMap::new(),
+        seen_hosts: SeenHosts::default(),
         seen_overrides: HashMap::new(),
         fleet_seen: None,
         rollout_seen: false,
@@ -111,10 +112,9 @@ struct Lowerer<'a> {
     tree: Option<PathBuf>,
     /// Every file included so far, against `read::MAX_INCLUDED_FILES`.
     included_files: usize,
-    seen_hosts: HashMap<String, Span>,
-    /// Each address and the host that has it, and where: two hosts with one address is a
-    /// copy-paste slip that services would hand to peers twice.
-    seen_addresses: HashMap<String, (String, Span)>,
+    /// Every host so far by name, and by address: two hosts with one address is a copy-paste
+    /// slip that services would hand to peers twice.
+    seen_hosts: SeenHosts,
     seen_overrides: HashMap<String, Span>,
     fleet_seen: Option<Span>,
     rollout_seen: bool,
