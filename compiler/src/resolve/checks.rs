@@ -41,8 +41,19 @@ pub(super) fn identity_checks(spec: &Spec, diags: &mut Diagnostics) {
 
 /// Checks that need the whole spec but no host's configuration.
 pub(super) fn static_checks(spec: &Spec, diags: &mut Diagnostics) {
-    let mut declared: BTreeSet<(RefKind, String)> = BTreeSet::new();
+    check_removals(spec, diags);
+    check_selectors(spec, diags);
+}
+
+/// Every `remove` names something a layer declares.
+fn check_removals(spec: &Spec, diags: &mut Diagnostics) {
     let all_layers = std::iter::once(&spec.base).chain(spec.overrides.iter().map(|o| &o.layer));
+    // What is declared is gathered only for removals to be checked against: ten thousand host
+    // overrides declare a resource or two each.
+    if all_layers.clone().all(|layer| layer.removes.is_empty()) {
+        return;
+    }
+    let mut declared: BTreeSet<(RefKind, String)> = BTreeSet::new();
     for layer in all_layers.clone() {
         for s in &layer.sysctl {
             declared.insert((RefKind::Sysctl, validate::sysctl_path(&s.key)));
@@ -92,19 +103,43 @@ pub(super) fn static_checks(spec: &Spec, diags: &mut Diagnostics) {
             });
         }
     }
+}
 
-    // Labels every host carries, for `match` checks.
+/// Every `match` selector names a label, a value or a host the inventory has.
+fn check_selectors(spec: &Spec, diags: &mut Diagnostics) {
+    // Labels every host carries, for `match` checks: each set of labels once (hosts with equal
+    // labels share one map), where a million hosts' every label was a BTree insert.
     let mut labels: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    let mut names: BTreeSet<&str> = BTreeSet::new();
+    let mut label_sets: foldhash::HashSet<*const BTreeMap<String, String>> = Default::default();
     for host in &spec.hosts {
-        names.insert(&host.name);
-        for (k, v) in host.labels.iter() {
-            labels.entry(k).or_default().insert(v);
+        if label_sets.insert(std::sync::Arc::as_ptr(&host.labels)) {
+            for (k, v) in host.labels.iter() {
+                labels.entry(k).or_default().insert(v);
+            }
         }
     }
     if spec.hosts.is_empty() {
         return;
     }
+    // Host names, when a selector names a host; in order only for a did-you-mean.
+    let by_host = spec
+        .overrides
+        .iter()
+        .flat_map(|ov| &ov.matches)
+        .flat_map(|m| &m.conditions)
+        .any(|c| c.label == "host");
+    let names: foldhash::HashSet<&str> = match by_host {
+        true => spec.hosts.iter().map(|h| h.name.as_str()).collect(),
+        false => Default::default(),
+    };
+    let sorted_names = std::cell::OnceCell::new();
+    let sorted_names = || {
+        sorted_names.get_or_init(|| {
+            let mut all: Vec<&str> = names.iter().copied().collect();
+            all.sort_unstable();
+            all
+        })
+    };
     for ov in &spec.overrides {
         for m in &ov.matches {
             for c in &m.conditions {
@@ -130,7 +165,7 @@ pub(super) fn static_checks(spec: &Spec, diags: &mut Diagnostics) {
                     };
                 if c.label == "host" {
                     if !names.contains(c.value.as_str()) {
-                        diags.push(match typo_of(&c.value, names.iter().copied()) {
+                        diags.push(match typo_of(&c.value, sorted_names().iter().copied()) {
                             Some(s) => {
                                 misspelt(format!("host={}", c.value), format!("host=\"{s}\""))
                             }
