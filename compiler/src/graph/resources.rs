@@ -247,7 +247,9 @@ pub fn order_hosts(
     sources: &Sources,
     diags: &mut Diagnostics,
 ) -> Vec<Option<Arc<ResourceOrder>>> {
-    let mut by_model: HashMap<*const Model, Option<Arc<ResourceOrder>>> = HashMap::new();
+    // Looked up once per host (a million): foldhash rather than SipHash.
+    let mut by_model: foldhash::HashMap<*const Model, Option<Arc<ResourceOrder>>> =
+        Default::default();
     let mut reported = HashSet::new();
     // What some host has: an `after` naming one of these is not a typo on a host that lacks
     // it (an override removed it there, or only other hosts get it); there is nothing to wait for.
@@ -255,7 +257,7 @@ pub fn order_hosts(
         .iter()
         .map(|(kind, name)| (RefKind::Resource(*kind), name.clone()))
         .collect();
-    let mut seen: HashSet<*const Model> = HashSet::new();
+    let mut seen: foldhash::HashSet<*const Model> = Default::default();
     let mut distinct: HashMap<u64, Vec<Arc<ResourceOrder>>> = HashMap::new();
     for host in hosts {
         if seen.insert(Arc::as_ptr(&host.model)) {

@@ -298,17 +298,18 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
     }
 
     // Index label overrides by the labels they test, so matching is linear in hosts.
-    let mut layer_sets: HashMap<Vec<usize>, Arc<Model>> = HashMap::new();
+    // Looked up once per host: hashed by foldhash (seeded, fast) rather than SipHash.
+    let mut layer_sets: foldhash::HashMap<Vec<usize>, Arc<Model>> = Default::default();
     // Models of the first layers of a host's, which hosts' models are built on.
-    let mut prefixes: HashMap<Vec<usize>, Arc<Model>> = HashMap::new();
+    let mut prefixes: foldhash::HashMap<Vec<usize>, Arc<Model>> = Default::default();
     let mut matched = vec![false; spec.overrides.len()];
     let mut missing_reported: BTreeSet<(String, &'static str)> = BTreeSet::new();
     let mut hosts = Vec::with_capacity(spec.hosts.len());
-    let mut target_errors: std::collections::HashSet<Span> = std::collections::HashSet::new();
+    let mut target_errors: foldhash::HashSet<Span> = Default::default();
     let matcher = Matcher::new(spec);
     // Each distinct (model, target) once: the sysctl keys of its layers are checked against
     // that target's kernel.
-    let mut reached: std::collections::HashSet<(usize, &str)> = std::collections::HashSet::new();
+    let mut reached: foldhash::HashSet<(usize, &str)> = Default::default();
     for host in &spec.hosts {
         let layers = matcher.layers_for(spec, host);
         for &i in &layers {
@@ -403,7 +404,10 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
         }
     }
     sysctl_keys::check(spec, &by_layer, diags);
-    hosts.sort_by(|a, b| a.name.cmp(&b.name));
+    {
+        use rayon::slice::ParallelSliceMut;
+        hosts.par_sort_by(|a, b| a.name.cmp(&b.name));
+    }
     Resolution {
         hosts,
         model_count: layer_sets.len(),
@@ -474,7 +478,7 @@ impl<'s> Matcher<'s> {
 
 /// Merges the base and the given overrides, in order.
 pub fn merge(spec: &Spec, layers: &[usize]) -> Model {
-    model_for(spec, layers, &mut HashMap::new())
+    model_for(spec, layers, &mut Default::default())
 }
 
 /// The model of the base and `layers`: the model of all but the last layer (built once, and
@@ -483,7 +487,7 @@ pub fn merge(spec: &Spec, layers: &[usize]) -> Model {
 fn model_for(
     spec: &Spec,
     layers: &[usize],
-    prefixes: &mut HashMap<Vec<usize>, Arc<Model>>,
+    prefixes: &mut foldhash::HashMap<Vec<usize>, Arc<Model>>,
 ) -> Model {
     let Some((&last, rest)) = layers.split_last() else {
         let mut model = Model::default();
