@@ -184,7 +184,7 @@ impl Linker {
 }
 
 /// The entries of `hosts/` by name, and whether each is a symlink (only links are ours).
-type FoundLinks = rustc_hash::FxHashMap<Vec<u8>, bool>;
+type FoundLinks = foldhash::HashMap<Vec<u8>, bool>;
 
 fn read_links(hosts_dir: &Path) -> Result<FoundLinks, EmitError> {
     use std::os::unix::ffi::OsStrExt;

@@ -138,9 +138,9 @@ pub struct RenderedBundle {
 /// only a second hash of the shared files, once per limit's worth of rendering.
 fn intern(content: Vec<u8>) -> (Arc<[u8]>, String) {
     use std::cell::RefCell;
-    type Seen = (rustc_hash::FxHashMap<Arc<[u8]>, String>, usize);
+    type Seen = (foldhash::HashMap<Arc<[u8]>, String>, usize);
     thread_local! {
-        static SEEN: RefCell<Seen> = RefCell::new((rustc_hash::FxHashMap::default(), 0));
+        static SEEN: RefCell<Seen> = RefCell::new((foldhash::HashMap::default(), 0));
     }
     SEEN.with(|seen| {
         let (seen, bytes_held) = &mut *seen.borrow_mut();
@@ -163,7 +163,7 @@ fn intern(content: Vec<u8>) -> (Arc<[u8]>, String) {
 /// starts again.
 const INTERN_LIMIT: usize = 16 << 20;
 
-type StdlibMemo = (rustc_hash::FxHashMap<String, Result<String, String>>, usize);
+type StdlibMemo = (foldhash::HashMap<String, Result<String, String>>, usize);
 
 thread_local! {
     /// Rendered stdlib templates by name and context, and the bytes they hold.

@@ -21,6 +21,7 @@ use crate::diagnostic::Diagnostics;
 use crate::resolve::{ResolvedResource, SysctlValue};
 use crate::spec::Kind;
 use std::collections::BTreeMap;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -51,8 +52,13 @@ pub(super) struct PartMemo {
 
 #[derive(Default)]
 struct Table {
-    parts: rustc_hash::FxHashMap<Key, Arc<Remembered>>,
+    parts: foldhash::HashMap<Key, Arc<Remembered>>,
     weight: usize,
+    /// Hashes of keys rendered once and not kept. A part is kept when it is rendered the
+    /// second time: in a fleet where one host in a hundred has an override of its own, most
+    /// parts rendered are used once, and keeping each filled the table to its limit every
+    /// two thousand bundles, after which every shared part was rendered again.
+    seen_once: foldhash::HashSet<u64>,
 }
 
 /// What a part is rendered from. The resources are named by address: [`Remembered`] holds them,
@@ -74,6 +80,9 @@ struct Remembered {
 /// How much the table holds (roughly, see `BundleBuilder::weight`) before it starts again: a
 /// fleet whose every host has a part of its own would otherwise keep every host's.
 const MEMO_LIMIT: usize = 64 << 20;
+
+/// How many keys seen once are told apart before they are forgotten (8 bytes each).
+const SEEN_ONCE_LIMIT: usize = 1 << 20;
 
 impl PartMemo {
     /// How many parts were taken from the memo instead of rendered.
@@ -143,6 +152,16 @@ impl PartMemo {
     fn remember(&self, key: Key, built: BundleBuilder, inputs: PartInputs) {
         let weight = built.weight();
         let mut table = self.lock();
+        // Only the decision rests on the hash: a collision keeps a part early, and the
+        // table's own lookup still compares whole keys.
+        let hash = table.parts.hasher().hash_one(&key);
+        if !table.seen_once.remove(&hash) {
+            if table.seen_once.len() >= SEEN_ONCE_LIMIT {
+                table.seen_once.clear();
+            }
+            table.seen_once.insert(hash);
+            return;
+        }
         if table.weight > MEMO_LIMIT {
             table.parts.clear();
             table.weight = 0;

@@ -229,8 +229,10 @@ impl Lowerer<'_> {
             });
             return;
         }
+        let mut new_address = address_span;
         if let (Some(address), Some(span)) = (&host.address, address_span) {
             if let Some((first, at)) = self.seen_hosts.with_address(&self.spec.hosts, address) {
+                new_address = None;
                 let help = format!(
                     "`{first}` has it at {}; give each host its own address",
                     self.location(at)
@@ -248,7 +250,7 @@ impl Lowerer<'_> {
         self.spec.hosts.push(host);
         let index = self.spec.hosts.len() - 1;
         self.seen_hosts
-            .add(&self.spec.hosts, index, name_span, address_span);
+            .add(&self.spec.hosts, index, name_span, new_address);
     }
 
     pub(super) fn resolve_relative(&self, file: FileId, relative: &str) -> PathBuf {

@@ -21,16 +21,24 @@ pub(super) struct SeenHosts {
     addresses: HashTable<(usize, Span)>,
 }
 
+/// The hash a host's name is kept under; `hash_one` of the same `str` finds it.
+fn name_hash(hasher: &foldhash::fast::RandomState, host: &Host) -> u64 {
+    hasher.hash_one(host.name.as_str())
+}
+
+/// The hash a host's address is kept under (only hosts with one are in the table).
+fn address_hash(hasher: &foldhash::fast::RandomState, host: &Host) -> u64 {
+    hasher.hash_one(host.address.as_deref().unwrap_or_default())
+}
+
 impl SeenHosts {
     /// Room for `additional` more hosts, so that a large inventory grows each table once.
     pub(super) fn reserve(&mut self, hosts: &[Host], additional: usize) {
-        let hasher = self.hasher;
-        self.names.reserve(additional, |&(i, _)| {
-            hasher.hash_one(hosts[i].name.as_str())
-        });
-        self.addresses.reserve(additional, |&(i, _)| {
-            hasher.hash_one(hosts[i].address.as_deref().unwrap_or_default())
-        });
+        let hasher = &self.hasher;
+        self.names
+            .reserve(additional, |&(i, _)| name_hash(hasher, &hosts[i]));
+        self.addresses
+            .reserve(additional, |&(i, _)| address_hash(hasher, &hosts[i]));
     }
 
     /// Where the host named `name` was declared, if one was.
@@ -53,24 +61,27 @@ impl SeenHosts {
             .map(|&(i, span)| (hosts[i].name.as_str(), span))
     }
 
-    /// Records `hosts[index]`, whose name no host had: its name at `name`, and its address
-    /// at `address` when given and no host had it.
-    pub(super) fn add(&mut self, hosts: &[Host], index: usize, name: Span, address: Option<Span>) {
+    /// Records `hosts[index]`, whose name no host had, written at `name`; and, when
+    /// `new_address` says where, its address, which the caller found no host had (asking
+    /// `with_address` again here would look every address up twice).
+    pub(super) fn add(
+        &mut self,
+        hosts: &[Host],
+        index: usize,
+        name: Span,
+        new_address: Option<Span>,
+    ) {
         let hasher = &self.hasher;
         let host = &hosts[index];
-        self.names.insert_unique(
-            hasher.hash_one(host.name.as_str()),
-            (index, name),
-            |&(i, _)| hasher.hash_one(hosts[i].name.as_str()),
-        );
-        if let (Some(value), Some(span)) = (host.address.as_deref(), address) {
-            if self.with_address(hosts, value).is_none() {
-                self.addresses.insert_unique(
-                    self.hasher.hash_one(value),
-                    (index, span),
-                    |&(i, _)| hasher.hash_one(hosts[i].address.as_deref().unwrap_or_default()),
-                );
-            }
+        self.names
+            .insert_unique(name_hash(hasher, host), (index, name), |&(i, _)| {
+                name_hash(hasher, &hosts[i])
+            });
+        if let (Some(_), Some(span)) = (&host.address, new_address) {
+            self.addresses
+                .insert_unique(address_hash(hasher, host), (index, span), |&(i, _)| {
+                    address_hash(hasher, &hosts[i])
+                });
         }
     }
 }
