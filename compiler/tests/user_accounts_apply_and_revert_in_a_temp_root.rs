@@ -442,6 +442,15 @@ impl Root {
     /// Runs the batch's apply as [`Root::run`] runs a script, for `accounts` (each with a state
     /// directory of its own); its stdout.
     fn run_batch(&self, text: &str, accounts: &[&str]) -> String {
+        self.run_batch_with(
+            text,
+            accounts,
+            &std::env::var_os("PATH").unwrap_or_default(),
+        )
+    }
+
+    /// [`Root::run_batch`] with `path` for PATH.
+    fn run_batch_with(&self, text: &str, accounts: &[&str], path: &std::ffi::OsStr) -> String {
         let file = self.state.path().join("batch.sh");
         std::fs::write(&file, text).unwrap();
         let mut cmd = Command::new("sh");
@@ -452,6 +461,7 @@ impl Root {
             cmd.arg(format!("user:{account}")).arg(state);
         }
         let out = cmd
+            .env("PATH", path)
             .env("BELL_ROOT", self.dir.path())
             .env("BELL_STATE", self.state.path().join("batch"))
             .env("BELL_OFFLINE", "1")
@@ -548,4 +558,92 @@ fn the_batch_apply_makes_each_account_as_its_own_apply_and_a_failing_one_stops_o
     );
     assert!(std::fs::read_dir(&victim).unwrap().next().is_none());
     assert!(planted.entry("passwd", "alice").is_some());
+}
+
+/// Where `tool` is on PATH (and the sbin directories a non-root PATH may lack).
+fn find_tool(tool: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .map(|dir| dir.join(tool))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{tool} not found"))
+}
+
+#[test]
+fn the_batch_checks_every_drop_in_with_one_visudo_and_still_names_a_rejected_one() {
+    if !ready() {
+        return;
+    }
+    let b = bundle(
+        &format!(
+            r#"
+fleet "f" target="ubuntu-24.04"
+host "h"
+user "alice" sudo=#true {{
+    password "{HASH}"
+}}
+user "carol" sudo="ALL=(root) /usr/bin/systemctl"
+"#
+        ),
+        "h",
+    );
+    let batch = batch_script(&b, "user", "apply");
+    // visudo behind a shim that counts its runs.
+    let shim = tempfile::tempdir().expect("tempdir");
+    let log = shim.path().join("runs");
+    let visudo = shim.path().join("visudo");
+    std::fs::write(
+        &visudo,
+        format!(
+            "#!/bin/sh\necho \"$*\" >>'{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            find_tool("visudo").display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&visudo, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = std::env::join_paths(
+        std::iter::once(shim.path().to_path_buf())
+            .chain(std::env::split_paths(
+                &std::env::var_os("PATH").unwrap_or_default(),
+            ))
+            .chain(["/usr/sbin".into(), "/sbin".into()]),
+    )
+    .unwrap();
+    let runs = || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        std::fs::remove_file(&log).ok();
+        text.lines().count()
+    };
+
+    let root = Root::new(&b);
+    let said = root.run_batch_with(&batch, &["alice", "carol"], &path);
+    let lines: Vec<&str> = said.lines().filter(|l| l.contains('\t')).collect();
+    assert_eq!(lines, ["user:alice\tok", "user:carol\tok"], "{said}");
+    assert_eq!(runs(), 1, "one visudo for both drop-ins");
+    for user in ["alice", "carol"] {
+        let dropin = root.read(&format!("etc/sudoers.d/bell-{user}"));
+        assert!(dropin.contains(&format!("{user} ")), "{user}: {dropin}");
+    }
+
+    // carol's staged drop-in broken: the whole is rejected, so each is checked alone; carol's
+    // apply fails naming it, alice's lands, and no broken drop-in reaches sudoers.d.
+    let root = Root::new(&b);
+    std::fs::write(
+        root.path("var/lib/bell/sudoers/carol"),
+        "carol ALL=(root) NOPASS: ALL\n",
+    )
+    .unwrap();
+    let said = root.run_batch_with(&batch, &["alice", "carol"], &path);
+    let lines: Vec<&str> = said.lines().filter(|l| l.contains('\t')).collect();
+    assert_eq!(lines.len(), 2, "{said}");
+    assert_eq!(lines[0], "user:alice\tok", "{said}");
+    assert!(
+        lines[1].starts_with("user:carol\tfailed\tvisudo rejects"),
+        "{said}"
+    );
+    assert_eq!(runs(), 3, "the whole, then each alone");
+    assert!(root.read("etc/sudoers.d/bell-alice").contains("alice "));
+    assert!(!root.path("etc/sudoers.d/bell-carol").exists());
 }
