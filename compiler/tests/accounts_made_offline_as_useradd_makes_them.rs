@@ -6,7 +6,7 @@
 
 mod common;
 use common::in_memory::{bundle, is_root};
-use common::{have, script};
+use common::{batch_script, have, script};
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -205,6 +205,140 @@ fn accounts(root: &Path) -> BTreeMap<String, String> {
     out
 }
 
+/// A root of `case`, `prepare`d, with the accounts of [`USERADD`] made by `useradd --root`, in
+/// turn, as the apply runs it.
+fn made_by_useradd(case: &Case, prepare: impl Fn(&Path)) -> tempfile::TempDir {
+    let root = make_root(case);
+    prepare(root.path());
+    for (user, args) in USERADD {
+        let mut useradd = Command::new("useradd");
+        useradd
+            .arg("--root")
+            .arg(root.path())
+            .arg("--create-home")
+            .args(*args)
+            .arg(user);
+        if case.epoch {
+            useradd.env("SOURCE_DATE_EPOCH", EPOCH);
+        }
+        let out = useradd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}: useradd {user} failed: {}",
+            case.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    root
+}
+
+/// Makes both accounts of [`spec`] with one run of the accounts' batch apply, `awk` behind a
+/// shim that counts its runs; returns the runs.
+fn made_by_the_batch(b: &bellc::render::RenderedBundle, case: &Case, root: &Path) -> usize {
+    let shims = tempfile::tempdir().unwrap();
+    let count = shims.path().join("count");
+    let awk = shims.path().join("awk");
+    let real = ["/usr/bin/awk", "/bin/awk"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("awk");
+    std::fs::write(
+        &awk,
+        format!(
+            "#!/bin/sh\necho run >>'{}'\nexec {real} \"$@\"\n",
+            count.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&awk, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}:/usr/sbin:/sbin",
+        shims.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let state = tempfile::tempdir().unwrap();
+    let mut batch = Command::new("sh");
+    batch
+        .arg("-c")
+        .arg(batch_script(b, "user", "apply"))
+        .arg("batch");
+    for (user, _) in USERADD {
+        let dir = state.path().join(user);
+        std::fs::create_dir_all(&dir).unwrap();
+        batch.arg(format!("user:{user}")).arg(dir);
+    }
+    batch
+        .env("PATH", path)
+        .env("BELL_ROOT", root)
+        .env("BELL_STATE", state.path())
+        .env("BELL_OFFLINE", "1");
+    if case.epoch {
+        batch.env("SOURCE_DATE_EPOCH", EPOCH);
+    }
+    let out = batch.output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("user:alice\tok") && said.contains("user:bob\tok"),
+        "{}: the batch apply failed: {said}{}",
+        case.name,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(&count).map_or(0, |c| c.lines().count())
+}
+
+/// Compares the accounts and homes of two roots, entry by entry.
+fn assert_same_accounts(case: &str, got: &Path, want: &Path) {
+    let (got, want) = (accounts(got), accounts(want));
+    for key in want.keys().chain(got.keys()) {
+        assert_eq!(
+            got.get(key),
+            want.get(key),
+            "{case}: {key} differs (left: the batch apply, right: useradd)"
+        );
+    }
+}
+
+/// The batch apply decides every new account of a first apply with one awk, in the order they
+/// are made, and what it writes is what useradd, run for each in turn, writes. An account that
+/// falls back to useradd (its home is there already) leaves the ones after it to decide their
+/// own lines (a second awk), as useradd picked its ids itself.
+#[test]
+fn the_batch_decides_every_new_account_with_one_awk_as_useradd_would() {
+    if !is_root() || !have("useradd") {
+        return;
+    }
+    let b = bundle(&spec(), "h");
+    for case in CASES {
+        let by_batch = make_root(case);
+        let runs = made_by_the_batch(&b, case, by_batch.path());
+        assert_same_accounts(
+            case.name,
+            by_batch.path(),
+            made_by_useradd(case, |_| {}).path(),
+        );
+        // Left to useradd: the batch's awk and each account's own say so.
+        assert_eq!(runs, if case.useradd { 3 } else { 1 }, "{}", case.name);
+    }
+    let case = &CASES[1];
+    let home_there = |root: &Path| std::fs::create_dir_all(root.join("home/alice")).unwrap();
+    let by_batch = make_root(case);
+    home_there(by_batch.path());
+    let runs = made_by_the_batch(&b, case, by_batch.path());
+    assert_same_accounts(
+        "alice's home there",
+        by_batch.path(),
+        made_by_useradd(case, home_there).path(),
+    );
+    assert!(
+        by_batch.path().join("etc/passwd-").exists(),
+        "alice was not left to useradd"
+    );
+    assert_eq!(
+        runs, 2,
+        "bob did not decide his own lines after alice's fell back"
+    );
+}
+
 #[test]
 fn new_accounts_on_an_image_root_are_what_useradd_makes() {
     if !is_root() || !have("useradd") {
@@ -213,9 +347,9 @@ fn new_accounts_on_an_image_root_are_what_useradd_makes() {
     let b = bundle(&spec(), "h");
     for case in CASES {
         let by_apply = make_root(case);
-        let by_useradd = make_root(case);
+        let by_useradd = made_by_useradd(case, |_| {});
         let state = tempfile::tempdir().unwrap();
-        for (user, args) in USERADD {
+        for (user, _) in USERADD {
             let mut apply = Command::new("sh");
             apply
                 .arg("-c")
@@ -223,29 +357,14 @@ fn new_accounts_on_an_image_root_are_what_useradd_makes() {
                 .env("BELL_ROOT", by_apply.path())
                 .env("BELL_STATE", state.path().join(user))
                 .env("BELL_OFFLINE", "1");
-            let mut useradd = Command::new("useradd");
-            useradd
-                .arg("--root")
-                .arg(by_useradd.path())
-                .arg("--create-home")
-                .args(*args)
-                .arg(user);
             if case.epoch {
                 apply.env("SOURCE_DATE_EPOCH", EPOCH);
-                useradd.env("SOURCE_DATE_EPOCH", EPOCH);
             }
             std::fs::create_dir_all(state.path().join(user)).unwrap();
             let out = apply.output().unwrap();
             assert!(
                 out.status.success(),
                 "{}: the apply of {user} failed: {}",
-                case.name,
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let out = useradd.output().unwrap();
-            assert!(
-                out.status.success(),
-                "{}: useradd {user} failed: {}",
                 case.name,
                 String::from_utf8_lossy(&out.stderr)
             );
