@@ -203,6 +203,9 @@ fn stage(
     for path in &journal.backups {
         make_backup(root, path).map_err(|e| format!("cannot back up `{path}`: {e}"))?;
     }
+    // The files written are fsynced together after the last (`rootfs::copy_tree` says why),
+    // before the journal's switch moves any into place.
+    let mut written = Vec::new();
     let mut first = true;
     for action in actions {
         let (path, result) = match action {
@@ -214,15 +217,12 @@ fn stage(
                 ..
             } => {
                 let src = bell_bundle::content_path(bundle, path);
+                let staged = root.host(&stage_name(path));
                 let result = fs::read(&src).and_then(|bytes| {
-                    write_stage(
-                        &root.host(&stage_name(path)),
-                        &bytes,
-                        *mode,
-                        *uid,
-                        *gid,
-                        None,
-                    )
+                    let file = write_stage(&staged, &bytes, *mode, *uid, *gid, None)?;
+                    crate::sys::start_writeback(&file);
+                    written.push(staged);
+                    Ok(())
                 });
                 (path, result)
             }
@@ -241,7 +241,7 @@ fn stage(
             first = false;
         }
     }
-    Ok(())
+    crate::rootfs::sync_written(&written).map_err(|e| format!("cannot sync the staged files: {e}"))
 }
 
 fn write_stage(
@@ -251,7 +251,7 @@ fn write_stage(
     uid: u32,
     gid: u32,
     mtime: Option<std::time::SystemTime>,
-) -> std::io::Result<()> {
+) -> std::io::Result<fs::File> {
     remove_if_exists(stage)?;
     let mut file = fs::OpenOptions::new()
         .write(true)
@@ -265,7 +265,7 @@ fn write_stage(
     if let Some(mtime) = mtime {
         file.set_modified(mtime)?;
     }
-    file.sync_all()
+    Ok(file)
 }
 
 trait Mode0600 {
@@ -304,7 +304,8 @@ fn copy_preserving(from: &Path, to: &Path) -> std::io::Result<()> {
             meta.uid(),
             meta.gid(),
             meta.modified().ok(),
-        )?;
+        )?
+        .sync_all()?;
     }
     if let Some(dir) = to.parent() {
         fsync_dir(dir)?;
@@ -334,18 +335,22 @@ fn make_backup(root: &Root, path: &str) -> std::io::Result<()> {
 /// Completes a committed switch: every rename and removal, then the record of the new managed
 /// set and pending triggers, then the cleanup. Safe to repeat from any point.
 fn complete(root: &Root, state: &mut State, journal: &Journal) -> Result<(), String> {
+    // Each directory a file was put into is fsynced once, after the last rename and before
+    // the record of the switch; also those of renames a run before this one made (after a
+    // crash, this repeats the switch), so a recorded switch is on disk whichever run did it.
+    let mut dirs: Vec<PathBuf> = Vec::new();
     let mut first = true;
     for op in &journal.ops {
         match op {
             Op::Put { path, stage, .. } => {
                 let staged = root.host(stage);
+                let target = root.host(path);
                 if fs::symlink_metadata(&staged).is_ok() {
-                    let target = root.host(path);
                     fs::rename(&staged, &target)
                         .map_err(|e| format!("cannot switch `{path}` into place: {e}"))?;
-                    if let Some(dir) = target.parent() {
-                        fsync_dir(dir).map_err(|e| format!("cannot sync `{path}`: {e}"))?;
-                    }
+                }
+                if let Some(dir) = target.parent().filter(|dir| !dirs.iter().any(|d| d == dir)) {
+                    dirs.push(dir.to_path_buf());
                 }
             }
             Op::Remove { path } => {
@@ -357,6 +362,9 @@ fn complete(root: &Root, state: &mut State, journal: &Journal) -> Result<(), Str
             failpoint::hit("mid-switch");
             first = false;
         }
+    }
+    for dir in &dirs {
+        fsync_dir(dir).map_err(|e| format!("cannot sync `{}`: {e}", dir.display()))?;
     }
     failpoint::hit("switched");
     state.files = journal.managed.clone();
