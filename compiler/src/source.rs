@@ -42,6 +42,9 @@ pub struct SourceFile {
     /// Where each line starts, found on the first `line_col`: a fleet's diagnostics and
     /// template guards ask for many locations in one large file.
     line_starts: std::sync::OnceLock<Vec<usize>>,
+    /// The text with its secrets masked (see [`Sources::mask`]), what a diagnostic's excerpt
+    /// shows; `None` while the file holds none.
+    shown: Option<Arc<String>>,
 }
 
 /// All files read during one build: spec files and inventory files.
@@ -72,8 +75,21 @@ impl Sources {
             path: path.to_path_buf(),
             text: Arc::new(text),
             line_starts: std::sync::OnceLock::new(),
+            shown: None,
         });
         id
+    }
+
+    /// Marks the byte ranges of a file that hold secrets: every diagnostic's excerpt shows the
+    /// file with them masked (each byte but line breaks a `*`, so that offsets, lines and
+    /// labels stay where they were), as a build's output lands in CI logs.
+    pub fn mask(&mut self, id: FileId, secrets: &[std::ops::Range<usize>]) {
+        if secrets.is_empty() {
+            return;
+        }
+        let file = &mut self.files[id.0 as usize];
+        let text = file.shown.as_deref().unwrap_or(&file.text);
+        file.shown = Some(Arc::new(masked(text, secrets)));
     }
 
     pub fn get(&self, id: FileId) -> &SourceFile {
@@ -93,7 +109,10 @@ impl Sources {
 
     pub fn named_source(&self, id: FileId) -> NamedSource<Arc<String>> {
         let file = self.get(id);
-        NamedSource::new(file.name.clone(), file.text.clone())
+        NamedSource::new(
+            file.name.clone(),
+            file.shown.clone().unwrap_or_else(|| file.text.clone()),
+        )
     }
 
     /// 1-based line and column of a span's start, for `file:line:col` locations.
@@ -129,6 +148,21 @@ impl Sources {
         let text = &self.get(span.file).text;
         text.get(span.offset..span.offset + span.len).unwrap_or("")
     }
+}
+
+/// `text` with every byte of `ranges` but line breaks turned into `*`: the same length, each
+/// line where it was.
+fn masked(text: &str, ranges: &[std::ops::Range<usize>]) -> String {
+    let mut bytes = text.as_bytes().to_vec();
+    for range in ranges {
+        for b in bytes.get_mut(range.clone()).into_iter().flatten() {
+            if *b != b'\n' && *b != b'\r' {
+                *b = b'*';
+            }
+        }
+    }
+    // A range that split a multibyte character leaves a stray byte: shown as U+FFFD.
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 fn display_name(path: &Path, base: Option<&Path>) -> String {

@@ -71,3 +71,52 @@ fn a_closed_pipe_ends_quietly() {
         out.status
     );
 }
+
+/// Every command's `--help`, and `bellc --help` itself, into a pipe whose reader is gone before
+/// bellc starts: no panic (exit 101), only success or a quiet SIGPIPE.
+#[test]
+fn help_into_a_closed_pipe_never_panics() {
+    use std::os::unix::process::ExitStatusExt;
+    let bellc = env!("CARGO_BIN_EXE_bellc");
+    let listing = std::process::Command::new(bellc)
+        .arg("--help")
+        .output()
+        .unwrap();
+    let listing = String::from_utf8(listing.stdout).unwrap();
+    let commands: Vec<&str> = listing
+        .lines()
+        .skip_while(|l| *l != "Commands:")
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(commands.len() > 15, "{listing}");
+    let mut runs = vec![
+        vec!["--help"],
+        vec!["-h"],
+        vec!["help"],
+        vec!["help", "build"],
+    ];
+    runs.extend(
+        commands
+            .iter()
+            .filter(|c| **c != "help")
+            .map(|c| vec![*c, "--help"]),
+    );
+    for args in runs {
+        let (out_reader, out_writer) = std::io::pipe().unwrap();
+        let (err_reader, err_writer) = std::io::pipe().unwrap();
+        drop(out_reader);
+        drop(err_reader);
+        let status = std::process::Command::new(bellc)
+            .args(&args)
+            .stdout(out_writer)
+            .stderr(err_writer)
+            .status()
+            .unwrap();
+        assert!(
+            status.success() || status.signal() == Some(libc::SIGPIPE),
+            "bellc {args:?}: {status:?}"
+        );
+    }
+}

@@ -103,7 +103,16 @@ fn each_host_gets_its_secrets_sealed_to_its_own_key_and_out_holds_none() {
     let run = fx.bellc(&["build", "bell.kdl", "-o", "out", "--seal-key", "seal.key"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let out = fx.path().join("out");
-    let needles = needles(&SECRETS);
+    // The secrets, and the whole content of each secret file: a served script that named its
+    // sha256 would confirm a guess of it.
+    let (token_file, pem_file) = (
+        format!("{}\n", SECRETS[2]),
+        format!(
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n{}\n-----END OPENSSH PRIVATE KEY-----\n",
+            SECRETS[3]
+        ),
+    );
+    let needles = needles(&[&SECRETS[..], &[token_file.as_str(), pem_file.as_str()]].concat());
     assert_nowhere(&out, &needles);
     for text in [&run.stdout, &run.stderr] {
         assert!(needles.iter().all(|n| !text.contains(n.as_str())), "{text}");
@@ -222,7 +231,10 @@ fn each_host_gets_its_secrets_sealed_to_its_own_key_and_out_holds_none() {
     let shown = format!("{}{}", diff.stdout, diff.stderr);
     assert!(shown.contains("secret content changed"), "{shown}");
     let mut with_changed = needles.clone();
-    with_changed.extend(common::sealing::needles(&[changed]));
+    with_changed.extend(common::sealing::needles(&[
+        changed,
+        &format!("{changed}\n"),
+    ]));
     assert!(
         with_changed.iter().all(|n| !shown.contains(n.as_str())),
         "{shown}"

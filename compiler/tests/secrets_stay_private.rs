@@ -268,3 +268,66 @@ fn a_private_key_everyone_could_read_is_an_error_at_its_mode() {
         run.stderr
     );
 }
+
+/// A build's diagnostics land in CI logs: an excerpt around a mistake next to a secret (the
+/// `user` line above a password, the debconf answer's own line, a 0600 file's node above its
+/// content, a world-readable private key, a file that does not parse) shows the secret masked,
+/// and the mistake's message and help as always.
+#[test]
+fn diagnostics_never_quote_a_secret() {
+    let s = secrets(1);
+    let lowering = format!(
+        r#"fleet "f" target="debian-12" secrets="plaintext"
+host "h" rack="r1"
+user "ops" sudo=#true shel="/bin/sh" {{
+    password "{hash}"
+}}
+package "mysql-server" {{
+    debconf "mysql-server/root_password" type="password" value="{debconf}" bogus=1
+}}
+file "/etc/app/token" mode="0600" ownr="x" {{
+    content "{token}\n"
+}}
+"#,
+        hash = s[0],
+        debconf = s[1],
+        token = s[2],
+    );
+    let rendering = format!(
+        r#"fleet "f" target="debian-12" secrets="plaintext"
+host "h" rack="r1"
+file "/etc/ssl/private/app.pem" mode="0644" {{
+    content "-----BEGIN OPENSSH PRIVATE KEY-----\n{pem}\n-----END OPENSSH PRIVATE KEY-----\n"
+}}
+"#,
+        pem = s[3],
+    );
+    let unparsed = format!(
+        "fleet \"f\" target=\"debian-12\" secrets=\"plaintext\"\nhost \"h\" rack=\"r1\"\nuser \"ops\" {{\n    password \"{}\" oops=\n}}\n",
+        s[0]
+    );
+    for (spec, expect) in [
+        (
+            lowering,
+            &[
+                "unknown property `shel`",
+                "unknown property `bogus`",
+                "unknown property `ownr`",
+            ][..],
+        ),
+        (rendering, &["holds a private key"][..]),
+        (unparsed, &["expected property value"][..]),
+    ] {
+        let fx = Fixture::spec(&spec);
+        let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+        assert_ne!(run.code, 0, "{}", run.stderr);
+        for message in expect {
+            assert!(run.stderr.contains(message), "{message}: {}", run.stderr);
+        }
+        assert!(run.stderr.contains("****"), "{}", run.stderr);
+        assert_no_secret(
+            "the build's diagnostics",
+            &format!("{}{}", run.stdout, run.stderr),
+        );
+    }
+}

@@ -87,7 +87,7 @@ impl<'a> Budget<'a> {
         let path = root.bell_dir().join(REMEMBERED_FILE);
         // Only a guess for the next pull's first request: one that is not kept costs a read.
         if let Err(e) = rootfs::write_atomic(&path, text.as_bytes()) {
-            eprintln!("warning: cannot write {}: {e}", path.display());
+            errln!("warning: cannot write {}: {e}", path.display());
         }
     }
 

@@ -188,7 +188,7 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
 pub fn main() -> i32 {
     let all: Vec<OsString> = std::env::args_os().skip(1).collect();
     let Some(command) = all.first().map(|c| c.to_string_lossy().to_string()) else {
-        eprintln!("{USAGE}");
+        errln!("{USAGE}");
         return USAGE_ERROR;
     };
     if command == "__supervise" {
@@ -203,13 +203,13 @@ pub fn main() -> i32 {
             Some(command.as_str())
         };
         match named.and_then(crate::help::of) {
-            Some(text) => println!("{text}"),
-            None => println!("{USAGE}\n\n{MARKERS}"),
+            Some(text) => outln!("{text}"),
+            None => outln!("{USAGE}\n\n{MARKERS}"),
         }
         return OK;
     }
     if command == "--version" {
-        println!("bell-run {}", env!("CARGO_PKG_VERSION"));
+        outln!("bell-run {}", env!("CARGO_PKG_VERSION"));
         return OK;
     }
     let args = match parse(&all[1..]) {
@@ -241,7 +241,7 @@ pub fn main() -> i32 {
 }
 
 fn usage(message: &str) -> i32 {
-    eprintln!("error: {message}\n\n{USAGE}");
+    errln!("error: {message}\n\n{USAGE}");
     USAGE_ERROR
 }
 
@@ -254,11 +254,11 @@ fn refused(refusal: &Refusal, json: bool) -> i32 {
             "error": refusal.message,
             "help": refusal.help,
         });
-        println!("{value:#}");
+        outln!("{value:#}");
     } else {
-        eprintln!("error: {}", refusal.message);
+        errln!("error: {}", refusal.message);
         if let Some(help) = &refusal.help {
-            eprintln!("help: {help}");
+            errln!("help: {help}");
         }
     }
     if refusal.partial {
@@ -320,11 +320,11 @@ fn cmd_apply(bundle: &Path, args: &Args) -> i32 {
                     applied_result(&report)
                 };
                 value["result"] = result.into();
-                println!("{value:#}");
+                outln!("{value:#}");
             } else {
                 print_report(&report);
                 if let Some(timings) = &report.timings {
-                    print!("{}", timings.table());
+                    out!("{}", timings.table());
                 }
             }
             applied_code(&report)
@@ -407,25 +407,27 @@ fn cmd_generations(args: &Args) -> i32 {
     if args.json {
         let value =
             serde_json::json!({ "root": root.dir.display().to_string(), "generations": kept });
-        println!("{value:#}");
+        outln!("{value:#}");
         return OK;
     }
     if kept.is_empty() {
-        println!("no generation kept under {}", root.dir.display());
+        outln!("no generation kept under {}", root.dir.display());
         return OK;
     }
-    println!(
+    outln!(
         "generations kept under {}, oldest first (`bell-run rollback --to ID` applies one again):",
         root.dir.display()
     );
-    println!(
+    outln!(
         "  {:12}  {:23}  {:6}  release",
-        "id", "last applied", "result"
+        "id",
+        "last applied",
+        "result"
     );
     for g in &kept {
         let release = g.release.as_deref().map_or("-", |r| r);
         let current = if g.current { "  (applied now)" } else { "" };
-        println!(
+        outln!(
             "  {:12}  {:23}  {:6}  {release}{current}",
             journal::short(&g.id),
             bell_bundle::utc(g.last_applied),
@@ -473,15 +475,15 @@ fn cmd_identity(args: &Args) -> i32 {
             "file": file,
             "made": made,
         });
-        println!("{value:#}");
+        outln!("{value:#}");
         return OK;
     }
     if made {
-        eprintln!("made {file}: this host's identity from now on");
+        errln!("made {file}: this host's identity from now on");
     }
     match name {
-        Some(name) => println!("{} {name}", identity.to_openssh()),
-        None => println!("{}", identity.to_openssh()),
+        Some(name) => outln!("{} {name}", identity.to_openssh()),
+        None => outln!("{}", identity.to_openssh()),
     }
     OK
 }
@@ -513,7 +515,7 @@ fn cmd_remove(args: &Args) -> i32 {
         value["accounts_left"] = removal.accounts.clone().into();
         value["units_removed"] = removal.units.clone().into();
         value["state_removed"] = removal.state_dir.clone().into();
-        println!("{value:#}");
+        outln!("{value:#}");
         return applied_code(report);
     }
     let verb = if report.dry_run {
@@ -521,14 +523,14 @@ fn cmd_remove(args: &Args) -> i32 {
     } else {
         "removing"
     };
-    println!(
+    outln!(
         "bell-run: {verb} bell from {} (generation {} is applied)",
         report.root,
         journal::short(&removal.generation)
     );
     print_report_body(report);
     if report.dry_run {
-        println!(
+        outln!(
             "then: the timer's units and {}/var/lib/bell (state, logs, kept generations, \
              originals) go; accounts bell created are expired and locked, not deleted",
             report.root.trim_end_matches('/')
@@ -536,23 +538,23 @@ fn cmd_remove(args: &Args) -> i32 {
         return OK;
     }
     if !report.failed.is_empty() {
-        println!("bell's state is kept: fix what failed and run `bell-run remove --yes` again");
+        outln!("bell's state is kept: fix what failed and run `bell-run remove --yes` again");
         return applied_code(report);
     }
     for unit in &removal.units {
-        println!("  removed {unit}");
+        outln!("  removed {unit}");
     }
     if let Some(dir) = &removal.state_dir {
-        println!("  removed {dir}");
+        outln!("  removed {dir}");
     }
     if !removal.accounts.is_empty() {
-        println!(
+        outln!(
             "accounts bell created stay, expired and locked (a home may hold someone's work): {}; \
              `userdel -r NAME` deletes one",
             removal.accounts.join(", ")
         );
     }
-    println!("result: bell is removed");
+    outln!("result: bell is removed");
     OK
 }
 
@@ -566,9 +568,9 @@ fn cmd_verify(bundle: &Path, args: &Args) -> i32 {
                     "resources": manifest.resources.len(),
                     "files": manifest.files.len(),
                 });
-                println!("{value:#}");
+                outln!("{value:#}");
             } else {
-                println!(
+                outln!(
                     "bundle {} verifies: {} resources, {} files",
                     manifest.id(),
                     manifest.resources.len(),
@@ -603,11 +605,11 @@ fn cmd_recover(args: &Args) -> i32 {
     };
     match journal::recover(&root, &mut state) {
         Ok(Some(done)) => {
-            println!("bell-run: {done}");
+            outln!("bell-run: {done}");
             OK
         }
         Ok(None) => {
-            println!("bell-run: no interrupted switch");
+            outln!("bell-run: no interrupted switch");
             OK
         }
         Err(e) => refused(&Refusal::new(format!("cannot recover: {e}")), false),

@@ -158,12 +158,15 @@ impl Source {
         }
         if let Some(rest) = rest {
             let (authority, path) = match rest.find('/') {
-                Some(at) => (&rest[..at], &rest[at..]),
+                Some(at) => rest.split_at(at),
                 None => (rest, "/"),
             };
             // `[IPv6]` keeps its brackets: they are part of the Host header.
             let (host, port) = match authority.find(']').filter(|_| authority.starts_with('[')) {
-                Some(end) => (&authority[..=end], authority[end + 1..].strip_prefix(':')),
+                Some(end) => {
+                    let (host, after) = authority.split_at(end + 1);
+                    (host, after.strip_prefix(':'))
+                }
                 None => match authority.rsplit_once(':') {
                     Some((host, port)) => (host, Some(port)),
                     None => (authority, None),

@@ -437,5 +437,5 @@ pub fn recover(root: &Root, state: &mut State) -> Result<Option<String>, String>
 }
 
 pub fn short(id: &str) -> &str {
-    id.get(..12).unwrap_or(id)
+    bell_bundle::short(id, 12)
 }

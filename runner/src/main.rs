@@ -1,6 +1,37 @@
 //! bell-run: applies a bundle built by bellc on a host. See runner/README.md.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+// A byte index into a string read from a host, a store or a mirror panics on a multibyte
+// character: strings are cut with `get` or at a found character boundary.
+#![cfg_attr(not(test), deny(clippy::string_slice))]
+
+/// `println!` that never panics: a reader that went away (`bell-run --help | head -1`) or a
+/// closed descriptor must not stop bell-run between two steps of an apply, as a panic in
+/// `println!` would, nor kill it as a default SIGPIPE would. What could not be written is lost;
+/// the exit code still says how the command ended.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// `print!`, never panicking (see [`outln!`]).
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// `eprintln!`, never panicking (see [`outln!`]).
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 mod accounts;
 mod apply;
 mod budget;

@@ -231,7 +231,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
             // The holder record is signed, so that `bellc lock status` can tell it is this
             // host's; a key that cannot be read leaves it unsigned, never the pull undone.
             let key = crate::identity::load(&root).unwrap_or_else(|e| {
-                eprintln!("warning: the slot's holder record is not signed: {e}");
+                errln!("warning: the slot's holder record is not signed: {e}");
                 None
             });
             let budget = Budget::of(
@@ -403,7 +403,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
 }
 
 fn short(version: &str) -> &str {
-    &version[..version.len().min(16)]
+    bell_bundle::short(version, 16)
 }
 
 /// `--trust FILE`, else the root's `/etc/bell/trusted.pub` when it exists, else none.

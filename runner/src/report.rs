@@ -290,7 +290,7 @@ pub fn emit(sinks: &Sinks, run: Run) {
     let host = match host_name(sinks.host.as_deref(), run.root) {
         Ok(host) => host,
         Err(e) => {
-            eprintln!("warning: no report or metrics written: {e}");
+            errln!("warning: no report or metrics written: {e}");
             return;
         }
     };
@@ -326,7 +326,7 @@ pub fn emit(sinks: &Sinks, run: Run) {
     let finished_at = state::now();
     if let Some(dest) = &sinks.report {
         match fleet.clone() {
-            None => eprintln!(
+            None => errln!(
                 "warning: no report filed: the fleet is unknown (the bundle cannot be read and nothing was applied)"
             ),
             Some(fleet) => {
@@ -368,7 +368,7 @@ pub fn emit(sinks: &Sinks, run: Run) {
                 let key = key_root.as_ref().and_then(|root| match identity::load(root) {
                     Ok(key) => key,
                     Err(e) => {
-                        eprintln!("warning: the report is filed unsigned: {e}");
+                        errln!("warning: the report is filed unsigned: {e}");
                         None
                     }
                 });
@@ -386,7 +386,7 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     keep_alive(&store, dest, &report, root, sinks)
                 });
                 if let Err(e) = filed {
-                    eprintln!("warning: the report was not filed: {e}");
+                    errln!("warning: the report was not filed: {e}");
                 }
             }
         }
@@ -418,7 +418,7 @@ pub fn emit(sinks: &Sinks, run: Run) {
                 .collect(),
         };
         if let Err(e) = metrics::write(path, &metrics::render(&m)) {
-            eprintln!("warning: {e}");
+            errln!("warning: {e}");
         }
     }
 }
@@ -444,7 +444,7 @@ fn remember_run(
     if let Some(path) = path {
         let text = serde_json::to_string(&runs).unwrap_or_default();
         if let Err(e) = crate::rootfs::write_atomic(&path, text.as_bytes()) {
-            eprintln!("warning: cannot write {}: {e}", path.display());
+            errln!("warning: cannot write {}: {e}", path.display());
         }
     }
     runs

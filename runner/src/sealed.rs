@@ -74,7 +74,7 @@ pub fn fetch(
         let Some(want) = index.secrets.get(&digest) else {
             return Err(refused(format!(
                 "host `{host}`'s sealed index lacks the secret {} its bundle needs",
-                &digest[..12]
+                bell_bundle::short(&digest, 12)
             )));
         };
         let rel = bell_bundle::sealed_file_path(host, &digest);

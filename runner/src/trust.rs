@@ -266,7 +266,7 @@ pub fn check_fresh(
 }
 
 fn short(version: &str) -> &str {
-    &version[..version.len().min(16)]
+    bell_bundle::short(version, 16)
 }
 
 #[cfg(test)]

@@ -132,7 +132,7 @@ impl ResourceKind for File {
                     continue;
                 }
             }
-            let sha256 = bell_bundle::sha256_hex(content.as_bytes());
+            let digest = bell_bundle::sha256_hex(content.as_bytes());
             let install_links = install_links(&content);
             let file = NewFile {
                 path: path.clone(),
@@ -147,6 +147,10 @@ impl ResourceKind for File {
                 continue;
             }
             reload |= path.starts_with(&format!("{unit_dir}/"));
+            // A secret's plain digest would confirm a guess to anyone who reads the served
+            // scripts: its scripts name none, and read the content from bell-run's own copy.
+            let secret = out.file_is_secret(&path);
+            let sha256 = (!secret).then_some(digest);
             let mut batched = false;
             let (kind, scripts) = match res.kind {
                 Kind::UNIT => {
@@ -157,7 +161,7 @@ impl ResourceKind for File {
                         continue;
                     }
                     let ctx = context! {
-                        unit => res.name, unit_dir, unit_hash => sha256, enable, start, install_links,
+                        unit => res.name, unit_dir, unit_hash => sha256, secret, enable, start, install_links,
                     };
                     // A unit neither enabled nor started has nothing live to read back; the
                     // others are read back by one check (see the template).
@@ -181,7 +185,7 @@ impl ResourceKind for File {
                     )
                 }
                 _ => {
-                    let ctx = context! { path, sha256, mode, owner, group };
+                    let ctx = context! { path, sha256, secret, mode, owner, group };
                     let apply =
                         common::script(r, "file", &res.name, "apply", "file/apply.sh.j2", ctx);
                     // bell-run removes a departed file itself; there is nothing else to undo.

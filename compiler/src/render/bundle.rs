@@ -224,6 +224,12 @@ impl BundleBuilder {
         Ok(())
     }
 
+    /// Whether the file added at `path` is secret (its mode keeps it private, it holds a
+    /// private key or a declared secret): what reads it back must not name its digest.
+    pub fn file_is_secret(&self, path: &str) -> bool {
+        self.files.get(path).is_some_and(|(file, _)| file.secret)
+    }
+
     /// Adds a script; `from_stdlib` when bellc rendered it (not a user's `exec` script), and
     /// then it is live only when its second line says so.
     fn add_script(

@@ -18,6 +18,9 @@
 //! of sysctl, units or users; that knowledge lives in the scripts that the compiler renders.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+// A byte index into a string read from a host, a store or a mirror panics on a multibyte
+// character: strings are cut with `get` or at a found character boundary.
+#![cfg_attr(not(test), deny(clippy::string_slice))]
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
@@ -238,6 +241,16 @@ impl File {
     /// Private wherever bell copies it, and never shown.
     pub fn is_secret(&self) -> bool {
         self.secret || self.sealed || parse_mode(&self.mode).is_some_and(private_mode)
+    }
+}
+
+/// The first `max` characters of `text` (all of it when shorter), for naming an id or a
+/// version in a message: cut at a character, never inside one, as `text` may come from a
+/// mirror or a store and hold anything.
+pub fn short(text: &str, max: usize) -> &str {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => text.split_at(at).0,
+        None => text,
     }
 }
 
@@ -671,5 +684,18 @@ impl Resource {
         // Writing plain data into a hasher cannot fail.
         let _ = serde_json::to_writer(&mut hasher, &view);
         hex(&hasher.0.finalize())
+    }
+}
+
+#[cfg(test)]
+mod short_tests {
+    #[test]
+    fn short_cuts_at_a_character_never_inside_one() {
+        assert_eq!(super::short("0123456789abcdef0123", 16), "0123456789abcdef");
+        assert_eq!(super::short("abc", 16), "abc");
+        // Fifteen bytes then a three-byte character: a byte index of 16 would split it.
+        let version = "aaaaaaaaaaaaaaa\u{20ac}tail";
+        assert_eq!(super::short(version, 16), "aaaaaaaaaaaaaaa\u{20ac}");
+        assert_eq!(super::short("\u{1f600}\u{1f600}", 1), "\u{1f600}");
     }
 }

@@ -205,10 +205,12 @@ fn parse_offset(text: &str) -> Result<i16, String> {
              (a fixed offset: a zone name would depend on each host's tz database)"
         )
     };
-    let (sign, rest) = match text.as_bytes().first() {
-        Some(b'+') => (1, &text[1..]),
-        Some(b'-') => (-1, &text[1..]),
-        _ => return Err(bad()),
+    let (sign, rest) = if let Some(rest) = text.strip_prefix('+') {
+        (1, rest)
+    } else if let Some(rest) = text.strip_prefix('-') {
+        (-1, rest)
+    } else {
+        return Err(bad());
     };
     let minutes = parse_time(rest).map_err(|_| bad())?;
     if minutes > 14 * 60 {

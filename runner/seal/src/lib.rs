@@ -24,6 +24,9 @@
 //! [age]: https://age-encryption.org/v1
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+// A byte index into a string read from a host, a store or a mirror panics on a multibyte
+// character: strings are cut with `get` or at a found character boundary.
+#![cfg_attr(not(test), deny(clippy::string_slice))]
 
 pub mod openssh;
 

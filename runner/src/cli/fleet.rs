@@ -58,7 +58,7 @@ pub(super) fn cmd_pull(args: &Args) -> i32 {
         Err(refusal) => {
             if let Some(signature) = &found.signature {
                 if !args.json {
-                    eprintln!("release: {signature}");
+                    errln!("release: {signature}");
                 }
             }
             let code = refused(&refusal, args.json);
@@ -77,26 +77,28 @@ pub(super) fn cmd_pull(args: &Args) -> i32 {
         value["already_applied"] = pulled.already_applied.into();
         value["slot"] = pulled.slot.clone().into();
         value["reboot"] = pulled.reboot.note.clone().into();
-        println!("{value:#}");
+        outln!("{value:#}");
     } else {
-        println!("release {release} ({signature})");
+        outln!("release {release} ({signature})");
         if pulled.already_applied {
-            println!(
+            outln!(
                 "bundle {} is applied already: applying it again",
                 pulled.report.generation
             );
         } else {
-            println!(
+            outln!(
                 "bundle {}: {} files fetched, {} taken from the applied generation",
-                pulled.report.generation, pulled.fetched, pulled.reused
+                pulled.report.generation,
+                pulled.fetched,
+                pulled.reused
             );
         }
         print_report(&pulled.report);
         if let Some(slot) = &pulled.slot {
-            println!("slot: {slot}");
+            outln!("slot: {slot}");
         }
         if let Some(note) = &pulled.reboot.note {
-            println!("reboot: {note}");
+            outln!("reboot: {note}");
         }
     }
     // Last, with the report filed: the host goes down.
@@ -129,12 +131,12 @@ pub(super) fn cmd_install_timer(args: &Args) -> i32 {
         let trust = trust.to_string_lossy();
         if root.check_contained(&trust).is_err() || !root.host(&trust).is_file() {
             if args.trust.is_some() {
-                eprintln!(
+                errln!(
                     "warning: `{trust}` does not exist under the root yet: every pull is refused \
                      until it does"
                 );
             } else {
-                eprintln!(
+                errln!(
                     "warning: no `--trust FILE` and no `{trust}`: the timer applies whatever the \
                      source serves, unverified (its reports say so)"
                 );
@@ -151,7 +153,7 @@ pub(super) fn cmd_install_timer(args: &Args) -> i32 {
         let Some(file) = file else { continue };
         let file = file.to_string_lossy();
         if root.check_contained(&file).is_err() || !root.host(&file).is_file() {
-            eprintln!(
+            errln!(
                 "warning: `{flag} {file}` does not exist under the root yet: every pull fails \
                  until it does"
             );
@@ -162,13 +164,11 @@ pub(super) fn cmd_install_timer(args: &Args) -> i32 {
     match crate::timer::install(&root, exe, interval, &job) {
         Ok(paths) => {
             for path in &paths {
-                println!("wrote {path}");
+                outln!("wrote {path}");
             }
-            println!(
-                "enable with: systemctl daemon-reload && systemctl enable --now bell-run.timer"
-            );
+            outln!("enable with: systemctl daemon-reload && systemctl enable --now bell-run.timer");
             if let crate::timer::Job::Pull(_) = job {
-                println!(
+                outln!(
                     "and, for the pull at boot that sees a reboot through: systemctl enable \
                      bell-run.service"
                 );
@@ -177,7 +177,7 @@ pub(super) fn cmd_install_timer(args: &Args) -> i32 {
                 .iter()
                 .any(|p| p.ends_with("/bell-run-register.service"))
             {
-                println!(
+                outln!(
                     "and, to register this machine at boot for an operator to accept: \
                      systemctl enable bell-run-register.service"
                 );
@@ -291,16 +291,17 @@ pub(super) fn cmd_register(args: &Args) -> i32 {
                     "filed": done.filed,
                     "facts": done.facts,
                 });
-                println!("{value:#}");
+                outln!("{value:#}");
             } else if done.filed {
-                println!(
+                outln!(
                     "registered `{}` in fleet `{}` ({}) at {}: accept it with `bellc hosts accept {0}`",
                     done.host, done.fleet, done.fingerprint, done.key
                 );
             } else {
-                println!(
+                outln!(
                     "`{}` is registered in fleet `{}` already, with the same facts and identity",
-                    done.host, done.fleet
+                    done.host,
+                    done.fleet
                 );
             }
             OK
@@ -388,16 +389,16 @@ pub(super) fn cmd_pending(args: &Args) -> i32 {
             "version": desired.version,
             "pending": pending,
         });
-        println!("{value:#}");
+        outln!("{value:#}");
     } else if pending {
-        println!(
+        outln!(
             "update pending for {host}: applied {}, desired {} (release {})",
             applied.as_deref().map_or("nothing", journal::short),
             journal::short(&want),
             desired.version.as_deref().map_or("unknown", journal::short)
         );
     } else {
-        println!(
+        outln!(
             "{host} is up to date with release {}",
             desired.version.as_deref().map_or("unknown", journal::short)
         );

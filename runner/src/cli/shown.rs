@@ -14,13 +14,13 @@ pub(super) fn print_health(health: &[crate::health::ProbeOutcome]) {
             n => format!("{n} attempts"),
         };
         match (&probe.detail, probe.healthy) {
-            _ if probe.not_run.is_some() => println!(
+            _ if probe.not_run.is_some() => outln!(
                 "  health {:width$}  not run: {}",
                 probe.name,
                 probe.not_run.as_deref().unwrap_or_default()
             ),
-            (_, true) => println!("  health {:width$}  healthy ({attempts})", probe.name),
-            (detail, false) => println!(
+            (_, true) => outln!("  health {:width$}  healthy ({attempts})", probe.name),
+            (detail, false) => outln!(
                 "  health {:width$}  unhealthy after {attempts}: {} (output in {})",
                 probe.name,
                 detail.as_deref().unwrap_or("failed"),
@@ -35,14 +35,14 @@ pub(super) fn print_health(health: &[crate::health::ProbeOutcome]) {
         .collect();
     let ran = health.iter().filter(|p| p.not_run.is_none()).count();
     if failing.is_empty() && ran < health.len() {
-        println!(
+        outln!(
             "health: {ran} probes pass, {} not run offline",
             health.len() - ran
         );
     } else if failing.is_empty() {
-        println!("health: {} probes pass", health.len());
+        outln!("health: {} probes pass", health.len());
     } else {
-        println!(
+        outln!(
             "health: unhealthy, {} of {} probes fail: {}",
             failing.len(),
             health.len(),
@@ -80,21 +80,21 @@ pub(super) fn cmd_status(args: &Args) -> i32 {
                 }
             }
         }
-        println!("{value:#}");
+        outln!("{value:#}");
         return OK;
     }
     let Some(generation) = &state.generation else {
-        println!("no generation applied under {}", root.dir.display());
+        outln!("no generation applied under {}", root.dir.display());
         return OK;
     };
     let at = state.applied_at.unwrap_or(0);
-    println!(
+    outln!(
         "generation {generation}\napplied {} ({at}), result {}",
         bell_bundle::utc(at),
         state.result.as_deref().unwrap_or("unknown")
     );
     if interrupted {
-        println!("an interrupted file switch is pending: run `bell-run recover`");
+        outln!("an interrupted file switch is pending: run `bell-run recover`");
     }
     let width = state.resources.keys().map(String::len).max().unwrap_or(0);
     for (key, rec) in &state.resources {
@@ -103,13 +103,13 @@ pub(super) fn cmd_status(args: &Args) -> i32 {
             .as_deref()
             .map(|m| format!(": {m}"))
             .unwrap_or_default();
-        println!("  {key:width$}  {}{detail}", rec.result);
+        outln!("  {key:width$}  {}{detail}", rec.result);
     }
     for pending in &state.pending_reverts {
-        println!("  revert of {} is still owed", pending.name);
+        outln!("  revert of {} is still owed", pending.name);
     }
     for pending in &state.pending_triggers {
-        println!("  trigger {} is still owed", pending.name);
+        outln!("  trigger {} is still owed", pending.name);
     }
     OK
 }
@@ -124,7 +124,7 @@ pub(super) fn print_outcome(prefix: &str, outcome: &Outcome, width: usize) {
             line.push_str(&format!(" (output in {log})"));
         }
     }
-    println!("{line}");
+    outln!("{line}");
 }
 
 /// `2 changed, 1 drifted and put back, 9 unchanged, 1 failed (user:ops), 2 skipped (exec:a,
@@ -183,7 +183,7 @@ pub(super) fn print_report(report: &Report) {
     } else {
         "applied"
     };
-    println!(
+    outln!(
         "bell-run: {verb} {} to {} ({mode})",
         journal::short(&report.generation),
         report.root
@@ -195,10 +195,10 @@ pub(super) fn print_report(report: &Report) {
 pub(super) fn print_report_body(report: &Report) {
     let plan = &report.plan;
     if let Some(recovered) = &report.recovered {
-        println!("  {recovered}");
+        outln!("  {recovered}");
     }
     for key in &report.needs_secrets {
-        println!(
+        outln!(
             "  {key}: left for the first apply with the host's key (its secrets are sealed to it)"
         );
     }
@@ -211,7 +211,7 @@ pub(super) fn print_report_body(report: &Report) {
         .unwrap_or(0);
     if report.dry_run {
         for departed in &plan.departed {
-            println!("  - {:width$}  revert", departed.key);
+            outln!("  - {:width$}  revert", departed.key);
         }
         for file in &plan.files {
             let what = match file {
@@ -222,17 +222,17 @@ pub(super) fn print_report_body(report: &Report) {
                 FileAction::Remove { .. } => "remove",
                 FileAction::Leave { .. } => "leave in place (changed since bell wrote it)",
             };
-            println!("  file {}: {what}", file.path());
+            outln!("  file {}: {what}", file.path());
         }
         for r in &plan.resources {
-            println!(
+            outln!(
                 "  {} {:width$}  {}",
                 r.change.symbol(),
                 r.key,
                 r.change.word()
             );
         }
-        println!(
+        outln!(
             "plan: {} created, {} changed, {} departed, {} retried, {} drifted, {} unchanged; {} files to switch",
             plan.count(Change::Created),
             plan.count(Change::Changed),
@@ -248,7 +248,7 @@ pub(super) fn print_report_body(report: &Report) {
         print_outcome("-", outcome, width);
     }
     let files = &report.files;
-    println!(
+    outln!(
         "  files: {} written, {} restored, {} removed, {} unchanged",
         files.written.len(),
         files.restored.len(),
@@ -256,7 +256,7 @@ pub(super) fn print_report_body(report: &Report) {
         plan.unchanged_files
     );
     for path in &files.left {
-        println!("  left {path} in place: it changed since bell wrote it");
+        outln!("  left {path} in place: it changed since bell wrote it");
     }
     for outcome in &report.triggers {
         print_outcome("^", outcome, width);
@@ -265,7 +265,7 @@ pub(super) fn print_report_body(report: &Report) {
         let symbol = outcome.change.map(Change::symbol).unwrap_or(' ');
         print_outcome(&symbol.to_string(), outcome, width);
     }
-    println!("result: {}", summary(report));
+    outln!("result: {}", summary(report));
     print_health(&report.health);
     print_reboot(&report.reboot_required);
 }
@@ -273,7 +273,7 @@ pub(super) fn print_report_body(report: &Report) {
 /// The reasons the host needs a reboot, one per line, after the result they do not change.
 pub(super) fn print_reboot(reasons: &[String]) {
     for reason in reasons {
-        println!("reboot required: {reason}");
+        outln!("reboot required: {reason}");
     }
 }
 
@@ -327,21 +327,21 @@ pub(super) fn cmd_check(args: &Args) -> i32 {
             _ => "error",
         }
         .into();
-        println!("{value:#}");
+        outln!("{value:#}");
         return code;
     }
     for drift in &rep.drift {
-        println!("drifted {}: {}", drift.name, drift.detail);
+        outln!("drifted {}: {}", drift.name, drift.detail);
     }
     for c in rep.resources.iter().filter(|c| c.result == "error") {
-        println!(
+        outln!(
             "error {}: {}",
             c.key,
             c.detail.as_deref().unwrap_or("the check failed")
         );
     }
     for key in &rep.deferred {
-        println!("deferred {key}: its apply needs a live host; the first live apply does it");
+        outln!("deferred {key}: its apply needs a live host; the first live apply does it");
     }
     let checked = rep
         .resources
@@ -352,7 +352,7 @@ pub(super) fn cmd_check(args: &Args) -> i32 {
         0 => String::new(),
         n => format!(", {n} deferred"),
     };
-    println!(
+    outln!(
         "check of {}: {} drifted, {} errors{deferred} ({} files, {checked} resource checks)",
         journal::short(&rep.generation),
         rep.drift.len(),
@@ -362,7 +362,7 @@ pub(super) fn cmd_check(args: &Args) -> i32 {
     print_health(&rep.health);
     print_reboot(&rep.reboot_required);
     if code == DRIFTED {
-        println!("`bell-run apply` of the same bundle puts the drifted resources back");
+        outln!("`bell-run apply` of the same bundle puts the drifted resources back");
     }
     code
 }

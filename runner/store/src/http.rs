@@ -59,7 +59,7 @@ pub fn get(url: &str) -> Result<Option<Vec<u8>>, String> {
         .strip_prefix("http://")
         .ok_or_else(|| format!("`{url}`: only http:// URLs are read"))?;
     let (authority, path) = match rest.find('/') {
-        Some(at) => (&rest[..at], &rest[at..]),
+        Some(at) => rest.split_at(at),
         None => (rest, "/"),
     };
     let endpoint = if authority

@@ -24,6 +24,7 @@ mod error;
 mod files;
 mod layers;
 mod resources;
+mod secrets;
 mod seen;
 mod values;
 
@@ -203,9 +204,11 @@ impl Lowerer<'_> {
     /// Lowers a file that is already parsed (included files are parsed in parallel).
     fn parsed_file(&mut self, file: FileId, parsed: Result<KdlDocument, kdl::KdlError>) {
         let path = self.sources.get(file).path.clone();
+        let text = self.sources.get(file).text.clone();
         let doc = match parsed {
             Ok(doc) => doc,
             Err(err) => {
+                self.sources.mask(file, &secrets::in_unparsed(&text));
                 let repaired = repair_bare_words(&self.sources.get(file).text, &err);
                 self.syntax_errors(file, err);
                 if let Some((doc, words)) = repaired {
@@ -214,6 +217,7 @@ impl Lowerer<'_> {
                 return;
             }
         };
+        self.sources.mask(file, &secrets::in_document(&doc, &text));
         self.lower_doc(file, path, &doc);
     }
 
