@@ -133,6 +133,22 @@ fn hosts_register_and_an_operator_sees_them_pending() {
         "{}",
         run.stdout
     );
+    // A registration whose key paints (ESC, CR, a bidi override, a line of its own) is shown
+    // escaped on its own row: no fake row, nothing a terminal acts on.
+    let painted = "/bell/f/discovery/ev\u{1b}[2K\rnew-9     pending  \u{202e}\nnew-8 pending";
+    common::fleet::etcdctl(endpoint, &["put", painted, r#"{"format":1}"#]);
+    let run = fx.bellc(&["hosts", "pending", "bell.kdl", "--store", url]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let shown = format!("{}{}", run.stdout, run.stderr);
+    assert!(!shown.contains(['\u{1b}', '\r', '\u{202e}']), "{shown:?}");
+    assert!(
+        !shown
+            .lines()
+            .any(|l| l.starts_with("new-9") || l.starts_with("new-8")),
+        "{shown}"
+    );
+    assert!(shown.contains("ev\\u{1b}[2K\\rnew-9"), "{shown}");
+    common::fleet::etcdctl(endpoint, &["del", painted]);
     // `bellc hosts` itself is as it was.
     let run = fx.bellc(&["hosts", "bell.kdl"]);
     assert_eq!(run.code, 0, "{}", run.stderr);

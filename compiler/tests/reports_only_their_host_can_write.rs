@@ -395,4 +395,62 @@ fn only_a_host_can_speak_for_itself() {
         "{}",
         text_lock.stdout
     );
+
+    // A bad key spoils only itself. A host writes garbage into a group's semaphore (its own
+    // group's, say), and etcd's root a key that is not UTF-8 under the fleet's reports: the
+    // lock view shows that group unreadable and every other as it was; status reads every
+    // host's row and says nothing worse of them.
+    put("/bell/f/groups/rack-x/v1/semaphore", "garbage\u{1b}[2J");
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let out = std::process::Command::new("etcdctl")
+            .arg(format!("--endpoints=http://{}", etcd.endpoint))
+            .arg("put")
+            .arg(std::ffi::OsStr::from_bytes(b"/bell/f/running/\xff\xfe"))
+            .arg("{}")
+            .env("ETCDCTL_API", "3")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let lock = common::bellc_in(
+        fx.path(),
+        &[
+            "lock", "status", "out1", "--store", &url, "--fleet", "f", "--json",
+        ],
+    );
+    assert_eq!(lock.code, 0, "{}", lock.stderr);
+    let lock: serde_json::Value = serde_json::from_str(&lock.stdout).unwrap();
+    let groups = lock["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 2, "{lock:#}");
+    assert_eq!(groups[0]["group"], "default", "{lock:#}");
+    assert_eq!(
+        groups[0]["holders"].as_array().unwrap().len(),
+        4,
+        "{lock:#}"
+    );
+    assert_eq!(groups[1]["group"], "rack-x", "{lock:#}");
+    assert!(
+        groups[1]["unreadable"]
+            .as_str()
+            .unwrap()
+            .contains("is not a semaphore"),
+        "{lock:#}"
+    );
+    let text_lock = common::bellc_in(
+        fx.path(),
+        &["lock", "status", "out1", "--store", &url, "--fleet", "f"],
+    );
+    assert_eq!(text_lock.code, 0, "{}", text_lock.stderr);
+    assert!(
+        text_lock.stdout.contains("group rack-x: unreadable: ")
+            && text_lock.stdout.contains(" [proven]")
+            && !text_lock.stdout.contains('\u{1b}'),
+        "{}",
+        text_lock.stdout
+    );
+    let after = status();
+    for host in HOSTS {
+        assert_ne!(row(&after, host)["state"], "unreadable", "{after:#}");
+    }
 }

@@ -291,6 +291,49 @@ fn each_party_writes_only_its_own_keys() {
     );
     assert!(password("h5").len() >= 40);
     assert_eq!(password("h1"), every[0]);
+    let h5 = password("h5");
+
+    // The host leaves the release again: its user, its role and its password file go, and
+    // its password no longer logs in (it could have written its old group's semaphore).
+    std::fs::write(
+        fx.path().join("bell.kdl"),
+        common::pulling::spec("release 4"),
+    )
+    .unwrap();
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out4", "--sign-key", "ci.key"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let shrunk = roles("out4");
+    assert_eq!(shrunk.code, 0, "{}", shrunk.stderr);
+    assert!(
+        shrunk
+            .stdout
+            .contains("host/f/h5: user and role removed: the release no longer names host `h5`")
+            && shrunk.stdout.contains("host/f/h1: as planned already"),
+        "{}",
+        shrunk.stdout
+    );
+    assert!(!passwords.join("h5").exists());
+    let listed = pki.etcdctl(&ep, &["--user", "root:r00t-Secret", "user", "list"]);
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(
+        listed.contains("host/f/h1") && !listed.contains("host/f/h5"),
+        "{listed}"
+    );
+    let listed = pki.etcdctl(&ep, &["--user", "root:r00t-Secret", "role", "list"]);
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(!listed.contains("host/f/h5"), "{listed}");
+    let h5_login = pki.etcdctl(
+        &ep,
+        &[
+            "--user",
+            &format!("host/f/h5:{h5}"),
+            "put",
+            "/bell/f/groups/default/v1/semaphore",
+            "{}",
+        ],
+    );
+    assert!(!h5_login.status.success(), "{}", text(&h5_login));
+    assert_eq!(password("h1"), every[0]);
 
     // A wrong password says so, and is not printed; a password file others may read is
     // refused before it is sent.

@@ -18,13 +18,15 @@ pub fn print_pending(rows: &[enroll::Registered], json: bool) -> Result<(), Stri
         return Ok(());
     }
     if rows.is_empty() {
-        println!("no registration is waiting: every host that registered is in the inventory");
+        outln!("no registration is waiting: every host that registered is in the inventory");
         return Ok(());
     }
     let width = rows.iter().map(|r| r.host.len()).max().unwrap_or(4).max(4);
-    println!(
+    outln!(
         "{:width$}  {:9}  {:50}  FACTS",
-        "HOST", "STANDING", "FINGERPRINT"
+        "HOST",
+        "STANDING",
+        "FINGERPRINT"
     );
     for r in rows {
         let standing = match r.standing {
@@ -38,7 +40,7 @@ pub fn print_pending(rows: &[enroll::Registered], json: bool) -> Result<(), Stri
             (Some(facts), None) => enroll::summary(facts),
             (None, None) => "-".to_string(),
         };
-        println!(
+        outln!(
             "{:width$}  {standing:9}  {:50}  {facts}",
             r.host,
             r.fingerprint.as_deref().unwrap_or("-")
@@ -68,9 +70,9 @@ pub fn accept(
         Ok(accepted) => accepted,
         Err(errors) => {
             for error in &errors {
-                eprintln!("error: {error}");
+                errln!("error: {error}");
             }
-            eprintln!("nothing accepted: {shown} is as it was");
+            errln!("nothing accepted: {shown} is as it was");
             return Ok(1);
         }
     };
@@ -86,7 +88,7 @@ pub fn accept(
         );
     } else {
         for host in &accepted {
-            println!(
+            outln!(
                 "{} {} ({}{}) into {shown}",
                 if host.already { "kept" } else { "accepted" },
                 host.host,
@@ -97,7 +99,7 @@ pub fn accept(
                     .unwrap_or_default()
             );
         }
-        eprintln!("build and roll out the spec that includes {shown} to bring them in");
+        errln!("build and roll out the spec that includes {shown} to bring them in");
     }
     Ok(0)
 }
@@ -120,14 +122,14 @@ pub fn reject(etcd: &Etcd, fleet: &str, hosts: &[String]) -> Result<u8, String> 
                     rejected_at: super::review::now(),
                 };
                 discovery::reject(etcd, fleet, host, &rejection)?;
-                println!("rejected {host}");
+                outln!("rejected {host}");
             }
         }
     }
     if missing.is_empty() {
         Ok(0)
     } else {
-        eprintln!("error: no registration of {}", missing.join(", "));
+        errln!("error: no registration of {}", missing.join(", "));
         Ok(1)
     }
 }
@@ -152,7 +154,7 @@ pub fn hold(
     };
     for host in hosts {
         bell_store::hold::put(etcd, fleet, host, &hold)?;
-        println!("{host}: {}", hold.describe());
+        outln!("{host}: {}", hold.describe());
     }
     Ok(0)
 }
@@ -164,9 +166,9 @@ pub fn unhold(etcd: &Etcd, fleet: &str, hosts: &[String]) -> Result<u8, String> 
     for host in hosts {
         if holds.contains_key(host) {
             bell_store::hold::remove(etcd, fleet, host)?;
-            println!("{host}: no longer held");
+            outln!("{host}: no longer held");
         } else {
-            println!("{host}: was not held");
+            outln!("{host}: was not held");
         }
     }
     Ok(0)

@@ -2,6 +2,24 @@
 //! (the table in `EXIT_CODES`: 0 ok, 1 spec errors or differences, 2 I/O errors, 64 usage).
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+/// `println!` of one line that may hold what a host, the store or a mirror wrote (a report's
+/// error, a registration's name, a lock holder): the whole line escaped by
+/// [`bell_bundle::one_line`], so that no value moves the cursor, recolours the terminal or
+/// starts a line of its own. JSON and multi-line text are printed otherwise.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        println!("{}", bell_bundle::one_line(&format!($($arg)*)))
+    };
+}
+
+/// `eprintln!` of one line, escaped as [`outln!`] escapes.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        eprintln!("{}", bell_bundle::one_line(&format!($($arg)*)))
+    };
+}
+
 mod args;
 mod build;
 mod enroll;
@@ -72,12 +90,14 @@ fn main() -> ExitCode {
     match code {
         Ok(code) if has_errors || warnings_fail => ExitCode::from(code.max(1)),
         Ok(code) => ExitCode::from(code),
+        // An error may quote what the store or a mirror holds: each of its lines escaped.
         Err(Failure::Usage(message)) => {
+            let message = bell_bundle::shown::lines(&message);
             eprintln!("error: {message}\n\nFor more information, try '--help'.");
             ExitCode::from(USAGE_ERROR)
         }
         Err(Failure::Io(message)) => {
-            eprintln!("error: {message}");
+            eprintln!("error: {}", bell_bundle::shown::lines(&message));
             ExitCode::from(2)
         }
     }

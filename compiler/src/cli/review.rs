@@ -76,16 +76,16 @@ fn hosts_line(hosts: &[String]) -> String {
 fn print_diff(d: &ReleaseDiff) {
     let total = d.changes.len();
     for (i, c) in d.changes.iter().enumerate() {
-        println!(
+        outln!(
             "bundle change {}/{total}: {} host(s), {} → {}",
             i + 1,
             c.hosts.len(),
             diff::short(&c.old),
             diff::short(&c.new)
         );
-        println!("  hosts: {}", hosts_line(&c.hosts));
+        outln!("  hosts: {}", hosts_line(&c.hosts));
         for m in &c.manifest {
-            println!("  ~ manifest: {m}");
+            outln!("  ~ manifest: {m}");
         }
         for r in &c.resources {
             let details = if r.details.is_empty() {
@@ -93,7 +93,7 @@ fn print_diff(d: &ReleaseDiff) {
             } else {
                 format!(": {}", r.details.join("; "))
             };
-            println!("  {} resource {}{details}", r.change.symbol(), r.key);
+            outln!("  {} resource {}{details}", r.change.symbol(), r.key);
         }
         for (what, list) in [("file", &c.files), ("script", &c.scripts)] {
             for f in list {
@@ -102,10 +102,10 @@ fn print_diff(d: &ReleaseDiff) {
                 } else {
                     format!(" ({})", f.details.join("; "))
                 };
-                println!("  {} {what} {}{details}", f.change.symbol(), f.path);
+                outln!("  {} {what} {}{details}", f.change.symbol(), f.path);
                 if let Some(text) = &f.diff {
                     for line in text.lines() {
-                        println!("      {line}");
+                        outln!("      {line}");
                     }
                 }
             }
@@ -113,13 +113,13 @@ fn print_diff(d: &ReleaseDiff) {
     }
     if !d.added.is_empty() {
         let hosts: Vec<String> = d.added.keys().cloned().collect();
-        println!("added hosts: {}", hosts_line(&hosts));
+        outln!("added hosts: {}", hosts_line(&hosts));
     }
     if !d.removed.is_empty() {
         let hosts: Vec<String> = d.removed.keys().cloned().collect();
-        println!("removed hosts: {}", hosts_line(&hosts));
+        outln!("removed hosts: {}", hosts_line(&hosts));
     }
-    println!("{}", d.summary());
+    outln!("{}", d.summary());
 }
 
 pub fn publish(out: &Path, dest: &str, access: &bell_store::Access) -> Result<u8, String> {
@@ -146,7 +146,7 @@ pub fn publish(out: &Path, dest: &str, access: &bell_store::Access) -> Result<u8
     }
     store.publish(release)?;
     let hosts = release.hosts.len();
-    println!(
+    outln!(
         "published release {} of fleet {} to {} ({hosts} hosts)",
         release.version,
         release.fleet,
@@ -177,7 +177,7 @@ pub fn releases(out: &Path, json: bool) -> Result<u8, String> {
         return Ok(0);
     }
     if kept.is_empty() {
-        println!("{} keeps no release (build into it first)", out.display());
+        outln!("{} keeps no release (build into it first)", out.display());
         return Ok(0);
     }
     for r in &kept {
@@ -185,7 +185,7 @@ pub fn releases(out: &Path, json: bool) -> Result<u8, String> {
         let expires = r.expires.map_or("never expires".to_string(), |at| {
             format!("expires {}", bell_bundle::utc(at))
         });
-        println!(
+        outln!(
             "{}{}  sequence {sequence}  {}  {expires}  {} hosts, {} bundles",
             if r.current { "* " } else { "  " },
             &r.version[..16],
@@ -194,21 +194,21 @@ pub fn releases(out: &Path, json: bool) -> Result<u8, String> {
             r.bundles.len()
         );
     }
-    println!("(* release.json: the newest)");
+    outln!("(* release.json: the newest)");
     Ok(0)
 }
 
 /// `bellc prune OUT --keep N`.
 pub fn prune(out: &Path, keep: usize) -> Result<u8, String> {
     let pruned = bellc::emit::releases::prune(out, keep).map_err(|e| e.to_string())?;
-    println!(
+    outln!(
         "removed {} release(s) and {} bundle(s) from {}",
         pruned.releases.len(),
         pruned.bundles,
         out.display()
     );
     for version in &pruned.releases {
-        println!("  - {version}");
+        outln!("  - {version}");
     }
     Ok(0)
 }
@@ -279,7 +279,7 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
     }) = store.published(&release.fleet)?
     {
         if current != release.version {
-            eprintln!(
+            errln!(
                 "warning: {} holds release {}, but the store's current release of fleet `{}` is \
                  {}: hosts are compared with {0}'s (leave OUT out to compare with the store's)",
                 out.display(),
@@ -310,7 +310,7 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
     let mut witness = Witness::open(&release.fleet)?;
     witness.judge(&release, &mut views);
     if let Err(e) = witness.save() {
-        eprintln!("warning: {e}");
+        errln!("warning: {e}");
     }
     let mut fleet =
         status::fleet_status(&release, &views, now(), args.stale_minutes.map(|m| m * 60));
@@ -319,7 +319,7 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
         note_discovered(&mut fleet, etcd, &release);
         match bell_store::hold::list(etcd, &release.fleet) {
             Ok(holds) => fleet.note_holds(&holds),
-            Err(e) => eprintln!("warning: the holds cannot be read: {e}"),
+            Err(e) => errln!("warning: the holds cannot be read: {e}"),
         }
     }
     if let Some(hosts) = args.hosts {
@@ -337,12 +337,12 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
             let text = serde_json::to_string_pretty(&gate).map_err(|e| e.to_string())?;
             println!("{text}");
         } else if gate.passed {
-            println!("all {} host(s) are up to date on {version}", names.len());
+            outln!("all {} host(s) are up to date on {version}", names.len());
         } else {
             for entry in &gate.not_ready {
-                println!("{}: {}", entry.host, entry.reason);
+                outln!("{}: {}", entry.host, entry.reason);
             }
-            println!(
+            outln!(
                 "{} of {} host(s) are not up to date on {version}",
                 gate.not_ready.len(),
                 names.len()
@@ -384,7 +384,7 @@ fn note_discovered(
         Ok((filed, rejected)) => {
             fleet.note_discovered(&bellc::fleet::enroll::pending(release, &filed, &rejected))
         }
-        Err(e) => eprintln!("warning: the registrations cannot be read: {e}"),
+        Err(e) => errln!("warning: the registrations cannot be read: {e}"),
     }
 }
 
@@ -398,7 +398,7 @@ fn note_rollout(fleet: &mut FleetStatus, etcd: &bell_store::Etcd, release: &bell
 /// conditions, report age, release, applied and desired bundle, and why.
 fn print_status(s: &FleetStatus, all: bool) {
     if let Some(line) = s.rollout_line() {
-        println!("{line}");
+        outln!("{line}");
     }
     let rows: Vec<&status::HostStatus> = s
         .hosts
@@ -408,8 +408,9 @@ fn print_status(s: &FleetStatus, all: bool) {
     if !rows.is_empty() {
         let width = rows.iter().map(|h| h.host.len()).max().unwrap_or(0).max(4);
         let short = |id: &Option<String>| {
-            id.as_deref()
-                .map_or("-".to_string(), |v| diff::short(v).to_string())
+            id.as_deref().map_or("-".to_string(), |v| {
+                bell_bundle::one_line(diff::short(v)).into_owned()
+            })
         };
         let table: Vec<[String; 8]> = rows
             .iter()
@@ -422,8 +423,9 @@ fn print_status(s: &FleetStatus, all: bool) {
                     .map(|f| f.as_str())
                     .filter(|f| *f != h.state.as_str())
                     .collect();
+                // Escaped cell by cell, so that the columns line up as printed.
                 [
-                    h.host.clone(),
+                    bell_bundle::one_line(&h.host).into_owned(),
                     h.state.as_str().to_string(),
                     if others.is_empty() {
                         "-".to_string()
@@ -434,7 +436,7 @@ fn print_status(s: &FleetStatus, all: bool) {
                     short(&h.version),
                     short(&h.reported),
                     short(&h.desired),
-                    detail_of(h),
+                    bell_bundle::one_line(&detail_of(h)).into_owned(),
                 ]
             })
             .collect();
@@ -454,7 +456,7 @@ fn print_status(s: &FleetStatus, all: bool) {
                 text.push_str(&format!("{cell:w$}  ", w = widths[i]));
             }
             text.push_str(cells[7]);
-            println!("{}", text.trim_end());
+            outln!("{}", text.trim_end());
         };
         line(header);
         for row in &table {
@@ -466,10 +468,10 @@ fn print_status(s: &FleetStatus, all: bool) {
         .iter()
         .map(|(v, n)| format!("{} {n}", diff::short(v)))
         .collect();
-    println!("versions: {}", versions.join(", "));
+    outln!("versions: {}", versions.join(", "));
     for (source, counts) in &s.snapshots {
         let counts: Vec<String> = counts.iter().map(|(id, n)| format!("{id} {n}")).collect();
-        println!("snapshots of apt-source {source}: {}", counts.join(", "));
+        outln!("snapshots of apt-source {source}: {}", counts.join(", "));
     }
     let unverified: Vec<&str> = s
         .hosts
@@ -483,13 +485,13 @@ fn print_status(s: &FleetStatus, all: bool) {
         } else {
             unverified.join(", ")
         };
-        println!(
+        outln!(
             "unverified: {} host(s) ({named}): their reports cannot be checked (no identity in the \
              release, or not signed); `--json` says why for each",
             unverified.len()
         );
     }
-    println!("{}", s.summary());
+    outln!("{}", s.summary());
 }
 
 /// Why the state, then what the other flags hold (a failed host's drift, a drifted host's
@@ -545,6 +547,7 @@ pub fn lock_status(
                 let held_for = |since: Option<u64>| since.map(|s| now.saturating_sub(s));
                 serde_json::json!({
                     "group": g.group,
+                    "unreadable": g.unreadable,
                     "total_slots": g.total_slots,
                     "free": g.total_slots.saturating_sub(g.holders.len() as u64),
                     "holders": g.holders.iter().map(|h| serde_json::json!({
@@ -565,15 +568,19 @@ pub fn lock_status(
         return Ok(0);
     }
     for (host, hold) in &holds {
-        println!("held: {host}, {}", hold.describe());
+        outln!("held: {host}, {}", hold.describe());
     }
     if groups.is_empty() {
-        println!("no rollout group under {prefix}/groups/ has a semaphore yet");
+        outln!("no rollout group under {prefix}/groups/ has a semaphore yet");
         return Ok(0);
     }
     for g in &groups {
+        if let Some(why) = &g.unreadable {
+            outln!("group {}: unreadable: {why}", g.group);
+            continue;
+        }
         let free = g.total_slots.saturating_sub(g.holders.len() as u64);
-        println!(
+        outln!(
             "group {}: {} of {} slots held, {free} free",
             g.group,
             g.holders.len(),
@@ -586,13 +593,13 @@ pub fn lock_status(
                 (None, _) => String::new(),
             };
             match h.since {
-                Some(since) => println!(
+                Some(since) => outln!(
                     "  {} for {} (since {}){standing}",
                     h.host,
                     duration(now.saturating_sub(since)),
                     bell_bundle::utc(since)
                 ),
-                None => println!(
+                None => outln!(
                     "  {} (not taken by bell: since when is unknown){standing}",
                     h.host
                 ),
@@ -617,7 +624,7 @@ pub fn lock_release(
         .filter(|g| g.holders.iter().any(|h| h.host == host))
     {
         if bell_store::semaphore::release(&etcd, prefix, &g.group, host)? {
-            println!("released the slot {host} held in group {}", g.group);
+            outln!("released the slot {host} held in group {}", g.group);
             released += 1;
         }
     }
@@ -626,7 +633,7 @@ pub fn lock_release(
             .iter()
             .flat_map(|g| g.holders.iter().map(|h| h.host.as_str()))
             .collect();
-        eprintln!(
+        errln!(
             "error: {host} holds no slot under {prefix}/groups/ (holders: {})",
             if holders.is_empty() {
                 "none".to_string()

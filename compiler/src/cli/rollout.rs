@@ -46,7 +46,7 @@ pub fn run(args: &Args) -> Result<u8, String> {
         ),
     };
     if args.key.is_none() {
-        eprintln!(
+        errln!(
             "warning: the waves' releases are not signed (no --sign-key); hosts that trust a \
              key refuse them"
         );
@@ -62,13 +62,13 @@ pub fn run(args: &Args) -> Result<u8, String> {
     match outcome.map_err(|e| explain_with(e, args))? {
         Outcome::Done { release } => {
             if !args.json {
-                println!("release {} rolled out", short(&release));
+                outln!("release {} rolled out", short(&release));
             }
             Ok(0)
         }
         Outcome::Aborted { release } => {
             if !args.json {
-                println!(
+                outln!(
                     "aborted: the moved hosts are back on their bundles (release {})",
                     short(&release)
                 );
@@ -77,11 +77,11 @@ pub fn run(args: &Args) -> Result<u8, String> {
         }
         Outcome::Halted(halt) => {
             if !args.json {
-                println!("halted: {}", halt.reason);
+                outln!("halted: {}", halt.reason);
                 for t in &halt.hosts {
-                    println!("  {}", trouble(t));
+                    outln!("  {}", trouble(t));
                 }
-                println!(
+                outln!(
                     "later waves stay on their old bundles; fix the hosts and `{}`, or `{}` to \
                      take the rollout back",
                     command(args.out, args.store, args.access, args.key_path, "--resume"),
@@ -155,7 +155,7 @@ pub fn status(
         return Ok(code);
     }
     let Some(p) = progress else {
-        println!("fleet {fleet}: no rollout");
+        outln!("fleet {fleet}: no rollout");
         return Ok(0);
     };
     print!("{}", describe(&p, holder.as_deref()));
@@ -179,7 +179,7 @@ pub fn pause(
                 since: super::review::now(),
             };
             rollout::pause(&etcd, fleet, &pause).map_err(explain)?;
-            println!(
+            outln!(
                 "fleet {fleet}: rollout paused by {} since {}: no new wave until `--continue`",
                 pause.by,
                 bell_bundle::utc(pause.since)
@@ -187,9 +187,9 @@ pub fn pause(
         }
         None => {
             if rollout::unpause(&etcd, fleet).map_err(explain)? {
-                println!("fleet {fleet}: rollout continues");
+                outln!("fleet {fleet}: rollout continues");
             } else {
-                println!("fleet {fleet}: the rollout was not paused");
+                outln!("fleet {fleet}: the rollout was not paused");
             }
         }
     }
@@ -237,24 +237,25 @@ fn describe(p: &Progress, holder: Option<&str>) -> String {
         ));
     }
     if let Some(halt) = &p.halted {
-        text.push_str(&format!("  halted: {}\n", halt.reason));
+        text.push_str(&format!("  halted: {}\n", one_line(&halt.reason)));
         for t in &halt.hosts {
             text.push_str(&format!("    {}\n", trouble(t)));
         }
     }
     text.push_str(&format!(
         "  controller: {}\n",
-        holder.unwrap_or("none running")
+        holder.map_or_else(|| "none running".to_string(), one_line)
     ));
     text
 }
 
-/// `h06  failed: group `bellapp` is not a group …`.
+/// `h06  failed: group `bellapp` is not a group …`, on one line whatever the host reported.
 fn trouble(t: &Trouble) -> String {
-    match &t.detail {
+    let line = match &t.detail {
         Some(d) => format!("{}  {}: {d}", t.host, t.state),
         None => format!("{}  {}", t.host, t.state),
-    }
+    };
+    one_line(&line)
 }
 
 /// The error and its help, with every command in it complete for this OUT, store and key.
@@ -442,8 +443,8 @@ impl Display {
     /// A line above the bar (on stderr, so that stdout holds only the outcome).
     fn line(&self, text: &str) {
         match &self.bar {
-            Some(bar) if !bar.is_hidden() => bar.println(text),
-            _ => eprintln!("{text}"),
+            Some(bar) if !bar.is_hidden() => bar.println(one_line(text)),
+            _ => errln!("{text}"),
         }
     }
 
@@ -479,12 +480,12 @@ pub fn history(
         return Ok(0);
     }
     if entries.is_empty() {
-        println!("fleet {fleet}: no rollout in the history");
+        outln!("fleet {fleet}: no rollout in the history");
         return Ok(0);
     }
     for e in &entries {
         let hosts: usize = e.waves.iter().map(|w| w.hosts.len()).sum();
-        println!(
+        outln!(
             "{}  {} → {}  {} wave{}, {hosts} host{}  {} after {}  by {}{}",
             bell_bundle::utc(e.started_at),
             e.from.as_deref().map_or("(first)", short),
@@ -509,10 +510,10 @@ pub fn history(
                 (Some(_), None) => "did not converge".to_string(),
                 _ => "not given".to_string(),
             };
-            println!("    wave {}: {} ({took})", i + 1, w.hosts.join(", "));
+            outln!("    wave {}: {} ({took})", i + 1, w.hosts.join(", "));
         }
         if !e.held.is_empty() {
-            println!("    held, left out: {}", e.held.join(", "));
+            outln!("    held, left out: {}", e.held.join(", "));
         }
     }
     Ok(0)

@@ -41,9 +41,9 @@ pub fn run(
             );
         } else {
             for role in &roles {
-                println!("user and role {}", role.name);
+                outln!("user and role {}", role.name);
                 for perm in &role.permissions {
-                    println!("  {}", perm.describe());
+                    outln!("  {}", perm.describe());
                 }
             }
         }
@@ -64,7 +64,39 @@ pub fn run(
         .map_err(|e| format!("cannot create {}: {e}", apply.passwords.display()))?;
     for role in &roles {
         let said = apply_role(&apply, role)?;
-        println!("{}: {said}", role.name);
+        outln!("{}: {said}", role.name);
+    }
+    // A host the release no longer names keeps no user: its password could still write its
+    // old group's semaphore and its own keys.
+    let host_prefix = format!("host/{}/", release.fleet);
+    let departed =
+        |name: &String| name.starts_with(&host_prefix) && !roles.iter().any(|r| &r.name == name);
+    let users = apply.etcd.user_list()?;
+    let mut gone: Vec<&String> = users.iter().filter(|u| departed(u)).collect();
+    let role_names = apply.etcd.role_list()?;
+    gone.extend(
+        role_names
+            .iter()
+            .filter(|r| departed(r) && !users.contains(r)),
+    );
+    gone.sort();
+    gone.dedup();
+    for name in gone {
+        if users.contains(name) {
+            apply.etcd.user_delete(name)?;
+        }
+        if role_names.contains(name) {
+            apply.etcd.role_delete(name)?;
+        }
+        let host = name.trim_start_matches(&host_prefix);
+        let file = apply.passwords.join(host);
+        let kept = match std::fs::symlink_metadata(&file) {
+            Ok(_) => std::fs::remove_file(&file)
+                .map(|()| format!(", its password file {} removed", file.display()))
+                .map_err(|e| format!("cannot remove {}: {e}", file.display()))?,
+            Err(_) => String::new(),
+        };
+        outln!("{name}: user and role removed: the release no longer names host `{host}`{kept}");
     }
     Ok(0)
 }

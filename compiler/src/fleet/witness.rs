@@ -21,6 +21,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// How far ahead of this reader's clock a host's report may be numbered: the clock skew a
+/// reader allows between a host and itself (a day: hosts whose time is that far off have
+/// worse trouble, and a number in milliseconds is a million days ahead).
+pub const MAX_SEQUENCE_AHEAD: u64 = 86_400;
+
 #[derive(Debug, Default)]
 pub struct Witness {
     /// Where the record is kept; `None`: in memory only.
@@ -152,6 +157,21 @@ impl Witness {
     /// host's forged ones, the last verified report stands in for a refused or missing one,
     /// and reports that cannot be checked are marked unverified.
     pub fn judge(&mut self, release: &Release, views: &mut BTreeMap<String, HostView>) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.judge_at(release, views, now);
+    }
+
+    /// [`Witness::judge`] at `now` (Unix seconds): a signed report numbered beyond
+    /// `now + MAX_SEQUENCE_AHEAD` is refused and never remembered.
+    pub fn judge_at(
+        &mut self,
+        release: &Release,
+        views: &mut BTreeMap<String, HostView>,
+        now: u64,
+    ) {
+        let highest = now.saturating_add(MAX_SEQUENCE_AHEAD);
         for (host, entry) in &release.hosts {
             // The release's identities are as bellc wrote them (`ssh-ed25519 BASE64`): the
             // store checked each report against them; here they are only names.
@@ -176,6 +196,14 @@ impl Witness {
             let mut refused: Vec<(String, String)> = Vec::new();
             for (command, proof) in &view.proofs {
                 let why = match proof {
+                    // A host numbers its reports by its clock (never below the time, see
+                    // `bell-run`'s `next_sequence`). Remembered, a number far ahead would make
+                    // every honest report after it read as a replay, for good.
+                    Proof::Signed { sequence } if *sequence > highest => Some(format!(
+                        "its `{command}` report is number {sequence}, beyond the time now and \
+                         the {MAX_SEQUENCE_AHEAD} s of clock skew allowed ({highest}): \
+                         refused and not remembered"
+                    )),
                     Proof::Signed { sequence } => match seen.get(command) {
                         Some(old) if old.sequence > *sequence => Some(format!(
                             "its `{command}` report is number {sequence}, but number {} was \
@@ -398,6 +426,41 @@ mod tests {
         sign(&mut report(State::Success, State::Success));
         let view = read(dir.path(), &release_without(), &mut Witness::default());
         assert!(view.unverified.unwrap().contains("no identity"));
+    }
+
+    /// A report signed with a number far ahead of the time (milliseconds where seconds are
+    /// meant) is refused and not remembered: the honest reports after it still read as the
+    /// host's.
+    #[test]
+    fn a_number_from_the_future_is_refused_and_not_remembered() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = SigningKey::from_seed([7; 32]);
+        let release = release(Some(&key));
+        let mut witness = Witness::default();
+        let file = dir.path().join("b.json");
+        let now = 1_800_000_000;
+        let judged = |witness: &mut Witness, sequence: u64, health: State| {
+            let mut signed = report(health, health);
+            proof::sign(&mut signed, &key, sequence);
+            std::fs::write(&file, serde_json::to_vec(&signed).unwrap()).unwrap();
+            let identities: Identities = bell_store::identities_of(&release);
+            let mut views = Store::Dir(dir.path().to_path_buf())
+                .load_fleet("f", &identities)
+                .unwrap();
+            witness.judge_at(&release, &mut views, now);
+            views.remove("b").unwrap_or_default()
+        };
+        let view = judged(&mut witness, now - 5, State::Success);
+        assert!(view.forged.is_empty(), "{view:?}");
+        let view = judged(&mut witness, now * 1000, State::Success);
+        assert!(view.forged[0].contains("beyond the time now"), "{view:?}");
+        // Within the skew: believed.
+        let view = judged(&mut witness, now + 60, State::Unhealthy);
+        assert!(view.forged.is_empty(), "{view:?}");
+        assert_eq!(view.status["health"], State::Unhealthy);
+        let view = judged(&mut witness, now + 61, State::Success);
+        assert!(view.forged.is_empty(), "{view:?}");
+        assert_eq!(view.status["health"], State::Success);
     }
 
     fn release_without() -> Release {

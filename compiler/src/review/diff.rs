@@ -215,7 +215,7 @@ impl ReleaseDiff {
 }
 
 pub fn short(id: &str) -> &str {
-    id.get(..12).unwrap_or(id)
+    bell_bundle::short(id, 12)
 }
 
 /// Compares two releases.

@@ -255,7 +255,9 @@ fn slots(out: &mut Exposition, s: &Snapshot, now: u64) {
         "gauge",
         "Slots of each rollout group (hosts of it that may be disrupted at once).",
     );
-    for g in &s.groups {
+    // A group whose semaphore cannot be read has no numbers to give; the others go on.
+    let readable = || s.groups.iter().filter(|g| g.unreadable.is_none());
+    for g in readable() {
         out.sample("bell_slots", &[("group", &g.group)], g.total_slots);
     }
     out.family(
@@ -263,7 +265,7 @@ fn slots(out: &mut Exposition, s: &Snapshot, now: u64) {
         "gauge",
         "Slots of each rollout group held now.",
     );
-    for g in &s.groups {
+    for g in readable() {
         out.sample("bell_slots_held", &[("group", &g.group)], g.holders.len());
     }
     out.family(

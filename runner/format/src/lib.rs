@@ -29,10 +29,12 @@ mod exec;
 pub mod prometheus;
 mod reboot;
 mod release;
+pub mod shown;
 mod verify;
 pub use exec::{ExecPolicy, Offline, OnFailure, Rerun};
 pub use reboot::{Reboot, RebootMethod, RebootPolicy, Window};
 pub use release::*;
+pub use shown::{is_unsafe_on_a_terminal, one_line};
 pub use verify::*;
 
 /// The manifest format this crate writes and the newest one it reads.

@@ -43,19 +43,10 @@ impl Hold {
     }
 }
 
-/// `text` with its control characters escaped (`\n` as two characters): what the store says,
-/// printed, cannot forge a line of output.
+/// `text` with everything a terminal acts on escaped: what the store says, printed, cannot
+/// forge a line of output (see [`bell_bundle::one_line`]).
 pub fn one_line(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            escaped
-        })
-        .collect()
+    bell_bundle::one_line(text).into_owned()
 }
 
 /// A hold as read: what it says, or why it cannot be read (a hold that cannot be read still

@@ -47,6 +47,11 @@ pub struct Group {
     pub group: String,
     pub total_slots: u64,
     pub holders: Vec<Holder>,
+    /// Why the group's semaphore cannot be read (not JSON, not of airlock's shape): a host of
+    /// the group may write garbage there, and that spoils its own group's row only. No slots,
+    /// no holders.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -276,21 +281,29 @@ pub fn groups_from(kvs: &[crate::etcd::KeyValue], prefix: &str) -> Result<Vec<Gr
         };
         let group = query_unescape(escaped);
         if tail == "semaphore" {
-            let semaphore = parse(&kv.key, &kv.value)?;
-            groups.push(Group {
-                group,
-                total_slots: semaphore.total_slots,
-                holders: semaphore
-                    .holders
-                    .into_iter()
-                    .map(|host| Holder {
-                        host,
-                        since: None,
-                        record: None,
-                        standing: None,
-                        why: None,
-                    })
-                    .collect(),
+            groups.push(match parse(&kv.key, &kv.value) {
+                Ok(semaphore) => Group {
+                    group,
+                    total_slots: semaphore.total_slots,
+                    holders: semaphore
+                        .holders
+                        .into_iter()
+                        .map(|host| Holder {
+                            host,
+                            since: None,
+                            record: None,
+                            standing: None,
+                            why: None,
+                        })
+                        .collect(),
+                    unreadable: None,
+                },
+                Err(why) => Group {
+                    group,
+                    total_slots: 0,
+                    holders: Vec::new(),
+                    unreadable: Some(why),
+                },
             });
         } else if let Some(host) = tail.strip_prefix("holders/") {
             let at = serde_json::from_slice::<Since>(&kv.value)
@@ -435,11 +448,13 @@ mod tests {
                 group: "rack-a".into(),
                 total_slots: 2,
                 holders: vec![holder(Some(record("rack-a")))],
+                unreadable: None,
             },
             Group {
                 group: "rack-b".into(),
                 total_slots: 2,
                 holders: vec![holder(Some(record("rack-a")))],
+                unreadable: None,
             },
         ];
         let hosts = std::collections::BTreeMap::from([("web-1".to_string(), Some(key.identity()))]);
@@ -453,6 +468,7 @@ mod tests {
             group: "rack-a".into(),
             total_slots: 1,
             holders: vec![holder(Some(r#"{"since":100}"#.into()))],
+            unreadable: None,
         }];
         vouch(&mut old, "/bell/f", &hosts);
         assert_eq!(old[0].holders[0].standing, Some(Standing::Claiming));

@@ -241,10 +241,17 @@ impl Store {
                     if name.starts_with('.') || !name.ends_with(".json") {
                         continue;
                     }
-                    let Some((raw, report)) = read_report(&entry.path())? else {
-                        continue;
-                    };
                     let filed_as = name.trim_end_matches(".json");
+                    // A file that is not a report spoils its own row, never the fleet's reading.
+                    let (raw, report) = match read_report(&entry.path()) {
+                        Ok(Some(read)) => read,
+                        Ok(None) => continue,
+                        Err(why) => {
+                            let view = hosts.entry(filed_as.to_string()).or_default();
+                            view.unreadable = Some(why);
+                            continue;
+                        }
+                    };
                     let identity = identities.get(filed_as);
                     if report.fleet != fleet && identity.is_none() {
                         continue;

@@ -228,6 +228,8 @@ pub(super) struct GroupView {
     held: usize,
     free: u64,
     holders: Vec<HolderView>,
+    /// Why its semaphore cannot be read: the row says so, and the other groups go on.
+    unreadable: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -246,6 +248,7 @@ pub(super) fn groups_view(board: &Board, s: &Snapshot) -> Vec<GroupView> {
             total: g.total_slots,
             held: g.holders.len(),
             free: g.total_slots.saturating_sub(g.holders.len() as u64),
+            unreadable: g.unreadable.clone(),
             holders: g
                 .holders
                 .iter()

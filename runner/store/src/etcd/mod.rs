@@ -565,6 +565,28 @@ impl Etcd {
         Ok(Some(out))
     }
 
+    /// Every etcd user's name (`/v3/auth/user/list`).
+    pub fn user_list(&self) -> Result<Vec<String>, String> {
+        let answer = self.call("/v3/auth/user/list", &serde_json::json!({}))?;
+        Ok(names(answer.get("users")))
+    }
+
+    /// Every etcd role's name (`/v3/auth/role/list`).
+    pub fn role_list(&self) -> Result<Vec<String>, String> {
+        let answer = self.call("/v3/auth/role/list", &serde_json::json!({}))?;
+        Ok(names(answer.get("roles")))
+    }
+
+    pub fn user_delete(&self, user: &str) -> Result<(), String> {
+        self.call("/v3/auth/user/delete", &serde_json::json!({ "name": user }))
+            .map(|_| ())
+    }
+
+    pub fn role_delete(&self, role: &str) -> Result<(), String> {
+        self.call("/v3/auth/role/delete", &serde_json::json!({ "role": role }))
+            .map(|_| ())
+    }
+
     pub fn role_add(&self, role: &str) -> Result<(), String> {
         self.call("/v3/auth/role/add", &serde_json::json!({ "name": role }))
             .map(|_| ())
@@ -668,3 +690,12 @@ pub(crate) use wire::{exchange, parse_response};
 
 #[cfg(test)]
 mod tests;
+
+/// The strings of a JSON array (a list of names), none when it is missing.
+fn names(list: Option<&serde_json::Value>) -> Vec<String> {
+    list.and_then(|l| l.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n.as_str().map(str::to_string))
+        .collect()
+}

@@ -130,6 +130,13 @@ pub(super) fn is_framed(response: &[u8]) -> bool {
     })
 }
 
+/// A key as text. One that is not UTF-8 (anyone who may write under a prefix can put one) is
+/// read with U+FFFD in place of its bad bytes: it then names no host or group a spec can have
+/// (names are ASCII), so it spoils at most a row of its own instead of the whole answer.
+fn key_text(key: Vec<u8>) -> String {
+    String::from_utf8(key).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 pub(super) fn kvs(value: &serde_json::Value) -> Result<Vec<KeyValue>, String> {
     let mut out = Vec::new();
     let Some(list) = value.get("kvs").and_then(|k| k.as_array()) else {
@@ -143,7 +150,7 @@ pub(super) fn kvs(value: &serde_json::Value) -> Result<Vec<KeyValue>, String> {
                 Some(text) => unb64(text).ok_or_else(|| format!("etcd sent a bad base64 {name}")),
             }
         };
-        let key = String::from_utf8(field("key")?).map_err(|_| "etcd sent a non-UTF-8 key")?;
+        let key = key_text(field("key")?);
         out.push(KeyValue {
             key,
             value: field("value")?,
@@ -257,7 +264,7 @@ pub(super) fn range_kvs(body: &[u8]) -> Result<Vec<KeyValue>, String> {
     let mut out = Vec::with_capacity(answer.kvs.len());
     for kv in answer.kvs {
         let key = unb64(&kv.key).ok_or("etcd sent a bad base64 key")?;
-        let key = String::from_utf8(key).map_err(|_| "etcd sent a non-UTF-8 key")?;
+        let key = key_text(key);
         let value = unb64(&kv.value).ok_or("etcd sent a bad base64 value")?;
         let mod_revision = match kv.mod_revision {
             Some(Int64::Number(n)) => n,

@@ -1,0 +1,79 @@
+//! What a host wrote reaches no terminal raw: a report whose `error` holds ESC, CR, LF and a
+//! bidirectional override shows, under `bellc status --all`, as one escaped row of its own
+//! host, not as a fake row of another (the page escapes for HTML; JSON escapes by itself).
+mod common;
+use common::fleet::*;
+use common::*;
+
+#[test]
+fn a_painted_report_is_one_escaped_row() {
+    let f = Fixture::spec(
+        "fleet \"lab\" target=\"debian-12\"\nhost \"h1\" address=\"10.0.0.1\"\nhost \"h2\" address=\"10.0.0.2\"\nsysctl {\n    vm.swappiness 10\n}\n",
+    );
+    let run = f.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let release: bell_bundle::Release =
+        serde_json::from_str(&std::fs::read_to_string(f.path().join("out/release.json")).unwrap())
+            .unwrap();
+    let root = f.path().join("root");
+    let reports = f.path().join("reports");
+    for host in ["h1", "h2"] {
+        std::fs::create_dir_all(root.join(host)).unwrap();
+        let bundle = f.path().join("out/hosts").join(host);
+        let out = run_bin(
+            &bell_run(),
+            &[
+                "apply",
+                bundle.to_str().unwrap(),
+                "--root",
+                root.join(host).to_str().unwrap(),
+                "--report",
+                reports.to_str().unwrap(),
+                "--host",
+                host,
+                "--release",
+                &release.version,
+            ],
+            &[],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    }
+    // h1 paints: its error would clear the line and print a failed row for h2.
+    let path = reports.join("h1.json");
+    let mut report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    report["result"] = "failed".into();
+    report["status"]["apply"] = "failed".into();
+    report["error"] = "refused\r\u{1b}[2K\nh2    failed  -  1s  FAKE\u{202e}\u{9b}".into();
+    std::fs::write(&path, report.to_string()).unwrap();
+
+    let status = f.bellc(&[
+        "status",
+        "out",
+        "--reports",
+        reports.to_str().unwrap(),
+        "--all",
+    ]);
+    let shown = format!("{}{}", status.stdout, status.stderr);
+    assert!(
+        !shown.contains(['\u{1b}', '\r', '\u{202e}', '\u{9b}']),
+        "{shown:?}"
+    );
+    assert!(
+        !shown
+            .lines()
+            .any(|l| l.starts_with("h2") && l.contains("FAKE")),
+        "{shown}"
+    );
+    let h1 = shown
+        .lines()
+        .find(|l| l.starts_with("h1 "))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(h1.contains("refused\\r\\u{1b}[2K\\nh2    failed"), "{h1}");
+    assert!(
+        shown
+            .lines()
+            .any(|l| l.starts_with("h2 ") && l.contains("up-to-date")),
+        "{shown}"
+    );
+}
