@@ -31,6 +31,15 @@ pub fn set_deadline(at: Instant) {
     }
 }
 
+/// The limits of a host's every request to its store: a host's answer size, and no request
+/// past this process's fetch deadline when it has one (`pull --fetch-timeout`).
+pub fn store_limits() -> bell_store::etcd::Limits {
+    bell_store::etcd::Limits {
+        until: DEADLINE.lock().ok().and_then(|d| *d),
+        ..bell_store::etcd::Limits::HOST
+    }
+}
+
 /// How long a read (or a connection) may wait now: `limit`, or less when the deadline is
 /// nearer; an error when it passed.
 fn time_left(limit: Duration) -> Result<Duration, String> {

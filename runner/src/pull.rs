@@ -76,7 +76,11 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     let state = state::load(&root).map_err(Refusal::new)?;
     let keys = trusted_keys(&root, opts.trust.as_deref())?;
     let store = match &opts.store {
-        Some(dest) => Some(bell_store::Store::open(dest, &opts.access).map_err(Refusal::new)?),
+        Some(dest) => Some(
+            bell_store::Store::open(dest, &opts.access)
+                .map_err(Refusal::new)?
+                .with_limits(crate::fetch::store_limits()),
+        ),
         None => None,
     };
 

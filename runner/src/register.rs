@@ -33,7 +33,9 @@ pub fn register(
     let root = Root::open(root_dir).map_err(Refusal::new)?;
     bell_store::check_name("fleet", fleet).map_err(Refusal::new)?;
     let host = crate::report::host_name(host, &root.dir).map_err(Refusal::new)?;
-    let etcd = bell_store::Etcd::open(dest, access).map_err(Refusal::new)?;
+    let etcd = bell_store::Etcd::open(dest, access)
+        .map_err(Refusal::new)?
+        .with_limits(crate::fetch::store_limits());
     let (key, _) = crate::identity::load_or_make(&root).map_err(Refusal::new)?;
     let identity = key.key.identity();
     let facts = facts(&root);

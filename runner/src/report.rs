@@ -380,7 +380,9 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     key: &key.key,
                     next_sequence: &mut next_sequence,
                 });
-                let filed = Store::open(dest, &sinks.access).and_then(|store| {
+                let filed = Store::open(dest, &sinks.access)
+                    .map(|store| store.with_limits(crate::fetch::store_limits()))
+                    .and_then(|store| {
                     store.record_with(&mut report, signer, sinks.read.as_ref())?;
                     let root = recorded.as_ref().map(|(root, _)| root);
                     keep_alive(&store, dest, &report, root, sinks)

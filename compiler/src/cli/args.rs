@@ -240,6 +240,11 @@ pub enum LockCommand {
         /// record signed by the host), `foreign` (not a host of the release: airlock's),
         /// `claiming` (a host's name without its signature) or `unverified`.
         out: Option<PathBuf>,
+        /// The minisign public key(s) the hosts trust (`bell-run --trust`): OUT's release is
+        /// read only when one of them signed it, and refused (naming OUT) when none did.
+        /// Without it, a URL OUT is whatever its mirror serves.
+        #[arg(long, value_name = "FILE")]
+        trust: Option<PathBuf>,
         /// `etcd://HOST:PORT[,HOST:PORT...]`.
         #[arg(long, value_parser = etcd_url)]
         store: String,
@@ -402,6 +407,11 @@ pub enum Command {
         store: Option<String>,
         #[command(flatten)]
         tls: StoreTls,
+        /// The minisign public key(s) the hosts trust (`bell-run --trust`): OUT's release is
+        /// read only when one of them signed it, and refused (naming OUT) when none did.
+        /// Without it, a URL OUT is whatever its mirror serves.
+        #[arg(long, value_name = "FILE")]
+        trust: Option<PathBuf>,
         /// The fleet whose published release the store holds (without OUT).
         #[arg(long)]
         fleet: Option<String>,
@@ -443,6 +453,11 @@ pub enum Command {
         store: String,
         #[command(flatten)]
         tls: StoreTls,
+        /// The minisign public key(s) the hosts trust (`bell-run --trust`): OUT's release is
+        /// read only when one of them signed it, and refused (naming OUT) when none did.
+        /// Without it, a URL OUT is whatever its mirror serves.
+        #[arg(long, value_name = "FILE")]
+        trust: Option<PathBuf>,
         /// Where to listen. Loopback unless told otherwise: the page has no login.
         #[arg(long, value_name = "ADDRESS:PORT", default_value = "127.0.0.1:8080")]
         listen: String,

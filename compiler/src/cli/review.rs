@@ -215,6 +215,8 @@ pub fn prune(out: &Path, keep: usize) -> Result<u8, String> {
 
 pub struct StatusArgs<'a> {
     pub out: Option<&'a Path>,
+    /// `--trust`: OUT's release only when one of these keys signed it.
+    pub trust: Option<&'a Path>,
     pub fleet: Option<&'a str>,
     pub source: &'a str,
     pub access: &'a bell_store::Access,
@@ -235,6 +237,13 @@ pub const FLEET_NEEDS_ATTENTION: u8 = 3;
 /// naming both.
 fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, String> {
     let Some(out) = args.out else {
+        if args.trust.is_some() {
+            return Err(
+                "`--trust` checks OUT's release: give OUT (the build output, or the \
+                        URL that serves it)"
+                    .into(),
+            );
+        }
         let fleet = args.fleet.ok_or(
             "without OUT, give `--fleet NAME`: the store holds the releases of fleets by name",
         )?;
@@ -273,7 +282,7 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
             assignments: Vec::new(),
         });
     };
-    let release = read_release(out)?;
+    let release = read_release_trusted(out, args.trust)?;
     if let Some(bell_store::Published {
         version: current, ..
     }) = store.published(&release.fleet)?
@@ -290,6 +299,30 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
         }
     }
     Ok(release)
+}
+
+/// OUT's release, verified with the keys of `trust` when it is given (refused, naming OUT,
+/// when none of them signed it).
+fn read_release_trusted(out: &Path, trust: Option<&Path>) -> Result<bell_bundle::Release, String> {
+    let Some(trust) = trust else {
+        return read_release(out);
+    };
+    let keys = bellc::fleet::trusted::TrustedKeys::load(trust)?;
+    match out.to_str().filter(|o| o.contains("://")) {
+        Some(url) => {
+            let out = bellc::serve::Out::parse(url)?;
+            bellc::fleet::trusted::verified_release(|rel| out.read(rel), &out.describe(), &keys)
+        }
+        None => bellc::fleet::trusted::verified_release(
+            |rel| match std::fs::read(out.join(rel)) {
+                Ok(bytes) => Ok(Some(bytes)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(format!("{}: {e}", out.join(rel).display())),
+            },
+            &out.display().to_string(),
+            &keys,
+        ),
+    }
 }
 
 /// OUT's release; OUT may be the http:// URL that serves it to hosts, as for `bellc serve`.
@@ -520,11 +553,18 @@ pub fn lock_status(
     prefix: &str,
     fleet: Option<&str>,
     out: Option<&Path>,
+    trust: Option<&Path>,
     json: bool,
 ) -> Result<u8, String> {
+    if out.is_none() && trust.is_some() {
+        return Err("`--trust` checks OUT's release: give OUT".into());
+    }
+    // The release first: one that is refused stops the command before the store is asked.
+    let release = out
+        .map(|out| read_release_trusted(out, trust))
+        .transpose()?;
     let etcd = bell_store::Etcd::open(store, access)?;
     let mut groups = bell_store::semaphore::groups(&etcd, prefix)?;
-    let release = out.map(read_release).transpose()?;
     // The hosts an operator holds, beside the slots: both keep hosts where they are.
     let holds = match fleet.or(release.as_ref().map(|r| r.fleet.as_str())) {
         Some(fleet) => bell_store::hold::list(&etcd, fleet)?,

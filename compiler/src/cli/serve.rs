@@ -12,6 +12,7 @@ use std::path::Path;
 pub fn serve(
     cli: &Cli,
     out: &str,
+    trust: Option<&Path>,
     store: &str,
     access: &bell_store::Access,
     listen: &str,
@@ -41,7 +42,11 @@ pub fn serve(
             }))
         }
     };
-    let board = Board::new(out, etcd, std::time::Duration::from_secs(refresh), explain)
+    let trust = trust
+        .map(bellc::fleet::trusted::TrustedKeys::load)
+        .transpose()?;
+    let refresh_every = std::time::Duration::from_secs(refresh);
+    let board = Board::trusting(out, etcd, refresh_every, explain, trust)
         .map_err(|e| format!("{e}\n  help: {}", e.help()))?;
     let listener = std::net::TcpListener::bind(listen)
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;

@@ -10,6 +10,7 @@
 //!   its own keys.
 //! - [`enroll`]: the registrations of hosts not in the inventory yet, for an operator to
 //!   accept.
+//! - [`trusted`]: the releases a reader takes the word of (`--trust`).
 //! - [`witness`]: what a reader has seen each host sign, so that an old report put back is
 //!   refused.
 
@@ -20,4 +21,5 @@ pub mod rollout;
 pub mod signing;
 pub mod status;
 pub mod store_roles;
+pub mod trusted;
 pub mod witness;

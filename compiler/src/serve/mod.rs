@@ -224,6 +224,8 @@ pub struct Board {
     took_ms: AtomicU64,
     /// OUT's release as last read, by the bytes it was read from.
     release: Mutex<Option<(Vec<u8>, Arc<Release>)>>,
+    /// `--trust`: the release is shown only when one of these keys signed it.
+    trust: Option<crate::fleet::trusted::TrustedKeys>,
     /// The reports of the last reading, so that the next parses only those that changed.
     reports: Mutex<bell_store::ParsedReports>,
     /// What was seen signed, so that a report put back is refused (opened at the first
@@ -248,7 +250,19 @@ impl Board {
         refresh: Duration,
         explain: Option<Explain>,
     ) -> Result<Board, ServeError> {
+        Board::trusting(out, etcd, refresh, explain, None)
+    }
+
+    /// [`Board::new`] showing OUT's release only while a key of `trust` signed it.
+    pub fn trusting(
+        out: Out,
+        etcd: Etcd,
+        refresh: Duration,
+        explain: Option<Explain>,
+        trust: Option<crate::fleet::trusted::TrustedKeys>,
+    ) -> Result<Board, ServeError> {
         let board = Board {
+            trust,
             out,
             etcd,
             refresh,
@@ -333,24 +347,46 @@ impl Board {
         self.explain.as_ref().and_then(|f| f(host))
     }
 
-    /// OUT's release, parsed again only when its bytes changed (a new build into OUT).
+    /// OUT's release, parsed again only when its bytes changed (a new build into OUT). With
+    /// `--trust`, verified at every reading: the mirror may swap it at any moment.
     fn read_release(&self) -> Result<Arc<Release>, ServeError> {
         let error = |reason: String| ServeError::Release {
             out: self.out.describe(),
             reason,
         };
+        if let Some(keys) = &self.trust {
+            let release = crate::fleet::trusted::verified_release(
+                |rel| self.out.read(rel),
+                &self.out.describe(),
+                keys,
+            )
+            .map_err(error)?;
+            let bytes = serde_json::to_vec(&release).map_err(|e| error(e.to_string()))?;
+            return self.keep_release(bytes, || Ok(release));
+        }
         let bytes = self
             .out
             .read(bell_bundle::RELEASE_FILE)
             .map_err(error)?
             .ok_or_else(|| error(format!("there is no {}", bell_bundle::RELEASE_FILE)))?;
+        self.keep_release(bytes.clone(), || {
+            self.out.parse_release(&bytes).map_err(error)
+        })
+    }
+
+    /// The release kept for `bytes`, or the one `parse` makes, kept from now on.
+    fn keep_release(
+        &self,
+        bytes: Vec<u8>,
+        parse: impl FnOnce() -> Result<Release, ServeError>,
+    ) -> Result<Arc<Release>, ServeError> {
         let mut kept = lock(&self.release);
         if let Some((old, release)) = kept.as_ref() {
             if *old == bytes {
                 return Ok(Arc::clone(release));
             }
         }
-        let release = Arc::new(self.out.parse_release(&bytes).map_err(error)?);
+        let release = Arc::new(parse()?);
         *kept = Some((bytes, Arc::clone(&release)));
         Ok(release)
     }

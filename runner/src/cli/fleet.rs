@@ -339,7 +339,9 @@ pub(super) fn cmd_pending(args: &Args) -> i32 {
         }
     };
     let result = (|| {
-        let store = bell_store::Store::open(&dest, &access).map_err(Refusal::new)?;
+        let store = bell_store::Store::open(&dest, &access)
+            .map_err(Refusal::new)?
+            .with_limits(crate::fetch::store_limits());
         let state = state::load(&root).map_err(Refusal::new)?;
         let applied = state.generation.clone();
         let fleet = match (&fleet_given, &applied) {

@@ -77,8 +77,13 @@ pub fn get(url: &str) -> Result<Option<Vec<u8>>, String> {
         ));
     }
     let request = format!("GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
-    let answer = crate::etcd::exchange(&endpoint, None, request.as_bytes())
-        .map_err(|e| format!("{url}: {e}"))?;
+    let answer = crate::etcd::exchange(
+        &endpoint,
+        None,
+        crate::etcd::Limits::READER,
+        request.as_bytes(),
+    )
+    .map_err(|e| format!("{url}: {e}"))?;
     let (status, body) = crate::etcd::parse_response(&answer).map_err(|e| format!("{url}: {e}"))?;
     match status {
         200 => Ok(Some(body)),

@@ -18,6 +18,14 @@ impl Store {
         Ok(Store::Dir(PathBuf::from(dest)))
     }
 
+    /// This store with `limits` on every request to etcd (a directory has none).
+    pub fn with_limits(self, limits: etcd::Limits) -> Store {
+        match self {
+            Store::Etcd(etcd) => Store::Etcd(etcd.with_limits(limits)),
+            dir => dir,
+        }
+    }
+
     /// Whether [`Store::open`] would take `dest` and `access`, reading no file (an image's
     /// timer names files of the image).
     pub fn check(dest: &str, access: &Access) -> Result<(), String> {

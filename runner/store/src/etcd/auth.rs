@@ -17,7 +17,7 @@ impl Etcd {
         let endpoint = &self.endpoints[at];
         let tls = self.tls.as_ref();
         let Some(auth) = &self.auth else {
-            return call_one(endpoint, tls, None, path, body, parse);
+            return call_one(endpoint, tls, self.limits, None, path, body, parse);
         };
         for attempt in 0..2 {
             if attempt > 0 {
@@ -27,13 +27,13 @@ impl Etcd {
                 Some(token) => token,
                 None => {
                     self.requests.fetch_add(1, Ordering::Relaxed);
-                    let token = auth.log_in(endpoint, tls)?;
+                    let token = auth.log_in(endpoint, tls, self.limits)?;
                     auth.keep(at, Some(token.clone()));
                     token
                 }
             };
             let token = Some(token.as_str()).filter(|t| !t.is_empty());
-            match call_one(endpoint, tls, token, path, body, parse) {
+            match call_one(endpoint, tls, self.limits, token, path, body, parse) {
                 Err(Failure::Refused(e)) if attempt == 0 && e.contains("auth token") => {
                     auth.keep(at, None);
                 }
@@ -154,11 +154,17 @@ impl Auth {
 
     /// `/v3/auth/authenticate` on one member: its token, or `""` when it has authentication
     /// off (users are set up before `etcdctl auth enable`, and must keep working through it).
-    fn log_in(&self, endpoint: &str, tls: Option<&crate::tls::Tls>) -> Result<String, Failure> {
+    fn log_in(
+        &self,
+        endpoint: &str,
+        tls: Option<&crate::tls::Tls>,
+        limits: Limits,
+    ) -> Result<String, Failure> {
         let body = serde_json::json!({ "name": self.user, "password": self.password }).to_string();
         let answer = call_one(
             endpoint,
             tls,
+            limits,
             None,
             "/v3/auth/authenticate",
             &body,

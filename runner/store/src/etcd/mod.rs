@@ -22,6 +22,40 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 /// member died takes about a second (etcd's default election timeout).
 const ROUND_PAUSES: [Duration; 2] = [Duration::from_millis(500), Duration::from_millis(1500)];
 
+/// How long one request to the store may take, from its connection to the last byte of its
+/// answer, and how large the answer may be. Whoever can write a key or answer in etcd's place
+/// could otherwise hold a reader with a byte every few seconds, or fill its memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Each request's own deadline, from its first connection.
+    pub request: Duration,
+    /// And none runs past this moment (`bell-run pull --fetch-timeout`: the whole pull's).
+    pub until: Option<std::time::Instant>,
+    /// The largest answer read: one larger is refused with what was read of it dropped.
+    pub answer_bytes: u64,
+}
+
+impl Limits {
+    /// bellc's: the reports of a 100,000-host fleet are about 300 MiB, read in seconds.
+    pub const READER: Limits = Limits {
+        request: Duration::from_secs(120),
+        until: None,
+        answer_bytes: 1 << 30,
+    };
+    /// A host's: it reads a handful of its own keys and its group's semaphore.
+    pub const HOST: Limits = Limits {
+        request: Duration::from_secs(60),
+        until: None,
+        answer_bytes: 8 << 20,
+    };
+
+    /// When a request that starts now must be over.
+    pub(crate) fn deadline(&self) -> std::time::Instant {
+        let own = std::time::Instant::now() + self.request;
+        self.until.map_or(own, |until| until.min(own))
+    }
+}
+
 /// An etcd cluster: one or more `HOST:PORT` endpoints.
 #[derive(Debug)]
 pub struct Etcd {
@@ -35,6 +69,7 @@ pub struct Etcd {
     /// Requests sent (each endpoint tried, each login and each retry counts once), shared by
     /// clones: what a benchmark divides by the hosts it served.
     requests: Arc<AtomicU64>,
+    limits: Limits,
 }
 
 impl Clone for Etcd {
@@ -45,6 +80,7 @@ impl Clone for Etcd {
             auth: self.auth.clone(),
             current: AtomicUsize::new(self.current.load(Ordering::Relaxed)),
             requests: Arc::clone(&self.requests),
+            limits: self.limits,
         }
     }
 }
@@ -284,7 +320,14 @@ impl Etcd {
             auth: None,
             current: AtomicUsize::new(0),
             requests: Arc::new(AtomicU64::new(0)),
+            limits: Limits::READER,
         }
+    }
+
+    /// This client with `limits` on every request (a host's: [`Limits::HOST`]).
+    pub fn with_limits(mut self, limits: Limits) -> Etcd {
+        self.limits = limits;
+        self
     }
 
     pub fn endpoints(&self) -> &[String] {

@@ -6,6 +6,7 @@ use super::*;
 pub(super) fn call_one<T>(
     endpoint: &str,
     tls: Option<&crate::tls::Tls>,
+    limits: Limits,
     token: Option<&str>,
     path: &str,
     body: &str,
@@ -17,7 +18,8 @@ pub(super) fn call_one<T>(
          {authorization}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
-    let response = exchange(endpoint, tls, request.as_bytes()).map_err(Failure::Unreachable)?;
+    let response =
+        exchange(endpoint, tls, limits, request.as_bytes()).map_err(Failure::Unreachable)?;
     drop(request);
     let (status, body) = parse_response(&response).map_err(|e| {
         // A TLS alert record (type 21, version 3.x) or Go's answer to plain HTTP on a TLS port.
@@ -61,26 +63,32 @@ pub(super) fn call_one<T>(
     parse(&body).map_err(invalid)
 }
 
-/// The largest answer read from etcd: the reports of a 100,000-host fleet are about 300 MiB.
-pub(super) const MAX_ANSWER_BYTES: u64 = 1 << 30;
-
 pub(crate) fn exchange(
     endpoint: &str,
     tls: Option<&crate::tls::Tls>,
+    limits: Limits,
     request: &[u8],
 ) -> Result<Vec<u8>, String> {
+    let deadline = limits.deadline();
     let addrs = crate::resolve::resolve_endpoint(endpoint)?;
     let mut last = "no address".to_string();
     for addr in addrs {
-        match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+        let wait = time_left(deadline, CONNECT_TIMEOUT)?;
+        match TcpStream::connect_timeout(&addr, wait) {
             Ok(stream) => {
-                let _ = stream.set_read_timeout(Some(TIMEOUT));
                 let _ = stream.set_write_timeout(Some(TIMEOUT));
+                // A second handle on the socket: each read's timeout is set through it, as
+                // what is left of the deadline, also under TLS.
+                let socket = stream
+                    .try_clone()
+                    .map_err(|e| format!("cannot use the connection: {e}"))?;
+                let _ = socket.set_read_timeout(Some(time_left(deadline, TIMEOUT)?));
                 return match tls {
-                    None => send_and_read(stream, request),
+                    None => send_and_read(stream, socket, deadline, limits, request),
                     Some(tls) => {
                         let host = endpoint.rsplit_once(':').map_or(endpoint, |(h, _)| h);
-                        send_and_read(tls.connect(stream, host)?, request)
+                        let stream = tls.connect(stream, host)?;
+                        send_and_read(stream, socket, deadline, limits, request)
                     }
                 };
             }
@@ -90,19 +98,61 @@ pub(crate) fn exchange(
     Err(last)
 }
 
+/// How long a step may wait: `limit`, or less when the deadline is nearer; an error once it
+/// passed.
+fn time_left(deadline: std::time::Instant, limit: Duration) -> Result<Duration, String> {
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    if left.is_zero() {
+        return Err(TIMED_OUT.to_string());
+    }
+    Ok(left.min(limit))
+}
+
+const TIMED_OUT: &str = "the store did not answer in time";
+
+/// A stream whose every read waits at most what is left of the deadline.
+struct Deadlined<S> {
+    stream: S,
+    socket: TcpStream,
+    deadline: std::time::Instant,
+}
+
+impl<S: Read> Read for Deadlined<S> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let wait = time_left(self.deadline, TIMEOUT)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::TimedOut, e))?;
+        self.socket.set_read_timeout(Some(wait))?;
+        self.stream.read(buf)
+    }
+}
+
 pub(super) fn send_and_read(
     mut stream: impl Read + Write,
+    socket: TcpStream,
+    deadline: std::time::Instant,
+    limits: Limits,
     request: &[u8],
 ) -> Result<Vec<u8>, String> {
     stream
         .write_all(request)
         .map_err(|e| format!("cannot send: {e}"))?;
-    // Bounded: an endpoint that never stops sending is not etcd.
+    let mut reader = Deadlined {
+        stream,
+        socket,
+        deadline,
+    };
+    // Bounded: one byte past the limit tells an answer that is too large from one that fits.
     let mut response = Vec::new();
-    match (&mut stream)
-        .take(MAX_ANSWER_BYTES)
-        .read_to_end(&mut response)
-    {
+    let read = (&mut reader)
+        .take(limits.answer_bytes + 1)
+        .read_to_end(&mut response);
+    if response.len() as u64 > limits.answer_bytes {
+        return Err(format!(
+            "the answer is larger than {} bytes: refused",
+            limits.answer_bytes
+        ));
+    }
+    match read {
         Ok(_) => Ok(response),
         // A TLS server that closes without `close_notify`: the answer counts only when its
         // head says how long it is and all of it came (`parse_response` checks the length).
@@ -113,6 +163,10 @@ pub(super) fn send_and_read(
         // server does to a plain request longer than what it read): what came before the
         // reset, if anything, is judged as a closed connection's answer.
         Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => Ok(response),
+        Err(e) if std::time::Instant::now() >= deadline => Err(format!(
+            "{TIMED_OUT} ({} bytes of its answer came): {e}",
+            response.len()
+        )),
         Err(e) => Err(format!("cannot read the answer: {e}")),
     }
 }
