@@ -225,7 +225,9 @@ fn etcd_cannot_steer_a_rollout_backwards() {
             forged["from"] = serde_json::Value::String(version(1));
             etcdctl(&etcd.endpoint, &["put", key, &forged.to_string()]);
             let abort = || rollout(&["--abort", "--sign-key", "ci.key"]);
-            refused_unchanged(&served, 2, "OUT's signed record", abort);
+            let said = refused_unchanged(&served, 2, "OUT's signed record", abort);
+            // The refusal says what puts it right.
+            assert!(said.contains(&format!("`etcdctl del {key}`")), "{said}");
 
             // A forged record in OUT (the signature no longer matches) is refused too.
             let record = served.join("rollouts/f.json");
@@ -237,8 +239,9 @@ fn etcd_cannot_steer_a_rollout_backwards() {
             refused_unchanged(&served, 2, "does not match its signature", abort);
             std::fs::write(&record, honest_record).unwrap();
 
-            // With the progress put back, the abort takes the moved hosts to release 3.
-            etcdctl(&etcd.endpoint, &["put", key, &honest]);
+            // As the refusal said: the progress taken away, the controller makes it anew from
+            // the record, and the abort takes the moved hosts to release 3.
+            etcdctl(&etcd.endpoint, &["del", key]);
             let aborted = rollout(&["--abort", "--sign-key", "ci.key"]);
             // (Its halt says why on stdout, as JSON: a flake here in CI once halted the abort.)
             assert_eq!(

@@ -440,9 +440,19 @@ fn a_twelve_host_fleet_in_a_browser() {
         "a screenshot"
     );
 
-    // OUT read from the web server that serves it to hosts: the same page.
+    // OUT read from the web server that serves it to hosts, verified with the key the hosts
+    // trust: the same page.
     if let Some(nginx) = Nginx::serve(fx.path()) {
-        let served = Server::start(&fx, &[&format!("{}out/", nginx.url), "--store", url]);
+        let served = Server::start(
+            &fx,
+            &[
+                &format!("{}out/", nginx.url),
+                "--store",
+                url,
+                "--trust",
+                "lab.pub",
+            ],
+        );
         let (code, api) = served.get("/api/v1/status");
         assert_eq!(code, 200, "{api}");
         let api: serde_json::Value = serde_json::from_str(&api).unwrap();
@@ -452,6 +462,8 @@ fn a_twelve_host_fleet_in_a_browser() {
             &format!("{}out", nginx.url),
             "--store",
             url,
+            "--trust",
+            "lab.pub",
             "--json",
         ]);
         assert_eq!(by_url.code, 3, "{}", by_url.stderr);

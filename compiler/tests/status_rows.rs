@@ -122,17 +122,18 @@ fn six_hosts_six_rows_that_hide_nothing() {
     assert_eq!(
         rows,
         [
-            // No host of this fleet has an identity: what each reports is unverified.
+            // No release was verified (no OUT): what each host reports is unverified, and
+            // none is up to date on it.
             want(
                 "broken",
                 "failed",
                 &["failed", "stale", "drifted", "unverified"]
             ),
             want("silent", "unaccounted", &[]),
+            want("ok", "unverified", &["unverified"]),
             want("drifty", "drifted", &["drifted", "pending", "unverified"]),
             want("behind", "pending", &["pending", "unverified"]),
             want("baked", "deferred", &["deferred", "unverified"]),
-            want("ok", "up-to-date", &["unverified"]),
         ],
         "{json:#}"
     );
@@ -155,7 +156,7 @@ fn six_hosts_six_rows_that_hide_nothing() {
     assert_eq!(row("baked")["version"], v2.as_str());
     assert!(row("ok")["age_seconds"].as_u64().unwrap() < 600);
     let counts = json["counts"].as_object().unwrap();
-    assert_eq!(counts.len(), 11, "every state has a count: {json:#}");
+    assert_eq!(counts.len(), 12, "every state has a count: {json:#}");
     assert_eq!(counts["forged"], 0);
     assert_eq!(counts["unhealthy"], 0);
 
@@ -177,8 +178,8 @@ fn six_hosts_six_rows_that_hide_nothing() {
         "{}",
         lines[1]
     );
-    assert!(lines[3].contains(" pending "), "{}", lines[3]);
-    // Without --all, the up-to-date host is left out.
+    assert!(lines[4].contains(" pending "), "{}", lines[4]);
+    // Without --all, only up-to-date hosts are left out: `ok`, unverified, is shown.
     let short = fx.bellc(&["status", "--store", url, "--fleet", "f"]);
     assert_eq!(
         short.code, 3,
@@ -187,7 +188,10 @@ fn six_hosts_six_rows_that_hide_nothing() {
     );
     assert!(short.stdout.contains(" stale,drifted "), "{}", short.stdout);
     assert!(
-        !short.stdout.lines().any(|l| l.starts_with("ok ")),
+        short
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("ok ") && l.contains(" unverified ")),
         "{}",
         short.stdout
     );

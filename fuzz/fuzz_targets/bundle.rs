@@ -1,5 +1,7 @@
 //! What reaches bell-run from elsewhere as JSON: a bundle manifest (then checked for what
-//! `verify_dir` checks before it touches a file), a release, and a host's report as `bellc
+//! `verify_dir` checks before it touches a file), a release (then put through what `pull`
+//! checks of it: its fleet, its sequence against what a host accepted, its expiry, its hosts'
+//! bundle ids, and the messages that quote its version), and a host's report as `bellc
 //! status` reads it from etcd.
 #![no_main]
 
@@ -19,6 +21,40 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(release) = serde_json::from_str::<bell_bundle::Release>(text) {
         let _ = release.to_json();
         let _ = release.unsigned();
+        pull_checks(&release, data);
     }
     let _ = serde_json::from_str::<bell_store::Report>(text);
 });
+
+/// What `bell-run pull` checks of a release before it fetches anything the release names,
+/// each refusal a message (a version or fleet of any bytes quoted in it), never a panic.
+fn pull_checks(release: &bell_bundle::Release, raw: &[u8]) {
+    use bell_bundle::accept::{check_fleet, check_fresh, Accepted};
+    let sha256 = bell_bundle::sha256_hex(raw);
+    let _ = check_fleet(release, "f", "`--fleet`");
+    let _ = check_fleet(release, &release.fleet, "the release it accepted last");
+    let sequence = release.sequence.unwrap_or(0);
+    let accepted = |sequence: u64, sha256: &str| Accepted {
+        fleet: release.fleet.clone(),
+        version: release.version.clone(),
+        sequence,
+        sha256: sha256.to_string(),
+        key: String::new(),
+    };
+    for before in [
+        None,
+        Some(accepted(sequence.saturating_add(1), &sha256)),
+        Some(accepted(sequence, "another")),
+        Some(accepted(sequence, &sha256)),
+        Some(accepted(sequence.saturating_sub(1), &sha256)),
+    ] {
+        for now in [0, 1_800_000_000, u64::MAX] {
+            let _ = check_fresh(release, &sha256, before.as_ref(), now);
+        }
+    }
+    for (host, entry) in &release.hosts {
+        let _ = bell_bundle::is_bundle_id(&entry.bundle);
+        let _ = bell_bundle::short(host, 12);
+    }
+    let _ = bell_bundle::short(&release.version, 16);
+}

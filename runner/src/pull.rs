@@ -414,14 +414,14 @@ fn short(version: &str) -> &str {
 fn trusted_keys(root: &Root, given: Option<&Path>) -> Result<Option<TrustedKeys>, Refusal> {
     let refused = |e: String| Refusal::new(e).help("fix the trust file; nothing was changed");
     if let Some(file) = given {
-        return TrustedKeys::load(file).map(Some).map_err(refused);
+        return trust::load(file).map(Some).map_err(refused);
     }
     root.check_contained(trust::DEFAULT_TRUST_FILE)
         .map_err(refused)?;
     let path = root.host(trust::DEFAULT_TRUST_FILE);
     match rootfs::read_record(&path) {
         Ok(None) => Ok(None),
-        Ok(Some(_)) => TrustedKeys::load(&path).map(Some).map_err(refused),
+        Ok(Some(_)) => trust::load(&path).map(Some).map_err(refused),
         Err(e) => Err(refused(e)),
     }
 }
@@ -444,18 +444,12 @@ fn check_fleet(
             None => return Ok(()),
         },
     };
-    if release.fleet == fleet {
-        return Ok(());
-    }
-    Err(Refusal::new(format!(
-        "release {} is of fleet `{}`, but this host is of fleet `{fleet}` ({why}): refused",
-        short(&release.version),
-        release.fleet
-    ))
-    .help(format!(
-        "nothing was changed; to move this host to fleet `{}`, pull with `--fleet {0}`",
-        release.fleet
-    )))
+    bell_bundle::accept::check_fleet(release, &fleet, why).map_err(|refused| {
+        Refusal::new(refused).help(format!(
+            "nothing was changed; to move this host to fleet `{}`, pull with `--fleet {0}`",
+            release.fleet
+        ))
+    })
 }
 
 /// The fleet of the bundle this host runs, if it runs one.

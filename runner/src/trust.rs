@@ -9,19 +9,11 @@
 //! nor hold it on one past its expiry without the host saying so.
 
 use crate::rootfs::{self, Root};
-use bell_bundle::Release;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Where a host's trusted keys are when `--trust` is not given (inside the root).
 pub const DEFAULT_TRUST_FILE: &str = "/etc/bell/trusted.pub";
-
-/// The public keys of a trust file: minisign's `.pub` format, several keys one after another
-/// (for rotation: trust the new key beside the old one, sign with the new, drop the old).
-pub struct TrustedKeys {
-    pub file: PathBuf,
-    keys: Vec<(String, minisign_verify::PublicKey)>,
-}
 
 /// Refuses a trust file, or the directory that holds it, that someone other than root (or the
 /// user bell-run runs as) could have written: whoever can change the keys can sign anything
@@ -61,106 +53,20 @@ fn check_guarded(file: &Path) -> Result<(), String> {
     Ok(())
 }
 
-impl TrustedKeys {
-    pub fn load(file: &Path) -> Result<TrustedKeys, String> {
-        let text = rootfs::read_record(file)?
-            .ok_or_else(|| format!("the trust file {} does not exist", file.display()))?;
-        check_guarded(file)?;
-        let mut keys = Vec::new();
-        for (number, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with("untrusted comment:") || line.starts_with('#') {
-                continue;
-            }
-            let key = minisign_verify::PublicKey::from_base64(line).map_err(|e| {
-                format!(
-                    "{}:{}: not a minisign public key ({e})",
-                    file.display(),
-                    number + 1
-                )
-            })?;
-            keys.push((key_id(line).unwrap_or_default(), key));
-        }
-        if keys.is_empty() {
-            return Err(format!("the trust file {} holds no key", file.display()));
-        }
-        Ok(TrustedKeys {
-            file: file.to_path_buf(),
-            keys,
-        })
-    }
+/// The public keys of a trust file (see [`bell_bundle::trust::TrustedKeys`]), read from a
+/// file that only root could have written.
+pub use bell_bundle::trust::TrustedKeys;
 
-    /// The id of the trusted key that made `signature` over `bytes`.
-    pub fn verify(&self, bytes: &[u8], signature: &str) -> Result<String, String> {
-        let decoded = minisign_verify::Signature::decode(signature)
-            .map_err(|e| format!("the release's signature is not a minisign signature: {e}"))?;
-        let signer = signature
-            .lines()
-            .nth(1)
-            .and_then(key_id)
-            .unwrap_or_default();
-        for (id, key) in &self.keys {
-            if *id != signer {
-                continue;
-            }
-            return match key.verify(bytes, &decoded, false) {
-                Ok(()) => Ok(id.clone()),
-                Err(e) => Err(format!(
-                    "the release does not match its signature by key {id} ({e}): it was changed \
-                     after signing"
-                )),
-            };
-        }
-        Err(format!(
-            "the release is signed by key {signer}, which {} does not trust",
-            self.file.display()
-        ))
-    }
+/// Loads the trust file at `file`: refused when someone other than root could have written
+/// it or its directory.
+pub fn load(file: &Path) -> Result<TrustedKeys, String> {
+    let text = rootfs::read_record(file)?
+        .ok_or_else(|| format!("the trust file {} does not exist", file.display()))?;
+    check_guarded(file)?;
+    TrustedKeys::parse(&text, file)
 }
 
-/// minisign's key id from the base64 line of a key or signature: bytes 2..10, little-endian,
-/// printed as 16 upper-case hex digits.
-fn key_id(line: &str) -> Option<String> {
-    let bytes = base64(line.trim())?;
-    let number = bytes.get(2..10)?;
-    let mut le = [0u8; 8];
-    le.copy_from_slice(number);
-    Some(format!("{:016X}", u64::from_le_bytes(le)))
-}
-
-/// Standard base64 (with padding), enough for key and signature lines.
-fn base64(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for byte in text.trim_end_matches('=').bytes() {
-        let value = match byte {
-            b'A'..=b'Z' => byte - b'A',
-            b'a'..=b'z' => byte - b'a' + 26,
-            b'0'..=b'9' => byte - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(value);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Some(out)
-}
-
-/// The newest release this host accepted of one fleet.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Accepted {
-    pub fleet: String,
-    pub version: String,
-    pub sequence: u64,
-    pub sha256: String,
-    pub key: String,
-}
+pub use bell_bundle::accept::{check_fresh, Accepted};
 
 /// What a host accepted, per fleet, in `/var/lib/bell/accepted-releases.json`. Per fleet,
 /// because one key may sign several fleets' releases: a record of one fleet must never stand
@@ -215,68 +121,4 @@ pub fn save_accepted(root: &Root, accepted: &Accepted) -> Result<(), String> {
     let text = serde_json::to_string_pretty(&all).unwrap_or_default();
     rootfs::write_atomic(&path, text.as_bytes())
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
-/// Checks a verified release against what this host accepted before and the clock: the
-/// rollback and freeze refusals.
-pub fn check_fresh(
-    release: &Release,
-    sha256: &str,
-    accepted: Option<&Accepted>,
-    now: u64,
-) -> Result<u64, String> {
-    let sequence = release.sequence.ok_or_else(|| {
-        "the release is signed but carries no sequence; sign it with `bellc build --sign-key` \
-         or `bellc publish --sign-key`"
-            .to_string()
-    })?;
-    if let Some(accepted) = accepted.filter(|a| a.fleet == release.fleet) {
-        {
-            if sequence < accepted.sequence {
-                return Err(format!(
-                    "release {} has sequence {sequence}, older than release {} (sequence {}) \
-                     which this host already accepted: a rollback is refused (to go back, sign \
-                     the old release again, as a newer one)",
-                    short(&release.version),
-                    short(&accepted.version),
-                    accepted.sequence
-                ));
-            }
-            if sequence == accepted.sequence && sha256 != accepted.sha256 {
-                return Err(format!(
-                    "release {} reuses sequence {sequence} of the release this host accepted, \
-                     with different content",
-                    short(&release.version)
-                ));
-            }
-        }
-    }
-    if let Some(expires) = release.expires {
-        if expires <= now {
-            return Err(format!(
-                "the newest release available ({}, sequence {sequence}) expired at {}: the \
-                 source is stale or frozen; this host keeps its configuration until a newer \
-                 signed release is published",
-                short(&release.version),
-                bell_bundle::utc(expires)
-            ));
-        }
-    }
-    Ok(sequence)
-}
-
-fn short(version: &str) -> &str {
-    bell_bundle::short(version, 16)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn base64_decodes_key_lines() {
-        assert_eq!(base64("aGVsbG8=").unwrap(), b"hello");
-        assert_eq!(base64("aGk=").unwrap(), b"hi");
-        assert!(base64("a*b").is_none());
-    }
 }

@@ -412,6 +412,11 @@ pub enum Command {
         /// Without it, a URL OUT is whatever its mirror serves.
         #[arg(long, value_name = "FILE")]
         trust: Option<PathBuf>,
+        /// Without OUT: the mirror (an http:// URL or a directory) that serves the release
+        /// the store names, read from there (verified with `--trust`) for the identities
+        /// reports are checked against.
+        #[arg(long, value_name = "URL|DIR", conflicts_with = "out")]
+        source: Option<String>,
         /// The fleet whose published release the store holds (without OUT).
         #[arg(long)]
         fleet: Option<String>,
@@ -427,12 +432,10 @@ pub enum Command {
         /// Exit 3 when a host's state or one of its flags is one of these (comma-separated:
         /// forged, failed, unhealthy, unaccounted, unreadable, stale, drifted, pending,
         /// waiting, deferred, unverified).
-        #[arg(
-            long,
-            value_name = "STATES",
-            default_value = "forged,failed,unhealthy,unaccounted,unreadable"
-        )]
-        fail_on: String,
+        /// Default: forged, failed, unhealthy, unaccounted, unreadable, and unverified when
+        /// no verified release is at hand and the fleet's hosts sign their reports.
+        #[arg(long, value_name = "STATES")]
+        fail_on: Option<String>,
         /// A rollout gate: exit 0 only if these hosts (comma-separated) are up to date on
         /// `--version`, else 3.
         #[arg(long, requires = "version")]

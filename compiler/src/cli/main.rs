@@ -459,6 +459,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             store,
             tls,
             trust,
+            source: mirror,
             fleet,
             stale,
             json,
@@ -467,7 +468,10 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             hosts,
             version,
         } => {
+            let fail_on_default = fail_on.is_none();
             let fail_on: Vec<String> = fail_on
+                .as_deref()
+                .unwrap_or(review::DEFAULT_FAIL_ON)
                 .split(',')
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
@@ -510,6 +514,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             Ok(review::status(&review::StatusArgs {
                 out: out.as_deref(),
                 trust: trust.as_deref(),
+                mirror: mirror.as_deref(),
                 fleet: fleet.as_deref(),
                 source: &source,
                 access: &tls.access(),
@@ -517,6 +522,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 json: *json,
                 all: *all,
                 fail_on: &fail_on,
+                fail_on_default,
                 hosts: hosts.as_deref(),
                 version: version.as_deref(),
             })?)

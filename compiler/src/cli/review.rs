@@ -217,6 +217,8 @@ pub struct StatusArgs<'a> {
     pub out: Option<&'a Path>,
     /// `--trust`: OUT's release only when one of these keys signed it.
     pub trust: Option<&'a Path>,
+    /// `--source`: without OUT, where the release the store names is read from.
+    pub mirror: Option<&'a str>,
     pub fleet: Option<&'a str>,
     pub source: &'a str,
     pub access: &'a bell_store::Access,
@@ -224,9 +226,15 @@ pub struct StatusArgs<'a> {
     pub json: bool,
     pub all: bool,
     pub fail_on: &'a [String],
+    /// `--fail-on` was not given: `unverified` is added when nothing verified the reports.
+    pub fail_on_default: bool,
     pub hosts: Option<&'a str>,
     pub version: Option<&'a str>,
 }
+
+/// `--fail-on`'s default; `unverified` joins it when no verified release is at hand and the
+/// fleet's hosts sign their reports.
+pub const DEFAULT_FAIL_ON: &str = "forged,failed,unhealthy,unaccounted,unreadable";
 
 /// `bellc status` exits with this when a host is in a `--fail-on` state (or a gate fails): a
 /// code of its own, apart from spec errors (1) and unusable inputs (2).
@@ -235,18 +243,26 @@ pub const FLEET_NEEDS_ATTENTION: u8 = 3;
 /// The release to compare with: OUT's, or the one the store holds (with `--fleet`). An OUT
 /// whose release is not the store's current one is compared all the same, with a warning
 /// naming both.
-fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, String> {
+/// With it, why nothing verified it (`None`: a directory OUT, the operator's own build, or a
+/// release `--trust` verified).
+fn release_of(
+    args: &StatusArgs,
+    store: &Store,
+) -> Result<(bell_bundle::Release, Option<String>), String> {
     let Some(out) = args.out else {
-        if args.trust.is_some() {
-            return Err(
-                "`--trust` checks OUT's release: give OUT (the build output, or the \
-                        URL that serves it)"
-                    .into(),
-            );
-        }
         let fleet = args.fleet.ok_or(
             "without OUT, give `--fleet NAME`: the store holds the releases of fleets by name",
         )?;
+        if let Some(mirror) = args.mirror {
+            return release_at_mirror(args, store, fleet, mirror);
+        }
+        if args.trust.is_some() {
+            return Err(
+                "`--trust` checks a release: give OUT, or `--source URL` (the mirror \
+                        that serves the release the store names)"
+                    .into(),
+            );
+        }
         let bell_store::Published { version, hosts } =
             store.published(fleet)?.ok_or_else(|| {
                 format!(
@@ -269,7 +285,13 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
                 (host, entry)
             })
             .collect();
-        return Ok(bell_bundle::Release {
+        let why = format!(
+            "no release was verified: the store names release {}, and the identities its \
+             hosts' reports are checked against are in its release.json (give \
+             `--source URL --trust KEY`, or OUT)",
+            diff::short(&version)
+        );
+        let release = bell_bundle::Release {
             format: bell_bundle::FORMAT,
             fleet: fleet.to_string(),
             version,
@@ -280,9 +302,17 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
             rollout: None,
             identities_required: false,
             assignments: Vec::new(),
-        });
+        };
+        return Ok((release, Some(why)));
     };
     let release = read_release_trusted(out, args.trust)?;
+    let why = match (out.to_str().filter(|o| o.contains("://")), args.trust) {
+        (Some(url), None) => Some(format!(
+            "the release was read from {url} unverified: the identities reports are checked \
+             against are that server's word (give `--trust KEY`)"
+        )),
+        _ => None,
+    };
     if let Some(bell_store::Published {
         version: current, ..
     }) = store.published(&release.fleet)?
@@ -298,7 +328,41 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<bell_bundle::Release, 
             );
         }
     }
-    Ok(release)
+    Ok((release, why))
+}
+
+/// Without OUT, with `--source`: the release the store names, read from the mirror, verified
+/// with `--trust` when it is given; a mirror that serves another release is refused.
+fn release_at_mirror(
+    args: &StatusArgs,
+    store: &Store,
+    fleet: &str,
+    mirror: &str,
+) -> Result<(bell_bundle::Release, Option<String>), String> {
+    let published = store.published(fleet)?.ok_or_else(|| {
+        format!(
+            "{} holds no published release of fleet `{fleet}`; `bellc publish` it",
+            store.describe()
+        )
+    })?;
+    let release = read_release_trusted(Path::new(mirror), args.trust)?;
+    if release.version != published.version || release.fleet != fleet {
+        return Err(format!(
+            "{mirror} serves release {} of fleet `{}`, but the store names release {} of \
+             fleet `{fleet}`: refused (publish the release the mirror serves, or fill the \
+             mirror)",
+            diff::short(&release.version),
+            release.fleet,
+            diff::short(&published.version)
+        ));
+    }
+    let why = args.trust.is_none().then(|| {
+        format!(
+            "the release was read from {mirror} unverified: the identities reports are checked \
+             against are that server's word (give `--trust KEY`)"
+        )
+    });
+    Ok((release, why))
 }
 
 /// OUT's release, verified with the keys of `trust` when it is given (refused, naming OUT,
@@ -307,7 +371,7 @@ fn read_release_trusted(out: &Path, trust: Option<&Path>) -> Result<bell_bundle:
     let Some(trust) = trust else {
         return read_release(out);
     };
-    let keys = bellc::fleet::trusted::TrustedKeys::load(trust)?;
+    let keys = bellc::fleet::trusted::load(trust)?;
     match out.to_str().filter(|o| o.contains("://")) {
         Some(url) => {
             let out = bellc::serve::Out::parse(url)?;
@@ -337,11 +401,21 @@ fn read_release(out: &Path) -> Result<bell_bundle::Release, String> {
 /// up to date on the version).
 pub fn status(args: &StatusArgs) -> Result<u8, String> {
     let store = Store::open(args.source, args.access)?;
-    let release = release_of(args, &store)?;
+    let (release, unverified) = release_of(args, &store)?;
     let identities = bell_store::identities_of(&release);
     let mut views = store.load_fleet(&release.fleet, &identities)?;
+    // Whether the fleet's hosts sign their reports: then a report nothing verified is a
+    // problem by default, as one anyone with the store could have put.
+    let mut signing = release.hosts.values().any(|h| h.identity.is_some())
+        || views
+            .values()
+            .flat_map(|v| v.by_command.values())
+            .any(|r| r.signer.is_some());
     let mut witness = Witness::open(&release.fleet)?;
     witness.judge(&release, &mut views);
+    // Hosts this reader saw sign before: a store stripped of every signature does not make
+    // the fleet one without identities.
+    signing |= witness.has_seen_signatures();
     if let Err(e) = witness.save() {
         errln!("warning: {e}");
     }
@@ -354,6 +428,11 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
             Ok(holds) => fleet.note_holds(&holds),
             Err(e) => errln!("warning: the holds cannot be read: {e}"),
         }
+    }
+    // Last: what the rollout and the holds make of a row stands, and an up-to-date row that
+    // nothing verified is `unverified`.
+    if let Some(why) = &unverified {
+        fleet.mark_unverified(why);
     }
     if let Some(hosts) = args.hosts {
         let Some(version) = args.version else {
@@ -396,7 +475,11 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
     } else {
         print_status(&fleet, args.all);
     }
-    let failing = fleet.hosts_in(args.fail_on).count();
+    let mut fail_on = args.fail_on.to_vec();
+    if args.fail_on_default && unverified.is_some() && signing {
+        fail_on.push("unverified".to_string());
+    }
+    let failing = fleet.hosts_in(&fail_on).count();
     Ok(if failing > 0 {
         FLEET_NEEDS_ATTENTION
     } else {

@@ -42,9 +42,7 @@ pub fn serve(
             }))
         }
     };
-    let trust = trust
-        .map(bellc::fleet::trusted::TrustedKeys::load)
-        .transpose()?;
+    let trust = trust.map(bellc::fleet::trusted::load).transpose()?;
     let refresh_every = std::time::Duration::from_secs(refresh);
     let board = Board::trusting(out, etcd, refresh_every, explain, trust)
         .map_err(|e| format!("{e}\n  help: {}", e.help()))?;

@@ -82,7 +82,7 @@ impl SigningKey {
 }
 
 /// minisign's key id: the key number as 16 upper-case hex digits.
-pub(crate) fn key_id(keynum: &[u8]) -> String {
+fn key_id(keynum: &[u8]) -> String {
     let mut bytes = [0u8; 8];
     for (slot, byte) in bytes.iter_mut().zip(keynum) {
         *slot = *byte;

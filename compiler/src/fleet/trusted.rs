@@ -6,67 +6,15 @@
 //! every reader verifies the metadata it acts on, with the clients' keys).
 
 use bell_bundle::Release;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// The public keys of a trust file: minisign's `.pub` format, several one after another (a key
-/// being rotated in beside the old one), as `bell-run --trust` reads them.
-pub struct TrustedKeys {
-    file: PathBuf,
-    keys: Vec<(String, minisign::PublicKey)>,
-}
+pub use bell_bundle::trust::TrustedKeys;
 
-impl TrustedKeys {
-    pub fn load(file: &Path) -> Result<TrustedKeys, String> {
-        let text = std::fs::read_to_string(file)
-            .map_err(|e| format!("cannot read the trust file {}: {e}", file.display()))?;
-        let mut keys = Vec::new();
-        for (number, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with("untrusted comment:") || line.starts_with('#') {
-                continue;
-            }
-            let key = minisign::PublicKey::from_base64(line).map_err(|e| {
-                format!(
-                    "{}:{}: not a minisign public key ({e})",
-                    file.display(),
-                    number + 1
-                )
-            })?;
-            keys.push((super::signing::key_id(key.keynum()), key));
-        }
-        if keys.is_empty() {
-            return Err(format!("the trust file {} holds no key", file.display()));
-        }
-        Ok(TrustedKeys {
-            file: file.to_path_buf(),
-            keys,
-        })
-    }
-
-    /// The id of the trusted key whose signature (a `.minisig` text) `bytes` carry.
-    pub fn verify(&self, bytes: &[u8], minisig: &str) -> Result<String, String> {
-        let signature = minisign::SignatureBox::from_string(minisig)
-            .map_err(|e| format!("its signature is not a minisign signature ({e})"))?;
-        let signer = super::signing::key_id(signature.keynum());
-        let Some((id, key)) = self.keys.iter().find(|(id, _)| *id == signer) else {
-            return Err(format!(
-                "it is signed by key {signer}, which {} does not hold",
-                self.file.display()
-            ));
-        };
-        minisign::verify(
-            key,
-            &signature,
-            std::io::Cursor::new(bytes),
-            true,
-            false,
-            false,
-        )
-        .map(|()| id.clone())
-        .map_err(|_| {
-            format!("it does not match its signature by key {id}: it was changed after signing")
-        })
-    }
+/// The keys of the trust file at `file`, as `bell-run --trust` reads them.
+pub fn load(file: &Path) -> Result<TrustedKeys, String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read the trust file {}: {e}", file.display()))?;
+    TrustedKeys::parse(&text, file)
 }
 
 /// The release `read` gives (`release.json` of a directory or URL OUT, named `what` in

@@ -163,6 +163,12 @@ impl Witness {
         self.judge_at(release, views, now);
     }
 
+    /// Whether this reader has seen any host of the fleet sign a report: then its hosts have
+    /// identities, even when the release at hand does not say so.
+    pub fn has_seen_signatures(&self) -> bool {
+        self.seen.values().any(|commands| !commands.is_empty())
+    }
+
     /// [`Witness::judge`] at `now` (Unix seconds): a signed report numbered beyond
     /// `now + MAX_SEQUENCE_AHEAD` is refused and never remembered.
     pub fn judge_at(

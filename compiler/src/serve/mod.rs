@@ -477,6 +477,13 @@ impl Board {
             &bell_store::discovery::filed_in(&fleet, &kvs),
             &bell_store::discovery::rejections_in(&fleet, &kvs),
         ));
+        // A release a mirror served, unverified: its identities are that server's word.
+        if let (Out::Url(url), None) = (&self.out, &self.trust) {
+            status.mark_unverified(&format!(
+                "the release was read from {url} unverified: the identities reports are \
+                 checked against are that server's word (start `bellc serve` with `--trust KEY`)"
+            ));
+        }
         let index = index(&status);
         let signer = self
             .out

@@ -25,11 +25,13 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 
+pub mod accept;
 mod exec;
 pub mod prometheus;
 mod reboot;
 mod release;
 pub mod shown;
+pub mod trust;
 mod verify;
 pub use exec::{ExecPolicy, Offline, OnFailure, Rerun};
 pub use reboot::{Reboot, RebootMethod, RebootPolicy, Window};

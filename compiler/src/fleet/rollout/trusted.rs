@@ -42,11 +42,14 @@ impl Controller<'_> {
                 "the store's rollout progress is of release {} from {}, but OUT's signed record \
                  is of release {} from {}: the store was written by something other than this \
                  controller, or OUT is not the directory the rollout began in; nothing was \
-                 signed or published",
+                 signed or published. When OUT is that directory, take the store's progress \
+                 away (`etcdctl del {}`, as etcd's root) and run this command again: the \
+                 controller makes the progress anew from OUT's signed record",
                 short(&p.target),
                 p.from.as_deref().map_or("nothing", short),
                 short(&record.target),
                 from.as_deref().map_or("nothing", short),
+                super::progress_key(&record.fleet),
             ))),
             None => Ok(Progress::of(record)),
         }

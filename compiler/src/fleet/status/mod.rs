@@ -22,6 +22,9 @@ pub enum HostState {
     /// What the store holds for it cannot be read (not UTF-8, not JSON, the wrong shape):
     /// shown with the key and why, while every other host is judged as usual.
     Unreadable,
+    /// Its report reads as up to date, but no release this reader verified gives the host's
+    /// identity to check the report with: anyone who can write the store could have put it.
+    Unverified,
     Drifted,
     Pending,
     /// On the desired bundle, with work an image bake left for the first live apply.
@@ -34,12 +37,13 @@ pub enum HostState {
 
 impl HostState {
     /// Every state, most severe first: the order of the rows and of the counts.
-    pub const ALL: [HostState; 11] = [
+    pub const ALL: [HostState; 12] = [
         HostState::Forged,
         HostState::Failed,
         HostState::Unhealthy,
         HostState::Unaccounted,
         HostState::Unreadable,
+        HostState::Unverified,
         HostState::Drifted,
         HostState::Pending,
         HostState::Deferred,
@@ -55,6 +59,7 @@ impl HostState {
             HostState::Unhealthy => "unhealthy",
             HostState::Unaccounted => "unaccounted",
             HostState::Unreadable => "unreadable",
+            HostState::Unverified => "unverified",
             HostState::Drifted => "drifted",
             HostState::Pending => "pending",
             HostState::Deferred => "deferred",
@@ -326,6 +331,27 @@ impl FleetStatus {
     }
 
     /// Rows sorted again and counted again, after states changed.
+    /// No release this reader verified is at hand (no OUT, or a URL OUT without `--trust`):
+    /// the identities reports would be checked against are not known. No row is up to date
+    /// on a report nothing verified: it is `unverified`, and every row says `why`.
+    pub fn mark_unverified(&mut self, why: &str) {
+        // Only rows that stand on a report: a silent host has nothing to verify.
+        for row in self.hosts.iter_mut().filter(|r| r.age_seconds.is_some()) {
+            if row.state == HostState::Discovered {
+                continue;
+            }
+            if row.state == HostState::UpToDate {
+                row.state = HostState::Unverified;
+            }
+            row.unverified = Some(why.to_string());
+            if !row.flags.contains(&Flag::Unverified) {
+                row.flags.push(Flag::Unverified);
+                row.flags.sort();
+            }
+        }
+        self.recount();
+    }
+
     fn recount(&mut self) {
         self.hosts
             .sort_by(|a, b| a.state.cmp(&b.state).then_with(|| a.host.cmp(&b.host)));

@@ -1,0 +1,135 @@
+//! Without a release it verified, a reader cannot check a host's report against the host's
+//! identity: `bellc status --store S --fleet F` (no OUT) shows no such host `up-to-date`, says
+//! why truly, and exits 3 by default when the fleet's hosts sign their reports. With the
+//! mirror's release verified (`--source URL --trust KEY`) the reports are judged as with OUT,
+//! and an unsigned "success" report put by etcd's root over a host's own is never up to date.
+mod common;
+use common::fleet::{bell_run, etcdctl, run_bin, text, Etcd};
+use common::pulling::image_root;
+use common::{row, Fixture};
+
+#[test]
+fn a_report_nothing_verified_is_not_up_to_date() {
+    let bin = bell_run();
+    let fx = Fixture::new();
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let url = etcd.url.clone();
+    let root = image_root();
+    let out = run_bin(
+        &bin,
+        &[
+            "identity",
+            "--root",
+            root.path().to_str().unwrap(),
+            "--host",
+            "a",
+            "--init",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let identity = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    std::fs::write(
+        fx.path().join("bell.kdl"),
+        format!(
+            "fleet \"f\" target=\"debian-12\"\nhost \"a\" identity=\"{identity}\"\nfile \"/etc/motd\" {{\n    content \"hi\\n\"\n}}\n"
+        ),
+    )
+    .unwrap();
+    assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out", "--sign-key", "ci.key"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = fx.bellc(&["publish", "out", "--store", &url]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let release = common::pulling::release_of(&fx.path().join("out"));
+    let bundle = fx
+        .path()
+        .join("out/bundles")
+        .join(&release.hosts["a"].bundle);
+    let out = run_bin(
+        &bin,
+        &[
+            "apply",
+            bundle.to_str().unwrap(),
+            "--root",
+            root.path().to_str().unwrap(),
+            "--host",
+            "a",
+            "--release",
+            &release.version,
+            "--report",
+            &url,
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let status = |extra: &[&str]| {
+        let mut args = vec!["status", "--store", url.as_str(), "--fleet", "f", "--json"];
+        args.extend_from_slice(extra);
+        let run = fx.bellc(&args);
+        let value: serde_json::Value = serde_json::from_str(&run.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}{}", run.stdout, run.stderr));
+        (run.code, value)
+    };
+
+    // No OUT: nothing verified a's report.
+    let (code, value) = status(&[]);
+    let a = row(&value, "a");
+    assert_eq!(a["state"], "unverified", "{value:#}");
+    assert_eq!(
+        code, 3,
+        "the hosts sign their reports: a problem by default"
+    );
+    let why = a["unverified"].as_str().unwrap();
+    assert!(why.contains("no release was verified"), "{why}");
+    assert!(!why.contains("gives `a` no identity"), "{why}");
+
+    // The mirror's release, verified: a's signed report reads as a's.
+    let source = fx.path().join("out").display().to_string();
+    let trust = fx.path().join("ci.pub").display().to_string();
+    let (code, value) = status(&["--source", &source, "--trust", &trust]);
+    assert_eq!(row(&value, "a")["state"], "up-to-date", "{value:#}");
+    assert_eq!(code, 0);
+
+    // etcd's root puts an unsigned "success" report over a's: never up to date, from either
+    // door.
+    let key = "/bell/f/running/a";
+    let mut report: serde_json::Value = serde_json::from_str(&etcdctl(
+        &etcd.endpoint,
+        &["get", key, "--print-value-only"],
+    ))
+    .unwrap();
+    for field in ["signer", "proof", "sequence"] {
+        report.as_object_mut().unwrap().remove(field);
+    }
+    etcdctl(&etcd.endpoint, &["put", key, &report.to_string()]);
+    let (code, value) = status(&[]);
+    assert_ne!(row(&value, "a")["state"], "up-to-date", "{value:#}");
+    assert_eq!(code, 3);
+    let (code, value) = status(&["--source", &source, "--trust", &trust]);
+    assert_ne!(row(&value, "a")["state"], "up-to-date", "{value:#}");
+    assert_eq!(code, 3, "{value:#}");
+
+    // A mirror that serves another release than the store names is refused.
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "other", "--sign-key", "ci.key"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    std::fs::write(
+        fx.path().join("bell.kdl"),
+        "fleet \"f\" target=\"debian-12\"\nhost \"a\"\n",
+    )
+    .unwrap();
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "other", "--sign-key", "ci.key"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let other = fx.path().join("other").display().to_string();
+    let run = fx.bellc(&[
+        "status", "--store", &url, "--fleet", "f", "--source", &other, "--trust", &trust,
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("but the store names release"),
+        "{}",
+        run.stderr
+    );
+}
