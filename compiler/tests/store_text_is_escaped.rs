@@ -77,3 +77,47 @@ fn a_painted_report_is_one_escaped_row() {
         "{shown}"
     );
 }
+
+/// bell-run prints what the store holds escaped too (`outln!` and `errln!` escape every line,
+/// a value quoted in a message is put on one line): a desired release version that paints is
+/// quoted in the refusal as text, on the refusal's line.
+#[test]
+fn bell_run_quotes_a_painted_store_value_escaped() {
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let source = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    etcdctl(
+        &etcd.endpoint,
+        &[
+            "put",
+            "/bell/f/current_version",
+            "v\u{1b}[2J\r\nFAKE\u{202e}",
+        ],
+    );
+    etcdctl(&etcd.endpoint, &["put", "/bell/f/desired/h", "b"]);
+    let out = run_bin(
+        &bell_run(),
+        &[
+            "pull",
+            "--source",
+            source.path().to_str().unwrap(),
+            "--store",
+            &etcd.url,
+            "--fleet",
+            "f",
+            "--host",
+            "h",
+            "--root",
+            root.path().to_str().unwrap(),
+            "--offline",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(!said.contains(['\u{1b}', '\r', '\u{202e}']), "{said:?}");
+    assert!(said.contains("v\\u{1b}[2J\\r\\nFAKE"), "{said}");
+    assert!(!said.lines().any(|l| l.starts_with("FAKE")), "{said}");
+}

@@ -254,7 +254,7 @@ fn refused(refusal: &Refusal, json: bool) -> i32 {
             "error": refusal.message,
             "help": refusal.help,
         });
-        outln!("{value:#}");
+        outjson!(value);
     } else {
         errln!("error: {}", refusal.message);
         if let Some(help) = &refusal.help {
@@ -320,7 +320,7 @@ fn cmd_apply(bundle: &Path, args: &Args) -> i32 {
                     applied_result(&report)
                 };
                 value["result"] = result.into();
-                outln!("{value:#}");
+                outjson!(value);
             } else {
                 print_report(&report);
                 if let Some(timings) = &report.timings {
@@ -407,7 +407,7 @@ fn cmd_generations(args: &Args) -> i32 {
     if args.json {
         let value =
             serde_json::json!({ "root": root.dir.display().to_string(), "generations": kept });
-        outln!("{value:#}");
+        outjson!(value);
         return OK;
     }
     if kept.is_empty() {
@@ -475,7 +475,7 @@ fn cmd_identity(args: &Args) -> i32 {
             "file": file,
             "made": made,
         });
-        outln!("{value:#}");
+        outjson!(value);
         return OK;
     }
     if made {
@@ -515,7 +515,7 @@ fn cmd_remove(args: &Args) -> i32 {
         value["accounts_left"] = removal.accounts.clone().into();
         value["units_removed"] = removal.units.clone().into();
         value["state_removed"] = removal.state_dir.clone().into();
-        outln!("{value:#}");
+        outjson!(value);
         return applied_code(report);
     }
     let verb = if report.dry_run {
@@ -568,7 +568,7 @@ fn cmd_verify(bundle: &Path, args: &Args) -> i32 {
                     "resources": manifest.resources.len(),
                     "files": manifest.files.len(),
                 });
-                outln!("{value:#}");
+                outjson!(value);
             } else {
                 outln!(
                     "bundle {} verifies: {} resources, {} files",

@@ -5,30 +5,43 @@
 // character: strings are cut with `get` or at a found character boundary.
 #![cfg_attr(not(test), deny(clippy::string_slice))]
 
-/// `println!` that never panics: a reader that went away (`bell-run --help | head -1`) or a
-/// closed descriptor must not stop bell-run between two steps of an apply, as a panic in
-/// `println!` would, nor kill it as a default SIGPIPE would. What could not be written is lost;
-/// the exit code still says how the command ended.
+/// `println!` that never panics and prints nothing a terminal acts on. A reader that went
+/// away (`bell-run --help | head -1`) or a closed descriptor must not stop bell-run between two
+/// steps of an apply, as a panic in `println!` would, nor kill it as a default SIGPIPE would:
+/// what could not be written is lost, and the exit code still says how the command ended.
+/// What a store or a mirror wrote is printed with its control characters and bidirectional
+/// overrides escaped (`bell_bundle::shown::lines`: line breaks and tabs stay).
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+        let text = bell_bundle::shown::lines(&format!($($arg)*));
+        let _ = writeln!(std::io::stdout().lock(), "{text}");
     }};
 }
 
-/// `print!`, never panicking (see [`outln!`]).
+/// `print!`, as [`outln!`] prints.
 macro_rules! out {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = write!(std::io::stdout().lock(), $($arg)*);
+        let text = bell_bundle::shown::lines(&format!($($arg)*));
+        let _ = write!(std::io::stdout().lock(), "{text}");
     }};
 }
 
-/// `eprintln!`, never panicking (see [`outln!`]).
+/// A JSON value, pretty, never panicking: JSON escapes its strings itself.
+macro_rules! outjson {
+    ($value:expr) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), "{:#}", $value);
+    }};
+}
+
+/// `eprintln!`, as [`outln!`] prints.
 macro_rules! errln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+        let text = bell_bundle::shown::lines(&format!($($arg)*));
+        let _ = writeln!(std::io::stderr().lock(), "{text}");
     }};
 }
 

@@ -110,7 +110,8 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
             };
             if !bell_bundle::is_bundle_id(&version) {
                 return Err(Refusal::new(format!(
-                    "the store names `{version}` as the release, which is not a version"
+                    "the store names `{}` as the release, which is not a version",
+                    bell_bundle::one_line(&version)
                 )));
             }
             (

@@ -42,12 +42,17 @@ pub fn one_line(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// `text` line by line, each line as [`one_line`] writes it: for a message that is several
-/// lines on purpose (an error and its help). A value that should not start a line of its own is
-/// escaped with [`one_line`] where it is put into the message.
+/// `text` line by line, each line as [`one_line`] writes it, tabs kept: for a message or an
+/// output that is several lines (or columns) on purpose. A value that should not start a line
+/// of its own is escaped with [`one_line`] where it is put into the message.
 pub fn lines(text: &str) -> String {
     text.split('\n')
-        .map(one_line)
+        .map(|line| {
+            line.split('\t')
+                .map(one_line)
+                .collect::<Vec<_>>()
+                .join("\t")
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -65,7 +70,7 @@ mod tests {
         );
         assert_eq!(one_line("a\u{202e}cba\u{9b}"), "a\\u{202e}cba\\u{9b}");
         assert_eq!(one_line("tab\there\u{7f}"), "tab\\there\\u{7f}");
-        assert_eq!(lines("one\u{1b}\ntwo"), "one\\u{1b}\ntwo");
+        assert_eq!(lines("one\u{1b}\ntwo\tcolumn"), "one\\u{1b}\ntwo\tcolumn");
         // Nothing escaped contains a character escaped again.
         let escaped = one_line("\u{0}\u{1}\u{1b}\u{85}\u{2066}\u{feff}");
         assert!(!escaped.chars().any(is_unsafe_on_a_terminal), "{escaped}");

@@ -77,7 +77,7 @@ pub(super) fn cmd_pull(args: &Args) -> i32 {
         value["already_applied"] = pulled.already_applied.into();
         value["slot"] = pulled.slot.clone().into();
         value["reboot"] = pulled.reboot.note.clone().into();
-        outln!("{value:#}");
+        outjson!(value);
     } else {
         outln!("release {release} ({signature})");
         if pulled.already_applied {
@@ -291,7 +291,7 @@ pub(super) fn cmd_register(args: &Args) -> i32 {
                     "filed": done.filed,
                     "facts": done.facts,
                 });
-                outln!("{value:#}");
+                outjson!(value);
             } else if done.filed {
                 outln!(
                     "registered `{}` in fleet `{}` ({}) at {}: accept it with `bellc hosts accept {0}`",
@@ -391,7 +391,7 @@ pub(super) fn cmd_pending(args: &Args) -> i32 {
             "version": desired.version,
             "pending": pending,
         });
-        outln!("{value:#}");
+        outjson!(value);
     } else if pending {
         outln!(
             "update pending for {host}: applied {}, desired {} (release {})",

@@ -80,7 +80,7 @@ pub(super) fn cmd_status(args: &Args) -> i32 {
                 }
             }
         }
-        outln!("{value:#}");
+        outjson!(value);
         return OK;
     }
     let Some(generation) = &state.generation else {
@@ -327,7 +327,7 @@ pub(super) fn cmd_check(args: &Args) -> i32 {
             _ => "error",
         }
         .into();
-        outln!("{value:#}");
+        outjson!(value);
         return code;
     }
     for drift in &rep.drift {
