@@ -401,18 +401,7 @@ fn only_a_host_can_speak_for_itself() {
     // lock view shows that group unreadable and every other as it was; status reads every
     // host's row and says nothing worse of them.
     put("/bell/f/groups/rack-x/v1/semaphore", "garbage\u{1b}[2J");
-    {
-        use std::os::unix::ffi::OsStrExt;
-        let out = std::process::Command::new("etcdctl")
-            .arg(format!("--endpoints=http://{}", etcd.endpoint))
-            .arg("put")
-            .arg(std::ffi::OsStr::from_bytes(b"/bell/f/running/\xff\xfe"))
-            .arg("{}")
-            .env("ETCDCTL_API", "3")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", text(&out));
-    }
+    common::fleet::etcdctl_put_bytes(&etcd.endpoint, b"/bell/f/running/\xff\xfe", "{}");
     let lock = common::bellc_in(
         fx.path(),
         &[

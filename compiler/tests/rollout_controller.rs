@@ -195,18 +195,7 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // A key that is not UTF-8 under the fleet's reports (etcd's root could put one):
             // it spoils a row of its own, and the rollout reads past it.
-            {
-                use std::os::unix::ffi::OsStrExt;
-                let out = Command::new("etcdctl")
-                    .arg(format!("--endpoints=http://{}", etcd.endpoints[0]))
-                    .arg("put")
-                    .arg(std::ffi::OsStr::from_bytes(b"/bell/f/running/\xff\xfe"))
-                    .arg("{}")
-                    .env("ETCDCTL_API", "3")
-                    .output()
-                    .unwrap();
-                assert!(out.status.success(), "{out:?}");
-            }
+            common::fleet::etcdctl_put_bytes(&etcd.endpoints[0], b"/bell/f/running/\xff\xfe", "{}");
             // Release 1: the fleet's first, every host in its wave.
             copy_over(&fx.path().join("out1"), &served);
             let first = run(&["--wave-timeout", "60s"]);

@@ -307,10 +307,7 @@ fn release_of(
     };
     let release = read_release_trusted(out, args.trust)?;
     let why = match (out.to_str().filter(|o| o.contains("://")), args.trust) {
-        (Some(url), None) => Some(format!(
-            "the release was read from {url} unverified: the identities reports are checked \
-             against are that server's word (give `--trust KEY`)"
-        )),
+        (Some(url), None) => Some(bellc::fleet::trusted::read_unverified(url)),
         _ => None,
     };
     if let Some(bell_store::Published {
@@ -356,12 +353,10 @@ fn release_at_mirror(
             diff::short(&published.version)
         ));
     }
-    let why = args.trust.is_none().then(|| {
-        format!(
-            "the release was read from {mirror} unverified: the identities reports are checked \
-             against are that server's word (give `--trust KEY`)"
-        )
-    });
+    let why = args
+        .trust
+        .is_none()
+        .then(|| bellc::fleet::trusted::read_unverified(mirror));
     Ok((release, why))
 }
 
@@ -372,21 +367,12 @@ fn read_release_trusted(out: &Path, trust: Option<&Path>) -> Result<bell_bundle:
         return read_release(out);
     };
     let keys = bellc::fleet::trusted::load(trust)?;
-    match out.to_str().filter(|o| o.contains("://")) {
-        Some(url) => {
-            let out = bellc::serve::Out::parse(url)?;
-            bellc::fleet::trusted::verified_release(|rel| out.read(rel), &out.describe(), &keys)
-        }
-        None => bellc::fleet::trusted::verified_release(
-            |rel| match std::fs::read(out.join(rel)) {
-                Ok(bytes) => Ok(Some(bytes)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(format!("{}: {e}", out.join(rel).display())),
-            },
-            &out.display().to_string(),
-            &keys,
-        ),
-    }
+    // A directory or a URL alike: read through `Out`, as `serve` reads it.
+    let out = match out.to_str() {
+        Some(text) => bellc::serve::Out::parse(text)?,
+        None => bellc::serve::Out::Dir(out.to_path_buf()),
+    };
+    bellc::fleet::trusted::verified_release(|rel| out.read(rel), &out.describe(), &keys)
 }
 
 /// OUT's release; OUT may be the http:// URL that serves it to hosts, as for `bellc serve`.

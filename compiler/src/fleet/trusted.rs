@@ -39,3 +39,12 @@ pub fn verified_release(
     let text = std::str::from_utf8(&bytes).map_err(|_| refused("it is not UTF-8".into()))?;
     serde_json::from_str(text).map_err(|e| refused(format!("it is not a release ({e})")))
 }
+
+/// Why a release read from `place` (a mirror's URL) is no verified one: what every reader
+/// says of the rows it could not check, with the flag that makes it one.
+pub fn read_unverified(place: &str) -> String {
+    format!(
+        "the release was read from {place} unverified: the identities reports are checked \
+         against are that server's word (give `--trust KEY`)"
+    )
+}

@@ -479,10 +479,7 @@ impl Board {
         ));
         // A release a mirror served, unverified: its identities are that server's word.
         if let (Out::Url(url), None) = (&self.out, &self.trust) {
-            status.mark_unverified(&format!(
-                "the release was read from {url} unverified: the identities reports are \
-                 checked against are that server's word (start `bellc serve` with `--trust KEY`)"
-            ));
+            status.mark_unverified(&crate::fleet::trusted::read_unverified(url));
         }
         let index = index(&status);
         let signer = self

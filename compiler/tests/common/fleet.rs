@@ -300,6 +300,20 @@ pub fn etcdctl(endpoint: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `etcdctl put` of a key that is not UTF-8 (etcd's root can write one), as a test's attack.
+pub fn etcdctl_put_bytes(endpoint: &str, key: &[u8], value: &str) {
+    use std::os::unix::ffi::OsStrExt;
+    let out = Command::new("etcdctl")
+        .arg(format!("--endpoints=http://{endpoint}"))
+        .arg("put")
+        .arg(std::ffi::OsStr::from_bytes(key))
+        .arg(value)
+        .env("ETCDCTL_API", "3")
+        .output()
+        .expect("etcdctl");
+    assert!(out.status.success(), "etcdctl put: {}", text(&out));
+}
+
 /// A real etcd on loopback, for one test.
 pub struct Etcd {
     child: Child,
