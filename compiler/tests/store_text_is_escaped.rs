@@ -76,6 +76,24 @@ fn a_painted_report_is_one_escaped_row() {
             .any(|l| l.starts_with("h2 ") && l.contains("up-to-date")),
         "{shown}"
     );
+
+    // The JSON escapes what JSON itself leaves raw (the override, C1's CSI) as `\uXXXX`, and
+    // reads back as what h1 wrote.
+    let json = f.bellc(&[
+        "status",
+        "out",
+        "--reports",
+        reports.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        !json.stdout.contains(['\u{1b}', '\r', '\u{202e}', '\u{9b}']),
+        "{:?}",
+        json.stdout
+    );
+    assert!(json.stdout.contains("\\u202e"), "{}", json.stdout);
+    let value: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(row(&value, "h1")["detail"], report["error"], "{value:#}");
 }
 
 /// bell-run prints what the store holds escaped too (`outln!` and `errln!` escape every line,
@@ -97,27 +115,39 @@ fn bell_run_quotes_a_painted_store_value_escaped() {
         ],
     );
     etcdctl(&etcd.endpoint, &["put", "/bell/f/desired/h", "b"]);
-    let out = run_bin(
-        &bell_run(),
-        &[
-            "pull",
-            "--source",
-            source.path().to_str().unwrap(),
-            "--store",
-            &etcd.url,
-            "--fleet",
-            "f",
-            "--host",
-            "h",
-            "--root",
-            root.path().to_str().unwrap(),
-            "--offline",
-        ],
-        &[],
-    );
+    let mut args = vec![
+        "pull",
+        "--source",
+        source.path().to_str().unwrap(),
+        "--store",
+        &etcd.url,
+        "--fleet",
+        "f",
+        "--host",
+        "h",
+        "--root",
+        root.path().to_str().unwrap(),
+        "--offline",
+    ];
+    let out = run_bin(&bell_run(), &args, &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let said = text(&out);
     assert!(!said.contains(['\u{1b}', '\r', '\u{202e}']), "{said:?}");
     assert!(said.contains("v\\u{1b}[2J\\r\\nFAKE"), "{said}");
     assert!(!said.lines().any(|l| l.starts_with("FAKE")), "{said}");
+
+    // And in its JSON: the same refusal, nothing raw a terminal acts on.
+    args.push("--json");
+    let out = run_bin(&bell_run(), &args, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let json = String::from_utf8_lossy(&out.stdout);
+    assert!(!json.contains(['\u{1b}', '\r', '\u{202e}']), "{json:?}");
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(
+        value["error"]
+            .as_str()
+            .unwrap()
+            .contains("v\\u{1b}[2J\\r\\nFAKE\\u{202e}"),
+        "{value}"
+    );
 }

@@ -28,11 +28,17 @@ macro_rules! out {
     }};
 }
 
-/// A JSON value, pretty, never panicking: JSON escapes its strings itself.
+/// A JSON value, pretty, never panicking; what JSON leaves raw in a string (C1 controls,
+/// bidirectional overrides) escaped as `\uXXXX` ([`bell_bundle::shown::json`]).
 macro_rules! outjson {
     ($value:expr) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), "{:#}", $value);
+        let text = format!("{:#}", $value);
+        let _ = writeln!(
+            std::io::stdout().lock(),
+            "{}",
+            bell_bundle::shown::json(&text)
+        );
     }};
 }
 

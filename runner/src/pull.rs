@@ -179,37 +179,23 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         }
     };
 
-    let Some(entry) = release.hosts.get(&host) else {
-        return Err(Refusal::new(format!(
-            "release {} names no bundle for host `{host}`",
-            short(&release.version)
-        ))
-        .help("is `--host` (or /etc/hostname) this host's name in the fleet?"));
-    };
-    if let Some((version, bundle)) = &store_bundle {
-        if *version != release.version {
-            return Err(Refusal::new(format!(
-                "the store names release {}, but {} holds release {}",
-                short(version),
-                opts.source.describe(&release_rel),
-                short(&release.version)
-            )));
+    let store_names = store_bundle
+        .as_ref()
+        .map(|(version, bundle)| (version.as_str(), bundle.as_str()));
+    let entry = bell_bundle::accept::host_entry(
+        &release,
+        &host,
+        store_names,
+        &opts.source.describe(&release_rel),
+    )
+    .map_err(|refused| {
+        let refusal = Refusal::new(refused.message);
+        match refused.help {
+            Some(help) => refusal.help(help),
+            None => refusal,
         }
-        if *bundle != entry.bundle {
-            return Err(Refusal::new(format!(
-                "the store names bundle {} for host `{host}`, but the release names {}: \
-                 refused",
-                short(bundle),
-                short(&entry.bundle)
-            )));
-        }
-    }
+    })?;
     let id = entry.bundle.clone();
-    if !bell_bundle::is_bundle_id(&id) {
-        return Err(Refusal::new(format!(
-            "the release names `{id}` as the bundle of `{host}`, which is not a bundle id"
-        )));
-    }
 
     let generation = state::generation_dir(&root, &id);
     let already_applied = state.generation.as_deref() == Some(id.as_str()) && generation.is_dir();
@@ -227,7 +213,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         (generation, 0, 0, None)
     } else {
         let secrets = (host.as_str(), entry.secrets.as_deref());
-        let staged = stage(&root, &opts.source, &id, &state, secrets)?;
+        let staged = stage(&root, &opts.source, &release, &id, &state, secrets)?;
         (staged.dir, staged.fetched, staged.reused, staged.sealed)
     };
     // The disruption budget: a slot of the host's rollout group before anything changes.
@@ -407,10 +393,6 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     })
 }
 
-fn short(version: &str) -> &str {
-    bell_bundle::short(version, 16)
-}
-
 /// `--trust FILE`, else the root's `/etc/bell/trusted.pub` when it exists, else none.
 fn trusted_keys(root: &Root, given: Option<&Path>) -> Result<Option<TrustedKeys>, Refusal> {
     let refused = |e: String| Refusal::new(e).help("fix the trust file; nothing was changed");
@@ -498,6 +480,7 @@ struct Staged {
 fn stage(
     root: &Root,
     source: &Source,
+    release: &Release,
     id: &str,
     state: &state::State,
     secrets: (&str, Option<&str>),
@@ -509,7 +492,7 @@ fn stage(
         .last()
         .map(Path::to_path_buf);
     let staging = incoming.join(id);
-    let result = stage_into(root, source, id, state, &incoming, &staging).and_then(
+    let result = stage_into(root, source, release, id, state, &incoming, &staging).and_then(
         |(fetched, reused, manifest)| {
             let sealed = match manifest.sealed().is_empty() {
                 true => None,
@@ -538,6 +521,7 @@ fn stage(
 fn stage_into(
     root: &Root,
     source: &Source,
+    release: &Release,
     id: &str,
     state: &state::State,
     incoming: &Path,
@@ -563,19 +547,13 @@ fn stage_into(
     let manifest_bytes = source
         .get(&manifest_rel, rootfs::MAX_RECORD_BYTES)
         .map_err(|e| Refusal::new(format!("cannot fetch the bundle: {e}")))?;
-    let actual = bell_bundle::sha256_hex(&manifest_bytes);
-    if actual != id {
-        return Err(Refusal::new(format!(
-            "{} has sha256 {actual}, not the id {id} the release names: refused",
-            source.describe(&manifest_rel)
-        )));
-    }
-    let manifest = std::str::from_utf8(&manifest_bytes)
-        .map_err(|_| "not UTF-8".to_string())
-        .and_then(|text| Manifest::from_json(text).map_err(|e| e.to_string()))
-        .map_err(|e| Refusal::new(format!("the bundle {id} is not a bundle: {e}")))?;
-    let expected = bell_bundle::expected_files(&manifest)
-        .map_err(|e| Refusal::new(format!("the bundle {id} does not verify: {e}")))?;
+    let (manifest, expected) = bell_bundle::accept::check_manifest(
+        release,
+        id,
+        &manifest_bytes,
+        &source.describe(&manifest_rel),
+    )
+    .map_err(Refusal::new)?;
 
     // Leftovers of an interrupted pull: complete files with the right content stay, the rest
     // (partial downloads, anything unlisted) goes.

@@ -11,10 +11,7 @@ use std::path::Path;
 /// `bellc hosts pending`: a table (or JSON) of the registrations an operator should look at.
 pub fn print_pending(rows: &[enroll::Registered], json: bool) -> Result<(), String> {
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(rows).map_err(|e| e.to_string())?
-        );
+        outjson!(serde_json::to_string_pretty(rows).map_err(|e| e.to_string())?);
         return Ok(());
     }
     if rows.is_empty() {
@@ -82,10 +79,7 @@ pub fn accept(
         discovery::unreject(etcd, fleet, &host.host)?;
     }
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&accepted).map_err(|e| e.to_string())?
-        );
+        outjson!(serde_json::to_string_pretty(&accepted).map_err(|e| e.to_string())?);
     } else {
         for host in &accepted {
             outln!(

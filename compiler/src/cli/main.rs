@@ -20,6 +20,14 @@ macro_rules! errln {
     };
 }
 
+/// `println!` of JSON text, with what JSON leaves raw in a string (C1 controls, bidirectional
+/// overrides) escaped as `\uXXXX`: the same value to a JSON reader, nothing a terminal acts on.
+macro_rules! outjson {
+    ($text:expr) => {
+        println!("{}", bell_bundle::shown::json(&$text))
+    };
+}
+
 mod args;
 mod build;
 mod enroll;
@@ -751,7 +759,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             }
             if *json {
                 let text = serde_json::to_string_pretty(&hosts).map_err(|e| e.to_string())?;
-                println!("{text}");
+                outjson!(text);
             } else {
                 for (name, host) in &hosts {
                     let labels: Vec<String> = host

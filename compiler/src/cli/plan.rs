@@ -52,7 +52,7 @@ pub fn plan(
     );
     if json {
         let text = serde_json::to_string_pretty(&waves).map_err(|e| e.to_string())?;
-        println!("{text}");
+        outjson!(text);
     } else if waves.is_empty() {
         println!("nothing to roll out: no host's bundle changed");
     } else {

@@ -44,7 +44,7 @@ pub fn print(
     }
     if json {
         let text = serde_json::to_string_pretty(&answer).map_err(|e| e.to_string())?;
-        println!("{text}");
+        outjson!(text);
     } else {
         print!("{}", query::to_text(&answer));
     }
@@ -104,7 +104,7 @@ pub fn print_explain(
             "groups": configurations,
         }))
         .map_err(|e| e.to_string())?;
-        println!("{text}");
+        outjson!(text);
         return Ok(());
     }
     for (i, group) in groups.iter().enumerate() {
@@ -151,7 +151,7 @@ pub fn print_override(
             "hosts": matched,
         }))
         .map_err(|e| e.to_string())?;
-        println!("{text}");
+        outjson!(text);
     } else {
         println!(
             "override {name}  {at}: {} host{}",

@@ -21,7 +21,7 @@ pub fn diff_sides(old: &dyn Side, new: &dyn Side, json: bool) -> Result<u8, Stri
 pub fn show_diff(d: &ReleaseDiff, json: bool) -> Result<u8, String> {
     if json {
         let text = serde_json::to_string_pretty(&d).map_err(|e| e.to_string())?;
-        println!("{text}");
+        outjson!(text);
     } else {
         print_diff(d);
     }
@@ -53,7 +53,7 @@ impl Changes {
 pub fn show_values(d: &ValueDiff, json: bool) -> Result<u8, String> {
     if json {
         let text = serde_json::to_string_pretty(&d).map_err(|e| e.to_string())?;
-        println!("{text}");
+        outjson!(text);
     } else {
         print!("{}", value_diff::to_text(d));
     }
@@ -173,7 +173,7 @@ pub fn releases(out: &Path, json: bool) -> Result<u8, String> {
                 })
             })
             .collect();
-        println!("{}", serde_json::Value::Array(rows));
+        outjson!(serde_json::Value::Array(rows).to_string());
         return Ok(0);
     }
     if kept.is_empty() {
@@ -433,7 +433,7 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
         let gate = status::gate(&fleet, &names, version);
         if args.json {
             let text = serde_json::to_string_pretty(&gate).map_err(|e| e.to_string())?;
-            println!("{text}");
+            outjson!(text);
         } else if gate.passed {
             outln!("all {} host(s) are up to date on {version}", names.len());
         } else {
@@ -457,7 +457,7 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
     }
     if args.json {
         let text = serde_json::to_string_pretty(&fleet).map_err(|e| e.to_string())?;
-        println!("{text}");
+        outjson!(text);
     } else {
         print_status(&fleet, args.all);
     }
@@ -673,7 +673,7 @@ pub fn lock_status(
             &serde_json::json!({ "prefix": prefix, "groups": groups, "held": holds }),
         )
         .map_err(|e| e.to_string())?;
-        println!("{text}");
+        outjson!(text);
         return Ok(0);
     }
     for (host, hold) in &holds {

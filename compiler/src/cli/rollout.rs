@@ -151,7 +151,7 @@ pub fn status(
     };
     if json {
         let value = serde_json::json!({ "progress": progress, "controller": holder });
-        println!("{value}");
+        outjson!(value.to_string());
         return Ok(code);
     }
     let Some(p) = progress else {
@@ -311,7 +311,7 @@ impl Display {
                 // Every event says when (unix milliseconds): a log of them is a timeline.
                 if let Ok(mut value) = serde_json::to_value(event) {
                     value["at"] = now_ms().into();
-                    println!("{value}");
+                    outjson!(value.to_string());
                 }
             }
             return;
@@ -473,10 +473,7 @@ pub fn history(
     let etcd = Etcd::open(store, access)?;
     let entries = bellc::fleet::history::list(&etcd, fleet)?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&entries).map_err(|e| e.to_string())?
-        );
+        outjson!(serde_json::to_string_pretty(&entries).map_err(|e| e.to_string())?);
         return Ok(0);
     }
     if entries.is_empty() {

@@ -35,10 +35,7 @@ pub fn run(
                     })
                 })
                 .collect();
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&list).map_err(|e| e.to_string())?
-            );
+            outjson!(serde_json::to_string_pretty(&list).map_err(|e| e.to_string())?);
         } else {
             for role in &roles {
                 outln!("user and role {}", role.name);

@@ -1,9 +1,12 @@
 //! What a host accepts of a verified release, as pure functions of the release, what the host
-//! accepted before and the clock: its fleet, the rollback and freeze refusals. Here, beside
+//! accepted before and the clock: its fleet, the rollback and freeze refusals, its own entry,
+//! and the manifest of the bundle the entry names. Here, beside
 //! the format, so that the fuzz targets drive them with hostile releases as bell-run does.
 
-use crate::Release;
+use crate::{Expected, Manifest, Release, ReleaseHost};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// The newest release this host accepted of one fleet.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +80,103 @@ pub fn check_fresh(
     Ok(sequence)
 }
 
+/// A refusal of what a release names for this host: what is wrong, and where to look.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub message: String,
+    pub help: Option<&'static str>,
+}
+
+impl From<String> for Refused {
+    fn from(message: String) -> Refused {
+        Refused {
+            message,
+            help: None,
+        }
+    }
+}
+
+/// This host's entry of a release, checked against what the store names (`store`: the release
+/// version and the bundle the store gives the host, when pulling from one; `source` says where
+/// the release was read): a mirror serving
+/// another release than the store names, or another bundle, is refused, and so is an entry
+/// whose bundle is not a bundle id (a path, say).
+pub fn host_entry<'a>(
+    release: &'a Release,
+    host: &str,
+    store: Option<(&str, &str)>,
+    source: &str,
+) -> Result<&'a ReleaseHost, Refused> {
+    let Some(entry) = release.hosts.get(host) else {
+        return Err(Refused {
+            message: format!(
+                "release {} names no bundle for host `{host}`",
+                short(&release.version)
+            ),
+            help: Some("is `--host` (or /etc/hostname) this host's name in the fleet?"),
+        });
+    };
+    if let Some((version, bundle)) = store {
+        if version != release.version {
+            return Err(format!(
+                "the store names release {}, but {source} holds release {}",
+                short(version),
+                short(&release.version)
+            )
+            .into());
+        }
+        if bundle != entry.bundle {
+            return Err(format!(
+                "the store names bundle {} for host `{host}`, but the release names {}: refused",
+                short(bundle),
+                short(&entry.bundle)
+            )
+            .into());
+        }
+    }
+    if !crate::is_bundle_id(&entry.bundle) {
+        return Err(format!(
+            "the release names `{}` as the bundle of `{host}`, which is not a bundle id",
+            entry.bundle
+        )
+        .into());
+    }
+    Ok(entry)
+}
+
+/// A bundle's manifest as fetched (`bytes`, from where `describe` says) for bundle `id` of
+/// `release`: its sha256 must be the id (the release, signed, names the id), it must parse,
+/// be of the release's fleet, and list files that can be verified. Its files, by path, for
+/// fetching them.
+pub fn check_manifest(
+    release: &Release,
+    id: &str,
+    bytes: &[u8],
+    describe: &str,
+) -> Result<(Manifest, BTreeMap<PathBuf, Expected>), String> {
+    let actual = crate::sha256_hex(bytes);
+    if actual != id {
+        return Err(format!(
+            "{describe} has sha256 {actual}, not the id {id} the release names: refused"
+        ));
+    }
+    let manifest = std::str::from_utf8(bytes)
+        .map_err(|_| "not UTF-8".to_string())
+        .and_then(|text| Manifest::from_json(text).map_err(|e| e.to_string()))
+        .map_err(|e| format!("the bundle {id} is not a bundle: {e}"))?;
+    if manifest.fleet != release.fleet {
+        return Err(format!(
+            "the bundle {id} is of fleet `{}`, but release {} is of fleet `{}`: refused",
+            manifest.fleet,
+            short(&release.version),
+            release.fleet
+        ));
+    }
+    let expected = crate::expected_files(&manifest)
+        .map_err(|e| format!("the bundle {id} does not verify: {e}"))?;
+    Ok((manifest, expected))
+}
+
 fn short(version: &str) -> &str {
     crate::short(version, 16)
 }
@@ -110,5 +210,47 @@ mod tests {
         };
         let refused = check_fresh(&r, "y", Some(&before), 0).unwrap_err();
         assert!(refused.contains("a rollback is refused"), "{refused}");
+    }
+
+    /// The manifest a release names is taken only with the id's sha256, of the release's
+    /// fleet, and listing files that can be verified; the entry only for the store's release
+    /// and bundle, and only when it names a bundle id.
+    #[test]
+    fn a_manifest_of_another_fleet_or_hash_is_refused() {
+        let r = release(include_str!("../../../fuzz/seeds/bundle/release.json"));
+        let text = include_str!("../../../fuzz/seeds/bundle/manifest-1.json");
+        let id = crate::sha256_hex(text.as_bytes());
+        let (manifest, files) = check_manifest(&r, &id, text.as_bytes(), "m").expect("taken");
+        assert_eq!(manifest.fleet, "lab-east");
+        assert!(files.len() >= manifest.files.len() && !files.is_empty());
+        let refused = check_manifest(&r, &"0".repeat(64), text.as_bytes(), "m").unwrap_err();
+        assert!(refused.contains("m has sha256"), "{refused}");
+        let other = text.replace("\"fleet\": \"lab-east\"", "\"fleet\": \"lab-west\"");
+        let id = crate::sha256_hex(other.as_bytes());
+        let refused = check_manifest(&r, &id, other.as_bytes(), "m").unwrap_err();
+        assert!(
+            refused.contains("is of fleet `lab-west`, but release"),
+            "{refused}"
+        );
+
+        let (host, entry) = r.hosts.iter().next().expect("a host");
+        assert!(host_entry(&r, host, None, "s").is_ok());
+        assert!(host_entry(&r, host, Some((&r.version, &entry.bundle)), "s").is_ok());
+        let refused = host_entry(&r, "nobody", None, "s").unwrap_err();
+        assert!(refused.help.is_some(), "{refused:?}");
+        let refused = host_entry(&r, host, Some(("v2", &entry.bundle)), "s").unwrap_err();
+        assert!(
+            refused.message.contains("but s holds release"),
+            "{refused:?}"
+        );
+        let refused = host_entry(&r, host, Some((&r.version, "b")), "s").unwrap_err();
+        assert!(
+            refused.message.contains("the store names bundle b"),
+            "{refused:?}"
+        );
+        let mut bad = r.clone();
+        bad.hosts.get_mut(host).expect("the host").bundle = "../../etc".into();
+        let refused = host_entry(&bad, host, None, "s").unwrap_err();
+        assert!(refused.message.contains("not a bundle id"), "{refused:?}");
     }
 }

@@ -57,6 +57,30 @@ pub fn lines(text: &str) -> String {
         .join("\n")
 }
 
+/// JSON text (as `serde_json` writes it, compact or pretty) with nothing a terminal acts on:
+/// the characters of [`is_unsafe_on_a_terminal`] that JSON leaves raw in a string (DEL, the C1
+/// controls, the bidirectional and invisible ones) written as `\uXXXX` escapes, which any JSON
+/// reader reads back as the same string. Line breaks stay: in JSON text they are only ever
+/// between values, as a string's own are escaped already.
+pub fn json(text: &str) -> Cow<'_, str> {
+    let unsafe_here = |c: char| c != '\n' && is_unsafe_on_a_terminal(c);
+    if !text.chars().any(unsafe_here) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_here(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,5 +98,33 @@ mod tests {
         // Nothing escaped contains a character escaped again.
         let escaped = one_line("\u{0}\u{1}\u{1b}\u{85}\u{2066}\u{feff}");
         assert!(!escaped.chars().any(is_unsafe_on_a_terminal), "{escaped}");
+    }
+
+    /// JSON whose strings hold what JSON leaves raw reads back the same, with nothing raw.
+    #[test]
+    fn json_escapes_what_json_leaves_raw_and_reads_back_the_same() {
+        let value = serde_json::json!({
+            "error": "x\u{1b}[2J\r\n\u{202e}cba\u{9b}\u{7f}\u{2066}\u{feff} é ✓",
+            "rows": ["a", "\u{85}"],
+        });
+        for text in [
+            serde_json::to_string(&value).unwrap(),
+            serde_json::to_string_pretty(&value).unwrap(),
+        ] {
+            let shown = json(&text);
+            assert!(
+                !shown
+                    .chars()
+                    .any(|c| c != '\n' && is_unsafe_on_a_terminal(c)),
+                "{shown}"
+            );
+            assert!(
+                shown.contains("\\u202e") && shown.contains(" é ✓"),
+                "{shown}"
+            );
+            let back: serde_json::Value = serde_json::from_str(&shown).unwrap();
+            assert_eq!(back, value);
+        }
+        assert!(matches!(json("{\n  \"a\": 1\n}"), Cow::Borrowed(_)));
     }
 }
