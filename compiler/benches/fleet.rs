@@ -9,8 +9,10 @@
 //! and a no-op re-apply of a typical bundle.
 //! Times are medians of `BELL_BENCH_RUNS` runs (default 3). `BELL_BENCH_QUICK=1` runs the
 //! small fleets only; `BELL_BENCH_ONLY=TEXT` the fleet named TEXT (`shape-hosts`), or else those
-//! whose name contains it.
+//! whose name contains it; `BELL_RUN_BIN=PATH` the bell-run to measure (default: the static
+//! one `runner/build-static` makes).
 //! Nothing here asserts a target: the figures go into the README as they are.
+//! `compiler/tests/benchmarks_run.rs` runs it quick, on one small fleet, with the test suite.
 
 use bell_fleetgen::{FleetGen, Inventory, Shape};
 use std::path::{Path, PathBuf};
@@ -220,6 +222,10 @@ fn bench_fleet(fleet: &Fleet, scratch: &Path, disk_scratch: &Path, runs: usize) 
 
 /// The bell-run that hosts run: the static release build (`runner/build-static`).
 fn bell_run() -> PathBuf {
+    // The test suite's quick run gives the bell-run it built.
+    if let Some(given) = std::env::var_os("BELL_RUN_BIN") {
+        return PathBuf::from(given);
+    }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../runner/build-static");
     let out = Command::new(script)
         .stderr(std::process::Stdio::inherit())
@@ -444,14 +450,14 @@ fn offline_applies(runner: &Path, bundle: &Path, root: &Path, runs: usize) -> (f
     (median(first), median(again))
 }
 
-fn main() {
+pub fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not supported.
     let runs: usize = std::env::var("BELL_BENCH_RUNS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
     let quick = std::env::var("BELL_BENCH_QUICK").is_ok();
-    let (scratch, mounted) = scratch_tmpfs();
+    let (scratch, mounted) = scratch_tmpfs(quick);
     let disk_scratch = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bell-bench-disk");
     let gen = |hosts, shape, inventory| FleetGen {
         hosts,
@@ -568,7 +574,12 @@ fn main() {
 /// A tmpfs for OUT. A bundle is a few dozen directories, so 100,000 unique hosts take about
 /// ten million inodes, three times what `/dev/shm` allows on this machine: as root, the
 /// benchmark mounts a tmpfs of its own without an inode limit; otherwise it uses `/dev/shm`.
-fn scratch_tmpfs() -> (PathBuf, bool) {
+fn scratch_tmpfs(quick: bool) -> (PathBuf, bool) {
+    // The small fleets fit anywhere: a quick run mounts nothing.
+    if quick {
+        let dir = std::env::temp_dir().join(format!("bell-bench-quick-{}", std::process::id()));
+        return (dir, false);
+    }
     let own = PathBuf::from("/tmp/bell-bench-tmpfs");
     let _ = std::fs::create_dir_all(&own);
     let mounted = Command::new("mount")

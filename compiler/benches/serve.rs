@@ -101,7 +101,7 @@ fn get(address: &str, path: &str) -> usize {
     answer.len()
 }
 
-fn main() {
+pub fn main() {
     let hosts = env_number("BELL_SERVE_HOSTS", 100_000) as usize;
     let local = LocalEtcd::start();
     let etcd = local.client();

@@ -85,7 +85,7 @@ fn pull(
     Ok(lease)
 }
 
-fn main() {
+pub fn main() {
     let hosts = env_number("BELL_LOAD_HOSTS", 1000) as usize;
     let seconds = env_number("BELL_LOAD_SECONDS", 60);
     let local = LocalEtcd::start();

@@ -102,6 +102,7 @@ impl Args {
             release: self.release.clone(),
             alive_ttl: self.alive_ttl.unwrap_or(report::DEFAULT_ALIVE_TTL),
             read: None,
+            identity: self.identity.clone(),
         }
     }
 }

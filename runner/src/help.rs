@@ -13,6 +13,7 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
                       [--root DIR] [--trust FILE] [--store etcd[s]://HOST:PORT [--lock-prefix PREFIX]]
                       [--fleet NAME] [--offline] [--json] [--timeout SECS] [--report DEST]
                       [--alive-ttl SECS] [--metrics FILE] [--fetch-timeout SECS]
+                      [--identity FILE]
        bell-run pending --store etcd[s]://HOST:PORT [--host NAME] [--root DIR] [--fleet NAME] [--json]
        bell-run register --store etcd[s]://HOST:PORT --fleet NAME [--host NAME] [--root DIR] [--json]
        bell-run status [--root DIR] [--json]
@@ -84,6 +85,11 @@ const TIMEOUT: &str = concat!(
     "                     exec scripts carry their own timeout",
 );
 
+const IDENTITY: &str =
+    "  --identity FILE    the host's key (OpenSSH's private key format, 0600) that opens the
+                     bundle's sealed secrets and signs its reports, for an image whose own
+                     key is not in its root yet; by default the root's SSH host key or
+                     /etc/bell/identity.key";
 const ROOT: &str = "  --root DIR         the root to act on (default /); any other root is offline";
 
 fn markers() -> &'static str {
@@ -107,9 +113,7 @@ options:
   --dry-run          print the plan (every resource and file action) and change nothing
   --json             one JSON report on stdout
   --timings          say where the time went, by phase and by kind
-  --identity FILE    the host's key (OpenSSH's private key format, 0600) that opens the
-                     bundle's sealed secrets, for an image whose own key is not in its root
-                     yet; by default the root's SSH host key or /etc/bell/identity.key
+{IDENTITY}
 {TIMEOUT}
 {REPORTING}
 
@@ -166,6 +170,7 @@ options:
                      bound the whole fetch, first connection to last byte (default 300)
   --offline          apply as on an image
   --json             one JSON report on stdout
+{IDENTITY}
 {TIMEOUT}
 {REPORTING}
 

@@ -38,6 +38,18 @@ pub fn load(root: &Root) -> Result<Option<HostKey>, String> {
     Ok(None)
 }
 
+/// The key this run signs with: the one given with `--identity FILE` (an image whose own key
+/// is not in its root yet speaks as the host it becomes), else the root's.
+pub fn signing_key(root: &Root, given: Option<&Path>) -> Result<Option<HostKey>, String> {
+    match given {
+        Some(file) => Ok(Some(HostKey {
+            key: load_file(file)?,
+            file: file.to_path_buf(),
+        })),
+        None => load(root),
+    }
+}
+
 /// The host's key, made as bell's own when there is none. `true` when it was made now.
 pub fn load_or_make(root: &Root) -> Result<(HostKey, bool), String> {
     if let Some(key) = load(root)? {

@@ -196,6 +196,13 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         }
     })?;
     let id = entry.bundle.clone();
+    warn_unless_reports_verify(
+        &root,
+        opts.apply.identity.as_deref(),
+        &host,
+        entry,
+        &release,
+    );
 
     let generation = state::generation_dir(&root, &id);
     let already_applied = state.generation.as_deref() == Some(id.as_str()) && generation.is_dir();
@@ -221,7 +228,8 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         Some(bell_store::Store::Etcd(etcd)) => {
             // The holder record is signed, so that `bellc lock status` can tell it is this
             // host's; a key that cannot be read leaves it unsigned, never the pull undone.
-            let key = crate::identity::load(&root).unwrap_or_else(|e| {
+            let given = opts.apply.identity.as_deref();
+            let key = crate::identity::signing_key(&root, given).unwrap_or_else(|e| {
                 errln!("warning: the slot's holder record is not signed: {e}");
                 None
             });
@@ -433,6 +441,46 @@ fn check_fleet(
             release.fleet
         ))
     })
+}
+
+/// Says so when this host's reports will not verify against the identity the release gives
+/// it: no key to sign them with (an image pulled without `--identity`, a host whose key is not
+/// where bell-run looks), or another key. Its rows would read `unverified` or `forged`, and a
+/// rollout would wait for it, with nothing on the host saying why.
+fn warn_unless_reports_verify(
+    root: &Root,
+    given: Option<&Path>,
+    host: &str,
+    entry: &bell_bundle::ReleaseHost,
+    release: &Release,
+) {
+    let Some(named) = entry.identity.as_deref() else {
+        return;
+    };
+    let version = bell_bundle::short(&release.version, 16);
+    match crate::identity::signing_key(root, given) {
+        Ok(None) => errln!(
+            "warning: release {version} gives `{host}` an identity, but this host has no key to \
+             sign its reports with (neither {} nor {} in the root, and no `--identity FILE`): \
+             its reports will read `unverified`, and a rollout waits for it; give the host's key \
+             with `--identity FILE`, or put it at {1}",
+            crate::identity::SSH_HOST_KEY,
+            crate::identity::BELL_KEY
+        ),
+        Ok(Some(key)) => {
+            let signs = key.key.identity();
+            if bell_store::proof::Identity::parse(named).ok().as_ref() != Some(&signs) {
+                errln!(
+                    "warning: the key that signs this host's reports ({}, {}) is not the \
+                     identity release {version} gives `{host}`: its reports will read `forged`; \
+                     is this the right key, or `--host` the right name?",
+                    key.file.display(),
+                    signs.fingerprint()
+                );
+            }
+        }
+        Err(e) => errln!("warning: this host's reports will be filed unsigned: {e}"),
+    }
 }
 
 /// The fleet of the bundle this host runs, if it runs one.

@@ -29,6 +29,9 @@ pub struct Sinks {
     /// What a pull's first request read of its store, which filing the report then need not
     /// read again (when the report goes to that same store).
     pub read: Option<bell_store::prefetch::Prefetched>,
+    /// The host's key given with `--identity FILE`, which signs the report instead of the
+    /// root's (an image baked before its host has a key of its own in it).
+    pub identity: Option<PathBuf>,
 }
 
 /// Three runs of the default 15-minute timer.
@@ -365,7 +368,8 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     proof: None,
                 };
                 let key_root = crate::rootfs::Root::open(run.root).ok();
-                let key = key_root.as_ref().and_then(|root| match identity::load(root) {
+                let given = sinks.identity.as_deref();
+                let key = key_root.as_ref().and_then(|root| match identity::signing_key(root, given) {
                     Ok(key) => key,
                     Err(e) => {
                         errln!("warning: the report is filed unsigned: {e}");
