@@ -275,3 +275,47 @@ fn hosts_register_and_an_operator_sees_them_pending() {
         run.stderr
     );
 }
+
+/// What `register` says to do is a command that runs as it is: the accept it prints (the
+/// inventory's name put in) adds the host, with the identity whose fingerprint it named.
+#[test]
+fn the_accept_register_prints_runs_as_printed() {
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let fx = Fixture::new();
+    let root = host_root("52:54:00:00:00:09", 4 * 1024 * 1024);
+    let out = run_bin(
+        &bell_run(),
+        &[
+            "register",
+            "--store",
+            &etcd.url,
+            "--fleet",
+            "f",
+            "--host",
+            "node-17",
+            "--root",
+            root.path().to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    let command = said
+        .split("accept it with `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no command: {said}"));
+    let args: Vec<String> = command
+        .split_whitespace()
+        .map(|w| w.replace("INVENTORY.json", "hosts.json"))
+        .collect();
+    assert_eq!(args[..3], ["bellc", "hosts", "accept"], "{command}");
+    assert!(args[3].starts_with("node-17=SHA256:"), "{command}");
+    let args: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+    let run = fx.bellc(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let inventory = std::fs::read_to_string(fx.path().join("hosts.json")).unwrap();
+    assert!(inventory.contains("\"node-17\""), "{inventory}");
+}

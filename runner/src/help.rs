@@ -74,7 +74,7 @@ const REPORTING: &str = concat!(
     "  --store-user NAME, --store-password-file FILE\n",
     "                     the etcd user this host is (host/FLEET/HOST, from `bellc store\n",
     "                     roles`) and its password's file (0600, root's); etcds:// only\n",
-    "  --alive-ttl SECS   how long the host's alive key outlives the run (etcd; default 900, >= 10)\n",
+    "  --alive-ttl SECS   how long the host's alive key outlives the run (etcd; default 2700, >= 10)\n",
     "  --host NAME        the host this root is (default: its host name)\n",
     "  --release VERSION  the release this bundle was applied for, kept for later reports\n",
     "  --metrics FILE     write Prometheus textfile metrics of the run",
@@ -362,5 +362,28 @@ mod tests {
             );
         }
         assert!(super::of("frobnicate").is_none());
+    }
+
+    /// A default said in the help or the README is the one the code has: the help once said
+    /// `--alive-ttl` lasts 900 s while the code gave 2700.
+    #[test]
+    fn defaults_said_in_help_and_readme_are_the_codes() {
+        let readme = include_str!("../../README.md");
+        let alive = crate::report::DEFAULT_ALIVE_TTL;
+        let script = crate::apply::DEFAULT_SCRIPT_TIMEOUT;
+        let fetch = crate::fetch::DEFAULT_FETCH_TIMEOUT.as_secs();
+        for (text, said) in [
+            (super::REPORTING, format!("default {alive}, >= 10")),
+            (readme, format!("(`--alive-ttl SECS`, default {alive}:")),
+            (super::TIMEOUT, format!("(default {script});")),
+            (readme, format!("(`--fetch-timeout`, {fetch} s by default;")),
+        ] {
+            assert!(text.contains(&said), "`{said}` is not said");
+        }
+        let pull = super::of("pull").expect("pull's help");
+        assert!(
+            pull.contains(&format!("last byte (default {fetch})")),
+            "{pull}"
+        );
     }
 }

@@ -91,6 +91,8 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         None => (bell_bundle::RELEASE_FILE.to_string(), None),
         Some(store) => {
             let fleet = fleet_of(opts, &root, &state)?;
+            // A refusal from here on is filed under it.
+            found.fleet = Some(fleet.clone());
             // One request reads what the whole pull needs of the store when it changes
             // nothing: the report and liveness keys, and the semaphore of its last group.
             let slot = budget::remembered(&root, &store.describe());

@@ -160,26 +160,46 @@ pub(super) fn cmd_install_timer(args: &Args) -> i32 {
         }
     }
     let exe = args.exec.as_deref().unwrap_or("/usr/local/sbin/bell-run");
+    if root.check_contained(exe).is_err() || !root.host(exe).is_file() {
+        errln!(
+            "warning: `{exe}` does not exist under the root yet: the timer's service fails until \
+             it does (`install -D -m 0755 bell-run {}`, or `--exec PATH`)",
+            root.host(exe).display()
+        );
+    }
+    // An image is enabled offline, in its own tree; nothing starts until it boots.
+    let image = root.dir.canonicalize().ok().as_deref() != Some(Path::new("/"));
+    let enable = |units: &str| match image {
+        true => format!("systemctl --root {} enable {units}", root.dir.display()),
+        false => format!("systemctl daemon-reload && systemctl enable --now {units}"),
+    };
     let interval = args.interval.as_deref().unwrap_or("15min");
     match crate::timer::install(&root, exe, interval, &job) {
         Ok(paths) => {
             for path in &paths {
                 outln!("wrote {path}");
             }
-            outln!("enable with: systemctl daemon-reload && systemctl enable --now bell-run.timer");
+            outln!("enable with: {}", enable("bell-run.timer"));
+            let also = |why: &str, unit: &str| {
+                let how = match image {
+                    true => format!("systemctl --root {} enable {unit}", root.dir.display()),
+                    false => format!("systemctl enable {unit}"),
+                };
+                outln!("and, {why}: {how}");
+            };
             if let crate::timer::Job::Pull(_) = job {
-                outln!(
-                    "and, for the pull at boot that sees a reboot through: systemctl enable \
-                     bell-run.service"
+                also(
+                    "for the pull at boot that sees a reboot through",
+                    "bell-run.service",
                 );
             }
             if paths
                 .iter()
                 .any(|p| p.ends_with("/bell-run-register.service"))
             {
-                outln!(
-                    "and, to register this machine at boot for an operator to accept: \
-                     systemctl enable bell-run-register.service"
+                also(
+                    "to register this machine at boot for an operator to accept",
+                    "bell-run-register.service",
                 );
             }
             OK
@@ -293,9 +313,16 @@ pub(super) fn cmd_register(args: &Args) -> i32 {
                 });
                 outjson!(value);
             } else if done.filed {
+                // The whole command, with the fingerprint to compare before running it.
                 outln!(
-                    "registered `{}` in fleet `{}` ({}) at {}: accept it with `bellc hosts accept {0}`",
-                    done.host, done.fleet, done.fingerprint, done.key
+                    "registered `{}` in fleet `{}` ({}) at {}: compare the fingerprint, then \
+                     accept it with `bellc hosts accept {0}={2} --inventory INVENTORY.json \
+                     --store {} --fleet {1}`",
+                    done.host,
+                    done.fleet,
+                    done.fingerprint,
+                    done.key,
+                    store
                 );
             } else {
                 outln!(

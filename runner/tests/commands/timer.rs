@@ -16,6 +16,23 @@ fn install_timer_writes_units_that_systemd_accepts() {
         "30min",
     ]);
     expect_code(&out, 0);
+    // An image: enabled in its own tree, nothing started; its bell-run is not there yet.
+    let said = stdout(&out);
+    assert!(
+        said.contains(&format!(
+            "enable with: systemctl --root {} enable bell-run.timer",
+            root.display()
+        )) && !said.contains("--now"),
+        "{said}"
+    );
+    assert!(
+        stderr(&out).contains(&format!(
+            "warning: `{}` does not exist under the root yet",
+            bin()
+        )),
+        "{}",
+        stderr(&out)
+    );
     let unit_dir = root.join("etc/systemd/system");
     let service = std::fs::read_to_string(unit_dir.join("bell-run.service")).unwrap();
     assert!(service.contains(&format!("ExecStart={} apply /var/lib/bell/current", bin())));
@@ -95,7 +112,7 @@ fn install_timer_with_an_etcd_fleet_registers_the_machine_at_boot() {
     ]);
     expect_code(&out, 0);
     assert!(
-        stdout(&out).contains("systemctl enable bell-run-register.service"),
+        stdout(&out).contains(" enable bell-run-register.service"),
         "{}",
         stdout(&out)
     );
@@ -218,6 +235,10 @@ fn install_timer_with_a_source_writes_a_pulling_service_with_every_argument_quot
         "untrusted comment: k\nRWQ\n",
     )
     .unwrap();
+    // (and bell-run where the service runs it, in the image).
+    let exe = root.join(bin().trim_start_matches('/'));
+    std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+    std::fs::copy(bin(), &exe).unwrap();
     let out = install(&["--source", "http://10.0.0.1:8080/fleet/"]);
     expect_code(&out, 0);
     assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
