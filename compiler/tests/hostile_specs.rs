@@ -266,7 +266,8 @@ fn the_fuzzers_mangled_spec_gets_its_diagnostics_quickly_and_once_each() {
 
 #[test]
 fn the_limits_the_readme_states_are_the_limits_enforced() {
-    let readme = std::fs::read_to_string(common::repo_root().join("README.md")).expect("README");
+    let readme = std::fs::read_to_string(common::repo_root().join("docs/language.md"))
+        .expect("docs/language.md");
     for (what, value) in [
         (
             "spec file",
@@ -294,7 +295,7 @@ fn the_limits_the_readme_states_are_the_limits_enforced() {
             readme
                 .lines()
                 .any(|l| l.starts_with('|') && l.contains(what) && l.contains(&value)),
-            "README's table of limits lacks `{what}` = {value}"
+            "the language reference's table of limits lacks `{what}` = {value}"
         );
     }
 }
@@ -590,7 +591,8 @@ file "/etc/out" {
 
 #[test]
 fn the_template_limits_are_in_the_readme() {
-    let readme = std::fs::read_to_string(common::repo_root().join("README.md")).expect("README");
+    let readme = std::fs::read_to_string(common::repo_root().join("docs/language.md"))
+        .expect("docs/language.md");
     for (what, value) in [
         (
             "template steps",
@@ -610,7 +612,7 @@ fn the_template_limits_are_in_the_readme() {
             readme
                 .lines()
                 .any(|l| l.starts_with('|') && l.contains(what) && l.contains(&value)),
-            "README's table of limits lacks `{what}` = {value}"
+            "the language reference's table of limits lacks `{what}` = {value}"
         );
     }
 }

@@ -1,12 +1,12 @@
-//! The README's architecture tree is how a newcomer finds their way: it must name exactly the
-//! folders of `compiler/src/` and the shared modules beside `lib.rs`.
+//! The architecture chapter's tree (`docs/architecture.md`) is how a newcomer finds their way:
+//! it must name exactly the folders of `compiler/src/` and the shared modules beside `lib.rs`.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 fn readme() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    std::fs::read_to_string(path).expect("README.md")
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/architecture.md");
+    std::fs::read_to_string(path).expect("docs/architecture.md")
 }
 
 fn readme_tree() -> String {
@@ -41,7 +41,7 @@ fn readme_tree_names_every_stage_folder() {
         .collect();
     assert_eq!(
         listed, folders,
-        "the README's tree and compiler/src/ differ"
+        "the architecture chapter's tree and compiler/src/ differ"
     );
 
     let shared_line = tree
@@ -64,17 +64,19 @@ fn readme_tree_names_every_stage_folder() {
         .collect();
     assert_eq!(
         listed, files,
-        "the README's shared modules and compiler/src/*.rs differ"
+        "the architecture chapter's shared modules and compiler/src/*.rs differ"
     );
 }
 
-/// The rows of the markdown table that follows `heading` in the README, first cell only.
+/// The rows of the markdown table that follows `heading` in the language reference
+/// (`docs/language.md`), first cell only.
 fn first_cells(heading: &str) -> Vec<String> {
-    let text = readme();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/language.md");
+    let text = std::fs::read_to_string(path).expect("docs/language.md");
     let section = text
         .split(heading)
         .nth(1)
-        .unwrap_or_else(|| panic!("no `{heading}` in the README"));
+        .unwrap_or_else(|| panic!("no `{heading}` in docs/language.md"));
     section
         .lines()
         .skip_while(|l| !l.starts_with('|'))
@@ -88,20 +90,20 @@ fn first_cells(heading: &str) -> Vec<String> {
 /// A new kind is documented where users look: the language reference and what it puts on a
 /// host.
 #[test]
-fn every_kind_is_in_the_readme_tables() {
+fn every_kind_is_in_the_language_references_tables() {
     let language = first_cells("### Resources");
     let on_host = first_cells("### What each kind puts on a host");
     for kind in bellc::spec::Kind::ALL {
         let keyword = kind.keyword();
         assert!(
             language.iter().any(|c| c == &format!("`{keyword}`")),
-            "README's Resources table has no row for `{keyword}`"
+            "the language reference's Resources table has no row for `{keyword}`"
         );
         assert!(
             on_host
                 .iter()
                 .any(|c| c.split(',').any(|k| k.trim() == keyword)),
-            "README's \"What each kind puts on a host\" table has no row for `{keyword}`"
+            "the language reference's \"What each kind puts on a host\" table has no row for `{keyword}`"
         );
     }
 }

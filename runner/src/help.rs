@@ -364,11 +364,16 @@ mod tests {
         assert!(super::of("frobnicate").is_none());
     }
 
-    /// A default said in the help or the README is the one the code has: the help once said
+    /// A default said in the help or the guide is the one the code has: the help once said
     /// `--alive-ttl` lasts 900 s while the code gave 2700.
     #[test]
     fn defaults_said_in_help_and_readme_are_the_codes() {
-        let readme = include_str!("../../README.md");
+        let guide = [
+            include_str!("../../docs/reviewing.md"),
+            include_str!("../../docs/security-model.md"),
+        ]
+        .concat();
+        let readme = guide.as_str();
         let alive = crate::report::DEFAULT_ALIVE_TTL;
         let script = crate::apply::DEFAULT_SCRIPT_TIMEOUT;
         let fetch = crate::fetch::DEFAULT_FETCH_TIMEOUT.as_secs();

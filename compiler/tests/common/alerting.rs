@@ -22,13 +22,13 @@ pub struct Rules {
     alerts: Vec<Alert>,
 }
 
-/// The first ```yaml block after the README heading `heading`.
+/// The first ```yaml block after the heading `heading` of the on-call chapter.
 fn readme_block(heading: &str) -> String {
-    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
-    let text = std::fs::read_to_string(&readme).expect("the README");
+    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/on-call.md");
+    let text = std::fs::read_to_string(&readme).expect("docs/on-call.md");
     let (_, after) = text
         .split_once(&format!("\n{heading}\n"))
-        .unwrap_or_else(|| panic!("the README has no heading `{heading}`"));
+        .unwrap_or_else(|| panic!("docs/on-call.md has no heading `{heading}`"));
     let (_, block) = after.split_once("```yaml\n").expect("a yaml block");
     block
         .split_once("```")

@@ -296,7 +296,7 @@ impl Lowerer<'_> {
                 .clone()
                 .unwrap_or_else(|| "invalid KDL syntax".to_string());
             let help = d.help.clone().or_else(|| {
-                Some("see the language reference in the README; values such as `on` need no quotes, but strings with spaces or `#` do".into())
+                Some("see the language reference (docs/language.md); values such as `on` need no quotes, but strings with spaces or `#` do".into())
             });
             self.diags.push(LowerError::Syntax {
                 message: lowercase_first(&message),
