@@ -15,11 +15,11 @@ use std::process::Command;
 const SPEC: &str = r##"fleet "lab" target="debian-12"
 host "db-1" role="db"
 exec "010-motd.sh" rerun="once-successfully" {
-    script "#!/bin/sh\necho 'managed by bell' > /etc/motd\n"
+    script "#!/bin/sh\necho 'managed by bell' > /etc/motd\nread -r name < /proc/sys/kernel/hostname\necho \"$name\" > /etc/seen-hostname\n"
 }
 exec "020-against-root.sh" offline="root" {
     env SCRATCH="/tmp/bell-scratch-PID"
-    script "#!/bin/sh\necho baked > \"$BELL_ROOT/etc/issue\"\necho scratch > \"$SCRATCH\"\nif echo escaped > /etc/motd; then exit 9; fi\n"
+    script "#!/bin/sh\necho baked > \"$BELL_ROOT/etc/issue\"\nread -r name < /proc/sys/kernel/hostname\necho \"$name\" > \"$BELL_ROOT/etc/seen-hostname-root\"\necho scratch > \"$SCRATCH\"\nif echo escaped > /etc/motd; then exit 9; fi\n"
 }
 exec "030-later.sh" offline="defer" {
     script "#!/bin/sh\necho live >> \"$BELL_ROOT/etc/later\"\n"
@@ -111,6 +111,7 @@ fn scripts_for_the_image_run_inside_it_and_never_on_the_build_machine() {
     let bundle = f.path().join("out/hosts/db-1");
     let root = f.path().join("img");
     minimal_root(&root);
+    fs::write(root.join("etc/hostname"), "db-1\n").unwrap();
     let motd = f.path().join("build-machine-motd");
     fs::write(&motd, "the build machine's\n").unwrap();
 
@@ -132,6 +133,14 @@ fn scripts_for_the_image_run_inside_it_and_never_on_the_build_machine() {
         "baked\n"
     );
     assert!(!scratch.exists(), "{out}");
+    // Both ways, the script's host is named as the image is, not as the build machine.
+    for seen in ["etc/seen-hostname", "etc/seen-hostname-root"] {
+        assert_eq!(
+            fs::read_to_string(root.join(seen)).unwrap(),
+            "db-1\n",
+            "{seen}"
+        );
+    }
     for key in [
         "exec:010-motd.sh",
         "exec:020-against-root.sh",

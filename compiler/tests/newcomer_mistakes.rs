@@ -758,3 +758,59 @@ exec "c.sh" timeout="1d" {
         );
     }
 }
+
+/// One mistake, one error: a quoted number on the base layer's `limit` is reported at the value,
+/// and the override that raises it for some hosts (naming only `value`, as overrides do) is not
+/// reported again for the properties the broken declaration would have given.
+#[test]
+fn a_broken_base_declaration_is_one_error_not_one_per_override() {
+    let spec = "fleet \"f\" target=\"debian-12\"\nhost \"db-01\" role=\"db\"\nlimit \"nofile\" domain=\"*\" type=\"soft\" item=\"nofile\" value=\"65536\"\noverride \"dbs\" {\n    match role=\"db\"\n    limit \"nofile\" value=1048576\n}\n";
+    let run = Fixture::spec(spec).bellc(&["--short", "check"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    assert_eq!(diags.len(), 1, "{}", run.stderr);
+    expect(&diags, "bell.kdl:3:", "found the string \"65536\"");
+    assert!(
+        run.stderr.contains("numbers are written without quotes"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A host's label value one typo from a value an override matches (`role="dbb"` where the
+/// override matches `role="db"`) gets none of that override: a warning at the host, with the
+/// value it was likely meant to be; a value only renumbered (`rack="r02"` beside a selector of
+/// `r01`) is another rack, and says nothing.
+#[test]
+fn a_host_label_one_typo_from_a_matched_value_warns() {
+    let run = Fixture::spec(
+        r#"fleet "f" target="debian-12"
+host "db-01" role="db" rack="r01"
+host "db-02" role="dbb" rack="r02"
+host "web-01" role="web" rack="r02"
+override "dbs" {
+    match role="db"
+    sysctl { vm.swappiness 1 }
+}
+override "first-rack" {
+    match rack="r01"
+    sysctl { vm.dirty_ratio 5 }
+}
+"#,
+    )
+    .bellc(&["--short", "check"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let diags = run.diagnostics();
+    assert_eq!(diags.len(), 1, "{}", run.stderr);
+    expect(
+        &diags,
+        "bell.kdl:3:",
+        "warning[bell::resolve::label_value_typo]: host `db-02` has `role=\"dbb\"`, one typo from `role=\"db\"` that an override matches",
+    );
+    assert!(
+        run.stderr
+            .contains("did you mean `role=\"db\"`? As written, this host gets none of override `dbs`'s values"),
+        "{}",
+        run.stderr
+    );
+}

@@ -15,6 +15,9 @@
 //! - **on the build machine** (`offline="root"`): every mount read-only (`mount_setattr`,
 //!   Linux 5.12), a private `/tmp`, and the root bound back writable at its own path.
 //!
+//! Both also get a UTS namespace of their own named as the image is (its `/etc/hostname`, else
+//! `localhost`): `$(hostname)` in a baked script is the host's name, never the build machine's.
+//!
 //! The setup runs in the forked child, where only system calls are safe: everything it needs
 //! (paths as C strings) is made before the fork. Std reports a failed step to the parent as
 //! the spawn's error, and the script is then not run at all.
@@ -116,11 +119,15 @@ impl Confine {
                 let inside = self
                     .inside(cwd)
                     .ok_or_else(|| format!("{} is not under the root", cwd.display()))?;
+                let name = image_hostname(root);
                 let root = c(root)?;
                 let cwd = c(&inside)?;
                 // SAFETY: the closure makes system calls only, on memory made before the fork.
                 unsafe {
-                    cmd.pre_exec(move || enter_image(&root, &cwd));
+                    cmd.pre_exec(move || {
+                        own_hostname(&name)?;
+                        enter_image(&root, &cwd)
+                    });
                 }
                 Ok(())
             }
@@ -129,11 +136,15 @@ impl Confine {
                     .iter()
                     .map(|p| c(p))
                     .collect::<Result<Vec<_>, _>>()?;
+                let name = image_hostname(root);
                 let root = c(root)?;
                 let cwd = c(cwd)?;
                 // SAFETY: as above.
                 unsafe {
-                    cmd.pre_exec(move || read_only_host(&root, &prefixes, &cwd));
+                    cmd.pre_exec(move || {
+                        own_hostname(&name)?;
+                        read_only_host(&root, &prefixes, &cwd)
+                    });
                 }
                 Ok(())
             }
@@ -253,6 +264,34 @@ fn is_dir(path: &CStr) -> bool {
     // SAFETY: initialised by the successful lstat above.
     let st = unsafe { st.assume_init() };
     st.st_mode & libc::S_IFMT == libc::S_IFDIR
+}
+
+/// The name a confined script's host has: the image's `/etc/hostname` (a regular file of the
+/// root, not a link; its first line, when it is a host name), else `localhost`.
+fn image_hostname(root: &Path) -> Vec<u8> {
+    let file = root.join("etc/hostname");
+    let named = fs::symlink_metadata(root.join("etc"))
+        .is_ok_and(|m| m.is_dir())
+        .then(|| fs::symlink_metadata(&file).ok())
+        .flatten()
+        .filter(|m| m.is_file() && m.len() <= 256)
+        .and_then(|_| fs::read(&file).ok())
+        .and_then(|bytes| {
+            let line = bytes.split(|b| *b == b'\n').next()?.trim_ascii().to_vec();
+            let valid = (1..=64).contains(&line.len())
+                && line
+                    .iter()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.'));
+            valid.then_some(line)
+        });
+    named.unwrap_or_else(|| b"localhost".to_vec())
+}
+
+/// In the forked child: a UTS namespace of its own, named `name`.
+fn own_hostname(name: &[u8]) -> io::Result<()> {
+    // SAFETY: unshare has no memory effects; sethostname reads `name.len()` bytes of `name`.
+    check(unsafe { libc::unshare(libc::CLONE_NEWUTS) })?;
+    check(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) })
 }
 
 fn private_namespace() -> io::Result<()> {

@@ -66,12 +66,27 @@ pub fn run(args: &Args) -> Result<u8, String> {
             }
             Ok(0)
         }
-        Outcome::Aborted { release } => {
+        Outcome::Aborted {
+            release,
+            back,
+            kept,
+        } => {
             if !args.json {
-                outln!(
-                    "aborted: the moved hosts are back on their bundles (release {})",
-                    short(&release)
-                );
+                match back.is_empty() {
+                    true => outln!(
+                        "aborted: no host had been moved, none taken back (release {})",
+                        short(&release)
+                    ),
+                    false => outln!(
+                        "aborted: {} host(s) back on their previous bundles: {} (release {})",
+                        back.len(),
+                        back.join(", "),
+                        short(&release)
+                    ),
+                }
+                for k in &kept {
+                    outln!("  left as it is: {}: {}", k.host, k.why);
+                }
             }
             Ok(0)
         }
@@ -343,7 +358,7 @@ impl Display {
                 ));
                 self.bar = Some(bar);
             }
-            Event::AbortStarted { release, hosts } => {
+            Event::AbortStarted { release, hosts, .. } => {
                 self.finish();
                 let bar = ProgressBar::new(hosts.len() as u64);
                 bar.set_prefix("abort");

@@ -43,6 +43,7 @@ pub(super) fn identity_checks(spec: &Spec, diags: &mut Diagnostics) {
 pub(super) fn static_checks(spec: &Spec, diags: &mut Diagnostics) {
     check_removals(spec, diags);
     check_selectors(spec, diags);
+    check_host_label_values(spec, diags);
 }
 
 /// Every `remove` names something a layer declares.
@@ -219,6 +220,73 @@ fn check_selectors(spec: &Spec, diags: &mut Diagnostics) {
                 }
             }
         }
+    }
+}
+
+/// The other way round from [`check_selectors`]: a host whose label value no selector matches,
+/// but which is one typo from a value a selector does match (`role="dbb"` where an override
+/// matches `role="db"`), gets none of that override's values, and nothing said so. A warning,
+/// once per label value (with how many hosts carry it), at the first such host: the value may be
+/// meant, for hosts no override is for yet. Only renumbered values (`r02` beside `r01`) are not
+/// typos.
+fn check_host_label_values(spec: &Spec, diags: &mut Diagnostics) {
+    // label → value → the first override whose selector matches it.
+    let mut selected: BTreeMap<&str, BTreeMap<&str, &str>> = BTreeMap::new();
+    for ov in &spec.overrides {
+        for c in ov.matches.iter().flat_map(|m| &m.conditions) {
+            if c.label != "host" {
+                selected
+                    .entry(c.label.as_str())
+                    .or_default()
+                    .entry(c.value.as_str())
+                    .or_insert(ov.name.as_str());
+            }
+        }
+    }
+    if selected.is_empty() {
+        return;
+    }
+    // (label, value) → (the first host, how many hosts), for each value one typo from a
+    // selected one; each label set once (hosts with equal labels share one map).
+    let mut found: BTreeMap<(&str, &str), (&Host, usize, &str)> = BTreeMap::new();
+    let mut verdicts: foldhash::HashMap<(&str, &str), Option<&str>> = Default::default();
+    for host in &spec.hosts {
+        for (label, value) in host.labels.iter() {
+            let Some(values) = selected.get(label.as_str()) else {
+                continue;
+            };
+            if values.contains_key(value.as_str()) {
+                continue;
+            }
+            let near = *verdicts
+                .entry((label.as_str(), value.as_str()))
+                .or_insert_with(|| typo_of(value, values.keys().copied()));
+            if let Some(near) = near {
+                found
+                    .entry((label.as_str(), value.as_str()))
+                    .or_insert((host, 0, near))
+                    .1 += 1;
+            }
+        }
+    }
+    for ((label, value), (host, count, near)) in found {
+        let others = match count {
+            1 => String::new(),
+            n => format!(" (and {} more host(s) with it)", n - 1),
+        };
+        diags.push(ResolveError::LabelValueTypo {
+            host: host.name.clone(),
+            label: format!("{label}=\"{value}\""),
+            near: format!("{label}=\"{near}\""),
+            others,
+            span: host.span.source_span(),
+            help: format!(
+                "did you mean `{label}=\"{near}\"`? As written, this host gets none of override \
+                 `{}`'s values",
+                selected[label][near]
+            ),
+            file: host.span.file,
+        });
     }
 }
 

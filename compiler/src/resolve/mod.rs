@@ -51,6 +51,21 @@ pub enum ResolveError {
         help: String,
         file: FileId,
     },
+    #[error(
+        "host `{host}` has `{label}`{others}, one typo from `{near}` that an override matches"
+    )]
+    #[diagnostic(code(bell::resolve::label_value_typo), severity(Warning))]
+    LabelValueTypo {
+        host: String,
+        label: String,
+        near: String,
+        others: String,
+        #[label("matched by no override")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
     #[error("override `{name}` matches no host")]
     #[diagnostic(code(bell::resolve::unmatched_override), severity(Warning))]
     UnmatchedOverride {
@@ -137,6 +152,7 @@ impl ResolveError {
             UnknownRemoval { file, .. }
             | UnknownLabel { file, .. }
             | MisspeltSelector { file, .. }
+            | LabelValueTypo { file, .. }
             | UnmatchedOverride { file, .. }
             | MissingField { file, .. }
             | NoTarget { file, .. }
@@ -319,7 +335,7 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
             Some(m) => m.clone(),
             None => {
                 let model = Arc::new(model_for(spec, &layers, &mut prefixes));
-                check_required(&model, host, diags, &mut missing_reported);
+                check_required(&model, host, &spec.rejected, diags, &mut missing_reported);
                 layer_sets.insert(layers.clone(), model.clone());
                 model
             }
@@ -617,13 +633,20 @@ fn apply_layer(model: &mut Model, layer: Option<usize>, content: &Layer) {
     }
 }
 
+/// `rejected`: resources a layer declared with an error (already reported). An override's
+/// partial declaration of one lacks what the broken declaration would have given: one mistake,
+/// one error, not one more per missing property.
 fn check_required(
     model: &Model,
     host: &Host,
+    rejected: &BTreeSet<(crate::spec::Kind, String)>,
     diags: &mut Diagnostics,
     reported: &mut BTreeSet<(String, &'static str)>,
 ) {
     for resource in &model.resources {
+        if rejected.contains(&(resource.kind, resource.name.clone())) {
+            continue;
+        }
         for field in resource.kind.schema().iter().filter(|f| f.required) {
             if resource.fields.contains_key(field.name) {
                 continue;

@@ -249,7 +249,14 @@ fn resource(
                 (Value::Str(v), Some(FieldType::IntOrStr)) => number_or_string(v),
                 _ => scalar(value),
             };
-            props.push((format!("{}={shown}", ident(field)), origin_of(field, o)));
+            let mut comment = origin_of(field, o);
+            // Divingbell's meaning, which a reader of `#true` may not guess.
+            if r.kind.keyword() == "user" && *field == "sudo" && *value == Value::Bool(true) {
+                comment.push_str(
+                    "  (NOPASSWD: root without a password; `sudo=\"password\"` asks for it)",
+                );
+            }
+            props.push((format!("{}={shown}", ident(field)), comment));
             continue;
         }
         let child = |text: String| (format!("    {text}"), origin_of(field, o));

@@ -241,12 +241,15 @@ impl Controller<'_> {
         progress.updated_at = now();
         save_progress(&self.etcd, &progress)?;
         let back: Vec<String> = moved
-            .into_iter()
-            .filter(|h| from.hosts.contains_key(h))
+            .iter()
+            .filter(|h| from.hosts.contains_key(*h))
+            .cloned()
             .collect();
+        let kept = kept_by_abort(&target, &from, &back, &record.held);
         watch(&Event::AbortStarted {
             release: release.version.clone(),
             hosts: back.clone(),
+            kept: kept.clone(),
         });
         let wave = WaveRef {
             number: 0,
@@ -282,6 +285,8 @@ impl Controller<'_> {
         lease.release();
         Ok(Outcome::Aborted {
             release: release.version,
+            back,
+            kept,
         })
     }
 

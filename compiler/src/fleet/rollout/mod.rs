@@ -370,6 +370,10 @@ pub enum Event {
     AbortStarted {
         release: String,
         hosts: Vec<String>,
+        /// Hosts whose bundle the rollout's release changes that the abort does not take
+        /// back, each with why (held when it began, new in the release, never given it).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        kept: Vec<Kept>,
     },
     Aborted {
         release: String,
@@ -401,9 +405,23 @@ pub struct Controller<'a> {
 /// How a run ended (errors aside).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    Done { release: String },
+    Done {
+        release: String,
+    },
     Halted(Halt),
-    Aborted { release: String },
+    Aborted {
+        release: String,
+        /// The hosts taken back to their previous bundle.
+        back: Vec<String>,
+        kept: Vec<Kept>,
+    },
+}
+
+/// A host an abort leaves as it is, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Kept {
+    pub host: String,
+    pub why: String,
 }
 
 /// The hosts of each of `target`'s waves whose bundle is not the one `old` gives them.
@@ -489,6 +507,34 @@ pub fn abort_release(target: &Release, from: &Release, moved: &BTreeSet<String>)
         }
     }
     mixed(target, hosts)
+}
+
+/// The hosts whose bundle `target` changes from `from` that an abort taking `back` back leaves
+/// as they are, each with why: held when the rollout began, new in the release, or never
+/// given its new bundle by a wave.
+pub fn kept_by_abort(
+    target: &Release,
+    from: &Release,
+    back: &[String],
+    held: &[String],
+) -> Vec<Kept> {
+    target
+        .hosts
+        .iter()
+        .filter(|(h, e)| {
+            !back.contains(h) && from.hosts.get(*h).is_none_or(|old| old.bundle != e.bundle)
+        })
+        .map(|(host, _)| Kept {
+            host: host.clone(),
+            why: if held.contains(host) {
+                "held when the rollout began: never given its new bundle".to_string()
+            } else if !from.hosts.contains_key(host) {
+                "new in this release: it has no earlier bundle to go back to".to_string()
+            } else {
+                "no wave of this rollout gave it its new bundle".to_string()
+            },
+        })
+        .collect()
 }
 
 /// A release of `target`'s fleet, waves and budget over another host → bundle map.

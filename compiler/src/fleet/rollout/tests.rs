@@ -334,3 +334,34 @@ fn a_wave_release_moves_the_waves_given_and_the_last_is_the_target() {
     assert_eq!(bundle(&back, "new").as_deref(), Some("2"));
     assert_eq!(bundle(&back, "gone").as_deref(), Some("1"));
 }
+
+/// An abort says which hosts it leaves as they are, and why: never "the moved hosts are back"
+/// over a host it did not take back.
+#[test]
+fn an_abort_names_each_host_it_leaves_and_why() {
+    let from = release(&[("a", "1"), ("b", "1"), ("c", "1")], &[]);
+    let target = release(
+        &[("a", "2"), ("b", "2"), ("c", "1"), ("d", "2"), ("e", "2")],
+        &[],
+    );
+    let back = vec!["a".to_string()];
+    let kept = kept_by_abort(&target, &from, &back, &["b".to_string()]);
+    let said: Vec<(&str, &str)> = kept
+        .iter()
+        .map(|k| (k.host.as_str(), k.why.split(':').next().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            ("b", "held when the rollout began"),
+            ("d", "new in this release"),
+            ("e", "new in this release"),
+        ]
+    );
+    let from = release(&[("a", "1"), ("f", "1")], &[]);
+    let target = release(&[("a", "2"), ("f", "2")], &[]);
+    let kept = kept_by_abort(&target, &from, &back, &[]);
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].host, "f");
+    assert!(kept[0].why.contains("no wave of this rollout"), "{kept:?}");
+}
