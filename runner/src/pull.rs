@@ -198,13 +198,9 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         }
     })?;
     let id = entry.bundle.clone();
-    warn_unless_reports_verify(
-        &root,
-        opts.apply.identity.as_deref(),
-        &host,
-        entry,
-        &release,
-    );
+    // The key this host signs with (its reports, its slot's holder record), read once.
+    let host_key = crate::identity::signing_key(&root, opts.apply.identity.as_deref());
+    warn_unless_reports_verify(&host_key, &host, entry, &release);
 
     let generation = state::generation_dir(&root, &id);
     let already_applied = state.generation.as_deref() == Some(id.as_str()) && generation.is_dir();
@@ -230,8 +226,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         Some(bell_store::Store::Etcd(etcd)) => {
             // The holder record is signed, so that `bellc lock status` can tell it is this
             // host's; a key that cannot be read leaves it unsigned, never the pull undone.
-            let given = opts.apply.identity.as_deref();
-            let key = crate::identity::signing_key(&root, given).unwrap_or_else(|e| {
+            let key = host_key.unwrap_or_else(|e| {
                 errln!("warning: the slot's holder record is not signed: {e}");
                 None
             });
@@ -450,8 +445,7 @@ fn check_fleet(
 /// where bell-run looks), or another key. Its rows would read `unverified` or `forged`, and a
 /// rollout would wait for it, with nothing on the host saying why.
 fn warn_unless_reports_verify(
-    root: &Root,
-    given: Option<&Path>,
+    host_key: &Result<Option<crate::identity::HostKey>, String>,
     host: &str,
     entry: &bell_bundle::ReleaseHost,
     release: &Release,
@@ -460,7 +454,7 @@ fn warn_unless_reports_verify(
         return;
     };
     let version = bell_bundle::short(&release.version, 16);
-    match crate::identity::signing_key(root, given) {
+    match host_key {
         Ok(None) => errln!(
             "warning: release {version} gives `{host}` an identity, but this host has no key to \
              sign its reports with (neither {} nor {} in the root, and no `--identity FILE`): \

@@ -169,9 +169,10 @@ pub(super) fn cmd_install_timer(args: &Args) -> i32 {
     }
     // An image is enabled offline, in its own tree; nothing starts until it boots.
     let image = root.dir.canonicalize().ok().as_deref() != Some(Path::new("/"));
-    let enable = |units: &str| match image {
-        true => format!("systemctl --root {} enable {units}", root.dir.display()),
-        false => format!("systemctl daemon-reload && systemctl enable --now {units}"),
+    // `systemctl enable UNIT`, as run where the units are: in the image's tree, or here.
+    let systemctl = match image {
+        true => format!("systemctl --root {}", root.dir.display()),
+        false => "systemctl".to_string(),
     };
     let interval = args.interval.as_deref().unwrap_or("15min");
     match crate::timer::install(&root, exe, interval, &job) {
@@ -179,14 +180,13 @@ pub(super) fn cmd_install_timer(args: &Args) -> i32 {
             for path in &paths {
                 outln!("wrote {path}");
             }
-            outln!("enable with: {}", enable("bell-run.timer"));
-            let also = |why: &str, unit: &str| {
-                let how = match image {
-                    true => format!("systemctl --root {} enable {unit}", root.dir.display()),
-                    false => format!("systemctl enable {unit}"),
-                };
-                outln!("and, {why}: {how}");
-            };
+            match image {
+                true => outln!("enable with: {systemctl} enable bell-run.timer"),
+                false => outln!(
+                    "enable with: systemctl daemon-reload && systemctl enable --now bell-run.timer"
+                ),
+            }
+            let also = |why: &str, unit: &str| outln!("and, {why}: {systemctl} enable {unit}");
             if let crate::timer::Job::Pull(_) = job {
                 also(
                     "for the pull at boot that sees a reboot through",

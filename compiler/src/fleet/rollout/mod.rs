@@ -518,6 +518,7 @@ pub fn kept_by_abort(
     back: &[String],
     held: &[String],
 ) -> Vec<Kept> {
+    let back: BTreeSet<&String> = back.iter().collect();
     target
         .hosts
         .iter()
