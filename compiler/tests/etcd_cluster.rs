@@ -203,12 +203,16 @@ fn publish_pull_and_status_go_on_over_tls_when_a_member_dies() {
 fn an_unreachable_store_is_named_with_every_endpoint_it_tried() {
     let bin = bell_run();
     let root = image_root();
-    // Two loopback ports nobody listens on.
-    let dead: Vec<String> = (0..2)
-        .map(|_| {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            listener.local_addr().unwrap().to_string()
-        })
+    // Two ports nobody answers on, held for the whole test: each is bound on 127.0.0.1, so no
+    // other test's server can take it, and dialled on 127.0.0.2, where nothing listens and the
+    // kernel refuses. (A port freed after a probe was once taken by another test's server,
+    // which answered in its own protocol.)
+    let held: Vec<std::net::TcpListener> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let dead: Vec<String> = held
+        .iter()
+        .map(|listener| format!("127.0.0.2:{}", listener.local_addr().unwrap().port()))
         .collect();
     let url = format!("etcd://{}", dead.join(","));
     let out = common::fleet::run_bin(
