@@ -72,9 +72,16 @@ fn a_bake_without_the_key_leaves_what_needs_secrets_to_the_first_apply_with_it()
     let root = image_root();
     let root = root.path();
 
+    // A dry run and the bake name the bundle the build wrote, and the generation they make.
+    let header = |verb: &str| format!("bell-run: {verb} {} to ", &id[..12]);
+    let (code, dry) = apply(root, &bundle, &["--dry-run"]);
+    assert_eq!(code, 0, "{dry}");
+    assert!(dry.contains(&header("plan for")), "{dry}");
+
     // Baked without the key: what needs no secret lands, the rest is named and left.
     let (code, shown) = apply(root, &bundle, &[]);
     assert_eq!(code, 0, "{shown}");
+    assert!(shown.contains(&header("applied")), "{shown}");
     for left in ["user:ops", "file:/etc/app/token", "exec:welcome.sh"] {
         assert!(
             shown.contains(&format!(
@@ -99,6 +106,15 @@ fn a_bake_without_the_key_leaves_what_needs_secrets_to_the_first_apply_with_it()
     // Another generation than the release's bundle: not taken as applied.
     let baked = generation(root);
     assert_ne!(&baked, id);
+    for said in [&dry, &shown] {
+        assert!(
+            said.contains(&format!(
+                "without the host's key: as generation {}, the bundle less 3 resource(s)",
+                &baked[..12]
+            )),
+            "{said}"
+        );
+    }
     // Baked again, the same: nothing changes.
     let (code, shown) = apply(root, &bundle, &[]);
     assert_eq!(code, 0, "{shown}");

@@ -55,6 +55,11 @@ pub struct Options {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The id of the bundle as built (`bellc hosts` and the release name it): what the header
+    /// of every apply names.
+    pub bundle: String,
+    /// The id of what this apply makes current: the bundle's, or, baked without the host's
+    /// key, that of the bundle without what needs its secrets (see `needs_secrets`).
     pub generation: String,
     pub root: String,
     pub offline: bool,
@@ -104,6 +109,8 @@ struct Checked {
     /// As the host sees it: sealed entries opened ([`Manifest::opened`]).
     manifest: Manifest,
     id: String,
+    /// The bundle's own id, which `id` differs from when `needs_secrets` is not empty.
+    bundle_id: String,
     /// The plaintext of each sealed entry the bundle directory lacks, by bundle path: put
     /// into bell-run's copy before anything runs from it.
     opened: BTreeMap<String, Vec<u8>>,
@@ -137,13 +144,14 @@ fn check(bundle: &Path, opts: &Options) -> Result<Checked, Refusal> {
     let sealed_id = manifest.id();
     let opened = open_sealed(bundle, manifest, &root, opts)?;
     let id = match opened.needs_secrets.is_empty() {
-        true => sealed_id,
+        true => sealed_id.clone(),
         false => opened.manifest.id(),
     };
     Ok(Checked {
         root,
         manifest: opened.manifest,
         id,
+        bundle_id: sealed_id,
         opened: opened.plaintext,
         needs_secrets: opened.needs_secrets,
     })
@@ -290,6 +298,7 @@ pub fn dry_run(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
 
 fn report(checked: &Checked, opts: &Options, recovered: Option<String>, plan: Plan) -> Report {
     Report {
+        bundle: checked.bundle_id.clone(),
         generation: checked.id.clone(),
         root: checked.root.dir.display().to_string(),
         offline: opts.offline,

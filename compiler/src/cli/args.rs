@@ -54,6 +54,21 @@ pub struct SignArgs {
     pub expires: Option<u64>,
 }
 
+/// The key a build named its sealed secrets with, for the commands that compute bundle ids
+/// without writing a build (`hosts`, `plan`): a secret's name in a bundle is keyed, so a host
+/// with a secret has the build's bundle id only under the build's key.
+#[derive(clap::Args)]
+pub struct SealedBy {
+    /// The key the build sealed secrets with (`build --seal-key FILE`).
+    #[arg(long, value_name = "FILE", conflicts_with = "sign_key")]
+    pub seal_key: Option<PathBuf>,
+    /// The key the build signed with (`build --sign-key KEY` without `--seal-key`: its seal
+    /// key is derived from this one). Without either, bellc's own seal key, as a build on this
+    /// machine without them uses.
+    #[arg(long, value_name = "KEY")]
+    pub sign_key: Option<PathBuf>,
+}
+
 /// The hosts a review command is about, and the spec: names or globs and the spec among the
 /// words (in any order), label conditions as `match` writes them.
 #[derive(clap::Args)]
@@ -521,11 +536,8 @@ pub enum Command {
         /// Print the waves as JSON.
         #[arg(long)]
         json: bool,
-        /// The key OLD_OUT's sealed secrets were named with (as `build --seal-key`); by
-        /// default bellc's own, when it has made one. With another key every sealed secret
-        /// looks changed.
-        #[arg(long, value_name = "FILE")]
-        seal_key: Option<PathBuf>,
+        #[command(flatten)]
+        sealed_by: SealedBy,
     },
     /// Write a fleet spec from another tool's configuration.
     Import {
@@ -560,6 +572,8 @@ pub enum Command {
         command: Option<HostsCommand>,
         #[command(flatten)]
         selection: Selection,
+        #[command(flatten)]
+        sealed_by: SealedBy,
         #[arg(long)]
         json: bool,
     },

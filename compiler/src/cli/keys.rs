@@ -1,7 +1,7 @@
 //! The keys a build signs releases with and seals secrets with: given on the command line,
 //! derived from the signing key, or bellc's own, kept in its state directory.
 
-use crate::args::SignArgs;
+use crate::args::{SealedBy, SignArgs};
 use crate::Failure;
 use bellc::fleet::signing;
 use std::path::Path;
@@ -104,4 +104,55 @@ pub fn sign_out(
         signed.version, signed.sequence, key.key_id
     );
     Ok(())
+}
+
+/// The seal key a build given `sealed_by`'s options would seal with, without making one:
+/// `None` when a build would make a new key (its secrets' names are not known before).
+pub fn sealed_by(args: &SealedBy) -> Result<Option<bell_seal::SealKey>, Failure> {
+    if let Some(path) = &args.seal_key {
+        return load_seal_key(path).map(Some);
+    }
+    let signing = SignArgs {
+        sign_key: args.sign_key.clone(),
+        expires: None,
+    };
+    Ok(match load_sign_key(&signing)? {
+        Some(key) => Some(key.seal_key()),
+        None => own_seal_key_if_made(),
+    })
+}
+
+/// Said when bundle ids were computed for hosts with sealed secrets under a key the build may
+/// not use: their ids are then not the ones the build writes.
+pub fn warn_ids_of_sealed_hosts(compiled: &bellc::Compiled, args: &SealedBy, known: bool) {
+    if args.seal_key.is_some() || args.sign_key.is_some() {
+        return;
+    }
+    let sealed: Vec<&str> = compiled
+        .release
+        .hosts
+        .iter()
+        .filter(|(_, host)| {
+            compiled
+                .bundles
+                .get(&host.bundle)
+                .is_some_and(|b| !b.sealed.is_empty())
+        })
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if sealed.is_empty() {
+        return;
+    }
+    let whose = if known {
+        "bellc's own seal key on this machine"
+    } else {
+        "a seal key no build has used (this machine has none of its own yet)"
+    };
+    errln!(
+        "warning: {} host(s) with sealed secrets ({}): their bundle ids are computed with {whose}; \
+         a build given `--sign-key` or `--seal-key` names their secrets, and so their bundles, \
+         otherwise: give the same key here",
+        sealed.len(),
+        sealed.join(", ")
+    );
 }

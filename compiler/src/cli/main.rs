@@ -210,18 +210,20 @@ fn frontend(
 }
 
 /// [`frontend`], then rendering and the release, when the front end found no error.
+/// Compiles into memory, naming sealed secrets with `seal` (see [`keys::sealed_by`]).
 fn compile(
     cli: &Cli,
     path: &Path,
     sources: &mut Sources,
     diags: &mut Diagnostics,
+    seal: Option<bell_seal::SealKey>,
 ) -> Option<bellc::Compiled> {
     let front = frontend(cli, path, sources, diags)?;
     if diags.has_errors() {
         bellc::template_errors(front, sources, diags);
         return None;
     }
-    bellc::compile_frontend(front, sources, diags)
+    bellc::compile_frontend_sealed(front, sources, diags, seal)
 }
 
 fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, Failure> {
@@ -593,13 +595,13 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             spec,
             against,
             json,
-            seal_key,
+            sealed_by,
         } => plan::plan(
             cli,
             spec,
             against.as_deref(),
             *json,
-            seal_key.as_deref(),
+            sealed_by,
             sources,
             diags,
         ),
@@ -738,12 +740,16 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         Command::Hosts {
             command: None,
             selection,
+            sealed_by,
             json,
         } => {
             let (spec, _, selector) = selection.parse()?;
-            let Some(compiled) = compile(cli, &spec, sources, diags) else {
+            let seal = keys::sealed_by(sealed_by)?;
+            let known = seal.is_some();
+            let Some(compiled) = compile(cli, &spec, sources, diags, seal) else {
                 return Ok(1);
             };
+            keys::warn_ids_of_sealed_hosts(&compiled, sealed_by, known);
             let hosts: std::collections::BTreeMap<&String, &bell_bundle::ReleaseHost> = compiled
                 .release
                 .hosts

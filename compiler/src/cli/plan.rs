@@ -1,9 +1,9 @@
 //! `bellc plan`: the waves a rollout of the spec would take, against the release it replaces,
 //! and the run-once scripts it would run again.
 
-use crate::args::Cli;
-use crate::keys::{load_seal_key, own_seal_key_if_made};
-use crate::{frontend, read_check, read_release, Failure};
+use crate::args::{Cli, SealedBy};
+use crate::keys::{sealed_by as seal_key_of, warn_ids_of_sealed_hosts};
+use crate::{read_check, read_release, Failure};
 use bellc::diagnostic::Diagnostics;
 use bellc::source::Sources;
 use std::path::Path;
@@ -13,7 +13,7 @@ pub fn plan(
     spec: &Path,
     against: Option<&Path>,
     json: bool,
-    seal_key: Option<&Path>,
+    sealed_by: &SealedBy,
     sources: &mut Sources,
     diags: &mut Diagnostics,
 ) -> Result<u8, Failure> {
@@ -22,20 +22,14 @@ pub fn plan(
         Some(dir) => Some(read_release(dir)?),
         None => None,
     };
-    let seal = match seal_key {
-        Some(path) => Some(load_seal_key(path)?),
-        None => own_seal_key_if_made(),
-    };
-    let Some(front) = frontend(cli, spec, sources, diags) else {
+    let seal = seal_key_of(sealed_by)?;
+    let known = seal.is_some();
+    let Some(compiled) = crate::compile(cli, spec, sources, diags, seal) else {
         return Ok(1);
     };
-    if diags.has_errors() {
-        bellc::template_errors(front, sources, diags);
-        return Ok(1);
+    if against.is_some() {
+        warn_ids_of_sealed_hosts(&compiled, sealed_by, known);
     }
-    let Some(compiled) = bellc::compile_frontend_sealed(front, sources, diags, seal) else {
-        return Ok(1);
-    };
     let policy = bellc::graph::waves::Policy::from_spec(compiled.spec.rollout.as_ref());
     let new = &compiled.release.hosts;
     let changed = |h: &bellc::resolve::ResolvedHost| match &old {

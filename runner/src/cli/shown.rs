@@ -185,9 +185,17 @@ pub(super) fn print_report(report: &Report) {
     };
     outln!(
         "bell-run: {verb} {} to {} ({mode})",
-        journal::short(&report.generation),
+        journal::short(&report.bundle),
         report.root
     );
+    if report.generation != report.bundle {
+        outln!(
+            "  without the host's key: as generation {}, the bundle less {} resource(s) that \
+             need its secrets",
+            journal::short(&report.generation),
+            report.needs_secrets.len()
+        );
+    }
     print_report_body(report);
 }
 
