@@ -487,7 +487,10 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
             let files: Vec<&str> = drift
                 .iter()
                 .filter_map(|d| d.name.strip_prefix("file:"))
-                .filter(|path| resource.files.iter().any(|f| f == path))
+                .filter(|path| {
+                    let mut owned = resource.files.iter().chain(&resource.lines_in);
+                    owned.any(|f| f == path)
+                })
                 .collect();
             if !files.is_empty() {
                 checked.result = "drifted-files".to_string();

@@ -192,6 +192,13 @@ pub fn make(
         .filter(|f| matches!(f, FileAction::Write { .. }))
         .map(FileAction::path)
         .collect();
+    // A shared file is written whenever any resource's line of it changes: only one that
+    // drifted on the host marks the resources with a line in it.
+    let drifted: Vec<&str> = files
+        .iter()
+        .filter(|f| matches!(f, FileAction::Write { drifted: true, .. }))
+        .map(FileAction::path)
+        .collect();
     let mut resources = Vec::new();
     for resource in &manifest.resources {
         let key = resource.key();
@@ -199,7 +206,13 @@ pub fn make(
             None => Change::Created,
             Some(rec) if rec.hash != resource.hash => Change::Changed,
             Some(rec) if !matches!(rec.result.as_str(), "ok" | "started") => Change::Retry,
-            Some(_) if resource.files.iter().any(|f| written.contains(&f.as_str())) => {
+            Some(_)
+                if resource.files.iter().any(|f| written.contains(&f.as_str()))
+                    || resource
+                        .lines_in
+                        .iter()
+                        .any(|f| drifted.contains(&f.as_str())) =>
+            {
                 Change::Drifted
             }
             Some(_) => Change::Unchanged,

@@ -104,6 +104,7 @@ impl ResourceKind for Apparmor {
                         kind: BundleKind::Of(Kind::APPARMOR),
                         name: a.name.clone(),
                         files: vec![path],
+                        lines_in: Vec::new(),
                         after: a.list("after").to_vec(),
                         apply: Some(apply),
                         revert: Some(revert),

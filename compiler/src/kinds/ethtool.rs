@@ -112,6 +112,7 @@ impl ResourceKind for Ethtool {
                     kind: BundleKind::Of(Kind::ETHTOOL),
                     name: e.name.clone(),
                     files: vec![path],
+                    lines_in: Vec::new(),
                     after: e.list("after").to_vec(),
                     apply: Some(apply),
                     revert: Some(revert),

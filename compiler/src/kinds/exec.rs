@@ -104,6 +104,7 @@ impl ResourceKind for Exec {
                 kind: BundleKind::Of(Kind::EXEC),
                 name: res.name.clone(),
                 files: Vec::new(),
+                lines_in: Vec::new(),
                 after: res.list("after").to_vec(),
                 apply: Some(res.str("script").unwrap_or_default().to_string()),
                 revert: None,

@@ -198,6 +198,7 @@ impl ResourceKind for File {
                         kind: BundleKind::Of(kind),
                         name: res.name.clone(),
                         files: vec![path],
+                        lines_in: Vec::new(),
                         after: res.list("after").to_vec(),
                         apply,
                         revert,

@@ -236,6 +236,7 @@ impl ResourceKind for KernelArgs {
                 kind: BundleKind::Of(Kind::KERNEL_ARGS),
                 name: name.to_string(),
                 files: vec![path],
+                lines_in: Vec::new(),
                 after: args.list("after").to_vec(),
                 apply: Some(apply),
                 revert: Some(revert),

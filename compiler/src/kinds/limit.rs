@@ -134,7 +134,7 @@ impl ResourceKind for Limit {
         let path = format!("{}/{FILE_NAME}", cx.target.path(&LIMITS_DIR));
         match r.stdlib("limits/limits.conf.j2", context! { limits => rows }) {
             Ok(text) => {
-                let _ = out.add_file(NewFile::root_owned(path, text, 0o644), "limit");
+                let _ = out.add_file(NewFile::root_owned(path.clone(), text, 0o644), "limit");
             }
             Err(message) => {
                 let span = limits[0].origin.span;
@@ -147,6 +147,7 @@ impl ResourceKind for Limit {
                 kind: BundleKind::Of(Kind::LIMIT),
                 name: l.name.clone(),
                 files: Vec::new(),
+                lines_in: vec![path.clone()],
                 after: l.list("after").to_vec(),
                 apply: None,
                 revert: None,

@@ -193,6 +193,7 @@ impl ResourceKind for Modprobe {
                 kind: BundleKind::Of(Kind::MODPROBE),
                 name: name.to_string(),
                 files: vec![path],
+                lines_in: Vec::new(),
                 after: module.list("after").to_vec(),
                 apply: None,
                 revert: None,

@@ -168,6 +168,7 @@ impl ResourceKind for Mount {
                         kind: BundleKind::Of(Kind::MOUNT),
                         name: m.name.clone(),
                         files: vec![path],
+                        lines_in: Vec::new(),
                         after: Vec::new(),
                         apply: Some(apply),
                         revert: Some(revert),

@@ -116,6 +116,7 @@ impl ResourceKind for Perm {
                         kind: BundleKind::Of(Kind::PERM),
                         name: p.name.clone(),
                         files: Vec::new(),
+                        lines_in: Vec::new(),
                         after: p.list("after").to_vec(),
                         apply: Some(apply),
                         revert: Some(revert),

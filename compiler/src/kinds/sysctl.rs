@@ -35,10 +35,10 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
         .values()
         .map(|s| context! { key => s.key, value => s.value })
         .collect();
-    let path = format!("{}/{FILE_NAME}", cx.target.path(&SYSCTL_DIR));
+    let file = format!("{}/{FILE_NAME}", cx.target.path(&SYSCTL_DIR));
     match r.stdlib("sysctl/sysctl.conf.j2", context! { settings }) {
         Ok(text) => {
-            let _ = out.add_file(NewFile::root_owned(path, text, 0o644), KEYWORD);
+            let _ = out.add_file(NewFile::root_owned(file.clone(), text, 0o644), KEYWORD);
         }
         Err(message) => {
             let first = model.sysctl.values().next().map(|s| s.origin.span);
@@ -89,6 +89,7 @@ pub fn render(r: &Renderer, cx: &HostContext, out: &mut BundleBuilder, diags: &m
                     kind: BundleKind::Named(KEYWORD),
                     name: setting.key.clone(),
                     files: Vec::new(),
+                    lines_in: vec![file.clone()],
                     after: Vec::new(),
                     apply: Some(apply),
                     revert: Some(revert),

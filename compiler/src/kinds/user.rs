@@ -175,6 +175,7 @@ impl ResourceKind for User {
                         kind: BundleKind::Of(Kind::USER),
                         name: name.to_string(),
                         files,
+                        lines_in: Vec::new(),
                         after: user.list("after").to_vec(),
                         apply: Some(apply),
                         revert: Some(revert),
@@ -248,6 +249,7 @@ impl ResourceKind for User {
                     kind: BundleKind::Named(DEFAULT_ACCOUNT_KIND),
                     name: account.to_string(),
                     files: Vec::new(),
+                    lines_in: Vec::new(),
                     // Only once a user who can take over is in place.
                     after: can_take_over,
                     apply: Some(apply),

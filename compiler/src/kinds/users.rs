@@ -76,6 +76,7 @@ impl ResourceKind for Users {
                 kind: BundleKind::Of(Kind::USERS),
                 name: name.to_string(),
                 files: Vec::new(),
+                lines_in: Vec::new(),
                 // After every account of the spec: one it takes back leaves the ledger first,
                 // and a failed one is not purged behind its back.
                 after: model.of_kind(Kind::USER).map(|u| u.key()).collect(),

@@ -75,6 +75,8 @@ pub struct NewResource {
     pub kind: BundleKind,
     pub name: String,
     pub files: Vec<String>,
+    /// See [`Resource::lines_in`].
+    pub lines_in: Vec<String>,
     pub after: Vec<String>,
     pub apply: Option<String>,
     pub revert: Option<String>,
@@ -274,6 +276,7 @@ impl BundleBuilder {
             name: r.name,
             hash: String::new(),
             files: r.files,
+            lines_in: r.lines_in,
             after: r.after,
             order_after: Vec::new(),
             apply,

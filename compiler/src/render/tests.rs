@@ -61,6 +61,7 @@ fn a_part_merges_as_if_rendered_in_place() {
         kind: BundleKind::Of(Kind::LIMIT),
         name: name.into(),
         files: Vec::new(),
+        lines_in: Vec::new(),
         after: Vec::new(),
         apply: Some(format!("echo {name}\n")),
         revert: None,

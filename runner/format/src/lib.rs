@@ -112,6 +112,12 @@ pub struct Resource {
     /// Host paths of the managed files this resource owns (entries of `Manifest::files`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<String>,
+    /// Host paths of managed files this resource writes a line of, beside other resources'
+    /// lines (each sysctl key's line of `/etc/sysctl.d/60-bell.conf`). Not part of its hash,
+    /// since the others' lines change the file; when the file drifted on the host, the
+    /// resource is the one marked drifted and applied again as the file is put back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lines_in: Vec<String>,
     /// `KIND:NAME` of resources this one depends on: applied before it, and when one of them
     /// did not apply, this one is skipped.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -524,6 +530,7 @@ impl Manifest {
         let files: BTreeSet<String> = kept.files.iter().map(|f| f.path.clone()).collect();
         for r in &mut kept.resources {
             r.order_after.retain(|o| !out.contains(o));
+            r.lines_in.retain(|p| files.contains(p));
         }
         kept.triggers.retain_mut(|t| {
             let had = t.paths.len();

@@ -341,7 +341,7 @@ pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, Expected>
         if !keys.insert(key.clone()) {
             return Err(VerifyError::DuplicateResource { resource: key });
         }
-        for path in &resource.files {
+        for path in resource.files.iter().chain(&resource.lines_in) {
             if manifest.file(path).is_none() {
                 return Err(VerifyError::UnknownFile {
                     resource: key,

@@ -375,6 +375,7 @@ impl BundleSpec {
                 name: r.name.clone(),
                 hash: String::new(),
                 files: r.files.clone(),
+                lines_in: Vec::new(),
                 after: r.after.clone(),
                 order_after: r.order_after.clone(),
                 apply: r
