@@ -183,9 +183,10 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
                 motds(),
                 ["release 2", "release 1", "release 2", "release 2"]
             );
-            // Against the build's release it is pending, and says why.
+            // Against the build's release it is held (what the hold asked for, not trouble),
+            // and says by whom and why.
             let row = status()("h2");
-            assert_eq!(row["state"], "pending", "{row:#}");
+            assert_eq!(row["state"], "held", "{row:#}");
             assert!(
                 row["detail"]
                     .as_str()
@@ -193,6 +194,37 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
                     .starts_with("held by alice since "),
                 "{row:#}"
             );
+
+            // The store names the build's release but for h2: said as that, not warned of;
+            // a held host is no trouble (exit 0).
+            let run = fx.bellc(&["status", "served", "--store", &url]);
+            assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+            assert!(
+                run.stderr
+                    .contains("the same but for the held host(s) h2 (each kept on its bundle"),
+                "{}",
+                run.stderr
+            );
+            assert!(!run.stderr.contains("warning"), "{}", run.stderr);
+            assert!(run.stdout.contains(", 1 held, "), "{}", run.stdout);
+            // Without OUT, from the mirror: the release the store names is the rollout's last,
+            // served signed as releases/VERSION.json beside the build's own, and on it h2 is
+            // on the bundle it is given.
+            let served = setup.served.to_str().unwrap();
+            let run = fx.bellc(&[
+                "status", "--store", &url, "--fleet", "f", "--source", served, "--trust", "ci.pub",
+            ]);
+            assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+            assert!(run.stdout.contains(", 4 up-to-date, "), "{}", run.stdout);
+            {
+                let server = Server::start(fx, &["served", "--store", &url]);
+                let (code, page) = server.get("/");
+                assert_eq!(code, 200, "{page}");
+                assert!(
+                    page.contains("(this release but for the held h2, each kept on its bundle)"),
+                    "{page}"
+                );
+            }
 
             // Unheld, the same rollout run again moves it.
             let run = fx.bellc(&["unhold", "h2", "--store", &url, "--fleet", "f"]);
@@ -382,7 +414,7 @@ fn a_held_host_stays_through_a_rollout_and_moves_after_unhold() {
             std::thread::sleep(Duration::from_millis(1500));
             assert_eq!(motds()[0], "release 2");
             let row = status()("h1");
-            assert_eq!(row["state"], "pending", "{row:#}");
+            assert_eq!(row["state"], "held", "{row:#}");
             let detail = row["detail"].as_str().unwrap();
             assert!(
                 detail.contains("held by mallory\\nforged line since"),

@@ -446,7 +446,8 @@ pub enum Command {
         all: bool,
         /// Exit 3 when a host's state or one of its flags is one of these (comma-separated:
         /// forged, failed, unhealthy, unaccounted, unreadable, stale, drifted, pending,
-        /// waiting, deferred, unverified).
+        /// waiting, deferred, held, unverified). A host an operator holds is `held` rather
+        /// than pending or unaccounted: not trouble by default.
         /// Default: forged, failed, unhealthy, unaccounted, unreadable, and unverified when
         /// no verified release is at hand and the fleet's hosts sign their reports.
         #[arg(long, value_name = "STATES")]

@@ -487,7 +487,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
                 .collect();
-            const NAMES: [&str; 12] = [
+            const NAMES: [&str; 13] = [
                 "forged",
                 "failed",
                 "unhealthy",
@@ -498,6 +498,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 "pending",
                 "waiting",
                 "deferred",
+                "held",
                 "unknown",
                 "unverified",
             ];

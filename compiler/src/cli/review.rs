@@ -245,16 +245,21 @@ pub const FLEET_NEEDS_ATTENTION: u8 = 3;
 /// naming both.
 /// With it, why nothing verified it (`None`: a directory OUT, the operator's own build, or a
 /// release `--trust` verified).
-fn release_of(
-    args: &StatusArgs,
-    store: &Store,
-) -> Result<(bell_bundle::Release, Option<String>), String> {
+/// And, when OUT's release is not the store's current one, the store's.
+type Compared = (
+    bell_bundle::Release,
+    Option<String>,
+    Option<bell_store::Published>,
+);
+
+fn release_of(args: &StatusArgs, store: &Store) -> Result<Compared, String> {
     let Some(out) = args.out else {
         let fleet = args.fleet.ok_or(
             "without OUT, give `--fleet NAME`: the store holds the releases of fleets by name",
         )?;
         if let Some(mirror) = args.mirror {
-            return release_at_mirror(args, store, fleet, mirror);
+            let (release, why) = release_at_mirror(args, store, fleet, mirror)?;
+            return Ok((release, why, None));
         }
         if args.trust.is_some() {
             return Err(
@@ -303,29 +308,43 @@ fn release_of(
             identities_required: false,
             assignments: Vec::new(),
         };
-        return Ok((release, Some(why)));
+        return Ok((release, Some(why), None));
     };
     let release = read_release_trusted(out, args.trust)?;
     let why = match (out.to_str().filter(|o| o.contains("://")), args.trust) {
         (Some(url), None) => Some(bellc::fleet::trusted::read_unverified(url)),
         _ => None,
     };
-    if let Some(bell_store::Published {
-        version: current, ..
-    }) = store.published(&release.fleet)?
-    {
-        if current != release.version {
-            errln!(
-                "warning: {} holds release {}, but the store's current release of fleet `{}` is \
-                 {}: hosts are compared with {0}'s (leave OUT out to compare with the store's)",
-                out.display(),
-                diff::short(&release.version),
-                release.fleet,
-                diff::short(&current)
-            );
-        }
+    let current = store
+        .published(&release.fleet)?
+        .filter(|p| p.version != release.version);
+    Ok((release, why, current))
+}
+
+/// What is said when OUT's release is not the store's current one: a note when the store's
+/// is OUT's but for hosts an operator holds (what a rollout past held hosts publishes), a
+/// warning otherwise.
+fn say_compared(
+    out: &Path,
+    release: &bell_bundle::Release,
+    current: &bell_store::Published,
+    holds: &std::collections::BTreeMap<String, bell_store::hold::Hold>,
+) {
+    let (ours, theirs) = (diff::short(&release.version), diff::short(&current.version));
+    match status::published_but_for_held(release, current, holds) {
+        Some(held) => errln!(
+            "{} holds release {ours}; the store names release {theirs}, the same but for the \
+             held host(s) {} (each kept on its bundle until `bellc unhold` and a rollout)",
+            out.display(),
+            held.join(", ")
+        ),
+        None => errln!(
+            "warning: {} holds release {ours}, but the store's current release of fleet `{}` is \
+             {theirs}: hosts are compared with {0}'s (leave OUT out to compare with the store's)",
+            out.display(),
+            release.fleet,
+        ),
     }
-    Ok((release, why))
 }
 
 /// Without OUT, with `--source`: the release the store names, read from the mirror, verified
@@ -342,12 +361,44 @@ fn release_at_mirror(
             store.describe()
         )
     })?;
-    let release = read_release_trusted(Path::new(mirror), args.trust)?;
+    let mut release = read_release_trusted(Path::new(mirror), args.trust)?;
+    // A rollout's wave, or its last past held hosts, is served beside the build's own as
+    // `releases/VERSION.json`, signed as it is. The version is the store's word: only a name
+    // of hex digits makes a path, and what is read must be that release.
+    let wave = |version: &str| -> Result<Option<bell_bundle::Release>, String> {
+        if version.is_empty() || !version.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(None);
+        }
+        let file = format!("{}/{version}.json", bell_bundle::RELEASES_DIR);
+        let out = bellc::serve::Out::parse(mirror)?;
+        let Some(bytes) = out.read(&file)? else {
+            return Ok(None);
+        };
+        match args.trust {
+            Some(trust) => {
+                let keys = bellc::fleet::trusted::load(trust)?;
+                let read = |rel: &str| match rel == file {
+                    true => Ok(Some(bytes.clone())),
+                    false => out.read(rel),
+                };
+                bellc::fleet::trusted::verified_release_file(read, &out.describe(), &keys, &file)
+                    .map(Some)
+            }
+            None => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| format!("{}/{file} is not a release: {e}", out.describe())),
+        }
+    };
+    if release.version != published.version {
+        if let Some(served) = wave(&published.version)? {
+            release = served;
+        }
+    }
     if release.version != published.version || release.fleet != fleet {
         return Err(format!(
-            "{mirror} serves release {} of fleet `{}`, but the store names release {} of \
-             fleet `{fleet}`: refused (publish the release the mirror serves, or fill the \
-             mirror)",
+            "{mirror} serves release {} of fleet `{}` (and not the store's among its \
+             releases/), but the store names release {} of fleet `{fleet}`: refused (publish \
+             the release the mirror serves, or fill the mirror)",
             diff::short(&release.version),
             release.fleet,
             diff::short(&published.version)
@@ -387,7 +438,7 @@ fn read_release(out: &Path) -> Result<bell_bundle::Release, String> {
 /// up to date on the version).
 pub fn status(args: &StatusArgs) -> Result<u8, String> {
     let store = Store::open(args.source, args.access)?;
-    let (release, unverified) = release_of(args, &store)?;
+    let (release, unverified, current) = release_of(args, &store)?;
     let identities = bell_store::identities_of(&release);
     let mut views = store.load_fleet(&release.fleet, &identities)?;
     // Whether the fleet's hosts sign their reports: then a report nothing verified is a
@@ -410,10 +461,16 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
     if let Store::Etcd(etcd) = &store {
         note_rollout(&mut fleet, etcd, &release);
         note_discovered(&mut fleet, etcd, &release);
-        match bell_store::hold::list(etcd, &release.fleet) {
-            Ok(holds) => fleet.note_holds(&holds),
-            Err(e) => errln!("warning: the holds cannot be read: {e}"),
+        let holds = bell_store::hold::list(etcd, &release.fleet).unwrap_or_else(|e| {
+            errln!("warning: the holds cannot be read: {e}");
+            Default::default()
+        });
+        fleet.note_holds(&holds);
+        if let (Some(current), Some(out)) = (&current, args.out) {
+            say_compared(out, &release, current, &holds);
         }
+    } else if let (Some(current), Some(out)) = (&current, args.out) {
+        say_compared(out, &release, current, &Default::default());
     }
     // Last: what the rollout and the holds make of a row stands, and an up-to-date row that
     // nothing verified is `unverified`.

@@ -60,9 +60,15 @@ pub fn run(args: &Args) -> Result<u8, String> {
     };
     display.finish();
     match outcome.map_err(|e| explain_with(e, args))? {
-        Outcome::Done { release } => {
-            if !args.json {
+        Outcome::Done { release, held } => {
+            if !args.json && held.is_empty() {
                 outln!("release {} rolled out", short(&release));
+            } else if !args.json {
+                outln!(
+                    "release {} rolled out, but for the held {}",
+                    short(&release),
+                    held.join(", ")
+                );
             }
             Ok(0)
         }

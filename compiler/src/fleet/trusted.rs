@@ -24,14 +24,22 @@ pub fn verified_release(
     what: &str,
     keys: &TrustedKeys,
 ) -> Result<Release, String> {
-    let refused = |why: String| format!("{what}/{}: refused: {why}", bell_bundle::RELEASE_FILE);
-    let bytes = read(bell_bundle::RELEASE_FILE)?
-        .ok_or_else(|| refused("there is no release there".into()))?;
-    let signature = read(&format!("{}.minisig", bell_bundle::RELEASE_FILE))?.ok_or_else(|| {
+    verified_release_file(read, what, keys, bell_bundle::RELEASE_FILE)
+}
+
+/// [`verified_release`] of the release at `file` (`releases/VERSION.json`, a wave's).
+pub fn verified_release_file(
+    read: impl Fn(&str) -> Result<Option<Vec<u8>>, String>,
+    what: &str,
+    keys: &TrustedKeys,
+    file: &str,
+) -> Result<Release, String> {
+    let refused = |why: String| format!("{what}/{file}: refused: {why}");
+    let bytes = read(file)?.ok_or_else(|| refused("there is no release there".into()))?;
+    let signature = read(&format!("{file}.minisig"))?.ok_or_else(|| {
         refused(format!(
-            "it is not signed (no {}.minisig beside it); build with `--sign-key`, or leave \
-             `--trust` out to read it unverified",
-            bell_bundle::RELEASE_FILE
+            "it is not signed (no {file}.minisig beside it); build with `--sign-key`, or leave \
+             `--trust` out to read it unverified"
         ))
     })?;
     keys.verify(&bytes, &String::from_utf8_lossy(&signature))

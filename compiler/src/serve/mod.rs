@@ -67,6 +67,9 @@ pub struct Snapshot {
     pub controller: Option<String>,
     /// The release version the store names (`bellc publish`, or the controller's wave).
     pub published: Option<String>,
+    /// When that is this release but for held hosts (see
+    /// [`crate::fleet::status::published_but_for_held`]): those hosts.
+    pub published_but_for_held: Option<Vec<String>>,
     /// The fleet's last rollouts, newest first.
     pub history: Vec<crate::fleet::history::Entry>,
     /// When the store was read (unix seconds).
@@ -465,13 +468,19 @@ impl Board {
         });
         let controller = value_of(rollout::controller_key(&fleet))
             .map(|b| String::from_utf8_lossy(b).into_owned());
-        let published = bell_store::published_from(&fleet, &kvs).map(|p| p.version);
+        let published = bell_store::published_from(&fleet, &kvs);
+        let holds = bell_store::hold::holds_in(&fleet, &kvs);
+        let published_but_for_held = published
+            .as_ref()
+            .filter(|p| p.version != release.version)
+            .and_then(|p| crate::fleet::status::published_but_for_held(&release, p, &holds));
+        let published = published.map(|p| p.version);
         let mut status = fleet_status(&release, &views, now, None);
         if let Some(p) = &progress {
             // As `bellc status` tells it, so that `/api/v1/status` stays its JSON.
             rollout::note_progress(&mut status, p);
         }
-        status.note_holds(&bell_store::hold::holds_in(&fleet, &kvs));
+        status.note_holds(&holds);
         status.note_discovered(&crate::fleet::enroll::pending(
             &release,
             &bell_store::discovery::filed_in(&fleet, &kvs),
@@ -498,6 +507,7 @@ impl Board {
             progress,
             controller,
             published,
+            published_but_for_held,
             history: crate::fleet::history::entries_in(&fleet, &kvs),
             read_at: now,
             warnings,

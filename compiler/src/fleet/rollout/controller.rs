@@ -63,7 +63,10 @@ impl Controller<'_> {
                 (r, progress)
             }
             Some(r) if resume && r.target == target.version && r.stage == Stage::Done => {
-                return Ok(Outcome::Done { release: r.target });
+                return Ok(Outcome::Done {
+                    release: r.target,
+                    held: r.held,
+                });
             }
             _ if resume => {
                 return Err(RolloutError::Refused(format!(
@@ -190,6 +193,7 @@ impl Controller<'_> {
         lease.release();
         Ok(Outcome::Done {
             release: target.version.clone(),
+            held: record.held.clone(),
         })
     }
 

@@ -407,6 +407,9 @@ pub struct Controller<'a> {
 pub enum Outcome {
     Done {
         release: String,
+        /// Hosts left out because they were held: still on their bundle, so the release the
+        /// store names is the build's but for them.
+        held: Vec<String>,
     },
     Halted(Halt),
     Aborted {

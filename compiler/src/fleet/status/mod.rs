@@ -29,6 +29,11 @@ pub enum HostState {
     Pending,
     /// On the desired bundle, with work an image bake left for the first live apply.
     Deferred,
+    /// An operator holds it (`bellc hold`): left out of rollouts and kept on its bundle, or
+    /// on none when held before its first. Not on the release's bundle, or not heard from, is
+    /// then what the hold asked for, not trouble; a failure of the bundle it has, a drift or a
+    /// forged report is still shown as such.
+    Held,
     UpToDate,
     Unknown,
     /// Registered (`bell-run register`) and not accepted into the inventory yet.
@@ -37,7 +42,7 @@ pub enum HostState {
 
 impl HostState {
     /// Every state, most severe first: the order of the rows and of the counts.
-    pub const ALL: [HostState; 12] = [
+    pub const ALL: [HostState; 13] = [
         HostState::Forged,
         HostState::Failed,
         HostState::Unhealthy,
@@ -47,6 +52,7 @@ impl HostState {
         HostState::Drifted,
         HostState::Pending,
         HostState::Deferred,
+        HostState::Held,
         HostState::UpToDate,
         HostState::Unknown,
         HostState::Discovered,
@@ -63,6 +69,7 @@ impl HostState {
             HostState::Drifted => "drifted",
             HostState::Pending => "pending",
             HostState::Deferred => "deferred",
+            HostState::Held => "held",
             HostState::UpToDate => "up-to-date",
             HostState::Unknown => "unknown",
             HostState::Discovered => "discovered",
@@ -364,7 +371,10 @@ impl FleetStatus {
     }
 
     /// The hosts an operator holds: flagged `held`, with who, why and since when. A held host
-    /// that runs another bundle than the release's is pending, and says why.
+    /// that is not on the release's bundle (pending), not heard from (unaccounted, unknown),
+    /// or failing only for want of a bundle (never applied one: held before its first) is in
+    /// the state `held`, and its detail says by whom and why; a held host with trouble of its
+    /// own keeps that state.
     pub fn note_holds(&mut self, holds: &BTreeMap<String, bell_store::hold::Hold>) {
         for row in &mut self.hosts {
             let Some(hold) = holds.get(&row.host) else {
@@ -373,7 +383,22 @@ impl FleetStatus {
             row.flags.push(Flag::Held);
             row.flags.sort();
             row.flags.dedup();
-            if row.state == HostState::Pending {
+            let as_held = match row.state {
+                HostState::Pending | HostState::Unaccounted | HostState::Unknown => true,
+                HostState::Failed => row.reported.is_none(),
+                _ => false,
+            };
+            if as_held {
+                // What the hold asked for is no flag of trouble: not on the release's bundle,
+                // or no bundle to apply (the failure that says so is in the detail).
+                if row.state == HostState::Failed {
+                    row.failures.clear();
+                    row.flags.retain(|f| *f != Flag::Failed);
+                }
+                row.flags.retain(|f| *f != Flag::Pending);
+                row.state = HostState::Held;
+            }
+            if as_held || row.state == HostState::Pending {
                 row.detail = Some(match &row.detail {
                     Some(detail) => format!("{}; {detail}", hold.describe()),
                     None => hold.describe(),
@@ -381,6 +406,7 @@ impl FleetStatus {
             }
             row.held = Some(hold.clone());
         }
+        self.recount();
     }
 
     /// Hosts that registered and were never accepted, as `discovered` rows (a host that also
@@ -549,3 +575,23 @@ pub use judge::fleet_status;
 
 #[cfg(test)]
 mod tests;
+
+/// When the store's published release is `release` but for hosts an operator holds (a rollout
+/// leaves a held host on its bundle, or on none, so the last release it publishes is not the
+/// build's own): those hosts, sorted. `None` when the two differ in any host that is not held,
+/// or not at all.
+pub fn published_but_for_held(
+    release: &bell_bundle::Release,
+    published: &bell_store::Published,
+    holds: &BTreeMap<String, bell_store::hold::Hold>,
+) -> Option<Vec<String>> {
+    let hosts: std::collections::BTreeSet<&String> =
+        release.hosts.keys().chain(published.hosts.keys()).collect();
+    let differing: Vec<String> = hosts
+        .into_iter()
+        .filter(|host| release.hosts.get(*host).map(|e| &e.bundle) != published.hosts.get(*host))
+        .cloned()
+        .collect();
+    let apart = !differing.is_empty() && differing.iter().all(|h| holds.contains_key(h));
+    apart.then_some(differing)
+}

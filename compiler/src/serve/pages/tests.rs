@@ -65,6 +65,7 @@ fn board() -> (tempfile::TempDir, Board) {
         progress: None,
         controller: None,
         published: None,
+        published_but_for_held: None,
         history: Vec::new(),
         read_at: 1000,
         warnings: Vec::new(),

@@ -67,6 +67,8 @@ pub(super) struct ReleaseView {
     /// The version the store names, and whether it is this one.
     published: Option<String>,
     published_is_this: bool,
+    /// The held hosts the store's release differs from this one in, when only they differ.
+    published_but_for_held: Vec<String>,
     budget: Option<String>,
 }
 
@@ -81,6 +83,7 @@ pub(super) fn release_view(s: &Snapshot) -> ReleaseView {
         expires_utc: r.expires.map(bell_bundle::utc),
         published: s.published.as_deref().map(|v| short(v).to_string()),
         published_is_this: s.published.as_deref() == Some(r.version.as_str()),
+        published_but_for_held: s.published_but_for_held.clone().unwrap_or_default(),
         budget: r.rollout.as_ref().map(|b| match &b.batch_by {
             Some(label) => format!("{} per {label}", b.max_unavailable),
             None => format!("{} in the fleet", b.max_unavailable),
