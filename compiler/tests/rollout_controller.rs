@@ -239,6 +239,12 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
             let status = fx.bellc(&["rollout", "--status", "--store", &url, "--fleet", "f"]);
             assert!(status.stdout.contains("halted"), "{}", status.stdout);
             assert_eq!(status.code, 3, "halted: someone is needed");
+            // Both readers of a halt say what to run next, with the store filled in.
+            let next = format!(
+                "next: fix what stopped it, then `bellc rollout OUT --store {url} --sign-key KEY \
+                 --resume`; or `bellc rollout OUT --store {url} --sign-key KEY --abort`"
+            );
+            assert!(status.stdout.contains(&next), "{}", status.stdout);
             // `status` against the store's (wave) release says the rollout stands halted, and
             // the later wave's hosts are pending on its target, not up to date.
             let fleet = fx.bellc(&["status", "--store", &url, "--fleet", "f", "--json"]);
@@ -268,6 +274,7 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
                 .next()
                 .unwrap()
                 .contains("halted: wave 5 of 6"));
+            assert!(text.stdout.contains(&next), "{}", text.stdout);
             assert!(status.stdout.contains(BROKEN_IN_2), "{}", status.stdout);
 
             // A plain publish would change the map under the halted rollout: refused.
@@ -296,6 +303,18 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
             assert_eq!(started[0]["resumed"], true);
             assert_eq!(started.len(), 2);
             assert!(motds().values().all(|m| m == "release 2"), "{:?}", motds());
+            // Its history says it halted and was resumed, not only that it is done.
+            let history = fx.bellc(&["rollout", "--history", "--store", &url, "--fleet", "f"]);
+            let halt_line = history
+                .stdout
+                .lines()
+                .find(|l| l.trim_start().starts_with("halted "))
+                .unwrap_or_else(|| panic!("no halt in the history: {}", history.stdout));
+            assert!(
+                halt_line.contains(" at wave 5: 1 host of wave 5 of 6 failed; resumed "),
+                "{}",
+                history.stdout
+            );
 
             // Release 3: the controller dies in wave 2 and `--resume` goes on from there.
             copy_over(&fx.path().join("out3"), &served);

@@ -258,6 +258,7 @@ fn a_twelve_host_fleet_in_a_browser() {
         paused: None,
         started_by: None,
         wave_times: Vec::new(),
+        halts: Vec::new(),
     };
     client
         .put(

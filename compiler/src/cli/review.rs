@@ -517,6 +517,10 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
         outjson!(text);
     } else {
         print_status(&fleet, args.all);
+        if fleet.rollout.as_ref().is_some_and(|r| r.phase == "halted") {
+            let out = args.out.map(|o| o.display().to_string());
+            outln!("{}", rollout::next_after_halt(args.source, out.as_deref()));
+        }
     }
     let mut fail_on = args.fail_on.to_vec();
     if args.fail_on_default && unverified.is_some() && signing {

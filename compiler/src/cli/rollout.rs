@@ -180,6 +180,9 @@ pub fn status(
         return Ok(0);
     };
     print!("{}", describe(&p, holder.as_deref()));
+    if p.phase == rollout::Phase::Halted {
+        outln!("  {}", rollout::next_after_halt(store, None));
+    }
     Ok(code)
 }
 
@@ -532,6 +535,24 @@ pub fn history(
         }
         if !e.held.is_empty() {
             outln!("    held, left out: {}", e.held.join(", "));
+        }
+        for halt in &e.halts {
+            let resumed = match (halt.resumed_at, &halt.resumed_by) {
+                (Some(at), by) => format!(
+                    "; resumed {}{}",
+                    bell_bundle::utc(at),
+                    by.as_deref()
+                        .map(|b| format!(" by {}", one_line(b)))
+                        .unwrap_or_default()
+                ),
+                (None, _) => String::new(),
+            };
+            outln!(
+                "    halted {} at wave {}: {}{resumed}",
+                bell_bundle::utc(halt.at),
+                halt.wave,
+                one_line(&halt.reason)
+            );
         }
     }
     Ok(0)

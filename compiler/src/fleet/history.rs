@@ -33,6 +33,20 @@ pub struct WaveTimes {
     pub converged_at: Option<u64>,
 }
 
+/// A halt of a rollout, and its resumption: a rollout that halted and was resumed to the end
+/// is `done`, and its halts say what it went through.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Halted {
+    pub at: u64,
+    /// The wave that halted it, counted from 1.
+    pub wave: usize,
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_by: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
     pub fleet: String,
@@ -50,6 +64,9 @@ pub struct Entry {
     pub waves: Vec<Wave>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<String>,
+    /// Each time it halted, and when it was resumed, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub halts: Vec<Halted>,
 }
 
 impl Entry {
@@ -82,6 +99,7 @@ impl Entry {
             reason: progress.halted.as_ref().map(|h| h.reason.clone()),
             waves,
             held: progress.held.clone(),
+            halts: progress.halts.clone(),
         }
     }
 }

@@ -80,6 +80,12 @@ impl Controller<'_> {
                 (record, progress)
             }
         };
+        if progress.phase == Phase::Halted {
+            if let Some(last) = progress.halts.last_mut().filter(|h| h.resumed_at.is_none()) {
+                last.resumed_at = Some(now());
+                last.resumed_by = Some(self.by.clone());
+            }
+        }
         progress.phase = Phase::Running;
         progress.halted = None;
         save_progress(&self.etcd, &progress)?;
@@ -156,6 +162,13 @@ impl Controller<'_> {
                     progress.phase = Phase::Halted;
                     progress.halted = Some(halt.clone());
                     progress.updated_at = now();
+                    progress.halts.push(crate::fleet::history::Halted {
+                        at: progress.updated_at,
+                        wave: halt.wave,
+                        reason: halt.reason.clone(),
+                        resumed_at: None,
+                        resumed_by: None,
+                    });
                     save_progress(&self.etcd, &progress)?;
                     self.file_history(&progress, watch);
                     watch(&Event::Halted {

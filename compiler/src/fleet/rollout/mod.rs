@@ -233,6 +233,9 @@ pub struct Progress {
     /// When each wave given so far was given and converged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub wave_times: Vec<super::history::WaveTimes>,
+    /// Each halt so far and its resumption, for the history.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub halts: Vec<super::history::Halted>,
 }
 
 impl Progress {
@@ -260,6 +263,7 @@ impl Progress {
             paused: None,
             started_by: None,
             wave_times: Vec::new(),
+            halts: Vec::new(),
         }
     }
 
@@ -281,6 +285,18 @@ pub struct Halt {
     pub wave: usize,
     pub reason: String,
     pub hosts: Vec<Trouble>,
+}
+
+/// What to run after a halt, with the store filled in (and OUT, when the reader has it):
+/// `status` and `rollout --status` say it under the halt.
+pub fn next_after_halt(store: &str, out: Option<&str>) -> String {
+    let store = crate::escape::shell_quote(store);
+    let out = out.map_or_else(|| "OUT".to_string(), crate::escape::shell_quote);
+    format!(
+        "next: fix what stopped it, then `bellc rollout {out} --store {store} --sign-key KEY \
+         --resume`; or `bellc rollout {out} --store {store} --sign-key KEY --abort` to give the \
+         moved hosts their previous bundle (OUT: the directory the rollout began in)"
+    )
 }
 
 /// A host that stopped a wave.
