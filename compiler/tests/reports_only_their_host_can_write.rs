@@ -97,6 +97,10 @@ fn only_a_host_can_speak_for_itself() {
         assert_eq!(out.status.code(), Some(0), "{}", text(&out));
         let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
         assert!(line.starts_with("ssh-ed25519 ") && line.ends_with(&format!(" {host}")));
+        // Made in an image root: said where it is on this machine, not as the host's /etc.
+        let said = String::from_utf8_lossy(&out.stderr);
+        let made = format!("made {}/etc/bell/identity.key: ", dir.display());
+        assert_eq!(init, said.contains(&made), "{said}");
         line
     };
     let identities: Vec<String> = HOSTS.iter().map(|h| identity(root(h), h, true)).collect();

@@ -480,7 +480,11 @@ fn cmd_identity(args: &Args) -> i32 {
         return OK;
     }
     if made {
-        errln!("made {file}: this host's identity from now on");
+        // Where it is on this machine: in an image root, not the machine's own /etc.
+        errln!(
+            "made {}: this host's identity from now on",
+            key.file.display()
+        );
     }
     match name {
         Some(name) => outln!("{} {name}", identity.to_openssh()),

@@ -8,7 +8,7 @@
 //! importing this module.
 //!
 //! Adding a kind: its file here, its templates under `stdlib/<kind>/`, one line in `registry!`
-//! below, and its rows in the README's tables.
+//! below, and its rows in the tables of the language reference (`docs/language.md`).
 
 use crate::diagnostic::{Diagnostics, Invalid};
 use crate::graph::resources::Implied;

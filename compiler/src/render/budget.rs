@@ -36,7 +36,7 @@ thread_local! {
 /// freed in that arena's free lists (a streamed build needed a `malloc_trim` after every
 /// chunk, or it grew by about 4 KB a host). mimalloc hands a block freed elsewhere back to the
 /// thread that owns it without a lock. Measured on a million hosts of about 10,000 distinct
-/// bundles: a quarter less CPU, 21.7 → 18.2 s (README, "Building a fleet").
+/// bundles: a quarter less CPU, 21.7 → 18.2 s (`docs/performance.md`, "Scale").
 pub struct Budgeted;
 
 // SAFETY: every method forwards to `MiMalloc` with the same arguments; the counting around it

@@ -41,7 +41,7 @@ pub const LEASE_TTL: u64 = 10;
 
 /// How often a controller reads the fleet's reports while a wave converges: one read of
 /// four ranges each time, whatever the fleet's size (about 0.15 requests per host for a
-/// 1,000-host rollout, see the README).
+/// 1,000-host rollout: `docs/performance.md`, "The rollout controller").
 pub const POLL: Duration = Duration::from_millis(250);
 
 pub fn progress_key(fleet: &str) -> String {

@@ -63,7 +63,7 @@ pub const BELL_OWN: &[&str] = &["/var/lib/bell", "/etc/bell", "/usr/local/sbin/b
 
 /// The keys a host trusts releases from: of bell's own, the one file a spec may manage (as a
 /// `file`), so that a release signed by the old key can add the new one and a later release,
-/// signed by the new key, remove the old (rotation; see the README).
+/// signed by the new key, remove the old (`docs/running-a-fleet.md`, "Rotating it").
 pub const TRUST_FILE: &str = "/etc/bell/trusted.pub";
 
 /// A path that is not bell's own (see [`BELL_OWN`]).
