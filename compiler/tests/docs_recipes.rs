@@ -183,13 +183,6 @@ fn lines_match(expected: &[String], lines: &[&str]) -> bool {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
 /// A document's blocks as one bash script, and the console commands whose output it keeps.
 fn script(document: &str, recipe: &Path, swaps: &[(String, String)]) -> (String, Vec<Shown>) {
     let swap = |text: &str| {
@@ -256,7 +249,7 @@ fn run_document(document: &str) {
     for port in [2379, 2380, 8080, 8088] {
         swaps.push((
             format!("127.0.0.1:{port}"),
-            format!("127.0.0.1:{}", free_port()),
+            format!("127.0.0.1:{}", common::fleet::free_port()),
         ));
     }
     let (text, shown) = script(document, &recipe, &swaps);

@@ -458,19 +458,18 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
     }
     let mut fleet =
         status::fleet_status(&release, &views, now(), args.stale_minutes.map(|m| m * 60));
+    let mut holds = Default::default();
     if let Store::Etcd(etcd) = &store {
         note_rollout(&mut fleet, etcd, &release);
         note_discovered(&mut fleet, etcd, &release);
-        let holds = bell_store::hold::list(etcd, &release.fleet).unwrap_or_else(|e| {
+        holds = bell_store::hold::list(etcd, &release.fleet).unwrap_or_else(|e| {
             errln!("warning: the holds cannot be read: {e}");
             Default::default()
         });
         fleet.note_holds(&holds);
-        if let (Some(current), Some(out)) = (&current, args.out) {
-            say_compared(out, &release, current, &holds);
-        }
-    } else if let (Some(current), Some(out)) = (&current, args.out) {
-        say_compared(out, &release, current, &Default::default());
+    }
+    if let (Some(current), Some(out)) = (&current, args.out) {
+        say_compared(out, &release, current, &holds);
     }
     // Last: what the rollout and the holds make of a row stands, and an up-to-date row that
     // nothing verified is `unverified`.
