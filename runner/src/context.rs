@@ -289,6 +289,17 @@ pub(crate) fn last_reason(output: &str) -> Option<String> {
         .map(|l| l.chars().take(300).collect())
 }
 
+/// What an apply that succeeded said for the operator to read: the text of its
+/// [`bell_bundle::NOTE_PREFIX`] lines, joined (at most 600 characters).
+pub(crate) fn notes(output: &str) -> Option<String> {
+    let notes: Vec<&str> = output
+        .lines()
+        .filter_map(|l| l.strip_prefix(bell_bundle::NOTE_PREFIX))
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    (!notes.is_empty()).then(|| notes.join("; ").chars().take(600).collect())
+}
+
 pub(crate) fn load_generation<'m>(
     ctx: &Ctx,
     cache: &'m mut BTreeMap<String, Option<Manifest>>,

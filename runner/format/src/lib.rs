@@ -47,6 +47,13 @@ pub const FORMAT: u32 = 1;
 /// resource as `deferred`, which is not a failure, and applies it again on the next run.
 pub const EXIT_DEFERRED: i32 = 75;
 
+/// How an apply script says something the operator should read although it succeeded (what
+/// the host lacks that the resource will miss, say): a line of its output beginning with this.
+/// bell-run shows each such line's text on the resource's line of the apply (`ok: TEXT`) and
+/// keeps it in the resource's record for `bell-run status`. A batch's apply gives its
+/// resources' notes as the third field of their `KEY\tok\tNOTE` line instead.
+pub const NOTE_PREFIX: &str = "bell-note: ";
+
 /// The exit status by which a check script says that what it reads back is in place but
 /// takes effect only at the next boot (a kernel command line the running kernel did not boot
 /// with): not drift, and nothing an apply can do; bell-run records the host as needing a

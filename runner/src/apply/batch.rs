@@ -35,6 +35,10 @@ impl BatchApplied {
             Some((status, detail)) => (status.as_str(), detail.clone()),
             None => ("failed", Some(self.unanswered.clone())),
         };
+        if status == "ok" {
+            // A note of the resource's (see `bell_bundle::NOTE_PREFIX`), kept for `status`.
+            record.message = detail.clone();
+        }
         let mut outcome = Outcome::new(&key, Some(change), status, detail);
         outcome.log = Some(self.log.clone());
         record.log = Some(self.log_rel.clone());

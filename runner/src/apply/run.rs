@@ -3,6 +3,7 @@
 
 use super::batch::{due_together, run_batch_apply, BatchApplied};
 use super::*;
+use crate::context::notes;
 
 pub(super) fn run_resources(
     ctx: &Ctx,
@@ -77,7 +78,14 @@ pub(super) fn run_resources(
             let (exit, log) =
                 ctx.run_sh(bundle, &script.path, &resource.kind, env, log_path.clone());
             let mut outcome = if exit.ok() {
-                Outcome::new(&key, Some(change), "ok", None)
+                // Read only when there is output: most applies print nothing.
+                let said = std::fs::metadata(&log_path).is_ok_and(|m| m.len() > 0);
+                let notes = said
+                    .then(|| crate::rootfs::read_tail(&log_path, 64 * 1024).unwrap_or_default())
+                    .and_then(|output| notes(&output));
+                // Kept for `bell-run status`, as a failure's reason is.
+                record.message = notes.clone();
+                Outcome::new(&key, Some(change), "ok", notes)
             } else if ctx.offline && exit == Exit::Code(bell_bundle::EXIT_DEFERRED) {
                 // Work only a live host can do; not a failure of the bake, and not done either:
                 // the result is not `ok`, so the next run plans it again.
@@ -108,10 +116,14 @@ pub(super) fn run_resources(
             Outcome::new(&key, Some(change), "ok", None)
         };
         let mut outcome = outcome;
-        if change == Change::Drifted && outcome.status == "ok" && outcome.detail.is_none() {
+        if change == Change::Drifted && outcome.status == "ok" {
             // Said on the line, not only by the `*`: a reviewer reading the output after an
             // incident must see that this apply undid a change made on the host.
-            outcome.detail = Some("drifted → put back".to_string());
+            let put_back = "drifted → put back";
+            outcome.detail = Some(match outcome.detail.take() {
+                Some(note) => format!("{put_back}; {note}"),
+                None => put_back.to_string(),
+            });
         }
         match outcome.status.as_str() {
             "failed" | "skipped" | "halted" => {
