@@ -3,6 +3,9 @@
 //! why truly, and exits 3 by default when the fleet's hosts sign their reports. With the
 //! mirror's release verified (`--source URL --trust KEY`) the reports are judged as with OUT,
 //! and an unsigned "success" report put by etcd's root over a host's own is never up to date.
+//! The store's version picks which of the mirror's `releases/VERSION.json` is read: a version
+//! that is a path, a release there signed by another key, or a signed one under another
+//! version's name is refused.
 mod common;
 use common::fleet::{bell_run, etcdctl, run_bin, text, Etcd};
 use common::pulling::image_root;
@@ -131,4 +134,61 @@ fn a_report_nothing_verified_is_not_up_to_date() {
         "{}",
         run.stderr
     );
+
+    // The store's word picks which of the mirror's releases/ is read; each way etcd's root or
+    // the mirror's owner can bend that is refused.
+    let refused = |version: &str, wants: &str| {
+        etcdctl(&etcd.endpoint, &["put", "/bell/f/current_version", version]);
+        let run = fx.bellc(&[
+            "status", "--store", &url, "--fleet", "f", "--source", &source, "--trust", &trust,
+        ]);
+        assert_eq!(run.code, 2, "{version}: {}{}", run.stdout, run.stderr);
+        assert!(run.stderr.contains(wants), "{version}: {}", run.stderr);
+        assert!(!run.stdout.contains("up-to-date"), "{}", run.stdout);
+    };
+    // A version that is a path: `releases/../release.json` is the mirror's own signed release,
+    // but no name of the store's becomes a path unless it is hex.
+    refused("../release", "but the store names release");
+    std::fs::write(fx.path().join("outside.json"), "{}").unwrap();
+    refused("../../outside", "but the store names release");
+    // The mirror serves, as the store's release, one signed by a key the hosts do not trust.
+    assert_eq!(fx.bellc(&["keygen", "rogue"]).code, 0);
+    let run = fx.bellc(&[
+        "build",
+        "bell.kdl",
+        "-o",
+        "rogue",
+        "--sign-key",
+        "rogue.key",
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let rogue = common::pulling::release_of(&fx.path().join("rogue"));
+    let releases = fx.path().join("out/releases");
+    std::fs::create_dir_all(&releases).unwrap();
+    let wave = releases.join(format!("{}.json", rogue.version));
+    std::fs::copy(fx.path().join("rogue/release.json"), &wave).unwrap();
+    std::fs::copy(
+        fx.path().join("rogue/release.json.minisig"),
+        releases.join(format!("{}.json.minisig", rogue.version)),
+    )
+    .unwrap();
+    refused(
+        &rogue.version,
+        &format!("releases/{}.json: refused", rogue.version),
+    );
+    // A release the hosts' key did sign, swapped in under the name of another version.
+    let theirs = common::pulling::release_of(&fx.path().join("other"));
+    let swapped = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    assert_ne!(theirs.version, swapped);
+    std::fs::copy(
+        fx.path().join("other/release.json"),
+        releases.join(format!("{swapped}.json")),
+    )
+    .unwrap();
+    std::fs::copy(
+        fx.path().join("other/release.json.minisig"),
+        releases.join(format!("{swapped}.json.minisig")),
+    )
+    .unwrap();
+    refused(swapped, "but the store names release");
 }
