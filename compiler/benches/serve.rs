@@ -55,11 +55,10 @@ fn report(host: &str, i: usize, release: &str, at: u64) -> Report {
             .map(|r| ResourceResult {
                 key: format!("sysctl:net.core.key{r}"),
                 result: if failed && r == 29 {
-                    "failed"
+                    bell_store::Status::Failed
                 } else {
-                    "unchanged"
-                }
-                .to_string(),
+                    bell_store::Status::Unchanged
+                },
                 detail: (failed && r == 29).then(|| "exit 1".to_string()),
                 output: None,
             })

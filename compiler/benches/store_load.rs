@@ -41,7 +41,7 @@ fn report(host: &str, at: u64) -> Report {
         resources: (0..30)
             .map(|i| bell_store::ResourceResult {
                 key: format!("sysctl:net.core.key{i}"),
-                result: "unchanged".to_string(),
+                result: bell_store::Status::Unchanged,
                 detail: None,
                 output: None,
             })

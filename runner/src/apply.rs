@@ -17,6 +17,7 @@ use crate::scripts::{self, Exit, Invocation};
 use crate::state::{self, ExecRecord, HistoryEntry, Pending, ResourceRecord, Running, State};
 use crate::triggers::{fired_triggers, run_trigger};
 use bell_bundle::{Manifest, Resource};
+use bell_store::Status;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -540,7 +541,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         .filter(|&i| {
             checked.manifest.resources[i].at_boot
                 && plan.resources[i].change != Change::Unchanged
-                && rep.resources.get(i).is_some_and(|o| o.status == "ok")
+                && rep.resources.get(i).is_some_and(|o| o.status == Status::Ok)
         })
         .collect();
     let after_apply = crate::check::run_checks(
@@ -559,21 +560,21 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     rep.deferred = rep
         .resources
         .iter()
-        .filter(|o| o.status == "deferred")
+        .filter(|o| o.status == Status::Deferred)
         .count()
         + checked.needs_secrets.len();
     rep.changed = plan
         .resources
         .iter()
         .zip(&rep.resources)
-        .filter(|(r, o)| r.change != Change::Unchanged && o.status != "deferred")
+        .filter(|(r, o)| r.change != Change::Unchanged && o.status != Status::Deferred)
         .count()
         + plan.departed.len();
     rep.repaired = plan
         .resources
         .iter()
         .zip(&rep.resources)
-        .filter(|(r, o)| r.change == Change::Drifted && o.status == "ok")
+        .filter(|(r, o)| r.change == Change::Drifted && o.status == Status::Ok)
         .count();
     rep.failed = rep
         .reverts

@@ -12,6 +12,7 @@ use crate::scripts::Exit;
 use crate::state::{self, State};
 use bell_bundle::{Batch, Manifest, Resource};
 use bell_store::Drift;
+use bell_store::Status;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs;
@@ -26,7 +27,7 @@ pub struct Checked {
     /// `error` (the check itself failed), `deferred` (its apply waits
     /// for a live host), `drifted-files` (no check of its own, but a file it owns is out of
     /// sync: the file is in the drift list) or `no-check`.
-    pub result: String,
+    pub result: Status,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
 }
@@ -54,10 +55,6 @@ pub struct CheckReport {
     pub manifest: Option<Manifest>,
 }
 
-/// The result of a check that found its change in place but waiting for the next boot
-/// ([`bell_bundle::EXIT_REBOOT_REQUIRED`]): not drift, and not something an apply can repair.
-pub const REBOOT_REQUIRED: &str = "reboot-required";
-
 /// What the logs of a batch's scripts are filed under, as a resource's under its kind.
 pub(crate) const BATCH_KIND: &str = "batch";
 
@@ -72,13 +69,13 @@ fn answer_of(key: String, exit: &Exit, log: &Path) -> Checked {
     let said = crate::rootfs::read_tail(log, 64 * 1024).unwrap_or_default();
     let said = said.trim();
     let (result, detail) = match exit {
-        Exit::Code(0) => ("in-sync", None),
+        Exit::Code(0) => (Status::InSync, None),
         Exit::Code(bell_bundle::EXIT_REBOOT_REQUIRED) => (
-            REBOOT_REQUIRED,
+            Status::RebootRequired,
             (!said.is_empty()).then(|| said.lines().collect::<Vec<_>>().join("; ")),
         ),
         Exit::Code(2) => (
-            "drifted",
+            Status::Drifted,
             Some(if said.is_empty() {
                 "its check reports drift".to_string()
             } else {
@@ -86,7 +83,7 @@ fn answer_of(key: String, exit: &Exit, log: &Path) -> Checked {
             }),
         ),
         other => (
-            "error",
+            Status::Error,
             Some(match said.lines().last() {
                 Some(line) => format!("check {}: {line}", other.describe()),
                 None => format!("check {}", other.describe()),
@@ -95,7 +92,7 @@ fn answer_of(key: String, exit: &Exit, log: &Path) -> Checked {
     };
     Checked {
         key,
-        result: result.to_string(),
+        result,
         detail,
     }
 }
@@ -170,25 +167,25 @@ pub fn run_checks(
                     Some(&at) => answer_of(key, &exits[at], &runs[at].inv.log),
                     None if resource.check.is_none() => Checked {
                         key,
-                        result: "no-check".to_string(),
+                        result: Status::NoCheck,
                         detail: None,
                     },
                     // Live only, offline: counts as having run and exited 0.
                     None => Checked {
                         key,
-                        result: "in-sync".to_string(),
+                        result: Status::InSync,
                         detail: None,
                     },
                 };
             };
             let (result, detail) = match answers.get_mut(name.as_str()) {
                 // Offline, a live-only check is not started: nothing live has drifted.
-                Some(None) => ("in-sync".to_string(), None),
+                Some(None) => (Status::InSync, None),
                 Some(Some(said)) => said
                     .by_key
                     .remove(&key)
-                    .unwrap_or_else(|| ("error".to_string(), Some(said.unanswered.clone()))),
-                None => ("error".to_string(), None),
+                    .unwrap_or_else(|| (Status::Error, Some(said.unanswered.clone()))),
+                None => (Status::Error, None),
             };
             Checked {
                 key,
@@ -202,7 +199,7 @@ pub fn run_checks(
 /// What one run of a batch's check said.
 struct BatchAnswers {
     /// Result and detail by resource key.
-    by_key: BTreeMap<String, (String, Option<String>)>,
+    by_key: BTreeMap<String, (Status, Option<String>)>,
     /// The detail of a resource it gave no line for: how the script failed, or that it was
     /// not answered.
     unanswered: String,
@@ -242,7 +239,8 @@ fn batch_answers(name: &str, exit: &Exit, log: &Path) -> BatchAnswers {
         let key = fields.next().filter(|k| !k.is_empty());
         let result = fields
             .next()
-            .filter(|r| matches!(*r, "in-sync" | "drifted" | "error"));
+            .map(Status::parse)
+            .filter(|r| matches!(r, Status::InSync | Status::Drifted | Status::Error));
         let (Some(key), Some(result)) = (key, result) else {
             if !line.trim().is_empty() {
                 other = Some(line);
@@ -250,7 +248,7 @@ fn batch_answers(name: &str, exit: &Exit, log: &Path) -> BatchAnswers {
             continue;
         };
         let detail = fields.next().filter(|d| !d.is_empty()).map(str::to_string);
-        by_key.insert(key.to_string(), (result.to_string(), detail));
+        by_key.insert(key.to_string(), (result, detail));
     }
     let unanswered = match (*exit == Exit::Code(0), other) {
         (true, _) => format!("the check of batch {name} gave no answer for it"),
@@ -288,13 +286,13 @@ pub fn mark_drifted(
     let checked = run_checks(ctx, manifest, bundle, generation, &which);
     let mut found = Found::default();
     for (i, checked) in which.into_iter().zip(checked) {
-        if checked.result == "drifted" {
+        if checked.result == Status::Drifted {
             plan.resources[i].change = Change::Drifted;
             found.drift.push(Drift {
                 name: checked.key,
                 detail: checked.detail.unwrap_or_default(),
             });
-        } else if checked.result != "in-sync" {
+        } else if checked.result != Status::InSync {
             found.other.push(checked);
         }
     }
@@ -462,7 +460,7 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
     // Work only a live host can do (an image bake deferred it): not done yet is not drift.
     let is_deferred = |resource: &Resource| {
         let record = state.resources.get(&resource.key());
-        record.is_some_and(|r| r.result == "deferred" && r.hash == resource.hash)
+        record.is_some_and(|r| r.result == Status::Deferred && r.hash == resource.hash)
     };
     let which: Vec<usize> = (0..manifest.resources.len())
         .filter(|&i| !is_deferred(&manifest.resources[i]))
@@ -474,7 +472,7 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
             deferred.push(key.clone());
             resources.push(Checked {
                 key,
-                result: "deferred".to_string(),
+                result: Status::Deferred,
                 detail: Some("deferred to the first live apply".to_string()),
             });
             continue;
@@ -483,7 +481,7 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
             break;
         };
         // A resource without a check of its own is out of sync when one of its files is.
-        if checked.result == "no-check" {
+        if checked.result == Status::NoCheck {
             let files: Vec<&str> = drift
                 .iter()
                 .filter_map(|d| d.name.strip_prefix("file:"))
@@ -493,16 +491,16 @@ pub fn check(ctx: &Ctx, state: &State) -> Result<CheckReport, Refusal> {
                 })
                 .collect();
             if !files.is_empty() {
-                checked.result = "drifted-files".to_string();
+                checked.result = Status::DriftedFiles;
                 checked.detail = Some(files.join(", "));
             }
         }
-        match checked.result.as_str() {
-            "drifted" => drift.push(Drift {
+        match checked.result {
+            Status::Drifted => drift.push(Drift {
                 name: checked.key.clone(),
                 detail: checked.detail.clone().unwrap_or_default(),
             }),
-            "error" => errors.push(checked.key.clone()),
+            Status::Error => errors.push(checked.key.clone()),
             _ => {}
         }
         resources.push(checked);
@@ -547,7 +545,7 @@ pub fn reboot_reasons<'a>(
 ) -> Vec<String> {
     checked
         .into_iter()
-        .filter(|c| c.result == REBOOT_REQUIRED)
+        .filter(|c| c.result == Status::RebootRequired)
         .map(|c| match &c.detail {
             Some(detail) => format!("{}: {detail}", c.key),
             None => format!("{}: takes effect at the next boot", c.key),

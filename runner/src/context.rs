@@ -9,6 +9,7 @@ use crate::rootfs::Root;
 use crate::scripts::{self, Exit, Invocation};
 use crate::state;
 use bell_bundle::{Manifest, Offline};
+use bell_store::Status;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fs;
@@ -58,8 +59,7 @@ pub struct Outcome {
     pub key: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub change: Option<Change>,
-    /// `ok`, `failed`, `skipped`, `halted`, `started`, `not-due`, `unchanged`, `reverted`.
-    pub status: String,
+    pub status: Status,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -70,20 +70,20 @@ impl Outcome {
     pub(crate) fn new(
         key: &str,
         change: Option<Change>,
-        status: &str,
+        status: Status,
         detail: Option<String>,
     ) -> Outcome {
         Outcome {
             key: key.to_string(),
             change,
-            status: status.to_string(),
+            status,
             detail,
             log: None,
         }
     }
 
     pub fn failed(&self) -> bool {
-        matches!(self.status.as_str(), "failed" | "skipped" | "halted")
+        self.status.is_failure()
     }
 }
 

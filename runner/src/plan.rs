@@ -7,6 +7,7 @@ use crate::accounts::Accounts;
 use crate::rootfs::Root;
 use crate::state::{self, State};
 use bell_bundle::Manifest;
+use bell_store::Status;
 use serde::Serialize;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
@@ -205,7 +206,7 @@ pub fn make(
         let change = match state.resources.get(&key) {
             None => Change::Created,
             Some(rec) if rec.hash != resource.hash => Change::Changed,
-            Some(rec) if !matches!(rec.result.as_str(), "ok" | "started") => Change::Retry,
+            Some(rec) if !matches!(rec.result, Status::Ok | Status::Started) => Change::Retry,
             Some(_)
                 if resource.files.iter().any(|f| written.contains(&f.as_str()))
                     || resource

@@ -11,6 +11,7 @@ use crate::identity;
 use crate::metrics::{self, Metrics};
 use crate::state;
 use bell_bundle::Manifest;
+use bell_store::Status;
 use bell_store::{ProbeResult, Report, ResourceResult, State, Store, REPORT_FORMAT};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -156,9 +157,9 @@ pub fn from_apply<'a>(root: &'a Path, started_at: u64, rep: &apply::Report) -> R
             key: o.key.clone(),
             result: o.status.clone(),
             detail: o.detail.clone(),
-            output: match (o.status.as_str(), &o.log) {
-                ("failed", Some(log)) if shown => last_lines(Path::new(log)),
-                ("failed", Some(_)) => Some(WITHHELD.to_string()),
+            output: match (&o.status, &o.log) {
+                (Status::Failed, Some(log)) if shown => last_lines(Path::new(log)),
+                (Status::Failed, Some(_)) => Some(WITHHELD.to_string()),
                 _ => None,
             },
         })

@@ -5,6 +5,7 @@ use crate::context::{load_generation, Ctx, Outcome};
 use crate::journal;
 use crate::state;
 use bell_bundle::Manifest;
+use bell_store::Status;
 use std::collections::BTreeMap;
 use std::fs;
 
@@ -23,7 +24,7 @@ pub(crate) fn revert(
         return Outcome::new(
             key,
             None,
-            "failed",
+            Status::Failed,
             Some(format!(
                 "cannot revert: bell-run's copy of generation {} is missing or damaged",
                 journal::short(generation)
@@ -40,11 +41,16 @@ pub(crate) fn revert(
     // have left things behind.
     let Some(script) = script else {
         let _ = fs::remove_dir_all(&state_dir);
-        return Outcome::new(key, None, "reverted", Some("no revert script".to_string()));
+        return Outcome::new(
+            key,
+            None,
+            Status::Reverted,
+            Some("no revert script".to_string()),
+        );
     };
     if ctx.skips(&script) {
         let _ = fs::remove_dir_all(&state_dir);
-        return Outcome::new(key, None, "reverted", None);
+        return Outcome::new(key, None, Status::Reverted, None);
     }
     let bundle = state::generation_dir(ctx.root, generation);
     let log = state::resource_log_dir(ctx.root, kind, name).join("revert.log");
@@ -57,12 +63,12 @@ pub(crate) fn revert(
     );
     let mut outcome = if exit.ok() {
         let _ = fs::remove_dir_all(&state_dir);
-        Outcome::new(key, None, "reverted", None)
+        Outcome::new(key, None, Status::Reverted, None)
     } else {
         Outcome::new(
             key,
             None,
-            "failed",
+            Status::Failed,
             Some(format!("revert {}", exit.describe())),
         )
     };

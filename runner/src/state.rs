@@ -4,6 +4,7 @@
 //! directories for the scripts, script output, and backups of files that existed before bell.
 
 use crate::rootfs::{write_atomic, Root};
+use bell_store::Status;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -53,7 +54,7 @@ pub struct ResourceRecord {
     pub name: String,
     pub hash: String,
     /// `ok`, `failed`, `skipped`, `halted` or `started` (a background exec still running).
-    pub result: String,
+    pub result: Status,
     pub at: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

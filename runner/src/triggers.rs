@@ -6,6 +6,7 @@ use crate::context::{load_generation, Ctx, Outcome};
 use crate::plan::{self, Plan};
 use crate::state::{self, Pending};
 use bell_bundle::Manifest;
+use bell_store::Status;
 use std::collections::BTreeMap;
 
 fn matches_prefix(path: &str, prefix: &str) -> bool {
@@ -108,12 +109,12 @@ pub(crate) fn run_trigger(
         return Outcome::new(
             &key,
             None,
-            "failed",
+            Status::Failed,
             Some("the generation holding this trigger is missing".to_string()),
         );
     };
     if ctx.skips(&script) {
-        return Outcome::new(&key, None, "ok", None);
+        return Outcome::new(&key, None, Status::Ok, None);
     }
     let bundle = state::generation_dir(ctx.root, &pending.generation);
     let log = state::resource_log_dir(ctx.root, "trigger", &pending.name).join("trigger.log");
@@ -121,9 +122,9 @@ pub(crate) fn run_trigger(
     let paths = pending.paths.as_deref().unwrap_or_default();
     let (exit, log) = ctx.run_sh_with(&bundle, &script.path, paths, "trigger", env, log);
     let mut outcome = if exit.ok() {
-        Outcome::new(&key, None, "ok", None)
+        Outcome::new(&key, None, Status::Ok, None)
     } else {
-        Outcome::new(&key, None, "failed", Some(exit.describe()))
+        Outcome::new(&key, None, Status::Failed, Some(exit.describe()))
     };
     outcome.log = Some(log);
     outcome

@@ -58,12 +58,7 @@ struct Kept {
 /// What a status row shows of a report: its resources that failed or were deferred, not the
 /// hundreds that went well.
 fn trimmed(report: &Report) -> Report {
-    report.keeping_resources(|r| {
-        matches!(
-            r.result.as_str(),
-            "failed" | "error" | "halted" | "skipped" | "deferred"
-        )
-    })
+    report.keeping_resources(|r| r.result.is_failure() || r.result == bell_store::Status::Deferred)
 }
 
 fn to_kept(seen: &Seen) -> BTreeMap<&str, BTreeMap<&str, Kept>> {

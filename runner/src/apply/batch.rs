@@ -2,12 +2,13 @@
 //! [`bell_bundle::Batch::apply`]), each taking its own line of what it printed as its outcome.
 
 use super::*;
+use bell_store::Status;
 
 use crate::check::{batch_timing_kind, BATCH_KIND};
 
 /// The outcome of each resource of a batch's apply, by `KIND:NAME`, from its one run.
 pub(super) struct BatchApplied {
-    said: BTreeMap<String, (String, Option<String>)>,
+    said: BTreeMap<String, (Status, Option<String>)>,
     /// The resources it was run for.
     ran: BTreeSet<String>,
     /// The detail of a due resource it gave no line for.
@@ -32,10 +33,10 @@ impl BatchApplied {
     ) -> Outcome {
         let key = resource.key();
         let (status, detail) = match self.said.get(&key) {
-            Some((status, detail)) => (status.as_str(), detail.clone()),
-            None => ("failed", Some(self.unanswered.clone())),
+            Some((status, detail)) => (status.clone(), detail.clone()),
+            None => (Status::Failed, Some(self.unanswered.clone())),
         };
-        if status == "ok" {
+        if status == Status::Ok {
             // A note of the resource's (see `bell_bundle::NOTE_PREFIX`), kept for `status`.
             record.message = detail.clone();
         }
@@ -121,11 +122,12 @@ pub(super) fn run_batch_apply(
         let (Some(key), Some(status)) = (fields.next(), fields.next()) else {
             continue;
         };
-        if !matches!(status, "ok" | "failed") || !due.iter().any(|r| r.key() == key) {
+        let status = Status::parse(status);
+        if !matches!(status, Status::Ok | Status::Failed) || !due.iter().any(|r| r.key() == key) {
             continue;
         }
         let detail = fields.next().filter(|d| !d.is_empty()).map(str::to_string);
-        said.insert(key.to_string(), (status.to_string(), detail));
+        said.insert(key.to_string(), (status, detail));
     }
     let unanswered = match (exit.ok(), last_reason(&output)) {
         (true, _) => format!("the apply of batch {name} gave no answer for it"),

@@ -4,6 +4,7 @@
 use super::batch::{due_together, run_batch_apply, BatchApplied};
 use super::*;
 use crate::context::notes;
+use bell_store::Status;
 
 pub(super) fn run_resources(
     ctx: &Ctx,
@@ -26,7 +27,7 @@ pub(super) fn run_resources(
             kind: resource.kind.clone(),
             name: resource.name.clone(),
             hash: resource.hash.clone(),
-            result: "ok".to_string(),
+            result: Status::Ok,
             at: ctx.now,
             message: None,
             log: previous.and_then(|p| p.log.clone()),
@@ -36,7 +37,7 @@ pub(super) fn run_resources(
             Outcome::new(
                 &key,
                 Some(change),
-                "skipped",
+                Status::Skipped,
                 Some(format!("`{dep}` did not apply")),
             )
         } else if let Some(policy) = &resource.exec {
@@ -44,12 +45,14 @@ pub(super) fn run_resources(
                 Outcome::new(
                     &key,
                     Some(change),
-                    "halted",
+                    Status::Halted,
                     Some(format!("`{halter}` failed with on-failure halt")),
                 )
             } else {
                 let outcome = run_exec(ctx, checked, bundle, resource, policy, change, &mut record);
-                if outcome.status == "failed" && policy.on_failure == bell_bundle::OnFailure::Halt {
+                if outcome.status == Status::Failed
+                    && policy.on_failure == bell_bundle::OnFailure::Halt
+                {
                     halted = Some(key.clone());
                 }
                 outcome
@@ -58,7 +61,7 @@ pub(super) fn run_resources(
             if let Some(prev) = previous {
                 record = prev.clone();
             }
-            Outcome::new(&key, Some(change), "unchanged", None)
+            Outcome::new(&key, Some(change), Status::Unchanged, None)
         } else if let Some(applied) = resource
             .batch
             .as_ref()
@@ -85,14 +88,14 @@ pub(super) fn run_resources(
                     .and_then(|output| notes(&output));
                 // Kept for `bell-run status`, as a failure's reason is.
                 record.message = notes.clone();
-                Outcome::new(&key, Some(change), "ok", notes)
+                Outcome::new(&key, Some(change), Status::Ok, notes)
             } else if ctx.offline && exit == Exit::Code(bell_bundle::EXIT_DEFERRED) {
                 // Work only a live host can do; not a failure of the bake, and not done either:
                 // the result is not `ok`, so the next run plans it again.
                 Outcome::new(
                     &key,
                     Some(change),
-                    "deferred",
+                    Status::Deferred,
                     Some("needs a live host; applied on the next live run".to_string()),
                 )
             } else {
@@ -106,17 +109,17 @@ pub(super) fn run_resources(
                 if let Some(link) = ctx.root.dangling_link_in(&output) {
                     detail.push_str(&format!("; {link}"));
                 }
-                Outcome::new(&key, Some(change), "failed", Some(detail))
+                Outcome::new(&key, Some(change), Status::Failed, Some(detail))
             };
             outcome.log = Some(log);
             // Recorded as the host will see it once the image boots.
             record.log = Some(ctx.rel(&log_path));
             outcome
         } else {
-            Outcome::new(&key, Some(change), "ok", None)
+            Outcome::new(&key, Some(change), Status::Ok, None)
         };
         let mut outcome = outcome;
-        if change == Change::Drifted && outcome.status == "ok" {
+        if change == Change::Drifted && outcome.status == Status::Ok {
             // Said on the line, not only by the `*`: a reviewer reading the output after an
             // incident must see that this apply undid a change made on the host.
             let put_back = "drifted → put back";
@@ -125,32 +128,31 @@ pub(super) fn run_resources(
                 None => put_back.to_string(),
             });
         }
-        match outcome.status.as_str() {
-            "failed" | "skipped" | "halted" => {
+        match &outcome.status {
+            Status::Failed | Status::Skipped | Status::Halted => {
                 broken.insert(key.clone());
                 record.result = outcome.status.clone();
                 record.message = outcome.detail.clone();
             }
-            "not-due" => {
+            Status::NotDue => {
                 let last = record.exec.as_ref();
                 record.result = match (
                     last.and_then(|e| e.running.as_ref()),
                     last.and_then(|e| e.last_ok),
                 ) {
-                    (Some(_), _) => "started",
-                    (None, Some(false)) => "failed",
-                    _ => "ok",
-                }
-                .to_string();
+                    (Some(_), _) => Status::Started,
+                    (None, Some(false)) => Status::Failed,
+                    _ => Status::Ok,
+                };
                 record.message = previous.and_then(|p| p.message.clone());
                 // A not-due exec whose last run failed keeps its dependents waiting.
-                if record.result == "failed" {
+                if record.result == Status::Failed {
                     broken.insert(key.clone());
                 }
             }
-            "started" => record.result = "started".to_string(),
-            "deferred" => {
-                record.result = "deferred".to_string();
+            Status::Started => record.result = Status::Started,
+            Status::Deferred => {
+                record.result = Status::Deferred;
                 record.message = outcome.detail.clone();
             }
             _ => {}
@@ -175,11 +177,10 @@ fn run_exec(
     let collected = exec::collect_background(&mut rec, &ctx.root.dir);
     if collected.is_some() {
         record.result = if rec.last_ok == Some(true) {
-            "ok"
+            Status::Ok
         } else {
-            "failed"
-        }
-        .to_string();
+            Status::Failed
+        };
     }
     let identity = resource.exec_identity();
     let boot = ctx.boot.as_deref();
@@ -187,21 +188,26 @@ fn run_exec(
     let Ok(reason) = reason else {
         let detail = reason.err();
         record.exec = Some(rec);
-        return Outcome::new(&key, Some(change), "not-due", detail);
+        return Outcome::new(&key, Some(change), Status::NotDue, detail);
     };
     let Some(script) = &resource.apply else {
-        return Outcome::new(&key, Some(change), "failed", Some("no script".to_string()));
+        return Outcome::new(
+            &key,
+            Some(change),
+            Status::Failed,
+            Some("no script".to_string()),
+        );
     };
     let program = bundle.join(&script.path);
     let confine = match ctx.place(policy.offline, confine::interpreter(&program).as_deref()) {
         Placement::Run(confine) => confine,
         Placement::Defer(why) => {
             record.exec = Some(rec);
-            return Outcome::new(&key, Some(change), "deferred", Some(why));
+            return Outcome::new(&key, Some(change), Status::Deferred, Some(why));
         }
         Placement::Skip(why) => {
             record.exec = Some(rec);
-            return Outcome::new(&key, Some(change), "not-due", Some(why));
+            return Outcome::new(&key, Some(change), Status::NotDue, Some(why));
         }
     };
     let log_dir = state::resource_log_dir(ctx.root, &resource.kind, &resource.name);
@@ -241,14 +247,14 @@ fn run_exec(
                 Outcome::new(
                     &key,
                     Some(change),
-                    "started",
+                    Status::Started,
                     Some(format!("{reason}; in the background, pid {pid}")),
                 )
             }
             Err(e) => {
                 rec.last_ok = Some(false);
                 rec.last_finish = Some(ctx.now);
-                Outcome::new(&key, Some(change), "failed", Some(e))
+                Outcome::new(&key, Some(change), Status::Failed, Some(e))
             }
         }
     } else {
@@ -259,7 +265,7 @@ fn run_exec(
             let mut outcome = Outcome::new(
                 &key,
                 Some(change),
-                "deferred",
+                Status::Deferred,
                 Some(format!(
                     "{}; it runs at the first live apply",
                     exit.describe()
@@ -274,9 +280,9 @@ fn run_exec(
         exec::count_finish(&mut rec, exit.ok());
         if exit.ok() {
             rec.last_success = rec.last_finish;
-            Outcome::new(&key, Some(change), "ok", Some(reason))
+            Outcome::new(&key, Some(change), Status::Ok, Some(reason))
         } else {
-            Outcome::new(&key, Some(change), "failed", Some(exit.describe()))
+            Outcome::new(&key, Some(change), Status::Failed, Some(exit.describe()))
         }
     };
     outcome.log = Some(inv.log.display().to_string());

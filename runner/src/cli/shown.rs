@@ -1,6 +1,7 @@
 //! What a person reads: `status`, `check`, and how a run's report and health are printed.
 
 use super::*;
+use bell_store::Status;
 
 /// One line per probe, then whether the host is healthy.
 pub(super) fn print_health(health: &[crate::health::ProbeOutcome]) {
@@ -134,21 +135,21 @@ pub(super) fn summary(report: &Report) -> String {
     let (mut changed, mut unchanged, mut repaired) = (0, 0, 0);
     let (mut failed, mut skipped) = (Vec::new(), Vec::new());
     for outcome in report.reverts.iter().chain(&report.triggers) {
-        match outcome.status.as_str() {
-            "failed" => failed.push(outcome.key.as_str()),
-            "skipped" | "halted" => skipped.push(outcome.key.as_str()),
+        match &outcome.status {
+            Status::Failed => failed.push(outcome.key.as_str()),
+            Status::Skipped | Status::Halted => skipped.push(outcome.key.as_str()),
             _ if report.reverts.iter().any(|r| r.key == outcome.key) => changed += 1,
             _ => {}
         }
     }
     for (planned, outcome) in report.plan.resources.iter().zip(&report.resources) {
-        match outcome.status.as_str() {
-            "failed" => failed.push(outcome.key.as_str()),
+        match &outcome.status {
+            Status::Failed => failed.push(outcome.key.as_str()),
             // Not run because another failed (a dependency, or an exec that halts the rest).
-            "skipped" | "halted" => skipped.push(outcome.key.as_str()),
-            "deferred" => {}
+            Status::Skipped | Status::Halted => skipped.push(outcome.key.as_str()),
+            Status::Deferred => {}
             _ if planned.change == Change::Unchanged => unchanged += 1,
-            "ok" if planned.change == Change::Drifted => repaired += 1,
+            Status::Ok if planned.change == Change::Drifted => repaired += 1,
             _ => changed += 1,
         }
     }
@@ -341,7 +342,7 @@ pub(super) fn cmd_check(args: &Args) -> i32 {
     for drift in &rep.drift {
         outln!("drifted {}: {}", drift.name, drift.detail);
     }
-    for c in rep.resources.iter().filter(|c| c.result == "error") {
+    for c in rep.resources.iter().filter(|c| c.result == Status::Error) {
         outln!(
             "error {}: {}",
             c.key,
@@ -354,7 +355,12 @@ pub(super) fn cmd_check(args: &Args) -> i32 {
     let checked = rep
         .resources
         .iter()
-        .filter(|c| !matches!(c.result.as_str(), "no-check" | "deferred" | "drifted-files"))
+        .filter(|c| {
+            !matches!(
+                c.result,
+                Status::NoCheck | Status::Deferred | Status::DriftedFiles
+            )
+        })
         .count();
     let deferred = match rep.deferred.len() {
         0 => String::new(),

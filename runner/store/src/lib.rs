@@ -31,6 +31,7 @@ pub mod prefetch;
 pub mod proof;
 pub mod resolve;
 pub mod semaphore;
+pub mod status;
 mod store;
 pub mod tls;
 mod views;
@@ -46,6 +47,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use etcd::Etcd;
+pub use status::Status;
 
 /// The report format this crate writes.
 pub const REPORT_FORMAT: u32 = 1;
@@ -254,7 +256,7 @@ impl Report {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResourceResult {
     pub key: String,
-    pub result: String,
+    pub result: Status,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
     /// The last lines a failed script wrote (bounded), so that why it failed is seen without

@@ -217,7 +217,7 @@ pub(super) fn host_status(
     row.deferred = r
         .resources
         .iter()
-        .filter(|x| x.result == "deferred")
+        .filter(|x| x.result == bell_store::Status::Deferred)
         .map(|x| x.key.clone())
         .collect();
     row.reboot_required = r.reboot_required.clone();
@@ -317,7 +317,7 @@ pub(super) fn failure_detail(r: &bell_store::Report, category: &str) -> String {
     let failed: Vec<String> = r
         .resources
         .iter()
-        .filter(|x| matches!(x.result.as_str(), "failed" | "error" | "halted" | "skipped"))
+        .filter(|x| x.result.is_failure())
         .map(|x| {
             // The last thing the script said is usually why (`cache dir /srv/cache missing`),
             // unless the detail already quotes it.

@@ -102,7 +102,7 @@ fn a_host_that_needs_a_reboot_is_flagged_and_says_why() {
 fn a_failure_names_what_the_script_said_last() {
     let result = |key: &str, detail: Option<&str>, output: Option<&str>| ResourceResult {
         key: key.into(),
-        result: "failed".into(),
+        result: bell_store::Status::Failed,
         detail: detail.map(str::to_string),
         output: output.map(str::to_string),
     };

@@ -533,9 +533,9 @@ pub(super) fn host_view(board: &Board, s: &Snapshot, name: &str) -> Option<HostV
                 .map(|r| {
                     let mut resources = r.resources.clone();
                     // What went wrong first, then what changed, then the rest, each in order.
-                    resources.sort_by_key(|x| match x.result.as_str() {
-                        "failed" | "error" | "halted" | "skipped" => 0,
-                        "unchanged" | "ok" => 2,
+                    resources.sort_by_key(|x| match &x.result {
+                        failed if failed.is_failure() => 0,
+                        bell_store::Status::Unchanged | bell_store::Status::Ok => 2,
                         _ => 1,
                     });
                     ReportView {
