@@ -8,9 +8,17 @@
 use crate::source::{FileId, Sources};
 use miette::{Diagnostic, Report, Severity};
 
-pub trait SpecDiagnostic: Diagnostic + Send + Sync + 'static {
+pub trait SpecDiagnostic: Diagnostic + Send + Sync + std::any::Any {
     /// The file the labels point into, when the diagnostic points into one.
     fn file(&self) -> Option<FileId>;
+}
+
+impl dyn SpecDiagnostic {
+    /// The diagnostic as the stage's own error type, to match it by variant: a diagnostic is
+    /// picked by what it is, never by the text of its code.
+    pub fn downcast_ref<T: SpecDiagnostic>(&self) -> Option<&T> {
+        (self as &dyn std::any::Any).downcast_ref()
+    }
 }
 
 /// What is wrong with a value, for a diagnostic: a one-line message and a help line teaching

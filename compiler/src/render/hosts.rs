@@ -274,9 +274,7 @@ pub fn render_fleet_streamed<'h, E: Send>(
         sink(unsunk)?;
     }
     for (d, mut hosts) in reports {
-        let per_host = d
-            .code()
-            .is_some_and(|c| c.to_string() == "bell::render::template");
+        let per_host = crate::is_template_error(d.as_ref());
         if per_host {
             hosts.sort_unstable();
             diags.push(crate::diagnostic::OnHosts::new(d, &hosts));

@@ -316,7 +316,12 @@ pub fn refusals(
     let mut seen = std::collections::BTreeSet::new();
     diags
         .iter()
-        .filter(|d| d.code().map(|c| c.to_string()).as_deref() != Some("bell::resolve::no_hosts"))
+        .filter(|d| {
+            !matches!(
+                d.downcast_ref::<crate::resolve::ResolveError>(),
+                Some(crate::resolve::ResolveError::NoHosts { .. })
+            )
+        })
         .filter_map(|d| {
             let at = d.labels().and_then(|mut l| l.next()).map(|l| l.offset());
             let span = at.and_then(|at| super::write::source_at(map, at));
