@@ -164,6 +164,11 @@ impl OnHosts {
         };
         OnHosts { inner, hosts }
     }
+
+    /// The diagnostic it names the hosts of.
+    pub fn inner(&self) -> &dyn SpecDiagnostic {
+        self.inner.as_ref()
+    }
 }
 
 impl std::fmt::Debug for OnHosts {

@@ -115,18 +115,10 @@ pub fn template_errors(front: Frontend, sources: &Sources, diags: &mut Diagnosti
     let mut discard = |_: render::Chunk| Ok::<(), std::convert::Infallible>(());
     let _ = compile_streamed(front, sources, &mut found, &mut cache, &mut discard);
     for d in found.into_boxed() {
-        if is_template_error(d.as_ref()) {
+        if render::is_template_error(d.as_ref()) {
             diags.push_boxed(d);
         }
     }
-}
-
-/// Whether `d` is a user template's error (reported once per template, with its hosts).
-pub(crate) fn is_template_error(d: &dyn diagnostic::SpecDiagnostic) -> bool {
-    matches!(
-        d.downcast_ref::<render::RenderError>(),
-        Some(render::RenderError::Template { .. })
-    )
 }
 
 /// A compiled spec whose bundles went to a sink as they were rendered (see [`compile_streamed`]).

@@ -113,7 +113,7 @@ pub struct Field {
     pub span: Span,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub enum Value {
     Bool(bool),
     Int(i64),
@@ -123,7 +123,7 @@ pub enum Value {
     Debconf(Vec<Debconf>),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Debconf {
     pub question: String,
     pub kind: String,
@@ -236,6 +236,13 @@ pub enum MaxUnavailable {
 /// lists the kinds, which is the order resources sort in.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Kind(pub(crate) u8);
+
+/// By its keyword, which names it across releases of bellc (its number is the registry's order).
+impl serde::Serialize for Kind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.keyword())
+    }
+}
 
 /// Checks one string value of a field against the tool that will read it.
 pub type ValueCheck = fn(&str) -> Result<(), Invalid>;

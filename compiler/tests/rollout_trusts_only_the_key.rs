@@ -165,7 +165,11 @@ fn etcd_cannot_steer_a_rollout_backwards() {
                 etcdctl(&etcd.endpoint, &["put", "/bell/f/status/apply/h1", "bogus"]);
                 copy_over(&fx.path().join(format!("out{release}")), &served);
                 let run = rollout(&signed);
-                assert_eq!(run.code, 0, "release {release}: {}", run.stderr);
+                assert_eq!(
+                    run.code, 0,
+                    "release {release}: {}{}",
+                    run.stdout, run.stderr
+                );
             }
             assert!(motds().values().all(|m| m == "release 3"), "{:?}", motds());
             let before_attack = went_live(&timeline).len();

@@ -119,11 +119,9 @@ pub fn render_fleet_streamed<'h, E: Send>(
         let host = &resolution.hosts[first];
         let order = orders.get(first)?.as_ref()?;
         let mut d = Digest(fleet_digest.clone());
-        let _ = write!(
-            d,
-            "target {:?}\nmodel {:?}\norder ",
-            host.target, host.model
-        );
+        let _ = write!(d, "target {:?}\nmodel ", host.target);
+        model_digest(&host.model, &mut d);
+        let _ = write!(d, "\norder ");
         let _ = order.describe(&mut d);
         if per_host {
             let _ = write!(
@@ -274,7 +272,7 @@ pub fn render_fleet_streamed<'h, E: Send>(
         sink(unsunk)?;
     }
     for (d, mut hosts) in reports {
-        let per_host = crate::is_template_error(d.as_ref());
+        let per_host = super::is_template_error(d.as_ref());
         if per_host {
             hosts.sort_unstable();
             diags.push(crate::diagnostic::OnHosts::new(d, &hosts));
@@ -294,6 +292,24 @@ pub fn render_fleet_streamed<'h, E: Send>(
 /// A sha256 that text is written into.
 #[derive(Default)]
 struct Digest(sha2::Sha256);
+
+impl std::io::Write for Digest {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        sha2::Digest::update(&mut self.0, bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Feeds `model` to `d` as its serialised form: every field, by construction (a `Debug` that
+/// left one out would let two models share a cached bundle).
+fn model_digest(model: &crate::resolve::Model, d: &mut Digest) {
+    // Serialising plain data into a hasher cannot fail: no map has a key that is not a string.
+    let _ = serde_json::to_writer(d, model);
+}
 
 impl std::fmt::Write for Digest {
     fn write_str(&mut self, s: &str) -> std::fmt::Result {
@@ -321,4 +337,103 @@ pub fn service_endpoints(resolution: &Resolution) -> BTreeMap<String, Vec<Servic
         list.sort_by(|a, b| a.host.cmp(&b.host));
     }
     services
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resolve::{
+        Model, Origin, ResolvedResource, ResolvedService, ResolvedUses, SysctlValue,
+    };
+    use crate::source::{FileId, Span};
+    use crate::spec::{Kind, Value};
+
+    fn digest(model: &Model) -> String {
+        let mut d = Digest(sha2::Sha256::default());
+        model_digest(model, &mut d);
+        format!("{:x}", sha2::Digest::finalize(d.0))
+    }
+
+    /// The render cache shares a bundle between models only when every field is the same.
+    #[test]
+    fn every_field_of_a_model_is_in_its_digest() {
+        let at = |offset| Origin {
+            layer: None,
+            span: Span {
+                file: FileId(0),
+                offset,
+                len: 1,
+            },
+        };
+        let base = Model {
+            layers: vec![0],
+            sysctl: Arc::new(BTreeMap::from([(
+                "vm/swappiness".to_string(),
+                SysctlValue {
+                    key: "vm.swappiness".into(),
+                    value: "1".into(),
+                    origin: at(1),
+                },
+            )])),
+            resources: vec![Arc::new(ResolvedResource {
+                kind: Kind::USER,
+                name: "ops".into(),
+                origin: at(2),
+                fields: BTreeMap::from([("shell", (Value::Str("/bin/sh".into()), at(3)))]),
+            })],
+            services: vec![ResolvedService {
+                name: "etcd".into(),
+                port: Some(2379),
+                origin: at(4),
+            }],
+            uses: vec![ResolvedUses {
+                name: "etcd".into(),
+                count: 3,
+                runtime: false,
+                origin: at(5),
+            }],
+        };
+        type Change<'a> = Box<dyn Fn(&mut Model) + 'a>;
+        let changes: Vec<(&str, Change<'_>)> = vec![
+            ("layers", Box::new(|m| m.layers.push(1))),
+            (
+                "a sysctl value",
+                Box::new(|m| {
+                    let mut sysctl = (*m.sysctl).clone();
+                    sysctl.get_mut("vm/swappiness").unwrap().value = "2".into();
+                    m.sysctl = Arc::new(sysctl);
+                }),
+            ),
+            (
+                "a field's value",
+                Box::new(|m| {
+                    let mut r = (*m.resources[0]).clone();
+                    r.fields
+                        .insert("shell", (Value::Str("/bin/bash".into()), at(3)));
+                    m.resources[0] = Arc::new(r);
+                }),
+            ),
+            (
+                "a resource's kind",
+                Box::new(|m| {
+                    let mut r = (*m.resources[0]).clone();
+                    r.kind = Kind::FILE;
+                    m.resources[0] = Arc::new(r);
+                }),
+            ),
+            ("a service's port", Box::new(|m| m.services[0].port = None)),
+            ("a use's count", Box::new(|m| m.uses[0].count = 2)),
+            (
+                "whether a use waits",
+                Box::new(|m| m.uses[0].runtime = true),
+            ),
+        ];
+        let same = digest(&base);
+        assert_eq!(same, digest(&base.clone()));
+        for (what, change) in changes {
+            let mut changed = base.clone();
+            change(&mut changed);
+            assert_ne!(digest(&changed), same, "{what} is not in the digest");
+        }
+    }
 }

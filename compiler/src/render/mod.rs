@@ -38,6 +38,19 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use thiserror::Error;
 
+/// Whether `d` is a user template's error (reported once per template, with its hosts), also
+/// once it names those hosts.
+pub fn is_template_error(d: &dyn crate::diagnostic::SpecDiagnostic) -> bool {
+    let d = match d.downcast_ref::<crate::diagnostic::OnHosts>() {
+        Some(on_hosts) => on_hosts.inner(),
+        None => d,
+    };
+    matches!(
+        d.downcast_ref::<RenderError>(),
+        Some(RenderError::Template { .. })
+    )
+}
+
 #[derive(Debug, Error, Diagnostic)]
 pub enum RenderError {
     #[error("template error in `{resource}`: {message}")]

@@ -166,7 +166,7 @@ impl ResolveError {
 crate::spec_diagnostic!(ResolveError);
 
 /// Which layer set a value: the base, or an override (by index into `Spec::overrides`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Origin {
     pub layer: Option<usize>,
     pub span: Span,
@@ -181,7 +181,7 @@ impl Origin {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SysctlValue {
     /// The key as last written (dotted, or slash form when a segment holds a dot).
     pub key: String,
@@ -189,7 +189,7 @@ pub struct SysctlValue {
     pub origin: Origin,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ResolvedResource {
     pub kind: Kind,
     pub name: String,
@@ -239,14 +239,14 @@ impl ResolvedResource {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ResolvedService {
     pub name: String,
     pub port: Option<u16>,
     pub origin: Origin,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ResolvedUses {
     pub name: String,
     pub count: u32,
@@ -255,7 +255,7 @@ pub struct ResolvedUses {
 }
 
 /// The configuration shared by every host that matches the same overrides.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Model {
     /// The overrides applied, in the order they were applied.
     pub layers: Vec<usize>,
