@@ -257,3 +257,39 @@ fn a_skipped_rebuild_prints_the_warnings_again() {
     assert!(!denied.stderr.contains("up to date"), "{}", denied.stderr);
     assert!(denied.stderr.contains("2 warnings"), "{}", denied.stderr);
 }
+
+/// What the machine running the build may differ in does not reach OUT: the number of
+/// threads, the time zone, the locale (Turkish lowercases `I` to a dotless `ı`) and the umask
+/// give the same bytes and ids. (The files' modes follow the umask, as any build tool's
+/// output does: a mirror that serves OUT is its owner's to open.)
+#[test]
+fn threads_time_zone_locale_and_umask_do_not_reach_out() {
+    let a = example_fixture();
+    let b = example_fixture();
+    let seal = ["--seal-key", "seal.key"];
+    let run = a.bellc(&[&["build", "bell.kdl", "-o", "out"][..], &seal].concat());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "umask 077 && exec \"$0\" build bell.kdl -o out --seal-key seal.key",
+            env!("CARGO_BIN_EXE_bellc"),
+        ])
+        .current_dir(b.path())
+        .env("RAYON_NUM_THREADS", "1")
+        .env("TZ", "Pacific/Chatham")
+        .env("LANG", "tr_TR.UTF-8")
+        .env("LC_ALL", "tr_TR.UTF-8")
+        .env("BELLC_STATE_DIR", b.path().join("bellc-state"))
+        .env_remove("CI")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (ta, tb) = (tree(&a.path().join("out")), tree(&b.path().join("out")));
+    assert!(!ta.is_empty());
+    assert_eq!(ta, tb);
+}
