@@ -60,31 +60,136 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Every `crate::NAME` a line of code names (comments are skipped: a doc link may point
-/// anywhere).
-fn crate_paths(line: &str) -> Vec<&str> {
-    let code = line.trim_start();
-    if code.starts_with("//") {
-        return Vec::new();
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The leading identifier of `text`.
+fn ident(text: &str) -> &str {
+    let end = text.find(|c: char| !is_ident(c)).unwrap_or(text.len());
+    &text[..end]
+}
+
+/// The top-level names of a group `{a, b::c, d::{e, f}}` that `text` begins with (after its
+/// `{`), each with its offset in `text`.
+fn group_names(text: &str) -> Vec<(usize, &str)> {
+    let mut names = Vec::new();
+    let (mut depth, mut item_start) = (0usize, Some(1usize));
+    for (at, c) in text.char_indices().skip(1) {
+        if let Some(start) = item_start {
+            if c.is_whitespace() {
+                item_start = Some(at + c.len_utf8());
+                continue;
+            }
+            names.push((start, ident(&text[start..])));
+            item_start = None;
+        }
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => break,
+            '}' => depth -= 1,
+            ',' if depth == 0 => item_start = Some(at + 1),
+            _ => {}
+        }
     }
-    let code = code.split(" //").next().unwrap_or(code);
-    code.match_indices("crate::")
-        .filter(|(at, _)| {
-            // `bellc::crate::` cannot occur; reject identifiers that merely end in "crate".
-            !code[..*at]
-                .chars()
-                .next_back()
-                .is_some_and(|c| c.is_alphanumeric() || c == '_')
-        })
-        .map(|(at, m)| {
-            let rest = &code[at + m.len()..];
-            let end = rest
-                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-                .unwrap_or(rest.len());
-            &rest[..end]
-        })
-        .filter(|name| !name.is_empty())
-        .collect()
+    names.into_iter().filter(|(_, n)| !n.is_empty()).collect()
+}
+
+/// The byte ranges of the bodies of the inline modules (`mod NAME { … }`) of `code`.
+fn inline_modules(code: &str) -> Vec<(usize, usize)> {
+    let mut ranges = Vec::new();
+    for (at, _) in code.match_indices("mod ") {
+        if code[..at].chars().next_back().is_some_and(is_ident) {
+            continue;
+        }
+        let rest = &code[at + 4..];
+        let name = ident(rest.trim_start());
+        let after = rest.trim_start()[name.len()..].trim_start();
+        if name.is_empty() || !after.starts_with('{') {
+            continue;
+        }
+        let open = code.len() - after.len();
+        let mut depth = 0usize;
+        for (offset, c) in after.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        ranges.push((open, open + offset));
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    ranges
+}
+
+/// Every top-level module the code of a file names, with its line: `crate::NAME`, each name
+/// of a group `crate::{a, b}` (also across lines), and `super::…::NAME` that climbs to the
+/// crate root from a file `depth` modules deep (`a/b.rs` is 2, `a/mod.rs` 1). Comments are
+/// skipped: a doc link may point anywhere.
+fn crate_paths(text: &str, depth: usize) -> Vec<(usize, &str)> {
+    // The code with every comment blanked, so that offsets still give lines.
+    let mut code = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let cut = match line.trim_start().starts_with("//") {
+            true => 0,
+            false => line.find(" //").unwrap_or(line.len()),
+        };
+        code.push_str(&line[..cut]);
+        // Blanked byte for byte: a comment's `→` keeps its three bytes.
+        for c in line[cut..].chars() {
+            match c {
+                '\n' => code.push('\n'),
+                c => code.extend(std::iter::repeat_n(' ', c.len_utf8())),
+            }
+        }
+    }
+    let line_of = |at: usize| code[..at].matches('\n').count() + 1;
+    // Inline modules (`mod tests { … }`): a `super::` inside one climbs out of it first.
+    let inline = inline_modules(&code);
+    let depth_at = |at: usize| depth + inline.iter().filter(|(a, b)| *a < at && at < *b).count();
+    let mut found = Vec::new();
+    // Names are taken from `text`, at the offsets where `code` has them.
+    let mut names_at = |at: usize| {
+        let rest = &code[at..];
+        let names = match rest.starts_with('{') {
+            true => group_names(rest),
+            false => vec![(0, ident(rest))],
+        };
+        for (offset, name) in names.into_iter().filter(|(_, n)| !n.is_empty()) {
+            let from = at + offset;
+            found.push((line_of(from), &text[from..from + name.len()]));
+        }
+    };
+    let mut at = 0;
+    while let Some(found_at) = code[at..].find(|c: char| c == 'c' || c == 's') {
+        let start = at + found_at;
+        at = start + 1;
+        // A path begins here only where no identifier or `::` ends just before.
+        let before = code[..start].chars().next_back();
+        if before.is_some_and(is_ident) || code[..start].ends_with("::") {
+            continue;
+        }
+        let rest = &code[start..];
+        if let Some(path) = rest.strip_prefix("crate::") {
+            names_at(code.len() - path.len());
+        } else if rest.starts_with("super::") {
+            let mut path = rest;
+            let mut supers = 0;
+            while let Some(after) = path.strip_prefix("super::") {
+                supers += 1;
+                path = after;
+            }
+            if supers == depth_at(start) {
+                names_at(code.len() - path.len());
+            }
+        }
+    }
+    found
 }
 
 /// The violations in the source tree at `root`: `file:line: stage → later module`.
@@ -112,23 +217,24 @@ fn violations(root: &Path) -> Vec<String> {
             continue;
         };
         let text = std::fs::read_to_string(&file).expect("read source");
-        for (n, line) in text.lines().enumerate() {
-            for name in crate_paths(line) {
-                match rank(name) {
-                    Some(r) if r > own => found.push(format!(
-                        "{}:{}: {} uses `crate::{name}`, a later stage ({})",
-                        relative.display(),
-                        n + 1,
-                        ORDER[own].0,
-                        ORDER[r].0
-                    )),
-                    Some(_) => {}
-                    None => found.push(format!(
-                        "{}:{}: `crate::{name}` is in no stage",
-                        relative.display(),
-                        n + 1
-                    )),
-                }
+        let dirs = relative.components().count() - 1;
+        let depth = match relative.file_name().and_then(|n| n.to_str()) {
+            Some("mod.rs") => dirs,
+            _ => dirs + 1,
+        };
+        for (line, name) in crate_paths(&text, depth) {
+            match rank(name) {
+                Some(r) if r > own => found.push(format!(
+                    "{}:{line}: {} uses `crate::{name}`, a later stage ({})",
+                    relative.display(),
+                    ORDER[own].0,
+                    ORDER[r].0
+                )),
+                Some(_) => {}
+                None => found.push(format!(
+                    "{}:{line}: `crate::{name}` is in no stage",
+                    relative.display(),
+                )),
             }
         }
     }
@@ -168,9 +274,20 @@ fn a_backward_import_is_caught() {
         "use crate::resolve::Model;\n// see crate::emit for where it goes\nuse crate::emit::write;\n",
     )
     .expect("write");
+    // A grouped import across lines, and a `super::` path that climbs to the crate root.
+    std::fs::write(
+        render.join("hosts.rs"),
+        "use super::Thing;\nuse crate::{\n    resolve::Model,\n    emit::{write, Out},\n};\nfn f() { super::super::fleet::go(); super::render_it(); }\nmod tests {\n    use super::super::Thing;\n    use super::super::super::serve::x;\n}\n",
+    )
+    .expect("write");
     let found = violations(dir.path());
     assert_eq!(
         found,
-        ["render/mod.rs:3: render uses `crate::emit`, a later stage (emit)"]
+        [
+            "render/hosts.rs:4: render uses `crate::emit`, a later stage (emit)",
+            "render/hosts.rs:6: render uses `crate::fleet`, a later stage (fleet)",
+            "render/hosts.rs:9: render uses `crate::serve`, a later stage (serve)",
+            "render/mod.rs:3: render uses `crate::emit`, a later stage (emit)",
+        ]
     );
 }
