@@ -166,7 +166,7 @@ fn crate_paths(text: &str, depth: usize) -> Vec<(usize, &str)> {
         }
     };
     let mut at = 0;
-    while let Some(found_at) = code[at..].find(|c: char| c == 'c' || c == 's') {
+    while let Some(found_at) = code[at..].find(['c', 's']) {
         let start = at + found_at;
         at = start + 1;
         // A path begins here only where no identifier or `::` ends just before.
