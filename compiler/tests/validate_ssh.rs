@@ -1,7 +1,7 @@
 //! SSH public keys: every type `ssh-keygen` makes is accepted; damaged keys are refused, and on
 //! every case our verdict agrees with `ssh-keygen -l`, which parses the key the way sshd does.
 
-use bellc::front::validate::{decode_base64, ssh_public_key};
+use bellc::front::validate::ssh_public_key;
 use std::path::Path;
 use std::process::Command;
 
@@ -75,7 +75,7 @@ fn wire_fields(mut blob: &[u8]) -> Vec<Vec<u8>> {
 }
 
 fn blob_of(line: &str) -> Vec<u8> {
-    decode_base64(line.split(' ').nth(1).expect("key data")).expect("base64")
+    bell_wire::from_base64(line.split(' ').nth(1).expect("key data")).expect("base64")
 }
 
 /// Security-key public keys need a FIDO token to generate; their public form is the plain key's

@@ -12,9 +12,9 @@ fuzz_target!(|data: &[u8]| {
         Some(end) => &data[..end],
         None => data,
     };
-    let _ = bell_store::http::parse_head(head);
+    let _ = bell_wire::client::parse_head(head);
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = bell_store::etcd::unb64(text);
+        let _ = bell_wire::from_base64(text);
         let _ = bell_store::State::parse(text);
     }
 });

@@ -83,7 +83,7 @@ impl Args {
     /// How to reach an `etcds://` store (`--store` and `--report`).
     fn access(&self) -> bell_store::Access {
         bell_store::Access {
-            tls: bell_store::tls::TlsFiles {
+            tls: bell_wire::tls::TlsFiles {
                 ca: self.store_ca.clone(),
                 cert: self.store_cert.clone(),
                 key: self.store_key.clone(),
@@ -103,6 +103,7 @@ impl Args {
             alive_ttl: self.alive_ttl.unwrap_or(report::DEFAULT_ALIVE_TTL),
             read: None,
             identity: self.identity.clone(),
+            until: None,
         }
     }
 }

@@ -2,114 +2,37 @@
 //! (`http://HOST[:PORT]/PATH/`, or `https://` verified against `--source-ca` or the system's
 //! CAs) or a directory (an rsync or NFS mirror), laid out as `bellc build` writes OUT.
 //!
-//! HTTP/1.1 on a `std::net::TcpStream` (through rustls for https), one request per
-//! connection, with connect and read timeouts: bell-run stays one small synchronous binary
-//! without an async runtime. Nothing fetched is trusted for being fetched: a release is
+//! Over HTTP through `bell-wire`, under one deadline for the whole pull. Nothing fetched is trusted for being fetched: a release is
 //! checked against its signature and every file against the sha256 the verified chain names,
 //! while it streams; TLS only hides what a host fetches.
 
+use bell_wire::client::{get_stream, GetError};
+use bell_wire::Deadline;
 use sha2::{Digest, Sha256};
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The default of `pull --fetch-timeout`: the whole fetch, from the first connection to the
 /// last byte of the last file.
 pub const DEFAULT_FETCH_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// When this process's fetching must be over (`pull --fetch-timeout`). Per process, as a
-/// pull is: a server that sends a byte every 20 s never trips a read timeout, and without one
-/// deadline for the whole it would hold the host's pull for ever.
-static DEADLINE: Mutex<Option<Instant>> = Mutex::new(None);
+/// What a pull is told when its fetching ran past `--fetch-timeout`.
+pub const FETCH_TIMED_OUT: &str = "the fetch ran out of time (`--fetch-timeout`)";
 
-pub fn set_deadline(at: Instant) {
-    if let Ok(mut deadline) = DEADLINE.lock() {
-        *deadline = Some(at);
-    }
-}
-
-/// The limits of a host's every request to its store: a host's answer size, and no request
-/// past this process's fetch deadline when it has one (`pull --fetch-timeout`).
-pub fn store_limits() -> bell_store::etcd::Limits {
-    bell_store::etcd::Limits {
-        until: DEADLINE.lock().ok().and_then(|d| *d),
-        ..bell_store::etcd::Limits::HOST
-    }
-}
-
-/// How long a read (or a connection) may wait now: `limit`, or less when the deadline is
-/// nearer; an error when it passed.
-fn time_left(limit: Duration) -> Result<Duration, String> {
-    let deadline = DEADLINE.lock().ok().and_then(|d| *d);
-    let Some(deadline) = deadline else {
-        return Ok(limit);
-    };
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err("the fetch ran out of time (`--fetch-timeout`)".to_string());
-    }
-    Ok(left.min(limit))
-}
-
-/// A connection, plain or TLS.
-enum Conn {
-    Plain(TcpStream),
-    Tls(Box<bell_store::tls::TlsStream>),
-}
-
-impl Conn {
-    fn tcp(&self) -> &TcpStream {
-        match self {
-            Conn::Plain(tcp) => tcp,
-            Conn::Tls(tls) => tls.tcp(),
-        }
-    }
-}
-
-impl Read for Conn {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Conn::Plain(tcp) => tcp.read(buf),
-            Conn::Tls(tls) => tls.read(buf),
-        }
-    }
-}
-
-impl Write for Conn {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Conn::Plain(tcp) => tcp.write(buf),
-            Conn::Tls(tls) => tls.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Conn::Plain(tcp) => tcp.flush(),
-            Conn::Tls(tls) => tls.flush(),
-        }
-    }
-}
-
-/// A connection whose every read waits at most as long as the deadline leaves.
-struct Deadlined(Conn);
-
-impl Read for Deadlined {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let wait = time_left(READ_TIMEOUT).map_err(io::Error::other)?;
-        self.0.tcp().set_read_timeout(Some(wait))?;
-        self.0.read(buf)
-    }
-}
-
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// A server that sends nothing for this long has stalled; the download is abandoned (and
+/// How a fetch from a web server is bounded, but for its deadline: a connection waits at most
+/// 10 s, and a server that sends nothing for 30 s has stalled (the download is abandoned and
 /// resumed on the next pull).
-const READ_TIMEOUT: Duration = Duration::from_secs(30);
-const MAX_HEADER_BYTES: usize = 64 << 10;
+fn bounds(deadline: Deadline) -> bell_wire::client::Bounds {
+    bell_wire::client::Bounds {
+        deadline,
+        connect: Duration::from_secs(10),
+        read: Duration::from_secs(30),
+        // Each file is bounded by its caller, as it streams.
+        max_bytes: u64::MAX,
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
@@ -119,7 +42,10 @@ pub enum Source {
         /// Starts and ends with `/`.
         path: String,
         /// For `https://`.
-        tls: Option<bell_store::tls::Tls>,
+        tls: Option<bell_wire::tls::Tls>,
+        /// When every fetch from it must be over (`pull --fetch-timeout`): a server that sends
+        /// a byte every 20 s never trips a read timeout, and would otherwise hold the pull.
+        deadline: Deadline,
     },
     Dir(PathBuf),
 }
@@ -144,17 +70,18 @@ impl std::fmt::Display for FetchError {
 impl Source {
     /// `http://HOST[:PORT]/PATH/`, `https://…` verified against `ca` (the system's CAs
     /// without it), or a directory path.
-    pub fn open(text: &str, ca: Option<&Path>) -> Result<Source, String> {
-        Source::read(text, ca, true)
+    pub fn open(text: &str, ca: Option<&Path>, deadline: Deadline) -> Result<Source, String> {
+        Source::read(text, ca, Some(deadline))
     }
 
     /// [`Source::open`] without reading the CA file, to check what an image's timer will
     /// open (an https source it returns has no TLS configuration, and is not fetched from).
     pub fn check(text: &str, ca: Option<&Path>) -> Result<Source, String> {
-        Source::read(text, ca, false)
+        Source::read(text, ca, None)
     }
 
-    fn read(text: &str, ca: Option<&Path>, load: bool) -> Result<Source, String> {
+    /// With a `deadline`, a source to fetch from (its CA file read); without, one to check.
+    fn read(text: &str, ca: Option<&Path>, deadline: Option<Deadline>) -> Result<Source, String> {
         let (rest, https) = match (text.strip_prefix("http://"), text.strip_prefix("https://")) {
             (Some(rest), _) => (Some(rest), false),
             (_, Some(rest)) => (Some(rest), true),
@@ -208,12 +135,12 @@ impl Source {
             if !path.ends_with('/') {
                 path.push('/');
             }
-            let tls = if https && load {
-                let files = bell_store::tls::TlsFiles {
+            let tls = if https && deadline.is_some() {
+                let files = bell_wire::tls::TlsFiles {
                     ca: ca.map(Path::to_path_buf),
                     ..Default::default()
                 };
-                Some(bell_store::tls::Tls::load(
+                Some(bell_wire::tls::Tls::load(
                     &files,
                     ["--source-ca", "--source-cert", "--source-key"],
                 )?)
@@ -225,6 +152,9 @@ impl Source {
                 port,
                 path,
                 tls,
+                // A checked source is never fetched from: its deadline is never asked.
+                deadline: deadline
+                    .unwrap_or_else(|| Deadline::after(DEFAULT_FETCH_TIMEOUT, FETCH_TIMED_OUT)),
             });
         }
         if text.contains("://") {
@@ -245,6 +175,7 @@ impl Source {
                 port,
                 path,
                 tls,
+                ..
             } => {
                 let scheme = if tls.is_some() { "https" } else { "http" };
                 format!("{scheme}://{host}:{port}{path}{rel}")
@@ -264,6 +195,7 @@ impl Source {
     pub fn stream(&self, rel: &str, max: u64, out: &mut dyn Write) -> Result<String, FetchError> {
         let what = self.describe(rel);
         let failed = |e: String| FetchError::Failed(format!("{what}: {e}"));
+        let mut deadline = None;
         let (mut body, length): (Box<dyn Read>, Option<u64>) = match self {
             Source::Dir(dir) => {
                 let path = dir.join(rel);
@@ -290,16 +222,25 @@ impl Source {
                 port,
                 path,
                 tls,
+                deadline: until,
             } => {
-                let (stream, length) =
-                    http_get(host, *port, tls.as_ref(), &format!("{path}{}", encode(rel)))
-                        .map_err(|e| match e {
-                            FetchError::NotFound(_) => {
-                                FetchError::NotFound(format!("{what}: not found"))
-                            }
-                            FetchError::Failed(m) => failed(m),
-                        })?;
-                (stream, length)
+                deadline = Some(*until);
+                let user_agent = concat!("bell-run/", env!("CARGO_PKG_VERSION"));
+                let path = format!("{path}{}", encode(rel));
+                let body = get_stream(
+                    host,
+                    *port,
+                    tls.as_ref(),
+                    &path,
+                    user_agent,
+                    &bounds(*until),
+                )
+                .map_err(|e| match e {
+                    GetError::NotFound => FetchError::NotFound(format!("{what}: not found")),
+                    GetError::Failed(m) => failed(m),
+                })?;
+                let length = body.length;
+                (Box::new(body), length)
             }
         };
         if let Some(length) = length {
@@ -322,7 +263,7 @@ impl Source {
                     // unavailable".
                     let why = match e.kind() {
                         io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
-                            time_left(Duration::from_secs(1)).err()
+                            deadline.and_then(|d| d.wait(Duration::from_secs(1)).err())
                         }
                         _ => None,
                     }
@@ -345,12 +286,8 @@ impl Source {
                 )));
             }
         }
-        Ok(hex(&hasher.finalize()))
+        Ok(bell_wire::hex(&hasher.finalize()))
     }
-}
-
-fn hex(digest: &[u8]) -> String {
-    digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Percent-encodes a relative path for a request line: everything but unreserved characters
@@ -366,83 +303,6 @@ fn encode(rel: &str) -> String {
         }
     }
     out
-}
-
-/// Sends one GET and returns the body as a reader, with its length when the server gave one.
-fn http_get(
-    host: &str,
-    port: u16,
-    tls: Option<&bell_store::tls::Tls>,
-    path: &str,
-) -> Result<(Box<dyn Read>, Option<u64>), FetchError> {
-    let failed = |m: String| FetchError::Failed(m);
-    let addrs = bell_store::resolve::resolve(host, port).map_err(failed)?;
-    let mut last = format!("{host} has no address");
-    let mut connected = None;
-    for addr in &addrs {
-        match TcpStream::connect_timeout(addr, time_left(CONNECT_TIMEOUT).map_err(failed)?) {
-            Ok(stream) => {
-                connected = Some(stream);
-                break;
-            }
-            Err(e) => last = format!("cannot connect to {addr}: {e}"),
-        }
-    }
-    let tcp = connected.ok_or_else(|| match addrs.len() {
-        0 | 1 => failed(last),
-        n => failed(format!("{last} (the last of {n} addresses of {host})")),
-    })?;
-    let io_failed = |e: io::Error| FetchError::Failed(e.to_string());
-    tcp.set_read_timeout(Some(READ_TIMEOUT))
-        .map_err(io_failed)?;
-    tcp.set_write_timeout(Some(READ_TIMEOUT))
-        .map_err(io_failed)?;
-    let mut stream = match tls {
-        None => Conn::Plain(tcp),
-        Some(tls) => Conn::Tls(Box::new(tls.connect(tcp, host).map_err(failed)?)),
-    };
-    let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: bell-run/{}\r\n\
-         Accept-Encoding: identity\r\nConnection: close\r\n\r\n",
-        env!("CARGO_PKG_VERSION")
-    );
-    stream.write_all(request.as_bytes()).map_err(io_failed)?;
-
-    // The head, byte by byte up to the blank line (small; the body is then streamed).
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if head.len() > MAX_HEADER_BYTES {
-            return Err(failed("the response headers are too large".into()));
-        }
-        let wait = time_left(READ_TIMEOUT).map_err(failed)?;
-        stream
-            .tcp()
-            .set_read_timeout(Some(wait))
-            .map_err(io_failed)?;
-        match stream.read(&mut byte) {
-            Ok(0) => return Err(failed("the server closed the connection early".into())),
-            Ok(_) => head.push(byte[0]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(failed(format!("no response: {e}"))),
-        }
-    }
-    let head = bell_store::http::parse_head(&head).map_err(failed)?;
-    if let Some(value) = head
-        .transfer_encoding
-        .filter(|t| !t.eq_ignore_ascii_case("identity"))
-    {
-        return Err(failed(format!(
-            "the server sent `Transfer-Encoding: {value}`; serve the files as static files \
-             (with a Content-Length)"
-        )));
-    }
-    let (status, status_line, length) = (head.status, head.status_line, head.content_length);
-    match status {
-        200 => Ok((Box::new(Deadlined(stream)), length)),
-        404 | 410 => Err(FetchError::NotFound(String::new())),
-        _ => Err(failed(format!("the server answered `{status_line}`"))),
-    }
 }
 
 /// Fetches `rel` into `path` (a new private file), through a `.part` file that is renamed into
@@ -494,22 +354,25 @@ mod tests {
 
     #[test]
     fn sources_parse() {
+        let deadline = Deadline::after(DEFAULT_FETCH_TIMEOUT, FETCH_TIMED_OUT);
         assert_eq!(
-            Source::open("http://mirror:8080/fleet", None),
+            Source::open("http://mirror:8080/fleet", None, deadline),
             Ok(Source::Http {
                 host: "mirror".into(),
                 port: 8080,
                 path: "/fleet/".into(),
                 tls: None,
+                deadline,
             })
         );
         assert_eq!(
-            Source::open("http://mirror", None),
+            Source::open("http://mirror", None, deadline),
             Ok(Source::Http {
                 host: "mirror".into(),
                 port: 80,
                 path: "/".into(),
                 tls: None,
+                deadline,
             })
         );
         for (url, port) in [
@@ -517,17 +380,18 @@ mod tests {
             ("http://[fd00::5]/f/", 80),
         ] {
             assert_eq!(
-                Source::open(url, None),
+                Source::open(url, None, deadline),
                 Ok(Source::Http {
                     host: "[fd00::5]".into(),
                     port,
                     path: "/f/".into(),
                     tls: None,
+                    deadline,
                 })
             );
         }
         assert_eq!(
-            Source::open("/srv/bell", None),
+            Source::open("/srv/bell", None, deadline),
             Ok(Source::Dir("/srv/bell".into()))
         );
         for bad in [
@@ -541,13 +405,13 @@ mod tests {
             "http://x/a?b",
             "",
         ] {
-            assert!(Source::open(bad, None).is_err(), "{bad}");
+            assert!(Source::open(bad, None, deadline).is_err(), "{bad}");
         }
         let ca = Some(Path::new("/nonexistent/ca.pem"));
-        assert!(Source::open("http://x/", ca)
+        assert!(Source::open("http://x/", ca, deadline)
             .unwrap_err()
             .contains("is for an https:// source"));
-        assert!(Source::open("https://x/", ca)
+        assert!(Source::open("https://x/", ca, deadline)
             .unwrap_err()
             .contains("`--source-ca`: cannot read /nonexistent/ca.pem"));
     }

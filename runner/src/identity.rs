@@ -154,7 +154,7 @@ fn encode(key: &SigningKey) -> String {
     bytes.extend(1u32.to_be_bytes());
     put_string(&mut bytes, &identity.blob());
     put_string(&mut bytes, &private);
-    let body = bell_store::etcd::b64(&bytes);
+    let body = bell_wire::base64(&bytes);
     let mut text = format!("{PEM_BEGIN}\n");
     for line in body.as_bytes().chunks(70) {
         text.push_str(&String::from_utf8_lossy(line));

@@ -37,6 +37,9 @@ pub struct PullOptions {
     /// `com.coreos.airlock`).
     pub lock_prefix: Option<String>,
     pub apply: apply::Options,
+    /// When the pull's every request must be over (`--fetch-timeout`), the source's and the
+    /// store's.
+    pub deadline: bell_wire::Deadline,
 }
 
 /// What the pull learnt before it applied or refused: it goes into the report either way.
@@ -79,7 +82,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         Some(dest) => Some(
             bell_store::Store::open(dest, &opts.access)
                 .map_err(Refusal::new)?
-                .with_limits(crate::fetch::store_limits()),
+                .with_limits(bell_store::etcd::Limits::HOST.until(opts.deadline)),
         ),
         None => None,
     };

@@ -33,6 +33,9 @@ pub struct Sinks {
     /// The host's key given with `--identity FILE`, which signs the report instead of the
     /// root's (an image baked before its host has a key of its own in it).
     pub identity: Option<PathBuf>,
+    /// When filing must be over: a pull's deadline (`--fetch-timeout`), none for a command
+    /// that fetches nothing (each request is still bounded on its own).
+    pub until: Option<bell_wire::Deadline>,
 }
 
 /// Three runs of the default 15-minute timer.
@@ -386,7 +389,13 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     next_sequence: &mut next_sequence,
                 });
                 let filed = Store::open(dest, &sinks.access)
-                    .map(|store| store.with_limits(crate::fetch::store_limits()))
+                    .map(|store| {
+                        let limits = bell_store::etcd::Limits::HOST;
+                        store.with_limits(match sinks.until {
+                            Some(deadline) => limits.until(deadline),
+                            None => limits,
+                        })
+                    })
                     .and_then(|store| {
                     store.record_with(&mut report, signer, sinks.read.as_ref())?;
                     let root = recorded.as_ref().map(|(root, _)| root);

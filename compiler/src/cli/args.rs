@@ -206,7 +206,7 @@ pub struct StoreTls {
 impl StoreTls {
     pub fn access(&self) -> bell_store::Access {
         bell_store::Access {
-            tls: bell_store::tls::TlsFiles {
+            tls: bell_wire::tls::TlsFiles {
                 ca: self.store_ca.clone(),
                 cert: self.store_cert.clone(),
                 key: self.store_key.clone(),

@@ -21,7 +21,8 @@ pub fn serve(
     sources: &mut Sources,
     diags: &mut Diagnostics,
 ) -> Result<u8, Failure> {
-    use bellc::serve::{http, pages::Pages, Board, Explain, Out};
+    use bell_wire::server as http;
+    use bellc::serve::{pages::Pages, Board, Explain, Out};
     use std::sync::Arc;
     let etcd = bell_store::Etcd::open(store, access)?;
     let out = Out::parse(out).map_err(Failure::Usage)?;

@@ -261,11 +261,7 @@ pub fn fingerprint(out: &Path) -> String {
     for part in shards.iter().chain(&manifests) {
         hasher.update(part);
     }
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    bell_wire::hex(&hasher.finalize())
 }
 
 /// The digest of release.json as the build wrote it: signing it later (which adds a sequence

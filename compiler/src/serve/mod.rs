@@ -12,7 +12,6 @@
 //! The statuses are [`crate::fleet::status::fleet_status`]'s, the one `bellc status` prints:
 //! `/api/v1/status` is `bellc status OUT --store … --json` as of the snapshot.
 
-pub mod http;
 pub mod metrics;
 pub mod pages;
 
@@ -162,9 +161,24 @@ impl Out {
                     .split('/')
                     .map(|s| percent_encoding::utf8_percent_encode(s, SEGMENT).to_string())
                     .collect();
-                bell_store::http::get(&format!("{base}/{}", path.join("/")))
+                bell_wire::client::get(&format!("{base}/{}", path.join("/")), &reader_bounds())
             }
         }
+    }
+}
+
+/// How bellc reads a build output from a web server: the 1 GiB and two minutes of a reader
+/// of etcd (a release of a 100,000-host fleet is tens of MiB).
+fn reader_bounds() -> bell_wire::client::Bounds {
+    let limits = bell_store::etcd::Limits::READER;
+    bell_wire::client::Bounds {
+        deadline: bell_wire::Deadline::after(
+            limits.request,
+            "the web server did not answer in time",
+        ),
+        connect: std::time::Duration::from_secs(3),
+        read: std::time::Duration::from_secs(10),
+        max_bytes: limits.answer_bytes,
     }
 }
 

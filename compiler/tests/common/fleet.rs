@@ -166,7 +166,7 @@ impl Pki {
     /// How a client reaches a member: trusting this CA, with the client certificate.
     pub fn access(&self) -> bell_store::Access {
         bell_store::Access {
-            tls: bell_store::tls::TlsFiles {
+            tls: bell_wire::tls::TlsFiles {
                 ca: Some(self.path("ca.pem")),
                 cert: Some(self.path("client.pem")),
                 key: Some(self.path("client.key")),
@@ -178,7 +178,7 @@ impl Pki {
     /// How a client reaches a member that asks for no client certificate: trusting this CA.
     pub fn server_access(&self) -> bell_store::Access {
         bell_store::Access {
-            tls: bell_store::tls::TlsFiles {
+            tls: bell_wire::tls::TlsFiles {
                 ca: Some(self.path("ca.pem")),
                 ..Default::default()
             },

@@ -352,17 +352,7 @@ pub fn utc(secs: u64) -> String {
 
 /// Lowercase hex sha256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-fn hex(digest: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(digest.len() * 2);
-    for byte in digest {
-        out.push(DIGITS[(byte >> 4) as usize] as char);
-        out.push(DIGITS[(byte & 15) as usize] as char);
-    }
-    out
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// Feeds serialised bytes into a sha256 without buffering them.
@@ -648,7 +638,7 @@ impl Resource {
         };
         let mut hasher = HashWriter(Sha256::new());
         let _ = serde_json::to_writer(&mut hasher, &view);
-        hex(&hasher.0.finalize())
+        hex::encode(hasher.0.finalize())
     }
 
     /// The hash of everything about the resource: kind, name, dependencies, scripts and exec
@@ -701,7 +691,7 @@ impl Resource {
         let mut hasher = HashWriter(Sha256::new());
         // Writing plain data into a hasher cannot fail.
         let _ = serde_json::to_writer(&mut hasher, &view);
-        hex(&hasher.0.finalize())
+        hex::encode(hasher.0.finalize())
     }
 }
 

@@ -3,6 +3,7 @@
 //! old). One reading for every reader of a release: `bell-run` on a host (which also refuses a
 //! trust file others could write) and `bellc status|serve|lock status --trust`.
 
+use base64::Engine as _;
 use std::path::{Path, PathBuf};
 
 pub struct TrustedKeys {
@@ -68,45 +69,11 @@ impl TrustedKeys {
 /// minisign's key id from the base64 line of a key or signature: bytes 2..10, little-endian,
 /// printed as 16 upper-case hex digits.
 fn key_id(line: &str) -> Option<String> {
-    let bytes = base64(line.trim())?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(line.trim())
+        .ok()?;
     let number = bytes.get(2..10)?;
     let mut le = [0u8; 8];
     le.copy_from_slice(number);
     Some(format!("{:016X}", u64::from_le_bytes(le)))
-}
-
-/// Standard base64 (with padding), enough for key and signature lines.
-fn base64(text: &str) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for byte in text.trim_end_matches('=').bytes() {
-        let value = match byte {
-            b'A'..=b'Z' => byte - b'A',
-            b'a'..=b'z' => byte - b'a' + 26,
-            b'0'..=b'9' => byte - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(value);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Some(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn base64_decodes_key_lines() {
-        assert_eq!(base64("aGVsbG8=").unwrap(), b"hello");
-        assert_eq!(base64("aGk=").unwrap(), b"hi");
-        assert!(base64("a*b").is_none());
-    }
 }

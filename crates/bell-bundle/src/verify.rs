@@ -529,7 +529,7 @@ fn hash_regular(path: &Path) -> std::io::Result<(String, u64)> {
     let (mut file, _) = open_regular(path)?;
     let mut hasher = Sha256::new();
     let n = std::io::copy(&mut file, &mut hasher)?;
-    Ok((hex(&hasher.finalize()), n))
+    Ok((hex::encode(hasher.finalize()), n))
 }
 
 /// Verifies a bundle directory completely before anything uses it: the manifest parses and is

@@ -30,6 +30,7 @@
 
 pub mod openssh;
 
+use base64::Engine as _;
 use chacha20poly1305::aead::{Aead, KeyInit};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
 use ed25519_compact::x25519;
@@ -185,7 +186,7 @@ impl SealKey {
     pub fn digest(&self, secret: &[u8]) -> String {
         let mut mac = self.mac(b"digest");
         mac.update(secret);
-        hex(&mac.finalize().into_bytes())
+        hex::encode(mac.finalize().into_bytes())
     }
 
     /// `secret` as an age file for `to`, the same bytes every time for the same secret,
@@ -488,51 +489,17 @@ fn ssh_tag(wire: &[u8]) -> [u8; 4] {
     [digest[0], digest[1], digest[2], digest[3]]
 }
 
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(DIGITS[(byte >> 4) as usize] as char);
-        out.push(DIGITS[(byte & 15) as usize] as char);
-    }
-    out
-}
-
-const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 /// Standard base64 without padding, as age writes it.
 fn b64(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n =
-            chunk.iter().fold(0u32, |acc, b| acc << 8 | u32::from(*b)) << (8 * (3 - chunk.len()));
-        for i in 0..=chunk.len() {
-            out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-        }
-    }
-    out
+    base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)
 }
 
 /// Standard base64 without padding, canonical only (age rejects any other spelling of the
 /// same bytes, so that a header has one encoding).
 fn unb64(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 4 == 1 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0);
-    for c in text.bytes() {
-        let v = ALPHABET.iter().position(|a| *a == c)? as u32;
-        acc = acc << 6 | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits & 0xff) as u8);
-        }
-    }
-    // Leftover bits must be zero, or another text spells the same bytes.
-    (acc & ((1 << bits) - 1) == 0).then_some(out)
+    base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(text)
+        .ok()
 }
 
 #[cfg(test)]
@@ -582,7 +549,7 @@ mod tests {
         let other = SealKey::derive(b"other", "seal");
         assert_ne!(one, other.seal(b"hunter2!", &to_a).unwrap());
         assert_ne!(key.digest(b"x"), other.digest(b"x"));
-        assert_ne!(key.digest(b"x"), hex(&Sha256::digest(b"x")));
+        assert_ne!(key.digest(b"x"), hex::encode(Sha256::digest(b"x")));
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub struct Ed25519Key {
 
 impl std::fmt::Debug for Ed25519Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Ed25519Key({}, seed withheld)", crate::hex(&self.public))
+        write!(f, "Ed25519Key({}, seed withheld)", hex::encode(self.public))
     }
 }
 
@@ -158,7 +158,7 @@ mod tests {
             key.public_line(),
             format!("ssh-ed25519 {}", crate::b64(&wire))
         );
-        assert!(!format!("{key:?}").contains(&crate::hex(&[7; 32])));
+        assert!(!format!("{key:?}").contains(&hex::encode([7; 32])));
         let flaw = |text: String| read_ed25519(&text).unwrap_err();
         assert!(flaw(file([7; 32], "aes256-ctr", (1, 1), None)).contains("passphrase"));
         assert!(flaw(file([7; 32], "none", (1, 2), None)).contains("damaged"));

@@ -25,15 +25,12 @@
 pub mod discovery;
 pub mod etcd;
 pub mod hold;
-pub mod http;
 pub mod members;
 pub mod prefetch;
 pub mod proof;
-pub mod resolve;
 pub mod semaphore;
 pub mod status;
 mod store;
-pub mod tls;
 mod views;
 
 use views::{checked, read_report};
@@ -409,7 +406,7 @@ pub fn version_key(fleet: &str) -> String {
 /// How a client reaches the fleet's store beyond its URL: what TLS trusts and presents.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Access {
-    pub tls: tls::TlsFiles,
+    pub tls: bell_wire::tls::TlsFiles,
     /// The etcd user to log in as (`--store-user`), with its password's file.
     pub user: Option<String>,
     pub password_file: Option<PathBuf>,

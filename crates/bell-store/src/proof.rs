@@ -11,8 +11,8 @@
 //! is older than one a reader has seen); fields a newer bell-run adds are signed with the rest,
 //! since the reader signs what it read, not what it understood.
 
-use crate::etcd::{b64, unb64};
 use crate::Report;
+use bell_wire::{base64, from_base64};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -41,7 +41,7 @@ impl Identity {
         if kind != KEY_TYPE {
             return Err(format!("a host identity is an Ed25519 key, not `{kind}`"));
         }
-        let blob = unb64(data).ok_or("its key is not base64")?;
+        let blob = from_base64(data).ok_or("its key is not base64")?;
         let mut reader = Wire(&blob);
         let inner = reader.string().ok_or("its key is cut short")?;
         if inner != KEY_TYPE.as_bytes() {
@@ -75,13 +75,13 @@ impl Identity {
 
     /// `ssh-ed25519 BASE64`, as `ssh-keyscan` and `known_hosts` write it (without a comment).
     pub fn to_openssh(&self) -> String {
-        format!("{KEY_TYPE} {}", b64(&self.blob()))
+        format!("{KEY_TYPE} {}", base64(&self.blob()))
     }
 
     /// `SHA256:…`, as `ssh-keygen -l` prints it.
     pub fn fingerprint(&self) -> String {
         let digest = Sha256::digest(self.blob());
-        format!("SHA256:{}", b64(&digest).trim_end_matches('='))
+        format!("SHA256:{}", base64(&digest).trim_end_matches('='))
     }
 
     fn verifies(&self, message: &[u8], signature: &[u8]) -> bool {
@@ -158,7 +158,7 @@ pub fn sign(report: &mut Report, key: &SigningKey, sequence: u64) {
     report.signer = Some(key.identity().to_openssh());
     report.proof = None;
     let value = serde_json::to_value(&*report).unwrap_or(Value::Null);
-    report.proof = Some(b64(&key.sign(&signed_bytes(REPORT, &value))));
+    report.proof = Some(base64(&key.sign(&signed_bytes(REPORT, &value))));
 }
 
 /// Signs a JSON object of another kind (`context` says which, so that no signature over one
@@ -166,7 +166,7 @@ pub fn sign(report: &mut Report, key: &SigningKey, sequence: u64) {
 pub fn sign_object(context: &[u8], object: &mut serde_json::Map<String, Value>, key: &SigningKey) {
     object.remove("proof");
     object.insert("signer".into(), key.identity().to_openssh().into());
-    let proof = b64(&key.sign(&signed_bytes(context, &Value::Object(object.clone()))));
+    let proof = base64(&key.sign(&signed_bytes(context, &Value::Object(object.clone()))));
     object.insert("proof".into(), proof.into());
 }
 
@@ -189,7 +189,7 @@ pub fn check_object(context: &[u8], raw: &[u8], identity: &Identity) -> Result<V
         ));
     }
     let value = Value::Object(object);
-    let signature = unb64(&proof).unwrap_or_default();
+    let signature = from_base64(&proof).unwrap_or_default();
     if !identity.verifies(&signed_bytes(context, &value), &signature) {
         return Err(
             "its signature does not match what it says: changed after it was signed".into(),
@@ -253,7 +253,7 @@ pub fn check(raw: &[u8], report: &Report, host: &str, identity: Option<&Identity
     };
     if let Some((message, written)) = as_written(raw) {
         let proof_matches = written == proof.as_bytes();
-        if proof_matches && identity.verifies(&message, &unb64(proof).unwrap_or_default()) {
+        if proof_matches && identity.verifies(&message, &from_base64(proof).unwrap_or_default()) {
             return signed;
         }
     }
@@ -263,7 +263,7 @@ pub fn check(raw: &[u8], report: &Report, host: &str, identity: Option<&Identity
     if let Value::Object(map) = &mut value {
         map.remove("proof");
     }
-    let signature = unb64(proof).unwrap_or_default();
+    let signature = from_base64(proof).unwrap_or_default();
     if !identity.verifies(&signed_bytes(REPORT, &value), &signature) {
         return Proof::Forged(
             "its signature does not match what it says: changed after it was signed".to_string(),
@@ -399,7 +399,7 @@ mod tests {
         signed.signer = Some(key.identity().to_openssh());
         let mut value = serde_json::to_value(&signed).unwrap();
         value["added-later"] = Value::from("x");
-        let proof = b64(&key.sign(&signed_bytes(REPORT, &value)));
+        let proof = base64(&key.sign(&signed_bytes(REPORT, &value)));
         value["proof"] = Value::from(proof.clone());
         let raw = serde_json::to_vec(&value).unwrap();
         signed.proof = Some(proof);

@@ -7,15 +7,16 @@ pub(super) fn cmd_pull(args: &Args) -> i32 {
     let Some(source) = &args.source else {
         return usage("`pull` needs `--source http://HOST[:PORT]/PATH/` or `--source DIR`");
     };
-    let source = match crate::fetch::Source::open(source, args.source_ca.as_deref()) {
-        Ok(source) => source,
-        Err(e) => return usage(&e),
-    };
     let fetch_timeout = args.fetch_timeout.map_or(
         crate::fetch::DEFAULT_FETCH_TIMEOUT,
         std::time::Duration::from_secs,
     );
-    crate::fetch::set_deadline(std::time::Instant::now() + fetch_timeout);
+    // One deadline for the pull's every request, to its source and to its store.
+    let deadline = bell_wire::Deadline::after(fetch_timeout, crate::fetch::FETCH_TIMED_OUT);
+    let source = match crate::fetch::Source::open(source, args.source_ca.as_deref(), deadline) {
+        Ok(source) => source,
+        Err(e) => return usage(&e),
+    };
     let opts = crate::pull::PullOptions {
         source,
         host: args.host.clone(),
@@ -25,6 +26,7 @@ pub(super) fn cmd_pull(args: &Args) -> i32 {
         fleet: args.fleet.clone(),
         lock_prefix: args.lock_prefix.clone(),
         apply: options(args),
+        deadline,
     };
     let started = state::now();
     let mut found = crate::pull::Established::default();
@@ -52,6 +54,7 @@ pub(super) fn cmd_pull(args: &Args) -> i32 {
         sinks.release = found.release.clone();
     }
     sinks.read = found.read.take();
+    sinks.until = Some(deadline);
     report::emit(&sinks, run);
     let pulled = match result {
         Ok(pulled) => pulled,
@@ -355,7 +358,7 @@ pub(super) fn cmd_pending(args: &Args) -> i32 {
         None => {
             let file = |flag: &str| timer(flag).map(PathBuf::from);
             bell_store::Access {
-                tls: bell_store::tls::TlsFiles {
+                tls: bell_wire::tls::TlsFiles {
                     ca: file("--store-ca"),
                     cert: file("--store-cert"),
                     key: file("--store-key"),
@@ -368,7 +371,7 @@ pub(super) fn cmd_pending(args: &Args) -> i32 {
     let result = (|| {
         let store = bell_store::Store::open(&dest, &access)
             .map_err(Refusal::new)?
-            .with_limits(crate::fetch::store_limits());
+            .with_limits(bell_store::etcd::Limits::HOST);
         let state = state::load(&root).map_err(Refusal::new)?;
         let applied = state.generation.clone();
         let fleet = match (&fleet_given, &applied) {

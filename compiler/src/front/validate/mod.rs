@@ -33,7 +33,7 @@ pub use names::{
 pub use paths::{
     absolute_path, file_mode, glob_not_bell_own, login_shell, not_bell_own, BELL_OWN, TRUST_FILE,
 };
-pub use ssh::{decode_base64, host_identity, ssh_public_key};
+pub use ssh::{host_identity, ssh_public_key};
 pub use sudoers::sudo_rule;
 pub use suggest::did_you_mean;
 pub use sysctl::{sysctl_key, sysctl_path};

@@ -16,48 +16,6 @@ const SSH_KEY_TYPES: [&str; 8] = [
 const SSH_HELP: &str = "paste one line of a `.pub` file as `ssh-keygen` writes it: \
      `TYPE BASE64 [COMMENT]`, e.g. `ssh-ed25519 AAAAC3Nza... alice@laptop`";
 
-/// Strict RFC 4648 base64 (standard alphabet, padding required), as in `.pub` files.
-pub fn decode_base64(text: &str) -> Option<Vec<u8>> {
-    fn value(b: u8) -> Option<u32> {
-        match b {
-            b'A'..=b'Z' => Some(u32::from(b - b'A')),
-            b'a'..=b'z' => Some(u32::from(b - b'a') + 26),
-            b'0'..=b'9' => Some(u32::from(b - b'0') + 52),
-            b'+' => Some(62),
-            b'/' => Some(63),
-            _ => None,
-        }
-    }
-    let bytes = text.as_bytes();
-    // `is_multiple_of` is newer than the workspace's rust-version (1.80).
-    #[allow(clippy::manual_is_multiple_of)]
-    if bytes.is_empty() || bytes.len() % 4 != 0 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
-    let chunks = bytes.len() / 4;
-    for (i, chunk) in bytes.chunks(4).enumerate() {
-        let padding = chunk.iter().rev().take_while(|&&b| b == b'=').count();
-        if padding > 2 || (padding > 0 && i + 1 != chunks) {
-            return None;
-        }
-        let mut acc: u32 = 0;
-        for &b in &chunk[..4 - padding] {
-            acc = (acc << 6) | value(b)?;
-        }
-        acc <<= 6 * padding as u32;
-        let [_, b0, b1, b2] = acc.to_be_bytes();
-        let decoded = [b0, b1, b2];
-        let keep = 3 - padding;
-        // Bits below the last kept byte must be zero, or two texts would decode the same.
-        if decoded[keep..].iter().any(|&b| b != 0) {
-            return None;
-        }
-        out.extend_from_slice(&decoded[..keep]);
-    }
-    Some(out)
-}
-
 /// A reader of the SSH wire format (RFC 4251 strings).
 struct Wire<'a> {
     rest: &'a [u8],
@@ -206,7 +164,11 @@ pub fn ssh_public_key(line: &str) -> Result<(), Invalid> {
             SSH_HELP,
         ));
     };
-    let Some(blob) = decode_base64(data) else {
+    // Strict RFC 4648 base64, as in `.pub` files: padding required, one text per key.
+    let Some(blob) = Some(data)
+        .filter(|data| !data.is_empty())
+        .and_then(bell_wire::from_base64)
+    else {
         return Err(invalid(
             format!("the key data of this `{key_type}` key is not valid base64"),
             "the key was probably cut or wrapped when copied; copy the `.pub` line again in one piece",
@@ -289,22 +251,4 @@ fn key_file_help(path: &str) -> String {
         "`ssh-key` takes the key itself; bellc reads key files only from the spec's own tree \
          (`~` is not expanded): copy it beside the spec and write `ssh-key file=\"{name}\"`"
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn base64_is_strict() {
-        assert_eq!(decode_base64("aGk=").as_deref(), Some(&b"hi"[..]));
-        assert_eq!(decode_base64("aGkh").as_deref(), Some(&b"hi!"[..]));
-        assert_eq!(decode_base64("aA==").as_deref(), Some(&b"h"[..]));
-        assert_eq!(decode_base64("aGl="), None, "non-zero padding bits");
-        assert_eq!(decode_base64("aGk"), None);
-        assert_eq!(decode_base64("a=Gk"), None);
-        assert_eq!(decode_base64("aGk=aGk="), None);
-        assert_eq!(decode_base64("a===",), None);
-        assert_eq!(decode_base64(""), None);
-    }
 }

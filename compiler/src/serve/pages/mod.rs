@@ -2,12 +2,12 @@
 //! turned into a view (plain serializable structs) and rendered with minijinja. Templates
 //! escape every value for HTML (they end in `.html`); links are built with `urlencode`.
 
-use super::http::{Request, Response};
 use super::{Board, Snapshot};
 use crate::escape::shell_quote;
 use crate::fleet::rollout::Phase;
 use crate::fleet::status::{age_short as age, Flag, HostState, HostStatus};
 use crate::review::diff::{self, short};
+use bell_wire::server::{Request, Response};
 use minijinja::{context, Environment};
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -75,7 +75,7 @@ fn board() -> (tempfile::TempDir, Board) {
 
 fn get(board: &Board, target: &str) -> Response {
     let head = format!("GET {target} HTTP/1.1");
-    let (_, request) = super::super::http::parse_head(head.as_bytes()).unwrap();
+    let (_, request) = bell_wire::server::parse_head(head.as_bytes()).unwrap();
     Pages::new().unwrap().answer(board, &request)
 }
 

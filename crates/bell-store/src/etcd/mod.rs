@@ -9,8 +9,6 @@
 //! connection. Every request bell makes is safe to send twice: puts and deletes are
 //! idempotent, and transactions compare versions.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -49,10 +47,24 @@ impl Limits {
         answer_bytes: 8 << 20,
     };
 
-    /// When a request that starts now must be over.
-    pub(crate) fn deadline(&self) -> std::time::Instant {
+    /// These limits, with no request past `deadline`.
+    pub fn until(self, deadline: bell_wire::Deadline) -> Limits {
+        Limits {
+            until: Some(deadline.instant()),
+            ..self
+        }
+    }
+
+    /// How a request that starts now is bounded: its own deadline, or `until` when sooner.
+    pub(crate) fn bounds(&self) -> bell_wire::client::Bounds {
         let own = std::time::Instant::now() + self.request;
-        self.until.map_or(own, |until| until.min(own))
+        let at = self.until.map_or(own, |until| until.min(own));
+        bell_wire::client::Bounds {
+            deadline: bell_wire::Deadline::at(at, "the store did not answer in time"),
+            connect: CONNECT_TIMEOUT,
+            read: TIMEOUT,
+            max_bytes: self.answer_bytes,
+        }
     }
 }
 
@@ -61,7 +73,7 @@ impl Limits {
 pub struct Etcd {
     endpoints: Vec<String>,
     /// For `etcds://`: how every endpoint is spoken to.
-    tls: Option<crate::tls::Tls>,
+    tls: Option<bell_wire::tls::Tls>,
     /// For a store with users (`--store-user`): who this client is, shared by clones.
     auth: Option<Arc<Auth>>,
     /// The endpoint that answered last, where the next request starts.
@@ -105,15 +117,15 @@ impl Op<'_> {
     fn request(&self) -> serde_json::Value {
         match self {
             Op::Put(key, value) => serde_json::json!({
-                "request_put": { "key": b64(key.as_bytes()), "value": b64(value) }
+                "request_put": { "key": base64(key.as_bytes()), "value": base64(value) }
             }),
             Op::PutWithLease(key, value, lease) => serde_json::json!({
                 "request_put": {
-                    "key": b64(key.as_bytes()), "value": b64(value), "lease": lease.to_string()
+                    "key": base64(key.as_bytes()), "value": base64(value), "lease": lease.to_string()
                 }
             }),
             Op::Delete(key) => serde_json::json!({
-                "request_delete_range": { "key": b64(key.as_bytes()) }
+                "request_delete_range": { "key": base64(key.as_bytes()) }
             }),
         }
     }
@@ -230,7 +242,7 @@ impl Etcd {
         let count = endpoints.len();
         let mut etcd = Etcd::new(endpoints);
         if tls {
-            etcd.tls = Some(crate::tls::Tls::load(
+            etcd.tls = Some(bell_wire::tls::Tls::load(
                 &access.tls,
                 ["--store-ca", "--store-cert", "--store-key"],
             )?);
@@ -341,12 +353,12 @@ impl Etcd {
     }
 
     pub fn put(&self, key: &str, value: &[u8]) -> Result<(), String> {
-        let body = serde_json::json!({ "key": b64(key.as_bytes()), "value": b64(value) });
+        let body = serde_json::json!({ "key": base64(key.as_bytes()), "value": base64(value) });
         self.call("/v3/kv/put", &body).map(|_| ())
     }
 
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
-        let body = serde_json::json!({ "key": b64(key.as_bytes()) });
+        let body = serde_json::json!({ "key": base64(key.as_bytes()) });
         let kvs = kvs(&self.call("/v3/kv/range", &body)?)?;
         Ok(kvs.into_iter().next().map(|kv| kv.value))
     }
@@ -354,8 +366,8 @@ impl Etcd {
     /// Every key starting with `prefix`, sorted by key.
     pub fn range_prefix(&self, prefix: &str) -> Result<Vec<KeyValue>, String> {
         let body = serde_json::json!({
-            "key": b64(prefix.as_bytes()),
-            "range_end": b64(&prefix_end(prefix.as_bytes())),
+            "key": base64(prefix.as_bytes()),
+            "range_end": base64(&prefix_end(prefix.as_bytes())),
         });
         // A fleet's range can be hundreds of MiB: read it into its keys and values directly,
         // not through a tree of JSON values first.
@@ -365,21 +377,21 @@ impl Etcd {
     /// The value of `key` and its version (etcd's count of writes since the key was created;
     /// 0 when there is no key), for a transaction that compares it.
     pub fn get_versioned(&self, key: &str) -> Result<(Option<Vec<u8>>, i64), String> {
-        let body = serde_json::json!({ "key": b64(key.as_bytes()) });
+        let body = serde_json::json!({ "key": base64(key.as_bytes()) });
         let Some(kv) = self.range_one(&body)? else {
             return Ok((None, 0));
         };
         let version = number(kv.get("version")).ok_or("etcd sent a key without a version")?;
         let value = match kv.get("value").and_then(|v| v.as_str()) {
             None => Vec::new(),
-            Some(text) => unb64(text).ok_or("etcd sent a bad base64 value")?,
+            Some(text) => from_base64(text).ok_or("etcd sent a bad base64 value")?,
         };
         Ok((Some(value), version))
     }
 
     /// The version of `key` (0 when there is none) and the lease it is bound to (0: none).
     pub fn get_lease(&self, key: &str) -> Result<(i64, i64), String> {
-        let body = serde_json::json!({ "key": b64(key.as_bytes()), "keys_only": true });
+        let body = serde_json::json!({ "key": base64(key.as_bytes()), "keys_only": true });
         let Some(kv) = self.range_one(&body)? else {
             return Ok((0, 0));
         };
@@ -403,7 +415,7 @@ impl Etcd {
         let requests: Vec<serde_json::Value> = ops.iter().map(Op::request).collect();
         let body = serde_json::json!({
             "compare": [{
-                "key": b64(key.as_bytes()),
+                "key": base64(key.as_bytes()),
                 "result": "EQUAL",
                 "target": "VERSION",
                 "version": version.to_string(),
@@ -438,7 +450,7 @@ impl Etcd {
     pub fn read_all(&self, keys: &[&str]) -> Result<Vec<Option<Held>>, String> {
         let requests: Vec<serde_json::Value> = keys
             .iter()
-            .map(|key| serde_json::json!({ "request_range": { "key": b64(key.as_bytes()) } }))
+            .map(|key| serde_json::json!({ "request_range": { "key": base64(key.as_bytes()) } }))
             .collect();
         let answer = self.call("/v3/kv/txn", &serde_json::json!({ "success": requests }))?;
         let responses = answer
@@ -465,7 +477,7 @@ impl Etcd {
                 let value = match kv.get("value").and_then(|v| v.as_str()) {
                     // The gateway leaves out empty fields (an empty value).
                     None => Vec::new(),
-                    Some(text) => unb64(text).ok_or("etcd sent a bad base64 value")?,
+                    Some(text) => from_base64(text).ok_or("etcd sent a bad base64 value")?,
                 };
                 Ok(Some(Held {
                     value,
@@ -510,8 +522,8 @@ impl Etcd {
     /// Puts `key` bound to lease `id`: it goes when the lease expires.
     pub fn put_with_lease(&self, key: &str, value: &[u8], id: i64) -> Result<(), String> {
         let body = serde_json::json!({
-            "key": b64(key.as_bytes()),
-            "value": b64(value),
+            "key": base64(key.as_bytes()),
+            "value": base64(value),
             "lease": id.to_string(),
         });
         self.call("/v3/kv/put", &body).map(|_| ())
@@ -527,14 +539,14 @@ impl Etcd {
 
     /// The cluster's current revision: how many changes the key space has seen.
     pub fn revision(&self) -> Result<i64, String> {
-        let body = serde_json::json!({ "key": b64(b"\0"), "count_only": true });
+        let body = serde_json::json!({ "key": base64(b"\0"), "count_only": true });
         let answer = self.call("/v3/kv/range", &body)?;
         number(answer.get("header").and_then(|h| h.get("revision")))
             .ok_or_else(|| "etcd sent no revision".to_string())
     }
 
     pub fn delete(&self, key: &str) -> Result<(), String> {
-        let body = serde_json::json!({ "key": b64(key.as_bytes()) });
+        let body = serde_json::json!({ "key": base64(key.as_bytes()) });
         self.call("/v3/kv/deleterange", &body).map(|_| ())
     }
 
@@ -587,7 +599,7 @@ impl Etcd {
                 match perm.get(name).and_then(|v| v.as_str()) {
                     None => Ok(Vec::new()),
                     Some(text) => {
-                        unb64(text).ok_or_else(|| format!("etcd sent a bad base64 {name}"))
+                        from_base64(text).ok_or_else(|| format!("etcd sent a bad base64 {name}"))
                     }
                 }
             };
@@ -640,8 +652,8 @@ impl Etcd {
             "name": role,
             "perm": {
                 "permType": perm.access.as_str(),
-                "key": b64(&perm.key),
-                "range_end": b64(&perm.range_end),
+                "key": base64(&perm.key),
+                "range_end": base64(&perm.range_end),
             }
         });
         self.call("/v3/auth/role/grant", &body).map(|_| ())
@@ -650,8 +662,8 @@ impl Etcd {
     pub fn role_revoke(&self, role: &str, perm: &Permission) -> Result<(), String> {
         let body = serde_json::json!({
             "role": role,
-            "key": b64(&perm.key),
-            "range_end": b64(&perm.range_end),
+            "key": base64(&perm.key),
+            "range_end": base64(&perm.range_end),
         });
         self.call("/v3/auth/role/revoke", &body).map(|_| ())
     }
@@ -727,9 +739,9 @@ impl Etcd {
 mod auth;
 mod wire;
 use auth::{is_user_name, read_password, Auth};
-pub use wire::{b64, range_readings_agree, read_answer, unb64};
+use bell_wire::{base64, from_base64};
 use wire::{call_one, kvs, prefix_end, range_kvs};
-pub(crate) use wire::{exchange, parse_response};
+pub use wire::{range_readings_agree, read_answer};
 
 #[cfg(test)]
 mod tests;

@@ -3,7 +3,7 @@ use super::*;
 
 #[test]
 fn a_refusal_names_the_keys_it_asked_for() {
-    let put = serde_json::json!({ "key": b64(b"/bell/f/running/h2"), "value": "" });
+    let put = serde_json::json!({ "key": base64(b"/bell/f/running/h2"), "value": "" });
     assert_eq!(
         what_was_asked("/v3/kv/put", &put.to_string()),
         "write `/bell/f/running/h2`"
@@ -13,7 +13,7 @@ fn a_refusal_names_the_keys_it_asked_for() {
         Op::Put("/bell/f/status/apply/h1", b"success"),
     ];
     let txn = serde_json::json!({
-        "compare": [{ "key": b64(b"/bell/f/groups/default/v1/semaphore") }],
+        "compare": [{ "key": base64(b"/bell/f/groups/default/v1/semaphore") }],
         "success": ops.iter().map(Op::request).collect::<Vec<_>>(),
     });
     assert_eq!(
@@ -35,7 +35,11 @@ fn a_range_reads_the_same_with_and_without_a_json_tree() {
             body.len()
         )
     };
-    let (k1, k2, v) = (b64(b"/bell/f/b"), b64(b"/bell/f/a"), b64(b"{\"x\":1}"));
+    let (k1, k2, v) = (
+        base64(b"/bell/f/b"),
+        base64(b"/bell/f/a"),
+        base64(b"{\"x\":1}"),
+    );
     for body in [
         format!(
             r#"{{"header":{{"revision":"9"}},"kvs":[{{"key":"{k1}","value":"{v}","mod_revision":"7"}},{{"key":"{k2}","mod_revision":3}}],"count":"2"}}"#
@@ -53,14 +57,14 @@ fn a_range_reads_the_same_with_and_without_a_json_tree() {
         let bytes = answer(&body);
         assert!(range_readings_agree(bytes.as_bytes()), "{body}");
         let (_, tree) = read_answer(bytes.as_bytes()).unwrap();
-        let (_, body_bytes) = parse_response(bytes.as_bytes()).unwrap();
+        let (_, body_bytes) = bell_wire::client::parse_response(bytes.as_bytes()).unwrap();
         match range_kvs(&body_bytes) {
             Ok(typed) => assert_eq!(typed, tree, "{body}"),
             // Only what the gateway never sends is refused.
             Err(e) => assert!(body.contains("[["), "{body}: {e}"),
         }
     }
-    let (_, body) = parse_response(
+    let (_, body) = bell_wire::client::parse_response(
         answer(&format!(
             r#"{{"kvs":[{{"key":"{k1}","value":"{v}","mod_revision":"7"}},{{"key":"{k2}"}}]}}"#
         ))
@@ -76,35 +80,10 @@ fn a_range_reads_the_same_with_and_without_a_json_tree() {
 }
 
 #[test]
-fn a_chunk_size_near_usize_max_is_a_short_answer_not_a_panic() {
-    // `size + 2` overflowed and sliced past the end.
-    let answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nx";
-    assert_eq!(
-        read_answer(answer),
-        Err("the answer was cut short".to_string())
-    );
+fn a_chunked_answer_is_read() {
     let ok = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n18\r\n{\"kvs\":[{\"key\":\"YQ==\"}]}\r\n0\r\n\r\n";
     let (status, kvs) = read_answer(ok).expect("a chunked answer");
     assert_eq!((status, kvs[0].key.as_str()), (200, "a"));
-}
-
-#[test]
-fn base64_round_trips_and_matches_the_rfc_vectors() {
-    for (plain, coded) in [
-        ("", ""),
-        ("f", "Zg=="),
-        ("fo", "Zm8="),
-        ("foo", "Zm9v"),
-        ("foob", "Zm9vYg=="),
-        ("fooba", "Zm9vYmE="),
-        ("foobar", "Zm9vYmFy"),
-    ] {
-        assert_eq!(b64(plain.as_bytes()), coded);
-        assert_eq!(unb64(coded).as_deref(), Some(plain.as_bytes()));
-    }
-    let all: Vec<u8> = (0..=255).collect();
-    assert_eq!(unb64(&b64(&all)), Some(all));
-    assert_eq!(unb64("Zm9v!"), None);
 }
 
 #[test]
@@ -133,14 +112,4 @@ fn urls_need_host_and_port() {
     assert!(Etcd::parse("etcd://u:p@h:1").is_err());
     assert!(Etcd::parse("etcd://h:1/x").is_err());
     assert!(Etcd::parse("http://h:1").is_err());
-}
-
-#[test]
-fn responses_with_length_or_chunks_parse() {
-    let plain = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
-    assert_eq!(parse_response(plain), Ok((200, b"{}".to_vec())));
-    let chunked =
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n1\r\n}\r\n0\r\n\r\n";
-    assert_eq!(parse_response(chunked), Ok((200, b"{}".to_vec())));
-    assert!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{}").is_err());
 }

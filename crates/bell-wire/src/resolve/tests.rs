@@ -39,7 +39,10 @@ fn numbers_and_localhost_need_no_lookup() {
 
 #[test]
 fn etcd_endpoints_split_at_their_last_colon() {
-    let got = |e: &str| resolve_endpoint(e);
+    let got = |e: &str| {
+        let (host, port) = crate::client::host_port(e)?;
+        resolve(host, port)
+    };
     assert_eq!(
         got("[fd00::1]:2379").unwrap(),
         vec!["[fd00::1]:2379".parse().unwrap()]

@@ -246,7 +246,7 @@ fn read_key(path: &Path, flag: &str) -> Result<PrivateKeyDer<'static>, String> {
 /// read, owned by root or the user running this, at most `max` bytes. A secret others can
 /// read is a secret others may already have. The checks are of the file opened, not of the
 /// path before it is opened again.
-pub(crate) fn read_private(path: &Path, flag: &str, max: u64) -> Result<Vec<u8>, String> {
+pub fn read_private(path: &Path, flag: &str, max: u64) -> Result<Vec<u8>, String> {
     use std::os::unix::fs::MetadataExt;
     let cannot = |e: io::Error| format!("`{flag}`: cannot read {}: {e}", path.display());
     let file = std::fs::File::open(path).map_err(cannot)?;

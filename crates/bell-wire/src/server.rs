@@ -11,7 +11,9 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::Deadline;
 
 /// Connections served at once; the next one gets `503` at once.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -150,12 +152,12 @@ fn answer<H: Fn(&Request) -> Response>(mut stream: TcpStream, handler: &H) {
 /// The request head, up to the blank line, within `budget` for the whole head: a time limit
 /// per read alone would let a client that sends a byte every few seconds hold its slot for hours.
 fn read_head(stream: &mut TcpStream, budget: Duration) -> Result<Vec<u8>, Response> {
-    let deadline = Instant::now() + budget;
+    let deadline = Deadline::after(budget, "the request head took too long");
     let timeout = || Response::plain(408, "request timeout");
     let mut head = Vec::new();
     let mut chunk = [0u8; 2048];
     loop {
-        let left = time_left(deadline).map_err(|_| timeout())?;
+        let left = deadline.wait(budget).map_err(|_| timeout())?;
         stream.set_read_timeout(Some(left)).map_err(|_| timeout())?;
         let n = match stream.read(&mut chunk) {
             Ok(n) => n,
@@ -169,7 +171,7 @@ fn read_head(stream: &mut TcpStream, budget: Duration) -> Result<Vec<u8>, Respon
             ));
         }
         head.extend_from_slice(&chunk[..n]);
-        if let Some(end) = memchr::memmem::find(&head, b"\r\n\r\n") {
+        if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
             head.truncate(end);
             return Ok(head);
         }
@@ -237,7 +239,7 @@ fn write_response(
     head_only: bool,
     budget: Duration,
 ) -> std::io::Result<()> {
-    let deadline = Instant::now() + budget;
+    let deadline = Deadline::after(budget, "the client took too long to take the answer");
     let reason = match r.status {
         200 => "OK",
         400 => "Bad Request",
@@ -267,24 +269,17 @@ fn write_response(
     Ok(())
 }
 
-/// What is left until `deadline`; `TimedOut` once it has passed (a socket refuses a zero
-/// timeout, and `None` would mean no limit at all).
-fn time_left(deadline: Instant) -> std::io::Result<Duration> {
-    let left = deadline.saturating_duration_since(Instant::now());
-    if left.is_zero() {
-        return Err(std::io::ErrorKind::TimedOut.into());
-    }
-    Ok(left)
-}
-
 fn write_within(
     stream: &mut TcpStream,
     mut bytes: &[u8],
-    deadline: Instant,
+    deadline: Deadline,
 ) -> std::io::Result<()> {
     use std::io::ErrorKind;
     while !bytes.is_empty() {
-        stream.set_write_timeout(Some(time_left(deadline)?))?;
+        let left = deadline
+            .wait(CLIENT_TIMEOUT)
+            .map_err(|e| std::io::Error::new(ErrorKind::TimedOut, e))?;
+        stream.set_write_timeout(Some(left))?;
         match stream.write(bytes) {
             Ok(0) => return Err(ErrorKind::WriteZero.into()),
             Ok(n) => bytes = &bytes[n..],

@@ -54,15 +54,6 @@ impl DnsCache {
     }
 }
 
-/// The addresses of `HOST:PORT` (an IPv6 literal in brackets), as an etcd endpoint is given.
-pub fn resolve_endpoint(endpoint: &str) -> Result<Vec<SocketAddr>, String> {
-    let (host, port) = endpoint
-        .rsplit_once(':')
-        .and_then(|(host, port)| Some((host, port.parse().ok()?)))
-        .ok_or_else(|| format!("`{endpoint}` is not HOST:PORT"))?;
-    resolve(host, port)
-}
-
 /// The addresses of `host` (as written in a URL: an IPv6 literal in brackets) with `port`.
 pub fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, String> {
     // Read only when a name server is asked: a numeric host, /etc/hosts and a cached answer
