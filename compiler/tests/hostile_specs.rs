@@ -571,6 +571,29 @@ file "/etc/out" {
         run.stderr
     );
     assert!(!fx.path().join("out").exists(), "something was written");
+    // Into an earlier build's output, the build that ran out of memory leaves it as it was:
+    // the library reports the error to the CLI, which takes its output back, and exits.
+    std::fs::write(
+        fx.path().join("good.kdl"),
+        spec("file \"/etc/doubling\" {\n    content \"x\"\n}\n"),
+    )
+    .expect("write");
+    let good = fx.bellc(&["build", "--short", "good.kdl", "-o", "out"]);
+    assert_eq!(good.code, 0, "{}", good.stderr);
+    let before = common::tree(&fx.path().join("out"));
+    let run = fx.bellc(&["build", "--short", "-o", "out"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("used more than 256 MiB"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        common::tree(&fx.path().join("out")),
+        before,
+        "the output changed"
+    );
+    std::fs::remove_dir_all(fx.path().join("out")).expect("remove out");
     let run = fx.bellc(&["build", "--short", "steps.kdl", "-o", "out"]);
     assert_eq!(run.code, 1, "{}", run.stderr);
     let diags = run.diagnostics();
@@ -586,6 +609,32 @@ file "/etc/out" {
             .any(|d| d.starts_with("steps.kdl:7:13:") && d.contains("the output grew past 16 MiB")),
         "{}",
         run.stderr
+    );
+}
+
+/// The allocator that counts a template's memory, as `bellc` installs it: with it, the library
+/// itself is tried below, in this process.
+#[global_allocator]
+static ALLOCATOR: bellc::render::budget::Budgeted = bellc::render::budget::Budgeted;
+
+/// The library never exits: a template over its memory budget is an error its caller gets
+/// (and the next template renders as before), not the end of the process that called it.
+#[test]
+fn a_template_over_its_memory_budget_is_an_error_of_the_library() {
+    let renderer = bellc::render::Renderer::new();
+    let doubling = "{% set ns = namespace(s='x') %}{% for i in range(40) %}\
+                    {% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}";
+    let ctx = || minijinja::context! { host => "h1" };
+    let e = renderer.user_template(doubling, ctx()).unwrap_err();
+    assert_eq!(e.detail(), Some(bellc::render::TEMPLATE_MEMORY));
+    // Not tried again in this build: each try would keep its budget held.
+    let e = renderer.user_template(doubling, ctx()).unwrap_err();
+    assert_eq!(e.detail(), Some(bellc::render::TEMPLATE_MEMORY_BEFORE));
+    assert_eq!(
+        renderer
+            .user_template("{{ host }}", ctx())
+            .expect("renders"),
+        "h1"
     );
 }
 

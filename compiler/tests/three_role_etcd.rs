@@ -44,7 +44,6 @@ fn compute_hosts_see_the_three_etcd_addresses() {
         .user_template(
             template,
             minijinja::context! { services => services, host => compute.name },
-            "three_role_etcd",
         )
         .expect("renders");
     assert_eq!(text, "endpoints=10.20.1.10,10.20.2.11,10.20.3.12\n");

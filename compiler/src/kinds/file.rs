@@ -267,14 +267,32 @@ fn content(
         name => cx.host.name, address => cx.host.address, labels => cx.host.labels,
     };
     let ctx = context! { host, services => cx.services, fleet => context! { name => cx.fleet } };
-    let place = format!(
-        "{}: error[bell::render::template_memory]: the template of `{}` on host `{}`",
-        cx.sources.location(res.span_of("content")),
-        res.key(),
-        cx.host.name
-    );
-    match r.user_template(source, ctx.clone(), &place) {
+    match r.user_template(source, ctx.clone()) {
         Ok(text) => Some(text),
+        Err(e)
+            if e.detail() == Some(crate::render::TEMPLATE_MEMORY)
+                || e.detail() == Some(crate::render::TEMPLATE_MEMORY_BEFORE) =>
+        {
+            let field = res.span_of("content");
+            let what = match e.detail() {
+                Some(crate::render::TEMPLATE_MEMORY) => format!(
+                    "used more than {} of memory while rendering",
+                    crate::front::read::bytes(crate::render::budget::MAX_TEMPLATE_MEMORY as u64)
+                ),
+                _ => format!(
+                    "was not rendered: it used more than {} of memory for another host",
+                    crate::front::read::bytes(crate::render::budget::MAX_TEMPLATE_MEMORY as u64)
+                ),
+            };
+            diags.push(RenderError::TemplateMemory {
+                resource: res.key(),
+                host: cx.host.name.clone(),
+                what,
+                span: field.source_span(),
+                file: field.file,
+            });
+            None
+        }
         Err(e) => {
             let field = res.span_of("content");
             let mut span = match e.line() {

@@ -3,10 +3,14 @@
 //! A template is a small program the spec's authors write, and minijinja bounds only some of
 //! what a program can do: fuel bounds its steps and the output is bounded by the writer, but
 //! `{% set s = s ~ s %}` thirty times asks for 8 GiB in thirty steps, and an allocation that
-//! fails aborts the process. So while a user template renders, the allocator counts what the
-//! rendering thread holds, and past the budget it stops bellc with a diagnostic that names the
-//! template (prepared before rendering, since nothing may be allocated at that point) and exit
-//! code 1, instead of an abort.
+//! fails aborts the process. So a user template renders on a helper thread of its own
+//! ([`run_within`]), and the allocator counts what that thread holds. Past the budget the
+//! allocation is never answered: the helper thread stops for good where it is (it can neither
+//! fail the allocation, which aborts, nor unwind out of an allocator), and the thread that
+//! asked for the rendering sees it stop and gets [`OverBudget`], which the build reports as a
+//! diagnostic of the template, as any other error of the build: the library never exits, and
+//! a build that fails leaves its output as it was. The stopped thread keeps what it held, at
+//! most the budget, until the process ends.
 //!
 //! The count is kept only when the binary installs [`Budgeted`] as its global allocator
 //! (`bellc` does); a library user without it renders unbounded, as before.
@@ -14,7 +18,11 @@
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The most memory one template may hold while it renders.
 pub const MAX_TEMPLATE_MEMORY: usize = 256 << 20;
@@ -24,8 +32,9 @@ thread_local! {
     static LIMIT: Cell<usize> = const { Cell::new(0) };
     /// Bytes allocated minus bytes freed on this thread since the rendering began.
     static HELD: Cell<isize> = const { Cell::new(0) };
-    /// The diagnostic to print when the budget is exceeded (owned by the [`Guard`]).
-    static MESSAGE: Cell<(*const u8, usize)> = const { Cell::new((std::ptr::null(), 0)) };
+    /// On a helper thread: the flag it raises when it went over its budget (owned by the
+    /// thread's own loop, which never ends once it is raised).
+    static OVER: Cell<*const AtomicBool> = const { Cell::new(std::ptr::null()) };
 }
 
 /// mimalloc, counting what a rendering template holds.
@@ -81,42 +90,102 @@ fn charge(bytes: isize) {
     });
 }
 
-/// Prints the prepared diagnostic and ends the process, without allocating.
+/// Raises this helper thread's flag and stops the thread for good, without allocating.
 fn over_budget() -> ! {
-    let (ptr, len) = MESSAGE.with(Cell::get);
-    if !ptr.is_null() {
-        // SAFETY: the pointer and length are those of the `Guard`'s message, which lives
-        // until the guard is dropped, and the guard clears them before it drops it.
+    LIMIT.with(|l| l.set(0));
+    let flag = OVER.with(Cell::get);
+    if !flag.is_null() {
+        // SAFETY: the flag is an `Arc` the helper thread's loop holds for as long as the
+        // thread runs, and this thread never returns from here.
+        unsafe { (*flag).store(true, Ordering::SeqCst) };
+    }
+    loop {
+        // SAFETY: `pause` only waits for a signal.
         unsafe {
-            libc::write(2, ptr.cast(), len);
+            libc::pause();
         }
     }
-    // SAFETY: `_exit` ends the process at once; nothing of bellc's output has been written
-    // while rendering, so there is nothing to finish.
-    unsafe { libc::_exit(1) }
 }
 
-/// While it lives, this thread's allocations count against `limit`; past it, `message` is
-/// printed and bellc exits with code 1.
-pub struct Guard {
-    message: Box<[u8]>,
+/// The template held more than its budget of memory; its thread was stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    OverBudget,
+    /// The helper thread ended without an answer (a panic in the template engine).
+    Lost,
 }
 
-impl Guard {
-    pub fn new(limit: usize, message: String) -> Guard {
-        let message = message.into_bytes().into_boxed_slice();
-        MESSAGE.with(|m| m.set((message.as_ptr(), message.len())));
-        HELD.with(|h| h.set(0));
-        LIMIT.with(|l| l.set(limit));
-        Guard { message }
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A calling thread's helper: where its templates render.
+struct Helper {
+    jobs: mpsc::Sender<(usize, Job)>,
+    over: Arc<AtomicBool>,
+}
+
+impl Helper {
+    fn spawn() -> Option<Helper> {
+        let (jobs, queue) = mpsc::channel::<(usize, Job)>();
+        let over = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&over);
+        std::thread::Builder::new()
+            .name("bellc-template".into())
+            .spawn(move || {
+                OVER.with(|o| o.set(Arc::as_ptr(&flag)));
+                for (limit, job) in queue {
+                    HELD.with(|h| h.set(0));
+                    LIMIT.with(|l| l.set(limit));
+                    job();
+                    LIMIT.with(|l| l.set(0));
+                }
+            })
+            .ok()?;
+        Some(Helper { jobs, over })
     }
 }
 
-impl Drop for Guard {
-    fn drop(&mut self) {
-        LIMIT.with(|l| l.set(0));
-        MESSAGE.with(|m| m.set((std::ptr::null(), 0)));
-        // `self.message` is freed after this, with the budget off.
-        let _ = self.message.len();
-    }
+thread_local! {
+    static HELPER: RefCell<Option<Helper>> = const { RefCell::new(None) };
+}
+
+/// Runs `job` on this thread's helper thread while what the helper holds counts against
+/// `limit`: its result, or [`Stopped::OverBudget`] when it went over (the helper is then left
+/// stopped, and the next call starts another).
+pub fn run_within<T: Send + 'static>(
+    limit: usize,
+    job: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Stopped> {
+    let (answer, answered) = mpsc::sync_channel(1);
+    let job: Job = Box::new(move || {
+        let _ = answer.send(job());
+    });
+    let over = HELPER.with(|cell| {
+        let mut helper = cell.borrow_mut();
+        if helper.is_none() {
+            *helper = Helper::spawn();
+        }
+        let Some(h) = helper.as_ref() else {
+            return Err(Stopped::Lost);
+        };
+        match h.jobs.send((limit, job)) {
+            Ok(()) => Ok(Arc::clone(&h.over)),
+            Err(_) => {
+                *helper = None;
+                Err(Stopped::Lost)
+            }
+        }
+    })?;
+    let stopped = loop {
+        match answered.recv_timeout(Duration::from_millis(20)) {
+            Ok(value) => return Ok(value),
+            Err(mpsc::RecvTimeoutError::Timeout) if over.load(Ordering::SeqCst) => {
+                break Stopped::OverBudget;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break Stopped::Lost,
+        }
+    };
+    // The helper is stopped (or gone): the next template gets a new one.
+    HELPER.with(|cell| cell.borrow_mut().take());
+    Err(stopped)
 }

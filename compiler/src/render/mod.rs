@@ -34,7 +34,7 @@ use crate::spec::Kind;
 use crate::targets::Target;
 use bell_bundle::{File, Manifest, Resource, Script, Trigger};
 use miette::{Diagnostic, SourceSpan};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -62,6 +62,23 @@ pub enum RenderError {
         span: SourceSpan,
         #[help]
         help: String,
+        file: FileId,
+    },
+    #[error("the template of `{resource}` on host `{host}` {what}")]
+    #[diagnostic(
+        code(bell::render::template_memory),
+        help(
+            "a template writes one file; a string that doubles in a loop grows without end. \
+             Nothing was written"
+        )
+    )]
+    TemplateMemory {
+        resource: String,
+        host: String,
+        /// `used more than 256 MiB of memory while rendering`, or why it was not rendered.
+        what: String,
+        #[label("this template")]
+        span: SourceSpan,
         file: FileId,
     },
     #[error("`{path}` is written by both `{first}` and `{second}`")]
@@ -115,6 +132,7 @@ impl RenderError {
     fn file_id(&self) -> Option<FileId> {
         match self {
             RenderError::Template { file, .. }
+            | RenderError::TemplateMemory { file, .. }
             | RenderError::PathConflict { file, .. }
             | RenderError::Invalid { file, .. }
             | RenderError::SecretWithoutIdentity { file, .. }
@@ -201,16 +219,18 @@ pub struct HostContext<'a> {
 }
 
 pub struct Renderer {
-    env: minijinja::Environment<'static>,
+    env: Arc<minijinja::Environment<'static>>,
     /// The same environment in minijinja's debug mode, whose errors carry the failing
     /// expression's range (so that a template error can name the undefined name, see
     /// `render::undefined`). Only a template that failed renders again in it: debug mode
     /// costs about 5 % of rendering a fleet of unique hosts.
-    debug_env: std::sync::OnceLock<minijinja::Environment<'static>>,
+    debug_env: Arc<std::sync::OnceLock<minijinja::Environment<'static>>>,
     /// Parts of bundles rendered already (see [`parts`]); `None` with `BELLC_PART_MEMO=off`
     /// in the environment, which renders every part of every bundle: for the test that
     /// compares the two, and for anyone who suspects the memo.
     parts: Option<parts::PartMemo>,
+    /// The user templates that ran out of memory in this build, by their text.
+    exhausted: std::sync::Mutex<HashSet<String>>,
 }
 
 impl Default for Renderer {
@@ -263,6 +283,10 @@ fn render_bounded(
 
 /// The detail of the error of a template whose output outgrew [`MAX_TEMPLATE_OUTPUT`].
 pub const OUTPUT_TOO_LARGE: &str = "the output grew past 16 MiB";
+/// The detail of the error of a template that held more than its memory budget.
+pub const TEMPLATE_MEMORY: &str = "the template held more than its memory while rendering";
+/// The detail of the error of a template not rendered because it ran out of memory before.
+pub const TEMPLATE_MEMORY_BEFORE: &str = "the template ran out of memory for another host";
 
 /// The second line of a stdlib script that acts on the running system only (the prelude writes
 /// it when the template sets `live_only`): with `BELL_OFFLINE=1` the script exits 0 before it
@@ -291,12 +315,13 @@ fn environment(debug: bool) -> minijinja::Environment<'static> {
 impl Renderer {
     pub fn new() -> Renderer {
         Renderer {
-            env: environment(false),
-            debug_env: std::sync::OnceLock::new(),
+            env: Arc::new(environment(false)),
+            debug_env: Arc::default(),
             parts: match std::env::var_os("BELLC_PART_MEMO") {
                 Some(v) if v == "off" => None,
                 _ => Some(parts::PartMemo::default()),
             },
+            exhausted: Default::default(),
         }
     }
 
@@ -388,31 +413,44 @@ impl Renderer {
 
     /// Renders a template written by the user (file content, unit content), within the limits
     /// of a template: [`MAX_TEMPLATE_STEPS`] steps, [`MAX_TEMPLATE_OUTPUT`] bytes of output, and
-    /// [`budget::MAX_TEMPLATE_MEMORY`] held while it renders. `place` begins the diagnostic
-    /// printed if the memory runs out (`bell.kdl:3:5: the template of ...`), which has to be
-    /// written before rendering: when memory runs out, nothing more can be formatted.
+    /// [`budget::MAX_TEMPLATE_MEMORY`] held while it renders (on a helper thread, see
+    /// [`budget`]). A template that ran out of memory fails with [`TEMPLATE_MEMORY`], and is
+    /// not rendered again for another host of the build ([`TEMPLATE_MEMORY_BEFORE`]): each
+    /// try would keep its budget held.
     pub fn user_template(
         &self,
         source: &str,
         ctx: minijinja::Value,
-        place: &str,
     ) -> Result<String, minijinja::Error> {
-        let _guard = budget::Guard::new(
-            budget::MAX_TEMPLATE_MEMORY,
-            format!(
-                "{place} used more than {} of memory while rendering\n  help: a template \
-                 writes one file; a string that doubles in a loop grows without end. bellc \
-                 stopped without writing anything\n",
-                crate::front::read::bytes(budget::MAX_TEMPLATE_MEMORY as u64)
-            ),
+        let memory_error =
+            |detail| minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, detail);
+        // A lock poisoned by a panic counts the template as spent: it is not tried again.
+        if self.exhausted.lock().map_or(true, |s| s.contains(source)) {
+            return Err(memory_error(TEMPLATE_MEMORY_BEFORE));
+        }
+        let (env, debug_env, text) = (
+            Arc::clone(&self.env),
+            Arc::clone(&self.debug_env),
+            source.to_string(),
         );
-        render_bounded(&self.env, source, ctx.clone()).or_else(|_| {
-            render_bounded(
-                self.debug_env.get_or_init(|| environment(true)),
-                source,
-                ctx,
-            )
-        })
+        let rendered = budget::run_within(budget::MAX_TEMPLATE_MEMORY, move || {
+            render_bounded(&env, &text, ctx.clone()).or_else(|_| {
+                render_bounded(debug_env.get_or_init(|| environment(true)), &text, ctx)
+            })
+        });
+        match rendered {
+            Ok(result) => result,
+            Err(budget::Stopped::OverBudget) => {
+                if let Ok(mut sources) = self.exhausted.lock() {
+                    sources.insert(source.to_string());
+                }
+                Err(memory_error(TEMPLATE_MEMORY))
+            }
+            Err(budget::Stopped::Lost) => Err(minijinja::Error::new(
+                minijinja::ErrorKind::InvalidOperation,
+                "the template engine stopped while rendering it",
+            )),
+        }
     }
 
     /// Renders a host's bundle; `order` is the apply order shared by every host of its model.
