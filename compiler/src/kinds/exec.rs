@@ -153,8 +153,8 @@ pub const DEFAULT_TIMEOUT: u64 = 1800;
 pub const MAX_TIMEOUT: u64 = 7 * 24 * 3600;
 
 fn seconds(res: &ResolvedResource, field: &str) -> Option<u64> {
-    match res.fields.get(field) {
-        Some((Value::Int(i), _)) => u64::try_from(*i).ok(),
+    match res.value(field) {
+        Some(Value::Int(i)) => u64::try_from(*i).ok(),
         _ => None,
     }
 }
@@ -242,8 +242,8 @@ pub fn policy(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<ExecPol
              `rerun=\"once-successfully\"`, or drop `reboot=#true`",
         );
     }
-    let timeout = match res.fields.get("timeout") {
-        Some((Value::Str(s), _)) if s == "infinite" => {
+    let timeout = match res.value("timeout") {
+        Some(Value::Str(s)) if s == "infinite" => {
             error(
                 "timeout",
                 format!("`{key}` cannot have an infinite `timeout`"),
@@ -251,7 +251,7 @@ pub fn policy(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<ExecPol
             );
             DEFAULT_TIMEOUT
         }
-        Some((Value::Int(0), _)) => {
+        Some(Value::Int(0)) => {
             error(
                 "timeout",
                 format!("`{key}` has a `timeout` of 0 seconds"),

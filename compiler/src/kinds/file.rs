@@ -104,13 +104,15 @@ impl ResourceKind for File {
                 Kind::UNIT => format!("{unit_dir}/{}", res.name),
                 _ => res.name.clone(),
             };
-            let mode = res.str("mode").unwrap_or("0644");
-            let owner = res.str("owner").unwrap_or("root");
-            let group = res.str("group").unwrap_or("root");
+            // A unit file is root's, 0644: only a file says otherwise.
+            let given = |field| (res.kind == Kind::FILE).then(|| res.str(field)).flatten();
+            let mode = given("mode").unwrap_or("0644");
+            let owner = given("owner").unwrap_or("root");
+            let group = given("group").unwrap_or("root");
             let mode_bits = u32::from_str_radix(mode, 8).unwrap_or(0o644);
             if mode_bits & 0o004 != 0 && looks_like_private_key(content.as_bytes()) {
                 // At the mode when the spec gave one, else at the content.
-                let field = if res.str("mode").is_some() {
+                let field = if given("mode").is_some() {
                     "mode"
                 } else {
                     "content"

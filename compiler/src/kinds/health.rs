@@ -101,11 +101,9 @@ impl ResourceKind for Health {
 fn policy(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<ProbePolicy> {
     let mut ok = true;
     let mut number = |field: &str, default: u64, what: &str, help: &str| -> u64 {
-        match res.fields.get(field) {
+        match res.value(field) {
             None => default,
-            Some((Value::Int(n), _))
-                if (1..=i64::try_from(LONGEST).unwrap_or(i64::MAX)).contains(n) =>
-            {
+            Some(Value::Int(n)) if (1..=i64::try_from(LONGEST).unwrap_or(i64::MAX)).contains(n) => {
                 *n as u64
             }
             Some(_) => {

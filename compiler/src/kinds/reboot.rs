@@ -149,9 +149,9 @@ impl ResourceKind for Reboot {
 
 /// The hooks' `timeout`, or the diagnostic that says why it is out of range.
 fn hook_timeout(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<u64> {
-    match res.fields.get("timeout") {
+    match res.value("timeout") {
         None => Some(DEFAULT_HOOK_TIMEOUT),
-        Some((Value::Int(n), _)) if (1..=LONGEST_HOOK as i64).contains(n) => Some(*n as u64),
+        Some(Value::Int(n)) if (1..=LONGEST_HOOK as i64).contains(n) => Some(*n as u64),
         Some(_) => {
             invalid(
                 diags,

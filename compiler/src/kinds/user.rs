@@ -100,7 +100,7 @@ impl ResourceKind for User {
                 });
                 continue;
             }
-            let rule = sudo_rule(user.fields.get("sudo").map(|(v, _)| v));
+            let rule = sudo_rule(user.value("sudo"));
             let sudo = rule.is_some();
             let manage_keys = user.str("ssh-keys") != Some("unmanaged");
             let keys: &[String] = if manage_keys {
@@ -283,7 +283,7 @@ fn can_take_over_from(user: &ResolvedResource) -> bool {
     let manage_keys = user.str("ssh-keys") != Some("unmanaged");
     let keys = manage_keys && !user.list("ssh-key").is_empty();
     let password = user.str("password").is_some();
-    match user.fields.get("sudo").map(|(v, _)| v) {
+    match user.value("sudo") {
         Some(Value::Bool(true)) => password || keys,
         Some(Value::Str(p)) if p == "password" => password,
         _ => false,
@@ -396,7 +396,7 @@ pub fn writes(user: &ResolvedResource, path: &str) -> Option<(&'static str, &'st
     if user.str("ssh-keys") != Some("unmanaged") && path == format!("{home}/.ssh/authorized_keys") {
         return Some(("authorized_keys", "ssh-key"));
     }
-    let sudo = sudo_rule(user.fields.get("sudo").map(|(v, _)| v)).is_some();
+    let sudo = sudo_rule(user.value("sudo")).is_some();
     if sudo && path == format!("{}/bell-{name}", SUDOERS_DIR.default) {
         return Some(("sudoers drop-in", "sudo"));
     }

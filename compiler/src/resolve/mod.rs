@@ -202,40 +202,98 @@ impl ResolvedResource {
     pub fn key(&self) -> String {
         format!("{}:{}", self.kind.keyword(), self.name)
     }
+    // A kind reads its fields through these accessors, by name. A name its schema does not
+    // declare, or a read as a type the field never has, would read as "not set" and quietly
+    // change what is rendered: in debug builds (every test) it panics instead, with the name.
+
+    /// The value of `field`, of whatever type it was written with.
+    #[track_caller]
+    pub fn value(&self, field: &str) -> Option<&Value> {
+        self.declared(field, |_| true);
+        self.fields.get(field).map(|(value, _)| value)
+    }
+    #[track_caller]
     pub fn str(&self, field: &str) -> Option<&str> {
+        self.declared(field, |ty| {
+            !matches!(
+                ty,
+                FieldType::Bool
+                    | FieldType::Strings
+                    | FieldType::StrMap
+                    | FieldType::OnOffMap
+                    | FieldType::DebconfList
+            )
+        });
         match self.fields.get(field) {
             Some((Value::Str(s), _)) => Some(s),
             _ => None,
         }
     }
+    #[track_caller]
     pub fn bool(&self, field: &str) -> Option<bool> {
+        self.declared(field, |ty| {
+            matches!(ty, FieldType::Bool | FieldType::BoolOrStr)
+        });
         match self.fields.get(field) {
             Some((Value::Bool(b), _)) => Some(*b),
             _ => None,
         }
     }
+    #[track_caller]
     pub fn list(&self, field: &str) -> &[String] {
+        self.declared(field, |ty| matches!(ty, FieldType::Strings));
         match self.fields.get(field) {
             Some((Value::List(l), _)) => l,
             _ => &[],
         }
     }
+    #[track_caller]
     pub fn map(&self, field: &str) -> Option<&BTreeMap<String, String>> {
+        self.declared(field, |ty| {
+            matches!(ty, FieldType::StrMap | FieldType::OnOffMap)
+        });
         match self.fields.get(field) {
             Some((Value::Map(m), _)) => Some(m),
             _ => None,
         }
     }
+    #[track_caller]
     pub fn debconf(&self) -> &[Debconf] {
+        self.declared("debconf", |ty| matches!(ty, FieldType::DebconfList));
         match self.fields.get("debconf") {
             Some((Value::Debconf(d), _)) => d,
             _ => &[],
         }
     }
+    #[track_caller]
     pub fn span_of(&self, field: &str) -> Span {
+        self.declared(field, |_| true);
         self.fields
             .get(field)
             .map_or(self.origin.span, |(_, o)| o.span)
+    }
+
+    /// In debug builds, panics unless this resource's kind declares `field` with a type that
+    /// `fits` the accessor.
+    #[track_caller]
+    fn declared(&self, field: &str, fits: fn(FieldType) -> bool) {
+        // `after` is read of every resource (the order, a probe that nothing may follow),
+        // whether its kind takes one or not.
+        if !cfg!(debug_assertions) || field == FieldSchema::AFTER.name {
+            return;
+        }
+        match self.kind.schema().iter().find(|f| f.name == field) {
+            None => panic!(
+                "kind `{}` reads field `{field}`, which its schema does not declare",
+                self.kind.keyword()
+            ),
+            Some(f) if !fits(f.ty) => panic!(
+                "kind `{}` reads field `{field}` ({:?}) as another type",
+                self.kind.keyword(),
+                f.ty
+            ),
+            Some(_) => {}
+        }
     }
 }
 
@@ -676,5 +734,42 @@ fn check_required(
                 file: resource.origin.span.file,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file() -> ResolvedResource {
+        let origin = Origin {
+            layer: None,
+            span: Span::new(FileId(0), (0, 0).into()),
+        };
+        ResolvedResource {
+            kind: Kind::FILE,
+            name: "/etc/a".into(),
+            origin,
+            fields: BTreeMap::from([("mode", (Value::Str("0600".into()), origin))]),
+        }
+    }
+
+    #[test]
+    fn a_kind_reads_the_fields_its_schema_declares() {
+        assert_eq!(file().str("mode"), Some("0600"));
+        assert_eq!(file().str("owner"), None);
+        assert!(file().list("after").is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "kind `file` reads field `mdoe`, which its schema does not declare")]
+    fn a_misspelt_field_is_caught_where_it_is_read() {
+        file().str("mdoe");
+    }
+
+    #[test]
+    #[should_panic(expected = "kind `file` reads field `mode` (Mode) as another type")]
+    fn a_field_read_as_another_type_is_caught() {
+        file().bool("mode");
     }
 }
