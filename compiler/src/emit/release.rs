@@ -2,7 +2,7 @@
 //! that names exactly that (the hash of the host → bundle table).
 
 use crate::graph::waves::{self, Policy, Wave};
-use crate::resolve::{Model, ResolvedHost};
+use crate::resolve::ResolvedHost;
 use crate::spec::{Kind, MaxUnavailable};
 use bell_bundle::{Release, ReleaseHost, Rollout, Snapshots};
 use std::collections::{BTreeMap, HashMap};
@@ -19,13 +19,13 @@ pub fn release(
 ) -> Release {
     // Once per resolved configuration: hosts that share a model share its snapshots, and
     // whether it reboots them.
-    let mut of_model: HashMap<*const Model, (Arc<Snapshots>, bool)> = HashMap::new();
+    let mut of_model: HashMap<crate::resolve::ModelId, (Arc<Snapshots>, bool)> = HashMap::new();
     let hosts: BTreeMap<String, ReleaseHost> = hosts
         .iter()
         .filter_map(|h| {
             let bundle = bundle_of.get(h.name.as_str())?;
             let (snapshots, reboots) = of_model
-                .entry(Arc::as_ptr(&h.model))
+                .entry(h.model_id)
                 .or_insert_with(|| {
                     let mut described = ReleaseHost::default();
                     Kind::describe_in_release(&h.model, &mut described);

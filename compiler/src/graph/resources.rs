@@ -251,7 +251,7 @@ pub fn order_hosts(
     diags: &mut Diagnostics,
 ) -> Vec<Option<Arc<ResourceOrder>>> {
     // Looked up once per host (a million): foldhash rather than SipHash.
-    let mut by_model: foldhash::HashMap<*const Model, Option<Arc<ResourceOrder>>> =
+    let mut by_model: foldhash::HashMap<crate::resolve::ModelId, Option<Arc<ResourceOrder>>> =
         Default::default();
     let mut reported = HashSet::new();
     // What some host has: an `after` naming one of these is not a typo on a host that lacks
@@ -260,10 +260,10 @@ pub fn order_hosts(
         .iter()
         .map(|(kind, name)| (RefKind::Resource(*kind), name.clone()))
         .collect();
-    let mut seen: foldhash::HashSet<*const Model> = Default::default();
+    let mut seen: foldhash::HashSet<crate::resolve::ModelId> = Default::default();
     let mut distinct: HashMap<u64, Vec<Arc<ResourceOrder>>> = HashMap::new();
     for host in hosts {
-        if seen.insert(Arc::as_ptr(&host.model)) {
+        if seen.insert(host.model_id) {
             declared.extend(
                 host.model
                     .sysctl
@@ -282,7 +282,7 @@ pub fn order_hosts(
         .iter()
         .map(|host| {
             by_model
-                .entry(Arc::as_ptr(&host.model))
+                .entry(host.model_id)
                 .or_insert_with(|| {
                     let mut local = Diagnostics::new();
                     let order = order_with(

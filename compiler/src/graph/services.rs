@@ -130,19 +130,17 @@ struct ModelInfo<'r> {
 /// makes the order meaningless (an unmet count, a cycle).
 pub fn check(hosts: &[ResolvedHost], diags: &mut Diagnostics) -> Option<ServiceLayers> {
     // Distinct models, in order of first host.
-    let mut model_index: HashMap<*const Model, usize> = HashMap::new();
+    let mut model_index: HashMap<crate::resolve::ModelId, usize> = HashMap::new();
     let mut models: Vec<ModelInfo> = Vec::new();
     let mut host_model = Vec::with_capacity(hosts.len());
     for (h, host) in hosts.iter().enumerate() {
-        let m = *model_index
-            .entry(std::sync::Arc::as_ptr(&host.model))
-            .or_insert_with(|| {
-                models.push(ModelInfo {
-                    model: &host.model,
-                    hosts: Vec::new(),
-                });
-                models.len() - 1
+        let m = *model_index.entry(host.model_id).or_insert_with(|| {
+            models.push(ModelInfo {
+                model: &host.model,
+                hosts: Vec::new(),
             });
+            models.len() - 1
+        });
         models[m].hosts.push(h);
         host_model.push(m);
     }

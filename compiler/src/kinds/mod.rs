@@ -310,14 +310,13 @@ pub fn implied(
 /// The implied resources of a fleet, each with how many hosts get it (once per distinct
 /// model and target: the same for every host that shares them).
 pub fn implied_in_fleet(hosts: &[ResolvedHost]) -> Vec<(ImpliedResource, usize)> {
-    let mut per_model: std::collections::HashMap<(usize, &str), Vec<ImpliedResource>> =
-        std::collections::HashMap::new();
+    let mut per_model: std::collections::HashMap<
+        (crate::resolve::ModelId, &str),
+        Vec<ImpliedResource>,
+    > = std::collections::HashMap::new();
     let mut found: Vec<(ImpliedResource, usize)> = Vec::new();
     for host in hosts {
-        let key = (
-            std::sync::Arc::as_ptr(&host.model) as usize,
-            host.target.as_str(),
-        );
+        let key = (host.model_id, host.target.as_str());
         let implied = per_model.entry(key).or_insert_with(|| {
             crate::targets::get(&host.target)
                 .map(|t| implied(&host.model, t))
@@ -338,10 +337,10 @@ pub fn implied_in_fleet(hosts: &[ResolvedHost]) -> Vec<(ImpliedResource, usize)>
 
 pub fn check_hosts(hosts: &[ResolvedHost], sources: &Sources, diags: &mut Diagnostics) {
     use std::collections::HashSet;
-    let mut seen: HashSet<*const Model> = HashSet::new();
+    let mut seen: HashSet<crate::resolve::ModelId> = HashSet::new();
     let mut reported = HashSet::new();
     for host in hosts {
-        if !seen.insert(std::sync::Arc::as_ptr(&host.model)) {
+        if !seen.insert(host.model_id) {
             continue;
         }
         let mut local = Diagnostics::new();

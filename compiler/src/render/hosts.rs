@@ -80,10 +80,11 @@ pub fn render_fleet_streamed<'h, E: Send>(
                 .unwrap_or_else(bell_seal::SealKey::random),
         ),
     };
-    let mut groups: BTreeMap<(usize, &str, Option<&str>), Vec<usize>> = BTreeMap::new();
-    let mut uses_host: HashMap<usize, bool> = HashMap::new();
+    let mut groups: BTreeMap<(crate::resolve::ModelId, &str, Option<&str>), Vec<usize>> =
+        BTreeMap::new();
+    let mut uses_host: HashMap<crate::resolve::ModelId, bool> = HashMap::new();
     for (i, host) in resolution.hosts.iter().enumerate() {
-        let model_id = Arc::as_ptr(&host.model) as usize;
+        let model_id = host.model_id;
         let per_host = *uses_host
             .entry(model_id)
             .or_insert_with(|| renderer.reads_host(&host.model));

@@ -347,13 +347,20 @@ pub struct ResolvedHost {
     pub identity: Option<String>,
     pub target: String,
     pub model: Arc<Model>,
+    /// Which of [`Resolution::models`] `model` is: hosts are grouped by it, never by where
+    /// their model happens to be in memory.
+    pub model_id: ModelId,
 }
+
+/// A configuration's place in [`Resolution::models`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ModelId(pub u32);
 
 #[derive(Debug, Clone)]
 pub struct Resolution {
     pub hosts: Vec<ResolvedHost>,
-    /// Distinct models, for statistics and for per-model work.
-    pub model_count: usize,
+    /// The distinct models, in the order of the first host of each in the spec.
+    pub models: Vec<Arc<Model>>,
 }
 
 /// Resolves every host. Static checks of the whole spec (removals, labels, unmatched
@@ -373,7 +380,8 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
 
     // Index label overrides by the labels they test, so matching is linear in hosts.
     // Looked up once per host: hashed by foldhash (seeded, fast) rather than SipHash.
-    let mut layer_sets: foldhash::HashMap<Vec<usize>, Arc<Model>> = Default::default();
+    let mut layer_sets: foldhash::HashMap<Vec<usize>, ModelId> = Default::default();
+    let mut models: Vec<Arc<Model>> = Vec::new();
     // Models of the first layers of a host's, which hosts' models are built on.
     let mut prefixes: foldhash::HashMap<Vec<usize>, Arc<Model>> = Default::default();
     let mut matched = vec![false; spec.overrides.len()];
@@ -383,21 +391,24 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
     let matcher = Matcher::new(spec);
     // Each distinct (model, target) once: the sysctl keys of its layers are checked against
     // that target's kernel.
-    let mut reached: foldhash::HashSet<(usize, &str)> = Default::default();
+    let mut reached: foldhash::HashSet<(ModelId, &str)> = Default::default();
     for host in &spec.hosts {
         let layers = matcher.layers_for(spec, host);
         for &i in &layers {
             matched[i] = true;
         }
-        let model = match layer_sets.get(&layers) {
-            Some(m) => m.clone(),
+        let model_id = match layer_sets.get(&layers) {
+            Some(&id) => id,
             None => {
                 let model = Arc::new(model_for(spec, &layers, &mut prefixes));
                 check_required(&model, host, &spec.rejected, diags, &mut missing_reported);
-                layer_sets.insert(layers.clone(), model.clone());
-                model
+                let id = ModelId(models.len() as u32);
+                models.push(model);
+                layer_sets.insert(layers.clone(), id);
+                id
             }
         };
+        let model = Arc::clone(&models[model_id.0 as usize]);
         let target = host.target.as_ref().or(spec.fleet.target.as_ref());
         let target = match target {
             Some(t) => {
@@ -417,7 +428,7 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
                         file: t.span.file,
                     });
                 }
-                reached.insert((Arc::as_ptr(&model) as usize, t.value.as_str()));
+                reached.insert((model_id, t.value.as_str()));
                 t.value.clone()
             }
             None => {
@@ -436,6 +447,7 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
             identity: host.identity.clone(),
             target,
             model,
+            model_id,
         });
     }
     for (i, ov) in spec.overrides.iter().enumerate() {
@@ -466,9 +478,9 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
             });
         }
     }
-    let layers_of: HashMap<usize, &Vec<usize>> = layer_sets
+    let layers_of: HashMap<ModelId, &Vec<usize>> = layer_sets
         .iter()
-        .map(|(layers, model)| (Arc::as_ptr(model) as usize, layers))
+        .map(|(layers, &id)| (id, layers))
         .collect();
     let mut by_layer: BTreeSet<(Option<usize>, String)> = BTreeSet::new();
     for (model, target) in reached {
@@ -482,10 +494,7 @@ pub fn resolve(spec: &Spec, known_targets: &[&str], diags: &mut Diagnostics) -> 
         use rayon::slice::ParallelSliceMut;
         hosts.par_sort_by(|a, b| a.name.cmp(&b.name));
     }
-    Resolution {
-        hosts,
-        model_count: layer_sets.len(),
-    }
+    Resolution { hosts, models }
 }
 
 fn matches(m: &Match, host: &Host) -> bool {

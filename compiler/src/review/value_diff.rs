@@ -19,7 +19,6 @@ use crate::spec::Spec;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
 
 /// The version of the JSON `bellc diff --values --json` prints.
 pub const VALUE_DIFF_FORMAT: u32 = 1;
@@ -98,7 +97,7 @@ pub struct Locator<'a> {
     sources: &'a Sources,
     hosts: HashMap<&'a str, &'a ResolvedHost>,
     /// By (model, key): the place, or `None` where the spec gives the model another value.
-    found: HashMap<(usize, String), Option<(String, String)>>,
+    found: HashMap<(crate::resolve::ModelId, String), Option<(String, String)>>,
 }
 
 impl<'a> Locator<'a> {
@@ -121,7 +120,7 @@ impl<'a> Locator<'a> {
     fn locate(&mut self, host: &str, key: &str, value: &str) -> Option<(String, String)> {
         let resolved = *self.hosts.get(host)?;
         let model = &resolved.model;
-        let id = (Arc::as_ptr(model) as usize, key.to_string());
+        let id = (resolved.model_id, key.to_string());
         if let Some(found) = self.found.get(&id) {
             return found.clone();
         }
