@@ -6,7 +6,6 @@ use crate::keys::{keep_own_seal_key, load_seal_key, load_sign_key, own_seal_key,
 use crate::{peak_rss_kib, read_check, review, Failure};
 use bellc::diagnostic::Diagnostics;
 use bellc::emit::incremental::Found;
-use bellc::fleet::signing;
 use bellc::source::Sources;
 
 pub fn build(
@@ -70,7 +69,10 @@ pub fn build(
     // An unsigned release.json over a signed one (and its kept copy unsigned) would
     // make every host that trusts the key refuse every pull.
     // (Unchanged inputs make the same release, whose signature the build keeps.)
-    if !*check && sign_key.is_none() && found != Found::Current && signing::out_is_signed(out, None)
+    if !*check
+        && sign_key.is_none()
+        && found != Found::Current
+        && bellc::fleet::out_is_signed(out, None)
     {
         return Err(Failure::Usage(format!(
             "{} holds signed releases: a build into it must be signed as well; give \

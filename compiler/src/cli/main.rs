@@ -427,7 +427,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             let key = load_sign_key(signing)?;
             if key.is_none() {
                 let fleet = read_release(out)?.fleet;
-                if signing::out_is_signed(out, Some(&fleet)) {
+                if bellc::fleet::out_is_signed(out, Some(&fleet)) {
                     return Err(Failure::Usage(format!(
                         "{} holds signed releases, and the waves' and the abort's releases \
                          must be signed as well: give `--sign-key KEY` (nothing was changed)\n  \

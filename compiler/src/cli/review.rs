@@ -130,8 +130,8 @@ pub fn publish(out: &Path, dest: &str, access: &bell_store::Access) -> Result<u8
         // A rollout's controller owns the desired map until it is done or aborted.
         let progress = rollout::load_progress(etcd, &release.fleet).map_err(|e| e.to_string())?;
         if let Some(p) = progress.filter(|p| !matches!(p.phase, Phase::Done | Phase::Aborted)) {
-            let key = bellc::fleet::signing::out_is_signed(out, Some(&release.fleet))
-                .then_some(Path::new("KEY"));
+            let key =
+                bellc::fleet::out_is_signed(out, Some(&release.fleet)).then_some(Path::new("KEY"));
             return Err(format!(
                 "the rollout of release {} stands {} in fleet {}: publishing would change the \
                  hosts' bundles under it\n  help: finish it with `{}`, or take it back with \

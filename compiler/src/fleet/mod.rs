@@ -23,3 +23,9 @@ pub mod status;
 pub mod store_roles;
 pub mod trusted;
 pub mod witness;
+
+/// Whether OUT's releases are signed: its release.json, a release it keeps, or the rollout
+/// record of `fleet` (when given). Then nothing may write a release into it without the key.
+pub fn out_is_signed(out: &std::path::Path, fleet: Option<&str>) -> bool {
+    signing::releases_are_signed(out) || fleet.is_some_and(|fleet| record::is_signed(out, fleet))
+}

@@ -378,12 +378,10 @@ pub fn keep_release(
     })
 }
 
-/// Whether OUT's releases are signed: its release.json, a release it keeps, or the rollout
-/// record of `fleet` (when given). Then nothing may write a release into it without the key.
-pub fn out_is_signed(out: &Path, fleet: Option<&str>) -> bool {
+/// Whether OUT's releases are signed: its release.json or a release it keeps.
+pub fn releases_are_signed(out: &Path) -> bool {
     releases::signature_path(&out.join(RELEASE_FILE)).exists()
         || releases::list(out).is_ok_and(|kept| kept.iter().any(|r| r.signed))
-        || fleet.is_some_and(|fleet| super::record::is_signed(out, fleet))
 }
 
 /// A minisign signature of `bytes`, with the release's identity in the trusted comment.

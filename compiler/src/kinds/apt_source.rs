@@ -80,28 +80,26 @@ impl ResourceKind for AptSource {
                 None
             };
             if let Some((field, message, help)) = mistake {
-                diags.push(super::package::invalid(
-                    source.span_of(field),
-                    message,
-                    help,
-                ));
+                crate::render::common::invalid(diags, source.span_of(field), message, help);
             }
             let placeholder = source
                 .str("url")
                 .is_some_and(|url| url.contains(validate::SNAPSHOT_PLACEHOLDER));
             match (source.str("snapshot"), placeholder) {
-                (Some(_), false) => diags.push(super::package::invalid(
+                (Some(_), false) => crate::render::common::invalid(
+                    diags,
                     source.span_of("snapshot"),
                     format!("`{}` has a snapshot, but its url has no `{{snapshot}}`", source.key()),
                     "write `{snapshot}` into the url where the archive puts its snapshots, such as \
                      `url=\"http://snapshot.debian.org/archive/debian/{snapshot}\"`",
-                )),
-                (None, true) => diags.push(super::package::invalid(
+                ),
+                (None, true) => crate::render::common::invalid(
+                    diags,
                     source.span_of("url"),
                     format!("the url of `{}` holds `{{snapshot}}`, but no snapshot is given", source.key()),
                     "pin the repository with `snapshot=\"20261120T000000Z\"` (the archive's name for \
                      it), or write the url without `{snapshot}`",
-                )),
+                ),
                 _ => {}
             }
         }

@@ -25,6 +25,7 @@
 pub mod discovery;
 pub mod etcd;
 pub mod hold;
+pub mod keys;
 pub mod members;
 pub mod prefetch;
 pub mod proof;
@@ -371,37 +372,7 @@ pub fn check_name(what: &str, name: &str) -> Result<(), String> {
     }
 }
 
-pub fn running_key(fleet: &str, host: &str) -> String {
-    format!("/bell/{fleet}/running/{host}")
-}
-
-/// Where the last report of `command` is: an apply's (or pull's) under `running/`, the others
-/// under `reports/COMMAND/`, so that a host that alternates pulls and checks compares each
-/// with the last of its kind and writes nothing when neither changed.
-pub fn report_key(fleet: &str, command: &str, host: &str) -> String {
-    if command == "apply" {
-        running_key(fleet, host)
-    } else {
-        format!("/bell/{fleet}/reports/{command}/{host}")
-    }
-}
-
-pub fn status_key(fleet: &str, category: &str, host: &str) -> String {
-    format!("/bell/{fleet}/status/{category}/{host}")
-}
-
-/// Bound to the host's lease: there while the host runs (see [`Store::keep_alive`]).
-pub fn alive_key(fleet: &str, host: &str) -> String {
-    format!("/bell/{fleet}/alive/{host}")
-}
-
-pub fn desired_key(fleet: &str, host: &str) -> String {
-    format!("/bell/{fleet}/desired/{host}")
-}
-
-pub fn version_key(fleet: &str) -> String {
-    format!("/bell/{fleet}/current_version")
-}
+pub use keys::{alive_key, desired_key, report_key, running_key, status_key, version_key};
 
 /// How a client reaches the fleet's store beyond its URL: what TLS trusts and presents.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -60,7 +60,7 @@ pub fn pull_keys(fleet: &str, host: &str, slot: Option<(&str, &str)>) -> Vec<Str
     );
     keys.push(crate::alive_key(fleet, host));
     if let Some((prefix, group)) = slot {
-        keys.push(crate::semaphore::semaphore_key(prefix, group));
+        keys.push(crate::keys::semaphore_key(prefix, group));
     }
     keys
 }

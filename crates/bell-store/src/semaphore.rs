@@ -150,18 +150,7 @@ struct Since {
 /// How often a transaction that lost a race is tried again before giving up.
 const ATTEMPTS: u32 = 50;
 
-/// The default prefix: the fleet's own part of the store.
-pub fn default_prefix(fleet: &str) -> String {
-    format!("/bell/{fleet}")
-}
-
-pub fn semaphore_key(prefix: &str, group: &str) -> String {
-    format!("{prefix}/groups/{}/v1/semaphore", query_escape(group))
-}
-
-pub fn holder_key(prefix: &str, group: &str, host: &str) -> String {
-    format!("{prefix}/groups/{}/v1/holders/{host}", query_escape(group))
-}
+pub use crate::keys::{default_prefix, holder_key, query_escape, query_unescape, semaphore_key};
 
 /// Takes a slot of `group` for `host`, sizing the semaphore to `slots` (the release's budget).
 /// The holder record is signed with `key`, the host's identity, when it has one.
@@ -383,49 +372,6 @@ fn backoff(attempt: u32, host: &str) {
     });
     let ms = 5 + (spread.wrapping_add(u64::from(attempt) * 7919) % 45) + u64::from(attempt) * 5;
     std::thread::sleep(Duration::from_millis(ms));
-}
-
-/// Go's `url.QueryEscape`: letters, digits and `-_.~` stay, a space becomes `+`, every other
-/// byte `%XX`.
-pub fn query_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                out.push(byte as char)
-            }
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    out
-}
-
-/// The inverse of [`query_escape`] (`%XX` and `+`).
-pub fn query_unescape(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = text
-            .get(i + 1..i + 3)
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (b'+', _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
