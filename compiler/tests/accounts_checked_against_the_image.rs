@@ -4,10 +4,10 @@
 //! file of the image locks the account out. Both are notes of the user resource, on its line of
 //! the apply's output and in `bell-run status`, whether it was applied by itself or in its
 //! batch; an image that has both says nothing.
-mod common;
-use common::fleet::{bell_run, text};
-use common::pulling::image_root;
-use common::Fixture;
+use crate::common;
+use crate::common::fleet::{bell_run, text};
+use crate::common::pulling::image_root;
+use crate::common::Fixture;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;

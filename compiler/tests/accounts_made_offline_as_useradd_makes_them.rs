@@ -4,9 +4,8 @@
 //! `useradd --root` as the apply runs it (live, and for what the writer leaves to it), and
 //! compares the databases and the home directories, byte for byte and mode for mode.
 
-mod common;
-use common::in_memory::{bundle, is_root};
-use common::{batch_script, have, script};
+use crate::common::in_memory::{bundle, is_root};
+use crate::common::{batch_script, have, script};
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;

@@ -2,8 +2,7 @@
 //! with builtins, and says for each profile of the resource's file whether it is loaded in the
 //! spec's mode. Run for real against lists written into a tmpfs mounted over
 //! /sys/kernel/security inside `unshare --mount`, so the machine's AppArmor is not touched.
-mod common;
-use common::*;
+use crate::common::*;
 
 const SPEC: &str = r####"fleet "f" target="debian-12"
 host "h"

@@ -1,10 +1,10 @@
 //! `bellc check --strict` compiles every AppArmor profile with the build machine's
 //! apparmor_parser and reports its error at the line of the spec.
 
-mod common;
+use crate::common;
+use crate::common::have;
 use bellc::diagnostic::Diagnostics;
 use bellc::source::Sources;
-use common::have;
 
 /// `bellc check --strict`'s profile pass over `spec`: how many profiles apparmor_parser read,
 /// and the diagnostics, one line each.

@@ -3,8 +3,8 @@
 //! apt then reads the release's own sources only, so `apt upgrade=#true` goes to that snapshot
 //! and nothing newer.
 
-mod common;
-use common::in_memory::{build, bundle, errors, text};
+use crate::common;
+use crate::common::in_memory::{build, bundle, errors, text};
 
 const PINNED: &str = r#"fleet "f" target="debian-12"
 host "h"

@@ -1,8 +1,7 @@
 //! `apt-source`: a deb822 `bell-NAME.sources` file and its `bell-NAME.asc` keyring as managed
 //! files of the source's resource, and an `apt-get update` trigger on their directories.
 
-mod common;
-use common::in_memory::{bundle, text};
+use crate::common::in_memory::{bundle, text};
 
 const KEY: &str =
     "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmQINBGV\n-----END PGP PUBLIC KEY BLOCK-----";

@@ -4,8 +4,7 @@
 //! `systemd-escape` for mounts), `apparmor_parser` for every profile and `visudo -c` for every
 //! sudoers file. The walk is generic, so kinds added later are covered too.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -3,8 +3,7 @@
 //! labels drive overrides like any; every mistake at once with its place. Discovery end to end
 //! is `enroll_and_assign.rs`'s.
 
-mod common;
-use common::in_memory::{build, errors};
+use crate::common::in_memory::{build, errors};
 
 fn roles(text: &str) -> Vec<(String, String)> {
     let b = build(text);

@@ -8,12 +8,11 @@
 //! slot, its rack's other hosts still finish, `bellc status` says `unhealthy`, and
 //! `bellc lock release` frees it.
 
-mod common;
+use crate::common::fleet::{bell_run, text, EtcdCluster};
+use crate::common::pulling::racked_hosts as hosts;
+use crate::common::pulling::*;
+use crate::common::Fixture;
 use bell_store::semaphore;
-use common::fleet::{bell_run, text, EtcdCluster};
-use common::pulling::racked_hosts as hosts;
-use common::pulling::*;
-use common::Fixture;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -2,8 +2,7 @@
 //! two mounts on one target, two resources writing one path, two AppArmor profiles claiming one
 //! name or executable, a template error inside file content, an unknown target.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 fn errors(spec: &str) -> Vec<String> {
     let (compiled, lines) = compile(spec);

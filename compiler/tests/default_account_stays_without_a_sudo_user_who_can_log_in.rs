@@ -1,8 +1,7 @@
 //! Divingbell's safety rule: the target's built-in account is expired only when a managed user
 //! has sudo and a way to log in; otherwise the build warns (and still builds) and says why.
 
-mod common;
-use common::in_memory::build;
+use crate::common::in_memory::build;
 
 const KEY: &str =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPAydqFJPL5VvU88Mt5c04CAp5Ch/deM8Y1db3CQH0Z2 ops@example";

@@ -2,8 +2,7 @@
 //! bytes; hosts with identical configuration share one bundle; rebuilds rewrite nothing that
 //! did not change, keep the release they replace, and `prune` removes what no kept release
 //! names.
-mod common;
-use common::*;
+use crate::common::*;
 
 /// The three-role example, with the key its secrets are named and sealed with: the same for
 /// two checkouts, as CI's is for every build.

@@ -5,11 +5,11 @@
 //! host is left untouched and says so; `bellc lock status` and `bellc lock release` show and
 //! free the slots.
 
-mod common;
+use crate::common;
+use crate::common::fleet::{bell_run, text, Etcd};
+use crate::common::pulling::*;
+use crate::common::Fixture;
 use bell_store::semaphore::{self, Slot};
-use common::fleet::{bell_run, text, Etcd};
-use common::pulling::*;
-use common::Fixture;
 use std::path::Path;
 
 /// Four hosts in two racks, one slot per rack; in `broken` releases h2's apply fails.

@@ -3,7 +3,7 @@
 //! anchors of headings); every chapter is in the README's map; and the README stays short (what
 //! the project is, the two commands, a tour and the map), the rest being in the chapters.
 
-mod common;
+use crate::common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

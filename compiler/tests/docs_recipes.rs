@@ -22,7 +22,7 @@
 //! `BELL_RECIPE_SHOW=1` prints what each console command showed and keeps the scratch
 //! directory (the hosts' logs of the trial are in its `bell/hosts/`).
 
-mod common;
+use crate::common;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -4,9 +4,8 @@
 //! file and a live sysctl are changed behind bell's back. `bell-run check` names exactly those
 //! two and exits 2; `bell-run apply` of the same bundle puts the file back and applies the
 //! drifted sysctl again (its check said so), after which `check` is clean.
-mod common;
-use common::fleet::*;
-use common::*;
+use crate::common::fleet::*;
+use crate::common::*;
 use std::process::Command;
 
 const SPEC: &str = r#"fleet "lab" target="debian-12"

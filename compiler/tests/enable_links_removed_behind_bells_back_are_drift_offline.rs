@@ -4,8 +4,7 @@
 //! (is-active, findmnt, loaded AppArmor profiles) is not read offline: those checks exit 0, and
 //! a unit neither enabled nor started has no check at all. The live halves run in the VM test.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 const SPEC: &str = r##"

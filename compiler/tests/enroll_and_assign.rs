@@ -5,11 +5,10 @@
 //! accepted name is flagged, not accepted; one never accepted shows in `status` as
 //! `discovered`. A real etcd; bellc and bell-run as built.
 
-mod common;
-use common::enrolling::{host_root, register};
-use common::fleet::Etcd;
-use common::serving::Server;
-use common::Fixture;
+use crate::common::enrolling::{host_root, register};
+use crate::common::fleet::Etcd;
+use crate::common::serving::Server;
+use crate::common::Fixture;
 use serde_json::Value;
 
 const SPEC: &str = r#"fleet "f" target="debian-12"

@@ -2,12 +2,11 @@
 //! shells, `systemd-escape`, and systemd's own unit file parser (`systemd-analyze verify`,
 //! whose debug log dumps the parsed unit).
 
+use crate::common::have;
 use bellc::escape::{
     mount_unit_name, shell_quote, systemd_escape_path, unit_environment, unit_exec_arg,
     unit_exec_path, unit_value,
 };
-mod common;
-use common::have;
 use std::path::Path;
 use std::process::{Command, Output};
 

@@ -8,9 +8,9 @@
 //! may read, a mirror whose certificate is not trusted or expired and a plain `etcd://` are
 //! each refused, with what and why, and the root unchanged.
 
-mod common;
-use common::fleet::{bell_run, text, EtcdCluster, Nginx, Pki};
-use common::pulling::*;
+use crate::common;
+use crate::common::fleet::{bell_run, text, EtcdCluster, Nginx, Pki};
+use crate::common::pulling::*;
 
 #[test]
 fn publish_pull_and_status_go_on_over_tls_when_a_member_dies() {

@@ -2,8 +2,7 @@
 //! (naming each feature that is not as the bundle sets it) or unreadable. Run against a stub
 //! `ethtool` that prints what `ethtool -k` prints; the live path runs in the VM test.
 
-mod common;
-use common::{compile_ok, only_bundle, script};
+use crate::common::{compile_ok, only_bundle, script};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};

@@ -3,10 +3,9 @@
 //! it stays run when something unrelated on the host changes. Built by the real `bellc` and
 //! applied by the real `bell-run` into a temporary root.
 
-mod common;
-use common::fleet::{apply_into, bell_run, text};
-use common::in_memory::bundle;
-use common::Fixture;
+use crate::common::fleet::{apply_into, bell_run, text};
+use crate::common::in_memory::bundle;
+use crate::common::Fixture;
 use std::path::Path;
 
 /// `count` scripts in name order, each appending its name to `$BELL_ROOT/ran`; `failing`

@@ -2,9 +2,9 @@
 //! manifest for bell-run, and the policy rules of the language are diagnostics that point at
 //! the property breaking them.
 
-mod common;
+use crate::common;
+use crate::common::in_memory::{bundle, errors, example};
 use bell_bundle::{ExecPolicy, OnFailure, Rerun};
-use common::in_memory::{bundle, errors, example};
 use std::collections::BTreeMap;
 
 #[test]

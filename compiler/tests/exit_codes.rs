@@ -1,8 +1,8 @@
 //! bellc's exit codes: a usage error is 64 (sysexits' EX_USAGE), apart from spec errors (1)
 //! and inputs that cannot be used (2), and `--help` lists every code.
 
-mod common;
-use common::Fixture;
+use crate::common;
+use crate::common::Fixture;
 
 const SPEC: &str = "fleet \"f\" target=\"debian-12\"\nhost \"h\"\n";
 

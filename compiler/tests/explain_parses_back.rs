@@ -2,12 +2,11 @@
 //! (with a `fleet` line before it) to the same configuration, and, where the host needs no
 //! other host (no `uses`), to the very same bundle. Secrets show as `"<secret>"`; the test puts
 //! the password back before building, as a reader pasting the output would.
-mod common;
+use crate::common::*;
 use bellc::diagnostic::Diagnostics;
 use bellc::resolve::ResolvedHost;
 use bellc::source::Sources;
 use bellc::spec::Value;
-use common::*;
 use std::collections::BTreeMap;
 
 type Facts = (

@@ -4,9 +4,8 @@
 //! fewer fields than asked for, a name that is a prefix of another, the first of two lines of
 //! one name, blanks kept, a last line without its newline, backslashes and glob characters.
 
-mod common;
+use crate::common::{have, repo_root};
 use bellc::escape::shell_quote;
-use common::{have, repo_root};
 use std::fmt::Write as _;
 use std::process::Command;
 

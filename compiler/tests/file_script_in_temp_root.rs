@@ -2,8 +2,7 @@
 //! run for real over a temp root holding the file as bell-run would switch it, then over one
 //! where the host did not take the mode or the content.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 
 #[test]

@@ -3,9 +3,9 @@
 //! one never reports, one reported too long ago, one is still on the previous release, one
 //! drifted, and one host outside the release reports: every host gets the right state, the
 //! failed host comes first, and the exit code says that someone must look.
-mod common;
-use common::fleet::*;
-use common::*;
+use crate::common;
+use crate::common::fleet::*;
+use crate::common::*;
 use std::path::Path;
 
 fn spec(swappiness: u32) -> String {

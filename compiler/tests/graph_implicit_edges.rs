@@ -3,8 +3,7 @@
 //! before scripts and before what they own, mounts before scripts, a file before a unit that
 //! names it, and scripts in name order.
 
-mod common;
-use common::spec_dir::frontend;
+use crate::common::spec_dir::frontend;
 
 const SPEC: &str = r##"fleet "t" target="ubuntu-24.04"
 host "h1" address="10.0.0.1"

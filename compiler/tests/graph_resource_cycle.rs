@@ -2,8 +2,8 @@
 //! lines involved and explains the implicit edges in words; an `after` naming a resource the
 //! host does not have points at the reference with a suggestion.
 
-mod common;
-use common::spec_dir::build;
+use crate::common;
+use crate::common::spec_dir::build;
 
 const HEAD: &str = r#"fleet "t" target="ubuntu-24.04"
 host "h1" address="10.0.0.1" role="web"

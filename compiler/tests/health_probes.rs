@@ -3,9 +3,8 @@
 //! time with every mistake pointing at its value, and run by the real bell-run after an apply;
 //! `bellc status` shows a host whose configuration applied but whose probe fails as
 //! `unhealthy`, apart from `failed`.
-mod common;
-use common::fleet::*;
-use common::*;
+use crate::common::fleet::*;
+use crate::common::*;
 
 const SPEC: &str = r#"fleet "lab" target="debian-12"
 host "web-1" role="web"

@@ -12,11 +12,12 @@
 //! what was served, and exactly the expected ones fire. Last, a hold placed while a fourth
 //! rollout is paused: the controller leaves that host out when it gives the wave.
 
-mod common;
-use common::alerting::Rules;
-use common::fleet::{bell_run, etcdctl, EtcdCluster, Nginx};
-use common::pulling::{build, copy_over, image_root, keep_pulling, motd, TwoReleases, HOSTS};
-use common::serving::Server;
+use crate::common::alerting::Rules;
+use crate::common::fleet::{bell_run, etcdctl, EtcdCluster, Nginx};
+use crate::common::pulling::{
+    build, copy_over, image_root, keep_pulling, motd, TwoReleases, HOSTS,
+};
+use crate::common::serving::Server;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 

@@ -2,8 +2,7 @@
 //! host, `identity` in a JSON inventory, the `bell/identity` annotation of a kubectl node):
 //! checked at its value, carried into `release.json` (which the key signs) without its comment,
 //! required of every host by `fleet … identities="required"`, and never shared by two hosts.
-mod common;
-use common::*;
+use crate::common::*;
 
 const KEY_A: &str =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPAydqFJPL5VvU88Mt5c04CAp5Ch/deM8Y1db3CQH0Z2";

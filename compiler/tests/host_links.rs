@@ -1,8 +1,7 @@
 //! `OUT/hosts/<name>` follows the release: a rebuild links new hosts, repairs a link or an
 //! entry changed by hand, removes the links of hosts that left, and leaves alone what is not a
 //! link (only links are bellc's to remove).
-mod common;
-use common::*;
+use crate::common::*;
 use std::fs;
 use std::path::Path;
 

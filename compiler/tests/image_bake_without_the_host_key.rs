@@ -3,11 +3,11 @@
 //! resource with a sealed script or file, and what depends on one) to the first apply with the
 //! key: that bundle is another generation, so `pull` and the timer do not take it as applied.
 //! The first apply with the key does only what was left out.
-mod common;
-use common::fleet::{bell_run, text};
-use common::pulling::image_root;
-use common::sealing::ssh_key;
-use common::Fixture;
+use crate::common;
+use crate::common::fleet::{bell_run, text};
+use crate::common::pulling::image_root;
+use crate::common::sealing::ssh_key;
+use crate::common::Fixture;
 use std::path::Path;
 use std::process::Command;
 

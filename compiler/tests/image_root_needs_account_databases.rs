@@ -2,10 +2,9 @@
 //! anything changes, naming each missing file, instead of failing halfway with `password hash
 //! of ops was not set`. A bundle without accounts still applies into a bare root.
 
-mod common;
-use common::fleet::{apply_into, bell_run, text};
-use common::pulling::{fingerprint, image_root};
-use common::Fixture;
+use crate::common::fleet::{apply_into, bell_run, text};
+use crate::common::pulling::{fingerprint, image_root};
+use crate::common::Fixture;
 
 const HASH: &str = "$6$bellsalt0123$PS2EAEBNHcsWK7.N4hZehzmPPgLUgs0l1d0XHpozG8/tzzPyAjRmR48g4xwN0czhvqHgGx1ltq1273AGkCgaz/";
 

@@ -5,9 +5,8 @@
 //! against `$BELL_ROOT` with the rest of the build machine read-only and a private `/tmp`;
 //! `offline="defer"`, `offline="skip"` and a root without the script's interpreter do not run
 //! and say why; and a deferred script runs at the next apply that can run it.
-mod common;
-use common::fleet::bell_run;
-use common::*;
+use crate::common::fleet::bell_run;
+use crate::common::*;
 use std::fs;
 use std::path::Path;
 use std::process::Command;

@@ -1,8 +1,8 @@
 //! `bellc import divingbell`: a Divingbell values file becomes a spec that builds and gives
 //! every host what Divingbell gives it (`--verify` checks each host, module and key).
 
-mod common;
-use common::{repo_root, Fixture};
+use crate::common;
+use crate::common::{repo_root, Fixture};
 use std::os::unix::fs::PermissionsExt;
 
 fn fixture_file(name: &str) -> String {

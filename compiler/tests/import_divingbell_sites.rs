@@ -2,8 +2,8 @@
 //! keys left for Deckhand to fill (`user_sshkeys: []`), daemonsets kept to some nodes, users
 //! listed twice, the current chart's own keys, and the chart versions they pinned.
 
-mod common;
-use common::Fixture;
+use crate::common;
+use crate::common::Fixture;
 
 /// The chart's current values, restated: chart settings beside the apt module's newer keys.
 const CURRENT_CHART: &str = r#"images:

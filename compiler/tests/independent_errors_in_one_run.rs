@@ -2,8 +2,7 @@
 //! value (a newline in a unit setting, a control character in a deb822 field) and checks
 //! between valid declarations (two mounts on one target, a package both absent and pinned) sit
 //! beside lowering's own, instead of waiting for every earlier error to be fixed.
-mod common;
-use common::*;
+use crate::common::*;
 
 const SPEC: &str = r##"fleet "f" target="debian-12"
 host "h"

@@ -1,7 +1,6 @@
 //! Hosts from inline nodes, JSON inventories (plain lists and `kubectl get nodes -o json`),
 //! and spec files pulled in with `include` globs, with include cycles reported.
-mod common;
-use common::*;
+use crate::common::*;
 
 const KUBECTL: &str = r#"{
   "apiVersion": "v1",

@@ -6,10 +6,9 @@
 //! /proc/cmdline and one over /proc/modules, a stub `update-grub` that writes the command line
 //! grub.cfg would carry); a blacklisted module that is loaded waits for the boot the same way.
 
-mod common;
-use common::fleet::bell_run;
-use common::in_memory::{bundle, errors, text};
-use common::{value_of, Fixture};
+use crate::common::fleet::bell_run;
+use crate::common::in_memory::{bundle, errors, text};
+use crate::common::{value_of, Fixture};
 use std::process::Command;
 
 const SPEC: &str = r#"fleet "k" target="debian-12"

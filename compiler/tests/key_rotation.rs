@@ -4,10 +4,9 @@
 //! the old (leaked) key is refused. And the trust file a spec writes is checked at build time,
 //! since a host refuses every release when it cannot use its trust file.
 
-mod common;
-use common::fleet::{bell_run, text};
-use common::pulling::{copy_over, image_root, motd, pull, refused, HOSTS};
-use common::Fixture;
+use crate::common::fleet::{bell_run, text};
+use crate::common::pulling::{copy_over, image_root, motd, pull, refused, HOSTS};
+use crate::common::Fixture;
 
 /// The `.pub` file's key line.
 fn key_line(fx: &Fixture, name: &str) -> String {

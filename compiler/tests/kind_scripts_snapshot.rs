@@ -2,8 +2,7 @@
 //! as an insta snapshot (compiler/tests/snapshots/), so that every change to what lands on
 //! hosts is reviewed as a diff.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const SPEC: &str = r###"
 fleet "t" target="ubuntu-24.04"

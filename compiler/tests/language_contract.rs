@@ -1,6 +1,5 @@
 //! Every snippet of LANGUAGE.md is accepted, as one file and split across includes.
-mod common;
-use common::*;
+use crate::common::*;
 
 /// The contract's snippet, verbatim (tests/fixtures/language/bell.kdl), with an inventory and
 /// an included file so that its `inventory` and `include` nodes resolve.

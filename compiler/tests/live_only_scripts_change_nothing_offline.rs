@@ -4,9 +4,9 @@
 //! changes nothing under the root (its state directory included), with an empty state
 //! directory and with one holding every file the script reads from it. It also pins which
 //! scripts are marked, and that a user's `exec` script never is, whatever its second line.
-mod common;
+use crate::common;
+use crate::common::in_memory::{bundle, example};
 use bellc::render::LIVE_ONLY_LINE;
-use common::in_memory::{bundle, example};
 use std::collections::BTreeSet;
 use std::path::Path;
 

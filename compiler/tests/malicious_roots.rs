@@ -3,9 +3,9 @@
 //! Every case is refused, the message names the link, and the tree outside the root is
 //! unchanged byte for byte, mode for mode, mtime for mtime. An absolute link is resolved
 //! inside the root, as the booted image will see it, and nothing outside changes either.
-mod common;
-use common::fleet::*;
-use common::*;
+use crate::common;
+use crate::common::fleet::*;
+use crate::common::*;
 use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::Path;
 

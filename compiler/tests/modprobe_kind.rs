@@ -1,9 +1,8 @@
 //! The `modprobe` kind: a module's options and blacklisting in bell's own modprobe.d file,
 //! read back by the real `modprobe --showconfig`, and every mistake pointed at its value.
 
-mod common;
-use common::have;
-use common::in_memory::{bundle, errors, text};
+use crate::common::have;
+use crate::common::in_memory::{bundle, errors, text};
 use std::process::Command;
 
 const SPEC: &str = r#"

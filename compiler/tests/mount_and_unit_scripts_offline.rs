@@ -4,8 +4,7 @@
 //! revert removes only what bell created. Starting, restarting and checking the mount with
 //! findmnt need a booted systemd and are left to the VM tests.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 fn link(root: &Path, rel: &str) -> Option<String> {

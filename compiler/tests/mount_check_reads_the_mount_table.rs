@@ -4,8 +4,7 @@
 //! inside `unshare --mount`: tmpfs over /mnt (the mount points), /etc/systemd/system (the enable
 //! links) and /dev (a udev-style UUID link), so nothing of the machine is touched; `systemctl`
 //! is a stub that answers from the same namespace and counts its calls.
-mod common;
-use common::*;
+use crate::common::*;
 
 const SPEC: &str = r#"fleet "f" target="debian-12"
 host "h"

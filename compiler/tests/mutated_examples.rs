@@ -4,7 +4,7 @@
 //! lines swapped, duplicated or cut, a file truncated. The generator is seeded, so a failure
 //! names the seed that reproduces it (`BELL_MUTATION_SEED=N`).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,8 +1,7 @@
 //! What a platform engineer new to bellc gets wrong in a first spec (a YAML habit, a typo in a
 //! value, a property written as a child node, a label value that matches nothing) comes back at
 //! the value's own line and column, with a help line that says the fix, in one run.
-mod common;
-use common::*;
+use crate::common::*;
 
 const VALUES: &str = r##"fleet "first" target="debian-12"
 host "node-1" role="compute" address="10.0.2.256"

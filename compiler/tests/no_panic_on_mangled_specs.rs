@@ -1,7 +1,6 @@
 //! Truncated and mutated versions of the examples never make bellc panic: every outcome is
 //! either a build or diagnostics.
-mod common;
-use common::*;
+use crate::common::*;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Deterministic mutations, so a failure reproduces.

@@ -1,7 +1,6 @@
 //! A node written where it does not belong says where it does belong, and a misspelt node
 //! gets the closest name allowed in that place.
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn nodes_in_the_wrong_place_say_where_they_belong() {

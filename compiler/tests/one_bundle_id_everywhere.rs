@@ -4,9 +4,8 @@
 //! `--seal-key`) and name the bundles the build wrote; without it they say their ids are
 //! another key's. (`bell-run apply --dry-run` of a bake without the host's key names the
 //! bundle too: `image_bake_without_the_host_key.rs`.)
-mod common;
-use common::sealing::ssh_key;
-use common::Fixture;
+use crate::common::sealing::ssh_key;
+use crate::common::Fixture;
 
 fn spec(identity: &str) -> String {
     format!(

@@ -2,9 +2,8 @@
 //! layers in declaration order, host layers last, later wins key by key) and exclusive
 //! (Divingbell's rule: at most one; a host override beats label overrides; among label
 //! overrides the last matching one wins), `#null`, `remove`, and property-by-property merging.
-mod common;
+use crate::common::*;
 use bellc::resolve::ResolvedHost;
-use common::*;
 use std::collections::BTreeMap;
 
 /// Resolves a spec and returns every host's sysctl values and resource keys.

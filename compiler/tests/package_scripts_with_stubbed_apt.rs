@@ -2,10 +2,9 @@
 //! `debconf-set-selections` and `dpkg-reconfigure` replaced on PATH by stubs that keep a tiny
 //! package database and log every call. (The real apt runs in the VM end-to-end test.)
 
-mod common;
+use crate::common::in_memory::bundle;
+use crate::common::script;
 use bellc::render::RenderedBundle;
-use common::in_memory::bundle;
-use common::script;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 

@@ -1,8 +1,7 @@
 //! Rendering and writing run on every core, yet a build is byte-identical to a serial one; and
 //! a change to one host rewrites exactly that host's bundle, its pointer and release.json.
-mod common;
+use crate::common::*;
 use bell_fleetgen::{FleetGen, Inventory, Shape};
-use common::*;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -55,9 +54,9 @@ fn stamps(out: &Path) -> BTreeMap<String, (u64, i64, i64)> {
         .filter_map(Result::ok)
         .filter(|e| {
             !e.file_type().is_dir()
-                && e.file_name() != bellc::emit::incremental::RECORD_FILE
-                && e.file_name() != bellc::emit::incremental::FINGERPRINT_FILE
-                && e.file_name() != bellc::emit::incremental::RENDER_CACHE_FILE
+                && e.file_name() != bellc::emit::out_dir::RECORD_FILE
+                && e.file_name() != bellc::emit::out_dir::FINGERPRINT_FILE
+                && e.file_name() != bellc::emit::out_dir::RENDER_CACHE_FILE
         })
         .map(|e| {
             let m = std::fs::symlink_metadata(e.path()).expect("meta");

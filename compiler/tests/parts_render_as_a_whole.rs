@@ -2,8 +2,7 @@
 //! the memo (`render/parts.rs`), is byte for byte the bundle rendered whole: every example and
 //! every shape of the fleet generator, built both ways (`BELLC_PART_MEMO=off` renders every
 //! part of every bundle).
-mod common;
-use common::*;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;

@@ -3,8 +3,7 @@
 //! originals back. Glob characters expand on the host; every other character of the spec path,
 //! however hostile, is literal.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 

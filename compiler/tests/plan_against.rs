@@ -1,8 +1,7 @@
 //! `bellc plan --against OLD_OUT` plans only the hosts whose bundle changed since the release
 //! in OLD_OUT.
 
-mod common;
-use common::spec_dir::{bellc, examples};
+use crate::common::spec_dir::{bellc, examples};
 use std::path::Path;
 
 fn copy_example(dir: &Path) {

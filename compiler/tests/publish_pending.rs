@@ -1,9 +1,8 @@
 //! `bellc publish OUT --store etcd://…` makes a build the fleet's desired release in a real
 //! etcd, and `bell-run pending` tells a host whether its applied bundle is the desired one
 //! (exit 0 up to date, 10 update pending).
-mod common;
-use common::fleet::*;
-use common::*;
+use crate::common::fleet::*;
+use crate::common::*;
 
 fn spec(hosts: &[&str], value: u32) -> String {
     let mut s = String::from("fleet \"lab\" target=\"debian-12\"\n");

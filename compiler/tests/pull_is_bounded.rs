@@ -2,9 +2,8 @@
 //! `release.json` in a source directory, cannot hold `bell-run pull` (and with it the host's
 //! timer) for ever. Each is refused, within `--fetch-timeout`, with the root as it was.
 
-mod common;
-use common::fleet::bell_run;
-use common::pulling::{fingerprint, image_root};
+use crate::common::fleet::bell_run;
+use crate::common::pulling::{fingerprint, image_root};
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Stdio};

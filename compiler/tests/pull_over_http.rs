@@ -6,11 +6,11 @@
 //! and refuses one that the signed release does not name for it, which `bellc status` shows; a
 //! pull killed mid-download is never applied and the next one fetches only what was missing.
 
-mod common;
+use crate::common;
+use crate::common::fleet::{bell_run, text, Etcd, Nginx};
+use crate::common::pulling::*;
+use crate::common::Fixture;
 use bell_store::semaphore::query_unescape;
-use common::fleet::{bell_run, text, Etcd, Nginx};
-use common::pulling::*;
-use common::Fixture;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -4,8 +4,8 @@
 //! dnsmasq) on its loopback, each name must connect to the address the files and DNS give it
 //! (nothing listens there, so the refusal names the address), or fail with the reason.
 
-mod common;
-use common::fleet::bell_run;
+use crate::common;
+use crate::common::fleet::bell_run;
 use std::collections::BTreeMap;
 use std::process::Command;
 

@@ -3,9 +3,8 @@
 //! older release, and refuse an expired one, a tampered or truncated file, an unsigned release
 //! or another key's, each with the root exactly as it was. Real bellc, real bell-run.
 
-mod common;
-use common::fleet::{bell_run, text};
-use common::pulling::*;
+use crate::common::fleet::{bell_run, text};
+use crate::common::pulling::*;
 
 #[test]
 fn hosts_pull_signed_releases_from_a_directory_and_refuse_what_they_must() {

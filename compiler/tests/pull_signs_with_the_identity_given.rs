@@ -2,11 +2,10 @@
 //! bake before the host has its key in the root) files reports signed with that key, so that
 //! readers verify them: its row is `up-to-date` and not flagged `unverified`. Without a key, or with
 //! another host's, the pull says what its rows will read and why, before a rollout waits on it.
-mod common;
-use common::fleet::{bell_run, run_bin, text, Etcd};
-use common::pulling::image_root;
-use common::sealing::ssh_key;
-use common::{row, Fixture};
+use crate::common::fleet::{bell_run, run_bin, text, Etcd};
+use crate::common::pulling::image_root;
+use crate::common::sealing::ssh_key;
+use crate::common::{row, Fixture};
 
 #[test]
 fn reports_are_signed_with_the_identity_the_pull_was_given() {

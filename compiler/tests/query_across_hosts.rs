@@ -3,8 +3,7 @@
 //! group or among those without; `--where` selects what `match` would and a glob what it
 //! names; secrets stay hidden; mistakes are usage errors that say what would be right.
 
-mod common;
-use common::{bellc_in, repo_root, Run};
+use crate::common::{bellc_in, repo_root, Run};
 use std::collections::BTreeMap;
 
 fn examples(args: &[&str]) -> Run {

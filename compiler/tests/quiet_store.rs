@@ -6,9 +6,9 @@
 //! written, so that its row says since when and after how many attempts. Real etcd, real
 //! bellc and bell-run.
 
-mod common;
-use common::fleet::{bell_run, run_bin, text, Etcd};
-use common::pulling::*;
+use crate::common;
+use crate::common::fleet::{bell_run, run_bin, text, Etcd};
+use crate::common::pulling::*;
 
 #[test]
 fn a_run_that_changes_nothing_writes_nothing_and_liveness_is_a_lease() {

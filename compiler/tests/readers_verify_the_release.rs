@@ -2,9 +2,8 @@
 //! signed it: a mirror that edits `release.json` (drops an unhealthy host, names another
 //! identity) or serves it unsigned is refused by `bellc status URL`, `bellc serve` and `bellc
 //! lock status`, naming what it refused, before anything is shown.
-mod common;
-use common::fleet::*;
-use common::pulling::TwoReleases;
+use crate::common::fleet::*;
+use crate::common::pulling::TwoReleases;
 
 #[test]
 fn a_mirrors_edited_release_is_refused_by_every_reader_that_trusts_the_key() {

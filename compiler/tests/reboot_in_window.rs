@@ -13,10 +13,9 @@
 //! (and runs `after-boot` again on its next pull), a healthy one gives it back. A reboot that
 //! did not take effect keeps the slot and does not reboot again.
 
-mod common;
-use common::fleet::{bell_run, Etcd};
-use common::pulling::copy_over;
-use common::Fixture;
+use crate::common::fleet::{bell_run, Etcd};
+use crate::common::pulling::copy_over;
+use crate::common::Fixture;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -3,8 +3,7 @@
 //! bell-run uses, every mistake at once, and the `kernel-args` of the host travel with it for
 //! a kexec. The reboot itself is `reboot_in_window.rs`'s.
 
-mod common;
-use common::in_memory::{build, bundle, errors, text};
+use crate::common::in_memory::{build, bundle, errors, text};
 
 const SPEC: &str = r#"fleet "k" target="debian-12"
 host "db-1" role="db"

@@ -5,10 +5,10 @@
 //! registration under an inventory name with another identity, and names one that is not
 //! signed by the key it names.
 
-mod common;
-use common::enrolling::{host_root, register};
-use common::fleet::{bell_run, run_bin, Etcd};
-use common::Fixture;
+use crate::common;
+use crate::common::enrolling::{host_root, register};
+use crate::common::fleet::{bell_run, run_bin, Etcd};
+use crate::common::Fixture;
 
 #[test]
 fn hosts_register_and_an_operator_sees_them_pending() {

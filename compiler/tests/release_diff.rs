@@ -1,8 +1,7 @@
 //! `bellc diff OLD NEW` and `bellc build --diff OLD`: two builds of examples/three-role.kdl
 //! that differ in one label override name exactly the hosts of that label, once, with the
 //! changed line; identical builds are no change (exit 0).
-mod common;
-use common::*;
+use crate::common::*;
 
 /// A copy of the example (spec and inventory) in a temporary directory.
 fn example() -> Fixture {

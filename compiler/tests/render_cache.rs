@@ -2,9 +2,8 @@
 //! build rendered for the same inputs (`OUT/.bell-rendered`), and the result is what a build
 //! from scratch writes. A change every host sees renders every host, and so does a rebuild of
 //! an OUT changed by hand.
-mod common;
+use crate::common::*;
 use bell_fleetgen::{FleetGen, Inventory, Shape};
-use common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -23,7 +22,7 @@ fn as_from_scratch(dir: &Path) {
     let fresh = tree(&scratch);
     assert!(fresh.len() > 60);
     for (rel, bytes) in fresh {
-        if rel == bellc::emit::incremental::RECORD_FILE {
+        if rel == bellc::emit::out_dir::RECORD_FILE {
             continue;
         }
         assert!(

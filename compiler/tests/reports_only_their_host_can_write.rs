@@ -8,10 +8,10 @@
 //! rollout whose only healthy-looking report for `b` is forged waits for it and halts at the
 //! wave's time, never counting it converged.
 
-mod common;
-use common::fleet::{bell_run, etcdctl, run_bin, text, Etcd};
-use common::pulling::{image_root, release_of};
-use common::{row, Fixture};
+use crate::common;
+use crate::common::fleet::{bell_run, etcdctl, run_bin, text, Etcd};
+use crate::common::pulling::{image_root, release_of};
+use crate::common::{row, Fixture};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

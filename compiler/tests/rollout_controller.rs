@@ -9,12 +9,12 @@
 //! in a wave and `--resume` goes on without giving anything twice; it then halts on another
 //! failing host, and `--abort` takes the moved hosts back to release 2.
 
-mod common;
-use common::fleet::{bell_run, EtcdCluster, Nginx};
-use common::pulling::{
+use crate::common;
+use crate::common::fleet::{bell_run, EtcdCluster, Nginx};
+use crate::common::pulling::{
     copy_over, image_root, keep_pulling, marks, most_at_once, motd, racked_hosts as hosts, MARKS,
 };
-use common::Fixture;
+use crate::common::Fixture;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

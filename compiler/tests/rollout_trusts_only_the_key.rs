@@ -13,12 +13,11 @@
 //! unsigned build into the served directory is refused; and release 5, whose probe fails on
 //! one host, halts there with that host unhealthy, never counted converged.
 
-mod common;
-use common::fleet::{bell_run, etcdctl, Etcd, Nginx};
-use common::pulling::{
+use crate::common::fleet::{bell_run, etcdctl, Etcd, Nginx};
+use crate::common::pulling::{
     copy_over, fingerprint, image_root, keep_pulling, marks, motd, release_of, HOSTS, MARKS,
 };
-use common::{Fixture, Run};
+use crate::common::{Fixture, Run};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

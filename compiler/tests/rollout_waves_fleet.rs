@@ -2,11 +2,10 @@
 //! (etcd ← api ← workers), under a count and a percentage: every wave is checked against the
 //! invariants a rollout relies on.
 
-mod common;
+use crate::common::spec_dir::{build, frontend};
 use bellc::graph::waves::{plan, Policy, Wave};
 use bellc::resolve::ResolvedHost;
 use bellc::spec::MaxUnavailable;
-use common::spec_dir::{build, frontend};
 use std::collections::{HashMap, HashSet};
 
 const HOSTS: usize = 1000;

@@ -3,8 +3,7 @@
 //! out. Every rendered script of a spec that uses every kind and every option that touches a
 //! path is read line by line; `malicious_roots.rs` shows the helper at work.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const SPEC: &str = r###"
 fleet "t" target="debian-12"

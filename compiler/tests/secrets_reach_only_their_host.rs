@@ -4,11 +4,11 @@
 //! its own secrets in place; no plaintext nor its sha256 is in OUT, on the mirror, in etcd or in
 //! any command's output; another host's key opens nothing; a sealed file swapped on the mirror
 //! for one validly sealed to the host by someone else is refused with the root unchanged.
-mod common;
-use common::fleet::{bell_run, etcdctl, run_bin, text, Etcd, Nginx};
-use common::pulling::{copy_over, fingerprint, image_root, pull};
-use common::sealing::{assert_not_in, assert_nowhere, host_key_in, needles, ssh_seed};
-use common::Fixture;
+use crate::common;
+use crate::common::fleet::{bell_run, etcdctl, run_bin, text, Etcd, Nginx};
+use crate::common::pulling::{copy_over, fingerprint, image_root, pull};
+use crate::common::sealing::{assert_not_in, assert_nowhere, host_key_in, needles, ssh_seed};
+use crate::common::Fixture;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 

@@ -3,9 +3,9 @@
 //! identity. OUT holds no plaintext and no unkeyed hash of one; the host's key opens its own
 //! files (checked with Debian's `age`), another host's key does not; the same inputs give the
 //! same tree, and a host joining a group changes nothing of the others'.
-mod common;
-use common::sealing::{assert_nowhere, needles, ssh_key};
-use common::*;
+use crate::common;
+use crate::common::sealing::{assert_nowhere, needles, ssh_key};
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;

@@ -3,9 +3,9 @@
 //! explained, planned and checked by bellc, and applied into an image root, dry-run, checked
 //! and shown by bell-run. No output holds a secret, and no file bell writes that holds one (in
 //! OUT, in bell-run's directory, on the host) is readable by group or others.
-mod common;
-use common::fleet::*;
-use common::*;
+use crate::common;
+use crate::common::fleet::*;
+use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 

@@ -1,8 +1,7 @@
 //! A host that provides a service must have an address for its consumers to reach; one that
 //! has none is an error at the `service` line that names the host.
 
-mod common;
-use common::spec_dir::build;
+use crate::common::spec_dir::build;
 
 #[test]
 fn a_provider_without_an_address_is_named() {

@@ -1,8 +1,7 @@
 //! Runtime `uses` that go round (load balancers need the controllers up, controllers need the
 //! load balancers up) leave no rollout order; the build says so and suggests `runtime=#false`.
 
-mod common;
-use common::spec_dir::{build, frontend};
+use crate::common::spec_dir::{build, frontend};
 
 fn fleet(lb_uses: &str) -> String {
     format!(

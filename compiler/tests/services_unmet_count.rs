@@ -1,8 +1,7 @@
 //! `uses "NAME" count=N` fails the build when fewer than N hosts provide NAME, and says which
 //! hosts need it and which provide it.
 
-mod common;
-use common::spec_dir::build;
+use crate::common::spec_dir::build;
 
 const FLEET: &str = r#"
 fleet "t" target="ubuntu-24.04"

@@ -3,9 +3,8 @@
 //! of one resource is: the apply puts the file back and marks each resource with a line in it
 //! `*` (drifted → put back), counts them, and reports them; `bell-run check` names them. A
 //! change of one key's value rewrites the file too, and that is no drift of the others.
-mod common;
-use common::fleet::{bell_run, text};
-use common::Fixture;
+use crate::common::fleet::{bell_run, text};
+use crate::common::Fixture;
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;

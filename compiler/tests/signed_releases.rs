@@ -1,8 +1,7 @@
 //! Signed releases: `bellc keygen` and `--sign-key` write minisign keys and signatures that
 //! Debian's `minisign` verifies, keys from `minisign -G -W` sign here, every signing raises
 //! the sequence, and releases are kept by version until pruned.
-mod common;
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;

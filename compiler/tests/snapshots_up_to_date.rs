@@ -1,8 +1,7 @@
 //! `snapshots/` holds the builds of `examples/`; this fails when a change to the compiler or
 //! the stdlib changes what the examples build into, until the snapshots are rebuilt and the
 //! difference is reviewed in the pull request.
-mod common;
-use common::*;
+use crate::common::*;
 
 /// The key the snapshots are built with (public, as the examples' host keys are).
 const SEAL_KEY: &str = "examples/keys/seal.key";

@@ -335,11 +335,10 @@ fn paths_in(code: &str) -> Vec<(usize, Vec<&str>)> {
         loop {
             let name = ident(rest);
             if name.is_empty() {
-                if let Some(group) = rest.strip_prefix('{') {
+                if rest.starts_with('{') {
                     for (offset, _) in group_names(rest) {
                         chains(&rest[offset..], &segments, out);
                     }
-                    let _ = group;
                     return;
                 }
                 break;
@@ -530,14 +529,6 @@ fn workspace_crates() -> Vec<(String, PathBuf, &'static str, Option<&'static str
     crates
 }
 
-/// The circles not broken yet (#92): each must go, and none may come. When one is broken,
-/// this list loses it (the test says so).
-const KNOWN_CIRCLES: &[&str] = &[
-    "bellc (binary): enroll.rs ↔ review.rs ↔ rollout.rs",
-    "bellc (library): emit/bundles.rs ↔ emit/incremental.rs ↔ emit/out_dir.rs ↔ emit/releases.rs ↔ emit/values.rs",
-    "bellc (library): fleet/history.rs ↔ fleet/rollout/mod.rs ↔ fleet/rollout/waiting.rs",
-];
-
 /// Files that import each other, directly or around a circle, are one module in two files:
 /// neither can be read, tested or moved without the other. What both need goes into a file
 /// of its own (or their parent).
@@ -548,18 +539,9 @@ fn no_two_files_of_a_crate_import_each_other() {
         let graph = import_graph(&crate_files(&src, root, skip), &src);
         found.extend(circles(&graph).into_iter().map(|c| format!("{name}: {c}")));
     }
-    let new: Vec<_> = found
-        .iter()
-        .filter(|c| !KNOWN_CIRCLES.contains(&c.as_str()))
-        .collect();
-    let broken: Vec<_> = KNOWN_CIRCLES
-        .iter()
-        .filter(|c| !found.contains(&c.to_string()))
-        .collect();
-    assert!(new.is_empty(), "files that import each other:\n{new:#?}");
     assert!(
-        broken.is_empty(),
-        "broken circles, to take out of KNOWN_CIRCLES: {broken:#?}"
+        found.is_empty(),
+        "files that import each other:\n{found:#?}"
     );
 }
 

@@ -7,11 +7,11 @@
 //! request per refresh, and the page keeps answering when etcd is gone. The overview's
 //! screenshot is written to `target/status-page/overview.png` (the README's picture).
 
-mod common;
-use common::fleet::*;
-use common::pulling::{image_root, release_of};
-use common::serving::Server;
-use common::{repo_root, Fixture};
+use crate::common;
+use crate::common::fleet::*;
+use crate::common::pulling::{image_root, release_of};
+use crate::common::serving::Server;
+use crate::common::{repo_root, Fixture};
 use std::io::{Read, Write};
 use std::process::Command;
 use std::time::{Duration, Instant};

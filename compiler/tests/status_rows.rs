@@ -6,10 +6,10 @@
 //! code, OUT may be left out (the store's release is used) and an old OUT is warned about,
 //! and one metrics file holds both the apply and the check.
 
-mod common;
-use common::fleet::*;
-use common::pulling::{image_root, release_of};
-use common::Fixture;
+use crate::common;
+use crate::common::fleet::*;
+use crate::common::pulling::{image_root, release_of};
+use crate::common::Fixture;
 
 const HOSTS: [&str; 6] = ["ok", "broken", "silent", "drifty", "behind", "baked"];
 

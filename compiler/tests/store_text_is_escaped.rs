@@ -1,9 +1,8 @@
 //! What a host wrote reaches no terminal raw: a report whose `error` holds ESC, CR, LF and a
 //! bidirectional override shows, under `bellc status --all`, as one escaped row of its own
 //! host, not as a fake row of another (the page escapes for HTML; JSON escapes by itself).
-mod common;
-use common::fleet::*;
-use common::*;
+use crate::common::fleet::*;
+use crate::common::*;
 
 #[test]
 fn a_painted_report_is_one_escaped_row() {

@@ -7,9 +7,9 @@
 //! password says so. No password is ever printed. A login token that expired is renewed, and
 //! when a member dies every party logs in on the next.
 
-mod common;
-use common::fleet::{bell_run, text, EtcdCluster, Pki};
-use common::pulling::*;
+use crate::common;
+use crate::common::fleet::{bell_run, text, EtcdCluster, Pki};
+use crate::common::pulling::*;
 use std::os::unix::fs::PermissionsExt;
 
 #[test]

@@ -2,16 +2,15 @@
 //! writes is byte-identical to a build held whole in memory, for the examples and for generated
 //! fleets that span several chunks; and a build that fails in a late chunk takes back what its
 //! earlier chunks wrote.
-mod common;
+use crate::common::*;
 use bell_fleetgen::{FleetGen, Inventory, Shape};
-use common::*;
 use std::path::Path;
 
 /// OUT without the incremental record and fingerprint, which only `bellc build` writes.
 fn output(dir: &Path) -> Vec<(String, Vec<u8>)> {
     tree(dir)
         .into_iter()
-        .filter(|(rel, _)| rel != bellc::emit::incremental::RECORD_FILE)
+        .filter(|(rel, _)| rel != bellc::emit::out_dir::RECORD_FILE)
         .collect()
 }
 

@@ -3,9 +3,9 @@
 //! string the user's own rule. Every drop-in passes the real `visudo -c`; a rule that would not
 //! stay one line is refused at its span; only a user who can become root stands in for the
 //! image's default account.
-mod common;
-use common::in_memory::{bundle, errors};
-use common::*;
+use crate::common;
+use crate::common::in_memory::{bundle, errors};
+use crate::common::*;
 use std::process::Command;
 
 const HASH: &str = "$6$saltsalt$QSfQiVvSDBmdVdB4hm.4ZfPlKmCwMJbkyjM/YbG9ZBv6Wtgzy.ab.vm2pQjmiO0SmPm7hBTB7r9P1oFbqjEPo0";

@@ -7,9 +7,8 @@
 //! is read as a value,
 //! and offline, where there is no live value to read, it prints nothing. The batch's apply, which
 //! sets every due key in one process, keeps the same values quoted as it writes them.
-mod common;
-use common::fleet::*;
-use common::*;
+use crate::common::fleet::*;
+use crate::common::*;
 use std::process::Command;
 
 const HOSTILE: &str = "1024 $(touch PWNED)' 65000";

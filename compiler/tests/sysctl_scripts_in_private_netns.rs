@@ -4,8 +4,7 @@
 //! kernel refuses or does not take fails the resource. The batch's apply, which sets every due
 //! key in one process, does as the keys' own applies do, line by line.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::process::Command;
 
 const SPEC: &str = r#"

@@ -1,7 +1,6 @@
 //! A spec with ten different mistakes reports all ten in one run, each with its line and
 //! column, and exits 1.
-mod common;
-use common::*;
+use crate::common::*;
 
 const SPEC: &str = r#"fleet "typos" target="debian-12"
 host "a" address="10.0.0.1" role="web"

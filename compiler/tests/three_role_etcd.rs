@@ -2,11 +2,10 @@
 //! a config file listing their addresses, and the plan rolls control hosts out first, one rack
 //! host at a time.
 
-mod common;
+use crate::common::spec_dir::examples;
 use bellc::diagnostic::Diagnostics;
 use bellc::render::Renderer;
 use bellc::source::Sources;
-use common::spec_dir::examples;
 use std::collections::HashMap;
 
 fn compile() -> bellc::Compiled {

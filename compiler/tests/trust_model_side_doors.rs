@@ -21,12 +21,11 @@
 //! fake one: a trickling or huge answer (`runner/tests/store_answers_are_bounded.rs`) and a
 //! closed pipe (`runner/tests/closed_pipe.rs`, `compiler/tests/exit_codes.rs`).
 
-mod common;
-use common::fleet::{bell_run, run_bin, text, Etcd, Nginx, Pki};
-use common::pulling::{copy_over, image_root, motd, release_of};
-use common::sealing::{assert_not_in, assert_nowhere, needles};
-use common::serving::Server;
-use common::{row, Fixture, Run};
+use crate::common::fleet::{bell_run, run_bin, text, Etcd, Nginx, Pki};
+use crate::common::pulling::{copy_over, image_root, motd, release_of};
+use crate::common::sealing::{assert_not_in, assert_nowhere, needles};
+use crate::common::serving::Server;
+use crate::common::{row, Fixture, Run};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;

@@ -6,10 +6,10 @@
 //! The store's version picks which of the mirror's `releases/VERSION.json` is read: a version
 //! that is a path, a release there signed by another key, or a signed one under another
 //! version's name is refused.
-mod common;
-use common::fleet::{bell_run, etcdctl, run_bin, text, Etcd};
-use common::pulling::image_root;
-use common::{row, Fixture};
+use crate::common;
+use crate::common::fleet::{bell_run, etcdctl, run_bin, text, Etcd};
+use crate::common::pulling::image_root;
+use crate::common::{row, Fixture};
 
 #[test]
 fn a_report_nothing_verified_is_not_up_to_date() {

@@ -3,10 +3,9 @@
 //! `purge-expired=#true`, give back what they changed on an account bell did not create, and
 //! expire the default account only behind a user who can take over.
 
-mod common;
+use crate::common::in_memory::{bundle, is_root};
+use crate::common::{batch_script, have, script};
 use bellc::render::RenderedBundle;
-use common::in_memory::{bundle, is_root};
-use common::{batch_script, have, script};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;

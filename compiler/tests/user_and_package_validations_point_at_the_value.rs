@@ -1,8 +1,7 @@
 //! Build-time checks of user and package values: each bad spec gives one diagnostic with its
 //! message, at the line of the offending value.
 
-mod common;
-use common::in_memory::errors;
+use crate::common::in_memory::errors;
 
 fn check(body: &str, expected: &[&str]) {
     let text = format!("fleet \"f\" target=\"ubuntu-24.04\"\nhost \"h\"\n{body}");

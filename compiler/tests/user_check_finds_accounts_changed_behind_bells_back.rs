@@ -5,9 +5,8 @@
 //! after the apply runs again. Spec values reach the script quoted: a shell with quotes and `$(`
 //! is compared as written.
 
-mod common;
-use common::in_memory::{bundle, is_root};
-use common::{have, script};
+use crate::common::in_memory::{bundle, is_root};
+use crate::common::{have, script};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,8 +1,7 @@
 //! Snapshots of what the user, package, apt, apt-source and exec kinds render for a small
 //! spec: every script, staged file and manifest entry, for review in pull requests.
 
-mod common;
-use common::in_memory::bundle;
+use crate::common::in_memory::bundle;
 
 const SPEC: &str = r##"
 fleet "f" target="ubuntu-24.04"

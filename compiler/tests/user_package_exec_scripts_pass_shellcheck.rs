@@ -3,9 +3,9 @@
 //! render for the examples passes shellcheck as POSIX sh; every staged sudoers drop-in passes
 //! `visudo -c`.
 
-mod common;
-use common::have;
-use common::in_memory::example;
+use crate::common;
+use crate::common::have;
+use crate::common::in_memory::example;
 use std::process::Command;
 
 const KINDS: &[&str] = &[

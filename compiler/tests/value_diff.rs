@@ -5,8 +5,7 @@
 //! a changed secret shows as a changed bundle, never as its value; OUT keeps a bundle's values
 //! as long as the bundle, and `build --check` finds them missing.
 
-mod common;
-use common::{bellc_in, repo_root, Run};
+use crate::common::{bellc_in, repo_root, Run};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 

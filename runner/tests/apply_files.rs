@@ -1,8 +1,7 @@
 //! Applying offline into a temp root: every file lands with its content, mode and owner; a
 //! re-apply is a no-op; a dropped file gives back exactly what was there before bell, and a
 //! bell-only file is deleted.
-mod common;
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::MetadataExt;
 
 fn gen1(w: &World) -> BundleSpec {

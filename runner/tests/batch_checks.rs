@@ -6,8 +6,7 @@
 //! whose resource names a batch it does not hold is refused before anything changes. A batch may
 //! also have an apply: two or more of its resources due are brought live by one run of it (each
 //! taking its line as its outcome), one due alone by its own apply.
-mod common;
-use common::*;
+use crate::common::*;
 
 const KEYS: [&str; 3] = ["a", "b", "c"];
 

@@ -1,8 +1,7 @@
 //! `bell-run apply OUT/hosts/web-03` to a root that says it is `web-99` is a wrong path or a
 //! wrong `--root`: it is refused before anything changes, unless `--host` says the root is to
 //! become `web-03`.
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn a_bundle_through_hosts_name_is_refused_on_another_host() {

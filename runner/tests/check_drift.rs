@@ -2,8 +2,7 @@
 //! check script, compared with the applied generation; exactly the drifted ones are named, and
 //! `apply` of the same bundle puts them back (files by the switch, live values by running the
 //! drifted resource's apply again because its check said so).
-mod common;
-use common::*;
+use crate::common::*;
 
 /// A "live" value outside the managed files, as a kernel setting would be: the apply writes
 /// it, the check reads it back.

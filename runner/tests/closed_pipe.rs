@@ -1,8 +1,7 @@
 //! A reader that goes away (`bell-run --help | head -1`, a pager quit early) makes no command
 //! panic, and does not stop an apply half-way: what could not be written is lost, the work is
 //! done and the exit code says how it ended.
-mod common;
-use common::*;
+use crate::common::*;
 use std::process::{Command, Output, Stdio};
 
 /// bell-run with `args`, its standard output and error a pipe nobody reads: the reading ends

@@ -1,8 +1,7 @@
 //! SIGKILL at every step of an apply (failpoints via `BELL_RUN_FAILPOINT`), then `bell-run
 //! recover`: the root holds exactly the old generation or exactly the new one, never a mix,
 //! and the next apply converges.
-mod common;
-use common::*;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 

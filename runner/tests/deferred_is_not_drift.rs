@@ -2,8 +2,7 @@
 //! own: `check` neither runs its check nor counts it as drift, so a baked image otherwise in
 //! sync checks clean (exit 0) and CI can gate the image on it. A file changed behind bell's
 //! back is drift, and its resource says so instead of `no-check`.
-mod common;
-use common::*;
+use crate::common::*;
 
 fn image(w: &World) -> BundleSpec {
     BundleSpec::new()

@@ -1,8 +1,7 @@
 //! A full disk, for real: the root is a small tmpfs in a private mount namespace. A bundle too
 //! big to copy is refused and leaves no half copy behind to hold the space; one that copies
 //! but cannot be staged is refused and leaves no copy at all; a bundle that fits applies next.
-mod common;
-use common::*;
+use crate::common::*;
 use std::process::Command;
 
 #[test]

@@ -2,8 +2,7 @@
 //! hand-written scripts: deleting files it never wrote, leaving a departed resource unreverted
 //! because its apply had failed, reverting removed settings only after applying new ones, and
 //! reporting success when an apply failed.
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn a_file_that_was_there_before_bell_is_never_deleted() {

@@ -5,7 +5,7 @@
 //! Each bundle is applied as one of its hosts (`OUT/hosts/NAME`, its sealed secrets beside it
 //! in `OUT/secrets/NAME/`), opened with that host's example key (`examples/keys/NAME`).
 
-mod common;
+use crate::common;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;

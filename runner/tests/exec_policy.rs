@@ -1,9 +1,8 @@
 //! exec resources: run counts per rerun policy, rerun and retry intervals on an injected clock
 //! (`BELL_RUN_NOW`), a timeout that kills the script's children, halting on failure,
 //! background runs, and args and env with hostile strings passed exactly.
-mod common;
+use crate::common::*;
 use bell_bundle::{OnFailure, Rerun};
-use common::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
 

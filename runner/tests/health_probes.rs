@@ -2,8 +2,7 @@
 //! or has failed its attempts; the host is healthy when every one passes. A failing probe
 //! makes the run exit 4 (the configuration stands), is named with its output, and is filed in
 //! the report apart from failures.
-mod common;
-use common::*;
+use crate::common::*;
 
 /// Counts its attempts in its state directory and passes from the `pass_at`-th on.
 fn passes_at(pass_at: u32) -> String {

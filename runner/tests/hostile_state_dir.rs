@@ -2,8 +2,7 @@
 //! a second hard link, a wrong owner, a mode open to others. Every command refuses, naming
 //! what to fix, and neither the root nor the tree outside it changes, byte for byte and
 //! mtime for mtime.
-mod common;
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 

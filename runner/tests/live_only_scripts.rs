@@ -1,8 +1,7 @@
 //! A script the manifest marks `live_only` acts on the running system only, so on an image
 //! root (offline) bell-run does not start it: the apply, check, revert and trigger each count
 //! as having exited 0, without a process. An unmarked script with the same text runs.
-mod common;
-use common::*;
+use crate::common::*;
 
 fn bundle(w: &World, marked: bool, with_resource: bool) -> BundleSpec {
     let script = |what: &str| {

@@ -1,6 +1,5 @@
 //! Two runs against one root never overlap: the second is refused clearly, changing nothing.
-mod common;
-use common::*;
+use crate::common::*;
 use std::time::{Duration, Instant};
 
 #[test]

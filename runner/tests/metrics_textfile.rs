@@ -1,8 +1,7 @@
 //! `--metrics FILE`: the textfile-collector file parses as Prometheus text format and carries
 //! the generation info, the last apply's time and result, the drifted count and the resource
 //! counts per kind; it is written beside and renamed, never left half-written.
-mod common;
-use common::*;
+use crate::common::*;
 use prometheus_parse::{Scrape, Value};
 
 fn scrape(path: &std::path::Path) -> Scrape {

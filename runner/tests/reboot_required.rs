@@ -3,8 +3,7 @@
 //! needs a reboot, with what it printed as the reason; so does the target's own
 //! `/run/reboot-required`. `apply` and `check` print the reasons, the report carries them, and
 //! a link out of the root is never followed to read the target's signal.
-mod common;
-use common::*;
+use crate::common::*;
 
 /// A kernel command line stand-in: `cmdline` under the root plays `/proc/cmdline`, and the
 /// drop-in holds the argument the bundle wants.

@@ -2,8 +2,7 @@
 //! in bell-run's state, so a `check` or a re-apply that is not told one still reports it, and
 //! a refused apply reports the bundle and release still applied, and the release it refused
 //! apart (`refused_release`).
-mod common;
-use common::*;
+use crate::common::*;
 
 fn report(dir: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join("h1.json")).unwrap()).unwrap()

@@ -1,8 +1,7 @@
 //! A store that trickles its answer (a byte a second) or sends one far too large cannot hold
 //! `bell-run pull` past its `--fetch-timeout`, nor fill the host's memory: the pull is
 //! refused in time, having read at most a host's answer limit, and changes nothing.
-mod common;
-use common::*;
+use crate::common::*;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};

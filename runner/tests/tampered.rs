@@ -1,8 +1,7 @@
 //! Bundles that do not verify, or that would write outside the root, are refused with a clear
 //! message and nothing under the root changes (full tree snapshot, mtimes included).
-mod common;
+use crate::common::*;
 use bell_bundle::Manifest;
-use common::*;
 use std::path::{Path, PathBuf};
 
 fn good(w: &World) -> BundleSpec {

@@ -1,7 +1,6 @@
 //! Triggers run once per apply, between the file switch and the applies, when a managed file
 //! under one of their paths was created, changed or removed, and not otherwise.
-mod common;
-use common::*;
+use crate::common::*;
 
 fn units(w: &World, content: &str, with_second: bool) -> BundleSpec {
     let mut spec = BundleSpec::new()

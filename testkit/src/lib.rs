@@ -87,6 +87,44 @@ pub fn euid() -> Option<u32> {
     line.split_whitespace().nth(2)?.parse().ok()
 }
 
+/// The files (and directories of files) of `package/tests/` that no test binary builds. A package's integration tests are
+/// one binary (`tests/it.rs` declares each file a module: one link instead of a hundred, which
+/// CI's disk and time feel), and cargo builds only the files its manifest names once
+/// `autotests = false`: a new file neither declared in `it.rs` nor given its own `[[test]]`
+/// would never run, and nothing would say so. Each `it.rs` asserts this list is empty.
+pub fn undeclared_test_files(package: &Path) -> Vec<String> {
+    let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
+    let root = read(&package.join("tests/it.rs"));
+    let manifest = read(&package.join("Cargo.toml"));
+    // A file, or a directory of files with its `mod.rs` (or the `main.rs` cargo would once
+    // have built as a binary of its own).
+    let tests = package.join("tests");
+    let is_module = |name: &str| {
+        ["mod.rs", "main.rs"]
+            .iter()
+            .any(|root| tests.join(name).join(root).is_file())
+    };
+    let mut names: Vec<String> = std::fs::read_dir(&tests)
+        .map(|dir| {
+            dir.filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+                .filter_map(|name| match name.strip_suffix(".rs") {
+                    Some(stem) => Some(stem.to_string()),
+                    None => is_module(&name).then_some(name),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names.retain(|name| {
+        name != "it"
+            && !root
+                .lines()
+                .any(|line| line.trim() == format!("mod {name};"))
+            && !manifest.contains(&format!("\"tests/{name}.rs\""))
+    });
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,6 +133,38 @@ mod tests {
     fn finds_a_tool_every_machine_has_and_not_one_none_has() {
         assert!(find("sh").is_some());
         assert!(find("bell-no-such-tool").is_none());
+    }
+
+    #[test]
+    fn a_test_file_no_binary_builds_is_named() {
+        let package = tempfile_dir();
+        std::fs::create_dir_all(package.join("tests")).unwrap();
+        let write = |name: &str, text: &str| std::fs::write(package.join(name), text).unwrap();
+        write(
+            "Cargo.toml",
+            "[[test]]\nname = \"alone\"\npath = \"tests/alone.rs\"\n",
+        );
+        write("tests/it.rs", "mod common;\nmod declared;\n");
+        for name in ["alone", "declared", "forgotten"] {
+            write(&format!("tests/{name}.rs"), "");
+        }
+        // Directories: the helpers it declares, one cargo used to build alone, and data.
+        for (dir, file) in [
+            ("common", "mod.rs"),
+            ("by_itself", "main.rs"),
+            ("data", "a.kdl"),
+        ] {
+            std::fs::create_dir_all(package.join("tests").join(dir)).unwrap();
+            write(&format!("tests/{dir}/{file}"), "");
+        }
+        assert_eq!(undeclared_test_files(&package), ["by_itself", "forgotten"]);
+        std::fs::remove_dir_all(&package).unwrap();
+    }
+
+    fn tempfile_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("bell-testkit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
     }
 
     #[test]

@@ -113,7 +113,7 @@ pub fn reject(etcd: &Etcd, fleet: &str, hosts: &[String]) -> Result<u8, String> 
                 };
                 let rejection = Rejection {
                     identity,
-                    rejected_at: super::review::now(),
+                    rejected_at: super::operator::now(),
                 };
                 discovery::reject(etcd, fleet, host, &rejection)?;
                 outln!("rejected {host}");
@@ -140,11 +140,11 @@ pub fn hold(
     for host in hosts {
         bell_store::check_name("host", host)?;
     }
-    let by = by.map_or_else(operator, str::to_string);
+    let by = by.map_or_else(super::operator::name, str::to_string);
     let hold = bell_store::hold::Hold {
         by,
         reason: reason.map(str::to_string),
-        since: super::review::now(),
+        since: super::operator::now(),
     };
     for host in hosts {
         bell_store::hold::put(etcd, fleet, host, &hold)?;
@@ -166,15 +166,4 @@ pub fn unhold(etcd: &Etcd, fleet: &str, hosts: &[String]) -> Result<u8, String> 
         }
     }
     Ok(0)
-}
-
-/// Who acts, when `--by` does not say: `$USER@HOSTNAME`.
-pub fn operator() -> String {
-    format!(
-        "{}@{}",
-        std::env::var("USER").unwrap_or_else(|_| "someone".into()),
-        std::fs::read_to_string("/etc/hostname")
-            .map(|h| h.trim().to_string())
-            .unwrap_or_else(|_| "localhost".into())
-    )
 }

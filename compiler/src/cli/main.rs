@@ -33,6 +33,7 @@ mod build;
 mod enroll;
 mod import;
 mod keys;
+mod operator;
 mod plan;
 mod query;
 mod review;

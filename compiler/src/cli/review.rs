@@ -456,8 +456,12 @@ pub fn status(args: &StatusArgs) -> Result<u8, String> {
     if let Err(e) = witness.save() {
         errln!("warning: {e}");
     }
-    let mut fleet =
-        status::fleet_status(&release, &views, now(), args.stale_minutes.map(|m| m * 60));
+    let mut fleet = status::fleet_status(
+        &release,
+        &views,
+        super::operator::now(),
+        args.stale_minutes.map(|m| m * 60),
+    );
     let mut holds = Default::default();
     if let Store::Etcd(etcd) = &store {
         note_rollout(&mut fleet, etcd, &release);
@@ -708,7 +712,7 @@ pub fn lock_status(
             .collect();
         bell_store::semaphore::vouch(&mut groups, prefix, &hosts);
     }
-    let now = now();
+    let now = super::operator::now();
     if json {
         let groups: Vec<serde_json::Value> = groups
             .iter()
@@ -765,7 +769,7 @@ pub fn lock_status(
                 Some(since) => outln!(
                     "  {} for {} (since {}){standing}",
                     h.host,
-                    duration(now.saturating_sub(since)),
+                    super::operator::duration(now.saturating_sub(since)),
                     bell_bundle::utc(since)
                 ),
                 None => outln!(
@@ -813,21 +817,4 @@ pub fn lock_release(
         return Ok(1);
     }
     Ok(0)
-}
-
-pub fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-/// `3h 12m`, `4m 5s`, `12s`.
-pub fn duration(secs: u64) -> String {
-    match secs {
-        0..=59 => format!("{secs}s"),
-        60..=3599 => format!("{}m {}s", secs / 60, secs % 60),
-        3600..=86_399 => format!("{}h {}m", secs / 3600, secs % 3600 / 60),
-        _ => format!("{}d {}h", secs / 86_400, secs % 86_400 / 3600),
-    }
 }

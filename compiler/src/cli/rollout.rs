@@ -30,7 +30,7 @@ pub struct Args<'a> {
 pub fn run(args: &Args) -> Result<u8, String> {
     let etcd = Etcd::open(args.store, args.access)?;
     let controller = Controller {
-        by: bellc::fleet::history::started_by(args.by, super::enroll::operator),
+        by: bellc::fleet::rollout::history::started_by(args.by, super::operator::name),
         etcd,
         out: args.out.to_path_buf(),
         key: args.key,
@@ -198,9 +198,9 @@ pub fn pause(
     match pausing {
         Some((reason, by)) => {
             let pause = rollout::Pause {
-                by: by.map_or_else(super::enroll::operator, str::to_string),
+                by: by.map_or_else(super::operator::name, str::to_string),
                 reason: reason.map(str::to_string),
-                since: super::review::now(),
+                since: super::operator::now(),
             };
             rollout::pause(&etcd, fleet, &pause).map_err(explain)?;
             outln!(
@@ -495,7 +495,7 @@ pub fn history(
 ) -> Result<u8, String> {
     bell_store::check_name("fleet", fleet)?;
     let etcd = Etcd::open(store, access)?;
-    let entries = bellc::fleet::history::list(&etcd, fleet)?;
+    let entries = bellc::fleet::rollout::history::list(&etcd, fleet)?;
     if json {
         outjson!(serde_json::to_string_pretty(&entries).map_err(|e| e.to_string())?);
         return Ok(0);
@@ -515,7 +515,7 @@ pub fn history(
             if e.waves.len() == 1 { "" } else { "s" },
             if hosts == 1 { "" } else { "s" },
             e.outcome,
-            super::review::duration(e.ended_at.saturating_sub(e.started_at)),
+            super::operator::duration(e.ended_at.saturating_sub(e.started_at)),
             one_line(&e.started_by),
             e.reason
                 .as_deref()
@@ -526,7 +526,7 @@ pub fn history(
             let took = match (w.started_at, w.converged_at) {
                 (Some(a), Some(b)) => format!(
                     "converged in {}",
-                    super::review::duration(b.saturating_sub(a))
+                    super::operator::duration(b.saturating_sub(a))
                 ),
                 (Some(_), None) => "did not converge".to_string(),
                 _ => "not given".to_string(),

@@ -25,6 +25,8 @@
 //! one directory's lock; see `link_hosts`); what is written does not depend on the order, so
 //! the output is identical to a serial build.
 
+use super::files::{io_err, prune_store, remove_any, EmitError};
+use super::out_dir::Trust;
 use crate::render::RenderedBundle;
 use bell_bundle::Release;
 use rayon::prelude::*;
@@ -33,19 +35,6 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-
-#[derive(Debug, thiserror::Error)]
-pub enum EmitError {
-    #[error("cannot write {path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
-}
-
-pub(crate) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> EmitError + '_ {
-    move |source| EmitError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
 
 /// What a write changed, for the CLI's summary and for tests of incremental rebuilds.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -69,16 +58,6 @@ pub fn write(
     release: &Release,
 ) -> Result<WriteStats, EmitError> {
     write_with(out, bundles, release, Trust::Kept)
-}
-
-/// Whether the bundles OUT already holds are taken as written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trust {
-    /// OUT is as the last build left it (its record says so): a bundle on disk is right.
-    Kept,
-    /// OUT may have been changed by hand, or by a build that stopped half-way: every bundle and
-    /// store file this build needs is read and compared, and rewritten when it differs.
-    Verify,
 }
 
 pub fn write_with(
@@ -394,7 +373,8 @@ fn finish(
     release: &Release,
     stats: &mut WriteStats,
 ) -> Result<(), EmitError> {
-    use super::releases::{keep, remove_if_present, signature_path, write_atomic, RELEASE_FILE};
+    use super::files::remove_if_present;
+    use super::releases::{keep, signature_path, write_atomic, RELEASE_FILE};
 
     // The release this build replaces is kept by version before anything of it goes. It is
     // read once: at a million hosts each parse takes a second.
@@ -600,44 +580,6 @@ fn write_bundle(
     }
     fs::rename(&tmp, &dir).map_err(io_err(&dir))?;
     Ok(created)
-}
-
-/// Removes store files no bundle links to any more (link count 1: only the store's own name).
-pub(super) fn prune_store(store: &Path) -> Result<(), EmitError> {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(shards) = fs::read_dir(store) else {
-        return Ok(());
-    };
-    for shard in shards {
-        let shard = shard.map_err(io_err(store))?;
-        // A shard that is a symlink is not the store's: its files are not removed.
-        if !shard.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        let shard = shard.path();
-        let Ok(files) = fs::read_dir(&shard) else {
-            continue;
-        };
-        for file in files {
-            let path = file.map_err(io_err(&shard))?.path();
-            if fs::symlink_metadata(&path)
-                .map(|m| m.is_file() && m.nlink() <= 1)
-                .unwrap_or(false)
-            {
-                fs::remove_file(&path).map_err(io_err(&path))?;
-            }
-        }
-    }
-    Ok(())
-}
-
-pub(crate) fn remove_any(path: &Path) -> Result<(), EmitError> {
-    let meta = fs::symlink_metadata(path).map_err(io_err(path))?;
-    if meta.is_dir() {
-        fs::remove_dir_all(path).map_err(io_err(path))
-    } else {
-        fs::remove_file(path).map_err(io_err(path))
-    }
 }
 
 fn symlink(target: &Path, link: &Path) -> Result<(), EmitError> {

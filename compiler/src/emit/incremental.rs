@@ -13,14 +13,13 @@
 //! does not depend on where the checkout lives: two checkouts build byte-identical trees, and a
 //! record is checked against the files beside the spec being built now.
 
+use super::out_dir::{FINGERPRINT_FILE, RECORD_FILE, RENDER_CACHE_FILE, VALUES_DIR};
 use crate::diagnostic::{Diagnostics, Plain, PlainLabel};
 use crate::source::Sources;
 use crate::spec::Spec;
 use serde::{Deserialize, Serialize};
 use std::fs;
 use std::path::{Path, PathBuf};
-
-pub const RECORD_FILE: &str = ".bell-inputs.json";
 
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
 struct Record {
@@ -56,11 +55,6 @@ struct KeptWarning {
     /// Each label: its text, byte offset, length, and whether it is the primary one.
     labels: Vec<(Option<String>, usize, usize, bool)>,
 }
-
-/// Where [`fingerprint`] of OUT as the last build left it is kept: beside the record, not in
-/// it, since it holds inode numbers and times and so differs between two identical builds,
-/// while the record is part of the byte-identical output.
-pub const FINGERPRINT_FILE: &str = ".bell-fingerprint";
 
 /// What a build finds in OUT against the record of the last build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,15 +223,9 @@ pub fn fingerprint(out: &Path) -> String {
     let mut hasher = Sha256::new();
     // This bellc's build (`build.rs`): another build, even of the same version, renders again.
     let head = std::iter::once(format!("bellc {}", env!("BELLC_BUILD"))).chain(
-        [
-            "bundles",
-            "hosts",
-            "releases",
-            super::STORE_DIR,
-            super::values::VALUES_DIR,
-        ]
-        .iter()
-        .map(|d| format!("{d} {}", stat(&out.join(d)))),
+        ["bundles", "hosts", "releases", super::STORE_DIR, VALUES_DIR]
+            .iter()
+            .map(|d| format!("{d} {}", stat(&out.join(d)))),
     );
     hasher.update(digest(head));
     let shards: Vec<[u8; 32]> = listing(&store)
@@ -401,11 +389,6 @@ pub fn forget(out: &Path) {
     let _ = fs::remove_file(out.join(FINGERPRINT_FILE));
     let _ = fs::remove_file(out.join(RENDER_CACHE_FILE));
 }
-
-/// Where the last build left the digest of what each of its bundles was rendered from (see
-/// `render::RenderCache`): one `DIGEST ID` line each. Beside the fingerprint, not in the
-/// record: the digests name bellc's build, so two identical builds by two bellc differ here.
-pub const RENDER_CACHE_FILE: &str = ".bell-rendered";
 
 /// The last build's bundles by what they were rendered from, those still in OUT. Only for a
 /// build that found OUT as the last build left it ([`Found::Intact`]): a bundle OUT holds is

@@ -9,6 +9,31 @@
 use std::fs;
 use std::path::Path;
 
+/// The values each bundle was rendered from (`emit::values`).
+pub const VALUES_DIR: &str = "values";
+
+pub const RECORD_FILE: &str = ".bell-inputs.json";
+
+/// Where [`fingerprint`] of OUT as the last build left it is kept: beside the record, not in
+/// it, since it holds inode numbers and times and so differs between two identical builds,
+/// while the record is part of the byte-identical output.
+pub const FINGERPRINT_FILE: &str = ".bell-fingerprint";
+
+/// Where the last build left the digest of what each of its bundles was rendered from (see
+/// `render::RenderCache`): one `DIGEST ID` line each. Beside the fingerprint, not in the
+/// record: the digests name bellc's build, so two identical builds by two bellc differ here.
+pub const RENDER_CACHE_FILE: &str = ".bell-rendered";
+
+/// Whether the bundles OUT already holds are taken as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// OUT is as the last build left it (its record says so): a bundle on disk is right.
+    Kept,
+    /// OUT may have been changed by hand, or by a build that stopped half-way: every bundle and
+    /// store file this build needs is read and compared, and rewritten when it differs.
+    Verify,
+}
+
 /// Everything bellc writes at the top of OUT.
 const OURS: &[&str] = &[
     "bundles",
@@ -16,18 +41,18 @@ const OURS: &[&str] = &[
     super::STORE_DIR,
     "releases",
     bell_bundle::SECRETS_DIR,
-    super::values::VALUES_DIR,
+    VALUES_DIR,
     // `bellc rollout`'s signed record (`fleet::record`); a build leaves it alone.
     "rollouts",
     "release.json",
     "release.json.minisig",
     ".release.json.tmp",
     ".release.json.minisig.tmp",
-    super::incremental::RECORD_FILE,
+    RECORD_FILE,
     ".bell-inputs.json.tmp",
-    super::incremental::FINGERPRINT_FILE,
+    FINGERPRINT_FILE,
     ".bell-fingerprint.tmp",
-    super::incremental::RENDER_CACHE_FILE,
+    RENDER_CACHE_FILE,
     ".bell-rendered.tmp",
 ];
 
@@ -38,7 +63,7 @@ const DIRS: &[&str] = &[
     super::STORE_DIR,
     "releases",
     bell_bundle::SECRETS_DIR,
-    super::values::VALUES_DIR,
+    VALUES_DIR,
 ];
 
 /// Why OUT may not be written: a message for the command line, naming the entry at fault.

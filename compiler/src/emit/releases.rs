@@ -8,7 +8,7 @@
 //! addressed (bundles, store files) or a version; only `release.json`, the newest, is
 //! overwritten. `bellc prune --keep N` is the only thing that removes a kept release.
 
-use super::bundles::{io_err, prune_store, remove_any, EmitError};
+use super::files::{io_err, prune_store, remove_any, remove_if_present, EmitError};
 use bell_bundle::{Release, RELEASES_DIR, SIGNATURE_SUFFIX};
 use std::collections::BTreeSet;
 use std::fs;
@@ -86,13 +86,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), EmitError> {
     let tmp = path.with_file_name(format!(".{}.tmp", name.unwrap_or_default()));
     fs::write(&tmp, bytes).map_err(io_err(&tmp))?;
     fs::rename(&tmp, path).map_err(io_err(path))
-}
-
-pub fn remove_if_present(path: &Path) -> Result<(), EmitError> {
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(path)(e)),
-        _ => Ok(()),
-    }
 }
 
 /// Every kept release, oldest first: by sequence (signed releases), then by modification

@@ -5,7 +5,7 @@
 //! Sealing is deterministic under the build's key, so a rebuild with the same inputs rewrites
 //! nothing, and a host joining a group touches only its own directory.
 
-use super::bundles::{io_err, EmitError};
+use super::files::{io_err, EmitError};
 use super::releases::write_atomic;
 use bell_bundle::{Release, SealedFile, SealedIndex};
 use bell_seal::{Recipient, SealKey};

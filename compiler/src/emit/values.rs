@@ -5,15 +5,13 @@
 //!
 //! One file per distinct bundle, written with it and removed with it.
 
-use super::bundles::{io_err, EmitError, Trust};
+use super::files::{io_err, remove_any, remove_if_present, EmitError};
+use super::out_dir::{Trust, VALUES_DIR};
 use crate::render::values::BundleValues;
 use crate::render::RenderedBundle;
 use rayon::prelude::*;
 use std::fs;
 use std::path::{Path, PathBuf};
-
-/// The directory under OUT.
-pub const VALUES_DIR: &str = "values";
 
 pub fn path(out: &Path, id: &str) -> PathBuf {
     out.join(VALUES_DIR).join(format!("{id}.json"))
@@ -51,7 +49,7 @@ pub fn write(out: &Path, bundles: &[&RenderedBundle], trust: Trust) -> Result<us
 /// next one compares every values file it needs and rewrites one left half-written.
 fn write_new(path: &Path, bytes: &[u8]) -> Result<(), EmitError> {
     use std::io::Write;
-    super::releases::remove_if_present(path)?;
+    remove_if_present(path)?;
     let mut file = fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -77,7 +75,7 @@ pub fn prune(out: &Path) -> Result<usize, EmitError> {
             .is_some_and(|id| bundles.join(id).is_dir());
         if !keep {
             let path = entry.path();
-            super::bundles::remove_any(&path)?;
+            remove_any(&path)?;
             removed += 1;
         }
     }

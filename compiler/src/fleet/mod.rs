@@ -5,7 +5,7 @@
 //! - [`signing`]: minisign keys and signed releases (a sequence that only grows, an expiry).
 //!
 //! - [`rollout`]: the controller that moves a release through the fleet wave by wave, and
-//!   [`history`], what each rollout did.
+//!   [`rollout::history`], what each rollout did.
 //! - [`store_roles`]: the etcd users and roles that let each part of the fleet write only
 //!   its own keys.
 //! - [`enroll`]: the registrations of hosts not in the inventory yet, for an operator to
@@ -15,7 +15,6 @@
 //!   refused.
 
 pub mod enroll;
-pub mod history;
 pub mod record;
 pub mod rollout;
 pub mod signing;

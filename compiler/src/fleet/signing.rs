@@ -367,7 +367,7 @@ pub fn keep_release(
         let signature_path = releases::signature_path(&path);
         match &signature {
             Some(sig) => releases::write_atomic(&signature_path, sig.as_bytes())?,
-            None => releases::remove_if_present(&signature_path)?,
+            None => crate::emit::files::remove_if_present(&signature_path)?,
         }
         releases::write_atomic(&path, json.as_bytes())?;
     }

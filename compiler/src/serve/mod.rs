@@ -70,7 +70,7 @@ pub struct Snapshot {
     /// [`crate::fleet::status::published_but_for_held`]): those hosts.
     pub published_but_for_held: Option<Vec<String>>,
     /// The fleet's last rollouts, newest first.
-    pub history: Vec<crate::fleet::history::Entry>,
+    pub history: Vec<crate::fleet::rollout::history::Entry>,
     /// When the store was read (unix seconds).
     pub read_at: u64,
     /// What could not be read of it (a progress key that is not a progress): shown, not fatal.
@@ -161,24 +161,13 @@ impl Out {
                     .split('/')
                     .map(|s| percent_encoding::utf8_percent_encode(s, SEGMENT).to_string())
                     .collect();
-                bell_wire::client::get(&format!("{base}/{}", path.join("/")), &reader_bounds())
+                // A build output is read as a reader reads etcd: the 1 GiB and two minutes
+                // (a release of a 100,000-host fleet is tens of MiB).
+                let bounds = bell_store::etcd::Limits::READER
+                    .bounds("the web server did not answer in time");
+                bell_wire::client::get(&format!("{base}/{}", path.join("/")), &bounds)
             }
         }
-    }
-}
-
-/// How bellc reads a build output from a web server: the 1 GiB and two minutes of a reader
-/// of etcd (a release of a 100,000-host fleet is tens of MiB).
-fn reader_bounds() -> bell_wire::client::Bounds {
-    let limits = bell_store::etcd::Limits::READER;
-    bell_wire::client::Bounds {
-        deadline: bell_wire::Deadline::after(
-            limits.request,
-            "the web server did not answer in time",
-        ),
-        connect: std::time::Duration::from_secs(3),
-        read: std::time::Duration::from_secs(10),
-        max_bytes: limits.answer_bytes,
     }
 }
 
@@ -221,7 +210,7 @@ impl crate::review::diff::Side for OutSide<'_> {
         if !bell_bundle::is_bundle_id(id) {
             return Err(format!("`{id}` is not a bundle id"));
         }
-        let rel = format!("{}/{id}.json", crate::emit::values::VALUES_DIR);
+        let rel = format!("{}/{id}.json", crate::emit::out_dir::VALUES_DIR);
         let bytes = self
             .out
             .read(&rel)?
@@ -522,7 +511,7 @@ impl Board {
             controller,
             published,
             published_but_for_held,
-            history: crate::fleet::history::entries_in(&fleet, &kvs),
+            history: crate::fleet::rollout::history::entries_in(&fleet, &kvs),
             read_at: now,
             warnings,
         })

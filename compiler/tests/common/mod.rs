@@ -170,8 +170,8 @@ pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     // (which names bellc's build), are the exceptions.
     for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
         let entry = entry.expect("walk");
-        if entry.file_name() == bellc::emit::incremental::FINGERPRINT_FILE
-            || entry.file_name() == bellc::emit::incremental::RENDER_CACHE_FILE
+        if entry.file_name() == bellc::emit::out_dir::FINGERPRINT_FILE
+            || entry.file_name() == bellc::emit::out_dir::RENDER_CACHE_FILE
         {
             continue;
         }

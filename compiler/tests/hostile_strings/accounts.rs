@@ -1,6 +1,6 @@
 //! Accounts and packages: visudo, ssh-keygen, debconf, apt.
 
-use crate::*;
+use super::*;
 
 /// A managed user's name and sudo rule reach a sudoers drop-in; visudo checks all of them in one
 /// file and exports what it parsed (`visudo -x`): one rule per user, for that user.

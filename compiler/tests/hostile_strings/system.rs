@@ -1,6 +1,6 @@
 //! The system's consumers: shells, sysctl, systemd's mount units, pam_limits.
 
-use crate::*;
+use super::*;
 
 /// Every value a template puts into a script goes through `| sh` (`escape::shell_quote`; the
 /// template check below holds them to it). Here sh, dash and bash read a thousand of them back.

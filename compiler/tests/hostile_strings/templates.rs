@@ -1,6 +1,6 @@
 //! Every value a template writes is escaped for its line or says why not; AppArmor's names.
 
-use crate::*;
+use super::*;
 
 // ---- the templates ----
 

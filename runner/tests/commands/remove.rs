@@ -1,6 +1,6 @@
 //! `bell-run remove`: the root as bell found it, and a failed revert kept to run again.
 
-use crate::*;
+use super::*;
 
 /// `remove` takes bell off a root: every resource reverted, a file bell took over given its
 /// original back, a file bell created removed, the timer's units and bell's own directory gone,

@@ -1,6 +1,6 @@
 //! `bell-run install-timer`: units systemd accepts, with every argument quoted.
 
-use crate::*;
+use super::*;
 
 #[test]
 fn install_timer_writes_units_that_systemd_accepts() {

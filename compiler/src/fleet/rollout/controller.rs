@@ -162,7 +162,7 @@ impl Controller<'_> {
                     progress.phase = Phase::Halted;
                     progress.halted = Some(halt.clone());
                     progress.updated_at = now();
-                    progress.halts.push(crate::fleet::history::Halted {
+                    progress.halts.push(super::history::Halted {
                         at: progress.updated_at,
                         wave: halt.wave,
                         reason: halt.reason.clone(),

@@ -232,10 +232,10 @@ pub struct Progress {
     pub started_by: Option<String>,
     /// When each wave given so far was given and converged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub wave_times: Vec<super::history::WaveTimes>,
+    pub wave_times: Vec<history::WaveTimes>,
     /// Each halt so far and its resumption, for the history.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub halts: Vec<super::history::Halted>,
+    pub halts: Vec<history::Halted>,
 }
 
 impl Progress {
@@ -722,6 +722,7 @@ fn now() -> u64 {
 }
 
 mod controller;
+pub mod history;
 mod trusted;
 mod waiting;
 

@@ -9,7 +9,7 @@ impl Controller<'_> {
     /// Files the rollout as it ended or halted in the history; a store that will not take it
     /// is said, and the rollout's outcome stands.
     pub(super) fn file_history(&self, progress: &Progress, watch: &mut dyn FnMut(&Event)) {
-        if let Err(error) = crate::fleet::history::file(&self.etcd, progress) {
+        if let Err(error) = super::history::file(&self.etcd, progress) {
             watch(&Event::StoreTrouble {
                 error: format!("the rollout's history was not filed: {error}"),
             });

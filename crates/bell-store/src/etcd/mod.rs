@@ -55,12 +55,13 @@ impl Limits {
         }
     }
 
-    /// How a request that starts now is bounded: its own deadline, or `until` when sooner.
-    pub(crate) fn bounds(&self) -> bell_wire::client::Bounds {
+    /// How a request that starts now is bounded: its own deadline, or `until` when sooner,
+    /// which passes with the words `late` (the store's, or a web server's in its place).
+    pub fn bounds(&self, late: &'static str) -> bell_wire::client::Bounds {
         let own = std::time::Instant::now() + self.request;
         let at = self.until.map_or(own, |until| until.min(own));
         bell_wire::client::Bounds {
-            deadline: bell_wire::Deadline::at(at, "the store did not answer in time"),
+            deadline: bell_wire::Deadline::at(at, late),
             connect: CONNECT_TIMEOUT,
             read: TIMEOUT,
             max_bytes: self.answer_bytes,

@@ -12,8 +12,15 @@ pub(super) fn call_one<T>(
     body: &str,
     parse: &dyn Fn(&[u8]) -> Result<T, String>,
 ) -> Result<T, Failure> {
-    let response = bell_wire::client::post_json(endpoint, tls, &limits.bounds(), path, token, body)
-        .map_err(Failure::Unreachable)?;
+    let response = bell_wire::client::post_json(
+        endpoint,
+        tls,
+        &limits.bounds("the store did not answer in time"),
+        path,
+        token,
+        body,
+    )
+    .map_err(Failure::Unreachable)?;
     let (status, body) = bell_wire::client::parse_response(&response).map_err(|e| {
         // A TLS alert record (type 21, version 3.x) or Go's answer to plain HTTP on a TLS port.
         let speaks_tls = response.starts_with(&[0x15, 0x03])

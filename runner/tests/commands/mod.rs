@@ -1,9 +1,7 @@
 //! The other commands and output modes: status, rollback, verify, --dry-run, --json,
 //! install-timer (checked by systemd-analyze), re-applying the current generation as the timer
 //! does, and usage errors.
-#[path = "../common/mod.rs"]
-mod common;
-use common::*;
+use crate::common::*;
 
 mod remove;
 mod timer;

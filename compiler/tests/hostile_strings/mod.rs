@@ -6,8 +6,7 @@
 //! (`BELL_PROPTEST_SEED`, fixed by default so CI is repeatable; set it to explore) and gives all
 //! the values that built to its consumer in one run, so a thousand cases cost one process.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 // The consumers, by what they configure.
 mod accounts;

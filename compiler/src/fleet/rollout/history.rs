@@ -5,7 +5,7 @@
 //!
 //! The history is a record for people, read from etcd like the progress: it decides nothing.
 
-use super::rollout::{Phase, Progress};
+use super::{Phase, Progress};
 use bell_store::Etcd;
 use serde::{Deserialize, Serialize};
 
