@@ -262,7 +262,7 @@ fn a_twelve_host_fleet_in_a_browser() {
     };
     client
         .put(
-            &bellc::fleet::rollout::progress_key("lab"),
+            &bell_store::keys::progress_key("lab"),
             &serde_json::to_vec(&progress).unwrap(),
         )
         .unwrap();

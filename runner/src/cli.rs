@@ -386,7 +386,7 @@ fn cmd_rollback(args: &Args) -> i32 {
         return refused(
             &Refusal::new(format!(
                 "generation {} is the one applied: there is nothing to roll back",
-                journal::short(&chosen.id)
+                bell_bundle::short_id(&chosen.id)
             ))
             .help("`bell-run generations` lists the others"),
             args.json,
@@ -431,7 +431,7 @@ fn cmd_generations(args: &Args) -> i32 {
         let current = if g.current { "  (applied now)" } else { "" };
         outln!(
             "  {:12}  {:23}  {:6}  {release}{current}",
-            journal::short(&g.id),
+            bell_bundle::short_id(&g.id),
             bell_bundle::utc(g.last_applied),
             g.result
         );
@@ -532,7 +532,7 @@ fn cmd_remove(args: &Args) -> i32 {
     outln!(
         "bell-run: {verb} bell from {} (generation {} is applied)",
         report.root,
-        journal::short(&removal.generation)
+        bell_bundle::short_id(&removal.generation)
     );
     print_report_body(report);
     if report.dry_run {

@@ -7,9 +7,9 @@
 //! bringing the newest back.
 
 use crate::context::Refusal;
-use crate::journal::short;
 use crate::rootfs::Root;
 use crate::state::{self, State};
+use bell_bundle::short_id;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -93,7 +93,7 @@ pub fn find<'g>(kept: &'g [Generation], wanted: &str) -> Result<&'g Generation, 
             "`{wanted}` begins {} kept generations: {}",
             many.len(),
             many.iter()
-                .map(|g| short(&g.id))
+                .map(|g| short_id(&g.id))
                 .collect::<Vec<_>>()
                 .join(", ")
         ))
@@ -116,12 +116,12 @@ pub fn previous(kept: &[Generation]) -> Result<&Generation, Refusal> {
         Some(before) => Ok(&kept[before]),
         None => Err(Refusal::new(format!(
             "{} is the oldest generation kept: there is none before it",
-            short(&kept[at].id)
+            short_id(&kept[at].id)
         ))
         .help(match kept.get(at + 1) {
             Some(newer) => format!(
                 "`bell-run generations` lists them; `bell-run rollback --to {}` goes to a newer one",
-                short(&newer.id)
+                short_id(&newer.id)
             ),
             None => "`bell-run generations` lists them".to_string(),
         })),

@@ -425,17 +425,13 @@ pub fn recover(root: &Root, state: &mut State) -> Result<Option<String>, String>
         complete(root, state, &journal)?;
         Ok(Some(format!(
             "completed the interrupted switch to generation {}",
-            short(&journal.generation)
+            bell_bundle::short_id(&journal.generation)
         )))
     } else {
         undo(root, &journal)?;
         Ok(Some(format!(
             "undid the interrupted switch to generation {}",
-            short(&journal.generation)
+            bell_bundle::short_id(&journal.generation)
         )))
     }
-}
-
-pub fn short(id: &str) -> &str {
-    bell_bundle::short(id, 12)
 }

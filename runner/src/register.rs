@@ -39,7 +39,7 @@ pub fn register(
     let (key, _) = crate::identity::load_or_make(&root).map_err(Refusal::new)?;
     let identity = key.key.identity();
     let facts = facts(&root);
-    let at = discovery::key(fleet, &host);
+    let at = bell_store::keys::registration_key(fleet, &host);
     let standing = etcd.get(&at).map_err(Refusal::new)?;
     let same = standing
         .as_deref()

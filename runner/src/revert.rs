@@ -2,7 +2,6 @@
 //! revert script of the generation that applied it, read from bell-run's own copy of it.
 
 use crate::context::{load_generation, Ctx, Outcome};
-use crate::journal;
 use crate::state;
 use bell_bundle::Manifest;
 use bell_store::Status;
@@ -27,7 +26,7 @@ pub(crate) fn revert(
             Status::Failed,
             Some(format!(
                 "cannot revert: bell-run's copy of generation {} is missing or damaged",
-                journal::short(generation)
+                bell_bundle::short_id(generation)
             )),
         );
     };

@@ -775,7 +775,11 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                         .iter()
                         .map(|(k, v)| format!("{k}={v}"))
                         .collect();
-                    println!("{name}\t{}\t{}", &host.bundle[..12], labels.join(" "));
+                    println!(
+                        "{name}\t{}\t{}",
+                        bell_bundle::short_id(&host.bundle),
+                        labels.join(" ")
+                    );
                 }
             }
             Ok(0)

@@ -80,8 +80,8 @@ fn print_diff(d: &ReleaseDiff) {
             "bundle change {}/{total}: {} host(s), {} → {}",
             i + 1,
             c.hosts.len(),
-            diff::short(&c.old),
-            diff::short(&c.new)
+            bell_bundle::short_id(&c.old),
+            bell_bundle::short_id(&c.new)
         );
         outln!("  hosts: {}", hosts_line(&c.hosts));
         for m in &c.manifest {
@@ -136,7 +136,7 @@ pub fn publish(out: &Path, dest: &str, access: &bell_store::Access) -> Result<u8
                 "the rollout of release {} stands {} in fleet {}: publishing would change the \
                  hosts' bundles under it\n  help: finish it with `{}`, or take it back with \
                  `{}`",
-                diff::short(&p.target),
+                bell_bundle::short_id(&p.target),
                 p.phase.as_str(),
                 release.fleet,
                 crate::rollout::command(out, dest, access, key, "--resume"),
@@ -294,7 +294,7 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<Compared, String> {
             "no release was verified: the store names release {}, and the identities its \
              hosts' reports are checked against are in its release.json (give \
              `--source URL --trust KEY`, or OUT)",
-            diff::short(&version)
+            bell_bundle::short_id(&version)
         );
         let release = bell_bundle::Release {
             format: bell_bundle::FORMAT,
@@ -330,7 +330,10 @@ fn say_compared(
     current: &bell_store::Published,
     holds: &std::collections::BTreeMap<String, bell_store::hold::Hold>,
 ) {
-    let (ours, theirs) = (diff::short(&release.version), diff::short(&current.version));
+    let (ours, theirs) = (
+        bell_bundle::short_id(&release.version),
+        bell_bundle::short_id(&current.version),
+    );
     match status::published_but_for_held(release, current, holds) {
         Some(held) => errln!(
             "{} holds release {ours}; the store names release {theirs}, the same but for the \
@@ -399,9 +402,9 @@ fn release_at_mirror(
             "{mirror} serves release {} of fleet `{}` (and not the store's among its \
              releases/), but the store names release {} of fleet `{fleet}`: refused (publish \
              the release the mirror serves, or fill the mirror)",
-            diff::short(&release.version),
+            bell_bundle::short_id(&release.version),
             release.fleet,
-            diff::short(&published.version)
+            bell_bundle::short_id(&published.version)
         ));
     }
     let why = args
@@ -575,7 +578,7 @@ fn print_status(s: &FleetStatus, all: bool) {
         let width = rows.iter().map(|h| h.host.len()).max().unwrap_or(0).max(4);
         let short = |id: &Option<String>| {
             id.as_deref().map_or("-".to_string(), |v| {
-                bell_bundle::one_line(diff::short(v)).into_owned()
+                bell_bundle::one_line(bell_bundle::short_id(v)).into_owned()
             })
         };
         let table: Vec<[String; 8]> = rows
@@ -632,7 +635,7 @@ fn print_status(s: &FleetStatus, all: bool) {
     let versions: Vec<String> = s
         .versions
         .iter()
-        .map(|(v, n)| format!("{} {n}", diff::short(v)))
+        .map(|(v, n)| format!("{} {n}", bell_bundle::short_id(v)))
         .collect();
     outln!("versions: {}", versions.join(", "));
     for (source, counts) in &s.snapshots {

@@ -1,11 +1,11 @@
 //! `bellc rollout`: the controller's front end, a progress display for people and one JSON
 //! event per line for CI.
 
+use bell_bundle::short_id;
 use bell_store::hold::one_line;
 use bell_store::Etcd;
 use bellc::fleet::rollout::{self, Controller, Event, Outcome, Progress, RolloutError, Trouble};
 use bellc::fleet::signing::SigningKey;
-use bellc::review::diff::short;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::Path;
 use std::time::Duration;
@@ -62,11 +62,11 @@ pub fn run(args: &Args) -> Result<u8, String> {
     match outcome.map_err(|e| explain_with(e, args))? {
         Outcome::Done { release, held } => {
             if !args.json && held.is_empty() {
-                outln!("release {} rolled out", short(&release));
+                outln!("release {} rolled out", short_id(&release));
             } else if !args.json {
                 outln!(
                     "release {} rolled out, but for the held {}",
-                    short(&release),
+                    short_id(&release),
                     held.join(", ")
                 );
             }
@@ -81,13 +81,13 @@ pub fn run(args: &Args) -> Result<u8, String> {
                 match back.is_empty() {
                     true => outln!(
                         "aborted: no host had been moved, none taken back (release {})",
-                        short(&release)
+                        short_id(&release)
                     ),
                     false => outln!(
                         "aborted: {} host(s) back on their previous bundles: {} (release {})",
                         back.len(),
                         back.join(", "),
-                        short(&release)
+                        short_id(&release)
                     ),
                 }
                 for k in &kept {
@@ -227,12 +227,14 @@ fn describe(p: &Progress, holder: Option<&str>) -> String {
     let mut text = format!(
         "fleet {}: rollout of release {} {}\n",
         p.fleet,
-        short(&p.target),
+        short_id(&p.target),
         p.phase.as_str()
     );
     text.push_str(&format!(
         "  from release {}\n",
-        p.from.as_deref().map_or("(none: the fleet's first)", short)
+        p.from
+            .as_deref()
+            .map_or("(none: the fleet's first)", short_id)
     ));
     let hosts: usize = p.waves.iter().map(Vec::len).sum();
     text.push_str(&format!(
@@ -244,7 +246,7 @@ fn describe(p: &Progress, holder: Option<&str>) -> String {
     if let Some(published) = &p.published {
         text.push_str(&format!(
             "  the store names release {} (published {})\n",
-            short(published),
+            short_id(published),
             bell_bundle::utc(p.published_at)
         ));
     }
@@ -362,7 +364,7 @@ impl Display {
                     "wave {wave} of {waves}: {} host{} on release {}{}",
                     hosts.len(),
                     if hosts.len() == 1 { "" } else { "s" },
-                    short(release),
+                    short_id(release),
                     if *resumed { " (resumed)" } else { "" }
                 ));
                 self.bar = Some(bar);
@@ -375,7 +377,7 @@ impl Display {
                     "abort: {} host{} back, release {}",
                     hosts.len(),
                     if hosts.len() == 1 { "" } else { "s" },
-                    short(release)
+                    short_id(release)
                 ));
                 self.bar = Some(bar);
             }
@@ -509,8 +511,8 @@ pub fn history(
         outln!(
             "{}  {} → {}  {} wave{}, {hosts} host{}  {} after {}  by {}{}",
             bell_bundle::utc(e.started_at),
-            e.from.as_deref().map_or("(first)", short),
-            short(&e.target),
+            e.from.as_deref().map_or("(first)", short_id),
+            short_id(&e.target),
             e.waves.len(),
             if e.waves.len() == 1 { "" } else { "s" },
             if hosts == 1 { "" } else { "s" },

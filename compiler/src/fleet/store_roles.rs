@@ -3,11 +3,10 @@
 //! liveness key and holder record, and the semaphore of its rollout group (airlock's format
 //! shares one key per group); the controller writes the desired map, the version and the
 //! rollout's records; `serve` and `status` only read.
-//!
-//! Exact keys, never a host's prefix: a prefix `running/web-1` would also cover `web-10`.
 
 use bell_bundle::Release;
-use bell_store::etcd::{Access, Permission};
+use bell_store::etcd::Permission;
+use bell_store::keys;
 
 /// One etcd user, with a role of the same name that holds its permissions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,99 +20,38 @@ pub struct Role {
     pub permissions: Vec<Permission>,
 }
 
-/// The report categories a host files states under (`status/CATEGORY/HOST`).
-const CATEGORIES: [&str; 3] = ["apply", "check", "health"];
-/// The commands whose last report a host keeps (`running/HOST` for apply and pull).
-const REPORTED_COMMANDS: [&str; 2] = ["apply", "check"];
-
 /// Every role of `release`'s fleet, hosts first in name order, then the controller and serve.
-/// `lock_prefix` is where the hosts' semaphores are (`bell-run pull --lock-prefix`).
+/// `lock_prefix` is where the hosts' semaphores are (`bell-run pull --lock-prefix`). The
+/// grants are `bell_store::keys`'s, beside the keys they name.
 pub fn plan(release: &Release, lock_prefix: &str) -> Vec<Role> {
     let fleet = &release.fleet;
     let mut roles = Vec::new();
     for (host, entry) in &release.hosts {
         let group = match &release.rollout {
-            Some(rollout) => rollout.group_name(entry).to_string(),
-            None => bell_bundle::DEFAULT_GROUP.to_string(),
+            Some(rollout) => rollout.group_name(entry),
+            None => bell_bundle::DEFAULT_GROUP,
         };
-        let mut permissions = vec![
-            Permission::key(Access::Read, &bell_store::desired_key(fleet, host)),
-            Permission::key(Access::Read, &bell_store::version_key(fleet)),
-            Permission::key(Access::ReadWrite, &bell_store::alive_key(fleet, host)),
-            Permission::key(
-                Access::ReadWrite,
-                &bell_store::semaphore::semaphore_key(lock_prefix, &group),
-            ),
-            Permission::key(
-                Access::ReadWrite,
-                &bell_store::semaphore::holder_key(lock_prefix, &group, host),
-            ),
-            // Whether an operator holds it, read with its desired bundle.
-            Permission::key(Access::Read, &bell_store::hold::key(fleet, host)),
-            // Its registration, filed again when a fact changes.
-            Permission::key(Access::ReadWrite, &bell_store::discovery::key(fleet, host)),
-        ];
-        for command in REPORTED_COMMANDS {
-            permissions.push(Permission::key(
-                Access::ReadWrite,
-                &bell_store::report_key(fleet, command, host),
-            ));
-        }
-        for category in CATEGORIES {
-            permissions.push(Permission::key(
-                Access::ReadWrite,
-                &bell_store::status_key(fleet, category, host),
-            ));
-        }
-        permissions.sort();
         roles.push(Role {
             name: format!("host/{fleet}/{host}"),
             password_file: host.clone(),
-            permissions,
+            permissions: keys::host_grants(fleet, host, lock_prefix, group),
         });
     }
-    let fleet_prefix = format!("/bell/{fleet}/");
-    let groups = format!("{lock_prefix}/groups/");
-    let mut reader = vec![Permission::prefix(Access::Read, &fleet_prefix)];
-    if !groups.starts_with(&fleet_prefix) {
-        reader.push(Permission::prefix(Access::Read, &groups));
-    }
-    let mut controller = reader.clone();
-    controller.extend([
-        Permission::prefix(Access::ReadWrite, &format!("/bell/{fleet}/desired/")),
-        Permission::prefix(Access::ReadWrite, &format!("/bell/{fleet}/rollout/")),
-        Permission::key(Access::ReadWrite, &bell_store::version_key(fleet)),
-        // `bellc hold` and `unhold`.
-        Permission::prefix(Access::ReadWrite, &bell_store::hold::key(fleet, "")),
-        // `bellc hosts reject` removes registrations and records the refusal.
-        Permission::prefix(Access::ReadWrite, &bell_store::discovery::key(fleet, "")),
-        Permission::prefix(
-            Access::ReadWrite,
-            &bell_store::discovery::rejected_key(fleet, ""),
-        ),
-    ]);
-    controller.sort();
-    reader.sort();
     roles.push(Role {
         name: format!("controller/{fleet}"),
         password_file: "controller".into(),
-        permissions: controller,
+        permissions: keys::controller_grants(fleet, lock_prefix),
     });
-    // A machine not in the fleet yet has no user of its own: new machines share this one,
-    // which can only file registrations. Each is signed by the identity it names, so one
-    // machine overwriting another's shows as invalid or as another identity, never as it.
+    // A machine not in the fleet yet has no user of its own: new machines share this one.
     roles.push(Role {
         name: format!("enroll/{fleet}"),
         password_file: "enroll".into(),
-        permissions: vec![Permission::prefix(
-            Access::ReadWrite,
-            &bell_store::discovery::key(fleet, ""),
-        )],
+        permissions: keys::enroll_grants(fleet),
     });
     roles.push(Role {
         name: format!("serve/{fleet}"),
         password_file: "serve".into(),
-        permissions: reader,
+        permissions: keys::reader_grants(fleet, lock_prefix),
     });
     roles
 }
@@ -162,7 +100,10 @@ mod tests {
             .find(|r| r.name == "controller/f")
             .expect("controller");
         let serve = roles.iter().find(|r| r.name == "serve/f").expect("serve");
-        assert!(serve.permissions.iter().all(|p| p.access == Access::Read));
+        assert!(serve
+            .permissions
+            .iter()
+            .all(|p| p.access == bell_store::etcd::Access::Read));
         let described: Vec<String> = controller
             .permissions
             .iter()

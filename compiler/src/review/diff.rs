@@ -208,14 +208,10 @@ impl ReleaseDiff {
             self.added.len(),
             self.removed.len(),
             self.unchanged.len(),
-            short(&self.old_version),
-            short(&self.new_version)
+            bell_bundle::short_id(&self.old_version),
+            bell_bundle::short_id(&self.new_version)
         )
     }
-}
-
-pub fn short(id: &str) -> &str {
-    bell_bundle::short(id, 12)
 }
 
 /// Compares two releases.

@@ -328,7 +328,7 @@ fn set_at(locator: &mut Locator, key: &str, value: &str, hosts: &[String]) -> Ve
 pub fn to_text(d: &ValueDiff) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let short = |v: &str| super::diff::short(v).to_string();
+    let short = |v: &str| bell_bundle::short_id(v).to_string();
     let _ = writeln!(
         out,
         "release {} → {}: {} value change(s) on {} host(s), {} host(s) added, {} removed, {} unchanged",

@@ -191,7 +191,7 @@ impl crate::review::diff::Side for OutSide<'_> {
         let bytes = self.out.read(&rel)?.ok_or_else(|| {
             format!(
                 "bundle {} is not in {} (pruned, or built elsewhere)",
-                crate::review::diff::short(id),
+                bell_bundle::short_id(id),
                 self.out.describe()
             )
         })?;
@@ -438,7 +438,9 @@ impl Board {
         let release = self.read_release().map_err(|e| e.to_string())?;
         let fleet = release.fleet.clone();
         bell_store::check_name("fleet", &fleet)?;
-        let kvs = self.etcd.range_prefix(&format!("/bell/{fleet}/"))?;
+        let kvs = self
+            .etcd
+            .range_prefix(&bell_store::keys::fleet_prefix(&fleet))?;
         let identities = self.identities_of(&release);
         let mut views =
             bell_store::views_from_parsed(&fleet, &kvs, &mut lock(&self.reports), &identities)?;
@@ -464,12 +466,12 @@ impl Board {
                 Vec::new()
             });
         let value_of = |key: String| kvs.iter().find(|kv| kv.key == key).map(|kv| &kv.value);
-        let progress = value_of(rollout::progress_key(&fleet)).and_then(|bytes| {
+        let progress = value_of(bell_store::keys::progress_key(&fleet)).and_then(|bytes| {
             rollout::parse_progress(&fleet, bytes)
                 .map_err(|e| warnings.push(e.to_string()))
                 .ok()
         });
-        let controller = value_of(rollout::controller_key(&fleet))
+        let controller = value_of(bell_store::keys::controller_key(&fleet))
             .map(|b| String::from_utf8_lossy(b).into_owned());
         let published = bell_store::published_from(&fleet, &kvs);
         let holds = bell_store::hold::holds_in(&fleet, &kvs);

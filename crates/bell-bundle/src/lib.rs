@@ -271,6 +271,11 @@ pub fn short(text: &str, max: usize) -> &str {
     }
 }
 
+/// A bundle id, generation or release version as people read it: its first 12 characters.
+pub fn short_id(id: &str) -> &str {
+    short(id, 12)
+}
+
 /// A mode that lets neither group nor others read (`0600`, `0400`, `0700`): what it guards is
 /// a secret. (`0440` and `0640` are shared with a group on purpose, as sudoers drop-ins are.)
 pub fn private_mode(mode: u32) -> bool {

@@ -8,6 +8,7 @@
 //! else. A registration under a name the release already gives another identity is flagged.
 
 use crate::etcd::KeyValue;
+use crate::keys::{registration_key, rejection_key};
 use crate::proof::{self, Identity};
 use crate::Etcd;
 use serde::{Deserialize, Serialize};
@@ -73,11 +74,6 @@ pub struct Registration {
     pub registered_at: u64,
 }
 
-/// The key of `host`'s registration in `fleet`.
-pub fn key(fleet: &str, host: &str) -> String {
-    format!("/bell/{fleet}/discovery/{host}")
-}
-
 /// The registration signed by `key`, as the JSON text that is filed.
 pub fn signed(registration: &Registration, key: &proof::SigningKey) -> String {
     let mut object = match serde_json::to_value(registration) {
@@ -126,7 +122,10 @@ pub fn check(host: &str, raw: &[u8]) -> Result<(Registration, Identity), String>
 
 /// Every registration of `fleet`, sorted by host name.
 pub fn list(etcd: &Etcd, fleet: &str) -> Result<Vec<Filed>, String> {
-    Ok(filed_in(fleet, &etcd.range_prefix(&key(fleet, ""))?))
+    Ok(filed_in(
+        fleet,
+        &etcd.range_prefix(&registration_key(fleet, ""))?,
+    ))
 }
 
 /// Every registration of `fleet` and every refusal, with one range request (the refusals'
@@ -135,13 +134,13 @@ pub fn read(
     etcd: &Etcd,
     fleet: &str,
 ) -> Result<(Vec<Filed>, std::collections::BTreeMap<String, Rejection>), String> {
-    let kvs = etcd.range_prefix(&format!("/bell/{fleet}/discovery"))?;
+    let kvs = etcd.range_prefix(&crate::keys::enrollment_prefix(fleet))?;
     Ok((filed_in(fleet, &kvs), rejections_in(fleet, &kvs)))
 }
 
 /// The registrations among `kvs` (a read of the fleet's keys, such as `/bell/FLEET/`).
 pub fn filed_in(fleet: &str, kvs: &[KeyValue]) -> Vec<Filed> {
-    let prefix = key(fleet, "");
+    let prefix = registration_key(fleet, "");
     kvs.iter()
         .filter_map(|kv| {
             let host = kv.key.strip_prefix(&prefix)?.to_string();
@@ -149,11 +148,6 @@ pub fn filed_in(fleet: &str, kvs: &[KeyValue]) -> Vec<Filed> {
             Some(Filed { host, registration })
         })
         .collect()
-}
-
-/// The key that records an operator's refusal of `host`'s registration.
-pub fn rejected_key(fleet: &str, host: &str) -> String {
-    format!("/bell/{fleet}/discovery-rejected/{host}")
 }
 
 /// An operator's refusal (`bellc hosts reject`): the identity refused, so that the host
@@ -168,13 +162,13 @@ pub struct Rejection {
 /// Removes `host`'s registration and records that its identity was refused.
 pub fn reject(etcd: &Etcd, fleet: &str, host: &str, rejection: &Rejection) -> Result<(), String> {
     let text = serde_json::to_string(rejection).map_err(|e| e.to_string())?;
-    etcd.put(&rejected_key(fleet, host), text.as_bytes())?;
-    etcd.delete(&key(fleet, host))
+    etcd.put(&rejection_key(fleet, host), text.as_bytes())?;
+    etcd.delete(&registration_key(fleet, host))
 }
 
 /// Forgets a refusal (the host was accepted after all).
 pub fn unreject(etcd: &Etcd, fleet: &str, host: &str) -> Result<(), String> {
-    etcd.delete(&rejected_key(fleet, host))
+    etcd.delete(&rejection_key(fleet, host))
 }
 
 /// The refusals among `kvs` (a read of the fleet's keys).
@@ -182,7 +176,7 @@ pub fn rejections_in(
     fleet: &str,
     kvs: &[KeyValue],
 ) -> std::collections::BTreeMap<String, Rejection> {
-    let prefix = rejected_key(fleet, "");
+    let prefix = rejection_key(fleet, "");
     kvs.iter()
         .filter_map(|kv| {
             let host = kv.key.strip_prefix(&prefix)?.to_string();

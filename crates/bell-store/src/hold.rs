@@ -8,14 +8,10 @@
 //! still only what the signing key gave it.
 
 use crate::etcd::KeyValue;
+use crate::keys::hold_key;
 use crate::Etcd;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// Where `host`'s hold is.
-pub fn key(fleet: &str, host: &str) -> String {
-    format!("/bell/{fleet}/holds/{host}")
-}
 
 /// Who held a host, why, and since when.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,21 +57,21 @@ pub fn parse(raw: &[u8]) -> Hold {
 
 pub fn put(etcd: &Etcd, fleet: &str, host: &str, hold: &Hold) -> Result<(), String> {
     let text = serde_json::to_string(hold).map_err(|e| e.to_string())?;
-    etcd.put(&key(fleet, host), text.as_bytes())
+    etcd.put(&hold_key(fleet, host), text.as_bytes())
 }
 
 pub fn remove(etcd: &Etcd, fleet: &str, host: &str) -> Result<(), String> {
-    etcd.delete(&key(fleet, host))
+    etcd.delete(&hold_key(fleet, host))
 }
 
 /// Every hold of `fleet`, by host.
 pub fn list(etcd: &Etcd, fleet: &str) -> Result<BTreeMap<String, Hold>, String> {
-    Ok(holds_in(fleet, &etcd.range_prefix(&key(fleet, ""))?))
+    Ok(holds_in(fleet, &etcd.range_prefix(&hold_key(fleet, ""))?))
 }
 
 /// The holds among `kvs` (a read of the fleet's keys, such as `/bell/FLEET/`).
 pub fn holds_in(fleet: &str, kvs: &[KeyValue]) -> BTreeMap<String, Hold> {
-    let prefix = key(fleet, "");
+    let prefix = hold_key(fleet, "");
     kvs.iter()
         .filter_map(|kv| Some((kv.key.strip_prefix(&prefix)?.to_string(), parse(&kv.value))))
         .collect()

@@ -1,6 +1,38 @@
-//! Where things are in etcd: the keys of reports, statuses, the published release and the
-//! rollout semaphores, named here once for the writers, the readers and the least-privilege
-//! roles alike. (The enrollment and hold keys still name themselves in their modules.)
+//! Where things are in etcd, named here once for the writers, the readers and the
+//! least-privilege roles alike: every key bell writes is built by a function of this module,
+//! a key read back is told apart by [`Key::parse`], and what each party of a fleet may read
+//! and write ([`host_grants`], [`controller_grants`], [`enroll_grants`], [`reader_grants`]) is
+//! granted from the same functions, so a key cannot move without its grant.
+//!
+//! ```text
+//! /bell/FLEET/current_version             the published release          controller
+//! /bell/FLEET/desired/HOST                the bundle HOST should run      controller
+//! /bell/FLEET/running/HOST                HOST's last apply (or pull)     HOST
+//! /bell/FLEET/reports/COMMAND/HOST        HOST's last COMMAND (check)     HOST
+//! /bell/FLEET/status/CATEGORY/HOST        each category's state           HOST
+//! /bell/FLEET/alive/HOST                  on HOST's lease                 HOST
+//! /bell/FLEET/holds/HOST                  an operator's hold              controller
+//! /bell/FLEET/discovery/HOST              a machine's registration        HOST, enroll
+//! /bell/FLEET/discovery-rejected/HOST     an operator's refusal           controller
+//! /bell/FLEET/rollout/...                 progress, pause, lease, history controller
+//! PREFIX/groups/GROUP/v1/semaphore        a rollout group's slots         its hosts
+//! PREFIX/groups/GROUP/v1/holders/HOST     who holds one                   HOST
+//! ```
+
+use crate::etcd::{Access, Permission};
+
+/// The categories a report files a state under (`status/CATEGORY/HOST`), the ones a pull's
+/// report sets (see `bell-run`'s `report::from_apply`).
+pub const STATUS_CATEGORIES: [&str; 3] = ["apply", "check", "health"];
+
+/// The commands whose last report a host keeps: `apply` (and `pull`) under `running/`,
+/// `check` under `reports/check/`.
+pub const REPORTED_COMMANDS: [&str; 2] = ["apply", "check"];
+
+/// Everything of the fleet's, `/bell/FLEET/`: what its readers read.
+pub fn fleet_prefix(fleet: &str) -> String {
+    format!("/bell/{fleet}/")
+}
 
 pub fn running_key(fleet: &str, host: &str) -> String {
     format!("/bell/{fleet}/running/{host}")
@@ -18,7 +50,12 @@ pub fn report_key(fleet: &str, command: &str, host: &str) -> String {
 }
 
 pub fn status_key(fleet: &str, category: &str, host: &str) -> String {
-    format!("/bell/{fleet}/status/{category}/{host}")
+    format!("{}{category}/{host}", status_prefix(fleet))
+}
+
+/// Every state of every category, `/bell/FLEET/status/`.
+pub fn status_prefix(fleet: &str) -> String {
+    format!("/bell/{fleet}/status/")
 }
 
 /// Bound to the host's lease: there while the host runs (see [`Store::keep_alive`]).
@@ -30,13 +67,68 @@ pub fn desired_key(fleet: &str, host: &str) -> String {
     format!("/bell/{fleet}/desired/{host}")
 }
 
+/// Every host's desired bundle, `/bell/FLEET/desired/`.
+pub fn desired_prefix(fleet: &str) -> String {
+    desired_key(fleet, "")
+}
+
 pub fn version_key(fleet: &str) -> String {
     format!("/bell/{fleet}/current_version")
+}
+
+/// An operator's hold of `host` (`bellc hold`); `host` empty: the prefix of every hold.
+pub fn hold_key(fleet: &str, host: &str) -> String {
+    format!("/bell/{fleet}/holds/{host}")
+}
+
+/// A machine's registration (`bell-run register`); `host` empty: the prefix of every one.
+pub fn registration_key(fleet: &str, host: &str) -> String {
+    format!("/bell/{fleet}/discovery/{host}")
+}
+
+/// An operator's refusal of `host`'s registration; `host` empty: the prefix of every one.
+pub fn rejection_key(fleet: &str, host: &str) -> String {
+    format!("/bell/{fleet}/discovery-rejected/{host}")
+}
+
+/// The registrations and the refusals together: the refusals' prefix starts with the
+/// registrations' name, so one range reads both.
+pub fn enrollment_prefix(fleet: &str) -> String {
+    format!("/bell/{fleet}/discovery")
+}
+
+/// The rollout controller's part of the store: its progress, pause, lease and history.
+pub fn rollout_prefix(fleet: &str) -> String {
+    format!("/bell/{fleet}/rollout/")
+}
+
+pub fn progress_key(fleet: &str) -> String {
+    format!("{}progress", rollout_prefix(fleet))
+}
+
+/// An operator's pause of the fleet's rollout (`bellc rollout --pause`).
+pub fn pause_key(fleet: &str) -> String {
+    format!("{}paused", rollout_prefix(fleet))
+}
+
+/// On the lease of the controller that moves the fleet: two never run at once.
+pub fn controller_key(fleet: &str) -> String {
+    format!("{}controller", rollout_prefix(fleet))
+}
+
+/// One entry per rollout, by when it started.
+pub fn history_prefix(fleet: &str) -> String {
+    format!("{}history/", rollout_prefix(fleet))
 }
 
 /// The default prefix: the fleet's own part of the store.
 pub fn default_prefix(fleet: &str) -> String {
     format!("/bell/{fleet}")
+}
+
+/// Where the rollout groups' semaphores of hosts pulling with `--lock-prefix PREFIX` are.
+pub fn groups_prefix(prefix: &str) -> String {
+    format!("{prefix}/groups/")
 }
 
 pub fn semaphore_key(prefix: &str, group: &str) -> String {
@@ -45,6 +137,148 @@ pub fn semaphore_key(prefix: &str, group: &str) -> String {
 
 pub fn holder_key(prefix: &str, group: &str, host: &str) -> String {
     format!("{prefix}/groups/{}/v1/holders/{host}", query_escape(group))
+}
+
+/// A key of a fleet's part of the store, read back: which it is, and whose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Key<'k> {
+    Version,
+    Desired {
+        host: &'k str,
+    },
+    /// The last report of `command` (`apply` for `running/`).
+    Report {
+        command: &'k str,
+        host: &'k str,
+    },
+    Status {
+        category: &'k str,
+        host: &'k str,
+    },
+    Alive {
+        host: &'k str,
+    },
+    Hold {
+        host: &'k str,
+    },
+    Registration {
+        host: &'k str,
+    },
+    Rejection {
+        host: &'k str,
+    },
+    /// Anything under `rollout/`.
+    Rollout {
+        rest: &'k str,
+    },
+}
+
+impl<'k> Key<'k> {
+    /// What `key` is in `fleet`'s part of the store; `None` for a key outside it, or one no
+    /// function here builds. A host's name is what follows its kind's prefix, as written.
+    pub fn parse(fleet: &str, key: &'k str) -> Option<Key<'k>> {
+        let rest = key
+            .strip_prefix("/bell/")?
+            .strip_prefix(fleet)?
+            .strip_prefix('/')?;
+        if rest == "current_version" {
+            return Some(Key::Version);
+        }
+        let (kind, tail) = rest.split_once('/')?;
+        Some(match kind {
+            "desired" => Key::Desired { host: tail },
+            "running" => Key::Report {
+                command: "apply",
+                host: tail,
+            },
+            "reports" => {
+                let (command, host) = tail.split_once('/')?;
+                Key::Report { command, host }
+            }
+            "status" => {
+                let (category, host) = tail.split_once('/')?;
+                Key::Status { category, host }
+            }
+            "alive" => Key::Alive { host: tail },
+            "holds" => Key::Hold { host: tail },
+            "discovery" => Key::Registration { host: tail },
+            "discovery-rejected" => Key::Rejection { host: tail },
+            "rollout" => Key::Rollout { rest: tail },
+            _ => return None,
+        })
+    }
+}
+
+/// What a host may read and write: its own desired bundle, hold and the published version
+/// (read); its own reports, states, liveness key and registration, its rollout group's
+/// semaphore (airlock's format shares one key per group) and its own holder record. Exact
+/// keys, never a host's prefix: a prefix `running/web-1` would also cover `web-10`.
+pub fn host_grants(fleet: &str, host: &str, lock_prefix: &str, group: &str) -> Vec<Permission> {
+    let mut grants = vec![
+        Permission::key(Access::Read, &desired_key(fleet, host)),
+        Permission::key(Access::Read, &version_key(fleet)),
+        // Whether an operator holds it, read with its desired bundle.
+        Permission::key(Access::Read, &hold_key(fleet, host)),
+        Permission::key(Access::ReadWrite, &alive_key(fleet, host)),
+        Permission::key(Access::ReadWrite, &semaphore_key(lock_prefix, group)),
+        Permission::key(Access::ReadWrite, &holder_key(lock_prefix, group, host)),
+        // Its registration, filed again when a fact changes.
+        Permission::key(Access::ReadWrite, &registration_key(fleet, host)),
+    ];
+    for command in REPORTED_COMMANDS {
+        grants.push(Permission::key(
+            Access::ReadWrite,
+            &report_key(fleet, command, host),
+        ));
+    }
+    for category in STATUS_CATEGORIES {
+        grants.push(Permission::key(
+            Access::ReadWrite,
+            &status_key(fleet, category, host),
+        ));
+    }
+    grants.sort();
+    grants
+}
+
+/// What a reader (`bellc serve`, `status`) may read: the fleet's part, and the semaphores
+/// when `--lock-prefix` put them elsewhere.
+pub fn reader_grants(fleet: &str, lock_prefix: &str) -> Vec<Permission> {
+    let fleet_prefix = fleet_prefix(fleet);
+    let groups = groups_prefix(lock_prefix);
+    let mut grants = vec![Permission::prefix(Access::Read, &fleet_prefix)];
+    if !groups.starts_with(&fleet_prefix) {
+        grants.push(Permission::prefix(Access::Read, &groups));
+    }
+    grants.sort();
+    grants
+}
+
+/// What the controller may write besides what a reader reads: the desired map, the version,
+/// the rollout's records, holds (`bellc hold`, `unhold`), and registrations and refusals
+/// (`bellc hosts reject` removes one and records the other).
+pub fn controller_grants(fleet: &str, lock_prefix: &str) -> Vec<Permission> {
+    let mut grants = reader_grants(fleet, lock_prefix);
+    grants.extend([
+        Permission::prefix(Access::ReadWrite, &desired_prefix(fleet)),
+        Permission::prefix(Access::ReadWrite, &rollout_prefix(fleet)),
+        Permission::key(Access::ReadWrite, &version_key(fleet)),
+        Permission::prefix(Access::ReadWrite, &hold_key(fleet, "")),
+        Permission::prefix(Access::ReadWrite, &registration_key(fleet, "")),
+        Permission::prefix(Access::ReadWrite, &rejection_key(fleet, "")),
+    ]);
+    grants.sort();
+    grants
+}
+
+/// What the machines not in the fleet yet share: filing registrations, nothing else. Each is
+/// signed by the identity it names, so one machine overwriting another's shows as invalid or
+/// as another identity, never as it.
+pub fn enroll_grants(fleet: &str) -> Vec<Permission> {
+    vec![Permission::prefix(
+        Access::ReadWrite,
+        &registration_key(fleet, ""),
+    )]
 }
 
 /// Go's `url.QueryEscape`: letters, digits and `-_.~` stay, a space becomes `+`, every other
@@ -88,4 +322,84 @@ pub fn query_unescape(text: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each key a host writes reads back as that host's, and is granted to it and to no other
+    /// host (`web-1`'s grants do not reach `web-10`'s keys).
+    #[test]
+    fn a_hosts_keys_read_back_as_its_own_and_are_granted_to_it_alone() {
+        let written = [
+            (
+                report_key("f", "apply", "web-1"),
+                Key::Report {
+                    command: "apply",
+                    host: "web-1",
+                },
+            ),
+            (
+                report_key("f", "check", "web-1"),
+                Key::Report {
+                    command: "check",
+                    host: "web-1",
+                },
+            ),
+            (
+                status_key("f", "health", "web-1"),
+                Key::Status {
+                    category: "health",
+                    host: "web-1",
+                },
+            ),
+            (alive_key("f", "web-1"), Key::Alive { host: "web-1" }),
+            (
+                registration_key("f", "web-1"),
+                Key::Registration { host: "web-1" },
+            ),
+        ];
+        let grants = host_grants("f", "web-1", &default_prefix("f"), "default");
+        let other = host_grants("f", "web-10", &default_prefix("f"), "default");
+        let allows = |grants: &[Permission], key: &str| {
+            grants.iter().any(|p| {
+                p.access == Access::ReadWrite
+                    && if p.range_end.is_empty() {
+                        p.key == key.as_bytes()
+                    } else {
+                        key.as_bytes() >= &p.key[..] && key.as_bytes() < &p.range_end[..]
+                    }
+            })
+        };
+        for (key, kind) in &written {
+            assert_eq!(Key::parse("f", key), Some(*kind), "{key}");
+            assert!(allows(&grants, key), "web-1 may not write {key}");
+            assert!(!allows(&other, key), "web-10 may write {key}");
+        }
+        for key in [
+            desired_key("f", "web-1"),
+            version_key("f"),
+            hold_key("f", "web-1"),
+        ] {
+            assert!(!allows(&grants, &key), "a host may write {key}");
+            assert!(Key::parse("f", &key).is_some(), "{key}");
+        }
+    }
+
+    #[test]
+    fn keys_of_another_fleet_or_of_no_kind_are_not_read_as_ours() {
+        assert_eq!(Key::parse("f", &alive_key("f2", "h")), None);
+        assert_eq!(Key::parse("f2", &alive_key("f", "h")), None);
+        assert_eq!(Key::parse("f", "/bell/f/elsewhere/h"), None);
+        assert_eq!(Key::parse("f", &version_key("f")), Some(Key::Version));
+        assert_eq!(
+            Key::parse("f", &progress_key("f")),
+            Some(Key::Rollout { rest: "progress" })
+        );
+        assert_eq!(
+            Key::parse("f", &rejection_key("f", "h")),
+            Some(Key::Rejection { host: "h" })
+        );
+    }
 }

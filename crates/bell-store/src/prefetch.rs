@@ -45,16 +45,13 @@ impl Prefetched {
     }
 }
 
-/// The commands whose categories a pull's report sets (see `bell-run`'s `report::from_apply`).
-const PULL_CATEGORIES: [&str; 3] = ["apply", "check", "health"];
-
 /// The keys a pull of `host` reads with its desired release: its `apply` report and the
 /// categories that report sets, its liveness key, and the semaphore of the rollout group it
 /// was in last (`slot`: the lock prefix and the group), when it knows one.
 pub fn pull_keys(fleet: &str, host: &str, slot: Option<(&str, &str)>) -> Vec<String> {
     let mut keys = vec![crate::report_key(fleet, "apply", host)];
     keys.extend(
-        PULL_CATEGORIES
+        crate::keys::STATUS_CATEGORIES
             .iter()
             .map(|category| crate::status_key(fleet, category, host)),
     );

@@ -287,8 +287,14 @@ impl Store {
             }
             Store::Etcd(etcd) => {
                 let mut kvs = Vec::new();
-                for part in ["running/", "reports/check/", "alive/", "status/"] {
-                    kvs.extend(etcd.range_prefix(&format!("/bell/{fleet}/{part}"))?);
+                let ranges = [
+                    crate::keys::running_key(fleet, ""),
+                    crate::keys::report_key(fleet, "check", ""),
+                    crate::keys::alive_key(fleet, ""),
+                    crate::keys::status_prefix(fleet),
+                ];
+                for prefix in ranges {
+                    kvs.extend(etcd.range_prefix(&prefix)?);
                 }
                 hosts = views_from_parsed(fleet, &kvs, &mut ParsedReports::default(), identities)?;
             }
@@ -310,7 +316,7 @@ impl Store {
         for host in release.hosts.keys() {
             check_name("host", host)?;
         }
-        let prefix = format!("/bell/{}/desired/", release.fleet);
+        let prefix = crate::keys::desired_prefix(&release.fleet);
         let mut now: BTreeMap<String, Vec<u8>> = etcd
             .range_prefix(&prefix)?
             .into_iter()
@@ -347,7 +353,7 @@ impl Store {
         let Some(version) = etcd.get(&version_key(fleet))? else {
             return Ok(None);
         };
-        let mut kvs = etcd.range_prefix(&format!("/bell/{fleet}/desired/"))?;
+        let mut kvs = etcd.range_prefix(&crate::keys::desired_prefix(fleet))?;
         kvs.push(etcd::KeyValue {
             key: version_key(fleet),
             value: version,
@@ -380,7 +386,7 @@ impl Store {
         let (version, desired, hold) = (
             version_key(fleet),
             desired_key(fleet, host),
-            hold::key(fleet, host),
+            crate::keys::hold_key(fleet, host),
         );
         let mut keys: Vec<&str> = vec![&version, &desired, &hold];
         keys.extend(also.iter().map(String::as_str));

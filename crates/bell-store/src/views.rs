@@ -1,6 +1,7 @@
 //! Each host's view from the keys read out of a store: its reports by command, each checked
 //! against the host's identity, its liveness, and the keys that are not what they claim.
 
+use crate::keys::Key;
 use crate::*;
 
 /// Every host's view from keys read out of etcd: any range of the fleet's keys that holds its
@@ -109,7 +110,6 @@ pub fn views_from_parsed(
     identities: &Identities,
 ) -> Result<BTreeMap<String, HostView>, String> {
     let mut now_parsed = std::collections::HashMap::with_capacity(parsed.by_key.len());
-    let base = format!("/bell/{fleet}/");
     let mut hosts: BTreeMap<String, HostView> = BTreeMap::new();
     let mut living = std::collections::BTreeSet::new();
     // Reports first, an apply's before a check's: of two finished in the same second, the
@@ -117,14 +117,11 @@ pub fn views_from_parsed(
     // Each with what an earlier reading made of it, when its key was written at the same
     // revision and is checked against the same identity (0: not from etcd).
     let mut reports: Vec<(&etcd::KeyValue, &str, Option<Reading>)> = Vec::new();
-    for part in ["running/", "reports/check/"] {
+    for command in crate::keys::REPORTED_COMMANDS {
         for kv in kvs {
-            let Some(host) = kv
-                .key
-                .strip_prefix(&base)
-                .and_then(|rest| rest.strip_prefix(part))
-            else {
-                continue;
+            let host = match Key::parse(fleet, &kv.key) {
+                Some(Key::Report { command: of, host }) if of == command => host,
+                _ => continue,
             };
             let identity = identities.get(host);
             let known = parsed.by_key.remove(&kv.key).filter(|p| {
@@ -169,11 +166,7 @@ pub fn views_from_parsed(
         view.by_command.insert(report.command.clone(), report);
     }
     for kv in kvs {
-        if let Some(host) = kv
-            .key
-            .strip_prefix(&base)
-            .and_then(|rest| rest.strip_prefix("alive/"))
-        {
+        if let Some(Key::Alive { host }) = Key::parse(fleet, &kv.key) {
             living.insert(host);
         }
     }
@@ -192,12 +185,13 @@ pub fn views_from_parsed(
 /// [`Store::published`] reads it; `None` without a version.
 pub fn published_from(fleet: &str, kvs: &[etcd::KeyValue]) -> Option<Published> {
     let version_key = version_key(fleet);
-    let prefix = format!("/bell/{fleet}/desired/");
     let version = kvs.iter().find(|kv| kv.key == version_key)?;
     let hosts = kvs
         .iter()
         .filter_map(|kv| {
-            let host = kv.key.strip_prefix(&prefix)?;
+            let Some(Key::Desired { host }) = Key::parse(fleet, &kv.key) else {
+                return None;
+            };
             let bundle = String::from_utf8_lossy(&kv.value).trim().to_string();
             Some((host.to_string(), bundle))
         })

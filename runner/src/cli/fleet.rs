@@ -425,14 +425,20 @@ pub(super) fn cmd_pending(args: &Args) -> i32 {
     } else if pending {
         outln!(
             "update pending for {host}: applied {}, desired {} (release {})",
-            applied.as_deref().map_or("nothing", journal::short),
-            journal::short(&want),
-            desired.version.as_deref().map_or("unknown", journal::short)
+            applied.as_deref().map_or("nothing", bell_bundle::short_id),
+            bell_bundle::short_id(&want),
+            desired
+                .version
+                .as_deref()
+                .map_or("unknown", bell_bundle::short_id)
         );
     } else {
         outln!(
             "{host} is up to date with release {}",
-            desired.version.as_deref().map_or("unknown", journal::short)
+            desired
+                .version
+                .as_deref()
+                .map_or("unknown", bell_bundle::short_id)
         );
     }
     if pending {

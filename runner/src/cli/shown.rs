@@ -186,14 +186,14 @@ pub(super) fn print_report(report: &Report) {
     };
     outln!(
         "bell-run: {verb} {} to {} ({mode})",
-        journal::short(&report.bundle),
+        bell_bundle::short_id(&report.bundle),
         report.root
     );
     if report.generation != report.bundle {
         outln!(
             "  without the host's key: as generation {}, the bundle less {} resource(s) that \
              need its secrets",
-            journal::short(&report.generation),
+            bell_bundle::short_id(&report.generation),
             report.needs_secrets.len()
         );
     }
@@ -368,7 +368,7 @@ pub(super) fn cmd_check(args: &Args) -> i32 {
     };
     outln!(
         "check of {}: {} drifted, {} errors{deferred} ({} files, {checked} resource checks)",
-        journal::short(&rep.generation),
+        bell_bundle::short_id(&rep.generation),
         rep.drift.len(),
         rep.errors.len(),
         rep.manifest.as_ref().map_or(0, |m| m.files.len()),

@@ -28,7 +28,7 @@ impl Controller<'_> {
                 return Err(RolloutError::Refused(format!(
                     "the store holds a rollout of release {} that stands {}, which OUT does \
                      not record: finish it with the build output it was started from",
-                    short(&p.target),
+                    bell_bundle::short_id(&p.target),
                     p.phase.as_str()
                 )));
             }
@@ -39,7 +39,7 @@ impl Controller<'_> {
                     return Err(RolloutError::Refused(format!(
                         "the rollout of release {} is {} (OUT's signed record, {}): continue \
                          it with `--resume`, or take it back with `--abort`",
-                        short(&r.target),
+                        bell_bundle::short_id(&r.target),
                         r.stage.as_str(),
                         record::path(&self.out, fleet).display()
                     )));
@@ -47,7 +47,7 @@ impl Controller<'_> {
                 if r.stage == Stage::Aborting {
                     return Err(RolloutError::Refused(format!(
                         "the rollout of release {} is being aborted: finish that with `--abort`",
-                        short(&r.target)
+                        bell_bundle::short_id(&r.target)
                     )));
                 }
                 if r.target != target.version {
@@ -55,8 +55,8 @@ impl Controller<'_> {
                         "the rollout OUT's record holds is of release {}, but OUT's release.json \
                          is release {}: resume it with the build output it was started from, or \
                          `--abort` it",
-                        short(&r.target),
-                        short(&target.version)
+                        bell_bundle::short_id(&r.target),
+                        bell_bundle::short_id(&target.version)
                     )));
                 }
                 let progress = self.agreeing_progress(&r, existing)?;
@@ -230,7 +230,7 @@ impl Controller<'_> {
         if record.stage.finished() {
             return Err(RolloutError::Refused(format!(
                 "the rollout of release {} is {} already; nothing to abort",
-                short(&record.target),
+                bell_bundle::short_id(&record.target),
                 record.stage.as_str()
             )));
         }
@@ -240,7 +240,7 @@ impl Controller<'_> {
             return Err(RolloutError::Refused(format!(
                 "the rollout of release {} was the fleet's first: there is no earlier \
                  release to go back to",
-                short(&record.target)
+                bell_bundle::short_id(&record.target)
             )));
         };
         let target = self.kept_release(&record.target, None)?;
@@ -401,7 +401,7 @@ impl Controller<'_> {
         let floor_name = floor
             .as_ref()
             .map_or("none (the fleet's first rollout)".to_string(), |f| {
-                format!("release {}", short(&f.version))
+                format!("release {}", bell_bundle::short_id(&f.version))
             });
         Err(RolloutError::Disagrees {
             fleet: fleet.clone(),

@@ -6,15 +6,12 @@
 //! The history is a record for people, read from etcd like the progress: it decides nothing.
 
 use super::{Phase, Progress};
+use bell_store::keys::history_prefix;
 use bell_store::Etcd;
 use serde::{Deserialize, Serialize};
 
 /// How many rollouts the store keeps.
 pub const KEPT: usize = 50;
-
-pub fn prefix(fleet: &str) -> String {
-    format!("/bell/{fleet}/rollout/history/")
-}
 
 /// One wave of a rollout: its hosts, when they were given their bundle, when all of them were
 /// up to date and healthy.
@@ -111,13 +108,13 @@ pub fn file(etcd: &Etcd, progress: &Progress) -> Result<(), String> {
     let entry = Entry::of(progress);
     let key = format!(
         "{}{:012}-{}",
-        prefix(&progress.fleet),
+        history_prefix(&progress.fleet),
         entry.started_at,
-        crate::review::diff::short(&entry.target)
+        bell_bundle::short_id(&entry.target)
     );
     let text = serde_json::to_string(&entry).map_err(|e| e.to_string())?;
     etcd.put(&key, text.as_bytes())?;
-    let kept = etcd.range_prefix(&prefix(&progress.fleet))?;
+    let kept = etcd.range_prefix(&history_prefix(&progress.fleet))?;
     if kept.len() > KEPT {
         for old in &kept[..kept.len() - KEPT] {
             etcd.delete(&old.key)?;
@@ -128,12 +125,15 @@ pub fn file(etcd: &Etcd, progress: &Progress) -> Result<(), String> {
 
 /// The fleet's history, newest first; entries that cannot be read are left out.
 pub fn list(etcd: &Etcd, fleet: &str) -> Result<Vec<Entry>, String> {
-    Ok(entries_in(fleet, &etcd.range_prefix(&prefix(fleet))?))
+    Ok(entries_in(
+        fleet,
+        &etcd.range_prefix(&history_prefix(fleet))?,
+    ))
 }
 
 /// The history among `kvs` (a read of the fleet's keys), newest first.
 pub fn entries_in(fleet: &str, kvs: &[bell_store::etcd::KeyValue]) -> Vec<Entry> {
-    let prefix = prefix(fleet);
+    let prefix = history_prefix(fleet);
     let mut entries: Vec<Entry> = kvs
         .iter()
         .filter(|kv| kv.key.starts_with(&prefix))

@@ -21,9 +21,10 @@ use super::signing::{self, SigningKey};
 use super::status::{self, HostState};
 use super::witness::Witness;
 use crate::emit::releases;
-use crate::review::diff::short;
+use bell_bundle::short_id;
 use bell_bundle::{Release, ReleaseHost};
 use bell_store::etcd::Op;
+use bell_store::keys::{controller_key, pause_key, progress_key};
 use bell_store::{Etcd, HostView, Store};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,15 +44,6 @@ pub const LEASE_TTL: u64 = 10;
 /// four ranges each time, whatever the fleet's size (about 0.15 requests per host for a
 /// 1,000-host rollout: `docs/performance.md`, "The rollout controller").
 pub const POLL: Duration = Duration::from_millis(250);
-
-pub fn progress_key(fleet: &str) -> String {
-    format!("/bell/{fleet}/rollout/progress")
-}
-
-/// Where an operator's pause of the fleet's rollout is (`bellc rollout --pause`).
-pub fn pause_key(fleet: &str) -> String {
-    format!("/bell/{fleet}/rollout/paused")
-}
 
 /// Who paused a rollout, why and since when. Read from etcd, unsigned: a forged pause only
 /// keeps the next wave from being given, which is all a real one does.
@@ -91,10 +83,6 @@ pub fn unpause(etcd: &Etcd, fleet: &str) -> Result<bool, RolloutError> {
     Ok(was.is_some())
 }
 
-pub fn controller_key(fleet: &str) -> String {
-    format!("/bell/{fleet}/rollout/controller")
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum RolloutError {
     #[error("{0}")]
@@ -115,7 +103,7 @@ pub enum RolloutError {
          signing key gave the fleet last is {ours} ({whence}): the store was written by \
          something other than this controller, or OUT is not the directory the fleet's \
          rollouts use; nothing was signed or published",
-        short(store)
+        short_id(store)
     )]
     Disagrees {
         fleet: String,

@@ -45,11 +45,11 @@ impl Controller<'_> {
                  signed or published. When OUT is that directory, take the store's progress \
                  away (`etcdctl del {}`, as etcd's root) and run this command again: the \
                  controller makes the progress anew from OUT's signed record",
-                short(&p.target),
-                p.from.as_deref().map_or("nothing", short),
-                short(&record.target),
-                from.as_deref().map_or("nothing", short),
-                super::progress_key(&record.fleet),
+                bell_bundle::short_id(&p.target),
+                p.from.as_deref().map_or("nothing", bell_bundle::short_id),
+                bell_bundle::short_id(&record.target),
+                from.as_deref().map_or("nothing", bell_bundle::short_id),
+                bell_store::keys::progress_key(&record.fleet),
             ))),
             None => Ok(Progress::of(record)),
         }
@@ -95,7 +95,7 @@ impl Controller<'_> {
                 "release {} is not kept in {} ({e}): the served directory must keep the \
                  release the fleet runs now (copy each build output over it; `bellc releases` \
                  lists what it keeps)",
-                short(version),
+                bell_bundle::short_id(version),
                 self.out.display()
             ))
         })?;
@@ -122,8 +122,8 @@ impl Controller<'_> {
             return Err(RolloutError::Refused(format!(
                 "{} holds release {}, not {}",
                 path.display(),
-                short(&release.version),
-                short(version)
+                bell_bundle::short_id(&release.version),
+                bell_bundle::short_id(version)
             )));
         }
         if let (Some(floor), Some(key)) = (at_least, self.key) {

@@ -350,8 +350,8 @@ pub fn judge(
                 detail: Some(format!(
                     "a failure of release {}, from a run that began before release {} was \
                      published{}",
-                    tried.map_or("?", crate::review::diff::short),
-                    crate::review::diff::short(&release.version),
+                    tried.map_or("?", bell_bundle::short_id),
+                    bell_bundle::short_id(&release.version),
                     detail
                         .as_deref()
                         .map(|d| format!(": {d}"))

@@ -203,10 +203,8 @@ pub(super) fn host_status(
             (None, true) => "waiting for a slot".to_string(),
             _ => format!(
                 "on bundle {}, the release has {}",
-                reported
-                    .as_deref()
-                    .map_or("none", crate::review::diff::short),
-                crate::review::diff::short(&entry.bundle)
+                reported.as_deref().map_or("none", bell_bundle::short_id),
+                bell_bundle::short_id(&entry.bundle)
             ),
         };
         reasons.push((Flag::Pending, why));

@@ -328,7 +328,7 @@ impl FleetStatus {
                     row.detail = Some(format!(
                         "waits for wave {wave} of {} of the rollout of release {}",
                         note.waves,
-                        crate::review::diff::short(&note.target)
+                        bell_bundle::short_id(&note.target)
                     ));
                 }
             }
@@ -465,7 +465,7 @@ impl FleetStatus {
         let r = self.rollout.as_ref()?;
         let mut line = format!(
             "rollout of release {} {}: wave {} of {}",
-            crate::review::diff::short(&r.target),
+            bell_bundle::short_id(&r.target),
             r.phase,
             r.wave,
             r.waves
@@ -490,7 +490,7 @@ impl FleetStatus {
         format!(
             "fleet {} release {}: {}",
             self.fleet,
-            crate::review::diff::short(&self.version),
+            bell_bundle::short_id(&self.version),
             parts.join(", ")
         )
     }
@@ -556,7 +556,7 @@ pub fn gate(status: &FleetStatus, hosts: &[String], version: &str) -> Gate {
                 let on = h
                     .version
                     .as_deref()
-                    .map_or("unknown", crate::review::diff::short);
+                    .map_or("unknown", bell_bundle::short_id);
                 not_ready.push(entry(Some(h.state), format!("on version {on}")))
             }
             Some(_) => {}

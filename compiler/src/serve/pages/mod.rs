@@ -6,7 +6,7 @@ use super::{Board, Snapshot};
 use crate::escape::shell_quote;
 use crate::fleet::rollout::Phase;
 use crate::fleet::status::{age_short as age, Flag, HostState, HostStatus};
-use crate::review::diff::{self, short};
+use crate::review::diff;
 use bell_wire::server::{Request, Response};
 use minijinja::{context, Environment};
 use serde::Serialize;

@@ -76,12 +76,15 @@ pub(super) fn release_view(s: &Snapshot) -> ReleaseView {
     let r = &s.release;
     ReleaseView {
         version: r.version.clone(),
-        short: short(&r.version).to_string(),
+        short: bell_bundle::short_id(&r.version).to_string(),
         hosts: r.hosts.len(),
         signer: s.signer.clone(),
         signed_utc: r.sequence.map(|ms| bell_bundle::utc(ms / 1000)),
         expires_utc: r.expires.map(bell_bundle::utc),
-        published: s.published.as_deref().map(|v| short(v).to_string()),
+        published: s
+            .published
+            .as_deref()
+            .map(|v| bell_bundle::short_id(v).to_string()),
         published_is_this: s.published.as_deref() == Some(r.version.as_str()),
         published_but_for_held: s.published_but_for_held.clone().unwrap_or_default(),
         budget: r.rollout.as_ref().map(|b| match &b.batch_by {
@@ -130,8 +133,11 @@ pub(super) fn rollout_view(board: &Board, s: &Snapshot) -> Option<RolloutView> {
         .unwrap_or_default();
     Some(RolloutView {
         phase: p.phase.as_str(),
-        target: short(&p.target).to_string(),
-        from: p.from.as_deref().map(|v| short(v).to_string()),
+        target: bell_bundle::short_id(&p.target).to_string(),
+        from: p
+            .from
+            .as_deref()
+            .map(|v| bell_bundle::short_id(v).to_string()),
         waves: p.waves.len(),
         given: p.given,
         converged: p.converged,
@@ -212,8 +218,11 @@ pub(super) fn history_view(s: &Snapshot) -> Vec<HistoryRow> {
         .map(|e| HistoryRow {
             started_utc: bell_bundle::utc(e.started_at),
             by: e.started_by.clone(),
-            from: e.from.as_deref().map(|v| short(v).to_string()),
-            target: short(&e.target).to_string(),
+            from: e
+                .from
+                .as_deref()
+                .map(|v| bell_bundle::short_id(v).to_string()),
+            target: bell_bundle::short_id(&e.target).to_string(),
             waves: e.waves.len(),
             hosts: e.waves.iter().map(|w| w.hosts.len()).sum(),
             outcome: e.outcome.clone(),
@@ -364,12 +373,21 @@ pub(super) fn row(h: &HostStatus) -> Row {
             .filter(|f| *f != h.state.as_str())
             .collect(),
         detail: h.detail.clone(),
-        version: h.version.as_deref().map(|v| short(v).to_string()),
+        version: h
+            .version
+            .as_deref()
+            .map(|v| bell_bundle::short_id(v).to_string()),
         age: h.age_seconds.map(age),
         since: h.since_seconds.map(age),
         attempts: h.attempts.filter(|&n| n > 1),
-        reported: h.reported.as_deref().map(|v| short(v).to_string()),
-        desired: h.desired.as_deref().map(|v| short(v).to_string()),
+        reported: h
+            .reported
+            .as_deref()
+            .map(|v| bell_bundle::short_id(v).to_string()),
+        desired: h
+            .desired
+            .as_deref()
+            .map(|v| bell_bundle::short_id(v).to_string()),
     }
 }
 
@@ -541,8 +559,14 @@ pub(super) fn host_view(board: &Board, s: &Snapshot, name: &str) -> Option<HostV
                     ReportView {
                         command: r.command.clone(),
                         result: r.result.as_str(),
-                        release: r.release.as_deref().map(|v| short(v).to_string()),
-                        bundle: r.bundle.as_deref().map(|v| short(v).to_string()),
+                        release: r
+                            .release
+                            .as_deref()
+                            .map(|v| bell_bundle::short_id(v).to_string()),
+                        bundle: r
+                            .bundle
+                            .as_deref()
+                            .map(|v| bell_bundle::short_id(v).to_string()),
                         finished_utc: bell_bundle::utc(r.finished_at),
                         first_utc: r
                             .attempts
