@@ -86,112 +86,19 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         ),
         None => None,
     };
+    let chosen = choose(opts, &root, &host, &state, store.as_ref(), found)?;
+    let checked = check_release(opts, &root, &state, keys.as_ref(), &chosen.path, found)?;
+    let release = &checked.release;
 
-    // Which release: the newest at the source, or the one the store names for this fleet.
-    let mut hold = None;
-    let mut prefetched = None;
-    let (release_rel, store_bundle) = match &store {
-        None => (bell_bundle::RELEASE_FILE.to_string(), None),
-        Some(store) => {
-            let fleet = fleet_of(opts, &root, &state)?;
-            // A refusal from here on is filed under it.
-            found.fleet = Some(fleet.clone());
-            // One request reads what the whole pull needs of the store when it changes
-            // nothing: the report and liveness keys, and the semaphore of its last group.
-            let slot = budget::remembered(&root, &store.describe());
-            let slot = slot.as_ref().map(|(p, g)| (p.as_str(), g.as_str()));
-            let also = bell_store::prefetch::pull_keys(&fleet, &host, slot);
-            let (desired, read) = store
-                .desired_with(&fleet, &host, &also)
-                .map_err(Refusal::new)?;
-            found.read = Some(read.clone());
-            prefetched = Some(read);
-            hold = desired.hold;
-            let (Some(version), Some(bundle)) = (desired.version, desired.bundle) else {
-                return Err(Refusal::new(format!(
-                    "the store has no desired release for host `{host}` of fleet `{fleet}`"
-                ))
-                .help("publish a release that has this host with `bellc publish --store`"));
-            };
-            if !bell_bundle::is_bundle_id(&version) {
-                return Err(Refusal::new(format!(
-                    "the store names `{}` as the release, which is not a version",
-                    bell_bundle::one_line(&version)
-                )));
-            }
-            (
-                format!("{}/{version}.json", bell_bundle::RELEASES_DIR),
-                Some((version, bundle)),
-            )
-        }
-    };
-    let fetch_refusal = |what: &str, e: FetchError| {
-        Refusal::new(format!("cannot fetch {what}: {e}"))
-            .help("nothing was changed; the next pull tries again")
-    };
-    let bytes = opts
-        .source
-        .get(&release_rel, rootfs::MAX_RECORD_BYTES)
-        .map_err(|e| fetch_refusal("the release", e))?;
-    let sha256 = bell_bundle::sha256_hex(&bytes);
-    // The signature is checked on the raw bytes before they are parsed: an unsigned file
-    // (however large or odd) costs no more than its hash.
-    let signer = match &keys {
-        Some(keys) => {
-            let signature_rel = format!("{release_rel}{}", bell_bundle::SIGNATURE_SUFFIX);
-            let signature = match opts.source.get(&signature_rel, MAX_SIGNATURE_BYTES) {
-                Ok(sig) => String::from_utf8_lossy(&sig).into_owned(),
-                Err(FetchError::NotFound(_)) => {
-                    return Err(Refusal::new(format!(
-                        "the release {} is not signed, and this host applies only releases \
-                         signed by a key in {}",
-                        opts.source.describe(&release_rel),
-                        keys.file.display()
-                    ))
-                    .help("sign it with `bellc publish OUT --sign-key KEY`"))
-                }
-                Err(e) => return Err(fetch_refusal("the release's signature", e)),
-            };
-            Some(keys.verify(&bytes, &signature).map_err(Refusal::new)?)
-        }
-        None => None,
-    };
-    let release: Release = serde_json::from_slice(&bytes).map_err(|e| {
-        Refusal::new(format!(
-            "{} is not a release: {e}",
-            opts.source.describe(&release_rel)
-        ))
-    })?;
-    found.fleet = Some(release.fleet.clone());
-    found.release = Some(release.version.clone());
-    let accepted = trust::load_accepted(&root).map_err(Refusal::new)?;
-    check_fleet(opts, &root, &state, &accepted, &release)?;
-
-    let signed_by = match signer {
-        Some(key) => {
-            let sequence =
-                trust::check_fresh(&release, &sha256, accepted.of(&release.fleet), state::now())
-                    .map_err(Refusal::new)?;
-            found.signature = Some(format!("verified: key {key}, sequence {sequence}"));
-            Some((key, sequence))
-        }
-        None => {
-            found.signature = Some(
-                "unverified: this host trusts no key (`--trust FILE` or /etc/bell/trusted.pub)"
-                    .to_string(),
-            );
-            None
-        }
-    };
-
-    let store_names = store_bundle
+    let store_names = chosen
+        .store_bundle
         .as_ref()
         .map(|(version, bundle)| (version.as_str(), bundle.as_str()));
     let entry = bell_bundle::accept::host_entry(
-        &release,
+        release,
         &host,
         store_names,
-        &opts.source.describe(&release_rel),
+        &opts.source.describe(&chosen.path),
     )
     .map_err(|refused| {
         let refusal = Refusal::new(refused.message);
@@ -203,11 +110,11 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     let id = entry.bundle.clone();
     // The key this host signs with (its reports, its slot's holder record), read once.
     let host_key = crate::identity::signing_key(&root, opts.apply.identity.as_deref());
-    warn_unless_reports_verify(&host_key, &host, entry, &release);
+    warn_unless_reports_verify(&host_key, &host, entry, release);
 
     let generation = state::generation_dir(&root, &id);
     let already_applied = state.generation.as_deref() == Some(id.as_str()) && generation.is_dir();
-    if let (Some(hold), false) = (&hold, already_applied) {
+    if let (Some(hold), false) = (&chosen.hold, already_applied) {
         // Held: it stays on what it runs. A hold only ever keeps a host where it is, so one
         // forged in the store delays the host and does nothing else.
         return Err(Refusal::new(format!(
@@ -221,7 +128,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         (generation, 0, 0, None)
     } else {
         let secrets = (host.as_str(), entry.secrets.as_deref());
-        let staged = stage(&root, &opts.source, &release, &id, &state, secrets)?;
+        let staged = stage(&root, &opts.source, release, &id, &state, secrets)?;
         (staged.dir, staged.fetched, staged.reused, staged.sealed)
     };
     // The disruption budget: a slot of the host's rollout group before anything changes.
@@ -233,15 +140,14 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
                 errln!("warning: the slot's holder record is not signed: {e}");
                 None
             });
-            let budget = Budget::of(
+            Some(Budget::of(
                 etcd,
                 opts.lock_prefix.as_deref(),
-                &release,
+                release,
                 entry,
                 key,
-                prefetched.as_ref(),
-            );
-            Some(budget)
+                chosen.prefetched.as_ref(),
+            ))
         }
         _ => None,
     };
@@ -275,117 +181,28 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
             return Err(refusal);
         }
     };
-    let mut healthy = report.failed.is_empty() && report.health.iter().all(|p| p.healthy);
-    let mut reboot = Reboot::default();
-    match &back {
-        Some(_) if report.reboot_required.is_empty() => {
-            reboot.note = Some(if healthy {
-                rebooting::clear(&root);
-                "back from its reboot: the reasons are gone and it is healthy".to_string()
-            } else {
-                "back from its reboot, not healthy yet".to_string()
-            });
-        }
-        // The reboot did not do what it was for: rebooting again would not either, and a
-        // host that boots in a loop is worse than one that waits for someone.
-        Some(record) if record.bundle == id => {
-            healthy = false;
-            report.failed.push("reboot".to_string());
-            reboot.note = Some(format!(
-                "rebooted, and still needs a reboot ({}): it keeps its slot and does not reboot \
-                 again for this bundle",
-                report.reboot_required.join("; ")
-            ));
-        }
-        _ => {
-            let now = state::now();
-            let manifest = report.manifest.reboot.as_ref();
-            match rebooting::decide(manifest, &report.reboot_required, opts.apply.offline, now) {
-                Decision::None => {}
-                Decision::Waits(why) => reboot.note = Some(why),
-                Decision::Reboot if !report.failed.is_empty() => {
-                    reboot.note = Some("not rebooting while its apply failed".to_string());
-                }
-                Decision::Reboot => {
-                    let ctx = crate::context::Ctx {
-                        root: &root,
-                        offline: false,
-                        timeout: std::time::Duration::from_secs(opts.apply.script_timeout),
-                        now,
-                        boot: boot.clone(),
-                        clock: None,
-                    };
-                    // The slot it took for this apply, or one taken now, airlock-style.
-                    if let (Some(budget), None) = (&budget, &slot) {
-                        match budget.take(&host) {
-                            Ok(took) => slot = Some(took),
-                            Err(refusal) => reboot.note = Some(refusal.message),
-                        }
-                    }
-                    if reboot.note.is_none() {
-                        // Under the lock, as an apply: nothing changes the host meanwhile.
-                        let prepared = apply::lock(&root)
-                            .map_err(|refusal| refusal.message)
-                            .and_then(|_lock| {
-                                rebooting::prepare(
-                                    &ctx,
-                                    &report.manifest,
-                                    &id,
-                                    &report.reboot_required,
-                                )
-                            });
-                        healthy = false;
-                        match prepared {
-                            Ok(plan) => {
-                                reboot.note = Some(format!("rebooting: {}", plan.describe()));
-                                reboot.plan = Some(plan);
-                            }
-                            Err(why) => {
-                                report.failed.push("reboot".to_string());
-                                reboot.note = Some(why);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-    // Healthy after the apply: the slot goes back (also one kept by an earlier, failed pull).
-    // A host whose apply failed or whose probes fail keeps it, so a bad release stops after
-    // the group's budget; so does one about to reboot, until it is back and healthy.
-    if let Some(budget) = &budget {
-        if healthy {
-            slot = match budget.give_back(&host) {
-                Ok(true) => Some(format!("gave back its slot of group `{}`", budget.group)),
-                Ok(false) => slot,
-                Err(e) => Some(format!(
-                    "warning: could not give back its slot of group `{}` ({e}); the next pull will",
-                    budget.group
-                )),
-            };
-        } else if reboot.plan.is_some() {
-            slot = Some(format!(
-                "keeps its slot of group `{}` across its reboot",
-                budget.group
-            ));
-        } else if slot.is_some() || back.is_some() {
-            slot = Some(format!(
-                "keeps its slot of group `{}` until it is healthy",
-                budget.group
-            ));
-        }
-    }
+    let after = AfterApply {
+        root: &root,
+        opts,
+        host: &host,
+        id: &id,
+        budget: budget.as_ref(),
+        back: back.as_ref(),
+        boot,
+    };
+    let (healthy, reboot) = after.settle_reboot(&mut report, &mut slot);
+    let slot = after.settle_slot(healthy, &reboot, slot);
     if let Some(budget) = &budget {
         budget.remember(&root);
     }
-    if let Some((key, sequence)) = signed_by {
+    if let Some((key, sequence)) = checked.signed_by {
         trust::save_accepted(
             &root,
             &trust::Accepted {
                 fleet: release.fleet.clone(),
                 version: release.version.clone(),
                 sequence,
-                sha256,
+                sha256: checked.sha256,
                 key,
             },
         )
@@ -399,6 +216,285 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         slot,
         reboot,
     })
+}
+
+/// The release a pull takes, before it is fetched.
+struct Chosen {
+    /// Its path at the source: `release.json`, or the store's `releases/VERSION.json`.
+    path: String,
+    /// The version and the bundle the store names for this host.
+    store_bundle: Option<(String, String)>,
+    /// An operator's hold of this host, read with them.
+    hold: Option<bell_store::hold::Hold>,
+    /// What the store's one request read besides (see `bell_store::prefetch`).
+    prefetched: Option<bell_store::prefetch::Prefetched>,
+}
+
+/// Which release: the newest at the source, or the one the store names for this fleet.
+fn choose(
+    opts: &PullOptions,
+    root: &Root,
+    host: &str,
+    state: &state::State,
+    store: Option<&bell_store::Store>,
+    found: &mut Established,
+) -> Result<Chosen, Refusal> {
+    let Some(store) = store else {
+        return Ok(Chosen {
+            path: bell_bundle::RELEASE_FILE.to_string(),
+            store_bundle: None,
+            hold: None,
+            prefetched: None,
+        });
+    };
+    let fleet = fleet_of(opts, root, state)?;
+    // A refusal from here on is filed under it.
+    found.fleet = Some(fleet.clone());
+    // One request reads what the whole pull needs of the store when it changes nothing: the
+    // report and liveness keys, and the semaphore of its last group.
+    let slot = budget::remembered(root, &store.describe());
+    let slot = slot.as_ref().map(|(p, g)| (p.as_str(), g.as_str()));
+    let also = bell_store::prefetch::pull_keys(&fleet, host, slot);
+    let (desired, read) = store
+        .desired_with(&fleet, host, &also)
+        .map_err(Refusal::new)?;
+    found.read = Some(read.clone());
+    let (Some(version), Some(bundle)) = (desired.version, desired.bundle) else {
+        return Err(Refusal::new(format!(
+            "the store has no desired release for host `{host}` of fleet `{fleet}`"
+        ))
+        .help("publish a release that has this host with `bellc publish --store`"));
+    };
+    if !bell_bundle::is_bundle_id(&version) {
+        return Err(Refusal::new(format!(
+            "the store names `{}` as the release, which is not a version",
+            bell_bundle::one_line(&version)
+        )));
+    }
+    Ok(Chosen {
+        path: format!("{}/{version}.json", bell_bundle::RELEASES_DIR),
+        store_bundle: Some((version, bundle)),
+        hold: desired.hold,
+        prefetched: Some(read),
+    })
+}
+
+/// A release fetched and checked: signed by a trusted key (when the host trusts any), of
+/// this host's fleet, and newer than the last it took.
+struct Checked {
+    release: Release,
+    sha256: String,
+    /// The key that signed it and its sequence, recorded once it is applied.
+    signed_by: Option<(String, u64)>,
+}
+
+fn check_release(
+    opts: &PullOptions,
+    root: &Root,
+    state: &state::State,
+    keys: Option<&TrustedKeys>,
+    path: &str,
+    found: &mut Established,
+) -> Result<Checked, Refusal> {
+    let fetch_refusal = |what: &str, e: FetchError| {
+        Refusal::new(format!("cannot fetch {what}: {e}"))
+            .help("nothing was changed; the next pull tries again")
+    };
+    let bytes = opts
+        .source
+        .get(path, rootfs::MAX_RECORD_BYTES)
+        .map_err(|e| fetch_refusal("the release", e))?;
+    let sha256 = bell_bundle::sha256_hex(&bytes);
+    // The signature is checked on the raw bytes before they are parsed: an unsigned file
+    // (however large or odd) costs no more than its hash.
+    let signer = match keys {
+        Some(keys) => {
+            let signature_path = format!("{path}{}", bell_bundle::SIGNATURE_SUFFIX);
+            let signature = match opts.source.get(&signature_path, MAX_SIGNATURE_BYTES) {
+                Ok(sig) => String::from_utf8_lossy(&sig).into_owned(),
+                Err(FetchError::NotFound(_)) => {
+                    return Err(Refusal::new(format!(
+                        "the release {} is not signed, and this host applies only releases \
+                         signed by a key in {}",
+                        opts.source.describe(path),
+                        keys.file.display()
+                    ))
+                    .help("sign it with `bellc publish OUT --sign-key KEY`"))
+                }
+                Err(e) => return Err(fetch_refusal("the release's signature", e)),
+            };
+            Some(keys.verify(&bytes, &signature).map_err(Refusal::new)?)
+        }
+        None => None,
+    };
+    let release: Release = serde_json::from_slice(&bytes).map_err(|e| {
+        Refusal::new(format!(
+            "{} is not a release: {e}",
+            opts.source.describe(path)
+        ))
+    })?;
+    found.fleet = Some(release.fleet.clone());
+    found.release = Some(release.version.clone());
+    let accepted = trust::load_accepted(root).map_err(Refusal::new)?;
+    check_fleet(opts, root, state, &accepted, &release)?;
+    let signed_by = match signer {
+        Some(key) => {
+            let sequence =
+                trust::check_fresh(&release, &sha256, accepted.of(&release.fleet), state::now())
+                    .map_err(Refusal::new)?;
+            found.signature = Some(format!("verified: key {key}, sequence {sequence}"));
+            Some((key, sequence))
+        }
+        None => {
+            found.signature = Some(
+                "unverified: this host trusts no key (`--trust FILE` or /etc/bell/trusted.pub)"
+                    .to_string(),
+            );
+            None
+        }
+    };
+    Ok(Checked {
+        release,
+        sha256,
+        signed_by,
+    })
+}
+
+/// What the pull knows once the bundle is applied, to settle a reboot and the host's slot.
+struct AfterApply<'a> {
+    root: &'a Root,
+    opts: &'a PullOptions,
+    host: &'a str,
+    id: &'a str,
+    budget: Option<&'a Budget<'a>>,
+    /// The record of the reboot this boot is back from, if it is.
+    back: Option<&'a rebooting::Record>,
+    boot: Option<String>,
+}
+
+impl AfterApply<'_> {
+    /// Whether the host is healthy now, and what becomes of a reboot it needs: cleared when it
+    /// is back from one and the reasons are gone, not made twice for one bundle, or prepared
+    /// (under the apply lock, with a slot of its group) when its window and policy allow.
+    fn settle_reboot(&self, report: &mut Report, slot: &mut Option<String>) -> (bool, Reboot) {
+        let mut healthy = report.failed.is_empty() && report.health.iter().all(|p| p.healthy);
+        let mut reboot = Reboot::default();
+        match self.back {
+            Some(_) if report.reboot_required.is_empty() => {
+                reboot.note = Some(if healthy {
+                    rebooting::clear(self.root);
+                    "back from its reboot: the reasons are gone and it is healthy".to_string()
+                } else {
+                    "back from its reboot, not healthy yet".to_string()
+                });
+            }
+            // The reboot did not do what it was for: rebooting again would not either, and a
+            // host that boots in a loop is worse than one that waits for someone.
+            Some(record) if record.bundle == self.id => {
+                healthy = false;
+                report.failed.push("reboot".to_string());
+                reboot.note = Some(format!(
+                    "rebooted, and still needs a reboot ({}): it keeps its slot and does not \
+                     reboot again for this bundle",
+                    report.reboot_required.join("; ")
+                ));
+            }
+            _ => {
+                let now = state::now();
+                let manifest = report.manifest.reboot.as_ref();
+                let offline = self.opts.apply.offline;
+                match rebooting::decide(manifest, &report.reboot_required, offline, now) {
+                    Decision::None => {}
+                    Decision::Waits(why) => reboot.note = Some(why),
+                    Decision::Reboot if !report.failed.is_empty() => {
+                        reboot.note = Some("not rebooting while its apply failed".to_string());
+                    }
+                    Decision::Reboot => {
+                        healthy = self.prepare_reboot(report, slot, now, &mut reboot) && healthy;
+                    }
+                }
+            }
+        }
+        (healthy, reboot)
+    }
+
+    /// Prepares the reboot, with the slot it took for this apply or one taken now
+    /// (airlock-style); says whether the host stays healthy (it does not: it reboots, or it
+    /// could not take a slot and waits).
+    fn prepare_reboot(
+        &self,
+        report: &mut Report,
+        slot: &mut Option<String>,
+        now: u64,
+        reboot: &mut Reboot,
+    ) -> bool {
+        if let (Some(budget), None) = (self.budget, &slot) {
+            match budget.take(self.host) {
+                Ok(took) => *slot = Some(took),
+                Err(refusal) => {
+                    reboot.note = Some(refusal.message);
+                    return true;
+                }
+            }
+        }
+        let ctx = crate::context::Ctx {
+            root: self.root,
+            offline: false,
+            timeout: std::time::Duration::from_secs(self.opts.apply.script_timeout),
+            now,
+            boot: self.boot.clone(),
+            clock: None,
+        };
+        // Under the lock, as an apply: nothing changes the host meanwhile.
+        let prepared = apply::lock(self.root)
+            .map_err(|refusal| refusal.message)
+            .and_then(|_lock| {
+                rebooting::prepare(&ctx, &report.manifest, self.id, &report.reboot_required)
+            });
+        match prepared {
+            Ok(plan) => {
+                reboot.note = Some(format!("rebooting: {}", plan.describe()));
+                reboot.plan = Some(plan);
+            }
+            Err(why) => {
+                report.failed.push("reboot".to_string());
+                reboot.note = Some(why);
+            }
+        }
+        false
+    }
+
+    /// Healthy after the apply: the slot goes back (also one kept by an earlier, failed
+    /// pull). A host whose apply failed or whose probes fail keeps it, so a bad release stops
+    /// after the group's budget; so does one about to reboot, until it is back and healthy.
+    fn settle_slot(&self, healthy: bool, reboot: &Reboot, slot: Option<String>) -> Option<String> {
+        let Some(budget) = self.budget else {
+            return slot;
+        };
+        if healthy {
+            match budget.give_back(self.host) {
+                Ok(true) => Some(format!("gave back its slot of group `{}`", budget.group)),
+                Ok(false) => slot,
+                Err(e) => Some(format!(
+                    "warning: could not give back its slot of group `{}` ({e}); the next pull \
+                     will",
+                    budget.group
+                )),
+            }
+        } else if reboot.plan.is_some() {
+            Some(format!(
+                "keeps its slot of group `{}` across its reboot",
+                budget.group
+            ))
+        } else if slot.is_some() || self.back.is_some() {
+            Some(format!(
+                "keeps its slot of group `{}` until it is healthy",
+                budget.group
+            ))
+        } else {
+            slot
+        }
+    }
 }
 
 /// `--trust FILE`, else the root's `/etc/bell/trusted.pub` when it exists, else none.
