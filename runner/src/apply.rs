@@ -430,66 +430,17 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         clock: Some(&clock),
     };
     clock.lap("stage");
-    // Live drift that only a check script can see: those resources are applied again. An
-    // offline root (an image being baked) has no live values of its own, and a re-apply there
-    // must cost no more than comparing hashes, so offline only what `bell-run check` marked
-    // drifted is checked again.
-    let marks = state::drift_marks_path(root);
-    let marked: Option<BTreeSet<String>> = opts.offline.then(|| {
-        crate::rootfs::read_record(&marks)
-            .ok()
-            .flatten()
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_string)
-            .collect()
-    });
-    let found = if marked.as_ref().is_some_and(BTreeSet::is_empty) {
-        crate::check::Found::default()
-    } else {
-        crate::check::mark_drifted(
-            &ctx,
-            &checked.manifest,
-            &copy,
-            &checked.id,
-            &mut plan,
-            marked.as_ref(),
-        )
-    };
-    if !opts.dry_run {
-        let _ = fs::remove_file(&marks);
-    }
+    let found = find_drift(&ctx, opts, &checked, &copy, &mut plan);
     clock.lap("drift");
     let mut rep = report(&checked, opts, recovered, plan.clone());
-    rep.drift = plan
-        .files
-        .iter()
-        .filter(|f| matches!(f, plan::FileAction::Write { drifted: true, .. }))
-        .map(|f| bell_store::Drift {
-            name: format!("file:{}", f.path()),
-            detail: "changed on disk; put back".to_string(),
-        })
-        .chain(found.drift)
-        .collect();
+    rep.drift = drift_of(&plan, found.drift);
 
     failpoint::hit("before-revert");
     // The generation being applied was verified above and is what its resources run from:
     // its triggers run from it too, without hashing the copy again.
     let mut manifests: BTreeMap<String, Option<Manifest>> =
         BTreeMap::from([(checked.id.clone(), Some(checked.manifest.clone()))]);
-    let mut still_pending = Vec::new();
-    for departed in &plan.departed {
-        let outcome = revert(&ctx, &mut manifests, &departed.key, &departed.generation);
-        if outcome.failed() {
-            still_pending.push(Pending {
-                name: departed.key.clone(),
-                generation: departed.generation.clone(),
-                paths: None,
-            });
-        }
-        rep.reverts.push(outcome);
-    }
-    state.pending_reverts = still_pending;
+    state.pending_reverts = revert_departed(&ctx, &mut manifests, &plan, &mut rep);
     failpoint::hit("after-revert");
     clock.lap("revert");
 
@@ -555,6 +506,151 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         crate::check::reboot_reasons(&ctx, found.other.iter().chain(&after_apply));
     clock.lap("reboot");
 
+    tally(&mut rep, &plan, &checked);
+    record(&mut state, &ctx, &checked, opts, records, &mut rep);
+    state::save(root, &state).map_err(|e| Refusal::new(e).partial())?;
+    set_current(root, &checked.id);
+    state::prune_generations(root, &state);
+    clock.lap("state");
+    // Under the lock still: nothing changes the host while its probes look at it.
+    if rep.failed.is_empty() {
+        if opts.after_boot && rep.reboot_required.is_empty() {
+            rep.health.extend(crate::rebooting::after_boot(
+                &ctx,
+                &checked.manifest,
+                &copy,
+                &checked.id,
+            ));
+        }
+        rep.health.extend(crate::health::run_probes(
+            &ctx,
+            &checked.manifest,
+            &copy,
+            &checked.id,
+        ));
+    }
+    clock.lap("health");
+    if opts.timings {
+        rep.timings = Some(clock.finish());
+    }
+    Ok(rep)
+}
+
+/// The apply in bell-run's state: the generation, when and how it went, its resources'
+/// records, and the last 20 of them in the history.
+fn record(
+    state: &mut State,
+    ctx: &Ctx,
+    checked: &Checked,
+    opts: &Options,
+    records: BTreeMap<String, ResourceRecord>,
+    rep: &mut Report,
+) {
+    let result = if rep.failed.is_empty() {
+        "ok"
+    } else {
+        "failed"
+    };
+    // A re-apply of the same bundle that names no release keeps the one it came with.
+    if opts.release.is_some() || state.generation.as_deref() != Some(checked.id.as_str()) {
+        state.release = opts.release.clone();
+    }
+    state.generation = Some(checked.id.clone());
+    state.applied_at = Some(ctx.now);
+    state.result = Some(result.to_string());
+    state.resources = records;
+    rep.reboot_required.extend(crate::reboot::exec_reasons(
+        &checked.manifest,
+        state,
+        ctx.boot.as_deref(),
+    ));
+    state.history.push(HistoryEntry {
+        generation: checked.id.clone(),
+        applied_at: ctx.now,
+        result: result.to_string(),
+        release: state.release.clone(),
+    });
+    let excess = state.history.len().saturating_sub(20);
+    state.history.drain(..excess);
+}
+
+/// What drifted: the files put back, then what the check scripts found.
+fn drift_of(plan: &Plan, found: Vec<bell_store::Drift>) -> Vec<bell_store::Drift> {
+    plan.files
+        .iter()
+        .filter(|f| matches!(f, plan::FileAction::Write { drifted: true, .. }))
+        .map(|f| bell_store::Drift {
+            name: format!("file:{}", f.path()),
+            detail: "changed on disk; put back".to_string(),
+        })
+        .chain(found)
+        .collect()
+}
+
+/// Live drift that only a check script can see: those resources are applied again. An
+/// offline root (an image being baked) has no live values of its own, and a re-apply there
+/// must cost no more than comparing hashes, so offline only what `bell-run check` marked
+/// drifted is checked again.
+fn find_drift(
+    ctx: &Ctx,
+    opts: &Options,
+    checked: &Checked,
+    copy: &Path,
+    plan: &mut Plan,
+) -> crate::check::Found {
+    let marks = state::drift_marks_path(ctx.root);
+    let marked: Option<BTreeSet<String>> = opts.offline.then(|| {
+        crate::rootfs::read_record(&marks)
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    });
+    let found = if marked.as_ref().is_some_and(BTreeSet::is_empty) {
+        crate::check::Found::default()
+    } else {
+        crate::check::mark_drifted(
+            ctx,
+            &checked.manifest,
+            copy,
+            &checked.id,
+            plan,
+            marked.as_ref(),
+        )
+    };
+    if !opts.dry_run {
+        let _ = fs::remove_file(&marks);
+    }
+    found
+}
+
+/// Reverts the resources the new bundle no longer has, from the generation that had them;
+/// returns those whose revert failed, to try again at the next apply.
+fn revert_departed(
+    ctx: &Ctx,
+    manifests: &mut BTreeMap<String, Option<Manifest>>,
+    plan: &Plan,
+    rep: &mut Report,
+) -> Vec<Pending> {
+    let mut still_pending = Vec::new();
+    for departed in &plan.departed {
+        let outcome = revert(ctx, manifests, &departed.key, &departed.generation);
+        if outcome.failed() {
+            still_pending.push(Pending {
+                name: departed.key.clone(),
+                generation: departed.generation.clone(),
+                paths: None,
+            });
+        }
+        rep.reverts.push(outcome);
+    }
+    still_pending
+}
+
+/// The report's counts: what changed, was repaired, deferred or failed.
+fn tally(rep: &mut Report, plan: &Plan, checked: &Checked) {
     // A deferred resource (work only a live host can do, during an image bake) is not counted
     // as changed: an offline re-apply that defers it again changed nothing.
     rep.deferred = rep
@@ -584,58 +680,6 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         .filter(|o| o.failed())
         .map(|o| o.key.clone())
         .collect();
-    let result = if rep.failed.is_empty() {
-        "ok"
-    } else {
-        "failed"
-    };
-    // A re-apply of the same bundle that names no release keeps the one it came with.
-    if opts.release.is_some() || state.generation.as_deref() != Some(checked.id.as_str()) {
-        state.release = opts.release.clone();
-    }
-    state.generation = Some(checked.id.clone());
-    state.applied_at = Some(ctx.now);
-    state.result = Some(result.to_string());
-    state.resources = records;
-    rep.reboot_required.extend(crate::reboot::exec_reasons(
-        &checked.manifest,
-        &state,
-        ctx.boot.as_deref(),
-    ));
-    state.history.push(HistoryEntry {
-        generation: checked.id.clone(),
-        applied_at: ctx.now,
-        result: result.to_string(),
-        release: state.release.clone(),
-    });
-    let excess = state.history.len().saturating_sub(20);
-    state.history.drain(..excess);
-    state::save(root, &state).map_err(|e| Refusal::new(e).partial())?;
-    set_current(root, &checked.id);
-    state::prune_generations(root, &state);
-    clock.lap("state");
-    // Under the lock still: nothing changes the host while its probes look at it.
-    if rep.failed.is_empty() {
-        if opts.after_boot && rep.reboot_required.is_empty() {
-            rep.health.extend(crate::rebooting::after_boot(
-                &ctx,
-                &checked.manifest,
-                &copy,
-                &checked.id,
-            ));
-        }
-        rep.health.extend(crate::health::run_probes(
-            &ctx,
-            &checked.manifest,
-            &copy,
-            &checked.id,
-        ));
-    }
-    clock.lap("health");
-    if opts.timings {
-        rep.timings = Some(clock.finish());
-    }
-    Ok(rep)
 }
 
 /// Copies the verified bundle into `generations/ID` unless a verified copy is there already;
