@@ -21,7 +21,7 @@ pub fn build(
         timings,
         force,
         diff,
-        values,
+        values: _,
         seal_key,
         signing,
     } = args;
@@ -31,13 +31,7 @@ pub fn build(
     }
     // A key that cannot sign stops the build before anything is written.
     let sign_key = load_sign_key(signing)?;
-    // The key that names and seals secrets: given, derived from the signing key, or
-    // bellc's own (with its bytes when it is new, to keep once it sealed something).
-    let (seal_key, new_seal_key) = match (seal_key, &sign_key) {
-        (Some(path), _) => (load_seal_key(path)?, None),
-        (None, Some(sign_key)) => (sign_key.seal_key(), None),
-        (None, None) => own_seal_key()?,
-    };
+    let (seal_key, new_seal_key) = seal_key_for(seal_key.as_deref(), sign_key.as_ref())?;
     let clock = std::time::Instant::now();
     let found = bellc::emit::incremental::found(
         spec,
@@ -53,35 +47,11 @@ pub fn build(
                 serde_json::json!({"total_s": clock.elapsed().as_secs_f64(), "skipped": true, "peak_rss_kib": peak_rss_kib()})
             );
         }
-        diags.append(bellc::emit::incremental::kept_warnings(spec, out, sources));
-        eprintln!(
-            "{}: up to date (inputs unchanged since the last build)",
-            out.display()
-        );
-        if let Some(key) = &sign_key {
-            sign_out(out, key, signing.expires)?;
-            bellc::emit::incremental::refresh(out).map_err(|e| {
-                format!("cannot record the build's inputs in {}: {e}", out.display())
-            })?;
-        }
-        return Ok(0);
+        return keep_unchanged(args, sign_key.as_ref(), sources, diags);
     }
-    // An unsigned release.json over a signed one (and its kept copy unsigned) would
-    // make every host that trusts the key refuse every pull.
     // (Unchanged inputs make the same release, whose signature the build keeps.)
-    if !*check
-        && sign_key.is_none()
-        && found != Found::Current
-        && bellc::fleet::out_is_signed(out, None)
-    {
-        return Err(Failure::Usage(format!(
-            "{} holds signed releases: a build into it must be signed as well; give \
-                     `--sign-key KEY` (nothing was changed)\n  help: bellc build {} -o {} \
-                     --sign-key KEY",
-            out.display(),
-            spec.display(),
-            out.display()
-        )));
+    if !*check && sign_key.is_none() && found != Found::Current {
+        refuse_unsigned_over_signed(spec, out)?;
     }
     // Each phase's time, and the peak memory by its end (what a phase holds shows as
     // the growth over the one before).
@@ -104,51 +74,8 @@ pub fn build(
     let sealing = front.spec.fleet.secrets_plaintext.is_none();
     let seal_with = Some(&seal_key).filter(|_| sealing);
     let mut sealed = bellc::emit::secrets::SealedContents::new();
-    let mut keep_sealed = |bundle: &bellc::render::RenderedBundle| {
-        if !bundle.sealed.is_empty() {
-            sealed.insert(bundle.id.clone(), bundle.sealed.clone());
-        }
-    };
     if *check {
-        let Some(mut compiled) =
-            bellc::compile_frontend_sealed(front, sources, diags, seal_with.cloned())
-        else {
-            return Ok(1);
-        };
-        compiled.bundles.values().for_each(&mut keep_sealed);
-        let mut differing = match seal_with {
-            Some(key) => bellc::emit::secrets::check(out, &mut compiled.release, &sealed, key)
-                .map_err(|e| e.to_string())?,
-            None => Default::default(),
-        };
-        differing.extend(bellc::emit::check(
-            out,
-            &compiled.bundles,
-            &compiled.release,
-        ));
-        if differing.is_empty() {
-            eprintln!(
-                "{}: up to date ({} hosts)",
-                out.display(),
-                compiled.release.hosts.len()
-            );
-            return Ok(0);
-        }
-        eprintln!(
-            "{} differs from a fresh build of {} for {} host(s):",
-            out.display(),
-            spec.display(),
-            differing.len()
-        );
-        for host in differing {
-            eprintln!("  {host}");
-        }
-        eprintln!(
-            "run `bellc build {} -o {}` and commit the result",
-            spec.display(),
-            out.display()
-        );
-        return Ok(1);
+        return check_out(args, front, sources, diags, seal_with);
     }
     // The old side is read before the write, which may replace it (OLD = OUT).
     let old = match diff {
@@ -166,41 +93,23 @@ pub fn build(
         seal: seal_with.cloned(),
         ..Default::default()
     };
-    let (changes, built) = match &old {
+    let (changes, built, writer) = match &old {
         // A diff compares the whole new build with OLD before anything is written.
         Some(old) => {
-            let Some(compiled) =
-                bellc::compile_frontend_sealed(front, sources, diags, seal_with.cloned())
+            let Some((changes, built)) = render_for_diff(
+                args,
+                old,
+                front,
+                sources,
+                diags,
+                seal_with,
+                &mut writer,
+                &mut sealed,
+            )?
             else {
                 return Ok(1);
             };
-            compiled.bundles.values().for_each(&mut keep_sealed);
-            let new = bellc::review::diff::MemorySide {
-                release: &compiled.release,
-                bundles: &compiled.bundles,
-            };
-            let changes = if *values {
-                let locator = bellc::review::value_diff::Locator::new(
-                    &compiled.spec,
-                    &compiled.resolution,
-                    sources,
-                );
-                review::Changes::Values(bellc::review::value_diff::diff(old, &new, Some(locator))?)
-            } else {
-                review::Changes::Files(bellc::review::diff::diff(old, &new)?)
-            };
-            bellc::emit::incremental::forget(out);
-            writer
-                .write(compiled.bundles.values())
-                .map_err(|e| e.to_string())?;
-            let built = bellc::Streamed {
-                bundle_ids: compiled.bundles.keys().cloned().collect(),
-                spec: compiled.spec,
-                resolution: compiled.resolution,
-                release: compiled.release,
-                layers: compiled.layers,
-            };
-            (Some(changes), built)
+            (Some(changes), built, writer)
         }
         // Otherwise bundles are written as they are rendered, and dropped.
         None => {
@@ -208,28 +117,12 @@ pub fn build(
             if trust == bellc::emit::Trust::Kept {
                 cache.known = bellc::emit::incremental::load_render_cache(out);
             }
-            let mut forgotten = false;
-            let mut sink = |chunk: bellc::render::Chunk| {
-                if !forgotten {
-                    bellc::emit::incremental::forget(out);
-                    forgotten = true;
-                }
-                chunk.bundles.iter().for_each(&mut keep_sealed);
-                writer.write(&chunk.bundles)?;
-                writer.link_new(chunk.hosts)
+            let Some((built, writer)) =
+                render_streamed(out, front, sources, diags, &mut cache, writer, &mut sealed)?
+            else {
+                return Ok(1);
             };
-            match bellc::compile_streamed(front, sources, diags, &mut cache, &mut sink) {
-                Ok(Some(built)) => (None, built),
-                Ok(None) => {
-                    // A host failed: OUT goes back to what it was.
-                    writer.abandon().map_err(|e| e.to_string())?;
-                    return Ok(1);
-                }
-                Err(e) => {
-                    let _ = writer.abandon();
-                    return Err(e.to_string().into());
-                }
-            }
+            (None, built, writer)
         }
     };
     lap("render", &mut phases);
@@ -243,10 +136,261 @@ pub fn build(
         bellc::emit::secrets::write(out, &mut built.release, &sealed, key, kept)
             .map_err(|e| e.to_string())?;
     }
+    let stats = finish_out(
+        args,
+        writer,
+        &built,
+        &cache,
+        sign_key.as_ref(),
+        sources,
+        diags,
+        seal_with.filter(|_| !sealed.is_empty()),
+    )?;
+    lap("write", &mut phases);
+    if *timings {
+        print_timings(&phases, clock, &built, &cache, &stats);
+    }
+    report_built(out, &built, &stats);
+    match changes {
+        Some(changes) => Ok(changes.show(false)?),
+        None => Ok(0),
+    }
+}
+
+/// Inputs unchanged since the last build: OUT is kept as it is, its warnings said again, and
+/// with a signing key its release signed anew (a new expiry).
+fn keep_unchanged(
+    args: &BuildArgs,
+    sign_key: Option<&bellc::fleet::signing::SigningKey>,
+    sources: &mut Sources,
+    diags: &mut Diagnostics,
+) -> Result<u8, Failure> {
+    let out = &args.out;
+    diags.append(bellc::emit::incremental::kept_warnings(
+        &args.spec, out, sources,
+    ));
+    eprintln!(
+        "{}: up to date (inputs unchanged since the last build)",
+        out.display()
+    );
+    if let Some(key) = sign_key {
+        sign_out(out, key, args.signing.expires)?;
+        bellc::emit::incremental::refresh(out)
+            .map_err(|e| format!("cannot record the build's inputs in {}: {e}", out.display()))?;
+    }
+    Ok(0)
+}
+
+/// `--check`: OUT against a fresh build in memory, nothing written; 1 when a host differs.
+fn check_out(
+    args: &BuildArgs,
+    front: bellc::Frontend,
+    sources: &mut Sources,
+    diags: &mut Diagnostics,
+    seal_with: Option<&bell_seal::SealKey>,
+) -> Result<u8, Failure> {
+    let (spec, out) = (&args.spec, &args.out);
+    let mut sealed = bellc::emit::secrets::SealedContents::new();
+    let Some(mut compiled) =
+        bellc::compile_frontend_sealed(front, sources, diags, seal_with.cloned())
+    else {
+        return Ok(1);
+    };
+    for bundle in compiled.bundles.values() {
+        if !bundle.sealed.is_empty() {
+            sealed.insert(bundle.id.clone(), bundle.sealed.clone());
+        }
+    }
+    let mut differing = match seal_with {
+        Some(key) => bellc::emit::secrets::check(out, &mut compiled.release, &sealed, key)
+            .map_err(|e| e.to_string())?,
+        None => Default::default(),
+    };
+    differing.extend(bellc::emit::check(
+        out,
+        &compiled.bundles,
+        &compiled.release,
+    ));
+    if differing.is_empty() {
+        eprintln!(
+            "{}: up to date ({} hosts)",
+            out.display(),
+            compiled.release.hosts.len()
+        );
+        return Ok(0);
+    }
+    eprintln!(
+        "{} differs from a fresh build of {} for {} host(s):",
+        out.display(),
+        spec.display(),
+        differing.len()
+    );
+    for host in differing {
+        eprintln!("  {host}");
+    }
+    eprintln!(
+        "run `bellc build {} -o {}` and commit the result",
+        spec.display(),
+        out.display()
+    );
+    Ok(1)
+}
+
+/// `--timings`: each phase's time and the peak memory by its end, and what the build wrote.
+fn print_timings(
+    phases: &[(&str, f64, u64)],
+    clock: std::time::Instant,
+    built: &bellc::Streamed,
+    cache: &bellc::render::RenderCache,
+    stats: &bellc::emit::WriteStats,
+) {
+    let mut line = serde_json::Map::new();
+    for (name, secs, rss) in phases {
+        line.insert(format!("{name}_s"), serde_json::json!(secs));
+        line.insert(format!("{name}_peak_rss_kib"), serde_json::json!(rss));
+    }
+    line.insert(
+        "total_s".into(),
+        serde_json::json!(clock.elapsed().as_secs_f64()),
+    );
+    line.insert("hosts".into(), serde_json::json!(built.release.hosts.len()));
+    line.insert("bundles".into(), serde_json::json!(built.bundle_ids.len()));
+    line.insert("groups_unrendered".into(), serde_json::json!(cache.hits));
+    line.insert("parts_reused".into(), serde_json::json!(cache.parts_reused));
+    line.insert(
+        "bundles_written".into(),
+        serde_json::json!(stats.bundles_written),
+    );
+    line.insert(
+        "files_written".into(),
+        serde_json::json!(stats.files_written),
+    );
+    line.insert(
+        "links_written".into(),
+        serde_json::json!(stats.links_written),
+    );
+    line.insert(
+        "links_removed".into(),
+        serde_json::json!(stats.links_removed),
+    );
+    line.insert(
+        "release_written".into(),
+        serde_json::json!(stats.release_written),
+    );
+    line.insert("peak_rss_kib".into(), serde_json::json!(peak_rss_kib()));
+    eprintln!("timings: {}", serde_json::Value::Object(line));
+}
+
+/// What a host's bundle sealed, kept to write beside the bundles.
+fn keep_sealed(
+    sealed: &mut bellc::emit::secrets::SealedContents,
+    bundle: &bellc::render::RenderedBundle,
+) {
+    if !bundle.sealed.is_empty() {
+        sealed.insert(bundle.id.clone(), bundle.sealed.clone());
+    }
+}
+
+/// `--diff OLD`: the whole build in memory, compared with OLD, then written; `None` when a
+/// host failed (nothing written).
+#[allow(clippy::too_many_arguments)]
+fn render_for_diff(
+    args: &BuildArgs,
+    old: &bellc::review::diff::DirSide,
+    front: bellc::Frontend,
+    sources: &mut Sources,
+    diags: &mut Diagnostics,
+    seal_with: Option<&bell_seal::SealKey>,
+    writer: &mut bellc::emit::BundleWriter,
+    sealed: &mut bellc::emit::secrets::SealedContents,
+) -> Result<Option<(review::Changes, bellc::Streamed)>, Failure> {
+    let Some(compiled) = bellc::compile_frontend_sealed(front, sources, diags, seal_with.cloned())
+    else {
+        return Ok(None);
+    };
+    for bundle in compiled.bundles.values() {
+        keep_sealed(sealed, bundle);
+    }
+    let new = bellc::review::diff::MemorySide {
+        release: &compiled.release,
+        bundles: &compiled.bundles,
+    };
+    let changes = if args.values {
+        let locator =
+            bellc::review::value_diff::Locator::new(&compiled.spec, &compiled.resolution, sources);
+        review::Changes::Values(bellc::review::value_diff::diff(old, &new, Some(locator))?)
+    } else {
+        review::Changes::Files(bellc::review::diff::diff(old, &new)?)
+    };
+    bellc::emit::incremental::forget(&args.out);
+    writer
+        .write(compiled.bundles.values())
+        .map_err(|e| e.to_string())?;
+    let built = bellc::Streamed {
+        bundle_ids: compiled.bundles.keys().cloned().collect(),
+        spec: compiled.spec,
+        resolution: compiled.resolution,
+        release: compiled.release,
+        layers: compiled.layers,
+    };
+    Ok(Some((changes, built)))
+}
+
+/// Bundles written as they are rendered, and dropped; `None` when a host failed, with OUT
+/// back as it was.
+fn render_streamed(
+    out: &std::path::Path,
+    front: bellc::Frontend,
+    sources: &mut Sources,
+    diags: &mut Diagnostics,
+    cache: &mut bellc::render::RenderCache,
+    mut writer: bellc::emit::BundleWriter,
+    sealed: &mut bellc::emit::secrets::SealedContents,
+) -> Result<Option<(bellc::Streamed, bellc::emit::BundleWriter)>, Failure> {
+    let mut forgotten = false;
+    let mut sink = |chunk: bellc::render::Chunk| {
+        if !forgotten {
+            bellc::emit::incremental::forget(out);
+            forgotten = true;
+        }
+        for bundle in &chunk.bundles {
+            keep_sealed(sealed, bundle);
+        }
+        writer.write(&chunk.bundles)?;
+        writer.link_new(chunk.hosts)
+    };
+    match bellc::compile_streamed(front, sources, diags, cache, &mut sink) {
+        Ok(Some(built)) => Ok(Some((built, writer))),
+        Ok(None) => {
+            // A host failed: OUT goes back to what it was.
+            writer.abandon().map_err(|e| e.to_string())?;
+            Ok(None)
+        }
+        Err(e) => {
+            let _ = writer.abandon();
+            Err(e.to_string().into())
+        }
+    }
+}
+
+/// The bundles no host names any more removed, the release signed, and the build's inputs
+/// recorded for the next build to compare with.
+#[allow(clippy::too_many_arguments)]
+fn finish_out(
+    args: &BuildArgs,
+    writer: bellc::emit::BundleWriter,
+    built: &bellc::Streamed,
+    cache: &bellc::render::RenderCache,
+    sign_key: Option<&bellc::fleet::signing::SigningKey>,
+    sources: &Sources,
+    diags: &mut Diagnostics,
+    sealed_with: Option<&bell_seal::SealKey>,
+) -> Result<bellc::emit::WriteStats, Failure> {
+    let (spec, out, signing) = (&args.spec, &args.out, &args.signing);
     let stats = writer
         .finish(|id| built.bundle_ids.contains(id), &built.release)
         .map_err(|e| e.to_string())?;
-    if let Some(key) = &sign_key {
+    if let Some(key) = sign_key {
         sign_out(out, key, signing.expires)?;
     }
     bellc::emit::incremental::save_render_cache(out, &cache.now)
@@ -257,7 +401,7 @@ pub fn build(
         sources,
         out,
         &built.release,
-        seal_with.filter(|_| !sealed.is_empty()),
+        sealed_with,
         diags,
     )
     .map_err(|e| format!("cannot record the build's inputs in {}: {e}", out.display()))?;
@@ -268,44 +412,12 @@ pub fn build(
                     stats.bundles_repaired
                 );
     }
-    lap("write", &mut phases);
-    if *timings {
-        let mut line = serde_json::Map::new();
-        for (name, secs, rss) in &phases {
-            line.insert(format!("{name}_s"), serde_json::json!(secs));
-            line.insert(format!("{name}_peak_rss_kib"), serde_json::json!(rss));
-        }
-        line.insert(
-            "total_s".into(),
-            serde_json::json!(clock.elapsed().as_secs_f64()),
-        );
-        line.insert("hosts".into(), serde_json::json!(built.release.hosts.len()));
-        line.insert("bundles".into(), serde_json::json!(built.bundle_ids.len()));
-        line.insert("groups_unrendered".into(), serde_json::json!(cache.hits));
-        line.insert("parts_reused".into(), serde_json::json!(cache.parts_reused));
-        line.insert(
-            "bundles_written".into(),
-            serde_json::json!(stats.bundles_written),
-        );
-        line.insert(
-            "files_written".into(),
-            serde_json::json!(stats.files_written),
-        );
-        line.insert(
-            "links_written".into(),
-            serde_json::json!(stats.links_written),
-        );
-        line.insert(
-            "links_removed".into(),
-            serde_json::json!(stats.links_removed),
-        );
-        line.insert(
-            "release_written".into(),
-            serde_json::json!(stats.release_written),
-        );
-        line.insert("peak_rss_kib".into(), serde_json::json!(peak_rss_kib()));
-        eprintln!("timings: {}", serde_json::Value::Object(line));
-    }
+    Ok(stats)
+}
+
+/// What the build made, and what it implied that the spec does not name (said once per
+/// build, so that it is still seen).
+fn report_built(out: &std::path::Path, built: &bellc::Streamed, stats: &bellc::emit::WriteStats) {
     eprintln!(
         "built {} hosts into {} bundles in {} ({} bundles written, {} unchanged, {} removed)",
         built.release.hosts.len(),
@@ -315,7 +427,6 @@ pub fn build(
         stats.bundles_kept,
         stats.bundles_removed
     );
-    // Said once per build, so that what the spec does not name is still seen.
     for (implied, hosts) in bellc::kinds::implied_in_fleet(&built.resolution.hosts) {
         eprintln!(
             "implied: {} on {hosts} host{}: {}",
@@ -324,8 +435,37 @@ pub fn build(
             implied.why
         );
     }
-    match changes {
-        Some(changes) => Ok(changes.show(false)?),
-        None => Ok(0),
+}
+
+/// The key that names and seals secrets: given, derived from the signing key, or bellc's own
+/// (with its bytes when it is new, to keep once it sealed something).
+fn seal_key_for(
+    given: Option<&std::path::Path>,
+    sign_key: Option<&bellc::fleet::signing::SigningKey>,
+) -> Result<(bell_seal::SealKey, Option<[u8; 32]>), Failure> {
+    Ok(match (given, sign_key) {
+        (Some(path), _) => (load_seal_key(path)?, None),
+        (None, Some(sign_key)) => (sign_key.seal_key(), None),
+        (None, None) => own_seal_key()?,
+    })
+}
+
+/// An unsigned build into an OUT that holds signed releases: an unsigned release.json over a
+/// signed one (and its kept copy unsigned) would make every host that trusts the key refuse
+/// every pull.
+fn refuse_unsigned_over_signed(
+    spec: &std::path::Path,
+    out: &std::path::Path,
+) -> Result<(), Failure> {
+    if !bellc::fleet::out_is_signed(out, None) {
+        return Ok(());
     }
+    Err(Failure::Usage(format!(
+        "{} holds signed releases: a build into it must be signed as well; give \
+         `--sign-key KEY` (nothing was changed)\n  help: bellc build {} -o {} \
+         --sign-key KEY",
+        out.display(),
+        spec.display(),
+        out.display()
+    )))
 }
