@@ -30,10 +30,5 @@ mod triggers;
 
 #[test]
 fn every_test_file_is_built() {
-    let package = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    assert_eq!(
-        bell_testkit::undeclared_test_files(package),
-        Vec::<String>::new(),
-        "declare each in tests/it.rs (`mod NAME;`), or give it its own [[test]] in Cargo.toml"
-    );
+    bell_testkit::assert_every_test_file_is_built(env!("CARGO_MANIFEST_DIR"));
 }

@@ -125,6 +125,15 @@ pub fn undeclared_test_files(package: &Path) -> Vec<String> {
     names
 }
 
+/// The test each `it.rs` runs: every file of `package/tests/` is built by a test binary.
+pub fn assert_every_test_file_is_built(package: &str) {
+    assert_eq!(
+        undeclared_test_files(Path::new(package)),
+        Vec::<String>::new(),
+        "declare each in tests/it.rs (`mod NAME;`), or give it its own [[test]] in Cargo.toml"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
