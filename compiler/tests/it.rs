@@ -86,6 +86,7 @@ mod release_diff;
 mod render_cache;
 mod reports_only_their_host_can_write;
 mod rollout_controller;
+mod rollout_refusals_say_what_to_do;
 mod rollout_trusts_only_the_key;
 mod rollout_waves_fleet;
 mod scripts_reach_the_root_through_in_root;

@@ -8,7 +8,9 @@
 //! broken host; the rollout's progress in etcd is rewritten to say it began from release 1:
 //! `--abort` is refused, then, with the progress put back, takes the moved hosts back to release
 //! 3. An abort without the key is refused before it touches OUT. No host ever goes live on
-//! release 1 again, and every host's accepted record only grows. On the way, a controller
+//! release 1 again, and every host's accepted record only grows. On the way, a kept release
+//! that lost its signature is refused (and its build output's copy, as older) until copied
+//! back from a backup as the refusal says, a controller
 //! record without a lease, a garbled progress and keys that are not reports stop nothing; an
 //! unsigned build into the served directory is refused; and release 5, whose probe fails on
 //! one host, halts there with that host unhealthy, never counted converged.
@@ -192,6 +194,34 @@ fn etcd_cannot_steer_a_rollout_backwards() {
                 accepted.values().all(|(v, _)| *v == version(3)),
                 "{accepted:?}"
             );
+
+            // The served directory lost the signature of the release the key gave last: the
+            // next rollout is refused, and the advice (copy it back from a backup of OUT; the
+            // build output's copy would be refused as older) puts it right.
+            copy_over(&fx.path().join("out4"), &served);
+            let backup = fx.path().join("backup");
+            copy_over(&served, &backup);
+            let signature = format!("releases/{}.json.minisig", version(3));
+            std::fs::remove_file(served.join(&signature)).unwrap();
+            let restore = format!(
+                "`cp -p BACKUP/releases/{0}.json BACKUP/releases/{0}.json.minisig \
+                 served/releases/`",
+                version(3)
+            );
+            refused_unchanged(&served, 2, &restore, || rollout(&signed));
+            let file = format!("releases/{}.json", version(3));
+            for name in [&file, &signature] {
+                std::fs::copy(fx.path().join("out3").join(name), served.join(name)).unwrap();
+            }
+            refused_unchanged(&served, 2, "an older copy", || rollout(&signed));
+            let copy = std::process::Command::new("cp")
+                .arg("-p")
+                .arg(backup.join(&file))
+                .arg(backup.join(&signature))
+                .arg(served.join("releases"))
+                .status()
+                .unwrap();
+            assert!(copy.success());
 
             // The attack: the store says the fleet runs release 1 (still kept, validly signed).
             etcdctl(

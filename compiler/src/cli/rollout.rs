@@ -4,7 +4,9 @@
 use bell_bundle::short_id;
 use bell_store::hold::one_line;
 use bell_store::Etcd;
-use bellc::fleet::rollout::{self, Controller, Event, Outcome, Progress, RolloutError, Trouble};
+use bellc::fleet::rollout::{
+    self, Call, Controller, Event, Outcome, Progress, RolloutError, Trouble,
+};
 use bellc::fleet::signing::SigningKey;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::Path;
@@ -51,7 +53,7 @@ pub fn run(args: &Args) -> Result<u8, String> {
              key refuse them"
         );
     }
-    let target = rollout::read_target(args.out).map_err(explain)?;
+    let target = rollout::read_target(args.out).map_err(|e| explain_with(e, args, None))?;
     let mut display = Display::new(args.json);
     let outcome = if args.abort {
         controller.abort(&target.fleet, &mut |e| display.show(e))
@@ -59,7 +61,7 @@ pub fn run(args: &Args) -> Result<u8, String> {
         controller.rollout(&target, args.resume, &mut |e| display.show(e))
     };
     display.finish();
-    match outcome.map_err(|e| explain_with(e, args))? {
+    match outcome.map_err(|e| explain_with(e, args, Some(&target.fleet)))? {
         Outcome::Done { release, held } => {
             if !args.json && held.is_empty() {
                 outln!("release {} rolled out", short_id(&release));
@@ -284,8 +286,24 @@ fn trouble(t: &Trouble) -> String {
     one_line(&line)
 }
 
+/// This command line, for remedies written as whole commands.
+fn call(args: &Args, fleet: Option<&str>) -> Call {
+    let mut store = format!("--store {}", shell_word(args.store));
+    for (flag, value) in args.access.flags() {
+        store.push_str(&format!(" {flag} {}", shell_word(&value)));
+    }
+    Call {
+        out: shell_word(&args.out.display().to_string()),
+        store,
+        key: args.key_path.map_or_else(String::new, |key| {
+            format!("--sign-key {}", shell_word(&key.display().to_string()))
+        }),
+        fleet: fleet.map(str::to_string),
+    }
+}
+
 /// The error and its help, with every command in it complete for this OUT, store and key.
-fn explain_with(e: RolloutError, args: &Args) -> String {
+fn explain_with(e: RolloutError, args: &Args, fleet: Option<&str>) -> String {
     let command = |what: &str| command(args.out, args.store, args.access, args.key_path, what);
     let help = match &e {
         RolloutError::Busy { fleet, .. } => Some(format!(
@@ -296,15 +314,7 @@ fn explain_with(e: RolloutError, args: &Args) -> String {
             command("--resume")
         )),
         RolloutError::LostLease => Some(format!("`{}` continues", command("--resume"))),
-        RolloutError::Refused(message)
-            if message.contains("`--resume`") || message.contains("`--abort`") =>
-        {
-            Some(format!(
-                "continue: `{}`; take back: `{}`",
-                command("--resume"),
-                command("--abort")
-            ))
-        }
+        RolloutError::Refused { remedy, .. } => Some(remedy.help(&call(args, fleet))),
         _ => e.help(),
     };
     match help {

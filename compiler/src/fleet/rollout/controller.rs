@@ -25,39 +25,51 @@ impl Controller<'_> {
             if !p.phase.finished() {
                 // A rollout this OUT never recorded (begun by an older bellc, or from another
                 // directory): the store's word stops a new one, and nothing more.
-                return Err(RolloutError::Refused(format!(
-                    "the store holds a rollout of release {} that stands {}, which OUT does \
-                     not record: finish it with the build output it was started from",
-                    bell_bundle::short_id(&p.target),
-                    p.phase.as_str()
-                )));
+                return Err(refused(
+                    format!(
+                        "the store holds a rollout of release {} that stands {}, which OUT does \
+                         not record: it was begun from another build output",
+                        bell_bundle::short_id(&p.target),
+                        p.phase.as_str()
+                    ),
+                    Remedy::FromItsOwnOut,
+                ));
             }
         }
         let (mut record, mut progress) = match record {
             Some(r) if !r.stage.finished() => {
                 if !resume {
-                    return Err(RolloutError::Refused(format!(
-                        "the rollout of release {} is {} (OUT's signed record, {}): continue \
-                         it with `--resume`, or take it back with `--abort`",
-                        bell_bundle::short_id(&r.target),
-                        r.stage.as_str(),
-                        record::path(&self.out, fleet).display()
-                    )));
+                    return Err(refused(
+                        format!(
+                            "the rollout of release {} is {} (OUT's signed record, {}): a new \
+                             one waits until it is finished or taken back",
+                            bell_bundle::short_id(&r.target),
+                            r.stage.as_str(),
+                            record::path(&self.out, fleet).display()
+                        ),
+                        Remedy::ResumeOrAbort,
+                    ));
                 }
                 if r.stage == Stage::Aborting {
-                    return Err(RolloutError::Refused(format!(
-                        "the rollout of release {} is being aborted: finish that with `--abort`",
-                        bell_bundle::short_id(&r.target)
-                    )));
+                    return Err(refused(
+                        format!(
+                            "the rollout of release {} is being aborted: only the abort can \
+                             finish",
+                            bell_bundle::short_id(&r.target)
+                        ),
+                        Remedy::Abort,
+                    ));
                 }
                 if r.target != target.version {
-                    return Err(RolloutError::Refused(format!(
-                        "the rollout OUT's record holds is of release {}, but OUT's release.json \
-                         is release {}: resume it with the build output it was started from, or \
-                         `--abort` it",
-                        bell_bundle::short_id(&r.target),
-                        bell_bundle::short_id(&target.version)
-                    )));
+                    return Err(refused(
+                        format!(
+                            "the rollout OUT's record holds is of release {}, but OUT's \
+                             release.json is release {}: it can no longer be resumed from OUT",
+                            bell_bundle::short_id(&r.target),
+                            bell_bundle::short_id(&target.version)
+                        ),
+                        Remedy::Abort,
+                    ));
                 }
                 let progress = self.agreeing_progress(&r, existing)?;
                 (r, progress)
@@ -69,10 +81,10 @@ impl Controller<'_> {
                 });
             }
             _ if resume => {
-                return Err(RolloutError::Refused(format!(
-                    "OUT holds no unfinished rollout of fleet `{fleet}` to resume; start one \
-                     without `--resume`"
-                )))
+                return Err(refused(
+                    format!("OUT holds no unfinished rollout of fleet `{fleet}` to resume"),
+                    Remedy::Start,
+                ))
             }
             record => {
                 let (record, mut progress) = self.begin(target, record.as_ref())?;
@@ -220,28 +232,37 @@ impl Controller<'_> {
     ) -> Result<Outcome, RolloutError> {
         let lease = Lease::take(&self.etcd, fleet, &self.who)?;
         let Some(mut record) = self.load_record(fleet)? else {
-            return Err(RolloutError::Refused(format!(
-                "OUT records no rollout of fleet `{fleet}` to abort ({} does not exist): an \
-                 abort goes back only to what the signing key gave before, which that record \
-                 names",
-                record::path(&self.out, fleet).display()
-            )));
+            return Err(refused(
+                format!(
+                    "OUT records no rollout of fleet `{fleet}` to abort ({} does not exist): \
+                     an abort goes back only to what the signing key gave before, which that \
+                     record names",
+                    record::path(&self.out, fleet).display()
+                ),
+                Remedy::RollOutEarlier,
+            ));
         };
         if record.stage.finished() {
-            return Err(RolloutError::Refused(format!(
-                "the rollout of release {} is {} already; nothing to abort",
-                bell_bundle::short_id(&record.target),
-                record.stage.as_str()
-            )));
+            return Err(refused(
+                format!(
+                    "the rollout of release {} is {} already; nothing to abort",
+                    bell_bundle::short_id(&record.target),
+                    record.stage.as_str()
+                ),
+                Remedy::RollOutEarlier,
+            ));
         }
         let existing = readable_progress(&self.etcd, fleet)?;
         let mut progress = self.agreeing_progress(&record, existing)?;
         let Some(from) = self.previous_release(&record)? else {
-            return Err(RolloutError::Refused(format!(
-                "the rollout of release {} was the fleet's first: there is no earlier \
-                 release to go back to",
-                bell_bundle::short_id(&record.target)
-            )));
+            return Err(refused(
+                format!(
+                    "the rollout of release {} was the fleet's first: there is no earlier \
+                     release to go back to",
+                    bell_bundle::short_id(&record.target)
+                ),
+                Remedy::Resume,
+            ));
         };
         let target = self.kept_release(&record.target, None)?;
         let moved = record.moved();

@@ -26,6 +26,7 @@ use bell_bundle::{Release, ReleaseHost};
 use bell_store::etcd::Op;
 use bell_store::keys::{controller_key, pause_key, progress_key};
 use bell_store::{Etcd, HostView, Store};
+pub use remedy::{Call, Remedy};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -89,8 +90,9 @@ pub enum RolloutError {
     Store(String),
     #[error("a rollout controller for fleet `{fleet}` is running already ({holder})")]
     Busy { fleet: String, holder: String },
-    #[error("{0}")]
-    Refused(String),
+    /// The controller will not go on; the remedy says what puts it right.
+    #[error("{message}")]
+    Refused { message: String, remedy: Remedy },
     #[error("the controller lost its lease in etcd (etcd unreachable for {LEASE_TTL} s?); another controller may have taken over, so this one stops")]
     LostLease,
     #[error(transparent)]
@@ -124,6 +126,7 @@ impl RolloutError {
                  lets go within {LEASE_TTL} s, then `--resume` continues its rollout"
             )),
             RolloutError::LostLease => Some("`bellc rollout OUT --resume` continues".to_string()),
+            RolloutError::Refused { remedy, .. } => Some(remedy.help(&Call::placeholder())),
             RolloutError::Disagrees { fleet, fix, .. } => Some(match fix {
                 Some(version) => format!(
                     "find out who wrote it (`etcdctl get /bell/{fleet}/current_version`); when \
@@ -612,7 +615,8 @@ struct Lease {
 
 impl Lease {
     fn take(etcd: &Etcd, fleet: &str, who: &str) -> Result<Lease, RolloutError> {
-        bell_store::check_name("fleet", fleet).map_err(RolloutError::Refused)?;
+        bell_store::check_name("fleet", fleet)
+            .map_err(|message| refused(message, Remedy::RenameFleet))?;
         let id = etcd.grant_lease(LEASE_TTL).map_err(RolloutError::Store)?;
         let key = controller_key(fleet);
         let put = [Op::PutWithLease(&key, who.as_bytes(), id)];
@@ -689,13 +693,25 @@ impl Drop for Lease {
 pub fn read_target(out: &Path) -> Result<Release, RolloutError> {
     let path = out.join(bell_bundle::RELEASE_FILE);
     let bytes = std::fs::read(&path).map_err(|e| {
-        RolloutError::Refused(format!(
-            "cannot read {} ({e}): is it a build output?",
-            path.display()
-        ))
+        refused(
+            format!(
+                "cannot read {} ({e}): is it a build output?",
+                path.display()
+            ),
+            Remedy::Build,
+        )
     })?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| RolloutError::Refused(format!("{} is not a release: {e}", path.display())))
+    serde_json::from_slice(&bytes).map_err(|e| {
+        refused(
+            format!("{} is not a release: {e}", path.display()),
+            Remedy::Build,
+        )
+    })
+}
+
+/// A refusal and what puts it right.
+pub(super) fn refused(message: String, remedy: Remedy) -> RolloutError {
+    RolloutError::Refused { message, remedy }
 }
 
 fn now_ms() -> u64 {
@@ -711,6 +727,7 @@ fn now() -> u64 {
 
 mod controller;
 pub mod history;
+mod remedy;
 mod trusted;
 mod waiting;
 

@@ -9,7 +9,7 @@ impl Controller<'_> {
         if self.key.is_none() {
             return Ok(None);
         }
-        let kept = releases::list(&self.out).map_err(|e| RolloutError::Refused(e.to_string()))?;
+        let kept = releases::list(&self.out).map_err(|e| refused(e.to_string(), Remedy::Build))?;
         for candidate in kept.iter().rev() {
             if candidate.version == target.version || !candidate.signed {
                 continue;
@@ -38,19 +38,24 @@ impl Controller<'_> {
                     ..p
                 })
             }
-            Some(p) => Err(RolloutError::Refused(format!(
-                "the store's rollout progress is of release {} from {}, but OUT's signed record \
-                 is of release {} from {}: the store was written by something other than this \
-                 controller, or OUT is not the directory the rollout began in; nothing was \
-                 signed or published. When OUT is that directory, take the store's progress \
-                 away (`etcdctl del {}`, as etcd's root) and run this command again: the \
-                 controller makes the progress anew from OUT's signed record",
-                bell_bundle::short_id(&p.target),
-                p.from.as_deref().map_or("nothing", bell_bundle::short_id),
-                bell_bundle::short_id(&record.target),
-                from.as_deref().map_or("nothing", bell_bundle::short_id),
-                bell_store::keys::progress_key(&record.fleet),
-            ))),
+            Some(p) => Err(refused(
+                format!(
+                    "the store's rollout progress is of release {} from {}, but OUT's signed \
+                     record is of release {} from {}: the store was written by something other \
+                     than this controller, or OUT is not the directory the rollout began in; \
+                     nothing was signed or published. When OUT is that directory, take the \
+                     store's progress away (as etcd's root): the controller makes it anew from \
+                     OUT's signed record",
+                    bell_bundle::short_id(&p.target),
+                    p.from.as_deref().map_or("nothing", bell_bundle::short_id),
+                    bell_bundle::short_id(&record.target),
+                    from.as_deref().map_or("nothing", bell_bundle::short_id),
+                ),
+                Remedy::Run(format!(
+                    "etcdctl del {}",
+                    bell_store::keys::progress_key(&record.fleet)
+                )),
+            )),
             None => Ok(Progress::of(record)),
         }
     }
@@ -82,19 +87,28 @@ impl Controller<'_> {
         at_least: Option<u64>,
     ) -> Result<Release, RolloutError> {
         if !bell_bundle::is_bundle_id(version) {
-            return Err(RolloutError::Refused(format!(
-                "`{version}` is named as a release, which is not a version"
-            )));
+            return Err(refused(
+                format!("`{version}` is named as a release, which is not a version"),
+                Remedy::Build,
+            ));
         }
         let path = self
             .out
             .join(bell_bundle::RELEASES_DIR)
             .join(format!("{version}.json"));
+        // Every refusal below is of a kept file gone or changed: its build wrote it whole.
+        let restore = |message: String| {
+            refused(
+                message,
+                Remedy::Restore {
+                    version: version.to_string(),
+                },
+            )
+        };
         let bytes = std::fs::read(&path).map_err(|e| {
-            RolloutError::Refused(format!(
+            restore(format!(
                 "release {} is not kept in {} ({e}): the served directory must keep the \
-                 release the fleet runs now (copy each build output over it; `bellc releases` \
-                 lists what it keeps)",
+                 release the fleet runs now (copy each build output over it)",
                 bell_bundle::short_id(version),
                 self.out.display()
             ))
@@ -102,24 +116,23 @@ impl Controller<'_> {
         if let Some(key) = self.key {
             let signature_path = releases::signature_path(&path);
             let signature = std::fs::read_to_string(&signature_path).map_err(|e| {
-                RolloutError::Refused(format!(
+                restore(format!(
                     "{} has no signature ({e}): the controller builds only on releases its \
                      key signed",
                     path.display()
                 ))
             })?;
             key.verify(&bytes, &signature).map_err(|reason| {
-                RolloutError::Refused(format!(
+                restore(format!(
                     "{} {reason}: the controller builds only on releases its key signed",
                     path.display()
                 ))
             })?;
         }
-        let release: Release = serde_json::from_slice(&bytes).map_err(|e| {
-            RolloutError::Refused(format!("{} is not a release: {e}", path.display()))
-        })?;
+        let release: Release = serde_json::from_slice(&bytes)
+            .map_err(|e| restore(format!("{} is not a release: {e}", path.display())))?;
         if release.version != version {
-            return Err(RolloutError::Refused(format!(
+            return Err(restore(format!(
                 "{} holds release {}, not {}",
                 path.display(),
                 bell_bundle::short_id(&release.version),
@@ -128,7 +141,7 @@ impl Controller<'_> {
         }
         if let (Some(floor), Some(key)) = (at_least, self.key) {
             if release.sequence.unwrap_or(0) < floor {
-                return Err(RolloutError::Refused(format!(
+                return Err(restore(format!(
                     "{} has sequence {}, older than the {floor} OUT's record says key {} gave: \
                      an older copy was put in its place",
                     path.display(),
