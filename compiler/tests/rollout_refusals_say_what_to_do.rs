@@ -88,11 +88,13 @@ fn every_refusal_names_the_command_that_puts_it_right() {
     assert_eq!(resumed.code, 1, "{}{}", resumed.stdout, resumed.stderr);
     assert!(resumed.stdout.contains("halted"), "{}", resumed.stdout);
 
-    // The fleet's first rollout cannot go back: fix its hosts (the status command names
-    // them, and runs) and go forward.
-    let said = advice(&rollout("out1", &["--abort"]), "the fleet's first");
+    // Another build output, while the store holds the halted rollout out1 began: finish it
+    // from its own build output, which the status command (it runs) says is release 1.
+    let said = advice(&rollout("out2", &[]), "begun from another build output");
     let status = format!("bellc rollout --status --store {url} --fleet f");
-    assert_eq!(said, [status.clone(), whole("out1", "--resume")]);
+    let there =
+        |what: &str| format!("bellc rollout THAT_OUT --store {url} --sign-key ci.key {what}");
+    assert_eq!(said, [status.clone(), there("--resume"), there("--abort")]);
     let shown = follow(&fx, &status);
     assert_eq!(shown.code, 3, "halted is a stop: {}", shown.stderr);
     let release: serde_json::Value =
@@ -101,14 +103,6 @@ fn every_refusal_names_the_command_that_puts_it_right() {
     let first = release["version"].as_str().unwrap()[..12].to_string();
     assert!(shown.stdout.contains("halted"), "{}", shown.stdout);
     assert!(shown.stdout.contains(&first), "{}", shown.stdout);
-
-    // Another build output, while the store holds the halted rollout out1 began: finish it
-    // from its own build output, which the status command says is release 1.
-    let said = advice(&rollout("out2", &[]), "begun from another build output");
-    assert_eq!(said[0], status, "{said:?}");
-    let there =
-        |what: &str| format!("bellc rollout THAT_OUT --store {url} --sign-key ci.key {what}");
-    assert_eq!(said[1..], [there("--resume"), there("--abort")]);
 
     // OUT's release.json replaced by another build's: the rollout it records can only be
     // taken back from here.
@@ -134,6 +128,29 @@ fn every_refusal_names_the_command_that_puts_it_right() {
     etcdctl(&etcd.endpoint, &["del", key]);
     let resumed = rollout("out1", &["--resume", "--wave-timeout", "1s"]);
     assert_eq!(resumed.code, 1, "{}{}", resumed.stdout, resumed.stderr);
+
+    // The fleet's first rollout takes no host back, but its abort ends it (naming the host
+    // it leaves as it is), so that a fixed release, built into the same OUT, rolls out.
+    let aborted = rollout("out1", &["--abort"]);
+    assert_eq!(aborted.code, 0, "{}{}", aborted.stdout, aborted.stderr);
+    assert!(
+        aborted.stdout.contains("aborted: no host taken back")
+            && aborted
+                .stdout
+                .contains("left as it is: h1: new in this release"),
+        "{}",
+        aborted.stdout
+    );
+    let said = advice(&rollout("out1", &["--abort"]), "aborted already");
+    assert_eq!(said[1], whole("out1", ""), "{said:?}");
+    let fixed = fx.bellc(&["build", "spec2.kdl", "-o", "out1", "--sign-key", "ci.key"]);
+    assert_eq!(fixed.code, 0, "{}", fixed.stderr);
+    let next = rollout("out1", &["--wave-timeout", "1s", "--json"]);
+    assert_eq!(next.code, 1, "{}{}", next.stdout, next.stderr);
+    let second = std::fs::read(out1.join("release.json")).unwrap();
+    let second: serde_json::Value = serde_json::from_slice(&second).unwrap();
+    assert_ne!(second["version"].as_str().unwrap()[..12], first);
+    assert!(next.stdout.contains("\"wave-started\""), "{}", next.stdout);
 
     // A release whose fleet the store cannot file (written by hand): name it anew.
     let odd = fx.path().join("odd");

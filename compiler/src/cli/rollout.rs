@@ -82,7 +82,7 @@ pub fn run(args: &Args) -> Result<u8, String> {
             if !args.json {
                 match back.is_empty() {
                     true => outln!(
-                        "aborted: no host had been moved, none taken back (release {})",
+                        "aborted: no host taken back (release {})",
                         short_id(&release)
                     ),
                     false => outln!(

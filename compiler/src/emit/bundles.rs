@@ -384,7 +384,7 @@ fn finish(
         Some((bytes, parsed))
     });
     if let Some((bytes, existing)) = &existing {
-        keep(out, &existing.version, bytes)?;
+        keep(out, &existing.version, existing.sequence, bytes)?;
     }
     // A signed release.json whose map and waves are this build's stays as it is (a rebuild
     // without `--sign-key` does not strip a signature); any other is replaced, and its
@@ -427,7 +427,7 @@ fn finish(
     if let Some(json) = json {
         remove_if_present(&signature_path(&release_path))?;
         write_atomic(&release_path, json.as_bytes())?;
-        keep(out, &release.version, json.as_bytes())?;
+        keep(out, &release.version, release.sequence, json.as_bytes())?;
         stats.release_written = true;
     }
     Ok(())

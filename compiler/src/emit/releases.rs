@@ -51,13 +51,23 @@ pub fn keep_current(out: &Path) -> Result<(), EmitError> {
         // Not a release this bellc can read: nothing to keep it by.
         return Ok(());
     };
-    keep(out, &release.version, &bytes)
+    keep(out, &release.version, release.sequence, &bytes)
 }
 
-/// Copies `bytes`, the text of `OUT/release.json` (whose version is `version`), and its
-/// signature or the lack of one, to `OUT/releases/<version>.json` unless that copy is already
-/// the same. The caller has parsed `bytes` as a release.
-pub(super) fn keep(out: &Path, version: &str, bytes: &[u8]) -> Result<(), EmitError> {
+/// Copies `bytes`, the text of `OUT/release.json` (whose version is `version`, signed with
+/// `sequence`), and its signature or the lack of one, to `OUT/releases/<version>.json` unless
+/// that copy is already the same, or newer. The caller has parsed `bytes` as a release.
+///
+/// Newer: the controller signs a version again when it gives it (a wave, an abort whose
+/// release is the build's own), and only into `releases/`. Its copy carries the key's latest
+/// sequence for that version, which the controller's record holds it to; the build's older
+/// copy put over it would read as a replay, and the next rollout would be refused.
+pub(super) fn keep(
+    out: &Path,
+    version: &str,
+    sequence: Option<u64>,
+    bytes: &[u8],
+) -> Result<(), EmitError> {
     if !bell_bundle::is_bundle_id(version) {
         return Ok(());
     }
@@ -67,8 +77,11 @@ pub(super) fn keep(out: &Path, version: &str, bytes: &[u8]) -> Result<(), EmitEr
     let kept = dir.join(format!("{version}.json"));
     let signature = fs::read(signature_path(&current)).ok();
     let kept_signature = signature_path(&kept);
-    if fs::read(&kept).ok().as_deref() == Some(bytes) && fs::read(&kept_signature).ok() == signature
-    {
+    let kept_bytes = fs::read(&kept).ok();
+    if kept_bytes.as_deref() == Some(bytes) && fs::read(&kept_signature).ok() == signature {
+        return Ok(());
+    }
+    if kept_bytes.is_some_and(|b| sequence_of(&b) > sequence) {
         return Ok(());
     }
     // The signature goes first and the file it signs second, each renamed into place, so a
@@ -78,6 +91,16 @@ pub(super) fn keep(out: &Path, version: &str, bytes: &[u8]) -> Result<(), EmitEr
         None => remove_if_present(&kept_signature)?,
     }
     write_atomic(&kept, bytes)
+}
+
+/// A release text's sequence, read without building its host map (large at scale).
+fn sequence_of(bytes: &[u8]) -> Option<u64> {
+    #[derive(serde::Deserialize)]
+    struct Sequence {
+        #[serde(default)]
+        sequence: Option<u64>,
+    }
+    serde_json::from_slice::<Sequence>(bytes).ok()?.sequence
 }
 
 /// Writes a file under a temporary name and renames it into place.

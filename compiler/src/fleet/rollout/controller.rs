@@ -254,17 +254,19 @@ impl Controller<'_> {
         }
         let existing = readable_progress(&self.etcd, fleet)?;
         let mut progress = self.agreeing_progress(&record, existing)?;
-        let Some(from) = self.previous_release(&record)? else {
-            return Err(refused(
-                format!(
-                    "the rollout of release {} was the fleet's first: there is no earlier \
-                     release to go back to",
-                    bell_bundle::short_id(&record.target)
-                ),
-                Remedy::Resume,
-            ));
-        };
         let target = self.kept_release(&record.target, None)?;
+        // The fleet's first rollout had nothing before it: its abort takes no host back and
+        // leaves the moved ones as they are (each named), but it ends the rollout, so that a
+        // fixed release can roll out from where the fleet stands. Refusing it would leave a
+        // halted first rollout that only `--resume` could end, and resuming cannot fix a
+        // release.
+        let from = match self.previous_release(&record)? {
+            Some(from) => from,
+            None => Release {
+                hosts: BTreeMap::new(),
+                ..target.unsigned()
+            },
+        };
         let moved = record.moved();
         let release = abort_release(&target, &from, &moved);
         let given = record.given.as_ref().map(|g| g.version.as_str());

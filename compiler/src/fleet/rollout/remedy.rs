@@ -9,8 +9,6 @@ pub enum Remedy {
     ResumeOrAbort,
     /// Only `--abort`: an abort is underway, or OUT's release is no longer the rollout's.
     Abort,
-    /// Only forward: the fleet's first rollout has no earlier release to go back to.
-    Resume,
     /// The same command without `--resume`.
     Start,
     /// The store's unfinished rollout was begun from another build output: finish it there.
@@ -94,11 +92,6 @@ impl Remedy {
                 call.here("--abort")
             ),
             Remedy::Abort => format!("take it back: `{}`", call.here("--abort")),
-            Remedy::Resume => format!(
-                "fix the hosts it halted on (`{}` names them), then continue: `{}`",
-                call.status(),
-                call.here("--resume")
-            ),
             Remedy::Start => format!("start one: `{}`", call.here("")),
             Remedy::FromItsOwnOut => format!(
                 "`{}` says which release it is; from the build output of that release, \
