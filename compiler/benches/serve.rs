@@ -17,10 +17,10 @@
 mod support;
 
 use bell_bundle::{Release, ReleaseHost};
+use bell_ops::serve::{pages::Pages, Board, Out};
 use bell_store::etcd::Op;
 use bell_store::{Report, ResourceResult, State, REPORT_FORMAT};
 use bell_wire::server as http;
-use bellc::serve::{pages::Pages, Board, Out};
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -230,7 +230,7 @@ pub fn main() {
         let identities = bell_store::identities_of(&release);
         let mut views = bell_store::views_from(FLEET, &kvs, &identities).expect("views");
         let parsed = t.elapsed().as_secs_f64();
-        let mut witness = bellc::fleet::witness::Witness::open(FLEET).expect("witness");
+        let mut witness = bell_ops::fleet::witness::Witness::open(FLEET).expect("witness");
         witness.judge(&release, &mut views);
         let judged = t.elapsed().as_secs_f64();
         witness.save().expect("save");
@@ -240,7 +240,7 @@ pub fn main() {
             t.elapsed().as_secs_f64() - judged
         );
         let parsed = t.elapsed().as_secs_f64();
-        let status = bellc::fleet::status::fleet_status(&release, &views, now(), None);
+        let status = bell_ops::fleet::status::fleet_status(&release, &views, now(), None);
         eprintln!(
             "profile: the client's range {fetched:.2} s ({} keys), views {:.2} s, status {:.2} s ({} rows)",
             kvs.len(),

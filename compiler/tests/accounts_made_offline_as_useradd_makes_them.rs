@@ -233,7 +233,7 @@ fn made_by_useradd(case: &Case, prepare: impl Fn(&Path)) -> tempfile::TempDir {
 
 /// Makes both accounts of [`spec`] with one run of the accounts' batch apply, `awk` behind a
 /// shim that counts its runs; returns the runs.
-fn made_by_the_batch(b: &bellc::render::RenderedBundle, case: &Case, root: &Path) -> usize {
+fn made_by_the_batch(b: &bellc_core::render::RenderedBundle, case: &Case, root: &Path) -> usize {
     let shims = tempfile::tempdir().unwrap();
     let count = shims.path().join("count");
     let awk = shims.path().join("awk");

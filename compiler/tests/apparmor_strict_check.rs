@@ -3,8 +3,8 @@
 
 use crate::common;
 use crate::common::have;
-use bellc::diagnostic::Diagnostics;
-use bellc::source::Sources;
+use bellc_core::diagnostic::Diagnostics;
+use bellc_core::source::Sources;
 
 /// `bellc check --strict`'s profile pass over `spec`: how many profiles apparmor_parser read,
 /// and the diagnostics, one line each.
@@ -14,9 +14,9 @@ fn strict_check(spec: &str) -> (usize, Vec<String>) {
     std::fs::write(&path, spec).expect("write");
     let mut sources = Sources::with_base(dir.path().to_path_buf());
     let mut diags = Diagnostics::new();
-    let front = bellc::frontend(&path, &mut sources, &mut diags).expect("frontend");
+    let front = bellc_core::frontend(&path, &mut sources, &mut diags).expect("frontend");
     let checked =
-        bellc::kinds::apparmor::check_profiles_with_parser(&front.spec, &sources, &mut diags)
+        bellc_core::kinds::apparmor::check_profiles_with_parser(&front.spec, &sources, &mut diags)
             .expect("apparmor_parser runs");
     (checked, diags.to_short_lines(&sources))
 }

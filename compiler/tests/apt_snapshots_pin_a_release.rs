@@ -93,7 +93,7 @@ fn pinned_apt_reads_the_release_sources_only_and_a_new_snapshot_upgrades_again()
 
     // A new snapshot: the upgrade is another resource (applied again), a package is not.
     let later = bundle(&PINNED.replace("20261120T000000Z", "20261125T000000Z"), "h");
-    let hash = |b: &bellc::render::RenderedBundle, key: &str| {
+    let hash = |b: &bellc_core::render::RenderedBundle, key: &str| {
         b.manifest
             .resources
             .iter()

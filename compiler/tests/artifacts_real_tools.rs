@@ -15,7 +15,7 @@ fn build(example: &str) -> tempfile::TempDir {
     let (compiled, lines) = compile_path(&spec, None);
     let compiled = compiled.unwrap_or_else(|| panic!("{example}:\n{}", lines.join("\n")));
     let out = tempfile::tempdir().expect("temp dir");
-    bellc::emit::write(out.path(), &compiled.bundles, &compiled.release).expect("emit");
+    bellc_core::emit::write(out.path(), &compiled.bundles, &compiled.release).expect("emit");
     out
 }
 
@@ -221,7 +221,7 @@ unit "bell-test.service" enable=#true {
     let (compiled, lines) = compile_path(&dir.path().join("bell.kdl"), None);
     let compiled = compiled.unwrap_or_else(|| panic!("{}", lines.join("\n")));
     let out = tempfile::tempdir().expect("temp dir");
-    bellc::emit::write(out.path(), &compiled.bundles, &compiled.release).expect("emit");
+    bellc_core::emit::write(out.path(), &compiled.bundles, &compiled.release).expect("emit");
     if have("shellcheck") {
         assert!(scripts_pass_shellcheck(out.path()) >= 9);
     }

@@ -106,7 +106,7 @@ fn a_removed_requires_link_of_a_unit_is_drift() {
 
 #[test]
 fn a_removed_local_fs_link_of_a_mount_is_drift() {
-    let unit = bellc::escape::mount_unit_name("/srv/it's $(x)");
+    let unit = bellc_core::escape::mount_unit_name("/srv/it's $(x)");
     drift_and_repair(
         "mount",
         "data",

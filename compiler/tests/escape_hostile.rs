@@ -3,7 +3,7 @@
 //! whose debug log dumps the parsed unit).
 
 use crate::common::have;
-use bellc::escape::{
+use bellc_core::escape::{
     mount_unit_name, shell_quote, systemd_escape_path, unit_environment, unit_exec_arg,
     unit_exec_path, unit_value,
 };

@@ -3,10 +3,10 @@
 //! other host (no `uses`), to the very same bundle. Secrets show as `"<secret>"`; the test puts
 //! the password back before building, as a reader pasting the output would.
 use crate::common::*;
-use bellc::diagnostic::Diagnostics;
-use bellc::resolve::ResolvedHost;
-use bellc::source::Sources;
-use bellc::spec::Value;
+use bellc_core::diagnostic::Diagnostics;
+use bellc_core::resolve::ResolvedHost;
+use bellc_core::source::Sources;
+use bellc_core::spec::Value;
 use std::collections::BTreeMap;
 
 type Facts = (
@@ -49,10 +49,10 @@ fn every_explained_host_of_the_examples_builds_back_to_itself() {
         let compiled = compiled.unwrap_or_else(|| panic!("{name}: {lines:#?}"));
         let mut sources = Sources::with_base(examples.clone());
         let mut diags = Diagnostics::new();
-        let front = bellc::frontend(&path, &mut sources, &mut diags).expect("front end");
+        let front = bellc_core::frontend(&path, &mut sources, &mut diags).expect("front end");
         for host in &front.resolution.hosts {
             hosts_seen += 1;
-            let explained = bellc::review::explain::explain(&front.spec, host, &sources);
+            let explained = bellc_core::review::explain::explain(&front.spec, host, &sources);
             assert!(explained.contains("\"<secret>\"") == explained.contains("password "));
             let mut text = format!(
                 "fleet {:?} target={:?}\n{explained}",
@@ -81,7 +81,8 @@ fn every_explained_host_of_the_examples_builds_back_to_itself() {
             // Facts from the front end alone (a host with `uses` cannot build without its peers).
             let mut sources2 = Sources::with_base(dir.path().to_path_buf());
             let mut diags2 = Diagnostics::new();
-            let front2 = bellc::frontend(&spec, &mut sources2, &mut diags2).expect("front end");
+            let front2 =
+                bellc_core::frontend(&spec, &mut sources2, &mut diags2).expect("front end");
             assert_eq!(front2.resolution.hosts.len(), 1);
             assert_eq!(
                 facts(&front2.resolution.hosts[0]),

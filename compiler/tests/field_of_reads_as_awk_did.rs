@@ -5,7 +5,7 @@
 //! one name, blanks kept, a last line without its newline, backslashes and glob characters.
 
 use crate::common::{have, repo_root};
-use bellc::escape::shell_quote;
+use bellc_core::escape::shell_quote;
 use std::fmt::Write as _;
 use std::process::Command;
 

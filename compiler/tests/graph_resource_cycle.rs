@@ -182,9 +182,9 @@ limit "b" domain="*" type="soft" item="nproc" value=1 {{
     );
     let (front, diags, _dir) = common::spec_dir::frontend(&spec);
     assert!(diags.has_errors());
-    let mut local = bellc::diagnostic::Diagnostics::new();
+    let mut local = bellc_core::diagnostic::Diagnostics::new();
     let host = &front.resolution.hosts[0];
-    assert!(bellc::graph::order(&host.model, &host.name, None, &mut local).is_none());
+    assert!(bellc_core::graph::order(&host.model, &host.name, None, &mut local).is_none());
     let help: Vec<String> = local
         .iter()
         .filter_map(|d| d.help().map(|h| h.to_string()))

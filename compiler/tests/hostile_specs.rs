@@ -271,24 +271,24 @@ fn the_limits_the_readme_states_are_the_limits_enforced() {
     for (what, value) in [
         (
             "spec file",
-            bellc::front::read::bytes(bellc::front::read::MAX_SPEC_FILE),
+            bellc_core::front::read::bytes(bellc_core::front::read::MAX_SPEC_FILE),
         ),
         (
             "inventory",
-            bellc::front::read::bytes(bellc::front::read::MAX_INVENTORY),
+            bellc_core::front::read::bytes(bellc_core::front::read::MAX_INVENTORY),
         ),
         (
             "ssh key file",
-            bellc::front::read::bytes(bellc::front::read::MAX_KEY_FILE),
+            bellc_core::front::read::bytes(bellc_core::front::read::MAX_KEY_FILE),
         ),
         (
             "included files",
-            bellc::front::read::MAX_INCLUDED_FILES.to_string(),
+            bellc_core::front::read::MAX_INCLUDED_FILES.to_string(),
         ),
-        ("nesting", bellc::front::read::MAX_NESTING.to_string()),
+        ("nesting", bellc_core::front::read::MAX_NESTING.to_string()),
         (
             "commented-out blocks",
-            bellc::front::read::MAX_COMMENTED_NESTING.to_string(),
+            bellc_core::front::read::MAX_COMMENTED_NESTING.to_string(),
         ),
     ] {
         assert!(
@@ -615,21 +615,21 @@ file "/etc/out" {
 /// The allocator that counts a template's memory, as `bellc` installs it: with it, the library
 /// itself is tried below, in this process.
 #[global_allocator]
-static ALLOCATOR: bellc::render::budget::Budgeted = bellc::render::budget::Budgeted;
+static ALLOCATOR: bellc_core::render::budget::Budgeted = bellc_core::render::budget::Budgeted;
 
 /// The library never exits: a template over its memory budget is an error its caller gets
 /// (and the next template renders as before), not the end of the process that called it.
 #[test]
 fn a_template_over_its_memory_budget_is_an_error_of_the_library() {
-    let renderer = bellc::render::Renderer::new();
+    let renderer = bellc_core::render::Renderer::new();
     let doubling = "{% set ns = namespace(s='x') %}{% for i in range(40) %}\
                     {% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}";
     let ctx = || minijinja::context! { host => "h1" };
     let e = renderer.user_template(doubling, ctx()).unwrap_err();
-    assert_eq!(e.detail(), Some(bellc::render::TEMPLATE_MEMORY));
+    assert_eq!(e.detail(), Some(bellc_core::render::TEMPLATE_MEMORY));
     // Not tried again in this build: each try would keep its budget held.
     let e = renderer.user_template(doubling, ctx()).unwrap_err();
-    assert_eq!(e.detail(), Some(bellc::render::TEMPLATE_MEMORY_BEFORE));
+    assert_eq!(e.detail(), Some(bellc_core::render::TEMPLATE_MEMORY_BEFORE));
     assert_eq!(
         renderer
             .user_template("{{ host }}", ctx())
@@ -645,17 +645,20 @@ fn the_template_limits_are_in_the_readme() {
     for (what, value) in [
         (
             "template steps",
-            bellc::render::MAX_TEMPLATE_STEPS.to_string(),
+            bellc_core::render::MAX_TEMPLATE_STEPS.to_string(),
         ),
         (
             "template output",
-            bellc::front::read::bytes(bellc::render::MAX_TEMPLATE_OUTPUT as u64),
+            bellc_core::front::read::bytes(bellc_core::render::MAX_TEMPLATE_OUTPUT as u64),
         ),
         (
             "template memory",
-            bellc::front::read::bytes(bellc::render::budget::MAX_TEMPLATE_MEMORY as u64),
+            bellc_core::front::read::bytes(bellc_core::render::budget::MAX_TEMPLATE_MEMORY as u64),
         ),
-        ("exec timeout", bellc::kinds::exec::MAX_TIMEOUT.to_string()),
+        (
+            "exec timeout",
+            bellc_core::kinds::exec::MAX_TIMEOUT.to_string(),
+        ),
     ] {
         assert!(
             readme

@@ -84,7 +84,7 @@ fn every_kind_renders() {
 fn every_kind_is_declared_and_rendered() {
     let c = compile_ok(SPEC);
     let b = only_bundle(&c);
-    for kind in bellc::spec::Kind::ALL {
+    for kind in bellc_core::spec::Kind::ALL {
         let keyword = kind.keyword();
         assert!(
             SPEC.lines().any(|l| l.starts_with(&format!("{keyword} "))),

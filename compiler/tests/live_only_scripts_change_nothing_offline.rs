@@ -6,7 +6,7 @@
 //! scripts are marked, and that a user's `exec` script never is, whatever its second line.
 use crate::common;
 use crate::common::in_memory::{bundle, example};
-use bellc::render::LIVE_ONLY_LINE;
+use bellc_core::render::LIVE_ONLY_LINE;
 use std::collections::BTreeSet;
 use std::path::Path;
 

@@ -24,7 +24,7 @@ mount "mnt" target="/mnt" device="tmpfs" type="tmpfs"
 "#,
     );
     let b = only_bundle(&c);
-    let unit = bellc::escape::mount_unit_name("/srv/bell data/x");
+    let unit = bellc_core::escape::mount_unit_name("/srv/bell data/x");
     assert_eq!(unit, "srv-bell\\x20data-x.mount");
     let root = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir_all(root.path().join("srv/keep")).expect("mkdir");

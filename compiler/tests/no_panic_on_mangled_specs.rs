@@ -64,9 +64,9 @@ fn mutate(text: &str, rng: &mut Rng) -> String {
 fn compile_in_process(dir: &std::path::Path) {
     let spec = dir.join("bell.kdl");
     let result = catch_unwind(AssertUnwindSafe(|| {
-        let mut sources = bellc::source::Sources::new();
-        let mut diags = bellc::diagnostic::Diagnostics::new();
-        let compiled = bellc::compile(&spec, &mut sources, &mut diags);
+        let mut sources = bellc_core::source::Sources::new();
+        let mut diags = bellc_core::diagnostic::Diagnostics::new();
+        let compiled = bellc_core::compile(&spec, &mut sources, &mut diags);
         // Rendering diagnostics to text exercises every span against its source.
         let lines = diags.to_short_lines(&sources);
         let errors = diags.has_errors();

@@ -3,15 +3,16 @@
 //! (Divingbell's rule: at most one; a host override beats label overrides; among label
 //! overrides the last matching one wins), `#null`, `remove`, and property-by-property merging.
 use crate::common::*;
-use bellc::resolve::ResolvedHost;
+use bellc_core::resolve::ResolvedHost;
 use std::collections::BTreeMap;
 
 /// Resolves a spec and returns every host's sysctl values and resource keys.
 fn resolve(spec: &str) -> BTreeMap<String, ResolvedHost> {
     let fx = Fixture::spec(spec);
-    let mut sources = bellc::source::Sources::new();
-    let mut diags = bellc::diagnostic::Diagnostics::new();
-    let front = bellc::frontend(&fx.path().join("bell.kdl"), &mut sources, &mut diags).unwrap();
+    let mut sources = bellc_core::source::Sources::new();
+    let mut diags = bellc_core::diagnostic::Diagnostics::new();
+    let front =
+        bellc_core::frontend(&fx.path().join("bell.kdl"), &mut sources, &mut diags).unwrap();
     assert!(!diags.has_errors(), "{:?}", diags.to_short_lines(&sources));
     front
         .resolution

@@ -4,7 +4,7 @@
 
 use crate::common::in_memory::bundle;
 use crate::common::script;
-use bellc::render::RenderedBundle;
+use bellc_core::render::RenderedBundle;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 

@@ -54,9 +54,9 @@ fn stamps(out: &Path) -> BTreeMap<String, (u64, i64, i64)> {
         .filter_map(Result::ok)
         .filter(|e| {
             !e.file_type().is_dir()
-                && e.file_name() != bellc::emit::out_dir::RECORD_FILE
-                && e.file_name() != bellc::emit::out_dir::FINGERPRINT_FILE
-                && e.file_name() != bellc::emit::out_dir::RENDER_CACHE_FILE
+                && e.file_name() != bellc_core::emit::out_dir::RECORD_FILE
+                && e.file_name() != bellc_core::emit::out_dir::FINGERPRINT_FILE
+                && e.file_name() != bellc_core::emit::out_dir::RENDER_CACHE_FILE
         })
         .map(|e| {
             let m = std::fs::symlink_metadata(e.path()).expect("meta");

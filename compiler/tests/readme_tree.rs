@@ -1,5 +1,6 @@
 //! The architecture chapter's tree (`docs/architecture.md`) is how a newcomer finds their way:
-//! it must name exactly the folders of `compiler/src/` and the shared modules beside `lib.rs`.
+//! it must name exactly the stage folders of `bellc-core` (`compiler/core/src/`) and
+//! `bell-ops` (`compiler/ops/src/`), and the shared modules beside core's `lib.rs`.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -25,24 +26,46 @@ fn readme_tree() -> String {
 #[test]
 fn readme_tree_names_every_stage_folder() {
     let tree = readme_tree();
-    let listed: BTreeSet<String> = tree
-        .lines()
-        .filter_map(|l| l.trim_start().strip_prefix("src/"))
-        .filter_map(|rest| rest.split_whitespace().next())
-        .filter_map(|entry| entry.strip_suffix('/'))
-        .map(str::to_string)
-        .collect();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let folders: BTreeSet<String> = std::fs::read_dir(&src)
-        .expect("read src")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.is_dir())
-        .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
-        .collect();
+    // `src/X/` lines under `  core/` or `  ops/` (the binary's `src/cli/` is under neither).
+    let mut listed: BTreeSet<String> = BTreeSet::new();
+    let mut under = "";
+    for line in tree.lines() {
+        if let Some(name) = line
+            .strip_prefix("  ")
+            .and_then(|l| l.split_whitespace().next())
+        {
+            if !line.starts_with("   ") {
+                under = name;
+            }
+        }
+        let entry = line.trim_start().strip_prefix("src/");
+        let folder = entry
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|entry| entry.strip_suffix('/'));
+        if let (Some(folder), "core/" | "ops/") = (folder, under) {
+            listed.insert(format!("{under}{folder}"));
+        }
+    }
+    let compiler = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut folders = BTreeSet::new();
+    for krate in ["core", "ops"] {
+        for entry in std::fs::read_dir(compiler.join(krate).join("src")).expect("read src") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                let name = path
+                    .file_name()
+                    .expect("name")
+                    .to_string_lossy()
+                    .into_owned();
+                folders.insert(format!("{krate}/{name}"));
+            }
+        }
+    }
     assert_eq!(
         listed, folders,
-        "the architecture chapter's tree and compiler/src/ differ"
+        "the architecture chapter's tree and compiler/{{core,ops}}/src/ differ"
     );
+    let src = compiler.join("core/src");
 
     let shared_line = tree
         .lines()
@@ -64,7 +87,7 @@ fn readme_tree_names_every_stage_folder() {
         .collect();
     assert_eq!(
         listed, files,
-        "the architecture chapter's shared modules and compiler/src/*.rs differ"
+        "the architecture chapter's shared modules and compiler/core/src/*.rs differ"
     );
 }
 
@@ -93,7 +116,7 @@ fn first_cells(heading: &str) -> Vec<String> {
 fn every_kind_is_in_the_language_references_tables() {
     let language = first_cells("### Resources");
     let on_host = first_cells("### What each kind puts on a host");
-    for kind in bellc::spec::Kind::ALL {
+    for kind in bellc_core::spec::Kind::ALL {
         let keyword = kind.keyword();
         assert!(
             language.iter().any(|c| c == &format!("`{keyword}`")),

@@ -22,7 +22,7 @@ fn as_from_scratch(dir: &Path) {
     let fresh = tree(&scratch);
     assert!(fresh.len() > 60);
     for (rel, bytes) in fresh {
-        if rel == bellc::emit::out_dir::RECORD_FILE {
+        if rel == bellc_core::emit::out_dir::RECORD_FILE {
             continue;
         }
         assert!(

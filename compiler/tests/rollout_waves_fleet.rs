@@ -3,9 +3,9 @@
 //! invariants a rollout relies on.
 
 use crate::common::spec_dir::{build, frontend};
-use bellc::graph::waves::{plan, Policy, Wave};
-use bellc::resolve::ResolvedHost;
-use bellc::spec::MaxUnavailable;
+use bellc_core::graph::waves::{plan, Policy, Wave};
+use bellc_core::resolve::ResolvedHost;
+use bellc_core::spec::MaxUnavailable;
 use std::collections::{HashMap, HashSet};
 
 const HOSTS: usize = 1000;
@@ -133,13 +133,13 @@ fn check(
     }
 }
 
-fn build_fleet(rollout: &str) -> bellc::Compiled {
+fn build_fleet(rollout: &str) -> bellc_core::Compiled {
     let b = build(&[("bell.kdl", &spec(rollout)), ("hosts.json", &inventory())]);
     assert!(!b.diags.has_errors(), "{:#?}", b.short());
     b.compiled.expect("builds")
 }
 
-fn waves_of(compiled: &bellc::Compiled) -> Vec<Wave> {
+fn waves_of(compiled: &bellc_core::Compiled) -> Vec<Wave> {
     let policy = Policy::from_spec(compiled.spec.rollout.as_ref());
     plan(
         &compiled.resolution.hosts,
@@ -160,7 +160,7 @@ fn count_batching_on_a_thousand_hosts() {
     // release.json carries the same waves.
     assert_eq!(
         compiled.release.waves,
-        bellc::graph::waves::release_waves(&waves)
+        bellc_core::graph::waves::release_waves(&waves)
     );
     // Three layers, in order.
     let layers: Vec<u32> = waves.iter().map(|w| w.layer).collect();
@@ -255,8 +255,8 @@ override "w" {
         max_unavailable: MaxUnavailable::Percent(50),
     };
     let started = std::time::Instant::now();
-    let mut diags = bellc::diagnostic::Diagnostics::new();
-    let layers = bellc::graph::services::check(&hosts, &mut diags).expect("no service errors");
+    let mut diags = bellc_core::diagnostic::Diagnostics::new();
+    let layers = bellc_core::graph::services::check(&hosts, &mut diags).expect("no service errors");
     let waves = plan(&hosts, &layers, &policy, |_| true);
     let took = started.elapsed();
     assert_eq!(waves.iter().map(|w| w.hosts.len()).sum::<usize>(), 100_000);

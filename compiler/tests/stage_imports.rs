@@ -1,11 +1,16 @@
 //! The compiler's folders are pipeline stages, and a stage uses only the stages before it and
 //! the shared modules beside `lib.rs`. This test reads every source file and fails on a path
 //! into a later stage, so that the tree keeps showing the pipeline as it grows.
+//!
+//! The pipeline is `bellc-core` (`compiler/core/src/`); what comes after a build is in crates
+//! that depend on it (`bell-ops`, `bell-import`), which cargo keeps from being used by it. Within
+//! `bell-ops` the same rule orders its two folders: the page reads the fleet, never back.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The stages in pipeline order. Shared modules come first: they may use only each other.
+/// `bellc-core`'s stages in pipeline order. Shared modules come first: they may use only each
+/// other.
 const ORDER: &[(&str, &[&str])] = &[
     // `spec_diagnostic!` is `diagnostic.rs`'s macro, exported at the crate root.
     (
@@ -30,20 +35,23 @@ const ORDER: &[(&str, &[&str])] = &[
     ("kinds", &["kinds"]),
     ("emit", &["emit"]),
     ("review", &["review"]),
-    ("fleet", &["fleet"]),
-    // Another tool's configuration written as a spec; `--verify` lowers and resolves it.
-    ("import", &["import"]),
-    // The status page: fleet status and review's diff and explain, as pages and JSON.
-    ("serve", &["serve"]),
 ];
 
+/// `bell-ops`'s folders in order: the fleet, then the status page over fleet status (and
+/// `bellc-core`'s review: diff and explain, as pages and JSON).
+const OPS_ORDER: &[(&str, &[&str])] = &[("fleet", &["fleet"]), ("serve", &["serve"])];
+
 fn src() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("core/src")
+}
+
+fn ops_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("ops/src")
 }
 
 /// The rank of a top-level module name (a file `x.rs` or a folder `x/` under `src/`).
-fn rank(module: &str) -> Option<usize> {
-    ORDER.iter().position(|(_, names)| names.contains(&module))
+fn rank(order: &[(&str, &[&str])], module: &str) -> Option<usize> {
+    order.iter().position(|(_, names)| names.contains(&module))
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -199,7 +207,7 @@ fn blank_comments(text: &str) -> String {
 }
 
 /// The violations in the source tree at `root`: `file:line: stage → later module`.
-fn violations(root: &Path) -> Vec<String> {
+fn violations(root: &Path, order: &[(&str, &[&str])]) -> Vec<String> {
     let mut files = Vec::new();
     rust_files(root, &mut files);
     let mut found = Vec::new();
@@ -215,7 +223,7 @@ fn violations(root: &Path) -> Vec<String> {
         if top == "lib" || top == "cli" {
             continue;
         }
-        let Some(own) = rank(top) else {
+        let Some(own) = rank(order, top) else {
             found.push(format!(
                 "{}: `{top}` is in no stage; add it to ORDER in this test",
                 relative.display()
@@ -229,12 +237,12 @@ fn violations(root: &Path) -> Vec<String> {
             _ => dirs + 1,
         };
         for (line, name) in crate_paths(&text, depth) {
-            match rank(name) {
+            match rank(order, name) {
                 Some(r) if r > own => found.push(format!(
                     "{}:{line}: {} uses `crate::{name}`, a later stage ({})",
                     relative.display(),
-                    ORDER[own].0,
-                    ORDER[r].0
+                    order[own].0,
+                    order[r].0
                 )),
                 Some(_) => {}
                 None => found.push(format!(
@@ -249,22 +257,23 @@ fn violations(root: &Path) -> Vec<String> {
 
 #[test]
 fn no_stage_imports_a_later_stage() {
-    let found = violations(&src());
+    let mut found = violations(&src(), ORDER);
+    found.extend(violations(&ops_src(), OPS_ORDER));
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
 #[test]
 fn every_top_level_module_is_in_a_stage() {
-    let mut names = Vec::new();
-    for entry in std::fs::read_dir(src()).expect("read src") {
-        let path = entry.expect("entry").path();
-        let name = path.file_stem().and_then(|s| s.to_str()).expect("name");
-        if name != "lib" && name != "cli" {
-            names.push(name.to_string());
+    let mut unranked = Vec::new();
+    for (src, order) in [(src(), ORDER), (ops_src(), OPS_ORDER)] {
+        for entry in std::fs::read_dir(&src).expect("read src") {
+            let path = entry.expect("entry").path();
+            let name = path.file_stem().and_then(|s| s.to_str()).expect("name");
+            if name != "lib" && rank(order, name).is_none() {
+                unranked.push(format!("{}/{name}", src.display()));
+            }
         }
     }
-    names.sort();
-    let unranked: Vec<_> = names.iter().filter(|n| rank(n).is_none()).collect();
     assert!(unranked.is_empty(), "not in ORDER: {unranked:?}");
 }
 
@@ -283,25 +292,24 @@ fn a_backward_import_is_caught() {
     // A grouped import across lines, and a `super::` path that climbs to the crate root.
     std::fs::write(
         render.join("hosts.rs"),
-        "use super::Thing;\nuse crate::{\n    resolve::Model,\n    emit::{write, Out},\n};\nfn f() { super::super::fleet::go(); super::render_it(); }\nmod tests {\n    use super::super::Thing;\n    use super::super::super::serve::x;\n}\n",
+        "use super::Thing;\nuse crate::{\n    resolve::Model,\n    emit::{write, Out},\n};\nfn f() { super::super::review::go(); super::render_it(); }\nmod tests {\n    use super::super::Thing;\n    use super::super::super::kinds::x;\n}\n",
     )
     .expect("write");
-    let found = violations(dir.path());
+    let found = violations(dir.path(), ORDER);
     assert_eq!(
         found,
         [
             "render/hosts.rs:4: render uses `crate::emit`, a later stage (emit)",
-            "render/hosts.rs:6: render uses `crate::fleet`, a later stage (fleet)",
-            "render/hosts.rs:9: render uses `crate::serve`, a later stage (serve)",
+            "render/hosts.rs:6: render uses `crate::review`, a later stage (review)",
+            "render/hosts.rs:9: render uses `crate::kinds`, a later stage (kinds)",
             "render/mod.rs:3: render uses `crate::emit`, a later stage (emit)",
         ]
     );
 }
 
 /// The files of one crate (under `src`, its root file `root`), each with its module path:
-/// `a/b.rs` and `a/b/mod.rs` are `["a", "b"]`, the root file `[]`. `skip` is a folder that is
-/// another crate (the `bellc` binary's `cli/` beside the library).
-fn crate_files(src: &Path, root: &str, skip: Option<&str>) -> BTreeMap<Vec<String>, PathBuf> {
+/// `a/b.rs` and `a/b/mod.rs` are `["a", "b"]`, the root file `[]`.
+fn crate_files(src: &Path, root: &str) -> BTreeMap<Vec<String>, PathBuf> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     let mut modules = BTreeMap::new();
@@ -311,9 +319,6 @@ fn crate_files(src: &Path, root: &str, skip: Option<&str>) -> BTreeMap<Vec<Strin
             .components()
             .map(|c| c.as_os_str().to_string_lossy().into_owned())
             .collect();
-        if skip.is_some_and(|skip| path[0] == skip) {
-            continue;
-        }
         let last = path.pop().expect("a file name");
         match last.as_str() {
             name if name == root && path.is_empty() => {}
@@ -491,29 +496,32 @@ fn circles(graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<String> {
     walk.found
 }
 
-/// Every crate of the workspace: its name, its `src`, its root file, and a folder that is
-/// another crate.
-fn workspace_crates() -> Vec<(String, PathBuf, &'static str, Option<&'static str>)> {
+/// Every crate of the workspace: its name, its `src` and its root file.
+fn workspace_crates() -> Vec<(String, PathBuf, &'static str)> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut crates = vec![
-        ("bellc (library)".to_string(), src(), "lib.rs", Some("cli")),
+        ("bellc-core".to_string(), src(), "lib.rs"),
+        ("bell-ops".to_string(), ops_src(), "lib.rs"),
         (
-            "bellc (binary)".to_string(),
-            src().join("cli"),
-            "main.rs",
-            None,
+            "bell-import".to_string(),
+            repo.join("compiler/import/src"),
+            "lib.rs",
         ),
         (
-            "bell-run".to_string(),
-            repo.join("runner/src"),
+            "bellc".to_string(),
+            repo.join("compiler/src/cli"),
             "main.rs",
-            None,
+        ),
+        ("bell-run".to_string(), repo.join("runner/src"), "main.rs"),
+        (
+            "bell-fleetgen".to_string(),
+            repo.join("compiler/fleetgen/src"),
+            "lib.rs",
         ),
         (
             "bell-testkit".to_string(),
             repo.join("testkit/src"),
             "lib.rs",
-            None,
         ),
     ];
     for entry in std::fs::read_dir(repo.join("crates")).expect("read crates/") {
@@ -523,7 +531,7 @@ fn workspace_crates() -> Vec<(String, PathBuf, &'static str, Option<&'static str
             .expect("name")
             .to_string_lossy()
             .into_owned();
-        crates.push((name, path.join("src"), "lib.rs", None));
+        crates.push((name, path.join("src"), "lib.rs"));
     }
     crates.sort();
     crates
@@ -535,8 +543,8 @@ fn workspace_crates() -> Vec<(String, PathBuf, &'static str, Option<&'static str
 #[test]
 fn no_two_files_of_a_crate_import_each_other() {
     let mut found = Vec::new();
-    for (name, src, root, skip) in workspace_crates() {
-        let graph = import_graph(&crate_files(&src, root, skip), &src);
+    for (name, src, root) in workspace_crates() {
+        let graph = import_graph(&crate_files(&src, root), &src);
         found.extend(circles(&graph).into_iter().map(|c| format!("{name}: {c}")));
     }
     assert!(
@@ -564,10 +572,10 @@ fn an_import_circle_is_caught() {
     );
     write("b.rs", "fn f() { super::c::go(); }\npub struct B;\n");
     write("c.rs", "use crate::a::inner::Thing;\npub fn go() {}\n");
-    let graph = import_graph(&crate_files(src, "lib.rs", None), src);
+    let graph = import_graph(&crate_files(src, "lib.rs"), src);
     assert_eq!(circles(&graph), ["a/inner.rs ↔ b.rs ↔ c.rs"]);
     // Without the `super::c` path there is none (and `a/mod.rs` → `a/inner.rs` is one way).
     write("b.rs", "pub struct B;\n");
-    let graph = import_graph(&crate_files(src, "lib.rs", None), src);
+    let graph = import_graph(&crate_files(src, "lib.rs"), src);
     assert!(circles(&graph).is_empty(), "{:?}", circles(&graph));
 }

@@ -227,8 +227,8 @@ fn a_twelve_host_fleet_in_a_browser() {
         assert_eq!(row["state"], "unaccounted", "{row}");
     }
     // A rollout that halted in its second wave, as the controller leaves it in the store.
-    let progress = bellc::fleet::rollout::Progress {
-        format: bellc::fleet::rollout::PROGRESS_FORMAT,
+    let progress = bell_ops::fleet::rollout::Progress {
+        format: bell_ops::fleet::rollout::PROGRESS_FORMAT,
         fleet: "lab".into(),
         target: v2.clone(),
         from: Some(v1.clone()),
@@ -242,11 +242,11 @@ fn a_twelve_host_fleet_in_a_browser() {
         published: Some(v2.clone()),
         published_at: five_minutes_ago,
         published_revision: 0,
-        phase: bellc::fleet::rollout::Phase::Halted,
-        halted: Some(bellc::fleet::rollout::Halt {
+        phase: bell_ops::fleet::rollout::Phase::Halted,
+        halted: Some(bell_ops::fleet::rollout::Halt {
             wave: 2,
             reason: "wave 2 did not converge within 30m".into(),
-            hosts: vec![bellc::fleet::rollout::Trouble {
+            hosts: vec![bell_ops::fleet::rollout::Trouble {
                 host: "web-4".into(),
                 state: "pending".into(),
                 detail: Some("waiting for a slot".into()),

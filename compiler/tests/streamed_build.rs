@@ -10,7 +10,7 @@ use std::path::Path;
 fn output(dir: &Path) -> Vec<(String, Vec<u8>)> {
     tree(dir)
         .into_iter()
-        .filter(|(rel, _)| rel != bellc::emit::out_dir::RECORD_FILE)
+        .filter(|(rel, _)| rel != bellc_core::emit::out_dir::RECORD_FILE)
         .collect()
 }
 
@@ -21,25 +21,26 @@ fn seal_key_file() -> std::path::PathBuf {
 
 /// The whole fleet in memory, then written: the build as it was before it streamed.
 fn build_in_memory(spec: &Path, out: &Path) {
-    let mut sources = bellc::source::Sources::new();
-    let mut diags = bellc::diagnostic::Diagnostics::new();
+    let mut sources = bellc_core::source::Sources::new();
+    let mut diags = bellc_core::diagnostic::Diagnostics::new();
     // As `bellc build --seal-key FILE` takes the file's bytes.
     let key = bell_seal::SealKey::derive(
         &std::fs::read(seal_key_file()).unwrap(),
         "bellc secrets, from --seal-key",
     );
-    let front = bellc::frontend(spec, &mut sources, &mut diags).expect("front end");
+    let front = bellc_core::frontend(spec, &mut sources, &mut diags).expect("front end");
     let mut compiled =
-        bellc::compile_frontend_sealed(front, &sources, &mut diags, Some(key.clone()))
+        bellc_core::compile_frontend_sealed(front, &sources, &mut diags, Some(key.clone()))
             .expect("compiles");
-    let sealed: bellc::emit::secrets::SealedContents = compiled
+    let sealed: bellc_core::emit::secrets::SealedContents = compiled
         .bundles
         .values()
         .filter(|b| !b.sealed.is_empty())
         .map(|b| (b.id.clone(), b.sealed.clone()))
         .collect();
-    bellc::emit::secrets::write(out, &mut compiled.release, &sealed, &key, false).expect("sealed");
-    bellc::emit::write(out, &compiled.bundles, &compiled.release).expect("written");
+    bellc_core::emit::secrets::write(out, &mut compiled.release, &sealed, &key, false)
+        .expect("sealed");
+    bellc_core::emit::write(out, &compiled.bundles, &compiled.release).expect("written");
 }
 
 /// `bellc build` on one thread: the smallest chunks, so a few hundred hosts are several.

@@ -3,15 +3,16 @@
 //! host at a time.
 
 use crate::common::spec_dir::examples;
-use bellc::diagnostic::Diagnostics;
-use bellc::render::Renderer;
-use bellc::source::Sources;
+use bellc_core::diagnostic::Diagnostics;
+use bellc_core::render::Renderer;
+use bellc_core::source::Sources;
 use std::collections::HashMap;
 
-fn compile() -> bellc::Compiled {
+fn compile() -> bellc_core::Compiled {
     let mut sources = Sources::with_base(examples());
     let mut diags = Diagnostics::new();
-    let compiled = bellc::compile(&examples().join("three-role.kdl"), &mut sources, &mut diags);
+    let compiled =
+        bellc_core::compile(&examples().join("three-role.kdl"), &mut sources, &mut diags);
     assert!(!diags.has_errors(), "{:#?}", diags.to_short_lines(&sources));
     compiled.expect("the example builds")
 }
@@ -19,7 +20,7 @@ fn compile() -> bellc::Compiled {
 #[test]
 fn compute_hosts_see_the_three_etcd_addresses() {
     let compiled = compile();
-    let services = bellc::render::service_endpoints(&compiled.resolution);
+    let services = bellc_core::render::service_endpoints(&compiled.resolution);
     let etcd = &services["etcd"];
     let hosts: Vec<&str> = etcd.iter().map(|e| e.host.as_str()).collect();
     assert_eq!(hosts, ["ctl-01", "ctl-02", "ctl-03"]);

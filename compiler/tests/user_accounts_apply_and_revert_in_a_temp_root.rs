@@ -5,7 +5,7 @@
 
 use crate::common::in_memory::{bundle, is_root};
 use crate::common::{batch_script, have, script};
-use bellc::render::RenderedBundle;
+use bellc_core::render::RenderedBundle;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;

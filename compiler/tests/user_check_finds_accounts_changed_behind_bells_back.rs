@@ -40,7 +40,7 @@ struct Root {
 }
 
 impl Root {
-    fn new(bundle: &bellc::render::RenderedBundle) -> Root {
+    fn new(bundle: &bellc_core::render::RenderedBundle) -> Root {
         let dir = tempfile::tempdir().expect("tempdir");
         let files = [
             ("etc/passwd", "root:x:0:0:root:/root:/bin/bash\n", 0o644),
@@ -113,7 +113,7 @@ impl Root {
 /// The check of `user`, as a check of its own would say it: its exit status (0 in sync, 2
 /// drifted) and what differs, a line each. The accounts' batch check is run as bell-run runs
 /// it, asked about `user` (its key and state directory as arguments), and answers a line.
-fn check(root: &Root, b: &bellc::render::RenderedBundle, user: &str) -> (i32, String) {
+fn check(root: &Root, b: &bellc_core::render::RenderedBundle, user: &str) -> (i32, String) {
     let key = format!("user:{user}");
     let state = root.state.path().join(user);
     let args = [std::ffi::OsStr::new(&key), state.as_os_str()];
@@ -135,7 +135,7 @@ fn check(root: &Root, b: &bellc::render::RenderedBundle, user: &str) -> (i32, St
     }
 }
 
-fn apply(root: &Root, b: &bellc::render::RenderedBundle, user: &str) {
+fn apply(root: &Root, b: &bellc_core::render::RenderedBundle, user: &str) {
     let out = root.run(user, &script(b, "user", user, "apply"));
     assert!(
         out.status.success(),
@@ -151,7 +151,7 @@ fn keys_of(root: &Root, user: &str) -> PathBuf {
 /// One drift: `change` behind bell's back, the check names it, the apply repairs it.
 fn drift_and_repair(
     root: &Root,
-    b: &bellc::render::RenderedBundle,
+    b: &bellc_core::render::RenderedBundle,
     user: &str,
     change: impl FnOnce(&Root),
     said: &str,

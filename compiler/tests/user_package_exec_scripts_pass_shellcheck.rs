@@ -58,7 +58,7 @@ fn rendered_scripts_pass_shellcheck() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let mut checked = 0;
-    let mut bundles: Vec<bellc::render::RenderedBundle> = ["divingbell.kdl", "three-role.kdl"]
+    let mut bundles: Vec<bellc_core::render::RenderedBundle> = ["divingbell.kdl", "three-role.kdl"]
         .iter()
         .flat_map(|e| example(e).bundles.into_values())
         .collect();

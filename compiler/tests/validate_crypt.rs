@@ -1,7 +1,7 @@
 //! SHA-512 crypt hashes: real hashes from `openssl passwd -6` pass; damaged ones are refused
 //! without the hash being repeated in the message.
 
-use bellc::front::validate::sha512_crypt;
+use bellc_core::front::validate::sha512_crypt;
 use std::io::Write;
 use std::process::{Command, Stdio};
 

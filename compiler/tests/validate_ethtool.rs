@@ -1,6 +1,6 @@
 //! ethtool feature names (checked against what `ethtool -k` prints) and did-you-mean.
 
-use bellc::front::validate::{did_you_mean, ethtool_feature, ethtool_features};
+use bellc_core::front::validate::{did_you_mean, ethtool_feature, ethtool_features};
 use std::process::Command;
 
 #[test]

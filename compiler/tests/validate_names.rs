@@ -1,6 +1,6 @@
 //! User, group, package, unit and profile names, and Debian versions (checked against dpkg).
 
-use bellc::front::validate::{
+use bellc_core::front::validate::{
     apparmor_profile_name, apt_package_name, apt_url, apt_version, systemd_unit_name,
     unix_group_name, unix_user_name, Invalid,
 };

@@ -1,6 +1,6 @@
 //! Absolute paths of managed resources and file modes.
 
-use bellc::front::validate::{absolute_path, file_mode};
+use bellc_core::front::validate::{absolute_path, file_mode};
 
 fn message(path: &str) -> String {
     match absolute_path(path) {

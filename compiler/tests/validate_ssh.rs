@@ -1,7 +1,7 @@
 //! SSH public keys: every type `ssh-keygen` makes is accepted; damaged keys are refused, and on
 //! every case our verdict agrees with `ssh-keygen -l`, which parses the key the way sshd does.
 
-use bellc::front::validate::ssh_public_key;
+use bellc_core::front::validate::ssh_public_key;
 use std::path::Path;
 use std::process::Command;
 

@@ -1,6 +1,6 @@
 //! sysctl keys: the syntax rules, and agreement with the keys the running kernel exposes.
 
-use bellc::front::validate::{sysctl_key, sysctl_path};
+use bellc_core::front::validate::{sysctl_key, sysctl_path};
 use std::process::Command;
 
 fn message(key: &str) -> String {

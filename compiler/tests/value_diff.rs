@@ -70,7 +70,7 @@ fn explained(dir: &Path, spec: &str) -> Said {
         for value in group["values"].as_array().unwrap() {
             let text = |k: &str| value[k].as_str().unwrap().to_string();
             // As the values file keeps it: a long value as its size and digest.
-            let value = bellc::render::values::kept(text("value"));
+            let value = bellc_core::render::values::kept(text("value"));
             values.insert(dotted(&text("key")), (value, text("layer"), text("at")));
         }
         for host in group["hosts"].as_array().unwrap() {
@@ -85,7 +85,7 @@ type Changes = BTreeMap<(String, Option<String>, Option<String>), BTreeSet<Strin
 /// What should change, host by host, from what explain says of each spec: each value that
 /// differs, and a resource only one side has as one change of all its fields.
 fn expected(old: &Said, new: &Said) -> Changes {
-    use bellc::render::values::split_key;
+    use bellc_core::render::values::split_key;
     let mut changes = Changes::new();
     for (host, after) in new {
         let Some(before) = old.get(host) else {

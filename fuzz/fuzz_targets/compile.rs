@@ -9,13 +9,13 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let mut sources = bellc::source::Sources::new();
+    let mut sources = bellc_core::source::Sources::new();
     // No directory: an `include` or `inventory` resolves against the working directory, which
     // `fuzz/run` makes an empty temporary one.
     let file = sources.add(Path::new("bell.kdl"), text.to_string());
-    let mut diags = bellc::diagnostic::Diagnostics::new();
-    let spec = bellc::front::lower::lower_root(file, &mut sources, &mut diags);
-    let front = bellc::analyse(spec, &sources, &mut diags);
+    let mut diags = bellc_core::diagnostic::Diagnostics::new();
+    let spec = bellc_core::front::lower::lower_root(file, &mut sources, &mut diags);
+    let front = bellc_core::analyse(spec, &sources, &mut diags);
     // Rendering is fuzzed for every input but one whose templates could build large values (a
     // loop, or `~`, `*`, `+` or a filter that grows a string inside `{{ }}`). Such a template
     // is bounded in `bellc` by the memory budget its allocator keeps, which ends the process:
@@ -24,9 +24,9 @@ fuzz_target!(|data: &[u8]| {
     if !template_can_grow(text) {
         if diags.has_errors() {
             // A spec with errors still renders, for its template errors (`bellc check`).
-            bellc::template_errors(front, &sources, &mut diags);
+            bellc_core::template_errors(front, &sources, &mut diags);
         } else {
-            let built = bellc::compile_frontend(front, &sources, &mut diags);
+            let built = bellc_core::compile_frontend(front, &sources, &mut diags);
             // A spec that does not build must say why.
             assert!(
                 built.is_some() || diags.has_errors(),

@@ -10,10 +10,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let mut sources = bellc::source::Sources::new();
+    let mut sources = bellc_core::source::Sources::new();
     let values = [sources.add(Path::new("values.yaml"), text.to_string())];
-    let mut diags = bellc::diagnostic::Diagnostics::new();
-    let input = bellc::import::divingbell::Input {
+    let mut diags = bellc_core::diagnostic::Diagnostics::new();
+    let input = bell_import::divingbell::Input {
         values: &values,
         fleet: "fuzz",
         target: "ubuntu-24.04",
@@ -23,11 +23,11 @@ fuzz_target!(|data: &[u8]| {
         rules: Default::default(),
         all_labels: None,
     };
-    if let Some(written) = bellc::import::divingbell::import(&sources, &input, &mut diags) {
-        let mut spec_sources = bellc::source::Sources::new();
+    if let Some(written) = bell_import::divingbell::import(&sources, &input, &mut diags) {
+        let mut spec_sources = bellc_core::source::Sources::new();
         let file = spec_sources.add(Path::new("bell.kdl"), written.text.clone());
-        let mut spec_diags = bellc::diagnostic::Diagnostics::new();
-        let _ = bellc::front::lower::lower_root(file, &mut spec_sources, &mut spec_diags);
+        let mut spec_diags = bellc_core::diagnostic::Diagnostics::new();
+        let _ = bellc_core::front::lower::lower_root(file, &mut spec_sources, &mut spec_diags);
         let lines = spec_diags.to_short_lines(&spec_sources);
         let unreadable: Vec<&String> = lines
             .iter()

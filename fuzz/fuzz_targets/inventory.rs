@@ -5,6 +5,6 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = bellc::front::inventory::parse(text);
+        let _ = bellc_core::front::inventory::parse(text);
     }
 });

@@ -236,7 +236,7 @@ fn percent(total: usize, part: usize) -> usize {
     (total * part + 50) / 100
 }
 
-/// A KDL 2.0 quoted string holding exactly `s`. bellc's own (`bellc::kdl_text::string`,
+/// A KDL 2.0 quoted string holding exactly `s`. bellc's own (`bellc_core::kdl_text::string`,
 /// which also escapes the bidi controls KDL forbids) is not used: the generator stays outside
 /// the library it measures, and its names never hold those characters.
 fn quote(s: &str) -> String {

@@ -2,7 +2,7 @@
 //! each command does is in `main.rs` and the modules beside it.
 
 use crate::{query, read_check, read_release, Failure};
-use bellc::fleet::signing;
+use bell_ops::fleet::signing;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -87,9 +87,9 @@ impl Selection {
     /// The spec (checked to be readable), the names or globs, and the selector.
     pub fn parse(
         &self,
-    ) -> Result<(PathBuf, Vec<String>, bellc::review::select::Selector), Failure> {
+    ) -> Result<(PathBuf, Vec<String>, bellc_core::review::select::Selector), Failure> {
         let (spec, patterns) = query::spec_and_patterns(&self.words);
-        let selector = bellc::review::select::Selector::parse(&patterns, &self.wheres)
+        let selector = bellc_core::review::select::Selector::parse(&patterns, &self.wheres)
             .map_err(Failure::Usage)?;
         read_check(&spec)?;
         Ok((spec, patterns, selector))

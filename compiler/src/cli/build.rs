@@ -1,12 +1,12 @@
 //! `bellc build`: the whole pipeline into OUT, or a skip when nothing changed since the last
-//! build (`bellc::emit::incremental`), a comparison (`--check`) or a diff (`--diff`).
+//! build (`bellc_core::emit::incremental`), a comparison (`--check`) or a diff (`--diff`).
 
 use crate::args::{BuildArgs, Cli};
 use crate::keys::{keep_own_seal_key, load_seal_key, load_sign_key, own_seal_key, sign_out};
 use crate::{peak_rss_kib, read_check, review, Failure};
-use bellc::diagnostic::Diagnostics;
-use bellc::emit::incremental::Found;
-use bellc::source::Sources;
+use bellc_core::diagnostic::Diagnostics;
+use bellc_core::emit::incremental::Found;
+use bellc_core::source::Sources;
 
 pub fn build(
     cli: &Cli,
@@ -27,13 +27,13 @@ pub fn build(
     } = args;
     read_check(spec)?;
     if !*check {
-        bellc::emit::out_dir::check_writable(out)?;
+        bellc_core::emit::out_dir::check_writable(out)?;
     }
     // A key that cannot sign stops the build before anything is written.
     let sign_key = load_sign_key(signing)?;
     let (seal_key, new_seal_key) = seal_key_for(seal_key.as_deref(), sign_key.as_ref())?;
     let clock = std::time::Instant::now();
-    let found = bellc::emit::incremental::found(
+    let found = bellc_core::emit::incremental::found(
         spec,
         out,
         cli.allow_unknown_sysctl,
@@ -60,36 +60,36 @@ pub fn build(
         let total: f64 = phases.iter().map(|(_, t, _)| t).sum();
         phases.push((name, clock.elapsed().as_secs_f64() - total, peak_rss_kib()));
     };
-    let Some(mut spec_tree) = bellc::front::lower::load(spec, sources, diags) else {
+    let Some(mut spec_tree) = bellc_core::front::lower::load(spec, sources, diags) else {
         return Ok(1);
     };
     spec_tree.allow_unknown_sysctl = cli.allow_unknown_sysctl;
     lap("parse", &mut phases);
-    let front = bellc::analyse(spec_tree, sources, diags);
+    let front = bellc_core::analyse(spec_tree, sources, diags);
     lap("resolve", &mut phases);
     if diags.has_errors() {
-        bellc::template_errors(front, sources, diags);
+        bellc_core::template_errors(front, sources, diags);
         return Ok(1);
     }
     let sealing = front.spec.fleet.secrets_plaintext.is_none();
     let seal_with = Some(&seal_key).filter(|_| sealing);
-    let mut sealed = bellc::emit::secrets::SealedContents::new();
+    let mut sealed = bellc_core::emit::secrets::SealedContents::new();
     if *check {
         return check_out(args, front, sources, diags, seal_with);
     }
     // The old side is read before the write, which may replace it (OLD = OUT).
     let old = match diff {
-        Some(old) => Some(bellc::review::diff::DirSide::open(old)?),
+        Some(old) => Some(bellc_core::review::diff::DirSide::open(old)?),
         None => None,
     };
     // A forced build trusts nothing it finds in OUT.
     let trust = if found == Found::Unknown || *force {
-        bellc::emit::Trust::Verify
+        bellc_core::emit::Trust::Verify
     } else {
-        bellc::emit::Trust::Kept
+        bellc_core::emit::Trust::Kept
     };
-    let mut writer = bellc::emit::BundleWriter::open(out, trust).map_err(|e| e.to_string())?;
-    let mut cache = bellc::render::RenderCache {
+    let mut writer = bellc_core::emit::BundleWriter::open(out, trust).map_err(|e| e.to_string())?;
+    let mut cache = bellc_core::render::RenderCache {
         seal: seal_with.cloned(),
         ..Default::default()
     };
@@ -114,8 +114,8 @@ pub fn build(
         // Otherwise bundles are written as they are rendered, and dropped.
         None => {
             // What the last build rendered, unless OUT may have changed since.
-            if trust == bellc::emit::Trust::Kept {
-                cache.known = bellc::emit::incremental::load_render_cache(out);
+            if trust == bellc_core::emit::Trust::Kept {
+                cache.known = bellc_core::emit::incremental::load_render_cache(out);
             }
             let Some((built, writer)) =
                 render_streamed(out, front, sources, diags, &mut cache, writer, &mut sealed)?
@@ -126,14 +126,14 @@ pub fn build(
         }
     };
     lap("render", &mut phases);
-    bellc::emit::incremental::forget(out);
+    bellc_core::emit::incremental::forget(out);
     let mut built = built;
     if let Some(key) = seal_with {
         if let (Some(material), false) = (&new_seal_key, sealed.is_empty()) {
             keep_own_seal_key(material)?;
         }
-        let kept = trust == bellc::emit::Trust::Kept;
-        bellc::emit::secrets::write(out, &mut built.release, &sealed, key, kept)
+        let kept = trust == bellc_core::emit::Trust::Kept;
+        bellc_core::emit::secrets::write(out, &mut built.release, &sealed, key, kept)
             .map_err(|e| e.to_string())?;
     }
     let stats = finish_out(
@@ -161,12 +161,12 @@ pub fn build(
 /// with a signing key its release signed anew (a new expiry).
 fn keep_unchanged(
     args: &BuildArgs,
-    sign_key: Option<&bellc::fleet::signing::SigningKey>,
+    sign_key: Option<&bell_ops::fleet::signing::SigningKey>,
     sources: &mut Sources,
     diags: &mut Diagnostics,
 ) -> Result<u8, Failure> {
     let out = &args.out;
-    diags.append(bellc::emit::incremental::kept_warnings(
+    diags.append(bellc_core::emit::incremental::kept_warnings(
         &args.spec, out, sources,
     ));
     eprintln!(
@@ -175,7 +175,7 @@ fn keep_unchanged(
     );
     if let Some(key) = sign_key {
         sign_out(out, key, args.signing.expires)?;
-        bellc::emit::incremental::refresh(out)
+        bellc_core::emit::incremental::refresh(out)
             .map_err(|e| format!("cannot record the build's inputs in {}: {e}", out.display()))?;
     }
     Ok(0)
@@ -184,15 +184,15 @@ fn keep_unchanged(
 /// `--check`: OUT against a fresh build in memory, nothing written; 1 when a host differs.
 fn check_out(
     args: &BuildArgs,
-    front: bellc::Frontend,
+    front: bellc_core::Frontend,
     sources: &mut Sources,
     diags: &mut Diagnostics,
     seal_with: Option<&bell_seal::SealKey>,
 ) -> Result<u8, Failure> {
     let (spec, out) = (&args.spec, &args.out);
-    let mut sealed = bellc::emit::secrets::SealedContents::new();
+    let mut sealed = bellc_core::emit::secrets::SealedContents::new();
     let Some(mut compiled) =
-        bellc::compile_frontend_sealed(front, sources, diags, seal_with.cloned())
+        bellc_core::compile_frontend_sealed(front, sources, diags, seal_with.cloned())
     else {
         return Ok(1);
     };
@@ -202,11 +202,11 @@ fn check_out(
         }
     }
     let mut differing = match seal_with {
-        Some(key) => bellc::emit::secrets::check(out, &mut compiled.release, &sealed, key)
+        Some(key) => bellc_core::emit::secrets::check(out, &mut compiled.release, &sealed, key)
             .map_err(|e| e.to_string())?,
         None => Default::default(),
     };
-    differing.extend(bellc::emit::check(
+    differing.extend(bellc_core::emit::check(
         out,
         &compiled.bundles,
         &compiled.release,
@@ -240,9 +240,9 @@ fn check_out(
 fn print_timings(
     phases: &[(&str, f64, u64)],
     clock: std::time::Instant,
-    built: &bellc::Streamed,
-    cache: &bellc::render::RenderCache,
-    stats: &bellc::emit::WriteStats,
+    built: &bellc_core::Streamed,
+    cache: &bellc_core::render::RenderCache,
+    stats: &bellc_core::emit::WriteStats,
 ) {
     let mut line = serde_json::Map::new();
     for (name, secs, rss) in phases {
@@ -283,8 +283,8 @@ fn print_timings(
 
 /// What a host's bundle sealed, kept to write beside the bundles.
 fn keep_sealed(
-    sealed: &mut bellc::emit::secrets::SealedContents,
-    bundle: &bellc::render::RenderedBundle,
+    sealed: &mut bellc_core::emit::secrets::SealedContents,
+    bundle: &bellc_core::render::RenderedBundle,
 ) {
     if !bundle.sealed.is_empty() {
         sealed.insert(bundle.id.clone(), bundle.sealed.clone());
@@ -296,37 +296,45 @@ fn keep_sealed(
 #[allow(clippy::too_many_arguments)]
 fn render_for_diff(
     args: &BuildArgs,
-    old: &bellc::review::diff::DirSide,
-    front: bellc::Frontend,
+    old: &bellc_core::review::diff::DirSide,
+    front: bellc_core::Frontend,
     sources: &mut Sources,
     diags: &mut Diagnostics,
     seal_with: Option<&bell_seal::SealKey>,
-    writer: &mut bellc::emit::BundleWriter,
-    sealed: &mut bellc::emit::secrets::SealedContents,
-) -> Result<Option<(review::Changes, bellc::Streamed)>, Failure> {
-    let Some(compiled) = bellc::compile_frontend_sealed(front, sources, diags, seal_with.cloned())
+    writer: &mut bellc_core::emit::BundleWriter,
+    sealed: &mut bellc_core::emit::secrets::SealedContents,
+) -> Result<Option<(review::Changes, bellc_core::Streamed)>, Failure> {
+    let Some(compiled) =
+        bellc_core::compile_frontend_sealed(front, sources, diags, seal_with.cloned())
     else {
         return Ok(None);
     };
     for bundle in compiled.bundles.values() {
         keep_sealed(sealed, bundle);
     }
-    let new = bellc::review::diff::MemorySide {
+    let new = bellc_core::review::diff::MemorySide {
         release: &compiled.release,
         bundles: &compiled.bundles,
     };
     let changes = if args.values {
-        let locator =
-            bellc::review::value_diff::Locator::new(&compiled.spec, &compiled.resolution, sources);
-        review::Changes::Values(bellc::review::value_diff::diff(old, &new, Some(locator))?)
+        let locator = bellc_core::review::value_diff::Locator::new(
+            &compiled.spec,
+            &compiled.resolution,
+            sources,
+        );
+        review::Changes::Values(bellc_core::review::value_diff::diff(
+            old,
+            &new,
+            Some(locator),
+        )?)
     } else {
-        review::Changes::Files(bellc::review::diff::diff(old, &new)?)
+        review::Changes::Files(bellc_core::review::diff::diff(old, &new)?)
     };
-    bellc::emit::incremental::forget(&args.out);
+    bellc_core::emit::incremental::forget(&args.out);
     writer
         .write(compiled.bundles.values())
         .map_err(|e| e.to_string())?;
-    let built = bellc::Streamed {
+    let built = bellc_core::Streamed {
         bundle_ids: compiled.bundles.keys().cloned().collect(),
         spec: compiled.spec,
         resolution: compiled.resolution,
@@ -340,17 +348,17 @@ fn render_for_diff(
 /// back as it was.
 fn render_streamed(
     out: &std::path::Path,
-    front: bellc::Frontend,
+    front: bellc_core::Frontend,
     sources: &mut Sources,
     diags: &mut Diagnostics,
-    cache: &mut bellc::render::RenderCache,
-    mut writer: bellc::emit::BundleWriter,
-    sealed: &mut bellc::emit::secrets::SealedContents,
-) -> Result<Option<(bellc::Streamed, bellc::emit::BundleWriter)>, Failure> {
+    cache: &mut bellc_core::render::RenderCache,
+    mut writer: bellc_core::emit::BundleWriter,
+    sealed: &mut bellc_core::emit::secrets::SealedContents,
+) -> Result<Option<(bellc_core::Streamed, bellc_core::emit::BundleWriter)>, Failure> {
     let mut forgotten = false;
-    let mut sink = |chunk: bellc::render::Chunk| {
+    let mut sink = |chunk: bellc_core::render::Chunk| {
         if !forgotten {
-            bellc::emit::incremental::forget(out);
+            bellc_core::emit::incremental::forget(out);
             forgotten = true;
         }
         for bundle in &chunk.bundles {
@@ -359,7 +367,7 @@ fn render_streamed(
         writer.write(&chunk.bundles)?;
         writer.link_new(chunk.hosts)
     };
-    match bellc::compile_streamed(front, sources, diags, cache, &mut sink) {
+    match bellc_core::compile_streamed(front, sources, diags, cache, &mut sink) {
         Ok(Some(built)) => Ok(Some((built, writer))),
         Ok(None) => {
             // A host failed: OUT goes back to what it was.
@@ -378,14 +386,14 @@ fn render_streamed(
 #[allow(clippy::too_many_arguments)]
 fn finish_out(
     args: &BuildArgs,
-    writer: bellc::emit::BundleWriter,
-    built: &bellc::Streamed,
-    cache: &bellc::render::RenderCache,
-    sign_key: Option<&bellc::fleet::signing::SigningKey>,
+    writer: bellc_core::emit::BundleWriter,
+    built: &bellc_core::Streamed,
+    cache: &bellc_core::render::RenderCache,
+    sign_key: Option<&bell_ops::fleet::signing::SigningKey>,
     sources: &Sources,
     diags: &mut Diagnostics,
     sealed_with: Option<&bell_seal::SealKey>,
-) -> Result<bellc::emit::WriteStats, Failure> {
+) -> Result<bellc_core::emit::WriteStats, Failure> {
     let (spec, out, signing) = (&args.spec, &args.out, &args.signing);
     let stats = writer
         .finish(|id| built.bundle_ids.contains(id), &built.release)
@@ -393,9 +401,9 @@ fn finish_out(
     if let Some(key) = sign_key {
         sign_out(out, key, signing.expires)?;
     }
-    bellc::emit::incremental::save_render_cache(out, &cache.now)
+    bellc_core::emit::incremental::save_render_cache(out, &cache.now)
         .map_err(|e| format!("cannot record the build's inputs in {}: {e}", out.display()))?;
-    bellc::emit::incremental::record(
+    bellc_core::emit::incremental::record(
         spec,
         &built.spec,
         sources,
@@ -417,7 +425,11 @@ fn finish_out(
 
 /// What the build made, and what it implied that the spec does not name (said once per
 /// build, so that it is still seen).
-fn report_built(out: &std::path::Path, built: &bellc::Streamed, stats: &bellc::emit::WriteStats) {
+fn report_built(
+    out: &std::path::Path,
+    built: &bellc_core::Streamed,
+    stats: &bellc_core::emit::WriteStats,
+) {
     eprintln!(
         "built {} hosts into {} bundles in {} ({} bundles written, {} unchanged, {} removed)",
         built.release.hosts.len(),
@@ -427,7 +439,7 @@ fn report_built(out: &std::path::Path, built: &bellc::Streamed, stats: &bellc::e
         stats.bundles_kept,
         stats.bundles_removed
     );
-    for (implied, hosts) in bellc::kinds::implied_in_fleet(&built.resolution.hosts) {
+    for (implied, hosts) in bellc_core::kinds::implied_in_fleet(&built.resolution.hosts) {
         eprintln!(
             "implied: {} on {hosts} host{}: {}",
             implied.key,
@@ -441,7 +453,7 @@ fn report_built(out: &std::path::Path, built: &bellc::Streamed, stats: &bellc::e
 /// (with its bytes when it is new, to keep once it sealed something).
 fn seal_key_for(
     given: Option<&std::path::Path>,
-    sign_key: Option<&bellc::fleet::signing::SigningKey>,
+    sign_key: Option<&bell_ops::fleet::signing::SigningKey>,
 ) -> Result<(bell_seal::SealKey, Option<[u8; 32]>), Failure> {
     Ok(match (given, sign_key) {
         (Some(path), _) => (load_seal_key(path)?, None),
@@ -457,7 +469,7 @@ fn refuse_unsigned_over_signed(
     spec: &std::path::Path,
     out: &std::path::Path,
 ) -> Result<(), Failure> {
-    if !bellc::fleet::out_is_signed(out, None) {
+    if !bell_ops::fleet::out_is_signed(out, None) {
         return Ok(());
     }
     Err(Failure::Usage(format!(

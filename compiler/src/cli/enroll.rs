@@ -1,10 +1,10 @@
 //! The binary's side of `bellc hosts pending|accept|reject` and `bellc hold|unhold`: reading
 //! the registrations from the store, writing the inventory and the holds, printing. The logic
-//! is in `bellc::fleet::enroll`.
+//! is in `bell_ops::fleet::enroll`.
 
+use bell_ops::fleet::enroll::{self, Request};
 use bell_store::discovery::{self, Rejection};
 use bell_store::Etcd;
-use bellc::fleet::enroll::{self, Request};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -73,7 +73,7 @@ pub fn accept(
             return Ok(1);
         }
     };
-    bellc::emit::releases::write_atomic(inventory, enroll::inventory_text(&listed).as_bytes())
+    bellc_core::emit::releases::write_atomic(inventory, enroll::inventory_text(&listed).as_bytes())
         .map_err(|e| e.to_string())?;
     for host in &accepted {
         discovery::unreject(etcd, fleet, &host.host)?;

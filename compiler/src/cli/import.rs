@@ -1,11 +1,11 @@
 //! `bellc import divingbell`: reads the values (and an inventory), writes the spec.
 //! `bellc import known-hosts`: host identities from ssh-keyscan or known_hosts, as inventory.
 
-use bellc::diagnostic::Diagnostics;
-use bellc::front::inventory;
-use bellc::front::read::{read_bounded, utf8, MAX_INVENTORY, MAX_SPEC_FILE};
-use bellc::import::{divingbell, known_hosts};
-use bellc::source::Sources;
+use bell_import::{divingbell, known_hosts};
+use bellc_core::diagnostic::Diagnostics;
+use bellc_core::front::inventory;
+use bellc_core::front::read::{read_bounded, utf8, MAX_INVENTORY, MAX_SPEC_FILE};
+use bellc_core::source::Sources;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;

@@ -3,7 +3,7 @@
 
 use crate::args::{SealedBy, SignArgs};
 use crate::Failure;
-use bellc::fleet::signing;
+use bell_ops::fleet::signing;
 use std::path::Path;
 
 /// The key a build without `--seal-key` or `--sign-key` seals secrets with: bellc's own, kept
@@ -28,7 +28,7 @@ pub fn own_seal_key() -> Result<(bell_seal::SealKey, Option<[u8; 32]>), Failure>
 pub fn keep_own_seal_key(material: &[u8; 32]) -> Result<(), Failure> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let Some(dir) = bellc::fleet::witness::state_dir() else {
+    let Some(dir) = bell_ops::fleet::witness::state_dir() else {
         return Ok(());
     };
     let path = dir.join("seal.key");
@@ -51,7 +51,7 @@ pub fn keep_own_seal_key(material: &[u8; 32]) -> Result<(), Failure> {
 
 /// bellc's own seal key when a build has kept it (never made here).
 pub fn own_seal_key_if_made() -> Option<bell_seal::SealKey> {
-    let path = bellc::fleet::witness::state_dir()?.join("seal.key");
+    let path = bell_ops::fleet::witness::state_dir()?.join("seal.key");
     std::fs::symlink_metadata(&path).ok()?;
     load_seal_key(&path).ok()
 }
@@ -124,7 +124,7 @@ pub fn sealed_by(args: &SealedBy) -> Result<Option<bell_seal::SealKey>, Failure>
 
 /// Said when bundle ids were computed for hosts with sealed secrets under a key the build may
 /// not use: their ids are then not the ones the build writes.
-pub fn warn_ids_of_sealed_hosts(compiled: &bellc::Compiled, args: &SealedBy, known: bool) {
+pub fn warn_ids_of_sealed_hosts(compiled: &bellc_core::Compiled, args: &SealedBy, known: bool) {
     if args.seal_key.is_some() || args.sign_key.is_some() {
         return;
     }

@@ -42,9 +42,9 @@ mod serve;
 mod store_roles;
 
 use args::{Cli, Command, HostsCommand, ImportFrom, LockCommand, StoreCommand};
-use bellc::diagnostic::Diagnostics;
-use bellc::fleet::signing;
-use bellc::source::Sources;
+use bell_ops::fleet::signing;
+use bellc_core::diagnostic::Diagnostics;
+use bellc_core::source::Sources;
 use clap::Parser;
 use keys::{load_sign_key, sign_out};
 use std::path::Path;
@@ -66,9 +66,9 @@ impl From<String> for Failure {
 }
 
 /// Counts what a rendering template holds, so that a template that would exhaust memory stops
-/// bellc with a diagnostic instead of an abort (see `bellc::render::budget`).
+/// bellc with a diagnostic instead of an abort (see `bellc_core::render::budget`).
 #[global_allocator]
-static ALLOCATOR: bellc::render::budget::Budgeted = bellc::render::budget::Budgeted;
+static ALLOCATOR: bellc_core::render::budget::Budgeted = bellc_core::render::budget::Budgeted;
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -204,10 +204,10 @@ fn frontend(
     path: &Path,
     sources: &mut Sources,
     diags: &mut Diagnostics,
-) -> Option<bellc::Frontend> {
-    let mut spec = bellc::front::lower::load(path, sources, diags)?;
+) -> Option<bellc_core::Frontend> {
+    let mut spec = bellc_core::front::lower::load(path, sources, diags)?;
     spec.allow_unknown_sysctl = cli.allow_unknown_sysctl;
-    Some(bellc::analyse(spec, sources, diags))
+    Some(bellc_core::analyse(spec, sources, diags))
 }
 
 /// [`frontend`], then rendering and the release, when the front end found no error.
@@ -218,13 +218,13 @@ fn compile(
     sources: &mut Sources,
     diags: &mut Diagnostics,
     seal: Option<bell_seal::SealKey>,
-) -> Option<bellc::Compiled> {
+) -> Option<bellc_core::Compiled> {
     let front = frontend(cli, path, sources, diags)?;
     if diags.has_errors() {
-        bellc::template_errors(front, sources, diags);
+        bellc_core::template_errors(front, sources, diags);
         return None;
     }
-    bellc::compile_frontend_sealed(front, sources, diags, seal)
+    bellc_core::compile_frontend_sealed(front, sources, diags, seal)
 }
 
 fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, Failure> {
@@ -233,16 +233,16 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             read_check(spec)?;
             if let Some(front) = frontend(cli, spec, sources, diags) {
                 if *strict {
-                    bellc::kinds::apparmor::check_profiles_with_parser(
+                    bellc_core::kinds::apparmor::check_profiles_with_parser(
                         &front.spec,
                         sources,
                         diags,
                     )?;
                 }
                 if diags.has_errors() {
-                    bellc::template_errors(front, sources, diags);
+                    bellc_core::template_errors(front, sources, diags);
                 } else {
-                    bellc::compile_frontend(front, sources, diags);
+                    bellc_core::compile_frontend(front, sources, diags);
                 }
             }
             // "ok" is said by `print_diagnostics`, after the warnings, with their count.
@@ -262,18 +262,19 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             values: true,
             spec,
         } => {
-            let old = bellc::review::diff::DirSide::open(old)?;
-            let new = bellc::review::diff::DirSide::open(new)?;
+            let old = bellc_core::review::diff::DirSide::open(old)?;
+            let new = bellc_core::review::diff::DirSide::open(new)?;
             // Where values were set needs the spec resolved, not its graph or its bundles.
             let resolved = match spec {
                 Some(path) => {
                     read_check(path)?;
-                    let Some(mut tree) = bellc::front::lower::load(path, sources, diags) else {
+                    let Some(mut tree) = bellc_core::front::lower::load(path, sources, diags)
+                    else {
                         return Ok(1);
                     };
                     tree.allow_unknown_sysctl = cli.allow_unknown_sysctl;
                     let resolution =
-                        bellc::resolve::resolve(&tree, &bellc::targets::names(), diags);
+                        bellc_core::resolve::resolve(&tree, &bellc_core::targets::names(), diags);
                     if diags.has_errors() {
                         return Ok(1);
                     }
@@ -282,9 +283,9 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 None => None,
             };
             let locator = resolved.as_ref().map(|(tree, resolution)| {
-                bellc::review::value_diff::Locator::new(tree, resolution, sources)
+                bellc_core::review::value_diff::Locator::new(tree, resolution, sources)
             });
-            let d = bellc::review::value_diff::diff(&old, &new, locator)?;
+            let d = bellc_core::review::value_diff::diff(&old, &new, locator)?;
             Ok(review::show_values(&d, *json)?)
         }
         Command::Publish {
@@ -323,7 +324,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         }
         Command::Releases { out, json } => Ok(review::releases(out, *json)?),
         Command::Prune { out, keep } => {
-            bellc::emit::out_dir::check_writable(out)?;
+            bellc_core::emit::out_dir::check_writable(out)?;
             Ok(review::prune(out, *keep)?)
         }
         Command::Store { command } => match command {
@@ -428,7 +429,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             let key = load_sign_key(signing)?;
             if key.is_none() {
                 let fleet = read_release(out)?.fleet;
-                if bellc::fleet::out_is_signed(out, Some(&fleet)) {
+                if bell_ops::fleet::out_is_signed(out, Some(&fleet)) {
                     return Err(Failure::Usage(format!(
                         "{} holds signed releases, and the waves' and the abort's releases \
                          must be signed as well: give `--sign-key KEY` (nothing was changed)\n  \
@@ -584,7 +585,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             selection,
             json,
         } => {
-            let target = bellc::review::query::Target::parse(what).map_err(Failure::Usage)?;
+            let target = bellc_core::review::query::Target::parse(what).map_err(Failure::Usage)?;
             let (spec, _, selector) = selection.parse()?;
             let Some(front) = frontend(cli, &spec, sources, diags) else {
                 return Ok(1);
@@ -622,7 +623,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                     labels,
                 },
         } => {
-            let rules = bellc::import::divingbell::Rules::at(divingbell_version)
+            let rules = bell_import::divingbell::Rules::at(divingbell_version)
                 .map_err(|e| Failure::Usage(format!("--divingbell-version: {e}")))?;
             let request = import::Request {
                 rules,
@@ -667,7 +668,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             // Lowered only: the hosts it declares are all that counts here, and a spec whose
             // `assign` waits for hosts to accept does not build until they are.
             let mut own = Diagnostics::new();
-            let Some(lowered) = bellc::front::lower::load(spec, sources, &mut own) else {
+            let Some(lowered) = bellc_core::front::lower::load(spec, sources, &mut own) else {
                 diags.append(own);
                 return Ok(1);
             };
@@ -686,7 +687,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             let fleet = &lowered.fleet.name;
             let (filed, rejected) = bell_store::discovery::read(&etcd, fleet)?;
             enroll::print_pending(
-                &bellc::fleet::enroll::pending_among(
+                &bell_ops::fleet::enroll::pending_among(
                     &|name| identities.get(name).copied(),
                     &filed,
                     &rejected,

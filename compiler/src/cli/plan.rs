@@ -4,8 +4,8 @@
 use crate::args::{Cli, SealedBy};
 use crate::keys::{sealed_by as seal_key_of, warn_ids_of_sealed_hosts};
 use crate::{read_check, read_release, Failure};
-use bellc::diagnostic::Diagnostics;
-use bellc::source::Sources;
+use bellc_core::diagnostic::Diagnostics;
+use bellc_core::source::Sources;
 use std::path::Path;
 
 pub fn plan(
@@ -30,15 +30,15 @@ pub fn plan(
     if against.is_some() {
         warn_ids_of_sealed_hosts(&compiled, sealed_by, known);
     }
-    let policy = bellc::graph::waves::Policy::from_spec(compiled.spec.rollout.as_ref());
+    let policy = bellc_core::graph::waves::Policy::from_spec(compiled.spec.rollout.as_ref());
     let new = &compiled.release.hosts;
-    let changed = |h: &bellc::resolve::ResolvedHost| match &old {
+    let changed = |h: &bellc_core::resolve::ResolvedHost| match &old {
         None => true,
         Some(old) => {
             old.hosts.get(&h.name).map(|o| &o.bundle) != new.get(&h.name).map(|n| &n.bundle)
         }
     };
-    let waves = bellc::graph::waves::plan(
+    let waves = bellc_core::graph::waves::plan(
         &compiled.resolution.hosts,
         &compiled.layers,
         &policy,
@@ -50,18 +50,18 @@ pub fn plan(
     } else if waves.is_empty() {
         println!("nothing to roll out: no host's bundle changed");
     } else {
-        print!("{}", bellc::review::plan::table(&waves, &policy));
+        print!("{}", bellc_core::review::plan::table(&waves, &policy));
     }
     let planned: usize = waves.iter().map(|w| w.hosts.len()).sum();
     eprintln!("{planned} of {} hosts in {} waves", new.len(), waves.len());
     if let Some(dir) = against {
         // Run-once scripts this rollout runs again, so that nobody learns it on a host.
-        let old = bellc::review::diff::DirSide::open(dir)?;
-        let new = bellc::review::diff::MemorySide {
+        let old = bellc_core::review::diff::DirSide::open(dir)?;
+        let new = bellc_core::review::diff::MemorySide {
             release: &compiled.release,
             bundles: &compiled.bundles,
         };
-        let diff = bellc::review::diff::diff(&old, &new)?;
+        let diff = bellc_core::review::diff::diff(&old, &new)?;
         for change in &diff.changes {
             for r in change.resources.iter().filter(|r| r.runs_again) {
                 eprintln!(

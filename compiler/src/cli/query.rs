@@ -1,10 +1,10 @@
-//! `bellc query`: the command line's side of [`bellc::review::query`].
+//! `bellc query`: the command line's side of [`bellc_core::review::query`].
 
-use bellc::resolve::ResolvedHost;
-use bellc::review::explain;
-use bellc::review::query::{self, Target};
-use bellc::review::select::Selector;
-use bellc::source::Sources;
+use bellc_core::resolve::ResolvedHost;
+use bellc_core::review::explain;
+use bellc_core::review::query::{self, Target};
+use bellc_core::review::select::Selector;
+use bellc_core::source::Sources;
 use std::path::{Path, PathBuf};
 
 /// The spec among the words after the query (one ending in `.kdl`, or a file that exists),
@@ -21,7 +21,7 @@ pub fn spec_and_patterns(words: &[String]) -> (PathBuf, Vec<String>) {
 
 /// Prints the answer; an error when the selector selects no host.
 pub fn print(
-    front: &bellc::Frontend,
+    front: &bellc_core::Frontend,
     sources: &Sources,
     what: &str,
     target: &Target,
@@ -54,7 +54,7 @@ pub fn print(
 /// The hosts of the spec `selector` selects, in the spec's order; an error when none is (with
 /// a guess when a single name was given that is not a host's).
 pub fn selected<'a>(
-    front: &'a bellc::Frontend,
+    front: &'a bellc_core::Frontend,
     selector: &Selector,
     patterns: &[String],
     spec: &Path,
@@ -72,7 +72,7 @@ pub fn selected<'a>(
         // One plain name, as `bellc explain HOST` has always taken: perhaps a typo.
         [one] if !one.contains(['*', '?', '[']) && !selector.has_conditions() => {
             let names = front.resolution.hosts.iter().map(|h| h.name.as_str());
-            let hint = bellc::front::validate::did_you_mean(one, names)
+            let hint = bellc_core::front::validate::did_you_mean(one, names)
                 .map(|s| format!("; did you mean `{s}`?"))
                 .unwrap_or_default();
             Err(format!("no host `{one}` in {}{hint}", spec.display()))
@@ -87,7 +87,7 @@ pub fn selected<'a>(
 
 /// `bellc explain`: each group of hosts that share a configuration, explained once.
 pub fn print_explain(
-    front: &bellc::Frontend,
+    front: &bellc_core::Frontend,
     sources: &Sources,
     hosts: &[&ResolvedHost],
     overridden: bool,
@@ -121,7 +121,7 @@ pub fn print_explain(
 
 /// `bellc explain --override NAME`: the selected hosts it applies to.
 pub fn print_override(
-    front: &bellc::Frontend,
+    front: &bellc_core::Frontend,
     sources: &Sources,
     hosts: &[&ResolvedHost],
     name: &str,
@@ -129,7 +129,7 @@ pub fn print_override(
 ) -> Result<(), String> {
     let spec = &front.spec;
     let Some(index) = spec.overrides.iter().position(|o| o.name == name) else {
-        let hint = bellc::front::validate::did_you_mean(
+        let hint = bellc_core::front::validate::did_you_mean(
             name,
             spec.overrides.iter().map(|o| o.name.as_str()),
         )

@@ -1,13 +1,13 @@
 //! The binary's side of `bellc diff`, `build --diff`, `publish` and `status`: reading the
-//! stores, passing the clock in, printing and exit codes. The logic is in `bellc::review::diff` and
-//! `bellc::fleet::status`.
+//! stores, passing the clock in, printing and exit codes. The logic is in `bellc_core::review::diff` and
+//! `bell_ops::fleet::status`.
 
+use bell_ops::fleet::rollout::{self, Phase};
+use bell_ops::fleet::status::{self, FleetStatus, HostState};
+use bell_ops::fleet::witness::Witness;
 use bell_store::Store;
-use bellc::fleet::rollout::{self, Phase};
-use bellc::fleet::status::{self, FleetStatus, HostState};
-use bellc::fleet::witness::Witness;
-use bellc::review::diff::{self, ReleaseDiff, Side};
-use bellc::review::value_diff::{self, ValueDiff};
+use bellc_core::review::diff::{self, ReleaseDiff, Side};
+use bellc_core::review::value_diff::{self, ValueDiff};
 use std::path::Path;
 
 /// How many host names a group prints before "and N more" (all of them are in `--json`).
@@ -130,8 +130,8 @@ pub fn publish(out: &Path, dest: &str, access: &bell_store::Access) -> Result<u8
         // A rollout's controller owns the desired map until it is done or aborted.
         let progress = rollout::load_progress(etcd, &release.fleet).map_err(|e| e.to_string())?;
         if let Some(p) = progress.filter(|p| !matches!(p.phase, Phase::Done | Phase::Aborted)) {
-            let key =
-                bellc::fleet::out_is_signed(out, Some(&release.fleet)).then_some(Path::new("KEY"));
+            let key = bell_ops::fleet::out_is_signed(out, Some(&release.fleet))
+                .then_some(Path::new("KEY"));
             return Err(format!(
                 "the rollout of release {} stands {} in fleet {}: publishing would change the \
                  hosts' bundles under it\n  help: finish it with `{}`, or take it back with \
@@ -157,7 +157,7 @@ pub fn publish(out: &Path, dest: &str, access: &bell_store::Access) -> Result<u8
 
 /// `bellc releases OUT`: every kept release, oldest first.
 pub fn releases(out: &Path, json: bool) -> Result<u8, String> {
-    let kept = bellc::emit::releases::list(out).map_err(|e| e.to_string())?;
+    let kept = bellc_core::emit::releases::list(out).map_err(|e| e.to_string())?;
     if json {
         let rows: Vec<serde_json::Value> = kept
             .iter()
@@ -200,7 +200,7 @@ pub fn releases(out: &Path, json: bool) -> Result<u8, String> {
 
 /// `bellc prune OUT --keep N`.
 pub fn prune(out: &Path, keep: usize) -> Result<u8, String> {
-    let pruned = bellc::emit::releases::prune(out, keep).map_err(|e| e.to_string())?;
+    let pruned = bellc_core::emit::releases::prune(out, keep).map_err(|e| e.to_string())?;
     outln!(
         "removed {} release(s) and {} bundle(s) from {}",
         pruned.releases.len(),
@@ -312,7 +312,7 @@ fn release_of(args: &StatusArgs, store: &Store) -> Result<Compared, String> {
     };
     let release = read_release_trusted(out, args.trust)?;
     let why = match (out.to_str().filter(|o| o.contains("://")), args.trust) {
-        (Some(url), None) => Some(bellc::fleet::trusted::read_unverified(url)),
+        (Some(url), None) => Some(bell_ops::fleet::trusted::read_unverified(url)),
         _ => None,
     };
     let current = store
@@ -373,18 +373,18 @@ fn release_at_mirror(
             return Ok(None);
         }
         let file = format!("{}/{version}.json", bell_bundle::RELEASES_DIR);
-        let out = bellc::serve::Out::parse(mirror)?;
+        let out = bell_ops::serve::Out::parse(mirror)?;
         let Some(bytes) = out.read(&file)? else {
             return Ok(None);
         };
         match args.trust {
             Some(trust) => {
-                let keys = bellc::fleet::trusted::load(trust)?;
+                let keys = bell_ops::fleet::trusted::load(trust)?;
                 let read = |rel: &str| match rel == file {
                     true => Ok(Some(bytes.clone())),
                     false => out.read(rel),
                 };
-                bellc::fleet::trusted::verified_release_file(read, &out.describe(), &keys, &file)
+                bell_ops::fleet::trusted::verified_release_file(read, &out.describe(), &keys, &file)
                     .map(Some)
             }
             None => serde_json::from_slice(&bytes)
@@ -410,7 +410,7 @@ fn release_at_mirror(
     let why = args
         .trust
         .is_none()
-        .then(|| bellc::fleet::trusted::read_unverified(mirror));
+        .then(|| bell_ops::fleet::trusted::read_unverified(mirror));
     Ok((release, why))
 }
 
@@ -420,19 +420,19 @@ fn read_release_trusted(out: &Path, trust: Option<&Path>) -> Result<bell_bundle:
     let Some(trust) = trust else {
         return read_release(out);
     };
-    let keys = bellc::fleet::trusted::load(trust)?;
+    let keys = bell_ops::fleet::trusted::load(trust)?;
     // A directory or a URL alike: read through `Out`, as `serve` reads it.
     let out = match out.to_str() {
-        Some(text) => bellc::serve::Out::parse(text)?,
-        None => bellc::serve::Out::Dir(out.to_path_buf()),
+        Some(text) => bell_ops::serve::Out::parse(text)?,
+        None => bell_ops::serve::Out::Dir(out.to_path_buf()),
     };
-    bellc::fleet::trusted::verified_release(|rel| out.read(rel), &out.describe(), &keys)
+    bell_ops::fleet::trusted::verified_release(|rel| out.read(rel), &out.describe(), &keys)
 }
 
 /// OUT's release; OUT may be the http:// URL that serves it to hosts, as for `bellc serve`.
 fn read_release(out: &Path) -> Result<bell_bundle::Release, String> {
     Ok(match out.to_str().filter(|o| o.contains("://")) {
-        Some(url) => bellc::serve::Out::parse(url)?.release()?,
+        Some(url) => bell_ops::serve::Out::parse(url)?.release()?,
         None => diff::DirSide::open(out)?.release().clone(),
     })
 }
@@ -550,9 +550,9 @@ fn note_discovered(
     release: &bell_bundle::Release,
 ) {
     match bell_store::discovery::read(etcd, &release.fleet) {
-        Ok((filed, rejected)) => {
-            fleet.note_discovered(&bellc::fleet::enroll::pending(release, &filed, &rejected))
-        }
+        Ok((filed, rejected)) => fleet.note_discovered(&bell_ops::fleet::enroll::pending(
+            release, &filed, &rejected,
+        )),
         Err(e) => errln!("warning: the registrations cannot be read: {e}"),
     }
 }

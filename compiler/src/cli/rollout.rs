@@ -2,12 +2,12 @@
 //! event per line for CI.
 
 use bell_bundle::short_id;
-use bell_store::hold::one_line;
-use bell_store::Etcd;
-use bellc::fleet::rollout::{
+use bell_ops::fleet::rollout::{
     self, Call, Controller, Event, Outcome, Progress, RolloutError, Trouble,
 };
-use bellc::fleet::signing::SigningKey;
+use bell_ops::fleet::signing::SigningKey;
+use bell_store::hold::one_line;
+use bell_store::Etcd;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::Path;
 use std::time::Duration;
@@ -32,7 +32,7 @@ pub struct Args<'a> {
 pub fn run(args: &Args) -> Result<u8, String> {
     let etcd = Etcd::open(args.store, args.access)?;
     let controller = Controller {
-        by: bellc::fleet::rollout::history::started_by(args.by, super::operator::name),
+        by: bell_ops::fleet::rollout::history::started_by(args.by, super::operator::name),
         etcd,
         out: args.out.to_path_buf(),
         key: args.key,
@@ -507,7 +507,7 @@ pub fn history(
 ) -> Result<u8, String> {
     bell_store::check_name("fleet", fleet)?;
     let etcd = Etcd::open(store, access)?;
-    let entries = bellc::fleet::rollout::history::list(&etcd, fleet)?;
+    let entries = bell_ops::fleet::rollout::history::list(&etcd, fleet)?;
     if json {
         outjson!(serde_json::to_string_pretty(&entries).map_err(|e| e.to_string())?);
         return Ok(0);

@@ -2,8 +2,8 @@
 
 use crate::args::Cli;
 use crate::{frontend, read_check, Failure};
-use bellc::diagnostic::Diagnostics;
-use bellc::source::Sources;
+use bellc_core::diagnostic::Diagnostics;
+use bellc_core::source::Sources;
 use std::path::Path;
 
 /// `--store` of `publish`: only etcd holds a fleet's desired release.
@@ -21,8 +21,8 @@ pub fn serve(
     sources: &mut Sources,
     diags: &mut Diagnostics,
 ) -> Result<u8, Failure> {
+    use bell_ops::serve::{pages::Pages, Board, Explain, Out};
     use bell_wire::server as http;
-    use bellc::serve::{pages::Pages, Board, Explain, Out};
     use std::sync::Arc;
     let etcd = bell_store::Etcd::open(store, access)?;
     let out = Out::parse(out).map_err(Failure::Usage)?;
@@ -39,11 +39,15 @@ pub fn serve(
             let sources = std::mem::take(sources);
             Some(Box::new(move |host: &str| {
                 let h = front.resolution.hosts.iter().find(|h| h.name == host)?;
-                Some(bellc::review::explain::explain(&front.spec, h, &sources))
+                Some(bellc_core::review::explain::explain(
+                    &front.spec,
+                    h,
+                    &sources,
+                ))
             }))
         }
     };
-    let trust = trust.map(bellc::fleet::trusted::load).transpose()?;
+    let trust = trust.map(bell_ops::fleet::trusted::load).transpose()?;
     let refresh_every = std::time::Duration::from_secs(refresh);
     let board = Board::trusting(out, etcd, refresh_every, explain, trust)
         .map_err(|e| format!("{e}\n  help: {}", e.help()))?;
@@ -54,7 +58,7 @@ pub fn serve(
         .map(|a| a.to_string())
         .unwrap_or_else(|_| listen.to_string());
     let board = Arc::new(board);
-    board.refresh(bellc::serve::unix_now());
+    board.refresh(bell_ops::serve::unix_now());
     if let Some(outage) = board.outage() {
         eprintln!("warning: {}: {}", board.store_url(), outage.error);
     }

@@ -1,9 +1,9 @@
 //! `bellc store roles`: prints the etcd users and roles a fleet needs, or makes them so with
 //! the admin's credentials (`--apply`), writing each new user's password to a 0600 file.
 
+use bell_ops::fleet::store_roles::{self, Role};
 use bell_store::etcd::Permission;
 use bell_store::Etcd;
-use bellc::fleet::store_roles::{self, Role};
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;

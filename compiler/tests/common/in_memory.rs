@@ -1,13 +1,13 @@
 //! A spec given as text, built in memory (as `bell.kdl`, no directory), for tests of rendered
 //! bundles and diagnostics; and the examples, built from disk.
 
-use bellc::diagnostic::Diagnostics;
-use bellc::render::RenderedBundle;
-use bellc::source::Sources;
+use bellc_core::diagnostic::Diagnostics;
+use bellc_core::render::RenderedBundle;
+use bellc_core::source::Sources;
 use std::path::{Path, PathBuf};
 
 pub struct Build {
-    pub compiled: Option<bellc::Compiled>,
+    pub compiled: Option<bellc_core::Compiled>,
     /// `bell.kdl:LINE:COL: severity[code]: message`, one per diagnostic.
     pub diagnostics: Vec<String>,
 }
@@ -35,16 +35,21 @@ pub fn build(text: &str) -> Build {
     let mut sources = Sources::new();
     let file = sources.add(Path::new("bell.kdl"), text.to_string());
     let mut diags = Diagnostics::new();
-    let mut spec = bellc::front::lower::lower_root(file, &mut sources, &mut diags);
+    let mut spec = bellc_core::front::lower::lower_root(file, &mut sources, &mut diags);
     let trial = !text.contains("secrets=");
     if trial && spec.fleet.secrets_plaintext.is_none() {
         spec.fleet.secrets_plaintext = spec.fleet.span;
     }
-    let front = bellc::analyse(spec, &sources, &mut diags);
+    let front = bellc_core::analyse(spec, &sources, &mut diags);
     let compiled = if diags.has_errors() {
         None
     } else {
-        bellc::compile_frontend_sealed(front, &sources, &mut diags, Some(super::test_seal_key()))
+        bellc_core::compile_frontend_sealed(
+            front,
+            &sources,
+            &mut diags,
+            Some(super::test_seal_key()),
+        )
     };
     Build {
         compiled,
@@ -93,7 +98,7 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 }
 
 /// Every bundle of an example, compiled from disk.
-pub fn example(name: &str) -> bellc::Compiled {
+pub fn example(name: &str) -> bellc_core::Compiled {
     let path = super::repo_root().join("examples").join(name);
     let (compiled, lines) = super::compile_path(&path, None);
     compiled.unwrap_or_else(|| panic!("{name} does not build: {lines:#?}"))

@@ -15,10 +15,10 @@ pub mod sealing;
 pub mod serving;
 pub mod spec_dir;
 
-use bellc::diagnostic::Diagnostics;
-use bellc::render::RenderedBundle;
-use bellc::source::Sources;
-use bellc::Compiled;
+use bellc_core::diagnostic::Diagnostics;
+use bellc_core::render::RenderedBundle;
+use bellc_core::source::Sources;
+use bellc_core::Compiled;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -170,8 +170,8 @@ pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     // (which names bellc's build), are the exceptions.
     for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
         let entry = entry.expect("walk");
-        if entry.file_name() == bellc::emit::out_dir::FINGERPRINT_FILE
-            || entry.file_name() == bellc::emit::out_dir::RENDER_CACHE_FILE
+        if entry.file_name() == bellc_core::emit::out_dir::FINGERPRINT_FILE
+            || entry.file_name() == bellc_core::emit::out_dir::RENDER_CACHE_FILE
         {
             continue;
         }
@@ -225,15 +225,15 @@ fn compile_with(path: &Path, base: Option<&Path>, trial: bool) -> (Option<Compil
         None => Sources::new(),
     };
     let mut diags = Diagnostics::new();
-    let compiled = bellc::frontend(path, &mut sources, &mut diags).and_then(|mut front| {
+    let compiled = bellc_core::frontend(path, &mut sources, &mut diags).and_then(|mut front| {
         if diags.has_errors() {
-            bellc::template_errors(front, &sources, &mut diags);
+            bellc_core::template_errors(front, &sources, &mut diags);
             return None;
         }
         if trial && front.spec.fleet.secrets_plaintext.is_none() {
             front.spec.fleet.secrets_plaintext = front.spec.fleet.span;
         }
-        bellc::compile_frontend_sealed(front, &sources, &mut diags, Some(test_seal_key()))
+        bellc_core::compile_frontend_sealed(front, &sources, &mut diags, Some(test_seal_key()))
     });
     (compiled, diags.to_short_lines(&sources))
 }

@@ -1,15 +1,15 @@
 //! A spec written into a temporary directory and compiled from there, with the diagnostics the
 //! way a user sees them (for the graph, services and rollout tests).
 
-use bellc::diagnostic::Diagnostics;
-use bellc::source::Sources;
+use bellc_core::diagnostic::Diagnostics;
+use bellc_core::source::Sources;
 use std::path::{Path, PathBuf};
 
 pub struct Build {
     pub dir: tempfile::TempDir,
     pub sources: Sources,
     pub diags: Diagnostics,
-    pub compiled: Option<bellc::Compiled>,
+    pub compiled: Option<bellc_core::Compiled>,
 }
 
 impl Build {
@@ -50,7 +50,7 @@ pub fn build(files: &[(&str, &str)]) -> Build {
     let dir = spec_dir(files);
     let mut sources = Sources::with_base(dir.path().to_path_buf());
     let mut diags = Diagnostics::new();
-    let compiled = bellc::compile(&dir.path().join("bell.kdl"), &mut sources, &mut diags);
+    let compiled = bellc_core::compile(&dir.path().join("bell.kdl"), &mut sources, &mut diags);
     Build {
         dir,
         sources,
@@ -60,11 +60,11 @@ pub fn build(files: &[(&str, &str)]) -> Build {
 }
 
 /// Only lowering, resolution, the graphs and the service checks.
-pub fn frontend(text: &str) -> (bellc::Frontend, Diagnostics, tempfile::TempDir) {
+pub fn frontend(text: &str) -> (bellc_core::Frontend, Diagnostics, tempfile::TempDir) {
     let dir = spec_dir(&[("bell.kdl", text)]);
     let mut sources = Sources::with_base(dir.path().to_path_buf());
     let mut diags = Diagnostics::new();
-    let front = bellc::frontend(&dir.path().join("bell.kdl"), &mut sources, &mut diags)
+    let front = bellc_core::frontend(&dir.path().join("bell.kdl"), &mut sources, &mut diags)
         .expect("the spec lowers");
     (front, diags, dir)
 }

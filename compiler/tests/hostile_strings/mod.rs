@@ -13,7 +13,7 @@ mod accounts;
 mod system;
 mod templates;
 
-use bellc::render::RenderedBundle;
+use bellc_core::render::RenderedBundle;
 use common::{have, in_memory};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;

@@ -10,7 +10,7 @@ fn shell_words_read_back_exactly_in_sh_dash_and_bash() {
     let mut script = String::from("printf '%s\\0'");
     let mut expected = Vec::new();
     for value in &values {
-        match bellc::escape::shell_word(value) {
+        match bellc_core::escape::shell_word(value) {
             Ok(word) => {
                 script.push_str(" \\\n  ");
                 script.push_str(&word);

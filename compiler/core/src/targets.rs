@@ -134,7 +134,7 @@ impl SysctlKeys {
 
 const SYSCTL_LISTS: &[(&str, &str)] = &[(
     "debian-12",
-    include_str!("../../targets/sysctl/debian-12.txt"),
+    include_str!("../../../targets/sysctl/debian-12.txt"),
 )];
 
 /// The sysctl keys of `target`'s kernel, with whether the list is that kernel's own.
@@ -171,24 +171,24 @@ impl Target {
 }
 
 const EMBEDDED: &[(&str, &str)] = &[
-    ("debian-12", include_str!("../../targets/debian-12.json")),
+    ("debian-12", include_str!("../../../targets/debian-12.json")),
     // The releases the sites that ran Divingbell ran; their sysctl keys are Debian 12's,
     // borrowed (a missing key a warning): no image of theirs can be built here.
     (
         "ubuntu-18.04",
-        include_str!("../../targets/ubuntu-18.04.json"),
+        include_str!("../../../targets/ubuntu-18.04.json"),
     ),
     (
         "ubuntu-20.04",
-        include_str!("../../targets/ubuntu-20.04.json"),
+        include_str!("../../../targets/ubuntu-20.04.json"),
     ),
     (
         "ubuntu-22.04",
-        include_str!("../../targets/ubuntu-22.04.json"),
+        include_str!("../../../targets/ubuntu-22.04.json"),
     ),
     (
         "ubuntu-24.04",
-        include_str!("../../targets/ubuntu-24.04.json"),
+        include_str!("../../../targets/ubuntu-24.04.json"),
     ),
 ];
 

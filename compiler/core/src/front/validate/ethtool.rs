@@ -2,7 +2,7 @@
 
 use super::*;
 
-const ETHTOOL_FEATURES: &str = include_str!("../../../../stdlib/ethtool/features.txt");
+const ETHTOOL_FEATURES: &str = include_str!("../../../../../stdlib/ethtool/features.txt");
 
 /// The feature names `ethtool -K` accepts, from `stdlib/ethtool/features.txt`.
 pub fn ethtool_features() -> impl Iterator<Item = &'static str> {

@@ -16,7 +16,7 @@
 //! ```
 
 use super::signing::{SigningError, SigningKey};
-use crate::emit::releases;
+use bellc_core::emit::releases;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

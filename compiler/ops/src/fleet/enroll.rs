@@ -173,7 +173,7 @@ pub fn read_inventory(text: &str) -> Result<Vec<InventoryHost>, String> {
                 .into(),
         );
     }
-    let entries = crate::front::inventory::parse(text).map_err(|e| e.message)?;
+    let entries = bellc_core::front::inventory::parse(text).map_err(|e| e.message)?;
     Ok(entries
         .into_iter()
         .map(|e| InventoryHost {
@@ -247,7 +247,7 @@ pub fn accept(
 ) -> Result<Vec<Accepted>, Vec<String>> {
     let mut errors = Vec::new();
     for (key, value) in labels {
-        if let Err(invalid) = crate::front::validate::label(key, value) {
+        if let Err(invalid) = bellc_core::front::validate::label(key, value) {
             errors.push(format!("label `{key}={value}`: {}", invalid.message));
         } else if key == "host" {
             errors.push("a label named `host`: `match host=...` matches the host's name".into());
@@ -263,7 +263,7 @@ pub fn accept(
     let mut done = Vec::new();
     for request in requests {
         let name = &request.host;
-        if let Err(invalid) = crate::front::validate::host_name(name) {
+        if let Err(invalid) = bellc_core::front::validate::host_name(name) {
             errors.push(format!("`{name}`: {}", invalid.message));
             continue;
         }
@@ -372,5 +372,5 @@ fn first_address(facts: &Facts) -> Option<String> {
         .iter()
         .flat_map(|i| i.addresses.iter())
         .map(|a| a.split('/').next().unwrap_or(a).to_string())
-        .find(|a| crate::front::validate::host_address(a).is_ok())
+        .find(|a| bellc_core::front::validate::host_address(a).is_ok())
 }

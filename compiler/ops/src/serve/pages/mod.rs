@@ -3,11 +3,11 @@
 //! escape every value for HTML (they end in `.html`); links are built with `urlencode`.
 
 use super::{Board, Snapshot};
-use crate::escape::shell_quote;
 use crate::fleet::rollout::Phase;
 use crate::fleet::status::{age_short as age, Flag, HostState, HostStatus};
-use crate::review::diff;
 use bell_wire::server::{Request, Response};
+use bellc_core::escape::shell_quote;
+use bellc_core::review::diff;
 use minijinja::{context, Environment};
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -11,9 +11,9 @@ mod values;
 mod verify;
 mod write;
 
-use crate::diagnostic::Diagnostics;
-use crate::front::inventory::Entry;
-use crate::source::{FileId, Sources, Span};
+use bellc_core::diagnostic::Diagnostics;
+use bellc_core::front::inventory::Entry;
+use bellc_core::source::{FileId, Sources, Span};
 use miette::{Diagnostic, SourceSpan};
 use thiserror::Error;
 
@@ -99,7 +99,7 @@ impl ImportError {
         }
     }
 }
-crate::spec_diagnostic!(ImportError);
+bellc_core::spec_diagnostic!(ImportError);
 
 /// What to import and how to name it.
 pub struct Input<'a> {
@@ -173,10 +173,10 @@ pub use write::Written;
 /// The spec, or `None` when the values cannot be read (the errors are in `diags`). What the
 /// spec does not express is a warning in `diags` and a comment in the text.
 pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Option<Written> {
-    let mut root: Option<crate::import::yaml::Node> = None;
+    let mut root: Option<crate::yaml::Node> = None;
     let mut failed = false;
     for &id in input.values {
-        match crate::import::yaml::parse(id, &sources.get(id).text) {
+        match crate::yaml::parse(id, &sources.get(id).text) {
             Ok(node) => {
                 root = Some(match root {
                     Some(before) => values::merge(&before, &node),
@@ -196,7 +196,7 @@ pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Opti
     let (Some(root), false) = (root, failed) else {
         return None;
     };
-    let account = crate::targets::get(input.target).map_or("", |t| t.default_account.as_str());
+    let account = bellc_core::targets::get(input.target).map_or("", |t| t.default_account.as_str());
     let values = values::read(&root, input.rules, account);
     // Several files: a comment names the file as well as the line.
     let line_of = |span: Span| {

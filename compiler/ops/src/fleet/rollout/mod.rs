@@ -20,12 +20,12 @@ use super::record::{self, Given, Record, Stage};
 use super::signing::{self, SigningKey};
 use super::status::{self, HostState};
 use super::witness::Witness;
-use crate::emit::releases;
 use bell_bundle::short_id;
 use bell_bundle::{Release, ReleaseHost};
 use bell_store::etcd::Op;
 use bell_store::keys::{controller_key, pause_key, progress_key};
 use bell_store::{Etcd, HostView, Store};
+use bellc_core::emit::releases;
 pub use remedy::{Call, Remedy};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -281,8 +281,8 @@ pub struct Halt {
 /// What to run after a halt, with the store filled in (and OUT, when the reader has it):
 /// `status` and `rollout --status` say it under the halt.
 pub fn next_after_halt(store: &str, out: Option<&str>) -> String {
-    let store = crate::escape::shell_quote(store);
-    let out = out.map_or_else(|| "OUT".to_string(), crate::escape::shell_quote);
+    let store = bellc_core::escape::shell_quote(store);
+    let out = out.map_or_else(|| "OUT".to_string(), bellc_core::escape::shell_quote);
     format!(
         "next: fix what stopped it, then `bellc rollout {out} --store {store} --sign-key KEY \
          --resume`; or `bellc rollout {out} --store {store} --sign-key KEY --abort` to give the \

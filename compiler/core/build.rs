@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
-    let stdlib = manifest.join("..").join("stdlib");
+    let stdlib = manifest.join("../..").join("stdlib");
     println!("cargo:rerun-if-changed={}", stdlib.display());
     let mut templates = Vec::new();
     collect(&stdlib, &stdlib, &mut templates);

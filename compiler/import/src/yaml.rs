@@ -5,7 +5,7 @@
 //! plain `on` or `off` is a boolean and a quoted one a string, and the import decides per field
 //! what a scalar means rather than this reader guessing.
 
-use crate::source::{FileId, Span};
+use bellc_core::source::{FileId, Span};
 use std::collections::HashMap;
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};

@@ -178,7 +178,7 @@ struct OutSide<'a> {
     release: &'a Release,
 }
 
-impl crate::review::diff::Side for OutSide<'_> {
+impl bellc_core::review::diff::Side for OutSide<'_> {
     fn release(&self) -> &Release {
         self.release
     }
@@ -206,11 +206,11 @@ impl crate::review::diff::Side for OutSide<'_> {
         self.out.read(&format!("bundles/{id}/{rel}")).ok().flatten()
     }
 
-    fn values(&self, id: &str) -> Result<crate::render::values::BundleValues, String> {
+    fn values(&self, id: &str) -> Result<bellc_core::render::values::BundleValues, String> {
         if !bell_bundle::is_bundle_id(id) {
             return Err(format!("`{id}` is not a bundle id"));
         }
-        let rel = format!("{}/{id}.json", crate::emit::out_dir::VALUES_DIR);
+        let rel = format!("{}/{id}.json", bellc_core::emit::out_dir::VALUES_DIR);
         let bytes = self
             .out
             .read(&rel)?
@@ -297,12 +297,12 @@ impl Board {
         release: &Release,
         old: &str,
         new: &str,
-    ) -> Result<crate::review::diff::BundleChange, String> {
+    ) -> Result<bellc_core::review::diff::BundleChange, String> {
         let side = OutSide {
             out: &self.out,
             release,
         };
-        crate::review::diff::bundle_change(&side, old, new)
+        bellc_core::review::diff::bundle_change(&side, old, new)
     }
 
     /// The fleet of OUT's release as last read.

@@ -3,10 +3,10 @@
 //! `rerun`, …), and a note for every key bellc does not know or cannot express.
 
 use super::history::Rules;
-use crate::front::validate::sysctl_path;
-use crate::import::yaml::{Node, Value};
-use crate::kdl_text::{block, ident, string};
-use crate::source::Span;
+use crate::yaml::{Node, Value};
+use bellc_core::front::validate::sysctl_path;
+use bellc_core::kdl_text::{block, ident, string};
+use bellc_core::source::Span;
 use std::collections::BTreeMap;
 
 mod apt;

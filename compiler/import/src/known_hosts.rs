@@ -190,7 +190,7 @@ pub fn fill(
                         return Err(format!("node `{name}`'s annotations are not an object"));
                     };
                     annotations.insert(
-                        crate::front::inventory::IDENTITY_ANNOTATION.into(),
+                        bellc_core::front::inventory::IDENTITY_ANNOTATION.into(),
                         identity.into(),
                     );
                     filled += 1;

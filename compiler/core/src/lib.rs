@@ -1,4 +1,4 @@
-//! bellc: compiles a fleet spec into content-addressed per-host bundles.
+//! bellc-core: compiles a fleet spec into content-addressed per-host bundles.
 //!
 //! The pipeline, one folder per stage, in order; a stage uses only the stages before it and
 //! the shared modules beside this file (spec types, sources, diagnostics, escaping, targets):
@@ -10,12 +10,12 @@
 //! render   Model → bundle in memory (manifest, files, scripts)      render/
 //! emit     release; bundles → OUT/ on disk; the incremental cache   emit/
 //! review   diff, explain, the plan table                            review/
-//! fleet    a published release and what hosts report                fleet/
-//! import   another tool's configuration (Divingbell values) → KDL     import/
-//! serve    the fleet's status as web pages and JSON (`bellc serve`)   serve/
 //! ```
 //!
-//! The library never prints or exits; the binary (`cli/`) owns the terminal and exit codes.
+//! What comes after a build lives in crates of its own that depend on this one: `bell-ops`
+//! (the fleet: rollout, status, roles, enrollment; the status page) and `bell-import`
+//! (another tool's configuration written as a spec). The library never prints or exits; the
+//! `bellc` binary owns the terminal and exit codes.
 
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 pub mod diagnostic;
@@ -26,15 +26,12 @@ pub mod spec;
 pub mod targets;
 
 pub mod emit;
-pub mod fleet;
 pub mod front;
 pub mod graph;
-pub mod import;
 pub mod kinds;
 pub mod render;
 pub mod resolve;
 pub mod review;
-pub mod serve;
 
 use bell_bundle::Release;
 use diagnostic::Diagnostics;

@@ -6,8 +6,8 @@
 
 use super::history::{DefaultAccountRule, Rules};
 use super::modules::{boolean, singleton, Decl};
-use crate::import::yaml::Node;
-use crate::kdl_text::string;
+use crate::yaml::Node;
+use bellc_core::kdl_text::string;
 
 /// What becomes of a user's `~/.ssh/authorized_keys`.
 #[derive(Clone, Debug, PartialEq, Eq)]

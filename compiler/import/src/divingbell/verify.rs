@@ -9,13 +9,13 @@ use super::accounts;
 use super::modules::Module;
 use super::values::Values;
 use super::write::write_decls;
-use crate::diagnostic::Diagnostics;
-use crate::front::inventory::Entry;
-use crate::kdl_text::{ident, string};
-use crate::render::values::scalar;
-use crate::resolve::{Model, Resolution};
-use crate::source::Sources;
-use crate::spec::Value;
+use bellc_core::diagnostic::Diagnostics;
+use bellc_core::front::inventory::Entry;
+use bellc_core::kdl_text::{ident, string};
+use bellc_core::render::values::scalar;
+use bellc_core::resolve::{Model, Resolution};
+use bellc_core::source::Sources;
+use bellc_core::spec::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -215,9 +215,7 @@ fn divingbell_outcomes(values: &Values, host: &Entry) -> Outcomes {
     outcomes
 }
 
-fn user_entries(
-    conf: &crate::import::yaml::Node,
-) -> impl Iterator<Item = (&str, &crate::import::yaml::Node)> {
+fn user_entries(conf: &crate::yaml::Node) -> impl Iterator<Item = (&str, &crate::yaml::Node)> {
     conf.get("users")
         .and_then(|u| u.items())
         .unwrap_or_default()
@@ -231,19 +229,19 @@ fn expired_text(expired: bool) -> String {
 
 fn spec_outcomes(model: &Model, target: &str) -> Outcomes {
     let mut outcomes = Outcomes::new();
-    if let Some(target) = crate::targets::get(target) {
+    if let Some(target) = bellc_core::targets::get(target) {
         let account = &target.default_account;
         let managed = model
-            .of_kind(crate::spec::Kind::USER)
+            .of_kind(bellc_core::spec::Kind::USER)
             .any(|u| &u.name == account);
         if !account.is_empty() && !managed {
-            let implied = crate::kinds::implied(model, target);
+            let implied = bellc_core::kinds::implied(model, target);
             let key = format!("default-account:{account}");
             let expired = implied.iter().any(|i| i.key == key);
             outcomes.insert(key, expired_text(expired));
         }
     }
-    for user in model.of_kind(crate::spec::Kind::USER) {
+    for user in model.of_kind(bellc_core::spec::Kind::USER) {
         let keys = if user.str("ssh-keys") == Some("unmanaged") {
             accounts::Keys::Unmanaged
         } else if user.list("ssh-key").is_empty() {
@@ -286,7 +284,7 @@ pub struct Finding {
     /// An error (bellc refuses the spec) or a warning.
     pub error: bool,
     /// The values' span; `None` for what no declaration holds.
-    pub span: Option<crate::source::Span>,
+    pub span: Option<bellc_core::source::Span>,
     pub message: String,
     pub help: Option<String>,
 }
@@ -308,25 +306,27 @@ pub fn refusals(
     let mut sources = Sources::new();
     let file = sources.add(Path::new("bell.kdl"), text);
     let mut diags = Diagnostics::new();
-    let lowered = crate::front::lower::lower_root(file, &mut sources, &mut diags);
+    let lowered = bellc_core::front::lower::lower_root(file, &mut sources, &mut diags);
     // The checks of `bellc check` short of services: resolution, each kind's, the graph.
-    let resolution = crate::resolve::resolve(&lowered, &crate::targets::names(), &mut diags);
-    crate::kinds::check_hosts(&resolution.hosts, &sources, &mut diags);
-    let _ = crate::graph::order_hosts(&resolution.hosts, &lowered.rejected, &sources, &mut diags);
+    let resolution =
+        bellc_core::resolve::resolve(&lowered, &bellc_core::targets::names(), &mut diags);
+    bellc_core::kinds::check_hosts(&resolution.hosts, &sources, &mut diags);
+    let _ =
+        bellc_core::graph::order_hosts(&resolution.hosts, &lowered.rejected, &sources, &mut diags);
     let mut seen = std::collections::BTreeSet::new();
     diags
         .iter()
         .filter(|d| {
             !matches!(
-                d.downcast_ref::<crate::resolve::ResolveError>(),
-                Some(crate::resolve::ResolveError::NoHosts { .. })
+                d.downcast_ref::<bellc_core::resolve::ResolveError>(),
+                Some(bellc_core::resolve::ResolveError::NoHosts { .. })
             )
         })
         .filter_map(|d| {
             let at = d.labels().and_then(|mut l| l.next()).map(|l| l.offset());
             let span = at.and_then(|at| super::write::source_at(map, at));
             let message = d.to_string();
-            let error = crate::diagnostic::is_error(d);
+            let error = bellc_core::diagnostic::is_error(d);
             let key = (error, span.map(|s| (s.file.0, s.offset)), message.clone());
             seen.insert(key).then(|| Finding {
                 error,
@@ -351,8 +351,8 @@ fn resolve_text(text: &str, what: &str) -> Result<Resolution, String> {
     let mut sources = Sources::new();
     let file = sources.add(Path::new("bell.kdl"), text.to_string());
     let mut diags = Diagnostics::new();
-    let spec = crate::front::lower::lower_root(file, &mut sources, &mut diags);
-    let resolution = crate::resolve::resolve(&spec, &crate::targets::names(), &mut diags);
+    let spec = bellc_core::front::lower::lower_root(file, &mut sources, &mut diags);
+    let resolution = bellc_core::resolve::resolve(&spec, &bellc_core::targets::names(), &mut diags);
     if diags.has_errors() {
         let lines = diags.to_short_lines(&sources);
         return Err(format!("{what} does not resolve:\n{}", lines.join("\n")));
@@ -456,9 +456,9 @@ fn compare(host: &str, divingbell: &Model, spec: &Model) -> (usize, Vec<Differen
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::import::divingbell::values;
-    use crate::import::divingbell::write::{spec, Options};
-    use crate::source::FileId;
+    use crate::divingbell::values;
+    use crate::divingbell::write::{spec, Options};
+    use bellc_core::source::FileId;
 
     const VALUES: &str = "conf:\n  sysctl:\n    net.ipv4.ip_forward: 1\n  overrides:\n    divingbell_sysctl:\n      labels:\n      - label: {key: role, values: [edge]}\n        conf:\n          sysctl:\n            net.ipv4.ip_forward: 0\n";
 
@@ -477,7 +477,7 @@ mod tests {
     fn a_spec_that_expires_the_image_account_where_divingbell_keeps_it_is_a_difference() {
         // Sudo and a key, no password: uamlite (since 77be358) keeps `debian`'s counterpart.
         let values = "conf:\n  uamlite:\n    users:\n    - user_name: op\n      user_sudo: true\n      user_sshkeys:\n      - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPAydqFJPL5VvU88Mt5c04CAp5Ch/deM8Y1db3CQH0Z2 op\n";
-        let root = crate::import::yaml::parse(FileId(0), values).unwrap();
+        let root = crate::yaml::parse(FileId(0), values).unwrap();
         let values = values::read(&root, Default::default(), "debian");
         let text = written(&values);
         assert!(text.contains("users default-account=\"keep\""), "{text}");
@@ -499,7 +499,7 @@ mod tests {
 
     #[test]
     fn a_spec_that_gives_a_host_another_value_is_a_difference() {
-        let root = crate::import::yaml::parse(FileId(0), VALUES).unwrap();
+        let root = crate::yaml::parse(FileId(0), VALUES).unwrap();
         let values = values::read(&root, Default::default(), "debian");
         let text = written(&values);
         let hosts = probe_hosts(&values);

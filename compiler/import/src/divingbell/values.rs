@@ -5,8 +5,8 @@
 use super::accounts;
 use super::history::Rules;
 use super::modules::{map, Mapped, Module, Note, NoteKind};
-use crate::import::yaml::{Node, Value};
-use crate::source::Span;
+use crate::yaml::{Node, Value};
+use bellc_core::source::Span;
 use std::collections::BTreeMap;
 
 pub struct Values {
@@ -355,7 +355,7 @@ impl Values {
     pub fn conf(&self, module: Module, choice: Choice) -> Node {
         let empty = Node {
             value: Value::Map(Vec::new()),
-            span: Span::new(crate::source::FileId(0), (0, 0).into()),
+            span: Span::new(bellc_core::source::FileId(0), (0, 0).into()),
         };
         let base = self.base.get(&module).unwrap_or(&empty);
         let over = self.overrides.get(&module).and_then(|o| match choice {

@@ -10,9 +10,9 @@
 
 use super::modules::{map, Decl, Note, NoteKind, Place};
 use super::values::{Choice, Values};
-use crate::front::inventory::Entry;
-use crate::kdl_text::{ident, string};
-use crate::source::Span;
+use bellc_core::front::inventory::Entry;
+use bellc_core::kdl_text::{ident, string};
+use bellc_core::source::Span;
 use std::collections::BTreeSet;
 
 pub struct Options<'a> {
