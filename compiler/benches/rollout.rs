@@ -16,8 +16,8 @@ mod support;
 
 use bell_bundle::{Release, ReleaseHost};
 use bell_ops::fleet::rollout::{Controller, Event, Outcome};
-use bell_ops::fleet::signing;
 use bell_store::{Etcd, Report, State, Store, REPORT_FORMAT};
+use bellc_core::emit::signing;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -35,6 +35,8 @@ const ORDER: &[(&str, &[&str])] = &[
     ("kinds", &["kinds"]),
     ("emit", &["emit"]),
     ("review", &["review"]),
+    // The session that runs the pipeline into OUT (`bellc build`): every stage, in order.
+    ("build", &["build"]),
 ];
 
 /// `bell-ops`'s folders in order: the fleet, then the status page over fleet status (and

@@ -2,7 +2,7 @@
 //! each command does is in `main.rs` and the modules beside it.
 
 use crate::{query, read_check, read_release, Failure};
-use bell_ops::fleet::signing;
+use bellc_core::emit::signing;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 

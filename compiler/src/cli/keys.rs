@@ -3,7 +3,7 @@
 
 use crate::args::{SealedBy, SignArgs};
 use crate::Failure;
-use bell_ops::fleet::signing;
+use bellc_core::emit::signing;
 use std::path::Path;
 
 /// The key a build without `--seal-key` or `--sign-key` seals secrets with: bellc's own, kept
@@ -95,6 +95,12 @@ pub fn sign_out(
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
     let signed = signing::sign_release(out, key, expires, now_ms).map_err(|e| e.to_string())?;
+    said_signed(&signed, key);
+    Ok(())
+}
+
+/// `signed release V (sequence N, valid until T) with key K`, on stderr.
+pub fn said_signed(signed: &signing::Signed, key: &signing::SigningKey) {
     let until = match signed.expires {
         Some(at) => format!(", valid until {}", bell_bundle::utc(at)),
         None => String::new(),
@@ -103,7 +109,6 @@ pub fn sign_out(
         "signed release {} (sequence {}{until}) with key {}",
         signed.version, signed.sequence, key.key_id
     );
-    Ok(())
 }
 
 /// The seal key a build given `sealed_by`'s options would seal with, without making one:

@@ -42,8 +42,8 @@ mod serve;
 mod store_roles;
 
 use args::{Cli, Command, HostsCommand, ImportFrom, LockCommand, StoreCommand};
-use bell_ops::fleet::signing;
 use bellc_core::diagnostic::Diagnostics;
+use bellc_core::emit::signing;
 use bellc_core::source::Sources;
 use clap::Parser;
 use keys::{load_sign_key, sign_out};
@@ -198,6 +198,14 @@ fn read_release(dir: &Path) -> Result<bell_bundle::Release, String> {
     serde_json::from_str(&text).map_err(|e| format!("{} is not a release: {e}", path.display()))
 }
 
+/// The front end's checks as the global flags chose them.
+fn checks(cli: &Cli) -> bellc_core::build::Checks {
+    bellc_core::build::Checks {
+        allow_unknown_sysctl: cli.allow_unknown_sysctl,
+        deny_warnings: cli.deny_warnings,
+    }
+}
+
 /// Loads and analyses a spec with the checks the command line chose.
 fn frontend(
     cli: &Cli,
@@ -205,9 +213,7 @@ fn frontend(
     sources: &mut Sources,
     diags: &mut Diagnostics,
 ) -> Option<bellc_core::Frontend> {
-    let mut spec = bellc_core::front::lower::load(path, sources, diags)?;
-    spec.allow_unknown_sysctl = cli.allow_unknown_sysctl;
-    Some(bellc_core::analyse(spec, sources, diags))
+    bellc_core::frontend_checked(path, checks(cli), sources, diags)
 }
 
 /// [`frontend`], then rendering and the release, when the front end found no error.
@@ -219,12 +225,7 @@ fn compile(
     diags: &mut Diagnostics,
     seal: Option<bell_seal::SealKey>,
 ) -> Option<bellc_core::Compiled> {
-    let front = frontend(cli, path, sources, diags)?;
-    if diags.has_errors() {
-        bellc_core::template_errors(front, sources, diags);
-        return None;
-    }
-    bellc_core::compile_frontend_sealed(front, sources, diags, seal)
+    bellc_core::compile_checked(path, checks(cli), sources, diags, seal)
 }
 
 fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, Failure> {

@@ -5,9 +5,9 @@ use bell_bundle::short_id;
 use bell_ops::fleet::rollout::{
     self, Call, Controller, Event, Outcome, Progress, RolloutError, Trouble,
 };
-use bell_ops::fleet::signing::SigningKey;
 use bell_store::hold::one_line;
 use bell_store::Etcd;
+use bellc_core::emit::signing::SigningKey;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::Path;
 use std::time::Duration;

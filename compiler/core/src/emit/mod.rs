@@ -18,6 +18,7 @@ pub mod out_dir;
 pub mod release;
 pub mod releases;
 pub mod secrets;
+pub mod signing;
 pub mod values;
 
 pub use bundles::{check, write, write_with, BundleWriter, WriteStats, STORE_DIR};

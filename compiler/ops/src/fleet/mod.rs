@@ -2,7 +2,8 @@
 //!
 //! - [`status`]: the release against the reports hosts filed in the store (what they ran and
 //!   how it went), and the gate a rollout waits on.
-//! - [`signing`]: minisign keys and signed releases (a sequence that only grows, an expiry).
+//!   Releases are signed by the build (`bellc_core::emit::signing`), and what the key gave
+//!   last is recorded in OUT ([`record`]).
 //!
 //! - [`rollout`]: the controller that moves a release through the fleet wave by wave, and
 //!   [`rollout::history`], what each rollout did.
@@ -17,7 +18,6 @@
 pub mod enroll;
 pub mod record;
 pub mod rollout;
-pub mod signing;
 pub mod status;
 pub mod store_roles;
 pub mod trusted;
@@ -26,5 +26,6 @@ pub mod witness;
 /// Whether OUT's releases are signed: its release.json, a release it keeps, or the rollout
 /// record of `fleet` (when given). Then nothing may write a release into it without the key.
 pub fn out_is_signed(out: &std::path::Path, fleet: Option<&str>) -> bool {
-    signing::releases_are_signed(out) || fleet.is_some_and(|fleet| record::is_signed(out, fleet))
+    bellc_core::emit::signing::releases_are_signed(out)
+        || fleet.is_some_and(|fleet| record::is_signed(out, fleet))
 }

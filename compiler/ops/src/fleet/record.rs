@@ -15,8 +15,8 @@
 //!                              that signs the releases
 //! ```
 
-use super::signing::{SigningError, SigningKey};
 use bellc_core::emit::releases;
+use bellc_core::emit::signing::{SigningError, SigningKey};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 

@@ -501,7 +501,7 @@ impl Board {
             .read(&format!("{}.minisig", bell_bundle::RELEASE_FILE))
             .ok()
             .flatten()
-            .and_then(|bytes| crate::fleet::signing::signer(&String::from_utf8_lossy(&bytes)));
+            .and_then(|bytes| bellc_core::emit::signing::signer(&String::from_utf8_lossy(&bytes)));
         Ok(Snapshot {
             release,
             signer,

@@ -17,7 +17,6 @@
 //! ```
 
 use super::record::{self, Given, Record, Stage};
-use super::signing::{self, SigningKey};
 use super::status::{self, HostState};
 use super::witness::Witness;
 use bell_bundle::short_id;
@@ -26,6 +25,7 @@ use bell_store::etcd::Op;
 use bell_store::keys::{controller_key, pause_key, progress_key};
 use bell_store::{Etcd, HostView, Store};
 use bellc_core::emit::releases;
+use bellc_core::emit::signing::{self, SigningKey};
 pub use remedy::{Call, Remedy};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};

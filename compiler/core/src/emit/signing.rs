@@ -7,9 +7,9 @@
 //! are fields of release.json, so the signature covers them; the trusted comment repeats them
 //! for whoever reads the output of `minisign -V`.
 
+use super::releases::{self, RELEASE_FILE};
+use super::EmitError;
 use bell_bundle::Release;
-use bellc_core::emit::releases::{self, RELEASE_FILE};
-use bellc_core::emit::EmitError;
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -367,7 +367,7 @@ pub fn keep_release(
         let signature_path = releases::signature_path(&path);
         match &signature {
             Some(sig) => releases::write_atomic(&signature_path, sig.as_bytes())?,
-            None => bellc_core::emit::files::remove_if_present(&signature_path)?,
+            None => super::files::remove_if_present(&signature_path)?,
         }
         releases::write_atomic(&path, json.as_bytes())?;
     }
