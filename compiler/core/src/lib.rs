@@ -37,5 +37,5 @@ pub mod review;
 
 pub use build::pipeline::{
     analyse, compile, compile_checked, compile_frontend, compile_frontend_sealed, compile_streamed,
-    frontend, frontend_checked, template_errors, Compiled, Frontend, Streamed,
+    frontend, frontend_checked, resolved, template_errors, Checks, Compiled, Frontend, Streamed,
 };

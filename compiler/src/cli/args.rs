@@ -356,109 +356,12 @@ pub enum Command {
     /// Roll OUT's release out wave by wave: each wave's release signed into OUT and published,
     /// the next given only when every host of the last reports up to date and healthy. Exit 0
     /// when done, 1 when it halted (a host failed, or a wave did not converge in time).
-    Rollout {
-        /// The build output the hosts' source serves: the waves' releases are written into it.
-        #[arg(required_unless_present_any = ["status", "pause", "unpause", "history"])]
-        out: Option<PathBuf>,
-        /// `etcd://HOST:PORT[,HOST:PORT...]`: where the hosts pull from and report to.
-        #[arg(long, value_parser = etcd_url)]
-        store: String,
-        #[command(flatten)]
-        tls: StoreTls,
-        #[command(flatten)]
-        signing: SignArgs,
-        /// How long a wave may take to converge before the rollout halts (`90s`, `30m`).
-        #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = span)]
-        wave_timeout: u64,
-        /// Continue the rollout the store holds (after a halt, or a controller that died).
-        #[arg(long, conflicts_with_all = ["abort", "status"])]
-        resume: bool,
-        /// Give the hosts the rollout moved their previous bundle back, as a newer release.
-        #[arg(long, conflicts_with = "status")]
-        abort: bool,
-        /// Show where the fleet's rollout stands.
-        #[arg(long)]
-        status: bool,
-        /// Pause the fleet's rollout: no new wave is given (hosts given theirs finish) until
-        /// `--continue`; it survives the controller's death. With `--reason`, `--by`.
-        #[arg(long, conflicts_with_all = ["resume", "abort", "status", "unpause"])]
-        pause: bool,
-        /// Take a pause away: the waiting controller gives the next wave.
-        #[arg(long = "continue", conflicts_with_all = ["resume", "abort", "status"])]
-        unpause: bool,
-        /// Why it is paused.
-        #[arg(long, requires = "pause")]
-        reason: Option<String>,
-        /// Who pauses it, or starts the rollout (for the history; default: the CI job the
-        /// environment names, else `$USER@HOSTNAME`).
-        #[arg(long)]
-        by: Option<String>,
-        /// The fleet's last rollouts, newest first: from and to, who, when, each wave's hosts
-        /// and times, how it ended.
-        #[arg(long, conflicts_with_all = ["resume", "abort", "status", "pause", "unpause"])]
-        history: bool,
-        /// The fleet, for `--status` without OUT.
-        #[arg(long)]
-        fleet: Option<String>,
-        /// One JSON event per line on stdout (wave-started, host-converged, host-failed,
-        /// halted, done) instead of a progress display.
-        #[arg(long)]
-        json: bool,
-    },
+    Rollout(RolloutArgs),
     /// One row per host, from the reports hosts filed: a summary state (forged, failed,
     /// unhealthy, unaccounted, drifted, pending, deferred, up-to-date, unknown) and every
     /// condition that holds. Each report is checked against the identity the release gives
     /// its host. Exit 3 when a host is in a `--fail-on` state.
-    Status {
-        /// The build output whose release.json says what each host should run (a directory,
-        /// or the http:// URL that serves it); with `--store`, the store's published release
-        /// when left out (give `--fleet`).
-        out: Option<PathBuf>,
-        /// A directory that `bell-run --report DIR` wrote.
-        #[arg(long, conflicts_with = "store", required_unless_present = "store")]
-        reports: Option<PathBuf>,
-        /// `etcd://HOST:PORT[,HOST:PORT...]` that `bell-run --report etcd://...` wrote.
-        #[arg(long)]
-        store: Option<String>,
-        #[command(flatten)]
-        tls: StoreTls,
-        /// The minisign public key(s) the hosts trust (`bell-run --trust`): OUT's release is
-        /// read only when one of them signed it, and refused (naming OUT) when none did.
-        /// Without it, a URL OUT is whatever its mirror serves.
-        #[arg(long, value_name = "FILE")]
-        trust: Option<PathBuf>,
-        /// Without OUT: the mirror (an http:// URL or a directory) that serves the release
-        /// the store names, read from there (verified with `--trust`) for the identities
-        /// reports are checked against.
-        #[arg(long, value_name = "URL|DIR", conflicts_with = "out")]
-        source: Option<String>,
-        /// The fleet whose published release the store holds (without OUT).
-        #[arg(long)]
-        fleet: Option<String>,
-        /// Reports in a directory: one older than this many minutes marks its host stale
-        /// (default 45). In etcd, liveness is the host's lease.
-        #[arg(long, value_name = "MINUTES")]
-        stale: Option<u64>,
-        #[arg(long)]
-        json: bool,
-        /// List every host, up to date ones included.
-        #[arg(long)]
-        all: bool,
-        /// Exit 3 when a host's state or one of its flags is one of these (comma-separated:
-        /// forged, failed, unhealthy, unaccounted, unreadable, stale, drifted, pending,
-        /// waiting, deferred, held, unverified). A host an operator holds is `held` rather
-        /// than pending or unaccounted: not trouble by default.
-        /// Default: forged, failed, unhealthy, unaccounted, unreadable, and unverified when
-        /// no verified release is at hand and the fleet's hosts sign their reports.
-        #[arg(long, value_name = "STATES")]
-        fail_on: Option<String>,
-        /// A rollout gate: exit 0 only if these hosts (comma-separated) are up to date on
-        /// `--version`, else 3.
-        #[arg(long, requires = "version")]
-        hosts: Option<String>,
-        #[arg(long, requires = "hosts")]
-        version: Option<String>,
-    },
+    Status(StatusArgs),
     /// A read-only status page of the fleet: the release, the rollout, the disruption budget,
     /// every host's state and its last report, in a browser and as JSON under `/api/v1/`
     /// (`/api/v1/status` is `bellc status OUT --store … --json`). Reads the store once per
@@ -568,16 +471,7 @@ pub enum Command {
     /// List hosts: name, bundle id (short), labels. `hosts pending` lists hosts that
     /// registered (`bell-run register`) and are not in the inventory yet.
     #[command(args_conflicts_with_subcommands = true)]
-    Hosts {
-        #[command(subcommand)]
-        command: Option<HostsCommand>,
-        #[command(flatten)]
-        selection: Selection,
-        #[command(flatten)]
-        sealed_by: SealedBy,
-        #[arg(long)]
-        json: bool,
-    },
+    Hosts(HostsArgs),
 }
 
 #[derive(Subcommand)]
@@ -757,4 +651,122 @@ pub struct BuildArgs {
     pub seal_key: Option<PathBuf>,
     #[command(flatten)]
     pub signing: SignArgs,
+}
+
+/// `bellc rollout`'s arguments.
+#[derive(clap::Args)]
+pub struct RolloutArgs {
+    /// The build output the hosts' source serves: the waves' releases are written into it.
+    #[arg(required_unless_present_any = ["status", "pause", "unpause", "history"])]
+    pub out: Option<PathBuf>,
+    /// `etcd://HOST:PORT[,HOST:PORT...]`: where the hosts pull from and report to.
+    #[arg(long, value_parser = etcd_url)]
+    pub store: String,
+    #[command(flatten)]
+    pub tls: StoreTls,
+    #[command(flatten)]
+    pub signing: SignArgs,
+    /// How long a wave may take to converge before the rollout halts (`90s`, `30m`).
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = span)]
+    pub wave_timeout: u64,
+    /// Continue the rollout the store holds (after a halt, or a controller that died).
+    #[arg(long, conflicts_with_all = ["abort", "status"])]
+    pub resume: bool,
+    /// Give the hosts the rollout moved their previous bundle back, as a newer release.
+    #[arg(long, conflicts_with = "status")]
+    pub abort: bool,
+    /// Show where the fleet's rollout stands.
+    #[arg(long)]
+    pub status: bool,
+    /// Pause the fleet's rollout: no new wave is given (hosts given theirs finish) until
+    /// `--continue`; it survives the controller's death. With `--reason`, `--by`.
+    #[arg(long, conflicts_with_all = ["resume", "abort", "status", "unpause"])]
+    pub pause: bool,
+    /// Take a pause away: the waiting controller gives the next wave.
+    #[arg(long = "continue", conflicts_with_all = ["resume", "abort", "status"])]
+    pub unpause: bool,
+    /// Why it is paused.
+    #[arg(long, requires = "pause")]
+    pub reason: Option<String>,
+    /// Who pauses it, or starts the rollout (for the history; default: the CI job the
+    /// environment names, else `$USER@HOSTNAME`).
+    #[arg(long)]
+    pub by: Option<String>,
+    /// The fleet's last rollouts, newest first: from and to, who, when, each wave's hosts
+    /// and times, how it ended.
+    #[arg(long, conflicts_with_all = ["resume", "abort", "status", "pause", "unpause"])]
+    pub history: bool,
+    /// The fleet, for `--status` without OUT.
+    #[arg(long)]
+    pub fleet: Option<String>,
+    /// One JSON event per line on stdout (wave-started, host-converged, host-failed,
+    /// halted, done) instead of a progress display.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `bellc status`'s arguments.
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    /// The build output whose release.json says what each host should run (a directory,
+    /// or the http:// URL that serves it); with `--store`, the store's published release
+    /// when left out (give `--fleet`).
+    pub out: Option<PathBuf>,
+    /// A directory that `bell-run --report DIR` wrote.
+    #[arg(long, conflicts_with = "store", required_unless_present = "store")]
+    pub reports: Option<PathBuf>,
+    /// `etcd://HOST:PORT[,HOST:PORT...]` that `bell-run --report etcd://...` wrote.
+    #[arg(long)]
+    pub store: Option<String>,
+    #[command(flatten)]
+    pub tls: StoreTls,
+    /// The minisign public key(s) the hosts trust (`bell-run --trust`): OUT's release is
+    /// read only when one of them signed it, and refused (naming OUT) when none did.
+    /// Without it, a URL OUT is whatever its mirror serves.
+    #[arg(long, value_name = "FILE")]
+    pub trust: Option<PathBuf>,
+    /// Without OUT: the mirror (an http:// URL or a directory) that serves the release
+    /// the store names, read from there (verified with `--trust`) for the identities
+    /// reports are checked against.
+    #[arg(long, value_name = "URL|DIR", conflicts_with = "out")]
+    pub source: Option<String>,
+    /// The fleet whose published release the store holds (without OUT).
+    #[arg(long)]
+    pub fleet: Option<String>,
+    /// Reports in a directory: one older than this many minutes marks its host stale
+    /// (default 45). In etcd, liveness is the host's lease.
+    #[arg(long, value_name = "MINUTES")]
+    pub stale: Option<u64>,
+    #[arg(long)]
+    pub json: bool,
+    /// List every host, up to date ones included.
+    #[arg(long)]
+    pub all: bool,
+    /// Exit 3 when a host's state or one of its flags is one of these (comma-separated:
+    /// forged, failed, unhealthy, unaccounted, unreadable, stale, drifted, pending,
+    /// waiting, deferred, held, unverified). A host an operator holds is `held` rather
+    /// than pending or unaccounted: not trouble by default.
+    /// Default: forged, failed, unhealthy, unaccounted, unreadable, and unverified when
+    /// no verified release is at hand and the fleet's hosts sign their reports.
+    #[arg(long, value_name = "STATES")]
+    pub fail_on: Option<String>,
+    /// A rollout gate: exit 0 only if these hosts (comma-separated) are up to date on
+    /// `--version`, else 3.
+    #[arg(long, requires = "version")]
+    pub hosts: Option<String>,
+    #[arg(long, requires = "hosts")]
+    pub version: Option<String>,
+}
+
+/// `bellc hosts`'s arguments.
+#[derive(clap::Args)]
+pub struct HostsArgs {
+    #[command(subcommand)]
+    pub command: Option<HostsCommand>,
+    #[command(flatten)]
+    pub selection: Selection,
+    #[command(flatten)]
+    pub sealed_by: SealedBy,
+    #[arg(long)]
+    pub json: bool,
 }

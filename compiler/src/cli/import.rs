@@ -1,6 +1,8 @@
 //! `bellc import divingbell`: reads the values (and an inventory), writes the spec.
 //! `bellc import known-hosts`: host identities from ssh-keyscan or known_hosts, as inventory.
 
+use crate::args::ImportFrom;
+use crate::Failure;
 use bell_import::{divingbell, known_hosts};
 use bellc_core::diagnostic::Diagnostics;
 use bellc_core::front::inventory;
@@ -237,4 +239,55 @@ pub fn known_hosts(
         if count == 1 { "y" } else { "ies" }
     );
     Ok(0)
+}
+
+/// `bellc import divingbell` and `bellc import known-hosts`.
+pub fn exec(
+    cli: &crate::args::Cli,
+    from: &ImportFrom,
+    sources: &mut Sources,
+    diags: &mut Diagnostics,
+) -> Result<u8, Failure> {
+    match from {
+        ImportFrom::Divingbell {
+            values,
+            inventory,
+            output,
+            name,
+            target,
+            force,
+            verify,
+            retire_divingbell,
+            divingbell_version,
+            labels,
+        } => {
+            let rules = bell_import::divingbell::Rules::at(divingbell_version)
+                .map_err(|e| Failure::Usage(format!("--divingbell-version: {e}")))?;
+            let request = Request {
+                rules,
+                keep_labels: labels == "inventory",
+                deny_warnings: cli.deny_warnings,
+                values,
+                inventory: inventory.as_deref(),
+                output,
+                name: name.as_deref(),
+                target,
+                force: *force,
+                verify: *verify,
+                retire: *retire_divingbell,
+            };
+            Ok(divingbell(&request, sources, diags)?)
+        }
+        ImportFrom::KnownHosts {
+            files,
+            inventory,
+            output,
+            force,
+        } => Ok(known_hosts(
+            files,
+            inventory.as_deref(),
+            output.as_deref(),
+            *force,
+        )?),
+    }
 }

@@ -161,3 +161,25 @@ pub fn warn_ids_of_sealed_hosts(compiled: &bellc_core::Compiled, args: &SealedBy
         sealed.join(", ")
     );
 }
+
+/// `bellc keygen NAME`: a minisign key pair, the secret 0600 (encrypted with `--encrypt`).
+pub fn keygen(name: &Path, encrypt: bool) -> Result<u8, Failure> {
+    let password = match std::env::var(signing::PASSWORD_VAR) {
+        Ok(p) if encrypt && !p.is_empty() => Some(p),
+        _ if encrypt => return Err(signing::SigningError::NoPassword.to_string().into()),
+        _ => None,
+    };
+    let files = signing::generate(name, password).map_err(|e| e.to_string())?;
+    println!(
+        "wrote {} ({}, 0600; keep it secret) and {} (key id {})",
+        files.secret.display(),
+        if files.encrypted {
+            "encrypted"
+        } else {
+            "not encrypted"
+        },
+        files.public.display(),
+        files.key_id
+    );
+    Ok(0)
+}

@@ -31,6 +31,7 @@ macro_rules! outjson {
 mod args;
 mod build;
 mod enroll;
+mod hosts;
 mod import;
 mod keys;
 mod operator;
@@ -41,9 +42,8 @@ mod rollout;
 mod serve;
 mod store_roles;
 
-use args::{Cli, Command, HostsCommand, ImportFrom, LockCommand, StoreCommand};
+use args::{Cli, Command};
 use bellc_core::diagnostic::Diagnostics;
-use bellc_core::emit::signing;
 use bellc_core::source::Sources;
 use clap::Parser;
 use keys::{load_sign_key, sign_out};
@@ -228,27 +228,33 @@ fn compile(
     bellc_core::compile_checked(path, checks(cli), sources, diags, seal)
 }
 
+/// `bellc check`: the whole pipeline in memory, nothing written; `--strict` adds
+/// `apparmor_parser` on every profile.
+fn check(
+    cli: &Cli,
+    spec: &Path,
+    strict: bool,
+    sources: &mut Sources,
+    diags: &mut Diagnostics,
+) -> Result<u8, Failure> {
+    read_check(spec)?;
+    if let Some(front) = frontend(cli, spec, sources, diags) {
+        if strict {
+            bellc_core::kinds::apparmor::check_profiles_with_parser(&front.spec, sources, diags)?;
+        }
+        if diags.has_errors() {
+            bellc_core::template_errors(front, sources, diags);
+        } else {
+            bellc_core::compile_frontend(front, sources, diags);
+        }
+    }
+    // "ok" is said by `print_diagnostics`, after the warnings, with their count.
+    Ok(0)
+}
+
 fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, Failure> {
     match &cli.command {
-        Command::Check { spec, strict } => {
-            read_check(spec)?;
-            if let Some(front) = frontend(cli, spec, sources, diags) {
-                if *strict {
-                    bellc_core::kinds::apparmor::check_profiles_with_parser(
-                        &front.spec,
-                        sources,
-                        diags,
-                    )?;
-                }
-                if diags.has_errors() {
-                    bellc_core::template_errors(front, sources, diags);
-                } else {
-                    bellc_core::compile_frontend(front, sources, diags);
-                }
-            }
-            // "ok" is said by `print_diagnostics`, after the warnings, with their count.
-            Ok(0)
-        }
+        Command::Check { spec, strict } => check(cli, spec, *strict, sources, diags),
         Command::Diff {
             old,
             new,
@@ -262,33 +268,15 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             json,
             values: true,
             spec,
-        } => {
-            let old = bellc_core::review::diff::DirSide::open(old)?;
-            let new = bellc_core::review::diff::DirSide::open(new)?;
-            // Where values were set needs the spec resolved, not its graph or its bundles.
-            let resolved = match spec {
-                Some(path) => {
-                    read_check(path)?;
-                    let Some(mut tree) = bellc_core::front::lower::load(path, sources, diags)
-                    else {
-                        return Ok(1);
-                    };
-                    tree.allow_unknown_sysctl = cli.allow_unknown_sysctl;
-                    let resolution =
-                        bellc_core::resolve::resolve(&tree, &bellc_core::targets::names(), diags);
-                    if diags.has_errors() {
-                        return Ok(1);
-                    }
-                    Some((tree, resolution))
-                }
-                None => None,
-            };
-            let locator = resolved.as_ref().map(|(tree, resolution)| {
-                bellc_core::review::value_diff::Locator::new(tree, resolution, sources)
-            });
-            let d = bellc_core::review::value_diff::diff(&old, &new, locator)?;
-            Ok(review::show_values(&d, *json)?)
-        }
+        } => review::diff_values(
+            old,
+            new,
+            *json,
+            spec.as_deref(),
+            checks(cli),
+            sources,
+            diags,
+        ),
         Command::Publish {
             out,
             store,
@@ -303,244 +291,16 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
                 None => Ok(0),
             }
         }
-        Command::Keygen { name, encrypt } => {
-            let password = match std::env::var(signing::PASSWORD_VAR) {
-                Ok(p) if *encrypt && !p.is_empty() => Some(p),
-                _ if *encrypt => return Err(signing::SigningError::NoPassword.to_string().into()),
-                _ => None,
-            };
-            let files = signing::generate(name, password).map_err(|e| e.to_string())?;
-            println!(
-                "wrote {} ({}, 0600; keep it secret) and {} (key id {})",
-                files.secret.display(),
-                if files.encrypted {
-                    "encrypted"
-                } else {
-                    "not encrypted"
-                },
-                files.public.display(),
-                files.key_id
-            );
-            Ok(0)
-        }
+        Command::Keygen { name, encrypt } => keys::keygen(name, *encrypt),
         Command::Releases { out, json } => Ok(review::releases(out, *json)?),
         Command::Prune { out, keep } => {
             bellc_core::emit::out_dir::check_writable(out)?;
             Ok(review::prune(out, *keep)?)
         }
-        Command::Store { command } => match command {
-            StoreCommand::Roles {
-                out,
-                lock_prefix,
-                apply,
-                store,
-                tls,
-                passwords,
-                json,
-            } => {
-                let release = read_release(out)?;
-                let prefix = lock_prefix
-                    .clone()
-                    .unwrap_or_else(|| bell_store::semaphore::default_prefix(&release.fleet));
-                let apply = match (apply, store, passwords) {
-                    (true, Some(store), Some(passwords)) => Some(store_roles::Apply {
-                        etcd: bell_store::Etcd::open(store, &tls.access())?,
-                        passwords,
-                    }),
-                    _ => None,
-                };
-                Ok(store_roles::run(&release, &prefix, apply, *json)?)
-            }
-        },
-        Command::Lock { command } => match command {
-            LockCommand::Status {
-                out,
-                trust,
-                store,
-                tls,
-                scope,
-                json,
-            } => Ok(review::lock_status(
-                store,
-                &tls.access(),
-                &scope.prefix(),
-                scope.fleet.as_deref(),
-                out.as_deref(),
-                trust.as_deref(),
-                *json,
-            )?),
-            LockCommand::Release {
-                host,
-                store,
-                tls,
-                scope,
-            } => Ok(review::lock_release(
-                store,
-                &tls.access(),
-                &scope.prefix(),
-                host,
-            )?),
-        },
-        Command::Rollout {
-            out,
-            store,
-            tls,
-            signing,
-            wave_timeout,
-            resume,
-            abort,
-            status,
-            pause,
-            unpause,
-            reason,
-            by,
-            history,
-            fleet,
-            json,
-        } => {
-            // `--history`, `--pause`, `--continue` and `--status` name the fleet by `--fleet`
-            // or by OUT's release.
-            let fleet_of = |what: &str| -> Result<String, Failure> {
-                match (fleet, out) {
-                    (Some(fleet), _) => Ok(fleet.clone()),
-                    (None, Some(out)) => Ok(read_release(out)?.fleet),
-                    (None, None) => Err(Failure::Usage(format!("{what} OUT or `--fleet`"))),
-                }
-            };
-            if *history {
-                let fleet = fleet_of("`--history` needs")?;
-                return Ok(rollout::history(store, &tls.access(), &fleet, *json)?);
-            }
-            if *pause || *unpause {
-                let fleet = fleet_of("`--pause` and `--continue` need")?;
-                return Ok(rollout::pause(
-                    store,
-                    &tls.access(),
-                    &fleet,
-                    pause.then_some((reason.as_deref(), by.as_deref())),
-                )?);
-            }
-            if *status {
-                let fleet = fleet_of("`--status` needs")?;
-                return Ok(rollout::status(store, &tls.access(), &fleet, *json)?);
-            }
-            let Some(out) = out else {
-                return Err(Failure::Usage("OUT is required".into()));
-            };
-            let key = load_sign_key(signing)?;
-            if key.is_none() {
-                let fleet = read_release(out)?.fleet;
-                if bell_ops::fleet::out_is_signed(out, Some(&fleet)) {
-                    return Err(Failure::Usage(format!(
-                        "{} holds signed releases, and the waves' and the abort's releases \
-                         must be signed as well: give `--sign-key KEY` (nothing was changed)\n  \
-                         help: {}",
-                        out.display(),
-                        rollout::command(
-                            out,
-                            store,
-                            &tls.access(),
-                            Some(Path::new("KEY")),
-                            if *abort {
-                                "--abort"
-                            } else if *resume {
-                                "--resume"
-                            } else {
-                                ""
-                            }
-                        )
-                    )));
-                }
-            }
-            Ok(rollout::run(&rollout::Args {
-                out,
-                store,
-                access: &tls.access(),
-                key_path: signing.sign_key.as_deref(),
-                key: key.as_ref(),
-                expires_in: signing.expires,
-                wave_timeout: *wave_timeout,
-                resume: *resume,
-                abort: *abort,
-                json: *json,
-                by: by.as_deref(),
-            })?)
-        }
-        Command::Status {
-            out,
-            reports,
-            store,
-            tls,
-            trust,
-            source: mirror,
-            fleet,
-            stale,
-            json,
-            all,
-            fail_on,
-            hosts,
-            version,
-        } => {
-            let fail_on_default = fail_on.is_none();
-            let fail_on: Vec<String> = fail_on
-                .as_deref()
-                .unwrap_or(review::DEFAULT_FAIL_ON)
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect();
-            const NAMES: [&str; 13] = [
-                "forged",
-                "failed",
-                "unhealthy",
-                "unaccounted",
-                "unreadable",
-                "stale",
-                "drifted",
-                "pending",
-                "waiting",
-                "deferred",
-                "held",
-                "unknown",
-                "unverified",
-            ];
-            if let Some(bad) = fail_on.iter().find(|s| !NAMES.contains(&s.as_str())) {
-                return Err(Failure::Usage(format!(
-                    "`--fail-on {bad}`: not a state or flag; use {}",
-                    NAMES.join(", ")
-                )));
-            }
-            if out.is_none() && reports.is_some() {
-                return Err(Failure::Usage(
-                    "a report directory holds no release: give OUT, the build output".into(),
-                ));
-            }
-            let source = match (reports, store) {
-                (Some(dir), _) => dir.display().to_string(),
-                (None, Some(url)) => url.clone(),
-                (None, None) => {
-                    return Err(Failure::Usage(
-                        "give `--reports DIR` or `--store etcd://…`".into(),
-                    ))
-                }
-            };
-            Ok(review::status(&review::StatusArgs {
-                out: out.as_deref(),
-                trust: trust.as_deref(),
-                mirror: mirror.as_deref(),
-                fleet: fleet.as_deref(),
-                source: &source,
-                access: &tls.access(),
-                stale_minutes: *stale,
-                json: *json,
-                all: *all,
-                fail_on: &fail_on,
-                fail_on_default,
-                hosts: hosts.as_deref(),
-                version: version.as_deref(),
-            })?)
-        }
+        Command::Store { command } => store_roles::exec(command),
+        Command::Lock { command } => review::lock(command),
+        Command::Rollout(args) => rollout::exec(args),
+        Command::Status(args) => review::exec_status(args),
         Command::Serve {
             out,
             store,
@@ -609,126 +369,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             sources,
             diags,
         ),
-        Command::Import {
-            from:
-                ImportFrom::Divingbell {
-                    values,
-                    inventory,
-                    output,
-                    name,
-                    target,
-                    force,
-                    verify,
-                    retire_divingbell,
-                    divingbell_version,
-                    labels,
-                },
-        } => {
-            let rules = bell_import::divingbell::Rules::at(divingbell_version)
-                .map_err(|e| Failure::Usage(format!("--divingbell-version: {e}")))?;
-            let request = import::Request {
-                rules,
-                keep_labels: labels == "inventory",
-                deny_warnings: cli.deny_warnings,
-                values,
-                inventory: inventory.as_deref(),
-                output,
-                name: name.as_deref(),
-                target,
-                force: *force,
-                verify: *verify,
-                retire: *retire_divingbell,
-            };
-            Ok(import::divingbell(&request, sources, diags)?)
-        }
-        Command::Import {
-            from:
-                ImportFrom::KnownHosts {
-                    files,
-                    inventory,
-                    output,
-                    force,
-                },
-        } => Ok(import::known_hosts(
-            files,
-            inventory.as_deref(),
-            output.as_deref(),
-            *force,
-        )?),
-        Command::Hosts {
-            command:
-                Some(HostsCommand::Pending {
-                    spec,
-                    store,
-                    tls,
-                    json,
-                }),
-            ..
-        } => {
-            read_check(spec)?;
-            // Lowered only: the hosts it declares are all that counts here, and a spec whose
-            // `assign` waits for hosts to accept does not build until they are.
-            let mut own = Diagnostics::new();
-            let Some(lowered) = bellc_core::front::lower::load(spec, sources, &mut own) else {
-                diags.append(own);
-                return Ok(1);
-            };
-            if own.has_errors() {
-                eprintln!(
-                    "warning: the spec has errors (`bellc check` shows them); a host it drops \
-                     shows as pending"
-                );
-            }
-            let identities: std::collections::HashMap<&str, Option<&str>> = lowered
-                .hosts
-                .iter()
-                .map(|h| (h.name.as_str(), h.identity.as_deref()))
-                .collect();
-            let etcd = bell_store::Etcd::open(store, &tls.access())?;
-            let fleet = &lowered.fleet.name;
-            let (filed, rejected) = bell_store::discovery::read(&etcd, fleet)?;
-            enroll::print_pending(
-                &bell_ops::fleet::enroll::pending_among(
-                    &|name| identities.get(name).copied(),
-                    &filed,
-                    &rejected,
-                ),
-                *json,
-            )?;
-            Ok(0)
-        }
-        Command::Hosts {
-            command:
-                Some(HostsCommand::Accept {
-                    hosts,
-                    inventory,
-                    labels,
-                    store,
-                    fleet,
-                    tls,
-                    json,
-                }),
-            ..
-        } => {
-            let etcd = bell_store::Etcd::open(store, &tls.access())?;
-            let labels = labels.iter().cloned().collect();
-            Ok(enroll::accept(
-                &etcd, fleet, hosts, inventory, &labels, *json,
-            )?)
-        }
-        Command::Hosts {
-            command:
-                Some(HostsCommand::Reject {
-                    hosts,
-                    store,
-                    fleet,
-                    tls,
-                }),
-            ..
-        } => {
-            let etcd = bell_store::Etcd::open(store, &tls.access())?;
-            Ok(enroll::reject(&etcd, fleet, hosts)?)
-        }
+        Command::Import { from } => import::exec(cli, from, sources, diags),
         Command::Hold { hosts, reason, by } => Ok(enroll::hold(
             &hosts.etcd()?,
             &hosts.fleet,
@@ -741,50 +382,6 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             &hosts.fleet,
             &hosts.selected()?,
         )?),
-        Command::Hosts {
-            command: None,
-            selection,
-            sealed_by,
-            json,
-        } => {
-            let (spec, _, selector) = selection.parse()?;
-            let seal = keys::sealed_by(sealed_by)?;
-            let known = seal.is_some();
-            let Some(compiled) = compile(cli, &spec, sources, diags, seal) else {
-                return Ok(1);
-            };
-            keys::warn_ids_of_sealed_hosts(&compiled, sealed_by, known);
-            let hosts: std::collections::BTreeMap<&String, &bell_bundle::ReleaseHost> = compiled
-                .release
-                .hosts
-                .iter()
-                .filter(|(name, host)| selector.selects(name, &host.labels))
-                .collect();
-            if hosts.is_empty() && !selector.is_everything() {
-                return Err(Failure::Usage(format!(
-                    "no host of {} is selected by {}",
-                    spec.display(),
-                    selector.describe()
-                )));
-            }
-            if *json {
-                let text = serde_json::to_string_pretty(&hosts).map_err(|e| e.to_string())?;
-                outjson!(text);
-            } else {
-                for (name, host) in &hosts {
-                    let labels: Vec<String> = host
-                        .labels
-                        .iter()
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect();
-                    println!(
-                        "{name}\t{}\t{}",
-                        bell_bundle::short_id(&host.bundle),
-                        labels.join(" ")
-                    );
-                }
-            }
-            Ok(0)
-        }
+        Command::Hosts(args) => hosts::exec(cli, args, sources, diags),
     }
 }

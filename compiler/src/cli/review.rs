@@ -2,12 +2,17 @@
 //! stores, passing the clock in, printing and exit codes. The logic is in `bellc_core::review::diff` and
 //! `bell_ops::fleet::status`.
 
+use crate::args::LockCommand;
+use crate::args::StatusArgs;
+use crate::Failure;
 use bell_ops::fleet::rollout::{self, Phase};
 use bell_ops::fleet::status::{self, FleetStatus, HostState};
 use bell_ops::fleet::witness::Witness;
 use bell_store::Store;
+use bellc_core::diagnostic::Diagnostics;
 use bellc_core::review::diff::{self, ReleaseDiff, Side};
 use bellc_core::review::value_diff::{self, ValueDiff};
+use bellc_core::source::Sources;
 use std::path::Path;
 
 /// How many host names a group prints before "and N more" (all of them are in `--json`).
@@ -213,7 +218,7 @@ pub fn prune(out: &Path, keep: usize) -> Result<u8, String> {
     Ok(0)
 }
 
-pub struct StatusArgs<'a> {
+pub struct StatusRequest<'a> {
     pub out: Option<&'a Path>,
     /// `--trust`: OUT's release only when one of these keys signed it.
     pub trust: Option<&'a Path>,
@@ -252,7 +257,7 @@ type Compared = (
     Option<bell_store::Published>,
 );
 
-fn release_of(args: &StatusArgs, store: &Store) -> Result<Compared, String> {
+fn release_of(args: &StatusRequest, store: &Store) -> Result<Compared, String> {
     let Some(out) = args.out else {
         let fleet = args.fleet.ok_or(
             "without OUT, give `--fleet NAME`: the store holds the releases of fleets by name",
@@ -353,7 +358,7 @@ fn say_compared(
 /// Without OUT, with `--source`: the release the store names, read from the mirror, verified
 /// with `--trust` when it is given; a mirror that serves another release is refused.
 fn release_at_mirror(
-    args: &StatusArgs,
+    args: &StatusRequest,
     store: &Store,
     fleet: &str,
     mirror: &str,
@@ -439,7 +444,7 @@ fn read_release(out: &Path) -> Result<bell_bundle::Release, String> {
 
 /// Exit 3 when a host is in a `--fail-on` state (or, as a gate, when the named hosts are not
 /// up to date on the version).
-pub fn status(args: &StatusArgs) -> Result<u8, String> {
+pub fn status(args: &StatusRequest) -> Result<u8, String> {
     let store = Store::open(args.source, args.access)?;
     let (release, unverified, current) = release_of(args, &store)?;
     let identities = bell_store::identities_of(&release);
@@ -820,4 +825,140 @@ pub fn lock_release(
         return Ok(1);
     }
     Ok(0)
+}
+
+/// `bellc status`: the flags checked, then [`status`].
+pub fn exec_status(args: &StatusArgs) -> Result<u8, Failure> {
+    let StatusArgs {
+        out,
+        reports,
+        store,
+        tls,
+        trust,
+        source: mirror,
+        fleet,
+        stale,
+        json,
+        all,
+        fail_on,
+        hosts,
+        version,
+    } = args;
+    let fail_on_default = fail_on.is_none();
+    let fail_on: Vec<String> = fail_on
+        .as_deref()
+        .unwrap_or(DEFAULT_FAIL_ON)
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    const NAMES: [&str; 13] = [
+        "forged",
+        "failed",
+        "unhealthy",
+        "unaccounted",
+        "unreadable",
+        "stale",
+        "drifted",
+        "pending",
+        "waiting",
+        "deferred",
+        "held",
+        "unknown",
+        "unverified",
+    ];
+    if let Some(bad) = fail_on.iter().find(|s| !NAMES.contains(&s.as_str())) {
+        return Err(Failure::Usage(format!(
+            "`--fail-on {bad}`: not a state or flag; use {}",
+            NAMES.join(", ")
+        )));
+    }
+    if out.is_none() && reports.is_some() {
+        return Err(Failure::Usage(
+            "a report directory holds no release: give OUT, the build output".into(),
+        ));
+    }
+    let source = match (reports, store) {
+        (Some(dir), _) => dir.display().to_string(),
+        (None, Some(url)) => url.clone(),
+        (None, None) => {
+            return Err(Failure::Usage(
+                "give `--reports DIR` or `--store etcd://…`".into(),
+            ))
+        }
+    };
+    Ok(status(&StatusRequest {
+        out: out.as_deref(),
+        trust: trust.as_deref(),
+        mirror: mirror.as_deref(),
+        fleet: fleet.as_deref(),
+        source: &source,
+        access: &tls.access(),
+        stale_minutes: *stale,
+        json: *json,
+        all: *all,
+        fail_on: &fail_on,
+        fail_on_default,
+        hosts: hosts.as_deref(),
+        version: version.as_deref(),
+    })?)
+}
+
+/// `bellc diff OLD NEW --values`: value by value; with `--spec`, where each new value was set.
+pub fn diff_values(
+    old: &Path,
+    new: &Path,
+    json: bool,
+    spec: Option<&Path>,
+    checks: bellc_core::Checks,
+    sources: &mut Sources,
+    diags: &mut Diagnostics,
+) -> Result<u8, Failure> {
+    let old = bellc_core::review::diff::DirSide::open(old)?;
+    let new = bellc_core::review::diff::DirSide::open(new)?;
+    // Where values were set needs the spec resolved, not its graph or its bundles.
+    let resolved = match spec {
+        Some(path) => {
+            crate::read_check(path)?;
+            match bellc_core::resolved(path, checks, sources, diags) {
+                Some(resolved) => Some(resolved),
+                None => return Ok(1),
+            }
+        }
+        None => None,
+    };
+    let locator = resolved.as_ref().map(|(tree, resolution)| {
+        bellc_core::review::value_diff::Locator::new(tree, resolution, sources)
+    });
+    let d = bellc_core::review::value_diff::diff(&old, &new, locator)?;
+    Ok(show_values(&d, json)?)
+}
+
+/// `bellc lock status` and `bellc lock release`.
+pub fn lock(command: &LockCommand) -> Result<u8, Failure> {
+    match command {
+        LockCommand::Status {
+            out,
+            trust,
+            store,
+            tls,
+            scope,
+            json,
+        } => Ok(lock_status(
+            store,
+            &tls.access(),
+            &scope.prefix(),
+            scope.fleet.as_deref(),
+            out.as_deref(),
+            trust.as_deref(),
+            *json,
+        )?),
+        LockCommand::Release {
+            host,
+            store,
+            tls,
+            scope,
+        } => Ok(lock_release(store, &tls.access(), &scope.prefix(), host)?),
+    }
 }

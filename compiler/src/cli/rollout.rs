@@ -1,6 +1,9 @@
 //! `bellc rollout`: the controller's front end, a progress display for people and one JSON
 //! event per line for CI.
 
+use crate::args::RolloutArgs;
+use crate::keys::load_sign_key;
+use crate::{read_release, Failure};
 use bell_bundle::short_id;
 use bell_ops::fleet::rollout::{
     self, Call, Controller, Event, Outcome, Progress, RolloutError, Trouble,
@@ -568,4 +571,93 @@ pub fn history(
         }
     }
     Ok(0)
+}
+
+/// `bellc rollout`: one of its modes (`--history`, `--pause`/`--continue`, `--status`), or the
+/// controller itself.
+pub fn exec(args: &RolloutArgs) -> Result<u8, Failure> {
+    let RolloutArgs {
+        out,
+        store,
+        tls,
+        signing,
+        wave_timeout,
+        resume,
+        abort,
+        status,
+        pause,
+        unpause,
+        reason,
+        by,
+        history,
+        fleet,
+        json,
+    } = args;
+    // `--history`, `--pause`, `--continue` and `--status` name the fleet by `--fleet`
+    // or by OUT's release.
+    let fleet_of = |what: &str| -> Result<String, Failure> {
+        match (fleet, out) {
+            (Some(fleet), _) => Ok(fleet.clone()),
+            (None, Some(out)) => Ok(read_release(out)?.fleet),
+            (None, None) => Err(Failure::Usage(format!("{what} OUT or `--fleet`"))),
+        }
+    };
+    if *history {
+        let fleet = fleet_of("`--history` needs")?;
+        return Ok(self::history(store, &tls.access(), &fleet, *json)?);
+    }
+    if *pause || *unpause {
+        let fleet = fleet_of("`--pause` and `--continue` need")?;
+        return Ok(self::pause(
+            store,
+            &tls.access(),
+            &fleet,
+            pause.then_some((reason.as_deref(), by.as_deref())),
+        )?);
+    }
+    if *status {
+        let fleet = fleet_of("`--status` needs")?;
+        return Ok(self::status(store, &tls.access(), &fleet, *json)?);
+    }
+    let Some(out) = out else {
+        return Err(Failure::Usage("OUT is required".into()));
+    };
+    let key = load_sign_key(signing)?;
+    if key.is_none() {
+        let fleet = read_release(out)?.fleet;
+        if bell_ops::fleet::out_is_signed(out, Some(&fleet)) {
+            return Err(Failure::Usage(format!(
+                "{} holds signed releases, and the waves' and the abort's releases \
+                 must be signed as well: give `--sign-key KEY` (nothing was changed)\n  \
+                 help: {}",
+                out.display(),
+                command(
+                    out,
+                    store,
+                    &tls.access(),
+                    Some(Path::new("KEY")),
+                    if *abort {
+                        "--abort"
+                    } else if *resume {
+                        "--resume"
+                    } else {
+                        ""
+                    }
+                )
+            )));
+        }
+    }
+    Ok(run(&Args {
+        out,
+        store,
+        access: &tls.access(),
+        key_path: signing.sign_key.as_deref(),
+        key: key.as_ref(),
+        expires_in: signing.expires,
+        wave_timeout: *wave_timeout,
+        resume: *resume,
+        abort: *abort,
+        json: *json,
+        by: by.as_deref(),
+    })?)
 }

@@ -1,6 +1,8 @@
 //! `bellc store roles`: prints the etcd users and roles a fleet needs, or makes them so with
 //! the admin's credentials (`--apply`), writing each new user's password to a 0600 file.
 
+use crate::args::StoreCommand;
+use crate::{read_release, Failure};
 use bell_ops::fleet::store_roles::{self, Role};
 use bell_store::etcd::Permission;
 use bell_store::Etcd;
@@ -193,4 +195,32 @@ fn write_secret(path: &Path, text: &str) -> Result<(), String> {
         .and_then(|()| file.sync_all())
         .and_then(|()| std::fs::rename(&tmp, path))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// `bellc store roles`.
+pub fn exec(command: &StoreCommand) -> Result<u8, Failure> {
+    match command {
+        StoreCommand::Roles {
+            out,
+            lock_prefix,
+            apply,
+            store,
+            tls,
+            passwords,
+            json,
+        } => {
+            let release = read_release(out)?;
+            let prefix = lock_prefix
+                .clone()
+                .unwrap_or_else(|| bell_store::semaphore::default_prefix(&release.fleet));
+            let apply = match (apply, store, passwords) {
+                (true, Some(store), Some(passwords)) => Some(Apply {
+                    etcd: bell_store::Etcd::open(store, &tls.access())?,
+                    passwords,
+                }),
+                _ => None,
+            };
+            Ok(run(&release, &prefix, apply, *json)?)
+        }
+    }
 }

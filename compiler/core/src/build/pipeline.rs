@@ -64,6 +64,23 @@ pub fn frontend_checked(
     Some(analyse(spec, sources, diags))
 }
 
+/// Loads, lowers and resolves, no further (no graph, no bundles): where each value of each
+/// host was set, for a value diff. `None` after an error.
+pub fn resolved(
+    path: &Path,
+    checks: Checks,
+    sources: &mut Sources,
+    diags: &mut Diagnostics,
+) -> Option<(Spec, Resolution)> {
+    let mut spec = front::load(path, sources, diags)?;
+    spec.allow_unknown_sysctl = checks.allow_unknown_sysctl;
+    let resolution = resolve::resolve(&spec, &targets::names(), diags);
+    if diags.has_errors() {
+        return None;
+    }
+    Some((spec, resolution))
+}
+
 /// The stages after lowering: resolution, the resource graph of every host, and the service
 /// checks. For callers that lowered a spec themselves (tests that build from a string).
 pub fn analyse(spec: Spec, sources: &Sources, diags: &mut Diagnostics) -> Frontend {
