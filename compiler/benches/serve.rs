@@ -18,8 +18,8 @@ mod support;
 
 use bell_bundle::{Release, ReleaseHost};
 use bell_ops::serve::{pages::Pages, Board, Out};
-use bell_store::etcd::Op;
 use bell_store::{Report, ResourceResult, State, REPORT_FORMAT};
+use bell_wire::etcd::Op;
 use bell_wire::server as http;
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

@@ -6,8 +6,8 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = bell_store::etcd::read_answer(data);
-    assert!(bell_store::etcd::range_readings_agree(data));
+    let _ = bell_wire::etcd::read_answer(data);
+    assert!(bell_wire::etcd::range_readings_agree(data));
     let head = match data.windows(4).position(|w| w == b"\r\n\r\n") {
         Some(end) => &data[..end],
         None => data,

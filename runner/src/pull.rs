@@ -82,7 +82,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         Some(dest) => Some(
             bell_store::Store::open(dest, &opts.access)
                 .map_err(Refusal::new)?
-                .with_limits(bell_store::etcd::Limits::HOST.until(opts.deadline)),
+                .with_limits(bell_wire::etcd::Limits::HOST.until(opts.deadline)),
         ),
         None => None,
     };

@@ -35,7 +35,7 @@ pub fn register(
     let host = crate::report::host_name(host, &root.dir).map_err(Refusal::new)?;
     let etcd = bell_store::Etcd::open(dest, access)
         .map_err(Refusal::new)?
-        .with_limits(bell_store::etcd::Limits::HOST);
+        .with_limits(bell_wire::etcd::Limits::HOST);
     let (key, _) = crate::identity::load_or_make(&root).map_err(Refusal::new)?;
     let identity = key.key.identity();
     let facts = facts(&root);

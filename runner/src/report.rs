@@ -390,7 +390,7 @@ pub fn emit(sinks: &Sinks, run: Run) {
                 });
                 let filed = Store::open(dest, &sinks.access)
                     .map(|store| {
-                        let limits = bell_store::etcd::Limits::HOST;
+                        let limits = bell_wire::etcd::Limits::HOST;
                         store.with_limits(match sinks.until {
                             Some(deadline) => limits.until(deadline),
                             None => limits,

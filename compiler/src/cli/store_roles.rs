@@ -4,8 +4,8 @@
 use crate::args::StoreCommand;
 use crate::{read_release, Failure};
 use bell_ops::fleet::store_roles::{self, Role};
-use bell_store::etcd::Permission;
 use bell_store::Etcd;
+use bell_wire::etcd::Permission;
 use std::io::{Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;

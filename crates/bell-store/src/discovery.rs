@@ -7,10 +7,10 @@
 //! they saw); the facts are the host's word about itself, shown, never trusted for anything
 //! else. A registration under a name the release already gives another identity is flagged.
 
-use crate::etcd::KeyValue;
 use crate::keys::{registration_key, rejection_key};
 use crate::proof::{self, Identity};
 use crate::Etcd;
+use bell_wire::etcd::KeyValue;
 use serde::{Deserialize, Serialize};
 
 /// Put before a registration's bytes: a signature over one is never one over anything else.

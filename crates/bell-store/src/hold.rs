@@ -7,9 +7,9 @@
 //! where it is. A forged hold delays a host; it never moves one, since what a host applies is
 //! still only what the signing key gave it.
 
-use crate::etcd::KeyValue;
 use crate::keys::hold_key;
 use crate::Etcd;
+use bell_wire::etcd::KeyValue;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -19,7 +19,7 @@
 //! PREFIX/groups/GROUP/v1/holders/HOST     who holds one                   HOST
 //! ```
 
-use crate::etcd::{Access, Permission};
+use bell_wire::etcd::{Access, Permission};
 
 /// The categories a report files a state under (`status/CATEGORY/HOST`), the ones a pull's
 /// report sets (see `bell-run`'s `report::from_apply`).

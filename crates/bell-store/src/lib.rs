@@ -23,7 +23,8 @@
 // character: strings are cut with `get` or at a found character boundary.
 #![cfg_attr(not(test), deny(clippy::string_slice))]
 pub mod discovery;
-pub mod etcd;
+// The etcd client is the wire's; the store's transactions name its operations.
+use bell_wire::etcd;
 pub mod hold;
 pub mod keys;
 pub mod members;
@@ -44,7 +45,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use etcd::Etcd;
+pub use bell_wire::etcd::Etcd;
 pub use status::Status;
 
 /// The report format this crate writes.
@@ -374,36 +375,8 @@ pub fn check_name(what: &str, name: &str) -> Result<(), String> {
 
 pub use keys::{alive_key, desired_key, report_key, running_key, status_key, version_key};
 
-/// How a client reaches the fleet's store beyond its URL: what TLS trusts and presents.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Access {
-    pub tls: bell_wire::tls::TlsFiles,
-    /// The etcd user to log in as (`--store-user`), with its password's file.
-    pub user: Option<String>,
-    pub password_file: Option<PathBuf>,
-}
-
-impl Access {
-    /// The options that give this, as a command line spells them (for the commands that
-    /// hints and timer units print).
-    pub fn flags(&self) -> Vec<(&'static str, String)> {
-        let mut out = Vec::new();
-        for (flag, file) in [
-            ("--store-ca", &self.tls.ca),
-            ("--store-cert", &self.tls.cert),
-            ("--store-key", &self.tls.key),
-        ] {
-            if let Some(file) = file {
-                out.push((flag, file.display().to_string()));
-            }
-        }
-        if let (Some(user), Some(file)) = (&self.user, &self.password_file) {
-            out.push(("--store-user", user.clone()));
-            out.push(("--store-password-file", file.display().to_string()));
-        }
-        out
-    }
-}
+/// How a client reaches the fleet's store beyond its URL (the wire's word for it).
+pub use bell_wire::etcd::StoreAccess as Access;
 
 /// What `bellc publish` left in the store: the version, and every host's bundle.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,8 +3,8 @@
 //! cluster of three with one member dead still answers every request bell makes, so only
 //! asking every member shows the dead one before a second death costs the quorum.
 
-use crate::etcd::number;
 use crate::Etcd;
+use bell_wire::etcd::number;
 use serde::Serialize;
 
 /// One member as it answered (or did not).

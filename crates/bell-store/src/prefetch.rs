@@ -10,7 +10,7 @@
 //! by the semaphore's version, so a prefetched semaphore that changed since makes the
 //! transaction fail and be read again).
 
-use crate::etcd::Held;
+use bell_wire::etcd::Held;
 use std::collections::BTreeMap;
 
 /// Keys read together at one revision, each with what it held (`None`: no such key), and the

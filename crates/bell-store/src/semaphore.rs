@@ -18,8 +18,8 @@
 //! taking a second slot; holders bell does not know (an airlock node rebooting) count like
 //! any other.
 
-use crate::etcd::{Etcd, Op};
 use crate::proof::{self, SigningKey};
+use bell_wire::etcd::{Etcd, Op};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -257,7 +257,7 @@ pub fn groups(etcd: &Etcd, prefix: &str) -> Result<Vec<Group>, String> {
 
 /// Every group's semaphore under `prefix` from keys read out of etcd (any range that holds
 /// `PREFIX/groups/`); other keys are passed over.
-pub fn groups_from(kvs: &[crate::etcd::KeyValue], prefix: &str) -> Result<Vec<Group>, String> {
+pub fn groups_from(kvs: &[bell_wire::etcd::KeyValue], prefix: &str) -> Result<Vec<Group>, String> {
     let base = format!("{prefix}/groups/");
     let mut groups: Vec<Group> = Vec::new();
     let mut since: Vec<(String, String, Option<u64>, Vec<u8>)> = Vec::new();

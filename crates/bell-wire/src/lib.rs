@@ -13,6 +13,7 @@
 
 pub mod client;
 mod deadline;
+pub mod etcd;
 pub mod resolve;
 pub mod server;
 pub mod tls;

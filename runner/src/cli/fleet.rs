@@ -371,7 +371,7 @@ pub(super) fn cmd_pending(args: &Args) -> i32 {
     let result = (|| {
         let store = bell_store::Store::open(&dest, &access)
             .map_err(Refusal::new)?
-            .with_limits(bell_store::etcd::Limits::HOST);
+            .with_limits(bell_wire::etcd::Limits::HOST);
         let state = state::load(&root).map_err(Refusal::new)?;
         let applied = state.generation.clone();
         let fleet = match (&fleet_given, &applied) {

@@ -5,8 +5,8 @@
 //! rollout's records; `serve` and `status` only read.
 
 use bell_bundle::Release;
-use bell_store::etcd::Permission;
 use bell_store::keys;
+use bell_wire::etcd::Permission;
 
 /// One etcd user, with a role of the same name that holds its permissions.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +103,7 @@ mod tests {
         assert!(serve
             .permissions
             .iter()
-            .all(|p| p.access == bell_store::etcd::Access::Read));
+            .all(|p| p.access == bell_wire::etcd::Access::Read));
         let described: Vec<String> = controller
             .permissions
             .iter()

@@ -163,8 +163,8 @@ impl Out {
                     .collect();
                 // A build output is read as a reader reads etcd: the 1 GiB and two minutes
                 // (a release of a 100,000-host fleet is tens of MiB).
-                let bounds = bell_store::etcd::Limits::READER
-                    .bounds("the web server did not answer in time");
+                let bounds =
+                    bell_wire::etcd::Limits::READER.bounds("the web server did not answer in time");
                 bell_wire::client::get(&format!("{base}/{}", path.join("/")), &bounds)
             }
         }

@@ -132,7 +132,7 @@ pub fn list(etcd: &Etcd, fleet: &str) -> Result<Vec<Entry>, String> {
 }
 
 /// The history among `kvs` (a read of the fleet's keys), newest first.
-pub fn entries_in(fleet: &str, kvs: &[bell_store::etcd::KeyValue]) -> Vec<Entry> {
+pub fn entries_in(fleet: &str, kvs: &[bell_wire::etcd::KeyValue]) -> Vec<Entry> {
     let prefix = history_prefix(fleet);
     let mut entries: Vec<Entry> = kvs
         .iter()

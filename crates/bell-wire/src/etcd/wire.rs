@@ -5,14 +5,14 @@ use super::*;
 
 pub(super) fn call_one<T>(
     endpoint: &str,
-    tls: Option<&bell_wire::tls::Tls>,
+    tls: Option<&crate::tls::Tls>,
     limits: Limits,
     token: Option<&str>,
     path: &str,
     body: &str,
     parse: &dyn Fn(&[u8]) -> Result<T, String>,
 ) -> Result<T, Failure> {
-    let response = bell_wire::client::post_json(
+    let response = crate::client::post_json(
         endpoint,
         tls,
         &limits.bounds("the store did not answer in time"),
@@ -21,7 +21,7 @@ pub(super) fn call_one<T>(
         body,
     )
     .map_err(Failure::Unreachable)?;
-    let (status, body) = bell_wire::client::parse_response(&response).map_err(|e| {
+    let (status, body) = crate::client::parse_response(&response).map_err(|e| {
         // A TLS alert record (type 21, version 3.x) or Go's answer to plain HTTP on a TLS port.
         let speaks_tls = response.starts_with(&[0x15, 0x03])
             || response.windows(12).any(|w| w == b"HTTPS server");
@@ -233,7 +233,7 @@ pub(super) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 /// keys and values in it. Public for the fuzzer (`fuzz/`): an answer is not trusted.
 #[doc(hidden)]
 pub fn read_answer(bytes: &[u8]) -> Result<(u16, Vec<KeyValue>), String> {
-    let (status, body) = bell_wire::client::parse_response(bytes)?;
+    let (status, body) = crate::client::parse_response(bytes)?;
     let value: serde_json::Value =
         serde_json::from_slice(&body).map_err(|e| format!("invalid JSON: {e}"))?;
     Ok((status, kvs(&value)?))
@@ -245,7 +245,7 @@ pub fn read_answer(bytes: &[u8]) -> Result<(u16, Vec<KeyValue>), String> {
 /// key that is not a string). For the fuzzer.
 #[doc(hidden)]
 pub fn range_readings_agree(bytes: &[u8]) -> bool {
-    let Ok((_, body)) = bell_wire::client::parse_response(bytes) else {
+    let Ok((_, body)) = crate::client::parse_response(bytes) else {
         return true;
     };
     let tree = serde_json::from_slice::<serde_json::Value>(&body)

@@ -157,7 +157,7 @@ impl Auth {
     fn log_in(
         &self,
         endpoint: &str,
-        tls: Option<&bell_wire::tls::Tls>,
+        tls: Option<&crate::tls::Tls>,
         limits: Limits,
     ) -> Result<String, Failure> {
         let body = serde_json::json!({ "name": self.user, "password": self.password }).to_string();
@@ -205,10 +205,10 @@ pub(super) fn is_user_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b))
 }
 
-/// A password file: one line, private as a key is ([`bell_wire::tls::read_private`]).
+/// A password file: one line, private as a key is ([`crate::tls::read_private`]).
 pub(super) fn read_password(path: &Path) -> Result<String, String> {
     let flag = "--store-password-file";
-    let bytes = bell_wire::tls::read_private(path, flag, 4096)?;
+    let bytes = crate::tls::read_private(path, flag, 4096)?;
     let text = String::from_utf8(bytes)
         .map_err(|_| format!("`{flag}`: {} is not UTF-8 text", path.display()))?;
     let password = text.strip_suffix('\n').unwrap_or(&text);

@@ -57,14 +57,14 @@ fn a_range_reads_the_same_with_and_without_a_json_tree() {
         let bytes = answer(&body);
         assert!(range_readings_agree(bytes.as_bytes()), "{body}");
         let (_, tree) = read_answer(bytes.as_bytes()).unwrap();
-        let (_, body_bytes) = bell_wire::client::parse_response(bytes.as_bytes()).unwrap();
+        let (_, body_bytes) = crate::client::parse_response(bytes.as_bytes()).unwrap();
         match range_kvs(&body_bytes) {
             Ok(typed) => assert_eq!(typed, tree, "{body}"),
             // Only what the gateway never sends is refused.
             Err(e) => assert!(body.contains("[["), "{body}: {e}"),
         }
     }
-    let (_, body) = bell_wire::client::parse_response(
+    let (_, body) = crate::client::parse_response(
         answer(&format!(
             r#"{{"kvs":[{{"key":"{k1}","value":"{v}","mod_revision":"7"}},{{"key":"{k2}"}}]}}"#
         ))

@@ -48,7 +48,7 @@ impl Limits {
     };
 
     /// These limits, with no request past `deadline`.
-    pub fn until(self, deadline: bell_wire::Deadline) -> Limits {
+    pub fn until(self, deadline: crate::Deadline) -> Limits {
         Limits {
             until: Some(deadline.instant()),
             ..self
@@ -57,11 +57,11 @@ impl Limits {
 
     /// How a request that starts now is bounded: its own deadline, or `until` when sooner,
     /// which passes with the words `late` (the store's, or a web server's in its place).
-    pub fn bounds(&self, late: &'static str) -> bell_wire::client::Bounds {
+    pub fn bounds(&self, late: &'static str) -> crate::client::Bounds {
         let own = std::time::Instant::now() + self.request;
         let at = self.until.map_or(own, |until| until.min(own));
-        bell_wire::client::Bounds {
-            deadline: bell_wire::Deadline::at(at, late),
+        crate::client::Bounds {
+            deadline: crate::Deadline::at(at, late),
             connect: CONNECT_TIMEOUT,
             read: TIMEOUT,
             max_bytes: self.answer_bytes,
@@ -74,7 +74,7 @@ impl Limits {
 pub struct Etcd {
     endpoints: Vec<String>,
     /// For `etcds://`: how every endpoint is spoken to.
-    tls: Option<bell_wire::tls::Tls>,
+    tls: Option<crate::tls::Tls>,
     /// For a store with users (`--store-user`): who this client is, shared by clones.
     auth: Option<Arc<Auth>>,
     /// The endpoint that answered last, where the next request starts.
@@ -136,7 +136,7 @@ impl Op<'_> {
 pub const MAX_TXN_OPS: usize = 128;
 
 /// An int64 as the gateway sends it (a string; a number from some versions).
-pub(crate) fn number(value: Option<&serde_json::Value>) -> Option<i64> {
+pub fn number(value: Option<&serde_json::Value>) -> Option<i64> {
     match value? {
         serde_json::Value::String(text) => text.parse().ok(),
         other => other.as_i64(),
@@ -233,17 +233,17 @@ impl Etcd {
     /// Parses `etcd://HOST:PORT[,HOST:PORT...]` (no path, no credentials), or `etcds://` for
     /// TLS with the system's CAs.
     pub fn parse(url: &str) -> Result<Etcd, String> {
-        Etcd::open(url, &crate::Access::default())
+        Etcd::open(url, &StoreAccess::default())
     }
 
     /// Parses the URL and loads what `access` names: `etcds://` speaks TLS, verifying the
     /// members against `--store-ca` (or the system's CAs) and presenting `--store-cert`.
-    pub fn open(url: &str, access: &crate::Access) -> Result<Etcd, String> {
+    pub fn open(url: &str, access: &StoreAccess) -> Result<Etcd, String> {
         let (endpoints, tls) = Etcd::check(url, access)?;
         let count = endpoints.len();
         let mut etcd = Etcd::new(endpoints);
         if tls {
-            etcd.tls = Some(bell_wire::tls::Tls::load(
+            etcd.tls = Some(crate::tls::Tls::load(
                 &access.tls,
                 ["--store-ca", "--store-cert", "--store-key"],
             )?);
@@ -265,7 +265,7 @@ impl Etcd {
 
     /// The endpoints of the URL, and whether it asks for TLS; an error when it is not an
     /// etcd URL, or when `access` names TLS files for plain HTTP. Reads no file.
-    pub fn check(url: &str, access: &crate::Access) -> Result<(Vec<String>, bool), String> {
+    pub fn check(url: &str, access: &StoreAccess) -> Result<(Vec<String>, bool), String> {
         let expected = "expected `etcd://HOST:PORT` (or `etcds://` for TLS), or several \
                         endpoints of one cluster separated by commas, such as \
                         `etcds://10.0.0.1:2379,10.0.0.2:2379`";
@@ -671,7 +671,7 @@ impl Etcd {
 
     /// The answer of endpoint `at` alone (no other member tried, no second round): how one
     /// member is asked about itself.
-    pub(crate) fn call_member(
+    pub fn call_member(
         &self,
         at: usize,
         path: &str,
@@ -739,8 +739,39 @@ impl Etcd {
 
 mod auth;
 mod wire;
+/// How a client reaches the fleet's store beyond its URL: what TLS trusts and presents.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoreAccess {
+    pub tls: crate::tls::TlsFiles,
+    /// The etcd user to log in as (`--store-user`), with its password's file.
+    pub user: Option<String>,
+    pub password_file: Option<PathBuf>,
+}
+
+impl StoreAccess {
+    /// The options that give this, as a command line spells them (for the commands that
+    /// hints and timer units print).
+    pub fn flags(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        for (flag, file) in [
+            ("--store-ca", &self.tls.ca),
+            ("--store-cert", &self.tls.cert),
+            ("--store-key", &self.tls.key),
+        ] {
+            if let Some(file) = file {
+                out.push((flag, file.display().to_string()));
+            }
+        }
+        if let (Some(user), Some(file)) = (&self.user, &self.password_file) {
+            out.push(("--store-user", user.clone()));
+            out.push(("--store-password-file", file.display().to_string()));
+        }
+        out
+    }
+}
+
+use crate::{base64, from_base64};
 use auth::{is_user_name, read_password, Auth};
-use bell_wire::{base64, from_base64};
 use wire::{call_one, kvs, prefix_end, range_kvs};
 pub use wire::{range_readings_agree, read_answer};
 
