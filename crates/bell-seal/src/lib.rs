@@ -28,6 +28,7 @@
 // character: strings are cut with `get` or at a found character boundary.
 #![cfg_attr(not(test), deny(clippy::string_slice))]
 
+pub mod identity;
 pub mod openssh;
 
 use base64::Engine as _;

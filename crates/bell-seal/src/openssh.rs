@@ -2,6 +2,7 @@
 //! unencrypted, one Ed25519 key. Read here once, for bell-run (which opens sealed secrets and
 //! signs reports with it) and for the tests that open what a build sealed.
 
+use crate::identity::Wire;
 use ed25519_compact::{KeyPair, Seed};
 
 pub const MAGIC: &[u8] = b"openssh-key-v1\0";
@@ -83,27 +84,6 @@ pub fn read_ed25519(text: &str) -> Result<Ed25519Key, String> {
         return Err("its public and private halves do not belong together".to_string());
     }
     Ok(key)
-}
-
-/// SSH's wire format: big-endian lengths before strings.
-struct Wire<'a>(&'a [u8]);
-
-impl<'a> Wire<'a> {
-    fn u32(&mut self) -> Option<u32> {
-        let (head, rest) = self.0.split_first_chunk::<4>()?;
-        self.0 = rest;
-        Some(u32::from_be_bytes(*head))
-    }
-
-    fn string(&mut self) -> Option<&'a [u8]> {
-        let len = self.u32()? as usize;
-        if len > self.0.len() {
-            return None;
-        }
-        let (head, rest) = self.0.split_at(len);
-        self.0 = rest;
-        Some(head)
-    }
 }
 
 #[cfg(test)]
