@@ -176,7 +176,9 @@ fn running_kernel() -> Option<String> {
     for link in ["/vmlinuz", "/boot/vmlinuz"] {
         if let Ok(target) = std::fs::read_link(link) {
             if !target.to_string_lossy().ends_with(&running) {
-                eprintln!("skipped: {link} points at another kernel than the running one");
+                bell_testkit::machine_state(&format!(
+                    "{link} points at another kernel than the running one"
+                ));
                 return None;
             }
         }
