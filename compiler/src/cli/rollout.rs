@@ -128,23 +128,7 @@ pub fn command(
     key: Option<&Path>,
     what: &str,
 ) -> String {
-    let mut text = format!(
-        "bellc rollout {} --store {}",
-        shell_word(&out.display().to_string()),
-        shell_word(store)
-    );
-    for (flag, value) in access.flags() {
-        text.push_str(&format!(" {flag} {}", shell_word(&value)));
-    }
-    if let Some(key) = key {
-        text.push_str(" --sign-key ");
-        text.push_str(&shell_word(&key.display().to_string()));
-    }
-    if !what.is_empty() {
-        text.push(' ');
-        text.push_str(what);
-    }
-    text
+    call(out, store, access, key, None).here(what)
 }
 
 /// A word as a shell reads it back: bare when it is plain, single-quoted otherwise.
@@ -289,16 +273,22 @@ fn trouble(t: &Trouble) -> String {
     one_line(&line)
 }
 
-/// This command line, for remedies written as whole commands.
-fn call(args: &Args, fleet: Option<&str>) -> Call {
-    let mut store = format!("--store {}", shell_word(args.store));
-    for (flag, value) in args.access.flags() {
+/// A command line, for hints and remedies written as whole commands.
+fn call(
+    out: &Path,
+    store: &str,
+    access: &bell_store::Access,
+    key: Option<&Path>,
+    fleet: Option<&str>,
+) -> Call {
+    let mut store = format!("--store {}", shell_word(store));
+    for (flag, value) in access.flags() {
         store.push_str(&format!(" {flag} {}", shell_word(&value)));
     }
     Call {
-        out: shell_word(&args.out.display().to_string()),
+        out: shell_word(&out.display().to_string()),
         store,
-        key: args.key_path.map_or_else(String::new, |key| {
+        key: key.map_or_else(String::new, |key| {
             format!("--sign-key {}", shell_word(&key.display().to_string()))
         }),
         fleet: fleet.map(str::to_string),
@@ -317,7 +307,13 @@ fn explain_with(e: RolloutError, args: &Args, fleet: Option<&str>) -> String {
             command("--resume")
         )),
         RolloutError::LostLease => Some(format!("`{}` continues", command("--resume"))),
-        RolloutError::Refused { remedy, .. } => Some(remedy.help(&call(args, fleet))),
+        RolloutError::Refused { remedy, .. } => Some(remedy.help(&call(
+            args.out,
+            args.store,
+            args.access,
+            args.key_path,
+            fleet,
+        ))),
         _ => e.help(),
     };
     match help {

@@ -63,7 +63,8 @@ impl Call {
         text
     }
 
-    fn here(&self, what: &str) -> String {
+    /// `bellc rollout OUT --store … [--sign-key …] WHAT`, this call's command with `what`.
+    pub fn here(&self, what: &str) -> String {
         self.rollout(&self.out, what)
     }
 
