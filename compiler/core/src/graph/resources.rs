@@ -345,69 +345,145 @@ fn order_with(
     elsewhere: Option<&HashSet<(RefKind, String)>>,
     diags: &mut Diagnostics,
 ) -> Option<ResourceOrder> {
-    // Nodes in tie-break order: sysctl keys (by path), then resources by kind, then name.
-    let mut nodes: Vec<Node> = model
-        .sysctl
-        .values()
-        .map(|s| Node {
-            key: format!("sysctl:{}", s.key),
-            kind: RefKind::Sysctl,
-            name: s.key.clone(),
-            span: s.origin.span,
-        })
-        .collect();
-    let first_resource = nodes.len();
-    let mut resources: Vec<usize> = (0..model.resources.len()).collect();
-    resources.sort_by(|&a, &b| {
-        let (a, b) = (&model.resources[a], &model.resources[b]);
-        (a.kind, &a.name).cmp(&(b.kind, &b.name))
-    });
-    for &i in &resources {
-        let r = &model.resources[i];
-        nodes.push(Node {
-            key: r.key(),
-            kind: RefKind::Resource(r.kind),
-            name: r.name.clone(),
-            span: r.origin.span,
+    let nodes = Nodes::of(model);
+    let mut edges = Edges::new(nodes.nodes.len());
+    // Explicit edges first, so that a cycle report shows the user's own `after` lines.
+    let ok = add_explicit(model, &nodes, &mut edges, host, elsewhere, diags);
+    add_implied(model, &nodes, &mut edges);
+    if !ok {
+        return None;
+    }
+    let Some(sorted) = topological(&edges.graph) else {
+        report_cycles(&edges.graph, &nodes.nodes, sources, diags);
+        return None;
+    };
+    Some(into_order(&edges.graph, &nodes.nodes, &sorted))
+}
+
+/// A model's resources and sysctls as nodes of its graph.
+struct Nodes {
+    /// In tie-break order: sysctl keys (by path), then resources by kind, then name.
+    nodes: Vec<Node>,
+    /// The model's resources (indexes into `model.resources`) by kind, then name.
+    resources: Vec<usize>,
+    /// Model index → node index.
+    node_of: Vec<usize>,
+    /// A reference's kind and name → node index.
+    lookup: HashMap<(RefKind, String), usize>,
+}
+
+impl Nodes {
+    fn of(model: &Model) -> Nodes {
+        // Nodes in tie-break order: sysctl keys (by path), then resources by kind, then name.
+        let mut nodes: Vec<Node> = model
+            .sysctl
+            .values()
+            .map(|s| Node {
+                key: format!("sysctl:{}", s.key),
+                kind: RefKind::Sysctl,
+                name: s.key.clone(),
+                span: s.origin.span,
+            })
+            .collect();
+        let first_resource = nodes.len();
+        let mut resources: Vec<usize> = (0..model.resources.len()).collect();
+        resources.sort_by(|&a, &b| {
+            let (a, b) = (&model.resources[a], &model.resources[b]);
+            (a.kind, &a.name).cmp(&(b.kind, &b.name))
         });
-    }
-    // Model index → node index.
-    let mut node_of = vec![0; model.resources.len()];
-    for (n, &i) in resources.iter().enumerate() {
-        node_of[i] = first_resource + n;
+        for &i in &resources {
+            let r = &model.resources[i];
+            nodes.push(Node {
+                key: r.key(),
+                kind: RefKind::Resource(r.kind),
+                name: r.name.clone(),
+                span: r.origin.span,
+            });
+        }
+        // Model index → node index.
+        let mut node_of = vec![0; model.resources.len()];
+        for (n, &i) in resources.iter().enumerate() {
+            node_of[i] = first_resource + n;
+        }
+
+        let mut lookup: HashMap<(RefKind, String), usize> = HashMap::new();
+        for (n, node) in nodes.iter().enumerate() {
+            let name = match node.kind {
+                RefKind::Sysctl => validate::sysctl_path(&node.name),
+                RefKind::Resource(_) => node.name.clone(),
+            };
+            lookup.insert((node.kind, name), n);
+        }
+
+        Nodes {
+            nodes,
+            resources,
+            node_of,
+            lookup,
+        }
     }
 
-    let mut lookup: HashMap<(RefKind, String), usize> = HashMap::new();
-    for (n, node) in nodes.iter().enumerate() {
-        let name = match node.kind {
-            RefKind::Sysctl => validate::sysctl_path(&node.name),
-            RefKind::Resource(_) => node.name.clone(),
-        };
-        lookup.insert((node.kind, name), n);
+    /// The model's resources of `kind`, by name.
+    fn of_kind(&self, model: &Model, kind: Kind) -> Vec<usize> {
+        self.resources
+            .iter()
+            .filter(|&&i| model.resources[i].kind == kind)
+            .copied()
+            .collect()
+    }
+}
+
+/// The graph under construction: one edge per pair; a dependency replaces an ordering found
+/// for the same pair.
+struct Edges {
+    graph: DiGraph<(), Reason>,
+    index: HashMap<(usize, usize), petgraph::graph::EdgeIndex>,
+}
+
+impl Edges {
+    fn new(nodes: usize) -> Edges {
+        let mut graph: DiGraph<(), Reason> = DiGraph::with_capacity(nodes, nodes);
+        for _ in 0..nodes {
+            graph.add_node(());
+        }
+        Edges {
+            graph,
+            index: HashMap::new(),
+        }
     }
 
-    let mut graph: DiGraph<(), Reason> = DiGraph::with_capacity(nodes.len(), nodes.len());
-    for _ in &nodes {
-        graph.add_node(());
-    }
-    // One edge per pair; a dependency replaces an ordering found for the same pair.
-    let mut edges: HashMap<(usize, usize), petgraph::graph::EdgeIndex> = HashMap::new();
-    let mut edge =
-        |graph: &mut DiGraph<(), Reason>, before: usize, after: usize, why: Reason| match edges
-            .get(&(before, after))
-        {
+    fn add(&mut self, before: usize, after: usize, why: Reason) {
+        match self.index.get(&(before, after)) {
             Some(&e) => {
-                if why.is_dependency() && !graph[e].is_dependency() {
-                    graph[e] = why;
+                if why.is_dependency() && !self.graph[e].is_dependency() {
+                    self.graph[e] = why;
                 }
             }
             None => {
-                let e = graph.add_edge(NodeIndex::new(before), NodeIndex::new(after), why);
-                edges.insert((before, after), e);
+                let e = self
+                    .graph
+                    .add_edge(NodeIndex::new(before), NodeIndex::new(after), why);
+                self.index.insert((before, after), e);
             }
-        };
+        }
+    }
+}
 
-    // Explicit edges first, so that a cycle report shows the user's own `after` lines.
+/// The edges of the spec's `after` lines; false when one names nothing (reported).
+fn add_explicit(
+    model: &Model,
+    nodes: &Nodes,
+    edges: &mut Edges,
+    host: &str,
+    elsewhere: Option<&HashSet<(RefKind, String)>>,
+    diags: &mut Diagnostics,
+) -> bool {
+    let Nodes {
+        nodes,
+        node_of,
+        lookup,
+        ..
+    } = nodes;
     let mut ok = true;
     for (i, r) in model.resources.iter().enumerate() {
         let refs = r.list("after");
@@ -425,7 +501,7 @@ fn order_with(
                 RefKind::Resource(_) => name.to_string(),
             };
             match lookup.get(&(kind, name.clone())) {
-                Some(&before) => edge(&mut graph, before, node_of[i], Reason::After(span)),
+                Some(&before) => edges.add(before, node_of[i], Reason::After(span)),
                 None if elsewhere.is_some_and(|e| e.contains(&(kind, name.clone()))) => {}
                 None => {
                     ok = false;
@@ -433,7 +509,7 @@ fn order_with(
                         reference: reference.clone(),
                         host: host.to_string(),
                         span: span.source_span(),
-                        help: unknown_help(kind, &name, &nodes, host),
+                        help: unknown_help(kind, &name, nodes, host),
                         file: span.file,
                     });
                 }
@@ -441,14 +517,13 @@ fn order_with(
         }
     }
 
-    let of_kind = |kind: Kind| -> Vec<usize> {
-        resources
-            .iter()
-            .filter(|&&i| model.resources[i].kind == kind)
-            .copied()
-            .collect()
-    };
-    // The orderings each kind implies (see `Implied`), kind by kind.
+    ok
+}
+
+/// The orderings each kind implies (see `Implied`), kind by kind.
+fn add_implied(model: &Model, nodes: &Nodes, edges: &mut Edges) {
+    let node_of = &nodes.node_of;
+    let of_kind = |kind: Kind| nodes.of_kind(model, kind);
     for &kind in Kind::ALL {
         let implied = kind.implied_order();
         if implied.is_empty() {
@@ -463,7 +538,7 @@ fn order_with(
                 Implied::AfterEvery(before_kind, why) => {
                     for b in of_kind(*before_kind) {
                         for &r in &these {
-                            edge(&mut graph, node_of[b], node_of[r], why.clone());
+                            edges.add(node_of[b], node_of[r], why.clone());
                         }
                     }
                 }
@@ -479,7 +554,7 @@ fn order_with(
                     for &r in &these {
                         if let Some(&u) = model.resources[r].str(field).and_then(|o| by_name.get(o))
                         {
-                            edge(&mut graph, node_of[u], node_of[r], Reason::Needs(why));
+                            edges.add(node_of[u], node_of[r], Reason::Needs(why));
                         }
                     }
                 }
@@ -500,7 +575,7 @@ fn order_with(
                         let mut path = normalize_path(target);
                         while let Some(parent) = parent_path(&path) {
                             if let Some(&above) = by_path.get(&parent) {
-                                edge(&mut graph, node_of[above], node_of[i], Reason::Needs(why));
+                                edges.add(node_of[above], node_of[i], Reason::Needs(why));
                                 break;
                             }
                             path = parent;
@@ -519,7 +594,7 @@ fn order_with(
                         };
                         for &f in &named {
                             if names_path(text, &model.resources[f].name) {
-                                edge(&mut graph, node_of[f], node_of[r], Reason::Needs(why));
+                                edges.add(node_of[f], node_of[r], Reason::Needs(why));
                             }
                         }
                     }
@@ -527,23 +602,18 @@ fn order_with(
                 Implied::InNameOrder { why } => {
                     // `these` is sorted by name already (resources are sorted by kind, then name).
                     for pair in these.windows(2) {
-                        edge(
-                            &mut graph,
-                            node_of[pair[0]],
-                            node_of[pair[1]],
-                            Reason::Sequence(why),
-                        );
+                        edges.add(node_of[pair[0]], node_of[pair[1]], Reason::Sequence(why));
                     }
                 }
             }
         }
     }
-    if !ok {
-        return None;
-    }
+}
 
-    // Kahn's algorithm; among ready nodes the smallest index (kind, then name) goes first.
-    let n = nodes.len();
+/// Kahn's algorithm; among ready nodes the smallest index (kind, then name) goes first.
+/// `None` when the graph has a cycle.
+fn topological(graph: &DiGraph<(), Reason>) -> Option<Vec<usize>> {
+    let n = graph.node_count();
     let mut indegree = vec![0usize; n];
     for e in graph.edge_references() {
         indegree[e.target().index()] += 1;
@@ -561,11 +631,12 @@ fn order_with(
             }
         }
     }
-    if sorted.len() < n {
-        report_cycles(&graph, &nodes, sources, diags);
-        return None;
-    }
+    (sorted.len() == n).then_some(sorted)
+}
 
+/// The order of the sorted graph: each resource's key by position, and what it waits for.
+fn into_order(graph: &DiGraph<(), Reason>, nodes: &[Node], sorted: &[usize]) -> ResourceOrder {
+    let n = nodes.len();
     let mut position_of = vec![0; n];
     for (p, &i) in sorted.iter().enumerate() {
         position_of[i] = p;
@@ -584,11 +655,11 @@ fn order_with(
         .enumerate()
         .map(|(p, k)| (k.clone(), p))
         .collect();
-    Some(ResourceOrder {
+    ResourceOrder {
         keys,
         position,
         deps,
-    })
+    }
 }
 
 fn unknown_help(kind: RefKind, name: &str, nodes: &[Node], host: &str) -> String {

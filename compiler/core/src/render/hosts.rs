@@ -80,40 +80,8 @@ pub fn render_fleet_streamed<'h, E: Send>(
                 .unwrap_or_else(bell_seal::SealKey::random),
         ),
     };
-    let mut groups: BTreeMap<(crate::resolve::ModelId, &str, Option<&str>), Vec<usize>> =
-        BTreeMap::new();
-    let mut uses_host: HashMap<crate::resolve::ModelId, bool> = HashMap::new();
-    for (i, host) in resolution.hosts.iter().enumerate() {
-        let model_id = host.model_id;
-        let per_host = *uses_host
-            .entry(model_id)
-            .or_insert_with(|| renderer.reads_host(&host.model));
-        let key = (
-            model_id,
-            host.target.as_str(),
-            per_host.then_some(host.name.as_str()),
-        );
-        groups.entry(key).or_default().push(i);
-    }
-    // In inventory order, so that chunks are the same from run to run (what is written does
-    // not depend on it).
-    let mut groups: Vec<(bool, Vec<usize>)> = groups
-        .into_iter()
-        .map(|((_, _, host), members)| (host.is_some(), members))
-        .collect();
-    groups.sort_unstable_by_key(|(_, members)| members[0]);
-    let fleet_digest = {
-        let mut d = Digest::default();
-        let _ = write!(
-            d,
-            "bellc {}\nfleet {:?}\nplaintext {}\nservices {:?}\n",
-            env!("BELLC_BUILD"),
-            spec.fleet.name,
-            spec.fleet.secrets_plaintext.is_some(),
-            services
-        );
-        d.0
-    };
+    let groups = group_hosts(resolution, &renderer);
+    let fleet_digest = fleet_digest(spec, &services);
     // What a group's bundle is rendered from; `None` where it cannot be told (no order).
     let digest_of = |members: &Vec<usize>, per_host: bool| -> Option<String> {
         let first = members[0];
@@ -178,18 +146,10 @@ pub fn render_fleet_streamed<'h, E: Send>(
     // Enough groups per chunk to keep every thread busy, few enough that two chunks of
     // bundles of a host each stay small.
     let chunk_len = (64 * rayon::current_num_threads()).max(256);
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut bundle_of: BTreeMap<&str, String> = BTreeMap::new();
-    // The same mistake shows up once per host that has it: report it once, naming the hosts
-    // when it is a template's (whose context is the host).
-    let mut reports: Vec<(Box<dyn crate::diagnostic::SpecDiagnostic>, Vec<&str>)> = Vec::new();
-    let mut index_of: HashMap<String, usize> = HashMap::new();
-    let mut failed = false;
-    let mut unsunk = Chunk::default();
     let known = std::mem::take(&mut cache.known);
-    let mut now: Vec<(String, String)> = Vec::new();
+    let mut gathered = Gathered::new(resolution);
     for chunk in groups.chunks(chunk_len) {
-        let pending = std::mem::take(&mut unsunk);
+        let pending = std::mem::take(&mut gathered.unsunk);
         let (sunk, rendered) = rayon::join(
             || match pending.is_empty() {
                 true => Ok(()),
@@ -210,84 +170,183 @@ pub fn render_fleet_streamed<'h, E: Send>(
         );
         sunk?;
         for ((digest, result), (_, members)) in rendered.into_iter().zip(chunk) {
-            let result = match result {
-                // Rendered by an earlier build, and in OUT as it wrote it.
-                Err(id) => {
-                    for &i in members {
-                        bundle_of.insert(&resolution.hosts[i].name, id.clone());
-                        if !failed {
-                            let name = resolution.hosts[i].name.clone();
-                            unsunk.hosts.push((name, id.clone()));
-                        }
-                    }
-                    seen.insert(id.clone());
-                    cache.hits += 1;
-                    now.extend(digest.map(|d| (d, id)));
-                    continue;
-                }
-                Ok(result) => result,
-            };
-            let reported = match result {
-                Ok((bundle, warnings)) => {
-                    for &i in members {
-                        bundle_of.insert(&resolution.hosts[i].name, bundle.id.clone());
-                        if !failed {
-                            let name = resolution.hosts[i].name.clone();
-                            unsunk.hosts.push((name, bundle.id.clone()));
-                        }
-                    }
-                    // Only what rendered without a word is taken again unrendered: a warning
-                    // is said by every build. Nor a bundle with sealed secrets, which are
-                    // sealed to each host from their content, not in OUT's bundle.
-                    if warnings.is_empty() && bundle.sealed.is_empty() {
-                        now.extend(digest.map(|d| (d, bundle.id.clone())));
-                    }
-                    if !failed && seen.insert(bundle.id.clone()) {
-                        unsunk.bundles.push(bundle);
-                    }
-                    warnings
-                }
-                Err(errors) => {
-                    failed = true;
-                    errors
-                }
-            };
-            let names = members.iter().map(|&i| resolution.hosts[i].name.as_str());
-            for d in reported.into_boxed() {
-                match index_of.entry(d.to_string()) {
-                    std::collections::hash_map::Entry::Occupied(at) => {
-                        reports[*at.get()].1.extend(names.clone())
-                    }
-                    std::collections::hash_map::Entry::Vacant(slot) => {
-                        slot.insert(reports.len());
-                        reports.push((d, names.clone().collect()));
-                    }
-                }
-            }
+            gathered.take(digest, result, members, &mut cache.hits);
         }
-        if failed {
-            unsunk = Chunk::default();
+        if gathered.failed {
+            gathered.unsunk = Chunk::default();
         }
     }
-    if !unsunk.is_empty() {
-        sink(unsunk)?;
+    if !gathered.unsunk.is_empty() {
+        sink(std::mem::take(&mut gathered.unsunk))?;
     }
-    for (d, mut hosts) in reports {
-        let per_host = super::is_template_error(d.as_ref());
-        if per_host {
-            hosts.sort_unstable();
-            diags.push(crate::diagnostic::OnHosts::new(d, &hosts));
-        } else {
-            diags.push_boxed(d);
-        }
-    }
-    if diags.has_errors() || bundle_of.len() != resolution.hosts.len() {
+    let Some((bundle_of, mut now)) = gathered.finish(diags) else {
         return Ok(None);
-    }
+    };
     now.sort_unstable();
     cache.now = now;
     cache.parts_reused = renderer.parts_reused();
     Ok(Some(bundle_of))
+}
+
+/// The hosts grouped by what their bundle is rendered from (model, target, and the host where
+/// a template reads it), each group with whether it is one host's, in inventory order so that
+/// chunks are the same from run to run (what is written does not depend on it).
+fn group_hosts(resolution: &Resolution, renderer: &Renderer) -> Vec<(bool, Vec<usize>)> {
+    let mut groups: BTreeMap<(crate::resolve::ModelId, &str, Option<&str>), Vec<usize>> =
+        BTreeMap::new();
+    let mut uses_host: HashMap<crate::resolve::ModelId, bool> = HashMap::new();
+    for (i, host) in resolution.hosts.iter().enumerate() {
+        let model_id = host.model_id;
+        let per_host = *uses_host
+            .entry(model_id)
+            .or_insert_with(|| renderer.reads_host(&host.model));
+        let key = (
+            model_id,
+            host.target.as_str(),
+            per_host.then_some(host.name.as_str()),
+        );
+        groups.entry(key).or_default().push(i);
+    }
+    let mut groups: Vec<(bool, Vec<usize>)> = groups
+        .into_iter()
+        .map(|((_, _, host), members)| (host.is_some(), members))
+        .collect();
+    groups.sort_unstable_by_key(|(_, members)| members[0]);
+    groups
+}
+
+/// The start of every group's digest: what all bundles of the fleet are rendered from.
+fn fleet_digest(spec: &Spec, services: &BTreeMap<String, Vec<ServiceEndpoint>>) -> sha2::Sha256 {
+    let mut d = Digest::default();
+    let _ = write!(
+        d,
+        "bellc {}\nfleet {:?}\nplaintext {}\nservices {:?}\n",
+        env!("BELLC_BUILD"),
+        spec.fleet.name,
+        spec.fleet.secrets_plaintext.is_some(),
+        services
+    );
+    d.0
+}
+
+/// A group's bundle, rendered (with its warnings, or its errors) or, `Err`, the id of the one
+/// an earlier build rendered from the same digest.
+type GroupResult = Result<Result<(RenderedBundle, Diagnostics), Diagnostics>, String>;
+
+/// What the rendered groups come to, gathered chunk by chunk in inventory order.
+struct Gathered<'h> {
+    resolution: &'h Resolution,
+    /// Bundle ids already handed to the sink (or found in OUT).
+    seen: HashSet<String>,
+    bundle_of: BTreeMap<&'h str, String>,
+    /// The same mistake shows up once per host that has it: it is reported once, naming the
+    /// hosts when it is a template's (whose context is the host).
+    reports: Vec<(Box<dyn crate::diagnostic::SpecDiagnostic>, Vec<&'h str>)>,
+    index_of: HashMap<String, usize>,
+    failed: bool,
+    /// What the sink is given next.
+    unsunk: Chunk,
+    /// The digest and bundle of every group a next build may take unrendered.
+    now: Vec<(String, String)>,
+}
+
+impl<'h> Gathered<'h> {
+    fn new(resolution: &'h Resolution) -> Self {
+        Gathered {
+            resolution,
+            seen: HashSet::new(),
+            bundle_of: BTreeMap::new(),
+            reports: Vec::new(),
+            index_of: HashMap::new(),
+            failed: false,
+            unsunk: Chunk::default(),
+            now: Vec::new(),
+        }
+    }
+
+    /// Gives every member of a group `id` (and the sink its hosts, until something failed).
+    fn link(&mut self, members: &[usize], id: &str) {
+        for &i in members {
+            let name = self.resolution.hosts[i].name.as_str();
+            self.bundle_of.insert(name, id.to_owned());
+            if !self.failed {
+                self.unsunk.hosts.push((name.to_owned(), id.to_owned()));
+            }
+        }
+    }
+
+    fn take(
+        &mut self,
+        digest: Option<String>,
+        result: GroupResult,
+        members: &[usize],
+        hits: &mut usize,
+    ) {
+        let result = match result {
+            // Rendered by an earlier build, and in OUT as it wrote it.
+            Err(id) => {
+                self.link(members, &id);
+                self.seen.insert(id.clone());
+                *hits += 1;
+                self.now.extend(digest.map(|d| (d, id)));
+                return;
+            }
+            Ok(result) => result,
+        };
+        let reported = match result {
+            Ok((bundle, warnings)) => {
+                self.link(members, &bundle.id);
+                // Only what rendered without a word is taken again unrendered: a warning is
+                // said by every build. Nor a bundle with sealed secrets, which are sealed to
+                // each host from their content, not in OUT's bundle.
+                if warnings.is_empty() && bundle.sealed.is_empty() {
+                    self.now.extend(digest.map(|d| (d, bundle.id.clone())));
+                }
+                if !self.failed && self.seen.insert(bundle.id.clone()) {
+                    self.unsunk.bundles.push(bundle);
+                }
+                warnings
+            }
+            Err(errors) => {
+                self.failed = true;
+                errors
+            }
+        };
+        let resolution = self.resolution;
+        let names = members.iter().map(|&i| resolution.hosts[i].name.as_str());
+        for d in reported.into_boxed() {
+            match self.index_of.entry(d.to_string()) {
+                std::collections::hash_map::Entry::Occupied(at) => {
+                    self.reports[*at.get()].1.extend(names.clone())
+                }
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(self.reports.len());
+                    self.reports.push((d, names.clone().collect()));
+                }
+            }
+        }
+    }
+
+    /// Reports what was found into `diags`; the bundle of every host and what a next build
+    /// may take unrendered, or `None` when any host failed.
+    #[allow(clippy::type_complexity)]
+    fn finish(
+        self,
+        diags: &mut Diagnostics,
+    ) -> Option<(BTreeMap<&'h str, String>, Vec<(String, String)>)> {
+        for (d, mut hosts) in self.reports {
+            if super::is_template_error(d.as_ref()) {
+                hosts.sort_unstable();
+                diags.push(crate::diagnostic::OnHosts::new(d, &hosts));
+            } else {
+                diags.push_boxed(d);
+            }
+        }
+        if diags.has_errors() || self.bundle_of.len() != self.resolution.hosts.len() {
+            return None;
+        }
+        Some((self.bundle_of, self.now))
+    }
 }
 
 /// A sha256 that text is written into.
