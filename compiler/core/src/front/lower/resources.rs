@@ -180,62 +180,8 @@ impl Lowerer<'_> {
     ) {
         let schema = kind.schema();
         let keyword = kind.keyword();
-        let child_names: Vec<&str> = schema
-            .iter()
-            .filter(|f| !matches!(f.source, FieldSource::Prop | FieldSource::AnyChildren))
-            .map(|f| f.name)
-            .collect();
         if let Some(field) = schema.iter().find(|f| f.source == FieldSource::AnyChildren) {
-            // ethtool: every child is `feature on|off`.
-            let mut map = BTreeMap::new();
-            for child in children.nodes() {
-                let feature = child.name().value();
-                if feature == "after" {
-                    if let Some(v) = self.child_args(file, child) {
-                        fields.insert(
-                            "after",
-                            Field {
-                                value: Value::List(v),
-                                span: self.span(file, child.span()),
-                            },
-                        );
-                    }
-                    continue;
-                }
-                if let Err(invalid) = validate::ethtool_feature(feature) {
-                    self.invalid(file, child.name().span(), invalid);
-                    continue;
-                }
-                let args = self.args(child);
-                let value = match args.as_slice() {
-                    [entry] => match entry.value() {
-                        KdlValue::String(s) if s == "on" || s == "off" => s.clone(),
-                        other => {
-                            self.wrong_type(file, feature, "`on` or `off`", other, entry.span());
-                            continue;
-                        }
-                    },
-                    _ => {
-                        self.missing(
-                            file,
-                            child.span(),
-                            feature.to_string(),
-                            "value `on` or `off`",
-                            format!("write `{feature} on` or `{feature} off`"),
-                        );
-                        continue;
-                    }
-                };
-                if map.insert(feature.to_string(), value).is_some() {
-                    self.diags.push(LowerError::Duplicate {
-                        what: "ethtool feature",
-                        name: feature.to_string(),
-                        span: child.name().span(),
-                        help: "set each feature once".into(),
-                        file,
-                    });
-                }
-            }
+            let map = self.any_children(file, children, fields);
             fields.insert(
                 field.name,
                 Field {
@@ -251,131 +197,22 @@ impl Lowerer<'_> {
                 .iter()
                 .find(|f| f.name == name && f.source != FieldSource::Prop)
             else {
-                let as_prop = schema
-                    .iter()
-                    .any(|f| f.name == name && f.source == FieldSource::Prop);
-                let help = match validate::did_you_mean(name, child_names.iter().copied()) {
-                    // The YAML habit of one key per line: say where the value goes instead.
-                    _ if as_prop => format!(
-                        "`{name}` is a property of `{keyword}`: write it on the `{keyword}` line, \
-                         as `{keyword} \"NAME\" {name}=...`"
-                    ),
-                    Some(s) => format!("did you mean `{s}`?"),
-                    None if child_names.is_empty() => format!("`{keyword}` takes no child nodes"),
-                    None => format!("`{keyword}` knows: {}", child_names.join(", ")),
-                };
-                self.diags.push(LowerError::UnknownNode {
-                    name: name.to_string(),
-                    context: "in this resource",
-                    span: child.name().span(),
-                    help,
-                    file,
-                });
+                self.unknown_child(file, kind, child);
                 continue;
             };
             let mut span = self.span(file, child.span());
             let value = match field.source {
-                FieldSource::ChildArg => {
-                    self.no_children(file, child);
-                    for (_, entry) in self.props(child) {
-                        self.unknown_prop(file, name, entry, &[]);
-                    }
-                    let args = self.args(child);
-                    match args.as_slice() {
-                        [entry] => {
-                            span = self.span(file, entry.span());
-                            self.typed_value(file, keyword, field, entry)
-                        }
-                        [] => {
-                            self.missing(
-                                file,
-                                child.name().span(),
-                                name.to_string(),
-                                "value",
-                                format!("write `{name} \"...\"`"),
-                            );
-                            None
-                        }
-                        [_, extra, ..] => {
-                            self.diags.push(LowerError::UnexpectedArgument {
-                                node: name.to_string(),
-                                expected: "one value",
-                                span: extra.span(),
-                                help: format!("write one `{name}` value"),
-                                file,
-                            });
-                            None
-                        }
-                    }
-                }
+                FieldSource::ChildArg => self.child_arg(file, keyword, field, child, &mut span),
                 FieldSource::ChildArgs => self.child_args(file, child).map(Value::List),
                 FieldSource::RepeatedChildArg
                     if field.name == "ssh-key" && child.entry("file").is_some() =>
                 {
-                    let Some(keys) = self.key_file(file, child, field.check) else {
-                        continue;
-                    };
-                    let mut all = match fields.remove(field.name) {
-                        Some(Field {
-                            value: Value::List(l),
-                            ..
-                        }) => l,
-                        _ => Vec::new(),
-                    };
-                    all.extend(keys);
-                    Some(Value::List(all))
+                    self.key_files(file, field, child, fields)
                 }
                 FieldSource::RepeatedChildArg => {
-                    if let [entry] = self.args(child).as_slice() {
-                        span = self.span(file, entry.span());
-                        // Each key is checked where it is written, not after the list is merged.
-                        if let (Some(check), KdlValue::String(value)) = (field.check, entry.value())
-                        {
-                            if let Err(invalid) = check(value) {
-                                self.invalid(file, entry.span(), invalid);
-                                continue;
-                            }
-                        }
-                    }
-                    let args = self.child_args(file, child);
-                    match args {
-                        Some(list) if list.len() == 1 => {
-                            let mut all = match fields.remove(field.name) {
-                                Some(Field {
-                                    value: Value::List(l),
-                                    ..
-                                }) => l,
-                                _ => Vec::new(),
-                            };
-                            all.extend(list);
-                            Some(Value::List(all))
-                        }
-                        Some(_) => {
-                            self.diags.push(LowerError::UnexpectedArgument {
-                                node: name.to_string(),
-                                expected: "one value",
-                                span: child.span(),
-                                help: format!("write one `{name}` node per value"),
-                                file,
-                            });
-                            None
-                        }
-                        None => None,
-                    }
+                    self.repeated_child_arg(file, field, child, fields, &mut span)
                 }
-                FieldSource::ChildProps => {
-                    self.no_args(file, child);
-                    self.no_children(file, child);
-                    let mut map = BTreeMap::new();
-                    for (key, entry) in self.props(child) {
-                        if let Some(v) = label_value(entry.value()) {
-                            map.insert(key.to_string(), v);
-                        } else {
-                            self.wrong_type(file, key, "a string", entry.value(), entry.span());
-                        }
-                    }
-                    Some(Value::Map(map))
-                }
+                FieldSource::ChildProps => Some(self.child_props(file, child)),
                 FieldSource::DebconfChildren => {
                     let mut list = match fields.remove(field.name) {
                         Some(Field {
@@ -408,6 +245,223 @@ impl Lowerer<'_> {
                 fields.insert(field.name, Field { value, span });
             }
         }
+    }
+
+    /// The children of a kind whose every child is `feature on|off` (ethtool), and its `after`.
+    fn any_children(
+        &mut self,
+        file: FileId,
+        children: &KdlDocument,
+        fields: &mut BTreeMap<&'static str, Field>,
+    ) -> BTreeMap<String, String> {
+        let mut map = BTreeMap::new();
+        for child in children.nodes() {
+            let feature = child.name().value();
+            if feature == "after" {
+                if let Some(v) = self.child_args(file, child) {
+                    fields.insert(
+                        "after",
+                        Field {
+                            value: Value::List(v),
+                            span: self.span(file, child.span()),
+                        },
+                    );
+                }
+                continue;
+            }
+            if let Err(invalid) = validate::ethtool_feature(feature) {
+                self.invalid(file, child.name().span(), invalid);
+                continue;
+            }
+            let args = self.args(child);
+            let value = match args.as_slice() {
+                [entry] => match entry.value() {
+                    KdlValue::String(s) if s == "on" || s == "off" => s.clone(),
+                    other => {
+                        self.wrong_type(file, feature, "`on` or `off`", other, entry.span());
+                        continue;
+                    }
+                },
+                _ => {
+                    self.missing(
+                        file,
+                        child.span(),
+                        feature.to_string(),
+                        "value `on` or `off`",
+                        format!("write `{feature} on` or `{feature} off`"),
+                    );
+                    continue;
+                }
+            };
+            if map.insert(feature.to_string(), value).is_some() {
+                self.diags.push(LowerError::Duplicate {
+                    what: "ethtool feature",
+                    name: feature.to_string(),
+                    span: child.name().span(),
+                    help: "set each feature once".into(),
+                    file,
+                });
+            }
+        }
+        map
+    }
+
+    /// Reports a child the kind does not know, with what it does.
+    fn unknown_child(&mut self, file: FileId, kind: Kind, child: &KdlNode) {
+        let schema = kind.schema();
+        let keyword = kind.keyword();
+        let name = child.name().value();
+        let child_names: Vec<&str> = schema
+            .iter()
+            .filter(|f| !matches!(f.source, FieldSource::Prop | FieldSource::AnyChildren))
+            .map(|f| f.name)
+            .collect();
+        let as_prop = schema
+            .iter()
+            .any(|f| f.name == name && f.source == FieldSource::Prop);
+        let help = match validate::did_you_mean(name, child_names.iter().copied()) {
+            // The YAML habit of one key per line: say where the value goes instead.
+            _ if as_prop => format!(
+                "`{name}` is a property of `{keyword}`: write it on the `{keyword}` line, \
+                 as `{keyword} \"NAME\" {name}=...`"
+            ),
+            Some(s) => format!("did you mean `{s}`?"),
+            None if child_names.is_empty() => format!("`{keyword}` takes no child nodes"),
+            None => format!("`{keyword}` knows: {}", child_names.join(", ")),
+        };
+        self.diags.push(LowerError::UnknownNode {
+            name: name.to_string(),
+            context: "in this resource",
+            span: child.name().span(),
+            help,
+            file,
+        });
+    }
+
+    /// A child with one value (`profile "..."`); `span` becomes the value's.
+    fn child_arg(
+        &mut self,
+        file: FileId,
+        keyword: &str,
+        field: &FieldSchema,
+        child: &KdlNode,
+        span: &mut Span,
+    ) -> Option<Value> {
+        let name = child.name().value();
+        self.no_children(file, child);
+        for (_, entry) in self.props(child) {
+            self.unknown_prop(file, name, entry, &[]);
+        }
+        let args = self.args(child);
+        match args.as_slice() {
+            [entry] => {
+                *span = self.span(file, entry.span());
+                self.typed_value(file, keyword, field, entry)
+            }
+            [] => {
+                self.missing(
+                    file,
+                    child.name().span(),
+                    name.to_string(),
+                    "value",
+                    format!("write `{name} \"...\"`"),
+                );
+                None
+            }
+            [_, extra, ..] => {
+                self.diags.push(LowerError::UnexpectedArgument {
+                    node: name.to_string(),
+                    expected: "one value",
+                    span: extra.span(),
+                    help: format!("write one `{name}` value"),
+                    file,
+                });
+                None
+            }
+        }
+    }
+
+    /// `ssh-key file="..."`: the keys of a file, added to those already read.
+    fn key_files(
+        &mut self,
+        file: FileId,
+        field: &FieldSchema,
+        child: &KdlNode,
+        fields: &mut BTreeMap<&'static str, Field>,
+    ) -> Option<Value> {
+        let keys = self.key_file(file, child, field.check)?;
+        let mut all = match fields.remove(field.name) {
+            Some(Field {
+                value: Value::List(l),
+                ..
+            }) => l,
+            _ => Vec::new(),
+        };
+        all.extend(keys);
+        Some(Value::List(all))
+    }
+
+    /// A child written once per value (`ssh-key "..."`), added to those already read; `span`
+    /// becomes the value's.
+    fn repeated_child_arg(
+        &mut self,
+        file: FileId,
+        field: &FieldSchema,
+        child: &KdlNode,
+        fields: &mut BTreeMap<&'static str, Field>,
+        span: &mut Span,
+    ) -> Option<Value> {
+        let name = child.name().value();
+        if let [entry] = self.args(child).as_slice() {
+            *span = self.span(file, entry.span());
+            // Each key is checked where it is written, not after the list is merged.
+            if let (Some(check), KdlValue::String(value)) = (field.check, entry.value()) {
+                if let Err(invalid) = check(value) {
+                    self.invalid(file, entry.span(), invalid);
+                    return None;
+                }
+            }
+        }
+        let args = self.child_args(file, child);
+        match args {
+            Some(list) if list.len() == 1 => {
+                let mut all = match fields.remove(field.name) {
+                    Some(Field {
+                        value: Value::List(l),
+                        ..
+                    }) => l,
+                    _ => Vec::new(),
+                };
+                all.extend(list);
+                Some(Value::List(all))
+            }
+            Some(_) => {
+                self.diags.push(LowerError::UnexpectedArgument {
+                    node: name.to_string(),
+                    expected: "one value",
+                    span: child.span(),
+                    help: format!("write one `{name}` node per value"),
+                    file,
+                });
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// A child whose properties are a map (`labels a="b"`).
+    fn child_props(&mut self, file: FileId, child: &KdlNode) -> Value {
+        self.no_args(file, child);
+        self.no_children(file, child);
+        let mut map = BTreeMap::new();
+        for (key, entry) in self.props(child) {
+            if let Some(v) = label_value(entry.value()) {
+                map.insert(key.to_string(), v);
+            } else {
+                self.wrong_type(file, key, "a string", entry.value(), entry.span());
+            }
+        }
+        Value::Map(map)
     }
 
     pub(super) fn child_args(&mut self, file: FileId, child: &KdlNode) -> Option<Vec<String>> {
