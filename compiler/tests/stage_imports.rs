@@ -40,8 +40,13 @@ const ORDER: &[(&str, &[&str])] = &[
 ];
 
 /// `bell-ops`'s folders in order: the fleet, then the status page over fleet status (and
-/// `bellc-core`'s review: diff and explain, as pages and JSON).
-const OPS_ORDER: &[(&str, &[&str])] = &[("fleet", &["fleet"]), ("serve", &["serve"])];
+/// `bellc-core`'s review: diff and explain, as pages and JSON), then the gateway (which reads
+/// OUT as the page does).
+const OPS_ORDER: &[(&str, &[&str])] = &[
+    ("fleet", &["fleet"]),
+    ("serve", &["serve"]),
+    ("gateway", &["gateway"]),
+];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("core/src")

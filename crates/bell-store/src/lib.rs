@@ -25,6 +25,7 @@
 pub mod discovery;
 // The etcd client is the wire's; the store's transactions name its operations.
 use bell_wire::etcd;
+pub mod gateway;
 pub mod hold;
 pub mod keys;
 pub mod members;

@@ -16,6 +16,18 @@ impl Etcd {
     ) -> Result<T, Failure> {
         let endpoint = &self.endpoints[at];
         let tls = self.tls.as_ref();
+        if let Some(signer) = &self.signer {
+            let authorization = (signer.0)(path, body.as_bytes());
+            return call_one(
+                endpoint,
+                tls,
+                self.limits,
+                Some(&authorization),
+                path,
+                body,
+                parse,
+            );
+        }
         let Some(auth) = &self.auth else {
             return call_one(endpoint, tls, self.limits, None, path, body, parse);
         };

@@ -77,6 +77,8 @@ pub struct Etcd {
     tls: Option<crate::tls::Tls>,
     /// For a store with users (`--store-user`): who this client is, shared by clones.
     auth: Option<Arc<Auth>>,
+    /// For a host speaking to the fleet's gateway: what signs each request instead.
+    signer: Option<RequestSigner>,
     /// The endpoint that answered last, where the next request starts.
     current: AtomicUsize,
     /// Requests sent (each endpoint tried, each login and each retry counts once), shared by
@@ -91,6 +93,7 @@ impl Clone for Etcd {
             endpoints: self.endpoints.clone(),
             tls: self.tls.clone(),
             auth: self.auth.clone(),
+            signer: self.signer.clone(),
             current: AtomicUsize::new(self.current.load(Ordering::Relaxed)),
             requests: Arc::clone(&self.requests),
             limits: self.limits,
@@ -105,6 +108,21 @@ impl PartialEq for Etcd {
 }
 
 impl Eq for Etcd {}
+
+/// What signs a host's every request to the gateway: the `Authorization` header for a request's
+/// path and body (see `bell_store::gateway`).
+#[derive(Clone)]
+pub struct RequestSigner(pub Arc<SignRequest>);
+
+/// The `Authorization` header for a request's path and body.
+pub type SignRequest = dyn Fn(&str, &[u8]) -> String + Send + Sync;
+
+/// Never the key.
+impl std::fmt::Debug for RequestSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RequestSigner")
+    }
+}
 
 /// One write of a transaction.
 pub enum Op<'a> {
@@ -331,10 +349,36 @@ impl Etcd {
             endpoints,
             tls: None,
             auth: None,
+            signer: None,
             current: AtomicUsize::new(0),
             requests: Arc::new(AtomicU64::new(0)),
             limits: Limits::READER,
         }
+    }
+
+    /// This client with every request signed by `signer` (a host speaking to the gateway,
+    /// which takes no etcd user).
+    pub fn with_signer(mut self, signer: RequestSigner) -> Etcd {
+        self.signer = Some(signer);
+        self
+    }
+
+    /// One request as etcd's JSON gateway takes it, answered with its JSON: what the fleet's
+    /// gateway forwards (each request checked by the gateway first).
+    /// `Err((true, why))` when a member answered with a refusal (every member would say the
+    /// same), `Err((false, why))` when none answered.
+    pub fn forward(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<serde_json::Value, (bool, String)> {
+        self.call_classified(path, body, &|bytes| {
+            serde_json::from_slice(bytes).map_err(|e| e.to_string())
+        })
+        .map_err(|f| match f {
+            Failure::Refused(e) => (true, e),
+            Failure::Unreachable(e) => (false, e),
+        })
     }
 
     /// This client with `limits` on every request (a host's: [`Limits::HOST`]).
@@ -701,6 +745,19 @@ impl Etcd {
         body: &serde_json::Value,
         parse: &dyn Fn(&[u8]) -> Result<T, String>,
     ) -> Result<T, String> {
+        self.call_classified(path, body, parse)
+            .map_err(|f| match f {
+                Failure::Refused(e) | Failure::Unreachable(e) => e,
+            })
+    }
+
+    /// [`Etcd::call_parsed`], saying whether a failure was an answer (`Refused`) or none.
+    fn call_classified<T>(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        parse: &dyn Fn(&[u8]) -> Result<T, String>,
+    ) -> Result<T, Failure> {
         let body = body.to_string();
         let count = self.endpoints.len();
         let first = self.current.load(Ordering::Relaxed) % count;
@@ -719,7 +776,9 @@ impl Etcd {
                         self.current.store(at, Ordering::Relaxed);
                         return Ok(value);
                     }
-                    Err(Failure::Refused(e)) => return Err(format!("etcd at {endpoint}: {e}")),
+                    Err(Failure::Refused(e)) => {
+                        return Err(Failure::Refused(format!("etcd at {endpoint}: {e}")))
+                    }
                     Err(Failure::Unreachable(e)) => failures.push(format!("{endpoint}: {e}")),
                 }
             }
@@ -729,11 +788,11 @@ impl Etcd {
                 break;
             }
         }
-        Err(if count == 1 {
+        Err(Failure::Unreachable(if count == 1 {
             format!("etcd at {}", failures.join(""))
         } else {
             format!("no etcd endpoint answered ({})", failures.join("; "))
-        })
+        }))
     }
 }
 

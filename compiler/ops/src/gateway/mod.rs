@@ -1,0 +1,448 @@
+//! `bellc gateway`: the hosts' one way into the fleet's store. A stateless HTTPS service, run
+//! as several replicas behind any load balancer, that takes the part of etcd's API `bell-run`
+//! speaks, checks each request against the host that signed it, and passes it on to etcd as
+//! one user of its own.
+//!
+//! A request counts only when the host's identity signed it, the identity the release names
+//! for that host (the release is read from OUT and believed only with the fleet's signature:
+//! nothing in etcd says who a host is). It may touch only the keys the host's etcd role would
+//! allow (`bell_store::keys::host_grants`, the same table `bellc store roles` grants from), one
+//! field at a time as [`request`] reads it, and only as fast as [`limits`] lets one host go:
+//! a host that floods its own key fills nothing but its own bucket, and etcd stays under its
+//! quota for everyone else.
+//!
+//! The gateway holds no signing key. A gateway that is taken over can withhold, delay or
+//! forge what hosts read from the store, as etcd's writer can, never what they apply: the
+//! release and the bundles are checked on the host against the fleet's key.
+
+pub mod limits;
+pub mod request;
+mod server;
+
+use crate::fleet::trusted::TrustedKeys;
+use crate::serve::Out;
+use bell_store::gateway::Signed;
+use bell_store::proof::Identity;
+use bell_wire::etcd::{Access, Etcd, Permission};
+use limits::{Buckets, Limits};
+use request::{Request, Verb};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+pub use server::{run, Listen};
+
+/// What a gateway replica is told.
+pub struct Config {
+    /// The build output whose signed release names the hosts and their identities.
+    pub out: Out,
+    pub trust: TrustedKeys,
+    /// The store, as the gateway's own etcd user.
+    pub etcd: Etcd,
+    /// Where the hosts' semaphores are, as `bellc store roles --lock-prefix` has it; `None`
+    /// for the fleet's own.
+    pub lock_prefix: Option<String>,
+    pub limits: Limits,
+}
+
+/// One host as the release names it.
+struct Member {
+    identity: Identity,
+    grants: Vec<Permission>,
+}
+
+/// The release's hosts, and what each may do.
+struct Fleet {
+    name: String,
+    version: String,
+    members: HashMap<String, Member>,
+}
+
+/// A gateway replica's state: nothing that another replica needs, nothing that survives it.
+pub struct Gateway {
+    config: Config,
+    fleet: RwLock<Option<Arc<Fleet>>>,
+    buckets: Mutex<Buckets>,
+    /// The nonces of the requests accepted within [`bell_store::gateway::MAX_SKEW`] either
+    /// way, with their time: a request seen once is refused the second time.
+    nonces: Mutex<HashMap<(String, String), u64>>,
+    /// Leases granted to (or found bound only to keys of) each host.
+    leases: Mutex<HashMap<i64, String>>,
+    served: AtomicU64,
+    refused: AtomicU64,
+    throttled: AtomicU64,
+}
+
+/// The answer to one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub status: u16,
+    pub body: Vec<u8>,
+    /// Seconds, for a 429.
+    pub retry_after: Option<u64>,
+}
+
+impl Answer {
+    fn json(value: &serde_json::Value) -> Answer {
+        Answer {
+            status: 200,
+            body: value.to_string().into_bytes(),
+            retry_after: None,
+        }
+    }
+
+    /// A refusal, as etcd words one (`message`), so that bell-run's client shows it as is.
+    pub fn refusal(status: u16, message: &str) -> Answer {
+        Answer {
+            status,
+            body: serde_json::json!({ "error": message, "message": message })
+                .to_string()
+                .into_bytes(),
+            retry_after: None,
+        }
+    }
+}
+
+/// The longest a lease a host asks for may live: a liveness lease is a few pull periods.
+const MAX_LEASE_TTL: i64 = 24 * 3600;
+
+impl Gateway {
+    pub fn new(config: Config) -> Gateway {
+        let limits = config.limits;
+        Gateway {
+            config,
+            fleet: RwLock::new(None),
+            buckets: Mutex::new(Buckets::new(limits)),
+            nonces: Mutex::new(HashMap::new()),
+            leases: Mutex::new(HashMap::new()),
+            served: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            throttled: AtomicU64::new(0),
+        }
+    }
+
+    /// Reads OUT's release again, believed only with the fleet's signature. A release that
+    /// cannot be read or verified leaves the one the gateway had.
+    pub fn load_release(&self) -> Result<(), String> {
+        let out = &self.config.out;
+        let release = crate::fleet::trusted::verified_release(
+            |rel| out.read(rel),
+            &out.describe(),
+            &self.config.trust,
+        )?;
+        bell_store::check_name("fleet", &release.fleet)?;
+        let same = self
+            .fleet
+            .read()
+            .ok()
+            .and_then(|f| {
+                f.as_ref()
+                    .map(|f| f.version == release.version && f.name == release.fleet)
+            })
+            .unwrap_or(false);
+        if same {
+            return Ok(());
+        }
+        let lock_prefix = self
+            .config
+            .lock_prefix
+            .clone()
+            .unwrap_or_else(|| bell_store::semaphore::default_prefix(&release.fleet));
+        let identities = bell_store::identities_of(&release);
+        let mut members = HashMap::new();
+        let host_role = format!("host/{}/", release.fleet);
+        for role in crate::fleet::store_roles::plan(&release, &lock_prefix) {
+            let Some(host) = role.name.strip_prefix(&host_role) else {
+                continue;
+            };
+            // A host without an identity cannot sign: it has no way in.
+            if let Some(identity) = identities.get(host) {
+                members.insert(
+                    host.to_string(),
+                    Member {
+                        identity: identity.clone(),
+                        grants: role.permissions,
+                    },
+                );
+            }
+        }
+        let fleet = Fleet {
+            name: release.fleet.clone(),
+            version: release.version.clone(),
+            members,
+        };
+        if let Ok(mut kept) = self.fleet.write() {
+            *kept = Some(Arc::new(fleet));
+        }
+        Ok(())
+    }
+
+    /// Decides one request and, when it may pass, passes it on to etcd and answers with etcd's
+    /// answer. Blocking: etcd is asked synchronously.
+    pub fn handle(&self, path: &str, authorization: Option<&str>, body: &[u8], now: u64) -> Answer {
+        let answer = self.decide(path, authorization, body, now);
+        let counter = match answer.status {
+            200 => &self.served,
+            429 => &self.throttled,
+            _ => &self.refused,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        answer
+    }
+
+    fn decide(&self, path: &str, authorization: Option<&str>, body: &[u8], now: u64) -> Answer {
+        let Some(fleet) = self.fleet.read().ok().and_then(|f| f.clone()) else {
+            return Answer::refusal(503, "the gateway has not read a signed release yet");
+        };
+        let (host, member) = match self.authenticate(&fleet, path, authorization, body, now) {
+            Ok(found) => found,
+            Err(why) => return Answer::refusal(401, &why),
+        };
+        let taken = match self.buckets.lock() {
+            Ok(mut buckets) => buckets.take(host, body.len(), Instant::now()),
+            Err(_) => Ok(()),
+        };
+        if let Err(wait) = taken {
+            let mut answer = Answer::refusal(
+                429,
+                &format!(
+                    "host `{host}` is over its rate at the gateway; wait {wait} s (every \
+                     request sent before then makes the wait longer)"
+                ),
+            );
+            answer.retry_after = Some(wait);
+            return answer;
+        }
+        let mut request = match Request::parse(path, body) {
+            Ok(request) => request,
+            Err(why) => return Answer::refusal(400, &why),
+        };
+        if let Err(answer) = self.authorize(host, member, &request) {
+            return answer;
+        }
+        if let Request::LeaseGrant(grant) = &mut request {
+            if !(1..=MAX_LEASE_TTL).contains(&grant.ttl.0) {
+                return Answer::refusal(
+                    400,
+                    &format!("a lease lives 1 to {MAX_LEASE_TTL} seconds"),
+                );
+            }
+            grant.id = Some(request::Int(random_lease_id()));
+        }
+        match self.config.etcd.forward(path, &request.to_json()) {
+            Ok(value) => {
+                if let Request::LeaseGrant(grant) = &request {
+                    if let (Some(id), Ok(mut leases)) = (grant.id, self.leases.lock()) {
+                        leases.insert(id.0, host.to_string());
+                    }
+                }
+                Answer::json(&value)
+            }
+            Err((true, why)) => Answer::refusal(400, &why),
+            Err((false, why)) => Answer::refusal(503, &why),
+        }
+    }
+
+    /// The host that signed the request, if the release names it with that identity and the
+    /// request is timely and new.
+    fn authenticate<'f>(
+        &self,
+        fleet: &'f Fleet,
+        path: &str,
+        authorization: Option<&str>,
+        body: &[u8],
+        now: u64,
+    ) -> Result<(&'f str, &'f Member), String> {
+        let header = authorization.ok_or(
+            "the gateway takes only requests a host signs with its identity (`bell-run \
+             --gateway`)",
+        )?;
+        let signed = Signed::parse(header)?;
+        let Some((host, member)) = fleet.members.get_key_value(&signed.host) else {
+            return Err(format!(
+                "host `{}` is not in release {} of fleet `{}` with an identity",
+                signed.host, fleet.version, fleet.name
+            ));
+        };
+        if !signed.is_timely(now) {
+            return Err(format!(
+                "the request was signed at {} and the gateway's clock says {now}: more than {} \
+                 s apart (set the host's clock, or this is a request played again)",
+                signed.time,
+                bell_store::gateway::MAX_SKEW
+            ));
+        }
+        if !signed.verifies(&fleet.name, &member.identity, path, body) {
+            return Err(format!(
+                "the request is not signed by host `{host}`'s identity ({}), the one the \
+                 release names",
+                member.identity.fingerprint()
+            ));
+        }
+        let mut nonces = self.nonces.lock().map_err(|_| "the gateway is failing")?;
+        if nonces.len() > 100_000 {
+            let skew = bell_store::gateway::MAX_SKEW;
+            nonces.retain(|_, time| time.abs_diff(now) <= skew);
+        }
+        if nonces
+            .insert((host.clone(), signed.nonce.clone()), signed.time)
+            .is_some()
+        {
+            return Err(format!(
+                "this request of host `{host}` was made once already (nonce {}): a replay",
+                signed.nonce
+            ));
+        }
+        Ok((host.as_str(), member))
+    }
+
+    /// Whether `host` may make `request`: every key within its grants, every value within the
+    /// cap, every lease its own.
+    fn authorize(&self, host: &str, member: &Member, request: &Request) -> Result<(), Answer> {
+        let max = self.config.limits.max_value;
+        let largest = request.largest_value();
+        if largest > max {
+            return Err(Answer::refusal(
+                413,
+                &format!("a value of {largest} bytes is over the gateway's cap of {max} bytes"),
+            ));
+        }
+        let keys = request.keys().map_err(|why| Answer::refusal(400, &why))?;
+        for (verb, key) in &keys {
+            if !member.grants.iter().any(|g| covers(g, *verb, key)) {
+                let verb = match verb {
+                    Verb::Read => "read",
+                    Verb::Write => "write",
+                };
+                return Err(Answer::refusal(
+                    403,
+                    &format!(
+                        "permission denied: host `{host}` may not {verb} `{}`",
+                        request::show_key(key)
+                    ),
+                ));
+            }
+        }
+        for lease in request.leases() {
+            self.check_lease(host, member, lease)?;
+        }
+        Ok(())
+    }
+
+    /// A lease a host binds a key to, renews or ends is one granted to it, or one bound only to
+    /// keys it may write (granted by another replica).
+    fn check_lease(&self, host: &str, member: &Member, lease: i64) -> Result<(), Answer> {
+        let known = self.leases.lock().ok().and_then(|l| l.get(&lease).cloned());
+        match known {
+            Some(owner) if owner == host => return Ok(()),
+            Some(_) => {
+                return Err(Answer::refusal(
+                    403,
+                    &format!("permission denied: lease {lease} is not host `{host}`'s"),
+                ))
+            }
+            None => {}
+        }
+        let body = serde_json::json!({ "ID": lease.to_string(), "keys": true });
+        let answer = match self.config.etcd.forward("/v3/lease/timetolive", &body) {
+            Ok(answer) => answer,
+            Err((_, why)) => return Err(Answer::refusal(503, &why)),
+        };
+        let keys: Vec<Vec<u8>> = answer
+            .get("keys")
+            .and_then(|k| k.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|k| k.as_str().and_then(bell_wire::from_base64))
+            .collect();
+        // An unknown lease (TTL -1) is etcd's to refuse; one with nobody's keys is harmless.
+        if keys
+            .iter()
+            .all(|k| member.grants.iter().any(|g| covers(g, Verb::Write, k)))
+        {
+            if !keys.is_empty() {
+                if let Ok(mut leases) = self.leases.lock() {
+                    leases.insert(lease, host.to_string());
+                }
+            }
+            return Ok(());
+        }
+        Err(Answer::refusal(
+            403,
+            &format!("permission denied: lease {lease} holds keys that are not host `{host}`'s"),
+        ))
+    }
+
+    /// The gateway's counters and the hosts over their rate, in Prometheus' text format.
+    pub fn metrics(&self) -> String {
+        let mut out = String::new();
+        for (name, help, counter) in [
+            (
+                "bell_gateway_requests_served_total",
+                "Requests passed on to etcd.",
+                &self.served,
+            ),
+            (
+                "bell_gateway_requests_refused_total",
+                "Requests refused (not signed, not the host's, malformed).",
+                &self.refused,
+            ),
+            (
+                "bell_gateway_requests_throttled_total",
+                "Requests answered 429.",
+                &self.throttled,
+            ),
+        ] {
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}\n",
+                counter.load(Ordering::Relaxed)
+            ));
+        }
+        out.push_str(
+            "# HELP bell_host_throttled Seconds a host has been refused for its rate (without a \
+             minute's pause).\n# TYPE bell_host_throttled gauge\n",
+        );
+        if let Ok(buckets) = self.buckets.lock() {
+            for t in buckets.throttled(Instant::now()) {
+                out.push_str(&format!(
+                    "bell_host_throttled{{host=\"{}\"}} {}\n",
+                    t.host, t.for_seconds
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// Whether `grant` lets `verb` touch `key`.
+fn covers(grant: &Permission, verb: Verb, key: &[u8]) -> bool {
+    let allowed = match verb {
+        Verb::Read => matches!(grant.access, Access::Read | Access::ReadWrite),
+        Verb::Write => matches!(grant.access, Access::Write | Access::ReadWrite),
+    };
+    let within = if grant.range_end.is_empty() {
+        grant.key == key
+    } else {
+        grant.key.as_slice() <= key && key < grant.range_end.as_slice()
+    };
+    allowed && within
+}
+
+/// A lease id no host can guess: 62 random bits (positive, never 0).
+fn random_lease_id() -> i64 {
+    let mut bytes = [0u8; 8];
+    let read = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
+    if read.is_err() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        bytes = now.to_le_bytes();
+    }
+    let id = (u64::from_le_bytes(bytes) >> 2) as i64;
+    id.max(1)
+}
+
+#[cfg(test)]
+mod tests;

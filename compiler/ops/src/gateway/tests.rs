@@ -1,0 +1,158 @@
+//! The gateway's decisions that come before etcd is asked: who signed, whether it may, how
+//! fast. (What etcd then answers is tested with a real cluster, `compiler/tests/gateway.rs`.)
+
+use super::*;
+use bell_store::gateway::authorization;
+use bell_store::proof::SigningKey;
+
+fn key(seed: u8) -> SigningKey {
+    SigningKey::from_seed([seed; 32])
+}
+
+/// A gateway whose etcd is a closed port, that knows hosts h1 and h2.
+fn gateway(limits: Limits) -> Gateway {
+    let dir = tempfile::tempdir().unwrap();
+    let files = bellc_core::emit::signing::generate(&dir.path().join("fleet"), None).unwrap();
+    let gateway = Gateway::new(Config {
+        out: Out::Dir("/nonexistent".into()),
+        trust: crate::fleet::trusted::load(&files.public).unwrap(),
+        etcd: Etcd::new(vec!["127.0.0.1:1".into()]),
+        lock_prefix: None,
+        limits,
+    });
+    let mut members = HashMap::new();
+    for (host, seed) in [("h1", 1), ("h2", 2)] {
+        members.insert(
+            host.to_string(),
+            Member {
+                identity: key(seed).identity(),
+                grants: bell_store::keys::host_grants("f", host, "/bell/f/groups", "default"),
+            },
+        );
+    }
+    *gateway.fleet.write().unwrap() = Some(Arc::new(Fleet {
+        name: "f".into(),
+        version: "v1".into(),
+        members,
+    }));
+    gateway
+}
+
+fn put(key: &str, value: &[u8]) -> Vec<u8> {
+    serde_json::json!({ "key": bell_wire::base64(key.as_bytes()), "value": bell_wire::base64(value) })
+        .to_string()
+        .into_bytes()
+}
+
+const NOW: u64 = 1_800_000_000;
+
+fn signed(gateway: &Gateway, host: &str, seed: u8, path: &str, body: &[u8]) -> Answer {
+    let header = authorization("f", host, &key(seed), path, body, NOW);
+    gateway.handle(path, Some(&header), body, NOW)
+}
+
+#[test]
+fn only_the_host_the_release_names_with_that_key_gets_past_the_door() {
+    let gateway = gateway(Limits::default());
+    let body = put("/bell/f/running/h1", b"{}");
+    let path = "/v3/kv/put";
+    // Signed as h1 by h2's key; by a host the release does not name; unsigned; a password.
+    for (host, seed) in [("h1", 2), ("h9", 9)] {
+        assert_eq!(signed(&gateway, host, seed, path, &body).status, 401);
+    }
+    assert_eq!(gateway.handle(path, None, &body, NOW).status, 401);
+    assert_eq!(
+        gateway
+            .handle(path, Some("Basic aDE6cHc="), &body, NOW)
+            .status,
+        401
+    );
+    // Signed for another body, or long ago.
+    let header = authorization("f", "h1", &key(1), path, b"{}", NOW);
+    assert_eq!(gateway.handle(path, Some(&header), &body, NOW).status, 401);
+    let old = authorization("f", "h1", &key(1), path, &body, NOW - 600);
+    let answer = gateway.handle(path, Some(&old), &body, NOW);
+    assert_eq!(answer.status, 401);
+    assert!(String::from_utf8_lossy(&answer.body).contains("clock"));
+    // The real thing gets as far as etcd (a closed port here: 503), and once only.
+    let header = authorization("f", "h1", &key(1), path, &body, NOW);
+    assert_eq!(gateway.handle(path, Some(&header), &body, NOW).status, 503);
+    let again = gateway.handle(path, Some(&header), &body, NOW);
+    assert_eq!(again.status, 401);
+    assert!(String::from_utf8_lossy(&again.body).contains("replay"));
+}
+
+#[test]
+fn a_host_touches_only_its_own_keys() {
+    let gateway = gateway(Limits::default());
+    for (path, body) in [
+        ("/v3/kv/put", put("/bell/f/running/h2", b"{}")),
+        ("/v3/kv/put", put("/bell/f/desired/h1", b"bundle")),
+        ("/v3/kv/put", put("/bell/f/current_version", b"v2")),
+        ("/v3/kv/put", put("/bell/f/discovery/h2", b"{}")),
+        (
+            "/v3/kv/range",
+            serde_json::json!({ "key": bell_wire::base64(b"/bell/f/running/h2") })
+                .to_string()
+                .into_bytes(),
+        ),
+        (
+            "/v3/kv/txn",
+            serde_json::json!({ "success": [
+                { "request_put": { "key": bell_wire::base64(b"/bell/f/running/h1"), "value": "" } },
+                { "request_delete_range": { "key": bell_wire::base64(b"/bell/f/running/h2") } },
+            ]})
+            .to_string()
+            .into_bytes(),
+        ),
+    ] {
+        let answer = signed(&gateway, "h1", 1, path, &body);
+        assert_eq!(answer.status, 403, "{}", String::from_utf8_lossy(&body));
+        assert!(String::from_utf8_lossy(&answer.body).contains("may not"));
+    }
+    // What is its own passes the door (and meets the closed port).
+    let own = put("/bell/f/status/health/h1", b"{}");
+    assert_eq!(signed(&gateway, "h1", 1, "/v3/kv/put", &own).status, 503);
+    // A request that is not one bell makes.
+    let widened = serde_json::json!({
+        "key": bell_wire::base64(b"/bell/f/running/h1"), "range_end": "AA=="
+    })
+    .to_string();
+    assert_eq!(
+        signed(&gateway, "h1", 1, "/v3/kv/range", widened.as_bytes()).status,
+        400
+    );
+    assert_eq!(
+        signed(&gateway, "h1", 1, "/v3/auth/user/add", b"{}").status,
+        400
+    );
+}
+
+#[test]
+fn a_flood_fills_only_its_own_bucket() {
+    let gateway = gateway(Limits {
+        max_value: 1024,
+        ..Limits::default()
+    });
+    let big = put("/bell/f/status/health/h1", &[b'x'; 4096]);
+    assert_eq!(signed(&gateway, "h1", 1, "/v3/kv/put", &big).status, 413);
+    // Refused at the keys (not sent on to etcd), and still counted against the host.
+    let body = put("/bell/f/status/health/h2", b"{}");
+    let mut waits = Vec::new();
+    for _ in 0..200 {
+        let answer = signed(&gateway, "h1", 1, "/v3/kv/put", &body);
+        if answer.status == 429 {
+            waits.push(answer.retry_after.unwrap());
+        }
+    }
+    assert!(waits.len() > 100, "{}", waits.len());
+    assert!(waits.windows(2).all(|w| w[0] <= w[1]) && waits.last() > waits.first());
+    let other = put("/bell/f/status/health/h1", b"{}");
+    assert_eq!(signed(&gateway, "h2", 2, "/v3/kv/put", &other).status, 403);
+    let metrics = gateway.metrics();
+    assert!(
+        metrics.contains("bell_host_throttled{host=\"h1\"}"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("host=\"h2\""), "{metrics}");
+}
