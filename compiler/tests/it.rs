@@ -35,6 +35,7 @@ mod field_of_reads_as_awk_did;
 mod file_script_in_temp_root;
 mod fleet_status;
 mod fleetgen;
+mod gateway;
 mod graph_implicit_edges;
 mod graph_resource_cycle;
 mod health_probes;

@@ -211,6 +211,7 @@ fn each_party_writes_only_its_own_keys() {
         &bell_store::Access {
             user: Some("enroll/f".into()),
             password_file: Some(passwords.join("enroll")),
+            signer: None,
             ..pki.server_access()
         },
     )
@@ -224,6 +225,7 @@ fn each_party_writes_only_its_own_keys() {
         &bell_store::Access {
             user: Some("serve/f".into()),
             password_file: Some(passwords.join("serve")),
+            signer: None,
             ..pki.server_access()
         },
     )

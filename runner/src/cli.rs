@@ -62,6 +62,9 @@ struct Args {
     host: Option<String>,
     release: Option<String>,
     store: Option<String>,
+    /// `--gateway https://…`: the store as the fleet's gateway, each request signed.
+    gateway: Option<String>,
+    signer: Option<bell_wire::etcd::RequestSigner>,
     fleet: Option<String>,
     source: Option<String>,
     source_ca: Option<PathBuf>,
@@ -90,6 +93,7 @@ impl Args {
             },
             user: self.store_user.clone(),
             password_file: self.store_password_file.clone(),
+            signer: self.signer.clone(),
         }
     }
 
@@ -150,6 +154,7 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
             "--host" => out.host = Some(value("--host")?.to_string_lossy().to_string()),
             "--release" => out.release = Some(value("--release")?.to_string_lossy().to_string()),
             "--store" => out.store = Some(value("--store")?.to_string_lossy().to_string()),
+            "--gateway" => out.gateway = Some(value("--gateway")?.to_string_lossy().to_string()),
             "--fleet" => out.fleet = Some(value("--fleet")?.to_string_lossy().to_string()),
             "--source" => out.source = Some(value("--source")?.to_string_lossy().to_string()),
             "--source-ca" => out.source_ca = Some(PathBuf::from(value("--source-ca")?)),
@@ -183,6 +188,9 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
             flag if flag.starts_with("--") => return Err(format!("unknown option `{flag}`")),
             _ => out.positional.push(PathBuf::from(arg)),
         }
+    }
+    if let Some(gateway) = out.gateway.clone() {
+        gateway_store(&mut out, &gateway)?;
     }
     Ok(out)
 }
@@ -620,4 +628,44 @@ fn cmd_recover(args: &Args) -> i32 {
         }
         Err(e) => refused(&Refusal::new(format!("cannot recover: {e}")), false),
     }
+}
+
+/// `--gateway https://HOST:PORT[,HOST:PORT…]`: the store is the fleet's gateway, spoken to as
+/// etcd is over TLS (`--store-ca` names the gateway's CA), each request signed with the host's
+/// identity instead of a store user's password.
+fn gateway_store(out: &mut Args, gateway: &str) -> Result<(), String> {
+    if out.store.is_some() {
+        return Err("give `--gateway` or `--store`, not both".into());
+    }
+    let Some(endpoints) = gateway.strip_prefix("https://") else {
+        return Err(format!(
+            "`--gateway {}`: the gateway is an https:// URL",
+            gateway.escape_debug()
+        ));
+    };
+    out.store = Some(format!("etcds://{endpoints}"));
+    // Reports filed to the gateway go the same way.
+    if let Some(report) = out
+        .report
+        .as_deref()
+        .and_then(|r| r.strip_prefix("https://"))
+    {
+        out.report = Some(format!("etcds://{report}"));
+    }
+    let root = statedir::open_root(&root_of(out)).map_err(|r| r.message)?;
+    let host = report::host_name(out.host.as_deref(), &root.dir)?;
+    bell_store::check_name("host", &host)?;
+    let key = crate::identity::signing_key(&root, out.identity.as_deref())?.ok_or_else(|| {
+        format!(
+            "`--gateway` signs each request with the host's identity, and there is none ({} or \
+             {}): run `bell-run identity --init`, or give `--identity FILE`",
+            crate::identity::SSH_HOST_KEY,
+            crate::identity::BELL_KEY
+        )
+    })?;
+    let key = std::sync::Arc::new(key.key);
+    out.signer = Some(bell_wire::etcd::RequestSigner(std::sync::Arc::new(
+        move |path, body| bell_store::gateway::authorization(&host, &key, path, body, state::now()),
+    )));
+    Ok(())
 }

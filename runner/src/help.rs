@@ -11,6 +11,7 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
                       [--alive-ttl SECS] [--host NAME] [--release VERSION] [--metrics FILE]
        bell-run pull --source http[s]://HOST[:PORT]/PATH/|DIR [--source-ca FILE] [--host NAME]
                       [--root DIR] [--trust FILE] [--store etcd[s]://HOST:PORT [--lock-prefix PREFIX]]
+                      [--gateway https://HOST:PORT[,HOST:PORT...]]
                       [--fleet NAME] [--offline] [--json] [--timeout SECS] [--report DEST]
                       [--alive-ttl SECS] [--metrics FILE] [--fetch-timeout SECS]
                       [--identity FILE]
@@ -164,6 +165,10 @@ options:
   --store etcd://HOST:PORT[,HOST:PORT...]
                      the fleet's store: desired map, rollout slots, reports (etcds:// for
                      TLS, with --store-ca, --store-cert and --store-key as below)
+  --gateway https://HOST:PORT[,HOST:PORT...]
+                     the fleet's store through its gateway (`bellc gateway`) instead of
+                     --store: each request signed with the host's identity, no store user
+                     or password (--store-ca names the gateway's CA)
   --lock-prefix P    where the rollout semaphores live (airlock's is com.coreos.airlock)
   --fleet NAME       the fleet this host belongs to (default: the one it accepted last)
   --fetch-timeout SECS

@@ -213,6 +213,7 @@ impl StoreTls {
             },
             user: self.store_user.clone(),
             password_file: self.store_password_file.clone(),
+            signer: None,
         }
     }
 }
@@ -391,6 +392,11 @@ pub enum Command {
         #[arg(long, value_name = "SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
         refresh: u64,
     },
+    /// The hosts' one door to the fleet's store: an HTTPS service (run several behind a load
+    /// balancer) that checks each request against the identity the signed release names for
+    /// its host, the keys that host may touch and its rate, and passes it on to etcd as one
+    /// user. Hosts use it with `bell-run pull --gateway`, and hold no store password.
+    Gateway(GatewayArgs),
     /// The fleet's store itself: its users and roles.
     Store {
         #[command(subcommand)]
@@ -769,4 +775,48 @@ pub struct HostsArgs {
     pub sealed_by: SealedBy,
     #[arg(long)]
     pub json: bool,
+}
+
+/// `bellc gateway`.
+#[derive(clap::Args)]
+pub struct GatewayArgs {
+    /// The build output whose signed release names the hosts and their identities (read again
+    /// every `--refresh` seconds): a directory, or the http:// URL that serves it.
+    pub out: String,
+    /// The fleet's minisign public key(s): a release is believed only with its signature.
+    #[arg(long, value_name = "FILE")]
+    pub trust: PathBuf,
+    /// `etcds://HOST:PORT[,HOST:PORT...]`: the store, reached as the gateway's own user.
+    #[arg(long, value_parser = etcd_url)]
+    pub store: String,
+    #[command(flatten)]
+    pub tls: StoreTls,
+    /// Where to listen for the hosts.
+    #[arg(long, value_name = "ADDRESS:PORT")]
+    pub listen: String,
+    /// The certificate chain the gateway presents (the hosts verify it with `--store-ca`).
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: PathBuf,
+    /// The certificate's private key.
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: PathBuf,
+    /// Where the hosts' semaphores are, as they were given it (`bell-run pull --lock-prefix`);
+    /// the fleet's own by default.
+    #[arg(long, value_name = "PREFIX")]
+    pub lock_prefix: Option<String>,
+    /// Requests a second each host may send, on average.
+    #[arg(long, value_name = "N", default_value_t = 5.0)]
+    pub rate: f64,
+    /// Requests a host may send at once after a quiet while.
+    #[arg(long, value_name = "N", default_value_t = 60.0)]
+    pub burst: f64,
+    /// Bytes a second each host may send, on average (bursts of 16 times as many).
+    #[arg(long, value_name = "BYTES", default_value_t = 65536.0)]
+    pub bytes_rate: f64,
+    /// The largest value a host may write.
+    #[arg(long, value_name = "BYTES", default_value_t = 262144)]
+    pub max_value: usize,
+    /// Seconds between two readings of OUT's release.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub refresh: u64,
 }

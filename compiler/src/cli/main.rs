@@ -31,6 +31,7 @@ macro_rules! outjson {
 mod args;
 mod build;
 mod enroll;
+mod gateway;
 mod hosts;
 mod import;
 mod keys;
@@ -82,7 +83,7 @@ fn main() -> ExitCode {
             };
         }
     };
-    if !matches!(cli.command, Command::Serve { .. }) {
+    if !matches!(cli.command, Command::Serve { .. } | Command::Gateway(_)) {
         quiet_on_a_closed_pipe();
     }
     let cwd = std::env::current_dir().unwrap_or_default();
@@ -297,6 +298,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             bellc_core::emit::out_dir::check_writable(out)?;
             Ok(review::prune(out, *keep)?)
         }
+        Command::Gateway(args) => gateway::exec(args),
         Command::Store { command } => store_roles::exec(command),
         Command::Lock { command } => review::lock(command),
         Command::Rollout(args) => rollout::exec(args),

@@ -2,9 +2,10 @@
 //! signed with the host's identity, the Ed25519 key the signed release names for it, so a host
 //! holds no store password and the gateway needs no secret of its own to check it.
 //!
-//! What is signed is a context line, the fleet, the host, the time, a nonce, the request's path
-//! and its body: `bell gateway request v1\nFLEET\nHOST\nTIME\nNONCE\nPATH\n` and the body's
-//! bytes. The time bounds how long a captured request can be played again (the gateway refuses
+//! What is signed is a context line, the host, the time, a nonce, the request's path and its
+//! body: `bell gateway request v1\nHOST\nTIME\nNONCE\nPATH\n` and the body's bytes. (The
+//! fleet is in every key a request names: one signed for another fleet's gateway touches no
+//! key of this one.) The time bounds how long a captured request can be played again (the gateway refuses
 //! one outside [`MAX_SKEW`] of its clock) and the nonce makes each request once-only within
 //! that window on a replica (a replica keeps the nonces it saw; a replay sent to another
 //! replica within the window repeats a request the host itself made, never another).
@@ -37,32 +38,18 @@ pub struct Signed {
 }
 
 /// The bytes a host signs for one request.
-fn signed_bytes(
-    fleet: &str,
-    host: &str,
-    time: u64,
-    nonce: &str,
-    path: &str,
-    body: &[u8],
-) -> Vec<u8> {
+fn signed_bytes(host: &str, time: u64, nonce: &str, path: &str, body: &[u8]) -> Vec<u8> {
     let mut bytes = CONTEXT.to_vec();
-    bytes.extend_from_slice(format!("{fleet}\n{host}\n{time}\n{nonce}\n{path}\n").as_bytes());
+    bytes.extend_from_slice(format!("{host}\n{time}\n{nonce}\n{path}\n").as_bytes());
     bytes.extend_from_slice(body);
     bytes
 }
 
-/// The `Authorization` header of one request of `host` in `fleet`, at `time` (seconds since
-/// the epoch), with a nonce of this process's.
-pub fn authorization(
-    fleet: &str,
-    host: &str,
-    key: &SigningKey,
-    path: &str,
-    body: &[u8],
-    time: u64,
-) -> String {
+/// The `Authorization` header of one request of `host`, at `time` (seconds since the epoch),
+/// with a nonce of this process's.
+pub fn authorization(host: &str, key: &SigningKey, path: &str, body: &[u8], time: u64) -> String {
     let nonce = next_nonce();
-    let signature = key.sign(&signed_bytes(fleet, host, time, &nonce, path, body));
+    let signature = key.sign(&signed_bytes(host, time, &nonce, path, body));
     format!("{SCHEME} {host} {time} {nonce} {}", base64(&signature))
 }
 
@@ -132,9 +119,9 @@ impl Signed {
         self.time.abs_diff(now) <= MAX_SKEW
     }
 
-    /// Whether `identity` signed this request to `path` with `body` in `fleet`.
-    pub fn verifies(&self, fleet: &str, identity: &Identity, path: &str, body: &[u8]) -> bool {
-        let bytes = signed_bytes(fleet, &self.host, self.time, &self.nonce, path, body);
+    /// Whether `identity` signed this request to `path` with `body`.
+    pub fn verifies(&self, identity: &Identity, path: &str, body: &[u8]) -> bool {
+        let bytes = signed_bytes(&self.host, self.time, &self.nonce, path, body);
         identity.verifies(&bytes, &self.signature)
     }
 }
@@ -150,27 +137,26 @@ mod tests {
     #[test]
     fn a_signed_request_verifies_only_as_it_was_made() {
         let h1 = key(1);
-        let header = authorization("f", "h1", &h1, "/v3/kv/put", b"{}", 1000);
+        let header = authorization("h1", &h1, "/v3/kv/put", b"{}", 1000);
         let signed = Signed::parse(&header).unwrap();
         assert_eq!(signed.host, "h1");
-        assert!(signed.verifies("f", &h1.identity(), "/v3/kv/put", b"{}"));
-        // Another key, fleet, path or body.
-        assert!(!signed.verifies("f", &key(2).identity(), "/v3/kv/put", b"{}"));
-        assert!(!signed.verifies("g", &h1.identity(), "/v3/kv/put", b"{}"));
-        assert!(!signed.verifies("f", &h1.identity(), "/v3/kv/range", b"{}"));
-        assert!(!signed.verifies("f", &h1.identity(), "/v3/kv/put", b"{ }"));
+        assert!(signed.verifies(&h1.identity(), "/v3/kv/put", b"{}"));
+        // Another key, path or body.
+        assert!(!signed.verifies(&key(2).identity(), "/v3/kv/put", b"{}"));
+        assert!(!signed.verifies(&h1.identity(), "/v3/kv/range", b"{}"));
+        assert!(!signed.verifies(&h1.identity(), "/v3/kv/put", b"{ }"));
         // Another host name in the header with h1's signature.
         let forged = header.replacen(" h1 ", " h2 ", 1);
         let forged = Signed::parse(&forged).unwrap();
-        assert!(!forged.verifies("f", &h1.identity(), "/v3/kv/put", b"{}"));
+        assert!(!forged.verifies(&h1.identity(), "/v3/kv/put", b"{}"));
         assert!(signed.is_timely(1000 + MAX_SKEW) && !signed.is_timely(1001 + MAX_SKEW));
         assert!(!signed.is_timely(1000 - MAX_SKEW - 1));
     }
 
     #[test]
     fn nonces_differ_and_bad_headers_are_refused() {
-        let a = Signed::parse(&authorization("f", "h", &key(1), "/", b"", 5)).unwrap();
-        let b = Signed::parse(&authorization("f", "h", &key(1), "/", b"", 5)).unwrap();
+        let a = Signed::parse(&authorization("h", &key(1), "/", b"", 5)).unwrap();
+        let b = Signed::parse(&authorization("h", &key(1), "/", b"", 5)).unwrap();
         assert_ne!(a.nonce, b.nonce);
         for bad in [
             "",

@@ -365,6 +365,7 @@ pub(super) fn cmd_pending(args: &Args) -> i32 {
                 },
                 user: timer("--store-user"),
                 password_file: file("--store-password-file"),
+                signer: None,
             }
         }
     };

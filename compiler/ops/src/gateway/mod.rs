@@ -273,7 +273,7 @@ impl Gateway {
                 bell_store::gateway::MAX_SKEW
             ));
         }
-        if !signed.verifies(&fleet.name, &member.identity, path, body) {
+        if !signed.verifies(&member.identity, path, body) {
             return Err(format!(
                 "the request is not signed by host `{host}`'s identity ({}), the one the \
                  release names",

@@ -47,7 +47,7 @@ fn put(key: &str, value: &[u8]) -> Vec<u8> {
 const NOW: u64 = 1_800_000_000;
 
 fn signed(gateway: &Gateway, host: &str, seed: u8, path: &str, body: &[u8]) -> Answer {
-    let header = authorization("f", host, &key(seed), path, body, NOW);
+    let header = authorization(host, &key(seed), path, body, NOW);
     gateway.handle(path, Some(&header), body, NOW)
 }
 
@@ -68,14 +68,14 @@ fn only_the_host_the_release_names_with_that_key_gets_past_the_door() {
         401
     );
     // Signed for another body, or long ago.
-    let header = authorization("f", "h1", &key(1), path, b"{}", NOW);
+    let header = authorization("h1", &key(1), path, b"{}", NOW);
     assert_eq!(gateway.handle(path, Some(&header), &body, NOW).status, 401);
-    let old = authorization("f", "h1", &key(1), path, &body, NOW - 600);
+    let old = authorization("h1", &key(1), path, &body, NOW - 600);
     let answer = gateway.handle(path, Some(&old), &body, NOW);
     assert_eq!(answer.status, 401);
     assert!(String::from_utf8_lossy(&answer.body).contains("clock"));
     // The real thing gets as far as etcd (a closed port here: 503), and once only.
-    let header = authorization("f", "h1", &key(1), path, &body, NOW);
+    let header = authorization("h1", &key(1), path, &body, NOW);
     assert_eq!(gateway.handle(path, Some(&header), &body, NOW).status, 503);
     let again = gateway.handle(path, Some(&header), &body, NOW);
     assert_eq!(again.status, 401);

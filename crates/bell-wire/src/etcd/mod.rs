@@ -117,6 +117,15 @@ pub struct RequestSigner(pub Arc<SignRequest>);
 /// The `Authorization` header for a request's path and body.
 pub type SignRequest = dyn Fn(&str, &[u8]) -> String + Send + Sync;
 
+/// One signer is equal only to itself.
+impl PartialEq for RequestSigner {
+    fn eq(&self, other: &RequestSigner) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for RequestSigner {}
+
 /// Never the key.
 impl std::fmt::Debug for RequestSigner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -266,6 +275,7 @@ impl Etcd {
                 ["--store-ca", "--store-cert", "--store-key"],
             )?);
         }
+        etcd.signer = access.signer.clone();
         if let Some(user) = &access.user {
             let file = access
                 .password_file
@@ -315,6 +325,20 @@ impl Etcd {
                 "`--store-ca`, `--store-cert` and `--store-key` are for TLS: write `etcds://` \
                  instead of `{url}`"
             ));
+        }
+        if access.signer.is_some() {
+            if !tls {
+                return Err(format!(
+                    "the gateway speaks HTTPS only: write `https://` instead of `{url}`"
+                ));
+            }
+            if access.user.is_some() {
+                return Err(
+                    "a host speaks to the gateway with its identity: drop `--store-user` and \
+                     `--store-password-file`"
+                        .into(),
+                );
+            }
         }
         match (&access.user, &access.password_file) {
             (Some(_), _) if !tls => {
@@ -805,6 +829,9 @@ pub struct StoreAccess {
     /// The etcd user to log in as (`--store-user`), with its password's file.
     pub user: Option<String>,
     pub password_file: Option<PathBuf>,
+    /// For a host speaking to the fleet's gateway (`bell-run --gateway`): what signs each
+    /// request, in place of a user.
+    pub signer: Option<RequestSigner>,
 }
 
 impl StoreAccess {

@@ -1,0 +1,378 @@
+//! The fleet gateway, from outside: a real three-member etcd serving TLS, two `bellc gateway`
+//! replicas in front of it, and three image-root hosts whose identities `bell-run identity
+//! --init` made and the spec lists. The hosts pull, report, take their rollout slots and keep
+//! their liveness only through the gateways, with no store user or password; a rollout
+//! converges while one replica is killed. Then the attacker's side: a request signed with
+//! another host's key, played again, from a host the release does not name, unsigned, or at a
+//! key that is not the host's own is refused; and host `a` flooding its own status key is
+//! answered 429 while `b` and `c` pull as before and etcd's database barely grows.
+
+use crate::common;
+use crate::common::fleet::{bell_run, run_bin, text, EtcdCluster, Pki};
+use crate::common::pulling::{copy_over, image_root, motd};
+use crate::common::Fixture;
+use bell_wire::etcd::RequestSigner;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const HOSTS: [&str; 3] = ["a", "b", "c"];
+
+fn spec(motd: &str, identities: &[String]) -> String {
+    let mut spec = String::from("fleet \"f\" target=\"debian-12\" identities=\"required\"\n");
+    spec.push_str("rollout max-unavailable=\"100%\"\n");
+    for (host, identity) in HOSTS.iter().zip(identities) {
+        spec.push_str(&format!("host \"{host}\" identity=\"{identity}\"\n"));
+    }
+    spec.push_str(&format!(
+        "file \"/etc/motd\" {{\n    content \"{motd}\\n\"\n}}\n"
+    ));
+    spec
+}
+
+/// A `bellc gateway` replica on a free port, killed on drop.
+struct Gateway(Child, String);
+
+impl Gateway {
+    fn start(fx: &Fixture, pki: &Pki, url: &str) -> Gateway {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bellc"))
+            .args(["gateway", "served", "--trust", "ci.pub", "--store", url])
+            .args(pki.flags())
+            .args(["--listen", "127.0.0.1:0", "--refresh", "1"])
+            .arg("--tls-cert")
+            .arg(pki.path("server.pem"))
+            .arg("--tls-key")
+            .arg(pki.path("server.key"))
+            .current_dir(fx.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("bellc gateway");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let address = loop {
+            let line = lines.next().expect("where the gateway listens").unwrap();
+            if let Some(rest) = line.split("on https://").nth(1) {
+                break rest.split('/').next().unwrap().to_string();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        Gateway(child, address)
+    }
+
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A client of the gateways that signs each request with `sign`.
+fn signing_client(
+    pki: &Pki,
+    endpoints: &str,
+    sign: impl Fn(&str, &[u8]) -> String + Send + Sync + 'static,
+) -> bell_store::Etcd {
+    bell_store::Etcd::open(
+        &format!("etcds://{endpoints}"),
+        &bell_store::Access {
+            signer: Some(RequestSigner(Arc::new(sign))),
+            ..pki.server_access()
+        },
+    )
+    .unwrap()
+    .with_limits(bell_wire::etcd::Limits::HOST)
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn host_key(root: &Path) -> bell_store::proof::SigningKey {
+    // bell's own key, as `identity --init` wrote it: an unencrypted OpenSSH key.
+    let text = std::fs::read_to_string(root.join("etc/bell/identity.key")).unwrap();
+    bell_store::proof::SigningKey::from_seed(bell_seal::openssh::read_ed25519(&text).unwrap().seed)
+}
+
+#[test]
+fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() {
+    let bin = bell_run();
+    let fx = Fixture::new();
+    let Some(pki) = Pki::new() else {
+        return;
+    };
+    let Some(mut etcd) = EtcdCluster::start_tls(&pki) else {
+        return;
+    };
+    let url = etcd.url.clone();
+    let flags = pki.flags();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let roots: Vec<tempfile::TempDir> = HOSTS.iter().map(|_| image_root()).collect();
+    let identities: Vec<String> = HOSTS
+        .iter()
+        .zip(&roots)
+        .map(|(host, root)| {
+            let args = [
+                "identity",
+                "--root",
+                root.path().to_str().unwrap(),
+                "--host",
+                host,
+                "--init",
+            ];
+            let out = run_bin(&bin, &args, &[]);
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        })
+        .collect();
+    assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
+    for (n, motd) in [(1, "one"), (2, "two")] {
+        std::fs::write(fx.path().join("bell.kdl"), spec(motd, &identities)).unwrap();
+        let out = format!("out{n}");
+        let run = fx.bellc(&["build", "bell.kdl", "-o", &out, "--sign-key", "ci.key"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    }
+    let mut publish = vec!["publish", "out1", "--store", &url];
+    publish.extend(&flags);
+    let run = fx.bellc(&publish);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The mirror holds both builds; the store says release 1.
+    let served = fx.path().join("served");
+    copy_over(&fx.path().join("out1"), &served);
+    copy_over(&fx.path().join("out2"), &served);
+
+    let mut first = Gateway::start(&fx, &pki, &url);
+    let second = Gateway::start(&fx, &pki, &url);
+    let both = format!("{},{}", first.1, second.1);
+    let gateway_url = format!("https://{both}");
+    let ca = pki.path("ca.pem").display().to_string();
+    let trust = fx.path().join("ci.pub").display().to_string();
+    let source = served.display().to_string();
+    let pull = |host: &str, root: &Path| {
+        let args = [
+            "pull",
+            "--source",
+            &source,
+            "--root",
+            root.to_str().unwrap(),
+            "--host",
+            host,
+            "--trust",
+            &trust,
+            "--fleet",
+            "f",
+            "--gateway",
+            &gateway_url,
+            "--report",
+            &gateway_url,
+            "--store-ca",
+            &ca,
+        ];
+        run_bin(&bin, &args, &[])
+    };
+    for (host, root) in HOSTS.iter().zip(&roots) {
+        let out = pull(host, root.path());
+        assert_eq!(out.status.code(), Some(0), "{host}: {}", text(&out));
+        assert_eq!(motd(root.path()), "one\n", "{host}");
+        // The image holds the host's identity, and no password of any store.
+        let etc = root.path().join("etc/bell");
+        let names: Vec<String> = std::fs::read_dir(&etc)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(!names.iter().any(|n| n.contains("password")), "{names:?}");
+    }
+    let status = |out: &str| -> serde_json::Value {
+        let mut args = vec!["status", out, "--store", &url, "--json"];
+        args.extend(&flags);
+        let run = common::bellc_in(fx.path(), &args);
+        assert!(matches!(run.code, 0 | 3), "{}", run.stderr);
+        serde_json::from_str(&run.stdout).unwrap()
+    };
+    // Reported through the gateway, signed, and read as each host's own.
+    let fleet = status("out1");
+    for host in HOSTS {
+        let row = common::row(&fleet, host);
+        assert_eq!(row["state"], "up-to-date", "{row:#}");
+    }
+
+    // A rollout of release 2 while the hosts pull as their timers would; one replica dies.
+    let stop = AtomicBool::new(false);
+    let key = fx.path().join("ci.key").display().to_string();
+    let mut rollout = vec![
+        "rollout",
+        "served",
+        "--sign-key",
+        &key,
+        "--wave-timeout",
+        "120s",
+        "--json",
+        "--store",
+        &url,
+    ];
+    rollout.extend(&flags);
+    let run = std::thread::scope(|scope| {
+        for (host, root) in HOSTS.iter().zip(&roots) {
+            let (stop, pull) = (&stop, &pull);
+            scope.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    pull(host, root.path());
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+            });
+        }
+        let killer = scope.spawn(|| {
+            std::thread::sleep(Duration::from_secs(2));
+            first.kill();
+        });
+        let run = fx.bellc(&rollout);
+        stop.store(true, Ordering::Relaxed);
+        killer.join().unwrap();
+        run
+    });
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let fleet = status("served");
+    for (host, root) in HOSTS.iter().zip(&roots) {
+        assert_eq!(motd(root.path()), "two\n", "{host}");
+        let row = common::row(&fleet, host);
+        assert_eq!(row["state"], "up-to-date", "{row:#}");
+    }
+    // Killed for good: everything goes through the second from now on.
+    let endpoint = second.1.clone();
+
+    // The attacker's side. Host a's key, as a itself, at b's keys: refused for the key.
+    let a_key = Arc::new(host_key(roots[0].path()));
+    let as_a = {
+        let key = Arc::clone(&a_key);
+        signing_client(&pki, &endpoint, move |path, body| {
+            bell_store::gateway::authorization("a", &key, path, body, now())
+        })
+    };
+    let refused = |result: Result<(), String>, why: &str| {
+        let e = result.expect_err(why);
+        assert!(e.contains(why), "wanted `{why}`: {e}");
+    };
+    refused(
+        as_a.put("/bell/f/running/b", b"{}"),
+        "permission denied: host `a` may not write `/bell/f/running/b`",
+    );
+    refused(
+        as_a.put("/bell/f/desired/a", b"another bundle"),
+        "may not write `/bell/f/desired/a`",
+    );
+    refused(as_a.get("/bell/f/running/b").map(|_| ()), "may not read");
+    // Its own keys are its own.
+    assert!(as_a.get("/bell/f/desired/a").unwrap().is_some());
+    // a's key, saying it is b.
+    let a_as_b = {
+        let key = Arc::clone(&a_key);
+        signing_client(&pki, &endpoint, move |path, body| {
+            bell_store::gateway::authorization("b", &key, path, body, now())
+        })
+    };
+    refused(
+        a_as_b.put("/bell/f/running/b", b"{}"),
+        "is not signed by host `b`'s identity",
+    );
+    // A host the release does not name, with a key of its own.
+    let stranger = {
+        let key = bell_store::proof::SigningKey::from_seed([7; 32]);
+        signing_client(&pki, &endpoint, move |path, body| {
+            bell_store::gateway::authorization("z", &key, path, body, now())
+        })
+    };
+    refused(
+        stranger.put("/bell/f/discovery/z", b"{}"),
+        "host `z` is not in release",
+    );
+    // Unsigned, as an etcd client would ask.
+    let unsigned = bell_store::Etcd::open(&format!("etcds://{endpoint}"), &pki.server_access())
+        .unwrap()
+        .with_limits(bell_wire::etcd::Limits::HOST);
+    refused(
+        unsigned.get("/bell/f/desired/a").map(|_| ()),
+        "only requests a host signs",
+    );
+    // One request of a's, captured and played again.
+    let body = serde_json::json!({ "key": bell_wire::base64(b"/bell/f/desired/a") }).to_string();
+    let captured =
+        bell_store::gateway::authorization("a", &a_key, "/v3/kv/range", body.as_bytes(), now());
+    let replayer = signing_client(&pki, &endpoint, move |_, _| captured.clone());
+    assert!(replayer.get("/bell/f/desired/a").unwrap().is_some());
+    refused(replayer.get("/bell/f/desired/a").map(|_| ()), "a replay");
+    // Signed ten minutes ago.
+    let stale = {
+        let key = Arc::clone(&a_key);
+        signing_client(&pki, &endpoint, move |path, body| {
+            bell_store::gateway::authorization("a", &key, path, body, now() - 600)
+        })
+    };
+    refused(stale.get("/bell/f/desired/a").map(|_| ()), "clock");
+
+    // a floods its own status key with large values at full speed: 429s for a alone.
+    let direct = etcd.client_tls(&pki);
+    let size_before = direct.db_size().unwrap();
+    let flooding = AtomicBool::new(true);
+    let (throttled, written) = std::thread::scope(|scope| {
+        let flood = scope.spawn(|| {
+            let big = vec![b'x'; 200 * 1024];
+            let (mut throttled, mut written) = (0, 0);
+            let until = Instant::now() + Duration::from_secs(8);
+            while Instant::now() < until {
+                match as_a.put("/bell/f/status/health/a", &big) {
+                    Ok(()) => written += 1,
+                    Err(e) if e.contains("HTTP 429") => throttled += 1,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            flooding.store(false, Ordering::Relaxed);
+            (throttled, written)
+        });
+        // b and c pull as ever while it does.
+        let mut pulls = 0;
+        while flooding.load(Ordering::Relaxed) {
+            for (host, root) in HOSTS.iter().zip(&roots).skip(1) {
+                let out = pull(host, root.path());
+                assert_eq!(out.status.code(), Some(0), "{host}: {}", text(&out));
+                pulls += 1;
+            }
+        }
+        assert!(pulls >= 2, "{pulls}");
+        flood.join().unwrap()
+    });
+    assert!(throttled > 100, "{throttled} refused, {written} written");
+    // The burst (1 MiB) and 64 KiB a second for 8 seconds: a few values, not hundreds.
+    assert!(written <= 12, "{written} written");
+    let grown = direct.db_size().unwrap().saturating_sub(size_before);
+    assert!(grown < 16 << 20, "etcd's database grew by {grown} bytes");
+    let (cert, key) = (pki.path("client.pem"), pki.path("client.key"));
+    let alarms = pki.etcdctl(
+        &etcd.endpoints[0],
+        &[
+            "--cert",
+            cert.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+            "alarm",
+            "list",
+        ],
+    );
+    let listed = String::from_utf8_lossy(&alarms.stdout);
+    assert!(
+        alarms.status.success() && listed.trim().is_empty(),
+        "{}",
+        text(&alarms)
+    );
+    drop(second);
+    etcd.kill(0);
+}
