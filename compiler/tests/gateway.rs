@@ -91,6 +91,10 @@ fn signing_client(
     .with_limits(bell_wire::etcd::Limits::HOST)
 }
 
+fn direct_client(etcd: &EtcdCluster, pki: &Pki) -> bell_store::Etcd {
+    etcd.client_tls(pki)
+}
+
 fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -284,7 +288,7 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
         a_as_b.put("/bell/f/running/b", b"{}"),
         "is not signed by host `b`'s identity",
     );
-    // A host the release does not name, with a key of its own.
+    // A machine the release does not name, with a key of its own: it may only register.
     let stranger = {
         let key = bell_store::proof::SigningKey::from_seed([7; 32]);
         signing_client(&pki, &endpoint, move |path, body| {
@@ -293,6 +297,14 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
     };
     refused(
         stranger.put("/bell/f/discovery/z", b"{}"),
+        "files only its registration as `z`",
+    );
+    refused(
+        stranger.get("/bell/f/desired/a").map(|_| ()),
+        "may not read",
+    );
+    refused(
+        stranger.grant_lease(60).map(|_| ()),
         "host `z` is not in release",
     );
     // Unsigned, as an etcd client would ask.
@@ -319,8 +331,40 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
     };
     refused(stale.get("/bell/f/desired/a").map(|_| ()), "clock");
 
+    // A new machine registers through the gateway with the identity it makes, no password.
+    let fresh = image_root();
+    let args = [
+        "register",
+        "--gateway",
+        &gateway_url,
+        "--store-ca",
+        &ca,
+        "--fleet",
+        "f",
+        "--host",
+        "new-1",
+        "--root",
+        fresh.path().to_str().unwrap(),
+    ];
+    let out = run_bin(&bin, &args, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let filed = direct_client(&etcd, &pki)
+        .get("/bell/f/discovery/new-1")
+        .unwrap()
+        .unwrap();
+    let (registration, by) = bell_store::discovery::check("new-1", &filed).unwrap();
+    assert_eq!(registration.fleet, "f");
+    assert_eq!(
+        by.key_bytes(),
+        host_key(fresh.path()).identity().key_bytes()
+    );
+    // ... and can do nothing else: not even pull as the host it will be.
+    let out = pull("new-1", fresh.path());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("may only register"), "{}", text(&out));
+
     // a floods its own status key with large values at full speed: 429s for a alone.
-    let direct = etcd.client_tls(&pki);
+    let direct = direct_client(&etcd, &pki);
     let size_before = direct.db_size().unwrap();
     let flooding = AtomicBool::new(true);
     let (throttled, written) = std::thread::scope(|scope| {

@@ -97,10 +97,19 @@ impl Args {
         }
     }
 
+    /// `--report`: with `--gateway`, an https:// report goes to the gateway as the store does.
+    fn report_destination(&self) -> Option<String> {
+        let report = self.report.clone()?;
+        match report.strip_prefix("https://") {
+            Some(rest) if self.gateway.is_some() => Some(format!("etcds://{rest}")),
+            _ => Some(report),
+        }
+    }
+
     fn sinks(&self) -> report::Sinks {
         report::Sinks {
             access: self.access(),
-            report: self.report.clone(),
+            report: self.report_destination(),
             metrics: self.metrics.clone(),
             host: self.host.clone(),
             release: self.release.clone(),
@@ -222,10 +231,15 @@ pub fn main() -> i32 {
         outln!("bell-run {}", env!("CARGO_PKG_VERSION"));
         return OK;
     }
-    let args = match parse(&all[1..]) {
+    let mut args = match parse(&all[1..]) {
         Ok(args) => args,
         Err(e) => return usage(&e),
     };
+    if command != "install-timer" {
+        if let Err(e) = sign_for_gateway(&mut args, command == "register") {
+            return usage(&e);
+        }
+    }
     let wants = |n: usize| args.positional.len() == n;
     match command.as_str() {
         "apply" if wants(1) => cmd_apply(&args.positional[0], &args),
@@ -632,10 +646,17 @@ fn cmd_recover(args: &Args) -> i32 {
 
 /// `--gateway https://HOST:PORT[,HOST:PORT…]`: the store is the fleet's gateway, spoken to as
 /// etcd is over TLS (`--store-ca` names the gateway's CA), each request signed with the host's
-/// identity instead of a store user's password.
+/// identity ([`sign_for_gateway`]) instead of a store user's password.
 fn gateway_store(out: &mut Args, gateway: &str) -> Result<(), String> {
     if out.store.is_some() {
         return Err("give `--gateway` or `--store`, not both".into());
+    }
+    if out.store_user.is_some() || out.store_password_file.is_some() {
+        return Err(
+            "a host speaks to the gateway with its identity: drop `--store-user` and \
+             `--store-password-file`"
+                .into(),
+        );
     }
     let Some(endpoints) = gateway.strip_prefix("https://") else {
         return Err(format!(
@@ -644,18 +665,24 @@ fn gateway_store(out: &mut Args, gateway: &str) -> Result<(), String> {
         ));
     };
     out.store = Some(format!("etcds://{endpoints}"));
-    // Reports filed to the gateway go the same way.
-    if let Some(report) = out
-        .report
-        .as_deref()
-        .and_then(|r| r.strip_prefix("https://"))
-    {
-        out.report = Some(format!("etcds://{report}"));
+    Ok(())
+}
+
+/// With `--gateway`, what signs each request: the host's identity, loaded now (a command that
+/// only writes a timer, which runs later on the host, loads none); `make` makes it when there
+/// is none (`register`, which a new machine runs first).
+fn sign_for_gateway(out: &mut Args, make: bool) -> Result<(), String> {
+    if out.gateway.is_none() {
+        return Ok(());
     }
     let root = statedir::open_root(&root_of(out)).map_err(|r| r.message)?;
     let host = report::host_name(out.host.as_deref(), &root.dir)?;
     bell_store::check_name("host", &host)?;
-    let key = crate::identity::signing_key(&root, out.identity.as_deref())?.ok_or_else(|| {
+    let made = match (make, out.identity.is_none()) {
+        (true, true) => Some(crate::identity::load_or_make(&root)?.0),
+        _ => crate::identity::signing_key(&root, out.identity.as_deref())?,
+    };
+    let key = made.ok_or_else(|| {
         format!(
             "`--gateway` signs each request with the host's identity, and there is none ({} or \
              {}): run `bell-run identity --init`, or give `--identity FILE`",

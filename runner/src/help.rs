@@ -16,7 +16,8 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
                       [--alive-ttl SECS] [--metrics FILE] [--fetch-timeout SECS]
                       [--identity FILE]
        bell-run pending --store etcd[s]://HOST:PORT [--host NAME] [--root DIR] [--fleet NAME] [--json]
-       bell-run register --store etcd[s]://HOST:PORT --fleet NAME [--host NAME] [--root DIR] [--json]
+       bell-run register --store etcd[s]://HOST:PORT|--gateway https://HOST:PORT --fleet NAME
+                      [--host NAME] [--root DIR] [--json]
        bell-run status [--root DIR] [--json]
        bell-run generations [--root DIR] [--json]
        bell-run rollback [--to GENERATION] [--root DIR] [--offline] [--dry-run] [--json]

@@ -12,8 +12,9 @@ pub const TIMER: &str = include_str!("../systemd/bell-run.timer");
 pub const REGISTER_SERVICE: &str = include_str!("../systemd/bell-run-register.service");
 
 /// The pull's options that `register` takes too: the same store, fleet, host and credentials.
-const REGISTER_OPTIONS: [&str; 8] = [
+const REGISTER_OPTIONS: [&str; 9] = [
     "--store",
+    "--gateway",
     "--fleet",
     "--host",
     "--store-ca",
@@ -146,9 +147,10 @@ fn register_service(exe: &str, job: &Job) -> Option<String> {
         return None;
     };
     let value = |flag: &str| options.iter().find(|(f, _)| *f == flag).map(|(_, v)| v);
-    let store = value("--store")?;
-    if !store.starts_with("etcd://") && !store.starts_with("etcds://") {
-        return None;
+    match (value("--store"), value("--gateway")) {
+        (Some(store), _) if store.starts_with("etcd://") || store.starts_with("etcds://") => {}
+        (_, Some(_)) => {}
+        _ => return None,
     }
     value("--fleet")?;
     let mut exec_start = format!("ExecStart={exe} register");

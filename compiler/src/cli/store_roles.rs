@@ -51,7 +51,7 @@ pub fn run(
     for role in roles.iter().filter(|r| r.name.starts_with("host/")) {
         if matches!(
             role.password_file.as_str(),
-            "controller" | "enroll" | "serve"
+            "controller" | "enroll" | "gateway" | "serve"
         ) {
             return Err(format!(
                 "host `{}` would share its password file with the {} user; rename the host",

@@ -10,9 +10,12 @@
 //! that window on a replica (a replica keeps the nonces it saw; a replay sent to another
 //! replica within the window repeats a request the host itself made, never another).
 //!
-//! The header: `Authorization: Bell-Ed25519 HOST TIME NONCE SIGNATURE`, the signature in
-//! base64. Host names are [`crate::check_name`]'s and the nonce is hex, so no field holds a
-//! space.
+//! The header: `Authorization: Bell-Ed25519 HOST TIME NONCE SIGNATURE IDENTITY`, the
+//! signature and the identity's 32 key bytes in base64. Host names are [`crate::check_name`]'s
+//! and the nonce is hex, so no field holds a space. The gateway checks a host the release
+//! names against the identity the release gives it (the one in the header must be the same);
+//! the identity in the header is what a machine not in the fleet yet is known by while it
+//! registers.
 
 use crate::proof::{Identity, SigningKey};
 use bell_wire::{base64, from_base64};
@@ -35,6 +38,8 @@ pub struct Signed {
     pub time: u64,
     pub nonce: String,
     signature: Vec<u8>,
+    /// The identity the request says signed it.
+    pub identity: Identity,
 }
 
 /// The bytes a host signs for one request.
@@ -50,7 +55,11 @@ fn signed_bytes(host: &str, time: u64, nonce: &str, path: &str, body: &[u8]) -> 
 pub fn authorization(host: &str, key: &SigningKey, path: &str, body: &[u8], time: u64) -> String {
     let nonce = next_nonce();
     let signature = key.sign(&signed_bytes(host, time, &nonce, path, body));
-    format!("{SCHEME} {host} {time} {nonce} {}", base64(&signature))
+    format!(
+        "{SCHEME} {host} {time} {nonce} {} {}",
+        base64(&signature),
+        base64(key.identity().key_bytes())
+    )
 }
 
 /// A nonce no other request of this process or another has: 16 random bytes drawn once per
@@ -82,7 +91,8 @@ impl Signed {
         if parts.next() != Some(SCHEME) {
             return Err(format!("the request is not signed with `{SCHEME}`"));
         }
-        let (Some(host), Some(time), Some(nonce), Some(signature), None) = (
+        let (Some(host), Some(time), Some(nonce), Some(signature), Some(identity), None) = (
+            parts.next(),
             parts.next(),
             parts.next(),
             parts.next(),
@@ -90,7 +100,7 @@ impl Signed {
             parts.next(),
         ) else {
             return Err(format!(
-                "a `{SCHEME}` header is `HOST TIME NONCE SIGNATURE`"
+                "a `{SCHEME}` header is `HOST TIME NONCE SIGNATURE IDENTITY`"
             ));
         };
         crate::check_name("host", host)?;
@@ -106,17 +116,26 @@ impl Signed {
         let signature = from_base64(signature)
             .filter(|s| s.len() == 64)
             .ok_or("the request's signature is not 64 bytes of base64")?;
+        let identity = from_base64(identity)
+            .and_then(|bytes| Identity::from_bytes(&bytes).ok())
+            .ok_or("the request's identity is not 32 bytes of base64")?;
         Ok(Signed {
             host: host.to_string(),
             time,
             nonce: nonce.to_string(),
             signature,
+            identity,
         })
     }
 
     /// Whether the time is within [`MAX_SKEW`] of `now`.
     pub fn is_timely(&self, now: u64) -> bool {
         self.time.abs_diff(now) <= MAX_SKEW
+    }
+
+    /// Whether the identity the header names signed this request to `path` with `body`.
+    pub fn verifies_itself(&self, path: &str, body: &[u8]) -> bool {
+        self.verifies(&self.identity, path, body)
     }
 
     /// Whether `identity` signed this request to `path` with `body`.
@@ -163,6 +182,7 @@ mod tests {
             "Basic aDE6cHc=",
             "Bell-Ed25519 h1 5 00",
             "Bell-Ed25519 h1 5 00 AAAA",
+            "Bell-Ed25519 h1 5 00 AAAA AAAA",
             "Bell-Ed25519 ../h1 5 00 AAAA",
             "Bell-Ed25519 h1 x 00 AAAA",
             "Bell-Ed25519 h1 5 zz AAAA",

@@ -271,6 +271,32 @@ pub fn controller_grants(fleet: &str, lock_prefix: &str) -> Vec<Permission> {
     grants
 }
 
+/// What the fleet's gateway (`bellc gateway`) may do as the one user all hosts' requests pass
+/// through: what every host may, by prefix (each request is held to its own host's
+/// [`host_grants`] by the gateway before it is sent). Never the desired map's writes, the
+/// version's, the rollout's records or a hold: a gateway taken over can delay and withhold,
+/// never move the fleet.
+pub fn gateway_grants(fleet: &str, lock_prefix: &str) -> Vec<Permission> {
+    let mut grants = vec![
+        Permission::prefix(Access::Read, &desired_prefix(fleet)),
+        Permission::key(Access::Read, &version_key(fleet)),
+        Permission::prefix(Access::Read, &hold_key(fleet, "")),
+        Permission::prefix(Access::ReadWrite, &alive_key(fleet, "")),
+        Permission::prefix(Access::ReadWrite, &registration_key(fleet, "")),
+        Permission::prefix(Access::ReadWrite, &groups_prefix(lock_prefix)),
+        Permission::prefix(Access::ReadWrite, &status_prefix(fleet)),
+    ];
+    for command in REPORTED_COMMANDS {
+        grants.push(Permission::prefix(
+            Access::ReadWrite,
+            &report_key(fleet, command, ""),
+        ));
+    }
+    grants.sort();
+    grants.dedup();
+    grants
+}
+
 /// What the machines not in the fleet yet share: filing registrations, nothing else. Each is
 /// signed by the identity it names, so one machine overwriting another's shows as invalid or
 /// as another identity, never as it.

@@ -249,11 +249,17 @@ pub(super) fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
     }
     let mut options = vec![("--source", source.clone())];
     // Checked, not opened: the TLS files are the image's, and may not be there yet.
-    for dest in [&args.store, &args.report].into_iter().flatten() {
-        bell_store::Store::check(dest, &args.access())?;
+    for dest in [args.store.clone(), args.report_destination()]
+        .into_iter()
+        .flatten()
+    {
+        bell_store::Store::check(&dest, &args.access())?;
     }
-    if let Some(store) = &args.store {
-        options.push(("--store", store.clone()));
+    // The host's timer speaks to the gateway with the host's identity, holding no password.
+    match (&args.gateway, &args.store) {
+        (Some(gateway), _) => options.push(("--gateway", gateway.clone())),
+        (None, Some(store)) => options.push(("--store", store.clone())),
+        (None, None) => {}
     }
     let paths = [
         ("--trust", &args.trust),

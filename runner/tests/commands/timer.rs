@@ -137,6 +137,64 @@ fn install_timer_with_an_etcd_fleet_registers_the_machine_at_boot() {
 }
 
 #[test]
+fn install_timer_with_a_gateway_writes_no_password_and_needs_no_identity_yet() {
+    let w = World::new();
+    let root = w.root();
+    let root_arg = root.to_str().unwrap();
+    let mut args = vec!["install-timer", "--root", root_arg, "--exec", bin()];
+    args.extend([
+        "--source",
+        "https://mirror.example/fleet/",
+        "--gateway",
+        "https://gw.example:8443,gw2.example:8443",
+        "--report",
+        "https://gw.example:8443,gw2.example:8443",
+        "--store-ca",
+        "/etc/bell/gateway-ca.pem",
+        "--fleet",
+        "prod",
+        "--trust",
+        "/etc/bell/keys.pub",
+    ]);
+    // The image has no identity yet: the host makes it on its first boot.
+    let out = w.run(&args);
+    expect_code(&out, 0);
+    let unit_dir = root.join("etc/systemd/system");
+    let (_, pull) = exec_start_of(&unit_dir, "bell-run.service");
+    let (_, register) = exec_start_of(&unit_dir, "bell-run-register.service");
+    for line in [&pull, &register] {
+        assert!(
+            line.contains(" --gateway \"https://gw.example:8443,gw2.example:8443\""),
+            "{line}"
+        );
+        assert!(
+            !line.contains("--store ") && !line.contains("password"),
+            "{line}"
+        );
+    }
+    assert!(
+        pull.contains(" --report \"https://gw.example:8443,gw2.example:8443\""),
+        "{pull}"
+    );
+    systemd_accepts(&unit_dir);
+    // A password beside the gateway is refused: the host has no use for one.
+    let mut with_password = args.clone();
+    with_password.extend([
+        "--store-user",
+        "host/prod/web-1",
+        "--store-password-file",
+        "/p",
+    ]);
+    let out = w.run(&with_password);
+    expect_code(&out, 64);
+    assert!(
+        stderr(&out).contains("drop `--store-user`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn install_timer_with_a_source_writes_a_pulling_service_with_every_argument_quoted() {
     let w = World::new();
     let root = w.root();

@@ -48,6 +48,12 @@ pub fn plan(release: &Release, lock_prefix: &str) -> Vec<Role> {
         password_file: "enroll".into(),
         permissions: keys::enroll_grants(fleet),
     });
+    // The hosts' door (`bellc gateway`): what they all may, each request held to its host's.
+    roles.push(Role {
+        name: format!("gateway/{fleet}"),
+        password_file: "gateway".into(),
+        permissions: keys::gateway_grants(fleet, lock_prefix),
+    });
     roles.push(Role {
         name: format!("serve/{fleet}"),
         password_file: "serve".into(),

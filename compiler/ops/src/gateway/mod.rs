@@ -52,6 +52,18 @@ struct Member {
     grants: Vec<Permission>,
 }
 
+/// Who a request is from, once its signature is checked.
+struct Caller {
+    host: String,
+    /// What it may touch: a member's grants, or an enrolling machine's registration key.
+    grants: Vec<Permission>,
+    /// A machine the release does not name, known only by the identity it signs with (and
+    /// the fleet it may register in).
+    enrolling: Option<(Identity, String)>,
+    /// Whose rate it spends: the host's, or an enrolling identity's.
+    bucket: String,
+}
+
 /// The release's hosts, and what each may do.
 struct Fleet {
     name: String,
@@ -103,6 +115,9 @@ impl Answer {
         }
     }
 }
+
+/// The bucket every machine not in the fleet spends from as well as its own.
+const ENROLLING: &str = "(enrolling)";
 
 /// The longest a lease a host asks for may live: a liveness lease is a few pull periods.
 const MAX_LEASE_TTL: i64 = 24 * 3600;
@@ -195,12 +210,21 @@ impl Gateway {
         let Some(fleet) = self.fleet.read().ok().and_then(|f| f.clone()) else {
             return Answer::refusal(503, "the gateway has not read a signed release yet");
         };
-        let (host, member) = match self.authenticate(&fleet, path, authorization, body, now) {
-            Ok(found) => found,
+        let caller = match self.authenticate(&fleet, path, authorization, body, now) {
+            Ok(caller) => caller,
             Err(why) => return Answer::refusal(401, &why),
         };
+        let host = caller.host.as_str();
         let taken = match self.buckets.lock() {
-            Ok(mut buckets) => buckets.take(host, body.len(), Instant::now()),
+            Ok(mut buckets) => {
+                // Machines not in the fleet share one bucket besides their own: fresh keys
+                // are free to make, and must not add up to a flood.
+                let all = match caller.enrolling {
+                    Some(_) => buckets.take(ENROLLING, body.len(), Instant::now()),
+                    None => Ok(()),
+                };
+                all.and_then(|()| buckets.take(&caller.bucket, body.len(), Instant::now()))
+            }
             Err(_) => Ok(()),
         };
         if let Err(wait) = taken {
@@ -218,7 +242,7 @@ impl Gateway {
             Ok(request) => request,
             Err(why) => return Answer::refusal(400, &why),
         };
-        if let Err(answer) = self.authorize(host, member, &request) {
+        if let Err(answer) = self.authorize(&caller, &request) {
             return answer;
         }
         if let Request::LeaseGrant(grant) = &mut request {
@@ -244,26 +268,53 @@ impl Gateway {
         }
     }
 
-    /// The host that signed the request, if the release names it with that identity and the
-    /// request is timely and new.
-    fn authenticate<'f>(
+    /// Who signed the request: a host the release names, with the identity it gives it, or a
+    /// machine it does not name that signs with the identity it says it has (which may only
+    /// register); and only when the request is timely and new.
+    fn authenticate(
         &self,
-        fleet: &'f Fleet,
+        fleet: &Fleet,
         path: &str,
         authorization: Option<&str>,
         body: &[u8],
         now: u64,
-    ) -> Result<(&'f str, &'f Member), String> {
+    ) -> Result<Caller, String> {
         let header = authorization.ok_or(
             "the gateway takes only requests a host signs with its identity (`bell-run \
              --gateway`)",
         )?;
         let signed = Signed::parse(header)?;
-        let Some((host, member)) = fleet.members.get_key_value(&signed.host) else {
-            return Err(format!(
-                "host `{}` is not in release {} of fleet `{}` with an identity",
-                signed.host, fleet.version, fleet.name
-            ));
+        let host = signed.host.clone();
+        let caller = match fleet.members.get(&host) {
+            Some(member) if member.identity != signed.identity => {
+                return Err(format!(
+                    "the request is not signed by host `{host}`'s identity ({}), the one the \
+                     release names",
+                    member.identity.fingerprint()
+                ))
+            }
+            Some(member) => Caller {
+                grants: member.grants.clone(),
+                enrolling: None,
+                bucket: host.clone(),
+                host: host.clone(),
+            },
+            None if path == "/v3/kv/range" || path == "/v3/kv/put" => Caller {
+                grants: vec![Permission::key(
+                    Access::ReadWrite,
+                    &bell_store::keys::registration_key(&fleet.name, &host),
+                )],
+                bucket: format!("{ENROLLING} {}", signed.identity.fingerprint()),
+                enrolling: Some((signed.identity.clone(), fleet.name.clone())),
+                host: host.clone(),
+            },
+            None => {
+                return Err(format!(
+                    "host `{host}` is not in release {} of fleet `{}` with an identity (a \
+                     machine not in the fleet may only register)",
+                    fleet.version, fleet.name
+                ))
+            }
         };
         if !signed.is_timely(now) {
             return Err(format!(
@@ -273,11 +324,10 @@ impl Gateway {
                 bell_store::gateway::MAX_SKEW
             ));
         }
-        if !signed.verifies(&member.identity, path, body) {
+        if !signed.verifies_itself(path, body) {
             return Err(format!(
-                "the request is not signed by host `{host}`'s identity ({}), the one the \
-                 release names",
-                member.identity.fingerprint()
+                "the request is not signed by the identity it names ({})",
+                signed.identity.fingerprint()
             ));
         }
         let mut nonces = self.nonces.lock().map_err(|_| "the gateway is failing")?;
@@ -294,12 +344,14 @@ impl Gateway {
                 signed.nonce
             ));
         }
-        Ok((host.as_str(), member))
+        Ok(caller)
     }
 
-    /// Whether `host` may make `request`: every key within its grants, every value within the
-    /// cap, every lease its own.
-    fn authorize(&self, host: &str, member: &Member, request: &Request) -> Result<(), Answer> {
+    /// Whether the caller may make `request`: every key within its grants, every value within
+    /// the cap, every lease its own; a machine not in the fleet files only a registration
+    /// signed by the identity it signs requests with.
+    fn authorize(&self, caller: &Caller, request: &Request) -> Result<(), Answer> {
+        let host = caller.host.as_str();
         let max = self.config.limits.max_value;
         let largest = request.largest_value();
         if largest > max {
@@ -310,7 +362,7 @@ impl Gateway {
         }
         let keys = request.keys().map_err(|why| Answer::refusal(400, &why))?;
         for (verb, key) in &keys {
-            if !member.grants.iter().any(|g| covers(g, *verb, key)) {
+            if !caller.grants.iter().any(|g| covers(g, *verb, key)) {
                 let verb = match verb {
                     Verb::Read => "read",
                     Verb::Write => "write",
@@ -324,15 +376,30 @@ impl Gateway {
                 ));
             }
         }
+        if let (Some((identity, fleet)), Request::Put(put)) = (&caller.enrolling, request) {
+            let value = bell_wire::from_base64(&put.value).unwrap_or_default();
+            let filed = bell_store::discovery::check(host, &value);
+            if !filed.is_ok_and(|(filed, by)| by == *identity && filed.fleet == *fleet) {
+                return Err(Answer::refusal(
+                    403,
+                    &format!(
+                        "permission denied: a machine not in the fleet files only its \
+                         registration as `{host}`, signed by the identity it signs its requests \
+                         with"
+                    ),
+                ));
+            }
+        }
         for lease in request.leases() {
-            self.check_lease(host, member, lease)?;
+            self.check_lease(caller, lease)?;
         }
         Ok(())
     }
 
     /// A lease a host binds a key to, renews or ends is one granted to it, or one bound only to
     /// keys it may write (granted by another replica).
-    fn check_lease(&self, host: &str, member: &Member, lease: i64) -> Result<(), Answer> {
+    fn check_lease(&self, caller: &Caller, lease: i64) -> Result<(), Answer> {
+        let host = caller.host.as_str();
         let known = self.leases.lock().ok().and_then(|l| l.get(&lease).cloned());
         match known {
             Some(owner) if owner == host => return Ok(()),
@@ -359,7 +426,7 @@ impl Gateway {
         // An unknown lease (TTL -1) is etcd's to refuse; one with nobody's keys is harmless.
         if keys
             .iter()
-            .all(|k| member.grants.iter().any(|g| covers(g, Verb::Write, k)))
+            .all(|k| caller.grants.iter().any(|g| covers(g, Verb::Write, k)))
         {
             if !keys.is_empty() {
                 if let Ok(mut leases) = self.leases.lock() {

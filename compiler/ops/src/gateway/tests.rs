@@ -56,10 +56,8 @@ fn only_the_host_the_release_names_with_that_key_gets_past_the_door() {
     let gateway = gateway(Limits::default());
     let body = put("/bell/f/running/h1", b"{}");
     let path = "/v3/kv/put";
-    // Signed as h1 by h2's key; by a host the release does not name; unsigned; a password.
-    for (host, seed) in [("h1", 2), ("h9", 9)] {
-        assert_eq!(signed(&gateway, host, seed, path, &body).status, 401);
-    }
+    // Signed as h1 by h2's key; unsigned; a password.
+    assert_eq!(signed(&gateway, "h1", 2, path, &body).status, 401);
     assert_eq!(gateway.handle(path, None, &body, NOW).status, 401);
     assert_eq!(
         gateway
@@ -155,4 +153,47 @@ fn a_flood_fills_only_its_own_bucket() {
         "{metrics}"
     );
     assert!(!metrics.contains("host=\"h2\""), "{metrics}");
+}
+
+fn registration(host: &str, fleet: &str, seed: u8) -> Vec<u8> {
+    let registration = bell_store::discovery::Registration {
+        format: bell_store::discovery::REGISTRATION_FORMAT,
+        host: host.into(),
+        fleet: fleet.into(),
+        facts: Default::default(),
+        registered_at: NOW,
+    };
+    put(
+        &format!("/bell/f/discovery/{host}"),
+        bell_store::discovery::signed(&registration, &key(seed)).as_bytes(),
+    )
+}
+
+#[test]
+fn a_machine_not_in_the_fleet_may_only_file_its_own_registration() {
+    let gateway = gateway(Limits::default());
+    // Its registration, signed by the key it signs with, passes the door.
+    let own = registration("h9", "f", 9);
+    assert_eq!(signed(&gateway, "h9", 9, "/v3/kv/put", &own).status, 503);
+    // Signed by another key than the request, for another fleet, or under another name.
+    for (body, why) in [
+        (registration("h9", "f", 8), "signed by the identity"),
+        (registration("h9", "g", 9), "signed by the identity"),
+        (registration("h8", "f", 9), "may not write"),
+        (put("/bell/f/running/h1", b"{}"), "may not write"),
+        (
+            put("/bell/f/discovery/h9", b"not a registration"),
+            "signed by the identity",
+        ),
+    ] {
+        let answer = signed(&gateway, "h9", 9, "/v3/kv/put", &body);
+        assert_eq!(answer.status, 403, "{}", String::from_utf8_lossy(&body));
+        assert!(String::from_utf8_lossy(&answer.body).contains(why));
+    }
+    // Nothing but a read or a put.
+    let answer = signed(&gateway, "h9", 9, "/v3/kv/txn", b"{}");
+    assert_eq!(answer.status, 401);
+    assert!(String::from_utf8_lossy(&answer.body).contains("may only register"));
+    // A host the release names, with another key than the release gives it.
+    assert_eq!(signed(&gateway, "h1", 9, "/v3/kv/put", &own).status, 401);
 }
