@@ -1,5 +1,6 @@
-//! The fleet gateway, from outside: a real three-member etcd serving TLS, two `bellc gateway`
-//! replicas in front of it, and three image-root hosts whose identities `bell-run identity
+//! The fleet gateway, from outside: a real three-member etcd serving TLS with etcd's users on
+//! (the roles `bellc store roles --apply` makes), two `bellc gateway` replicas in front of it
+//! as the `gateway` user, and three image-root hosts whose identities `bell-run identity
 //! --init` made and the spec lists. The hosts pull, report, take their rollout slots and keep
 //! their liveness only through the gateways, with no store user or password; a rollout
 //! converges while one replica is killed. Then the attacker's side: a request signed with
@@ -13,6 +14,7 @@ use crate::common::pulling::{copy_over, image_root, motd};
 use crate::common::Fixture;
 use bell_wire::etcd::RequestSigner;
 use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,15 +39,15 @@ fn spec(motd: &str, identities: &[String]) -> String {
 struct Gateway(Child, String);
 
 impl Gateway {
-    fn start(fx: &Fixture, pki: &Pki, url: &str) -> Gateway {
+    fn start(fx: &Fixture, url: &str, user: &[String]) -> Gateway {
         let mut child = Command::new(env!("CARGO_BIN_EXE_bellc"))
             .args(["gateway", "served", "--trust", "ci.pub", "--store", url])
-            .args(pki.flags())
+            .args(user)
             .args(["--listen", "127.0.0.1:0", "--refresh", "1"])
             .arg("--tls-cert")
-            .arg(pki.path("server.pem"))
+            .arg(user_pki_file(user, "server.pem"))
             .arg("--tls-key")
-            .arg(pki.path("server.key"))
+            .arg(user_pki_file(user, "server.key"))
             .current_dir(fx.path())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -91,8 +93,23 @@ fn signing_client(
     .with_limits(bell_wire::etcd::Limits::HOST)
 }
 
-fn direct_client(etcd: &EtcdCluster, pki: &Pki) -> bell_store::Etcd {
-    etcd.client_tls(pki)
+/// A file beside the CA that `--store-ca` in `user` names.
+fn user_pki_file(user: &[String], name: &str) -> std::path::PathBuf {
+    let at = user.iter().position(|a| a == "--store-ca").unwrap();
+    Path::new(&user[at + 1]).with_file_name(name)
+}
+
+/// A client of etcd itself, as etcd's root.
+fn direct_client(url: &str, pki: &Pki, root_password: &Path) -> bell_store::Etcd {
+    bell_store::Etcd::open(
+        url,
+        &bell_store::Access {
+            user: Some("root".into()),
+            password_file: Some(root_password.to_path_buf()),
+            ..pki.server_access()
+        },
+    )
+    .unwrap()
 }
 
 fn now() -> u64 {
@@ -115,12 +132,39 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
     let Some(pki) = Pki::new() else {
         return;
     };
-    let Some(mut etcd) = EtcdCluster::start_tls(&pki) else {
+    let Some(mut etcd) = EtcdCluster::start_tls_for_users(&pki) else {
         return;
     };
     let url = etcd.url.clone();
-    let flags = pki.flags();
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let ca = pki.path("ca.pem").display().to_string();
+    // etcd's root, then users on.
+    let root_password = fx.path().join("root.password");
+    std::fs::write(&root_password, "r00t-Secret\n").unwrap();
+    std::fs::set_permissions(&root_password, std::fs::Permissions::from_mode(0o600)).unwrap();
+    for args in [
+        &["user", "add", "root:r00t-Secret"][..],
+        &["auth", "enable"],
+    ] {
+        let out = pki.etcdctl(&etcd.endpoints[2], args);
+        assert!(out.status.success(), "etcdctl {args:?}: {}", text(&out));
+    }
+    let passwords = fx.path().join("passwords");
+    let as_user = |user: &str, file: &str| -> Vec<String> {
+        [
+            "--store-ca",
+            &ca,
+            "--store-user",
+            user,
+            "--store-password-file",
+            passwords.join(file).to_str().unwrap(),
+        ]
+        .map(str::to_string)
+        .to_vec()
+    };
+    let controller = as_user("controller/f", "controller");
+    let flags: Vec<&str> = controller.iter().map(String::as_str).collect();
+    let serve = as_user("serve/f", "serve");
+    let serve: Vec<&str> = serve.iter().map(String::as_str).collect();
     let roots: Vec<tempfile::TempDir> = HOSTS.iter().map(|_| image_root()).collect();
     let identities: Vec<String> = HOSTS
         .iter()
@@ -146,6 +190,25 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
         let run = fx.bellc(&["build", "bell.kdl", "-o", &out, "--sign-key", "ci.key"]);
         assert_eq!(run.code, 0, "{}", run.stderr);
     }
+    let mut roles = vec!["store", "roles", "out1", "--apply", "--store", &url];
+    let root_user = [
+        "--store-ca",
+        &ca,
+        "--store-user",
+        "root",
+        "--store-password-file",
+        root_password.to_str().unwrap(),
+        "--passwords",
+        passwords.to_str().unwrap(),
+    ];
+    roles.extend(root_user);
+    let run = fx.bellc(&roles);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("gateway/f: role created"),
+        "{}",
+        run.stdout
+    );
     let mut publish = vec!["publish", "out1", "--store", &url];
     publish.extend(&flags);
     let run = fx.bellc(&publish);
@@ -155,11 +218,11 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
     copy_over(&fx.path().join("out1"), &served);
     copy_over(&fx.path().join("out2"), &served);
 
-    let mut first = Gateway::start(&fx, &pki, &url);
-    let second = Gateway::start(&fx, &pki, &url);
+    let gateway_user = as_user("gateway/f", "gateway");
+    let mut first = Gateway::start(&fx, &url, &gateway_user);
+    let second = Gateway::start(&fx, &url, &gateway_user);
     let both = format!("{},{}", first.1, second.1);
     let gateway_url = format!("https://{both}");
-    let ca = pki.path("ca.pem").display().to_string();
     let trust = fx.path().join("ci.pub").display().to_string();
     let source = served.display().to_string();
     let pull = |host: &str, root: &Path| {
@@ -198,7 +261,7 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
     }
     let status = |out: &str| -> serde_json::Value {
         let mut args = vec!["status", out, "--store", &url, "--json"];
-        args.extend(&flags);
+        args.extend(&serve);
         let run = common::bellc_in(fx.path(), &args);
         assert!(matches!(run.code, 0 | 3), "{}", run.stderr);
         serde_json::from_str(&run.stdout).unwrap()
@@ -348,7 +411,7 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
     ];
     let out = run_bin(&bin, &args, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let filed = direct_client(&etcd, &pki)
+    let filed = direct_client(&url, &pki, &root_password)
         .get("/bell/f/discovery/new-1")
         .unwrap()
         .unwrap();
@@ -364,7 +427,7 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
     assert!(text(&out).contains("may only register"), "{}", text(&out));
 
     // a floods its own status key with large values at full speed: 429s for a alone.
-    let direct = direct_client(&etcd, &pki);
+    let direct = direct_client(&url, &pki, &root_password);
     let size_before = direct.db_size().unwrap();
     let flooding = AtomicBool::new(true);
     let (throttled, written) = std::thread::scope(|scope| {
@@ -399,17 +462,9 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
     assert!(written <= 12, "{written} written");
     let grown = direct.db_size().unwrap().saturating_sub(size_before);
     assert!(grown < 16 << 20, "etcd's database grew by {grown} bytes");
-    let (cert, key) = (pki.path("client.pem"), pki.path("client.key"));
     let alarms = pki.etcdctl(
-        &etcd.endpoints[0],
-        &[
-            "--cert",
-            cert.to_str().unwrap(),
-            "--key",
-            key.to_str().unwrap(),
-            "alarm",
-            "list",
-        ],
+        &etcd.endpoints[1],
+        &["--user", "root:r00t-Secret", "alarm", "list"],
     );
     let listed = String::from_utf8_lossy(&alarms.stdout);
     assert!(
@@ -418,5 +473,5 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
         text(&alarms)
     );
     drop(second);
-    etcd.kill(0);
+    etcd.kill(2);
 }
