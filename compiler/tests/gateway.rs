@@ -112,6 +112,29 @@ fn direct_client(url: &str, pki: &Pki, root_password: &Path) -> bell_store::Etcd
     .unwrap()
 }
 
+/// A counter of the replica at `endpoint`'s `/metrics`.
+fn metric(pki: &Pki, endpoint: &str, name: &str) -> u64 {
+    let tls = bell_wire::tls::Tls::load(
+        &bell_wire::tls::TlsFiles {
+            ca: Some(pki.path("ca.pem")),
+            ..Default::default()
+        },
+        ["--store-ca", "--store-cert", "--store-key"],
+    )
+    .unwrap();
+    let (host, port) = bell_wire::client::host_port(endpoint).unwrap();
+    let bounds = bell_wire::etcd::Limits::HOST.bounds("the gateway did not answer");
+    let mut body =
+        bell_wire::client::get_stream(host, port, Some(&tls), "/metrics", "test", &bounds).unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut body, &mut text).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+        .parse()
+        .unwrap()
+}
+
 fn now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -316,6 +339,31 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
     }
     // Killed for good: everything goes through the second from now on.
     let endpoint = second.1.clone();
+
+    // Pulls that change nothing read from the replica's watch cache: what they cost etcd is
+    // the revision checks that concurrent reads share, not a read each.
+    let etcd_before = metric(&pki, &endpoint, "bell_gateway_etcd_requests_total");
+    let cached_before = metric(&pki, &endpoint, "bell_gateway_cache_reads_total");
+    std::thread::scope(|scope| {
+        for (host, root) in HOSTS.iter().zip(&roots) {
+            for _ in 0..2 {
+                let pull = &pull;
+                scope.spawn(move || {
+                    for _ in 0..3 {
+                        let out = pull(host, root.path());
+                        assert!(matches!(out.status.code(), Some(0 | 1)), "{}", text(&out));
+                    }
+                });
+            }
+        }
+    });
+    let cached = metric(&pki, &endpoint, "bell_gateway_cache_reads_total") - cached_before;
+    let sent = metric(&pki, &endpoint, "bell_gateway_etcd_requests_total") - etcd_before;
+    assert!(cached >= 18, "{cached} reads from the cache");
+    assert!(
+        sent < cached,
+        "{sent} requests to etcd for {cached} reads from the cache"
+    );
 
     // The attacker's side. Host a's key, as a itself, at b's keys: refused for the key.
     let a_key = Arc::new(host_key(roots[0].path()));

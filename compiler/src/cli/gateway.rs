@@ -33,6 +33,7 @@ pub fn exec(args: &GatewayArgs) -> Result<u8, Failure> {
         etcd,
         lock_prefix: args.lock_prefix.clone(),
         limits,
+        cache: true,
     });
     let listen = Listen {
         address: args.listen.clone(),

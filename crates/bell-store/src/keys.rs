@@ -272,15 +272,15 @@ pub fn controller_grants(fleet: &str, lock_prefix: &str) -> Vec<Permission> {
 }
 
 /// What the fleet's gateway (`bellc gateway`) may do as the one user all hosts' requests pass
-/// through: what every host may, by prefix (each request is held to its own host's
+/// through: what every host may write, by prefix (each request is held to its own host's
 /// [`host_grants`] by the gateway before it is sent). Never the desired map's writes, the
 /// version's, the rollout's records or a hold: a gateway taken over can delay and withhold,
 /// never move the fleet.
 pub fn gateway_grants(fleet: &str, lock_prefix: &str) -> Vec<Permission> {
+    // All of the fleet's part read, and watched: the gateway answers hosts' reads from its
+    // cache of it.
     let mut grants = vec![
-        Permission::prefix(Access::Read, &desired_prefix(fleet)),
-        Permission::key(Access::Read, &version_key(fleet)),
-        Permission::prefix(Access::Read, &hold_key(fleet, "")),
+        Permission::prefix(Access::Read, &fleet_prefix(fleet)),
         Permission::prefix(Access::ReadWrite, &alive_key(fleet, "")),
         Permission::prefix(Access::ReadWrite, &registration_key(fleet, "")),
         Permission::prefix(Access::ReadWrite, &groups_prefix(lock_prefix)),

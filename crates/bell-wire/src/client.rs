@@ -12,7 +12,7 @@
 
 use crate::deadline::Deadline;
 use crate::tls::{Tls, TlsStream};
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -396,6 +396,166 @@ pub fn get_stream(
             "the server answered `{}`",
             head.status_line
         ))),
+    }
+}
+
+/// `POST path` with a JSON `body`, its answer read as a stream of lines: etcd's gateway
+/// answers a watch with one JSON object per line, in chunked encoding, for as long as the
+/// watch lasts. Every read waits at most [`Bounds::read`] and none past the deadline; a line
+/// longer than [`Bounds::max_bytes`] ends the stream.
+pub fn post_lines(
+    endpoint: &str,
+    tls: Option<&Tls>,
+    bounds: &Bounds,
+    path: &str,
+    authorization: Option<&str>,
+    body: &str,
+) -> Result<Lines, String> {
+    let (host, port) = host_port(endpoint)?;
+    if authorization.is_some_and(|a| a.bytes().any(|b| b.is_ascii_control())) {
+        return Err("an authorization with a control character".into());
+    }
+    let mut conn = connect(host, port, tls, bounds)?;
+    let authorization = authorization.map_or(String::new(), |t| format!("Authorization: {t}\r\n"));
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {endpoint}\r\nContent-Type: application/json\r\n\
+         {authorization}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    conn.write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut body = Body {
+        conn,
+        deadline: bounds.deadline,
+        read: bounds.read,
+        length: None,
+    };
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > MAX_HEAD_BYTES {
+            return Err("the response headers are too large".into());
+        }
+        match body.read(&mut byte) {
+            Ok(0) => return Err("the server closed the connection early".into()),
+            Ok(_) => head.push(byte[0]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("no response: {e}")),
+        }
+    }
+    let head = parse_head(&head)?;
+    if head.status != 200 {
+        return Err(format!("the server answered `{}`", head.status_line));
+    }
+    let chunked = head
+        .transfer_encoding
+        .as_deref()
+        .is_some_and(|t| t.eq_ignore_ascii_case("chunked"));
+    Ok(Lines {
+        reader: io::BufReader::new(Dechunk {
+            body,
+            chunked,
+            left: 0,
+            done: false,
+        }),
+        max: bounds.max_bytes,
+    })
+}
+
+/// A streamed answer, line by line.
+pub struct Lines {
+    reader: io::BufReader<Dechunk>,
+    max: u64,
+}
+
+impl Lines {
+    /// The next line without its newline; `None` at the end of the stream.
+    pub fn next_line(&mut self) -> Result<Option<Vec<u8>>, String> {
+        let mut line = Vec::new();
+        let read = (&mut self.reader)
+            .take(self.max.saturating_add(1))
+            .read_until(b'\n', &mut line)
+            .map_err(|e| e.to_string())?;
+        if read == 0 {
+            return Ok(None);
+        }
+        if line.len() as u64 > self.max {
+            return Err(format!("a line of more than {} bytes", self.max));
+        }
+        if line.ends_with(b"\n") {
+            line.pop();
+        }
+        Ok(Some(line))
+    }
+}
+
+/// A body with chunked transfer encoding undone as it is read.
+struct Dechunk {
+    body: Body,
+    chunked: bool,
+    /// Bytes left of the current chunk.
+    left: u64,
+    done: bool,
+}
+
+impl Dechunk {
+    /// One `\r\n`-ended line of the chunk framing (a size, or the empty line after data).
+    fn framing_line(&mut self) -> io::Result<String> {
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        while !line.ends_with(b"\r\n") {
+            if line.len() > 1024 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "bad chunked encoding",
+                ));
+            }
+            if self.body.read(&mut byte)? == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the stream ended inside a chunk",
+                ));
+            }
+            line.push(byte[0]);
+        }
+        line.truncate(line.len() - 2);
+        Ok(String::from_utf8_lossy(&line).into_owned())
+    }
+}
+
+impl Read for Dechunk {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if !self.chunked {
+            return self.body.read(buf);
+        }
+        if self.done {
+            return Ok(0);
+        }
+        if self.left == 0 {
+            let size = self.framing_line()?;
+            let size = size.split(';').next().unwrap_or("").trim();
+            self.left = u64::from_str_radix(size, 16)
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad chunk size"))?;
+            if self.left == 0 {
+                self.done = true;
+                return Ok(0);
+            }
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let got = self.body.read(&mut buf[..want])?;
+        if got == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the stream ended inside a chunk",
+            ));
+        }
+        self.left -= got as u64;
+        if self.left == 0 {
+            self.framing_line()?;
+        }
+        Ok(got)
     }
 }
 

@@ -15,6 +15,7 @@
 //! forge what hosts read from the store, as etcd's writer can, never what they apply: the
 //! release and the bundles are checked on the host against the fleet's key.
 
+pub mod cache;
 pub mod limits;
 pub mod request;
 mod server;
@@ -44,6 +45,8 @@ pub struct Config {
     /// for the fleet's own.
     pub lock_prefix: Option<String>,
     pub limits: Limits,
+    /// Whether reads are answered from a watch cache of the fleet's keys ([`cache`]).
+    pub cache: bool,
 }
 
 /// One host as the release names it.
@@ -81,6 +84,8 @@ pub struct Gateway {
     nonces: Mutex<HashMap<(String, String), u64>>,
     /// Leases granted to (or found bound only to keys of) each host.
     leases: Mutex<HashMap<i64, String>>,
+    /// The fleet's keys, once the release named the fleet.
+    cache: std::sync::OnceLock<Arc<cache::Cache>>,
     served: AtomicU64,
     refused: AtomicU64,
     throttled: AtomicU64,
@@ -131,6 +136,7 @@ impl Gateway {
             buckets: Mutex::new(Buckets::new(limits)),
             nonces: Mutex::new(HashMap::new()),
             leases: Mutex::new(HashMap::new()),
+            cache: std::sync::OnceLock::new(),
             served: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             throttled: AtomicU64::new(0),
@@ -181,6 +187,13 @@ impl Gateway {
                     },
                 );
             }
+        }
+        if self.config.cache {
+            let prefix = bell_store::keys::fleet_prefix(&release.fleet).into_bytes();
+            let end = bell_wire::etcd::prefix_end(&prefix);
+            let etcd = self.config.etcd.clone();
+            self.cache
+                .get_or_init(|| cache::Cache::start(etcd, prefix, end));
         }
         let fleet = Fleet {
             name: release.fleet.clone(),
@@ -243,6 +256,9 @@ impl Gateway {
             Err(why) => return Answer::refusal(400, &why),
         };
         if let Err(answer) = self.authorize(&caller, &request) {
+            return answer;
+        }
+        if let Some(answer) = self.read_from_cache(&request) {
             return answer;
         }
         if let Request::LeaseGrant(grant) = &mut request {
@@ -441,6 +457,65 @@ impl Gateway {
         ))
     }
 
+    /// The answer to a read of keys the cache holds (a key, or a transaction of reads alone),
+    /// from memory; `None` for anything else.
+    fn read_from_cache(&self, request: &Request) -> Option<Answer> {
+        let cache = self.cache.get()?;
+        let ranges: Vec<&request::Range> = match request {
+            Request::Range(range) => vec![range],
+            Request::Txn(txn) if txn.compare.is_empty() && txn.failure.is_empty() => txn
+                .success
+                .iter()
+                .map(|op| match op {
+                    request::TxnOp::Range(range) => Some(range),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()?,
+            _ => return None,
+        };
+        let keys: Vec<Vec<u8>> = ranges
+            .iter()
+            .map(|r| bell_wire::from_base64(&r.key))
+            .collect::<Option<Vec<_>>>()?;
+        if keys.is_empty() || !keys.iter().all(|k| cache.holds(k)) {
+            return None;
+        }
+        let (revision, found) = match cache.read(&keys) {
+            Ok(read) => read,
+            Err(why) => {
+                let mut answer = Answer::refusal(429, &why);
+                answer.retry_after = Some(1);
+                return Some(answer);
+            }
+        };
+        let header = serde_json::json!({ "revision": revision.to_string() });
+        let range_answer = |range: &request::Range, key: &[u8], kv: &Option<cache::Kv>| {
+            let mut out = serde_json::json!({ "header": header.clone() });
+            if let Some(kv) = kv {
+                out["count"] = "1".into();
+                if !range.count_only {
+                    out["kvs"] = serde_json::json!([cache::kv_json(key, kv, range.keys_only)]);
+                }
+            }
+            out
+        };
+        let answer = match request {
+            Request::Range(range) => range_answer(range, &keys[0], &found[0]),
+            _ => {
+                let responses: Vec<serde_json::Value> = ranges
+                    .iter()
+                    .zip(&keys)
+                    .zip(&found)
+                    .map(|((range, key), kv)| {
+                        serde_json::json!({ "response_range": range_answer(range, key, kv) })
+                    })
+                    .collect();
+                serde_json::json!({ "header": header, "succeeded": true, "responses": responses })
+            }
+        };
+        Some(Answer::json(&answer))
+    }
+
     /// The gateway's counters and the hosts over their rate, in Prometheus' text format.
     pub fn metrics(&self) -> String {
         let mut out = String::new();
@@ -464,6 +539,26 @@ impl Gateway {
             out.push_str(&format!(
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}\n",
                 counter.load(Ordering::Relaxed)
+            ));
+        }
+        let cache_reads = self
+            .cache
+            .get()
+            .map_or(0, |c| c.reads.load(Ordering::Relaxed));
+        for (name, help, value) in [
+            (
+                "bell_gateway_cache_reads_total",
+                "Reads answered from the watch cache.",
+                cache_reads,
+            ),
+            (
+                "bell_gateway_etcd_requests_total",
+                "Requests this replica sent to etcd (passed on, the cache's, its revision checks).",
+                self.config.etcd.requests(),
+            ),
+        ] {
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"
             ));
         }
         out.push_str(

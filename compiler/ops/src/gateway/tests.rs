@@ -19,6 +19,7 @@ fn gateway(limits: Limits) -> Gateway {
         etcd: Etcd::new(vec!["127.0.0.1:1".into()]),
         lock_prefix: None,
         limits,
+        cache: false,
     });
     let mut members = HashMap::new();
     for (host, seed) in [("h1", 1), ("h2", 2)] {

@@ -66,6 +66,41 @@ impl Etcd {
     }
 }
 
+impl Etcd {
+    /// The `Authorization` header for a request to endpoint `at`: the signer's, or the token of
+    /// this client's user (logged in on that member first when it has none), or none.
+    pub(super) fn authorization_for(
+        &self,
+        at: usize,
+        path: &str,
+        body: &str,
+    ) -> Result<Option<String>, Failure> {
+        if let Some(signer) = &self.signer {
+            return Ok(Some((signer.0)(path, body.as_bytes())));
+        }
+        let Some(auth) = &self.auth else {
+            return Ok(None);
+        };
+        let token = match auth.token(at) {
+            Some(token) => token,
+            None => {
+                self.requests.fetch_add(1, Ordering::Relaxed);
+                let token = auth.log_in(&self.endpoints[at], self.tls.as_ref(), self.limits)?;
+                auth.keep(at, Some(token.clone()));
+                token
+            }
+        };
+        Ok(Some(token).filter(|t| !t.is_empty()))
+    }
+
+    /// Forgets the token of endpoint `at` (one it may have refused).
+    pub(super) fn forget_token(&self, at: usize) {
+        if let Some(auth) = &self.auth {
+            auth.keep(at, None);
+        }
+    }
+}
+
 /// What a request asked for, as a refusal names it: "write `/bell/f/running/h2`".
 pub(super) fn what_was_asked(path: &str, body: &str) -> String {
     let Ok(body) = serde_json::from_str::<serde_json::Value>(body) else {

@@ -821,7 +821,9 @@ impl Etcd {
 }
 
 mod auth;
+mod watch;
 mod wire;
+pub use watch::{Event, WatchEnd};
 /// How a client reaches the fleet's store beyond its URL: what TLS trusts and presents.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoreAccess {
@@ -858,7 +860,8 @@ impl StoreAccess {
 
 use crate::{base64, from_base64};
 use auth::{is_user_name, read_password, Auth};
-use wire::{call_one, kvs, prefix_end, range_kvs};
+pub use wire::prefix_end;
+use wire::{call_one, kvs, range_kvs};
 pub use wire::{range_readings_agree, read_answer};
 
 #[cfg(test)]

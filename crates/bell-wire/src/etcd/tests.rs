@@ -113,3 +113,59 @@ fn urls_need_host_and_port() {
     assert!(Etcd::parse("etcd://h:1/x").is_err());
     assert!(Etcd::parse("http://h:1").is_err());
 }
+
+/// A member that answers one watch with `body` (chunked as etcd's gateway sends it).
+fn watch_server(chunks: Vec<String>) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut request = [0u8; 4096];
+        let _ = stream.read(&mut request);
+        let mut answer = String::from("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+        for chunk in chunks {
+            answer.push_str(&format!("{:x}\r\n{chunk}\r\n", chunk.len()));
+        }
+        answer.push_str("0\r\n\r\n");
+        let _ = stream.write_all(answer.as_bytes());
+    });
+    address
+}
+
+#[test]
+fn a_watch_reads_each_change_and_says_when_it_was_compacted() {
+    let key = base64(b"/bell/f/a");
+    let created = r#"{"result":{"header":{"revision":"1"},"created":true}}"#.to_string() + "\n";
+    let put = format!(
+        r#"{{"result":{{"header":{{"revision":"2"}},"events":[{{"kv":{{"key":"{key}","mod_revision":"2","version":"1","value":"MQ==","lease":"7"}}}}]}}}}"#
+    ) + "\n";
+    let delete = format!(
+        r#"{{"result":{{"header":{{"revision":"3"}},"events":[{{"type":"DELETE","kv":{{"key":"{key}","mod_revision":"3"}}}}]}}}}"#
+    ) + "\n";
+    let canceled =
+        r#"{"result":{"header":{},"canceled":true,"compact_revision":"3"}}"#.to_string() + "\n";
+    // The put split across two chunks, as a stream may cut it anywhere.
+    let (first, second) = put.split_at(20);
+    let address = watch_server(vec![
+        created,
+        first.to_string(),
+        second.to_string() + &delete,
+        canceled,
+    ]);
+    let etcd = Etcd::new(vec![address]);
+    let mut seen = Vec::new();
+    let end = etcd.watch(b"/bell/f/", b"/bell/f0", 1, &mut |revision, events| {
+        seen.push((revision, events));
+        true
+    });
+    assert_eq!(end, WatchEnd::Compacted(3));
+    assert_eq!(seen.len(), 3);
+    assert_eq!((seen[0].0, seen[0].1.len()), (1, 0));
+    let put = &seen[1].1[0];
+    assert_eq!(
+        (put.value.as_slice(), put.lease, put.deleted),
+        (&b"1"[..], 7, false)
+    );
+    assert!(seen[2].1[0].deleted && seen[2].1[0].key == b"/bell/f/a");
+}

@@ -217,7 +217,7 @@ pub(super) fn range_kvs(body: &[u8]) -> Result<Vec<KeyValue>, String> {
 }
 
 /// The smallest key after every key that starts with `prefix` (etcd's `range_end`).
-pub(super) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < 0xff {
