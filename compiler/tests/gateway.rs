@@ -6,7 +6,8 @@
 //! converges while one replica is killed. Then the attacker's side: a request signed with
 //! another host's key, played again, from a host the release does not name, unsigned, or at a
 //! key that is not the host's own is refused; and host `a` flooding its own status key is
-//! answered 429 while `b` and `c` pull as before and etcd's database barely grows.
+//! answered 429 while `b` and `c` pull as before, etcd's database barely grows, and `bellc
+//! status` flags `a` (and only `a`) `throttled`.
 
 use crate::common;
 use crate::common::fleet::{bell_run, run_bin, text, EtcdCluster, Pki};
@@ -43,7 +44,14 @@ impl Gateway {
         let mut child = Command::new(env!("CARGO_BIN_EXE_bellc"))
             .args(["gateway", "served", "--trust", "ci.pub", "--store", url])
             .args(user)
-            .args(["--listen", "127.0.0.1:0", "--refresh", "1"])
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--refresh",
+                "1",
+                "--throttled-after",
+                "2",
+            ])
             .arg("--tls-cert")
             .arg(user_pki_file(user, "server.pem"))
             .arg("--tls-key")
@@ -508,6 +516,20 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
     assert!(throttled > 100, "{throttled} refused, {written} written");
     // The burst (1 MiB) and 64 KiB a second for 8 seconds: a few values, not hundreds.
     assert!(written <= 12, "{written} written");
+    // Refused for longer than `--throttled-after`: `bellc status` flags a, and only a.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let fleet = status("served");
+        let flags = |host: &str| common::row(&fleet, host)["flags"].to_string();
+        if flags("a").contains("throttled") {
+            assert!(!flags("b").contains("throttled") && !flags("c").contains("throttled"));
+            let said = common::row(&fleet, "a")["throttled"].to_string();
+            assert!(said.contains("429"), "{said}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "a is not flagged: {fleet:#}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
     let grown = direct.db_size().unwrap().saturating_sub(size_before);
     assert!(grown < 16 << 20, "etcd's database grew by {grown} bytes");
     let alarms = pki.etcdctl(

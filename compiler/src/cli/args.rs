@@ -819,4 +819,7 @@ pub struct GatewayArgs {
     /// Seconds between two readings of OUT's release.
     #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub refresh: u64,
+    /// Seconds a host is refused for its rate before `bellc status` flags it `throttled`.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub throttled_after: u64,
 }

@@ -34,6 +34,7 @@ pub fn exec(args: &GatewayArgs) -> Result<u8, Failure> {
         lock_prefix: args.lock_prefix.clone(),
         limits,
         cache: true,
+        throttled_after: std::time::Duration::from_secs(args.throttled_after),
     });
     let listen = Listen {
         address: args.listen.clone(),

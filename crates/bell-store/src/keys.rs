@@ -81,6 +81,12 @@ pub fn hold_key(fleet: &str, host: &str) -> String {
     format!("/bell/{fleet}/holds/{host}")
 }
 
+/// The gateway's word that `host` has been over its rate for a while (`bellc gateway`);
+/// `host` empty: the prefix of every one.
+pub fn throttled_key(fleet: &str, host: &str) -> String {
+    format!("/bell/{fleet}/throttled/{host}")
+}
+
 /// A machine's registration (`bell-run register`); `host` empty: the prefix of every one.
 pub fn registration_key(fleet: &str, host: &str) -> String {
     format!("/bell/{fleet}/discovery/{host}")
@@ -164,6 +170,9 @@ pub enum Key<'k> {
     Registration {
         host: &'k str,
     },
+    Throttled {
+        host: &'k str,
+    },
     Rejection {
         host: &'k str,
     },
@@ -201,6 +210,7 @@ impl<'k> Key<'k> {
             }
             "alive" => Key::Alive { host: tail },
             "holds" => Key::Hold { host: tail },
+            "throttled" => Key::Throttled { host: tail },
             "discovery" => Key::Registration { host: tail },
             "discovery-rejected" => Key::Rejection { host: tail },
             "rollout" => Key::Rollout { rest: tail },
@@ -285,6 +295,7 @@ pub fn gateway_grants(fleet: &str, lock_prefix: &str) -> Vec<Permission> {
         Permission::prefix(Access::ReadWrite, &registration_key(fleet, "")),
         Permission::prefix(Access::ReadWrite, &groups_prefix(lock_prefix)),
         Permission::prefix(Access::ReadWrite, &status_prefix(fleet)),
+        Permission::prefix(Access::ReadWrite, &throttled_key(fleet, "")),
     ];
     for command in REPORTED_COMMANDS {
         grants.push(Permission::prefix(

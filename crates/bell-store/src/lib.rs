@@ -298,6 +298,8 @@ pub struct HostView {
     /// Why what the reports say cannot be checked (no identity for the host, or a report
     /// that is not signed), when that is so.
     pub unverified: Option<String>,
+    /// What a gateway says of a host it has refused for its rate for a while.
+    pub throttled: Option<String>,
 }
 
 /// The identity a reader has for each host, from the release the signing key signed.

@@ -292,6 +292,7 @@ impl Store {
                     crate::keys::report_key(fleet, "check", ""),
                     crate::keys::alive_key(fleet, ""),
                     crate::keys::status_prefix(fleet),
+                    crate::keys::throttled_key(fleet, ""),
                 ];
                 for prefix in ranges {
                     kvs.extend(etcd.range_prefix(&prefix)?);

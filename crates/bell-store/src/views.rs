@@ -165,9 +165,21 @@ pub fn views_from_parsed(
             .insert(report.command.clone(), kv.mod_revision);
         view.by_command.insert(report.command.clone(), report);
     }
+    let mut throttled = BTreeMap::new();
     for kv in kvs {
-        if let Some(Key::Alive { host }) = Key::parse(fleet, &kv.key) {
-            living.insert(host);
+        match Key::parse(fleet, &kv.key) {
+            Some(Key::Alive { host }) => {
+                living.insert(host);
+            }
+            Some(Key::Throttled { host }) => {
+                throttled.insert(host, String::from_utf8_lossy(&kv.value).into_owned());
+            }
+            _ => {}
+        }
+    }
+    for (host, said) in throttled {
+        if let Some(view) = hosts.get_mut(host) {
+            view.throttled = Some(said);
         }
     }
     for view in hosts.values_mut() {

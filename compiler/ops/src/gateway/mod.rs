@@ -47,6 +47,17 @@ pub struct Config {
     pub limits: Limits,
     /// Whether reads are answered from a watch cache of the fleet's keys ([`cache`]).
     pub cache: bool,
+    /// How long a host is refused for its rate before the store says so (`throttled` in
+    /// `bellc status`).
+    pub throttled_after: std::time::Duration,
+}
+
+/// The hosts this replica has said in the store it throttles, and the lease their keys are
+/// bound to (so that they go when the replica does).
+#[derive(Default)]
+pub struct Flagged {
+    lease: Option<i64>,
+    hosts: std::collections::BTreeSet<String>,
 }
 
 /// One host as the release names it.
@@ -514,6 +525,61 @@ impl Gateway {
             }
         };
         Some(Answer::json(&answer))
+    }
+
+    /// Says in the store which hosts this replica has refused for their rate for
+    /// [`Config::throttled_after`] or longer (`/bell/FLEET/throttled/HOST`, on a lease of the
+    /// replica's), and takes back what it said of a host it serves again.
+    pub fn flag_throttled(&self, flagged: &mut Flagged) -> Result<(), String> {
+        let Some(fleet) = self
+            .fleet
+            .read()
+            .ok()
+            .and_then(|f| f.as_ref().map(|f| f.name.clone()))
+        else {
+            return Ok(());
+        };
+        let after = self.config.throttled_after.as_secs();
+        let now: std::collections::BTreeSet<String> = match self.buckets.lock() {
+            Ok(buckets) => buckets
+                .throttled(Instant::now())
+                .into_iter()
+                .filter(|t| t.for_seconds >= after)
+                .map(|t| t.host)
+                .collect(),
+            Err(_) => return Ok(()),
+        };
+        let etcd = &self.config.etcd;
+        if now.is_empty() && flagged.hosts.is_empty() {
+            return Ok(());
+        }
+        let alive = match flagged.lease {
+            Some(lease) => etcd.keep_alive(lease)?,
+            None => false,
+        };
+        if !alive {
+            flagged.lease = Some(etcd.grant_lease(30)?);
+            // Bound to a lease that is gone: said again.
+            flagged.hosts.clear();
+        }
+        let lease = flagged.lease.unwrap_or(0);
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+            .saturating_sub(after);
+        for host in now.difference(&flagged.hosts.clone()) {
+            let said = format!(
+                "a gateway has answered its requests 429 (over its rate) since about unix {since}"
+            );
+            let key = bell_store::keys::throttled_key(&fleet, host);
+            etcd.put_with_lease(&key, said.as_bytes(), lease)?;
+            flagged.hosts.insert(host.clone());
+        }
+        for host in flagged.hosts.clone().difference(&now) {
+            etcd.delete(&bell_store::keys::throttled_key(&fleet, host))?;
+            flagged.hosts.remove(host);
+        }
+        Ok(())
     }
 
     /// The gateway's counters and the hosts over their rate, in Prometheus' text format.

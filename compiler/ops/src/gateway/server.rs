@@ -59,6 +59,16 @@ pub fn run(
                 }
             }
         });
+        let flagger = Arc::clone(&gateway);
+        std::thread::spawn(move || {
+            let mut flagged = super::Flagged::default();
+            loop {
+                std::thread::sleep(Duration::from_secs(2));
+                if let Err(e) = flagger.flag_throttled(&mut flagged) {
+                    eprintln!("warning: cannot say which hosts are throttled: {e}");
+                }
+            }
+        });
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
         loop {
             let (tcp, _) = match listener.accept().await {

@@ -20,6 +20,7 @@ fn gateway(limits: Limits) -> Gateway {
         lock_prefix: None,
         limits,
         cache: false,
+        throttled_after: std::time::Duration::from_secs(60),
     });
     let mut members = HashMap::new();
     for (host, seed) in [("h1", 1), ("h2", 2)] {

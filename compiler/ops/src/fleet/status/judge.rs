@@ -50,6 +50,7 @@ pub fn fleet_status(
             detail: Some("not in the release".to_string()),
             forged: view.forged.clone(),
             unverified: None,
+            throttled: None,
             held: None,
             since: None,
             since_seconds: None,
@@ -136,6 +137,7 @@ pub(super) fn host_status(
         detail: None,
         forged: view.map(|v| v.forged.clone()).unwrap_or_default(),
         unverified: view.and_then(|v| v.unverified.clone()),
+        throttled: view.and_then(|v| v.throttled.clone()),
         held: None,
         since: None,
         since_seconds: None,
@@ -145,6 +147,9 @@ pub(super) fn host_status(
     let mut reasons: Vec<(Flag, String)> = Vec::new();
     if !row.forged.is_empty() {
         reasons.push((Flag::Forged, format!("forged: {}", row.forged.join("; "))));
+    }
+    if row.throttled.is_some() {
+        row.flags.push(Flag::Throttled);
     }
     if row.unverified.is_some() {
         row.flags.push(Flag::Unverified);
@@ -264,7 +269,11 @@ pub(super) fn settle(mut row: HostStatus, reasons: Vec<(Flag, String)>) -> HostS
             Flag::Drifted => HostState::Drifted,
             Flag::Pending | Flag::Waiting => HostState::Pending,
             Flag::Deferred => HostState::Deferred,
-            Flag::RebootRequired | Flag::Rebooting | Flag::Unverified | Flag::Held => row.state,
+            Flag::RebootRequired
+            | Flag::Rebooting
+            | Flag::Unverified
+            | Flag::Held
+            | Flag::Throttled => row.state,
         };
         row.detail = Some(why).filter(|d| !d.is_empty());
     }

@@ -109,10 +109,13 @@ pub enum Flag {
     Unverified,
     /// An operator holds it (`bellc hold`): it stays on its bundle.
     Held,
+    /// The fleet's gateway has refused it for its rate for a while (a host that floods the
+    /// store, or one whose timer runs far too often).
+    Throttled,
 }
 
 impl Flag {
-    pub const ALL: [Flag; 12] = [
+    pub const ALL: [Flag; 13] = [
         Flag::Forged,
         Flag::Failed,
         Flag::Unhealthy,
@@ -125,6 +128,7 @@ impl Flag {
         Flag::Rebooting,
         Flag::Unverified,
         Flag::Held,
+        Flag::Throttled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -141,6 +145,7 @@ impl Flag {
             Flag::Rebooting => "rebooting",
             Flag::Unverified => "unverified",
             Flag::Held => "held",
+            Flag::Throttled => "throttled",
         }
     }
 }
@@ -189,6 +194,9 @@ pub struct HostStatus {
     /// Why what its reports say cannot be checked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unverified: Option<String>,
+    /// What the gateway says of its rate, when it has refused it for a while.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throttled: Option<String>,
     /// An operator's hold (`bellc hold`): who, why, since when.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub held: Option<bell_store::hold::Hold>,
@@ -449,6 +457,7 @@ impl FleetStatus {
                     detail: Some(detail),
                     forged: Vec::new(),
                     unverified: None,
+                    throttled: None,
                     held: None,
                     since: r.registered_at,
                     since_seconds: None,
