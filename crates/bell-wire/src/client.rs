@@ -361,22 +361,7 @@ pub fn get_stream(
         read: bounds.read,
         length: None,
     };
-
-    // The head, byte by byte up to the blank line (small; the body is then streamed).
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if head.len() > MAX_HEAD_BYTES {
-            return Err(failed("the response headers are too large".into()));
-        }
-        match body.read(&mut byte) {
-            Ok(0) => return Err(failed("the server closed the connection early".into())),
-            Ok(_) => head.push(byte[0]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(failed(format!("no response: {e}"))),
-        }
-    }
-    let head = parse_head(&head).map_err(failed)?;
+    let head = read_head(&mut body).map_err(failed)?;
     if let Some(value) = head
         .transfer_encoding
         .filter(|t| !t.eq_ignore_ascii_case("identity"))
@@ -397,6 +382,25 @@ pub fn get_stream(
             head.status_line
         ))),
     }
+}
+
+/// The response's head, read byte by byte up to the blank line (small; the body is then
+/// streamed from `body`).
+fn read_head(body: &mut Body) -> Result<Head, String> {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if head.len() > MAX_HEAD_BYTES {
+            return Err("the response headers are too large".into());
+        }
+        match body.read(&mut byte) {
+            Ok(0) => return Err("the server closed the connection early".into()),
+            Ok(_) => head.push(byte[0]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("no response: {e}")),
+        }
+    }
+    parse_head(&head)
 }
 
 /// `POST path` with a JSON `body`, its answer read as a stream of lines: etcd's gateway
@@ -430,20 +434,7 @@ pub fn post_lines(
         read: bounds.read,
         length: None,
     };
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if head.len() > MAX_HEAD_BYTES {
-            return Err("the response headers are too large".into());
-        }
-        match body.read(&mut byte) {
-            Ok(0) => return Err("the server closed the connection early".into()),
-            Ok(_) => head.push(byte[0]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("no response: {e}")),
-        }
-    }
-    let head = parse_head(&head)?;
+    let head = read_head(&mut body)?;
     if head.status != 200 {
         return Err(format!("the server answered `{}`", head.status_line));
     }
