@@ -373,6 +373,73 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
         "{cached} reads from the cache ({sent} requests to etcd)"
     );
 
+    // A host that waits at the gateway (`pull --wait`) pulls again as soon as the store
+    // changes what it decided on, not a timer period later: when it is held, and again when
+    // it is let go.
+    let log = fx.path().join("c-waits.jsonl");
+    let c_root = roots[2].path().to_str().unwrap();
+    let mut waiter = Command::new(&bin)
+        .args(["pull", "--source", &source, "--root", c_root, "--host", "c"])
+        .args(["--trust", &trust, "--fleet", "f", "--gateway", &gateway_url])
+        .args([
+            "--report",
+            &gateway_url,
+            "--store-ca",
+            &ca,
+            "--json",
+            "--wait",
+            "300",
+        ])
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // One JSON answer per pull, each whole once the next begins or the waiter waits.
+    let pulls = || -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        serde_json::Deserializer::from_str(&text)
+            .into_iter()
+            .map_while(Result::ok)
+            .collect()
+    };
+    let until_pulled = |count: usize| {
+        let start = Instant::now();
+        while pulls().len() < count {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "pull {count} did not come: {:?}",
+                pulls()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        start.elapsed()
+    };
+    until_pulled(1);
+    // Nothing changed: it waits, and pulls no more.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(pulls().len(), 1, "{:?}", pulls());
+    let mut hold = vec![
+        "hold", "c", "--store", &url, "--fleet", "f", "--by", "alice",
+    ];
+    hold.extend(&flags);
+    let run = fx.bellc(&hold);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Seconds at most (a loaded machine), where the wait was five minutes.
+    let took = until_pulled(2);
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    // At its bundle already, a held host re-applies it as ever.
+    let second = &pulls()[1];
+    assert_eq!(second["result"], "ok", "{second:#}");
+    hold[0] = "unhold";
+    hold.splice(6..8, []);
+    let run = fx.bellc(&hold);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    until_pulled(3);
+    let third = &pulls()[2];
+    assert_eq!(third["result"], "ok", "{third:#}");
+    waiter.kill().unwrap();
+    waiter.wait().unwrap();
+
     // The attacker's side. Host a's key, as a itself, at b's keys: refused for the key.
     let a_key = Arc::new(host_key(roots[0].path()));
     let as_a = {

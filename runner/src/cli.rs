@@ -55,6 +55,8 @@ struct Args {
     timings: bool,
     timeout: Option<u64>,
     fetch_timeout: Option<u64>,
+    /// `pull --gateway --wait SECS`: long-poll for a change this long after the pull.
+    wait: Option<u64>,
     exec: Option<String>,
     interval: Option<String>,
     report: Option<String>,
@@ -156,6 +158,15 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
                     )
                 })?);
             }
+            "--wait" => {
+                let v = value("--wait")?;
+                out.wait = Some(v.to_string_lossy().parse::<u64>().map_err(|_| {
+                    format!(
+                        "`--wait {}` is not a number of seconds",
+                        v.to_string_lossy()
+                    )
+                })?);
+            }
             "--exec" => out.exec = Some(value("--exec")?.to_string_lossy().to_string()),
             "--interval" => out.interval = Some(value("--interval")?.to_string_lossy().to_string()),
             "--report" => out.report = Some(value("--report")?.to_string_lossy().to_string()),
@@ -200,6 +211,12 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
     }
     if let Some(gateway) = out.gateway.clone() {
         gateway_store(&mut out, &gateway)?;
+    } else if out.wait.is_some_and(|w| w > 0) {
+        return Err(
+            "`--wait` long-polls the fleet's gateway: give `--gateway` (a direct `--store` \
+             is pulled on the timer)"
+                .into(),
+        );
     }
     Ok(out)
 }

@@ -11,7 +11,7 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
                       [--alive-ttl SECS] [--host NAME] [--release VERSION] [--metrics FILE]
        bell-run pull --source http[s]://HOST[:PORT]/PATH/|DIR [--source-ca FILE] [--host NAME]
                       [--root DIR] [--trust FILE] [--store etcd[s]://HOST:PORT [--lock-prefix PREFIX]]
-                      [--gateway https://HOST:PORT[,HOST:PORT...]]
+                      [--gateway https://HOST:PORT[,HOST:PORT...] [--wait SECS]]
                       [--fleet NAME] [--offline] [--json] [--timeout SECS] [--report DEST]
                       [--alive-ttl SECS] [--metrics FILE] [--fetch-timeout SECS]
                       [--identity FILE]
@@ -30,7 +30,7 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
                       [--source http[s]://HOST[:PORT]/PATH/|DIR [--trust FILE] [--store etcd[s]://HOST:PORT]
                        [--fleet NAME] [--host NAME] [--report DEST] [--alive-ttl SECS]
                        [--metrics FILE] [--timeout SECS] [--fetch-timeout SECS]
-                       [--lock-prefix PREFIX] [--source-ca FILE]]
+                       [--lock-prefix PREFIX] [--source-ca FILE] [--gateway URL [--wait SECS]]]
 every command that takes --store or --report etcds://… also takes
                       [--store-ca FILE] [--store-cert FILE --store-key FILE]
                       [--store-user NAME --store-password-file FILE]
@@ -174,6 +174,10 @@ options:
   --fleet NAME       the fleet this host belongs to (default: the one it accepted last)
   --fetch-timeout SECS
                      bound the whole fetch, first connection to last byte (default 300)
+  --wait SECS        with --gateway: after the pull, wait at the gateway for the store to
+                     change what it decided on (the release, the host's bundle, its hold,
+                     the slot it waits for) and pull again when it does, until SECS pass
+                     without a change (a new release reaches the host in a second or two)
   --offline          apply as on an image
   --json             one JSON report on stdout
 {IDENTITY}
@@ -322,9 +326,10 @@ Writes bell-run.service and bell-run.timer into ROOT/etc/systemd/system; enable 
 `systemctl daemon-reload && systemctl enable --now bell-run.timer`. Every --interval (default
 15min, with a random delay of up to a minute) the service re-applies the current generation,
 which runs nothing unless something is due; with --source it runs `bell-run pull` with the
-pull options given here (--trust, --store, --fleet, --host, --report, --metrics, --timeout,
---fetch-timeout, --lock-prefix, --source-ca, --store-ca, --store-cert, --store-key,
---store-user, --store-password-file), each checked now; enabled too (`systemctl enable
+pull options given here (--trust, --store or --gateway, --fleet, --host, --report, --metrics,
+--timeout, --fetch-timeout, --wait, --lock-prefix, --source-ca, --store-ca, --store-cert,
+--store-key, --store-user, --store-password-file), each checked now; with --gateway the pull
+waits for a change until a minute before the next tick (--wait, unless given); enabled too (`systemctl enable
 bell-run.service`), that service pulls once at every boot, which sees a reboot bell-run made
 through (the bundle's `reboot` setting). With an etcd --store and --fleet it writes
 bell-run-register.service as well (`systemctl enable bell-run-register.service`): at every

@@ -51,6 +51,9 @@ pub struct Established {
     pub signature: Option<String>,
     /// What the store's first request read for filing the report (see `bell_store::prefetch`).
     pub read: Option<bell_store::prefetch::Prefetched>,
+    /// The store's revision when the pull read what it decided on, and those keys: what a
+    /// host at a gateway long-polls for (`pull --wait`).
+    pub decided_on: Option<(i64, Vec<String>)>,
 }
 
 pub struct Pulled {
@@ -153,7 +156,19 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     };
     let mut slot = None;
     if let (Some(budget), false) = (&budget, already_applied) {
-        slot = Some(budget.take(&host)?);
+        match budget.take(&host) {
+            Ok(taken) => slot = Some(taken),
+            Err(refusal) => {
+                // Waiting for a slot, it waits for the group's semaphore to change as well.
+                if let (true, Some((_, keys))) = (refusal.waiting, &mut found.decided_on) {
+                    keys.push(bell_store::keys::semaphore_key(
+                        &budget.prefix,
+                        &budget.group,
+                    ));
+                }
+                return Err(refusal);
+            }
+        }
     }
     // The first pull after a reboot bell-run made (another boot than the one it was ordered
     // in) runs `after-boot` with the probes.
@@ -259,6 +274,10 @@ fn choose(
         .desired_with(&fleet, host, &also)
         .map_err(Refusal::new)?;
     found.read = Some(read.clone());
+    found.decided_on = Some((
+        desired.revision,
+        bell_store::Desired::keys(&fleet, host).into(),
+    ));
     let (Some(version), Some(bundle)) = (desired.version, desired.bundle) else {
         return Err(Refusal::new(format!(
             "the store has no desired release for host `{host}` of fleet `{fleet}`"

@@ -36,6 +36,37 @@ pub fn configured(root: &Root, flag: &str) -> Option<String> {
     map.get(flag).cloned()
 }
 
+/// A systemd time span (`15min`, `1h 30min`, `900`) in seconds; `None` for one this does not
+/// read (`install-timer` then leaves the wait out rather than guess).
+pub fn seconds(span: &str) -> Option<u64> {
+    let mut total = 0u64;
+    let mut rest = span.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let number: u64 = rest[..digits].parse().ok()?;
+        rest = rest[digits..].trim_start();
+        let unit_len = rest
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(rest.len());
+        let per = match &rest[..unit_len] {
+            "" | "s" | "sec" | "second" | "seconds" => 1,
+            "m" | "min" | "minute" | "minutes" => 60,
+            "h" | "hr" | "hour" | "hours" => 3600,
+            "d" | "day" | "days" => 86_400,
+            "w" | "week" | "weeks" => 7 * 86_400,
+            _ => return None,
+        };
+        total = total.checked_add(number.checked_mul(per)?)?;
+        rest = rest[unit_len..].trim_start();
+    }
+    Some(total)
+}
+
 /// What the service runs.
 pub enum Job {
     /// `bell-run apply /var/lib/bell/current`: a bundle that something else put in place.
@@ -85,6 +116,12 @@ pub fn install(root: &Root, exe: &str, interval: &str, job: &Job) -> Result<Vec<
                 "--fetch-timeout",
                 crate::fetch::DEFAULT_FETCH_TIMEOUT.as_secs(),
             ) + 2 * option("--timeout", crate::apply::DEFAULT_SCRIPT_TIMEOUT);
+            // A run that waits at the gateway pulls again within its wait: the wait, and one
+            // more pull begun at its end.
+            let limit = match option("--wait", 0) {
+                0 => limit,
+                wait => wait + 2 * limit,
+            };
             let _ = write!(exec_start, "\nTimeoutStartSec={limit}");
             with_exec_start(PULL_SERVICE, &exec_start)
         }
@@ -256,7 +293,19 @@ pub fn unit_argument(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::unit_argument;
+    use super::{seconds, unit_argument};
+
+    #[test]
+    fn time_spans_are_read_as_systemd_reads_them_or_not_at_all() {
+        assert_eq!(seconds("15min"), Some(900));
+        assert_eq!(seconds("1h 30min"), Some(5400));
+        assert_eq!(seconds("1h30m"), Some(5400));
+        assert_eq!(seconds("900"), Some(900));
+        assert_eq!(seconds("2 d"), Some(172_800));
+        for unread in ["", "15 fortnights", "min", "1.5h", "99999999999999999999w"] {
+            assert_eq!(seconds(unread), None, "{unread}");
+        }
+    }
 
     #[test]
     fn unit_arguments_expand_nothing_and_stay_on_their_line() {

@@ -31,6 +31,11 @@ const CONTEXT: &[u8] = b"bell gateway request v1\n";
 /// How far a request's time may be from the gateway's clock, in seconds, either way.
 pub const MAX_SKEW: u64 = 120;
 
+pub use bell_wire::etcd::WAIT_PATH;
+
+/// The longest one long-poll lasts at the gateway; a host that wants longer asks again.
+pub const MAX_WAIT: u64 = 300;
+
 /// A request's signature as the header carries it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Signed {

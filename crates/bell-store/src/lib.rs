@@ -401,6 +401,21 @@ pub struct Desired {
     pub bundle: Option<String>,
     /// An operator's hold on the host (`bellc hold`): it applies nothing new.
     pub hold: Option<hold::Hold>,
+    /// The revision these were read at: a long-poll at the gateway waits for a change after it
+    /// (of [`Desired::keys`]).
+    pub revision: i64,
+}
+
+impl Desired {
+    /// The keys a host's pull decides on: a write to one of them is what a host waiting at the
+    /// gateway wakes for (its own reports are not among them).
+    pub fn keys(fleet: &str, host: &str) -> [String; 3] {
+        [
+            version_key(fleet),
+            desired_key(fleet, host),
+            keys::hold_key(fleet, host),
+        ]
+    }
 }
 
 #[cfg(test)]

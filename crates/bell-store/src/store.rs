@@ -384,18 +384,16 @@ impl Store {
         let text =
             |v: Option<etcd::Held>| v.map(|h| String::from_utf8_lossy(&h.value).trim().to_string());
         // One request: a hold, and whatever the rest of the pull reads, cost nothing more.
-        let (version, desired, hold) = (
-            version_key(fleet),
-            desired_key(fleet, host),
-            crate::keys::hold_key(fleet, host),
-        );
-        let mut keys: Vec<&str> = vec![&version, &desired, &hold];
+        let decides = Desired::keys(fleet, host);
+        let mut keys: Vec<&str> = decides.iter().map(String::as_str).collect();
         keys.extend(also.iter().map(String::as_str));
-        let mut all = etcd.read_all(&keys)?.into_iter();
+        let (revision, all) = etcd.read_all_at(&keys)?;
+        let mut all = all.into_iter();
         let wanted = Desired {
             version: text(all.next().flatten()),
             bundle: text(all.next().flatten()),
             hold: all.next().flatten().map(|held| hold::parse(&held.value)),
+            revision,
         };
         let read = prefetch::Prefetched::new(etcd.url(), also.iter().cloned().zip(all).collect());
         Ok((wanted, read))

@@ -3,7 +3,75 @@
 
 use super::*;
 
+/// `pull`, and with `--wait SECS` (at a gateway), pulls again each time the store changes
+/// what the host decided on, until SECS have passed without a change.
 pub(super) fn cmd_pull(args: &Args) -> i32 {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(args.wait.unwrap_or(0));
+    loop {
+        let (code, decided_on) = pull_once(args);
+        // Only a pull that left the host where it should be waits: a failure, an unhealthy
+        // host or a reboot is the timer's to try again.
+        let (true, Some((revision, keys))) = (code == 0 || code == PENDING, decided_on) else {
+            return code;
+        };
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.as_secs() == 0 {
+            return code;
+        }
+        match wait_for_change(args, revision, &keys, left.as_secs()) {
+            Ok(true) => {}
+            Ok(false) => return code,
+            Err(e) => {
+                errln!("warning: cannot wait at the gateway ({e}); the timer pulls next");
+                return code;
+            }
+        }
+    }
+}
+
+/// One long-poll at the gateway, each at most [`bell_store::gateway::MAX_WAIT`]; whether a
+/// key changed within `seconds`.
+fn wait_for_change(
+    args: &Args,
+    revision: i64,
+    keys: &[String],
+    seconds: u64,
+) -> Result<bool, String> {
+    let (Some(store), true) = (&args.store, args.gateway.is_some()) else {
+        return Ok(false);
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    loop {
+        let left = until
+            .saturating_duration_since(std::time::Instant::now())
+            .as_secs();
+        if left == 0 {
+            return Ok(false);
+        }
+        let poll = left.min(bell_store::gateway::MAX_WAIT);
+        let limits = bell_wire::etcd::Limits {
+            request: std::time::Duration::from_secs(poll + 15),
+            ..bell_wire::etcd::Limits::HOST
+        };
+        let bell_store::Store::Etcd(etcd) =
+            bell_store::Store::open(store, &args.access())?.with_limits(limits)
+        else {
+            return Ok(false);
+        };
+        if etcd.wait_for_change(&keys, revision, poll)? {
+            return Ok(true);
+        }
+    }
+}
+
+fn pull_once(args: &Args) -> (i32, Option<(i64, Vec<String>)>) {
+    let mut found = crate::pull::Established::default();
+    let code = pull_reporting(args, &mut found);
+    (code, found.decided_on.take())
+}
+
+fn pull_reporting(args: &Args, found: &mut crate::pull::Established) -> i32 {
     let Some(source) = &args.source else {
         return usage("`pull` needs `--source http://HOST[:PORT]/PATH/` or `--source DIR`");
     };
@@ -29,8 +97,7 @@ pub(super) fn cmd_pull(args: &Args) -> i32 {
         deadline,
     };
     let started = state::now();
-    let mut found = crate::pull::Established::default();
-    let result = crate::pull::pull(&opts, &mut found);
+    let result = crate::pull::pull(&opts, found);
     let mut run = match &result {
         Ok(pulled) => report::from_apply(&opts.apply.root, started, &pulled.report),
         Err(refusal) => report::from_refusal("apply", &opts.apply.root, started, None, refusal),
@@ -224,6 +291,7 @@ pub(super) fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
             ("--metrics", args.metrics.is_some()),
             ("--timeout", args.timeout.is_some()),
             ("--fetch-timeout", args.fetch_timeout.is_some()),
+            ("--wait", args.wait.is_some()),
             ("--lock-prefix", args.lock_prefix.is_some()),
             ("--alive-ttl", args.alive_ttl.is_some()),
             ("--source-ca", args.source_ca.is_some()),
@@ -300,6 +368,16 @@ pub(super) fn timer_job(args: &Args) -> Result<crate::timer::Job, String> {
     }
     if let Some(ttl) = args.alive_ttl {
         options.push(("--alive-ttl", ttl.to_string()));
+    }
+    // At a gateway, each run waits for a change until shortly before the next tick: a new
+    // release reaches the host in a second or two, and the timer is there for everything else.
+    let interval = args.interval.as_deref().unwrap_or("15min");
+    let wait = args.wait.or_else(|| {
+        args.gateway.as_ref()?;
+        crate::timer::seconds(interval).map(|secs| secs.saturating_sub(60))
+    });
+    if let Some(wait) = wait.filter(|w| *w > 0) {
+        options.push(("--wait", wait.to_string()));
     }
     Ok(crate::timer::Job::Pull(options))
 }

@@ -160,7 +160,7 @@ fn install_timer_with_a_gateway_writes_no_password_and_needs_no_identity_yet() {
     let out = w.run(&args);
     expect_code(&out, 0);
     let unit_dir = root.join("etc/systemd/system");
-    let (_, pull) = exec_start_of(&unit_dir, "bell-run.service");
+    let (service, pull) = exec_start_of(&unit_dir, "bell-run.service");
     let (_, register) = exec_start_of(&unit_dir, "bell-run-register.service");
     for line in [&pull, &register] {
         assert!(
@@ -176,6 +176,16 @@ fn install_timer_with_a_gateway_writes_no_password_and_needs_no_identity_yet() {
         pull.contains(" --report \"https://gw.example:8443,gw2.example:8443\""),
         "{pull}"
     );
+    // Each run long-polls the gateway until a minute before the next tick (15 min), and the
+    // unit's time limit leaves room for that wait.
+    assert!(pull.contains(" --wait \"840\""), "{pull}");
+    assert!(!register.contains("--wait"), "{register}");
+    let limit: u64 = service
+        .lines()
+        .find_map(|l| l.strip_prefix("TimeoutStartSec="))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    assert!(limit > 840 + 300, "{service}");
     systemd_accepts(&unit_dir);
     // A password beside the gateway is refused: the host has no use for one.
     let mut with_password = args.clone();

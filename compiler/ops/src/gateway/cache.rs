@@ -6,12 +6,13 @@
 //! moment), and the read waits for the cache to reach it; when the cache cannot, the read is
 //! refused (429), never sent to etcd instead.
 
-use bell_wire::etcd::{Etcd, WatchEnd};
+use bell_wire::etcd::{Etcd, Event, WatchEnd};
 use bell_wire::{base64, from_base64};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+use tokio::sync::Notify;
 
 /// A key as the cache holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +37,46 @@ struct State {
     begun: u64,
     done: u64,
     wanted: bool,
+    /// The revision at which each key deleted since the last reading went; deletions before
+    /// `forgotten_before` are not known (a wait from before then is answered "changed").
+    deleted: HashMap<Vec<u8>, i64>,
+    forgotten_before: i64,
+    /// The long-polls waiting on each key, by number.
+    waiters: HashMap<Vec<u8>, HashMap<u64, Arc<Notify>>>,
+    next_waiter: u64,
 }
+
+impl State {
+    /// Whether any of `keys` was written or deleted after revision `after`, as far as the
+    /// cache can tell now (a cache behind `after` has seen nothing after it yet).
+    fn changed_after(&self, keys: &[Vec<u8>], after: i64) -> bool {
+        if after < self.forgotten_before {
+            return true;
+        }
+        keys.iter().any(|key| {
+            let last = match self.kvs.get(key) {
+                Some(kv) => kv.mod_revision,
+                None => self.deleted.get(key).copied().unwrap_or(0),
+            };
+            last > after
+        })
+    }
+
+    /// Wakes the long-polls of `key` (all of them, for `None`).
+    fn wake(&self, key: Option<&[u8]>) {
+        let wake_all = |waiters: &HashMap<u64, Arc<Notify>>| {
+            waiters.values().for_each(|n| n.notify_one());
+        };
+        match key {
+            Some(key) => self.waiters.get(key).into_iter().for_each(wake_all),
+            None => self.waiters.values().for_each(wake_all),
+        }
+    }
+}
+
+/// The most deletions remembered: past it, they are forgotten at once, and the long-polls
+/// from before are answered "changed" (a needless pull each, never a missed change).
+const MAX_DELETED: usize = 200_000;
 
 /// The cache of one range of keys.
 pub struct Cache {
@@ -74,6 +114,21 @@ impl Cache {
         cache
     }
 
+    /// A cache of the range that nothing fills or follows: tests give it its events.
+    #[cfg(test)]
+    pub(super) fn detached(key: &[u8], range_end: &[u8], revision: i64) -> Arc<Cache> {
+        Arc::new(Cache {
+            key: key.to_vec(),
+            range_end: range_end.to_vec(),
+            state: Mutex::new(State {
+                revision,
+                ..State::default()
+            }),
+            changed: Condvar::new(),
+            reads: AtomicU64::new(0),
+        })
+    }
+
     /// Whether `key` is in the cached range.
     pub fn holds(&self, key: &[u8]) -> bool {
         self.key.as_slice() <= key && key < self.range_end.as_slice()
@@ -100,34 +155,10 @@ impl Cache {
                 &self.range_end,
                 start,
                 &mut |revision, events| {
-                    let Ok(mut state) = self.state.lock() else {
+                    let Some(revision) = self.apply(revision, events) else {
                         return false;
                     };
-                    for event in events {
-                        if event.deleted {
-                            state.kvs.remove(&event.key);
-                        } else {
-                            let create_revision = state
-                                .kvs
-                                .get(&event.key)
-                                .filter(|_| event.version > 1)
-                                .map_or(event.mod_revision, |kv| kv.create_revision);
-                            state.kvs.insert(
-                                event.key,
-                                Kv {
-                                    value: event.value,
-                                    create_revision,
-                                    mod_revision: event.mod_revision,
-                                    version: event.version,
-                                    lease: event.lease,
-                                },
-                            );
-                        }
-                    }
-                    state.revision = state.revision.max(revision);
-                    state.trouble = None;
-                    last = state.revision;
-                    self.changed.notify_all();
+                    last = revision;
                     true
                 },
             );
@@ -143,6 +174,44 @@ impl Cache {
                 WatchEnd::Stopped => Some(last + 1),
             };
         }
+    }
+
+    /// Takes a watch's events at `revision` into the cache, and wakes the long-polls of their
+    /// keys; the cache's revision then (`None` when it failed).
+    fn apply(&self, revision: i64, events: Vec<Event>) -> Option<i64> {
+        let mut state = self.state.lock().ok()?;
+        for event in events {
+            state.wake(Some(&event.key));
+            if event.deleted {
+                state.kvs.remove(&event.key);
+                state.deleted.insert(event.key, event.mod_revision);
+                if state.deleted.len() > MAX_DELETED {
+                    state.deleted.clear();
+                    state.forgotten_before = event.mod_revision;
+                }
+            } else {
+                state.deleted.remove(&event.key);
+                let create_revision = state
+                    .kvs
+                    .get(&event.key)
+                    .filter(|_| event.version > 1)
+                    .map_or(event.mod_revision, |kv| kv.create_revision);
+                state.kvs.insert(
+                    event.key,
+                    Kv {
+                        value: event.value,
+                        create_revision,
+                        mod_revision: event.mod_revision,
+                        version: event.version,
+                        lease: event.lease,
+                    },
+                );
+            }
+        }
+        state.revision = state.revision.max(revision);
+        state.trouble = None;
+        self.changed.notify_all();
+        Some(state.revision)
     }
 
     /// Reads the whole range at one revision into the cache; that revision.
@@ -182,6 +251,10 @@ impl Cache {
         state.kvs = kvs;
         state.revision = revision;
         state.trouble = None;
+        // What was deleted before this reading is not known: every long-poll looks again.
+        state.deleted.clear();
+        state.forgotten_before = revision;
+        state.wake(None);
         self.changed.notify_all();
         Ok(revision)
     }
@@ -261,6 +334,28 @@ impl Cache {
         Ok((state.revision, found))
     }
 
+    /// A long-poll of `keys`, for a write or a deletion of any of them after revision `after`.
+    pub fn wait(self: &Arc<Self>, keys: Vec<Vec<u8>>, after: i64) -> Result<Wait, String> {
+        let mut state = self.state.lock().map_err(|_| "the cache failed")?;
+        let id = state.next_waiter;
+        state.next_waiter += 1;
+        let notify = Arc::new(Notify::new());
+        for key in &keys {
+            state
+                .waiters
+                .entry(key.clone())
+                .or_default()
+                .insert(id, Arc::clone(&notify));
+        }
+        Ok(Wait {
+            cache: Arc::clone(self),
+            id,
+            keys,
+            after,
+            notify,
+        })
+    }
+
     /// How many keys it holds, and at which revision.
     pub fn size(&self) -> (usize, i64) {
         self.state
@@ -289,4 +384,127 @@ pub fn kv_json(key: &[u8], kv: &Kv, keys_only: bool) -> serde_json::Value {
         out["lease"] = kv.lease.to_string().into();
     }
     out
+}
+
+/// A long-poll registered with the cache, until it is dropped.
+pub struct Wait {
+    cache: Arc<Cache>,
+    id: u64,
+    keys: Vec<Vec<u8>>,
+    after: i64,
+    notify: Arc<Notify>,
+}
+
+impl Wait {
+    /// Whether one of its keys changed after its revision, and the cache's revision now.
+    pub fn changed(&self) -> (bool, i64) {
+        match self.cache.state.lock() {
+            Ok(state) => (state.changed_after(&self.keys, self.after), state.revision),
+            // A failed cache says "changed": the host pulls, and finds out.
+            Err(_) => (true, 0),
+        }
+    }
+
+    /// Waits until one of its keys changes, or `until`; what [`Wait::changed`] says then.
+    pub async fn until(&self, until: tokio::time::Instant) -> (bool, i64) {
+        loop {
+            // A wake-up between this look and the await is kept by `Notify` as a permit.
+            let seen = self.changed();
+            if seen.0 {
+                return seen;
+            }
+            tokio::select! {
+                () = self.notify.notified() => {}
+                () = tokio::time::sleep_until(until) => return self.changed(),
+            }
+        }
+    }
+}
+
+impl Drop for Wait {
+    fn drop(&mut self) {
+        let Ok(mut state) = self.cache.state.lock() else {
+            return;
+        };
+        for key in &self.keys {
+            if let Some(waiters) = state.waiters.get_mut(key) {
+                waiters.remove(&self.id);
+                if waiters.is_empty() {
+                    state.waiters.remove(key);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn detached() -> Arc<Cache> {
+        Cache::detached(b"/f/", b"/f0", 10)
+    }
+
+    fn event(key: &str, revision: i64, deleted: bool) -> Event {
+        Event {
+            key: key.as_bytes().to_vec(),
+            value: if deleted { Vec::new() } else { b"v".to_vec() },
+            mod_revision: revision,
+            version: i64::from(!deleted),
+            lease: 0,
+            deleted,
+        }
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_wait_sees_writes_and_deletions_after_its_revision_and_nothing_else() {
+        let cache = detached();
+        cache.apply(11, vec![event("/f/a", 11, false), event("/f/b", 11, false)]);
+        let wait = |key: &str, after| cache.wait(vec![key.as_bytes().to_vec()], after).unwrap();
+        assert!(!wait("/f/a", 11).changed().0);
+        assert!(wait("/f/a", 10).changed().0, "written at 11");
+        assert!(!wait("/f/never", 11).changed().0);
+        cache.apply(12, vec![event("/f/b", 12, true)]);
+        assert!(wait("/f/b", 11).changed().0, "deleted at 12");
+        assert!(!wait("/f/b", 12).changed().0);
+        // Written again: what counts is the last write.
+        cache.apply(13, vec![event("/f/b", 13, false)]);
+        assert!(wait("/f/b", 12).changed().0 && !wait("/f/b", 13).changed().0);
+        // A wait from before the cache's first reading cannot be judged: it is answered at once.
+        cache.state.lock().unwrap().forgotten_before = 13;
+        assert!(wait("/f/a", 12).changed().0);
+    }
+
+    #[test]
+    fn a_write_wakes_the_waits_of_its_key_and_a_wait_ends_at_its_time() {
+        let cache = detached();
+        let rt = runtime();
+        let waiting = cache.wait(vec![b"/f/a".to_vec()], 10).unwrap();
+        let other = cache.wait(vec![b"/f/b".to_vec()], 10).unwrap();
+        let far = tokio::time::Instant::now() + Duration::from_secs(60);
+        let writer = Arc::clone(&cache);
+        let started = Instant::now();
+        let (changed, revision) = rt.block_on(async {
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                writer.apply(11, vec![event("/f/a", 11, false)]);
+            });
+            waiting.until(far).await
+        });
+        assert!(changed && revision == 11);
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // The other key's wait is still waiting, and ends at its time unchanged.
+        let soon = tokio::time::Instant::now() + Duration::from_millis(100);
+        assert_eq!(rt.block_on(other.until(soon)), (false, 11));
+        // Answered, the waits are gone from the cache.
+        drop((waiting, other));
+        assert!(cache.state.lock().unwrap().waiters.is_empty());
+    }
 }

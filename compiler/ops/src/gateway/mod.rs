@@ -95,6 +95,8 @@ pub struct Gateway {
     nonces: Mutex<HashMap<(String, String), u64>>,
     /// Leases granted to (or found bound only to keys of) each host.
     leases: Mutex<HashMap<i64, String>>,
+    /// How many long-polls each host has open here.
+    waits: Arc<Mutex<HashMap<String, usize>>>,
     /// The fleet's keys, once the release named the fleet.
     cache: std::sync::OnceLock<Arc<cache::Cache>>,
     served: AtomicU64,
@@ -132,6 +134,68 @@ impl Answer {
     }
 }
 
+/// What the gateway does with a request.
+pub enum Decision {
+    Now(Answer),
+    /// A long-poll: answered when [`Waiting::wait`] sees a change, or at its timeout.
+    Wait(Waiting),
+}
+
+/// A host's long-poll, holding one of its [`MAX_WAITS`] places until it is answered.
+pub struct Waiting {
+    pub wait: cache::Wait,
+    pub timeout: std::time::Duration,
+    _slot: WaitSlot,
+}
+
+impl Waiting {
+    /// The answer, from what [`cache::Wait::changed`] or [`cache::Wait::until`] found.
+    pub fn answer(&self, (changed, revision): (bool, i64)) -> Answer {
+        Answer::json(&serde_json::json!({
+            "header": { "revision": revision.to_string() },
+            "changed": changed,
+        }))
+    }
+}
+
+/// The most long-polls one host has at a gateway replica at once: bell-run has one; a few
+/// more allow for a request the load balancer has not yet seen end.
+const MAX_WAITS: usize = 2;
+
+/// One of a host's places to wait, given back when dropped.
+struct WaitSlot {
+    waits: Arc<Mutex<HashMap<String, usize>>>,
+    host: String,
+}
+
+impl WaitSlot {
+    fn take(waits: &Arc<Mutex<HashMap<String, usize>>>, host: &str) -> Option<WaitSlot> {
+        let mut all = waits.lock().ok()?;
+        let count = all.entry(host.to_string()).or_default();
+        if *count >= MAX_WAITS {
+            return None;
+        }
+        *count += 1;
+        Some(WaitSlot {
+            waits: Arc::clone(waits),
+            host: host.to_string(),
+        })
+    }
+}
+
+impl Drop for WaitSlot {
+    fn drop(&mut self) {
+        if let Ok(mut all) = self.waits.lock() {
+            if let Some(count) = all.get_mut(&self.host) {
+                *count -= 1;
+                if *count == 0 {
+                    all.remove(&self.host);
+                }
+            }
+        }
+    }
+}
+
 /// The bucket every machine not in the fleet spends from as well as its own.
 const ENROLLING: &str = "(enrolling)";
 
@@ -147,6 +211,7 @@ impl Gateway {
             buckets: Mutex::new(Buckets::new(limits)),
             nonces: Mutex::new(HashMap::new()),
             leases: Mutex::new(HashMap::new()),
+            waits: Arc::default(),
             cache: std::sync::OnceLock::new(),
             served: AtomicU64::new(0),
             refused: AtomicU64::new(0),
@@ -219,25 +284,54 @@ impl Gateway {
 
     /// Decides one request and, when it may pass, passes it on to etcd and answers with etcd's
     /// answer. Blocking: etcd is asked synchronously.
+    /// The answer to one request; a long-poll is answered with what it would find now.
     pub fn handle(&self, path: &str, authorization: Option<&str>, body: &[u8], now: u64) -> Answer {
-        let answer = self.decide(path, authorization, body, now);
-        let counter = match answer.status {
-            200 => &self.served,
-            429 => &self.throttled,
-            _ => &self.refused,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
-        answer
+        match self.receive(path, authorization, body, now) {
+            Decision::Now(answer) => answer,
+            Decision::Wait(waiting) => waiting.answer(waiting.wait.changed()),
+        }
     }
 
-    fn decide(&self, path: &str, authorization: Option<&str>, body: &[u8], now: u64) -> Answer {
+    /// What to do with one request: answer it, or (a long-poll) wait for a change first.
+    pub fn receive(
+        &self,
+        path: &str,
+        authorization: Option<&str>,
+        body: &[u8],
+        now: u64,
+    ) -> Decision {
+        let decision = match self.admit(path, authorization, body, now) {
+            Ok((caller, Request::Wait(wait))) => self.begin_wait(&caller, &wait),
+            Ok((caller, request)) => Decision::Now(self.carry_out(&caller.host, path, request)),
+            Err(answer) => Decision::Now(answer),
+        };
+        let counter = match &decision {
+            Decision::Now(answer) if answer.status == 429 => &self.throttled,
+            Decision::Now(answer) if answer.status != 200 => &self.refused,
+            _ => &self.served,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        decision
+    }
+
+    /// The caller and its request, once it is signed, within its rate, well-formed and about
+    /// keys it may touch; the refusal otherwise.
+    fn admit(
+        &self,
+        path: &str,
+        authorization: Option<&str>,
+        body: &[u8],
+        now: u64,
+    ) -> Result<(Caller, Request), Answer> {
         let Some(fleet) = self.fleet.read().ok().and_then(|f| f.clone()) else {
-            return Answer::refusal(503, "the gateway has not read a signed release yet");
+            return Err(Answer::refusal(
+                503,
+                "the gateway has not read a signed release yet",
+            ));
         };
-        let caller = match self.authenticate(&fleet, path, authorization, body, now) {
-            Ok(caller) => caller,
-            Err(why) => return Answer::refusal(401, &why),
-        };
+        let caller = self
+            .authenticate(&fleet, path, authorization, body, now)
+            .map_err(|why| Answer::refusal(401, &why))?;
         let host = caller.host.as_str();
         let taken = match self.buckets.lock() {
             Ok(mut buckets) => {
@@ -260,15 +354,64 @@ impl Gateway {
                 ),
             );
             answer.retry_after = Some(wait);
-            return answer;
+            return Err(answer);
         }
-        let mut request = match Request::parse(path, body) {
-            Ok(request) => request,
-            Err(why) => return Answer::refusal(400, &why),
+        let request = Request::parse(path, body).map_err(|why| Answer::refusal(400, &why))?;
+        self.authorize(&caller, &request)?;
+        Ok((caller, request))
+    }
+
+    /// A long-poll of the caller's, registered with the cache; refused past the host's
+    /// [`MAX_WAITS`] at once (each holds a connection).
+    fn begin_wait(&self, caller: &Caller, wait: &request::Wait) -> Decision {
+        let Some(cache) = self.cache.get() else {
+            return Decision::Now(Answer::refusal(
+                501,
+                "this gateway runs without its watch cache (`--no-cache`): pull on a timer",
+            ));
         };
-        if let Err(answer) = self.authorize(&caller, &request) {
-            return answer;
+        // A key the cache does not hold (a semaphore under a `--lock-prefix` of its own) is
+        // not waited on: the host's timer sees it change.
+        let keys: Vec<Vec<u8>> = wait
+            .keys
+            .iter()
+            .filter_map(|k| bell_wire::from_base64(k))
+            .filter(|k| cache.holds(k))
+            .collect();
+        if keys.is_empty() {
+            return Decision::Now(Answer::refusal(400, "a wait is for keys of the fleet"));
         }
+        let slot = match WaitSlot::take(&self.waits, &caller.host) {
+            Some(slot) => slot,
+            None => {
+                let mut answer = Answer::refusal(
+                    429,
+                    &format!(
+                        "host `{}` waits at this gateway {MAX_WAITS} times at once already",
+                        caller.host
+                    ),
+                );
+                answer.retry_after = Some(1);
+                return Decision::Now(answer);
+            }
+        };
+        let seconds = wait
+            .timeout
+            .0
+            .clamp(0, bell_store::gateway::MAX_WAIT as i64);
+        match cache.wait(keys, wait.revision.0) {
+            Ok(registered) => Decision::Wait(Waiting {
+                wait: registered,
+                timeout: std::time::Duration::from_secs(seconds as u64),
+                _slot: slot,
+            }),
+            Err(why) => Decision::Now(Answer::refusal(503, &why)),
+        }
+    }
+
+    /// Answers an admitted request: from the cache when it is a read it holds, from etcd
+    /// otherwise.
+    fn carry_out(&self, host: &str, path: &str, mut request: Request) -> Answer {
         if let Some(answer) = self.read_from_cache(&request) {
             return answer;
         }

@@ -123,9 +123,22 @@ pub struct LeaseId {
     pub id: Int,
 }
 
+/// A long-poll: answer when one of `keys` is written or deleted after `revision` (the header
+/// revision of the read the host decided on), or after `timeout` seconds. The gateway's own
+/// request (`/bell/v1/wait`), answered from its watch cache: etcd has no long-poll of its own
+/// over HTTP, and a watch per host is what the gateway is there to spare etcd.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Wait {
+    pub keys: Vec<String>,
+    pub revision: Int,
+    pub timeout: Int,
+}
+
 /// A request, by its path.
 #[derive(Debug)]
 pub enum Request {
+    Wait(Wait),
     Range(Range),
     Put(Put),
     Delete(Delete),
@@ -169,6 +182,13 @@ impl Request {
             "/v3/lease/grant" => Request::LeaseGrant(read(body)?),
             "/v3/lease/keepalive" => Request::KeepAlive(read(body)?),
             "/v3/lease/revoke" => Request::Revoke(read(body)?),
+            bell_store::gateway::WAIT_PATH => {
+                let wait: Wait = read(body)?;
+                if wait.keys.is_empty() || wait.keys.len() > MAX_OPS {
+                    return Err(format!("a wait names 1 to {MAX_OPS} keys"));
+                }
+                Request::Wait(wait)
+            }
             _ => {
                 return Err(format!(
                     "`{}` is not a request the gateway passes on",
@@ -202,6 +222,11 @@ impl Request {
                 }
                 for o in txn.success.iter().chain(&txn.failure) {
                     op(o, &mut out)?;
+                }
+            }
+            Request::Wait(wait) => {
+                for key in &wait.keys {
+                    out.push((Verb::Read, decode(key)?));
                 }
             }
             Request::LeaseGrant(_) | Request::KeepAlive(_) | Request::Revoke(_) => {}
@@ -244,7 +269,9 @@ impl Request {
                 })
                 .collect(),
             Request::KeepAlive(l) | Request::Revoke(l) => vec![l.id.0],
-            Request::Range(_) | Request::Delete(_) | Request::LeaseGrant(_) => Vec::new(),
+            Request::Range(_) | Request::Delete(_) | Request::LeaseGrant(_) | Request::Wait(_) => {
+                Vec::new()
+            }
         }
     }
 
@@ -257,6 +284,7 @@ impl Request {
             Request::Txn(t) => serde_json::to_value(t),
             Request::LeaseGrant(g) => serde_json::to_value(g),
             Request::KeepAlive(l) | Request::Revoke(l) => serde_json::to_value(l),
+            Request::Wait(w) => serde_json::to_value(w),
         };
         value.unwrap_or(serde_json::Value::Null)
     }

@@ -2,7 +2,7 @@
 //! on tokio's blocking pool ([`Gateway::handle`] asks etcd synchronously), so a slow etcd
 //! holds a blocking thread, never the threads that accept and read.
 
-use super::{Answer, Gateway};
+use super::{Answer, Decision, Gateway};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response};
@@ -172,8 +172,16 @@ async fn answer(gateway: Arc<Gateway>, request: Request<Incoming>) -> Answer {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let decided = tokio::task::spawn_blocking(move || {
-        gateway.handle(&path, authorization.as_deref(), &body, now)
+        gateway.receive(&path, authorization.as_deref(), &body, now)
     })
     .await;
-    decided.unwrap_or_else(|_| Answer::refusal(500, "the gateway failed on this request"))
+    match decided {
+        Ok(Decision::Now(answer)) => answer,
+        // A long-poll waits here, as a task: no thread is held while it waits.
+        Ok(Decision::Wait(waiting)) => {
+            let until = tokio::time::Instant::now() + waiting.timeout;
+            waiting.answer(waiting.wait.until(until).await)
+        }
+        Err(_) => Answer::refusal(500, "the gateway failed on this request"),
+    }
 }

@@ -128,6 +128,66 @@ fn a_host_touches_only_its_own_keys() {
     );
 }
 
+fn wait(keys: &[&str]) -> Vec<u8> {
+    let keys: Vec<String> = keys
+        .iter()
+        .map(|k| bell_wire::base64(k.as_bytes()))
+        .collect();
+    serde_json::json!({ "keys": keys, "revision": "5", "timeout": "30" })
+        .to_string()
+        .into_bytes()
+}
+
+#[test]
+fn a_host_waits_only_on_its_own_keys_and_only_twice_at_once() {
+    let gateway = gateway(Limits::default());
+    let path = bell_store::gateway::WAIT_PATH;
+    let mine = wait(&["/bell/f/current_version", "/bell/f/desired/h1"]);
+    // Another host's keys, or a wait widened past its keys, are refused before anything.
+    let theirs = wait(&["/bell/f/desired/h2"]);
+    assert_eq!(signed(&gateway, "h1", 1, path, &theirs).status, 403);
+    let widened = String::from_utf8(mine.clone())
+        .unwrap()
+        .replace('}', r#","range_end":"AA=="}"#);
+    assert_eq!(
+        signed(&gateway, "h1", 1, path, widened.as_bytes()).status,
+        400
+    );
+    // Without a cache, there is nothing to wait on.
+    assert_eq!(signed(&gateway, "h1", 1, path, &mine).status, 501);
+
+    let cache = cache::Cache::detached(b"/bell/f/", b"/bell/f0", 10);
+    assert!(gateway.cache.set(cache).is_ok());
+    let receive = |host: &str, seed: u8| {
+        let header = authorization(host, &key(seed), path, &mine, NOW);
+        gateway.receive(path, Some(&header), &mine, NOW)
+    };
+    let first = receive("h1", 1);
+    let second = receive("h1", 1);
+    assert!(matches!(
+        (&first, &second),
+        (Decision::Wait(_), Decision::Wait(_))
+    ));
+    // A third at once is one too many; another host's is its own.
+    match receive("h1", 1) {
+        Decision::Now(answer) => assert_eq!((answer.status, answer.retry_after), (429, Some(1))),
+        Decision::Wait(_) => panic!("a third wait of h1's was taken"),
+    }
+    let h2 = wait(&["/bell/f/desired/h2"]);
+    let header = authorization("h2", &key(2), path, &h2, NOW);
+    assert!(matches!(
+        gateway.receive(path, Some(&header), &h2, NOW),
+        Decision::Wait(_)
+    ));
+    // Answered, a wait gives its place back.
+    drop(first);
+    assert!(matches!(receive("h1", 1), Decision::Wait(_)));
+    // Nothing changed after revision 5 in an empty cache: answered "not changed".
+    let answer = signed(&gateway, "h2", 2, path, &h2);
+    let body: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
+    assert_eq!((answer.status, &body["changed"]), (200, &false.into()));
+}
+
 #[test]
 fn a_flood_fills_only_its_own_bucket() {
     let gateway = gateway(Limits {

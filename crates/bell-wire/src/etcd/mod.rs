@@ -162,6 +162,12 @@ impl Op<'_> {
 /// The most operations etcd takes in one transaction (its `--max-txn-ops` default).
 pub const MAX_TXN_OPS: usize = 128;
 
+/// The fleet gateway's one request of its own: a host's long-poll for a change of the keys its
+/// pull decided on (`{"keys": [BASE64…], "revision": "R", "timeout": "SECONDS"}`), answered
+/// `{"header": {"revision": …}, "changed": BOOL}` when one is written or deleted after R, or
+/// when the time is up.
+pub const WAIT_PATH: &str = "/bell/v1/wait";
+
 /// An int64 as the gateway sends it (a string; a number from some versions).
 pub fn number(value: Option<&serde_json::Value>) -> Option<i64> {
     match value? {
@@ -517,6 +523,11 @@ impl Etcd {
     /// [`Etcd::get_all`], with each key's version and lease: what a later transaction that
     /// compares the version, or a lease renewal, needs without reading the key again.
     pub fn read_all(&self, keys: &[&str]) -> Result<Vec<Option<Held>>, String> {
+        Ok(self.read_all_at(keys)?.1)
+    }
+
+    /// [`Etcd::read_all`], with the revision it read at.
+    pub fn read_all_at(&self, keys: &[&str]) -> Result<(i64, Vec<Option<Held>>), String> {
         let requests: Vec<serde_json::Value> = keys
             .iter()
             .map(|key| serde_json::json!({ "request_range": { "key": base64(key.as_bytes()) } }))
@@ -534,7 +545,8 @@ impl Etcd {
                 keys.len()
             ));
         }
-        responses
+        let revision = number(answer.get("header").and_then(|h| h.get("revision"))).unwrap_or(0);
+        let held = responses
             .iter()
             .map(|r| {
                 let kv = r
@@ -554,7 +566,30 @@ impl Etcd {
                     lease: number(kv.get("lease")).unwrap_or(0),
                 }))
             })
-            .collect()
+            .collect::<Result<_, String>>()?;
+        Ok((revision, held))
+    }
+
+    /// A long-poll at the fleet's gateway (`bell_store::gateway::WAIT_PATH`, no request of
+    /// etcd's): whether one of `keys` was written or deleted after `revision`, answered as soon
+    /// as one is or after `seconds` (and the request's own limit must outlast them).
+    pub fn wait_for_change(
+        &self,
+        keys: &[&str],
+        revision: i64,
+        seconds: u64,
+    ) -> Result<bool, String> {
+        let keys: Vec<String> = keys.iter().map(|k| base64(k.as_bytes())).collect();
+        let body = serde_json::json!({
+            "keys": keys,
+            "revision": revision.to_string(),
+            "timeout": seconds.to_string(),
+        });
+        let answer = self.call(WAIT_PATH, &body)?;
+        answer
+            .get("changed")
+            .and_then(|c| c.as_bool())
+            .ok_or_else(|| "the gateway's answer to a wait says nothing of a change".to_string())
     }
 
     /// How many requests this client (and its clones) sent.
