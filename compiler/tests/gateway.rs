@@ -428,8 +428,8 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
     let took = until_pulled(2);
     assert!(took < Duration::from_secs(30), "{took:?}");
     // At its bundle already, a held host re-applies it as ever.
-    let second = &pulls()[1];
-    assert_eq!(second["result"], "ok", "{second:#}");
+    let while_held = &pulls()[1];
+    assert_eq!(while_held["result"], "ok", "{while_held:#}");
     hold[0] = "unhold";
     hold.splice(6..8, []);
     let run = fx.bellc(&hold);

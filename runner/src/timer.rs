@@ -48,12 +48,14 @@ pub fn seconds(span: &str) -> Option<u64> {
         let digits = rest
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(rest.len());
-        let number: u64 = rest[..digits].parse().ok()?;
-        rest = rest[digits..].trim_start();
-        let unit_len = rest
+        let (number, after) = rest.split_at_checked(digits)?;
+        let number: u64 = number.parse().ok()?;
+        let after = after.trim_start();
+        let unit_len = after
             .find(|c: char| !c.is_ascii_alphabetic())
-            .unwrap_or(rest.len());
-        let per = match &rest[..unit_len] {
+            .unwrap_or(after.len());
+        let (unit, after) = after.split_at_checked(unit_len)?;
+        let per = match unit {
             "" | "s" | "sec" | "second" | "seconds" => 1,
             "m" | "min" | "minute" | "minutes" => 60,
             "h" | "hr" | "hour" | "hours" => 3600,
@@ -62,7 +64,7 @@ pub fn seconds(span: &str) -> Option<u64> {
             _ => return None,
         };
         total = total.checked_add(number.checked_mul(per)?)?;
-        rest = rest[unit_len..].trim_start();
+        rest = after.trim_start();
     }
     Some(total)
 }

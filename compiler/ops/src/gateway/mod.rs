@@ -60,6 +60,14 @@ pub struct Flagged {
     hosts: std::collections::BTreeSet<String>,
 }
 
+/// The nonces of the requests accepted within [`bell_store::gateway::MAX_SKEW`] either way,
+/// with their time, and when the old ones were last swept out.
+#[derive(Default)]
+struct Nonces {
+    seen: HashMap<(String, String), u64>,
+    swept: u64,
+}
+
 /// One host as the release names it.
 struct Member {
     identity: Identity,
@@ -92,7 +100,7 @@ pub struct Gateway {
     buckets: Mutex<Buckets>,
     /// The nonces of the requests accepted within [`bell_store::gateway::MAX_SKEW`] either
     /// way, with their time: a request seen once is refused the second time.
-    nonces: Mutex<HashMap<(String, String), u64>>,
+    nonces: Mutex<Nonces>,
     /// Leases granted to (or found bound only to keys of) each host.
     leases: Mutex<HashMap<i64, String>>,
     /// How many long-polls each host has open here.
@@ -209,7 +217,7 @@ impl Gateway {
             config,
             fleet: RwLock::new(None),
             buckets: Mutex::new(Buckets::new(limits)),
-            nonces: Mutex::new(HashMap::new()),
+            nonces: Mutex::default(),
             leases: Mutex::new(HashMap::new()),
             waits: Arc::default(),
             cache: std::sync::OnceLock::new(),
@@ -501,11 +509,15 @@ impl Gateway {
             ));
         }
         let mut nonces = self.nonces.lock().map_err(|_| "the gateway is failing")?;
-        if nonces.len() > 100_000 {
+        // Those too old to be played again go, once a second at most: a busy replica holds
+        // more than this many within the window, and must not sweep them on every request.
+        if nonces.seen.len() > 100_000 && nonces.swept != now {
             let skew = bell_store::gateway::MAX_SKEW;
-            nonces.retain(|_, time| time.abs_diff(now) <= skew);
+            nonces.seen.retain(|_, time| time.abs_diff(now) <= skew);
+            nonces.swept = now;
         }
         if nonces
+            .seen
             .insert((host.clone(), signed.nonce.clone()), signed.time)
             .is_some()
         {
