@@ -14,6 +14,8 @@ mod common;
 
 #[path = "../benches/fleet.rs"]
 mod fleet;
+#[path = "../benches/gateway.rs"]
+mod gateway;
 #[path = "../benches/rollout.rs"]
 mod rollout;
 #[path = "../benches/serve.rs"]
@@ -47,6 +49,19 @@ fn the_store_load_benchmark_runs_on_a_small_fleet() {
     }
     set(&[("BELL_LOAD_HOSTS", "20"), ("BELL_LOAD_SECONDS", "2")]);
     store_load::main();
+}
+
+#[test]
+fn the_gateway_benchmark_runs_on_a_small_fleet() {
+    if !bell_testkit::tool("etcd") || !bell_testkit::tool("openssl") {
+        return;
+    }
+    set(&[
+        ("BELL_GATEWAY_HOSTS", "200"),
+        ("BELL_GATEWAY_SECONDS", "2"),
+        ("BELL_GATEWAY_CLIENTS", "4"),
+    ]);
+    gateway::main();
 }
 
 #[test]

@@ -36,6 +36,7 @@ mod file_script_in_temp_root;
 mod fleet_status;
 mod fleetgen;
 mod gateway;
+mod gateway_cache;
 mod graph_implicit_edges;
 mod graph_resource_cycle;
 mod health_probes;

@@ -6,6 +6,7 @@
 //! moment), and the read waits for the cache to reach it; when the cache cannot, the read is
 //! refused (429), never sent to etcd instead.
 
+use super::Answer;
 use bell_wire::etcd::{Etcd, Event, WatchEnd};
 use bell_wire::{base64, from_base64};
 use std::collections::{BTreeMap, HashMap};
@@ -82,8 +83,12 @@ const MAX_DELETED: usize = 200_000;
 pub struct Cache {
     key: Vec<u8>,
     range_end: Vec<u8>,
+    /// Keys per request when the range is read.
+    page: usize,
     state: Mutex<State>,
     changed: Condvar,
+    /// Wakes the reads that wait as tasks: the cache moved, or a learning ended.
+    progress: Notify,
     /// Reads answered from memory.
     pub reads: AtomicU64,
 }
@@ -92,6 +97,9 @@ pub struct Cache {
 /// share one request.
 const LEARN_EVERY: Duration = Duration::from_millis(50);
 
+/// Keys per request when the cache reads the range.
+const LIST_PAGE: usize = 2000;
+
 /// The longest a read waits for the cache to be fresh enough.
 const FRESH_WITHIN: Duration = Duration::from_secs(3);
 
@@ -99,11 +107,18 @@ impl Cache {
     /// A cache of the keys from `key` up to `range_end`, filled and followed by threads of its
     /// own from now on.
     pub fn start(etcd: Etcd, key: Vec<u8>, range_end: Vec<u8>) -> Arc<Cache> {
+        Cache::start_paged(etcd, key, range_end, LIST_PAGE)
+    }
+
+    /// [`Cache::start`], reading the range `page` keys per request (a test's small pages).
+    pub fn start_paged(etcd: Etcd, key: Vec<u8>, range_end: Vec<u8>, page: usize) -> Arc<Cache> {
         let cache = Arc::new(Cache {
             key,
             range_end,
+            page: page.max(1),
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
+            progress: Notify::new(),
             reads: AtomicU64::new(0),
         });
         let follower = Arc::clone(&cache);
@@ -120,11 +135,13 @@ impl Cache {
         Arc::new(Cache {
             key: key.to_vec(),
             range_end: range_end.to_vec(),
+            page: LIST_PAGE,
             state: Mutex::new(State {
                 revision,
                 ..State::default()
             }),
             changed: Condvar::new(),
+            progress: Notify::new(),
             reads: AtomicU64::new(0),
         })
     }
@@ -211,41 +228,66 @@ impl Cache {
         state.revision = state.revision.max(revision);
         state.trouble = None;
         self.changed.notify_all();
+        self.progress.notify_waiters();
         Some(state.revision)
     }
 
     /// Reads the whole range at one revision into the cache; that revision.
     fn list(&self, etcd: &Etcd) -> Result<i64, String> {
-        let body =
-            serde_json::json!({ "key": base64(&self.key), "range_end": base64(&self.range_end) });
-        let answer = etcd.forward("/v3/kv/range", &body).map_err(|(_, e)| e)?;
-        let revision = int(answer.get("header").and_then(|h| h.get("revision")))
-            .ok_or("etcd sent no revision")?;
+        // In pages at the first page's revision: a replica never holds the whole range as
+        // JSON at once (at 100,000 hosts that is over a GiB on top of the cache).
+        let mut from = self.key.clone();
+        let mut revision = 0;
         let mut kvs = BTreeMap::new();
-        for kv in answer
-            .get("kvs")
-            .and_then(|k| k.as_array())
-            .into_iter()
-            .flatten()
-        {
-            let field = |name: &str| {
-                kv.get(name)
-                    .and_then(|v| v.as_str())
-                    .map_or(Some(Vec::new()), from_base64)
-            };
-            let (Some(key), Some(value)) = (field("key"), field("value")) else {
-                return Err("etcd sent bad base64".into());
-            };
-            kvs.insert(
-                key,
-                Kv {
-                    value,
-                    create_revision: int(kv.get("create_revision")).unwrap_or(0),
-                    mod_revision: int(kv.get("mod_revision")).unwrap_or(0),
-                    version: int(kv.get("version")).unwrap_or(0),
-                    lease: int(kv.get("lease")).unwrap_or(0),
-                },
-            );
+        loop {
+            let mut body = serde_json::json!({
+                "key": base64(&from),
+                "range_end": base64(&self.range_end),
+                "limit": self.page.to_string(),
+            });
+            if revision > 0 {
+                body["revision"] = revision.to_string().into();
+            }
+            let answer = etcd.forward("/v3/kv/range", &body).map_err(|(_, e)| e)?;
+            if revision == 0 {
+                revision = int(answer.get("header").and_then(|h| h.get("revision")))
+                    .ok_or("etcd sent no revision")?;
+            }
+            let mut last = None;
+            for kv in answer
+                .get("kvs")
+                .and_then(|k| k.as_array())
+                .into_iter()
+                .flatten()
+            {
+                let field = |name: &str| {
+                    kv.get(name)
+                        .and_then(|v| v.as_str())
+                        .map_or(Some(Vec::new()), from_base64)
+                };
+                let (Some(key), Some(value)) = (field("key"), field("value")) else {
+                    return Err("etcd sent bad base64".into());
+                };
+                last = Some(key.clone());
+                kvs.insert(
+                    key,
+                    Kv {
+                        value,
+                        create_revision: int(kv.get("create_revision")).unwrap_or(0),
+                        mod_revision: int(kv.get("mod_revision")).unwrap_or(0),
+                        version: int(kv.get("version")).unwrap_or(0),
+                        lease: int(kv.get("lease")).unwrap_or(0),
+                    },
+                );
+            }
+            match (answer.get("more").and_then(|m| m.as_bool()), last) {
+                (Some(true), Some(mut last)) => {
+                    // The next page begins just after the last key of this one.
+                    last.push(0);
+                    from = last;
+                }
+                _ => break,
+            }
         }
         let mut state = self.state.lock().map_err(|_| "the cache failed")?;
         state.kvs = kvs;
@@ -255,6 +297,7 @@ impl Cache {
         state.deleted.clear();
         state.forgotten_before = revision;
         state.wake(None);
+        self.progress.notify_waiters();
         self.changed.notify_all();
         Ok(revision)
     }
@@ -299,6 +342,7 @@ impl Cache {
                 }
                 state.done = state.begun;
                 self.changed.notify_all();
+                self.progress.notify_waiters();
             }
             std::thread::sleep(LEARN_EVERY);
         }
@@ -318,10 +362,7 @@ impl Cache {
             }
             let now = Instant::now();
             if now >= until {
-                return Err(match &state.trouble {
-                    Some(why) => format!("the gateway's cache is behind etcd: {why}"),
-                    None => "the gateway's cache is behind etcd".to_string(),
-                });
+                return Err(behind(&state));
             }
             state = self
                 .changed
@@ -332,6 +373,41 @@ impl Cache {
         self.reads.fetch_add(1, Ordering::Relaxed);
         let found = keys.iter().map(|k| state.kvs.get(k).cloned()).collect();
         Ok((state.revision, found))
+    }
+
+    /// [`Cache::read`], waiting as a task rather than on a thread.
+    pub async fn read_when_fresh(
+        &self,
+        keys: &[Vec<u8>],
+    ) -> Result<(i64, Vec<Option<Kv>>), String> {
+        let until = tokio::time::Instant::now() + FRESH_WITHIN;
+        let arrived = {
+            let mut state = self.state.lock().map_err(|_| "the cache failed")?;
+            state.wanted = true;
+            self.changed.notify_all();
+            state.begun
+        };
+        loop {
+            // Listening before looking: a wake-up in between is not lost.
+            let notified = self.progress.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let state = self.state.lock().map_err(|_| "the cache failed")?;
+                if state.done > arrived && state.revision >= state.learned && state.revision > 0 {
+                    self.reads.fetch_add(1, Ordering::Relaxed);
+                    let found = keys.iter().map(|k| state.kvs.get(k).cloned()).collect();
+                    return Ok((state.revision, found));
+                }
+                if tokio::time::Instant::now() >= until {
+                    return Err(behind(&state));
+                }
+            }
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep_until(until) => {}
+            }
+        }
     }
 
     /// A long-poll of `keys`, for a write or a deletion of any of them after revision `after`.
@@ -365,6 +441,14 @@ impl Cache {
     }
 }
 
+/// Why a read could not be answered fresh enough.
+fn behind(state: &State) -> String {
+    match &state.trouble {
+        Some(why) => format!("the gateway's cache is behind etcd: {why}"),
+        None => "the gateway's cache is behind etcd".to_string(),
+    }
+}
+
 fn int(value: Option<&serde_json::Value>) -> Option<i64> {
     bell_wire::etcd::number(value)
 }
@@ -384,6 +468,68 @@ pub fn kv_json(key: &[u8], kv: &Kv, keys_only: bool) -> serde_json::Value {
         out["lease"] = kv.lease.to_string().into();
     }
     out
+}
+
+/// A host's read of keys the cache holds: the keys, each range's shape (`keys_only`,
+/// `count_only`), and whether it came as a transaction.
+pub struct CachedRead {
+    pub cache: Arc<Cache>,
+    pub keys: Vec<Vec<u8>>,
+    pub shapes: Vec<(bool, bool)>,
+    pub txn: bool,
+}
+
+impl CachedRead {
+    /// The answer, waiting on this thread for the cache to be fresh enough.
+    pub fn answer_blocking(&self) -> Answer {
+        self.answer(self.cache.read(&self.keys))
+    }
+
+    /// The answer, waiting as a task (no thread is held) for the cache to be fresh enough.
+    pub async fn answer_when_fresh(&self) -> Answer {
+        self.answer(self.cache.read_when_fresh(&self.keys).await)
+    }
+
+    /// The answer etcd would give, from what the cache read; 429 when it could not.
+    fn answer(&self, read: Result<(i64, Vec<Option<Kv>>), String>) -> Answer {
+        let (revision, found) = match read {
+            Ok(read) => read,
+            Err(why) => {
+                let mut answer = Answer::refusal(429, &why);
+                answer.retry_after = Some(1);
+                return answer;
+            }
+        };
+        let header = serde_json::json!({ "revision": revision.to_string() });
+        let range_answer = |(keys_only, count_only): (bool, bool), key: &[u8], kv: &Option<Kv>| {
+            let mut out = serde_json::json!({ "header": header.clone() });
+            if let Some(kv) = kv {
+                out["count"] = "1".into();
+                if !count_only {
+                    out["kvs"] = serde_json::json!([kv_json(key, kv, keys_only)]);
+                }
+            }
+            out
+        };
+        let answer = if self.txn {
+            let responses: Vec<serde_json::Value> = self
+                .shapes
+                .iter()
+                .zip(&self.keys)
+                .zip(&found)
+                .map(|((shape, key), kv)| {
+                    serde_json::json!({ "response_range": range_answer(*shape, key, kv) })
+                })
+                .collect();
+            serde_json::json!({ "header": header, "succeeded": true, "responses": responses })
+        } else {
+            match (self.shapes.first(), self.keys.first(), found.first()) {
+                (Some(shape), Some(key), Some(kv)) => range_answer(*shape, key, kv),
+                _ => return Answer::refusal(400, "a read of no key"),
+            }
+        };
+        Answer::json(&answer)
+    }
 }
 
 /// A long-poll registered with the cache, until it is dropped.

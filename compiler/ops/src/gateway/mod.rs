@@ -145,8 +145,19 @@ impl Answer {
 /// What the gateway does with a request.
 pub enum Decision {
     Now(Answer),
+    /// A read answered from the cache once it is fresh enough ([`cache::CachedRead`]).
+    Read(cache::CachedRead),
+    /// A request etcd answers ([`Gateway::carry_out`]).
+    Etcd(ForEtcd),
     /// A long-poll: answered when [`Waiting::wait`] sees a change, or at its timeout.
     Wait(Waiting),
+}
+
+/// An admitted request for etcd, from `host`.
+pub struct ForEtcd {
+    host: String,
+    path: String,
+    request: Request,
 }
 
 /// A host's long-poll, holding one of its [`MAX_WAITS`] places until it is answered.
@@ -297,6 +308,8 @@ impl Gateway {
         match self.receive(path, authorization, body, now) {
             Decision::Now(answer) => answer,
             Decision::Wait(waiting) => waiting.answer(waiting.wait.changed()),
+            Decision::Read(read) => read.answer_blocking(),
+            Decision::Etcd(sent) => self.carry_out(sent),
         }
     }
 
@@ -310,16 +323,34 @@ impl Gateway {
     ) -> Decision {
         let decision = match self.admit(path, authorization, body, now) {
             Ok((caller, Request::Wait(wait))) => self.begin_wait(&caller, &wait),
-            Ok((caller, request)) => Decision::Now(self.carry_out(&caller.host, path, request)),
+            Ok((caller, request)) => match self.cached_read(&request) {
+                Some(read) => Decision::Read(read),
+                None => Decision::Etcd(ForEtcd {
+                    host: caller.host,
+                    path: path.to_string(),
+                    request,
+                }),
+            },
             Err(answer) => Decision::Now(answer),
         };
-        let counter = match &decision {
-            Decision::Now(answer) if answer.status == 429 => &self.throttled,
-            Decision::Now(answer) if answer.status != 200 => &self.refused,
-            _ => &self.served,
+        match &decision {
+            Decision::Now(answer) => self.count(answer),
+            // What etcd answers is counted when it has.
+            Decision::Etcd(_) => {}
+            Decision::Read(_) | Decision::Wait(_) => {
+                self.served.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        decision
+    }
+
+    fn count(&self, answer: &Answer) {
+        let counter = match answer.status {
+            200 => &self.served,
+            429 => &self.throttled,
+            _ => &self.refused,
         };
         counter.fetch_add(1, Ordering::Relaxed);
-        decision
     }
 
     /// The caller and its request, once it is signed, within its rate, well-formed and about
@@ -417,12 +448,21 @@ impl Gateway {
         }
     }
 
-    /// Answers an admitted request: from the cache when it is a read it holds, from etcd
-    /// otherwise.
-    fn carry_out(&self, host: &str, path: &str, mut request: Request) -> Answer {
-        if let Some(answer) = self.read_from_cache(&request) {
-            return answer;
-        }
+    /// Answers an admitted request that is not a read the cache answers: etcd does (and the
+    /// caller waits for it, on a thread that may block).
+    pub fn carry_out(&self, sent: ForEtcd) -> Answer {
+        let answer = self.ask_etcd(sent);
+        self.count(&answer);
+        answer
+    }
+
+    fn ask_etcd(&self, sent: ForEtcd) -> Answer {
+        let ForEtcd {
+            host,
+            path,
+            mut request,
+        } = sent;
+        let (host, path) = (host.as_str(), path.as_str());
         if let Request::LeaseGrant(grant) = &mut request {
             if !(1..=MAX_LEASE_TTL).contains(&grant.ttl.0) {
                 return Answer::refusal(
@@ -623,9 +663,9 @@ impl Gateway {
         ))
     }
 
-    /// The answer to a read of keys the cache holds (a key, or a transaction of reads alone),
-    /// from memory; `None` for anything else.
-    fn read_from_cache(&self, request: &Request) -> Option<Answer> {
+    /// A read of keys the cache holds (a key, or a transaction of reads alone), to answer from
+    /// memory; `None` for anything else.
+    fn cached_read(&self, request: &Request) -> Option<cache::CachedRead> {
         let cache = self.cache.get()?;
         let ranges: Vec<&request::Range> = match request {
             Request::Range(range) => vec![range],
@@ -646,40 +686,12 @@ impl Gateway {
         if keys.is_empty() || !keys.iter().all(|k| cache.holds(k)) {
             return None;
         }
-        let (revision, found) = match cache.read(&keys) {
-            Ok(read) => read,
-            Err(why) => {
-                let mut answer = Answer::refusal(429, &why);
-                answer.retry_after = Some(1);
-                return Some(answer);
-            }
-        };
-        let header = serde_json::json!({ "revision": revision.to_string() });
-        let range_answer = |range: &request::Range, key: &[u8], kv: &Option<cache::Kv>| {
-            let mut out = serde_json::json!({ "header": header.clone() });
-            if let Some(kv) = kv {
-                out["count"] = "1".into();
-                if !range.count_only {
-                    out["kvs"] = serde_json::json!([cache::kv_json(key, kv, range.keys_only)]);
-                }
-            }
-            out
-        };
-        let answer = match request {
-            Request::Range(range) => range_answer(range, &keys[0], &found[0]),
-            _ => {
-                let responses: Vec<serde_json::Value> = ranges
-                    .iter()
-                    .zip(&keys)
-                    .zip(&found)
-                    .map(|((range, key), kv)| {
-                        serde_json::json!({ "response_range": range_answer(range, key, kv) })
-                    })
-                    .collect();
-                serde_json::json!({ "header": header, "succeeded": true, "responses": responses })
-            }
-        };
-        Some(Answer::json(&answer))
+        Some(cache::CachedRead {
+            cache: Arc::clone(cache),
+            shapes: ranges.iter().map(|r| (r.keys_only, r.count_only)).collect(),
+            keys,
+            txn: matches!(request, Request::Txn(_)),
+        })
     }
 
     /// Says in the store which hosts this replica has refused for their rate for

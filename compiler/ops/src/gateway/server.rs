@@ -1,6 +1,7 @@
-//! The gateway's HTTPS server: hyper's HTTP/1.1 on tokio behind rustls. Requests are decided
-//! on tokio's blocking pool ([`Gateway::handle`] asks etcd synchronously), so a slow etcd
-//! holds a blocking thread, never the threads that accept and read.
+//! The gateway's HTTPS server: hyper's HTTP/1.1 on tokio behind rustls. A request is checked
+//! on the runtime's threads; what etcd answers is asked on tokio's blocking pool (the etcd
+//! client is synchronous), so a slow etcd holds a blocking thread, never the threads that
+//! accept and read; reads from the cache and long-polls wait as tasks.
 
 use super::{Answer, Decision, Gateway};
 use http_body_util::{BodyExt, Full, Limited};
@@ -171,17 +172,19 @@ async fn answer(gateway: Arc<Gateway>, request: Request<Incoming>) -> Answer {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let decided = tokio::task::spawn_blocking(move || {
-        gateway.receive(&path, authorization.as_deref(), &body, now)
-    })
-    .await;
-    match decided {
-        Ok(Decision::Now(answer)) => answer,
-        // A long-poll waits here, as a task: no thread is held while it waits.
-        Ok(Decision::Wait(waiting)) => {
+    // Checking the signature and the grants is short work for the runtime's own threads;
+    // only what waits on etcd goes to the blocking pool.
+    match gateway.receive(&path, authorization.as_deref(), &body, now) {
+        Decision::Now(answer) => answer,
+        // A read waits for the cache to be fresh as a task, and a long-poll for its keys: no
+        // thread is held while they wait.
+        Decision::Read(read) => read.answer_when_fresh().await,
+        Decision::Wait(waiting) => {
             let until = tokio::time::Instant::now() + waiting.timeout;
             waiting.answer(waiting.wait.until(until).await)
         }
-        Err(_) => Answer::refusal(500, "the gateway failed on this request"),
+        Decision::Etcd(sent) => tokio::task::spawn_blocking(move || gateway.carry_out(sent))
+            .await
+            .unwrap_or_else(|_| Answer::refusal(500, "the gateway failed on this request")),
     }
 }
