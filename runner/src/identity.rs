@@ -10,7 +10,6 @@
 use crate::rootfs::{self, Root};
 use bell_seal::openssh::{MAGIC, PEM_BEGIN, PEM_END};
 use bell_store::proof::{put_string, SigningKey};
-use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -58,8 +57,7 @@ pub fn load_or_make(root: &Root) -> Result<(HostKey, bool), String> {
     root.check_contained(BELL_KEY)?;
     let file = root.host(BELL_KEY);
     let mut seed = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut seed))
+    bell_seal::random_bytes(&mut seed)
         .map_err(|e| format!("cannot read /dev/urandom for a new key: {e}"))?;
     let key = SigningKey::from_seed(seed);
     if let Some(dir) = file.parent() {

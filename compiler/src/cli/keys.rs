@@ -15,10 +15,8 @@ pub fn own_seal_key() -> Result<(bell_seal::SealKey, Option<[u8; 32]>), Failure>
     if let Some(key) = own_seal_key_if_made() {
         return Ok((key, None));
     }
-    use std::io::Read;
     let mut material = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut material))
+    bell_seal::random_bytes(&mut material)
         .map_err(|e| Failure::Io(format!("cannot read /dev/urandom: {e}")))?;
     Ok((seal_key_from(&material), Some(material)))
 }

@@ -6,7 +6,7 @@ use crate::{read_release, Failure};
 use bell_ops::fleet::store_roles::{self, Role};
 use bell_store::Etcd;
 use bell_wire::etcd::Permission;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -155,9 +155,7 @@ fn apply_role(apply: &Apply, role: &Role) -> Result<String, String> {
 /// would read differently.
 fn new_password() -> Result<String, String> {
     let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
+    bell_seal::random_bytes(&mut bytes).map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::new();
     let mut bits = 0u32;

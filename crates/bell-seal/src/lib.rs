@@ -139,6 +139,13 @@ impl Identity {
     }
 }
 
+/// Fills `buf` from the system's random generator (`/dev/urandom`): every key, nonce,
+/// password and lease id bell makes comes from here.
+pub fn random_bytes(buf: &mut [u8]) -> std::io::Result<()> {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(buf))
+}
+
 /// The build's secret: it names secrets ([`SealKey::digest`]) and makes sealing
 /// deterministic. Derived from a key only the build has (the release signing key), so that a
 /// reader of what the build wrote can neither confirm a guessed secret nor tell two builds'
@@ -167,12 +174,8 @@ impl SealKey {
     /// they compute from it is neither shown as a secret's name nor comparable to a build's.
     pub fn random() -> SealKey {
         use std::hash::{BuildHasher, Hasher};
-        use std::io::Read;
         let mut material = [0u8; 32];
-        let from_os = std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut material))
-            .is_ok();
-        if !from_os {
+        if random_bytes(&mut material).is_err() {
             // std seeds every RandomState from the system's generator.
             for chunk in material.chunks_mut(8) {
                 let mut h = std::collections::hash_map::RandomState::new().build_hasher();

@@ -74,9 +74,7 @@ fn next_nonce() -> String {
     static COUNT: AtomicU64 = AtomicU64::new(0);
     let prefix = PREFIX.get_or_init(|| {
         let mut seed = [0u8; 16];
-        let read = std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed));
-        if read.is_err() {
+        if bell_seal::random_bytes(&mut seed).is_err() {
             // No randomness: the time and the process id still differ from run to run.
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

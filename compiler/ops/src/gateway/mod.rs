@@ -71,14 +71,15 @@ struct Nonces {
 /// One host as the release names it.
 struct Member {
     identity: Identity,
-    grants: Vec<Permission>,
+    grants: Arc<[Permission]>,
 }
 
 /// Who a request is from, once its signature is checked.
 struct Caller {
     host: String,
-    /// What it may touch: a member's grants, or an enrolling machine's registration key.
-    grants: Vec<Permission>,
+    /// What it may touch: a member's grants (shared, not copied per request), or an
+    /// enrolling machine's registration key.
+    grants: Arc<[Permission]>,
     /// A machine the release does not name, known only by the identity it signs with (and
     /// the fleet it may register in).
     enrolling: Option<(Identity, String)>,
@@ -278,7 +279,7 @@ impl Gateway {
                     host.to_string(),
                     Member {
                         identity: identity.clone(),
-                        grants: role.permissions,
+                        grants: role.permissions.into(),
                     },
                 );
             }
@@ -512,16 +513,16 @@ impl Gateway {
                 ))
             }
             Some(member) => Caller {
-                grants: member.grants.clone(),
+                grants: Arc::clone(&member.grants),
                 enrolling: None,
                 bucket: host.clone(),
                 host: host.clone(),
             },
             None if path == "/v3/kv/range" || path == "/v3/kv/put" => Caller {
-                grants: vec![Permission::key(
+                grants: Arc::new([Permission::key(
                     Access::ReadWrite,
                     &bell_store::keys::registration_key(&fleet.name, &host),
-                )],
+                )]),
                 bucket: format!("{ENROLLING} {}", signed.identity.fingerprint()),
                 enrolling: Some((signed.identity.clone(), fleet.name.clone())),
                 host: host.clone(),
@@ -827,9 +828,7 @@ fn covers(grant: &Permission, verb: Verb, key: &[u8]) -> bool {
 /// A lease id no host can guess: 62 random bits (positive, never 0).
 fn random_lease_id() -> i64 {
     let mut bytes = [0u8; 8];
-    let read = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
-    if read.is_err() {
+    if bell_seal::random_bytes(&mut bytes).is_err() {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64);

@@ -28,7 +28,8 @@ fn gateway(limits: Limits) -> Gateway {
             host.to_string(),
             Member {
                 identity: key(seed).identity(),
-                grants: bell_store::keys::host_grants("f", host, "/bell/f/groups", "default"),
+                grants: bell_store::keys::host_grants("f", host, "/bell/f/groups", "default")
+                    .into(),
             },
         );
     }
