@@ -120,12 +120,22 @@ enum Place {
 }
 
 fn walk(dir: &Path, place: Place) -> Result<(), String> {
-    let entries = fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    // What goes between the listing and the look (another bell-run's temporary renamed over
+    // its file, a staging directory removed: they run the walk before they wait for the lock)
+    // cannot be followed by anyone: it is passed over.
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot read {}: {e}", dir.display())),
+    };
     for entry in entries {
         let entry = entry.map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
         let path = entry.path();
-        let meta = fs::symlink_metadata(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let meta = match fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
         let inner = match place {
             Place::Top if entry.file_name() == "backup" => Place::Backup,
             Place::Top => Place::Elsewhere,
@@ -191,4 +201,43 @@ fn check_entry(path: &Path, meta: &fs::Metadata, place: Place) -> Result<(), Str
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two bell-runs on one root: one writes its state atomically (a temporary renamed over
+    /// the file) while the other walks the directory before it waits for the lock. The walk
+    /// must not take a temporary that went as a problem with the directory.
+    #[test]
+    fn a_file_that_goes_while_the_walk_looks_is_passed_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        let bell = root.bell_dir();
+        fs::create_dir_all(bell.join("generations")).unwrap();
+        for part in ["var", "var/lib", "var/lib/bell", "var/lib/bell/generations"] {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = fs::set_permissions(dir.path().join(part), fs::Permissions::from_mode(0o755));
+        }
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for name in ["state.json", "generations/x"] {
+                        let file = bell.join(name);
+                        let tmp = file.with_file_name(".tmp");
+                        fs::write(&tmp, b"{}").unwrap();
+                        fs::rename(&tmp, &file).unwrap();
+                    }
+                    let gone = bell.join("staging");
+                    fs::create_dir_all(gone.join("a")).unwrap();
+                    fs::remove_dir_all(&gone).unwrap();
+                }
+            });
+            let outcome = (0..3000).find_map(|_| check(&root).err());
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            assert_eq!(outcome, None);
+        });
+    }
 }
