@@ -353,12 +353,10 @@ impl Cache {
     pub fn read(&self, keys: &[Vec<u8>]) -> Result<(i64, Vec<Option<Kv>>), String> {
         let until = Instant::now() + FRESH_WITHIN;
         let mut state = self.state.lock().map_err(|_| "the cache failed")?;
-        let arrived = state.begun;
-        state.wanted = true;
-        self.changed.notify_all();
+        let arrived = self.arrive(&mut state);
         loop {
-            if state.done > arrived && state.revision >= state.learned && state.revision > 0 {
-                break;
+            if let Some(read) = self.fresh_read(&state, arrived, keys) {
+                return Ok(read);
             }
             let now = Instant::now();
             if now >= until {
@@ -370,9 +368,30 @@ impl Cache {
                 .map_err(|_| "the cache failed")?
                 .0;
         }
+    }
+
+    /// Asks the learner for etcd's revision now; the number of learnings begun before, which a
+    /// read waits to see passed.
+    fn arrive(&self, state: &mut State) -> u64 {
+        state.wanted = true;
+        self.changed.notify_all();
+        state.begun
+    }
+
+    /// What `keys` hold, once a learning begun after the read `arrived` is done and the cache
+    /// has reached the revision it learned; `None` until then.
+    fn fresh_read(
+        &self,
+        state: &State,
+        arrived: u64,
+        keys: &[Vec<u8>],
+    ) -> Option<(i64, Vec<Option<Kv>>)> {
+        if state.done <= arrived || state.revision < state.learned || state.revision == 0 {
+            return None;
+        }
         self.reads.fetch_add(1, Ordering::Relaxed);
         let found = keys.iter().map(|k| state.kvs.get(k).cloned()).collect();
-        Ok((state.revision, found))
+        Some((state.revision, found))
     }
 
     /// [`Cache::read`], waiting as a task rather than on a thread.
@@ -383,9 +402,7 @@ impl Cache {
         let until = tokio::time::Instant::now() + FRESH_WITHIN;
         let arrived = {
             let mut state = self.state.lock().map_err(|_| "the cache failed")?;
-            state.wanted = true;
-            self.changed.notify_all();
-            state.begun
+            self.arrive(&mut state)
         };
         loop {
             // Listening before looking: a wake-up in between is not lost.
@@ -394,10 +411,8 @@ impl Cache {
             notified.as_mut().enable();
             {
                 let state = self.state.lock().map_err(|_| "the cache failed")?;
-                if state.done > arrived && state.revision >= state.learned && state.revision > 0 {
-                    self.reads.fetch_add(1, Ordering::Relaxed);
-                    let found = keys.iter().map(|k| state.kvs.get(k).cloned()).collect();
-                    return Ok((state.revision, found));
+                if let Some(read) = self.fresh_read(&state, arrived, keys) {
+                    return Ok(read);
                 }
                 if tokio::time::Instant::now() >= until {
                     return Err(behind(&state));
