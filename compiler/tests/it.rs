@@ -35,6 +35,7 @@ mod field_of_reads_as_awk_did;
 mod file_script_in_temp_root;
 mod fleet_status;
 mod fleetgen;
+mod follow;
 mod gateway;
 mod gateway_cache;
 mod graph_implicit_edges;

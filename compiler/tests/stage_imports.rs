@@ -39,10 +39,12 @@ const ORDER: &[(&str, &[&str])] = &[
     ("build", &["build"]),
 ];
 
-/// `bell-ops`'s folders in order: the fleet, then the status page over fleet status (and
+/// `bell-ops`'s folders in order: the watch cache of the store (which the fleet's readers and
+/// the gateway follow it with), the fleet, then the status page over fleet status (and
 /// `bellc-core`'s review: diff and explain, as pages and JSON), then the gateway (which reads
 /// OUT as the page does).
 const OPS_ORDER: &[(&str, &[&str])] = &[
+    ("watch", &["watch"]),
     ("fleet", &["fleet"]),
     ("serve", &["serve"]),
     ("gateway", &["gateway"]),

@@ -37,7 +37,9 @@ mod store;
 mod views;
 
 use views::{checked, read_report};
-pub use views::{published_from, views_from, views_from_parsed, ParsedReports};
+pub use views::{
+    published_from, some_views_from_parsed, views_from, views_from_parsed, ParsedReports,
+};
 
 use bell_bundle::Release;
 use serde::{Deserialize, Serialize};

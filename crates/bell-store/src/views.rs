@@ -109,6 +109,54 @@ pub fn views_from_parsed(
     parsed: &mut ParsedReports,
     identities: &Identities,
 ) -> Result<BTreeMap<String, HostView>, String> {
+    let (hosts, now_parsed) = build_views(fleet, kvs, parsed, identities);
+    parsed.by_key = now_parsed;
+    Ok(hosts)
+}
+
+/// [`views_from_parsed`] for some hosts only: `kvs` holds every report, liveness and throttle
+/// key those hosts have now. `parsed` keeps every other host's reports and takes these hosts'
+/// of this reading (a report key deleted since is let go with [`ParsedReports::forget`]). A
+/// reader that follows the store through a watch reads again only the hosts whose keys
+/// changed.
+pub fn some_views_from_parsed(
+    fleet: &str,
+    kvs: &[etcd::KeyValue],
+    parsed: &mut ParsedReports,
+    identities: &Identities,
+) -> BTreeMap<String, HostView> {
+    let (hosts, now_parsed) = build_views(fleet, kvs, parsed, identities);
+    parsed.by_key.extend(now_parsed);
+    hosts
+}
+
+impl ParsedReports {
+    /// Lets go of what was parsed of the report at `key` (deleted).
+    pub fn forget(&mut self, key: &str) {
+        self.by_key.remove(key);
+    }
+
+    /// How many reports it keeps.
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+}
+
+/// The views `kvs` make, taking from `parsed` each report it holds at the same revision (and
+/// taking out of it every report key of `kvs`); the reports parsed, by key.
+fn build_views(
+    fleet: &str,
+    kvs: &[etcd::KeyValue],
+    parsed: &mut ParsedReports,
+    identities: &Identities,
+) -> (
+    BTreeMap<String, HostView>,
+    std::collections::HashMap<String, Parsed>,
+) {
     let mut now_parsed = std::collections::HashMap::with_capacity(parsed.by_key.len());
     let mut hosts: BTreeMap<String, HostView> = BTreeMap::new();
     let mut living = std::collections::BTreeSet::new();
@@ -189,8 +237,7 @@ pub fn views_from_parsed(
     for (host, view) in hosts.iter_mut().filter(|(_, v)| v.report.is_some()) {
         view.alive = Some(living.contains(host.as_str()));
     }
-    parsed.by_key = now_parsed;
-    Ok(hosts)
+    (hosts, now_parsed)
 }
 
 /// The published release from keys read out of etcd (its version key and `desired/`), as

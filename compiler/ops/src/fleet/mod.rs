@@ -16,6 +16,7 @@
 //!   refused.
 
 pub mod enroll;
+pub mod follow;
 pub mod record;
 pub mod rollout;
 pub mod status;

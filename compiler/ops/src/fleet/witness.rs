@@ -174,90 +174,118 @@ impl Witness {
     ) {
         let highest = now.saturating_add(MAX_SEQUENCE_AHEAD);
         for (host, entry) in &release.hosts {
-            // The release's identities are as bellc wrote them (`ssh-ed25519 BASE64`): the
-            // store checked each report against them; here they are only names.
-            let Some(identity) = entry.identity.as_deref() else {
-                if let Some(view) = views.get_mut(host).filter(|v| v.report.is_some()) {
-                    view.unverified = Some(format!(
-                        "the release gives `{host}` no identity: what its reports say cannot be checked"
-                    ));
-                }
-                continue;
-            };
-            if !self.seen.contains_key(identity) {
-                if !views.contains_key(host) {
-                    continue;
-                }
-                self.seen.insert(identity.to_string(), BTreeMap::new());
+            self.judge_host(host, entry, views, highest);
+        }
+    }
+
+    /// [`Witness::judge_at`] for `hosts` only, whose views `views` holds (a host with no view
+    /// may be given one, with its last verified report): a reader that follows the store
+    /// judges again only the hosts whose keys changed.
+    pub fn judge_some_at<'h>(
+        &mut self,
+        release: &Release,
+        views: &mut BTreeMap<String, HostView>,
+        hosts: impl IntoIterator<Item = &'h str>,
+        now: u64,
+    ) {
+        let highest = now.saturating_add(MAX_SEQUENCE_AHEAD);
+        for host in hosts {
+            if let Some((host, entry)) = release.hosts.get_key_value(host) {
+                self.judge_host(host, entry, views, highest);
             }
-            let Some(seen) = self.seen.get_mut(identity) else {
-                continue;
-            };
-            let view = views.entry(host.clone()).or_default();
-            let mut refused: Vec<(String, String)> = Vec::new();
-            for (command, proof) in &view.proofs {
-                let why = match proof {
-                    // A host numbers its reports by its clock (never below the time, see
-                    // `bell-run`'s `next_sequence`). Remembered, a number far ahead would make
-                    // every honest report after it read as a replay, for good.
-                    Proof::Signed { sequence } if *sequence > highest => Some(format!(
-                        "its `{command}` report is number {sequence}, beyond the time now and \
-                         the {MAX_SEQUENCE_AHEAD} s of clock skew allowed ({highest}): \
-                         refused and not remembered"
+        }
+    }
+
+    fn judge_host(
+        &mut self,
+        host: &String,
+        entry: &bell_bundle::ReleaseHost,
+        views: &mut BTreeMap<String, HostView>,
+        highest: u64,
+    ) {
+        // The release's identities are as bellc wrote them (`ssh-ed25519 BASE64`): the
+        // store checked each report against them; here they are only names.
+        let Some(identity) = entry.identity.as_deref() else {
+            if let Some(view) = views.get_mut(host).filter(|v| v.report.is_some()) {
+                view.unverified = Some(format!(
+                    "the release gives `{host}` no identity: what its reports say cannot be checked"
+                ));
+            }
+            return;
+        };
+        if !self.seen.contains_key(identity) {
+            if !views.contains_key(host) {
+                return;
+            }
+            self.seen.insert(identity.to_string(), BTreeMap::new());
+        }
+        let Some(seen) = self.seen.get_mut(identity) else {
+            return;
+        };
+        let view = views.entry(host.clone()).or_default();
+        let mut refused: Vec<(String, String)> = Vec::new();
+        for (command, proof) in &view.proofs {
+            let why = match proof {
+                // A host numbers its reports by its clock (never below the time, see
+                // `bell-run`'s `next_sequence`). Remembered, a number far ahead would make
+                // every honest report after it read as a replay, for good.
+                Proof::Signed { sequence } if *sequence > highest => Some(format!(
+                    "its `{command}` report is number {sequence}, beyond the time now and \
+                     the {MAX_SEQUENCE_AHEAD} s of clock skew allowed ({highest}): \
+                     refused and not remembered"
+                )),
+                Proof::Signed { sequence } => match seen.get(command) {
+                    Some(old) if old.sequence > *sequence => Some(format!(
+                        "its `{command}` report is number {sequence}, but number {} was \
+                         seen already: an old report put back (a replay)",
+                        old.sequence
                     )),
-                    Proof::Signed { sequence } => match seen.get(command) {
-                        Some(old) if old.sequence > *sequence => Some(format!(
-                            "its `{command}` report is number {sequence}, but number {} was \
-                             seen already: an old report put back (a replay)",
-                            old.sequence
-                        )),
-                        Some(old) if old.sequence == *sequence => None,
-                        _ => {
-                            let report = view.by_command.get(command).map(Arc::clone);
-                            let sequence = *sequence;
-                            seen.insert(command.clone(), SeenReport { sequence, report });
-                            self.changed = true;
-                            None
-                        }
-                    },
-                    Proof::Unsigned if !seen.is_empty() => Some(format!(
-                        "its `{command}` report is not signed, but this host signs its reports"
-                    )),
-                    Proof::Unsigned | Proof::NoIdentity => {
-                        view.unverified = Some(format!(
-                            "its `{command}` report is not signed (a bell-run from before \
-                             host identities, or anyone)"
-                        ));
+                    Some(old) if old.sequence == *sequence => None,
+                    _ => {
+                        let report = view.by_command.get(command).map(Arc::clone);
+                        let sequence = *sequence;
+                        seen.insert(command.clone(), SeenReport { sequence, report });
+                        self.changed = true;
                         None
                     }
-                    Proof::Forged(why) => Some(why.clone()),
-                };
-                if let Some(why) = why {
-                    refused.push((command.clone(), why));
+                },
+                Proof::Unsigned if !seen.is_empty() => Some(format!(
+                    "its `{command}` report is not signed, but this host signs its reports"
+                )),
+                Proof::Unsigned | Proof::NoIdentity => {
+                    view.unverified = Some(format!(
+                        "its `{command}` report is not signed (a bell-run from before \
+                         host identities, or anyone)"
+                    ));
+                    None
                 }
+                Proof::Forged(why) => Some(why.clone()),
+            };
+            if let Some(why) = why {
+                refused.push((command.clone(), why));
             }
-            let mut changed = !refused.is_empty();
-            for (command, why) in refused {
-                view.forged.push(why);
-                view.by_command.remove(&command);
-                view.proofs.remove(&command);
+        }
+        let mut changed = !refused.is_empty();
+        for (command, why) in refused {
+            view.forged.push(why);
+            view.by_command.remove(&command);
+            view.proofs.remove(&command);
+        }
+        // The last verified report in the place of a refused one, or of one deleted.
+        for (command, old) in seen.iter() {
+            let Some(report) = &old.report else {
+                continue;
+            };
+            if !view.by_command.contains_key(command) {
+                view.by_command.insert(command.clone(), Arc::clone(report));
+                let sequence = old.sequence;
+                view.proofs
+                    .insert(command.clone(), Proof::Signed { sequence });
+                changed = true;
             }
-            // The last verified report in the place of a refused one, or of one deleted.
-            for (command, old) in seen.iter() {
-                let Some(report) = &old.report else {
-                    continue;
-                };
-                if !view.by_command.contains_key(command) {
-                    view.by_command.insert(command.clone(), Arc::clone(report));
-                    let sequence = old.sequence;
-                    view.proofs
-                        .insert(command.clone(), Proof::Signed { sequence });
-                    changed = true;
-                }
-            }
-            if changed {
-                view.settle();
-            }
+        }
+        if changed {
+            view.settle();
         }
     }
 

@@ -1,13 +1,15 @@
 //! `bellc serve`: the fleet's status in a browser, and the same data as JSON under
 //! `/api/v1/`. Read-only: nothing here writes to the store or to OUT.
 //!
-//! A refresher thread reads the store every `refresh` seconds with **one** range request over
-//! the fleet's keys (and one status request per etcd member, for its health) (`/bell/FLEET/`: reports, states, liveness leases, the published release,
-//! the rollout's progress, the disruption budget's semaphores) and turns it into a
-//! [`Snapshot`]; pages are rendered from the newest snapshot. So a page costs no request to
-//! etcd however many people look, its time does not grow with the number of refreshes, and
-//! while etcd is down the pages go on answering from the last snapshot, saying since when the
-//! store has not answered and why.
+//! The board follows the fleet's keys (`/bell/FLEET/`: reports, liveness leases, the
+//! published release, the rollout's progress, the disruption budget's semaphores) through a
+//! watch of its own ([`crate::fleet::follow`]), and a refresher thread turns what changed
+//! every `refresh` seconds (and each etcd member's word on its health) into a [`Snapshot`]:
+//! the first reading takes every key, each later one only the reports written since. Pages
+//! are rendered from the newest snapshot. So a page costs no request to etcd however many
+//! people look, a refresh costs what changed rather than the fleet, and while etcd is down
+//! the pages go on answering from the last snapshot, saying since when the store has not
+//! answered and why.
 //!
 //! The statuses are [`crate::fleet::status::fleet_status`]'s, the one `bellc status` prints:
 //! `/api/v1/status` is `bellc status OUT --store … --json` as of the snapshot.
@@ -59,7 +61,8 @@ pub struct Snapshot {
     pub status: FleetStatus,
     /// Host name → its row in `status.hosts`.
     index: HashMap<String, usize>,
-    pub views: BTreeMap<String, HostView>,
+    /// Shared with the follower's: a refresh makes again only the views that changed.
+    pub views: BTreeMap<String, Arc<HostView>>,
     pub groups: Vec<Group>,
     pub progress: Option<Progress>,
     /// Who runs the rollout controller now, if anyone.
@@ -232,8 +235,9 @@ pub struct Board {
     release: Mutex<Option<(Vec<u8>, Arc<Release>)>>,
     /// `--trust`: the release is shown only when one of these keys signed it.
     trust: Option<crate::fleet::trusted::TrustedKeys>,
-    /// The reports of the last reading, so that the next parses only those that changed.
-    reports: Mutex<bell_store::ParsedReports>,
+    /// The fleet's keys, followed through a watch (started at the first reading, which
+    /// names the fleet).
+    follower: Mutex<Option<crate::fleet::follow::Follower>>,
     /// What was seen signed, so that a report put back is refused (opened at the first
     /// reading, which names the fleet).
     witness: Mutex<Option<Witness>>,
@@ -277,7 +281,7 @@ impl Board {
             refreshes: AtomicU64::new(0),
             took_ms: AtomicU64::new(0),
             release: Mutex::new(None),
-            reports: Mutex::new(bell_store::ParsedReports::default()),
+            follower: Mutex::new(None),
             witness: Mutex::new(None),
             identities: Mutex::new(None),
             members: Mutex::new(Vec::new()),
@@ -339,8 +343,9 @@ impl Board {
         self.refreshes.load(Ordering::SeqCst)
     }
 
-    /// Requests sent to etcd so far: one per refresh, more only when an endpoint did not
-    /// answer and the next was tried.
+    /// Requests sent to etcd so far: the watch's (the range read once in pages, then one
+    /// watch, made again only when it breaks), and per refresh one to learn etcd's revision
+    /// and one per member for its health.
     pub fn requests(&self) -> u64 {
         self.etcd.requests()
     }
@@ -410,8 +415,9 @@ impl Board {
         identities
     }
 
-    /// One reading: OUT's release, one range request over the fleet's keys, and each member
-    /// of the store asked about itself (one request per member, all at once).
+    /// One reading: OUT's release, what changed in the fleet's keys since the last (see
+    /// [`crate::fleet::follow`]), and each member of the store asked about itself (one
+    /// request per member, all at once).
     pub fn refresh(&self, now: u64) {
         self.refreshes.fetch_add(1, Ordering::SeqCst);
         let started = std::time::Instant::now();
@@ -438,13 +444,16 @@ impl Board {
         let release = self.read_release().map_err(|e| e.to_string())?;
         let fleet = release.fleet.clone();
         bell_store::check_name("fleet", &fleet)?;
-        let kvs = self
-            .etcd
-            .range_prefix(&bell_store::keys::fleet_prefix(&fleet))?;
         let identities = self.identities_of(&release);
-        let mut views =
-            bell_store::views_from_parsed(&fleet, &kvs, &mut lock(&self.reports), &identities)?;
         let mut warnings = Vec::new();
+        let mut following = lock(&self.follower);
+        if following.as_ref().map(|f| f.fleet()) != Some(fleet.as_str()) {
+            *following = Some(crate::fleet::follow::Follower::start(
+                self.etcd.clone(),
+                &fleet,
+            )?);
+        }
+        let follower = following.as_mut().ok_or("no follower")?;
         {
             let mut witness = lock(&self.witness);
             let witness = witness.get_or_insert_with(|| {
@@ -455,12 +464,14 @@ impl Board {
                         Witness::default()
                     })
             });
-            witness.judge(&release, &mut views);
+            follower.read(&release, &identities, witness, now)?;
             if let Err(e) = witness.save() {
                 warnings.push(e);
             }
         }
-        let groups = semaphore::groups_from(&kvs, &semaphore::default_prefix(&fleet))
+        let views = follower.views().clone();
+        let kvs = follower.others();
+        let groups = semaphore::groups_from(kvs, &semaphore::default_prefix(&fleet))
             .unwrap_or_else(|e| {
                 warnings.push(e);
                 Vec::new()
@@ -473,8 +484,8 @@ impl Board {
         });
         let controller = value_of(bell_store::keys::controller_key(&fleet))
             .map(|b| String::from_utf8_lossy(b).into_owned());
-        let published = bell_store::published_from(&fleet, &kvs);
-        let holds = bell_store::hold::holds_in(&fleet, &kvs);
+        let published = bell_store::published_from(&fleet, kvs);
+        let holds = bell_store::hold::holds_in(&fleet, kvs);
         let published_but_for_held = published
             .as_ref()
             .filter(|p| p.version != release.version)
@@ -488,8 +499,8 @@ impl Board {
         status.note_holds(&holds);
         status.note_discovered(&crate::fleet::enroll::pending(
             &release,
-            &bell_store::discovery::filed_in(&fleet, &kvs),
-            &bell_store::discovery::rejections_in(&fleet, &kvs),
+            &bell_store::discovery::filed_in(&fleet, kvs),
+            &bell_store::discovery::rejections_in(&fleet, kvs),
         ));
         // A release a mirror served, unverified: its identities are that server's word.
         if let (Out::Url(url), None) = (&self.out, &self.trust) {
@@ -513,15 +524,15 @@ impl Board {
             controller,
             published,
             published_but_for_held,
-            history: crate::fleet::rollout::history::entries_in(&fleet, &kvs),
+            history: crate::fleet::rollout::history::entries_in(&fleet, kvs),
             read_at: now,
             warnings,
         })
     }
 
     /// Refreshes every `refresh` until the process ends, or less often when reading takes
-    /// long: a large fleet's reading costs etcd seconds (100,000 hosts: about 4 s to send
-    /// 290 MiB), and the page must not keep the store busy more than a third of the time.
+    /// long (the first reading of a large fleet takes seconds: every report is checked), so
+    /// that the refresher never keeps a core busy more than a third of the time.
     pub fn keep_refreshing(self: Arc<Self>) {
         std::thread::spawn(move || loop {
             let took = Duration::from_millis(self.took_ms.load(Ordering::SeqCst));

@@ -135,6 +135,12 @@ fn follow(
                 )),
             };
         }
+        // The message that says the watch was made carries etcd's revision now, but the events
+        // from the start revision up to it come after: a reader that took it as "seen up to
+        // here" would think itself fresh before it is.
+        if result.get("created").and_then(|c| c.as_bool()) == Some(true) {
+            continue;
+        }
         let Some(revision) = number(result.get("header").and_then(|h| h.get("revision"))) else {
             return WatchEnd::Broken("a watch message without a revision".into());
         };

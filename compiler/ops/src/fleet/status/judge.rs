@@ -5,9 +5,9 @@ use super::*;
 
 /// `stale_secs`: a report older than this (against `now`) marks its host stale where the
 /// store has no liveness of its own (a directory).
-pub fn fleet_status(
+pub fn fleet_status<V: std::borrow::Borrow<HostView>>(
     release: &Release,
-    views: &BTreeMap<String, HostView>,
+    views: &BTreeMap<String, V>,
     now: u64,
     stale_secs: Option<u64>,
 ) -> FleetStatus {
@@ -18,7 +18,7 @@ pub fn fleet_status(
             name,
             entry,
             release,
-            views.get(name),
+            views.get(name).map(V::borrow),
             now,
             stale_secs,
         ));
@@ -27,6 +27,7 @@ pub fn fleet_status(
         if release.hosts.contains_key(name) {
             continue;
         }
+        let view: &HostView = view.borrow();
         let report = view.report.as_ref();
         hosts.push(HostStatus {
             host: name.clone(),

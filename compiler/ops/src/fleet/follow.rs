@@ -1,0 +1,292 @@
+//! Following a fleet's part of the store through a watch ([`crate::watch::Cache`]), for the
+//! readers that read it again and again: the status page at every refresh, the rollout
+//! controller at every poll of a wave. The first reading takes every key; each later one
+//! takes only the keys written or deleted since, parses and checks (signature, witness) only
+//! the reports of the hosts they belong to, and keeps every other host's view as it was. So a
+//! reading costs what changed, not the fleet: at 100,000 hosts the whole fleet is hundreds of
+//! megabytes of reports, of which a refresh sees a few.
+//!
+//! What it holds is what etcd holds at a revision learned after the reading began (the
+//! cache's freshness, see [`crate::watch`]); when the cache cannot be that fresh, the reading
+//! fails and the reader says the store has not answered, as it did when a range failed.
+
+use super::witness::Witness;
+use crate::watch::{Cache, Held, Kv};
+use bell_bundle::Release;
+use bell_store::keys::{self, Key};
+use bell_store::{HostView, Identities, ParsedReports};
+use bell_wire::etcd::{Etcd, KeyValue};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+pub struct Follower {
+    fleet: String,
+    cache: Arc<Cache>,
+    /// The revision the views are of; 0 before the first reading.
+    revision: i64,
+    /// The version of the release the views were judged by: another release gives other
+    /// identities, and every host is judged again.
+    judged_by: Option<String>,
+    parsed: ParsedReports,
+    views: BTreeMap<String, Arc<HostView>>,
+    /// Every other key of the fleet's (not a host's report, liveness, throttle or status
+    /// key: the published release, holds, semaphores, the rollout's keys, registrations), in
+    /// key order.
+    others: Vec<KeyValue>,
+    last: Taken,
+}
+
+/// What the last reading took in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Taken {
+    /// Every key (the first reading, a re-read range, another release); else only changes.
+    pub everything: bool,
+    /// The hosts whose views were made again.
+    pub hosts: usize,
+    /// The keys written or deleted since the reading before (every key, for `everything`).
+    pub keys: usize,
+}
+
+/// What one look at the cache copied out.
+enum Look {
+    Everything {
+        revision: i64,
+        kvs: Vec<KeyValue>,
+    },
+    Changes {
+        revision: i64,
+        /// The hosts with a changed key, and every key of theirs there is now.
+        hosts: BTreeSet<String>,
+        host_kvs: Vec<KeyValue>,
+        /// Their report keys deleted since.
+        gone_reports: Vec<String>,
+        /// Other keys written (`Some`) or deleted since.
+        others: Vec<(String, Option<KeyValue>)>,
+        keys: usize,
+    },
+}
+
+/// What a key is to a follower.
+enum Role<'k> {
+    /// A key a host's view is made of.
+    Host {
+        host: &'k str,
+        report: bool,
+    },
+    /// A `status/` key: written beside each report, read by no one here (the report says it).
+    Unread,
+    Other,
+}
+
+fn role<'k>(fleet: &str, key: &'k str) -> Role<'k> {
+    match Key::parse(fleet, key) {
+        Some(Key::Report { host, .. }) => Role::Host { host, report: true },
+        Some(Key::Alive { host } | Key::Throttled { host }) => Role::Host {
+            host,
+            report: false,
+        },
+        Some(Key::Status { .. }) => Role::Unread,
+        _ => Role::Other,
+    }
+}
+
+/// The keys a host's view is made of.
+fn host_keys(fleet: &str, host: &str) -> Vec<String> {
+    let mut out: Vec<String> = keys::REPORTED_COMMANDS
+        .iter()
+        .map(|command| keys::report_key(fleet, command, host))
+        .collect();
+    out.push(keys::alive_key(fleet, host));
+    out.push(keys::throttled_key(fleet, host));
+    out
+}
+
+fn key_value(key: &[u8], kv: &Kv) -> KeyValue {
+    KeyValue {
+        key: String::from_utf8_lossy(key).into_owned(),
+        value: kv.value.clone(),
+        mod_revision: kv.mod_revision,
+    }
+}
+
+impl Follower {
+    /// Follows `fleet`'s keys in `etcd` from now on (a watch cache of its own: one range read
+    /// in pages, then one watch).
+    pub fn start(etcd: Etcd, fleet: &str) -> Result<Follower, String> {
+        bell_store::check_name("fleet", fleet)?;
+        let prefix = keys::fleet_prefix(fleet).into_bytes();
+        let end = bell_wire::etcd::prefix_end(&prefix);
+        Ok(Follower::over(Cache::start(etcd, prefix, end), fleet))
+    }
+
+    /// A follower of `fleet` through `cache` (which holds the fleet's keys).
+    pub fn over(cache: Arc<Cache>, fleet: &str) -> Follower {
+        Follower {
+            fleet: fleet.to_string(),
+            cache,
+            revision: 0,
+            judged_by: None,
+            parsed: ParsedReports::default(),
+            views: BTreeMap::new(),
+            others: Vec::new(),
+            last: Taken::default(),
+        }
+    }
+
+    /// The fleet it follows.
+    pub fn fleet(&self) -> &str {
+        &self.fleet
+    }
+
+    /// Every host's view as of the last reading, judged by the witness.
+    pub fn views(&self) -> &BTreeMap<String, Arc<HostView>> {
+        &self.views
+    }
+
+    /// The fleet's other keys as of the last reading (see [`Follower`]'s `others`).
+    pub fn others(&self) -> &[KeyValue] {
+        &self.others
+    }
+
+    /// The revision of the last reading (0: none yet).
+    pub fn revision(&self) -> i64 {
+        self.revision
+    }
+
+    /// What the last reading took in.
+    pub fn taken(&self) -> Taken {
+        self.last
+    }
+
+    /// Reads what changed since the last reading (everything, the first time) and makes
+    /// those hosts' views again: each report checked against the identity `identities` (of
+    /// `release`) gives its host, then judged by `witness` at `now`.
+    pub fn read(
+        &mut self,
+        release: &Release,
+        identities: &Identities,
+        witness: &mut Witness,
+        now: u64,
+    ) -> Result<Taken, String> {
+        let everything = self.judged_by.as_deref() != Some(release.version.as_str());
+        let after = self.revision;
+        let fleet = self.fleet.clone();
+        let look = self
+            .cache
+            .fresh(|held| look(&fleet, held, after, everything))?;
+        self.last = match look {
+            Look::Everything { revision, kvs } => {
+                let keys = kvs.len();
+                let (host_kvs, others): (Vec<KeyValue>, Vec<KeyValue>) = kvs
+                    .into_iter()
+                    .filter(|kv| !matches!(role(&fleet, &kv.key), Role::Unread))
+                    .partition(|kv| matches!(role(&fleet, &kv.key), Role::Host { .. }));
+                let mut views =
+                    bell_store::views_from_parsed(&fleet, &host_kvs, &mut self.parsed, identities)?;
+                witness.judge_at(release, &mut views, now);
+                self.views = views.into_iter().map(|(h, v)| (h, Arc::new(v))).collect();
+                self.others = others;
+                self.revision = revision;
+                Taken {
+                    everything: true,
+                    hosts: self.views.len(),
+                    keys,
+                }
+            }
+            Look::Changes {
+                revision,
+                hosts,
+                host_kvs,
+                gone_reports,
+                others,
+                keys,
+            } => {
+                for key in &gone_reports {
+                    self.parsed.forget(key);
+                }
+                let mut views = bell_store::some_views_from_parsed(
+                    &fleet,
+                    &host_kvs,
+                    &mut self.parsed,
+                    identities,
+                );
+                witness.judge_some_at(release, &mut views, hosts.iter().map(String::as_str), now);
+                for host in &hosts {
+                    match views.remove(host) {
+                        Some(view) => self.views.insert(host.clone(), Arc::new(view)),
+                        None => self.views.remove(host),
+                    };
+                }
+                for (key, kv) in others {
+                    let at = self.others.binary_search_by(|o| o.key.as_str().cmp(&key));
+                    match (at, kv) {
+                        (Ok(i), Some(kv)) => self.others[i] = kv,
+                        (Err(i), Some(kv)) => self.others.insert(i, kv),
+                        (Ok(i), None) => {
+                            self.others.remove(i);
+                        }
+                        (Err(_), None) => {}
+                    }
+                }
+                self.revision = revision;
+                Taken {
+                    everything: false,
+                    hosts: hosts.len(),
+                    keys,
+                }
+            }
+        };
+        self.judged_by = Some(release.version.clone());
+        Ok(self.last)
+    }
+}
+
+/// What a reading needs of the cache, copied out under its lock: everything, or the changes
+/// since `after` and every key of the hosts they touch.
+fn look(fleet: &str, held: &Held<'_>, after: i64, everything: bool) -> Look {
+    let all = |held: &Held<'_>| Look::Everything {
+        revision: held.revision(),
+        kvs: held.all().map(|(key, kv)| key_value(key, kv)).collect(),
+    };
+    if everything || !held.knows_changes_since(after) {
+        return all(held);
+    }
+    let mut hosts = BTreeSet::new();
+    let mut gone_reports = Vec::new();
+    let mut others = Vec::new();
+    let mut keys = 0;
+    for (key, kv) in held.changed_since(after) {
+        keys += 1;
+        // A key that is not UTF-8 is read as the whole range reads it (lossily), which a
+        // host's keys built from its name would not find: read everything again.
+        let Ok(text) = std::str::from_utf8(key) else {
+            return all(held);
+        };
+        match role(fleet, text) {
+            Role::Host { host, report } => {
+                if report && kv.is_none() {
+                    gone_reports.push(text.to_string());
+                }
+                hosts.insert(host.to_string());
+            }
+            Role::Unread => {}
+            Role::Other => others.push((text.to_string(), kv.map(|kv| key_value(key, kv)))),
+        }
+    }
+    let host_kvs = hosts
+        .iter()
+        .flat_map(|host| host_keys(fleet, host))
+        .filter_map(|key| {
+            held.get(key.as_bytes())
+                .map(|kv| key_value(key.as_bytes(), kv))
+        })
+        .collect();
+    Look::Changes {
+        revision: held.revision(),
+        hosts,
+        host_kvs,
+        gone_reports,
+        others,
+        keys,
+    }
+}

@@ -1,0 +1,677 @@
+//! The watch cache: every key of a range of the store (a fleet's part) in memory, read once
+//! and kept current by an etcd watch from that revision (read again when etcd compacted past
+//! it). The gateway answers hosts' reads from it, so that what hosts read costs etcd nothing;
+//! the status page and the rollout controller follow the fleet through one of their own, so
+//! that a reading costs what changed since the last, not the whole fleet again.
+//!
+//! A read is answered at a revision fresh enough, as the Kubernetes API server's consistent
+//! reads from its cache are: etcd's current revision is learned after the read arrived (one
+//! request shared by every read of the moment), and the read waits for the cache to reach it;
+//! when the cache cannot, the read is refused, never sent to etcd instead.
+use bell_wire::etcd::{Etcd, Event, WatchEnd};
+use bell_wire::{base64, from_base64};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// A key as the cache holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kv {
+    pub value: Vec<u8>,
+    pub create_revision: i64,
+    pub mod_revision: i64,
+    pub version: i64,
+    pub lease: i64,
+}
+
+#[derive(Default)]
+struct State {
+    kvs: BTreeMap<Vec<u8>, Kv>,
+    /// The revision the cache holds the range at; 0 before the first reading.
+    revision: i64,
+    /// Why it cannot follow etcd now, if it cannot.
+    trouble: Option<String>,
+    /// etcd's current revision as last learned; the learnings begun, and the last one done
+    /// (by number); whether a read waits for a learning begun after it came.
+    learned: i64,
+    begun: u64,
+    done: u64,
+    wanted: bool,
+    /// Why the last learning done failed (`None`: it did not): the reads waiting for it are
+    /// refused, never answered from a cache that may have stopped following.
+    failed: Option<String>,
+    /// The revision at which each key deleted since the last reading went; deletions before
+    /// `forgotten_before` are not known (a wait from before then is answered "changed").
+    deleted: HashMap<Vec<u8>, i64>,
+    forgotten_before: i64,
+    /// The long-polls waiting on each key, by number.
+    waiters: HashMap<Vec<u8>, HashMap<u64, Arc<Notify>>>,
+    next_waiter: u64,
+}
+
+impl State {
+    /// Whether any of `keys` was written or deleted after revision `after`, as far as the
+    /// cache can tell now (a cache behind `after` has seen nothing after it yet).
+    fn changed_after(&self, keys: &[Vec<u8>], after: i64) -> bool {
+        if after < self.forgotten_before {
+            return true;
+        }
+        keys.iter().any(|key| {
+            let last = match self.kvs.get(key) {
+                Some(kv) => kv.mod_revision,
+                None => self.deleted.get(key).copied().unwrap_or(0),
+            };
+            last > after
+        })
+    }
+
+    /// Wakes the long-polls of `key` (all of them, for `None`).
+    fn wake(&self, key: Option<&[u8]>) {
+        let wake_all = |waiters: &HashMap<u64, Arc<Notify>>| {
+            waiters.values().for_each(|n| n.notify_one());
+        };
+        match key {
+            Some(key) => self.waiters.get(key).into_iter().for_each(wake_all),
+            None => self.waiters.values().for_each(wake_all),
+        }
+    }
+}
+
+/// What a read found: the revision it read at, and what each key holds (`None`: nothing).
+pub type Found = (i64, Vec<Option<Kv>>);
+
+/// The most deletions remembered: past it, they are forgotten at once, and the long-polls
+/// from before are answered "changed" (a needless pull each, never a missed change).
+const MAX_DELETED: usize = 200_000;
+
+/// The cache of one range of keys.
+pub struct Cache {
+    key: Vec<u8>,
+    range_end: Vec<u8>,
+    /// Keys per request when the range is read.
+    page: usize,
+    state: Mutex<State>,
+    changed: Condvar,
+    /// Wakes the reads that wait as tasks: the cache moved, or a learning ended.
+    progress: Notify,
+    /// Reads answered from memory.
+    pub reads: AtomicU64,
+}
+
+/// The shortest time between two learnings of etcd's revision: reads that arrive within it
+/// share one request.
+const LEARN_EVERY: Duration = Duration::from_millis(50);
+
+/// Keys per request when the cache reads the range.
+const LIST_PAGE: usize = 2000;
+
+/// The longest a read waits for the cache to be fresh enough.
+const FRESH_WITHIN: Duration = Duration::from_secs(3);
+
+impl Cache {
+    /// A cache of the keys from `key` up to `range_end`, filled and followed by threads of its
+    /// own from now on.
+    pub fn start(etcd: Etcd, key: Vec<u8>, range_end: Vec<u8>) -> Arc<Cache> {
+        Cache::start_paged(etcd, key, range_end, LIST_PAGE)
+    }
+
+    /// [`Cache::start`], reading the range `page` keys per request (a test's small pages).
+    pub fn start_paged(etcd: Etcd, key: Vec<u8>, range_end: Vec<u8>, page: usize) -> Arc<Cache> {
+        let cache = Arc::new(Cache {
+            key,
+            range_end,
+            page: page.max(1),
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            progress: Notify::new(),
+            reads: AtomicU64::new(0),
+        });
+        let follower = Arc::clone(&cache);
+        let follower_etcd = etcd.clone();
+        std::thread::spawn(move || follower.follow(&follower_etcd));
+        let learner = Arc::clone(&cache);
+        std::thread::spawn(move || learner.learn(&etcd));
+        cache
+    }
+
+    /// A cache of the range that nothing fills or follows: tests give it its events.
+    #[cfg(test)]
+    pub(crate) fn detached(key: &[u8], range_end: &[u8], revision: i64) -> Arc<Cache> {
+        Arc::new(Cache {
+            key: key.to_vec(),
+            range_end: range_end.to_vec(),
+            page: LIST_PAGE,
+            state: Mutex::new(State {
+                revision,
+                ..State::default()
+            }),
+            changed: Condvar::new(),
+            progress: Notify::new(),
+            reads: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether `key` is in the cached range.
+    pub fn holds(&self, key: &[u8]) -> bool {
+        self.key.as_slice() <= key && key < self.range_end.as_slice()
+    }
+
+    /// Reads the range, then follows its changes, for ever.
+    fn follow(&self, etcd: &Etcd) {
+        let mut from = None;
+        loop {
+            let start = match from {
+                Some(start) => start,
+                None => match self.list(etcd) {
+                    Ok(revision) => revision + 1,
+                    Err(e) => {
+                        self.trouble(e);
+                        std::thread::sleep(Duration::from_secs(1));
+                        continue;
+                    }
+                },
+            };
+            let mut last = start - 1;
+            let end = etcd.watch(
+                &self.key,
+                &self.range_end,
+                start,
+                &mut |revision, events| {
+                    let Some(revision) = self.apply(revision, events) else {
+                        return false;
+                    };
+                    last = revision;
+                    true
+                },
+            );
+            from = match end {
+                WatchEnd::Compacted(_) => None,
+                WatchEnd::Broken(e) => {
+                    // A watch that broke resumes where it was; what was compacted meanwhile
+                    // ends the next one as `Compacted`, and the range is read again.
+                    self.trouble(e);
+                    std::thread::sleep(Duration::from_millis(500));
+                    Some(last + 1)
+                }
+                WatchEnd::Stopped => Some(last + 1),
+            };
+        }
+    }
+
+    /// Takes a watch's events at `revision` into the cache, and wakes the long-polls of their
+    /// keys; the cache's revision then (`None` when it failed).
+    fn apply(&self, revision: i64, events: Vec<Event>) -> Option<i64> {
+        let mut state = self.state.lock().ok()?;
+        for event in events {
+            state.wake(Some(&event.key));
+            if event.deleted {
+                state.kvs.remove(&event.key);
+                state.deleted.insert(event.key, event.mod_revision);
+                if state.deleted.len() > MAX_DELETED {
+                    state.deleted.clear();
+                    state.forgotten_before = event.mod_revision;
+                }
+            } else {
+                state.deleted.remove(&event.key);
+                let create_revision = state
+                    .kvs
+                    .get(&event.key)
+                    .filter(|_| event.version > 1)
+                    .map_or(event.mod_revision, |kv| kv.create_revision);
+                state.kvs.insert(
+                    event.key,
+                    Kv {
+                        value: event.value,
+                        create_revision,
+                        mod_revision: event.mod_revision,
+                        version: event.version,
+                        lease: event.lease,
+                    },
+                );
+            }
+        }
+        state.revision = state.revision.max(revision);
+        state.trouble = None;
+        self.changed.notify_all();
+        self.progress.notify_waiters();
+        Some(state.revision)
+    }
+
+    /// Reads the whole range at one revision into the cache; that revision.
+    fn list(&self, etcd: &Etcd) -> Result<i64, String> {
+        // In pages at the first page's revision: a replica never holds the whole range as
+        // JSON at once (at 100,000 hosts that is over a GiB on top of the cache).
+        let mut from = self.key.clone();
+        let mut revision = 0;
+        let mut kvs = BTreeMap::new();
+        loop {
+            let mut body = serde_json::json!({
+                "key": base64(&from),
+                "range_end": base64(&self.range_end),
+                "limit": self.page.to_string(),
+            });
+            if revision > 0 {
+                body["revision"] = revision.to_string().into();
+            }
+            let answer = etcd.forward("/v3/kv/range", &body).map_err(|(_, e)| e)?;
+            if revision == 0 {
+                revision = int(answer.get("header").and_then(|h| h.get("revision")))
+                    .ok_or("etcd sent no revision")?;
+            }
+            let mut last = None;
+            for kv in answer
+                .get("kvs")
+                .and_then(|k| k.as_array())
+                .into_iter()
+                .flatten()
+            {
+                let field = |name: &str| {
+                    kv.get(name)
+                        .and_then(|v| v.as_str())
+                        .map_or(Some(Vec::new()), from_base64)
+                };
+                let (Some(key), Some(value)) = (field("key"), field("value")) else {
+                    return Err("etcd sent bad base64".into());
+                };
+                last = Some(key.clone());
+                kvs.insert(
+                    key,
+                    Kv {
+                        value,
+                        create_revision: int(kv.get("create_revision")).unwrap_or(0),
+                        mod_revision: int(kv.get("mod_revision")).unwrap_or(0),
+                        version: int(kv.get("version")).unwrap_or(0),
+                        lease: int(kv.get("lease")).unwrap_or(0),
+                    },
+                );
+            }
+            match (answer.get("more").and_then(|m| m.as_bool()), last) {
+                (Some(true), Some(mut last)) => {
+                    // The next page begins just after the last key of this one.
+                    last.push(0);
+                    from = last;
+                }
+                _ => break,
+            }
+        }
+        let mut state = self.state.lock().map_err(|_| "the cache failed")?;
+        state.kvs = kvs;
+        state.revision = revision;
+        state.trouble = None;
+        // What was deleted before this reading is not known: every long-poll looks again.
+        state.deleted.clear();
+        state.forgotten_before = revision;
+        state.wake(None);
+        self.progress.notify_waiters();
+        self.changed.notify_all();
+        Ok(revision)
+    }
+
+    fn trouble(&self, why: String) {
+        if let Ok(mut state) = self.state.lock() {
+            state.trouble = Some(why);
+        }
+    }
+
+    /// Learns etcd's current revision whenever a read waits for it, at most every
+    /// [`LEARN_EVERY`].
+    fn learn(&self, etcd: &Etcd) {
+        loop {
+            {
+                let Ok(mut state) = self.state.lock() else {
+                    return;
+                };
+                while !state.wanted {
+                    state = match self.changed.wait(state) {
+                        Ok(state) => state,
+                        Err(_) => return,
+                    };
+                }
+                state.wanted = false;
+                state.begun += 1;
+            }
+            // A read of one key of the range (none is at the prefix itself): the answer's
+            // header has the revision, and whoever reads the range may read it.
+            let body = serde_json::json!({ "key": base64(&self.key), "keys_only": true });
+            let learned = etcd
+                .forward("/v3/kv/range", &body)
+                .map_err(|(_, e)| e)
+                .and_then(|answer| {
+                    int(answer.get("header").and_then(|h| h.get("revision")))
+                        .ok_or_else(|| "etcd sent no revision".to_string())
+                });
+            if let Ok(mut state) = self.state.lock() {
+                match learned {
+                    Ok(revision) => {
+                        state.learned = state.learned.max(revision);
+                        state.failed = None;
+                    }
+                    Err(e) => {
+                        state.failed = Some(e.clone());
+                        state.trouble = Some(e);
+                    }
+                }
+                state.done = state.begun;
+                self.changed.notify_all();
+                self.progress.notify_waiters();
+            }
+            std::thread::sleep(LEARN_EVERY);
+        }
+    }
+
+    /// The keys, as etcd holds them now: each read waits for a revision learned after it
+    /// came, and for the cache to reach it. `Err` when it cannot within [`FRESH_WITHIN`].
+    pub fn read(&self, keys: &[Vec<u8>]) -> Result<Found, String> {
+        self.fresh(|held| {
+            let found = keys.iter().map(|k| held.get(k).cloned()).collect();
+            (held.revision(), found)
+        })
+    }
+
+    /// `look` at what the cache holds once it is as fresh as [`Cache::read`]'s reads are,
+    /// waiting on this thread; what it returns. `look` runs under the cache's lock (the watch
+    /// waits meanwhile): it copies out what it needs.
+    pub fn fresh<T>(&self, look: impl FnOnce(&Held<'_>) -> T) -> Result<T, String> {
+        let until = Instant::now() + FRESH_WITHIN;
+        let mut state = self.state.lock().map_err(|_| "the cache failed")?;
+        let arrived = self.arrive(&mut state);
+        loop {
+            match freshness(&state, arrived) {
+                Some(Ok(())) => {
+                    self.reads.fetch_add(1, Ordering::Relaxed);
+                    return Ok(look(&Held { state: &state }));
+                }
+                Some(Err(why)) => return Err(why),
+                None => {}
+            }
+            let now = Instant::now();
+            if now >= until {
+                return Err(behind(&state));
+            }
+            state = self
+                .changed
+                .wait_timeout(state, until - now)
+                .map_err(|_| "the cache failed")?
+                .0;
+        }
+    }
+
+    /// Asks the learner for etcd's revision now; the number of learnings begun before, which a
+    /// read waits to see passed.
+    fn arrive(&self, state: &mut State) -> u64 {
+        state.wanted = true;
+        self.changed.notify_all();
+        state.begun
+    }
+
+    /// What `keys` hold, once the cache is fresh enough for a read that `arrived` (see
+    /// [`freshness`]); `None` until then.
+    fn fresh_read(
+        &self,
+        state: &State,
+        arrived: u64,
+        keys: &[Vec<u8>],
+    ) -> Option<Result<Found, String>> {
+        if let Err(why) = freshness(state, arrived)? {
+            return Some(Err(why));
+        }
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        let found = keys.iter().map(|k| state.kvs.get(k).cloned()).collect();
+        Some(Ok((state.revision, found)))
+    }
+
+    /// [`Cache::read`], waiting as a task rather than on a thread.
+    pub async fn read_when_fresh(&self, keys: &[Vec<u8>]) -> Result<Found, String> {
+        let until = tokio::time::Instant::now() + FRESH_WITHIN;
+        let arrived = {
+            let mut state = self.state.lock().map_err(|_| "the cache failed")?;
+            self.arrive(&mut state)
+        };
+        loop {
+            // Listening before looking: a wake-up in between is not lost.
+            let notified = self.progress.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let state = self.state.lock().map_err(|_| "the cache failed")?;
+                if let Some(read) = self.fresh_read(&state, arrived, keys) {
+                    return read;
+                }
+                if tokio::time::Instant::now() >= until {
+                    return Err(behind(&state));
+                }
+            }
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep_until(until) => {}
+            }
+        }
+    }
+
+    /// A long-poll of `keys`, for a write or a deletion of any of them after revision `after`.
+    pub fn wait(self: &Arc<Self>, keys: Vec<Vec<u8>>, after: i64) -> Result<Wait, String> {
+        let mut state = self.state.lock().map_err(|_| "the cache failed")?;
+        let id = state.next_waiter;
+        state.next_waiter += 1;
+        let notify = Arc::new(Notify::new());
+        for key in &keys {
+            state
+                .waiters
+                .entry(key.clone())
+                .or_default()
+                .insert(id, Arc::clone(&notify));
+        }
+        Ok(Wait {
+            cache: Arc::clone(self),
+            id,
+            keys,
+            after,
+            notify,
+        })
+    }
+
+    /// How many keys it holds, and at which revision.
+    pub fn size(&self) -> (usize, i64) {
+        self.state
+            .lock()
+            .map(|s| (s.kvs.len(), s.revision))
+            .unwrap_or((0, 0))
+    }
+}
+
+/// Whether a read that `arrived` may be answered: once a learning of etcd's revision begun
+/// after it is done and the cache has reached that revision, yes; when that learning failed,
+/// no (etcd may have moved on without the cache); `None` while it has to wait.
+fn freshness(state: &State, arrived: u64) -> Option<Result<(), String>> {
+    if state.done <= arrived {
+        return None;
+    }
+    if let Some(why) = &state.failed {
+        return Some(Err(format!(
+            "etcd's revision could not be learned to read fresh enough: {why}"
+        )));
+    }
+    (state.revision >= state.learned && state.revision != 0).then_some(Ok(()))
+}
+
+/// What the cache holds at one revision, for [`Cache::fresh`]'s look.
+pub struct Held<'s> {
+    state: &'s State,
+}
+
+impl Held<'_> {
+    /// The revision it holds the range at.
+    pub fn revision(&self) -> i64 {
+        self.state.revision
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<&Kv> {
+        self.state.kvs.get(key)
+    }
+
+    /// Every key, in order.
+    pub fn all(&self) -> impl Iterator<Item = (&[u8], &Kv)> {
+        self.state.kvs.iter().map(|(k, kv)| (k.as_slice(), kv))
+    }
+
+    /// Whether [`Held::changed_since`] `after` is complete: not when the range was read again
+    /// since `after` (what was deleted before that reading is not known), nor before a
+    /// first look (`after` 0). A reader that follows the cache then takes [`Held::all`].
+    pub fn knows_changes_since(&self, after: i64) -> bool {
+        after > 0 && after >= self.state.forgotten_before
+    }
+
+    /// The keys written (with what they hold now) or deleted (`None`) after revision `after`.
+    pub fn changed_since(&self, after: i64) -> impl Iterator<Item = (&[u8], Option<&Kv>)> {
+        let written = self
+            .state
+            .kvs
+            .iter()
+            .filter(move |(_, kv)| kv.mod_revision > after)
+            .map(|(k, kv)| (k.as_slice(), Some(kv)));
+        let deleted = self
+            .state
+            .deleted
+            .iter()
+            .filter(move |(_, at)| **at > after)
+            .map(|(k, _)| (k.as_slice(), None));
+        written.chain(deleted)
+    }
+}
+
+/// Why a read could not be answered fresh enough.
+fn behind(state: &State) -> String {
+    match &state.trouble {
+        Some(why) => format!("the watch cache is behind etcd: {why}"),
+        None => "the watch cache is behind etcd".to_string(),
+    }
+}
+
+fn int(value: Option<&serde_json::Value>) -> Option<i64> {
+    bell_wire::etcd::number(value)
+}
+
+/// A long-poll registered with the cache, until it is dropped.
+pub struct Wait {
+    cache: Arc<Cache>,
+    id: u64,
+    keys: Vec<Vec<u8>>,
+    after: i64,
+    notify: Arc<Notify>,
+}
+
+impl Wait {
+    /// Whether one of its keys changed after its revision, and the cache's revision now.
+    pub fn changed(&self) -> (bool, i64) {
+        match self.cache.state.lock() {
+            Ok(state) => (state.changed_after(&self.keys, self.after), state.revision),
+            // A failed cache says "changed": the host pulls, and finds out.
+            Err(_) => (true, 0),
+        }
+    }
+
+    /// Waits until one of its keys changes, or `until`; what [`Wait::changed`] says then.
+    pub async fn until(&self, until: tokio::time::Instant) -> (bool, i64) {
+        loop {
+            // A wake-up between this look and the await is kept by `Notify` as a permit.
+            let seen = self.changed();
+            if seen.0 {
+                return seen;
+            }
+            tokio::select! {
+                () = self.notify.notified() => {}
+                () = tokio::time::sleep_until(until) => return self.changed(),
+            }
+        }
+    }
+}
+
+impl Drop for Wait {
+    fn drop(&mut self) {
+        let Ok(mut state) = self.cache.state.lock() else {
+            return;
+        };
+        for key in &self.keys {
+            if let Some(waiters) = state.waiters.get_mut(key) {
+                waiters.remove(&self.id);
+                if waiters.is_empty() {
+                    state.waiters.remove(key);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn detached() -> Arc<Cache> {
+        Cache::detached(b"/f/", b"/f0", 10)
+    }
+
+    fn event(key: &str, revision: i64, deleted: bool) -> Event {
+        Event {
+            key: key.as_bytes().to_vec(),
+            value: if deleted { Vec::new() } else { b"v".to_vec() },
+            mod_revision: revision,
+            version: i64::from(!deleted),
+            lease: 0,
+            deleted,
+        }
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_wait_sees_writes_and_deletions_after_its_revision_and_nothing_else() {
+        let cache = detached();
+        cache.apply(11, vec![event("/f/a", 11, false), event("/f/b", 11, false)]);
+        let wait = |key: &str, after| cache.wait(vec![key.as_bytes().to_vec()], after).unwrap();
+        assert!(!wait("/f/a", 11).changed().0);
+        assert!(wait("/f/a", 10).changed().0, "written at 11");
+        assert!(!wait("/f/never", 11).changed().0);
+        cache.apply(12, vec![event("/f/b", 12, true)]);
+        assert!(wait("/f/b", 11).changed().0, "deleted at 12");
+        assert!(!wait("/f/b", 12).changed().0);
+        // Written again: what counts is the last write.
+        cache.apply(13, vec![event("/f/b", 13, false)]);
+        assert!(wait("/f/b", 12).changed().0 && !wait("/f/b", 13).changed().0);
+        // A wait from before the cache's first reading cannot be judged: it is answered at once.
+        cache.state.lock().unwrap().forgotten_before = 13;
+        assert!(wait("/f/a", 12).changed().0);
+    }
+
+    #[test]
+    fn a_write_wakes_the_waits_of_its_key_and_a_wait_ends_at_its_time() {
+        let cache = detached();
+        let rt = runtime();
+        let waiting = cache.wait(vec![b"/f/a".to_vec()], 10).unwrap();
+        let other = cache.wait(vec![b"/f/b".to_vec()], 10).unwrap();
+        let far = tokio::time::Instant::now() + Duration::from_secs(60);
+        let writer = Arc::clone(&cache);
+        let started = Instant::now();
+        let (changed, revision) = rt.block_on(async {
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                writer.apply(11, vec![event("/f/a", 11, false)]);
+            });
+            waiting.until(far).await
+        });
+        assert!(changed && revision == 11);
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // The other key's wait is still waiting, and ends at its time unchanged.
+        let soon = tokio::time::Instant::now() + Duration::from_millis(100);
+        assert_eq!(rt.block_on(other.until(soon)), (false, 11));
+        // Answered, the waits are gone from the cache.
+        drop((waiting, other));
+        assert!(cache.state.lock().unwrap().waiters.is_empty());
+    }
+}
