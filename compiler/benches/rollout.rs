@@ -186,6 +186,7 @@ pub fn main() {
         poll: Duration::from_millis(env_number("BELL_ROLLOUT_POLL_MS", 250)),
         who: "bench".to_string(),
         by: "bench".to_string(),
+        reading: Default::default(),
     };
     let stop = AtomicBool::new(false);
     let busy = AtomicU64::new(0);

@@ -110,6 +110,13 @@ const LIST_PAGE: usize = 2000;
 /// The longest a read waits for the cache to be fresh enough.
 const FRESH_WITHIN: Duration = Duration::from_secs(3);
 
+/// How long a follower's look waits for the cache to reach etcd's revision before it takes
+/// what a healthy watch holds (see [`Cache::settled`]).
+const QUIET_GRACE: Duration = Duration::from_millis(500);
+
+/// How long a follower's first look waits for the range to be read.
+const FIRST_READING: Duration = Duration::from_secs(600);
+
 impl Cache {
     /// A cache of the keys from `key` up to `range_end`, filled and followed by threads of its
     /// own from now on.
@@ -393,6 +400,46 @@ impl Cache {
             state = self
                 .changed
                 .wait_timeout(state, until - now)
+                .map_err(|_| "the cache failed")?
+                .0;
+        }
+    }
+
+    /// [`Cache::fresh`] for a reader that follows the range (the page, the controller) rather
+    /// than answering hosts. The first look waits for the range to be read however long that
+    /// takes (a fleet of 100,000 hosts takes seconds), and is refused at once when reading it
+    /// fails. A later one, once a learning begun after it succeeded and the watch is healthy,
+    /// takes what the cache holds after [`QUIET_GRACE`] even when the cache has not reached
+    /// etcd's revision: that revision is the whole store's, and writes outside the range
+    /// (another fleet's) move it with no event that the watch would send.
+    pub fn settled<T>(&self, look: impl FnOnce(&Held<'_>) -> T) -> Result<T, String> {
+        let started = Instant::now();
+        let mut state = self.state.lock().map_err(|_| "the cache failed")?;
+        let arrived = self.arrive(&mut state);
+        loop {
+            match freshness(&state, arrived) {
+                Some(Ok(())) => return Ok(look(&Held { state: &state })),
+                Some(Err(why)) => return Err(why),
+                None => {}
+            }
+            let waited = started.elapsed();
+            if state.revision == 0 {
+                if state.trouble.is_some() || waited >= FIRST_READING {
+                    return Err(behind(&state));
+                }
+            } else {
+                let healthy =
+                    state.done > arrived && state.failed.is_none() && state.trouble.is_none();
+                if healthy && waited >= QUIET_GRACE {
+                    return Ok(look(&Held { state: &state }));
+                }
+                if waited >= FRESH_WITHIN {
+                    return Err(behind(&state));
+                }
+            }
+            state = self
+                .changed
+                .wait_timeout(state, Duration::from_millis(100))
                 .map_err(|_| "the cache failed")?
                 .0;
         }

@@ -42,6 +42,7 @@ pub fn run(args: &Args) -> Result<u8, String> {
         expires_in: args.expires_in,
         wave_timeout: Duration::from_secs(args.wave_timeout),
         poll: rollout::POLL,
+        reading: Default::default(),
         who: format!(
             "{} pid {}",
             std::fs::read_to_string("/etc/hostname")

@@ -6,9 +6,10 @@
 //! reading costs what changed, not the fleet: at 100,000 hosts the whole fleet is hundreds of
 //! megabytes of reports, of which a refresh sees a few.
 //!
-//! What it holds is what etcd holds at a revision learned after the reading began (the
-//! cache's freshness, see [`crate::watch`]); when the cache cannot be that fresh, the reading
-//! fails and the reader says the store has not answered, as it did when a range failed.
+//! What it holds is what etcd holds at a revision learned after the reading began, or what a
+//! healthy watch holds half a second later (see [`Cache::settled`]); when etcd cannot say its
+//! revision or the watch is broken, the reading fails and the reader says the store has not
+//! answered, as it did when a range failed.
 
 use super::witness::Witness;
 use crate::watch::{Cache, Held, Kv};
@@ -24,9 +25,10 @@ pub struct Follower {
     cache: Arc<Cache>,
     /// The revision the views are of; 0 before the first reading.
     revision: i64,
-    /// The version of the release the views were judged by: another release gives other
-    /// identities, and every host is judged again.
-    judged_by: Option<String>,
+    /// The hosts and identities of the release the views were judged by: a release that
+    /// gives others has every host judged again (one that moves bundles only, as each wave
+    /// of a rollout does, does not).
+    judged_by: Option<u64>,
     parsed: ParsedReports,
     views: BTreeMap<String, Arc<HostView>>,
     /// Every other key of the fleet's (not a host's report, liveness, throttle or status
@@ -168,12 +170,13 @@ impl Follower {
         witness: &mut Witness,
         now: u64,
     ) -> Result<Taken, String> {
-        let everything = self.judged_by.as_deref() != Some(release.version.as_str());
+        let judge_by = hosts_and_identities(release);
+        let everything = self.judged_by != Some(judge_by);
         let after = self.revision;
         let fleet = self.fleet.clone();
         let look = self
             .cache
-            .fresh(|held| look(&fleet, held, after, everything))?;
+            .settled(|held| look(&fleet, held, after, everything))?;
         self.last = match look {
             Look::Everything { revision, kvs } => {
                 let keys = kvs.len();
@@ -236,9 +239,20 @@ impl Follower {
                 }
             }
         };
-        self.judged_by = Some(release.version.clone());
+        self.judged_by = Some(judge_by);
         Ok(self.last)
     }
+}
+
+/// A digest of which hosts `release` has and the identity it gives each: what the views are
+/// checked and judged by.
+fn hosts_and_identities(release: &Release) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for (host, entry) in &release.hosts {
+        (host, &entry.identity).hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// What a reading needs of the cache, copied out under its lock: everything, or the changes

@@ -160,14 +160,15 @@ fn a_watch_reads_each_change_and_says_when_it_was_compacted() {
         true
     });
     assert_eq!(end, WatchEnd::Compacted(3));
-    // The message that says the watch was made is not a revision seen: the events up to the
-    // revision it names come after it.
-    assert_eq!(seen.len(), 2);
-    let put = &seen[0].1[0];
-    assert_eq!(seen[0].0, 2);
+    // The message that says the watch was made is not a revision seen (the events up to the
+    // revision it names come after it): it is told as 0.
+    assert_eq!(seen.len(), 3);
+    assert_eq!((seen[0].0, seen[0].1.len()), (0, 0));
+    let put = &seen[1].1[0];
+    assert_eq!(seen[1].0, 2);
     assert_eq!(
         (put.value.as_slice(), put.lease, put.deleted),
         (&b"1"[..], 7, false)
     );
-    assert!(seen[1].1[0].deleted && seen[1].1[0].key == b"/bell/f/a");
+    assert!(seen[2].1[0].deleted && seen[2].1[0].key == b"/bell/f/a");
 }

@@ -34,8 +34,8 @@ const SILENCE: Duration = Duration::from_secs(11 * 60);
 
 impl Etcd {
     /// Watches the keys from `key` up to `range_end` (empty: `key` alone) from revision
-    /// `start` on: `on(revision, events)` for each batch, first with no events at the
-    /// revision the watch starts at, until `on` returns false or the watch ends.
+    /// `start` on: `on(revision, events)` for each batch (after `on(0, [])` once the watch
+    /// stands), until `on` returns false or the watch ends.
     pub fn watch(
         &self,
         key: &[u8],
@@ -137,8 +137,12 @@ fn follow(
         }
         // The message that says the watch was made carries etcd's revision now, but the events
         // from the start revision up to it come after: a reader that took it as "seen up to
-        // here" would think itself fresh before it is.
+        // here" would think itself fresh before it is. It is told as revision 0: the watch
+        // stands, nothing is seen yet.
         if result.get("created").and_then(|c| c.as_bool()) == Some(true) {
+            if !on(0, Vec::new()) {
+                return WatchEnd::Stopped;
+            }
             continue;
         }
         let Some(revision) = number(result.get("header").and_then(|h| h.get("revision"))) else {

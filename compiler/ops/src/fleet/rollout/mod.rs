@@ -407,6 +407,19 @@ pub struct Controller<'a> {
     pub who: String,
     /// Who starts the rollouts it runs, for the history.
     pub by: String,
+    /// The fleet as the controller follows it, from wave to wave.
+    pub reading: Reading,
+}
+
+/// The controller's reading of the fleet: a watch of its own ([`crate::fleet::follow`]) and
+/// the witness that judged what it read, made at the first wave it waits for.
+#[derive(Default)]
+pub struct Reading(std::sync::Mutex<Option<(crate::fleet::follow::Follower, Witness)>>);
+
+impl Reading {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<(crate::fleet::follow::Follower, Witness)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// How a run ended (errors aside).

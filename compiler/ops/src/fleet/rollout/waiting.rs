@@ -127,27 +127,38 @@ impl Controller<'_> {
         let began = Instant::now();
         let mut told: BTreeSet<String> = BTreeSet::new();
         let mut told_rebooting: BTreeSet<(String, String)> = BTreeSet::new();
-        // What the store said last: a poll that cannot read it judges by that again.
-        let mut views: BTreeMap<String, HostView> = BTreeMap::new();
         // Each report is checked against the identity the release gives its host, and
-        // against what was seen signed before (a report put back is refused).
+        // against what was seen signed before (a report put back is refused). The fleet is
+        // followed through a watch kept from wave to wave: a poll reads what changed since
+        // the last. A poll that cannot read the store judges by what it read last.
         let identities = bell_store::identities_of(release);
-        let mut witness = Witness::open(&release.fleet).map_err(RolloutError::Store)?;
+        let mut reading = self.reading.lock();
+        if reading
+            .as_ref()
+            .is_none_or(|(follower, _)| follower.fleet() != release.fleet)
+        {
+            let witness = Witness::open(&release.fleet).map_err(RolloutError::Store)?;
+            let follower = crate::fleet::follow::Follower::start(self.etcd.clone(), &release.fleet)
+                .map_err(RolloutError::Store)?;
+            *reading = Some((follower, witness));
+        }
+        let Some((follower, witness)) = reading.as_mut() else {
+            return Err(RolloutError::Store("the fleet is not followed".into()));
+        };
         loop {
             if lease.lost() {
                 return Err(RolloutError::LostLease);
             }
-            match self.store().load_fleet(&release.fleet, &identities) {
-                Ok(mut read) => {
-                    witness.judge(release, &mut read);
+            match follower.read(release, &identities, witness, now()) {
+                Ok(_) => {
                     if let Err(error) = witness.save() {
                         watch(&Event::StoreTrouble { error });
                     }
-                    views = read;
                 }
                 Err(error) => watch(&Event::StoreTrouble { error }),
             }
-            let judged = judge(release, wave.hosts, &views, since, now());
+            let views = follower.views();
+            let judged = judge(release, wave.hosts, views, since, now());
             for host in &judged.converged {
                 if told.insert(host.clone()) {
                     watch(&Event::HostConverged {
@@ -260,10 +271,10 @@ pub struct Since {
 /// converged; a failure or failing probe reported [`Since`] the wave's release is a failure of
 /// this wave. An older one (from before the host could see the release, or a run that
 /// failed the same way again and so wrote nothing new) waits for the wave's time to be up.
-pub fn judge(
+pub fn judge<V: std::borrow::Borrow<HostView>>(
     release: &Release,
     hosts: &[String],
-    views: &BTreeMap<String, HostView>,
+    views: &BTreeMap<String, V>,
     since: &Since,
     now: u64,
 ) -> Judged {
@@ -313,7 +324,7 @@ pub fn judge(
             judged.converged.push(host.clone());
             continue;
         }
-        let view = views.get(host);
+        let view = views.get(host).map(V::borrow);
         let applied = view.and_then(|v| v.by_command.get("apply").or(v.report.as_ref()));
         let applied_at = applied.map(|r| r.finished_at);
         let written_after = match view.and_then(|v| v.revisions.get("apply")) {
