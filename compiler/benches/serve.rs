@@ -28,6 +28,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::{env_number, now, LocalEtcd};
 
+/// The allocator `bellc serve` runs with (the CLI's), so that the figures are its.
+#[cfg(not(test))]
+#[global_allocator]
+static ALLOCATOR: bellc_core::render::budget::Budgeted = bellc_core::render::budget::Budgeted;
+
 const FLEET: &str = "bench";
 const RACKS: usize = 100;
 /// Reports that change between two refreshes, for the refresh's figure.
@@ -315,7 +320,7 @@ pub fn main() {
         "bellc serve, {hosts} hosts in etcd (cargo bench -p bellc --bench serve; BELL_SERVE_HOSTS={hosts})"
     );
     println!(
-        "first reading (the watch's pages, every report parsed{}): {first:.2} s; a refresh \
+        "first reading (the watch reads the range, every report parsed{}): {first:.2} s; a refresh \
          with nothing new: median {:.3} s; a refresh after {changed} reports changed: median \
          {:.3} s ({requests} requests to etcd in all)",
         if signed {

@@ -2,7 +2,9 @@
 //! etcd: each reading takes only what changed and ends where a whole reading of the store
 //! would (the same views, judged by the same witness, the same other keys); a watch that broke
 //! resumes where it was, and one that cannot resume (etcd compacted past it) reads everything
-//! again; while etcd cannot say its revision, a reading fails rather than show what may be old.
+//! again; while etcd cannot say its revision, a reading fails rather than show what may be old;
+//! another fleet's writes (which move etcd's revision with no event of this fleet's) do not
+//! stall it.
 
 use crate::common::fleet::Etcd;
 use bell_bundle::{Release, ReleaseHost};
@@ -234,6 +236,51 @@ fn a_follower_reads_only_what_changed_and_ends_where_a_whole_reading_does() {
         whole(&client, &release, &identities, &mut seen_whole)
     );
     assert!(follower.views()["b"].forged[0].contains("replay"));
+}
+
+#[test]
+fn writes_outside_the_fleet_do_not_stall_a_follower() {
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let client = etcd.client();
+    let release = release();
+    let identities = bell_store::identities_of(&release);
+    client
+        .put(
+            &keys::running_key("f", "a"),
+            &report("a", State::Success, Some(&key(1)), NOW - 50),
+        )
+        .unwrap();
+    let mut follower = Follower::start(client.clone(), "f").unwrap();
+    let mut witness = Witness::default();
+    assert!(
+        follower
+            .read(&release, &identities, &mut witness, NOW)
+            .unwrap()
+            .everything
+    );
+    // Another fleet's writes move etcd's revision, and no event of this fleet's watch says
+    // so: a reading still ends, within a second, with nothing new.
+    for i in 0..5 {
+        client.put(&format!("/bell/g/k{i}"), b"v").unwrap();
+        let started = Instant::now();
+        let taken = follower
+            .read(&release, &identities, &mut witness, NOW)
+            .unwrap();
+        assert_eq!((taken.everything, taken.keys), (false, 0));
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    // And its own writes are still seen.
+    client.put(&keys::alive_key("f", "a"), b"1").unwrap();
+    let taken = follower
+        .read(&release, &identities, &mut witness, NOW)
+        .unwrap();
+    assert_eq!((taken.hosts, taken.keys), (1, 1));
 }
 
 /// A TCP relay to etcd that a test can cut (every connection closed, new ones refused) and

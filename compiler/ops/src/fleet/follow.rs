@@ -112,13 +112,17 @@ fn key_value(key: &[u8], kv: &Kv) -> KeyValue {
 }
 
 impl Follower {
-    /// Follows `fleet`'s keys in `etcd` from now on (a watch cache of its own: one range read
-    /// in pages, then one watch).
+    /// Follows `fleet`'s keys in `etcd` from now on (a watch cache of its own: the range read
+    /// in one answer, as the page always read it, which is several times faster than in
+    /// pages; then one watch).
     pub fn start(etcd: Etcd, fleet: &str) -> Result<Follower, String> {
         bell_store::check_name("fleet", fleet)?;
         let prefix = keys::fleet_prefix(fleet).into_bytes();
         let end = bell_wire::etcd::prefix_end(&prefix);
-        Ok(Follower::over(Cache::start(etcd, prefix, end), fleet))
+        Ok(Follower::over(
+            Cache::start_paged(etcd, prefix, end, 0),
+            fleet,
+        ))
     }
 
     /// A follower of `fleet` through `cache` (which holds the fleet's keys).

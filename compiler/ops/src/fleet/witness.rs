@@ -35,6 +35,8 @@ pub struct Witness {
     /// Written at most this often (the page reads the store every few seconds).
     save_every: Duration,
     saved_at: Option<Instant>,
+    /// A save running on a thread of its own ([`Witness::save_behind`]).
+    saving: Option<std::thread::JoinHandle<Result<(), String>>>,
 }
 
 /// By identity (`ssh-ed25519 BASE64`), by command. Hashed: identities share their first 37
@@ -291,30 +293,63 @@ impl Witness {
 
     /// Keeps what was seen, when anything new was (written beside and renamed over).
     pub fn save(&mut self) -> Result<(), String> {
-        let Some(path) = self.path.as_ref().filter(|_| self.changed) else {
+        let Some(path) = self.due() else {
             return Ok(());
         };
-        if self
-            .saved_at
-            .is_some_and(|at| at.elapsed() < self.save_every)
-        {
-            return Ok(());
-        }
-        let dir = path.parent().unwrap_or(std::path::Path::new("."));
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
-        let write = || -> std::io::Result<()> {
-            let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-            serde_json::to_writer(&mut file, &to_kept(&self.seen))?;
-            std::io::Write::flush(&mut file)?;
-            std::fs::rename(&tmp, path)
-        };
-        write().map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        write_seen(&path, &self.seen)?;
         self.changed = false;
         self.saved_at = Some(Instant::now());
         Ok(())
     }
+
+    /// [`Witness::save`] on a thread of its own, for a reader that must not wait for it (the
+    /// page: at 100,000 hosts the record takes over a second to write): what was seen is
+    /// copied (its reports shared) and written while the reader goes on. Says how the save
+    /// before ended; one that failed is tried again.
+    pub fn save_behind(&mut self) -> Result<(), String> {
+        if self.saving.as_ref().is_some_and(|s| !s.is_finished()) {
+            return Ok(());
+        }
+        let before = match self.saving.take().map(std::thread::JoinHandle::join) {
+            None | Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(e))) => Err(e),
+            Some(Err(_)) => Err("writing what was seen failed".to_string()),
+        };
+        if before.is_err() {
+            self.changed = true;
+            self.saved_at = None;
+        }
+        if let Some(path) = self.due() {
+            let seen = self.seen.clone();
+            self.changed = false;
+            self.saved_at = Some(Instant::now());
+            self.saving = Some(std::thread::spawn(move || write_seen(&path, &seen)));
+        }
+        before
+    }
+
+    /// Where to save now, when a save is due.
+    fn due(&self) -> Option<PathBuf> {
+        let path = self.path.as_ref().filter(|_| self.changed)?;
+        let waited = self
+            .saved_at
+            .is_none_or(|at| at.elapsed() >= self.save_every);
+        waited.then(|| path.clone())
+    }
+}
+
+/// Writes `seen` to `path` (beside it, then renamed over).
+fn write_seen(path: &std::path::Path, seen: &Seen) -> Result<(), String> {
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        serde_json::to_writer(&mut file, &to_kept(seen))?;
+        std::io::Write::flush(&mut file)?;
+        std::fs::rename(&tmp, path)
+    };
+    write().map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 #[cfg(test)]
@@ -521,5 +556,46 @@ mod tests {
         let mut next = Witness::open_at(dir.path().join("seen-f.json")).unwrap();
         let view = read(&store, &release(Some(&key)), &mut next);
         assert_eq!(view.status["health"], State::Success);
+    }
+
+    #[test]
+    fn a_save_behind_writes_on_its_own_thread_and_a_failed_one_is_said_and_tried_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = SigningKey::from_seed([6; 32]);
+        let mut signed = report(State::Success, State::Success);
+        proof::sign(&mut signed, &key, 9);
+        let store = dir.path().join("reports");
+        std::fs::create_dir_all(&store).unwrap();
+        std::fs::write(store.join("b.json"), serde_json::to_vec(&signed).unwrap()).unwrap();
+        // Where the record goes is a file where its directory should be: the save fails.
+        let blocked = dir.path().join("state");
+        std::fs::write(&blocked, "").unwrap();
+        let mut witness = Witness {
+            path: Some(blocked.join("seen-f.json")),
+            ..Witness::default()
+        };
+        read(&store, &release(Some(&key)), &mut witness);
+        // Nothing said yet: the save runs behind.
+        witness.save_behind().unwrap();
+        let failed = |w: &mut Witness| loop {
+            if let Err(e) = w.save_behind() {
+                return e;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(failed(&mut witness).contains("cannot create"));
+        // The way cleared: a save tried again writes what was seen (the one tried again
+        // while it was blocked may still say it failed).
+        std::fs::remove_file(&blocked).unwrap();
+        let path = blocked.join("seen-f.json");
+        let started = Instant::now();
+        while !path.exists() {
+            assert!(started.elapsed() < Duration::from_secs(10));
+            let _ = witness.save_behind();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let kept: BTreeMap<String, BTreeMap<String, Kept>> =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(kept[&key.identity().to_openssh()]["check"].sequence, 9);
     }
 }

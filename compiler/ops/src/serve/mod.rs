@@ -465,7 +465,7 @@ impl Board {
                     })
             });
             follower.read(&release, &identities, witness, now)?;
-            if let Err(e) = witness.save() {
+            if let Err(e) = witness.save_behind() {
                 warnings.push(e);
             }
         }

@@ -185,6 +185,26 @@ pub struct KeyValue {
     pub mod_revision: i64,
 }
 
+/// A key as [`Etcd::range_page`] reads it: everything etcd says of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub key: Vec<u8>,
+    pub value: Vec<u8>,
+    pub create_revision: i64,
+    pub mod_revision: i64,
+    pub version: i64,
+    /// 0: none.
+    pub lease: i64,
+}
+
+/// One page of a range: the revision it was read at, its keys, and whether more follow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    pub revision: i64,
+    pub entries: Vec<Entry>,
+    pub more: bool,
+}
+
 /// A key's value as read, with its version (writes since it was created) and the lease it is
 /// bound to (0: none).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -447,6 +467,28 @@ impl Etcd {
         // A fleet's range can be hundreds of MiB: read it into its keys and values directly,
         // not through a tree of JSON values first.
         self.call_parsed("/v3/kv/range", &body, &range_kvs)
+    }
+
+    /// Up to `limit` keys from `key` (inclusive) up to `range_end`, in key order, at
+    /// `revision` (0: now): a page of a range too large to read in one answer, read without a
+    /// JSON tree. The next page starts just after the last key of this one, at the revision
+    /// this one names.
+    pub fn range_page(
+        &self,
+        key: &[u8],
+        range_end: &[u8],
+        limit: usize,
+        revision: i64,
+    ) -> Result<Page, String> {
+        let mut body = serde_json::json!({
+            "key": base64(key),
+            "range_end": base64(range_end),
+            "limit": limit.to_string(),
+        });
+        if revision > 0 {
+            body["revision"] = revision.to_string().into();
+        }
+        self.call_parsed("/v3/kv/range", &body, &wire::range_page)
     }
 
     /// The value of `key` and its version (etcd's count of writes since the key was created;

@@ -101,7 +101,14 @@ pub(super) fn kvs(value: &serde_json::Value) -> Result<Vec<KeyValue>, String> {
 /// the gateway never sends and the tree reading does not take as keys.
 #[derive(Default)]
 pub(super) struct RangeAnswer<'a> {
+    header: Header<'a>,
     kvs: Vec<RawKeyValue<'a>>,
+    more: Option<bool>,
+}
+
+#[derive(Default)]
+pub(super) struct Header<'a> {
+    revision: Option<Int64<'a>>,
 }
 
 #[derive(Default)]
@@ -111,6 +118,19 @@ pub(super) struct RawKeyValue<'a> {
     key: std::borrow::Cow<'a, str>,
     value: std::borrow::Cow<'a, str>,
     mod_revision: Option<Int64<'a>>,
+    create_revision: Option<Int64<'a>>,
+    version: Option<Int64<'a>>,
+    lease: Option<Int64<'a>>,
+}
+
+impl Int64<'_> {
+    fn of(value: Option<&Int64<'_>>) -> i64 {
+        match value {
+            Some(Int64::Number(n)) => *n,
+            Some(Int64::Text(text)) => text.parse().unwrap_or(0),
+            None => 0,
+        }
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -155,6 +175,8 @@ impl<'de> FromObject<'de> for RangeAnswer<'de> {
     ) -> Result<(), A::Error> {
         match name {
             "kvs" => self.kvs = map.next_value()?,
+            "header" => self.header = map.next_value()?,
+            "more" => self.more = map.next_value()?,
             _ => {
                 map.next_value::<serde::de::IgnoredAny>()?;
             }
@@ -173,6 +195,9 @@ impl<'de> FromObject<'de> for RawKeyValue<'de> {
             "key" => self.key = map.next_value()?,
             "value" => self.value = map.next_value()?,
             "mod_revision" => self.mod_revision = map.next_value()?,
+            "create_revision" => self.create_revision = map.next_value()?,
+            "version" => self.version = map.next_value()?,
+            "lease" => self.lease = map.next_value()?,
             _ => {
                 map.next_value::<serde::de::IgnoredAny>()?;
             }
@@ -182,6 +207,28 @@ impl<'de> FromObject<'de> for RawKeyValue<'de> {
 }
 
 impl<'de> serde::Deserialize<'de> for RangeAnswer<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(ObjectVisitor(std::marker::PhantomData))
+    }
+}
+
+impl<'de> FromObject<'de> for Header<'de> {
+    fn field<A: serde::de::MapAccess<'de>>(
+        &mut self,
+        name: &str,
+        map: &mut A,
+    ) -> Result<(), A::Error> {
+        match name {
+            "revision" => self.revision = map.next_value()?,
+            _ => {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Header<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_map(ObjectVisitor(std::marker::PhantomData))
     }
@@ -214,6 +261,31 @@ pub(super) fn range_kvs(body: &[u8]) -> Result<Vec<KeyValue>, String> {
     }
     out.sort_by(|a, b| a.key.cmp(&b.key));
     Ok(out)
+}
+
+/// One page of a range as [`super::Etcd::range_page`] reads it, without a JSON tree.
+pub(super) fn range_page(body: &[u8]) -> Result<super::Page, String> {
+    let answer: RangeAnswer = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+    let revision = Int64::of(answer.header.revision.as_ref());
+    if revision <= 0 {
+        return Err("etcd sent no revision".into());
+    }
+    let mut entries = Vec::with_capacity(answer.kvs.len());
+    for kv in answer.kvs {
+        entries.push(super::Entry {
+            key: from_base64(&kv.key).ok_or("etcd sent a bad base64 key")?,
+            value: from_base64(&kv.value).ok_or("etcd sent a bad base64 value")?,
+            create_revision: Int64::of(kv.create_revision.as_ref()),
+            mod_revision: Int64::of(kv.mod_revision.as_ref()),
+            version: Int64::of(kv.version.as_ref()),
+            lease: Int64::of(kv.lease.as_ref()),
+        });
+    }
+    Ok(super::Page {
+        revision,
+        entries,
+        more: answer.more == Some(true),
+    })
 }
 
 /// The smallest key after every key that starts with `prefix` (etcd's `range_end`).

@@ -271,7 +271,7 @@ pub struct Since {
 /// converged; a failure or failing probe reported [`Since`] the wave's release is a failure of
 /// this wave. An older one (from before the host could see the release, or a run that
 /// failed the same way again and so wrote nothing new) waits for the wave's time to be up.
-pub fn judge<V: std::borrow::Borrow<HostView>>(
+pub fn judge<V: std::borrow::Borrow<HostView> + Sync>(
     release: &Release,
     hosts: &[String],
     views: &BTreeMap<String, V>,
