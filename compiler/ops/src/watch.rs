@@ -33,6 +33,8 @@ struct State {
     revision: i64,
     /// Why it cannot follow etcd now, if it cannot.
     trouble: Option<String>,
+    /// Since when the current watch stands (etcd said it was made), if one does.
+    standing_since: Option<Instant>,
     /// etcd's current revision as last learned; the learnings begun, and the last one done
     /// (by number); whether a read waits for a learning begun after it came.
     learned: i64,
@@ -115,7 +117,8 @@ pub const LIST_PAGE: usize = 2000;
 const FRESH_WITHIN: Duration = Duration::from_secs(3);
 
 /// How long a follower's look waits for the cache to reach etcd's revision before it takes
-/// what a healthy watch holds (see [`Cache::settled`]).
+/// what a healthy watch holds (see [`Cache::settled`]), and how long a watch must have stood
+/// to be healthy (etcd ends one whose start was compacted away within a tenth of a second).
 const QUIET_GRACE: Duration = Duration::from_millis(500);
 
 /// How long a follower's first look waits for the range to be read.
@@ -197,6 +200,9 @@ impl Cache {
                     true
                 },
             );
+            if let Ok(mut state) = self.state.lock() {
+                state.standing_since = None;
+            }
             from = match end {
                 WatchEnd::Compacted(_) => None,
                 WatchEnd::Broken(e) => {
@@ -215,6 +221,11 @@ impl Cache {
     /// keys; the cache's revision then (`None` when it failed).
     fn apply(&self, revision: i64, events: Vec<Event>) -> Option<i64> {
         let mut state = self.state.lock().ok()?;
+        if revision == 0 && events.is_empty() {
+            // etcd made the watch; what it has to say about the start revision (compacted
+            // away) comes after.
+            state.standing_since = Some(Instant::now());
+        }
         for event in events {
             state.wake(Some(&event.key));
             if event.deleted {
@@ -358,28 +369,7 @@ impl Cache {
     /// waiting on this thread; what it returns. `look` runs under the cache's lock (the watch
     /// waits meanwhile): it copies out what it needs.
     pub fn fresh<T>(&self, look: impl FnOnce(&Held<'_>) -> T) -> Result<T, String> {
-        let until = Instant::now() + FRESH_WITHIN;
-        let mut state = self.state.lock().map_err(|_| "the cache failed")?;
-        let arrived = self.arrive(&mut state);
-        loop {
-            match freshness(&state, arrived) {
-                Some(Ok(())) => {
-                    self.reads.fetch_add(1, Ordering::Relaxed);
-                    return Ok(look(&Held { state: &state }));
-                }
-                Some(Err(why)) => return Err(why),
-                None => {}
-            }
-            let now = Instant::now();
-            if now >= until {
-                return Err(behind(&state));
-            }
-            state = self
-                .changed
-                .wait_timeout(state, until - now)
-                .map_err(|_| "the cache failed")?
-                .0;
-        }
+        self.look_when(Patience::Host, look)
     }
 
     /// [`Cache::fresh`] for a reader that follows the range (the page, the controller) rather
@@ -390,33 +380,59 @@ impl Cache {
     /// etcd's revision: that revision is the whole store's, and writes outside the range
     /// (another fleet's) move it with no event that the watch would send.
     pub fn settled<T>(&self, look: impl FnOnce(&Held<'_>) -> T) -> Result<T, String> {
+        self.look_when(Patience::Follower, look)
+    }
+
+    fn look_when<T>(
+        &self,
+        patience: Patience,
+        look: impl FnOnce(&Held<'_>) -> T,
+    ) -> Result<T, String> {
         let started = Instant::now();
         let mut state = self.state.lock().map_err(|_| "the cache failed")?;
         let arrived = self.arrive(&mut state);
         loop {
             match freshness(&state, arrived) {
-                Some(Ok(())) => return Ok(look(&Held { state: &state })),
+                Some(Ok(())) => {
+                    if patience == Patience::Host {
+                        self.reads.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return Ok(look(&Held { state: &state }));
+                }
                 Some(Err(why)) => return Err(why),
                 None => {}
             }
             let waited = started.elapsed();
-            if state.revision == 0 {
+            let first = state.revision == 0;
+            if patience == Patience::Follower && first {
                 if state.trouble.is_some() || waited >= FIRST_READING {
                     return Err(behind(&state));
                 }
             } else {
-                let healthy =
-                    state.done > arrived && state.failed.is_none() && state.trouble.is_none();
-                if healthy && waited >= QUIET_GRACE {
+                // A watch stood long enough that etcd would have ended it by now had its
+                // start been compacted away.
+                let standing = state
+                    .standing_since
+                    .is_some_and(|since| since.elapsed() >= QUIET_GRACE);
+                let healthy = standing
+                    && state.done > arrived
+                    && state.failed.is_none()
+                    && state.trouble.is_none();
+                if patience == Patience::Follower && healthy && waited >= QUIET_GRACE {
                     return Ok(look(&Held { state: &state }));
                 }
                 if waited >= FRESH_WITHIN {
                     return Err(behind(&state));
                 }
             }
+            // A follower looks again now and then, for its grace to pass.
+            let nap = match patience {
+                Patience::Host => FRESH_WITHIN.saturating_sub(waited),
+                Patience::Follower => Duration::from_millis(100),
+            };
             state = self
                 .changed
-                .wait_timeout(state, Duration::from_millis(100))
+                .wait_timeout(state, nap)
                 .map_err(|_| "the cache failed")?
                 .0;
         }
@@ -503,6 +519,15 @@ impl Cache {
             .map(|s| (s.kvs.len(), s.revision))
             .unwrap_or((0, 0))
     }
+}
+
+/// How long a look waits for the cache to be fresh, and what it settles for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Patience {
+    /// A host's read: the cache at etcd's revision within [`FRESH_WITHIN`], or a refusal.
+    Host,
+    /// A follower's: see [`Cache::settled`].
+    Follower,
 }
 
 /// Whether a read that `arrived` may be answered: once a learning of etcd's revision begun

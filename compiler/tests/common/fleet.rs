@@ -245,8 +245,11 @@ fn spawn_member(
             .arg(format!("--key-file={}", pki.path("server.key").display()));
     }
     if let Serving::Tls(_) = serving {
-        // Login tokens that expire within a test, so that renewing them is tested.
-        command.arg("--auth-token-ttl=2");
+        // Login tokens that expire within a test, so that renewing them is tested; and a
+        // small quota (64 MiB), which a flood let through would fill in seconds.
+        command
+            .arg("--auth-token-ttl=2")
+            .arg(format!("--quota-backend-bytes={}", QUOTA));
     }
     if let Serving::TlsWithClientCertificates(pki) = serving {
         command.arg("--client-cert-auth").arg(format!(
@@ -268,6 +271,9 @@ fn spawn_member(
         .spawn()
         .expect("start etcd")
 }
+
+/// The database quota of a cluster that serves TLS with users (etcd's default is 2 GiB).
+pub const QUOTA: u64 = 64 << 20;
 
 /// Waits until a put through `store` succeeds, while every member in `children` runs.
 fn wait_ready(store: &bell_store::Etcd, children: &mut [Child]) -> bool {

@@ -184,10 +184,14 @@ impl Follower {
         self.last = match look {
             Look::Everything { revision, kvs } => {
                 let keys = kvs.len();
-                let (host_kvs, others): (Vec<KeyValue>, Vec<KeyValue>) = kvs
-                    .into_iter()
-                    .filter(|kv| !matches!(role(&fleet, &kv.key), Role::Unread))
-                    .partition(|kv| matches!(role(&fleet, &kv.key), Role::Host { .. }));
+                let (mut host_kvs, mut others) = (Vec::new(), Vec::new());
+                for kv in kvs {
+                    match role(&fleet, &kv.key) {
+                        Role::Host { .. } => host_kvs.push(kv),
+                        Role::Other => others.push(kv),
+                        Role::Unread => {}
+                    }
+                }
                 let mut views =
                     bell_store::views_from_parsed(&fleet, &host_kvs, &mut self.parsed, identities)?;
                 witness.judge_at(release, &mut views, now);
