@@ -359,6 +359,7 @@ fn a_broken_watch_resumes_and_one_compacted_past_reads_everything_again() {
     let mut read =
         |follower: &mut Follower| follower.read(&release, &identities, &mut seen_by_follower, NOW);
     assert!(read(&mut follower).unwrap().everything);
+    assert_eq!(follower.listed_over_grpc(), 1);
     let mut agrees = |follower: &Follower| {
         assert_eq!(
             followed(follower),
@@ -397,6 +398,7 @@ fn a_broken_watch_resumes_and_one_compacted_past_reads_everything_again() {
     relay.mend();
     let taken = retry(|| read(&mut follower));
     assert!(taken.everything, "{taken:?}");
+    assert_eq!(follower.listed_over_grpc(), 2, "read again over gRPC");
     agrees(&follower);
     assert!(follower.views().contains_key("c"));
     assert!(

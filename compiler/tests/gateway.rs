@@ -307,6 +307,33 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
         assert_eq!(row["state"], "up-to-date", "{row:#}");
     }
 
+    // The page's follower, as `bellc serve` runs it with its user: the fleet's range over
+    // etcd's gRPC interface (TLS, the user's token), the reports `bellc status` read.
+    let as_serve = bell_store::Etcd::open(
+        &url,
+        &bell_store::Access {
+            user: Some("serve/f".into()),
+            password_file: Some(passwords.join("serve")),
+            ..pki.server_access()
+        },
+    )
+    .unwrap();
+    let mut follower = bell_ops::fleet::follow::Follower::start(as_serve, "f").unwrap();
+    let release: bell_bundle::Release =
+        serde_json::from_slice(&std::fs::read(fx.path().join("out1/release.json")).unwrap())
+            .unwrap();
+    let identities = bell_store::identities_of(&release);
+    let mut witness = bell_ops::fleet::witness::Witness::default();
+    follower
+        .read(&release, &identities, &mut witness, now())
+        .unwrap();
+    assert_eq!(follower.listed_over_grpc(), 1);
+    for host in HOSTS {
+        let report = follower.views()[host].report.as_ref();
+        assert_eq!(report.map(|r| r.host.as_str()), Some(host));
+    }
+    drop(follower);
+
     // A rollout of release 2 while the hosts pull as their timers would; one replica dies.
     let stop = AtomicBool::new(false);
     let key = fx.path().join("ci.key").display().to_string();

@@ -118,6 +118,12 @@ impl Tls {
         })
     }
 
+    /// The rustls configuration, for a client that speaks another protocol over it (etcd's
+    /// gRPC, which sets its own ALPN).
+    pub fn client_config(&self) -> Arc<rustls::ClientConfig> {
+        Arc::clone(&self.config)
+    }
+
     /// Wraps a connected stream and completes the handshake, so that a server whose
     /// certificate is not trusted is refused here, with what was refused and why.
     /// `server` is the name or address the certificate must be for.

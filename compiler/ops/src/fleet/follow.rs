@@ -154,6 +154,14 @@ impl Follower {
         &self.others
     }
 
+    /// How many times the whole range was read over etcd's gRPC interface (the rest, if
+    /// any, were read as JSON: etcd did not speak gRPC to this client).
+    pub fn listed_over_grpc(&self) -> u64 {
+        self.cache
+            .listings_over_grpc
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The revision of the last reading (0: none yet).
     pub fn revision(&self) -> i64 {
         self.revision

@@ -900,6 +900,7 @@ impl Etcd {
 mod auth;
 mod watch;
 mod wire;
+pub use auth::GrpcAccess;
 pub use watch::{Event, WatchEnd};
 /// How a client reaches the fleet's store beyond its URL: what TLS trusts and presents.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
