@@ -74,6 +74,38 @@ impl Identity {
     }
 }
 
+/// Whether every signature of `signed` (message, signature, identity) holds, checked together:
+/// a batch costs under half of what checking each one costs (a fleet's first reading checks
+/// 100,000). `false` says only that one does not: [`Identity::verifies`] tells which.
+///
+/// A batch accepts what [`Identity::verifies`] accepts, and more only where the key's holder
+/// made the signature odd on purpose (a batch checks the cofactored equation): never a
+/// message the key did not sign. A weak key (of small order, for which anyone could sign) is
+/// refused here, as it is one by one.
+pub fn all_verify(signed: &[(&[u8], &[u8], &Identity)]) -> bool {
+    let mut messages = Vec::with_capacity(signed.len());
+    let mut signatures = Vec::with_capacity(signed.len());
+    let mut keys = Vec::with_capacity(signed.len());
+    for (message, signature, identity) in signed {
+        let Ok(signature) = ed25519_dalek::Signature::from_slice(signature) else {
+            return false;
+        };
+        let Ok(key) = <[u8; 32]>::try_from(identity.key_bytes())
+            .map_err(|_| ())
+            .and_then(|bytes| ed25519_dalek::VerifyingKey::from_bytes(&bytes).map_err(|_| ()))
+        else {
+            return false;
+        };
+        if key.is_weak() {
+            return false;
+        }
+        messages.push(*message);
+        signatures.push(signature);
+        keys.push(key);
+    }
+    ed25519_dalek::verify_batch(&messages, &signatures, &keys).is_ok()
+}
+
 /// A host's private key.
 pub struct SigningKey {
     pair: ed25519_compact::KeyPair,
@@ -127,5 +159,55 @@ impl<'a> Wire<'a> {
         let (head, rest) = self.0.split_at(len);
         self.0 = rest;
         Some(head)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(n: u8) -> SigningKey {
+        SigningKey::from_seed([n; 32])
+    }
+
+    #[test]
+    fn a_batch_holds_when_every_signature_does_and_fails_for_one_that_does_not() {
+        let keys: Vec<SigningKey> = (1..=40).map(key).collect();
+        let identities: Vec<Identity> = keys.iter().map(SigningKey::identity).collect();
+        let messages: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 100 + usize::from(i)]).collect();
+        let signatures: Vec<Vec<u8>> = keys.iter().zip(&messages).map(|(k, m)| k.sign(m)).collect();
+        let batch = |messages: &[Vec<u8>], signatures: &[Vec<u8>], identities: &[Identity]| {
+            let signed: Vec<(&[u8], &[u8], &Identity)> = messages
+                .iter()
+                .zip(signatures)
+                .zip(identities)
+                .map(|((m, s), i)| (m.as_slice(), s.as_slice(), i))
+                .collect();
+            all_verify(&signed)
+        };
+        assert!(batch(&messages, &signatures, &identities));
+        assert!(batch(&[], &[], &[]));
+        // One message changed after it was signed, one signature under another key, one
+        // signature cut short: each fails the whole batch, as one by one it fails alone.
+        let mut changed = messages.clone();
+        changed[17][3] ^= 1;
+        assert!(!batch(&changed, &signatures, &identities));
+        assert!(!identities[17].verifies(&changed[17], &signatures[17]));
+        let mut swapped = identities.clone();
+        swapped.swap(3, 4);
+        assert!(!batch(&messages, &signatures, &swapped));
+        let mut cut = signatures.clone();
+        cut[39].pop();
+        assert!(!batch(&messages, &cut, &identities));
+        // A key of small order (the identity point), with which any "signature" of R = that
+        // point and s = 0 would hold under the cofactored equation: refused.
+        let mut weak_key = [0u8; 32];
+        weak_key[0] = 1;
+        let weak = Identity::from_bytes(&weak_key).unwrap();
+        let mut forged = weak_key.to_vec();
+        forged.extend([0u8; 32]);
+        let signed: Vec<(&[u8], &[u8], &Identity)> = vec![(b"anything", &forged, &weak)];
+        assert!(!all_verify(&signed));
+        assert!(!weak.verifies(b"anything", &forged));
     }
 }

@@ -119,49 +119,98 @@ pub enum Proof {
 /// Checks a report as read (`raw`, and `report` parsed from it) that was filed under `host`,
 /// against the identity the reader has for that host.
 pub fn check(raw: &[u8], report: &Report, host: &str, identity: Option<&Identity>) -> Proof {
+    match check_but_signature(raw, report, host, identity) {
+        Ok(proof) => proof,
+        Err(unchecked) => unchecked.check_alone(raw),
+    }
+}
+
+/// What [`check_but_signature`] leaves to check: the report's signature over the bytes it was
+/// written with, under the identity of its host.
+pub struct Unchecked {
+    pub message: Vec<u8>,
+    pub signature: Vec<u8>,
+    pub identity: Identity,
+    pub sequence: u64,
+}
+
+impl Unchecked {
+    /// Its proof, checked alone (when a batch failed: which of its reports did).
+    pub fn check_alone(&self, raw: &[u8]) -> Proof {
+        if self.identity.verifies(&self.message, &self.signature) {
+            return Proof::Signed {
+                sequence: self.sequence,
+            };
+        }
+        // Not as written: a report written by another serializer than bell-run's, checked
+        // against its fields in order.
+        let proof = bell_wire::base64(&self.signature);
+        as_reordered(raw, &proof, &self.identity, self.sequence)
+    }
+}
+
+/// [`check`], but for the signature of a report as bell-run writes it, which is left to the
+/// caller (`Err`): a reader with many reports checks their signatures together
+/// ([`bell_seal::identity::all_verify`]), and [`Unchecked::check_alone`] those of a batch that
+/// failed.
+pub fn check_but_signature(
+    raw: &[u8],
+    report: &Report,
+    host: &str,
+    identity: Option<&Identity>,
+) -> Result<Proof, Unchecked> {
     let Some(identity) = identity else {
-        return if report.proof.is_some() {
+        return Ok(if report.proof.is_some() {
             Proof::NoIdentity
         } else {
             Proof::Unsigned
-        };
+        });
     };
     if report.host != host {
-        return Proof::Forged(format!(
+        return Ok(Proof::Forged(format!(
             "a report of host `{}` filed under `{host}`",
             report.host.escape_debug()
-        ));
+        )));
     }
     let (Some(proof), Some(signer), Some(_)) = (&report.proof, &report.signer, report.sequence)
     else {
-        return if report.proof.is_none() && report.signer.is_none() && report.sequence.is_none() {
-            Proof::Unsigned
-        } else {
-            Proof::Forged(
-                "its signature is incomplete (a proof, signer or sequence is missing)".into(),
-            )
-        };
+        return Ok(
+            if report.proof.is_none() && report.signer.is_none() && report.sequence.is_none() {
+                Proof::Unsigned
+            } else {
+                Proof::Forged(
+                    "its signature is incomplete (a proof, signer or sequence is missing)".into(),
+                )
+            },
+        );
     };
     match Identity::parse(signer) {
         Ok(signer) if signer != *identity => {
-            return Proof::Forged(format!(
+            return Ok(Proof::Forged(format!(
                 "signed by another key ({}), not `{host}`'s identity ({})",
                 signer.fingerprint(),
                 identity.fingerprint()
-            ))
+            )))
         }
         Ok(_) => {}
-        Err(e) => return Proof::Forged(format!("its signer is not a key: {e}")),
+        Err(e) => return Ok(Proof::Forged(format!("its signer is not a key: {e}"))),
     }
-    let signed = Proof::Signed {
-        sequence: report.sequence.unwrap_or_default(),
-    };
+    let sequence = report.sequence.unwrap_or_default();
     if let Some((message, written)) = as_written(raw) {
-        let proof_matches = written == proof.as_bytes();
-        if proof_matches && identity.verifies(&message, &from_base64(proof).unwrap_or_default()) {
-            return signed;
+        if written == proof.as_bytes() {
+            return Err(Unchecked {
+                message,
+                signature: from_base64(proof).unwrap_or_default(),
+                identity: identity.clone(),
+                sequence,
+            });
         }
     }
+    Ok(as_reordered(raw, proof, identity, sequence))
+}
+
+/// The proof of `raw` with its members in sorted order, as it was signed.
+fn as_reordered(raw: &[u8], proof: &str, identity: &Identity, sequence: u64) -> Proof {
     let Ok(mut value) = serde_json::from_slice::<Value>(raw) else {
         return Proof::Forged("it is not JSON".to_string());
     };
@@ -174,7 +223,7 @@ pub fn check(raw: &[u8], report: &Report, host: &str, identity: Option<&Identity
             "its signature does not match what it says: changed after it was signed".to_string(),
         );
     }
-    signed
+    Proof::Signed { sequence }
 }
 
 /// The context line, then the JSON with sorted keys and no white space.

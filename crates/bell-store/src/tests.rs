@@ -220,3 +220,73 @@ fn destinations_parse() {
     ));
     assert!(Store::parse("https://x:1").is_err());
 }
+
+#[test]
+fn signatures_checked_in_batches_find_exactly_the_forged_reports() {
+    // More reports than a few batches on every thread; among them one changed after it was
+    // signed, one signed by another host's key, one written with its members in another
+    // order (by another serializer: signed as sorted, it holds), in batches of their own and
+    // of others.
+    let hosts = 1000;
+    let keys: Vec<proof::SigningKey> = (0..hosts)
+        .map(|i| {
+            let mut seed = [9u8; 32];
+            seed[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            proof::SigningKey::from_seed(seed)
+        })
+        .collect();
+    let name = |i: usize| format!("h{i:04}");
+    let mut identities = Identities::new();
+    for (i, key) in keys.iter().enumerate() {
+        identities.insert(name(i), key.identity());
+    }
+    let (changed, other_key, reordered) = (130, 131, 777);
+    let kvs: Vec<etcd::KeyValue> = (0..hosts)
+        .map(|i| {
+            let mut r = report(&name(i), "apply", State::Success);
+            let signer = if i == other_key { &keys[0] } else { &keys[i] };
+            proof::sign(&mut r, signer, 7);
+            let mut value = proof::to_json(&r).into_bytes();
+            if i == changed {
+                let text = String::from_utf8(value).unwrap();
+                value = text.replacen("\"success\"", "\"failed\"", 1).into_bytes();
+            }
+            if i == reordered {
+                // serde_json's own order (the struct's), proof last: not as bell-run writes.
+                value = serde_json::to_vec(&r).unwrap();
+            }
+            etcd::KeyValue {
+                key: running_key("f", &name(i)),
+                value,
+                mod_revision: i as i64 + 1,
+            }
+        })
+        .collect();
+    let views = views_from("f", &kvs, &identities).unwrap();
+    let forged: Vec<&str> = views
+        .iter()
+        .filter(|(_, v)| !v.forged.is_empty())
+        .map(|(h, _)| h.as_str())
+        .collect();
+    assert_eq!(forged, [name(changed), name(other_key)]);
+    assert!(views[&name(changed)].forged[0].contains("changed after it was signed"));
+    assert!(views[&name(other_key)].forged[0].contains("another key"));
+    for i in [0, reordered, hosts - 1] {
+        let view = &views[&name(i)];
+        assert_eq!(
+            view.proofs["apply"],
+            proof::Proof::Signed { sequence: 7 },
+            "{i}"
+        );
+    }
+    // The same, each report alone.
+    for (i, kv) in kvs.iter().enumerate() {
+        let report: Report = serde_json::from_slice(&kv.value).unwrap();
+        let alone = proof::check(&kv.value, &report, &name(i), identities.get(&name(i)));
+        assert_eq!(
+            matches!(alone, proof::Proof::Forged(_)),
+            i == changed || i == other_key,
+            "{i}: {alone:?}"
+        );
+    }
+}

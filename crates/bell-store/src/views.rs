@@ -43,35 +43,109 @@ pub(crate) enum Reading {
 }
 
 /// Parses and checks every report not read before: on several threads when there are many
-/// (checking a signature is most of a report's cost; a fleet's first reading checks them all).
+/// (checking a signature is most of a report's cost; a fleet's first reading checks them all),
+/// and their signatures together, [`BATCH`] at a time.
 pub(crate) fn read_all(
     reports: &mut [(&etcd::KeyValue, &str, Option<Reading>)],
     fleet: &str,
     identities: &Identities,
 ) {
-    let mut todo: Vec<&mut (&etcd::KeyValue, &str, Option<Reading>)> =
-        reports.iter_mut().filter(|r| r.2.is_none()).collect();
-    let read = |slot: &mut (&etcd::KeyValue, &str, Option<Reading>)| {
-        let (kv, host) = (slot.0, slot.1);
-        slot.2 = Some(match serde_json::from_slice::<Report>(&kv.value) {
-            Ok(report) => match checked(&kv.value, report, host, fleet, identities.get(host)) {
-                Ok((report, proof)) => Reading::Report(Arc::new(report), proof),
-                Err(why) => Reading::Refused(why),
-            },
-            Err(e) => Reading::Unreadable(e.to_string()),
-        });
-    };
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if todo.len() < 1024 || threads == 1 {
-        todo.into_iter().for_each(read);
-        return;
-    }
-    let per_thread = todo.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        for chunk in todo.chunks_mut(per_thread) {
-            scope.spawn(move || chunk.iter_mut().for_each(|slot| read(slot)));
-        }
+    let todo: Vec<(usize, &etcd::KeyValue, &str)> = reports
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.2.is_none())
+        .map(|(at, r)| (at, r.0, r.1))
+        .collect();
+    // Everything but the signatures...
+    let read = on_threads(todo, |(at, kv, host)| {
+        let outcome = match serde_json::from_slice::<Report>(&kv.value) {
+            Ok(report) => {
+                match checked_but_signature(&kv.value, report, host, fleet, identities.get(host)) {
+                    Ok(reading) => Ok(reading),
+                    Err(left) => {
+                        let (report, unchecked) = *left;
+                        Err((kv, report, unchecked))
+                    }
+                }
+            }
+            Err(e) => Ok(Reading::Unreadable(e.to_string())),
+        };
+        (at, outcome)
     });
+    let mut unchecked = Vec::new();
+    for (at, outcome) in read {
+        match outcome {
+            Ok(reading) => reports[at].2 = Some(reading),
+            Err(left) => unchecked.push((at, left)),
+        }
+    }
+    // ... then the signatures, a batch at a time; each one of a batch that fails alone.
+    let batches: Vec<Vec<_>> = {
+        let mut batches = Vec::new();
+        let mut rest = unchecked.into_iter().peekable();
+        while rest.peek().is_some() {
+            batches.push(rest.by_ref().take(BATCH).collect());
+        }
+        batches
+    };
+    let checked = on_threads(batches, |batch: Vec<(usize, _)>| {
+        let signed: Vec<(&[u8], &[u8], &proof::Identity)> = batch
+            .iter()
+            .map(|(_, (_, _, u)): &(usize, (_, _, proof::Unchecked))| {
+                (u.message.as_slice(), u.signature.as_slice(), &u.identity)
+            })
+            .collect();
+        let all_hold = bell_seal::identity::all_verify(&signed);
+        batch
+            .into_iter()
+            .map(|(at, (kv, report, unchecked))| {
+                let proof = if all_hold {
+                    proof::Proof::Signed {
+                        sequence: unchecked.sequence,
+                    }
+                } else {
+                    unchecked.check_alone(&kv.value)
+                };
+                (at, reading(report, proof))
+            })
+            .collect::<Vec<_>>()
+    });
+    for (at, reading) in checked.into_iter().flatten() {
+        reports[at].2 = Some(reading);
+    }
+}
+
+/// Signatures checked together: past a few dozen, a larger batch saves little, and every
+/// thread needs some.
+const BATCH: usize = 64;
+
+/// `f` of every item, in order, on every core when there are many.
+fn on_threads<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if items.len() < 2 || threads == 1 {
+        return items.into_iter().map(f).collect();
+    }
+    let per_thread = items.len().div_ceil(threads);
+    let mut parts: Vec<Vec<T>> = Vec::new();
+    let mut rest = items.into_iter().peekable();
+    while rest.peek().is_some() {
+        parts.push(rest.by_ref().take(per_thread).collect());
+    }
+    let f = &f;
+    std::thread::scope(|scope| {
+        let running: Vec<_> = parts
+            .into_iter()
+            .map(|part| scope.spawn(move || part.into_iter().map(f).collect::<Vec<R>>()))
+            .collect();
+        running
+            .into_iter()
+            .flat_map(|thread| {
+                thread
+                    .join()
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e))
+            })
+            .collect()
+    })
 }
 
 /// A report read under `host`'s name, checked: the report and what proves it, or why it cannot
@@ -83,21 +157,47 @@ pub(crate) fn checked(
     fleet: &str,
     identity: Option<&proof::Identity>,
 ) -> Result<(Report, proof::Proof), String> {
+    match checked_but_signature(raw, report, host, fleet, identity) {
+        Ok(Reading::Report(report, proof)) => Ok((Arc::unwrap_or_clone(report), proof)),
+        Ok(Reading::Refused(why) | Reading::Unreadable(why)) => Err(why),
+        Err(left) => match left.1.check_alone(raw) {
+            proof::Proof::Forged(why) => Err(why),
+            proof => Ok((left.0, proof)),
+        },
+    }
+}
+
+/// [`checked`], but for a signature left to check (`Err`): see
+/// [`proof::check_but_signature`].
+fn checked_but_signature(
+    raw: &[u8],
+    report: Report,
+    host: &str,
+    fleet: &str,
+    identity: Option<&proof::Identity>,
+) -> Result<Reading, Box<(Report, proof::Unchecked)>> {
     if identity.is_none() && (report.host != host || report.fleet != fleet) {
-        return Err(format!(
+        return Ok(Reading::Refused(format!(
             "holds a report of host `{}` of fleet `{}`",
             report.host, report.fleet
-        ));
+        )));
     }
     if report.fleet != fleet {
-        return Err(format!(
+        return Ok(Reading::Refused(format!(
             "a report of fleet `{}`",
             report.fleet.escape_debug()
-        ));
+        )));
     }
-    match proof::check(raw, &report, host, identity) {
-        proof::Proof::Forged(why) => Err(why),
-        proof => Ok((report, proof)),
+    match proof::check_but_signature(raw, &report, host, identity) {
+        Ok(proof) => Ok(reading(report, proof)),
+        Err(unchecked) => Err(Box::new((report, unchecked))),
+    }
+}
+
+fn reading(report: Report, proof: proof::Proof) -> Reading {
+    match proof {
+        proof::Proof::Forged(why) => Reading::Refused(why),
+        proof => Reading::Report(Arc::new(report), proof),
     }
 }
 

@@ -162,6 +162,15 @@ impl Follower {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// How long the last reading of the whole range from etcd took (zero: none yet).
+    pub fn last_listing(&self) -> std::time::Duration {
+        let ms = self
+            .cache
+            .last_listing_ms
+            .load(std::sync::atomic::Ordering::Relaxed);
+        std::time::Duration::from_millis(ms)
+    }
+
     /// The revision of the last reading (0: none yet).
     pub fn revision(&self) -> i64 {
         self.revision

@@ -418,6 +418,12 @@ impl Board {
     /// One reading: OUT's release, what changed in the fleet's keys since the last (see
     /// [`crate::fleet::follow`]), and each member of the store asked about itself (one
     /// request per member, all at once).
+    /// How long the follower's last reading of the whole fleet from etcd took (a benchmark
+    /// tells it apart from the checking that follows).
+    pub fn last_listing(&self) -> Option<Duration> {
+        lock(&self.follower).as_ref().map(|f| f.last_listing())
+    }
+
     pub fn refresh(&self, now: u64) {
         self.refreshes.fetch_add(1, Ordering::SeqCst);
         let started = std::time::Instant::now();

@@ -41,7 +41,7 @@ pub fn range(etcd: &Etcd, key: &[u8], range_end: &[u8]) -> Result<Page, String> 
                 .await
                 .unwrap_or_else(|_| Err(format!("no answer within {} s", WITHIN.as_secs())))
         });
-        match answer.and_then(|message| range_response(&message)) {
+        match answer.and_then(|framed| range_response(unframe(&framed)?)) {
             Ok(page) => return Ok(page),
             Err(e) => {
                 // An expired token is refused as any other: the next reading logs in again.
@@ -151,7 +151,8 @@ where
         return Err(format!("HTTP {status} (is this etcd's client port?)"));
     }
     let mut body = answer.into_body();
-    let mut bytes = Vec::new();
+    let mut bytes: Vec<u8> = Vec::new();
+    let mut sized = false;
     while let Some(chunk) = body.data().await {
         let chunk = chunk.map_err(|e| format!("HTTP/2: {e}"))?;
         let _ = body.flow_control().release_capacity(chunk.len());
@@ -159,6 +160,13 @@ where
             return Err(format!("an answer over {} MiB", MAX_ANSWER >> 20));
         }
         bytes.extend_from_slice(&chunk);
+        // The message says its length up front: room for all of it at once, rather than
+        // hundreds of MiB copied as the buffer doubles.
+        if !sized && bytes.len() >= 5 {
+            sized = true;
+            let length = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]) as usize;
+            bytes.reserve(length.min(MAX_ANSWER).saturating_sub(bytes.len() - 5));
+        }
     }
     let trailers = body
         .trailers()
@@ -167,21 +175,26 @@ where
         .ok_or("the answer ended without gRPC's status")?;
     grpc_status(&trailers)?;
     driver.abort();
-    let (head, rest) = bytes
+    Ok(bytes)
+}
+
+/// The one message of a unary call's answer (gRPC frames it: a compression flag and its
+/// length, then the message).
+fn unframe(framed: &[u8]) -> Result<&[u8], String> {
+    let (head, message) = framed
         .split_at_checked(5)
         .ok_or("an answer without a gRPC message")?;
     if head[0] != 0 {
         return Err("a compressed gRPC message (none was asked for)".into());
     }
     let length = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
-    if rest.len() != length {
+    if message.len() != length {
         return Err(format!(
             "a gRPC message of {} bytes that says {length}",
-            rest.len()
+            message.len()
         ));
     }
-    bytes.drain(..5);
-    Ok(bytes)
+    Ok(message)
 }
 
 /// `Err` with etcd's words when `headers` carry a gRPC status other than OK.
@@ -403,6 +416,19 @@ mod tests {
             range_response(&[0x08; 11]).is_err(),
             "a varint over 64 bits"
         );
+    }
+
+    #[test]
+    fn an_answer_is_one_uncompressed_message_of_the_length_it_says() {
+        assert_eq!(unframe(&[0, 0, 0, 0, 2, 7, 8]).unwrap(), [7, 8]);
+        assert!(unframe(&[0, 0, 0]).is_err());
+        assert!(unframe(&[1, 0, 0, 0, 2, 7, 8])
+            .unwrap_err()
+            .contains("compressed"));
+        assert!(unframe(&[0, 0, 0, 0, 3, 7, 8])
+            .unwrap_err()
+            .contains("says 3"));
+        assert!(unframe(&[0, 0, 0, 0, 1, 7, 8]).is_err(), "two messages");
     }
 
     #[test]

@@ -105,6 +105,8 @@ pub struct Cache {
     pub reads: AtomicU64,
     /// Readings of the whole range taken over etcd's gRPC interface (see [`grpc`]).
     pub listings_over_grpc: AtomicU64,
+    /// How long the last reading of the whole range took, in milliseconds.
+    pub last_listing_ms: AtomicU64,
 }
 
 /// The shortest time between two learnings of etcd's revision: reads that arrive within it
@@ -147,6 +149,7 @@ impl Cache {
             progress: Notify::new(),
             reads: AtomicU64::new(0),
             listings_over_grpc: AtomicU64::new(0),
+            last_listing_ms: AtomicU64::new(0),
         });
         let follower = Arc::clone(&cache);
         let follower_etcd = etcd.clone();
@@ -171,6 +174,7 @@ impl Cache {
             progress: Notify::new(),
             reads: AtomicU64::new(0),
             listings_over_grpc: AtomicU64::new(0),
+            last_listing_ms: AtomicU64::new(0),
         })
     }
 
@@ -273,6 +277,7 @@ impl Cache {
         // In pages at the first page's revision: a replica never holds the whole range as
         // JSON at once (at 100,000 hosts that is over a GiB on top of the cache). A follower
         // reads it in one answer, over gRPC when etcd speaks it to this client.
+        let started = Instant::now();
         let mut whole = None;
         if self.page == 0 {
             match grpc::range(etcd, &self.key, &self.range_end) {
@@ -312,6 +317,8 @@ impl Cache {
             from = last;
             from.push(0);
         }
+        let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_listing_ms.store(took, Ordering::Relaxed);
         let mut state = self.state.lock().map_err(|_| "the cache failed")?;
         state.kvs = kvs;
         state.revision = revision;
