@@ -144,8 +144,7 @@ impl Unchecked {
         }
         // Not as written: a report written by another serializer than bell-run's, checked
         // against its fields in order.
-        let proof = bell_wire::base64(&self.signature);
-        as_reordered(raw, &proof, &self.identity, self.sequence)
+        as_reordered(raw, &self.signature, &self.identity, self.sequence)
     }
 }
 
@@ -206,19 +205,19 @@ pub fn check_but_signature(
             });
         }
     }
-    Ok(as_reordered(raw, proof, identity, sequence))
+    let signature = from_base64(proof).unwrap_or_default();
+    Ok(as_reordered(raw, &signature, identity, sequence))
 }
 
 /// The proof of `raw` with its members in sorted order, as it was signed.
-fn as_reordered(raw: &[u8], proof: &str, identity: &Identity, sequence: u64) -> Proof {
+fn as_reordered(raw: &[u8], signature: &[u8], identity: &Identity, sequence: u64) -> Proof {
     let Ok(mut value) = serde_json::from_slice::<Value>(raw) else {
         return Proof::Forged("it is not JSON".to_string());
     };
     if let Value::Object(map) = &mut value {
         map.remove("proof");
     }
-    let signature = from_base64(proof).unwrap_or_default();
-    if !identity.verifies(&signed_bytes(REPORT, &value), &signature) {
+    if !identity.verifies(&signed_bytes(REPORT, &value), signature) {
         return Proof::Forged(
             "its signature does not match what it says: changed after it was signed".to_string(),
         );

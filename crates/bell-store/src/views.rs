@@ -80,15 +80,7 @@ pub(crate) fn read_all(
         }
     }
     // ... then the signatures, a batch at a time; each one of a batch that fails alone.
-    let batches: Vec<Vec<_>> = {
-        let mut batches = Vec::new();
-        let mut rest = unchecked.into_iter().peekable();
-        while rest.peek().is_some() {
-            batches.push(rest.by_ref().take(BATCH).collect());
-        }
-        batches
-    };
-    let checked = on_threads(batches, |batch: Vec<(usize, _)>| {
+    let checked = on_threads(in_parts(unchecked, BATCH), |batch: Vec<(usize, _)>| {
         let signed: Vec<(&[u8], &[u8], &proof::Identity)> = batch
             .iter()
             .map(|(_, (_, _, u)): &(usize, (_, _, proof::Unchecked))| {
@@ -126,11 +118,7 @@ fn on_threads<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec
         return items.into_iter().map(f).collect();
     }
     let per_thread = items.len().div_ceil(threads);
-    let mut parts: Vec<Vec<T>> = Vec::new();
-    let mut rest = items.into_iter().peekable();
-    while rest.peek().is_some() {
-        parts.push(rest.by_ref().take(per_thread).collect());
-    }
+    let parts = in_parts(items, per_thread);
     let f = &f;
     std::thread::scope(|scope| {
         let running: Vec<_> = parts
@@ -146,6 +134,16 @@ fn on_threads<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec
             })
             .collect()
     })
+}
+
+/// `items` in order, `size` to a part (the last may hold fewer).
+fn in_parts<T>(items: Vec<T>, size: usize) -> Vec<Vec<T>> {
+    let mut parts = Vec::with_capacity(items.len().div_ceil(size.max(1)));
+    let mut rest = items.into_iter().peekable();
+    while rest.peek().is_some() {
+        parts.push(rest.by_ref().take(size.max(1)).collect());
+    }
+    parts
 }
 
 /// A report read under `host`'s name, checked: the report and what proves it, or why it cannot
