@@ -219,7 +219,7 @@ fn a_follower_reads_only_what_changed_and_ends_where_a_whole_reading_does() {
     assert_eq!(views["b"].report.as_ref().unwrap().result, State::Success);
     assert_eq!(views["c"].forged.len(), 1, "{:?}", views["c"]);
     assert!(views["d"].unverified.is_some());
-    assert!(follower.others().iter().any(|kv| kv.value == b"v2"));
+    assert!(follower.others().iter().any(|kv| kv.value == b"v2"[..]));
     assert!(!follower.others().iter().any(|kv| kv.key.contains("hold")));
 
     // b's older report put back (a replay) is refused by the follower's witness as by the

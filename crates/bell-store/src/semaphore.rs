@@ -298,7 +298,7 @@ pub fn groups_from(kvs: &[bell_wire::etcd::KeyValue], prefix: &str) -> Result<Ve
             let at = serde_json::from_slice::<Since>(&kv.value)
                 .ok()
                 .map(|s| s.since);
-            since.push((group, host.to_string(), at, kv.value.clone()));
+            since.push((group, host.to_string(), at, kv.value.to_vec()));
         }
     }
     for (group, host, at, record) in since {

@@ -318,7 +318,7 @@ impl Store {
             check_name("host", host)?;
         }
         let prefix = crate::keys::desired_prefix(&release.fleet);
-        let mut now: BTreeMap<String, Vec<u8>> = etcd
+        let mut now: BTreeMap<String, etcd::Bytes> = etcd
             .range_prefix(&prefix)?
             .into_iter()
             .map(|kv| (kv.key, kv.value))
@@ -357,7 +357,7 @@ impl Store {
         let mut kvs = etcd.range_prefix(&crate::keys::desired_prefix(fleet))?;
         kvs.push(etcd::KeyValue {
             key: version_key(fleet),
-            value: version,
+            value: version.into(),
             mod_revision: 0,
         });
         Ok(published_from(fleet, &kvs))

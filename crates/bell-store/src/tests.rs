@@ -4,7 +4,7 @@ use super::*;
 fn a_second_reading_parses_only_the_reports_that_changed() {
     let kv = |key: String, value: Vec<u8>, mod_revision: i64| etcd::KeyValue {
         key,
-        value,
+        value: value.into(),
         mod_revision,
     };
     let json = |r: &Report| serde_json::to_vec(r).unwrap();
@@ -44,7 +44,7 @@ fn a_second_reading_parses_only_the_reports_that_changed() {
 fn a_host_is_judged_by_its_report_not_by_a_category_key() {
     let kv = |key: String, value: &[u8]| etcd::KeyValue {
         key,
-        value: value.to_vec(),
+        value: value.to_vec().into(),
         mod_revision: 3,
     };
     let mut unhealthy = report("a", "apply", State::Unhealthy);
@@ -68,7 +68,7 @@ fn a_host_is_judged_by_its_report_not_by_a_category_key() {
 fn one_unreadable_key_spoils_only_its_own_host() {
     let kv = |key: String, value: &[u8]| etcd::KeyValue {
         key,
-        value: value.to_vec(),
+        value: value.to_vec().into(),
         mod_revision: 3,
     };
     let good = serde_json::to_vec(&report("a", "apply", State::Success)).unwrap();
@@ -257,7 +257,7 @@ fn signatures_checked_in_batches_find_exactly_the_forged_reports() {
             }
             etcd::KeyValue {
                 key: running_key("f", &name(i)),
-                value,
+                value: value.into(),
                 mod_revision: i as i64 + 1,
             }
         })

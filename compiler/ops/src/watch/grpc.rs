@@ -9,7 +9,7 @@
 //! Only the messages a range needs are spoken, encoded and decoded here by hand from etcd's
 //! `rpc.proto` and `kv.proto` (`RangeRequest`, `RangeResponse`, `ResponseHeader`, `KeyValue`).
 
-use bell_wire::etcd::{Entry, Etcd, GrpcAccess, Page};
+use bell_wire::etcd::{Bytes, Entry, Etcd, GrpcAccess, Page};
 use std::time::Duration;
 
 /// The longest a range may take, connecting included.
@@ -41,7 +41,7 @@ pub fn range(etcd: &Etcd, key: &[u8], range_end: &[u8]) -> Result<Page, String> 
                 .await
                 .unwrap_or_else(|_| Err(format!("no answer within {} s", WITHIN.as_secs())))
         });
-        match answer.and_then(|framed| range_response(unframe(&framed)?)) {
+        match answer.and_then(|framed| range_response(&unframe(framed.into())?)) {
             Ok(page) => return Ok(page),
             Err(e) => {
                 // An expired token is refused as any other: the next reading logs in again.
@@ -180,10 +180,10 @@ where
 
 /// The one message of a unary call's answer (gRPC frames it: a compression flag and its
 /// length, then the message).
-fn unframe(framed: &[u8]) -> Result<&[u8], String> {
-    let (head, message) = framed
-        .split_at_checked(5)
-        .ok_or("an answer without a gRPC message")?;
+fn unframe(framed: Bytes) -> Result<Bytes, String> {
+    let (Some(head), Some(message)) = (framed.get(..5), framed.get(5..)) else {
+        return Err("an answer without a gRPC message".into());
+    };
     if head[0] != 0 {
         return Err("a compressed gRPC message (none was asked for)".into());
     }
@@ -194,7 +194,7 @@ fn unframe(framed: &[u8]) -> Result<&[u8], String> {
             message.len()
         ));
     }
-    Ok(message)
+    Ok(framed.slice(5..))
 }
 
 /// `Err` with etcd's words when `headers` carry a gRPC status other than OK.
@@ -226,8 +226,11 @@ fn range_request(key: &[u8], range_end: &[u8]) -> Vec<u8> {
     out
 }
 
-/// `RangeResponse { header = 1, kvs = 2 (repeated), more = 3, count = 4 }`.
-fn range_response(message: &[u8]) -> Result<Page, String> {
+/// `RangeResponse { header = 1, kvs = 2 (repeated), more = 3, count = 4 }`. Each value is
+/// a slice of `message`, not a copy: at 100,000 hosts the answer is hundreds of MiB, and the
+/// answer lives on until the last of its values is written anew (at most the range's size
+/// again, held by a cache whose keys all changed since).
+fn range_response(message: &Bytes) -> Result<Page, String> {
     let mut page = Page {
         revision: 0,
         entries: Vec::new(),
@@ -244,7 +247,7 @@ fn range_response(message: &[u8]) -> Result<Page, String> {
                     }
                 }
             }
-            (2, Value::Bytes(kv)) => page.entries.push(key_value(kv)?),
+            (2, Value::Bytes(kv)) => page.entries.push(key_value(message, kv)?),
             (3, Value::Int(more)) => page.more = more != 0,
             _ => {}
         }
@@ -257,10 +260,10 @@ fn range_response(message: &[u8]) -> Result<Page, String> {
 
 /// `KeyValue { key = 1, create_revision = 2, mod_revision = 3, version = 4, value = 5,
 /// lease = 6 }`.
-fn key_value(message: &[u8]) -> Result<Entry, String> {
+fn key_value(whole: &Bytes, message: &[u8]) -> Result<Entry, String> {
     let mut entry = Entry {
         key: Vec::new(),
-        value: Vec::new(),
+        value: Bytes::new(),
         create_revision: 0,
         mod_revision: 0,
         version: 0,
@@ -270,7 +273,7 @@ fn key_value(message: &[u8]) -> Result<Entry, String> {
     while let Some((field, value)) = fields.next_field()? {
         match (field, value) {
             (1, Value::Bytes(key)) => entry.key = key.to_vec(),
-            (5, Value::Bytes(value)) => entry.value = value.to_vec(),
+            (5, Value::Bytes(value)) => entry.value = whole.slice_ref(value),
             (2, Value::Int(n)) => entry.create_revision = n as i64,
             (3, Value::Int(n)) => entry.mod_revision = n as i64,
             (4, Value::Int(n)) => entry.version = n as i64,
@@ -382,13 +385,17 @@ mod tests {
         field(&mut answer, 2, &kv);
         field(&mut answer, 2, &kv);
         int(&mut answer, 4, 2);
+        let answer = Bytes::from(answer);
         let page = range_response(&answer).unwrap();
         assert_eq!(page.revision, 100_002);
         assert!(!page.more);
         assert_eq!(page.entries.len(), 2);
         let entry = &page.entries[0];
         assert_eq!(entry.key, b"/bell/f/running/a");
-        assert_eq!(entry.value, [0, 255, 10, 13]);
+        assert_eq!(entry.value, [0, 255, 10, 13][..]);
+        // A slice of the answer, not a copy of it.
+        let inside = answer.as_ptr_range();
+        assert!(inside.contains(&entry.value.as_ptr()));
         assert_eq!(
             (
                 entry.create_revision,
@@ -407,28 +414,41 @@ mod tests {
         let mut answer = Vec::new();
         field(&mut answer, 2, &kv);
         for end in 0..answer.len() {
-            let _ = range_response(&answer[..end]);
+            let _ = range_response(&Bytes::copy_from_slice(&answer[..end]));
         }
-        assert!(range_response(&answer).unwrap_err().contains("revision"));
-        assert!(range_response(&[0x0b]).is_err(), "wire type 3");
-        assert!(range_response(&[0x12, 0xff, 0xff, 0xff, 0xff, 0x0f]).is_err());
+        assert!(range_response(&Bytes::from(answer))
+            .unwrap_err()
+            .contains("revision"));
         assert!(
-            range_response(&[0x08; 11]).is_err(),
+            range_response(&Bytes::from_static(&[0x0b])).is_err(),
+            "wire type 3"
+        );
+        assert!(
+            range_response(&Bytes::from_static(&[0x12, 0xff, 0xff, 0xff, 0xff, 0x0f])).is_err()
+        );
+        assert!(
+            range_response(&Bytes::from_static(&[0x08; 11])).is_err(),
             "a varint over 64 bits"
         );
     }
 
     #[test]
     fn an_answer_is_one_uncompressed_message_of_the_length_it_says() {
-        assert_eq!(unframe(&[0, 0, 0, 0, 2, 7, 8]).unwrap(), [7, 8]);
-        assert!(unframe(&[0, 0, 0]).is_err());
-        assert!(unframe(&[1, 0, 0, 0, 2, 7, 8])
+        assert_eq!(
+            unframe(Bytes::from_static(&[0, 0, 0, 0, 2, 7, 8])).unwrap(),
+            [7, 8][..]
+        );
+        assert!(unframe(Bytes::from_static(&[0, 0, 0])).is_err());
+        assert!(unframe(Bytes::from_static(&[1, 0, 0, 0, 2, 7, 8]))
             .unwrap_err()
             .contains("compressed"));
-        assert!(unframe(&[0, 0, 0, 0, 3, 7, 8])
+        assert!(unframe(Bytes::from_static(&[0, 0, 0, 0, 3, 7, 8]))
             .unwrap_err()
             .contains("says 3"));
-        assert!(unframe(&[0, 0, 0, 0, 1, 7, 8]).is_err(), "two messages");
+        assert!(
+            unframe(Bytes::from_static(&[0, 0, 0, 0, 1, 7, 8])).is_err(),
+            "two messages"
+        );
     }
 
     #[test]

@@ -22,7 +22,8 @@ use tokio::sync::Notify;
 /// A key as the cache holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kv {
-    pub value: Vec<u8>,
+    /// Shared: a reader takes it out without copying it.
+    pub value: bell_wire::etcd::Bytes,
     pub create_revision: i64,
     pub mod_revision: i64,
     pub version: i64,
@@ -256,7 +257,7 @@ impl Cache {
                 state.kvs.insert(
                     event.key,
                     Kv {
-                        value: event.value,
+                        value: event.value.into(),
                         create_revision,
                         mod_revision: event.mod_revision,
                         version: event.version,

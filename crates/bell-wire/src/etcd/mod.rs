@@ -176,11 +176,14 @@ pub fn number(value: Option<&serde_json::Value>) -> Option<i64> {
     }
 }
 
+pub use bytes::Bytes;
+
 /// One key and its value.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyValue {
     pub key: String,
-    pub value: Vec<u8>,
+    /// Shared with every other copy of the key (a clone copies no bytes).
+    pub value: bytes::Bytes,
     /// The revision of the key's last write: what was written after a given moment.
     pub mod_revision: i64,
 }
@@ -189,7 +192,8 @@ pub struct KeyValue {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     pub key: Vec<u8>,
-    pub value: Vec<u8>,
+    /// Possibly a slice of the whole answer it came in (see [`KeyValue`]'s).
+    pub value: bytes::Bytes,
     pub create_revision: i64,
     pub mod_revision: i64,
     pub version: i64,
@@ -455,7 +459,7 @@ impl Etcd {
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
         let body = serde_json::json!({ "key": base64(key.as_bytes()) });
         let kvs = kvs(&self.call("/v3/kv/range", &body)?)?;
-        Ok(kvs.into_iter().next().map(|kv| kv.value))
+        Ok(kvs.into_iter().next().map(|kv| kv.value.into()))
     }
 
     /// Every key starting with `prefix`, sorted by key.

@@ -74,7 +74,7 @@ fn a_range_reads_the_same_with_and_without_a_json_tree() {
     let read = range_kvs(&body).unwrap();
     assert_eq!(read[0].key, "/bell/f/a");
     assert_eq!(
-        (read[1].value.as_slice(), read[1].mod_revision),
+        (&read[1].value[..], read[1].mod_revision),
         (&b"{\"x\":1}"[..], 7)
     );
 }

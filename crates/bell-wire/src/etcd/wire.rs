@@ -88,7 +88,7 @@ pub(super) fn kvs(value: &serde_json::Value) -> Result<Vec<KeyValue>, String> {
         let key = key_text(field("key")?);
         out.push(KeyValue {
             key,
-            value: field("value")?,
+            value: field("value")?.into(),
             mod_revision: number(kv.get("mod_revision")).unwrap_or(0),
         });
     }
@@ -255,7 +255,7 @@ pub(super) fn range_kvs(body: &[u8]) -> Result<Vec<KeyValue>, String> {
         };
         out.push(KeyValue {
             key,
-            value,
+            value: value.into(),
             mod_revision,
         });
     }
@@ -274,7 +274,9 @@ pub(super) fn range_page(body: &[u8]) -> Result<super::Page, String> {
     for kv in answer.kvs {
         entries.push(super::Entry {
             key: from_base64(&kv.key).ok_or("etcd sent a bad base64 key")?,
-            value: from_base64(&kv.value).ok_or("etcd sent a bad base64 value")?,
+            value: from_base64(&kv.value)
+                .ok_or("etcd sent a bad base64 value")?
+                .into(),
             create_revision: Int64::of(kv.create_revision.as_ref()),
             mod_revision: Int64::of(kv.mod_revision.as_ref()),
             version: Int64::of(kv.version.as_ref()),
