@@ -239,6 +239,58 @@ fn a_follower_reads_only_what_changed_and_ends_where_a_whole_reading_does() {
 }
 
 #[test]
+fn reports_checked_ahead_count_only_for_the_identities_they_were_checked_against() {
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let client = etcd.client();
+    let release = release();
+    let identities = bell_store::identities_of(&release);
+    // What a reader started with: an older release that gave c the key 9 (a key since
+    // replaced), with which c's report is signed.
+    let mut stale = identities.clone();
+    stale.insert("c".into(), key(9).identity());
+    let put = |k: String, v: &[u8]| client.put(&k, v).unwrap();
+    put(
+        keys::running_key("f", "a"),
+        &report("a", State::Success, Some(&key(1)), NOW - 50),
+    );
+    put(
+        keys::running_key("f", "b"),
+        &report("b", State::Failed, Some(&key(2)), NOW - 40),
+    );
+    put(
+        keys::running_key("f", "c"),
+        &report("c", State::Success, Some(&key(9)), NOW - 40),
+    );
+    put(
+        keys::running_key("f", "d"),
+        &report("d", State::Success, None, NOW - 40),
+    );
+    // One that is not a report at all.
+    put(keys::running_key("f", "e"), b"{not json");
+    put(keys::alive_key("f", "a"), b"1");
+
+    let mut follower = Follower::start_checking(client.clone(), "f", Arc::new(stale)).unwrap();
+    let (mut seen_by_follower, mut seen_whole) = (Witness::default(), Witness::default());
+    follower
+        .read(&release, &identities, &mut seen_by_follower, NOW)
+        .unwrap();
+    assert_eq!(follower.checked_ahead(), 4, "a, b, c and d read as reports");
+    // The reading is the release's: c's report, good by the key it was checked against
+    // ahead, is forged by the one the release gives c now.
+    assert_eq!(
+        followed(&follower),
+        whole(&client, &release, &identities, &mut seen_whole)
+    );
+    let views = follower.views();
+    assert_eq!(views["c"].forged.len(), 1, "{:?}", views["c"]);
+    assert!(views["c"].report.is_none());
+    assert!(views["a"].forged.is_empty() && views["a"].report.is_some());
+    assert!(views["e"].unreadable.is_some());
+}
+
+#[test]
 fn writes_outside_the_fleet_do_not_stall_a_follower() {
     let Some(etcd) = Etcd::start() else {
         return;

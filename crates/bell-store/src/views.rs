@@ -242,6 +242,40 @@ impl ParsedReports {
     pub fn is_empty(&self) -> bool {
         self.by_key.is_empty()
     }
+
+    /// Parses and checks the reports among `kvs` (some of a fleet's keys) ahead of the reading
+    /// that takes them: a follower does this with each page of the range while etcd reads the
+    /// next. A report is kept with the revision it was read at and the identity it was checked
+    /// against, and taken by a reading only when both are still so; one that does not read as
+    /// the host's report is left for the reading to tell.
+    pub fn read_ahead(&mut self, fleet: &str, kvs: &[etcd::KeyValue], identities: &Identities) {
+        let mut reports: Vec<(&etcd::KeyValue, &str, Option<Reading>)> = kvs
+            .iter()
+            .filter_map(|kv| match Key::parse(fleet, &kv.key) {
+                Some(Key::Report { host, .. }) => Some((kv, host, None)),
+                _ => None,
+            })
+            .collect();
+        read_all(&mut reports, fleet, identities);
+        for (kv, host, reading) in reports {
+            if let Some(Reading::Report(report, proof)) = reading {
+                self.by_key.insert(
+                    kv.key.clone(),
+                    Parsed {
+                        revision: kv.mod_revision,
+                        report,
+                        identity: identities.get(host).cloned(),
+                        proof,
+                    },
+                );
+            }
+        }
+    }
+
+    /// Takes in what `other` parsed (its report of a key, where both hold one).
+    pub fn take_in(&mut self, other: ParsedReports) {
+        self.by_key.extend(other.by_key);
+    }
 }
 
 /// The views `kvs` make, taking from `parsed` each report it holds at the same revision (and

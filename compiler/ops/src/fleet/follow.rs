@@ -30,6 +30,11 @@ pub struct Follower {
     /// of a rollout does, does not).
     judged_by: Option<u64>,
     parsed: ParsedReports,
+    /// The reports of the first reading's pages, parsed and checked while etcd read the rest
+    /// (see [`Follower::start_checking`]); taken in by the first reading.
+    read_ahead: Option<std::thread::JoinHandle<ParsedReports>>,
+    /// How many reports were checked ahead.
+    checked_ahead: usize,
     views: BTreeMap<String, Arc<HostView>>,
     /// Every other key of the fleet's (not a host's report, liveness, throttle or status
     /// key: the published release, holds, semaphores, the rollout's keys, registrations), in
@@ -113,8 +118,8 @@ fn key_value(key: &[u8], kv: &Kv) -> KeyValue {
 
 impl Follower {
     /// Follows `fleet`'s keys in `etcd` from now on (a watch cache of its own: the range read
-    /// in one answer, as the page always read it, which is several times faster than in
-    /// pages; then one watch).
+    /// over gRPC in pages, several times faster than etcd's JSON, or as JSON in one answer;
+    /// then one watch).
     pub fn start(etcd: Etcd, fleet: &str) -> Result<Follower, String> {
         bell_store::check_name("fleet", fleet)?;
         let prefix = keys::fleet_prefix(fleet).into_bytes();
@@ -125,6 +130,47 @@ impl Follower {
         ))
     }
 
+    /// [`Follower::start`], parsing and checking each page of reports against `identities`
+    /// (the release's the reader will read by) as it comes, on a thread of its own, while etcd
+    /// reads the next page: at 100,000 hosts the first reading takes about as long as etcd
+    /// takes to read the range, rather than that and then every report's check. A report is
+    /// taken from there only when the reading finds it at the same revision and checks it
+    /// against the same identity; any other is checked then.
+    pub fn start_checking(
+        etcd: Etcd,
+        fleet: &str,
+        identities: Arc<Identities>,
+    ) -> Result<Follower, String> {
+        bell_store::check_name("fleet", fleet)?;
+        let prefix = keys::fleet_prefix(fleet).into_bytes();
+        let end = bell_wire::etcd::prefix_end(&prefix);
+        let (pages, taken) = std::sync::mpsc::channel::<Vec<KeyValue>>();
+        let checker_fleet = fleet.to_string();
+        let checker = std::thread::spawn(move || {
+            let mut parsed = ParsedReports::default();
+            // Until the cache's first reading ends (and drops its sender).
+            for page in taken {
+                parsed.read_ahead(&checker_fleet, &page, &identities);
+            }
+            parsed
+        });
+        let read_ahead = Box::new(move |entries: &[bell_wire::etcd::Entry]| {
+            let page = entries
+                .iter()
+                .map(|e| KeyValue {
+                    key: String::from_utf8_lossy(&e.key).into_owned(),
+                    value: e.value.clone(),
+                    mod_revision: e.mod_revision,
+                })
+                .collect();
+            let _ = pages.send(page);
+        });
+        let cache = Cache::start_reading_ahead(etcd, prefix, end, read_ahead);
+        let mut follower = Follower::over(cache, fleet);
+        follower.read_ahead = Some(checker);
+        Ok(follower)
+    }
+
     /// A follower of `fleet` through `cache` (which holds the fleet's keys).
     pub fn over(cache: Arc<Cache>, fleet: &str) -> Follower {
         Follower {
@@ -133,6 +179,8 @@ impl Follower {
             revision: 0,
             judged_by: None,
             parsed: ParsedReports::default(),
+            read_ahead: None,
+            checked_ahead: 0,
             views: BTreeMap::new(),
             others: Vec::new(),
             last: Taken::default(),
@@ -171,6 +219,12 @@ impl Follower {
         std::time::Duration::from_millis(ms)
     }
 
+    /// How many reports were parsed and checked while the range was read (see
+    /// [`Follower::start_checking`]), whether or not the first reading took them.
+    pub fn checked_ahead(&self) -> usize {
+        self.checked_ahead
+    }
+
     /// The revision of the last reading (0: none yet).
     pub fn revision(&self) -> i64 {
         self.revision
@@ -198,6 +252,15 @@ impl Follower {
         let look = self
             .cache
             .settled(|held| look(&fleet, held, after, everything))?;
+        if let Some(checker) = self.read_ahead.take() {
+            // The first reading of the range is done (the look saw it): the checker has its
+            // last page.
+            let ahead = checker
+                .join()
+                .map_err(|_| "checking the reports read ahead failed")?;
+            self.checked_ahead = ahead.len();
+            self.parsed.take_in(ahead);
+        }
         self.last = match look {
             Look::Everything { revision, kvs } => {
                 let keys = kvs.len();

@@ -454,9 +454,10 @@ impl Board {
         let mut warnings = Vec::new();
         let mut following = lock(&self.follower);
         if following.as_ref().map(|f| f.fleet()) != Some(fleet.as_str()) {
-            *following = Some(crate::fleet::follow::Follower::start(
+            *following = Some(crate::fleet::follow::Follower::start_checking(
                 self.etcd.clone(),
                 &fleet,
+                Arc::clone(&identities),
             )?);
         }
         let follower = following.as_mut().ok_or("no follower")?;

@@ -12,7 +12,7 @@
 mod grpc;
 
 use bell_wire::base64;
-use bell_wire::etcd::{Etcd, Event, WatchEnd};
+use bell_wire::etcd::{Entry, Etcd, Event, WatchEnd};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -108,18 +108,31 @@ pub struct Cache {
     pub listings_over_grpc: AtomicU64,
     /// How long the last reading of the whole range took, in milliseconds.
     pub last_listing_ms: AtomicU64,
+    /// Given each page of the first reading of the range as it comes (see [`ReadAhead`]).
+    read_ahead: Mutex<Option<ReadAhead>>,
 }
+
+/// What a follower does with each page of the range while etcd reads the next: at 100,000
+/// hosts etcd takes over a second to read the range, and the reader checking the reports of
+/// the pages already read meanwhile has its first reading that much sooner.
+pub type ReadAhead = Box<dyn FnMut(&[Entry]) + Send>;
 
 /// The shortest time between two learnings of etcd's revision: reads that arrive within it
 /// share one request.
 const LEARN_EVERY: Duration = Duration::from_millis(50);
 
 /// Keys per request when the gateway's cache reads the range: a replica never holds the whole
-/// fleet as JSON at once (at 100,000 hosts that is over a GiB on top of the cache). Pages cost
-/// time: etcd counts the rest of the range for each, and 100,000 hosts' keys took 13–21 s in
-/// pages against about 5 s in one answer, which is how a reader that follows the fleet reads
-/// it ([`crate::fleet::follow`]).
+/// fleet as JSON at once (at 100,000 hosts that is over a GiB on top of the cache). Pages of
+/// JSON cost time: etcd counts the rest of the range for each, and 100,000 hosts' keys took
+/// 13–21 s in pages against about 5 s in one answer; a reader that follows the fleet
+/// ([`crate::fleet::follow`]) reads it over gRPC instead.
 pub const LIST_PAGE: usize = 2000;
+
+/// Keys per request when a follower's cache reads the range over gRPC: pages small enough that
+/// the reader checks the first while etcd reads the rest, and large enough that the range in
+/// pages costs little more than in one answer (etcd walks its index of the rest of the range
+/// for each page).
+const GRPC_PAGE: usize = 20_000;
 
 /// The longest a read waits for the cache to be fresh enough.
 const FRESH_WITHIN: Duration = Duration::from_secs(3);
@@ -139,8 +152,30 @@ impl Cache {
         Cache::start_paged(etcd, key, range_end, LIST_PAGE)
     }
 
-    /// [`Cache::start`], reading the range `page` keys per request (0: all in one answer).
+    /// [`Cache::start`], reading the range `page` keys per request as JSON, or (0) as a
+    /// follower reads it: over gRPC in pages, else as JSON in one answer.
     pub fn start_paged(etcd: Etcd, key: Vec<u8>, range_end: Vec<u8>, page: usize) -> Arc<Cache> {
+        Cache::start_with(etcd, key, range_end, page, None)
+    }
+
+    /// A follower's cache ([`Cache::start_paged`] with 0) that gives each page of its first
+    /// reading of the range to `read_ahead` as it comes.
+    pub fn start_reading_ahead(
+        etcd: Etcd,
+        key: Vec<u8>,
+        range_end: Vec<u8>,
+        read_ahead: ReadAhead,
+    ) -> Arc<Cache> {
+        Cache::start_with(etcd, key, range_end, 0, Some(read_ahead))
+    }
+
+    fn start_with(
+        etcd: Etcd,
+        key: Vec<u8>,
+        range_end: Vec<u8>,
+        page: usize,
+        read_ahead: Option<ReadAhead>,
+    ) -> Arc<Cache> {
         let cache = Arc::new(Cache {
             key,
             range_end,
@@ -151,6 +186,7 @@ impl Cache {
             reads: AtomicU64::new(0),
             listings_over_grpc: AtomicU64::new(0),
             last_listing_ms: AtomicU64::new(0),
+            read_ahead: Mutex::new(read_ahead),
         });
         let follower = Arc::clone(&cache);
         let follower_etcd = etcd.clone();
@@ -176,6 +212,7 @@ impl Cache {
             reads: AtomicU64::new(0),
             listings_over_grpc: AtomicU64::new(0),
             last_listing_ms: AtomicU64::new(0),
+            read_ahead: Mutex::new(None),
         })
     }
 
@@ -275,29 +312,35 @@ impl Cache {
 
     /// Reads the whole range at one revision into the cache; that revision.
     fn list(&self, etcd: &Etcd) -> Result<i64, String> {
-        // In pages at the first page's revision: a replica never holds the whole range as
-        // JSON at once (at 100,000 hosts that is over a GiB on top of the cache). A follower
-        // reads it in one answer, over gRPC when etcd speaks it to this client.
+        // In pages at the first page's revision. A replica reads JSON pages of `page` keys:
+        // it never holds the whole range as JSON at once (at 100,000 hosts that is over a GiB
+        // on top of the cache). A follower reads pages over gRPC, handing each to its
+        // read-ahead while etcd reads the next, or, when etcd does not speak gRPC to this
+        // client, the whole range as JSON in one answer.
         let started = Instant::now();
-        let mut whole = None;
-        if self.page == 0 {
-            match grpc::range(etcd, &self.key, &self.range_end) {
-                Ok(page) => {
-                    self.listings_over_grpc.fetch_add(1, Ordering::Relaxed);
-                    whole = Some(page);
-                }
-                Err(e) => eprintln!("warning: {e}; the range is read as JSON"),
-            }
-        }
+        let mut read_ahead = self.read_ahead.lock().ok().and_then(|mut r| r.take());
+        let mut over_grpc = self.page == 0;
         let mut from = self.key.clone();
         let mut revision = 0;
         let mut kvs = BTreeMap::new();
         loop {
-            let page = match whole.take() {
-                Some(page) => page,
-                None => etcd.range_page(&from, &self.range_end, self.page, revision)?,
+            let page = if over_grpc {
+                match grpc::range(etcd, &from, &self.range_end, GRPC_PAGE, revision) {
+                    Ok(page) => page,
+                    Err(e) if revision == 0 => {
+                        eprintln!("warning: {e}; the range is read as JSON");
+                        over_grpc = false;
+                        etcd.range_page(&from, &self.range_end, 0, 0)?
+                    }
+                    Err(e) => return Err(e),
+                }
+            } else {
+                etcd.range_page(&from, &self.range_end, self.page, revision)?
             };
             revision = page.revision;
+            if let Some(read_ahead) = read_ahead.as_mut() {
+                read_ahead(&page.entries);
+            }
             let Some(last) = page.entries.last().map(|e| e.key.clone()) else {
                 break;
             };
@@ -317,6 +360,9 @@ impl Cache {
             // The next page begins just after the last key of this one.
             from = last;
             from.push(0);
+        }
+        if over_grpc {
+            self.listings_over_grpc.fetch_add(1, Ordering::Relaxed);
         }
         let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last_listing_ms.store(took, Ordering::Relaxed);

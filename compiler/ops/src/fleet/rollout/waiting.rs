@@ -138,8 +138,12 @@ impl Controller<'_> {
             .is_none_or(|(follower, _)| follower.fleet() != release.fleet)
         {
             let witness = Witness::open(&release.fleet).map_err(RolloutError::Store)?;
-            let follower = crate::fleet::follow::Follower::start(self.etcd.clone(), &release.fleet)
-                .map_err(RolloutError::Store)?;
+            let follower = crate::fleet::follow::Follower::start_checking(
+                self.etcd.clone(),
+                &release.fleet,
+                Arc::new(identities.clone()),
+            )
+            .map_err(RolloutError::Store)?;
             *reading = Some((follower, witness));
         }
         let Some((follower, witness)) = reading.as_mut() else {
