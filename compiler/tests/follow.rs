@@ -121,6 +121,25 @@ fn whole(
     (views, others)
 }
 
+/// What a fleet's first reading finds in both tests: a's report (signed, succeeded), b's
+/// (signed, failed), d's (unsigned: the release gives d no identity), a's liveness.
+fn file_first_reports(client: &bell_store::Etcd) {
+    let put = |k: String, v: &[u8]| client.put(&k, v).unwrap();
+    put(
+        keys::running_key("f", "a"),
+        &report("a", State::Success, Some(&key(1)), NOW - 50),
+    );
+    put(
+        keys::running_key("f", "b"),
+        &report("b", State::Failed, Some(&key(2)), NOW - 40),
+    );
+    put(
+        keys::running_key("f", "d"),
+        &report("d", State::Success, None, NOW - 40),
+    );
+    put(keys::alive_key("f", "a"), b"1");
+}
+
 fn followed(follower: &Follower) -> (BTreeMap<String, HostView>, Vec<String>) {
     let views = follower
         .views()
@@ -144,19 +163,7 @@ fn a_follower_reads_only_what_changed_and_ends_where_a_whole_reading_does() {
     let release = release();
     let identities = bell_store::identities_of(&release);
     let put = |k: String, v: &[u8]| client.put(&k, v).unwrap();
-    put(
-        keys::running_key("f", "a"),
-        &report("a", State::Success, Some(&key(1)), NOW - 50),
-    );
-    put(
-        keys::running_key("f", "b"),
-        &report("b", State::Failed, Some(&key(2)), NOW - 40),
-    );
-    put(
-        keys::running_key("f", "d"),
-        &report("d", State::Success, None, NOW - 40),
-    );
-    put(keys::alive_key("f", "a"), b"1");
+    file_first_reports(&client);
     put(keys::alive_key("f", "b"), b"1");
     put(keys::status_key("f", "apply", "a"), b"success");
     put(keys::version_key("f"), b"v1");
@@ -251,25 +258,13 @@ fn reports_checked_ahead_count_only_for_the_identities_they_were_checked_against
     let mut stale = identities.clone();
     stale.insert("c".into(), key(9).identity());
     let put = |k: String, v: &[u8]| client.put(&k, v).unwrap();
-    put(
-        keys::running_key("f", "a"),
-        &report("a", State::Success, Some(&key(1)), NOW - 50),
-    );
-    put(
-        keys::running_key("f", "b"),
-        &report("b", State::Failed, Some(&key(2)), NOW - 40),
-    );
+    file_first_reports(&client);
     put(
         keys::running_key("f", "c"),
         &report("c", State::Success, Some(&key(9)), NOW - 40),
     );
-    put(
-        keys::running_key("f", "d"),
-        &report("d", State::Success, None, NOW - 40),
-    );
     // One that is not a report at all.
     put(keys::running_key("f", "e"), b"{not json");
-    put(keys::alive_key("f", "a"), b"1");
 
     let mut follower = Follower::start_checking(client.clone(), "f", Arc::new(stale)).unwrap();
     let (mut seen_by_follower, mut seen_whole) = (Witness::default(), Witness::default());

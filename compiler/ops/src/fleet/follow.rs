@@ -121,9 +121,7 @@ impl Follower {
     /// over gRPC in pages, several times faster than etcd's JSON, or as JSON in one answer;
     /// then one watch).
     pub fn start(etcd: Etcd, fleet: &str) -> Result<Follower, String> {
-        bell_store::check_name("fleet", fleet)?;
-        let prefix = keys::fleet_prefix(fleet).into_bytes();
-        let end = bell_wire::etcd::prefix_end(&prefix);
+        let (prefix, end) = fleet_range(fleet)?;
         Ok(Follower::over(
             Cache::start_paged(etcd, prefix, end, 0),
             fleet,
@@ -141,9 +139,7 @@ impl Follower {
         fleet: &str,
         identities: Arc<Identities>,
     ) -> Result<Follower, String> {
-        bell_store::check_name("fleet", fleet)?;
-        let prefix = keys::fleet_prefix(fleet).into_bytes();
-        let end = bell_wire::etcd::prefix_end(&prefix);
+        let (prefix, end) = fleet_range(fleet)?;
         let (pages, taken) = std::sync::mpsc::channel::<Vec<KeyValue>>();
         let checker_fleet = fleet.to_string();
         let checker = std::thread::spawn(move || {
@@ -154,13 +150,20 @@ impl Follower {
             }
             parsed
         });
+        let fleet_of_pages = fleet.to_string();
+        // Only the reports go to the checker (a key that is not UTF-8 is left to the reading).
         let read_ahead = Box::new(move |entries: &[bell_wire::etcd::Entry]| {
             let page = entries
                 .iter()
-                .map(|e| KeyValue {
-                    key: String::from_utf8_lossy(&e.key).into_owned(),
-                    value: e.value.clone(),
-                    mod_revision: e.mod_revision,
+                .filter_map(|e| {
+                    let key = std::str::from_utf8(&e.key).ok()?;
+                    matches!(role(&fleet_of_pages, key), Role::Host { report: true, .. }).then(
+                        || KeyValue {
+                            key: key.to_string(),
+                            value: e.value.clone(),
+                            mod_revision: e.mod_revision,
+                        },
+                    )
                 })
                 .collect();
             let _ = pages.send(page);
@@ -330,6 +333,14 @@ impl Follower {
         self.judged_by = Some(judge_by);
         Ok(self.last)
     }
+}
+
+/// The range of `fleet`'s keys: its prefix and where it ends.
+fn fleet_range(fleet: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
+    bell_store::check_name("fleet", fleet)?;
+    let prefix = keys::fleet_prefix(fleet).into_bytes();
+    let end = bell_wire::etcd::prefix_end(&prefix);
+    Ok((prefix, end))
 }
 
 /// A digest of which hosts `release` has and the identity it gives each: what the views are
