@@ -32,6 +32,7 @@ pub mod members;
 pub mod prefetch;
 pub mod proof;
 pub mod semaphore;
+mod small_map;
 pub mod status;
 mod store;
 mod views;
@@ -49,6 +50,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use bell_wire::etcd::Etcd;
+pub use small_map::SmallMap;
 pub use status::Status;
 
 /// The report format this crate writes.
@@ -279,21 +281,21 @@ pub struct Drift {
 pub struct HostView {
     /// Shared with `by_command`: a fleet's reports are most of what a reader holds.
     pub report: Option<Arc<Report>>,
-    pub status: BTreeMap<String, State>,
+    pub status: SmallMap<State>,
     /// In an etcd store: whether the host's liveness lease is held (`None` in a directory
     /// store, where the age of the report is all there is).
     pub alive: Option<bool>,
     /// The last report of each command (`apply`, `check`) the store keeps: in etcd both, so
     /// that a check after a failed apply does not hide why it failed; in a directory the last.
-    pub by_command: BTreeMap<String, Arc<Report>>,
+    pub by_command: SmallMap<Arc<Report>>,
     /// In etcd: the revision at which each command's report was last written (a report that
     /// said nothing new is not written again).
-    pub revisions: BTreeMap<String, i64>,
+    pub revisions: SmallMap<i64>,
     /// A key of this host that could not be read, and why: one bad key makes its host's row
     /// unreadable, never the whole fleet's reading.
     pub unreadable: Option<String>,
     /// What the reader could tell of who wrote each report of `by_command` (see [`proof`]).
-    pub proofs: BTreeMap<String, proof::Proof>,
+    pub proofs: SmallMap<proof::Proof>,
     /// Reports filed under this host that cannot be its own (checked against the identity the
     /// reader has for it), each with its key and why: they are left out of `by_command`.
     pub forged: Vec<String>,

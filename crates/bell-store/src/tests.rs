@@ -147,7 +147,7 @@ fn a_directory_keeps_one_state_per_category() {
     let view = &fleet["h1"];
     assert_eq!(
         view.status,
-        BTreeMap::from([
+        crate::SmallMap::from([
             ("apply".to_string(), State::Success),
             ("check".to_string(), State::Success)
         ])

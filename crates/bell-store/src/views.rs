@@ -207,9 +207,7 @@ pub fn views_from_parsed(
     parsed: &mut ParsedReports,
     identities: &Identities,
 ) -> Result<BTreeMap<String, HostView>, String> {
-    let (hosts, now_parsed) = build_views(fleet, kvs, parsed, identities);
-    parsed.by_key = now_parsed;
-    Ok(hosts)
+    Ok(build_views(fleet, kvs, parsed, identities, true))
 }
 
 /// [`views_from_parsed`] for some hosts only: `kvs` holds every report, liveness and throttle
@@ -223,9 +221,7 @@ pub fn some_views_from_parsed(
     parsed: &mut ParsedReports,
     identities: &Identities,
 ) -> BTreeMap<String, HostView> {
-    let (hosts, now_parsed) = build_views(fleet, kvs, parsed, identities);
-    parsed.by_key.extend(now_parsed);
-    hosts
+    build_views(fleet, kvs, parsed, identities, false)
 }
 
 impl ParsedReports {
@@ -278,25 +274,27 @@ impl ParsedReports {
     }
 }
 
-/// The views `kvs` make, taking from `parsed` each report it holds at the same revision (and
-/// taking out of it every report key of `kvs`); the reports parsed, by key.
+/// The views `kvs` make, taking from `parsed` each report it holds at the same revision and
+/// against the same identity, and putting in it every report of this reading. With `all`,
+/// `kvs` is the whole fleet and `parsed` keeps only this reading's reports.
 fn build_views(
     fleet: &str,
     kvs: &[etcd::KeyValue],
     parsed: &mut ParsedReports,
     identities: &Identities,
-) -> (
-    BTreeMap<String, HostView>,
-    std::collections::HashMap<String, Parsed>,
-) {
-    let mut now_parsed = std::collections::HashMap::with_capacity(parsed.by_key.len());
-    let mut hosts: BTreeMap<String, HostView> = BTreeMap::new();
-    let mut living = std::collections::BTreeSet::new();
+    all: bool,
+) -> BTreeMap<String, HostView> {
+    // The hosts in a vector, put in a map at the end: a B-tree map filled in order leaves
+    // its nodes half empty, one built from a sorted vector fills them.
+    let mut hosts: Vec<(String, HostView)> = Vec::new();
+    let mut at_of: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut living = std::collections::HashSet::new();
     // Reports first, an apply's before a check's: of two finished in the same second, the
     // check's is the newer (as `load_fleet` has always read them), whatever order `kvs` is in.
     // Each with what an earlier reading made of it, when its key was written at the same
-    // revision and is checked against the same identity (0: not from etcd).
+    // revision and is checked against the same identity (0: not from etcd); `true` when so.
     let mut reports: Vec<(&etcd::KeyValue, &str, Option<Reading>)> = Vec::new();
+    let mut known = Vec::new();
     for command in crate::keys::REPORTED_COMMANDS {
         for kv in kvs {
             let host = match Key::parse(fleet, &kv.key) {
@@ -304,19 +302,32 @@ fn build_views(
                 _ => continue,
             };
             let identity = identities.get(host);
-            let known = parsed.by_key.remove(&kv.key).filter(|p| {
-                p.revision == kv.mod_revision && p.revision != 0 && p.identity.as_ref() == identity
-            });
-            reports.push((kv, host, known.map(|p| Reading::Report(p.report, p.proof))));
+            let reading = parsed
+                .by_key
+                .get(&kv.key)
+                .filter(|p| {
+                    p.revision == kv.mod_revision
+                        && p.revision != 0
+                        && p.identity.as_ref() == identity
+                })
+                .map(|p| Reading::Report(Arc::clone(&p.report), p.proof.clone()));
+            known.push(reading.is_some());
+            reports.push((kv, host, reading));
         }
     }
     read_all(&mut reports, fleet, identities);
-    for (kv, host, reading) in reports {
+    let mut kept = 0;
+    for ((kv, host, reading), known) in reports.into_iter().zip(known) {
         let identity = identities.get(host);
-        let view = hosts.entry(host.to_string()).or_default();
+        let at = *at_of.entry(host).or_insert_with(|| {
+            hosts.push((host.to_string(), HostView::default()));
+            hosts.len() - 1
+        });
+        let view = &mut hosts[at].1;
         let (report, proof) = match reading {
             Some(Reading::Report(report, proof)) => (report, proof),
             Some(Reading::Refused(why)) => {
+                parsed.by_key.remove(&kv.key);
                 let why = format!("`{}`: {why}", kv.key);
                 match identity {
                     Some(_) => view.forged.push(why),
@@ -325,51 +336,55 @@ fn build_views(
                 continue;
             }
             Some(Reading::Unreadable(why)) => {
+                parsed.by_key.remove(&kv.key);
                 view.unreadable = Some(format!("`{}` is not a report: {why}", kv.key));
                 continue;
             }
             // `read_all` reads every one.
             None => continue,
         };
-        now_parsed.insert(
-            kv.key.clone(),
-            Parsed {
-                revision: kv.mod_revision,
-                report: Arc::clone(&report),
-                identity: identity.cloned(),
-                proof: proof.clone(),
-            },
-        );
+        kept += 1;
+        if !known {
+            parsed.by_key.insert(
+                kv.key.clone(),
+                Parsed {
+                    revision: kv.mod_revision,
+                    report: Arc::clone(&report),
+                    identity: identity.cloned(),
+                    proof: proof.clone(),
+                },
+            );
+        }
         view.proofs.insert(report.command.clone(), proof);
         view.revisions
             .insert(report.command.clone(), kv.mod_revision);
         view.by_command.insert(report.command.clone(), report);
     }
-    let mut throttled = BTreeMap::new();
+    if all && parsed.by_key.len() != kept {
+        let now: std::collections::HashSet<&str> = kvs.iter().map(|kv| kv.key.as_str()).collect();
+        parsed.by_key.retain(|key, _| now.contains(key.as_str()));
+    }
     for kv in kvs {
         match Key::parse(fleet, &kv.key) {
             Some(Key::Alive { host }) => {
                 living.insert(host);
             }
             Some(Key::Throttled { host }) => {
-                throttled.insert(host, String::from_utf8_lossy(&kv.value).into_owned());
+                if let Some(&at) = at_of.get(host) {
+                    hosts[at].1.throttled = Some(String::from_utf8_lossy(&kv.value).into_owned());
+                }
             }
             _ => {}
         }
     }
-    for (host, said) in throttled {
-        if let Some(view) = hosts.get_mut(host) {
-            view.throttled = Some(said);
+    for (host, view) in &mut hosts {
+        view.settle();
+        // Liveness is told for the hosts that filed a report; a lease alone is not a host.
+        if view.report.is_some() {
+            view.alive = Some(living.contains(host.as_str()));
         }
     }
-    for view in hosts.values_mut() {
-        view.settle();
-    }
-    // Liveness is told for the hosts that filed a report; a lease alone is not a host.
-    for (host, view) in hosts.iter_mut().filter(|(_, v)| v.report.is_some()) {
-        view.alive = Some(living.contains(host.as_str()));
-    }
-    (hosts, now_parsed)
+    hosts.into_iter().collect()
 }
 
 /// The published release from keys read out of etcd (its version key and `desired/`), as

@@ -41,7 +41,8 @@ pub struct Witness {
 
 /// By identity (`ssh-ed25519 BASE64`), by command. Hashed: identities share their first 37
 /// characters, which an ordered map would compare again and again.
-type Seen = HashMap<String, BTreeMap<String, SeenReport>>;
+/// By identity, by command: a map of a few entries per host (see [`bell_store::SmallMap`]).
+type Seen = HashMap<String, bell_store::SmallMap<SeenReport>>;
 
 #[derive(Debug, Clone)]
 struct SeenReport {
@@ -219,7 +220,7 @@ impl Witness {
             if !views.contains_key(host) {
                 return;
             }
-            self.seen.insert(identity.to_string(), BTreeMap::new());
+            self.seen.insert(identity.to_string(), Default::default());
         }
         let Some(seen) = self.seen.get_mut(identity) else {
             return;

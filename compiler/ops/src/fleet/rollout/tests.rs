@@ -64,11 +64,10 @@ fn view(bundle: &str, result: bell_store::State, at: u64, alive: bool) -> HostVi
     };
     let report = Arc::new(report);
     HostView {
-        status: report.status.clone(),
-        by_command: BTreeMap::from([("apply".to_string(), Arc::clone(&report))]),
+        status: report.status.clone().into_iter().collect(),
+        by_command: bell_store::SmallMap::from([("apply".to_string(), Arc::clone(&report))]),
         report: Some(report),
         alive: Some(alive),
-        revisions: BTreeMap::new(),
         ..HostView::default()
     }
 }
