@@ -184,6 +184,18 @@ fn a_follower_reads_only_what_changed_and_ends_where_a_whole_reading_does() {
         whole(&client, &release, &identities, &mut seen_whole)
     );
     assert!(follower.views()["b"].forged.is_empty());
+    // The hosts' `status/` keys (for readers outside bell) are neither read nor kept.
+    let stored = client.range_prefix("/bell/f/").unwrap();
+    let status = keys::status_prefix("f");
+    assert!(stored.iter().any(|kv| kv.key.starts_with(&status)));
+    assert_eq!(
+        taken.keys,
+        stored
+            .iter()
+            .filter(|kv| !kv.key.starts_with(&status))
+            .count(),
+        "{taken:?}"
+    );
 
     // Nothing written since: nothing is read again.
     let taken = follower

@@ -123,7 +123,7 @@ impl Follower {
     pub fn start(etcd: Etcd, fleet: &str) -> Result<Follower, String> {
         let (prefix, end) = fleet_range(fleet)?;
         Ok(Follower::over(
-            Cache::start_paged(etcd, prefix, end, 0),
+            Cache::start_following(etcd, prefix, end, Some(left_out(fleet)), None),
             fleet,
         ))
     }
@@ -168,7 +168,8 @@ impl Follower {
                 .collect();
             let _ = pages.send(page);
         });
-        let cache = Cache::start_reading_ahead(etcd, prefix, end, read_ahead);
+        let cache =
+            Cache::start_following(etcd, prefix, end, Some(left_out(fleet)), Some(read_ahead));
         let mut follower = Follower::over(cache, fleet);
         follower.read_ahead = Some(checker);
         Ok(follower)
@@ -345,6 +346,15 @@ fn fleet_range(fleet: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
 
 /// A digest of which hosts `release` has and the identity it gives each: what the views are
 /// checked and judged by.
+/// The keys a follower leaves out of its cache: the hosts' `status/` keys, written for readers
+/// outside bell beside each report (bell judges a host by its signed report alone). They are
+/// one to three keys a host, which etcd would read and send at every reading of the range.
+fn left_out(fleet: &str) -> (Vec<u8>, Vec<u8>) {
+    let prefix = keys::status_prefix(fleet).into_bytes();
+    let end = bell_wire::etcd::prefix_end(&prefix);
+    (prefix, end)
+}
+
 fn hosts_and_identities(release: &Release) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();

@@ -96,6 +96,9 @@ const MAX_DELETED: usize = 200_000;
 pub struct Cache {
     key: Vec<u8>,
     range_end: Vec<u8>,
+    /// Keys of the range neither read nor kept, from the first up to the second (see
+    /// [`Cache::start_following`]).
+    left_out: Option<(Vec<u8>, Vec<u8>)>,
     /// Keys per request when the range is read (0: all in one answer).
     page: usize,
     state: Mutex<State>,
@@ -155,30 +158,35 @@ impl Cache {
     /// [`Cache::start`], reading the range `page` keys per request as JSON, or (0) as a
     /// follower reads it: over gRPC in pages, else as JSON in one answer.
     pub fn start_paged(etcd: Etcd, key: Vec<u8>, range_end: Vec<u8>, page: usize) -> Arc<Cache> {
-        Cache::start_with(etcd, key, range_end, page, None)
+        Cache::start_with(etcd, key, range_end, None, page, None)
     }
 
-    /// A follower's cache ([`Cache::start_paged`] with 0) that gives each page of its first
-    /// reading of the range to `read_ahead` as it comes.
-    pub fn start_reading_ahead(
+    /// A follower's cache ([`Cache::start_paged`] with 0) that leaves out the keys from
+    /// `left_out.0` up to `left_out.1` (what its reader never reads: etcd would read and send
+    /// them at every reading of the range, and a watch's events of them are dropped), and
+    /// gives each page of its first reading of the range to `read_ahead` as it comes.
+    pub fn start_following(
         etcd: Etcd,
         key: Vec<u8>,
         range_end: Vec<u8>,
-        read_ahead: ReadAhead,
+        left_out: Option<(Vec<u8>, Vec<u8>)>,
+        read_ahead: Option<ReadAhead>,
     ) -> Arc<Cache> {
-        Cache::start_with(etcd, key, range_end, 0, Some(read_ahead))
+        Cache::start_with(etcd, key, range_end, left_out, 0, read_ahead)
     }
 
     fn start_with(
         etcd: Etcd,
         key: Vec<u8>,
         range_end: Vec<u8>,
+        left_out: Option<(Vec<u8>, Vec<u8>)>,
         page: usize,
         read_ahead: Option<ReadAhead>,
     ) -> Arc<Cache> {
         let cache = Arc::new(Cache {
             key,
             range_end,
+            left_out,
             page,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
@@ -202,6 +210,7 @@ impl Cache {
         Arc::new(Cache {
             key: key.to_vec(),
             range_end: range_end.to_vec(),
+            left_out: None,
             page: LIST_PAGE,
             state: Mutex::new(State {
                 revision,
@@ -218,7 +227,27 @@ impl Cache {
 
     /// Whether `key` is in the cached range.
     pub fn holds(&self, key: &[u8]) -> bool {
-        self.key.as_slice() <= key && key < self.range_end.as_slice()
+        self.key.as_slice() <= key && key < self.range_end.as_slice() && !self.leaves_out(key)
+    }
+
+    fn leaves_out(&self, key: &[u8]) -> bool {
+        self.left_out
+            .as_ref()
+            .is_some_and(|(from, to)| from.as_slice() <= key && key < to.as_slice())
+    }
+
+    /// The parts of the range read: all of it, or what is around the part left out.
+    fn parts(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        match &self.left_out {
+            None => vec![(self.key.clone(), self.range_end.clone())],
+            Some((from, to)) => [
+                (self.key.clone(), from.clone().min(self.range_end.clone())),
+                (to.clone().max(self.key.clone()), self.range_end.clone()),
+            ]
+            .into_iter()
+            .filter(|(start, end)| start < end)
+            .collect(),
+        }
     }
 
     /// Reads the range, then follows its changes, for ever.
@@ -276,6 +305,9 @@ impl Cache {
             state.standing_since = Some(Instant::now());
         }
         for event in events {
+            if self.leaves_out(&event.key) {
+                continue;
+            }
             state.wake(Some(&event.key));
             if event.deleted {
                 state.kvs.remove(&event.key);
@@ -320,46 +352,47 @@ impl Cache {
         let started = Instant::now();
         let mut read_ahead = self.read_ahead.lock().ok().and_then(|mut r| r.take());
         let mut over_grpc = self.page == 0;
-        let mut from = self.key.clone();
         let mut revision = 0;
         let mut kvs = BTreeMap::new();
-        loop {
-            let page = if over_grpc {
-                match grpc::range(etcd, &from, &self.range_end, GRPC_PAGE, revision) {
-                    Ok(page) => page,
-                    Err(e) if revision == 0 => {
-                        eprintln!("warning: {e}; the range is read as JSON");
-                        over_grpc = false;
-                        etcd.range_page(&from, &self.range_end, 0, 0)?
+        for (mut from, range_end) in self.parts() {
+            loop {
+                let page = if over_grpc {
+                    match grpc::range(etcd, &from, &range_end, GRPC_PAGE, revision) {
+                        Ok(page) => page,
+                        Err(e) if revision == 0 => {
+                            eprintln!("warning: {e}; the range is read as JSON");
+                            over_grpc = false;
+                            etcd.range_page(&from, &range_end, 0, 0)?
+                        }
+                        Err(e) => return Err(e),
                     }
-                    Err(e) => return Err(e),
-                }
-            } else {
-                etcd.range_page(&from, &self.range_end, self.page, revision)?
-            };
-            revision = page.revision;
-            if let Some(read_ahead) = read_ahead.as_mut() {
-                read_ahead(&page.entries);
-            }
-            let Some(last) = page.entries.last().map(|e| e.key.clone()) else {
-                break;
-            };
-            for entry in page.entries {
-                let kv = Kv {
-                    value: entry.value,
-                    create_revision: entry.create_revision,
-                    mod_revision: entry.mod_revision,
-                    version: entry.version,
-                    lease: entry.lease,
+                } else {
+                    etcd.range_page(&from, &range_end, self.page, revision)?
                 };
-                kvs.insert(entry.key, kv);
+                revision = page.revision;
+                if let Some(read_ahead) = read_ahead.as_mut() {
+                    read_ahead(&page.entries);
+                }
+                let Some(last) = page.entries.last().map(|e| e.key.clone()) else {
+                    break;
+                };
+                for entry in page.entries {
+                    let kv = Kv {
+                        value: entry.value,
+                        create_revision: entry.create_revision,
+                        mod_revision: entry.mod_revision,
+                        version: entry.version,
+                        lease: entry.lease,
+                    };
+                    kvs.insert(entry.key, kv);
+                }
+                if !page.more {
+                    break;
+                }
+                // The next page begins just after the last key of this one.
+                from = last;
+                from.push(0);
             }
-            if !page.more {
-                break;
-            }
-            // The next page begins just after the last key of this one.
-            from = last;
-            from.push(0);
         }
         if over_grpc {
             self.listings_over_grpc.fetch_add(1, Ordering::Relaxed);
@@ -752,6 +785,41 @@ mod tests {
             .enable_time()
             .build()
             .unwrap()
+    }
+
+    #[test]
+    fn a_part_left_out_is_neither_read_nor_kept() {
+        let leaving_out = |from: &[u8], to: &[u8]| {
+            let mut cache = Cache::detached(b"/f/", b"/f0", 10);
+            Arc::get_mut(&mut cache).unwrap().left_out = Some((from.to_vec(), to.to_vec()));
+            cache
+        };
+        let cache = leaving_out(b"/f/s/", b"/f/s0");
+        let parts = |cache: &Cache| {
+            cache
+                .parts()
+                .into_iter()
+                .map(|(a, b)| {
+                    format!(
+                        "{}..{}",
+                        String::from_utf8_lossy(&a),
+                        String::from_utf8_lossy(&b)
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(parts(&cache), ["/f/../f/s/", "/f/s0../f0"]);
+        cache.apply(
+            11,
+            vec![event("/f/a", 11, false), event("/f/s/a", 11, false)],
+        );
+        assert!(cache.holds(b"/f/a") && !cache.holds(b"/f/s/a"));
+        let held: Vec<Vec<u8>> = cache.state.lock().unwrap().kvs.keys().cloned().collect();
+        assert_eq!(held, [b"/f/a".to_vec()]);
+        // A part left out at either end leaves one part; one past the range leaves it whole.
+        assert_eq!(parts(&leaving_out(b"/", b"/f/b")), ["/f/b../f0"]);
+        assert_eq!(parts(&leaving_out(b"/f/b", b"/g")), ["/f/../f/b"]);
+        assert_eq!(parts(&leaving_out(b"/g", b"/h")), ["/f/../f0"]);
     }
 
     #[test]
