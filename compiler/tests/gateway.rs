@@ -293,6 +293,31 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
             .collect();
         assert!(!names.iter().any(|n| n.contains("password")), "{names:?}");
     }
+    // On a host whose timer pulls through the gateway, `pending` asks the gateway the same
+    // way, with nothing given but the root.
+    let a_root = roots[0].path().to_str().unwrap();
+    let timer = [
+        "install-timer",
+        "--root",
+        a_root,
+        "--source",
+        &source,
+        "--trust",
+        &trust,
+        "--fleet",
+        "f",
+        "--host",
+        "a",
+        "--gateway",
+        &gateway_url,
+        "--store-ca",
+        &ca,
+    ];
+    let out = run_bin(&bin, &timer, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let out = run_bin(&bin, &["pending", "--root", a_root], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("a is up to date"), "{}", text(&out));
     let status = |out: &str| -> serde_json::Value {
         let mut args = vec!["status", out, "--store", &url, "--json"];
         args.extend(&serve);

@@ -206,15 +206,18 @@ options:
 
 exit: 0 registered (or registered already), 1 refused"
             .to_string(),
-        "pending" => "usage: bell-run pending --store etcd://HOST:PORT [options]
+        "pending" => "usage: bell-run pending (--store etcd://HOST:PORT | --gateway https://HOST:PORT) [options]
 
 Asks the fleet's store whether the published release wants another bundle on this host.
-Changes nothing. --store, --fleet and --host default to what the pulling timer was installed
-with.
+Changes nothing. --store or --gateway (with its --store-ca and --identity), --fleet and --host
+default to what the pulling timer was installed with.
 
 options:
   --store etcd://HOST:PORT[,HOST:PORT...]
                      (etcds:// for TLS)
+  --gateway https://HOST:PORT[,HOST:PORT...]
+                     the fleet's gateway, each request signed with the host's identity
+  --identity FILE    the host's key for --gateway (default: its SSH host key, else bell's own)
   --store-ca FILE, --store-cert FILE, --store-key FILE
                      TLS for an etcds:// store, as for `pull`
   --store-user NAME, --store-password-file FILE

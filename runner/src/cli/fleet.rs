@@ -431,8 +431,40 @@ pub(super) fn cmd_pending(args: &Args) -> i32 {
     };
     // What is not given comes from the pulling timer's configuration, if it is installed.
     let timer = |flag: &str| crate::timer::configured(&root, flag);
+    // A timer that pulls through the fleet's gateway: asked the same way, each request signed
+    // with the host's identity (the one the timer names, or the host's own).
+    let through_gateway;
+    let args = match timer("--gateway").filter(|_| args.store.is_none()) {
+        Some(gateway) => {
+            let mut from_timer = args.clone();
+            from_timer.store_ca = args
+                .store_ca
+                .clone()
+                .or_else(|| timer("--store-ca").map(PathBuf::from));
+            from_timer.identity = args
+                .identity
+                .clone()
+                .or_else(|| timer("--identity").map(PathBuf::from));
+            from_timer.host = args.host.clone().or_else(|| timer("--host"));
+            from_timer.gateway = Some(gateway.clone());
+            if let Err(e) = super::gateway_store(&mut from_timer, &gateway)
+                .and_then(|()| super::sign_for_gateway(&mut from_timer, false))
+            {
+                return refused(
+                    &Refusal::new(format!("the pulling timer's gateway: {e}")),
+                    args.json,
+                );
+            }
+            through_gateway = from_timer;
+            &through_gateway
+        }
+        None => args,
+    };
     let Some(dest) = args.store.clone().or_else(|| timer("--store")) else {
-        return usage("`pending` needs `--store etcd://HOST:PORT` (no pulling timer names one)");
+        return usage(
+            "`pending` needs `--store etcd://HOST:PORT` or `--gateway https://HOST:PORT` (no \
+             pulling timer names one)",
+        );
     };
     let fleet_given = args.fleet.clone().or_else(|| timer("--fleet"));
     let host_given = args.host.clone().or_else(|| timer("--host"));
