@@ -40,6 +40,8 @@ pub struct Head {
     pub content_length: Option<u64>,
     /// `Transfer-Encoding`, when the server sent one.
     pub transfer_encoding: Option<String>,
+    /// `Retry-After` in seconds (its date form is not read).
+    pub retry_after: Option<u64>,
 }
 
 /// Parses the head of a response (everything before the blank line).
@@ -54,6 +56,7 @@ pub fn parse_head(head: &[u8]) -> Result<Head, String> {
         .ok_or_else(|| format!("not an HTTP response: `{}`", status_line.escape_debug()))?;
     let mut content_length = None;
     let mut transfer_encoding = None;
+    let mut retry_after = None;
     for line in lines {
         let Some((name, value)) = line.split_once(':') else {
             continue;
@@ -68,6 +71,7 @@ pub fn parse_head(head: &[u8]) -> Result<Head, String> {
                 )
             }
             "transfer-encoding" => transfer_encoding = Some(value.to_string()),
+            "retry-after" => retry_after = value.parse::<u64>().ok(),
             _ => {}
         }
     }
@@ -76,6 +80,7 @@ pub fn parse_head(head: &[u8]) -> Result<Head, String> {
         status_line,
         content_length,
         transfer_encoding,
+        retry_after,
     })
 }
 
@@ -276,26 +281,31 @@ pub fn is_framed(response: &[u8]) -> bool {
 
 /// Splits an HTTP/1.1 response into status and body, undoing chunked transfer encoding.
 pub fn parse_response(bytes: &[u8]) -> Result<(u16, Vec<u8>), String> {
+    parse_response_head(bytes).map(|(head, body)| (head.status, body))
+}
+
+/// [`parse_response`], with the whole head.
+pub fn parse_response_head(bytes: &[u8]) -> Result<(Head, Vec<u8>), String> {
     let split = bytes
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
         .ok_or("the answer is not HTTP")?;
     let body = &bytes[split + 4..];
     let head = parse_head(&bytes[..split])?;
-    let status = head.status;
     let chunked = head
         .transfer_encoding
+        .as_ref()
         .is_some_and(|t| t.eq_ignore_ascii_case("chunked"));
     let length = head.content_length.and_then(|n| usize::try_from(n).ok());
     if chunked {
-        return dechunk(body).map(|b| (status, b));
+        return dechunk(body).map(|b| (head, b));
     }
     let body = match length {
         Some(n) if n <= body.len() => body[..n].to_vec(),
         Some(_) => return Err("the answer was cut short".to_string()),
         None => body.to_vec(),
     };
-    Ok((status, body))
+    Ok((head, body))
 }
 
 fn dechunk(mut body: &[u8]) -> Result<Vec<u8>, String> {

@@ -17,16 +17,36 @@ impl Etcd {
         let endpoint = &self.endpoints[at];
         let tls = self.tls.as_ref();
         if let Some(signer) = &self.signer {
-            let authorization = (signer.0)(path, body.as_bytes());
-            return call_one(
-                endpoint,
-                tls,
-                self.limits,
-                Some(&authorization),
-                path,
-                body,
-                parse,
-            );
+            // A gateway that asks for a pause (429, `Retry-After`) gets it, within
+            // `throttled_waits` and the request's deadline; then the request is signed again
+            // (a signature is good for one request at one time) and sent once more.
+            let mut waited = std::time::Duration::ZERO;
+            loop {
+                let authorization = (signer.0)(path, body.as_bytes());
+                let answer = call_one(
+                    endpoint,
+                    tls,
+                    self.limits,
+                    Some(&authorization),
+                    path,
+                    body,
+                    parse,
+                );
+                let Err(Failure::Throttled(why, wait)) = answer else {
+                    return answer;
+                };
+                let wait = std::time::Duration::from_secs(wait.max(1));
+                let in_time = self
+                    .limits
+                    .until
+                    .is_none_or(|until| std::time::Instant::now() + wait < until);
+                if waited + wait > self.limits.throttled_waits || !in_time {
+                    return Err(Failure::Throttled(why, wait.as_secs()));
+                }
+                std::thread::sleep(wait);
+                waited += wait;
+                self.requests.fetch_add(1, Ordering::Relaxed);
+            }
         }
         let Some(auth) = &self.auth else {
             return call_one(endpoint, tls, self.limits, None, path, body, parse);
@@ -106,7 +126,9 @@ impl Etcd {
             return Err("a client that signs its requests speaks only to the gateway".into());
         }
         let token = self.authorization_for(at, "/v3/kv/range", "").map_err(
-            |(Failure::Refused(e) | Failure::Unreachable(e))| format!("{endpoint}: {e}"),
+            |(Failure::Refused(e) | Failure::Unreachable(e) | Failure::Throttled(e, _))| {
+                format!("{endpoint}: {e}")
+            },
         )?;
         Ok(Some(GrpcAccess {
             endpoint: endpoint.clone(),

@@ -31,6 +31,10 @@ pub struct Limits {
     pub until: Option<std::time::Instant>,
     /// The largest answer read: one larger is refused with what was read of it dropped.
     pub answer_bytes: u64,
+    /// How long in all a request signed for the fleet's gateway waits, when the gateway
+    /// answers 429 with a `Retry-After`, before it is signed and sent again (each request the
+    /// gateway refuses in the meantime makes its wait longer).
+    pub throttled_waits: Duration,
 }
 
 impl Limits {
@@ -39,12 +43,14 @@ impl Limits {
         request: Duration::from_secs(120),
         until: None,
         answer_bytes: 1 << 30,
+        throttled_waits: Duration::ZERO,
     };
     /// A host's: it reads a handful of its own keys and its group's semaphore.
     pub const HOST: Limits = Limits {
         request: Duration::from_secs(60),
         until: None,
         answer_bytes: 8 << 20,
+        throttled_waits: Duration::from_secs(30),
     };
 
     /// These limits, with no request past `deadline`.
@@ -284,6 +290,8 @@ impl Permission {
 enum Failure {
     Unreachable(String),
     Refused(String),
+    /// Refused for now (HTTP 429), to be sent again after this many seconds.
+    Throttled(String, u64),
 }
 
 impl Etcd {
@@ -430,7 +438,7 @@ impl Etcd {
             serde_json::from_slice(bytes).map_err(|e| e.to_string())
         })
         .map_err(|f| match f {
-            Failure::Refused(e) => (true, e),
+            Failure::Refused(e) | Failure::Throttled(e, _) => (true, e),
             Failure::Unreachable(e) => (false, e),
         })
     }
@@ -831,7 +839,7 @@ impl Etcd {
             serde_json::from_slice(bytes).map_err(|e| e.to_string())
         })
         .map_err(|failure| match failure {
-            Failure::Unreachable(e) | Failure::Refused(e) => e,
+            Failure::Unreachable(e) | Failure::Refused(e) | Failure::Throttled(e, _) => e,
         })
     }
 
@@ -852,7 +860,7 @@ impl Etcd {
     ) -> Result<T, String> {
         self.call_classified(path, body, parse)
             .map_err(|f| match f {
-                Failure::Refused(e) | Failure::Unreachable(e) => e,
+                Failure::Refused(e) | Failure::Unreachable(e) | Failure::Throttled(e, _) => e,
             })
     }
 
@@ -881,7 +889,7 @@ impl Etcd {
                         self.current.store(at, Ordering::Relaxed);
                         return Ok(value);
                     }
-                    Err(Failure::Refused(e)) => {
+                    Err(Failure::Refused(e) | Failure::Throttled(e, _)) => {
                         return Err(Failure::Refused(format!("etcd at {endpoint}: {e}")))
                     }
                     Err(Failure::Unreachable(e)) => failures.push(format!("{endpoint}: {e}")),

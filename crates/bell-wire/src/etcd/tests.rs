@@ -172,3 +172,81 @@ fn a_watch_reads_each_change_and_says_when_it_was_compacted() {
     );
     assert!(seen[2].1[0].deleted && seen[2].1[0].key == b"/bell/f/a");
 }
+
+/// A gateway that answers each request in turn with the next of `answers` (status line and
+/// extra headers, body), and counts what it was sent.
+fn answering(answers: Vec<(&'static str, &'static str)>) -> (String, Arc<AtomicU64>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap().to_string();
+    let asked = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&asked);
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for (head, body) in answers {
+            let Ok((mut stream, _)) = listener.accept() else {
+                return;
+            };
+            let mut request = [0u8; 4096];
+            let _ = stream.read(&mut request);
+            counted.fetch_add(1, Ordering::SeqCst);
+            let answer = format!(
+                "HTTP/1.1 {head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    (address, asked)
+}
+
+fn signed_client(address: String, limits: Limits) -> (Etcd, Arc<AtomicU64>) {
+    let signed = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&signed);
+    let mut etcd = Etcd::new(vec![address]).with_limits(limits);
+    etcd.signer = Some(RequestSigner(Arc::new(move |_, _| {
+        format!("Bell-Host n={}", counted.fetch_add(1, Ordering::SeqCst))
+    })));
+    (etcd, signed)
+}
+
+#[test]
+fn a_host_waits_as_long_as_the_gateway_asks_then_signs_its_request_again() {
+    const OVER: &str = "429 Too Many Requests\r\nRetry-After: 1";
+    let refusal = r#"{"message":"host `a` is over its rate at the gateway; wait 1 s"}"#;
+    let (address, asked) = answering(vec![(OVER, refusal), ("200 OK", r#"{"kvs":[]}"#)]);
+    let (etcd, signed) = signed_client(address, Limits::HOST);
+    let started = std::time::Instant::now();
+    assert_eq!(etcd.get("/bell/f/desired/a"), Ok(None));
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    assert_eq!(asked.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        signed.load(Ordering::SeqCst),
+        2,
+        "signed once for each sending"
+    );
+
+    // A wait longer than the host's allowance, or a client that does not wait: refused at
+    // once, with the gateway's words.
+    const LONG: &str = "429 Too Many Requests\r\nRetry-After: 3600";
+    for (head, limits) in [
+        (LONG, Limits::HOST),
+        (
+            OVER,
+            Limits {
+                throttled_waits: Duration::ZERO,
+                ..Limits::HOST
+            },
+        ),
+    ] {
+        let (address, asked) = answering(vec![(head, refusal), ("200 OK", r#"{"kvs":[]}"#)]);
+        let (etcd, _) = signed_client(address, limits);
+        let started = std::time::Instant::now();
+        let error = etcd.get("/bell/f/desired/a").unwrap_err();
+        assert!(
+            error.contains("HTTP 429") && error.contains("over its rate"),
+            "{error}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+    }
+}

@@ -58,7 +58,7 @@ impl Etcd {
             let endpoint = &self.endpoints[at];
             let authorization = match self.authorization_for(at, "/v3/watch", &body) {
                 Ok(authorization) => authorization,
-                Err(Failure::Refused(e) | Failure::Unreachable(e)) => {
+                Err(Failure::Refused(e) | Failure::Unreachable(e) | Failure::Throttled(e, _)) => {
                     failures.push(format!("{endpoint}: {e}"));
                     continue;
                 }

@@ -21,7 +21,7 @@ pub(super) fn call_one<T>(
         body,
     )
     .map_err(Failure::Unreachable)?;
-    let (status, body) = crate::client::parse_response(&response).map_err(|e| {
+    let (head, body) = crate::client::parse_response_head(&response).map_err(|e| {
         // A TLS alert record (type 21, version 3.x) or Go's answer to plain HTTP on a TLS port.
         let speaks_tls = response.starts_with(&[0x15, 0x03])
             || response.windows(12).any(|w| w == b"HTTPS server");
@@ -41,6 +41,7 @@ pub(super) fn call_one<T>(
         })
     })?;
     drop(response);
+    let status = head.status;
     let invalid =
         |e: String| Failure::Unreachable(format!("`{path}` answered with invalid JSON: {e}"));
     if status != 200 {
@@ -53,11 +54,12 @@ pub(super) fn call_one<T>(
             .unwrap_or("no message");
         let e = format!("`{path}` failed with HTTP {status}: {message}");
         // A server error is this member's trouble (no leader, no quorum, a timeout); a client
-        // error is the request's, and every member would say the same.
-        return Err(if status >= 500 {
-            Failure::Unreachable(e)
-        } else {
-            Failure::Refused(e)
+        // error is the request's, and every member would say the same. A gateway that asks
+        // for a pause says how long.
+        return Err(match (status, head.retry_after) {
+            (500.., _) => Failure::Unreachable(e),
+            (429, Some(wait)) => Failure::Throttled(e, wait),
+            _ => Failure::Refused(e),
         });
     }
     parse(&body).map_err(invalid)
