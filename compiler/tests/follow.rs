@@ -255,6 +255,21 @@ fn a_follower_reads_only_what_changed_and_ends_where_a_whole_reading_does() {
         whole(&client, &release, &identities, &mut seen_whole)
     );
     assert!(follower.views()["b"].forged[0].contains("replay"));
+
+    // Let go, the follower's threads end: the learner at once, the watch at its next event.
+    let threads = || std::fs::read_dir("/proc/self/task").unwrap().count();
+    let with_follower = threads();
+    drop(follower);
+    put(keys::alive_key("f", "c"), b"1");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while threads() > with_follower - 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} threads still",
+            threads()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 #[test]

@@ -176,7 +176,7 @@ impl Follower {
     }
 
     /// A follower of `fleet` through `cache` (which holds the fleet's keys).
-    pub fn over(cache: Arc<Cache>, fleet: &str) -> Follower {
+    fn over(cache: Arc<Cache>, fleet: &str) -> Follower {
         Follower {
             fleet: fleet.to_string(),
             cache,
@@ -337,6 +337,15 @@ impl Follower {
 }
 
 /// The range of `fleet`'s keys: its prefix and where it ends.
+/// A follower let go stops its cache's threads and its watch (see [`Cache::stop`]): a reader
+/// of another fleet, or a controller that ends its run, would otherwise keep them and every
+/// key they hold.
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.cache.stop();
+    }
+}
+
 fn fleet_range(fleet: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
     bell_store::check_name("fleet", fleet)?;
     let prefix = keys::fleet_prefix(fleet).into_bytes();

@@ -113,6 +113,8 @@ pub struct Cache {
     pub last_listing_ms: AtomicU64,
     /// Given each page of the first reading of the range as it comes (see [`ReadAhead`]).
     read_ahead: Mutex<Option<ReadAhead>>,
+    /// Set by [`Cache::stop`]: its threads end.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 /// What a follower does with each page of the range while etcd reads the next: at 100,000
@@ -195,6 +197,7 @@ impl Cache {
             listings_over_grpc: AtomicU64::new(0),
             last_listing_ms: AtomicU64::new(0),
             read_ahead: Mutex::new(read_ahead),
+            stopping: Default::default(),
         });
         let follower = Arc::clone(&cache);
         let follower_etcd = etcd.clone();
@@ -222,6 +225,7 @@ impl Cache {
             listings_over_grpc: AtomicU64::new(0),
             last_listing_ms: AtomicU64::new(0),
             read_ahead: Mutex::new(None),
+            stopping: Default::default(),
         })
     }
 
@@ -250,10 +254,25 @@ impl Cache {
         }
     }
 
-    /// Reads the range, then follows its changes, for ever.
+    /// Ends the threads that fill and follow the cache: the one that learns etcd's revision
+    /// at once, the one that reads the range between two pages or at the watch's next word
+    /// (a change in the range, or etcd's progress notice on a quiet watch, every ten minutes).
+    /// What is held stays as it was.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        if let Ok(_state) = self.state.lock() {
+            self.changed.notify_all();
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+
+    /// Reads the range, then follows its changes, until it is stopped.
     fn follow(&self, etcd: &Etcd) {
         let mut from = None;
-        loop {
+        while !self.stopped() {
             let start = match from {
                 Some(start) => start,
                 None => match self.list(etcd) {
@@ -271,6 +290,9 @@ impl Cache {
                 &self.range_end,
                 start,
                 &mut |revision, events| {
+                    if self.stopped() {
+                        return false;
+                    }
                     let Some(revision) = self.apply(revision, events) else {
                         return false;
                     };
@@ -356,6 +378,9 @@ impl Cache {
         let mut kvs = BTreeMap::new();
         for (mut from, range_end) in self.parts() {
             loop {
+                if self.stopped() {
+                    return Err("stopped".into());
+                }
                 let page = if over_grpc {
                     match grpc::range(etcd, &from, &range_end, GRPC_PAGE, revision) {
                         Ok(page) => page,
@@ -427,6 +452,9 @@ impl Cache {
                     return;
                 };
                 while !state.wanted {
+                    if self.stopped() {
+                        return;
+                    }
                     state = match self.changed.wait(state) {
                         Ok(state) => state,
                         Err(_) => return,
