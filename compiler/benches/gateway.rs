@@ -101,8 +101,18 @@ impl Replica {
         Replica { child, address }
     }
 
+    /// The replica's resident memory now, in KiB.
+    fn resident_kib(&self) -> u64 {
+        self.memory_kib().0
+    }
+
     /// The replica's resident memory now and at its peak, in MiB.
     fn memory(&self) -> (u64, u64) {
+        let (now, peak) = self.memory_kib();
+        (now >> 10, peak >> 10)
+    }
+
+    fn memory_kib(&self) -> (u64, u64) {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default();
         let field = |name: &str| {
@@ -111,7 +121,6 @@ impl Replica {
                 .find_map(|l| l.strip_prefix(name))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
                 .unwrap_or(0)
-                >> 10
         };
         (field("VmRSS:"), field("VmHWM:"))
     }
@@ -141,15 +150,7 @@ impl Connection {
 
     /// POSTs `body` to `path` with `authorization`; the status and the body.
     fn post(&mut self, path: &str, authorization: &str, body: &[u8]) -> (u16, Vec<u8>) {
-        let head = format!(
-            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {authorization}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-            body.len()
-        );
-        let writer = self.stream.get_mut();
-        writer.write_all(head.as_bytes()).expect("send");
-        writer.write_all(body).expect("send");
-        writer.flush().expect("send");
+        self.send(path, authorization, body);
         let mut status = 0;
         let mut length = 0;
         loop {
@@ -170,6 +171,19 @@ impl Connection {
         let mut answer = vec![0; length];
         self.stream.read_exact(&mut answer).expect("answer");
         (status, answer)
+    }
+
+    /// POSTs `body` to `path` with `authorization`, leaving the answer unread.
+    fn send(&mut self, path: &str, authorization: &str, body: &[u8]) {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {authorization}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        let writer = self.stream.get_mut();
+        writer.write_all(head.as_bytes()).expect("send");
+        writer.write_all(body).expect("send");
+        writer.flush().expect("send");
     }
 }
 
@@ -423,6 +437,41 @@ pub fn main() {
     assert_eq!(failed, 0, "pulls refused by the gateways");
     let memory: Vec<(u64, u64)> = replicas.iter().map(Replica::memory).collect();
 
+    // Hosts that long-poll (`pull --wait`) and hear nothing: each holds a connection and a
+    // waiting task at its replica until its wait is up.
+    let waiters = env_number("BELL_GATEWAY_WAITERS", 10_000).min(hosts as u64) as usize;
+    let revision = etcd.revision().expect("etcd's revision");
+    let idle: Vec<u64> = replicas.iter().map(Replica::resident_kib).collect();
+    let mut waiting = Vec::with_capacity(waiters);
+    for (host, name) in names.iter().enumerate().take(waiters) {
+        let key = bell_wire::base64(bell_store::desired_key(FLEET, name).as_bytes());
+        let body = serde_json::json!({
+            "keys": [key],
+            "revision": revision.to_string(),
+            "timeout": bell_store::gateway::MAX_WAIT.to_string(),
+        })
+        .to_string();
+        let path = bell_wire::etcd::WAIT_PATH;
+        let auth =
+            bell_store::gateway::authorization(name, &keys[host], path, body.as_bytes(), now());
+        let mut connection = Connection::open(&tls, &replicas[host % 2].address);
+        connection.send(path, &auth, body.as_bytes());
+        waiting.push(connection);
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let per_waiter: Vec<f64> = replicas
+        .iter()
+        .zip(&idle)
+        .map(|(r, before)| {
+            r.resident_kib().saturating_sub(*before) as f64 * 1024.0 / (waiters as f64 / 2.0)
+        })
+        .collect();
+    let still = replicas
+        .iter()
+        .map(|r| metric(&tls, &r.address, "bell_gateway_waiting"))
+        .sum::<u64>();
+    drop(waiting);
+
     println!(
         "bellc gateway, {hosts} hosts, two replicas (cargo bench -p bellc --bench gateway; \
          BELL_GATEWAY_HOSTS={hosts})"
@@ -445,5 +494,11 @@ pub fn main() {
     println!(
         "replica memory after: {} MiB and {} MiB resident (peaks {} MiB and {} MiB)",
         memory[0].0, memory[1].0, memory[0].1, memory[1].1
+    );
+    println!(
+        "{waiters} idle long-polls ({still} waiting by the replicas' count): {:.1} KiB and \
+         {:.1} KiB more per waiting host at each replica",
+        per_waiter[0] / 1024.0,
+        per_waiter[1] / 1024.0
     );
 }

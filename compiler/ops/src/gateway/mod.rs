@@ -795,6 +795,11 @@ impl Gateway {
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}\n"
             ));
         }
+        let waiting: usize = self.waits.lock().map_or(0, |w| w.values().sum());
+        out.push_str(&format!(
+            "# HELP bell_gateway_waiting Hosts' long-polls this replica holds now.\n\
+             # TYPE bell_gateway_waiting gauge\nbell_gateway_waiting {waiting}\n"
+        ));
         out.push_str(
             "# HELP bell_host_throttled Seconds a host has been refused for its rate (without a \
              minute's pause).\n# TYPE bell_host_throttled gauge\n",

@@ -180,8 +180,11 @@ fn a_host_waits_only_on_its_own_keys_and_only_twice_at_once() {
         gateway.receive(path, Some(&header), &h2, NOW),
         Decision::Wait(_)
     ));
+    // `/metrics` counts the waits held: h1's two (h2's was let go as soon as it was made).
+    assert!(gateway.metrics().contains("\nbell_gateway_waiting 2\n"));
     // Answered, a wait gives its place back.
     drop(first);
+    assert!(gateway.metrics().contains("\nbell_gateway_waiting 1\n"));
     assert!(matches!(receive("h1", 1), Decision::Wait(_)));
     // Nothing changed after revision 5 in an empty cache: answered "not changed".
     let answer = signed(&gateway, "h2", 2, path, &h2);
