@@ -348,22 +348,25 @@ impl Drop for Follower {
 
 fn fleet_range(fleet: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
     bell_store::check_name("fleet", fleet)?;
-    let prefix = keys::fleet_prefix(fleet).into_bytes();
-    let end = bell_wire::etcd::prefix_end(&prefix);
-    Ok((prefix, end))
+    Ok(prefix_range(keys::fleet_prefix(fleet)))
 }
 
-/// A digest of which hosts `release` has and the identity it gives each: what the views are
-/// checked and judged by.
 /// The keys a follower leaves out of its cache: the hosts' `status/` keys, written for readers
 /// outside bell beside each report (bell judges a host by its signed report alone). They are
 /// one to three keys a host, which etcd would read and send at every reading of the range.
 fn left_out(fleet: &str) -> (Vec<u8>, Vec<u8>) {
-    let prefix = keys::status_prefix(fleet).into_bytes();
+    prefix_range(keys::status_prefix(fleet))
+}
+
+/// Every key that begins with `prefix`: from it up to etcd's end of the prefix.
+fn prefix_range(prefix: String) -> (Vec<u8>, Vec<u8>) {
+    let prefix = prefix.into_bytes();
     let end = bell_wire::etcd::prefix_end(&prefix);
     (prefix, end)
 }
 
+/// A digest of which hosts `release` has and the identity it gives each: what the views are
+/// checked and judged by.
 fn hosts_and_identities(release: &Release) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
