@@ -113,6 +113,7 @@ fn whole(
                         | Key::Alive { .. }
                         | Key::Throttled { .. }
                         | Key::Status { .. }
+                        | Key::Sync
                 )
             )
         })

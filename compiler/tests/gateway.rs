@@ -522,6 +522,38 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
     refused(as_a.get("/bell/f/running/b").map(|_| ()), "may not read");
     // Its own keys are its own.
     assert!(as_a.get("/bell/f/desired/a").unwrap().is_some());
+    // On an etcd another fleet shares: its writes move etcd's revision with no event of this
+    // fleet's, and the replica's reads are answered all the same, fresh (within a second, where
+    // they waited for a revision the watch would never bring and were refused).
+    let other_fleet = direct_client(&url, &pki, &root_password);
+    let writing = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let writing = Arc::clone(&writing);
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while writing.load(Ordering::SeqCst) {
+                other_fleet
+                    .put("/bell/g/running/x", &i.to_be_bytes())
+                    .unwrap();
+                i += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    for _ in 0..10 {
+        let started = Instant::now();
+        assert!(as_a.get("/bell/f/desired/a").unwrap().is_some());
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    writing.store(false, Ordering::SeqCst);
+    writer.join().unwrap();
+    // By writing the fleet's sync key, which the replica's watch brings back.
+    assert!(metric(&pki, &endpoint, "bell_gateway_cache_marks_total") > 0);
     // a's key, saying it is b.
     let a_as_b = {
         let key = Arc::clone(&a_key);

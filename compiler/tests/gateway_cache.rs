@@ -4,6 +4,8 @@
 
 use crate::common::fleet::Etcd;
 use bell_ops::gateway::cache::Cache;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn until(what: &str, mut done: impl FnMut() -> bool) {
@@ -68,4 +70,61 @@ fn the_cache_reads_its_range_in_pages_and_wakes_a_wait_on_a_write() {
     client.delete("/bell/f/k05").unwrap();
     assert!(runtime.block_on(wait.until(far)).0);
     assert_eq!(cache.size().0, 24);
+}
+
+/// On an etcd another fleet shares, whose writes move etcd's revision with no event of this
+/// range: reads are answered within a second all the same (the cache writes its mark and
+/// waits for its watch to bring it), and each still sees every write to the range made
+/// before it, a deletion too.
+#[test]
+fn another_fleets_writes_do_not_stall_fresh_reads_nor_make_them_stale() {
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let client = etcd.client();
+    client.put("/bell/f/k", b"0").unwrap();
+    let cache = Cache::start_marking(
+        client.clone(),
+        b"/bell/f/".to_vec(),
+        b"/bell/f0".to_vec(),
+        b"/bell/f/sync".to_vec(),
+    );
+    until("the cache read the range", || cache.size().0 == 1);
+    let writing = Arc::new(AtomicBool::new(true));
+    let writer = {
+        let (writing, client) = (Arc::clone(&writing), client.clone());
+        std::thread::spawn(move || {
+            for i in 0u64.. {
+                if !writing.load(Ordering::SeqCst) {
+                    break;
+                }
+                client.put("/bell/g/k", &i.to_be_bytes()).unwrap();
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    for i in 1..=10u8 {
+        let value = [b'0' + i % 10];
+        let deleted = i % 3 == 0;
+        if deleted {
+            client.delete("/bell/f/k").unwrap();
+        } else {
+            client.put("/bell/f/k", &value).unwrap();
+        }
+        let started = Instant::now();
+        let (_, found) = cache.read(&[b"/bell/f/k".to_vec()]).unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        match &found[0] {
+            Some(kv) => assert!(!deleted && kv.value[..] == value[..], "read {kv:?}"),
+            None => assert!(deleted, "a write before the read was not seen"),
+        }
+    }
+    writing.store(false, Ordering::SeqCst);
+    writer.join().unwrap();
+    assert!(cache.marks.load(Ordering::Relaxed) > 0);
 }

@@ -87,6 +87,13 @@ pub fn throttled_key(fleet: &str, host: &str) -> String {
     format!("/bell/{fleet}/throttled/{host}")
 }
 
+/// The key a gateway replica writes to learn that its watch has caught up with etcd (see
+/// `bell_ops::watch::Cache::start_marking`): its write is an event of the fleet's range at a
+/// revision etcd names, where a revision learned by reading may be another fleet's.
+pub fn sync_key(fleet: &str) -> String {
+    format!("/bell/{fleet}/sync")
+}
+
 /// A machine's registration (`bell-run register`); `host` empty: the prefix of every one.
 pub fn registration_key(fleet: &str, host: &str) -> String {
     format!("/bell/{fleet}/discovery/{host}")
@@ -176,6 +183,8 @@ pub enum Key<'k> {
     Rejection {
         host: &'k str,
     },
+    /// A gateway's mark of its watch (see [`sync_key`]): no reader's business.
+    Sync,
     /// Anything under `rollout/`.
     Rollout {
         rest: &'k str,
@@ -192,6 +201,9 @@ impl<'k> Key<'k> {
             .strip_prefix('/')?;
         if rest == "current_version" {
             return Some(Key::Version);
+        }
+        if rest == "sync" {
+            return Some(Key::Sync);
         }
         let (kind, tail) = rest.split_once('/')?;
         Some(match kind {
@@ -296,6 +308,7 @@ pub fn gateway_grants(fleet: &str, lock_prefix: &str) -> Vec<Permission> {
         Permission::prefix(Access::ReadWrite, &groups_prefix(lock_prefix)),
         Permission::prefix(Access::ReadWrite, &status_prefix(fleet)),
         Permission::prefix(Access::ReadWrite, &throttled_key(fleet, "")),
+        Permission::key(Access::ReadWrite, &sync_key(fleet)),
     ];
     for command in REPORTED_COMMANDS {
         grants.push(Permission::prefix(
@@ -418,6 +431,8 @@ mod tests {
             desired_key("f", "web-1"),
             version_key("f"),
             hold_key("f", "web-1"),
+            // The gateway's own, which it writes as itself.
+            sync_key("f"),
         ] {
             assert!(!allows(&grants, &key), "a host may write {key}");
             assert!(Key::parse("f", &key).is_some(), "{key}");
@@ -430,6 +445,7 @@ mod tests {
         assert_eq!(Key::parse("f2", &alive_key("f", "h")), None);
         assert_eq!(Key::parse("f", "/bell/f/elsewhere/h"), None);
         assert_eq!(Key::parse("f", &version_key("f")), Some(Key::Version));
+        assert_eq!(Key::parse("f", &sync_key("f")), Some(Key::Sync));
         assert_eq!(
             Key::parse("f", &progress_key("f")),
             Some(Key::Rollout { rest: "progress" })

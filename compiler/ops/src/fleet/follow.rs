@@ -92,7 +92,7 @@ fn role<'k>(fleet: &str, key: &'k str) -> Role<'k> {
             host,
             report: false,
         },
-        Some(Key::Status { .. }) => Role::Unread,
+        Some(Key::Status { .. } | Key::Sync) => Role::Unread,
         _ => Role::Other,
     }
 }

@@ -288,8 +288,9 @@ impl Gateway {
             let prefix = bell_store::keys::fleet_prefix(&release.fleet).into_bytes();
             let end = bell_wire::etcd::prefix_end(&prefix);
             let etcd = self.config.etcd.clone();
+            let mark = bell_store::keys::sync_key(&release.fleet).into_bytes();
             self.cache
-                .get_or_init(|| cache::Cache::start(etcd, prefix, end));
+                .get_or_init(|| cache::Cache::start_marking(etcd, prefix, end, mark));
         }
         let fleet = Fleet {
             name: release.fleet.clone(),
@@ -775,15 +776,22 @@ impl Gateway {
                 counter.load(Ordering::Relaxed)
             ));
         }
-        let cache_reads = self
-            .cache
-            .get()
-            .map_or(0, |c| c.reads.load(Ordering::Relaxed));
+        let cached = |counter: fn(&cache::Cache) -> &AtomicU64| {
+            self.cache
+                .get()
+                .map_or(0, |c| counter(c).load(Ordering::Relaxed))
+        };
         for (name, help, value) in [
             (
                 "bell_gateway_cache_reads_total",
                 "Reads answered from the watch cache.",
-                cache_reads,
+                cached(|c| &c.reads),
+            ),
+            (
+                "bell_gateway_cache_marks_total",
+                "Writes of the fleet's sync key, to learn that the watch caught up with etcd \
+                 (another fleet's writes moved its revision).",
+                cached(|c| &c.marks),
             ),
             (
                 "bell_gateway_etcd_requests_total",

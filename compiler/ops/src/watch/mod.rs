@@ -101,12 +101,17 @@ pub struct Cache {
     left_out: Option<(Vec<u8>, Vec<u8>)>,
     /// Keys per request when the range is read (0: all in one answer).
     page: usize,
+    /// A key of the range the cache may write to learn that its watch caught up (see
+    /// [`Cache::start_marking`]).
+    mark: Option<Vec<u8>>,
     state: Mutex<State>,
     changed: Condvar,
     /// Wakes the reads that wait as tasks: the cache moved, or a learning ended.
     progress: Notify,
     /// Reads answered from memory.
     pub reads: AtomicU64,
+    /// Writes of its mark (see [`Cache::start_marking`]).
+    pub marks: AtomicU64,
     /// Readings of the whole range taken over etcd's gRPC interface (see [`grpc`]).
     pub listings_over_grpc: AtomicU64,
     /// How long the last reading of the whole range took, in milliseconds.
@@ -147,6 +152,11 @@ const FRESH_WITHIN: Duration = Duration::from_secs(3);
 /// to be healthy (etcd ends one whose start was compacted away within a tenth of a second).
 const QUIET_GRACE: Duration = Duration::from_millis(500);
 
+/// How long a learning waits for the watch to bring the revision it learned before it writes
+/// the cache's mark (see [`Cache::start_marking`]): the fleet's own writes reach the cache
+/// within milliseconds, so past this the revision is most likely another fleet's.
+const MARK_AFTER: Duration = Duration::from_millis(100);
+
 /// How long a follower's first look waits for the range to be read.
 const FIRST_READING: Duration = Duration::from_secs(600);
 
@@ -160,7 +170,26 @@ impl Cache {
     /// [`Cache::start`], reading the range `page` keys per request as JSON, or (0) as a
     /// follower reads it: over gRPC in pages, else as JSON in one answer.
     pub fn start_paged(etcd: Etcd, key: Vec<u8>, range_end: Vec<u8>, page: usize) -> Arc<Cache> {
-        Cache::start_with(etcd, key, range_end, None, page, None)
+        Cache::start_with(etcd, key, range_end, None, page, None, None)
+    }
+
+    /// [`Cache::start`] for a cache that answers reads which must be fresh (the gateway's)
+    /// on an etcd other ranges share: when the watch has not brought the revision a learning
+    /// read within [`MARK_AFTER`], the learner writes `mark` (a key of the range) and takes
+    /// that write's revision instead. etcd's revision is the whole store's, and another
+    /// fleet's writes move it with no event that this range's watch would send: reads would
+    /// wait for a revision that never comes and be refused. The mark's write is an event of
+    /// the range, and a watch's events come in revision order, so once the cache holds it, it
+    /// holds everything written before. (etcd's own answer, a progress request on the watch,
+    /// is not ordered with the watch's events before etcd 3.4.25 and 3.5.8 (etcd issue
+    /// 15220), and Debian 12 has 3.4.23.) A fleet alone on its etcd never writes it.
+    pub fn start_marking(
+        etcd: Etcd,
+        key: Vec<u8>,
+        range_end: Vec<u8>,
+        mark: Vec<u8>,
+    ) -> Arc<Cache> {
+        Cache::start_with(etcd, key, range_end, None, LIST_PAGE, None, Some(mark))
     }
 
     /// A follower's cache ([`Cache::start_paged`] with 0) that leaves out the keys from
@@ -174,7 +203,7 @@ impl Cache {
         left_out: Option<(Vec<u8>, Vec<u8>)>,
         read_ahead: Option<ReadAhead>,
     ) -> Arc<Cache> {
-        Cache::start_with(etcd, key, range_end, left_out, 0, read_ahead)
+        Cache::start_with(etcd, key, range_end, left_out, 0, read_ahead, None)
     }
 
     fn start_with(
@@ -184,16 +213,19 @@ impl Cache {
         left_out: Option<(Vec<u8>, Vec<u8>)>,
         page: usize,
         read_ahead: Option<ReadAhead>,
+        mark: Option<Vec<u8>>,
     ) -> Arc<Cache> {
         let cache = Arc::new(Cache {
             key,
             range_end,
             left_out,
             page,
+            mark,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
             progress: Notify::new(),
             reads: AtomicU64::new(0),
+            marks: AtomicU64::new(0),
             listings_over_grpc: AtomicU64::new(0),
             last_listing_ms: AtomicU64::new(0),
             read_ahead: Mutex::new(read_ahead),
@@ -215,6 +247,7 @@ impl Cache {
             range_end: range_end.to_vec(),
             left_out: None,
             page: LIST_PAGE,
+            mark: None,
             state: Mutex::new(State {
                 revision,
                 ..State::default()
@@ -222,6 +255,7 @@ impl Cache {
             changed: Condvar::new(),
             progress: Notify::new(),
             reads: AtomicU64::new(0),
+            marks: AtomicU64::new(0),
             listings_over_grpc: AtomicU64::new(0),
             last_listing_ms: AtomicU64::new(0),
             read_ahead: Mutex::new(None),
@@ -473,6 +507,7 @@ impl Cache {
                     int(answer.get("header").and_then(|h| h.get("revision")))
                         .ok_or_else(|| "etcd sent no revision".to_string())
                 });
+            let learned = learned.map(|revision| self.caught_up(etcd, revision));
             if let Ok(mut state) = self.state.lock() {
                 match learned {
                     Ok(revision) => {
@@ -489,6 +524,54 @@ impl Cache {
                 self.progress.notify_waiters();
             }
             std::thread::sleep(LEARN_EVERY);
+        }
+    }
+
+    /// The revision a read that waits for `learned` may wait for instead: `learned` itself,
+    /// or, with a mark (see [`Cache::start_marking`]), when the watch has not brought it
+    /// within [`MARK_AFTER`], the revision of a write of the mark (later, and one the watch
+    /// will bring). When the write fails, `learned`: reads wait for it as they would without.
+    fn caught_up(&self, etcd: &Etcd, learned: i64) -> i64 {
+        let Some(mark) = &self.mark else {
+            return learned;
+        };
+        let until = Instant::now() + MARK_AFTER;
+        {
+            let Ok(mut state) = self.state.lock() else {
+                return learned;
+            };
+            while state.revision < learned && !self.stopped() {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                state = match self.changed.wait_timeout(state, left) {
+                    Ok((state, _)) => state,
+                    Err(_) => return learned,
+                };
+            }
+            // A watch that does not stand would not bring the mark either.
+            if state.revision >= learned || state.standing_since.is_none() {
+                return learned;
+            }
+        }
+        let body = serde_json::json!({ "key": base64(mark), "value": "" });
+        let written = etcd
+            .forward("/v3/kv/put", &body)
+            .map_err(|(_, e)| e)
+            .and_then(|answer| {
+                int(answer.get("header").and_then(|h| h.get("revision")))
+                    .ok_or_else(|| "etcd sent no revision".to_string())
+            });
+        match written {
+            Ok(revision) => {
+                self.marks.fetch_add(1, Ordering::Relaxed);
+                revision.max(learned)
+            }
+            Err(e) => {
+                self.trouble(format!("its mark could not be written: {e}"));
+                learned
+            }
         }
     }
 
