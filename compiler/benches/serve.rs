@@ -110,6 +110,9 @@ fn get(address: &str, path: &str) -> usize {
 }
 
 pub fn main() {
+    if let Ok(of) = std::env::var(RESTART) {
+        return restart(&of);
+    }
     let hosts = env_number("BELL_SERVE_HOSTS", 100_000) as usize;
     let local = LocalEtcd::start();
     let etcd = local.client();
@@ -270,8 +273,11 @@ pub fn main() {
     // report is parsed (and checked, signed) while etcd reads the next page; later ones take
     // only what changed.
     let t = Instant::now();
+    let cpu_before = cpu_seconds();
     board.refresh(now());
     let first = t.elapsed().as_secs_f64();
+    let first_cpu = cpu_seconds() - cpu_before;
+    eprintln!("the first reading took {first_cpu:.2} s of CPU");
     assert!(board.outage().is_none(), "{:?}", board.outage());
     let listing = board.last_listing().unwrap_or_default().as_secs_f64();
     let median = |mut times: Vec<f64>| {
@@ -369,4 +375,97 @@ pub fn main() {
         })
         .unwrap_or_default();
     println!("peak RSS of the serving process: {peak}");
+    if signed {
+        // The page started again, as a process of its own (fresh memory, as a restart has):
+        // its witness kept a digest of each report it checked, and it takes those reports by
+        // it instead of checking their signatures again (the 3,000 that changed since the
+        // first reading's save are checked).
+        let kept = state.path().join(format!("seen-{FLEET}.json"));
+        let waited = Instant::now();
+        while !kept.exists() && waited.elapsed() < Duration::from_secs(60) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for (what, keep) in [("without the digests", false), ("with them", true)] {
+            let checked = kept.with_extension("checked");
+            let digests = std::fs::read(&checked).expect("the witness's digests");
+            if !keep {
+                std::fs::remove_file(&checked).expect("set the digests aside");
+            }
+            let run = std::process::Command::new(std::env::current_exe().expect("this bench"))
+                .args(RESTART_ARGS)
+                .env(
+                    RESTART,
+                    format!("{}\n{}", local.endpoint, out.path().display()),
+                )
+                .output()
+                .expect("the bench started again");
+            std::fs::write(&checked, digests).expect("the digests put back");
+            assert!(
+                run.status.success(),
+                "{}",
+                String::from_utf8_lossy(&run.stderr)
+            );
+            let said = String::from_utf8_lossy(&run.stdout);
+            let figures = said
+                .lines()
+                .find_map(|l| l.strip_prefix(RESTART))
+                .expect("the figures of the bench started again");
+            println!(
+                "a page started again, its witness's record kept ({} MiB), {what}:{figures}",
+                std::fs::metadata(&kept).map_or(0, |m| m.len()) >> 20,
+            );
+        }
+    }
+}
+
+/// Set for the bench run again as a page started again: etcd's endpoint and OUT. Its figures
+/// come back on the line it starts.
+const RESTART: &str = "BELL_SERVE_BENCH_RESTART";
+
+/// What the bench is started again with: nothing as a benchmark; as a test (`tests/
+/// benchmarks_run.rs`), the name of the one test that runs it.
+#[cfg(not(test))]
+const RESTART_ARGS: &[&str] = &[];
+#[cfg(test)]
+const RESTART_ARGS: &[&str] = &[
+    "the_page_benchmark_runs_on_a_small_signed_fleet",
+    "--exact",
+    "--nocapture",
+];
+
+/// The first reading of a new board over the fleet the bench filled, in this process.
+fn restart(of: &str) {
+    let (endpoint, out) = of.split_once('\n').expect("endpoint and OUT");
+    let board = Board::new(
+        Out::Dir(out.into()),
+        bell_store::Etcd::new(vec![endpoint.to_string()]),
+        Duration::from_secs(3600),
+        None,
+    )
+    .expect("board");
+    let t = Instant::now();
+    board.refresh(now());
+    assert!(board.outage().is_none(), "{:?}", board.outage());
+    println!(
+        "{RESTART} listing {:.2} s, all of it {:.2} s, {:.2} s of CPU",
+        board.last_listing().unwrap_or_default().as_secs_f64(),
+        t.elapsed().as_secs_f64(),
+        cpu_seconds()
+    );
+}
+
+/// The CPU time this process has used, user and system, in seconds (`/proc/self/stat`, in
+/// the kernel's clock ticks of 1/100 s as it gives them to user space).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |at: usize| {
+        fields
+            .get(at)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
 }

@@ -294,7 +294,8 @@ fn reports_checked_ahead_count_only_for_the_identities_they_were_checked_against
     // One that is not a report at all.
     put(keys::running_key("f", "e"), b"{not json");
 
-    let mut follower = Follower::start_checking(client.clone(), "f", Arc::new(stale)).unwrap();
+    let mut follower =
+        Follower::start_checking(client.clone(), "f", Arc::new(stale), Default::default()).unwrap();
     let (mut seen_by_follower, mut seen_whole) = (Witness::default(), Witness::default());
     follower
         .read(&release, &identities, &mut seen_by_follower, NOW)
@@ -311,6 +312,50 @@ fn reports_checked_ahead_count_only_for_the_identities_they_were_checked_against
     assert!(views["c"].report.is_none());
     assert!(views["a"].forged.is_empty() && views["a"].report.is_some());
     assert!(views["e"].unreadable.is_some());
+}
+
+/// A reader started again (`bellc serve` restarted, the next `bellc rollout`) takes the
+/// reports its witness saw signed by their digests, kept in its state: the same reading, and
+/// the digests are of the bytes in etcd under each host's identity.
+#[test]
+fn a_reader_started_again_reads_as_before_with_what_it_checked_kept() {
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let client = etcd.client();
+    let release = release();
+    let identities = bell_store::identities_of(&release);
+    file_first_reports(&client);
+    let state = tempfile::tempdir().unwrap();
+    let path = state.path().join("f.json");
+    let read_once = |witness: &mut Witness| {
+        let mut follower = Follower::start_checking(
+            client.clone(),
+            "f",
+            Arc::new(identities.clone()),
+            witness.checked_before(),
+        )
+        .unwrap();
+        follower.read(&release, &identities, witness, NOW).unwrap();
+        witness.save().unwrap();
+        followed(&follower)
+    };
+    let mut first = Witness::open_at(path.clone()).unwrap();
+    assert!(first.checked_before().is_empty());
+    let before = read_once(&mut first);
+    let mut again = Witness::open_at(path.clone()).unwrap();
+    let kept = again.checked_before();
+    // Also kept alone, for a reader to start its reading with before the record is open.
+    assert_eq!(Witness::kept_checked_at(&path), kept);
+    let signed: std::collections::HashSet<_> = ["a", "b"]
+        .iter()
+        .map(|host| {
+            let raw = client.get(&keys::running_key("f", host)).unwrap().unwrap();
+            bell_store::proof::checked(&identities[*host], &raw)
+        })
+        .collect();
+    assert_eq!(kept, signed, "a's and b's reports, signed; d's is not");
+    assert_eq!(read_once(&mut again), before);
 }
 
 #[test]

@@ -275,7 +275,10 @@ fn signatures_checked_in_batches_find_exactly_the_forged_reports() {
         let view = &views[&name(i)];
         assert_eq!(
             view.proofs["apply"],
-            proof::Proof::Signed { sequence: 7 },
+            proof::Proof::Signed {
+                sequence: 7,
+                checked: Some(proof::checked(&identities[&name(i)], &kvs[i].value))
+            },
             "{i}"
         );
     }
@@ -289,4 +292,77 @@ fn signatures_checked_in_batches_find_exactly_the_forged_reports() {
             "{i}: {alone:?}"
         );
     }
+}
+
+/// A reader started again takes a report it checked before by its digest (the bytes and the
+/// identity), and checks every other: the same report under another identity, or changed.
+#[test]
+fn reports_checked_before_are_taken_by_their_digest_and_no_others() {
+    let (a_key, b_key) = (
+        proof::SigningKey::from_seed([21; 32]),
+        proof::SigningKey::from_seed([22; 32]),
+    );
+    let filed = |host: &str, key: &proof::SigningKey, edit: bool| {
+        let mut r = report(host, "apply", State::Success);
+        proof::sign(&mut r, key, 5);
+        let text = proof::to_json(&r);
+        let text = if edit {
+            text.replacen("\"success\"", "\"failed\"", 1)
+        } else {
+            text
+        };
+        etcd::KeyValue {
+            key: running_key("f", host),
+            value: text.into_bytes().into(),
+            mod_revision: 3,
+        }
+    };
+    let kvs = vec![filed("a", &a_key, false), filed("b", &b_key, true)];
+    let identities = Identities::from([
+        ("a".to_string(), a_key.identity()),
+        ("b".to_string(), b_key.identity()),
+    ]);
+    let digests = |identities: &Identities| -> std::collections::HashSet<proof::Checked> {
+        kvs.iter()
+            .zip(["a", "b"])
+            .map(|(kv, host)| proof::checked(&identities[host], &kv.value))
+            .collect()
+    };
+    let read = |identities: &Identities, before: std::collections::HashSet<proof::Checked>| {
+        let mut parsed = ParsedReports::checked_before(Arc::new(before));
+        views_from_parsed("f", &kvs, &mut parsed, identities).unwrap()
+    };
+    // Nothing known: b's report, changed after it was signed, is refused.
+    let views = read(&identities, Default::default());
+    assert!(views["b"].forged[0].contains("changed after"));
+    assert!(matches!(
+        views["a"].proofs["apply"],
+        proof::Proof::Signed { .. }
+    ));
+    // Both known: neither signature is checked again, b's bad one included (a reader whose
+    // state says it checked these bytes under this identity is believed: that state is the
+    // reader's own, as what it saw signed is).
+    let views = read(&identities, digests(&identities));
+    assert!(views["b"].forged.is_empty());
+    assert!(matches!(
+        views["b"].proofs["apply"],
+        proof::Proof::Signed { sequence: 5, .. }
+    ));
+    // b's identity changed in the release: the digest names another key, and b's report is
+    // checked against the new one.
+    let mut moved = identities.clone();
+    moved.insert(
+        "b".into(),
+        proof::SigningKey::from_seed([23; 32]).identity(),
+    );
+    let views = read(&moved, digests(&identities));
+    assert!(
+        views["b"].forged[0].contains("another key"),
+        "{:?}",
+        views["b"].forged
+    );
+    assert!(matches!(
+        views["a"].proofs["apply"],
+        proof::Proof::Signed { .. }
+    ));
 }

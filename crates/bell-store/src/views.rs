@@ -21,6 +21,9 @@ pub fn views_from(
 #[derive(Debug, Default)]
 pub struct ParsedReports {
     pub(crate) by_key: std::collections::HashMap<String, Parsed>,
+    /// Reports checked before, by a reader that kept their digests (see [`proof::Checked`]):
+    /// one of them is not checked again.
+    checked_before: Arc<std::collections::HashSet<proof::Checked>>,
 }
 
 /// One report as an earlier reading parsed and checked it.
@@ -52,6 +55,7 @@ pub(crate) fn read_all(
     reports: &mut [(&etcd::KeyValue, &str, Option<Reading>)],
     fleet: &str,
     identities: &Identities,
+    checked_before: &std::collections::HashSet<proof::Checked>,
 ) {
     let todo: Vec<(usize, &etcd::KeyValue, &str)> = reports
         .iter()
@@ -60,7 +64,7 @@ pub(crate) fn read_all(
         .map(|(at, r)| (at, r.0, r.1))
         .collect();
     let read = on_threads(in_parts(todo, BATCH), |batch| {
-        read_batch(batch, fleet, identities)
+        read_batch(batch, fleet, identities, checked_before)
     });
     for (at, reading) in read.into_iter().flatten() {
         reports[at].2 = Some(reading);
@@ -73,6 +77,7 @@ fn read_batch(
     batch: Vec<(usize, &etcd::KeyValue, &str)>,
     fleet: &str,
     identities: &Identities,
+    checked_before: &std::collections::HashSet<proof::Checked>,
 ) -> Vec<(usize, Reading)> {
     let mut done = Vec::with_capacity(batch.len());
     let mut unchecked = Vec::new();
@@ -81,7 +86,19 @@ fn read_batch(
             Ok(report) => {
                 match checked_but_signature(&kv.value, report, host, fleet, identities.get(host)) {
                     Ok(reading) => done.push((at, reading)),
-                    Err(left) => unchecked.push((at, kv, *left)),
+                    Err(left) => {
+                        let checked = proof::checked(&left.1.identity, &kv.value);
+                        if checked_before.contains(&checked) {
+                            let sequence = left.1.sequence;
+                            let proof = proof::Proof::Signed {
+                                sequence,
+                                checked: Some(checked),
+                            };
+                            done.push((at, reading(left.0, proof)));
+                        } else {
+                            unchecked.push((at, kv, checked, *left));
+                        }
+                    }
                 }
             }
             Err(e) => done.push((at, Reading::Unreadable(e.to_string()))),
@@ -89,14 +106,15 @@ fn read_batch(
     }
     let signed: Vec<(&[u8], &[u8], &proof::Identity)> = unchecked
         .iter()
-        .map(|(_, _, (_, u))| (u.message.as_slice(), u.signature.as_slice(), &u.identity))
+        .map(|(_, _, _, (_, u))| (u.message.as_slice(), u.signature.as_slice(), &u.identity))
         .collect();
     let all_hold = bell_seal::identity::all_verify(&signed);
     drop(signed);
-    for (at, kv, (report, unchecked)) in unchecked {
+    for (at, kv, checked, (report, unchecked)) in unchecked {
         let proof = if all_hold {
             proof::Proof::Signed {
                 sequence: unchecked.sequence,
+                checked: Some(checked),
             }
         } else {
             unchecked.check_alone(&kv.value)
@@ -225,6 +243,17 @@ pub fn some_views_from_parsed(
 }
 
 impl ParsedReports {
+    /// None yet, and each report whose [`proof::Checked`] digest is in `checked_before` taken
+    /// as checked when it is read (a reader started again, with what it checked before).
+    pub fn checked_before(
+        checked_before: Arc<std::collections::HashSet<proof::Checked>>,
+    ) -> ParsedReports {
+        ParsedReports {
+            by_key: Default::default(),
+            checked_before,
+        }
+    }
+
     /// Lets go of what was parsed of the report at `key` (deleted).
     pub fn forget(&mut self, key: &str) {
         self.by_key.remove(key);
@@ -252,7 +281,7 @@ impl ParsedReports {
                 _ => None,
             })
             .collect();
-        read_all(&mut reports, fleet, identities);
+        read_all(&mut reports, fleet, identities, &self.checked_before);
         for (kv, host, reading) in reports {
             if let Some(Reading::Report(report, proof)) = reading {
                 self.by_key.insert(
@@ -315,7 +344,7 @@ fn build_views(
             reports.push((kv, host, reading));
         }
     }
-    read_all(&mut reports, fleet, identities);
+    read_all(&mut reports, fleet, identities, &parsed.checked_before);
     let mut kept = 0;
     for ((kv, host, reading), known) in reports.into_iter().zip(known) {
         let identity = identities.get(host);

@@ -133,17 +133,20 @@ impl Follower {
     /// reads the next page: at 100,000 hosts the first reading takes about as long as etcd
     /// takes to read the range, rather than that and then every report's check. A report is
     /// taken from there only when the reading finds it at the same revision and checks it
-    /// against the same identity; any other is checked then.
+    /// against the same identity; any other is checked then. A report whose digest is in
+    /// `checked_before` (what the reader's witness checked before it was started again, see
+    /// [`Witness::checked_before`]) has its signature taken as checked.
     pub fn start_checking(
         etcd: Etcd,
         fleet: &str,
         identities: Arc<Identities>,
+        checked_before: std::collections::HashSet<bell_store::proof::Checked>,
     ) -> Result<Follower, String> {
         let (prefix, end) = fleet_range(fleet)?;
         let (pages, taken) = std::sync::mpsc::channel::<Vec<KeyValue>>();
         let checker_fleet = fleet.to_string();
         let checker = std::thread::spawn(move || {
-            let mut parsed = ParsedReports::default();
+            let mut parsed = ParsedReports::checked_before(Arc::new(checked_before));
             // Until the cache's first reading ends (and drops its sender).
             for page in taken {
                 parsed.read_ahead(&checker_fleet, &page, &identities);

@@ -48,6 +48,9 @@ type Seen = HashMap<String, bell_store::SmallMap<SeenReport>>;
 struct SeenReport {
     sequence: u64,
     report: Option<Arc<Report>>,
+    /// The digest of the report's bytes and identity (see [`bell_store::proof::Checked`]):
+    /// a reader started again does not check its signature again.
+    checked: Option<bell_store::proof::Checked>,
 }
 
 /// A [`SeenReport`] as the state directory keeps it.
@@ -56,6 +59,9 @@ struct Kept {
     sequence: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     report: Option<Report>,
+    /// [`SeenReport::checked`] in hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    checked: Option<String>,
 }
 
 /// What a status row shows of a report: its resources that failed or were deferred, not the
@@ -73,6 +79,7 @@ fn to_kept(seen: &Seen) -> BTreeMap<&str, BTreeMap<&str, Kept>> {
                     let kept = Kept {
                         sequence: s.sequence,
                         report: s.report.as_deref().map(trimmed),
+                        checked: s.checked.map(hex),
                     };
                     (command.as_str(), kept)
                 })
@@ -80,6 +87,24 @@ fn to_kept(seen: &Seen) -> BTreeMap<&str, BTreeMap<&str, Kept>> {
             (identity.as_str(), commands)
         })
         .collect()
+}
+
+fn hex(digest: bell_store::proof::Checked) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A digest [`hex`] wrote; `None` for anything else (the report is then checked again).
+fn from_hex(text: &str) -> Option<bell_store::proof::Checked> {
+    let bytes = text.as_bytes();
+    if bytes.len() != 64 {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    for (at, pair) in bytes.chunks(2).enumerate() {
+        let pair = std::str::from_utf8(pair).ok()?;
+        digest[at] = u8::from_str_radix(pair, 16).ok()?;
+    }
+    Some(digest)
 }
 
 fn from_kept(kept: BTreeMap<String, BTreeMap<String, Kept>>) -> Seen {
@@ -91,6 +116,7 @@ fn from_kept(kept: BTreeMap<String, BTreeMap<String, Kept>>) -> Seen {
                     let seen = SeenReport {
                         sequence: k.sequence,
                         report: k.report.map(Arc::new),
+                        checked: k.checked.as_deref().and_then(from_hex),
                     };
                     (command, seen)
                 })
@@ -121,6 +147,33 @@ impl Witness {
             return Ok(Witness::default());
         };
         Witness::open_at(dir.join(format!("seen-{fleet}.json")))
+    }
+
+    /// The digests of the reports `fleet`'s record in bellc's state directory saw signed
+    /// ([`Witness::checked_before`]), read alone: they are kept beside the record in a file of
+    /// their own, 32 bytes each, read in milliseconds where the record takes a second or two
+    /// at 100,000 hosts. A reader started again starts its reading with them and opens the
+    /// record while etcd reads the range. Empty when there are none, or the file is not
+    /// whole (each report is then checked, as on a first start).
+    pub fn kept_checked(fleet: &str) -> std::collections::HashSet<bell_store::proof::Checked> {
+        let Some(dir) = state_dir() else {
+            return Default::default();
+        };
+        Witness::kept_checked_at(&dir.join(format!("seen-{fleet}.json")))
+    }
+
+    /// [`Witness::kept_checked`] of the record kept in `path`.
+    pub fn kept_checked_at(
+        path: &std::path::Path,
+    ) -> std::collections::HashSet<bell_store::proof::Checked> {
+        let bytes = std::fs::read(checked_path(path)).unwrap_or_default();
+        if !bytes.len().is_multiple_of(32) {
+            return Default::default();
+        }
+        bytes
+            .chunks_exact(32)
+            .filter_map(|d| <[u8; 32]>::try_from(d).ok())
+            .collect()
     }
 
     /// The record kept in `path`.
@@ -163,6 +216,15 @@ impl Witness {
 
     /// Whether this reader has seen any host of the fleet sign a report: then its hosts have
     /// identities, even when the release at hand does not say so.
+    /// The digests of the reports it saw signed and kept (see
+    /// [`bell_store::ParsedReports::checked_before`]).
+    pub fn checked_before(&self) -> std::collections::HashSet<bell_store::proof::Checked> {
+        self.seen
+            .values()
+            .flat_map(|commands| commands.iter().filter_map(|(_, s)| s.checked))
+            .collect()
+    }
+
     pub fn has_seen_signatures(&self) -> bool {
         self.seen.values().any(|commands| !commands.is_empty())
     }
@@ -232,22 +294,37 @@ impl Witness {
                 // A host numbers its reports by its clock (never below the time, see
                 // `bell-run`'s `next_sequence`). Remembered, a number far ahead would make
                 // every honest report after it read as a replay, for good.
-                Proof::Signed { sequence } if *sequence > highest => Some(format!(
+                Proof::Signed { sequence, .. } if *sequence > highest => Some(format!(
                     "its `{command}` report is number {sequence}, beyond the time now and \
                      the {MAX_SEQUENCE_AHEAD} s of clock skew allowed ({highest}): \
                      refused and not remembered"
                 )),
-                Proof::Signed { sequence } => match seen.get(command) {
+                Proof::Signed { sequence, checked } => match seen.get_mut(command) {
                     Some(old) if old.sequence > *sequence => Some(format!(
                         "its `{command}` report is number {sequence}, but number {} was \
                          seen already: an old report put back (a replay)",
                         old.sequence
                     )),
-                    Some(old) if old.sequence == *sequence => None,
+                    Some(old) if old.sequence == *sequence => {
+                        // Kept by a bellc from before digests, or the same report filed
+                        // again by another serializer: what a restart finds next.
+                        if checked.is_some() && old.checked != *checked {
+                            old.checked = *checked;
+                            self.changed = true;
+                        }
+                        None
+                    }
                     _ => {
                         let report = view.by_command.get(command).map(Arc::clone);
-                        let sequence = *sequence;
-                        seen.insert(command.clone(), SeenReport { sequence, report });
+                        let (sequence, checked) = (*sequence, *checked);
+                        seen.insert(
+                            command.clone(),
+                            SeenReport {
+                                sequence,
+                                report,
+                                checked,
+                            },
+                        );
                         self.changed = true;
                         None
                     }
@@ -281,9 +358,9 @@ impl Witness {
             };
             if !view.by_command.contains_key(command) {
                 view.by_command.insert(command.clone(), Arc::clone(report));
-                let sequence = old.sequence;
+                let (sequence, checked) = (old.sequence, old.checked);
                 view.proofs
-                    .insert(command.clone(), Proof::Signed { sequence });
+                    .insert(command.clone(), Proof::Signed { sequence, checked });
                 changed = true;
             }
         }
@@ -339,18 +416,38 @@ impl Witness {
     }
 }
 
-/// Writes `seen` to `path` (beside it, then renamed over).
+/// Where the digests of the record at `path` are kept (see [`Witness::kept_checked`]).
+fn checked_path(path: &std::path::Path) -> PathBuf {
+    path.with_extension("checked")
+}
+
+/// Writes `seen` to `path`, and its digests beside it (see [`Witness::kept_checked`]): each
+/// written beside and renamed over. The two need not agree: a digest says only that those
+/// bytes were checked under that identity, which stays true.
 fn write_seen(path: &std::path::Path, seen: &Seen) -> Result<(), String> {
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-        serde_json::to_writer(&mut file, &to_kept(seen))?;
-        std::io::Write::flush(&mut file)?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| format!("cannot write {}: {e}", path.display()))
+    let replace =
+        |path: &std::path::Path, write: &dyn Fn(&mut dyn std::io::Write) -> std::io::Result<()>| {
+            let kind = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+            let tmp = path.with_extension(format!("{kind}.{}.tmp", std::process::id()));
+            let done = (|| -> std::io::Result<()> {
+                let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+                write(&mut file)?;
+                std::io::Write::flush(&mut file)?;
+                std::fs::rename(&tmp, path)
+            })();
+            done.map_err(|e| format!("cannot write {}: {e}", path.display()))
+        };
+    replace(&checked_path(path), &|file| {
+        let digests = seen
+            .values()
+            .flat_map(|c| c.iter().filter_map(|(_, s)| s.checked));
+        digests.into_iter().try_for_each(|d| file.write_all(&d))
+    })?;
+    replace(path, &|file| {
+        serde_json::to_writer(file, &to_kept(seen)).map_err(std::io::Error::from)
+    })
 }
 
 #[cfg(test)]
@@ -555,8 +652,18 @@ mod tests {
         // Read again by the next run: the report stands in for a deleted one.
         std::fs::remove_file(store.join("b.json")).unwrap();
         let mut next = Witness::open_at(dir.path().join("seen-f.json")).unwrap();
+        // With the digest of the report it checked, in the record and beside it alone.
+        let digest = proof::checked(&key.identity(), &raw);
+        let digests = std::collections::HashSet::from([digest]);
+        assert_eq!(next.checked_before(), digests);
+        let path = dir.path().join("seen-f.json");
+        assert_eq!(Witness::kept_checked_at(&path), digests);
         let view = read(&store, &release(Some(&key)), &mut next);
         assert_eq!(view.status["health"], State::Success);
+        // Digests cut short are not read at all (each report is checked again).
+        let side = dir.path().join("seen-f.checked");
+        std::fs::write(&side, &std::fs::read(&side).unwrap()[..31]).unwrap();
+        assert!(Witness::kept_checked_at(&path).is_empty());
     }
 
     #[test]

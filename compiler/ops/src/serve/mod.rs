@@ -453,16 +453,22 @@ impl Board {
         let identities = self.identities_of(&release);
         let mut warnings = Vec::new();
         let mut following = lock(&self.follower);
-        if following.as_ref().map(|f| f.fleet()) != Some(fleet.as_str()) {
-            *following = Some(crate::fleet::follow::Follower::start_checking(
-                self.etcd.clone(),
-                &fleet,
-                Arc::clone(&identities),
-            )?);
-        }
-        let follower = following.as_mut().ok_or("no follower")?;
         {
             let mut witness = lock(&self.witness);
+            if following.as_ref().map(|f| f.fleet()) != Some(fleet.as_str()) {
+                // The reports checked before, from the witness, or from its digests alone
+                // when it is not open yet: it is opened while etcd reads the range.
+                let checked_before = match witness.as_ref() {
+                    Some(witness) => witness.checked_before(),
+                    None => Witness::kept_checked(&fleet),
+                };
+                *following = Some(crate::fleet::follow::Follower::start_checking(
+                    self.etcd.clone(),
+                    &fleet,
+                    Arc::clone(&identities),
+                    checked_before,
+                )?);
+            }
             let witness = witness.get_or_insert_with(|| {
                 Witness::open(&fleet)
                     .map(|w| w.saving_every(Duration::from_secs(30)))
@@ -471,11 +477,13 @@ impl Board {
                         Witness::default()
                     })
             });
+            let follower = following.as_mut().ok_or("no follower")?;
             follower.read(&release, &identities, witness, now)?;
             if let Err(e) = witness.save_behind() {
                 warnings.push(e);
             }
         }
+        let follower = following.as_ref().ok_or("no follower")?;
         let views = follower.views().clone();
         let kvs = follower.others();
         let groups = semaphore::groups_from(kvs, &semaphore::default_prefix(&fleet))

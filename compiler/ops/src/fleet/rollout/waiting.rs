@@ -137,13 +137,16 @@ impl Controller<'_> {
             .as_ref()
             .is_none_or(|(follower, _)| follower.fleet() != release.fleet)
         {
-            let witness = Witness::open(&release.fleet).map_err(RolloutError::Store)?;
+            // The witness is opened while etcd reads the range (see
+            // `Witness::kept_checked`).
             let follower = crate::fleet::follow::Follower::start_checking(
                 self.etcd.clone(),
                 &release.fleet,
                 Arc::new(identities.clone()),
+                Witness::kept_checked(&release.fleet),
             )
             .map_err(RolloutError::Store)?;
+            let witness = Witness::open(&release.fleet).map_err(RolloutError::Store)?;
             *reading = Some((follower, witness));
         }
         let Some((follower, witness)) = reading.as_mut() else {
