@@ -500,13 +500,7 @@ impl Cache {
             // A read of one key of the range (none is at the prefix itself): the answer's
             // header has the revision, and whoever reads the range may read it.
             let body = serde_json::json!({ "key": base64(&self.key), "keys_only": true });
-            let learned = etcd
-                .forward("/v3/kv/range", &body)
-                .map_err(|(_, e)| e)
-                .and_then(|answer| {
-                    int(answer.get("header").and_then(|h| h.get("revision")))
-                        .ok_or_else(|| "etcd sent no revision".to_string())
-                });
+            let learned = revision_after(etcd, "/v3/kv/range", &body);
             let learned = learned.map(|revision| self.caught_up(etcd, revision));
             if let Ok(mut state) = self.state.lock() {
                 match learned {
@@ -556,14 +550,7 @@ impl Cache {
             }
         }
         let body = serde_json::json!({ "key": base64(mark), "value": "" });
-        let written = etcd
-            .forward("/v3/kv/put", &body)
-            .map_err(|(_, e)| e)
-            .and_then(|answer| {
-                int(answer.get("header").and_then(|h| h.get("revision")))
-                    .ok_or_else(|| "etcd sent no revision".to_string())
-            });
-        match written {
+        match revision_after(etcd, "/v3/kv/put", &body) {
             Ok(revision) => {
                 self.marks.fetch_add(1, Ordering::Relaxed);
                 revision.max(learned)
@@ -762,6 +749,13 @@ fn freshness(state: &State, arrived: u64) -> Option<Result<(), String>> {
         )));
     }
     (state.revision >= state.learned && state.revision != 0).then_some(Ok(()))
+}
+
+/// etcd's revision after it answered `body` at `path` (its answer's header says it).
+fn revision_after(etcd: &Etcd, path: &str, body: &serde_json::Value) -> Result<i64, String> {
+    let answer = etcd.forward(path, body).map_err(|(_, e)| e)?;
+    int(answer.get("header").and_then(|h| h.get("revision")))
+        .ok_or_else(|| "etcd sent no revision".to_string())
 }
 
 /// What the cache holds at one revision, for [`Cache::fresh`]'s look.
