@@ -38,6 +38,11 @@ pub fn hex(bytes: &[u8]) -> String {
     hex::encode(bytes)
 }
 
+/// What [`hex`] wrote (either case); `None` for anything else.
+pub fn from_hex(text: &str) -> Option<Vec<u8>> {
+    hex::decode(text).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -79,7 +79,7 @@ fn to_kept(seen: &Seen) -> BTreeMap<&str, BTreeMap<&str, Kept>> {
                     let kept = Kept {
                         sequence: s.sequence,
                         report: s.report.as_deref().map(trimmed),
-                        checked: s.checked.map(hex),
+                        checked: s.checked.map(|d| bell_wire::hex(&d)),
                     };
                     (command.as_str(), kept)
                 })
@@ -87,24 +87,6 @@ fn to_kept(seen: &Seen) -> BTreeMap<&str, BTreeMap<&str, Kept>> {
             (identity.as_str(), commands)
         })
         .collect()
-}
-
-fn hex(digest: bell_store::proof::Checked) -> String {
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A digest [`hex`] wrote; `None` for anything else (the report is then checked again).
-fn from_hex(text: &str) -> Option<bell_store::proof::Checked> {
-    let bytes = text.as_bytes();
-    if bytes.len() != 64 {
-        return None;
-    }
-    let mut digest = [0u8; 32];
-    for (at, pair) in bytes.chunks(2).enumerate() {
-        let pair = std::str::from_utf8(pair).ok()?;
-        digest[at] = u8::from_str_radix(pair, 16).ok()?;
-    }
-    Some(digest)
 }
 
 fn from_kept(kept: BTreeMap<String, BTreeMap<String, Kept>>) -> Seen {
@@ -116,7 +98,12 @@ fn from_kept(kept: BTreeMap<String, BTreeMap<String, Kept>>) -> Seen {
                     let seen = SeenReport {
                         sequence: k.sequence,
                         report: k.report.map(Arc::new),
-                        checked: k.checked.as_deref().and_then(from_hex),
+                        // One that does not read as a digest is not kept: the report is checked again.
+                        checked: k
+                            .checked
+                            .as_deref()
+                            .and_then(bell_wire::from_hex)
+                            .and_then(|d| d.try_into().ok()),
                     };
                     (command, seen)
                 })
@@ -219,10 +206,7 @@ impl Witness {
     /// The digests of the reports it saw signed and kept (see
     /// [`bell_store::ParsedReports::checked_before`]).
     pub fn checked_before(&self) -> std::collections::HashSet<bell_store::proof::Checked> {
-        self.seen
-            .values()
-            .flat_map(|commands| commands.iter().filter_map(|(_, s)| s.checked))
-            .collect()
+        digests(&self.seen).collect()
     }
 
     pub fn has_seen_signatures(&self) -> bool {
@@ -427,27 +411,35 @@ fn checked_path(path: &std::path::Path) -> PathBuf {
 fn write_seen(path: &std::path::Path, seen: &Seen) -> Result<(), String> {
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let replace =
-        |path: &std::path::Path, write: &dyn Fn(&mut dyn std::io::Write) -> std::io::Result<()>| {
-            let kind = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-            let tmp = path.with_extension(format!("{kind}.{}.tmp", std::process::id()));
-            let done = (|| -> std::io::Result<()> {
-                let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-                write(&mut file)?;
-                std::io::Write::flush(&mut file)?;
-                std::fs::rename(&tmp, path)
-            })();
-            done.map_err(|e| format!("cannot write {}: {e}", path.display()))
-        };
-    replace(&checked_path(path), &|file| {
-        let digests = seen
-            .values()
-            .flat_map(|c| c.iter().filter_map(|(_, s)| s.checked));
-        digests.into_iter().try_for_each(|d| file.write_all(&d))
+    replace_file(&checked_path(path), |file| {
+        digests(seen).try_for_each(|d| std::io::Write::write_all(file, &d))
     })?;
-    replace(path, &|file| {
+    replace_file(path, |file| {
         serde_json::to_writer(file, &to_kept(seen)).map_err(std::io::Error::from)
     })
+}
+
+/// Every digest `seen` holds.
+fn digests(seen: &Seen) -> impl Iterator<Item = bell_store::proof::Checked> + '_ {
+    seen.values()
+        .flat_map(|commands| commands.iter().filter_map(|(_, s)| s.checked))
+}
+
+/// Writes `path` with `write`, beside it (named for this process: the page and a controller
+/// may save at once) and renamed over.
+fn replace_file(
+    path: &std::path::Path,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> Result<(), String> {
+    let kind = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let tmp = path.with_extension(format!("{kind}.{}.tmp", std::process::id()));
+    let done = (|| -> std::io::Result<()> {
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        write(&mut file)?;
+        std::io::Write::flush(&mut file)?;
+        std::fs::rename(&tmp, path)
+    })();
+    done.map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 #[cfg(test)]
