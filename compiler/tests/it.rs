@@ -56,6 +56,7 @@ mod kernel_args;
 mod key_rotation;
 mod kind_scripts_snapshot;
 mod language_contract;
+mod live_files;
 mod live_only_scripts_change_nothing_offline;
 mod malicious_roots;
 mod modprobe_kind;

@@ -53,6 +53,14 @@ unit "app.service" enable=#true start=#false {
         WantedBy=multi-user.target
         """#
 }
+override "web" {
+    match host="h"
+    service "web" port=8080
+}
+live "/etc/haproxy/backends.cfg" service="web" mode="0640" {
+    template "{% for s in services.web %}server {{ s.host }} {{ s.address }}:{{ s.port }}\n{% endfor %}"
+    reload "systemctl reload haproxy"
+}
 health "app" timeout="5s" retries=2 interval="1s" {
     run "curl -fsS http://127.0.0.1:8080/healthz"
 }

@@ -17,6 +17,7 @@ const KINDS: &[&str] = &[
     "scripts/kernel-args/",
     "scripts/modprobe/",
     "scripts/batch/",
+    "scripts/live/",
 ];
 
 const SOURCES: &str = r#"
@@ -32,7 +33,7 @@ package "htop"
 /// Pinned to a snapshot: apt reads only the release's sources, in every script that runs it.
 const PINNED: &str = r#"
 fleet "f" target="debian-12"
-host "h"
+host "h" address="10.0.0.1"
 apt upgrade=#true
 apt-source "debian" url="http://snapshot.debian.org/archive/debian/{snapshot}" snapshot="20261120T000000Z" suites="bookworm" components="main"
 apt-source "vendor" url="https://deb.example/debian" suites="./"
@@ -49,6 +50,17 @@ kernel-args "only-add" {
     arg "nosmt"
 }
 modprobe "snd-pcsp" blacklist=#true
+override "web" {
+    match host="h"
+    service "web" port=8080
+}
+live "/etc/hap'roxy/back ends.cfg" service="web" owner="haproxy" reload-timeout="5s" {
+    template "{% for s in services.web %}server {{ s.host }}\n{% endfor %}"
+    reload "systemctl reload 'haproxy' && echo \"$(date)\" >/dev/null"
+}
+live "/etc/quiet.cfg" service="web" {
+    template "{{ services.web | length }}"
+}
 "#;
 
 #[test]
@@ -85,7 +97,7 @@ fn rendered_scripts_pass_shellcheck() {
         }
     }
     // user, default-account, package apply+revert from the examples, plus apt and the trigger.
-    assert!(checked >= 27, "only {checked} scripts checked");
+    assert!(checked >= 33, "only {checked} scripts checked");
 }
 
 #[test]

@@ -52,6 +52,9 @@ pub struct Options {
     /// The first apply after a reboot bell-run made: the bundle's `after-boot` hook runs
     /// before the health probes, as one of them, once the reasons for the reboot are gone.
     pub after_boot: bool,
+    /// The fleet's store, whose providers' health the live files are rendered from (a pull's);
+    /// `None`: each live file keeps the providers it was rendered with.
+    pub live_store: Option<std::sync::Arc<bell_store::Store>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -72,6 +75,9 @@ pub struct Report {
     pub files: Switched,
     pub triggers: Vec<Outcome>,
     pub resources: Vec<Outcome>,
+    /// The live files, and the providers each was rendered with.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub live: Vec<crate::live::Rendered>,
     /// Resources created, changed, retried, put back or departed.
     pub changed: usize,
     /// Resources whose apply needs a live host (exit `EXIT_DEFERRED` offline).
@@ -310,6 +316,7 @@ fn report(checked: &Checked, opts: &Options, recovered: Option<String>, plan: Pl
         files: Switched::default(),
         triggers: Vec::new(),
         resources: Vec::new(),
+        live: Vec::new(),
         changed: 0,
         deferred: checked.needs_secrets.len(),
         needs_secrets: checked.needs_secrets.clone(),
@@ -430,10 +437,17 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         clock: Some(&clock),
     };
     clock.lap("stage");
+    let live = crate::live::prepare_from_store(
+        &ctx,
+        &checked.manifest,
+        opts.live_store.as_deref(),
+        &mut plan,
+    );
     let found = find_drift(&ctx, opts, &checked, &copy, &mut plan);
     clock.lap("drift");
     let mut rep = report(&checked, opts, recovered, plan.clone());
     rep.drift = drift_of(&plan, found.drift);
+    rep.live = live;
 
     failpoint::hit("before-revert");
     // The generation being applied was verified above and is what its resources run from:

@@ -327,6 +327,12 @@ fn options(args: &Args) -> Options {
         sealed: None,
         identity: args.identity.clone(),
         after_boot: false,
+        // The store the run reports to is the fleet's: live files read their providers there.
+        live_store: args
+            .report_destination()
+            .filter(|dest| dest.contains("://"))
+            .and_then(|dest| bell_store::Store::open(&dest, &args.access()).ok())
+            .map(|store| std::sync::Arc::new(store.with_limits(bell_wire::etcd::Limits::HOST))),
     }
 }
 

@@ -110,7 +110,7 @@ pub(crate) struct Ctx<'a> {
 impl Ctx<'_> {
     pub(crate) fn env(&self, kind: &str, name: &str, generation: &str) -> Vec<(String, String)> {
         let state_dir = self.state_dir(kind, name);
-        vec![
+        let mut env = vec![
             ("BELL_ROOT".to_string(), self.root.dir.display().to_string()),
             ("BELL_STATE".to_string(), state_dir.display().to_string()),
             (
@@ -119,7 +119,16 @@ impl Ctx<'_> {
             ),
             ("BELL_RESOURCE".to_string(), format!("{kind}:{name}")),
             ("BELL_GENERATION".to_string(), generation.to_string()),
-        ]
+        ];
+        if kind == bell_bundle::live::KIND {
+            // What the apply puts in place: rendered by bell-run before the run (`live`).
+            let next = state_dir.join(bell_bundle::live::NEXT_FILE);
+            env.push((
+                bell_bundle::live::RENDERED_ENV.to_string(),
+                next.display().to_string(),
+            ));
+        }
+        env
     }
 
     /// A resource's `BELL_STATE`, made when missing.

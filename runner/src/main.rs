@@ -66,6 +66,7 @@ mod health;
 mod help;
 mod identity;
 mod journal;
+mod live;
 mod metrics;
 mod one_shell;
 mod plan;

@@ -81,15 +81,16 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     let host = report::host_name(opts.host.as_deref(), &root.dir).map_err(Refusal::new)?;
     let state = state::load(&root).map_err(Refusal::new)?;
     let keys = trusted_keys(&root, opts.trust.as_deref())?;
+    // Shared with the apply, which reads the providers of its live files from it.
     let store = match &opts.store {
-        Some(dest) => Some(
+        Some(dest) => Some(std::sync::Arc::new(
             bell_store::Store::open(dest, &opts.access)
                 .map_err(Refusal::new)?
                 .with_limits(bell_wire::etcd::Limits::HOST.until(opts.deadline)),
-        ),
+        )),
         None => None,
     };
-    let chosen = choose(opts, &root, &host, &state, store.as_ref(), found)?;
+    let chosen = choose(opts, &root, &host, &state, store.as_deref(), found)?;
     let checked = check_release(opts, &root, &state, keys.as_ref(), &chosen.path, found)?;
     let release = &checked.release;
 
@@ -135,7 +136,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         (staged.dir, staged.fetched, staged.reused, staged.sealed)
     };
     // The disruption budget: a slot of the host's rollout group before anything changes.
-    let budget = match &store {
+    let budget = match store.as_deref() {
         Some(bell_store::Store::Etcd(etcd)) => {
             // The holder record is signed, so that `bellc lock status` can tell it is this
             // host's; a key that cannot be read leaves it unsigned, never the pull undone.
@@ -178,6 +179,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         release: Some(release.version.clone()),
         sealed,
         after_boot: back.is_some(),
+        live_store: store.clone(),
         ..opts.apply.clone()
     };
     let result = apply::apply(&dir, &applying);

@@ -57,6 +57,8 @@ pub fn remove(opts: &Options) -> Result<Removal, Refusal> {
         batches: Vec::new(),
         snapshots: Default::default(),
         reboot: None,
+        live: Vec::new(),
+        provides: Vec::new(),
     };
     let dir = EmptyBundle::write(&empty)?;
     if opts.dry_run {

@@ -384,10 +384,6 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     Some(root) => identity::next_sequence(root, finished_at),
                     None => Ok(finished_at),
                 };
-                let signer = key.as_ref().map(|key| bell_store::Signer {
-                    key: &key.key,
-                    next_sequence: &mut next_sequence,
-                });
                 let filed = Store::open(dest, &sinks.access)
                     .map(|store| {
                         let limits = bell_wire::etcd::Limits::HOST;
@@ -397,7 +393,21 @@ pub fn emit(sinks: &Sinks, run: Run) {
                         })
                     })
                     .and_then(|store| {
+                    let signer = key.as_ref().map(|key| bell_store::Signer {
+                        key: &key.key,
+                        next_sequence: &mut next_sequence,
+                    });
                     store.record_with(&mut report, signer, sinks.read.as_ref())?;
+                    // A provider of a service some live file follows files its health beside:
+                    // what its consumers read (`bell_store::ready`).
+                    let provides = applied.as_ref().is_some_and(|m| !m.provides.is_empty());
+                    if let (true, Some(mut health)) = (provides, health_report(&report)) {
+                        let signer = key.as_ref().map(|key| bell_store::Signer {
+                            key: &key.key,
+                            next_sequence: &mut next_sequence,
+                        });
+                        store.record_with(&mut health, signer, sinks.read.as_ref())?;
+                    }
                     let root = recorded.as_ref().map(|(root, _)| root);
                     keep_alive(&store, dest, &report, root, sinks)
                 });
@@ -437,6 +447,36 @@ pub fn emit(sinks: &Sinks, run: Run) {
             errln!("warning: {e}");
         }
     }
+}
+
+/// The health report a provider files after a run that says how healthy it is (an apply
+/// whose probes ran, or one that failed; a check): `None` for a run that says nothing of it
+/// (a refused one).
+fn health_report(report: &Report) -> Option<Report> {
+    if report.error.is_some() {
+        return None;
+    }
+    let state = match report.status.get("health") {
+        Some(state) => *state,
+        None if report.status.get("apply") == Some(&State::Failed) => State::Failed,
+        None => return None,
+    };
+    Some(Report {
+        command: bell_store::ready::HEALTH_COMMAND.to_string(),
+        result: state,
+        resources: Vec::new(),
+        drift: Vec::new(),
+        status: BTreeMap::from([("health".to_string(), state)]),
+        reboot_required: Vec::new(),
+        rebooting: None,
+        refused_release: None,
+        since: None,
+        attempts: None,
+        sequence: None,
+        signer: None,
+        proof: None,
+        ..report.clone()
+    })
 }
 
 /// When each command last ran and whether it succeeded, this run included: one metrics file

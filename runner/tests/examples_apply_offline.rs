@@ -199,6 +199,8 @@ fn a_bundle_without_the_examples_resources_restores_the_root() {
         batches: Vec::new(),
         snapshots: Default::default(),
         reboot: None,
+        live: Vec::new(),
+        provides: Vec::new(),
     };
     let json = manifest.to_json();
     let dir = empty

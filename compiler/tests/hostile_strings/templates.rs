@@ -11,6 +11,11 @@ const ESCAPES: &[&str] = &["sh", "unit", "unit_arg", "conf", "limits"];
 /// unescaped value fails the test below until it is escaped or listed here with its reason.
 const UNESCAPED: &[(&str, &str, &str)] = &[
     (
+        "live/apply.sh.j2",
+        "reload_timeout",
+        "a whole number of seconds, 1 to 3600 (`kinds::live`)",
+    ),
+    (
         "apt/upgrade.sh.j2",
         "apt_get",
         "`apt-get` or `bell_apt_get`, a word the template sets",

@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub mod accept;
 mod exec;
+pub mod live;
 pub mod prometheus;
 mod reboot;
 mod release;
@@ -102,6 +103,13 @@ pub struct Manifest {
     /// reports that it needs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reboot: Option<Reboot>,
+    /// Files that follow which providers of a service are ready (`live` of the spec), by path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub live: Vec<live::Live>,
+    /// The services this host provides: it publishes its health, signed, for their consumers'
+    /// live files (`ready/HOST` in the fleet's store).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provides: Vec<String>,
 }
 
 /// Package repository snapshots by apt source name (`debian` → `20261120T000000Z`).

@@ -416,6 +416,19 @@ pub fn expected_files(manifest: &Manifest) -> Result<BTreeMap<PathBuf, Expected>
         }
         scripts.extend(reboot.hooks().map(|h| &h.script));
     }
+    // A live file is written by its resource's scripts, at an absolute path: an entry without
+    // that resource would be rendered and never put anywhere.
+    for live in &manifest.live {
+        let written = manifest
+            .resources
+            .iter()
+            .any(|r| r.kind == crate::live::KIND && r.name == live.path && r.apply.is_some());
+        if !is_normal_absolute(&live.path) || !written {
+            return Err(VerifyError::BadPath {
+                path: live.path.clone(),
+            });
+        }
+    }
     let mut probes = std::collections::BTreeSet::new();
     for probe in &manifest.probes {
         if !probes.insert(probe.name.as_str()) {

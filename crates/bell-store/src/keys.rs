@@ -9,6 +9,7 @@
 //! /bell/FLEET/desired/HOST                the bundle HOST should run      controller
 //! /bell/FLEET/running/HOST                HOST's last apply (or pull)     HOST
 //! /bell/FLEET/reports/COMMAND/HOST        HOST's last COMMAND (check)     HOST
+//! /bell/FLEET/reports/health/HOST         HOST's health, for live files   HOST (a provider)
 //! /bell/FLEET/status/CATEGORY/HOST        each category's state           HOST
 //! /bell/FLEET/alive/HOST                  on HOST's lease                 HOST
 //! /bell/FLEET/holds/HOST                  an operator's hold              controller
@@ -28,6 +29,10 @@ pub const STATUS_CATEGORIES: [&str; 3] = ["apply", "check", "health"];
 /// The commands whose last report a host keeps: `apply` (and `pull`) under `running/`,
 /// `check` under `reports/check/`.
 pub const REPORTED_COMMANDS: [&str; 2] = ["apply", "check"];
+
+/// The command a provider files its health under (`reports/health/HOST`), for the live files
+/// of its services' consumers (see [`crate::ready`]).
+pub const HEALTH_COMMAND: &str = "health";
 
 /// Everything of the fleet's, `/bell/FLEET/`: what its readers read.
 pub fn fleet_prefix(fleet: &str) -> String {
@@ -253,6 +258,19 @@ pub fn host_grants(fleet: &str, host: &str, lock_prefix: &str, group: &str) -> V
             &report_key(fleet, command, host),
         ));
     }
+    // Its health, for the live files of its services' consumers (`ready`); and every host's
+    // health and liveness, read by a consumer's live files: the names of the fleet's hosts,
+    // their probes and whether they pass, nothing of their configuration.
+    let health = HEALTH_COMMAND;
+    grants.push(Permission::key(
+        Access::ReadWrite,
+        &report_key(fleet, health, host),
+    ));
+    grants.push(Permission::prefix(
+        Access::Read,
+        &report_key(fleet, health, ""),
+    ));
+    grants.push(Permission::prefix(Access::Read, &alive_key(fleet, "")));
     for category in STATUS_CATEGORIES {
         grants.push(Permission::key(
             Access::ReadWrite,
@@ -310,7 +328,7 @@ pub fn gateway_grants(fleet: &str, lock_prefix: &str) -> Vec<Permission> {
         Permission::prefix(Access::ReadWrite, &throttled_key(fleet, "")),
         Permission::key(Access::ReadWrite, &sync_key(fleet)),
     ];
-    for command in REPORTED_COMMANDS {
+    for command in REPORTED_COMMANDS.iter().chain([&HEALTH_COMMAND]) {
         grants.push(Permission::prefix(
             Access::ReadWrite,
             &report_key(fleet, command, ""),

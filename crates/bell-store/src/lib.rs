@@ -31,6 +31,7 @@ pub mod keys;
 pub mod members;
 pub mod prefetch;
 pub mod proof;
+pub mod ready;
 pub mod semaphore;
 mod small_map;
 pub mod status;

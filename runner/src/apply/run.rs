@@ -77,9 +77,22 @@ pub(super) fn run_resources(
         } else if let Some(script) = resource.apply.as_ref().filter(|s| !ctx.skips(s)) {
             let log_path =
                 state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("apply.log");
-            let env = ctx.env(&resource.kind, &resource.name, &checked.id);
-            let (exit, log) =
-                ctx.run_sh(bundle, &script.path, &resource.kind, env, log_path.clone());
+            let mut env = ctx.env(&resource.kind, &resource.name, &checked.id);
+            let (exit, log) = match reloads_offline(ctx, &checked.manifest, resource) {
+                // A live file whose reload runs on the image root: the whole apply confined
+                // to it, as an exec with offline="root".
+                Some(confine) => {
+                    env.push((bell_bundle::live::RELOAD_OFFLINE_ENV.into(), "1".into()));
+                    let mut inv =
+                        ctx.sh_invocation(bundle, &script.path, &[], env, log_path.clone());
+                    inv.confine = confine;
+                    (
+                        ctx.run_timed(&resource.kind, &inv),
+                        log_path.display().to_string(),
+                    )
+                }
+                None => ctx.run_sh(bundle, &script.path, &resource.kind, env, log_path.clone()),
+            };
             let mut outcome = if exit.ok() {
                 // Read only when there is output: most applies print nothing.
                 let said = std::fs::metadata(&log_path).is_ok_and(|m| m.len() > 0);
@@ -288,4 +301,24 @@ fn run_exec(
     outcome.log = Some(inv.log.display().to_string());
     record.exec = Some(rec);
     outcome
+}
+
+/// How a live file's apply is confined when it runs its reload on an image root
+/// (`offline="root"`); `None` for every other apply, run as usual.
+fn reloads_offline(
+    ctx: &Ctx,
+    manifest: &bell_bundle::Manifest,
+    resource: &bell_bundle::Resource,
+) -> Option<crate::confine::Confine> {
+    if !ctx.offline || resource.kind != bell_bundle::live::KIND {
+        return None;
+    }
+    let live = manifest.live.iter().find(|l| l.path == resource.name)?;
+    if live.offline != bell_bundle::Offline::Root {
+        return None;
+    }
+    match ctx.place(live.offline, Some("/bin/sh")) {
+        crate::context::Placement::Run(confine) => Some(confine),
+        _ => None,
+    }
 }

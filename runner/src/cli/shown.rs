@@ -274,9 +274,43 @@ pub(super) fn print_report_body(report: &Report) {
         let symbol = outcome.change.map(Change::symbol).unwrap_or(' ');
         print_outcome(&symbol.to_string(), outcome, width);
     }
+    for live in &report.live {
+        print_live(live);
+    }
     outln!("result: {}", summary(report));
     print_health(&report.health);
     print_reboot(&report.reboot_required);
+}
+
+/// A live file and who it lists: `live /etc/haproxy/backends.cfg (web): web-1, web-2; out:
+/// web-3 (probe http fails)`. Host names are the bundle's; a reason may quote a provider's
+/// report, so it is shown on one line with what a terminal acts on escaped.
+fn print_live(live: &crate::live::Rendered) {
+    let ready = match live.ready.is_empty() {
+        true => "none ready".to_string(),
+        false => live.ready.join(", "),
+    };
+    let out: Vec<String> = live
+        .out
+        .iter()
+        .map(|(host, why)| format!("{host} ({})", bell_bundle::one_line(why)))
+        .collect();
+    let out = match out.is_empty() {
+        true => String::new(),
+        false => format!("; {}", out.join(", ")),
+    };
+    let from = match live.from {
+        "kept" => " [the store was not read: as last rendered]",
+        _ => "",
+    };
+    outln!(
+        "  live {} ({}): {ready}{out}{from}",
+        live.path,
+        live.service
+    );
+    if let Some(error) = &live.error {
+        outln!("  live {}: {}", live.path, bell_bundle::one_line(error));
+    }
 }
 
 /// The reasons the host needs a reboot, one per line, after the result they do not change.

@@ -444,6 +444,8 @@ impl BundleSpec {
                 .collect(),
             snapshots: self.snapshots.clone(),
             reboot: self.reboot.clone(),
+            live: Vec::new(),
+            provides: Vec::new(),
         };
         (manifest, scripts)
     }

@@ -196,6 +196,15 @@ pub fn check(hosts: &[ResolvedHost], diags: &mut Diagnostics) -> Option<ServiceL
                 .or_default()
                 .extend(info.hosts.iter().copied());
         }
+        // A live file lists the ready providers of its service: one must exist to be ready.
+        for live in info.model.of_kind(crate::spec::Kind::LIVE) {
+            if let Some(service) = live.str("service") {
+                consumers
+                    .entry((key(live.span_of("service")), service, 1))
+                    .or_default()
+                    .extend(info.hosts.iter().copied());
+            }
+        }
     }
     for ((span, service, needed), users) in &mut consumers {
         let span = span.span();

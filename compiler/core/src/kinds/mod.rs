@@ -28,6 +28,7 @@ mod file;
 mod health;
 mod kernel_args;
 mod limit;
+mod live;
 mod modprobe;
 mod mount;
 pub mod package;
@@ -146,6 +147,7 @@ registry! {
     KERNEL_ARGS => kernel_args::KernelArgs,
     HEALTH => health::Health,
     REBOOT => reboot::Reboot,
+    LIVE => live::Live,
 }
 
 impl Kind {

@@ -16,6 +16,8 @@ pub struct BundleBuilder {
     batches: Vec<bell_bundle::Batch>,
     snapshots: bell_bundle::Snapshots,
     reboot: Option<bell_bundle::Reboot>,
+    live: Vec<bell_bundle::live::Live>,
+    provides: Vec<String>,
     /// Values kinds declared secret (password hashes, debconf passwords): any file or script
     /// that holds one is marked secret in the manifest.
     secrets: Vec<String>,
@@ -103,6 +105,8 @@ impl BundleBuilder {
             batches: Vec::new(),
             snapshots: BTreeMap::new(),
             reboot: None,
+            live: Vec::new(),
+            provides: Vec::new(),
             secrets: Vec::new(),
         }
     }
@@ -177,6 +181,8 @@ impl BundleBuilder {
         if let Some(reboot) = &part.reboot {
             self.reboot = Some(reboot.clone());
         }
+        self.live.extend(part.live.iter().cloned());
+        self.provides.extend(part.provides.iter().cloned());
         for secret in &part.secrets {
             self.secret_value(secret);
         }
@@ -368,6 +374,17 @@ impl BundleBuilder {
         }
     }
 
+    /// A live file: what bell-run renders for the resource `live:PATH` added beside it.
+    pub fn add_live(&mut self, live: bell_bundle::live::Live) {
+        self.live.push(live);
+    }
+
+    /// Says that this host provides `service`: it publishes its health for the service's live
+    /// files.
+    pub fn add_provided(&mut self, service: &str) {
+        self.provides.push(service.to_string());
+    }
+
     /// How the host reboots (the `reboot` setting).
     pub fn set_reboot(&mut self, reboot: bell_bundle::Reboot) {
         self.reboot = Some(reboot);
@@ -426,6 +443,17 @@ impl BundleBuilder {
             batches: self.batches,
             snapshots: self.snapshots,
             reboot: self.reboot,
+            live: {
+                let mut live = self.live;
+                live.sort_by(|a, b| a.path.cmp(&b.path));
+                live
+            },
+            provides: {
+                let mut provides = self.provides;
+                provides.sort();
+                provides.dedup();
+                provides
+            },
         };
         let manifest_json = manifest.to_json();
         let id = bell_bundle::sha256_hex(manifest_json.as_bytes());

@@ -13,7 +13,7 @@ use crate::source::Sources;
 use crate::spec::Spec;
 use crate::targets;
 use rayon::prelude::*;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -81,7 +81,8 @@ pub fn render_fleet_streamed<'h, E: Send>(
         ),
     };
     let groups = group_hosts(resolution, &renderer);
-    let fleet_digest = fleet_digest(spec, &services);
+    let followed = followed_services(resolution);
+    let fleet_digest = fleet_digest(spec, &services, &followed);
     // What a group's bundle is rendered from; `None` where it cannot be told (no order).
     let digest_of = |members: &Vec<usize>, per_host: bool| -> Option<String> {
         let first = members[0];
@@ -114,6 +115,7 @@ pub fn render_fleet_streamed<'h, E: Send>(
             target,
             fleet: &spec.fleet.name,
             services: &services,
+            followed: &followed,
             sources,
         };
         let rendered = renderer
@@ -216,15 +218,20 @@ fn group_hosts(resolution: &Resolution, renderer: &Renderer) -> Vec<(bool, Vec<u
 }
 
 /// The start of every group's digest: what all bundles of the fleet are rendered from.
-fn fleet_digest(spec: &Spec, services: &BTreeMap<String, Vec<ServiceEndpoint>>) -> sha2::Sha256 {
+fn fleet_digest(
+    spec: &Spec,
+    services: &BTreeMap<String, Vec<ServiceEndpoint>>,
+    followed: &BTreeSet<String>,
+) -> sha2::Sha256 {
     let mut d = Digest::default();
     let _ = write!(
         d,
-        "bellc {}\nfleet {:?}\nplaintext {}\nservices {:?}\n",
+        "bellc {}\nfleet {:?}\nplaintext {}\nservices {:?}\nfollowed {:?}\n",
         env!("BELLC_BUILD"),
         spec.fleet.name,
         spec.fleet.secrets_plaintext.is_some(),
-        services
+        services,
+        followed
     );
     d.0
 }
@@ -378,6 +385,19 @@ impl std::fmt::Write for Digest {
     }
 }
 
+/// The services a live file of some host follows: their providers publish their health.
+pub fn followed_services(resolution: &Resolution) -> BTreeSet<String> {
+    let mut followed = BTreeSet::new();
+    for model in &resolution.models {
+        for res in model.of_kind(crate::spec::Kind::LIVE) {
+            if let Some(service) = res.str("service") {
+                followed.insert(service.to_string());
+            }
+        }
+    }
+    followed
+}
+
 /// `services.NAME` for templates: every provider, sorted by host name.
 pub fn service_endpoints(resolution: &Resolution) -> BTreeMap<String, Vec<ServiceEndpoint>> {
     let mut services: BTreeMap<String, Vec<ServiceEndpoint>> = BTreeMap::new();
@@ -390,6 +410,7 @@ pub fn service_endpoints(resolution: &Resolution) -> BTreeMap<String, Vec<Servic
                     host: host.name.clone(),
                     address: host.address.clone(),
                     port: service.port,
+                    identity: host.identity.clone(),
                 });
         }
     }

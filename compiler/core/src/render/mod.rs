@@ -207,6 +207,9 @@ pub struct ServiceEndpoint {
     pub host: String,
     pub address: Option<String>,
     pub port: Option<u16>,
+    /// The key its reports are signed with, for the live files that list it; not for templates.
+    #[serde(skip)]
+    pub identity: Option<String>,
 }
 
 pub struct HostContext<'a> {
@@ -214,6 +217,8 @@ pub struct HostContext<'a> {
     pub target: &'a Target,
     pub fleet: &'a str,
     pub services: &'a BTreeMap<String, Vec<ServiceEndpoint>>,
+    /// The services some host's live file follows: their providers publish their health.
+    pub followed: &'a std::collections::BTreeSet<String>,
     /// The spec's text, so that an error inside a multi-line string points at its line.
     pub sources: &'a crate::source::Sources,
 }
@@ -401,14 +406,16 @@ impl Renderer {
     /// Whether any template of the model reads `host`, so that its bundle differs per host.
     /// A template that does not parse counts as reading it: rendering reports the error.
     pub fn reads_host(&self, model: &crate::resolve::Model) -> bool {
-        model
-            .resources
-            .iter()
-            .filter_map(|r| r.kind.user_template(r))
-            .any(|source| match self.env.template_from_str(source) {
-                Ok(t) => t.undeclared_variables(false).contains("host"),
-                Err(_) => true,
-            })
+        // A live file's entry names its host (for `host` in a template bell-run renders).
+        model.of_kind(crate::spec::Kind::LIVE).next().is_some()
+            || model
+                .resources
+                .iter()
+                .filter_map(|r| r.kind.user_template(r))
+                .any(|source| match self.env.template_from_str(source) {
+                    Ok(t) => t.undeclared_variables(false).contains("host"),
+                    Err(_) => true,
+                })
     }
 
     /// Renders a template written by the user (file content, unit content), within the limits

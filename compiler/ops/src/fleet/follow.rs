@@ -87,6 +87,12 @@ enum Role<'k> {
 
 fn role<'k>(fleet: &str, key: &'k str) -> Role<'k> {
     match Key::parse(fleet, key) {
+        // A provider's health, filed for its consumers' live files: its apply and check
+        // reports say the same to the page.
+        Some(Key::Report {
+            command: bell_store::ready::HEALTH_COMMAND,
+            ..
+        }) => Role::Unread,
         Some(Key::Report { host, .. }) => Role::Host { host, report: true },
         Some(Key::Alive { host } | Key::Throttled { host }) => Role::Host {
             host,

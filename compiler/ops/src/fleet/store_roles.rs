@@ -83,8 +83,24 @@ mod tests {
         let roles = plan(&release(&["web-1", "web-10"]), "/bell/f");
         let web1 = &roles[0];
         assert_eq!(web1.name, "host/f/web-1");
-        assert!(web1.permissions.iter().all(|p| p.range_end.is_empty()));
         let described: Vec<String> = web1.permissions.iter().map(|p| p.describe()).collect();
+        // What it writes and its own keys: exact keys. A prefix only to read every host's
+        // health and liveness, for its live files.
+        let prefixes: Vec<&String> = web1
+            .permissions
+            .iter()
+            .zip(&described)
+            .filter(|(p, _)| !p.range_end.is_empty())
+            .map(|(_, d)| d)
+            .collect();
+        assert_eq!(
+            prefixes,
+            [
+                "READ /bell/f/alive/ (prefix)",
+                "READ /bell/f/reports/health/ (prefix)"
+            ],
+            "{described:?}"
+        );
         assert!(described.contains(&"READWRITE /bell/f/running/web-1".to_string()));
         assert!(described.contains(&"READ /bell/f/desired/web-1".to_string()));
         assert!(described.contains(&"READWRITE /bell/f/groups/default/v1/semaphore".to_string()));

@@ -68,6 +68,8 @@ fn a_sealed_entry_is_named_by_its_digest_and_need_not_be_in_the_bundle() {
             batches: vec![],
             snapshots: Default::default(),
             reboot: None,
+            live: vec![],
+            provides: vec![],
         };
         std::fs::write(dir.join(MANIFEST_FILE), manifest.to_json()).unwrap();
         manifest
@@ -135,6 +137,8 @@ fn a_reboot_window_that_does_not_parse_and_a_missing_hook_do_not_verify() {
         batches: vec![],
         snapshots: Default::default(),
         reboot: Some(reboot),
+        live: vec![],
+        provides: vec![],
     };
     let files = expected_files(&manifest(reboot("Sat 02:00-05:00"))).unwrap();
     assert!(files.contains_key(Path::new("scripts/reboot/before-reboot.sh")));
@@ -267,6 +271,8 @@ fn without_sealed_leaves_out_what_needs_a_secret_and_what_depends_on_it() {
         batches: vec![],
         snapshots: Default::default(),
         reboot: None,
+        live: vec![],
+        provides: vec![],
     };
     let (kept, out) = manifest.without_sealed().expect("something is sealed");
     assert_eq!(out, ["exec:setup.sh", "file:/etc/app/token", "user:ops"]);

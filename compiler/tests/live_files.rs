@@ -1,0 +1,330 @@
+//! The live layer on each run: a real etcd, three image-root providers of `web` with a health
+//! probe and two image-root consumers whose `live` backends file lists the providers that are
+//! ready, each host with its own identity. A provider whose probe fails is out of both
+//! consumers' files at their next run, reloaded once; back when it recovers; and nothing an
+//! etcd writer puts (a fourth host's healthy report and liveness, a report forged for a
+//! provider, an old healthy one put back, a provider's liveness kept after it stopped) adds a
+//! line. Also: what the build says of a live file it cannot make, and the revert.
+
+use crate::common::fleet::{bell_run, etcdctl, run_bin, text, Etcd};
+use crate::common::pulling::{image_root, release_of};
+use crate::common::Fixture;
+use std::path::PathBuf;
+
+const PROVIDERS: [&str; 3] = ["web-1", "web-2", "web-3"];
+const CONSUMERS: [&str; 2] = ["lb-1", "lb-2"];
+
+fn spec(identities: &[(String, String)], live: bool) -> String {
+    let mut spec = String::from("fleet \"f\" target=\"debian-12\" identities=\"required\"\n");
+    for (n, (host, identity)) in identities.iter().enumerate() {
+        let role = if host.starts_with("web") { "web" } else { "lb" };
+        spec.push_str(&format!(
+            "host \"{host}\" address=\"10.0.0.{}\" role=\"{role}\" identity=\"{identity}\"\n",
+            n + 1
+        ));
+    }
+    spec.push_str(
+        r#"override "web" {
+    match role="web"
+    service "web" port=8080
+    health "http" retries=1 offline="root" {
+        run "test ! -e \"$BELL_ROOT/sick\""
+    }
+}
+"#,
+    );
+    if live {
+        spec.push_str(
+            r##"override "lb" {
+    match role="lb"
+    live "/etc/haproxy/backends.cfg" service="web" mode="0640" offline="root" {
+        template "# {{ host.name }}\n{% for s in services.web %}server {{ s.host }} {{ s.address }}:{{ s.port }} check\n{% endfor %}"
+        reload "echo reloaded >>\"$BELL_ROOT/reloads\""
+    }
+}
+"##,
+        );
+    }
+    spec
+}
+
+#[test]
+fn consumers_list_only_the_providers_that_are_ready() {
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let bin = bell_run();
+    let fx = Fixture::new();
+    let hosts: Vec<&str> = PROVIDERS.iter().chain(&CONSUMERS).copied().collect();
+    let roots: Vec<tempfile::TempDir> = hosts.iter().map(|_| image_root()).collect();
+    let root = |host: &str| roots[hosts.iter().position(|h| *h == host).unwrap()].path();
+    let identities: Vec<(String, String)> = hosts
+        .iter()
+        .map(|host| {
+            let dir = root(host).to_str().unwrap().to_string();
+            let out = run_bin(
+                &bin,
+                &["identity", "--root", &dir, "--host", host, "--init"],
+                &[],
+            );
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+            let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (host.to_string(), line)
+        })
+        .collect();
+    for (n, live) in [(1, true), (2, false)] {
+        std::fs::write(fx.path().join("bell.kdl"), spec(&identities, live)).unwrap();
+        let out = format!("out{n}");
+        let run = fx.bellc(&["build", "bell.kdl", "-o", &out]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    }
+    let bundle = |out: &str, host: &str| -> PathBuf {
+        let release = release_of(&fx.path().join(out));
+        fx.path()
+            .join(out)
+            .join("bundles")
+            .join(&release.hosts[host].bundle)
+    };
+    let url = etcd.url.clone();
+    let apply = |out: &str, host: &str| -> String {
+        let bundle = bundle(out, host);
+        let dir = root(host);
+        let args = [
+            "apply",
+            bundle.to_str().unwrap(),
+            "--root",
+            dir.to_str().unwrap(),
+            "--host",
+            host,
+            "--report",
+            url.as_str(),
+        ];
+        let out = run_bin(&bin, &args, &[]);
+        let code = out.status.code();
+        assert!(matches!(code, Some(0) | Some(4)), "{host}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let backends = |host: &str| -> String {
+        std::fs::read_to_string(root(host).join("etc/haproxy/backends.cfg")).unwrap_or_default()
+    };
+    let listed = |host: &str| -> Vec<String> {
+        backends(host)
+            .lines()
+            .filter_map(|l| l.strip_prefix("server "))
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .collect()
+    };
+    let reloads = |host: &str| -> usize {
+        std::fs::read_to_string(root(host).join("reloads"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let get = |key: &str| etcdctl(&etcd.endpoint, &["get", key, "--print-value-only"]);
+    let put = |key: &str, value: &str| {
+        etcdctl(&etcd.endpoint, &["put", key, value.trim_end()]);
+    };
+
+    // Before any provider has said anything: none is ready, and the file says so.
+    let said = apply("out1", "lb-1");
+    assert!(listed("lb-1").is_empty(), "{said}");
+    assert!(
+        said.contains("live /etc/haproxy/backends.cfg (web): none ready"),
+        "{said}"
+    );
+    assert!(said.contains("web-1 (out: no health report)"), "{said}");
+
+    for host in PROVIDERS {
+        apply("out1", host);
+    }
+    // Each provider filed its health, signed by its own key.
+    let health: serde_json::Value =
+        serde_json::from_str(&get("/bell/f/reports/health/web-1")).unwrap();
+    assert_eq!(health["command"], "health");
+    assert_eq!(health["result"], "success");
+    assert!(health["proof"].is_string(), "{health:#}");
+    for host in CONSUMERS {
+        let said = apply("out1", host);
+        assert_eq!(listed(host), PROVIDERS, "{said}");
+        assert!(
+            backends(host).starts_with(&format!("# {host}\n")),
+            "{}",
+            backends(host)
+        );
+        assert!(backends(host).contains("server web-2 10.0.0.2:8080 check\n"));
+    }
+    assert_eq!(
+        reloads("lb-1"),
+        2,
+        "the first apply (none ready), then all three"
+    );
+    assert_eq!(reloads("lb-2"), 1);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(root("lb-1").join("etc/haproxy/backends.cfg"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o640);
+    // The same providers again: nothing is written, nothing reloaded.
+    apply("out1", "lb-2");
+    assert_eq!(reloads("lb-2"), 1);
+
+    // web-2's probe fails: out of both files at their next run, one reload each.
+    std::fs::write(root("web-2").join("sick"), "").unwrap();
+    apply("out1", "web-2");
+    for host in CONSUMERS {
+        let said = apply("out1", host);
+        assert_eq!(listed(host), ["web-1", "web-3"], "{said}");
+        assert!(said.contains("web-2 (out: probe http fails)"), "{said}");
+    }
+    assert_eq!((reloads("lb-1"), reloads("lb-2")), (3, 2));
+    let unhealthy = get("/bell/f/reports/health/web-2");
+
+    // An etcd writer tries to add an address: a fourth host's healthy report and liveness
+    // (web-1's own, validly signed), web-1's report filed for web-2, and web-2's old healthy
+    // report is gone for good (its sequence is older than the unhealthy one already seen).
+    let web1 = get("/bell/f/reports/health/web-1");
+    put("/bell/f/reports/health/web-9", &web1);
+    put("/bell/f/alive/web-9", "1");
+    put("/bell/f/reports/health/web-2", &web1);
+    let said = apply("out1", "lb-1");
+    assert_eq!(listed("lb-1"), ["web-1", "web-3"], "{said}");
+    assert!(!backends("lb-1").contains("web-9"));
+    assert!(
+        said.contains(
+            "web-2 (out: its report is refused: a report of host `web-1` filed under `web-2`)"
+        ),
+        "{said}"
+    );
+    // web-2 recovers; then its healthy report of before is put back after it failed again.
+    std::fs::remove_file(root("web-2").join("sick")).unwrap();
+    apply("out1", "web-2");
+    let healthy = get("/bell/f/reports/health/web-2");
+    let said = apply("out1", "lb-1");
+    assert_eq!(listed("lb-1"), PROVIDERS, "{said}");
+    std::fs::write(root("web-2").join("sick"), "").unwrap();
+    apply("out1", "web-2");
+    apply("out1", "lb-1");
+    assert_eq!(listed("lb-1"), ["web-1", "web-3"]);
+    put("/bell/f/reports/health/web-2", &healthy);
+    let said = apply("out1", "lb-1");
+    assert_eq!(listed("lb-1"), ["web-1", "web-3"], "{said}");
+    assert!(said.contains("is older than report"), "{said}");
+    assert_ne!(unhealthy, healthy);
+
+    // A provider whose liveness key is gone is out, whatever its last report said.
+    // (A consumer that had not seen the newer report would take the old one: the store can
+    // hide a failure from a consumer, as it can withhold any write, never add a host.)
+    apply("out1", "web-2");
+    etcdctl(&etcd.endpoint, &["del", "/bell/f/alive/web-3"]);
+    let said = apply("out1", "lb-2");
+    assert_eq!(listed("lb-2"), ["web-1"], "{said}");
+    assert!(said.contains("web-3 (out: not alive)"), "{said}");
+
+    // Edited on the host, the file is drift (a check says so; on an image root the apply puts
+    // back what a check found), put back by the next run.
+    std::fs::write(
+        root("lb-2").join("etc/haproxy/backends.cfg"),
+        "server evil 6.6.6.6:1\n",
+    )
+    .unwrap();
+    let dir = root("lb-2").to_str().unwrap().to_string();
+    let check = run_bin(&bin, &["check", "--root", &dir, "--host", "lb-2"], &[]);
+    assert_eq!(check.status.code(), Some(2), "{}", text(&check));
+    assert!(
+        text(&check).contains("/etc/haproxy/backends.cfg differs from what bell rendered last"),
+        "{}",
+        text(&check)
+    );
+    apply("out1", "lb-2");
+    assert_eq!(listed("lb-2"), ["web-1"]);
+
+    // A release without the live file takes it back: lb-1 had none before.
+    apply("out2", "lb-1");
+    assert!(!root("lb-1").join("etc/haproxy/backends.cfg").exists());
+}
+
+#[test]
+fn a_live_file_the_build_cannot_make_is_an_error_at_its_place() {
+    let spec = r#"fleet "f" target="debian-12"
+host "web-1" address="10.0.0.1" role="web"
+host "lb-1" address="10.0.0.9" role="lb"
+override "web" {
+    match role="web"
+    service "web" port=8080
+}
+override "lb" {
+    match role="lb"
+    live "/etc/a.cfg" service="webb" {
+        template "x"
+    }
+    live "/etc/b.cfg" service="web" {
+        template "x"
+    }
+    live "/etc/c.cfg" service="web" {
+        template "x"
+        wait min="10s" max="2s"
+    }
+    live "/etc/d.cfg" service="web" reload-timeout="2h" {
+        template "x"
+        wait min="1s" often="2s"
+    }
+    file "/etc/e.cfg" { content "x"; }
+    live "/etc/e.cfg" service="web" { template "x"; }
+}
+"#;
+    let run = Fixture::spec(spec).bellc(&["--short", "check"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    let expected = [
+        (
+            "bell.kdl:10:23:",
+            "`webb` needs 1 provider(s) but 0 host(s) provide it",
+        ),
+        ("bell.kdl:18:9:", "wait max (2s) is shorter than min (10s)"),
+        (
+            "bell.kdl:20:37:",
+            "`reload-timeout` must be between 1s and 1h",
+        ),
+        (
+            "bell.kdl:22:9:",
+            "`wait` takes `min` and `max`, not `often`",
+        ),
+        (
+            "bell.kdl:25:10:",
+            "`/etc/e.cfg` is both a `file` and a `live` file",
+        ),
+    ];
+    for (at, message) in expected {
+        assert!(
+            diags
+                .iter()
+                .any(|d| d.starts_with(at) && d.contains(message)),
+            "expected {at} … {message}\n got {diags:#?}"
+        );
+    }
+    assert_eq!(diags.len(), expected.len(), "{diags:#?}");
+    // A template is checked as bell-run renders it, with every provider ready: a misspelt
+    // attribute is the build's error (once the services are sound, so that there is a build).
+    let spec = r#"fleet "f" target="debian-12"
+host "web-1" address="10.0.0.1" role="web"
+host "lb-1" address="10.0.0.9" role="lb"
+override "web" {
+    match role="web"
+    service "web" port=8080
+}
+override "lb" {
+    match role="lb"
+    live "/etc/b.cfg" service="web" {
+        template "{% for s in services.web %}{{ s.adress }}{% endfor %}"
+    }
+}
+"#;
+    let run = Fixture::spec(spec).bellc(&["--short", "check"]);
+    let diags = run.diagnostics();
+    assert!(
+        diags.iter().any(|d| d.starts_with("bell.kdl:11:18:")
+            && d.contains("the template of `live:/etc/b.cfg` does not render: undefined value")),
+        "{diags:#?}"
+    );
+}
