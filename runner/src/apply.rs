@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 mod batch;
-mod run;
+pub(crate) mod run;
 use run::run_resources;
 
 /// Seconds a resource's script may run unless `--timeout` says otherwise.

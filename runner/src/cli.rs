@@ -57,6 +57,8 @@ struct Args {
     fetch_timeout: Option<u64>,
     /// `pull --gateway --wait SECS`: long-poll for a change this long after the pull.
     wait: Option<u64>,
+    /// `live --every SECS`.
+    every: Option<u64>,
     exec: Option<String>,
     interval: Option<String>,
     report: Option<String>,
@@ -167,6 +169,20 @@ fn parse(args: &[OsString]) -> Result<Args, String> {
                     )
                 })?);
             }
+            "--every" => {
+                let v = value("--every")?;
+                let secs = v
+                    .to_string_lossy()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|s| (1..=3600).contains(s));
+                out.every = Some(secs.ok_or_else(|| {
+                    format!(
+                        "`--every {}` is not a number of seconds from 1 to 3600",
+                        v.to_string_lossy()
+                    )
+                })?);
+            }
             "--exec" => out.exec = Some(value("--exec")?.to_string_lossy().to_string()),
             "--interval" => out.interval = Some(value("--interval")?.to_string_lossy().to_string()),
             "--report" => out.report = Some(value("--report")?.to_string_lossy().to_string()),
@@ -272,12 +288,39 @@ pub fn main() -> i32 {
         "verify" if wants(1) => cmd_verify(&args.positional[0], &args),
         "recover" if wants(0) => cmd_recover(&args),
         "install-timer" if wants(0) => cmd_install_timer(&args),
+        "live" if wants(0) => cmd_live(&args),
         "apply" | "verify" => usage(&format!("`{command}` takes one bundle directory")),
         "rollback" | "generations" | "remove" | "status" | "recover" | "install-timer"
-        | "check" | "pending" | "pull" | "identity" | "register" => {
+        | "check" | "pending" | "pull" | "identity" | "register" | "live" => {
             usage(&format!("`{command}` takes no positional argument"))
         }
         other => usage(&format!("unknown command `{other}`")),
+    }
+}
+
+fn cmd_live(args: &Args) -> i32 {
+    let Some(store) = args.store.clone() else {
+        return usage(
+            "`live` needs the fleet's store: `--store etcd[s]://HOST:PORT` or `--gateway URL`",
+        );
+    };
+    let opts = crate::live_mode::Options {
+        root: root_of(args),
+        host: args.host.clone(),
+        store,
+        access: args.access(),
+        gateway: args.gateway.is_some(),
+        every: std::time::Duration::from_secs(
+            args.every.unwrap_or(crate::live_mode::DEFAULT_EVERY),
+        ),
+        identity: args.identity.clone(),
+    };
+    match crate::live_mode::run(&opts) {
+        Ok(()) => OK,
+        Err(e) => {
+            errln!("error: {e}");
+            REFUSED
+        }
     }
 }
 

@@ -26,6 +26,8 @@ usage: bell-run apply BUNDLE [--root DIR] [--offline] [--dry-run] [--json] [--ti
        bell-run verify BUNDLE [--json]
        bell-run identity [--root DIR] [--init] [--host NAME] [--json]
        bell-run recover [--root DIR]
+       bell-run live --store etcd[s]://HOST:PORT|--gateway https://HOST:PORT [--root DIR]
+                      [--host NAME] [--every SECS] [--identity FILE]
        bell-run install-timer [--root DIR] [--exec PATH] [--interval SPAN]
                       [--source http[s]://HOST[:PORT]/PATH/|DIR [--trust FILE] [--store etcd[s]://HOST:PORT]
                        [--fleet NAME] [--host NAME] [--report DEST] [--alive-ttl SECS]
@@ -315,6 +317,28 @@ options:
 exit: 0 printed, 1 refused (no key without --init; an unreadable or group-readable key)",
             ssh = crate::identity::SSH_HOST_KEY,
             bell = crate::identity::BELL_KEY,
+        ),
+        "live" => format!(
+            "usage: bell-run live --store etcd[s]://HOST:PORT|--gateway https://HOST:PORT [options]
+
+The live layer's long-running mode, beside the pull timer (install-timer with an etcd --store
+or a --gateway writes its unit, bell-run-live.service). On a provider of a service some live
+file follows, it runs the health probes every --every seconds and files the host's health,
+signed, when what fails changes. On a consumer it reads its live files' providers (a long-poll
+at the gateway, a read every --every seconds from etcd) and, once a file's ready set has been
+still for its `wait min` (at the latest `wait max` after it changed), renders it and runs its
+apply, which puts it in place and runs its reload. It follows the applied generation, read
+again each round, and takes the host's lock for each probe and each apply, so it never
+interleaves with a pull.
+
+options:
+{ROOT}
+  --host NAME        the host's name (default: the root's /etc/hostname)
+  --every SECS       how often it probes and reads without a gateway (default {every})
+{IDENTITY}
+
+exit: runs until stopped; 1 when the store cannot be opened",
+            every = crate::live_mode::DEFAULT_EVERY
         ),
         "recover" => "usage: bell-run recover [--root DIR]
 

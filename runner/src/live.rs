@@ -16,7 +16,7 @@ use bell_bundle::live::{self, Live};
 use bell_bundle::Manifest;
 use bell_store::ready::{self, Readiness};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// What one live file was rendered from.
@@ -35,37 +35,43 @@ pub struct Rendered {
     pub error: Option<String>,
 }
 
-/// Every provider of every live file of `manifest`, judged from `etcd`. `newest` is the highest
-/// report sequence accepted of each provider, kept across runs.
+/// Every provider of every live file of `manifest`, judged from what `etcd` holds, and the
+/// revision it was read at (what a long-poll waits from). `newest` is the highest report
+/// sequence accepted of each provider, kept across runs.
 pub fn read(
     etcd: &bell_store::Etcd,
     manifest: &Manifest,
     newest: &mut BTreeMap<String, u64>,
-) -> Result<BTreeMap<String, Readiness>, String> {
+) -> Result<(i64, BTreeMap<String, Readiness>), String> {
+    let keys = provider_keys(manifest);
+    let names: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let (revision, held) = etcd.read_all_at(&names)?;
     let providers: BTreeMap<&str, &live::Provider> = manifest
         .live
         .iter()
         .flat_map(|l| &l.providers)
         .map(|p| (p.host.as_str(), p))
         .collect();
-    let keys: Vec<String> = providers
-        .keys()
-        .flat_map(|host| ready::keys(&manifest.fleet, host))
-        .collect();
-    let names: Vec<&str> = keys.iter().map(String::as_str).collect();
-    let held = etcd.get_all(&names)?;
     let mut judged = BTreeMap::new();
-    for ((host, provider), pair) in providers.iter().zip(held.chunks(2)) {
-        let readiness = ready::judge(
-            &manifest.fleet,
-            provider,
-            pair[0].as_deref(),
-            pair[1].is_some(),
-            newest,
-        );
+    for ((host, provider), held) in providers.iter().zip(held.chunks(2)) {
+        let report = held[0].as_ref().map(|h| h.value.as_slice());
+        let readiness = ready::judge(&manifest.fleet, provider, report, held[1].is_some(), newest);
         judged.insert(host.to_string(), readiness);
     }
-    Ok(judged)
+    Ok((revision, judged))
+}
+
+/// The keys [`read`] reads: each provider's health report and liveness key, by host name.
+pub fn provider_keys(manifest: &Manifest) -> Vec<String> {
+    let hosts: std::collections::BTreeSet<&str> = manifest
+        .live
+        .iter()
+        .flat_map(|l| l.providers.iter().map(|p| p.host.as_str()))
+        .collect();
+    hosts
+        .iter()
+        .flat_map(|host| ready::keys(&manifest.fleet, host))
+        .collect()
 }
 
 /// Renders `live` with the providers in `ready`, as the build checked it would.
@@ -99,11 +105,66 @@ pub fn load_newest(ctx: &Ctx) -> BTreeMap<String, u64> {
         .unwrap_or_default()
 }
 
-fn save_newest(ctx: &Ctx, newest: &BTreeMap<String, u64>) {
+pub fn save_newest(ctx: &Ctx, newest: &BTreeMap<String, u64>) {
     let text = serde_json::to_string(newest).unwrap_or_default();
     if let Err(e) = rootfs::write_atomic(&newest_path(ctx), text.as_bytes()) {
         errln!("warning: cannot keep the providers' report sequences: {e}");
     }
+}
+
+/// Which of `live`'s providers are ready by `judged` (in the bundle's order), and why each
+/// other one is out.
+pub fn split(
+    live: &Live,
+    judged: &BTreeMap<String, Readiness>,
+) -> (Vec<String>, Vec<(String, String)>) {
+    let mut ready = Vec::new();
+    let mut others = Vec::new();
+    for provider in &live.providers {
+        match judged.get(&provider.host) {
+            Some(r) if r.is_ready() => ready.push(provider.host.clone()),
+            Some(r) => others.push((provider.host.clone(), r.describe())),
+            None => others.push((provider.host.clone(), "out: not read".into())),
+        }
+    }
+    (ready, others)
+}
+
+/// The providers `live` was last rendered with, as kept in its resource's state.
+pub fn kept(ctx: &Ctx, live: &Live) -> Vec<String> {
+    let state = ctx.state_dir(live::KIND, &live.path);
+    let kept = rootfs::read_record(&state.join("ready"))
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    kept.lines()
+        .filter(|h| live.providers.iter().any(|p| p.host == *h))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Renders `live` with `ready` into its resource's state (`next`, and the list it was
+/// rendered with); whether that differs from what its apply last put in place. An error
+/// leaves no `next`, so that an apply fails rather than put an old rendering in place.
+pub fn stage(ctx: &Ctx, live: &Live, ready: &[String]) -> Result<bool, String> {
+    let state = ctx.state_dir(live::KIND, &live.path);
+    let next = state.join(live::NEXT_FILE);
+    let names: Vec<&str> = ready.iter().map(String::as_str).collect();
+    let text = render(live, &names).inspect_err(|_| {
+        let _ = rootfs::remove_if_exists(&next);
+    })?;
+    let mut list = ready.join("\n");
+    list.push('\n');
+    rootfs::write_atomic(&next, text.as_bytes())
+        .and_then(|()| rootfs::write_atomic(&state.join("ready"), list.as_bytes()))
+        .map_err(|e| {
+            let _ = rootfs::remove_if_exists(&next);
+            format!("cannot keep its rendering: {e}")
+        })?;
+    let current = rootfs::read_record(&state.join(live::CURRENT_FILE))
+        .ok()
+        .flatten();
+    Ok(current.as_deref() != Some(&text))
 }
 
 /// Renders every live file of `manifest` into its resource's state and marks the resources
@@ -121,32 +182,13 @@ pub fn prepare(
         let Some(index) = manifest.resources.iter().position(|r| r.key() == key) else {
             continue;
         };
-        let state = ctx.state_dir(live::KIND, &live.path);
-        let kept_path = state.join("ready");
-        let named: BTreeSet<&str> = live.providers.iter().map(|p| p.host.as_str()).collect();
-        let (ready, others, from): (Vec<String>, Vec<(String, String)>, _) = match judged {
+        let (ready, others, from) = match judged {
             Some(judged) => {
-                let mut ready = Vec::new();
-                let mut others = Vec::new();
-                for provider in &live.providers {
-                    match judged.get(&provider.host) {
-                        Some(r) if r.is_ready() => ready.push(provider.host.clone()),
-                        Some(r) => others.push((provider.host.clone(), r.describe())),
-                        None => others.push((provider.host.clone(), "out: not read".into())),
-                    }
-                }
+                let (ready, others) = split(live, judged);
                 (ready, others, "store")
             }
             None => {
-                let kept = rootfs::read_record(&kept_path)
-                    .ok()
-                    .flatten()
-                    .unwrap_or_default();
-                let ready: Vec<String> = kept
-                    .lines()
-                    .filter(|h| named.contains(h))
-                    .map(str::to_string)
-                    .collect();
+                let ready = kept(ctx, live);
                 let others = live
                     .providers
                     .iter()
@@ -156,45 +198,20 @@ pub fn prepare(
                 (ready, others, "kept")
             }
         };
-        let names: Vec<&str> = ready.iter().map(String::as_str).collect();
-        let mut rendered = Rendered {
+        let staged = stage(ctx, live, &ready);
+        let planned = &mut plan.resources[index];
+        // A rendering that differs, or none (its apply then fails and says why).
+        if planned.change == Change::Unchanged && !matches!(staged, Ok(false)) {
+            planned.change = Change::Changed;
+        }
+        out.push(Rendered {
             path: live.path.clone(),
             service: live.service.clone(),
-            ready: ready.clone(),
+            ready,
             out: others,
             from,
-            error: None,
-        };
-        let next = state.join(live::NEXT_FILE);
-        match render(live, &names) {
-            Ok(text) => {
-                let written = rootfs::write_atomic(&next, text.as_bytes()).and_then(|()| {
-                    let mut list = ready.join("\n");
-                    list.push('\n');
-                    rootfs::write_atomic(&kept_path, list.as_bytes())
-                });
-                if let Err(e) = written {
-                    rendered.error = Some(format!("cannot keep its rendering: {e}"));
-                    let _ = rootfs::remove_if_exists(&next);
-                }
-                let current = rootfs::read_record(&state.join(live::CURRENT_FILE))
-                    .ok()
-                    .flatten();
-                let planned = &mut plan.resources[index];
-                if planned.change == Change::Unchanged && current.as_deref() != Some(&text) {
-                    planned.change = Change::Changed;
-                }
-            }
-            Err(e) => {
-                let _ = rootfs::remove_if_exists(&next);
-                rendered.error = Some(e);
-                let planned = &mut plan.resources[index];
-                if planned.change == Change::Unchanged {
-                    planned.change = Change::Changed;
-                }
-            }
-        }
-        out.push(rendered);
+            error: staged.err(),
+        });
     }
     out
 }
@@ -213,7 +230,7 @@ pub fn prepare_from_store(
         Some(bell_store::Store::Etcd(etcd)) => {
             let mut newest = load_newest(ctx);
             match read(etcd, manifest, &mut newest) {
-                Ok(judged) => {
+                Ok((_, judged)) => {
                     save_newest(ctx, &newest);
                     Some(judged)
                 }

@@ -67,6 +67,7 @@ mod help;
 mod identity;
 mod journal;
 mod live;
+mod live_mode;
 mod metrics;
 mod one_shell;
 mod plan;

@@ -449,6 +449,56 @@ pub fn emit(sinks: &Sinks, run: Run) {
     }
 }
 
+/// Files a provider's health as `bell-run live` found it between runs: its probes' outcomes,
+/// signed like every report, under `reports/health/HOST` (see `bell_store::ready`).
+#[allow(clippy::too_many_arguments)]
+pub fn file_health(
+    store: &Store,
+    root: &crate::rootfs::Root,
+    host: &str,
+    identity: Option<&Path>,
+    manifest: &Manifest,
+    generation: &str,
+    release: Option<String>,
+    outcomes: &[ProbeOutcome],
+) -> Result<(), String> {
+    let (probes, state) = health(outcomes);
+    let now = state::now();
+    let mut report = Report {
+        format: REPORT_FORMAT,
+        host: host.to_string(),
+        fleet: manifest.fleet.clone(),
+        command: bell_store::ready::HEALTH_COMMAND.to_string(),
+        result: state,
+        release,
+        bundle: Some(generation.to_string()),
+        started_at: now,
+        finished_at: now,
+        resources: Vec::new(),
+        drift: Vec::new(),
+        error: None,
+        signature: None,
+        status: BTreeMap::from([("health".to_string(), state)]),
+        health: probes,
+        reboot_required: Vec::new(),
+        rebooting: None,
+        refused_release: None,
+        snapshots: manifest.snapshots.clone(),
+        since: None,
+        attempts: None,
+        sequence: None,
+        signer: None,
+        proof: None,
+    };
+    let key = identity::signing_key(root, identity)?;
+    let mut next_sequence = || identity::next_sequence(root, now);
+    let signer = key.as_ref().map(|key| bell_store::Signer {
+        key: &key.key,
+        next_sequence: &mut next_sequence,
+    });
+    store.record(&mut report, signer)
+}
+
 /// The health report a provider files after a run that says how healthy it is (an apply
 /// whose probes ran, or one that failed; a check): `None` for a run that says nothing of it
 /// (a refused one).

@@ -10,6 +10,7 @@ pub const SERVICE: &str = include_str!("../systemd/bell-run.service");
 pub const PULL_SERVICE: &str = include_str!("../systemd/bell-run-pull.service");
 pub const TIMER: &str = include_str!("../systemd/bell-run.timer");
 pub const REGISTER_SERVICE: &str = include_str!("../systemd/bell-run-register.service");
+pub const LIVE_SERVICE: &str = include_str!("../systemd/bell-run-live.service");
 
 /// The pull's options that `register` takes too: the same store, fleet, host and credentials.
 const REGISTER_OPTIONS: [&str; 9] = [
@@ -162,10 +163,22 @@ pub fn install(root: &Root, exe: &str, interval: &str, job: &Job) -> Result<Vec<
             _ => {}
         }
     }
+    let live = live_service(exe, job);
+    let live_path = format!("{UNIT_DIR}/bell-run-live.service");
+    root.check_contained(&live_path)?;
+    if live.is_none() {
+        match std::fs::remove_file(root.host(&live_path)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(format!("cannot remove `{live_path}`: {e}"))
+            }
+            _ => {}
+        }
+    }
     let units = [
         ("bell-run.service", Some(service)),
         ("bell-run.timer", Some(timer)),
         ("bell-run-register.service", register),
+        ("bell-run-live.service", live),
     ];
     for (name, text) in units {
         let Some(text) = text else { continue };
@@ -199,6 +212,27 @@ fn register_service(exe: &str, job: &Job) -> Option<String> {
         }
     }
     Some(with_exec_start(REGISTER_SERVICE, &exec_start))
+}
+
+/// The unit of `bell-run live` (live files and a provider's health between pulls), when the
+/// pull has an etcd store or a gateway to follow: written, not enabled.
+fn live_service(exe: &str, job: &Job) -> Option<String> {
+    let Job::Pull(options) = job else {
+        return None;
+    };
+    let value = |flag: &str| options.iter().find(|(f, _)| *f == flag).map(|(_, v)| v);
+    match (value("--store"), value("--gateway")) {
+        (Some(store), _) if store.starts_with("etcd://") || store.starts_with("etcds://") => {}
+        (_, Some(_)) => {}
+        _ => return None,
+    }
+    let mut exec_start = format!("ExecStart={exe} live");
+    for (flag, value) in options {
+        if REGISTER_OPTIONS.contains(flag) && *flag != "--fleet" {
+            let _ = write!(exec_start, " {flag} {}", unit_argument(value));
+        }
+    }
+    Some(with_exec_start(LIVE_SERVICE, &exec_start))
 }
 
 /// A shipped unit with its `ExecStart=` line replaced by `exec_start` (one line or several).
@@ -246,15 +280,18 @@ pub fn uninstall(root: &Root, live: bool) -> Result<Vec<String>, String> {
         systemctl(&["disable", "--now", "bell-run.timer"]);
         systemctl(&["disable", "bell-run.service"]);
         systemctl(&["disable", "bell-run-register.service"]);
+        systemctl(&["disable", "--now", "bell-run-live.service"]);
     }
     let mut removed = Vec::new();
     for path in [
         format!("{UNIT_DIR}/timers.target.wants/bell-run.timer"),
         format!("{UNIT_DIR}/multi-user.target.wants/bell-run.service"),
         format!("{UNIT_DIR}/multi-user.target.wants/bell-run-register.service"),
+        format!("{UNIT_DIR}/multi-user.target.wants/bell-run-live.service"),
         timer,
         format!("{UNIT_DIR}/bell-run.service"),
         format!("{UNIT_DIR}/bell-run-register.service"),
+        format!("{UNIT_DIR}/bell-run-live.service"),
     ] {
         root.check_contained(&path)?;
         let at = root.host(&path);

@@ -305,7 +305,7 @@ fn run_exec(
 
 /// How a live file's apply is confined when it runs its reload on an image root
 /// (`offline="root"`); `None` for every other apply, run as usual.
-fn reloads_offline(
+pub(crate) fn reloads_offline(
     ctx: &Ctx,
     manifest: &bell_bundle::Manifest,
     resource: &bell_bundle::Resource,

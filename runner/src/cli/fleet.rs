@@ -272,6 +272,12 @@ pub(super) fn cmd_install_timer(args: &Args) -> i32 {
                     "bell-run-register.service",
                 );
             }
+            if paths.iter().any(|p| p.ends_with("/bell-run-live.service")) {
+                also(
+                    "for live files and a provider's health between pulls (`bell-run live`)",
+                    "bell-run-live.service",
+                );
+            }
             OK
         }
         Err(e) => refused(&Refusal::new(e), false),

@@ -129,11 +129,33 @@ fn install_timer_with_an_etcd_fleet_registers_the_machine_at_boot() {
         )
     );
     assert!(register.contains("Before=bell-run.service"), "{register}");
-    systemd_accepts_units(&unit_dir, &["bell-run-register.service"]);
-    // Installed again without a fleet: nothing to register with, the unit goes.
+    // And `bell-run live`, with the same store and credentials, written, not enabled.
+    assert!(
+        stdout(&out).contains(" enable bell-run-live.service"),
+        "{}",
+        stdout(&out)
+    );
+    let (live, exec_start) = exec_start_of(&unit_dir, "bell-run-live.service");
+    assert_eq!(
+        exec_start,
+        format!(
+            "ExecStart={bin} live --store \"etcds://10.0.0.1:2379\" \
+             --store-password-file \"/etc/bell/enroll $$pw\" --host \"web-1\" \
+             --store-user \"enroll/prod\"",
+            bin = bin()
+        )
+    );
+    assert!(live.contains("Restart=always"), "{live}");
+    systemd_accepts_units(
+        &unit_dir,
+        &["bell-run-register.service", "bell-run-live.service"],
+    );
+    // Installed again without a fleet: nothing to register with, the unit goes; without a
+    // store, nothing to follow.
     let out = install(&["--source", "https://mirror.example/fleet/"]);
     expect_code(&out, 0);
     assert!(!unit_dir.join("bell-run-register.service").exists());
+    assert!(!unit_dir.join("bell-run-live.service").exists());
 }
 
 #[test]
