@@ -481,3 +481,200 @@ fn the_long_running_mode_follows_a_failing_provider_within_seconds() {
     assert!(back < std::time::Duration::from_secs(10), "{back:?}");
     drop(running);
 }
+
+/// `wait-for "web" count=2` on a fresh root: the resource (and what comes after it) waits while
+/// fewer than two providers are ready, and applies once two are, with no rollout; one whose
+/// providers do not come within its timeout is `waiting` (exit 10, not a failure), and the next
+/// run applies it.
+#[test]
+fn a_resource_waits_for_its_providers_instead_of_failing() {
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let bin = bell_run();
+    let fx = Fixture::new();
+    let hosts = ["web-1", "web-2", "web-3", "app-1", "late-1"];
+    let roots: Vec<tempfile::TempDir> = hosts.iter().map(|_| image_root()).collect();
+    let root = |host: &str| roots[hosts.iter().position(|h| *h == host).unwrap()].path();
+    let mut spec = String::from("fleet \"f\" target=\"debian-12\" identities=\"required\"\n");
+    for (n, host) in hosts.iter().enumerate() {
+        let dir = root(host).to_str().unwrap().to_string();
+        let out = run_bin(
+            &bin,
+            &["identity", "--root", &dir, "--host", host, "--init"],
+            &[],
+        );
+        let identity = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let role = host.split('-').next().unwrap();
+        spec.push_str(&format!(
+            "host \"{host}\" address=\"10.0.0.{}\" role=\"{role}\" identity=\"{identity}\"\n",
+            n + 1
+        ));
+    }
+    spec.push_str(
+        r##"override "web" {
+    match role="web"
+    service "web" port=8080
+    health "http" retries=1 offline="root" {
+        run "test ! -e \"$BELL_ROOT/sick\""
+    }
+}
+override "app" {
+    match role="app"
+    exec "010-start.sh" offline="root" {
+        script "#!/bin/sh\necho started >>\"$BELL_ROOT/started\"\n"
+        wait-for "web" count=2 timeout="60s"
+    }
+    exec "020-next.sh" offline="root" {
+        script "#!/bin/sh\necho next >>\"$BELL_ROOT/next\"\n"
+        after "exec:010-start.sh"
+    }
+}
+override "late" {
+    match role="late"
+    exec "030-late.sh" offline="root" {
+        script "#!/bin/sh\necho late >>\"$BELL_ROOT/late\"\n"
+        wait-for "web" count=3 timeout="2s"
+    }
+}
+"##,
+    );
+    std::fs::write(fx.path().join("bell.kdl"), &spec).unwrap();
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let release = release_of(&fx.path().join("out"));
+    let url = etcd.url.clone();
+    let apply_args = |host: &str| -> Vec<String> {
+        let bundle = fx
+            .path()
+            .join("out/bundles")
+            .join(&release.hosts[host].bundle);
+        [
+            "apply",
+            bundle.to_str().unwrap(),
+            "--root",
+            root(host).to_str().unwrap(),
+        ]
+        .into_iter()
+        .map(String::from)
+        .chain(["--host", host, "--report", &url].map(String::from))
+        .collect()
+    };
+    let apply = |host: &str| {
+        let args = apply_args(host);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_bin(&bin, &args, &[])
+    };
+    assert_eq!(apply("web-1").status.code(), Some(0));
+
+    // app-1 on its fresh root waits: one provider of two is ready.
+    let mut waiting = std::process::Command::new(&bin)
+        .args(apply_args("app-1"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert!(waiting.try_wait().unwrap().is_none(), "it did not wait");
+    assert!(!root("app-1").join("started").exists());
+    assert!(!root("app-1").join("next").exists());
+    // A second provider becomes ready: the wait ends, the script runs, then what comes after.
+    assert_eq!(apply("web-2").status.code(), Some(0));
+    let out = waiting.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        text(&out).contains("exec:010-start.sh: waits for 2 of `web`'s providers; 1 ready: web-1"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(root("app-1").join("started")).unwrap(),
+        "started\n"
+    );
+    assert!(root("app-1").join("next").exists());
+
+    // late-1 needs all three; web-3 has never run: waiting after 2 s, not failed.
+    let out = apply("late-1");
+    assert_eq!(out.status.code(), Some(10), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("exec:030-late.sh  waiting: waits for 3 of `web`'s providers; 2 ready: web-1, web-2, after 2s; the next run tries again"),
+        "{said}"
+    );
+    assert!(
+        said.contains("1 waiting for providers (exec:030-late.sh)"),
+        "{said}"
+    );
+    assert!(!root("late-1").join("late").exists());
+    let report: serde_json::Value = serde_json::from_str(&etcdctl(
+        &etcd.endpoint,
+        &["get", "/bell/f/running/late-1", "--print-value-only"],
+    ))
+    .unwrap();
+    assert_eq!(report["result"], "waiting", "{report:#}");
+    assert_eq!(report["resources"][0]["result"], "waiting", "{report:#}");
+    // web-3 comes: the next run applies it, no new release.
+    assert_eq!(apply("web-3").status.code(), Some(0));
+    let out = apply("late-1");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(root("late-1").join("late").exists());
+}
+
+#[test]
+fn a_wait_cycle_across_hosts_is_a_build_error_naming_it() {
+    let spec = r##"fleet "f" target="debian-12"
+host "a-1" address="10.0.0.1" role="a"
+host "b-1" address="10.0.0.2" role="b"
+override "a" {
+    match role="a"
+    service "alpha" port=1
+    exec "010-start.sh" {
+        script "#!/bin/sh\ntrue\n"
+        wait-for "beta" timeout="5m"
+    }
+}
+override "b" {
+    match role="b"
+    service "beta" port=2
+    package "bb" {
+        wait-for "alpha"
+    }
+    unit "c.service" {
+        content "[Service]\nExecStart=/bin/true\n"
+        wait-for "alpha" count=2
+    }
+    file "/etc/d.conf" {
+        content "x"
+        wait-for "alpha"
+    }
+}
+"##;
+    let run = Fixture::spec(spec).bellc(&["--short", "check"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let diags = run.diagnostics();
+    assert!(
+        diags.iter().any(|d| d.starts_with("bell.kdl:9:9:")
+            && d.contains("error[bell::services::wait_cycle]: `wait-for` forms a cycle between hosts: `a-1` (providing `alpha`) waits for `beta`, `b-1` (providing `beta`) waits for `alpha`")),
+        "{diags:#?}"
+    );
+    assert!(
+        diags.iter().any(|d| d.starts_with("bell.kdl:20:9:")
+            && d.contains("`alpha` needs 2 provider(s) but 1 host(s) provide it")),
+        "{diags:#?}"
+    );
+    // A file lands with the others at the switch: a wait on it would hold nothing.
+    assert!(
+        diags
+            .iter()
+            .any(|d| d.starts_with("bell.kdl:24:9:") && d.contains("unknown node `wait-for`")),
+        "{diags:#?}"
+    );
+    // The whole message says how to break it.
+    let run = Fixture::spec(spec).bellc(&["check"]);
+    let said = run.stderr.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(said.contains("none would become ready"), "{said}");
+    assert!(
+        said.contains("providers of `beta` wait for `alpha`"),
+        "{said}"
+    );
+}

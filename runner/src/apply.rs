@@ -303,6 +303,13 @@ pub fn dry_run(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     Ok(report(&checked, opts, pending, plan))
 }
 
+impl Report {
+    /// Whether a resource waits for providers that were not ready (`wait-for`).
+    pub fn waiting(&self) -> bool {
+        self.resources.iter().any(|o| o.status == Status::Waiting)
+    }
+}
+
 fn report(checked: &Checked, opts: &Options, recovered: Option<String>, plan: Plan) -> Report {
     Report {
         bundle: checked.bundle_id.clone(),
@@ -435,6 +442,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
         now: state::now(),
         boot: state::boot_id(),
         clock: Some(&clock),
+        store: opts.live_store.as_deref(),
     };
     clock.lap("stage");
     let live = crate::live::prepare_from_store(

@@ -31,6 +31,8 @@ fn applied_code(report: &Report) -> i32 {
         FAILURES
     } else if report.health.iter().any(|p| !p.healthy) {
         UNHEALTHY
+    } else if report.waiting() {
+        PENDING
     } else {
         OK
     }
@@ -41,6 +43,7 @@ fn applied_result(report: &Report) -> &'static str {
     match applied_code(report) {
         FAILURES => "failed",
         UNHEALTHY => "unhealthy",
+        PENDING => "waiting",
         _ => "ok",
     }
 }

@@ -105,6 +105,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) boot: Option<String>,
     /// Where the scripts' time goes (`bell-run apply --timings`).
     pub(crate) clock: Option<&'a crate::timings::Clock>,
+    /// The fleet's store, when the run has one: what a `wait-for` reads its providers from.
+    pub(crate) store: Option<&'a bell_store::Store>,
 }
 
 impl Ctx<'_> {

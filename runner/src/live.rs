@@ -46,12 +46,7 @@ pub fn read(
     let keys = provider_keys(manifest);
     let names: Vec<&str> = keys.iter().map(String::as_str).collect();
     let (revision, held) = etcd.read_all_at(&names)?;
-    let providers: BTreeMap<&str, &live::Provider> = manifest
-        .live
-        .iter()
-        .flat_map(|l| &l.providers)
-        .map(|p| (p.host.as_str(), p))
-        .collect();
+    let providers = all_providers(manifest);
     let mut judged = BTreeMap::new();
     for ((host, provider), held) in providers.iter().zip(held.chunks(2)) {
         let report = held[0].as_ref().map(|h| h.value.as_slice());
@@ -61,17 +56,101 @@ pub fn read(
     Ok((revision, judged))
 }
 
-/// The keys [`read`] reads: each provider's health report and liveness key, by host name.
-pub fn provider_keys(manifest: &Manifest) -> Vec<String> {
-    let hosts: std::collections::BTreeSet<&str> = manifest
+/// Every provider the bundle names, of its live files and of its resources' waits, by host.
+fn all_providers(manifest: &Manifest) -> BTreeMap<&str, &live::Provider> {
+    manifest
         .live
         .iter()
-        .flat_map(|l| l.providers.iter().map(|p| p.host.as_str()))
-        .collect();
-    hosts
-        .iter()
+        .flat_map(|l| &l.providers)
+        .chain(manifest.providers.values().flatten())
+        .map(|p| (p.host.as_str(), p))
+        .collect()
+}
+
+/// The keys [`read`] reads: each provider's health report and liveness key, by host name.
+pub fn provider_keys(manifest: &Manifest) -> Vec<String> {
+    all_providers(manifest)
+        .keys()
         .flat_map(|host| ready::keys(&manifest.fleet, host))
         .collect()
+}
+
+/// What a waiting resource is told: `None` when it may run.
+pub enum Wait {
+    /// Not this run's to do without the store (an image bake): the first run with it does it.
+    Deferred(String),
+    /// Its providers were not ready in time.
+    Waiting(String),
+}
+
+/// Waits until each service `resource` waits for (`wait-for`) has its count of ready
+/// providers, reading them every second, each wait at most its timeout. Says so when a
+/// resource had to wait and its providers came.
+pub fn wait_for(ctx: &Ctx, manifest: &Manifest, resource: &bell_bundle::Resource) -> Option<Wait> {
+    if resource.wait_for.is_empty() {
+        return None;
+    }
+    let Some(bell_store::Store::Etcd(etcd)) = ctx.store else {
+        let why = "no fleet store to read its providers from";
+        return Some(match ctx.offline {
+            true => Wait::Deferred(format!("{why}: the first run with one applies it")),
+            false => Wait::Waiting(format!("{why} (pull, or --report etcd://…)")),
+        });
+    };
+    let started = std::time::Instant::now();
+    let mut newest = load_newest(ctx);
+    let mut said = false;
+    loop {
+        let judged = match read(etcd, manifest, &mut newest) {
+            Ok((_, judged)) => judged,
+            Err(e) => {
+                errln!(
+                    "warning: cannot read the providers {} waits for: {e}",
+                    resource.key()
+                );
+                BTreeMap::new()
+            }
+        };
+        save_newest(ctx, &newest);
+        let mut short = None;
+        for wait in &resource.wait_for {
+            let ready: Vec<&str> = manifest
+                .providers
+                .get(&wait.service)
+                .into_iter()
+                .flatten()
+                .filter(|p| judged.get(&p.host).is_some_and(Readiness::is_ready))
+                .map(|p| p.host.as_str())
+                .collect();
+            if ready.len() < wait.count as usize {
+                let ready = match ready.is_empty() {
+                    true => "none ready".to_string(),
+                    false => format!("{} ready: {}", ready.len(), ready.join(", ")),
+                };
+                short = Some((
+                    wait,
+                    format!(
+                        "waits for {} of `{}`'s providers; {ready}",
+                        wait.count, wait.service
+                    ),
+                ));
+                break;
+            }
+        }
+        // All met: it may run.
+        let (wait, why) = short?;
+        if started.elapsed() >= std::time::Duration::from_secs(wait.timeout) {
+            return Some(Wait::Waiting(format!(
+                "{why}, after {}s; the next run tries again",
+                wait.timeout
+            )));
+        }
+        if !said {
+            errln!("{}: {why}; waiting up to {}s", resource.key(), wait.timeout);
+            said = true;
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
 }
 
 /// Renders `live` with the providers in `ready`, as the build checked it would.

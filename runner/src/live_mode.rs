@@ -100,6 +100,7 @@ pub fn run(opts: &Options) -> Result<(), String> {
             now: state::now(),
             boot: state::boot_id(),
             clock: None,
+            store: None,
         };
         if !loaded {
             follower.newest = live::load_newest(&ctx);

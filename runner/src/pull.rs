@@ -465,6 +465,7 @@ impl AfterApply<'_> {
             now,
             boot: self.boot.clone(),
             clock: None,
+            store: None,
         };
         // Under the lock, as an apply: nothing changes the host meanwhile.
         let prepared = apply::lock(self.root)

@@ -59,6 +59,7 @@ pub fn remove(opts: &Options) -> Result<Removal, Refusal> {
         reboot: None,
         live: Vec::new(),
         provides: Vec::new(),
+        providers: Default::default(),
     };
     let dir = EmptyBundle::write(&empty)?;
     if opts.dry_run {

@@ -128,6 +128,11 @@ pub fn from_apply<'a>(root: &'a Path, started_at: u64, rep: &apply::Report) -> R
     } else {
         State::Failed
     };
+    // Waiting for providers is not failing: the next run tries again.
+    let result = match result == State::Success && rep.waiting() {
+        true => State::Waiting,
+        false => result,
+    };
     let mut status = BTreeMap::from([("apply".to_string(), result)]);
     let (probes, healthy) = health(&rep.health);
     let mut result = result;

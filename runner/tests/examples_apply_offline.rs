@@ -201,6 +201,7 @@ fn a_bundle_without_the_examples_resources_restores_the_root() {
         reboot: None,
         live: Vec::new(),
         provides: Vec::new(),
+        providers: Default::default(),
     };
     let json = manifest.to_json();
     let dir = empty

@@ -121,6 +121,17 @@ pub enum Value {
     List(Vec<String>),
     Map(BTreeMap<String, String>),
     Debconf(Vec<Debconf>),
+    WaitFor(Vec<WaitFor>),
+}
+
+/// `wait-for "SERVICE" count=N timeout=T` on a resource (the seed notes' `service_blocker`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WaitFor {
+    pub service: String,
+    pub count: u32,
+    /// Seconds.
+    pub timeout: u64,
+    pub span: Span,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -287,6 +298,13 @@ impl FieldSchema {
     /// `after "KIND:NAME" ...`, which every kind with an apply order takes.
     pub const AFTER: FieldSchema =
         FieldSchema::new("after", FieldSource::ChildArgs, FieldType::Strings, false);
+    /// `wait-for "SERVICE" count=N timeout=T`: what a resource waits for at runtime.
+    pub const WAIT_FOR: FieldSchema = FieldSchema::new(
+        "wait-for",
+        FieldSource::WaitForChildren,
+        FieldType::WaitList,
+        false,
+    );
 }
 
 /// Where in a node a field is written.
@@ -306,6 +324,8 @@ pub enum FieldSource {
     AnyChildren,
     /// `debconf "question" type="..." value=...` children.
     DebconfChildren,
+    /// `wait-for "SERVICE" count=N timeout=T` children (repeatable).
+    WaitForChildren,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -332,6 +352,7 @@ pub enum FieldType {
     StrMap,
     OnOffMap,
     DebconfList,
+    WaitList,
 }
 
 impl FieldType {
@@ -359,6 +380,7 @@ impl FieldType {
             FieldType::StrMap => "string properties".into(),
             FieldType::OnOffMap => "`on` or `off`".into(),
             FieldType::DebconfList => "debconf answers".into(),
+            FieldType::WaitList => "services to wait for".into(),
         }
     }
 }

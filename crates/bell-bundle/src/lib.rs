@@ -110,6 +110,9 @@ pub struct Manifest {
     /// live files (`ready/HOST` in the fleet's store).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub provides: Vec<String>,
+    /// Who may provide each service a resource waits for, as the live files' `providers`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<String, Vec<live::Provider>>,
 }
 
 /// Package repository snapshots by apt source name (`debian` → `20261120T000000Z`).
@@ -162,6 +165,12 @@ pub struct Resource {
     /// ([`EXIT_REBOOT_REQUIRED`]).
     #[serde(default, skip_serializing_if = "is_false")]
     pub at_boot: bool,
+    /// Services this resource waits for (`wait-for` of the spec): bell-run applies it once
+    /// that many of each service's providers ([`Manifest::providers`]) are ready, and leaves it
+    /// `waiting` when they are not within the timeout. Not part of its hash: a wait changes
+    /// when it runs, not what it does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wait_for: Vec<live::WaitFor>,
 }
 
 /// A script shipped in the bundle, by its path relative to the bundle directory.

@@ -69,6 +69,16 @@ pub const MAX_TEMPLATE_STEPS: u64 = 1_000_000;
 /// The most a rendering may hold.
 pub const MAX_RENDERED: usize = 4 << 20;
 
+/// `wait-for "SERVICE" count=N timeout=T` on a resource: apply it once `count` providers of
+/// `service` are ready, waiting at most `timeout` seconds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitFor {
+    pub service: String,
+    pub count: u32,
+    pub timeout: u64,
+}
+
 /// The resource kind of live files.
 pub const KIND: &str = "live";
 

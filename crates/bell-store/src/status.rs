@@ -29,6 +29,10 @@ pub enum Status {
     Reverted,
     /// Work only a live host can do, left by an offline apply to the first live one.
     Deferred,
+    /// Not run: fewer providers of a service it waits for (`wait-for`) were ready than it
+    /// needs within its timeout. Not a failure; the next run tries again, and what comes after
+    /// it waits too.
+    Waiting,
     // A check's.
     /// What its check reads back is what the bundle says.
     InSync,
@@ -58,6 +62,7 @@ impl Status {
             Status::Unchanged => "unchanged",
             Status::Reverted => "reverted",
             Status::Deferred => "deferred",
+            Status::Waiting => "waiting",
             Status::InSync => "in-sync",
             Status::Drifted => "drifted",
             Status::RebootRequired => "reboot-required",
@@ -79,6 +84,7 @@ impl Status {
             "unchanged" => Status::Unchanged,
             "reverted" => Status::Reverted,
             "deferred" => Status::Deferred,
+            "waiting" => Status::Waiting,
             "in-sync" => Status::InSync,
             "drifted" => Status::Drifted,
             "reboot-required" => Status::RebootRequired,
@@ -135,6 +141,7 @@ mod tests {
             Status::Unchanged,
             Status::Reverted,
             Status::Deferred,
+            Status::Waiting,
             Status::InSync,
             Status::Drifted,
             Status::RebootRequired,

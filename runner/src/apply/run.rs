@@ -16,6 +16,8 @@ pub(super) fn run_resources(
 ) -> BTreeMap<String, ResourceRecord> {
     let mut records = BTreeMap::new();
     let mut broken: BTreeSet<String> = BTreeSet::new();
+    // Resources waiting for providers (`wait-for`): what comes after one waits with it.
+    let mut held: BTreeSet<String> = BTreeSet::new();
     let mut halted: Option<String> = None;
     // Each batch's apply runs once, for all of its due resources (see `batch`).
     let mut batches: BTreeMap<String, BatchApplied> = BTreeMap::new();
@@ -33,6 +35,14 @@ pub(super) fn run_resources(
             log: previous.and_then(|p| p.log.clone()),
             exec: previous.and_then(|p| p.exec.clone()),
         };
+        // Only what is about to run waits, and not behind a dependency that did not apply.
+        let behind = resource.after.iter().find(|d| held.contains(*d));
+        let runs = change != Change::Unchanged
+            && behind.is_none()
+            && !resource.after.iter().any(|d| broken.contains(d));
+        let wait = runs
+            .then(|| crate::live::wait_for(ctx, &checked.manifest, resource))
+            .flatten();
         let outcome = if let Some(dep) = resource.after.iter().find(|d| broken.contains(*d)) {
             Outcome::new(
                 &key,
@@ -40,6 +50,22 @@ pub(super) fn run_resources(
                 Status::Skipped,
                 Some(format!("`{dep}` did not apply")),
             )
+        } else if let Some(dep) = behind {
+            Outcome::new(
+                &key,
+                Some(change),
+                Status::Waiting,
+                Some(format!("after `{dep}`, which waits")),
+            )
+        } else if let Some(wait) = wait {
+            match wait {
+                crate::live::Wait::Deferred(why) => {
+                    Outcome::new(&key, Some(change), Status::Deferred, Some(why))
+                }
+                crate::live::Wait::Waiting(why) => {
+                    Outcome::new(&key, Some(change), Status::Waiting, Some(why))
+                }
+            }
         } else if let Some(policy) = &resource.exec {
             if let Some(halter) = &halted {
                 Outcome::new(
@@ -166,6 +192,12 @@ pub(super) fn run_resources(
             Status::Started => record.result = Status::Started,
             Status::Deferred => {
                 record.result = Status::Deferred;
+                record.message = outcome.detail.clone();
+            }
+            // Not in place: what comes after it waits with it, and the next run tries again.
+            Status::Waiting => {
+                held.insert(key.clone());
+                record.result = Status::Waiting;
                 record.message = outcome.detail.clone();
             }
             _ => {}

@@ -133,7 +133,7 @@ pub(super) fn print_outcome(prefix: &str, outcome: &Outcome, width: usize) {
 /// skipped because one it depends on failed is not a failure of its own.
 pub(super) fn summary(report: &Report) -> String {
     let (mut changed, mut unchanged, mut repaired) = (0, 0, 0);
-    let (mut failed, mut skipped) = (Vec::new(), Vec::new());
+    let (mut failed, mut skipped, mut waiting) = (Vec::new(), Vec::new(), Vec::new());
     for outcome in report.reverts.iter().chain(&report.triggers) {
         match &outcome.status {
             Status::Failed => failed.push(outcome.key.as_str()),
@@ -148,6 +148,7 @@ pub(super) fn summary(report: &Report) -> String {
             // Not run because another failed (a dependency, or an exec that halts the rest).
             Status::Skipped | Status::Halted => skipped.push(outcome.key.as_str()),
             Status::Deferred => {}
+            Status::Waiting => waiting.push(outcome.key.as_str()),
             _ if planned.change == Change::Unchanged => unchanged += 1,
             Status::Ok if planned.change == Change::Drifted => repaired += 1,
             _ => changed += 1,
@@ -166,6 +167,13 @@ pub(super) fn summary(report: &Report) -> String {
             "{} skipped after a failure ({})",
             skipped.len(),
             skipped.join(", ")
+        ));
+    }
+    if !waiting.is_empty() {
+        parts.push(format!(
+            "{} waiting for providers ({})",
+            waiting.len(),
+            waiting.join(", ")
         ));
     }
     if report.deferred > 0 {
@@ -340,6 +348,7 @@ pub(super) fn cmd_check(args: &Args) -> i32 {
             now: started,
             boot: state::boot_id(),
             clock: None,
+            store: None,
         };
         check::check(&ctx, &state)
     })();

@@ -393,6 +393,7 @@ impl BundleSpec {
                 batch: r.batch.clone(),
                 exec: r.exec.clone(),
                 at_boot: r.at_boot,
+                wait_for: Vec::new(),
             };
             resource.hash = resource.compute_hash(&files);
             resources.push(resource);
@@ -446,6 +447,7 @@ impl BundleSpec {
             reboot: self.reboot.clone(),
             live: Vec::new(),
             provides: Vec::new(),
+            providers: Default::default(),
         };
         (manifest, scripts)
     }

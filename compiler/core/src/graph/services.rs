@@ -46,6 +46,16 @@ pub enum ServiceError {
         help: String,
         file: FileId,
     },
+    #[error("`wait-for` forms a cycle between hosts: {path}")]
+    #[diagnostic(code(bell::services::wait_cycle))]
+    WaitCycle {
+        path: String,
+        #[label(collection)]
+        labels: Vec<LabeledSpan>,
+        #[help]
+        help: String,
+        file: FileId,
+    },
     #[error("runtime `uses` form a cycle between services: {path}")]
     #[diagnostic(code(bell::services::runtime_cycle))]
     RuntimeCycle {
@@ -63,7 +73,8 @@ impl ServiceError {
         match self {
             ServiceError::NoAddress { file, .. }
             | ServiceError::UnmetCount { file, .. }
-            | ServiceError::RuntimeCycle { file, .. } => Some(*file),
+            | ServiceError::RuntimeCycle { file, .. }
+            | ServiceError::WaitCycle { file, .. } => Some(*file),
         }
     }
 }
@@ -196,6 +207,15 @@ pub fn check(hosts: &[ResolvedHost], diags: &mut Diagnostics) -> Option<ServiceL
                 .or_default()
                 .extend(info.hosts.iter().copied());
         }
+        // A wait for N providers needs N hosts to provide.
+        for res in &info.model.resources {
+            for wait in res.wait_for() {
+                consumers
+                    .entry((key(wait.span), wait.service.as_str(), wait.count))
+                    .or_default()
+                    .extend(info.hosts.iter().copied());
+            }
+        }
         // A live file lists the ready providers of its service: one must exist to be ready.
         for live in info.model.of_kind(crate::spec::Kind::LIVE) {
             if let Some(service) = live.str("service") {
@@ -233,6 +253,8 @@ pub fn check(hosts: &[ResolvedHost], diags: &mut Diagnostics) -> Option<ServiceL
             file: span.file,
         });
     }
+
+    wait_cycles(&models, &providers, hosts, diags);
 
     // The runtime graph between services: S → T when a provider of T uses S at runtime, so
     // T's providers roll out after S's.
@@ -346,6 +368,106 @@ fn reason(model: &Model, service_layer: &HashMap<&str, u32>) -> String {
         "waits for no service".into()
     } else {
         parts.join("; ")
+    }
+}
+
+/// A wait that can never end: the providers of one service wait (a `wait-for` on one of their
+/// resources) for another service whose providers wait, in turn, for the first (or for their own
+/// service). On a fleet's first boot every host waits and none becomes ready: the deadlock the
+/// seed notes describe, refused at build time. S → T when a provider of S waits for T.
+fn wait_cycles(
+    models: &[ModelInfo],
+    providers: &BTreeMap<&str, Vec<usize>>,
+    hosts: &[ResolvedHost],
+    diags: &mut Diagnostics,
+) {
+    let mut graph: DiGraph<&str, (Span, usize)> = DiGraph::new();
+    let mut node: HashMap<&str, NodeIndex> = HashMap::new();
+    for &name in providers.keys() {
+        node.insert(name, graph.add_node(name));
+    }
+    let mut seen = HashSet::new();
+    for (m, info) in models.iter().enumerate() {
+        for service in &info.model.services {
+            for res in &info.model.resources {
+                for wait in res.wait_for() {
+                    let (Some(&s), Some(&t)) = (
+                        node.get(service.name.as_str()),
+                        node.get(wait.service.as_str()),
+                    ) else {
+                        continue;
+                    };
+                    if seen.insert((s, t)) {
+                        graph.add_edge(s, t, (wait.span, m));
+                    }
+                }
+            }
+        }
+    }
+    let mut components = petgraph::algo::tarjan_scc(&graph);
+    for c in &mut components {
+        c.sort();
+    }
+    components.sort();
+    for component in components {
+        let looped = component.len() == 1 && graph.contains_edge(component[0], component[0]);
+        if component.len() < 2 && !looped {
+            continue;
+        }
+        let members: HashSet<NodeIndex> = component.iter().copied().collect();
+        // Walk from the first service until one repeats: a cycle.
+        let mut path = vec![component[0]];
+        let mut edges = Vec::new();
+        let mut position: HashMap<NodeIndex, usize> = HashMap::from([(component[0], 0)]);
+        let start = loop {
+            let Some(&at) = path.last() else { break 0 };
+            let Some(e) = graph
+                .edges(at)
+                .filter(|e| members.contains(&e.target()))
+                .min_by_key(|e| e.target())
+            else {
+                break 0;
+            };
+            edges.push(e);
+            if let Some(&p) = position.get(&e.target()) {
+                break p;
+            }
+            position.insert(e.target(), path.len());
+            path.push(e.target());
+        };
+        let edges = &edges[start..];
+        let Some(file) = edges.first().map(|e| e.weight().0.file) else {
+            continue;
+        };
+        let mut words = Vec::new();
+        let mut labels = Vec::new();
+        for e in edges {
+            let (span, m) = *e.weight();
+            let (provided, waited) = (graph[e.source()], graph[e.target()]);
+            let example = models[m]
+                .hosts
+                .first()
+                .map_or("", |&h| hosts[h].name.as_str());
+            words.push(format!(
+                "`{example}` (providing `{provided}`) waits for `{waited}`"
+            ));
+            if span.file == file {
+                labels.push(LabeledSpan::new_with_span(
+                    Some(format!("providers of `{provided}` wait for `{waited}`")),
+                    span.source_span(),
+                ));
+            }
+        }
+        let path = words.join(", ");
+        diags.push(ServiceError::WaitCycle {
+            path,
+            labels,
+            help: "on a first boot every one of them would wait for the others and none would \
+                   become ready: wait in a host that does not provide what it waits for, or drop \
+                   one `wait-for` (a provider is ready when its own health probes pass)"
+                .into(),
+            file,
+        });
     }
 }
 

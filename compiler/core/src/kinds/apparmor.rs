@@ -32,6 +32,7 @@ impl ResourceKind for Apparmor {
             FieldSchema::new("mode", Prop, Enum(&["enforce", "complain"]), false),
             FieldSchema::new("profile", ChildArg, Str, true).checked(declares_a_profile),
             FieldSchema::AFTER,
+            FieldSchema::WAIT_FOR,
         ];
         SCHEMA
     }

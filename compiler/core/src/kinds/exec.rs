@@ -67,6 +67,7 @@ impl ResourceKind for Exec {
             FieldSchema::new("env", ChildProps, StrMap, false),
             FieldSchema::new("script", ChildArg, Str, true).checked(interpreter_line),
             FieldSchema::AFTER,
+            FieldSchema::WAIT_FOR,
         ];
         SCHEMA
     }

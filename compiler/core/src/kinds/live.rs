@@ -46,6 +46,7 @@ impl ResourceKind for Live {
             FieldSchema::new("wait", ChildProps, StrMap, false),
             FieldSchema::new("offline", Prop, Enum(&["skip", "root"]), false),
             FieldSchema::AFTER,
+            FieldSchema::WAIT_FOR,
         ];
         SCHEMA
     }
@@ -95,20 +96,7 @@ impl ResourceKind for Live {
                 continue;
             };
             let service = res.str("service").unwrap_or_default().to_string();
-            let providers: Vec<Provider> = cx
-                .services
-                .get(&service)
-                .map(|list| {
-                    list.iter()
-                        .map(|p| Provider {
-                            host: p.host.clone(),
-                            address: p.address.clone(),
-                            port: p.port,
-                            identity: p.identity.clone(),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
+            let providers = providers(cx, &service);
             let entry = LiveEntry {
                 path: res.name.clone(),
                 service,
@@ -170,6 +158,24 @@ impl ResourceKind for Live {
             });
         }
     }
+}
+
+/// Who may provide `service`, as the build resolved it: what a live file lists at most and a
+/// `wait-for` counts.
+pub fn providers(cx: &HostContext, service: &str) -> Vec<Provider> {
+    cx.services
+        .get(service)
+        .map(|list| {
+            list.iter()
+                .map(|p| Provider {
+                    host: p.host.clone(),
+                    address: p.address.clone(),
+                    port: p.port,
+                    identity: p.identity.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Renders the template as bell-run will (`bell_bundle::live::context`, a plain minijinja

@@ -28,7 +28,7 @@ mod file;
 mod health;
 mod kernel_args;
 mod limit;
-mod live;
+pub mod live;
 mod modprobe;
 mod mount;
 pub mod package;
@@ -203,6 +203,30 @@ impl Kind {
     ) {
         for part in Part::all() {
             part.render(r, cx, out, diags);
+        }
+    }
+
+    /// Makes each resource of the host that says `wait-for` wait in its bundle, with who may provide
+    /// each service it waits for: whatever its kind, as `after` is.
+    pub fn add_waits(cx: &HostContext, out: &mut BundleBuilder) {
+        for res in &cx.host.model.resources {
+            let waits = res.wait_for();
+            if waits.is_empty() {
+                continue;
+            }
+            let providers = waits
+                .iter()
+                .map(|w| (w.service.clone(), live::providers(cx, &w.service)))
+                .collect();
+            let waits = waits
+                .iter()
+                .map(|w| bell_bundle::live::WaitFor {
+                    service: w.service.clone(),
+                    count: w.count,
+                    timeout: w.timeout,
+                })
+                .collect();
+            out.add_waits(&res.key(), waits, providers);
         }
     }
 

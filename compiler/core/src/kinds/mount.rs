@@ -41,6 +41,7 @@ impl ResourceKind for Mount {
             FieldSchema::new("options", Prop, Str, false).checked(validate::unit_setting),
             FieldSchema::new("before", Prop, Str, false).checked(validate::unit_name_list),
             FieldSchema::new("after", Prop, Str, false).checked(validate::unit_name_list),
+            FieldSchema::WAIT_FOR,
             FieldSchema::new("requires", ChildArgs, Strings, false),
         ];
         SCHEMA

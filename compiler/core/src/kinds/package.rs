@@ -48,6 +48,7 @@ impl ResourceKind for Package {
             FieldSchema::new("absent", Prop, Bool, false),
             FieldSchema::new("debconf", DebconfChildren, DebconfList, false),
             FieldSchema::AFTER,
+            FieldSchema::WAIT_FOR,
         ];
         SCHEMA
     }

@@ -22,6 +22,7 @@ impl ResourceKind for Unit {
             FieldSchema::new("start", Prop, Bool, false),
             FieldSchema::new("content", ChildArg, Str, true),
             FieldSchema::AFTER,
+            FieldSchema::WAIT_FOR,
         ];
         SCHEMA
     }

@@ -52,6 +52,7 @@ impl ResourceKind for User {
                 .checked(validate::ssh_public_key),
             FieldSchema::new("ssh-keys", ChildArg, Enum(&["unmanaged", "managed"]), false),
             FieldSchema::AFTER,
+            FieldSchema::WAIT_FOR,
         ];
         SCHEMA
     }

@@ -18,6 +18,7 @@ pub struct BundleBuilder {
     reboot: Option<bell_bundle::Reboot>,
     live: Vec<bell_bundle::live::Live>,
     provides: Vec<String>,
+    providers: BTreeMap<String, Vec<bell_bundle::live::Provider>>,
     /// Values kinds declared secret (password hashes, debconf passwords): any file or script
     /// that holds one is marked secret in the manifest.
     secrets: Vec<String>,
@@ -107,6 +108,7 @@ impl BundleBuilder {
             reboot: None,
             live: Vec::new(),
             provides: Vec::new(),
+            providers: BTreeMap::new(),
             secrets: Vec::new(),
         }
     }
@@ -183,6 +185,9 @@ impl BundleBuilder {
         }
         self.live.extend(part.live.iter().cloned());
         self.provides.extend(part.provides.iter().cloned());
+        for (service, list) in &part.providers {
+            self.providers.insert(service.clone(), list.clone());
+        }
         for secret in &part.secrets {
             self.secret_value(secret);
         }
@@ -291,6 +296,7 @@ impl BundleBuilder {
             batch: None,
             exec: r.exec,
             at_boot: false,
+            wait_for: Vec::new(),
         });
     }
 
@@ -385,6 +391,19 @@ impl BundleBuilder {
         self.provides.push(service.to_string());
     }
 
+    /// Makes the resource `key` wait for `waits`, and says who may provide each service.
+    pub fn add_waits(
+        &mut self,
+        key: &str,
+        waits: Vec<bell_bundle::live::WaitFor>,
+        providers: BTreeMap<String, Vec<bell_bundle::live::Provider>>,
+    ) {
+        if let Some(resource) = self.resources.iter_mut().find(|r| r.key() == key) {
+            resource.wait_for = waits;
+            self.providers.extend(providers);
+        }
+    }
+
     /// How the host reboots (the `reboot` setting).
     pub fn set_reboot(&mut self, reboot: bell_bundle::Reboot) {
         self.reboot = Some(reboot);
@@ -454,6 +473,7 @@ impl BundleBuilder {
                 provides.dedup();
                 provides
             },
+            providers: self.providers,
         };
         let manifest_json = manifest.to_json();
         let id = bell_bundle::sha256_hex(manifest_json.as_bytes());

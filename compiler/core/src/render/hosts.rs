@@ -385,7 +385,8 @@ impl std::fmt::Write for Digest {
     }
 }
 
-/// The services a live file of some host follows: their providers publish their health.
+/// The services a live file or a `wait-for` of some host follows: their providers publish
+/// their health.
 pub fn followed_services(resolution: &Resolution) -> BTreeSet<String> {
     let mut followed = BTreeSet::new();
     for model in &resolution.models {
@@ -393,6 +394,9 @@ pub fn followed_services(resolution: &Resolution) -> BTreeSet<String> {
             if let Some(service) = res.str("service") {
                 followed.insert(service.to_string());
             }
+        }
+        for res in &model.resources {
+            followed.extend(res.wait_for().iter().map(|w| w.service.clone()));
         }
     }
     followed

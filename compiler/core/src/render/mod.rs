@@ -476,6 +476,7 @@ impl Renderer {
         if diags.error_count() > before {
             return None;
         }
+        Kind::add_waits(cx, &mut out);
         let mut bundle = out.finish(order);
         bundle.values = Arc::new(values::BundleValues::of(&cx.host.model, &cx.host.target));
         Some(bundle)

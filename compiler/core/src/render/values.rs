@@ -254,7 +254,18 @@ pub fn scalar(value: &Value) -> String {
             .collect::<Vec<_>>()
             .join(" "),
         Value::Debconf(_) => String::new(),
+        Value::WaitFor(waits) => waits.iter().map(wait_for).collect::<Vec<_>>().join("; "),
     }
+}
+
+/// One `wait-for` as a spec writes it: `"etcd" count=2 timeout="10m"`.
+pub fn wait_for(w: &crate::spec::WaitFor) -> String {
+    format!(
+        "{} count={} timeout={}",
+        string(&w.service),
+        w.count,
+        string(&duration(w.timeout as i64))
+    )
 }
 
 /// Seconds in the largest unit that divides them: `"1h"`, `"5m"`, `"90s"`.

@@ -222,6 +222,7 @@ impl ResolvedResource {
                     | FieldType::StrMap
                     | FieldType::OnOffMap
                     | FieldType::DebconfList
+                    | FieldType::WaitList
             )
         });
         match self.fields.get(field) {
@@ -262,6 +263,14 @@ impl ResolvedResource {
         self.declared("debconf", |ty| matches!(ty, FieldType::DebconfList));
         match self.fields.get("debconf") {
             Some((Value::Debconf(d), _)) => d,
+            _ => &[],
+        }
+    }
+    /// What the resource waits for (`wait-for`), whatever its kind: none when its kind
+    /// takes none.
+    pub fn wait_for(&self) -> &[crate::spec::WaitFor] {
+        match self.fields.get("wait-for") {
+            Some((Value::WaitFor(w), _)) => w,
             _ => &[],
         }
     }

@@ -262,6 +262,14 @@ fn resource(
         let child = |text: String| (format!("    {text}"), origin_of(field, o));
         match value {
             _ if secret => children.push(child(format!("{field} {}", string(SECRET)))),
+            Value::WaitFor(waits) => {
+                for w in waits {
+                    children.push(child(format!(
+                        "wait-for {}",
+                        crate::render::values::wait_for(w)
+                    )));
+                }
+            }
             Value::Debconf(answers) => {
                 for d in answers {
                     let value = if d.kind == "password" {

@@ -55,6 +55,7 @@ fn a_sealed_entry_is_named_by_its_digest_and_need_not_be_in_the_bundle() {
             batch: None,
             exec: None,
             at_boot: false,
+            wait_for: Vec::new(),
         };
         resource.hash = resource.compute_hash(std::slice::from_ref(&file));
         let manifest = Manifest {
@@ -70,6 +71,7 @@ fn a_sealed_entry_is_named_by_its_digest_and_need_not_be_in_the_bundle() {
             reboot: None,
             live: vec![],
             provides: vec![],
+            providers: Default::default(),
         };
         std::fs::write(dir.join(MANIFEST_FILE), manifest.to_json()).unwrap();
         manifest
@@ -139,6 +141,7 @@ fn a_reboot_window_that_does_not_parse_and_a_missing_hook_do_not_verify() {
         reboot: Some(reboot),
         live: vec![],
         provides: vec![],
+        providers: Default::default(),
     };
     let files = expected_files(&manifest(reboot("Sat 02:00-05:00"))).unwrap();
     assert!(files.contains_key(Path::new("scripts/reboot/before-reboot.sh")));
@@ -226,6 +229,7 @@ fn without_sealed_leaves_out_what_needs_a_secret_and_what_depends_on_it() {
             batch: None,
             exec: None,
             at_boot: false,
+            wait_for: Vec::new(),
         };
     let files = vec![file("/etc/motd", false), file("/etc/app/token", true)];
     let mut resources = vec![
@@ -273,6 +277,7 @@ fn without_sealed_leaves_out_what_needs_a_secret_and_what_depends_on_it() {
         reboot: None,
         live: vec![],
         provides: vec![],
+        providers: Default::default(),
     };
     let (kept, out) = manifest.without_sealed().expect("something is sealed");
     assert_eq!(out, ["exec:setup.sh", "file:/etc/app/token", "user:ops"]);

@@ -226,6 +226,19 @@ impl Lowerer<'_> {
                     }
                     Some(Value::Debconf(list))
                 }
+                FieldSource::WaitForChildren => {
+                    let mut list = match fields.remove(field.name) {
+                        Some(Field {
+                            value: Value::WaitFor(l),
+                            ..
+                        }) => l,
+                        _ => Vec::new(),
+                    };
+                    if let Some(w) = self.wait_for(file, child) {
+                        list.push(w);
+                    }
+                    Some(Value::WaitFor(list))
+                }
                 FieldSource::Prop | FieldSource::AnyChildren => None,
             };
             if let Some(value) = value {
@@ -326,6 +339,12 @@ impl Lowerer<'_> {
                  as `{keyword} \"NAME\" {name}=...`"
             ),
             Some(s) => format!("did you mean `{s}`?"),
+            // What the switch puts in place with every other file cannot wait for anything.
+            None if name == "wait-for" => format!(
+                "a `{keyword}` takes effect with the bundle's files, before any script runs, so \
+                 nothing could wait; put `wait-for` on what uses it (an `exec`, a `unit`, a \
+                 `package`, a `mount`)"
+            ),
             None if child_names.is_empty() => format!("`{keyword}` takes no child nodes"),
             None => format!("`{keyword}` knows: {}", child_names.join(", ")),
         };

@@ -4,6 +4,71 @@
 use super::*;
 
 impl Lowerer<'_> {
+    /// `wait-for "SERVICE" count=N timeout=T`: `count` defaults to 1, `timeout` to 10 minutes.
+    pub(super) fn wait_for(&mut self, file: FileId, node: &KdlNode) -> Option<WaitFor> {
+        self.no_children(file, node);
+        let (service, name_span) = self.name_arg(file, node, "service")?;
+        let mut ok = true;
+        if let Err(invalid) = validate::resource_name(&service) {
+            self.invalid(file, name_span.source_span(), invalid);
+            ok = false;
+        }
+        let mut count = 1;
+        let mut timeout = DEFAULT_WAIT_TIMEOUT;
+        for (key, entry) in self.props(node) {
+            match key {
+                "count" => match entry.value() {
+                    KdlValue::Integer(n) if (1..=10_000).contains(n) => count = *n as u32,
+                    _ => {
+                        self.diags.push(LowerError::InvalidValue {
+                            message: "`count` of `wait-for` must be a whole number from 1 to 10000"
+                                .into(),
+                            span: entry.span(),
+                            help: "how many providers must be ready, such as `count=2`".into(),
+                            file,
+                        });
+                        ok = false;
+                    }
+                },
+                "timeout" => {
+                    let secs = match entry.value() {
+                        KdlValue::Integer(n) => u64::try_from(*n).ok(),
+                        KdlValue::String(text) if !text.bytes().all(|b| b.is_ascii_digit()) => {
+                            validate::duration(text)
+                        }
+                        _ => None,
+                    };
+                    match secs.filter(|s| (1..=MAX_WAIT_TIMEOUT).contains(s)) {
+                        Some(secs) => timeout = secs,
+                        None => {
+                            self.diags.push(LowerError::InvalidValue {
+                                message:
+                                    "`timeout` of `wait-for` must be a duration from 1s to 24h"
+                                        .into(),
+                                span: entry.span(),
+                                help: "such as `timeout=\"10m\"`; on timeout the resource is \
+                                       `waiting` and tried again at the next run"
+                                    .into(),
+                                file,
+                            });
+                            ok = false;
+                        }
+                    }
+                }
+                _ => {
+                    self.unknown_prop(file, "wait-for", entry, &["count", "timeout"]);
+                    ok = false;
+                }
+            }
+        }
+        ok.then(|| WaitFor {
+            service,
+            count,
+            timeout,
+            span: self.span(file, node.span()),
+        })
+    }
+
     pub(super) fn debconf(&mut self, file: FileId, node: &KdlNode) -> Option<Debconf> {
         self.no_children(file, node);
         let (question, _) = self.name_arg(file, node, "debconf question")?;
@@ -233,7 +298,8 @@ impl Lowerer<'_> {
             FieldType::Strings
             | FieldType::StrMap
             | FieldType::OnOffMap
-            | FieldType::DebconfList => self
+            | FieldType::DebconfList
+            | FieldType::WaitList => self
                 .string(file, &what, entry)
                 .map(|s| Value::List(vec![s])),
         }
@@ -269,3 +335,8 @@ impl Lowerer<'_> {
         }
     }
 }
+
+/// How long a `wait-for` waits unless it says (the seed notes' `service_blocker` example).
+pub const DEFAULT_WAIT_TIMEOUT: u64 = 600;
+/// A wait holds the host's lock: a day at most.
+const MAX_WAIT_TIMEOUT: u64 = 24 * 3600;
