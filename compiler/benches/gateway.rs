@@ -252,6 +252,7 @@ fn report(host: &str, release: &str, i: usize, at: u64) -> bell_store::Report {
         reboot_required: Vec::new(),
         rebooting: None,
         refused_release: None,
+        live: Vec::new(),
         since: None,
         attempts: None,
         sequence: None,

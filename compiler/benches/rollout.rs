@@ -83,6 +83,7 @@ fn report(host: &str, version: &str, bundle: &str) -> Report {
         reboot_required: Vec::new(),
         rebooting: None,
         refused_release: None,
+        live: Vec::new(),
         since: None,
         attempts: None,
         sequence: None,

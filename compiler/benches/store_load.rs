@@ -59,6 +59,7 @@ fn report(host: &str, at: u64) -> Report {
         reboot_required: Vec::new(),
         rebooting: None,
         refused_release: None,
+        live: Vec::new(),
         since: None,
         attempts: None,
         sequence: None,

@@ -80,6 +80,7 @@ fn report(host: &str, result: State, signer: Option<&SigningKey>, sequence: u64)
         reboot_required: Vec::new(),
         rebooting: None,
         refused_release: None,
+        live: Vec::new(),
         since: None,
         attempts: None,
         sequence: None,

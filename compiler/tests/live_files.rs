@@ -212,6 +212,34 @@ fn consumers_list_only_the_providers_that_are_ready() {
     assert!(said.contains("is older than report"), "{said}");
     assert_ne!(unhealthy, healthy);
 
+    // `bellc status` says what each consumer's file lists, and since when; `explain`, the
+    // template and who may provide.
+    let status = crate::common::bellc_in(fx.path(), &["status", "out1", "--store", &url, "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
+    let lb1 = crate::common::row(&status, "lb-1");
+    assert_eq!(
+        lb1["live"][0]["path"], "/etc/haproxy/backends.cfg",
+        "{lb1:#}"
+    );
+    assert_eq!(
+        lb1["live"][0]["ready"],
+        serde_json::json!(["web-1", "web-3"]),
+        "{lb1:#}"
+    );
+    assert!(lb1["live"][0]["since"].as_u64().unwrap() > 0, "{lb1:#}");
+    std::fs::write(fx.path().join("bell.kdl"), spec(&identities, true)).unwrap();
+    let explain = fx.bellc(&["explain", "lb-1"]);
+    assert!(
+        explain.stdout.contains("{% for s in services.web %}"),
+        "{}",
+        explain.stdout
+    );
+    assert!(
+        explain.stdout.contains("// `web` may be provided by: web-1 (10.0.0.1:8080), web-2 (10.0.0.2:8080), web-3 (10.0.0.3:8080)"),
+        "{}",
+        explain.stdout
+    );
+
     // A provider whose liveness key is gone is out, whatever its last report said.
     // (A consumer that had not seen the newer report would take the old one: the store can
     // hide a failure from a consumer, as it can withhold any write, never add a host.)
@@ -613,6 +641,24 @@ override "late" {
     .unwrap();
     assert_eq!(report["result"], "waiting", "{report:#}");
     assert_eq!(report["resources"][0]["result"], "waiting", "{report:#}");
+    let status = crate::common::bellc_in(fx.path(), &["status", "out", "--store", &url, "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
+    let late = crate::common::row(&status, "late-1");
+    assert!(
+        late["waiting"][0]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("exec:030-late.sh (waits for 3 of `web`'s providers; 2 ready"),
+        "{late:#}"
+    );
+    assert_eq!(late["state"], "pending", "{late:#}");
+    assert!(
+        late["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("waiting for providers: exec:030-late.sh"),
+        "{late:#}"
+    );
     // web-3 comes: the next run applies it, no new release.
     assert_eq!(apply("web-3").status.code(), Some(0));
     let out = apply("late-1");

@@ -506,6 +506,7 @@ pub fn apply(bundle: &Path, opts: &Options) -> Result<Report, Refusal> {
     clock.lap("triggers");
     failpoint::hit("before-apply");
     let records = run_resources(&ctx, &checked, &copy, &plan, &state, &mut rep);
+    crate::live::settle(&ctx, &mut rep.live);
     failpoint::hit("after-apply");
     clock.lap("scripts");
     // What waits for the next boot: unchanged resources said so in their drift checks above;

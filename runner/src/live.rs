@@ -33,6 +33,25 @@ pub struct Rendered {
     /// Why it could not be rendered, if it could not (its apply then fails).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// When what is in place was put there (Unix seconds), as its apply left it: read after
+    /// the run (see [`settle`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+}
+
+/// Fills in when each file's content took effect, once its apply ran: the time its apply
+/// last recorded what it put in place.
+pub fn settle(ctx: &Ctx, rendered: &mut [Rendered]) {
+    for live in rendered {
+        let current = ctx
+            .state_dir(live::KIND, &live.path)
+            .join(live::CURRENT_FILE);
+        live.since = std::fs::symlink_metadata(&current)
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs());
+    }
 }
 
 /// Every provider of every live file of `manifest`, judged from what `etcd` holds, and the
@@ -290,6 +309,7 @@ pub fn prepare(
             out: others,
             from,
             error: staged.err(),
+            since: None,
         });
     }
     out

@@ -101,6 +101,8 @@ pub struct Run<'a> {
     pub reboot_required: Vec<String>,
     /// The reboot `pull` makes once this report is filed.
     pub rebooting: Option<String>,
+    /// The live files, as the run left them.
+    pub live: Vec<bell_store::LiveFile>,
 }
 
 /// The probes' results for the report, and the `health` category they set.
@@ -194,6 +196,17 @@ pub fn from_apply<'a>(root: &'a Path, started_at: u64, rep: &apply::Report) -> R
         refused: false,
         reboot_required: rep.reboot_required.clone(),
         rebooting: None,
+        live: rep
+            .live
+            .iter()
+            .filter(|l| l.error.is_none())
+            .map(|l| bell_store::LiveFile {
+                path: l.path.clone(),
+                service: l.service.clone(),
+                ready: l.ready.clone(),
+                since: l.since,
+            })
+            .collect(),
     }
 }
 
@@ -240,6 +253,7 @@ pub fn from_check<'a>(root: &'a Path, started_at: u64, rep: &CheckReport) -> Run
         refused: false,
         reboot_required: rep.reboot_required.clone(),
         rebooting: None,
+        live: Vec::new(),
     }
 }
 
@@ -291,6 +305,7 @@ pub fn from_refusal<'a>(
         refused: true,
         reboot_required: Vec::new(),
         rebooting: None,
+        live: Vec::new(),
     }
 }
 
@@ -365,6 +380,7 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     } else {
                         None
                     },
+                    live: run.live.clone(),
                     snapshots: applied
                         .as_ref()
                         .filter(|_| bundle.is_some() && bundle == state.and_then(|s| s.generation.clone()))
@@ -488,6 +504,7 @@ pub fn file_health(
         reboot_required: Vec::new(),
         rebooting: None,
         refused_release: None,
+        live: Vec::new(),
         snapshots: manifest.snapshots.clone(),
         since: None,
         attempts: None,
@@ -525,6 +542,7 @@ fn health_report(report: &Report) -> Option<Report> {
         reboot_required: Vec::new(),
         rebooting: None,
         refused_release: None,
+        live: Vec::new(),
         since: None,
         attempts: None,
         sequence: None,

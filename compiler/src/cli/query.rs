@@ -107,6 +107,7 @@ pub fn print_explain(
         outjson!(text);
         return Ok(());
     }
+    let services = bellc_core::render::service_endpoints(&front.resolution);
     for (i, group) in groups.iter().enumerate() {
         if i > 0 {
             println!();
@@ -115,8 +116,48 @@ pub fn print_explain(
             "{}",
             explain::explain_group(&front.spec, group, sources, overridden)
         );
+        print!("{}", who_may_provide(group, &services));
     }
     Ok(())
+}
+
+/// For each service a live file or a `wait-for` of the group follows, the hosts the build says
+/// may provide it: all a live file can ever list, what a wait counts. Health decides at runtime
+/// which of them do.
+fn who_may_provide(
+    group: &[&ResolvedHost],
+    services: &std::collections::BTreeMap<String, Vec<bellc_core::render::ServiceEndpoint>>,
+) -> String {
+    let Some(host) = group.first() else {
+        return String::new();
+    };
+    let mut followed = std::collections::BTreeSet::new();
+    for res in &host.model.resources {
+        if res.kind == bellc_core::spec::Kind::LIVE {
+            followed.extend(res.str("service").map(str::to_string));
+        }
+        followed.extend(res.wait_for().iter().map(|w| w.service.clone()));
+    }
+    let mut out = String::new();
+    for service in followed {
+        let listed: Vec<String> = services
+            .get(&service)
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                let address = p.address.as_deref().unwrap_or("no address");
+                match p.port {
+                    Some(port) => format!("{} ({address}:{port})", p.host),
+                    None => format!("{} ({address})", p.host),
+                }
+            })
+            .collect();
+        out.push_str(&format!(
+            "// `{service}` may be provided by: {} (ready when their signed health says so)\n",
+            listed.join(", ")
+        ));
+    }
+    out
 }
 
 /// `bellc explain --override NAME`: the selected hosts it applies to.

@@ -100,6 +100,17 @@ impl fmt::Display for State {
     }
 }
 
+/// A live file as a consumer's run left it: the providers its rendering lists and since when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveFile {
+    pub path: String,
+    pub service: String,
+    pub ready: Vec<String>,
+    /// When the file last changed (Unix seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<u64>,
+}
+
 /// What one `bell-run apply` or `check` found on one host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Report {
@@ -150,6 +161,10 @@ pub struct Report {
     /// that began before that release was published from one of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused_release: Option<String>,
+    /// The live files of the bundle (`live` of the spec) as this run left them: the providers
+    /// each lists, and since when.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub live: Vec<LiveFile>,
     /// The package repository snapshots of `bundle` (its manifest's): what the host runs.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub snapshots: bell_bundle::Snapshots,
@@ -206,6 +221,7 @@ impl Report {
             reboot_required: self.reboot_required.clone(),
             rebooting: self.rebooting.clone(),
             refused_release: self.refused_release.clone(),
+            live: self.live.clone(),
             snapshots: self.snapshots.clone(),
             since: self.since,
             attempts: self.attempts,

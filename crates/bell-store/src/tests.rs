@@ -120,6 +120,7 @@ pub(crate) fn report(host: &str, command: &str, result: State) -> Report {
         reboot_required: Vec::new(),
         rebooting: None,
         refused_release: None,
+        live: Vec::new(),
         snapshots: BTreeMap::new(),
         since: None,
         attempts: None,

@@ -470,6 +470,7 @@ mod tests {
             reboot_required: Vec::new(),
             rebooting: None,
             refused_release: None,
+            live: Vec::new(),
             since: None,
             attempts: None,
             sequence: None,

@@ -56,6 +56,7 @@ fn view(bundle: &str, result: bell_store::State, at: u64, alive: bool) -> HostVi
         reboot_required: Vec::new(),
         rebooting: None,
         refused_release: None,
+        live: Vec::new(),
         since: None,
         attempts: None,
         sequence: None,

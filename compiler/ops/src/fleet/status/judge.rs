@@ -64,6 +64,8 @@ pub fn fleet_status<V: std::borrow::Borrow<HostView> + Sync>(
                 .map(|r| r.reboot_required.clone())
                 .unwrap_or_default(),
             rebooting: report.and_then(|r| r.rebooting.clone()),
+            waiting: Vec::new(),
+            live: Vec::new(),
             detail: Some("not in the release".to_string()),
             forged: view.forged.clone(),
             unverified: None,
@@ -151,6 +153,8 @@ pub(super) fn host_status(
         drift: Vec::new(),
         deferred: Vec::new(),
         reboot_required: Vec::new(),
+        waiting: Vec::new(),
+        live: Vec::new(),
         rebooting: None,
         detail: None,
         forged: view.map(|v| v.forged.clone()).unwrap_or_default(),
@@ -219,6 +223,22 @@ pub(super) fn host_status(
         row.drift = of("check").drift.iter().map(|d| d.name.clone()).collect();
         reasons.push((Flag::Drifted, row.drift.join(", ")));
     }
+    // Resources waiting for providers (`wait-for`): on its bundle, not yet all in place.
+    row.waiting = r
+        .resources
+        .iter()
+        .filter(|x| x.result == bell_store::Status::Waiting)
+        .map(|x| match &x.detail {
+            Some(why) => format!("{} ({why})", x.key),
+            None => x.key.clone(),
+        })
+        .collect();
+    if on_desired && !row.waiting.is_empty() {
+        reasons.push((
+            Flag::Waiting,
+            format!("waiting for providers: {}", row.waiting.join("; ")),
+        ));
+    }
     if !on_desired {
         let waiting = category("apply") == Some(State::Waiting);
         let why = match (&r.error, waiting) {
@@ -241,6 +261,7 @@ pub(super) fn host_status(
         .filter(|x| x.result == bell_store::Status::Deferred)
         .map(|x| x.key.clone())
         .collect();
+    row.live = r.live.clone();
     row.reboot_required = r.reboot_required.clone();
     if !row.reboot_required.is_empty() {
         row.flags.push(Flag::RebootRequired);

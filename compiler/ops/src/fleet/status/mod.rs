@@ -183,6 +183,12 @@ pub struct HostStatus {
     /// Why it needs a reboot, as its last report says.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub reboot_required: Vec<String>,
+    /// Resources waiting for providers (`wait-for`), each with what it waits for.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<String>,
+    /// Its live files as its last run left them: the providers each lists, since when.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub live: Vec<bell_store::LiveFile>,
     /// How it is rebooting, when its last report says it went down for a reboot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rebooting: Option<String>,
@@ -453,6 +459,8 @@ impl FleetStatus {
                     drift: Vec::new(),
                     deferred: Vec::new(),
                     reboot_required: Vec::new(),
+                    waiting: Vec::new(),
+                    live: Vec::new(),
                     rebooting: None,
                     detail: Some(detail),
                     forged: Vec::new(),
