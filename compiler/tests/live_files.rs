@@ -9,10 +9,35 @@
 use crate::common::fleet::{bell_run, etcdctl, run_bin, text, Etcd};
 use crate::common::pulling::{image_root, release_of};
 use crate::common::Fixture;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const PROVIDERS: [&str; 3] = ["web-1", "web-2", "web-3"];
 const CONSUMERS: [&str; 2] = ["lb-1", "lb-2"];
+
+/// An image root for each of `hosts`, each with its own identity made by
+/// `bell-run identity --init`: the roots, in order, and each host's identity line.
+fn roots_with_identities(
+    bin: &Path,
+    hosts: &[&str],
+) -> (Vec<tempfile::TempDir>, Vec<(String, String)>) {
+    let roots: Vec<tempfile::TempDir> = hosts.iter().map(|_| image_root()).collect();
+    let identities = hosts
+        .iter()
+        .zip(&roots)
+        .map(|(host, root)| {
+            let dir = root.path().to_str().unwrap();
+            let out = run_bin(
+                bin,
+                &["identity", "--root", dir, "--host", host, "--init"],
+                &[],
+            );
+            assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+            let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (host.to_string(), line)
+        })
+        .collect();
+    (roots, identities)
+}
 
 fn spec(identities: &[(String, String)], live: bool) -> String {
     let mut spec = String::from("fleet \"f\" target=\"debian-12\" identities=\"required\"\n");
@@ -56,22 +81,8 @@ fn consumers_list_only_the_providers_that_are_ready() {
     let bin = bell_run();
     let fx = Fixture::new();
     let hosts: Vec<&str> = PROVIDERS.iter().chain(&CONSUMERS).copied().collect();
-    let roots: Vec<tempfile::TempDir> = hosts.iter().map(|_| image_root()).collect();
+    let (roots, identities) = roots_with_identities(&bin, &hosts);
     let root = |host: &str| roots[hosts.iter().position(|h| *h == host).unwrap()].path();
-    let identities: Vec<(String, String)> = hosts
-        .iter()
-        .map(|host| {
-            let dir = root(host).to_str().unwrap().to_string();
-            let out = run_bin(
-                &bin,
-                &["identity", "--root", &dir, "--host", host, "--init"],
-                &[],
-            );
-            assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-            let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
-            (host.to_string(), line)
-        })
-        .collect();
     for (n, live) in [(1, true), (2, false)] {
         std::fs::write(fx.path().join("bell.kdl"), spec(&identities, live)).unwrap();
         let out = format!("out{n}");
@@ -368,23 +379,8 @@ fn the_long_running_mode_follows_a_failing_provider_within_seconds() {
     let bin = bell_run();
     let fx = Fixture::new();
     let hosts: Vec<&str> = PROVIDERS.iter().chain(&CONSUMERS).copied().collect();
-    let roots: Vec<tempfile::TempDir> = hosts.iter().map(|_| image_root()).collect();
+    let (roots, identities) = roots_with_identities(&bin, &hosts);
     let root = |host: &str| roots[hosts.iter().position(|h| *h == host).unwrap()].path();
-    let identities: Vec<(String, String)> = hosts
-        .iter()
-        .map(|host| {
-            let dir = root(host).to_str().unwrap().to_string();
-            let out = run_bin(
-                &bin,
-                &["identity", "--root", &dir, "--host", host, "--init"],
-                &[],
-            );
-            (
-                host.to_string(),
-                String::from_utf8_lossy(&out.stdout).trim().to_string(),
-            )
-        })
-        .collect();
     std::fs::write(fx.path().join("bell.kdl"), spec(&identities, true)).unwrap();
     let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -522,17 +518,10 @@ fn a_resource_waits_for_its_providers_instead_of_failing() {
     let bin = bell_run();
     let fx = Fixture::new();
     let hosts = ["web-1", "web-2", "web-3", "app-1", "late-1"];
-    let roots: Vec<tempfile::TempDir> = hosts.iter().map(|_| image_root()).collect();
+    let (roots, identities) = roots_with_identities(&bin, &hosts);
     let root = |host: &str| roots[hosts.iter().position(|h| *h == host).unwrap()].path();
     let mut spec = String::from("fleet \"f\" target=\"debian-12\" identities=\"required\"\n");
-    for (n, host) in hosts.iter().enumerate() {
-        let dir = root(host).to_str().unwrap().to_string();
-        let out = run_bin(
-            &bin,
-            &["identity", "--root", &dir, "--host", host, "--init"],
-            &[],
-        );
-        let identity = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    for (n, (host, identity)) in identities.iter().enumerate() {
         let role = host.split('-').next().unwrap();
         spec.push_str(&format!(
             "host \"{host}\" address=\"10.0.0.{}\" role=\"{role}\" identity=\"{identity}\"\n",

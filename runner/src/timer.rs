@@ -152,28 +152,7 @@ pub fn install(root: &Root, exe: &str, interval: &str, job: &Job) -> Result<Vec<
         }
     }
     let register = register_service(exe, job);
-    let register_path = format!("{UNIT_DIR}/bell-run-register.service");
-    root.check_contained(&register_path)?;
-    if register.is_none() {
-        // One from an earlier install would register with options the pull no longer has.
-        match std::fs::remove_file(root.host(&register_path)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(format!("cannot remove `{register_path}`: {e}"))
-            }
-            _ => {}
-        }
-    }
     let live = live_service(exe, job);
-    let live_path = format!("{UNIT_DIR}/bell-run-live.service");
-    root.check_contained(&live_path)?;
-    if live.is_none() {
-        match std::fs::remove_file(root.host(&live_path)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(format!("cannot remove `{live_path}`: {e}"))
-            }
-            _ => {}
-        }
-    }
     let units = [
         ("bell-run.service", Some(service)),
         ("bell-run.timer", Some(timer)),
@@ -181,12 +160,22 @@ pub fn install(root: &Root, exe: &str, interval: &str, job: &Job) -> Result<Vec<
         ("bell-run-live.service", live),
     ];
     for (name, text) in units {
-        let Some(text) = text else { continue };
         let path = format!("{UNIT_DIR}/{name}");
         root.check_contained(&path)?;
-        write_atomic(&root.host(&path), text.as_bytes())
-            .map_err(|e| format!("cannot write `{path}`: {e}"))?;
-        written.push(path);
+        match text {
+            Some(text) => {
+                write_atomic(&root.host(&path), text.as_bytes())
+                    .map_err(|e| format!("cannot write `{path}`: {e}"))?;
+                written.push(path);
+            }
+            // One from an earlier install would run with options the pull no longer has.
+            None => match std::fs::remove_file(root.host(&path)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(format!("cannot remove `{path}`: {e}"))
+                }
+                _ => {}
+            },
+        }
     }
     Ok(written)
 }

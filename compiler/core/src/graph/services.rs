@@ -404,44 +404,13 @@ fn wait_cycles(
             }
         }
     }
-    let mut components = petgraph::algo::tarjan_scc(&graph);
-    for c in &mut components {
-        c.sort();
-    }
-    components.sort();
-    for component in components {
-        let looped = component.len() == 1 && graph.contains_edge(component[0], component[0]);
-        if component.len() < 2 && !looped {
-            continue;
-        }
-        let members: HashSet<NodeIndex> = component.iter().copied().collect();
-        // Walk from the first service until one repeats: a cycle.
-        let mut path = vec![component[0]];
-        let mut edges = Vec::new();
-        let mut position: HashMap<NodeIndex, usize> = HashMap::from([(component[0], 0)]);
-        let start = loop {
-            let Some(&at) = path.last() else { break 0 };
-            let Some(e) = graph
-                .edges(at)
-                .filter(|e| members.contains(&e.target()))
-                .min_by_key(|e| e.target())
-            else {
-                break 0;
-            };
-            edges.push(e);
-            if let Some(&p) = position.get(&e.target()) {
-                break p;
-            }
-            position.insert(e.target(), path.len());
-            path.push(e.target());
-        };
-        let edges = &edges[start..];
+    for (_, edges) in cycles(&graph) {
         let Some(file) = edges.first().map(|e| e.weight().0.file) else {
             continue;
         };
         let mut words = Vec::new();
         let mut labels = Vec::new();
-        for e in edges {
+        for e in &edges {
             let (span, m) = *e.weight();
             let (provided, waited) = (graph[e.source()], graph[e.target()]);
             let example = models[m]
@@ -471,24 +440,32 @@ fn wait_cycles(
     }
 }
 
-fn report_cycles(
-    graph: &DiGraph<&str, (Span, usize)>,
-    models: &[ModelInfo],
-    hosts: &[ResolvedHost],
-    diags: &mut Diagnostics,
-) {
+/// The strongly connected components of `graph` that hold a cycle (two services or more, or
+/// one with an edge to itself), each walked from its first service until one repeats: the
+/// services of the cycle, in order, and the edges between them.
+#[allow(clippy::type_complexity)]
+fn cycles<'g>(
+    graph: &'g DiGraph<&str, (Span, usize)>,
+) -> Vec<(
+    Vec<NodeIndex>,
+    Vec<petgraph::graph::EdgeReference<'g, (Span, usize)>>,
+)> {
     let mut components = petgraph::algo::tarjan_scc(graph);
     for c in &mut components {
         c.sort();
     }
     components.sort();
-    for component in components.into_iter().filter(|c| c.len() > 1) {
+    let mut out = Vec::new();
+    for component in components {
+        let looped = component.len() == 1 && graph.contains_edge(component[0], component[0]);
+        if component.len() < 2 && !looped {
+            continue;
+        }
         let members: HashSet<NodeIndex> = component.iter().copied().collect();
-        // Walk the component from its first service until a service repeats: a cycle.
         let mut path = vec![component[0]];
         let mut edges = Vec::new();
         let mut position: HashMap<NodeIndex, usize> = HashMap::from([(component[0], 0)]);
-        let cycle_start = loop {
+        let start = loop {
             let Some(&at) = path.last() else { break 0 };
             let Some(e) = graph
                 .edges(at)
@@ -504,15 +481,26 @@ fn report_cycles(
             position.insert(e.target(), path.len());
             path.push(e.target());
         };
-        let path = &path[cycle_start..];
-        let edges = &edges[cycle_start..];
+        out.push((path.split_off(start), edges.split_off(start)));
+    }
+    out
+}
+
+fn report_cycles(
+    graph: &DiGraph<&str, (Span, usize)>,
+    models: &[ModelInfo],
+    hosts: &[ResolvedHost],
+    diags: &mut Diagnostics,
+) {
+    // A service that uses itself is a peer, never an edge: every cycle here has two or more.
+    for (path, edges) in cycles(graph) {
         let mut names: Vec<String> = path.iter().map(|&n| format!("`{}`", graph[n])).collect();
         names.push(format!("`{}`", graph[path[0]]));
         let file = edges.first().map(|e| e.weight().0.file);
         let Some(file) = file else { continue };
         let mut words = Vec::new();
         let mut labels = Vec::new();
-        for e in edges {
+        for e in &edges {
             let (span, m) = *e.weight();
             let (used, provided) = (graph[e.source()], graph[e.target()]);
             let example = models[m]
