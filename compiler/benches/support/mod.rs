@@ -21,10 +21,21 @@ fn free_port() -> u16 {
 
 impl LocalEtcd {
     pub fn start() -> LocalEtcd {
+        // Another process may take a port between probing and binding (etcd then exits at
+        // once): try again with others, as the tests' harness does.
+        for _ in 0..5 {
+            if let Some(etcd) = LocalEtcd::try_start() {
+                return etcd;
+            }
+        }
+        panic!("etcd did not start");
+    }
+
+    fn try_start() -> Option<LocalEtcd> {
         let data = tempfile::tempdir().expect("tempdir");
         let (client, peer) = (free_port(), free_port());
         let endpoint = format!("127.0.0.1:{client}");
-        let child = Command::new("etcd")
+        let mut child = Command::new("etcd")
             .arg(format!("--data-dir={}", data.path().join("data").display()))
             .arg(format!("--listen-client-urls=http://{endpoint}"))
             .arg(format!("--advertise-client-urls=http://{endpoint}"))
@@ -40,14 +51,19 @@ impl LocalEtcd {
         let etcd = bell_store::Etcd::new(vec![endpoint.clone()]);
         let deadline = Instant::now() + Duration::from_secs(20);
         while etcd.put("/bench/ready", b"1").is_err() {
-            assert!(Instant::now() < deadline, "etcd did not start");
+            let exited = child.try_wait().ok().flatten().is_some();
+            if exited || Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
-        LocalEtcd {
+        Some(LocalEtcd {
             child,
             endpoint,
             _data: data,
-        }
+        })
     }
 
     /// A client of its own (its request count starts at 0).
