@@ -302,21 +302,8 @@ fn apply_file(
             .apply
             .as_ref()
             .ok_or_else(|| format!("{key} has no apply script"))?;
-        let log =
-            state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("apply.log");
-        let mut env = ctx.env(&resource.kind, &resource.name, generation);
-        let exit = match apply::run::reloads_offline(ctx, manifest, resource) {
-            Some(confine) => {
-                env.push((bell_bundle::live::RELOAD_OFFLINE_ENV.into(), "1".into()));
-                let mut inv = ctx.sh_invocation(bundle, &script.path, &[], env, log.clone());
-                inv.confine = confine;
-                ctx.run_timed(&resource.kind, &inv)
-            }
-            None => {
-                ctx.run_sh(bundle, &script.path, &resource.kind, env, log.clone())
-                    .0
-            }
-        };
+        let (exit, log) =
+            apply::run::run_apply(ctx, manifest, bundle, generation, resource, script);
         if exit.ok() {
             return Ok(());
         }

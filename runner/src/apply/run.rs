@@ -101,24 +101,15 @@ pub(super) fn run_resources(
             batches.insert(run.name.to_string(), applied);
             outcome
         } else if let Some(script) = resource.apply.as_ref().filter(|s| !ctx.skips(s)) {
-            let log_path =
-                state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("apply.log");
-            let mut env = ctx.env(&resource.kind, &resource.name, &checked.id);
-            let (exit, log) = match reloads_offline(ctx, &checked.manifest, resource) {
-                // A live file whose reload runs on the image root: the whole apply confined
-                // to it, as an exec with offline="root".
-                Some(confine) => {
-                    env.push((bell_bundle::live::RELOAD_OFFLINE_ENV.into(), "1".into()));
-                    let mut inv =
-                        ctx.sh_invocation(bundle, &script.path, &[], env, log_path.clone());
-                    inv.confine = confine;
-                    (
-                        ctx.run_timed(&resource.kind, &inv),
-                        log_path.display().to_string(),
-                    )
-                }
-                None => ctx.run_sh(bundle, &script.path, &resource.kind, env, log_path.clone()),
-            };
+            let (exit, log_path) = run_apply(
+                ctx,
+                &checked.manifest,
+                bundle,
+                &checked.id,
+                resource,
+                script,
+            );
+            let log = log_path.display().to_string();
             let mut outcome = if exit.ok() {
                 // Read only when there is output: most applies print nothing.
                 let said = std::fs::metadata(&log_path).is_ok_and(|m| m.len() > 0);
@@ -335,9 +326,38 @@ fn run_exec(
     outcome
 }
 
+/// Runs one resource's apply script and says how it ended and where its output is: the one
+/// way an apply runs, whether a whole run or `bell-run live` for one live file asked for it.
+pub(crate) fn run_apply(
+    ctx: &Ctx,
+    manifest: &bell_bundle::Manifest,
+    bundle: &std::path::Path,
+    generation: &str,
+    resource: &bell_bundle::Resource,
+    script: &bell_bundle::Script,
+) -> (Exit, std::path::PathBuf) {
+    let log = state::resource_log_dir(ctx.root, &resource.kind, &resource.name).join("apply.log");
+    let mut env = ctx.env(&resource.kind, &resource.name, generation);
+    let exit = match reloads_offline(ctx, manifest, resource) {
+        // A live file whose reload runs on the image root: the whole apply confined to it, as
+        // an exec with offline="root".
+        Some(confine) => {
+            env.push((bell_bundle::live::RELOAD_OFFLINE_ENV.into(), "1".into()));
+            let mut inv = ctx.sh_invocation(bundle, &script.path, &[], env, log.clone());
+            inv.confine = confine;
+            ctx.run_timed(&resource.kind, &inv)
+        }
+        None => {
+            ctx.run_sh(bundle, &script.path, &resource.kind, env, log.clone())
+                .0
+        }
+    };
+    (exit, log)
+}
+
 /// How a live file's apply is confined when it runs its reload on an image root
 /// (`offline="root"`); `None` for every other apply, run as usual.
-pub(crate) fn reloads_offline(
+fn reloads_offline(
     ctx: &Ctx,
     manifest: &bell_bundle::Manifest,
     resource: &bell_bundle::Resource,
