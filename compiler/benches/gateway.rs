@@ -320,6 +320,7 @@ pub fn main() {
                 secrets: None,
                 snapshots: Default::default(),
                 reboots: false,
+                provides: Default::default(),
             };
             (name.clone(), entry)
         })

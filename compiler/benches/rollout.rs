@@ -38,6 +38,7 @@ fn release(names: &[String], bundle: char, wave: usize) -> Release {
                 secrets: None,
                 snapshots: Default::default(),
                 reboots: false,
+                provides: Default::default(),
             };
             (h.clone(), entry)
         })

@@ -146,6 +146,7 @@ pub fn main() {
                 secrets: None,
                 snapshots: Default::default(),
                 reboots: false,
+                provides: Default::default(),
             };
             (name.clone(), entry)
         })

@@ -40,6 +40,7 @@ fn release() -> Release {
                 secrets: None,
                 snapshots: Default::default(),
                 reboots: false,
+                provides: Default::default(),
             };
             (name.to_string(), entry)
         })

@@ -259,6 +259,25 @@ fn consumers_list_only_the_providers_that_are_ready() {
     let said = apply("out1", "lb-2");
     assert_eq!(listed("lb-2"), ["web-1"], "{said}");
     assert!(said.contains("web-3 (out: not alive)"), "{said}");
+    // The readers count the service's ready providers as the consumers do: of the signed
+    // release's three, web-2 is unhealthy and web-3 not alive; the fourth host an etcd writer
+    // made up is no provider, and web-1's report filed under web-2 makes it no readier.
+    let services = |out: &str| -> serde_json::Value {
+        let status =
+            crate::common::bellc_in(fx.path(), &["status", out, "--store", &url, "--json"]);
+        serde_json::from_str::<serde_json::Value>(&status.stdout).unwrap()
+    };
+    let web = serde_json::json!({"providers": ["web-1", "web-2", "web-3"], "ready": ["web-1"]});
+    assert_eq!(
+        services("out1")["services"],
+        serde_json::json!({ "web": web })
+    );
+    put("/bell/f/reports/health/web-2", &web1);
+    let status = services("out1");
+    assert_eq!(status["services"], serde_json::json!({ "web": web }));
+    let web2 = crate::common::row(&status, "web-2");
+    assert_eq!(web2["state"], "forged", "{web2:#}");
+    apply("out1", "web-2");
 
     // Edited on the host, the file is drift (a check says so; on an image root the apply puts
     // back what a check found), put back by the next run.
@@ -493,6 +512,54 @@ fn the_long_running_mode_follows_a_failing_provider_within_seconds() {
         "{}",
         said("lb-1")
     );
+
+    // Between pulls, `bell-run live` files what each file lists: `bellc status`, the page and
+    // `/metrics` say it without a pull.
+    let filed = etcdctl(
+        &etcd.endpoint,
+        &["get", "/bell/f/reports/live/lb-1", "--print-value-only"],
+    );
+    let filed: serde_json::Value = serde_json::from_str(&filed).unwrap();
+    assert!(filed["proof"].is_string(), "{filed:#}");
+    let status = crate::common::bellc_in(fx.path(), &["status", "out", "--store", &url, "--json"]);
+    let status: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
+    for host in CONSUMERS {
+        let row = crate::common::row(&status, host);
+        assert_eq!(
+            row["live"][0]["ready"],
+            serde_json::json!(["web-1", "web-3"]),
+            "{row:#}"
+        );
+    }
+    assert_eq!(
+        status["services"]["web"]["ready"],
+        serde_json::json!(["web-1", "web-3"]),
+        "{status:#}"
+    );
+    let text = crate::common::bellc_in(fx.path(), &["status", "out", "--store", &url]);
+    assert!(
+        text.stdout
+            .contains("service web: 2 of 3 providers ready; out: web-2"),
+        "{}",
+        text.stdout
+    );
+    let server = crate::common::serving::Server::start(&fx, &["out", "--store", &url]);
+    let (code, metrics) = server.get("/metrics");
+    assert_eq!(code, 200);
+    assert!(
+        metrics.contains("bell_service_ready{service=\"web\"} 2\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("bell_service_providers{service=\"web\"} 3\n"),
+        "{metrics}"
+    );
+    let (_, page) = server.get("/");
+    assert!(page.contains("2 of 3"), "{page}");
+    let (_, page) = server.get("/hosts/lb-1");
+    assert!(page.contains("<h2>Live files</h2>"), "{page}");
+    assert!(page.contains("web-1, web-3"), "{page}");
+    drop(server);
 
     std::fs::remove_file(root("web-2").join("sick")).unwrap();
     let back = until("web-2 back", &|| {

@@ -43,15 +43,41 @@ pub struct Rendered {
 /// last recorded what it put in place.
 pub fn settle(ctx: &Ctx, rendered: &mut [Rendered]) {
     for live in rendered {
-        let current = ctx
-            .state_dir(live::KIND, &live.path)
-            .join(live::CURRENT_FILE);
-        live.since = std::fs::symlink_metadata(&current)
-            .ok()
-            .and_then(|m| m.modified().ok())
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_secs());
+        live.since = since(ctx, &live.path);
     }
+}
+
+/// When the live file at `path` was last put in place by its apply (Unix seconds).
+fn since(ctx: &Ctx, path: &str) -> Option<u64> {
+    let current = ctx.state_dir(live::KIND, path).join(live::CURRENT_FILE);
+    std::fs::symlink_metadata(&current)
+        .ok()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs())
+}
+
+/// Every live file of `manifest` as it is now: the providers it lists (`in_place` where the
+/// caller knows them: a file whose apply failed lists what it listed before, not what was
+/// rendered for it) and since when (what `bell-run live` reports).
+pub fn listed(
+    ctx: &Ctx,
+    manifest: &Manifest,
+    in_place: &BTreeMap<String, Vec<String>>,
+) -> Vec<bell_store::LiveFile> {
+    manifest
+        .live
+        .iter()
+        .map(|file| bell_store::LiveFile {
+            path: file.path.clone(),
+            service: file.service.clone(),
+            ready: match in_place.get(&file.path) {
+                Some(ready) => ready.clone(),
+                None => kept(ctx, file),
+            },
+            since: since(ctx, &file.path),
+        })
+        .collect()
 }
 
 /// Every provider of every live file of `manifest`, judged from what `etcd` holds, and the

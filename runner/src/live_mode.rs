@@ -14,6 +14,7 @@ use crate::apply;
 use crate::context::Ctx;
 use crate::health::ProbeOutcome;
 use crate::live;
+use crate::report;
 use crate::rootfs::Root;
 use crate::state;
 use bell_bundle::Manifest;
@@ -107,15 +108,22 @@ pub fn run(opts: &Options) -> Result<(), String> {
             loaded = true;
         }
         let bundle = state::generation_dir(&root, &generation);
+        let between = report::Between {
+            host: &host,
+            manifest: &manifest,
+            generation: &generation,
+            release: state::load(&root).ok().and_then(|s| s.release),
+            identity: opts.identity.as_deref(),
+        };
         if Instant::now() >= next_probe {
             next_probe = Instant::now() + opts.every;
             if !manifest.provides.is_empty() {
-                follower.probe(&ctx, &store, &host, opts, &manifest, &bundle, &generation);
+                follower.probe(&ctx, &store, &between, &bundle);
             }
         }
         let mut wake = next_probe;
         if !manifest.live.is_empty() {
-            match follower.follow(&ctx, etcd, &manifest, &bundle, &generation) {
+            match follower.follow(&ctx, &store, etcd, &between, &bundle) {
                 Ok((revision, due)) => {
                     if let Some(due) = due {
                         wake = wake.min(due);
@@ -157,22 +165,18 @@ fn applied(root: &Root) -> Option<(String, Manifest)> {
 impl Follower {
     /// Runs the probes (when no other bell-run holds the host) and files the health when
     /// what fails changed.
-    #[allow(clippy::too_many_arguments)]
     fn probe(
         &mut self,
         ctx: &Ctx,
         store: &bell_store::Store,
-        host: &str,
-        opts: &Options,
-        manifest: &Manifest,
+        of: &report::Between,
         bundle: &std::path::Path,
-        generation: &str,
     ) {
         let Ok(_lock) = apply::lock(ctx.root) else {
             return;
         };
         let outcomes: Vec<ProbeOutcome> =
-            crate::health::run_probes(ctx, manifest, bundle, generation);
+            crate::health::run_probes(ctx, of.manifest, bundle, of.generation);
         let failing: Vec<String> = outcomes
             .iter()
             .filter(|o| !o.healthy)
@@ -181,17 +185,7 @@ impl Follower {
         if self.filed.as_ref() == Some(&failing) {
             return;
         }
-        let release = state::load(ctx.root).ok().and_then(|s| s.release);
-        match crate::report::file_health(
-            store,
-            ctx.root,
-            host,
-            opts.identity.as_deref(),
-            manifest,
-            generation,
-            release,
-            &outcomes,
-        ) {
+        match report::file_health(store, ctx.root, of, &outcomes) {
             Ok(()) => {
                 match failing.is_empty() {
                     true => outln!("health: healthy, filed"),
@@ -208,15 +202,20 @@ impl Follower {
     fn follow(
         &mut self,
         ctx: &Ctx,
+        store: &bell_store::Store,
         etcd: &bell_store::Etcd,
-        manifest: &Manifest,
+        of: &report::Between,
         bundle: &std::path::Path,
-        generation: &str,
     ) -> Result<(i64, Option<Instant>), String> {
+        let (manifest, generation) = (of.manifest, of.generation);
         let (revision, judged) = live::read(etcd, manifest, &mut self.newest)?;
         live::save_newest(ctx, &self.newest);
         let now = Instant::now();
         let mut next_due: Option<Instant> = None;
+        // Whether a file was put in place (or failed to be) this round, and why the last
+        // that failed did.
+        let mut tried = false;
+        let mut failed = None;
         for file in &manifest.live {
             let (ready, _) = live::split(file, &judged);
             let rendered = self
@@ -244,11 +243,14 @@ impl Follower {
             }
             match apply_file(ctx, manifest, bundle, generation, file, &ready, &judged) {
                 Some(Ok(())) => {
+                    tried = true;
                     self.pending.remove(&file.path);
                     self.rendered.insert(file.path.clone(), ready);
                 }
                 Some(Err(e)) => {
+                    tried = true;
                     errln!("live {}: {}", file.path, bell_bundle::one_line(&e));
+                    failed = Some(format!("{}: {}", file.path, bell_bundle::one_line(&e)));
                     // Tried again after its window, not at once.
                     self.pending.insert(
                         file.path.clone(),
@@ -261,6 +263,13 @@ impl Follower {
                 }
                 // Another bell-run holds the host: the next round.
                 None => {}
+            }
+        }
+        if tried {
+            // What each file lists now, for `bellc status` and the page, between pulls.
+            let listed = live::listed(ctx, manifest, &self.rendered);
+            if let Err(e) = report::file_live(store, ctx.root, of, listed, failed) {
+                errln!("bell-run live: what the live files list was not filed: {e}");
             }
         }
         Ok((revision, next_due))

@@ -472,48 +472,93 @@ pub fn emit(sinks: &Sinks, run: Run) {
 
 /// Files a provider's health as `bell-run live` found it between runs: its probes' outcomes,
 /// signed like every report, under `reports/health/HOST` (see `bell_store::ready`).
-#[allow(clippy::too_many_arguments)]
 pub fn file_health(
     store: &Store,
     root: &crate::rootfs::Root,
-    host: &str,
-    identity: Option<&Path>,
-    manifest: &Manifest,
-    generation: &str,
-    release: Option<String>,
+    of: &Between,
     outcomes: &[ProbeOutcome],
 ) -> Result<(), String> {
     let (probes, state) = health(outcomes);
-    let now = state::now();
-    let mut report = Report {
-        format: REPORT_FORMAT,
-        host: host.to_string(),
-        fleet: manifest.fleet.clone(),
-        command: bell_store::ready::HEALTH_COMMAND.to_string(),
-        result: state,
-        release,
-        bundle: Some(generation.to_string()),
-        started_at: now,
-        finished_at: now,
-        resources: Vec::new(),
-        drift: Vec::new(),
-        error: None,
-        signature: None,
-        status: BTreeMap::from([("health".to_string(), state)]),
-        health: probes,
-        reboot_required: Vec::new(),
-        rebooting: None,
-        refused_release: None,
-        live: Vec::new(),
-        snapshots: manifest.snapshots.clone(),
-        since: None,
-        attempts: None,
-        sequence: None,
-        signer: None,
-        proof: None,
+    let mut report = of.report(bell_store::ready::HEALTH_COMMAND, state);
+    report.status = BTreeMap::from([("health".to_string(), state)]);
+    report.health = probes;
+    file_signed(store, root, of.identity, report)
+}
+
+/// Files what `bell-run live` left in each live file (`reports/live/HOST`), after it put one
+/// in place or failed to: the host's word about itself, between its runs' reports. `failed`:
+/// why the last file it tried was not put in place.
+pub fn file_live(
+    store: &Store,
+    root: &crate::rootfs::Root,
+    of: &Between,
+    live: Vec<bell_store::LiveFile>,
+    failed: Option<String>,
+) -> Result<(), String> {
+    let state = match failed {
+        Some(_) => State::Failed,
+        None => State::Success,
     };
+    let mut report = of.report(bell_store::keys::LIVE_COMMAND, state);
+    report.live = live;
+    report.error = failed;
+    file_signed(store, root, of.identity, report)
+}
+
+/// What a report filed between runs is of: the host and the generation it has applied.
+pub struct Between<'a> {
+    pub host: &'a str,
+    pub manifest: &'a Manifest,
+    pub generation: &'a str,
+    pub release: Option<String>,
+    /// The key reports are signed with when it is not the root's (`--identity`).
+    pub identity: Option<&'a Path>,
+}
+
+impl Between<'_> {
+    /// A report of `command` with nothing of a run in it.
+    fn report(&self, command: &str, result: State) -> Report {
+        let now = state::now();
+        Report {
+            format: REPORT_FORMAT,
+            host: self.host.to_string(),
+            fleet: self.manifest.fleet.clone(),
+            command: command.to_string(),
+            result,
+            release: self.release.clone(),
+            bundle: Some(self.generation.to_string()),
+            started_at: now,
+            finished_at: now,
+            resources: Vec::new(),
+            drift: Vec::new(),
+            error: None,
+            signature: None,
+            status: BTreeMap::new(),
+            health: Vec::new(),
+            reboot_required: Vec::new(),
+            rebooting: None,
+            refused_release: None,
+            live: Vec::new(),
+            snapshots: self.manifest.snapshots.clone(),
+            since: None,
+            attempts: None,
+            sequence: None,
+            signer: None,
+            proof: None,
+        }
+    }
+}
+
+/// Signs `report` with the host's key (when it has one) and files it.
+fn file_signed(
+    store: &Store,
+    root: &crate::rootfs::Root,
+    identity: Option<&Path>,
+    mut report: Report,
+) -> Result<(), String> {
     let key = identity::signing_key(root, identity)?;
-    let mut next_sequence = || identity::next_sequence(root, now);
+    let at = report.finished_at;
+    let mut next_sequence = || identity::next_sequence(root, at);
     let signer = key.as_ref().map(|key| bell_store::Signer {
         key: &key.key,
         next_sequence: &mut next_sequence,

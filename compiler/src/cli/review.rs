@@ -289,8 +289,7 @@ fn release_of(args: &StatusRequest, store: &Store) -> Result<Compared, String> {
                     labels: Default::default(),
                     identity: None,
                     secrets: None,
-                    snapshots: Default::default(),
-                    reboots: false,
+                    ..Default::default()
                 };
                 (host, entry)
             })
@@ -643,6 +642,24 @@ fn print_status(s: &FleetStatus, all: bool) {
         .map(|(v, n)| format!("{} {n}", bell_bundle::short_id(v)))
         .collect();
     outln!("versions: {}", versions.join(", "));
+    for (name, service) in &s.services {
+        let out: Vec<&str> = service
+            .providers
+            .iter()
+            .filter(|h| !service.ready.contains(h))
+            .map(String::as_str)
+            .collect();
+        outln!(
+            "service {}: {} of {} providers ready{}",
+            bell_bundle::one_line(name),
+            service.ready.len(),
+            service.providers.len(),
+            match out.is_empty() {
+                true => String::new(),
+                false => format!("; out: {}", bell_bundle::one_line(&out.join(", "))),
+            }
+        );
+    }
     for (source, counts) in &s.snapshots {
         let counts: Vec<String> = counts.iter().map(|(id, n)| format!("{id} {n}")).collect();
         outln!("snapshots of apt-source {source}: {}", counts.join(", "));

@@ -165,6 +165,15 @@ pub struct ReleaseHost {
     /// rollout counts it converged only once it has, and is healthy after.
     #[serde(default, skip_serializing_if = "is_false")]
     pub reboots: bool,
+    /// The services it provides that some live file or `wait-for` follows (its bundle's
+    /// [`Manifest::provides`]): whose health the fleet's page counts as each service's ready
+    /// providers. Signed with the release, so a reader never learns a provider from the store.
+    #[serde(default, skip_serializing_if = "is_empty_shared_list")]
+    pub provides: std::sync::Arc<Vec<String>>,
+}
+
+fn is_empty_shared_list(list: &std::sync::Arc<Vec<String>>) -> bool {
+    list.is_empty()
 }
 
 fn is_empty_shared(snapshots: &std::sync::Arc<Snapshots>) -> bool {

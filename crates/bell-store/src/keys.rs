@@ -10,6 +10,7 @@
 //! /bell/FLEET/running/HOST                HOST's last apply (or pull)     HOST
 //! /bell/FLEET/reports/COMMAND/HOST        HOST's last COMMAND (check)     HOST
 //! /bell/FLEET/reports/health/HOST         HOST's health, for live files   HOST (a provider)
+//! /bell/FLEET/reports/live/HOST           HOST's live files, between runs HOST (a consumer)
 //! /bell/FLEET/status/CATEGORY/HOST        each category's state           HOST
 //! /bell/FLEET/alive/HOST                  on HOST's lease                 HOST
 //! /bell/FLEET/holds/HOST                  an operator's hold              controller
@@ -33,6 +34,14 @@ pub const REPORTED_COMMANDS: [&str; 2] = ["apply", "check"];
 /// The command a provider files its health under (`reports/health/HOST`), for the live files
 /// of its services' consumers (see [`crate::ready`]).
 pub const HEALTH_COMMAND: &str = "health";
+
+/// The command `bell-run live` files what its live files list under (`reports/live/HOST`),
+/// between the host's runs.
+pub const LIVE_COMMAND: &str = "live";
+
+/// The reports a host files beside its runs' ([`REPORTED_COMMANDS`]): read into its view, but
+/// never taken for its last run, nor for the state of one of its categories.
+pub const SIDE_COMMANDS: [&str; 2] = [HEALTH_COMMAND, LIVE_COMMAND];
 
 /// Everything of the fleet's, `/bell/FLEET/`: what its readers read.
 pub fn fleet_prefix(fleet: &str) -> String {
@@ -252,23 +261,19 @@ pub fn host_grants(fleet: &str, host: &str, lock_prefix: &str, group: &str) -> V
         // Its registration, filed again when a fact changes.
         Permission::key(Access::ReadWrite, &registration_key(fleet, host)),
     ];
-    for command in REPORTED_COMMANDS {
+    // Its runs' reports, its health (for the live files of its services' consumers, `ready`)
+    // and what its live files list.
+    for command in REPORTED_COMMANDS.iter().chain(&SIDE_COMMANDS) {
         grants.push(Permission::key(
             Access::ReadWrite,
             &report_key(fleet, command, host),
         ));
     }
-    // Its health, for the live files of its services' consumers (`ready`); and every host's
-    // health and liveness, read by a consumer's live files: the names of the fleet's hosts,
-    // their probes and whether they pass, nothing of their configuration.
-    let health = HEALTH_COMMAND;
-    grants.push(Permission::key(
-        Access::ReadWrite,
-        &report_key(fleet, health, host),
-    ));
+    // Every host's health and liveness, read by a consumer's live files: the names of the
+    // fleet's hosts, their probes and whether they pass, nothing of their configuration.
     grants.push(Permission::prefix(
         Access::Read,
-        &report_key(fleet, health, ""),
+        &report_key(fleet, HEALTH_COMMAND, ""),
     ));
     grants.push(Permission::prefix(Access::Read, &alive_key(fleet, "")));
     for category in STATUS_CATEGORIES {
@@ -328,7 +333,7 @@ pub fn gateway_grants(fleet: &str, lock_prefix: &str) -> Vec<Permission> {
         Permission::prefix(Access::ReadWrite, &throttled_key(fleet, "")),
         Permission::key(Access::ReadWrite, &sync_key(fleet)),
     ];
-    for command in REPORTED_COMMANDS.iter().chain([&HEALTH_COMMAND]) {
+    for command in REPORTED_COMMANDS.iter().chain(&SIDE_COMMANDS) {
         grants.push(Permission::prefix(
             Access::ReadWrite,
             &report_key(fleet, command, ""),

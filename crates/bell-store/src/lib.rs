@@ -345,7 +345,14 @@ impl HostView {
     pub fn settle(&mut self) {
         // Of two finished in the same second, the check's is the newer (as `load_fleet` has
         // always read them).
-        let mut reports: Vec<&Arc<Report>> = self.by_command.values().collect();
+        // A provider's health and a consumer's live files are filed between runs: neither
+        // is the host's last run, nor says how its apply or check went.
+        let mut reports: Vec<&Arc<Report>> = self
+            .by_command
+            .iter()
+            .filter(|(command, _)| crate::keys::REPORTED_COMMANDS.contains(&command.as_str()))
+            .map(|(_, report)| report)
+            .collect();
         reports.sort_by_key(|r| (r.finished_at, r.command == "check"));
         // Not the `status/` keys: read apart from the report, they could say `success` for a
         // moment after an unhealthy report (or be written by anyone), and a host would be

@@ -287,13 +287,15 @@ impl Store {
             }
             Store::Etcd(etcd) => {
                 let mut kvs = Vec::new();
-                let ranges = [
-                    crate::keys::running_key(fleet, ""),
-                    crate::keys::report_key(fleet, "check", ""),
+                let commands = crate::keys::REPORTED_COMMANDS.iter();
+                let reports = commands
+                    .chain(&crate::keys::SIDE_COMMANDS)
+                    .map(|command| crate::keys::report_key(fleet, command, ""));
+                let ranges = reports.chain([
                     crate::keys::alive_key(fleet, ""),
                     crate::keys::status_prefix(fleet),
                     crate::keys::throttled_key(fleet, ""),
-                ];
+                ]);
                 for prefix in ranges {
                     kvs.extend(etcd.range_prefix(&prefix)?);
                 }

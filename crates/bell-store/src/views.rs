@@ -324,10 +324,11 @@ fn build_views(
     // revision and is checked against the same identity (0: not from etcd); `true` when so.
     let mut reports: Vec<(&etcd::KeyValue, &str, Option<Reading>)> = Vec::new();
     let mut known = Vec::new();
-    for command in crate::keys::REPORTED_COMMANDS {
+    let commands = crate::keys::REPORTED_COMMANDS.iter();
+    for command in commands.chain(&crate::keys::SIDE_COMMANDS) {
         for kv in kvs {
             let host = match Key::parse(fleet, &kv.key) {
-                Some(Key::Report { command: of, host }) if of == command => host,
+                Some(Key::Report { command: of, host }) if of == *command => host,
                 _ => continue,
             };
             let identity = identities.get(host);

@@ -201,6 +201,7 @@ fn plan_release(
         bundle_of,
         &waves,
         &policy,
+        &crate::render::followed_services(resolution),
     );
     release.identities_required = spec.fleet.identities_required.is_some();
     release.assignments = spec

@@ -5,7 +5,7 @@ use crate::graph::waves::{self, Policy, Wave};
 use crate::resolve::ResolvedHost;
 use crate::spec::{Kind, MaxUnavailable};
 use bell_bundle::{Release, ReleaseHost, Rollout, Snapshots};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 /// The release of `fleet`: every host with the bundle it was rendered into. `bundle_of` holds
@@ -16,20 +16,30 @@ pub fn release(
     bundle_of: &BTreeMap<&str, String>,
     waves: &[Wave],
     policy: &Policy,
+    followed: &BTreeSet<String>,
 ) -> Release {
-    // Once per resolved configuration: hosts that share a model share its snapshots, and
-    // whether it reboots them.
-    let mut of_model: HashMap<crate::resolve::ModelId, (Arc<Snapshots>, bool)> = HashMap::new();
+    // Once per resolved configuration: hosts that share a model share its snapshots, whether
+    // it reboots them, and the followed services it provides.
+    type OfModel = (Arc<Snapshots>, bool, Arc<Vec<String>>);
+    let mut of_model: HashMap<crate::resolve::ModelId, OfModel> = HashMap::new();
     let hosts: BTreeMap<String, ReleaseHost> = hosts
         .iter()
         .filter_map(|h| {
             let bundle = bundle_of.get(h.name.as_str())?;
-            let (snapshots, reboots) = of_model
+            let (snapshots, reboots, provides) = of_model
                 .entry(h.model_id)
                 .or_insert_with(|| {
                     let mut described = ReleaseHost::default();
                     Kind::describe_in_release(&h.model, &mut described);
-                    (described.snapshots, described.reboots)
+                    let provides: BTreeSet<&String> = h
+                        .model
+                        .services
+                        .iter()
+                        .map(|s| &s.name)
+                        .filter(|name| followed.contains(*name))
+                        .collect();
+                    let provides = Arc::new(provides.into_iter().cloned().collect());
+                    (described.snapshots, described.reboots, provides)
                 })
                 .clone();
             Some((
@@ -42,6 +52,7 @@ pub fn release(
                     secrets: None,
                     snapshots,
                     reboots,
+                    provides,
                 },
             ))
         })

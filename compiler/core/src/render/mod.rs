@@ -23,7 +23,7 @@ pub mod values;
 
 pub use bell_bundle::looks_like_private_key;
 pub use bundle::{file_name_for, BundleBuilder, BundleKind, NewFile, NewResource, ProbePolicy};
-pub use hosts::{render_fleet_streamed, service_endpoints, Chunk, RenderCache};
+pub use hosts::{followed_services, render_fleet_streamed, service_endpoints, Chunk, RenderCache};
 pub use parts::{Part, PartInputs};
 
 use crate::diagnostic::Diagnostics;

@@ -87,12 +87,6 @@ enum Role<'k> {
 
 fn role<'k>(fleet: &str, key: &'k str) -> Role<'k> {
     match Key::parse(fleet, key) {
-        // A provider's health, filed for its consumers' live files: its apply and check
-        // reports say the same to the page.
-        Some(Key::Report {
-            command: bell_store::ready::HEALTH_COMMAND,
-            ..
-        }) => Role::Unread,
         Some(Key::Report { host, .. }) => Role::Host { host, report: true },
         Some(Key::Alive { host } | Key::Throttled { host }) => Role::Host {
             host,
@@ -107,6 +101,7 @@ fn role<'k>(fleet: &str, key: &'k str) -> Role<'k> {
 fn host_keys(fleet: &str, host: &str) -> Vec<String> {
     let mut out: Vec<String> = keys::REPORTED_COMMANDS
         .iter()
+        .chain(&keys::SIDE_COMMANDS)
         .map(|command| keys::report_key(fleet, command, host))
         .collect();
     out.push(keys::alive_key(fleet, host));

@@ -488,6 +488,7 @@ mod tests {
             secrets: None,
             snapshots: Default::default(),
             reboots: false,
+            provides: Default::default(),
         };
         Release {
             format: bell_bundle::FORMAT,

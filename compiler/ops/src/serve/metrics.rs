@@ -30,6 +30,7 @@ pub fn render(board: &Board, now: u64) -> String {
     store(&mut out, board, snapshot.as_deref(), now);
     if let Some(s) = snapshot.as_deref() {
         hosts(&mut out, s);
+        services(&mut out, s);
         rollout(&mut out, s, now);
         slots(&mut out, s, now);
     }
@@ -177,6 +178,34 @@ fn hosts(out: &mut Exposition, s: &Snapshot) {
                 1_u64,
             );
         }
+    }
+}
+
+fn services(out: &mut Exposition, s: &Snapshot) {
+    out.family(
+        "bell_service_ready",
+        "gauge",
+        "Providers of each service a live file or wait-for follows that are ready now (a \
+         signed healthy report, a held lease).",
+    );
+    for (name, service) in &s.status.services {
+        out.sample(
+            "bell_service_ready",
+            &[("service", name)],
+            service.ready.len(),
+        );
+    }
+    out.family(
+        "bell_service_providers",
+        "gauge",
+        "Hosts the signed release says provide each followed service.",
+    );
+    for (name, service) in &s.status.services {
+        out.sample(
+            "bell_service_providers",
+            &[("service", name)],
+            service.providers.len(),
+        );
     }
 }
 

@@ -164,6 +164,7 @@ fn unsigned_json_is_the_unsigned_release() {
         secrets: None,
         snapshots: Default::default(),
         reboots: false,
+        provides: Default::default(),
     };
     let mut release = Release {
         format: 1,

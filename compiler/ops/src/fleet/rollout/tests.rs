@@ -14,6 +14,7 @@ fn release(hosts: &[(&str, &str)], waves: &[&[&str]]) -> Release {
                     secrets: None,
                     snapshots: Default::default(),
                     reboots: false,
+                    provides: Default::default(),
                 },
             )
         })

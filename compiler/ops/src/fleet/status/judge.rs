@@ -99,7 +99,9 @@ pub fn fleet_status<V: std::borrow::Borrow<HostView> + Sync>(
             *versions.entry(v).or_insert(0) += 1;
         }
     }
+    let services = services(release, views);
     FleetStatus {
+        services,
         format: STATUS_FORMAT,
         fleet: release.fleet.clone(),
         version: release.version.clone(),
@@ -109,6 +111,39 @@ pub fn fleet_status<V: std::borrow::Borrow<HostView> + Sync>(
         versions,
         snapshots,
     }
+}
+
+/// The followed services of `release` and which of their providers are ready.
+fn services<V: std::borrow::Borrow<HostView>>(
+    release: &Release,
+    views: &BTreeMap<String, V>,
+) -> BTreeMap<String, ServiceStatus> {
+    let mut services: BTreeMap<String, ServiceStatus> = BTreeMap::new();
+    for (host, entry) in &release.hosts {
+        if entry.provides.is_empty() {
+            continue;
+        }
+        let view = views.get(host.as_str()).map(V::borrow);
+        let health = bell_store::ready::HEALTH_COMMAND;
+        let ready = view.is_some_and(|v| {
+            v.alive == Some(true)
+                && matches!(
+                    v.proofs.get(health),
+                    Some(bell_store::proof::Proof::Signed { .. })
+                )
+                && v.by_command
+                    .get(health)
+                    .is_some_and(|r| r.result == State::Success)
+        });
+        for service in entry.provides.iter() {
+            let status = services.entry(service.clone()).or_default();
+            status.providers.push(host.clone());
+            if ready {
+                status.ready.push(host.clone());
+            }
+        }
+    }
+    services
 }
 
 /// One host of the release: every condition its reports show, and the most severe of them.
@@ -261,7 +296,12 @@ pub(super) fn host_status(
         .filter(|x| x.result == bell_store::Status::Deferred)
         .map(|x| x.key.clone())
         .collect();
-    row.live = r.live.clone();
+    // Its live files as the newer of its last run and `bell-run live` left them (that one
+    // files what they list between runs), of the bundle it runs.
+    let between = view
+        .and_then(|v| v.by_command.get(bell_store::keys::LIVE_COMMAND))
+        .filter(|l| l.bundle == r.bundle && l.finished_at >= r.finished_at);
+    row.live = between.map_or(&r.live, |l| &l.live).clone();
     row.reboot_required = r.reboot_required.clone();
     if !row.reboot_required.is_empty() {
         row.flags.push(Flag::RebootRequired);

@@ -303,6 +303,22 @@ pub struct FleetStatus {
     /// The fleet's rollout, while one is unfinished (running, halted, being aborted).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutNote>,
+    /// Each service a live file or a `wait-for` follows: who may provide it (the signed
+    /// release's word) and who is ready now.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub services: BTreeMap<String, ServiceStatus>,
+}
+
+/// One followed service, judged as its consumers judge it (`bell_store::ready`): a provider
+/// is ready when its latest health report is signed by the identity the release gives it
+/// (and not a replay: the witness refuses those), says it is healthy, and its liveness lease
+/// is held.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ServiceStatus {
+    /// Every host the release says provides it, by name.
+    pub providers: Vec<String>,
+    /// Those ready now.
+    pub ready: Vec<String>,
 }
 
 /// Where an unfinished rollout stands, for the header of `status` and its JSON.

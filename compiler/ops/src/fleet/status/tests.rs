@@ -11,6 +11,7 @@ fn a_host_that_needs_a_reboot_is_flagged_and_says_why() {
         secrets: None,
         snapshots: Default::default(),
         reboots: false,
+        provides: Default::default(),
     };
     let release = bell_bundle::Release {
         format: 1,

@@ -153,6 +153,7 @@ impl Pages {
                 groups => groups_view(board, &s),
                 history => history_view(&s),
                 snapshots => s.status.snapshots,
+                services => s.status.services,
                 list,
                 states => HostState::ALL.iter().map(|h| h.as_str()).chain(["stale", "waiting"]).collect::<Vec<_>>(),
                 refresh => board.refresh_seconds(),

@@ -22,6 +22,7 @@ fn board() -> (tempfile::TempDir, Board) {
                 secrets: None,
                 snapshots: Default::default(),
                 reboots: false,
+                provides: Default::default(),
             };
             (format!("host-{i:03}"), entry)
         })

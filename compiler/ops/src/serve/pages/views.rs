@@ -510,6 +510,8 @@ pub struct HostView {
     pub alive: Option<bool>,
     /// The last report of each command (`apply`, `check`) the store keeps.
     pub reports: Vec<ReportView>,
+    /// Its live files, with when each took what it lists in words.
+    pub live: Vec<LiveView>,
     /// `bellc explain`, when `bellc serve` was given the spec.
     pub explain: Option<String>,
     /// Why there is none: no spec given, or the host is not in it.
@@ -519,6 +521,14 @@ pub struct HostView {
     pub diff: Option<diff::BundleChange>,
     /// Why there is no diff although the bundles differ (OUT no longer keeps the old one).
     pub diff_note: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct LiveView {
+    pub path: String,
+    pub service: String,
+    pub ready: Vec<String>,
+    pub since_utc: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -601,6 +611,16 @@ pub(super) fn host_view(board: &Board, s: &Snapshot, name: &str) -> Option<HostV
         address: entry.and_then(|e| e.address.clone()),
         alive: view.and_then(|v| v.alive),
         reports,
+        live: status
+            .live
+            .iter()
+            .map(|l| LiveView {
+                path: l.path.clone(),
+                service: l.service.clone(),
+                ready: l.ready.clone(),
+                since_utc: l.since.map(bell_bundle::utc),
+            })
+            .collect(),
         explain_note: match (&explain, board.has_spec()) {
             (Some(_), _) => None,
             (None, true) => Some(format!("{name} is not a host of the spec given")),
