@@ -10,11 +10,11 @@
 
 use super::ResourceKind;
 use crate::diagnostic::{Diagnostics, Invalid};
-use crate::render::common::{invalid, template_error};
+use crate::render::common::{self, invalid, template_error};
 use crate::render::{BundleBuilder, HostContext, ProbePolicy, Renderer};
 use crate::resolve::{Model, ResolvedResource};
+use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
-use crate::spec::{Kind, Value};
 
 pub struct Health;
 
@@ -23,8 +23,6 @@ pub const DEFAULT_TIMEOUT: u64 = 10;
 /// Attempts before a probe fails (Docker's `HEALTHCHECK` default).
 pub const DEFAULT_RETRIES: u32 = 3;
 pub const DEFAULT_INTERVAL: u64 = 2;
-/// A probe that runs longer than this holds the host's lock and its rollout slot for nothing.
-const LONGEST: u64 = 3600;
 
 impl ResourceKind for Health {
     fn keyword(&self) -> &'static str {
@@ -101,22 +99,11 @@ impl ResourceKind for Health {
 fn policy(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<ProbePolicy> {
     let mut ok = true;
     let mut number = |field: &str, default: u64, what: &str, help: &str| -> u64 {
-        match res.value(field) {
-            None => default,
-            Some(Value::Int(n)) if (1..=i64::try_from(LONGEST).unwrap_or(i64::MAX)).contains(n) => {
-                *n as u64
-            }
-            Some(_) => {
-                invalid(
-                    diags,
-                    res.span_of(field),
-                    format!("`{}`: {what}", res.key()),
-                    help,
-                );
-                ok = false;
-                default
-            }
-        }
+        let message = format!("`{}`: {what}", res.key());
+        common::bounded(diags, res, field, default, message, help).unwrap_or_else(|| {
+            ok = false;
+            default
+        })
     };
     let timeout = number(
         "timeout",

@@ -13,8 +13,8 @@ use crate::diagnostic::{Diagnostics, Invalid};
 use crate::front::validate;
 use crate::render::{common, BundleBuilder, BundleKind, HostContext, NewResource, Renderer};
 use crate::resolve::{Model, ResolvedResource};
+use crate::spec::Kind;
 use crate::spec::{FieldSchema, FieldSource::*, FieldType::*};
-use crate::spec::{Kind, Value};
 use bell_bundle::live::{Live as LiveEntry, Provider};
 use minijinja::context;
 
@@ -27,7 +27,6 @@ pub const DEFAULT_WAIT_MIN: u64 = 1;
 pub const DEFAULT_WAIT_MAX: u64 = 4;
 /// A reload that runs longer is killed, and counts as failed.
 pub const DEFAULT_RELOAD_TIMEOUT: u64 = 30;
-const LONGEST: u64 = 3600;
 
 impl ResourceKind for Live {
     fn keyword(&self) -> &'static str {
@@ -201,29 +200,29 @@ struct Policy {
 
 fn policy(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<Policy> {
     let mut ok = true;
-    let reload_timeout = match res.value("reload-timeout") {
-        None => DEFAULT_RELOAD_TIMEOUT,
-        Some(Value::Int(n)) if (1..=LONGEST as i64).contains(n) => *n as u64,
-        Some(_) => {
-            common::invalid(
-                diags,
-                res.span_of("reload-timeout"),
-                format!(
-                    "`{}`: `reload-timeout` must be between 1s and 1h",
-                    res.key()
-                ),
-                "a reload that hangs keeps the old file in place; give it, say, \"30s\"",
-            );
-            ok = false;
-            DEFAULT_RELOAD_TIMEOUT
-        }
-    };
+    let message = format!(
+        "`{}`: `reload-timeout` must be between 1s and 1h",
+        res.key()
+    );
+    let help = "a reload that hangs keeps the old file in place; give it, say, \"30s\"";
+    let reload_timeout = common::bounded(
+        diags,
+        res,
+        "reload-timeout",
+        DEFAULT_RELOAD_TIMEOUT,
+        message,
+        help,
+    )
+    .unwrap_or_else(|| {
+        ok = false;
+        DEFAULT_RELOAD_TIMEOUT
+    });
     let mut wait = |key: &str, default: u64| -> u64 {
         let Some(text) = res.map("wait").and_then(|m| m.get(key)) else {
             return default;
         };
         match validate::duration(text) {
-            Some(secs) if secs <= LONGEST => secs,
+            Some(secs) if secs <= common::LONGEST_STEP => secs,
             _ => {
                 common::invalid(
                     diags,

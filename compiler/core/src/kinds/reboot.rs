@@ -10,10 +10,10 @@
 
 use super::ResourceKind;
 use crate::diagnostic::{Diagnostics, Invalid};
-use crate::render::common::{invalid, template_error};
+use crate::render::common::{self, template_error};
 use crate::render::{BundleBuilder, HostContext, Renderer};
 use crate::resolve::{Model, ResolvedResource};
-use crate::spec::{FieldSchema, FieldSource::*, FieldType::*, Kind, Value};
+use crate::spec::{FieldSchema, FieldSource::*, FieldType::*, Kind};
 use bell_bundle::{RebootMethod, RebootPolicy};
 
 pub struct Reboot;
@@ -22,7 +22,6 @@ const POLICIES: &[&str] = &["when-required", "never"];
 const METHODS: &[&str] = &["reboot", "kexec"];
 /// A hook may take this long unless the spec says otherwise (a drain takes minutes).
 const DEFAULT_HOOK_TIMEOUT: u64 = 300;
-const LONGEST_HOOK: u64 = 3600;
 
 fn window(text: &str) -> Result<(), Invalid> {
     bell_bundle::Window::parse(text)
@@ -149,17 +148,12 @@ impl ResourceKind for Reboot {
 
 /// The hooks' `timeout`, or the diagnostic that says why it is out of range.
 fn hook_timeout(res: &ResolvedResource, diags: &mut Diagnostics) -> Option<u64> {
-    match res.value("timeout") {
-        None => Some(DEFAULT_HOOK_TIMEOUT),
-        Some(Value::Int(n)) if (1..=LONGEST_HOOK as i64).contains(n) => Some(*n as u64),
-        Some(_) => {
-            invalid(
-                diags,
-                res.span_of("timeout"),
-                "`reboot`: `timeout` must be between 1s and 1h".to_string(),
-                "it bounds `before-reboot` and `after-boot` each, such as \"10m\" for a drain",
-            );
-            None
-        }
-    }
+    common::bounded(
+        diags,
+        res,
+        "timeout",
+        DEFAULT_HOOK_TIMEOUT,
+        "`reboot`: `timeout` must be between 1s and 1h".to_string(),
+        "it bounds `before-reboot` and `after-boot` each, such as \"10m\" for a drain",
+    )
 }

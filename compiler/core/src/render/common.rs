@@ -51,6 +51,33 @@ pub fn invalid(diags: &mut Diagnostics, span: Span, message: String, help: &str)
     });
 }
 
+/// The most a bounded number of a spec may be: a duration in seconds (a probe's attempt, a
+/// reload, a reboot hook), past which a step holds the host's lock and its rollout slot for
+/// nothing, or a count of attempts.
+pub const LONGEST_STEP: u64 = 3600;
+
+/// `field` of `res` as a whole number from 1 to [`LONGEST_STEP`], `default` when it is not
+/// given; `None` after a diagnostic (`message`, `help`) at the field when it is out of range.
+pub fn bounded(
+    diags: &mut Diagnostics,
+    res: &crate::resolve::ResolvedResource,
+    field: &str,
+    default: u64,
+    message: String,
+    help: &str,
+) -> Option<u64> {
+    match res.value(field) {
+        None => Some(default),
+        Some(crate::spec::Value::Int(n)) if *n >= 1 && n.unsigned_abs() <= LONGEST_STEP => {
+            Some(n.unsigned_abs())
+        }
+        Some(_) => {
+            invalid(diags, res.span_of(field), message, help);
+            None
+        }
+    }
+}
+
 /// A stdlib template that failed on a resource's values: a bug in bellc, not in the spec.
 pub fn template_error(res: &crate::resolve::ResolvedResource, message: String) -> RenderError {
     let span = res.origin.span;
