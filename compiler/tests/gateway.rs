@@ -30,12 +30,34 @@ const FLOOD: Duration = Duration::from_secs(60);
 fn spec(motd: &str, identities: &[String]) -> String {
     let mut spec = String::from("fleet \"f\" target=\"debian-12\" identities=\"required\"\n");
     spec.push_str("rollout max-unavailable=\"100%\"\n");
-    for (host, identity) in HOSTS.iter().zip(identities) {
-        spec.push_str(&format!("host \"{host}\" identity=\"{identity}\"\n"));
+    for (n, (host, identity)) in HOSTS.iter().zip(identities).enumerate() {
+        let role = if *host == "c" { "lb" } else { "web" };
+        spec.push_str(&format!(
+            "host \"{host}\" address=\"10.0.0.{}\" role=\"{role}\" identity=\"{identity}\"\n",
+            n + 1
+        ));
     }
     spec.push_str(&format!(
         "file \"/etc/motd\" {{\n    content \"{motd}\\n\"\n}}\n"
     ));
+    // a and b serve `web`, each checked by a probe; c's live file lists those ready.
+    spec.push_str(
+        r##"override "web" {
+    match role="web"
+    service "web" port=8080
+    health "http" retries=1 offline="root" {
+        run "test ! -e \"$BELL_ROOT/sick\""
+    }
+}
+override "lb" {
+    match role="lb"
+    live "/etc/backends" service="web" offline="root" {
+        template "{% for s in services.web %}{{ s.host }}\n{% endfor %}"
+        reload "echo reloaded >>\"$BELL_ROOT/reloads\""
+    }
+}
+"##,
+    );
     spec
 }
 
@@ -406,6 +428,71 @@ fn hosts_reach_the_store_only_through_the_gateway_and_one_host_cannot_stop_it() 
     }
     // Killed for good: everything goes through the second from now on.
     let endpoint = second.1.clone();
+
+    // The live layer through the gateway: a and b file their health as their probes find it,
+    // and c's `bell-run live` long-polls the replica for their keys. a's probe fails: c's file
+    // drops it within seconds, with no pull and no rollout; a recovers and is back.
+    let backends = || std::fs::read_to_string(roots[2].path().join("etc/backends")).unwrap();
+    assert_eq!(backends(), "a\nb\n");
+    let replica = format!("https://{endpoint}");
+    let logs = tempfile::tempdir().unwrap();
+    let mut live: Vec<Child> = HOSTS
+        .iter()
+        .zip(&roots)
+        .map(|(host, root)| {
+            let log = std::fs::File::create(logs.path().join(host)).unwrap();
+            Command::new(&bin)
+                .args([
+                    "live",
+                    "--gateway",
+                    &replica,
+                    "--store-ca",
+                    &ca,
+                    "--every",
+                    "1",
+                ])
+                .args(["--root", root.path().to_str().unwrap(), "--host", host])
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let said = |host: &str| std::fs::read_to_string(logs.path().join(host)).unwrap_or_default();
+    let until = |what: &str, want: &str| -> Duration {
+        let start = Instant::now();
+        while backends() != want {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "{what}: not within 30 s\na: {}\nc: {}",
+                said("a"),
+                said("c")
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        start.elapsed()
+    };
+    std::fs::write(roots[0].path().join("sick"), "").unwrap();
+    let dropped = until("a dropped", "b\n");
+    std::fs::remove_file(roots[0].path().join("sick")).unwrap();
+    let back = until("a back", "a\nb\n");
+    eprintln!(
+        "through the gateway: a failing probe out of c's file in {dropped:?}, back in {back:?}"
+    );
+    assert!(dropped < Duration::from_secs(10), "{dropped:?}");
+    assert!(back < Duration::from_secs(10), "{back:?}");
+    assert!(!said("c").contains("cannot wait"), "{}", said("c"));
+    // What c's file lists, filed through the gateway as c's own.
+    let row = common::row(&status("served"), "c");
+    assert_eq!(
+        row["live"][0]["ready"],
+        serde_json::json!(["a", "b"]),
+        "{row:#}"
+    );
+    for child in &mut live {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 
     // Pulls that change nothing read from the replica's watch cache.
     let etcd_before = metric(&pki, &endpoint, "bell_gateway_etcd_requests_total");

@@ -41,6 +41,9 @@ pub struct Options {
 /// How often the probes run and the store is read unless `--every` says otherwise.
 pub const DEFAULT_EVERY: u64 = 2;
 
+/// How long a consumer that provides nothing waits at the gateway for a change at most.
+const LONG_POLL: u64 = 30;
+
 /// A live file's ready set that differs from the one rendered: since when, and since when it
 /// is what it is now (the quiescence window's two clocks).
 struct Pending {
@@ -62,10 +65,7 @@ pub fn run(opts: &Options) -> Result<(), String> {
     let root = crate::statedir::open_root(&opts.root).map_err(|r| r.message)?;
     let host = crate::report::host_name(opts.host.as_deref(), &root.dir)?;
     let limits = bell_wire::etcd::Limits {
-        request: opts
-            .every
-            .max(Duration::from_secs(bell_store::gateway::MAX_WAIT.min(30)))
-            + Duration::from_secs(15),
+        request: opts.every.max(Duration::from_secs(LONG_POLL)) + Duration::from_secs(15),
         ..bell_wire::etcd::Limits::HOST
     };
     let store = bell_store::Store::open(&opts.store, &opts.access)?.with_limits(limits);
@@ -121,7 +121,14 @@ pub fn run(opts: &Options) -> Result<(), String> {
                 follower.probe(&ctx, &store, &between, &bundle);
             }
         }
-        let mut wake = next_probe;
+        // A provider wakes for its next probe; a consumer at a gateway only when its
+        // providers' keys change (or after a long-poll's round, to see a new generation), and
+        // one reading etcd every `--every`.
+        let mut wake = match (manifest.provides.is_empty(), opts.gateway) {
+            (false, _) => next_probe,
+            (true, true) => Instant::now() + Duration::from_secs(LONG_POLL),
+            (true, false) => Instant::now() + opts.every,
+        };
         if !manifest.live.is_empty() {
             match follower.follow(&ctx, &store, etcd, &between, &bundle) {
                 Ok((revision, due)) => {
@@ -133,11 +140,12 @@ pub fn run(opts: &Options) -> Result<(), String> {
                         let names: Vec<&str> = keys.iter().map(String::as_str).collect();
                         let left = wake.saturating_duration_since(Instant::now());
                         if left.as_secs() >= 1 {
-                            // Woken by a change, or at the round's end.
-                            if let Err(e) = etcd.wait_for_change(&names, revision, left.as_secs()) {
-                                errln!("bell-run live: cannot wait at the gateway: {e}");
+                            // Woken by a change, or at the round's end; a gateway that
+                            // cannot be waited at is read again after the round, as etcd is.
+                            match etcd.wait_for_change(&names, revision, left.as_secs()) {
+                                Ok(_) => continue,
+                                Err(e) => errln!("bell-run live: cannot wait at the gateway: {e}"),
                             }
-                            continue;
                         }
                     }
                 }
