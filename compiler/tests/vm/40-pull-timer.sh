@@ -196,17 +196,101 @@ case $row in *reboot*) fail "status still says reboot: $row" ;; esac
 ! grep -q "reboot required" "$work/check.out" || { cat "$work/check.out"; fail "check still wants a reboot"; }
 ok "kexec'd with bell.test=1; the pull at boot ran after-boot and the probe, reports up to date and healthy, slot free"
 
+# The live layer on a live host (issue 94): e2e provides `web` (its probe: no
+# /run/bell-web-sick) and follows it with a live file whose reload is a real unit's
+# `systemctl reload`. `bell-run live`, run by the unit install-timer wrote, drops e2e from the
+# file within seconds when its probe fails, reloading the unit once (not restarting it), and
+# takes it back when the probe passes; `bellc status` counts the service's ready providers.
+identity=$(/usr/local/sbin/bell-run identity --init --host e2e)
+cat >/usr/local/bin/bell-test-lb-reload <<'SH'
+#!/bin/sh
+printf '[%s]\n' "$(paste -s -d ' ' /etc/bell-test/backends)" >>/var/tmp/bell-lb-reloads
+SH
+chmod 0755 /usr/local/bin/bell-test-lb-reload
+cat >/etc/systemd/system/bell-test-lb.service <<'UNIT'
+[Unit]
+Description=A load balancer stand-in: each reload records the backends it read
+[Service]
+ExecStart=/bin/sleep infinity
+ExecReload=/usr/local/bin/bell-test-lb-reload
+UNIT
+systemctl daemon-reload
+systemctl start bell-test-lb.service
+mkdir -p /etc/bell-test
+lb_pid=$(systemctl show -P MainPID bell-test-lb.service)
+spec 3
+sed -i "s|^host \"e2e\"\$|host \"e2e\" address=\"127.0.0.1\" role=\"web\" identity=\"$identity\"|" "$work/fleet.kdl"
+grep -q "identity=" "$work/fleet.kdl" || fail "the spec has no identity: $(cat "$work/fleet.kdl")"
+cat >>"$work/fleet.kdl" <<'KDL'
+override "web" {
+    match role="web"
+    service "web" port=8080
+}
+health "web" retries=1 { run "test ! -e /run/bell-web-sick"; }
+live "/etc/bell-test/backends" service="web" {
+    template "{% for s in services.web %}{{ s.host }} {{ s.address }}:{{ s.port }}\n{% endfor %}"
+    reload "systemctl reload bell-test-lb.service"
+}
+KDL
+build >/dev/null
+publish
+run_service success
+systemctl enable --now bell-run-live.service 2>/dev/null
+backends() { paste -s -d " " /etc/bell-test/backends 2>/dev/null || :; }
+# until WANT: seconds until the file lists WANT (at most 30).
+until_listed() {
+    local start now
+    start=$(date +%s.%N)
+    while [ "$(backends)" != "$1" ]; do
+        now=$(date +%s.%N)
+        if awk -v a="$start" -v b="$now" 'BEGIN { exit !(b - a > 30) }'; then
+            journalctl -u bell-run-live.service --no-pager -o cat -n 30 | sed 's/^/  live: /'
+            fail "the live file lists '$(backends)', not '$1', after 30 s"
+        fi
+        sleep 0.1
+    done
+    awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'
+}
+# until_reloaded WANT: until the unit's last reload read WANT (the file is in place first).
+until_reloaded() {
+    local n=0
+    while [ "$(tail -n 1 /var/tmp/bell-lb-reloads 2>/dev/null)" != "[$1]" ]; do
+        n=$((n + 1))
+        [ "$n" -lt 100 ] || fail "the last reload read $(tail -n 1 /var/tmp/bell-lb-reloads), not [$1]"
+        sleep 0.1
+    done
+}
+until_listed "e2e 127.0.0.1:8080" >/dev/null
+until_reloaded "e2e 127.0.0.1:8080"
+reloads=$(wc -l </var/tmp/bell-lb-reloads)
+touch /run/bell-web-sick
+out=$(until_listed "")
+until_reloaded ""
+sleep 2
+[ "$(wc -l </var/tmp/bell-lb-reloads)" = $((reloads + 1)) ] \
+    || fail "the unit was reloaded $(($(wc -l </var/tmp/bell-lb-reloads) - reloads)) times, not once"
+[ "$(systemctl show -P MainPID bell-test-lb.service)" = "$lb_pid" ] || fail "the unit was restarted, not reloaded"
+"$bellc" status "$mirror" --store "$store" >"$work/status.out" 2>&1 || :
+grep -q "service web: 0 of 1 providers ready; out: e2e" "$work/status.out" \
+    || { cat "$work/status.out"; fail "status does not say web has none ready"; }
+rm /run/bell-web-sick
+back=$(until_listed "e2e 127.0.0.1:8080")
+until_reloaded "e2e 127.0.0.1:8080"
+[ "$(systemctl show -P MainPID bell-test-lb.service)" = "$lb_pid" ] || fail "the unit was restarted, not reloaded"
+ok "bell-run-live.service took e2e out of the live file in ${out} s and back in ${back} s, reloading (not restarting) the unit each time"
+
 # `bell-run remove` takes bell off the live host: the file bell took over gets its original
 # back, the timer is stopped and its units go, and so does /var/lib/bell; a dry run before it
 # changes nothing.
 original=$(sha256sum /etc/motd)
-spec 3
+spec 4
 printf 'file "/etc/motd" {\n    content "managed by bell\\n"\n}\n' >>"$work/fleet.kdl"
 third=$(build)
 publish
 run_service success
 [ "$(applied)" = "$third" ] || fail "the host runs $(applied), not release 3's bundle $third"
 [ "$(cat /etc/motd)" = "managed by bell" ] || fail "release 3 did not take over /etc/motd"
+[ ! -e /etc/bell-test/backends ] || fail "the live file is still there without its resource"
 /usr/local/sbin/bell-run remove --dry-run >"$work/remove.out" 2>&1 \
     || { cat "$work/remove.out" >&2; fail "remove --dry-run failed"; }
 grep -q "file /etc/motd: restore the file from before bell" "$work/remove.out" \
@@ -217,8 +301,10 @@ systemctl is-active --quiet bell-run.timer || fail "a dry run stopped the timer"
     || { cat "$work/remove.out" >&2; fail "remove --yes failed"; }
 [ "$(sha256sum /etc/motd)" = "$original" ] || fail "/etc/motd is not the original: $(cat /etc/motd)"
 ! systemctl is-active --quiet bell-run.timer || fail "bell-run.timer is still active"
+! systemctl is-active --quiet bell-run-live.service || fail "bell-run-live.service is still active"
 for f in bell-run.timer bell-run.service timers.target.wants/bell-run.timer \
-    multi-user.target.wants/bell-run.service; do
+    multi-user.target.wants/bell-run.service bell-run-live.service \
+    multi-user.target.wants/bell-run-live.service; do
     [ ! -e "/etc/systemd/system/$f" ] && [ ! -L "/etc/systemd/system/$f" ] \
         || fail "/etc/systemd/system/$f is still there"
 done
