@@ -6,7 +6,7 @@
 //! provider, an old healthy one put back, a provider's liveness kept after it stopped) adds a
 //! line. Also: what the build says of a live file it cannot make, and the revert.
 
-use crate::common::fleet::{bell_run, etcdctl, run_bin, text, Etcd};
+use crate::common::fleet::{bell_run, etcdctl, run_bin, text, Etcd, Nginx};
 use crate::common::pulling::{image_root, release_of};
 use crate::common::Fixture;
 use std::path::{Path, PathBuf};
@@ -37,6 +37,28 @@ fn roots_with_identities(
         })
         .collect();
     (roots, identities)
+}
+
+/// The backends file of the consumer at `root`, as its live file left it.
+fn backends_of(root: &Path) -> String {
+    std::fs::read_to_string(root.join("etc/haproxy/backends.cfg")).unwrap_or_default()
+}
+
+/// The providers the backends file at `root` lists, in order.
+fn listed_in(root: &Path) -> Vec<String> {
+    backends_of(root)
+        .lines()
+        .filter_map(|l| l.strip_prefix("server "))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect()
+}
+
+/// How many times the reload of the live file at `root` ran.
+fn reloads_of(root: &Path) -> usize {
+    std::fs::read_to_string(root.join("reloads"))
+        .unwrap_or_default()
+        .lines()
+        .count()
 }
 
 fn spec(identities: &[(String, String)], live: bool) -> String {
@@ -115,22 +137,9 @@ fn consumers_list_only_the_providers_that_are_ready() {
         assert!(matches!(code, Some(0) | Some(4)), "{host}: {}", text(&out));
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let backends = |host: &str| -> String {
-        std::fs::read_to_string(root(host).join("etc/haproxy/backends.cfg")).unwrap_or_default()
-    };
-    let listed = |host: &str| -> Vec<String> {
-        backends(host)
-            .lines()
-            .filter_map(|l| l.strip_prefix("server "))
-            .map(|l| l.split(' ').next().unwrap().to_string())
-            .collect()
-    };
-    let reloads = |host: &str| -> usize {
-        std::fs::read_to_string(root(host).join("reloads"))
-            .unwrap_or_default()
-            .lines()
-            .count()
-    };
+    let backends = |host: &str| backends_of(root(host));
+    let listed = |host: &str| listed_in(root(host));
+    let reloads = |host: &str| reloads_of(root(host));
     let get = |key: &str| etcdctl(&etcd.endpoint, &["get", key, "--print-value-only"]);
     let put = |key: &str, value: &str| {
         etcdctl(&etcd.endpoint, &["put", key, value.trim_end()]);
@@ -424,20 +433,8 @@ fn the_long_running_mode_follows_a_failing_provider_within_seconds() {
         let out = run_bin(&bin, &args, &[]);
         assert_eq!(out.status.code(), Some(0), "{host}: {}", text(&out));
     }
-    let listed = |host: &str| -> Vec<String> {
-        std::fs::read_to_string(root(host).join("etc/haproxy/backends.cfg"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| l.strip_prefix("server "))
-            .map(|l| l.split(' ').next().unwrap().to_string())
-            .collect()
-    };
-    let reloads = |host: &str| -> usize {
-        std::fs::read_to_string(root(host).join("reloads"))
-            .unwrap_or_default()
-            .lines()
-            .count()
-    };
+    let listed = |host: &str| listed_in(root(host));
+    let reloads = |host: &str| reloads_of(root(host));
     // Applied once each (the providers first, so every consumer lists all three); then
     // `bell-run live` on all five.
     struct Running(Vec<std::process::Child>);
@@ -624,42 +621,87 @@ override "late" {
 "##,
     );
     std::fs::write(fx.path().join("bell.kdl"), &spec).unwrap();
-    let run = fx.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out", "--sign-key", "ci.key"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let release = release_of(&fx.path().join("out"));
+    // One signed release, served by nginx: every host pulls it, and nothing after it is
+    // released; the waits end by themselves.
+    let Some(nginx) = Nginx::serve(&fx.path().join("out")) else {
+        return;
+    };
     let url = etcd.url.clone();
-    let apply_args = |host: &str| -> Vec<String> {
-        let bundle = fx
-            .path()
-            .join("out/bundles")
-            .join(&release.hosts[host].bundle);
+    let trust = fx.path().join("ci.pub").display().to_string();
+    let pull_args = |host: &str| -> Vec<String> {
         [
-            "apply",
-            bundle.to_str().unwrap(),
+            "pull",
+            "--source",
+            &nginx.url,
             "--root",
             root(host).to_str().unwrap(),
+            "--host",
+            host,
+            "--trust",
+            &trust,
+            "--fleet",
+            "f",
+            "--report",
+            &url,
         ]
-        .into_iter()
         .map(String::from)
-        .chain(["--host", host, "--report", &url].map(String::from))
-        .collect()
+        .to_vec()
     };
     let apply = |host: &str| {
-        let args = apply_args(host);
+        let args = pull_args(host);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         run_bin(&bin, &args, &[])
     };
+    // app-1's image is baked without the store: the wait, and what comes after it, are left
+    // to its first run with the store.
+    let release = release_of(&fx.path().join("out"));
+    let bundle = fx
+        .path()
+        .join("out/bundles")
+        .join(&release.hosts["app-1"].bundle);
+    let app = root("app-1").to_str().unwrap();
+    let baked = run_bin(
+        &bin,
+        &[
+            "apply",
+            bundle.to_str().unwrap(),
+            "--root",
+            app,
+            "--host",
+            "app-1",
+        ],
+        &[],
+    );
+    assert_eq!(baked.status.code(), Some(0), "{}", text(&baked));
+    assert!(
+        text(&baked)
+            .contains("exec:010-start.sh  deferred: no fleet store to read its providers from"),
+        "{}",
+        text(&baked)
+    );
+    assert!(
+        text(&baked).contains("exec:020-next.sh   deferred: after `exec:010-start.sh`, left to the first run with the store"),
+        "{}",
+        text(&baked)
+    );
+    assert!(!root("app-1").join("next").exists());
     assert_eq!(apply("web-1").status.code(), Some(0));
 
-    // app-1 on its fresh root waits: one provider of two is ready.
+    // app-1, booted, pulls: it waits, as one provider of two is ready.
     let mut waiting = std::process::Command::new(&bin)
-        .args(apply_args("app-1"))
+        .args(pull_args("app-1"))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_secs(3));
-    assert!(waiting.try_wait().unwrap().is_none(), "it did not wait");
+    if waiting.try_wait().unwrap().is_some() {
+        let out = waiting.wait_with_output().unwrap();
+        panic!("it did not wait: {}", text(&out));
+    }
     assert!(!root("app-1").join("started").exists());
     assert!(!root("app-1").join("next").exists());
     // A second provider becomes ready: the wait ends, the script runs, then what comes after.

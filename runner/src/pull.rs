@@ -179,7 +179,8 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         release: Some(release.version.clone()),
         sealed,
         after_boot: back.is_some(),
-        live_store: store.clone(),
+        // The fleet's store, or else the one the run reports to (as an apply's).
+        live_store: store.clone().or_else(|| opts.apply.live_store.clone()),
         ..opts.apply.clone()
     };
     let result = apply::apply(&dir, &applying);

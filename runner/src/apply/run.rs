@@ -18,6 +18,9 @@ pub(super) fn run_resources(
     let mut broken: BTreeSet<String> = BTreeSet::new();
     // Resources waiting for providers (`wait-for`): what comes after one waits with it.
     let mut held: BTreeSet<String> = BTreeSet::new();
+    // Resources whose wait a run without the store leaves to the first run with it (an image
+    // bake): what comes after one is left with it.
+    let mut postponed: BTreeSet<String> = BTreeSet::new();
     let mut halted: Option<String> = None;
     // Each batch's apply runs once, for all of its due resources (see `batch`).
     let mut batches: BTreeMap<String, BatchApplied> = BTreeMap::new();
@@ -37,8 +40,10 @@ pub(super) fn run_resources(
         };
         // Only what is about to run waits, and not behind a dependency that did not apply.
         let behind = resource.after.iter().find(|d| held.contains(*d));
+        let left = resource.after.iter().find(|d| postponed.contains(*d));
         let runs = change != Change::Unchanged
             && behind.is_none()
+            && left.is_none()
             && !resource.after.iter().any(|d| broken.contains(d));
         let wait = runs
             .then(|| crate::live::wait_for(ctx, &checked.manifest, resource))
@@ -57,9 +62,20 @@ pub(super) fn run_resources(
                 Status::Waiting,
                 Some(format!("after `{dep}`, which waits")),
             )
+        } else if let Some(dep) = left.filter(|_| change != Change::Unchanged) {
+            postponed.insert(key.clone());
+            Outcome::new(
+                &key,
+                Some(change),
+                Status::Deferred,
+                Some(format!(
+                    "after `{dep}`, left to the first run with the store"
+                )),
+            )
         } else if let Some(wait) = wait {
             match wait {
                 crate::live::Wait::Deferred(why) => {
+                    postponed.insert(key.clone());
                     Outcome::new(&key, Some(change), Status::Deferred, Some(why))
                 }
                 crate::live::Wait::Waiting(why) => {
