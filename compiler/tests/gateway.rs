@@ -41,15 +41,9 @@ fn spec(motd: &str, identities: &[String]) -> String {
         "file \"/etc/motd\" {{\n    content \"{motd}\\n\"\n}}\n"
     ));
     // a and b serve `web`, each checked by a probe; c's live file lists those ready.
+    spec.push_str(crate::common::WEB_PROVIDERS);
     spec.push_str(
-        r##"override "web" {
-    match role="web"
-    service "web" port=8080
-    health "http" retries=1 offline="root" {
-        run "test ! -e \"$BELL_ROOT/sick\""
-    }
-}
-override "lb" {
+        r##"override "lb" {
     match role="lb"
     live "/etc/backends" service="web" offline="root" {
         template "{% for s in services.web %}{{ s.host }}\n{% endfor %}"

@@ -70,16 +70,7 @@ fn spec(identities: &[(String, String)], live: bool) -> String {
             n + 1
         ));
     }
-    spec.push_str(
-        r#"override "web" {
-    match role="web"
-    service "web" port=8080
-    health "http" retries=1 offline="root" {
-        run "test ! -e \"$BELL_ROOT/sick\""
-    }
-}
-"#,
-    );
+    spec.push_str(crate::common::WEB_PROVIDERS);
     if live {
         spec.push_str(
             r##"override "lb" {
@@ -592,15 +583,9 @@ fn a_resource_waits_for_its_providers_instead_of_failing() {
             n + 1
         ));
     }
+    spec.push_str(crate::common::WEB_PROVIDERS);
     spec.push_str(
-        r##"override "web" {
-    match role="web"
-    service "web" port=8080
-    health "http" retries=1 offline="root" {
-        run "test ! -e \"$BELL_ROOT/sick\""
-    }
-}
-override "app" {
+        r##"override "app" {
     match role="app"
     exec "010-start.sh" offline="root" {
         script "#!/bin/sh\necho started >>\"$BELL_ROOT/started\"\n"

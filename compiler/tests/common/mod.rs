@@ -375,3 +375,14 @@ pub fn run_batch(
         .output()
         .expect("run sh")
 }
+
+/// Makes every host labelled `role="web"` a provider of `web` (port 8080) whose health probe
+/// fails while `$BELL_ROOT/sick` exists: the providers of the live layer's tests.
+pub const WEB_PROVIDERS: &str = r##"override "web" {
+    match role="web"
+    service "web" port=8080
+    health "http" retries=1 offline="root" {
+        run "test ! -e \"$BELL_ROOT/sick\""
+    }
+}
+"##;
