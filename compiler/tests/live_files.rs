@@ -503,11 +503,11 @@ fn the_long_running_mode_follows_a_failing_provider_within_seconds() {
 
     // Between pulls, `bell-run live` files what each file lists: `bellc status`, the page and
     // `/metrics` say it without a pull.
-    let filed = etcdctl(
+    let filed_lb1 = etcdctl(
         &etcd.endpoint,
         &["get", "/bell/f/reports/live/lb-1", "--print-value-only"],
     );
-    let filed: serde_json::Value = serde_json::from_str(&filed).unwrap();
+    let filed: serde_json::Value = serde_json::from_str(&filed_lb1).unwrap();
     assert!(filed["proof"].is_string(), "{filed:#}");
     let status = crate::common::bellc_in(fx.path(), &["status", "out", "--store", &url, "--json"]);
     let status: serde_json::Value = serde_json::from_str(&status.stdout).unwrap();
@@ -523,6 +523,23 @@ fn the_long_running_mode_follows_a_failing_provider_within_seconds() {
         status["services"]["web"]["ready"],
         serde_json::json!(["web-1", "web-3"]),
         "{status:#}"
+    );
+    // Another host's live report filed under lb-1's key is not lb-1's word: flagged, not shown.
+    let lb2 = etcdctl(
+        &etcd.endpoint,
+        &["get", "/bell/f/reports/live/lb-2", "--print-value-only"],
+    );
+    etcdctl(
+        &etcd.endpoint,
+        &["put", "/bell/f/reports/live/lb-1", lb2.trim_end()],
+    );
+    let forged = crate::common::bellc_in(fx.path(), &["status", "out", "--store", &url, "--json"]);
+    let forged: serde_json::Value = serde_json::from_str(&forged.stdout).unwrap();
+    let lb1 = crate::common::row(&forged, "lb-1");
+    assert_eq!(lb1["state"], "forged", "{lb1:#}");
+    etcdctl(
+        &etcd.endpoint,
+        &["put", "/bell/f/reports/live/lb-1", filed_lb1.trim_end()],
     );
     let text = crate::common::bellc_in(fx.path(), &["status", "out", "--store", &url]);
     assert!(
