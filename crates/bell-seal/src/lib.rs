@@ -28,6 +28,7 @@
 // character: strings are cut with `get` or at a found character boundary.
 #![cfg_attr(not(test), deny(clippy::string_slice))]
 
+pub mod at_rest;
 pub mod identity;
 pub mod openssh;
 
@@ -43,7 +44,7 @@ use std::fmt;
 const INTRO: &str = "age-encryption.org/v1";
 const SSH_ED25519: &str = "ssh-ed25519";
 const SSH_ED25519_LABEL: &[u8] = b"age-encryption.org/v1/ssh-ed25519";
-const FILE_KEY_BYTES: usize = 16;
+pub(crate) const FILE_KEY_BYTES: usize = 16;
 const CHUNK: usize = 64 * 1024;
 const TAG_BYTES: usize = 16;
 
@@ -88,10 +89,10 @@ impl std::error::Error for SealError {}
 /// Who a secret is sealed to: a host's `ssh-ed25519` public key.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Recipient {
-    x25519: x25519::PublicKey,
+    pub(crate) x25519: x25519::PublicKey,
     /// The key in SSH's wire format (`string "ssh-ed25519" string KEY`), which age hashes
     /// into the stanza's tag and the tweak.
-    wire: Vec<u8>,
+    pub(crate) wire: Vec<u8>,
 }
 
 impl fmt::Debug for Recipient {
@@ -115,8 +116,8 @@ impl Recipient {
 /// What opens a host's secrets: its Ed25519 identity (the SSH host key or bell's own).
 pub struct Identity {
     x25519: x25519::SecretKey,
-    public: x25519::PublicKey,
-    wire: Vec<u8>,
+    pub(crate) public: x25519::PublicKey,
+    pub(crate) wire: Vec<u8>,
 }
 
 impl fmt::Debug for Identity {
@@ -221,38 +222,20 @@ impl SealKey {
         let epk = esk.recover_public_key().map_err(|_| SealError::BadKey)?;
         let shared = to.x25519.dh(&esk).map_err(|_| SealError::BadKey)?;
         let shared = tweaked(&to.wire, shared.as_ref())?;
-        let wrap_key = stanza_key(&epk, &to.x25519, &shared);
+        let wrap_key = stanza_key(&epk, &to.x25519, &shared, SSH_ED25519_LABEL);
         let body = aead(&wrap_key)
             .encrypt(&Nonce::default(), file_key.as_slice())
             .map_err(|_| SealError::BadKey)?;
 
-        let mut out = format!(
-            "{INTRO}\n-> {SSH_ED25519} {} {}\n{}\n---",
-            b64(&ssh_tag(&to.wire)),
-            b64(epk.as_ref()),
-            b64(&body)
-        )
-        .into_bytes();
-        let mac = header_mac(&file_key, &out)?;
-        out.extend_from_slice(format!(" {}\n", b64(&mac)).as_bytes());
-        out.extend_from_slice(&nonce);
-        let cipher = aead(&payload_key(&file_key, &nonce));
-        let mut chunks = secret.chunks(CHUNK).peekable();
-        let mut counter = 0u64;
-        if chunks.peek().is_none() {
-            // An empty secret is one empty, final chunk.
-            out.extend(seal_chunk(&cipher, counter, true, &[])?);
-        }
-        while let Some(chunk) = chunks.next() {
-            out.extend(seal_chunk(
-                &cipher,
-                counter,
-                chunks.peek().is_none(),
-                chunk,
-            )?);
-            counter += 1;
-        }
-        Ok(out)
+        let stanza = Stanza {
+            args: vec![
+                SSH_ED25519.into(),
+                b64(&ssh_tag(&to.wire)),
+                b64(epk.as_ref()),
+            ],
+            body,
+        };
+        write_file(&file_key, &[stanza], &nonce, secret)
     }
 
     fn mac(&self, label: &[u8]) -> Hmac<Sha256> {
@@ -267,44 +250,82 @@ impl SealKey {
 
 /// Opens an age file sealed to `identity`: the secret, or why not.
 pub fn open(file: &[u8], identity: &Identity) -> Result<Vec<u8>, SealError> {
-    let header = Header::parse(file)?;
-    let mut found = false;
-    let mut file_key = None;
-    let tag = ssh_tag(&identity.wire);
-    for stanza in &header.stanzas {
+    open_with(file, &[identity as &dyn Unwrap])
+}
+
+/// What can take a file key out of a stanza meant for it.
+pub(crate) trait Unwrap {
+    /// `None` when `stanza` is not for this key; the file key, or why it did not unwrap.
+    fn unwrap_key(&self, stanza: &Stanza) -> Option<Result<Vec<u8>, SealError>>;
+}
+
+impl Unwrap for Identity {
+    fn unwrap_key(&self, stanza: &Stanza) -> Option<Result<Vec<u8>, SealError>> {
         if stanza.args.first().map(String::as_str) != Some(SSH_ED25519) {
-            continue;
+            return None;
         }
         let [_, stanza_tag, epk] = stanza.args.as_slice() else {
-            return Err(SealError::Malformed(
+            return Some(Err(SealError::Malformed(
                 "an ssh-ed25519 stanza has not two arguments",
-            ));
+            )));
         };
-        if unb64(stanza_tag).as_deref() != Some(tag.as_slice()) {
-            continue;
+        if unb64(stanza_tag).as_deref() != Some(ssh_tag(&self.wire).as_slice()) {
+            return None;
         }
-        found = true;
-        let epk = unb64(epk)
-            .filter(|k| k.len() == 32)
-            .ok_or(SealError::Malformed("an ephemeral key is not 32 bytes"))?;
-        if stanza.body.len() != FILE_KEY_BYTES + TAG_BYTES {
-            return Err(SealError::Malformed("a wrapped file key is not 32 bytes"));
-        }
-        let epk = x25519::PublicKey::from_slice(&epk).map_err(|_| SealError::BadKey)?;
-        let shared = epk
-            .dh(&identity.x25519)
-            .map_err(|_| SealError::Forged("a low-order ephemeral key"))?;
-        let shared = tweaked(&identity.wire, shared.as_ref())?;
-        let wrap_key = stanza_key(&epk, &identity.public, &shared);
-        if let Ok(key) = aead(&wrap_key).decrypt(&Nonce::default(), stanza.body.as_slice()) {
-            file_key = Some(key);
-            break;
+        Some((|| {
+            let epk = unb64(epk)
+                .filter(|k| k.len() == 32)
+                .ok_or(SealError::Malformed("an ephemeral key is not 32 bytes"))?;
+            let epk = x25519::PublicKey::from_slice(&epk).map_err(|_| SealError::BadKey)?;
+            let shared = epk
+                .dh(&self.x25519)
+                .map_err(|_| SealError::Forged("a low-order ephemeral key"))?;
+            let shared = tweaked(&self.wire, shared.as_ref())?;
+            let wrap_key = stanza_key(&epk, &self.public, &shared, SSH_ED25519_LABEL);
+            unwrap_body(&wrap_key, &stanza.body)
+        })())
+    }
+}
+
+/// The file key of a stanza's body under `wrap_key`.
+pub(crate) fn unwrap_body(wrap_key: &[u8; 32], body: &[u8]) -> Result<Vec<u8>, SealError> {
+    if body.len() != FILE_KEY_BYTES + TAG_BYTES {
+        return Err(SealError::Malformed("a wrapped file key is not 32 bytes"));
+    }
+    aead(wrap_key)
+        .decrypt(&Nonce::default(), body)
+        .map_err(|_| SealError::Forged("the file key does not unwrap"))
+}
+
+/// Opens an age file with the first of `keys` one of its stanzas is for.
+pub(crate) fn open_with(file: &[u8], keys: &[&dyn Unwrap]) -> Result<Vec<u8>, SealError> {
+    open_parts(file, keys).map(|(_, secret, _)| secret)
+}
+
+/// [`open_with`], with the file key and the header besides the secret.
+pub(crate) fn open_parts(
+    file: &[u8],
+    keys: &[&dyn Unwrap],
+) -> Result<(Vec<u8>, Vec<u8>, Header), SealError> {
+    let header = Header::parse(file)?;
+    let mut refused = None;
+    let mut file_key = None;
+    'stanzas: for stanza in &header.stanzas {
+        for key in keys {
+            match key.unwrap_key(stanza) {
+                None => {}
+                Some(Ok(unwrapped)) => {
+                    file_key = Some(unwrapped);
+                    break 'stanzas;
+                }
+                Some(Err(e)) => refused = Some(e),
+            }
         }
     }
-    let file_key = match file_key {
-        Some(key) => key,
-        None if found => return Err(SealError::Forged("the file key does not unwrap")),
-        None => return Err(SealError::NotForThisKey),
+    let file_key = match (file_key, refused) {
+        (Some(key), _) => key,
+        (None, Some(e)) => return Err(e),
+        (None, None) => return Err(SealError::NotForThisKey),
     };
     let mac = header_mac(&file_key, &file[..header.mac_from])?;
     if unb64(&header.mac).as_deref() != Some(mac.as_slice()) {
@@ -335,16 +356,68 @@ pub fn open(file: &[u8], identity: &Identity) -> Result<Vec<u8>, SealError> {
             return Err(SealError::TooLarge);
         }
         if last {
-            return Ok(secret);
+            return Ok((file_key, secret, header));
         }
         rest = after;
         counter += 1;
     }
 }
 
+/// An age file of `secret` under `file_key`, with `stanzas` (each a recipient's wrapping of
+/// the key) and the payload nonce `nonce`.
+pub(crate) fn write_file(
+    file_key: &[u8; FILE_KEY_BYTES],
+    stanzas: &[Stanza],
+    nonce: &[u8; 16],
+    secret: &[u8],
+) -> Result<Vec<u8>, SealError> {
+    if secret.len() > MAX_SECRET_BYTES {
+        return Err(SealError::TooLarge);
+    }
+    let mut out = format!("{INTRO}\n").into_bytes();
+    for stanza in stanzas {
+        out.extend_from_slice(format!("-> {}\n", stanza.args.join(" ")).as_bytes());
+        // Wrapped at 64 columns; a body whose last line is full ends with an empty one.
+        let body = b64(&stanza.body);
+        let mut lines: Vec<&str> = body
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).unwrap_or_default())
+            .collect();
+        if lines.last().is_none_or(|l| l.len() == 64) {
+            lines.push("");
+        }
+        for line in lines {
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+    }
+    out.extend_from_slice(b"---");
+    let mac = header_mac(file_key, &out)?;
+    out.extend_from_slice(format!(" {}\n", b64(&mac)).as_bytes());
+    out.extend_from_slice(nonce);
+    let cipher = aead(&payload_key(file_key, nonce));
+    let mut chunks = secret.chunks(CHUNK).peekable();
+    let mut counter = 0u64;
+    if chunks.peek().is_none() {
+        // An empty secret is one empty, final chunk.
+        out.extend(seal_chunk(&cipher, counter, true, &[])?);
+    }
+    while let Some(chunk) = chunks.next() {
+        out.extend(seal_chunk(
+            &cipher,
+            counter,
+            chunks.peek().is_none(),
+            chunk,
+        )?);
+        counter += 1;
+    }
+    Ok(out)
+}
+
 /// An age header, read strictly: what age writes and nothing else.
-struct Header {
-    stanzas: Vec<Stanza>,
+pub(crate) struct Header {
+    pub(crate) stanzas: Vec<Stanza>,
     mac: String,
     /// Where the MAC's text begins: the MAC covers the header up to and including `---`.
     mac_from: usize,
@@ -352,13 +425,13 @@ struct Header {
     len: usize,
 }
 
-struct Stanza {
-    args: Vec<String>,
-    body: Vec<u8>,
+pub(crate) struct Stanza {
+    pub(crate) args: Vec<String>,
+    pub(crate) body: Vec<u8>,
 }
 
 impl Header {
-    fn parse(file: &[u8]) -> Result<Header, SealError> {
+    pub(crate) fn parse(file: &[u8]) -> Result<Header, SealError> {
         let mut at = 0;
         let mut line = || -> Result<&str, SealError> {
             let rest = &file[at..];
@@ -422,7 +495,7 @@ impl Header {
 
 /// age's ssh-ed25519 shared secret: the X25519 result multiplied by a tweak bound to the SSH
 /// key, so that the stanza commits to the key's SSH encoding too.
-fn tweaked(wire: &[u8], shared: &[u8]) -> Result<[u8; 32], SealError> {
+pub(crate) fn tweaked(wire: &[u8], shared: &[u8]) -> Result<[u8; 32], SealError> {
     let mut tweak = [0u8; 32];
     Hkdf::<Sha256>::new(Some(wire), &[])
         .expand(SSH_ED25519_LABEL, &mut tweak)
@@ -434,12 +507,19 @@ fn tweaked(wire: &[u8], shared: &[u8]) -> Result<[u8; 32], SealError> {
     Ok(*out)
 }
 
-fn stanza_key(epk: &x25519::PublicKey, pk: &x25519::PublicKey, shared: &[u8; 32]) -> [u8; 32] {
+/// The key that wraps the file key in a stanza: HKDF of the shared secret, salted with the
+/// ephemeral and the recipient's X25519 keys, under the stanza type's label.
+pub(crate) fn stanza_key(
+    epk: &x25519::PublicKey,
+    pk: &x25519::PublicKey,
+    shared: &[u8; 32],
+    label: &[u8],
+) -> [u8; 32] {
     let mut salt = [0u8; 64];
     salt[..32].copy_from_slice(epk.as_ref());
     salt[32..].copy_from_slice(pk.as_ref());
     let mut key = [0u8; 32];
-    let _ = Hkdf::<Sha256>::new(Some(&salt), shared).expand(SSH_ED25519_LABEL, &mut key);
+    let _ = Hkdf::<Sha256>::new(Some(&salt), shared).expand(label, &mut key);
     key
 }
 
@@ -457,7 +537,7 @@ fn payload_key(file_key: &[u8], nonce: &[u8]) -> [u8; 32] {
     key
 }
 
-fn aead(key: &[u8; 32]) -> ChaCha20Poly1305 {
+pub(crate) fn aead(key: &[u8; 32]) -> ChaCha20Poly1305 {
     ChaCha20Poly1305::new(Key::from_slice(key))
 }
 
@@ -488,19 +568,19 @@ fn ssh_wire(key: &[u8]) -> Vec<u8> {
     wire
 }
 
-fn ssh_tag(wire: &[u8]) -> [u8; 4] {
+pub(crate) fn ssh_tag(wire: &[u8]) -> [u8; 4] {
     let digest = Sha256::digest(wire);
     [digest[0], digest[1], digest[2], digest[3]]
 }
 
 /// Standard base64 without padding, as age writes it.
-fn b64(bytes: &[u8]) -> String {
+pub(crate) fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD_NO_PAD.encode(bytes)
 }
 
 /// Standard base64 without padding, canonical only (age rejects any other spelling of the
 /// same bytes, so that a header has one encoding).
-fn unb64(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn unb64(text: &str) -> Option<Vec<u8>> {
     base64::engine::general_purpose::STANDARD_NO_PAD
         .decode(text)
         .ok()
