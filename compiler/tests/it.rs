@@ -94,6 +94,7 @@ mod rollout_refusals_say_what_to_do;
 mod rollout_trusts_only_the_key;
 mod rollout_waves_fleet;
 mod scripts_reach_the_root_through_in_root;
+mod secrets_at_rest;
 mod secrets_reach_only_their_host;
 mod secrets_sealed_to_their_host;
 mod secrets_stay_private;

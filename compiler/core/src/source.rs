@@ -54,6 +54,11 @@ pub struct Sources {
     /// Paths under this directory are shown relative to it (the CLI passes the working
     /// directory), so that diagnostics and provenance do not depend on the checkout's location.
     base: Option<PathBuf>,
+    /// What opens the spec's encrypted secret files (`--secrets-key`), when given.
+    secret_keys: Option<Arc<Vec<bell_seal::at_rest::Identity>>>,
+    /// The encrypted files the spec read, each with the sha256 of its bytes: inputs of the build
+    /// like the spec's text, never shown (they are not text, and what they hold is secret).
+    encrypted: Vec<(PathBuf, String)>,
 }
 
 impl Sources {
@@ -63,9 +68,29 @@ impl Sources {
 
     pub fn with_base(base: PathBuf) -> Sources {
         Sources {
-            files: Vec::new(),
             base: Some(base),
+            ..Sources::default()
         }
+    }
+
+    /// Lets the spec's encrypted secret files be opened with `keys` (`--secrets-key`).
+    pub fn open_secrets_with(&mut self, keys: Vec<bell_seal::at_rest::Identity>) {
+        self.secret_keys = Some(Arc::new(keys));
+    }
+
+    /// What opens the spec's encrypted secret files, if anything was given.
+    pub fn secret_keys(&self) -> Option<&[bell_seal::at_rest::Identity]> {
+        self.secret_keys.as_deref().map(Vec::as_slice)
+    }
+
+    /// Records an encrypted file the spec read (`path`, the sha256 of its bytes).
+    pub fn add_encrypted(&mut self, path: &Path, sha256: String) {
+        self.encrypted.push((path.to_path_buf(), sha256));
+    }
+
+    /// The encrypted files the spec read, each with the sha256 of its bytes.
+    pub fn encrypted(&self) -> &[(PathBuf, String)] {
+        &self.encrypted
     }
 
     pub fn add(&mut self, path: &Path, text: String) -> FileId {

@@ -40,6 +40,11 @@ pub struct Cli {
     /// modules); `unknown=#true` on a key accepts just that one.
     #[arg(long, global = true)]
     pub allow_unknown_sysctl: bool,
+    /// Open the spec's encrypted secret files (`password file="secrets/x.age"`) with this
+    /// key: an age identity file (`age-keygen`) or an OpenSSH Ed25519 private key, readable
+    /// by its owner only. In CI, the build's key.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub secrets_key: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]

@@ -89,7 +89,14 @@ fn main() -> ExitCode {
     let cwd = std::env::current_dir().unwrap_or_default();
     let mut sources = Sources::with_base(cwd);
     let mut diags = Diagnostics::new();
-    let code = run(&cli, &mut sources, &mut diags);
+    let code = match cli.secrets_key.as_deref().map(secrets_key) {
+        Some(Err(e)) => Err(e),
+        Some(Ok(keys)) => {
+            sources.open_secrets_with(keys);
+            run(&cli, &mut sources, &mut diags)
+        }
+        None => run(&cli, &mut sources, &mut diags),
+    };
     let warnings_fail = cli.deny_warnings && diags.warning_count() > 0;
     let has_errors = diags.has_errors();
     let ok_line = match &cli.command {
@@ -197,6 +204,27 @@ fn read_release(dir: &Path) -> Result<bell_bundle::Release, String> {
     let text = std::fs::read_to_string(&path)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     serde_json::from_str(&text).map_err(|e| format!("{} is not a release: {e}", path.display()))
+}
+
+/// The identities of `--secrets-key FILE`: a private key, so one others can read is refused
+/// (as ssh refuses such a key).
+fn secrets_key(path: &Path) -> Result<Vec<bell_seal::at_rest::Identity>, Failure> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = path.display();
+    let fail = |why: String| Failure::Io(format!("cannot use --secrets-key {shown}: {why}"));
+    let meta = std::fs::metadata(path).map_err(|e| fail(e.to_string()))?;
+    if meta.mode() & 0o077 != 0 {
+        return Err(fail(format!(
+            "others can read it (mode {:04o}): a key that opens the fleet's secrets is its \
+             owner's alone; `chmod 600 {shown}`",
+            meta.mode() & 0o7777
+        )));
+    }
+    if meta.len() > 1 << 20 {
+        return Err(fail("larger than a key file (1 MiB)".into()));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    bell_seal::at_rest::Identity::parse_file(&text).map_err(fail)
 }
 
 /// The front end's checks as the global flags chose them.

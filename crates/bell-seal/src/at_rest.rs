@@ -223,10 +223,50 @@ pub fn encrypt(secret: &[u8], recipients: &[Recipient]) -> Result<Vec<u8>, SealE
     write_file(&file_key, &stanzas, &nonce, secret)
 }
 
-/// Opens an age file with the first of `identities` it is for.
+/// Opens an age file (binary, or armored as `age -a` writes it) with the first of
+/// `identities` it is for.
 pub fn decrypt(file: &[u8], identities: &[Identity]) -> Result<Vec<u8>, SealError> {
+    let file = dearmor(file)?;
     let keys: Vec<&dyn Unwrap> = identities.iter().map(|i| i as &dyn Unwrap).collect();
-    open_parts(file, &keys).map(|(_, secret, _)| secret)
+    open_parts(&file, &keys).map(|(_, secret, _)| secret)
+}
+
+const ARMOR_BEGIN: &str = "-----BEGIN AGE ENCRYPTED FILE-----";
+const ARMOR_END: &str = "-----END AGE ENCRYPTED FILE-----";
+
+/// An age file as text (`age -a`): what a repository keeps, so that a review shows that a
+/// secret changed and a merge tool does not take it for a binary.
+pub fn armor(file: &[u8]) -> String {
+    use base64::Engine as _;
+    let text = base64::engine::general_purpose::STANDARD.encode(file);
+    let mut out = format!("{ARMOR_BEGIN}\n");
+    for line in text.as_bytes().chunks(64) {
+        out.push_str(std::str::from_utf8(line).unwrap_or_default());
+        out.push('\n');
+    }
+    out.push_str(ARMOR_END);
+    out.push('\n');
+    out
+}
+
+/// The binary age file inside an armored one; a binary one as it is.
+fn dearmor(file: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, SealError> {
+    use base64::Engine as _;
+    let Ok(text) = std::str::from_utf8(file) else {
+        return Ok(file.into());
+    };
+    let text = text.trim();
+    let Some(inner) = text.strip_prefix(ARMOR_BEGIN) else {
+        return Ok(file.into());
+    };
+    let inner = inner
+        .strip_suffix(ARMOR_END)
+        .ok_or(SealError::Malformed("an armored file without its end line"))?;
+    let body: String = inner.split_whitespace().collect();
+    base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .map(Into::into)
+        .map_err(|_| SealError::Malformed("an armored file that is not base64"))
 }
 
 /// Whether exactly `recipients` can open `file` (opened with `identities`): each named one
@@ -236,8 +276,9 @@ pub fn recipients_match(
     identities: &[Identity],
     recipients: &[Recipient],
 ) -> Result<bool, SealError> {
+    let file = dearmor(file)?;
     let keys: Vec<&dyn Unwrap> = identities.iter().map(|i| i as &dyn Unwrap).collect();
-    let (file_key, _, header) = open_parts(file, &keys)?;
+    let (file_key, _, header) = open_parts(&file, &keys)?;
     let mut want = recipients
         .iter()
         .map(|r| r.stanza(&file_key).map(|s| (s.args, s.body)))
@@ -454,6 +495,19 @@ mod tests {
         // Every encryption draws a new file key: the same secret twice is two files.
         assert_ne!(encrypt(secret, &named).unwrap(), file);
         assert!(recipients_match(&file, &identities(&ci), &named).unwrap());
+
+        // Armored, both ways.
+        let armored = armor(&file);
+        std::fs::write(&path, &armored).unwrap();
+        let (ok, out) = age(
+            &["-d", "-i", ci.to_str().unwrap(), path.to_str().unwrap()],
+            b"",
+        );
+        assert!(ok && out == secret);
+        assert!(recipients_match(armored.as_bytes(), &identities(&ci), &named).unwrap());
+        let (ok, by_age) = age(&["-a", "-r", &ci_public], secret);
+        assert!(ok && by_age.starts_with(b"-----BEGIN AGE ENCRYPTED FILE-----"));
+        assert_eq!(decrypt(&by_age, &identities(&ci)).unwrap(), secret);
 
         // Written by age to the same two: opened here; but its stanzas are age's own draws, so
         // they cannot be shown to be the named ones (`secrets rekey` writes them again).

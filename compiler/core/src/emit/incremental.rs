@@ -307,6 +307,12 @@ pub fn record(
                     bell_bundle::sha256_hex(f.text.as_bytes()),
                 )
             })
+            .chain(
+                sources
+                    .encrypted()
+                    .iter()
+                    .map(|(path, sha)| (relative(&dir, path), sha.clone())),
+            )
             .collect(),
         globs: spec
             .globs

@@ -116,6 +116,17 @@ pub enum LowerError {
         help: String,
         file: FileId,
     },
+    #[error("cannot open the encrypted secret `{path}`: {reason}")]
+    #[diagnostic(code(bell::lower::secret_unopened))]
+    SecretUnopened {
+        path: String,
+        reason: String,
+        #[label("this file")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
     #[error("cannot read the spec `{path}`: {reason}")]
     #[diagnostic(
         code(bell::load::unreadable),
@@ -221,6 +232,7 @@ impl LowerError {
             | DuplicateAddress { file, .. }
             | InvalidValue { file, .. }
             | Unreadable { file, .. }
+            | SecretUnopened { file, .. }
             | IncludeCycle { file, .. }
             | EmptyGlob { file, .. }
             | PlaintextSecrets { file, .. }

@@ -618,6 +618,28 @@ impl Lowerer<'_> {
         span: SourceSpan,
         wanted: &Wanted,
     ) -> Option<FileId> {
+        let (path, bytes) = self.read_bytes_in_tree(file, span, wanted)?;
+        match read::utf8(bytes) {
+            Ok(text) => Some(self.sources.add(&path, text)),
+            Err(bad) => {
+                let id = self.sources.add(&path, bad.lossy);
+                self.diags.push(LowerError::NotUtf8 {
+                    what: format!("{} `{}`", wanted.what, wanted.shown),
+                    span: SourceSpan::new(bad.offset.into(), '\u{fffd}'.len_utf8()),
+                    file: id,
+                });
+                None
+            }
+        }
+    }
+
+    /// [`Self::read_in_tree`] without the text: the file's path and bytes (an encrypted file).
+    pub(super) fn read_bytes_in_tree(
+        &mut self,
+        file: FileId,
+        span: SourceSpan,
+        wanted: &Wanted,
+    ) -> Option<(PathBuf, Vec<u8>)> {
         let refuse = |this: &mut Self, reason: String, help: String| {
             this.diags.push(LowerError::Unreadable {
                 what: wanted.what,
@@ -681,22 +703,10 @@ impl Lowerer<'_> {
             outside(self);
             return None;
         }
-        let bytes = match read::read_bounded(&resolved, wanted.max) {
-            Ok(bytes) => bytes,
+        match read::read_bounded(&resolved, wanted.max) {
+            Ok(bytes) => Some((path, bytes)),
             Err(e) => {
                 refuse(self, e.to_string(), wanted.help.into());
-                return None;
-            }
-        };
-        match read::utf8(bytes) {
-            Ok(text) => Some(self.sources.add(&path, text)),
-            Err(bad) => {
-                let id = self.sources.add(&path, bad.lossy);
-                self.diags.push(LowerError::NotUtf8 {
-                    what: format!("{} `{}`", wanted.what, wanted.shown),
-                    span: SourceSpan::new(bad.offset.into(), '\u{fffd}'.len_utf8()),
-                    file: id,
-                });
                 None
             }
         }

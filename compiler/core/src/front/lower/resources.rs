@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// The fields whose value may come from an encrypted file of the spec's tree (`file=`), by
+/// kind.
+const SECRET_FIELDS: &[(&str, &str)] = &[("user", "password"), ("file", "content")];
+
 impl Lowerer<'_> {
     pub(super) fn sysctl(&mut self, file: FileId, node: &KdlNode, out: &mut Vec<SysctlSetting>) {
         self.no_args(file, node);
@@ -202,6 +206,12 @@ impl Lowerer<'_> {
             };
             let mut span = self.span(file, child.span());
             let value = match field.source {
+                FieldSource::ChildArg
+                    if SECRET_FIELDS.contains(&(keyword, field.name))
+                        && child.entry("file").is_some() =>
+                {
+                    self.secret_file(file, field, child, fields, &mut span)
+                }
                 FieldSource::ChildArg => self.child_arg(file, keyword, field, child, &mut span),
                 FieldSource::ChildArgs => self.child_args(file, child).map(Value::List),
                 FieldSource::RepeatedChildArg
@@ -400,6 +410,120 @@ impl Lowerer<'_> {
         }
     }
 
+    /// `password file="secrets/ops.hash.age"` (or `content file=…`): the secret an age file of
+    /// the spec's own tree holds, opened with `--secrets-key`. Its text never reaches a
+    /// diagnostic: a value the field refuses is reported without it.
+    fn secret_file(
+        &mut self,
+        file: FileId,
+        field: &FieldSchema,
+        child: &KdlNode,
+        fields: &BTreeMap<&'static str, Field>,
+        span: &mut Span,
+    ) -> Option<Value> {
+        let name = child.name().value().to_string();
+        // A file's content is sealed to its host only when its mode keeps others out: one
+        // that came encrypted must not be served in the clear.
+        let private = |f: &Field| matches!(&f.value, Value::Str(m) if bell_bundle::parse_mode(m).is_some_and(bell_bundle::private_mode));
+        if name == "content" && !fields.get("mode").is_some_and(private) {
+            self.diags.push(LowerError::InvalidValue {
+                message: "a file whose content is an encrypted secret must keep others out".into(),
+                span: child.span(),
+                help: "give the file `mode=\"0600\"` (or `0640`): a secret is sealed to its host \
+                       only in a file group and others cannot read"
+                    .into(),
+                file,
+            });
+            return None;
+        }
+        self.no_children(file, child);
+        for entry in self.args(child) {
+            self.diags.push(LowerError::UnexpectedArgument {
+                node: name.clone(),
+                expected: "either a value or `file=`",
+                span: entry.span(),
+                help: format!("write `{name} file=\"secrets/NAME.age\"` alone"),
+                file,
+            });
+        }
+        let mut relative = None;
+        for (key, entry) in self.props(child) {
+            match key {
+                "file" => relative = self.string(file, "file", entry).map(|r| (r, entry.span())),
+                _ => self.unknown_prop(file, &name, entry, &["file"]),
+            }
+        }
+        let (relative, at) = relative?;
+        *span = self.span(file, at);
+        let encrypt = format!(
+            "encrypt it with `bellc secrets edit {relative}` (or `age -e -a -R recipients`)"
+        );
+        let (path, bytes) = self.read_bytes_in_tree(
+            file,
+            at,
+            &files::Wanted {
+                what: "encrypted secret",
+                shown: &relative,
+                max: read::MAX_KEY_FILE,
+                help: &encrypt,
+            },
+        )?;
+        self.sources
+            .add_encrypted(&path, bell_bundle::sha256_hex(&bytes));
+        let unopened = |reason: String, help: String| LowerError::SecretUnopened {
+            path: relative.clone(),
+            reason,
+            span: at,
+            help,
+            file,
+        };
+        let Some(keys) = self.sources.secret_keys() else {
+            self.diags.push(unopened(
+                "no key to open it was given".into(),
+                "give `--secrets-key FILE`: the age identity (`age-keygen`) or OpenSSH Ed25519 \
+                 key of one of its recipients, in CI the build's key"
+                    .into(),
+            ));
+            return None;
+        };
+        let opened = match bell_seal::at_rest::decrypt(&bytes, keys) {
+            Ok(secret) => secret,
+            Err(e) => {
+                let given: Vec<String> = keys.iter().map(|k| k.recipient().describe()).collect();
+                let help = match e {
+                    bell_seal::SealError::NotForThisKey => format!(
+                        "it is not encrypted to the key given ({}): add it to the file's \
+                         recipients with `bellc secrets rekey`, run by someone who can open it",
+                        given.join(", ")
+                    ),
+                    _ => encrypt.clone(),
+                };
+                self.diags.push(unopened(e.to_string(), help));
+                return None;
+            }
+        };
+        let Ok(secret) = String::from_utf8(opened) else {
+            self.diags.push(unopened(
+                "what it holds is not UTF-8 text".into(),
+                format!("`{name}` takes text; {encrypt}"),
+            ));
+            return None;
+        };
+        // Checked as a value written in the spec would be, without the value in the message.
+        if let Some(Err(invalid)) = field.check.map(|check| check(&secret)) {
+            self.diags.push(unopened(
+                format!("what it holds is not what `{name}` takes"),
+                invalid.help,
+            ));
+            return None;
+        }
+        // A file's content is a template; a secret's is taken as it is.
+        Some(Value::Str(match name.as_str() {
+            "content" => literal_template(&secret),
+            _ => secret,
+        }))
+    }
+
     /// `ssh-key file="..."`: the keys of a file, added to those already read.
     fn key_files(
         &mut self,
@@ -570,4 +694,26 @@ pub(super) fn merge_sysctl_into(
         }
         into.push(setting);
     }
+}
+
+/// A template that renders to `text` exactly: inside one `raw` block, or, when `text` could end
+/// one, as a string literal.
+fn literal_template(text: &str) -> String {
+    if !text.contains("endraw") {
+        return format!("{{% raw %}}{text}{{% endraw %}}");
+    }
+    let mut literal = String::from("{{ \"");
+    for c in text.chars() {
+        match c {
+            '"' => literal.push_str("\\\""),
+            '\\' => literal.push_str("\\\\"),
+            '\n' => literal.push_str("\\n"),
+            '\r' => literal.push_str("\\r"),
+            '\t' => literal.push_str("\\t"),
+            c if c.is_control() => literal.push_str(&format!("\\u{:04x}", c as u32)),
+            c => literal.push(c),
+        }
+    }
+    literal.push_str("\" }}");
+    literal
 }

@@ -1,0 +1,256 @@
+//! Secrets at rest in the spec's repository (issue 95): a password hash and a 0600 file's
+//! content taken from age files of the spec's own tree (`password file="secrets/…age"`),
+//! encrypted with Debian's `age` to CI's key (made by `age-keygen`). Built with that key
+//! (`--secrets-key`) they give the same sealed output as the same secrets written in the
+//! spec; without it, or with a key they are not encrypted to, the build fails naming the
+//! file and what to give; the repository, OUT and everything printed hold no plaintext.
+
+use crate::common::sealing::{assert_nowhere, needles, ssh_key};
+use crate::common::*;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const HASH: &str = "$6$atrestsalt01$GQ3kEwmX8mYzVY2.0o8vQ5oN6m1x1r8m1q7oZ1pTj8mR2eQ0uS7yT4wK3vL6bN9cD5fH2jA8sE1gI4kM7oP0r/";
+const TOKEN: &str = "api-token-AT-REST-Q7x";
+
+/// The spec of host `a` (its identity `identity`), its secrets written in it or taken from
+/// the age files `secrets/ops.hash.age` and `secrets/token.age`; each on one line either way.
+fn spec(identity: &str, from_files: bool) -> String {
+    let (password, content) = match from_files {
+        true => (
+            "password file=\"secrets/ops.hash.age\"".to_string(),
+            "content file=\"secrets/token.age\"".to_string(),
+        ),
+        false => (
+            format!("password \"{HASH}\""),
+            format!("content \"{TOKEN}\\n\""),
+        ),
+    };
+    format!(
+        "fleet \"f\" target=\"debian-12\"\nhost \"a\" identity=\"{identity}\"\n\
+         user \"ops\" {{\n    {password}\n}}\n\
+         file \"/etc/app/token\" mode=\"0600\" {{\n    {content}\n}}\n"
+    )
+}
+
+/// `age-keygen -o PATH`: the recipient (`age1…`) of the key it made.
+fn age_keygen(path: &Path) -> String {
+    let out = Command::new("age-keygen")
+        .arg("-o")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("# public key: "))
+        .unwrap()
+        .to_string()
+}
+
+/// `age -e -a -r RECIPIENT -o PATH` with `secret` on its input.
+fn age_encrypt(path: &Path, recipient: &str, secret: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut child = Command::new("age")
+        .args(["-e", "-a", "-r", recipient, "-o"])
+        .arg(path)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(secret.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn secrets_from_encrypted_files_build_as_written_ones_and_nothing_holds_them_in_the_clear() {
+    if !bell_testkit::tool("age") || !bell_testkit::tool("ssh-keygen") {
+        return;
+    }
+    let keys = tempfile::tempdir().unwrap();
+    let host = ssh_key(&keys.path().join("a"));
+    let seal = "0123456789abcdef0123456789abcdef-example-only";
+
+    // The same secrets written in the spec, built elsewhere: what the build must give.
+    let plain = Fixture::spec(&spec(&host, false)).file("seal.key", seal);
+    let run = plain.bellc(&["build", "bell.kdl", "-o", "out", "--seal-key", "seal.key"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let plain_release = std::fs::read_to_string(plain.path().join("out/release.json")).unwrap();
+
+    let fx = Fixture::spec(&spec(&host, true)).file("seal.key", seal);
+    let ci = age_keygen(&keys.path().join("ci.key"));
+    age_encrypt(&fx.path().join("secrets/ops.hash.age"), &ci, HASH);
+    age_encrypt(
+        &fx.path().join("secrets/token.age"),
+        &ci,
+        &format!("{TOKEN}\n"),
+    );
+    let ci_key = keys.path().join("ci.key").display().to_string();
+    let build = |extra: &[&str]| {
+        let mut args = vec![
+            "--short",
+            "build",
+            "bell.kdl",
+            "-o",
+            "out",
+            "--seal-key",
+            "seal.key",
+        ];
+        args.extend(extra);
+        fx.bellc(&args)
+    };
+
+    // Without a key: refused, naming the file and what to give, and nothing written.
+    let run = build(&[]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "cannot open the encrypted secret `secrets/ops.hash.age`: no key to open it was given"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("--secrets-key FILE"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("bell.kdl:4:14: error"),
+        "{}",
+        run.stderr
+    );
+    assert!(!fx.path().join("out/release.json").exists());
+    // With a key they are not encrypted to: which key was given.
+    let other = age_keygen(&keys.path().join("other.key"));
+    let other_key = keys.path().join("other.key").display().to_string();
+    let run = build(&["--secrets-key", &other_key]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains(&format!("it is not encrypted to the key given ({other})")),
+        "{}",
+        run.stderr
+    );
+    // A key others can read is no key of CI's.
+    let loose = keys.path().join("loose.key");
+    std::fs::copy(keys.path().join("ci.key"), &loose).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let run = build(&["--secrets-key", loose.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("chmod 600"), "{}", run.stderr);
+
+    // With CI's key: the release, and every sealed file, as from the written secrets.
+    let run = build(&["--secrets-key", &ci_key]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let release = std::fs::read_to_string(fx.path().join("out/release.json")).unwrap();
+    assert_eq!(release, plain_release);
+    for dir in ["secrets", "bundles"] {
+        let ours = walk(&fx.path().join("out").join(dir));
+        let theirs = walk(&plain.path().join("out").join(dir));
+        assert_eq!(ours, theirs, "OUT/{dir}");
+    }
+    // Not in the repository (spec, encrypted files), OUT or anything printed.
+    let needles = needles(&[HASH, TOKEN, &format!("{TOKEN}\n")]);
+    assert_nowhere(fx.path(), &needles);
+    for text in [&run.stdout, &run.stderr] {
+        assert!(needles.iter().all(|n| !text.contains(n.as_str())), "{text}");
+    }
+    let explain = fx.bellc(&["explain", "a", "--secrets-key", &ci_key]);
+    assert_eq!(explain.code, 0, "{}", explain.stderr);
+    for text in [&explain.stdout, &explain.stderr] {
+        assert!(needles.iter().all(|n| !text.contains(n.as_str())), "{text}");
+    }
+
+    // A changed secret is a changed input: the next build seals it again.
+    age_encrypt(
+        &fx.path().join("secrets/token.age"),
+        &ci,
+        "api-token-ROTATED\n",
+    );
+    let run = build(&["--secrets-key", &ci_key]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let rotated = std::fs::read_to_string(fx.path().join("out/release.json")).unwrap();
+    assert_ne!(rotated, release);
+
+    // A secret file's content is taken as it is, not as a template: what a template would
+    // evaluate, or end a raw block with, reaches the host unchanged.
+    for token in [
+        "{{ host.name }} {% if x %}\n",
+        "a {% endraw %} \"b\"\\ {{ c }}\u{1}\n",
+    ] {
+        age_encrypt(&fx.path().join("secrets/token.age"), &ci, token);
+        let run = build(&["--secrets-key", &ci_key]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let opened: Vec<String> = std::fs::read_dir(fx.path().join("out/secrets/a"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "age"))
+            .filter_map(|p| {
+                let out = Command::new("age")
+                    .arg("-d")
+                    .arg("-i")
+                    .arg(keys.path().join("a"))
+                    .arg(&p)
+                    .output()
+                    .unwrap();
+                out.status
+                    .success()
+                    .then(|| String::from_utf8(out.stdout).unwrap())
+            })
+            .collect();
+        assert!(opened.iter().any(|o| o == token), "{opened:?}");
+    }
+
+    // A file whose content is an encrypted secret but whose mode lets others read it: refused.
+    let readable = spec(&host, true).replace("mode=\"0600\"", "mode=\"0644\"");
+    std::fs::write(fx.path().join("bell.kdl"), readable).unwrap();
+    let run = build(&["--secrets-key", &ci_key]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("must keep others out"),
+        "{}",
+        run.stderr
+    );
+    std::fs::write(fx.path().join("bell.kdl"), spec(&host, true)).unwrap();
+
+    // A hash that is not one is refused without being shown.
+    age_encrypt(
+        &fx.path().join("secrets/ops.hash.age"),
+        &ci,
+        "not-a-hash-SECRET-9",
+    );
+    let run = build(&["--secrets-key", &ci_key]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("what it holds is not what `password` takes"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("not-a-hash-SECRET-9"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Every file under `dir` by relative path, with its bytes.
+fn walk(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+            (rel, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
