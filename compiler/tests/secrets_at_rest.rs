@@ -13,24 +13,28 @@ use std::process::{Command, Stdio};
 
 const HASH: &str = "$6$atrestsalt01$GQ3kEwmX8mYzVY2.0o8vQ5oN6m1x1r8m1q7oZ1pTj8mR2eQ0uS7yT4wK3vL6bN9cD5fH2jA8sE1gI4kM7oP0r/";
 const TOKEN: &str = "api-token-AT-REST-Q7x";
+const ANSWER: &str = "debconf-pass-AT-REST-5k";
 
 /// The spec of host `a` (its identity `identity`), its secrets written in it or taken from
 /// the age files `secrets/ops.hash.age` and `secrets/token.age`; each on one line either way.
 fn spec(identity: &str, from_files: bool) -> String {
-    let (password, content) = match from_files {
+    let (password, content, answer) = match from_files {
         true => (
             "password file=\"secrets/ops.hash.age\"".to_string(),
             "content file=\"secrets/token.age\"".to_string(),
+            "file=\"secrets/mysql.age\"".to_string(),
         ),
         false => (
             format!("password \"{HASH}\""),
             format!("content \"{TOKEN}\\n\""),
+            format!("value=\"{ANSWER}\""),
         ),
     };
     format!(
         "fleet \"f\" target=\"debian-12\"\nhost \"a\" identity=\"{identity}\"\n\
          user \"ops\" {{\n    {password}\n}}\n\
-         file \"/etc/app/token\" mode=\"0600\" {{\n    {content}\n}}\n"
+         file \"/etc/app/token\" mode=\"0600\" {{\n    {content}\n}}\n\
+         package \"mysql-server\" {{\n    debconf \"mysql-server/root_password\" type=\"password\" {answer}\n}}\n"
     )
 }
 
@@ -95,6 +99,12 @@ fn secrets_from_encrypted_files_build_as_written_ones_and_nothing_holds_them_in_
         &ci,
         &format!("{TOKEN}\n"),
     );
+    // As an editor leaves it: a newline after the answer, which is not part of it.
+    age_encrypt(
+        &fx.path().join("secrets/mysql.age"),
+        &ci,
+        &format!("{ANSWER}\n"),
+    );
     let ci_key = keys.path().join("ci.key").display().to_string();
     let build = |extra: &[&str]| {
         let mut args = vec![
@@ -158,7 +168,7 @@ fn secrets_from_encrypted_files_build_as_written_ones_and_nothing_holds_them_in_
         assert_eq!(ours, theirs, "OUT/{dir}");
     }
     // Not in the repository (spec, encrypted files), OUT or anything printed.
-    let needles = needles(&[HASH, TOKEN, &format!("{TOKEN}\n")]);
+    let needles = needles(&[HASH, TOKEN, &format!("{TOKEN}\n"), ANSWER]);
     assert_nowhere(fx.path(), &needles);
     for text in [&run.stdout, &run.stderr] {
         assert!(needles.iter().all(|n| !text.contains(n.as_str())), "{text}");
@@ -253,4 +263,43 @@ fn walk(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
             (rel, std::fs::read(e.path()).unwrap())
         })
         .collect()
+}
+
+#[test]
+fn a_secret_file_where_none_belongs_is_refused_at_its_place() {
+    let fx = Fixture::spec(
+        r#"fleet "f" target="debian-12"
+host "a"
+package "tzdata" {
+    debconf "tzdata/Areas" type="select" file="secrets/area.age"
+}
+package "mysql-server" {
+    debconf "mysql-server/root_password" type="password" value="x" file="secrets/mysql.age"
+}
+user "ops" {
+    password "x" file="secrets/ops.hash.age"
+}
+"#,
+    );
+    let run = fx.bellc(&["--short", "check", "bell.kdl"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    for (line, said) in [
+        ("bell.kdl:4:42", "a `select` answer is no secret"),
+        (
+            "bell.kdl:7:68",
+            "a debconf answer has either `value` or `file`",
+        ),
+        (
+            "bell.kdl:10:14",
+            "`password` takes either a value or `file=`",
+        ),
+    ] {
+        assert!(
+            run.stderr
+                .lines()
+                .any(|l| l.starts_with(line) && l.contains(said)),
+            "{line} {said}:\n{}",
+            run.stderr
+        );
+    }
 }

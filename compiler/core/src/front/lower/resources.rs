@@ -455,15 +455,41 @@ impl Lowerer<'_> {
         }
         let (relative, at) = relative?;
         *span = self.span(file, at);
-        let encrypt = format!(
-            "encrypt it with `bellc secrets edit {relative}` (or `age -e -a -R recipients`)"
-        );
+        let secret = self.open_secret(file, &relative, at)?;
+        // Checked as a value written in the spec would be, without the value in the message.
+        if let Some(Err(invalid)) = field.check.map(|check| check(&secret)) {
+            self.diags.push(LowerError::SecretUnopened {
+                path: relative,
+                reason: format!("what it holds is not what `{name}` takes"),
+                span: at,
+                help: invalid.help,
+                file,
+            });
+            return None;
+        }
+        // A file's content is a template; a secret's is taken as it is.
+        Some(Value::Str(match name.as_str() {
+            "content" => literal_template(&secret),
+            _ => secret,
+        }))
+    }
+
+    /// The text of the age file `relative` (at `at` in `file`), opened with `--secrets-key`;
+    /// `None` after a diagnostic that names the file and never its content.
+    pub(super) fn open_secret(
+        &mut self,
+        file: FileId,
+        relative: &str,
+        at: SourceSpan,
+    ) -> Option<String> {
+        let encrypt =
+            format!("encrypt it into the spec's tree with age: `age -e -a -r age1… -o {relative}`");
         let (path, bytes) = self.read_bytes_in_tree(
             file,
             at,
             &files::Wanted {
                 what: "encrypted secret",
-                shown: &relative,
+                shown: relative,
                 max: read::MAX_KEY_FILE,
                 help: &encrypt,
             },
@@ -471,7 +497,7 @@ impl Lowerer<'_> {
         self.sources
             .add_encrypted(&path, bell_bundle::sha256_hex(&bytes));
         let unopened = |reason: String, help: String| LowerError::SecretUnopened {
-            path: relative.clone(),
+            path: relative.to_string(),
             reason,
             span: at,
             help,
@@ -505,23 +531,11 @@ impl Lowerer<'_> {
         let Ok(secret) = String::from_utf8(opened) else {
             self.diags.push(unopened(
                 "what it holds is not UTF-8 text".into(),
-                format!("`{name}` takes text; {encrypt}"),
+                format!("a secret is text; {encrypt}"),
             ));
             return None;
         };
-        // Checked as a value written in the spec would be, without the value in the message.
-        if let Some(Err(invalid)) = field.check.map(|check| check(&secret)) {
-            self.diags.push(unopened(
-                format!("what it holds is not what `{name}` takes"),
-                invalid.help,
-            ));
-            return None;
-        }
-        // A file's content is a template; a secret's is taken as it is.
-        Some(Value::Str(match name.as_str() {
-            "content" => literal_template(&secret),
-            _ => secret,
-        }))
+        Some(secret)
     }
 
     /// `ssh-key file="..."`: the keys of a file, added to those already read.

@@ -74,9 +74,15 @@ impl Lowerer<'_> {
         let (question, _) = self.name_arg(file, node, "debconf question")?;
         let mut kind = None;
         let mut value = None;
+        let mut from_file = None;
         for (key, entry) in self.props(node) {
             match key {
                 "type" => kind = self.string(file, "type", entry),
+                "file" => {
+                    from_file = self
+                        .string(file, "file", entry)
+                        .map(|path| (path, entry.span()))
+                }
                 "value" => {
                     value = match entry.value() {
                         KdlValue::Bool(b) => Some(b.to_string()),
@@ -94,7 +100,7 @@ impl Lowerer<'_> {
                         }
                     }
                 }
-                _ => self.unknown_prop(file, "debconf", entry, &["type", "value"]),
+                _ => self.unknown_prop(file, "debconf", entry, &["type", "value", "file"]),
             }
         }
         const TYPES: &[&str] = &[
@@ -132,6 +138,30 @@ impl Lowerer<'_> {
             });
             return None;
         }
+        // A password answer may come from an encrypted file of the spec's tree instead.
+        let from_file_given = from_file.is_some();
+        let value = match (value, from_file) {
+            (Some(_), Some((_, at))) => {
+                self.diags.push(LowerError::InvalidValue {
+                    message: "a debconf answer has either `value` or `file`".into(),
+                    span: at,
+                    help: "drop `value`: the answer is what the encrypted file holds".into(),
+                    file,
+                });
+                return None;
+            }
+            (None, Some((_, at))) if kind != "password" => {
+                self.diags.push(LowerError::InvalidValue {
+                    message: format!("a `{kind}` answer is no secret: only a password comes from an encrypted file"),
+                    span: at,
+                    help: "write the answer as `value=`, or make it type=\"password\"".into(),
+                    file,
+                });
+                return None;
+            }
+            (None, Some((relative, at))) => Some(self.open_secret(file, &relative, at)?),
+            (value, None) => value,
+        };
         let Some(value) = value else {
             self.missing(
                 file,
@@ -141,6 +171,11 @@ impl Lowerer<'_> {
                 "write `debconf \"pkg/question\" type=\"boolean\" value=#false`",
             );
             return None;
+        };
+        // A password file written by an editor ends with a newline: not part of the answer.
+        let value = match from_file_given {
+            true => value.strip_suffix('\n').unwrap_or(&value).to_string(),
+            false => value,
         };
         if value.contains('\n') {
             self.diags.push(LowerError::InvalidValue {
