@@ -303,3 +303,162 @@ user "ops" {
         );
     }
 }
+
+#[test]
+fn secrets_kdl_names_who_opens_each_file_and_check_and_rekey_hold_them_to_it() {
+    if !bell_testkit::tool("age") || !bell_testkit::tool("ssh-keygen") {
+        return;
+    }
+    let keys = tempfile::tempdir().unwrap();
+    let host = ssh_key(&keys.path().join("a"));
+    let ci = age_keygen(&keys.path().join("ci.key"));
+    let ana = ssh_key(&keys.path().join("ana"));
+    let bob = age_keygen(&keys.path().join("bob.key"));
+    let eve = age_keygen(&keys.path().join("eve.key"));
+    let fx = Fixture::spec(&spec(&host, true));
+    // As a team starts: encrypted with age to CI and ana.
+    for (name, secret) in [
+        ("ops.hash.age", HASH.to_string()),
+        ("token.age", format!("{TOKEN}\n")),
+        ("mysql.age", format!("{ANSWER}\n")),
+    ] {
+        let path = fx.path().join("secrets").join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let out = Command::new("age")
+            .args(["-e", "-a", "-r", &ci, "-r", &ana, "-o"])
+            .arg(&path)
+            .stdin(Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                child.stdin.take().unwrap().write_all(secret.as_bytes())?;
+                child.wait()
+            })
+            .unwrap();
+        assert!(out.success());
+    }
+    let listed = |ops: &str, token: &str| {
+        std::fs::write(
+            fx.path().join("secrets.kdl"),
+            format!(
+                "build \"{ci}\"\nkey \"ana\" \"{ana} ana@laptop\"\nkey \"bob\" \"{bob}\"\n\
+                 key \"eve\" \"{eve}\"\n\
+                 secret \"secrets/ops.hash.age\" {ops}\nsecret \"secrets/token.age\" {token}\n\
+                 secret \"secrets/mysql.age\" \"ana\"\n"
+            ),
+        )
+        .unwrap();
+    };
+    let ci_key = keys.path().join("ci.key").display().to_string();
+    let secrets = |command: &str, key: &str| fx.bellc(&["secrets", command, "--secrets-key", key]);
+
+    // Without a key nothing can be checked.
+    let run = fx.bellc(&["secrets", "check"]);
+    assert_eq!(run.code, 64, "{}", run.stderr);
+    // age's own files cannot be shown to hold exactly the named recipients: rekey writes them.
+    listed("\"ana\"", "\"ana\"");
+    let run = secrets("check", &ci_key);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "secrets/ops.hash.age: encrypted to others than `secrets.kdl` names (build, ana)"
+        ),
+        "{}",
+        run.stderr
+    );
+    let run = secrets("rekey", &ci_key);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = secrets("check", &ci_key);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("3 secret file(s)"), "{}", run.stdout);
+    let open = |file: &str, key: &Path| {
+        Command::new("age")
+            .arg("-d")
+            .arg("-i")
+            .arg(key)
+            .arg(fx.path().join("secrets").join(file))
+            .output()
+            .unwrap()
+    };
+    assert!(!open("ops.hash.age", &keys.path().join("bob.key"))
+        .status
+        .success());
+
+    // bob is added to one file: check fails until it is rekeyed; then bob opens it (with age),
+    // and the build opens it as before.
+    listed("\"ana\" \"bob\"", "\"ana\" \"eve\"");
+    let run = secrets("check", &ci_key);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("secrets/ops.hash.age"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("secrets/token.age"), "{}", run.stderr);
+    assert!(!run.stderr.contains("secrets/mysql.age"), "{}", run.stderr);
+    // Rekeyed by ana, with her SSH key.
+    let ana_key = keys.path().join("ana").display().to_string();
+    assert_eq!(secrets("rekey", &ana_key).code, 0);
+    let opened = open("ops.hash.age", &keys.path().join("bob.key"));
+    assert!(opened.status.success());
+    assert_eq!(String::from_utf8(opened.stdout).unwrap(), HASH);
+    assert_eq!(secrets("check", &ci_key).code, 0);
+    let run = fx.bellc(&["build", "bell.kdl", "-o", "out", "--secrets-key", &ci_key]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    // eve is taken off the list but the file still opens for her: check fails naming it.
+    listed("\"ana\" \"bob\"", "\"ana\"");
+    let run = secrets("check", &ci_key);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "secrets/token.age: encrypted to others than `secrets.kdl` names (build, ana)"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(open("token.age", &keys.path().join("eve.key"))
+        .status
+        .success());
+    assert_eq!(secrets("rekey", &ci_key).code, 0);
+    assert!(!open("token.age", &keys.path().join("eve.key"))
+        .status
+        .success());
+
+    // A file the spec reads that secrets.kdl does not name; a name with no key; a bad key.
+    std::fs::write(
+        fx.path().join("secrets.kdl"),
+        format!(
+            "build \"{ci}\"\nkey \"ana\" \"{ana}\"\nkey \"bad\" \"age1nope\"\n\
+             secret \"secrets/ops.hash.age\" \"ana\" \"carol\"\n"
+        ),
+    )
+    .unwrap();
+    let run = fx.bellc(&["--short", "secrets", "check", "--secrets-key", &ci_key]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("secrets.kdl:3:1: error[bell::secrets::invalid]: the key of `bad`"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("secrets.kdl:4:1: error[bell::secrets::invalid]: no key is named `carol`"),
+        "{}",
+        run.stderr
+    );
+    std::fs::write(
+        fx.path().join("secrets.kdl"),
+        format!("build \"{ci}\"\nkey \"ana\" \"{ana}\"\nsecret \"secrets/ops.hash.age\" \"ana\"\n"),
+    )
+    .unwrap();
+    let run = secrets("check", &ci_key);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "secrets/token.age: the spec reads it, and `secrets.kdl` does not name who opens it"
+        ),
+        "{}",
+        run.stderr
+    );
+}

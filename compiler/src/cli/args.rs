@@ -224,6 +224,22 @@ impl StoreTls {
 }
 
 #[derive(Subcommand)]
+pub enum SecretsCommand {
+    /// Fails unless every encrypted file the spec reads is named in `secrets.kdl` and can be
+    /// opened by exactly the recipients it names there, and the build's key (for CI).
+    Check {
+        #[arg(default_value = "bell.kdl")]
+        spec: PathBuf,
+    },
+    /// Encrypts every file `secrets.kdl` names again, to exactly the recipients it names: after
+    /// a key was added or taken away. Run by someone whose key opens them.
+    Rekey {
+        #[arg(default_value = "bell.kdl")]
+        spec: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
 pub enum StoreCommand {
     /// The etcd users and roles that let each host write only its own keys and the
     /// controller only the fleet's; printed, or made so with `--apply`.
@@ -402,6 +418,12 @@ pub enum Command {
     /// its host, the keys that host may touch and its rate, and passes it on to etcd as one
     /// user. Hosts use it with `bell-run pull --gateway`, and hold no store password.
     Gateway(GatewayArgs),
+    /// The spec's encrypted secret files and who can open them (`secrets.kdl` beside the
+    /// spec); each needs `--secrets-key`, a key that opens them.
+    Secrets {
+        #[command(subcommand)]
+        command: SecretsCommand,
+    },
     /// The fleet's store itself: its users and roles.
     Store {
         #[command(subcommand)]

@@ -40,6 +40,7 @@ mod plan;
 mod query;
 mod review;
 mod rollout;
+mod secrets;
 mod serve;
 mod store_roles;
 
@@ -328,6 +329,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         }
         Command::Gateway(args) => gateway::exec(args),
         Command::Store { command } => store_roles::exec(command),
+        Command::Secrets { command } => secrets::exec(cli, command, sources, diags),
         Command::Lock { command } => review::lock(command),
         Command::Rollout(args) => rollout::exec(args),
         Command::Status(args) => review::exec_status(args),

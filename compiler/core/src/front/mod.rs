@@ -13,6 +13,7 @@ pub mod assign;
 pub mod inventory;
 pub mod lower;
 pub mod read;
+pub mod recipients;
 pub mod validate;
 
 pub use lower::{load, lower_root};

@@ -1,0 +1,166 @@
+//! `bellc secrets check|rekey`: the spec's encrypted secret files held to `secrets.kdl`.
+
+use crate::args::{Cli, SecretsCommand};
+use crate::{frontend, Failure};
+use bell_seal::at_rest::{self, Identity, Recipient};
+use bellc_core::diagnostic::Diagnostics;
+use bellc_core::front::recipients::{self, Recipients};
+use bellc_core::source::Sources;
+use std::path::{Path, PathBuf};
+
+pub fn exec(
+    cli: &Cli,
+    command: &SecretsCommand,
+    sources: &mut Sources,
+    diags: &mut Diagnostics,
+) -> Result<u8, Failure> {
+    let (SecretsCommand::Check { spec } | SecretsCommand::Rekey { spec }) = command;
+    // The spec's directory (`bell.kdl`'s is the working directory).
+    let dir = spec.parent().unwrap_or(Path::new("")).to_path_buf();
+    if sources.secret_keys().is_none() {
+        return Err(Failure::Usage(
+            "`bellc secrets` opens the spec's encrypted files: give `--secrets-key FILE`".into(),
+        ));
+    }
+    let listed = dir.join(recipients::FILE_NAME);
+    let text = std::fs::read_to_string(&listed).map_err(|e| {
+        Failure::Io(format!(
+            "cannot read {}: {e}; it names who can open each encrypted file (see docs/secrets-and-identities.md)",
+            listed.display()
+        ))
+    })?;
+    let file = sources.add(&listed, text);
+    let named = recipients::parse(file, sources, diags);
+    if diags.has_errors() {
+        return Ok(1);
+    }
+    match command {
+        SecretsCommand::Check { spec } => check(cli, spec, &dir, &named, sources, diags),
+        SecretsCommand::Rekey { .. } => rekey(&dir, &named, sources),
+    }
+}
+
+/// The keys `--secrets-key` gave (checked by `exec`).
+fn keys(sources: &Sources) -> &[Identity] {
+    sources.secret_keys().unwrap_or_default()
+}
+
+/// `NAME` of each recipient as `secrets.kdl` calls it (`build` for the build's key).
+fn names(named: &Recipients, secret: &str) -> String {
+    let mut out = vec!["build".to_string()];
+    out.extend(named.secrets.get(secret).into_iter().flatten().cloned());
+    out.join(", ")
+}
+
+/// The file `secret` names (relative to the spec's directory), refused when it leaves the
+/// spec's tree by a link.
+fn read_secret(dir: &Path, secret: &str) -> Result<(PathBuf, Vec<u8>), String> {
+    let path = dir.join(secret);
+    let tree = match dir.as_os_str().is_empty() {
+        true => Path::new("."),
+        false => dir,
+    }
+    .canonicalize()
+    .map_err(|e| format!("the spec's directory: {e}"))?;
+    let real = path.canonicalize().map_err(|e| e.to_string())?;
+    if !real.starts_with(&tree) {
+        return Err("outside the spec's directory (a link out of it)".into());
+    }
+    let meta = std::fs::metadata(&real).map_err(|e| e.to_string())?;
+    if !meta.is_file() || meta.len() > 1 << 20 {
+        return Err("not a regular file of at most 1 MiB".into());
+    }
+    std::fs::read(&real)
+        .map(|bytes| (path, bytes))
+        .map_err(|e| e.to_string())
+}
+
+fn check(
+    cli: &Cli,
+    spec: &Path,
+    dir: &Path,
+    named: &Recipients,
+    sources: &mut Sources,
+    diags: &mut Diagnostics,
+) -> Result<u8, Failure> {
+    // The files the spec reads: each must be named.
+    if frontend(cli, spec, sources, diags).is_none() || diags.has_errors() {
+        return Ok(1);
+    }
+    let mut problems = Vec::new();
+    for (path, _) in sources.encrypted() {
+        let relative = path
+            .strip_prefix(dir)
+            .unwrap_or(path)
+            .to_string_lossy()
+            .into_owned();
+        if !named.secrets.contains_key(&relative) {
+            problems.push(format!(
+                "{relative}: the spec reads it, and `{}` does not name who opens it; add \
+                 `secret \"{relative}\" \"NAME\" …`",
+                recipients::FILE_NAME
+            ));
+        }
+    }
+    for secret in named.secrets.keys() {
+        let recipients: Vec<Recipient> = named.of(secret).unwrap_or_default();
+        let outcome = read_secret(dir, secret).and_then(|(_, bytes)| {
+            at_rest::recipients_match(&bytes, keys(sources), &recipients)
+                .map_err(|e| format!("cannot be opened with --secrets-key: {e}"))
+        });
+        match outcome {
+            Ok(true) => {}
+            Ok(false) => problems.push(format!(
+                "{secret}: encrypted to others than `{}` names ({}); `bellc secrets rekey` \
+                 encrypts it to exactly them",
+                recipients::FILE_NAME,
+                names(named, secret)
+            )),
+            Err(e) => problems.push(format!("{secret}: {e}")),
+        }
+    }
+    for problem in &problems {
+        eprintln!("error: {}", bell_bundle::one_line(problem));
+    }
+    if !problems.is_empty() {
+        return Ok(1);
+    }
+    println!(
+        "{} secret file(s), each opened by exactly the recipients `{}` names",
+        named.secrets.len(),
+        recipients::FILE_NAME
+    );
+    Ok(0)
+}
+
+fn rekey(dir: &Path, named: &Recipients, sources: &Sources) -> Result<u8, Failure> {
+    let mut failed = false;
+    for secret in named.secrets.keys() {
+        let recipients: Vec<Recipient> = named.of(secret).unwrap_or_default();
+        let done = read_secret(dir, secret).and_then(|(path, bytes)| {
+            let plain = at_rest::decrypt(&bytes, keys(sources))
+                .map_err(|e| format!("cannot be opened with --secrets-key: {e}"))?;
+            let sealed = at_rest::encrypt(&plain, &recipients).map_err(|e| e.to_string())?;
+            write_beside(&path, at_rest::armor(&sealed).as_bytes())
+        });
+        match done {
+            Ok(()) => println!("{secret}: encrypted to {}", names(named, secret)),
+            Err(e) => {
+                eprintln!("error: {secret}: {}", bell_bundle::one_line(&e));
+                failed = true;
+            }
+        }
+    }
+    Ok(u8::from(failed))
+}
+
+/// Writes `bytes` to `path` by a rename, so that a reader never finds half a file.
+fn write_beside(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let tmp = path.with_extension("age.tmp");
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("cannot write it: {e}")
+        })
+}
