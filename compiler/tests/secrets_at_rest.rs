@@ -462,3 +462,140 @@ fn secrets_kdl_names_who_opens_each_file_and_check_and_rekey_hold_them_to_it() {
         run.stderr
     );
 }
+
+#[test]
+fn secrets_edit_encrypts_what_the_editor_saved_and_leaves_no_plaintext_behind() {
+    if !bell_testkit::tool("age") || !bell_testkit::tool("ssh-keygen") {
+        return;
+    }
+    let keys = tempfile::tempdir().unwrap();
+    let host = ssh_key(&keys.path().join("a"));
+    let ci = age_keygen(&keys.path().join("ci.key"));
+    let ana = ssh_key(&keys.path().join("ana"));
+    let fx = Fixture::spec(&format!(
+        "fleet \"f\" target=\"debian-12\"\nhost \"a\" identity=\"{host}\"\n\
+         file \"/etc/app/token\" mode=\"0600\" {{\n    content file=\"secrets/token.age\"\n}}\n"
+    ))
+    .file(
+        "secrets.kdl",
+        &format!("build \"{ci}\"\nkey \"ana\" \"{ana}\"\nsecret \"secrets/token.age\" \"ana\"\n"),
+    );
+    age_encrypt(
+        &fx.path().join("secrets/token.age"),
+        &ci,
+        "old-token-EDIT-1\n",
+    );
+    let ci_key = keys.path().join("ci.key").display().to_string();
+    // The editor: says where it was given the plaintext, with what modes, what it held and
+    // whether the repository held it meanwhile; then saves `NEW` (or fails).
+    let editor = keys.path().join("editor.sh");
+    std::fs::write(
+        &editor,
+        r#"#!/bin/sh
+{
+    echo "$1"
+    stat -c %a "$1"
+    stat -c %a "$(dirname "$1")"
+    cat "$1"
+    if grep -rqF -- "old-token-EDIT-1" "$REPO"; then echo "in the repository"; else echo "not in the repository"; fi
+} >"$LOG"
+[ -n "$FAIL" ] && exit 3
+printf '%s' "$NEW" >"$1"
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let log = keys.path().join("editor.log");
+    let edit = |file: &str, new: &str, fail: bool, key: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_bellc"));
+        command
+            .args(["secrets", "edit", file])
+            .current_dir(fx.path())
+            .env("EDITOR", &editor)
+            .env_remove("VISUAL")
+            .env("REPO", fx.path())
+            .env("LOG", &log)
+            .env("NEW", new);
+        if fail {
+            command.env("FAIL", "1");
+        }
+        if let Some(key) = key {
+            command.args(["--secrets-key", key]);
+        }
+        Run::from(command.output().unwrap())
+    };
+    let opened = |file: &str| {
+        let out = Command::new("age")
+            .arg("-d")
+            .arg("-i")
+            .arg(keys.path().join("ci.key"))
+            .arg(fx.path().join("secrets").join(file))
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+
+    let run = edit(
+        "secrets/token.age",
+        "new-token-EDIT-2\n",
+        false,
+        Some(&ci_key),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("secrets/token.age: encrypted to build, ana"),
+        "{}",
+        run.stdout
+    );
+    let said = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = said.lines().collect();
+    let plain = Path::new(lines[0]);
+    assert!(!plain.starts_with(fx.path()), "{said}");
+    assert_eq!(&lines[1..3], ["600", "700"], "{said}");
+    assert_eq!(lines[3], "old-token-EDIT-1", "{said}");
+    assert_eq!(lines[4], "not in the repository", "{said}");
+    assert!(
+        !plain.exists() && !plain.parent().unwrap().exists(),
+        "{said}"
+    );
+    assert_eq!(opened("token.age"), "new-token-EDIT-2\n");
+    assert_nowhere(
+        fx.path(),
+        &needles(&["new-token-EDIT-2", "old-token-EDIT-1"]),
+    );
+    let check = fx.bellc(&["secrets", "check", "--secrets-key", &ci_key]);
+    assert_eq!(check.code, 0, "{}", check.stderr);
+
+    // An editor that fails: nothing written, the plaintext gone all the same.
+    let before = std::fs::read(fx.path().join("secrets/token.age")).unwrap();
+    let run = edit("secrets/token.age", "never-EDIT-3\n", true, Some(&ci_key));
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("nothing was written"), "{}", run.stderr);
+    assert_eq!(
+        std::fs::read(fx.path().join("secrets/token.age")).unwrap(),
+        before
+    );
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(!Path::new(said.lines().next().unwrap()).exists());
+
+    // A new file needs no key; one secrets.kdl does not name is refused.
+    let listed = std::fs::read_to_string(fx.path().join("secrets.kdl")).unwrap();
+    std::fs::write(
+        fx.path().join("secrets.kdl"),
+        format!("{listed}secret \"secrets/new.age\" \"ana\"\n"),
+    )
+    .unwrap();
+    let run = edit("secrets/new.age", "fresh-EDIT-4", false, None);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(opened("new.age"), "fresh-EDIT-4");
+    let run = edit("secrets/other.age", "x", false, Some(&ci_key));
+    assert_eq!(run.code, 64, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("add `secret \"secrets/other.age\""),
+        "{}",
+        run.stderr
+    );
+    assert!(!fx.path().join("secrets/other.age").exists());
+}

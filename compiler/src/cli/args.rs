@@ -237,6 +237,16 @@ pub enum SecretsCommand {
         #[arg(default_value = "bell.kdl")]
         spec: PathBuf,
     },
+    /// Opens FILE (as `secrets.kdl` names it) in `$VISUAL` or `$EDITOR` from a private
+    /// temporary file (in memory, /dev/shm, when there is one), then encrypts what was saved to
+    /// its recipients; the plaintext is never written into the repository and is removed after.
+    /// A new file needs no `--secrets-key`.
+    Edit {
+        /// The encrypted file, relative to the spec's directory (`secrets/ops.hash.age`).
+        file: String,
+        #[arg(long, default_value = "bell.kdl")]
+        spec: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]

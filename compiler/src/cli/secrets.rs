@@ -1,4 +1,4 @@
-//! `bellc secrets check|rekey`: the spec's encrypted secret files held to `secrets.kdl`.
+//! `bellc secrets check|rekey|edit`: the spec's encrypted secret files held to `secrets.kdl`.
 
 use crate::args::{Cli, SecretsCommand};
 use crate::{frontend, Failure};
@@ -14,10 +14,16 @@ pub fn exec(
     sources: &mut Sources,
     diags: &mut Diagnostics,
 ) -> Result<u8, Failure> {
-    let (SecretsCommand::Check { spec } | SecretsCommand::Rekey { spec }) = command;
+    let (SecretsCommand::Check { spec }
+    | SecretsCommand::Rekey { spec }
+    | SecretsCommand::Edit { spec, .. }) = command;
     // The spec's directory (`bell.kdl`'s is the working directory).
     let dir = spec.parent().unwrap_or(Path::new("")).to_path_buf();
-    if sources.secret_keys().is_none() {
+    let new_file = match command {
+        SecretsCommand::Edit { file, .. } => !dir.join(file).exists(),
+        _ => false,
+    };
+    if sources.secret_keys().is_none() && !new_file {
         return Err(Failure::Usage(
             "`bellc secrets` opens the spec's encrypted files: give `--secrets-key FILE`".into(),
         ));
@@ -37,7 +43,102 @@ pub fn exec(
     match command {
         SecretsCommand::Check { spec } => check(cli, spec, &dir, &named, sources, diags),
         SecretsCommand::Rekey { .. } => rekey(&dir, &named, sources),
+        SecretsCommand::Edit { file, .. } => edit(&dir, file, &named, sources),
     }
+}
+
+/// `secrets edit FILE`: decrypted into a private temporary file, edited, encrypted again.
+fn edit(dir: &Path, secret: &str, named: &Recipients, sources: &Sources) -> Result<u8, Failure> {
+    let Some(recipients) = named.of(secret) else {
+        return Err(Failure::Usage(format!(
+            "`{}` does not name `{secret}`: add `secret \"{secret}\" \"NAME\" …` first, so that \
+             it is encrypted to the build and the people who may open it",
+            recipients::FILE_NAME
+        )));
+    };
+    let path = dir.join(secret);
+    let before = match path.exists() {
+        true => {
+            let (_, bytes) =
+                read_secret(dir, secret).map_err(|e| Failure::Io(format!("{secret}: {e}")))?;
+            at_rest::decrypt(&bytes, keys(sources)).map_err(|e| {
+                Failure::Io(format!(
+                    "{secret}: cannot be opened with --secrets-key: {e}"
+                ))
+            })?
+        }
+        false => Vec::new(),
+    };
+    // In memory when the machine has a tmpfs for it; a directory only its owner can enter.
+    let base = Path::new("/dev/shm");
+    let base = match base.is_dir() {
+        true => base.to_path_buf(),
+        false => std::env::temp_dir(),
+    };
+    let private = PrivateDir::new(&base).map_err(|e| {
+        Failure::Io(format!(
+            "cannot make a private directory in {}: {e}",
+            base.display()
+        ))
+    })?;
+    let name = Path::new(secret)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "secret".into());
+    let plain = private.path().join(name);
+    let outcome = edit_in(&plain, &before);
+    // Overwritten, then removed with its directory, whatever the editor did.
+    if let Ok(meta) = std::fs::metadata(&plain) {
+        let _ = std::fs::write(&plain, vec![0u8; meta.len() as usize]);
+    }
+    drop(private);
+    let after = outcome?;
+    if after == before && path.exists() {
+        println!("{secret}: unchanged, not written");
+        return Ok(0);
+    }
+    let sealed = at_rest::encrypt(&after, &recipients).map_err(|e| Failure::Io(e.to_string()))?;
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Failure::Io(format!("{secret}: {e}")))?;
+    }
+    write_beside(&path, at_rest::armor(&sealed).as_bytes())
+        .map_err(|e| Failure::Io(format!("{secret}: {e}")))?;
+    println!("{secret}: encrypted to {}", names(named, secret));
+    Ok(0)
+}
+
+/// Writes `before` to `plain` (0600, a new file), runs the editor on it, and reads what it
+/// saved.
+fn edit_in(plain: &Path, before: &[u8]) -> Result<Vec<u8>, Failure> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let io = |e: std::io::Error| Failure::Io(format!("{}: {e}", plain.display()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(plain)
+        .and_then(|mut f| f.write_all(before))
+        .map_err(io)?;
+    let editor = std::env::var("VISUAL")
+        .ok()
+        .or_else(|| std::env::var("EDITOR").ok())
+        .filter(|e| !e.trim().is_empty())
+        .unwrap_or_else(|| "vi".into());
+    // As git runs it: the editor is a command line of the user's own, the file its argument.
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("sh")
+        .arg(plain)
+        .status()
+        .map_err(|e| Failure::Io(format!("cannot run the editor `{editor}`: {e}")))?;
+    if !status.success() {
+        return Err(Failure::Io(format!(
+            "the editor `{editor}` failed ({status}): nothing was written"
+        )));
+    }
+    std::fs::read(plain).map_err(io)
 }
 
 /// The keys `--secrets-key` gave (checked by `exec`).
@@ -163,4 +264,30 @@ fn write_beside(path: &Path, bytes: &[u8]) -> Result<(), String> {
             let _ = std::fs::remove_file(&tmp);
             format!("cannot write it: {e}")
         })
+}
+
+/// A directory only its owner can enter, of a name no one could guess, removed when dropped.
+struct PrivateDir(PathBuf);
+
+impl PrivateDir {
+    fn new(base: &Path) -> std::io::Result<PrivateDir> {
+        use std::os::unix::fs::DirBuilderExt;
+        let mut name = [0u8; 12];
+        bell_seal::random_bytes(&mut name)?;
+        let name: String = name.iter().map(|b| format!("{b:02x}")).collect();
+        let path = base.join(format!("bellc-secret.{name}"));
+        // Fails when the name exists: never a directory someone else made.
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        Ok(PrivateDir(path))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
