@@ -60,9 +60,16 @@ fn age_keygen(path: &Path) -> String {
 
 /// `age -e -a -r RECIPIENT -o PATH` with `secret` on its input.
 fn age_encrypt(path: &Path, recipient: &str, secret: &str) {
+    age_encrypt_to(path, &[recipient], secret);
+}
+
+/// `age -e -a -r R1 -r R2 … -o PATH` with `secret` on its input.
+fn age_encrypt_to(path: &Path, recipients: &[&str], secret: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let mut child = Command::new("age")
-        .args(["-e", "-a", "-r", recipient, "-o"])
+        .args(["-e", "-a"])
+        .args(recipients.iter().flat_map(|r| ["-r", r]))
+        .arg("-o")
         .arg(path)
         .stdin(Stdio::piped())
         .spawn()
@@ -203,18 +210,7 @@ fn secrets_from_encrypted_files_build_as_written_ones_and_nothing_holds_them_in_
             .unwrap()
             .map(|e| e.unwrap().path())
             .filter(|p| p.extension().is_some_and(|e| e == "age"))
-            .filter_map(|p| {
-                let out = Command::new("age")
-                    .arg("-d")
-                    .arg("-i")
-                    .arg(keys.path().join("a"))
-                    .arg(&p)
-                    .output()
-                    .unwrap();
-                out.status
-                    .success()
-                    .then(|| String::from_utf8(out.stdout).unwrap())
-            })
+            .filter_map(|p| age_open(&p, &keys.path().join("a")))
             .collect();
         assert!(opened.iter().any(|o| o == token), "{opened:?}");
     }
@@ -250,6 +246,25 @@ fn secrets_from_encrypted_files_build_as_written_ones_and_nothing_holds_them_in_
         "{}",
         run.stderr
     );
+}
+
+/// `age -d -i KEY PATH`: the plaintext, or `None` when age refuses.
+fn age_open(path: &Path, key: &Path) -> Option<String> {
+    let out = Command::new("age")
+        .arg("-d")
+        .arg("-i")
+        .arg(key)
+        .arg(path)
+        .output()
+        .unwrap();
+    out.status
+        .success()
+        .then(|| String::from_utf8(out.stdout).unwrap())
+}
+
+/// The test's keys: a host's (`a`, ssh) and CI's (`ci.key`, age), with their public lines.
+fn host_and_ci(keys: &Path) -> (String, String) {
+    (ssh_key(&keys.join("a")), age_keygen(&keys.join("ci.key")))
 }
 
 /// Every file under `dir` by relative path, with its bytes.
@@ -310,8 +325,7 @@ fn secrets_kdl_names_who_opens_each_file_and_check_and_rekey_hold_them_to_it() {
         return;
     }
     let keys = tempfile::tempdir().unwrap();
-    let host = ssh_key(&keys.path().join("a"));
-    let ci = age_keygen(&keys.path().join("ci.key"));
+    let (host, ci) = host_and_ci(keys.path());
     let ana = ssh_key(&keys.path().join("ana"));
     let bob = age_keygen(&keys.path().join("bob.key"));
     let eve = age_keygen(&keys.path().join("eve.key"));
@@ -322,19 +336,7 @@ fn secrets_kdl_names_who_opens_each_file_and_check_and_rekey_hold_them_to_it() {
         ("token.age", format!("{TOKEN}\n")),
         ("mysql.age", format!("{ANSWER}\n")),
     ] {
-        let path = fx.path().join("secrets").join(name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        let out = Command::new("age")
-            .args(["-e", "-a", "-r", &ci, "-r", &ana, "-o"])
-            .arg(&path)
-            .stdin(Stdio::piped())
-            .spawn()
-            .and_then(|mut child| {
-                child.stdin.take().unwrap().write_all(secret.as_bytes())?;
-                child.wait()
-            })
-            .unwrap();
-        assert!(out.success());
+        age_encrypt_to(&fx.path().join("secrets").join(name), &[&ci, &ana], &secret);
     }
     let listed = |ops: &str, token: &str| {
         std::fs::write(
@@ -370,18 +372,8 @@ fn secrets_kdl_names_who_opens_each_file_and_check_and_rekey_hold_them_to_it() {
     let run = secrets("check", &ci_key);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.contains("3 secret file(s)"), "{}", run.stdout);
-    let open = |file: &str, key: &Path| {
-        Command::new("age")
-            .arg("-d")
-            .arg("-i")
-            .arg(key)
-            .arg(fx.path().join("secrets").join(file))
-            .output()
-            .unwrap()
-    };
-    assert!(!open("ops.hash.age", &keys.path().join("bob.key"))
-        .status
-        .success());
+    let open = |file: &str, key: &Path| age_open(&fx.path().join("secrets").join(file), key);
+    assert!(open("ops.hash.age", &keys.path().join("bob.key")).is_none());
 
     // bob is added to one file: check fails until it is rekeyed; then bob opens it (with age),
     // and the build opens it as before.
@@ -399,8 +391,7 @@ fn secrets_kdl_names_who_opens_each_file_and_check_and_rekey_hold_them_to_it() {
     let ana_key = keys.path().join("ana").display().to_string();
     assert_eq!(secrets("rekey", &ana_key).code, 0);
     let opened = open("ops.hash.age", &keys.path().join("bob.key"));
-    assert!(opened.status.success());
-    assert_eq!(String::from_utf8(opened.stdout).unwrap(), HASH);
+    assert_eq!(opened.as_deref(), Some(HASH));
     assert_eq!(secrets("check", &ci_key).code, 0);
     let run = fx.bellc(&["build", "bell.kdl", "-o", "out", "--secrets-key", &ci_key]);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -416,13 +407,9 @@ fn secrets_kdl_names_who_opens_each_file_and_check_and_rekey_hold_them_to_it() {
         "{}",
         run.stderr
     );
-    assert!(open("token.age", &keys.path().join("eve.key"))
-        .status
-        .success());
+    assert!(open("token.age", &keys.path().join("eve.key")).is_some());
     assert_eq!(secrets("rekey", &ci_key).code, 0);
-    assert!(!open("token.age", &keys.path().join("eve.key"))
-        .status
-        .success());
+    assert!(open("token.age", &keys.path().join("eve.key")).is_none());
 
     // A file the spec reads that secrets.kdl does not name; a name with no key; a bad key.
     std::fs::write(
@@ -469,8 +456,7 @@ fn secrets_edit_encrypts_what_the_editor_saved_and_leaves_no_plaintext_behind() 
         return;
     }
     let keys = tempfile::tempdir().unwrap();
-    let host = ssh_key(&keys.path().join("a"));
-    let ci = age_keygen(&keys.path().join("ci.key"));
+    let (host, ci) = host_and_ci(keys.path());
     let ana = ssh_key(&keys.path().join("ana"));
     let fx = Fixture::spec(&format!(
         "fleet \"f\" target=\"debian-12\"\nhost \"a\" identity=\"{host}\"\n\
@@ -526,14 +512,11 @@ printf '%s' "$NEW" >"$1"
         Run::from(command.output().unwrap())
     };
     let opened = |file: &str| {
-        let out = Command::new("age")
-            .arg("-d")
-            .arg("-i")
-            .arg(keys.path().join("ci.key"))
-            .arg(fx.path().join("secrets").join(file))
-            .output()
-            .unwrap();
-        String::from_utf8(out.stdout).unwrap()
+        age_open(
+            &fx.path().join("secrets").join(file),
+            &keys.path().join("ci.key"),
+        )
+        .unwrap_or_default()
     };
 
     let run = edit(
