@@ -155,8 +155,13 @@ fn walk(dir: &Path, place: Place) -> Result<(), String> {
 
 fn allowed_link(path: &Path, place: Place) -> Result<(), String> {
     let target = fs::read_link(path).unwrap_or_default();
+    // `.current.tmp` is `current` on its way (another bell-run switching generations while
+    // this one walks before its lock): the same shape, and nothing reads through it (the
+    // switch removes whatever is there first and renames the link over `current`).
     let is_current = place == Place::Top
-        && path.file_name().is_some_and(|n| n == "current")
+        && path
+            .file_name()
+            .is_some_and(|n| n == "current" || n == ".current.tmp")
         && target.parent() == Some(Path::new("generations"))
         && target
             .file_name()
@@ -230,6 +235,11 @@ mod tests {
                         fs::write(&tmp, b"{}").unwrap();
                         fs::rename(&tmp, &file).unwrap();
                     }
+                    // A switch of generations, as `apply::set_current` does it.
+                    let tmp = bell.join(".current.tmp");
+                    let _ = fs::remove_file(&tmp);
+                    std::os::unix::fs::symlink("generations/x", &tmp).unwrap();
+                    fs::rename(&tmp, bell.join("current")).unwrap();
                     let gone = bell.join("staging");
                     fs::create_dir_all(gone.join("a")).unwrap();
                     fs::remove_dir_all(&gone).unwrap();
@@ -239,5 +249,14 @@ mod tests {
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
             assert_eq!(outcome, None);
         });
+        // Only the shape of `current` passes: a `.current.tmp` out of the state is refused.
+        let tmp = bell.join(".current.tmp");
+        let _ = fs::remove_file(&tmp);
+        std::os::unix::fs::symlink("/etc", &tmp).unwrap();
+        let refused = check(&root).expect_err("a link out of the state");
+        assert!(
+            refused.contains(".current.tmp is a symbolic link"),
+            "{refused}"
+        );
     }
 }
