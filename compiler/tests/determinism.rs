@@ -7,14 +7,8 @@ use crate::common::*;
 /// The three-role example, with the key its secrets are named and sealed with: the same for
 /// two checkouts, as CI's is for every build.
 fn example_fixture() -> Fixture {
-    let root = repo_root();
-    let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap();
-    Fixture::spec(&read("examples/three-role.kdl"))
-        .file(
-            "inventory/three-role.json",
-            &read("examples/inventory/three-role.json"),
-        )
-        .file("seal.key", &read("examples/keys/seal.key"))
+    let seal = std::fs::read_to_string(repo_root().join("examples/keys/seal.key")).unwrap();
+    Fixture::example("three-role", "bell.kdl").file("seal.key", &seal)
 }
 
 #[test]
@@ -271,7 +265,7 @@ fn threads_time_zone_locale_and_umask_do_not_reach_out() {
     let out = std::process::Command::new("sh")
         .args([
             "-c",
-            "umask 077 && exec \"$0\" build bell.kdl -o out --seal-key seal.key",
+            "umask 077 && exec \"$0\" build bell.kdl -o out --seal-key seal.key --secrets-key secrets.key",
             env!("CARGO_BIN_EXE_bellc"),
         ])
         .current_dir(b.path())

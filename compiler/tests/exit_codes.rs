@@ -56,6 +56,8 @@ fn a_closed_pipe_ends_quietly() {
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_bellc"))
         .arg("hosts")
         .arg(&spec)
+        .arg("--secrets-key")
+        .arg(common::example_secrets_key())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -1,7 +1,8 @@
 //! `bellc explain` prints a spec: every host of the examples, explained, is a spec that builds
 //! (with a `fleet` line before it) to the same configuration, and, where the host needs no
-//! other host (no `uses`), to the very same bundle. Secrets show as `"<secret>"`; the test puts
-//! the password back before building, as a reader pasting the output would.
+//! other host (no `uses`), to the very same bundle. Secrets show as `"<secret>"` (`"<secret from
+//! secrets/ops.hash.age>"` when an encrypted file held them); the test puts the password back
+//! before building, as a reader pasting the output would.
 use crate::common::*;
 use bellc_core::diagnostic::Diagnostics;
 use bellc_core::resolve::ResolvedHost;
@@ -48,12 +49,15 @@ fn every_explained_host_of_the_examples_builds_back_to_itself() {
         let (compiled, lines) = compile_path(&path, Some(&examples));
         let compiled = compiled.unwrap_or_else(|| panic!("{name}: {lines:#?}"));
         let mut sources = Sources::with_base(examples.clone());
+        sources.open_secrets_with(example_secrets_identities());
         let mut diags = Diagnostics::new();
         let front = bellc_core::frontend(&path, &mut sources, &mut diags).expect("front end");
         for host in &front.resolution.hosts {
             hosts_seen += 1;
             let explained = bellc_core::review::explain::explain(&front.spec, host, &sources);
-            assert!(explained.contains("\"<secret>\"") == explained.contains("password "));
+            // The examples' password comes from an encrypted file, and explain says which.
+            let hidden = "password \"<secret from secrets/";
+            assert!(explained.contains(hidden) == explained.contains("password "));
             let mut text = format!(
                 "fleet {:?} target={:?}\n{explained}",
                 front.spec.fleet.name, host.target
@@ -67,7 +71,12 @@ fn every_explained_host_of_the_examples_builds_back_to_itself() {
                 let Some((Value::Str(hash), _)) = r.fields.get("password") else {
                     panic!("a password is a string");
                 };
-                text = text.replace("password \"<secret>\"", &format!("password {hash:?}"));
+                let line = text
+                    .lines()
+                    .find(|l| l.trim_start().starts_with(hidden))
+                    .expect("the password line")
+                    .to_string();
+                text = text.replace(&line, &format!("    password {hash:?}"));
             }
             let dir = tempfile::tempdir().unwrap();
             let spec = dir.path().join("bell.kdl");

@@ -129,6 +129,7 @@ fn bellc(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
         .arg("60")
         .arg(env!("CARGO_BIN_EXE_bellc"))
         .args(args)
+        .args(common::EXAMPLE_KEY)
         .current_dir(dir)
         .output()
         .expect("run bellc");
@@ -153,6 +154,8 @@ fn check_copies(example: &str, seeds: std::ops::Range<u64>) {
         .status()
         .expect("cp");
     assert!(status.success());
+    // And its encrypted secrets with the key that opens them.
+    common::copy_example(dir.path(), example.trim_end_matches(".kdl"), "bell.kdl");
     let several = seeds.end - seeds.start > 1;
     let mut built = 0;
     for seed in seeds {

@@ -17,6 +17,8 @@ fn build(dir: &Path, spec: &str, out: &str, memo: bool) -> u64 {
     command
         .args(["build", spec, "-o", out, "--timings", "--seal-key"])
         .arg(&seal)
+        .arg("--secrets-key")
+        .arg(example_secrets_key())
         .current_dir(dir)
         .env("NO_COLOR", "1")
         .env("BELLC_STATE_DIR", dir.join("bellc-state"))

@@ -1,20 +1,19 @@
 //! `bellc plan --against OLD_OUT` plans only the hosts whose bundle changed since the release
 //! in OLD_OUT.
 
-use crate::common::spec_dir::{bellc, examples};
+use crate::common::spec_dir::bellc;
+use crate::common::EXAMPLE_KEY;
 use std::path::Path;
 
 fn copy_example(dir: &Path) {
-    std::fs::create_dir_all(dir.join("inventory")).expect("dir");
-    for file in ["three-role.kdl", "inventory/three-role.json"] {
-        std::fs::copy(examples().join(file), dir.join(file)).expect("copy");
-    }
+    crate::common::copy_example(dir, "three-role", "three-role.kdl");
 }
 
 fn run(dir: &Path, args: &[&str]) -> (String, String) {
     let out = bellc()
         .current_dir(dir)
         .args(args)
+        .args(EXAMPLE_KEY)
         .output()
         .expect("bellc runs");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -83,6 +82,7 @@ fn a_missing_old_release_is_a_usage_error() {
     let out = bellc()
         .current_dir(dir.path())
         .args(["plan", "three-role.kdl", "--against", "nowhere"])
+        .args(EXAMPLE_KEY)
         .output()
         .expect("bellc runs");
     assert_eq!(out.status.code(), Some(2));

@@ -3,11 +3,16 @@
 //! group or among those without; `--where` selects what `match` would and a glob what it
 //! names; secrets stay hidden; mistakes are usage errors that say what would be right.
 
-use crate::common::{bellc_in, repo_root, Run};
+use crate::common::{bellc_in, example_secrets_key, repo_root, Run};
 use std::collections::BTreeMap;
 
+/// `bellc ARGS` in `examples/`, with the key that opens its secrets.
 fn examples(args: &[&str]) -> Run {
-    bellc_in(&repo_root().join("examples"), args)
+    let key = example_secrets_key();
+    bellc_in(
+        &repo_root().join("examples"),
+        &[args, &["--secrets-key", &key.to_string_lossy()]].concat(),
+    )
 }
 
 fn json(run: &Run) -> serde_json::Value {
@@ -185,14 +190,38 @@ fn secrets_stay_hidden_and_mistakes_say_what_is_right() {
         "three-role.kdl",
         "--json",
     ]));
-    assert_eq!(answer["items"][0]["groups"][0]["value"], "\"<secret>\"");
+    let hidden = "\"<secret from secrets/ops.hash.age>\"";
+    assert_eq!(answer["items"][0]["groups"][0]["value"], hidden);
     let whole = examples(&["query", "user:ops", "three-role.kdl"]);
     assert!(
-        whole.stdout.contains("password=\"<secret>\""),
+        whole.stdout.contains(&format!("password={hidden}")),
         "{}",
         whole.stdout
     );
     assert!(!whole.stdout.contains("$6$"), "{}", whole.stdout);
+    // A reviewer who holds no key reads the same: the secret was never needed to say where
+    // it comes from.
+    for args in [
+        &["query", "user:ops", "three-role.kdl"][..],
+        &["explain", "cmp-01", "three-role.kdl"],
+    ] {
+        let without = bellc_in(&repo_root().join("examples"), args);
+        assert_eq!(without.code, 0, "{}", without.stderr);
+        assert!(without.stdout.contains(hidden), "{}", without.stdout);
+        assert_eq!(
+            without.stdout,
+            examples(args).stdout,
+            "with and without the key"
+        );
+    }
+    // A build is not a review: it fails without the key, naming the file.
+    let build = bellc_in(&repo_root().join("examples"), &["hosts", "three-role.kdl"]);
+    assert_eq!(build.code, 1);
+    assert!(
+        build.stderr.contains("secrets/ops.hash.age") && build.stderr.contains("--secrets-key"),
+        "{}",
+        build.stderr
+    );
 
     // A setting's field; a field left to its default is said so, where its resource is.
     let answer = json(&examples(&[

@@ -3,18 +3,9 @@
 //! changed line; identical builds are no change (exit 0).
 use crate::common::*;
 
-/// A copy of the example (spec and inventory) in a temporary directory.
+/// A copy of the example (spec, inventory and secrets) in a temporary directory.
 fn example() -> Fixture {
-    let root = repo_root().join("examples");
-    Fixture::new()
-        .file(
-            "three-role.kdl",
-            &std::fs::read_to_string(root.join("three-role.kdl")).unwrap(),
-        )
-        .file(
-            "inventory/three-role.json",
-            &std::fs::read_to_string(root.join("inventory/three-role.json")).unwrap(),
-        )
+    Fixture::example("three-role", "three-role.kdl")
 }
 
 fn edit(f: &Fixture, from: &str, to: &str) {

@@ -582,3 +582,43 @@ printf '%s' "$NEW" >"$1"
     );
     assert!(!fx.path().join("secrets/other.age").exists());
 }
+
+/// The examples keep their secrets as a real fleet would: `bellc secrets check` (what CI runs
+/// over every spec) passes for both, each file opens with the example build key by Debian's
+/// `age` too, and without the key a build fails at the line that names the file.
+#[test]
+fn the_examples_secrets_are_encrypted_to_exactly_what_secrets_kdl_names() {
+    let examples = repo_root().join("examples");
+    let key = example_secrets_key();
+    for spec in ["three-role.kdl", "divingbell.kdl"] {
+        let run = bellc_in(
+            &examples,
+            &[
+                "secrets",
+                "check",
+                spec,
+                "--secrets-key",
+                &key.to_string_lossy(),
+            ],
+        );
+        assert_eq!(run.code, 0, "{spec}: {}{}", run.stdout, run.stderr);
+        let out = tempfile::tempdir().unwrap();
+        let out = out.path().join("out");
+        let without = bellc_in(&examples, &["build", spec, "-o", &out.to_string_lossy()]);
+        assert_eq!(without.code, 1, "{}", without.stderr);
+        assert!(
+            without.stderr.contains("bell::lower::secret_unopened")
+                && without.stderr.contains(&format!("{spec}:")),
+            "{}",
+            without.stderr
+        );
+    }
+    if !have("age") {
+        return;
+    }
+    for file in std::fs::read_dir(examples.join("secrets")).unwrap() {
+        let path = file.unwrap().path();
+        let opened = age_open(&path, &key).expect("the example key opens it");
+        assert!(opened.starts_with("$6$"), "{}", path.display());
+    }
+}

@@ -9,14 +9,8 @@ use std::process::Command;
 /// The three-role example with its seal key (a signed build otherwise seals with a key derived
 /// from the signing key, which an unsigned rebuild does not have).
 fn example_fixture() -> Fixture {
-    let root = repo_root();
-    let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap();
-    Fixture::spec(&read("examples/three-role.kdl"))
-        .file(
-            "inventory/three-role.json",
-            &read("examples/inventory/three-role.json"),
-        )
-        .file("seal.key", &read("examples/keys/seal.key"))
+    let seal = std::fs::read_to_string(repo_root().join("examples/keys/seal.key")).unwrap();
+    Fixture::example("three-role", "bell.kdl").file("seal.key", &seal)
 }
 
 fn release(path: &Path) -> bell_bundle::Release {

@@ -20,11 +20,13 @@ fn check(example: &str) {
             &out,
             "--seal-key",
             SEAL_KEY,
+            "--secrets-key",
+            &example_secrets_key().to_string_lossy(),
         ],
     );
     assert_eq!(
         run.code, 0,
-        "snapshots/{example} is stale; rebuild with `cargo run -p bellc -- build {spec} -o {out} --seal-key {SEAL_KEY}` (delete it first) and review the diff:\n{}",
+        "snapshots/{example} is stale; rebuild with `cargo run -p bellc -- build {spec} -o {out} --seal-key {SEAL_KEY} --secrets-key examples/keys/secrets.key` (delete it first; `chmod 600` the key) and review the diff:\n{}",
         run.stderr
     );
     // --check compares what the build writes; it must also not leave extra bundles behind.
@@ -55,22 +57,27 @@ fn three_role_snapshot_is_up_to_date() {
     check("three-role");
 }
 
-/// What the examples' hosts are given as secrets (password hashes, 0600 files) is in
+/// What the examples' hosts are given as secrets (password hashes, 0600 files) is in the
+/// examples only encrypted (`examples/secrets/`, opened with the example build key) and in
 /// `snapshots/` only sealed: each host's ciphertexts open with that host's example key, and no
-/// file of the snapshot holds a plaintext, its sha256 or a password hash in the clear.
+/// file of the examples or the snapshot holds a plaintext, its sha256 or a password hash in
+/// the clear.
 fn holds_no_secret_in_the_clear(example: &str) {
     let root = repo_root();
     let out = root.join("snapshots").join(example);
-    let spec = std::fs::read_to_string(root.join(format!("examples/{example}.kdl"))).unwrap();
-    let mut secrets: Vec<String> = spec
-        .split("password \"")
-        .skip(1)
-        .filter_map(|rest| rest.split('"').next())
-        .map(str::to_string)
+    let keys = example_secrets_identities();
+    let mut secrets: Vec<String> = std::fs::read_dir(root.join("examples/secrets"))
+        .unwrap()
+        .map(|file| {
+            let bytes = std::fs::read(file.unwrap().path()).unwrap();
+            String::from_utf8(bell_seal::at_rest::decrypt(&bytes, &keys).unwrap()).unwrap()
+        })
         .collect();
+    assert!(!secrets.is_empty(), "examples/secrets/ holds no secret");
+    let spec = std::fs::read_to_string(root.join(format!("examples/{example}.kdl"))).unwrap();
     assert!(
-        !secrets.is_empty(),
-        "examples/{example}.kdl sets no password"
+        !spec.contains("password \""),
+        "examples/{example}.kdl writes a password"
     );
     let mut opened = 0;
     for host in std::fs::read_dir(out.join("secrets")).unwrap() {
@@ -90,6 +97,7 @@ fn holds_no_secret_in_the_clear(example: &str) {
     assert!(opened > 0, "snapshots/{example} holds no sealed secret");
     let needles: Vec<&str> = secrets.iter().map(String::as_str).collect();
     sealing::assert_nowhere(&out, &sealing::needles(&needles));
+    sealing::assert_nowhere(&root.join("examples"), &sealing::needles(&needles));
 }
 
 #[test]

@@ -22,6 +22,7 @@ fn seal_key_file() -> std::path::PathBuf {
 /// The whole fleet in memory, then written: the build as it was before it streamed.
 fn build_in_memory(spec: &Path, out: &Path) {
     let mut sources = bellc_core::source::Sources::new();
+    sources.open_secrets_with(example_secrets_identities());
     let mut diags = bellc_core::diagnostic::Diagnostics::new();
     // As `bellc build --seal-key FILE` takes the file's bytes.
     let key = bell_seal::SealKey::derive(
@@ -49,6 +50,8 @@ fn build_streamed(dir: &Path, spec: &str, out: &str) -> Run {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_bellc"))
         .args(["build", spec, "-o", out, "--seal-key"])
         .arg(&key)
+        .arg("--secrets-key")
+        .arg(example_secrets_key())
         .current_dir(dir)
         .env("RAYON_NUM_THREADS", "1")
         .output()

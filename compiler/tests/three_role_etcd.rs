@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 fn compile() -> bellc_core::Compiled {
     let mut sources = Sources::with_base(examples());
+    sources.open_secrets_with(crate::common::example_secrets_identities());
     let mut diags = Diagnostics::new();
     let compiled =
         bellc_core::compile(&examples().join("three-role.kdl"), &mut sources, &mut diags);

@@ -5,7 +5,7 @@
 //! a changed secret shows as a changed bundle, never as its value; OUT keeps a bundle's values
 //! as long as the bundle, and `build --check` finds them missing.
 
-use crate::common::{bellc_in, repo_root, Run};
+use crate::common::{bellc_in, repo_root, Run, EXAMPLE_KEY};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
@@ -25,11 +25,13 @@ fn examples_in(dir: &Path) {
         .status()
         .unwrap();
     assert!(status.success());
+    crate::common::copy_example(&dir.join("examples"), "three-role", "three-role.kdl");
 }
 
 /// `bellc build SPEC -o OUT --seal-key … EXTRA…` in `dir`.
 fn build_with(dir: &Path, spec: &str, out: &str, extra: &[&str]) -> Run {
     let mut args = vec!["build", spec, "-o", out, "--seal-key", SEAL_KEY];
+    args.extend_from_slice(&EXAMPLE_KEY);
     args.extend_from_slice(extra);
     bellc_in(dir, &args)
 }
@@ -385,11 +387,16 @@ fn a_changed_secret_is_a_changed_bundle_and_never_its_value() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("examples");
     examples_in(tmp.path());
-    let spec = dir.join("three-role.kdl");
     build(&dir, "three-role.kdl", "old");
     let before = "$6$bellsalt0123$PS2EAEBNHcsWK7.N4hZehzmPPgLUgs0l1d0XHpozG8";
     let after = "$6$bellsalt4567$PS2EAEBNHcsWK7.N4hZehzmPPgLUgs0l1d0XHpozG8";
-    edit(&spec, before, after);
+    // The example's hash is in its encrypted file: encrypted again, changed.
+    let file = dir.join("secrets/ops.hash.age");
+    let keys = crate::common::example_secrets_identities();
+    let hash = bell_seal::at_rest::decrypt(&std::fs::read(&file).unwrap(), &keys).unwrap();
+    let hash = String::from_utf8(hash).unwrap().replace(before, after);
+    let sealed = bell_seal::at_rest::encrypt(hash.as_bytes(), &[keys[0].recipient()]).unwrap();
+    std::fs::write(&file, bell_seal::at_rest::armor(&sealed)).unwrap();
     build(&dir, "three-role.kdl", "new");
     for args in [
         &["diff", "old", "new", "--values", "--json"][..],

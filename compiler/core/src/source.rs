@@ -59,7 +59,18 @@ pub struct Sources {
     /// The encrypted files the spec read, each with the sha256 of its bytes: inputs of the build
     /// like the spec's text, never shown (they are not text, and what they hold is secret).
     encrypted: Vec<(PathBuf, String)>,
+    /// Where each secret that came from an encrypted file was named (the `file=` entry), with
+    /// that file as the spec wrote it: what explain and query show in the secret's place.
+    secret_origins: Vec<(Span, String)>,
+    /// Whether an encrypted file no key was given for stands in as a placeholder instead of
+    /// failing: for what reads a spec without building it (explain, query), so that a reviewer
+    /// who holds no key can still read everything else.
+    review_without_secrets: bool,
 }
+
+/// What stands for a secret a review did not open: never a valid value of any secret field
+/// (no crypt hash, and a build never renders it: only readers that build nothing allow it).
+pub const UNOPENED_SECRET: &str = "<secret not opened: no --secrets-key>";
 
 impl Sources {
     pub fn new() -> Sources {
@@ -76,6 +87,30 @@ impl Sources {
     /// Lets the spec's encrypted secret files be opened with `keys` (`--secrets-key`).
     pub fn open_secrets_with(&mut self, keys: Vec<bell_seal::at_rest::Identity>) {
         self.secret_keys = Some(Arc::new(keys));
+    }
+
+    /// Lets a spec whose encrypted files no key opens be read without them (see
+    /// [`UNOPENED_SECRET`]); only for commands that render nothing.
+    pub fn review_without_secrets(&mut self) {
+        self.review_without_secrets = true;
+    }
+
+    /// Whether [`Sources::review_without_secrets`] was asked for.
+    pub fn reviews_without_secrets(&self) -> bool {
+        self.review_without_secrets
+    }
+
+    /// Records that the secret named at `at` came from the encrypted file `shown`.
+    pub fn add_secret_origin(&mut self, at: Span, shown: &str) {
+        self.secret_origins.push((at, shown.to_string()));
+    }
+
+    /// The encrypted file the secret named at `at` came from, as the spec wrote it.
+    pub fn secret_origin(&self, at: Span) -> Option<&str> {
+        self.secret_origins
+            .iter()
+            .find(|(span, _)| *span == at)
+            .map(|(_, shown)| shown.as_str())
     }
 
     /// What opens the spec's encrypted secret files, if anything was given.

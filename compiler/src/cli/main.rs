@@ -361,6 +361,8 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             json,
         } => {
             let (spec, patterns, selector) = selection.parse()?;
+            // Reading a spec needs no key: a secret no key opens shows as where it came from.
+            sources.review_without_secrets();
             let Some(front) = frontend(cli, &spec, sources, diags) else {
                 return Ok(1);
             };
@@ -380,6 +382,7 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
         } => {
             let target = bellc_core::review::query::Target::parse(what).map_err(Failure::Usage)?;
             let (spec, _, selector) = selection.parse()?;
+            sources.review_without_secrets();
             let Some(front) = frontend(cli, &spec, sources, diags) else {
                 return Ok(1);
             };

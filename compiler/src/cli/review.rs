@@ -938,6 +938,8 @@ pub fn diff_values(
     let resolved = match spec {
         Some(path) => {
             crate::read_check(path)?;
+            // Where a value was set needs no secret: a reviewer without the key can ask.
+            sources.review_without_secrets();
             match bellc_core::resolved(path, checks, sources, diags) {
                 Some(resolved) => Some(resolved),
                 None => return Ok(1),

@@ -25,13 +25,25 @@ use std::process::{Command, Output};
 /// A temporary directory holding a spec and whatever files it refers to.
 pub struct Fixture {
     pub dir: tempfile::TempDir,
+    /// Given to every `bellc` run after the test's own (the examples' `--secrets-key`).
+    pub global_args: Vec<&'static str>,
 }
 
 impl Fixture {
     pub fn new() -> Fixture {
         Fixture {
             dir: tempfile::tempdir().expect("tempdir"),
+            global_args: Vec::new(),
         }
+    }
+
+    /// The example `name` as `spec` in a fixture of its own (see [`copy_example`]); every
+    /// `bellc` run is given its build key.
+    pub fn example(name: &str, spec: &str) -> Fixture {
+        let mut fx = Fixture::new();
+        copy_example(fx.path(), name, spec);
+        fx.global_args = EXAMPLE_KEY.to_vec();
+        fx
     }
 
     /// A fixture with `bell.kdl` holding `spec`.
@@ -52,7 +64,7 @@ impl Fixture {
 
     /// Runs `bellc ARGS` in the fixture directory.
     pub fn bellc(&self, args: &[&str]) -> Run {
-        bellc_in(self.path(), args)
+        bellc_in(self.path(), &[args, &self.global_args].concat())
     }
 }
 
@@ -214,6 +226,68 @@ pub fn compile_path(path: &Path, base: Option<&Path>) -> (Option<Compiled>, Vec<
     compile_with(path, base, false)
 }
 
+/// The examples' build key (`examples/keys/secrets.key`, public like every example key), as a
+/// file only its owner can read: `--secrets-key` takes no other, and git keeps no modes.
+pub fn example_secrets_key() -> PathBuf {
+    use std::os::unix::fs::OpenOptionsExt;
+    static KEY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| {
+        let text = std::fs::read(repo_root().join("examples/keys/secrets.key")).expect("key");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let path = dir.join("example-secrets.key");
+        // Written aside and renamed: test processes run at once and share the file.
+        let aside = dir.join(format!("example-secrets.key.{}", std::process::id()));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&aside)
+            .expect("write the key");
+        std::io::Write::write_all(&mut file, &text).expect("write the key");
+        std::fs::rename(&aside, &path).expect("rename the key");
+        path
+    })
+    .clone()
+}
+
+/// The examples' build key as the core's builds take it.
+pub fn example_secrets_identities() -> Vec<bell_seal::at_rest::Identity> {
+    let text = std::fs::read_to_string(repo_root().join("examples/keys/secrets.key")).unwrap();
+    bell_seal::at_rest::Identity::parse_file(&text).expect("the example key parses")
+}
+
+/// Copies the example `name` (`three-role`, `divingbell`) into `dir` as `spec`, with what it
+/// reads: its inventory, `secrets.kdl` and the encrypted files, and its build key as
+/// `secrets.key` (owner-only): give `--secrets-key secrets.key`.
+pub fn copy_example(dir: &Path, name: &str, spec: &str) {
+    let examples = repo_root().join("examples");
+    let mut files = vec![
+        (format!("{name}.kdl"), spec.to_string()),
+        ("secrets.kdl".into(), "secrets.kdl".into()),
+    ];
+    if name == "three-role" {
+        let inventory = "inventory/three-role.json".to_string();
+        files.push((inventory.clone(), inventory));
+    }
+    for entry in std::fs::read_dir(examples.join("secrets")).expect("examples/secrets") {
+        let name = format!(
+            "secrets/{}",
+            entry.expect("entry").file_name().to_string_lossy()
+        );
+        files.push((name.clone(), name));
+    }
+    for (from, to) in files {
+        let to = dir.join(to);
+        std::fs::create_dir_all(to.parent().expect("parent")).expect("mkdir");
+        std::fs::copy(examples.join(from), to).expect("copy");
+    }
+    std::fs::copy(example_secrets_key(), dir.join("secrets.key")).expect("copy the key");
+}
+
+/// What opens the examples' secrets from a directory [`copy_example`] wrote.
+pub const EXAMPLE_KEY: [&str; 2] = ["--secrets-key", "secrets.key"];
+
 /// The key tests seal with: the same for every build, as a CI's is.
 pub fn test_seal_key() -> bell_seal::SealKey {
     bell_seal::SealKey::derive(b"bellc's tests", "the key tests seal with")
@@ -224,6 +298,8 @@ fn compile_with(path: &Path, base: Option<&Path>, trial: bool) -> (Option<Compil
         Some(b) => Sources::with_base(b.to_path_buf()),
         None => Sources::new(),
     };
+    // The examples' secrets open; other specs' encrypted files are for their own tests.
+    sources.open_secrets_with(example_secrets_identities());
     let mut diags = Diagnostics::new();
     let compiled = bellc_core::frontend(path, &mut sources, &mut diags).and_then(|mut front| {
         if diags.has_errors() {

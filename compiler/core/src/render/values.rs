@@ -203,6 +203,28 @@ pub fn is_secret(r: &ResolvedResource, field: &str) -> bool {
     }
 }
 
+/// What a reader shows in a secret's place: `<secret from secrets/x.age>` when an encrypted
+/// file of the spec held it (a review can see which file a change touched), `<secret>` else.
+pub fn secret_text(from: Option<&str>) -> String {
+    match from {
+        Some(path) => format!("<secret from {path}>"),
+        None => SECRET.to_string(),
+    }
+}
+
+/// [`field_text`], a secret named by the encrypted file it came from (`from`).
+pub fn field_text_from(
+    r: &ResolvedResource,
+    field: &str,
+    value: &Value,
+    from: Option<&str>,
+) -> String {
+    match from {
+        Some(_) if is_secret(r, field) => string(&secret_text(from)),
+        _ => field_text(r, field, value),
+    }
+}
+
 /// A field's value on one line, as a spec writes it (a secret as `"<secret>"`, a debconf
 /// password answer too).
 pub fn field_text(r: &ResolvedResource, field: &str, value: &Value) -> String {

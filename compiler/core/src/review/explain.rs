@@ -9,7 +9,9 @@
 
 use super::query::Key;
 use crate::kdl_text::{block, ident, string};
-use crate::render::values::{duration, field_text, is_secret, number_or_string, scalar, SECRET};
+use crate::render::values::{
+    duration, field_text, is_secret, number_or_string, scalar, secret_text, SECRET,
+};
 use crate::resolve::{Origin, ResolvedHost, ResolvedResource};
 use crate::source::Sources;
 use crate::spec::{FieldSource, FieldType, Spec, Value};
@@ -158,7 +160,8 @@ pub fn explain_group(
                 &|value| field_text(r, field, value),
             )
         };
-        resource(r, &origin, &earlier, &mut row);
+        let secret = |o: &Origin| string(&secret_text(sources.secret_origin(o.span)));
+        resource(r, &origin, &earlier, &secret, &mut row);
     }
     // `service` and `uses` stand only in an override: one that matches this host.
     if !host.model.services.is_empty() || !host.model.uses.is_empty() {
@@ -225,6 +228,7 @@ fn resource(
     r: &ResolvedResource,
     origin: &dyn Fn(&Origin) -> String,
     earlier: &dyn Fn(&str) -> String,
+    secret: &dyn Fn(&Origin) -> String,
     row: &mut dyn FnMut(String, String),
 ) {
     let origin_of = |field: &str, o: &Origin| format!("{}{}", origin(o), earlier(field));
@@ -240,7 +244,6 @@ fn resource(
     let mut children: Vec<(String, String)> = Vec::new();
     for (field, (value, o)) in &r.fields {
         let source = source_of(field);
-        let secret = is_secret(r, field);
         if source == FieldSource::Prop {
             let shown = match (value, type_of(field)) {
                 (Value::Int(secs), Some(FieldType::Duration | FieldType::DurationOrInfinite)) => {
@@ -261,7 +264,7 @@ fn resource(
         }
         let child = |text: String| (format!("    {text}"), origin_of(field, o));
         match value {
-            _ if secret => children.push(child(format!("{field} {}", string(SECRET)))),
+            _ if is_secret(r, field) => children.push(child(format!("{field} {}", secret(o)))),
             Value::WaitFor(waits) => {
                 for w in waits {
                     children.push(child(format!(

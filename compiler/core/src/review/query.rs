@@ -8,7 +8,7 @@
 //! and `KIND:*` / `sysctl:*` for every resource of a kind any selected host has.
 
 use super::select::Selector;
-use crate::render::values::{dotted, field_text, sysctl_value};
+use crate::render::values::{dotted, field_text, field_text_from, sysctl_value};
 use crate::resolve::{Origin, ResolvedHost, ResolvedResource};
 use crate::source::Sources;
 use crate::spec::Kind;
@@ -165,7 +165,7 @@ pub fn query(
             let mut groups: Vec<Group> = Vec::new();
             let mut without = Vec::new();
             for host in &selected {
-                match value_of(host, target, key) {
+                match value_of(host, target, key, sources) {
                     Some((value, origin)) => {
                         let layer = origin.layer_name(spec).to_string();
                         let at = sources.file_line(origin.span);
@@ -248,7 +248,12 @@ fn item_key(target: &Target, name: &str) -> String {
 }
 
 /// The value `host` gets for `name` of `target`, and where it was set.
-fn value_of(host: &ResolvedHost, target: &Target, name: &str) -> Option<(String, Origin)> {
+fn value_of(
+    host: &ResolvedHost,
+    target: &Target,
+    name: &str,
+    sources: &Sources,
+) -> Option<(String, Origin)> {
     match target {
         Target::Sysctl(_) => {
             // Keyed by path, so that `net/ipv4/ip_forward` and `net.ipv4.ip_forward` ask the
@@ -266,13 +271,18 @@ fn value_of(host: &ResolvedHost, target: &Target, name: &str) -> Option<(String,
                 .find(|r| r.kind == *kind && r.name == name)?;
             match field.as_deref().map(|f| r.fields.get(f)) {
                 Some(Some((value, origin))) => Some((
-                    field_text(r, field.as_deref().unwrap_or_default(), value),
+                    field_text_from(
+                        r,
+                        field.as_deref().unwrap_or_default(),
+                        value,
+                        sources.secret_origin(origin.span),
+                    ),
                     *origin,
                 )),
                 // The resource is there and leaves the field to its default: said so, where
                 // the resource was declared.
                 Some(None) => Some((DEFAULT.to_string(), r.origin)),
-                None => Some((whole(r), r.origin)),
+                None => Some((whole(r, sources), r.origin)),
             }
         }
     }
@@ -452,7 +462,7 @@ pub fn configuration(
             };
             values.push(value(
                 format!("{head}.{field}"),
-                field_text(r, field, v),
+                field_text_from(r, field, v, sources.secret_origin(origin.span)),
                 origin,
                 earlier,
             ));
@@ -474,11 +484,14 @@ pub fn configuration(
 }
 
 /// A whole resource on one line: its fields as properties.
-fn whole(r: &ResolvedResource) -> String {
+fn whole(r: &ResolvedResource, sources: &Sources) -> String {
     let fields: Vec<String> = r
         .fields
         .iter()
-        .map(|(field, (value, _))| format!("{field}={}", field_text(r, field, value)))
+        .map(|(field, (value, origin))| {
+            let from = sources.secret_origin(origin.span);
+            format!("{field}={}", field_text_from(r, field, value, from))
+        })
         .collect();
     if fields.is_empty() {
         "(declared)".to_string()

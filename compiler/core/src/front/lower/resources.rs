@@ -456,8 +456,12 @@ impl Lowerer<'_> {
         let (relative, at) = relative?;
         *span = self.span(file, at);
         let secret = self.open_secret(file, &relative, at)?;
-        // Checked as a value written in the spec would be, without the value in the message.
-        if let Some(Err(invalid)) = field.check.map(|check| check(&secret)) {
+        // Checked as a value written in the spec would be, without the value in the message
+        // (a review without the key has nothing to check).
+        let check = field
+            .check
+            .filter(|_| secret != crate::source::UNOPENED_SECRET);
+        if let Some(Err(invalid)) = check.map(|check| check(&secret)) {
             self.diags.push(LowerError::SecretUnopened {
                 path: relative,
                 reason: format!("what it holds is not what `{name}` takes"),
@@ -503,7 +507,12 @@ impl Lowerer<'_> {
             help,
             file,
         };
+        let named = self.span(file, at);
+        self.sources.add_secret_origin(named, relative);
         let Some(keys) = self.sources.secret_keys() else {
+            if self.sources.reviews_without_secrets() {
+                return Some(crate::source::UNOPENED_SECRET.to_string());
+            }
             self.diags.push(unopened(
                 "no key to open it was given".into(),
                 "give `--secrets-key FILE`: the age identity (`age-keygen`) or OpenSSH Ed25519 \
