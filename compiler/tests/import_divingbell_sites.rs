@@ -521,3 +521,116 @@ fn the_releases_the_sites_ran_are_targets() {
         );
     }
 }
+
+/// A site's values with a password hash and debconf passwords, imported with
+/// `--secrets-recipient`: each secret goes into an age file beside the spec, encrypted to that
+/// recipient and named in `secrets.kdl`, and the spec (then 0644) holds none. Built with the
+/// recipient's key it gives the very release the spec with the secrets written in it gives;
+/// `bellc secrets check` passes; nothing written or printed holds a secret in the clear.
+#[test]
+fn site_secrets_go_into_encrypted_files_and_none_into_the_spec() {
+    const HASH: &str = "$6$bellsalt0123$PS2EAEBNHcsWK7.N4hZehzmPPgLUgs0l1d0XHpozG8/tzzPyAjRmR48g4xwN0czhvqHgGx1ltq1273AGkCgaz/";
+    let values = format!(
+        "{UNSUBSTITUTED}  apt:\n    packages:\n    - name: mysql-server\n      debconf:\n      \
+         - question: mysql-server/root_password\n        question_type: password\n        \
+         answer: site-db-pass-7\n      - question: mysql-server/root_password_again\n        \
+         question_type: password\n        answer: site-db-pass-7\n"
+    );
+    let key = common::example_secrets_key();
+    let identities = common::example_secrets_identities();
+    let recipient = identities[0].recipient().describe();
+    let plain = Fixture::new()
+        .file("values.yaml", &values)
+        .file("nodes.json", NODES);
+    let run = import(&plain, &["--inventory", "nodes.json", "--verify"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Without a recipient the import says where each secret is, at the values' lines.
+    let at_rest = "bellc warns of this: a secret is written in the spec in the clear";
+    let warned: Vec<&str> = run
+        .diagnostics()
+        .into_iter()
+        .filter(|d| d.contains(at_rest))
+        .collect();
+    assert_eq!(warned.len(), 3, "{}", run.stderr);
+    assert!(warned[0].starts_with("values.yaml:6:26:"), "{warned:?}");
+
+    let fx = Fixture::new()
+        .file("values.yaml", &values)
+        .file("nodes.json", NODES);
+    let run = import(
+        &fx,
+        &[
+            "--inventory",
+            "nodes.json",
+            "--verify",
+            "--secrets-recipient",
+            &recipient,
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stderr.contains(at_rest), "{}", run.stderr);
+    let text = spec(&fx);
+    assert!(
+        text.contains("    password file=\"secrets/opsadmin.hash.age\"\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("debconf \"mysql-server/root_password\" type=\"password\" file=\"secrets/mysql-server.root_password.age\""),
+        "{text}"
+    );
+    let mode = std::fs::metadata(fx.path().join("bell.kdl"))
+        .unwrap()
+        .permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o644
+    );
+    let secrets_kdl = std::fs::read_to_string(fx.path().join("secrets.kdl")).unwrap();
+    assert!(
+        secrets_kdl.contains(&format!("build \"{recipient}\"\n"))
+            && secrets_kdl.contains("secret \"secrets/opsadmin.hash.age\"\n"),
+        "{secrets_kdl}"
+    );
+    let opened = |file: &str| {
+        let bytes = std::fs::read(fx.path().join(file)).unwrap();
+        String::from_utf8(bell_seal::at_rest::decrypt(&bytes, &identities).unwrap()).unwrap()
+    };
+    assert_eq!(opened("secrets/opsadmin.hash.age"), HASH);
+    assert_eq!(
+        opened("secrets/mysql-server.root_password.age"),
+        "site-db-pass-7"
+    );
+
+    std::fs::copy(&key, fx.path().join("ci.key")).unwrap();
+    let with_key = ["--secrets-key", "ci.key"];
+    let check = fx.bellc(&[&["secrets", "check", "bell.kdl"][..], &with_key].concat());
+    assert_eq!(check.code, 0, "{}{}", check.stdout, check.stderr);
+    let built = fx.bellc(&[&["build", "bell.kdl", "-o", "out"][..], &with_key].concat());
+    assert_eq!(built.code, 0, "{}", built.stderr);
+    let plain_built = plain.bellc(&["build", "bell.kdl", "-o", "out"]);
+    assert_eq!(plain_built.code, 0, "{}", plain_built.stderr);
+    let release = |dir: &std::path::Path| std::fs::read(dir.join("out/release.json")).unwrap();
+    assert_eq!(
+        release(fx.path()),
+        release(plain.path()),
+        "the same release"
+    );
+
+    // Only values.yaml (the input) and what the build sealed for its hosts in the clear
+    // (`secrets="plaintext"`: these hosts have no identities) hold them.
+    for (path, bytes) in common::tree(fx.path()) {
+        if path == "values.yaml" || path.starts_with("out/") {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        for secret in [HASH, "site-db-pass-7", "bellsalt0123"] {
+            assert!(!text.contains(secret), "{path} holds {secret}");
+        }
+    }
+    for output in [&run.stdout, &run.stderr, &built.stdout, &built.stderr] {
+        assert!(
+            !output.contains("bellsalt") && !output.contains("site-db-pass"),
+            "{output}"
+        );
+    }
+}

@@ -10,9 +10,14 @@ fn contract() -> std::path::PathBuf {
 #[test]
 fn the_verbatim_snippet_only_trips_on_its_elided_placeholders() {
     // The snippet elides the password hash and the SSH key with "....", and the same contract
-    // says both are checked at build time; those two are the only complaints.
+    // says both are checked at build time; those two are the only complaints (besides that the
+    // hash, being written in the spec, would be in the clear in its repository).
     let run = bellc_in(&contract(), &["--short", "check"]);
-    let diags = run.diagnostics();
+    let diags: Vec<&str> = run
+        .diagnostics()
+        .into_iter()
+        .filter(|d| !d.contains("warning[bell::lower::plaintext_secret_in_spec]"))
+        .collect();
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert_eq!(diags.len(), 2, "{}", run.stderr);
     assert!(

@@ -622,3 +622,106 @@ fn the_examples_secrets_are_encrypted_to_exactly_what_secrets_kdl_names() {
         assert!(opened.starts_with("$6$"), "{}", path.display());
     }
 }
+
+/// A secret written in the spec is a warning at its line (an error under `--deny-warnings`)
+/// whose help says how to move it; following it word for word (`secrets.kdl`, `bellc secrets
+/// edit`, the line it gives) leaves a spec that says nothing and builds the same release.
+#[test]
+fn a_secret_written_in_the_spec_is_a_warning_whose_commands_move_it() {
+    if !bell_testkit::tool("age-keygen") || !bell_testkit::tool("ssh-keygen") {
+        return;
+    }
+    let keys = tempfile::tempdir().unwrap();
+    let (host, ci) = host_and_ci(keys.path());
+    let ci_key = keys.path().join("ci.key").display().to_string();
+    let fx = Fixture::spec(&spec(&host, false)).file("seal.key", &"k".repeat(32));
+    let seal = ["--seal-key", "seal.key"];
+    let run = fx.bellc(&[&["build", "bell.kdl", "-o", "plain", "--short"][..], &seal].concat());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let warned: Vec<&str> = run
+        .diagnostics()
+        .into_iter()
+        .filter(|d| d.contains("warning[bell::lower::plaintext_secret_in_spec]"))
+        .collect();
+    let at: Vec<&str> = warned.iter().filter_map(|d| d.split(": ").next()).collect();
+    assert_eq!(
+        at,
+        ["bell.kdl:4:14", "bell.kdl:7:13", "bell.kdl:10:58"],
+        "{}",
+        run.stderr
+    );
+    assert_nowhere_in_text(&run.stderr);
+    let denied = fx.bellc(&["check", "--deny-warnings", "--short"]);
+    assert_eq!(denied.code, 1, "{}", denied.stderr);
+
+    // Each help, followed: the file named in secrets.kdl, `bellc secrets edit` with an editor
+    // that pastes the secret, the line it gives in the place of the one written.
+    let helps: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("then write `"))
+        .collect();
+    assert_eq!(helps.len(), 3, "{}", run.stderr);
+    fn between<'a>(text: &'a str, from: &str, to: &str) -> &'a str {
+        let rest = &text[text.find(from).unwrap() + from.len()..];
+        &rest[..rest.find(to).unwrap()]
+    }
+    let editor = keys.path().join("paste.sh");
+    std::fs::write(&editor, "#!/bin/sh\nprintf '%s' \"$SECRET\" >\"$1\"\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut secrets_kdl = format!("build \"{ci}\"\n");
+    let mut text = spec(&host, false);
+    let written = [
+        (format!("password \"{HASH}\""), HASH.to_string()),
+        (format!("content \"{TOKEN}\\n\""), format!("{TOKEN}\n")),
+        (format!("value=\"{ANSWER}\""), ANSWER.to_string()),
+    ];
+    for (help, (old, secret)) in helps.into_iter().zip(written) {
+        let file = between(help, "(`secret \"", "\"`)");
+        secrets_kdl.push_str(&format!("secret \"{file}\"\n"));
+        std::fs::write(fx.path().join("secrets.kdl"), &secrets_kdl).unwrap();
+        let command = between(help, "run `", "` and paste");
+        assert_eq!(command, format!("bellc secrets edit {file}"));
+        let args: Vec<&str> = command.split(' ').skip(1).collect();
+        let edited = Command::new(env!("CARGO_BIN_EXE_bellc"))
+            .args(&args)
+            .current_dir(fx.path())
+            .env("EDITOR", &editor)
+            .env_remove("VISUAL")
+            .env("SECRET", &secret)
+            .output()
+            .unwrap();
+        assert!(edited.status.success(), "{edited:?}");
+        let line = between(help, "then write `", "` here");
+        let place = text.lines().find(|l| l.contains(&old)).unwrap().to_string();
+        let indent = &place[..place.len() - place.trim_start().len()];
+        text = text.replace(&place, &format!("{indent}{line}"));
+    }
+    std::fs::write(fx.path().join("bell.kdl"), &text).unwrap();
+    let key = ["--secrets-key", ci_key.as_str()];
+    let run = fx.bellc(
+        &[
+            &["build", "bell.kdl", "-o", "moved", "--short"][..],
+            &seal,
+            &key,
+        ]
+        .concat(),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        !run.stderr.contains("plaintext_secret_in_spec"),
+        "{}",
+        run.stderr
+    );
+    let release = |out: &str| std::fs::read(fx.path().join(out).join("release.json")).unwrap();
+    assert_eq!(release("moved"), release("plain"), "the same release");
+    let check = fx.bellc(&[&["secrets", "check"][..], &key].concat());
+    assert_eq!(check.code, 0, "{}{}", check.stdout, check.stderr);
+    assert_nowhere_in_text(&std::fs::read_to_string(fx.path().join("bell.kdl")).unwrap());
+}
+
+/// Fails when `text` holds one of this file's secrets.
+fn assert_nowhere_in_text(text: &str) {
+    crate::common::sealing::assert_not_in("the text", text, &needles(&[HASH, TOKEN, ANSWER]));
+}

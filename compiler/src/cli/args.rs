@@ -618,6 +618,12 @@ pub enum ImportFrom {
         /// `used` leaves the others out.
         #[arg(long, value_name = "inventory|used", default_value = "inventory", value_parser = ["inventory", "used"])]
         labels: String,
+        /// Write the values' password hashes and debconf passwords into age files beside the
+        /// spec (`secrets/NAME.age`, encrypted to these recipients: `age1…` or `ssh-ed25519
+        /// …`, the first CI's build key) and a `secrets.kdl` naming them, instead of into the
+        /// spec.
+        #[arg(long, value_name = "RECIPIENT")]
+        secrets_recipient: Vec<String>,
     },
     /// Host identities from `ssh-keyscan` output or `known_hosts` files (`-` reads stdin): a
     /// JSON inventory of the hosts' names, addresses and Ed25519 keys, or, with

@@ -26,6 +26,8 @@ pub struct Request<'a> {
     pub deny_warnings: bool,
     /// `--labels inventory`: every label of every host goes to `nodes_path(output)`.
     pub keep_labels: bool,
+    /// `--secrets-recipient`: who the secrets moved out of the spec are encrypted to.
+    pub recipients: Vec<bell_seal::at_rest::Recipient>,
 }
 
 /// Beside the spec: `bell.kdl` → `bell.nodes.json`.
@@ -74,7 +76,13 @@ pub fn divingbell(
     diags: &mut Diagnostics,
 ) -> Result<u8, String> {
     let nodes = nodes_path(request.output);
-    for path in [request.output, nodes.as_path()] {
+    let beside = request.output.parent().unwrap_or(Path::new(""));
+    let secrets_kdl = beside.join("secrets.kdl");
+    let mut refused = vec![request.output, nodes.as_path()];
+    if !request.recipients.is_empty() {
+        refused.push(&secrets_kdl);
+    }
+    for path in refused {
         if path.exists() && !request.force {
             return Err(format!(
                 "{} exists; name another with -o, or replace it with --force",
@@ -113,6 +121,7 @@ pub fn divingbell(
             .file_name()
             .and_then(|n| n.to_str())
             .filter(|_| request.keep_labels),
+        secrets_moved: !request.recipients.is_empty(),
     };
     let Some(written) = divingbell::import(sources, &input, diags) else {
         return Ok(1);
@@ -127,9 +136,29 @@ pub fn divingbell(
         );
         return Ok(1);
     }
+    let (text, moved) = match request.recipients.is_empty() {
+        true => (written.text, Vec::new()),
+        false => bellc_core::front::lower::move_out(&written.text)
+            .ok_or("the written spec does not parse: a bug in the import")?,
+    };
+    let encrypted = encrypt_moved(beside, &moved, &request.recipients, request.force)?;
     // A spec that holds password hashes is as secret as the values it came from.
-    let mode = if written.secret { 0o600 } else { 0o644 };
-    write_file(request.output, written.text.as_bytes(), mode, request.force)?;
+    let secret = written.secret && !bellc_core::front::lower::holds_no_secret(&text);
+    let mode = if secret { 0o600 } else { 0o644 };
+    write_file(request.output, text.as_bytes(), mode, request.force)?;
+    if !request.recipients.is_empty() {
+        let kdl = secrets_kdl_text(&moved, &request.recipients);
+        write_file(&secrets_kdl, kdl.as_bytes(), 0o644, request.force)?;
+        eprintln!(
+            "wrote {encrypted} secret(s) into encrypted files beside it ({}), each named in {}",
+            moved
+                .iter()
+                .map(|(f, _)| f.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            secrets_kdl.display()
+        );
+    }
     eprintln!(
         "wrote {}{}; check it with `bellc check {}`",
         request.output.display(),
@@ -154,6 +183,63 @@ pub fn divingbell(
         );
     }
     Ok(0)
+}
+
+/// Encrypts each secret `bellc_core::front::lower::move_out` took out of the spec into its file
+/// under `beside` (armored, as `bellc secrets rekey` writes), to `recipients`; how many.
+fn encrypt_moved(
+    beside: &Path,
+    moved: &[(String, String)],
+    recipients: &[bell_seal::at_rest::Recipient],
+    force: bool,
+) -> Result<usize, String> {
+    for (file, secret) in moved {
+        let path = beside.join(file);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let sealed = bell_seal::at_rest::encrypt(secret.as_bytes(), recipients)
+            .map_err(|e| format!("cannot encrypt {file}: {e}"))?;
+        let armored = bell_seal::at_rest::armor(&sealed);
+        write_file(&path, armored.as_bytes(), 0o644, force)?;
+    }
+    Ok(moved.len())
+}
+
+/// `secrets.kdl` for the files the import wrote: the first recipient is the build's key, the
+/// others keys of their own, recipients of every file.
+fn secrets_kdl_text(
+    moved: &[(String, String)],
+    recipients: &[bell_seal::at_rest::Recipient],
+) -> String {
+    use bellc_core::kdl_text::string;
+    let mut out = String::from(
+        "// Who opens each encrypted file (`bellc secrets check`, `rekey`, `edit`), as written by\n\
+         // `bellc import divingbell --secrets-recipient`: the build's key, then the others.\n",
+    );
+    let mut names = Vec::new();
+    for (i, recipient) in recipients.iter().enumerate() {
+        let key = string(&recipient.describe());
+        match i {
+            0 => out.push_str(&format!("build {key}\n")),
+            _ => {
+                let name = format!("recipient-{}", i + 1);
+                out.push_str(&format!("key {} {key}\n", string(&name)));
+                names.push(string(&name));
+            }
+        }
+    }
+    for (file, _) in moved {
+        let mut line = format!("secret {}", string(file));
+        for name in &names {
+            line.push(' ');
+            line.push_str(name);
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
 }
 
 /// Writes `path` with `mode`, replacing it only when `force`.
@@ -260,10 +346,17 @@ pub fn exec(
             retire_divingbell,
             divingbell_version,
             labels,
+            secrets_recipient,
         } => {
             let rules = bell_import::divingbell::Rules::at(divingbell_version)
                 .map_err(|e| Failure::Usage(format!("--divingbell-version: {e}")))?;
+            let recipients = secrets_recipient
+                .iter()
+                .map(|r| bell_seal::at_rest::Recipient::parse(r))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| Failure::Usage(format!("--secrets-recipient: {e}")))?;
             let request = Request {
+                recipients,
                 rules,
                 keep_labels: labels == "inventory",
                 deny_warnings: cli.deny_warnings,

@@ -7,7 +7,8 @@
 # this shows that they work on a real host with systemd as PID 1.
 #
 # The spec is generated from specs/e2e.kdl.in: an SSH key pair and a password hash are made here,
-# at test time, so that no private key lives in the repository.
+# at test time, so that no private key lives in the repository; the hash is encrypted at rest
+# (secrets/e2e.hash.age) and the build opens it with the SSH key (--secrets-key).
 #
 # The package comes from a local flat apt repository (lib/make-local-repo.sh) that bell adds
 # with an `apt-source` resource. apt-source cannot express `[trusted=yes]` (it renders
@@ -56,7 +57,7 @@ apply() {
 }
 # build SPEC OUT: bellc build, which must succeed without warnings.
 build() {
-    "$bellc" --deny-warnings build "$1" -o "$2" >"$work/build.out" 2>&1 \
+    "$bellc" --deny-warnings --secrets-key "$key" build "$1" -o "$2" >"$work/build.out" 2>&1 \
         || { cat "$work/build.out" >&2; fail "bellc build $1 failed"; }
 }
 # ssh_as COMMAND: log in as the managed user with the generated key and run COMMAND.
@@ -112,7 +113,6 @@ repo_key=$(sed 's/^/        /' "$work/repo-key.asc")
 spec=$(<"$here/specs/e2e.kdl.in")
 # Quoted replacements: no `&` expansion (bash 5.2 patsub_replacement).
 spec=${spec//@SSH_KEY@/"$pubkey"}
-spec=${spec//@PASSWORD_HASH@/"$password_hash"}
 spec=${spec//@REPO_KEY@/"$repo_key"}
 # The host's identity, as `bell-run identity` reads it: sshd's host key, made at first boot.
 host_key=$("$bell_run" identity | cut -d' ' -f1-2)
@@ -120,10 +120,26 @@ host_key=$("$bell_run" identity | cut -d' ' -f1-2)
 spec=${spec//@HOST_KEY@/"$host_key"}
 ! grep -q '@[A-Z_]*@' <<<"$spec" || fail "placeholders left in the spec: $(grep -o '@[A-Z_]*@' <<<"$spec" | tr '\n' ' ')"
 printf '%s\n' "$spec" >"$work/e2e.kdl"
+# The hash at rest, as a fleet's repository keeps it: an age file encrypted to the build's key
+# (the test's SSH key: bellc takes ssh-ed25519 keys as recipients), written by `bellc secrets
+# edit` through an editor that pastes it; the spec's tree holds it only encrypted.
+printf 'build "%s"\nsecret "secrets/e2e.hash.age"\n' "$(cut -d' ' -f1-2 "$key.pub")" >"$work/secrets.kdl"
+cat >"$work/paste.sh" <<'EOF'
+#!/bin/sh
+printf %s "$HASH" >"$1"
+EOF
+chmod 755 "$work/paste.sh"
+HASH=$password_hash EDITOR="$work/paste.sh" VISUAL='' \
+    "$bellc" secrets edit secrets/e2e.hash.age --spec "$work/e2e.kdl" >/dev/null \
+    || fail "bellc secrets edit secrets/e2e.hash.age failed"
+! grep -rqF -- "$password_hash" "$work/e2e.kdl" "$work/secrets.kdl" "$work/secrets" \
+    || fail "the password hash is in the spec's tree in the clear"
+"$bellc" --secrets-key "$key" secrets check "$work/e2e.kdl" >/dev/null \
+    || fail "bellc secrets check fails on the spec's tree"
 cp "$here/specs/e2e-after.kdl" "$work/e2e-after.kdl"
 [ "$(candidate "$pkg")" = "(none)" ] || fail "apt knows $pkg before bell adds its source"
 if [ -e /etc/apt/sources.list ]; then mv /etc/apt/sources.list /etc/apt/sources.list.e2e-aside; fi
-ok "ssh key pair, password hash and a signed local apt repository $repo made"
+ok "ssh key pair, password hash (encrypted at rest) and a signed local apt repository $repo made"
 
 # ---- first apply ----
 build "$work/e2e.kdl" "$work/out1"

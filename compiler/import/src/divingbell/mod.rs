@@ -119,6 +119,9 @@ pub struct Input<'a> {
     /// Where the hosts' labels the spec does not use are kept (named in its header), or
     /// `None` to leave them out.
     pub all_labels: Option<&'a str>,
+    /// The spec's password hashes and debconf passwords go into encrypted files
+    /// (`--secrets-recipient`): not a warning of the spec, which will not hold them.
+    pub secrets_moved: bool,
 }
 
 /// The name of the script `--retire-divingbell` adds: last of the scripts, which run in name
@@ -233,7 +236,13 @@ pub fn import(sources: &Sources, input: &Input, diags: &mut Diagnostics) -> Opti
     let start = Span::new(first, (0, 0).into());
     // What bellc refuses in the spec is said at the values it came from: a typo Divingbell
     // would meet on a host is an error here, before anything moves.
-    let found = verify::refusals(&written.text, &written.map, &hosts, with_hosts);
+    let found = verify::refusals(
+        &written.text,
+        &written.map,
+        &hosts,
+        with_hosts,
+        input.secrets_moved,
+    );
     let refused = found.iter().any(|f| f.error);
     for f in found {
         let span = f.span.unwrap_or(start);

@@ -296,7 +296,13 @@ pub fn refusals(
     map: &super::write::SourceMap,
     hosts: &[Entry],
     with_hosts: bool,
+    secrets_moved: bool,
 ) -> Vec<Finding> {
+    // What the import moves into encrypted files is not written in the spec it leaves.
+    let moved = match secrets_moved {
+        true => bellc_core::front::lower::movable_secrets(spec),
+        false => Vec::new(),
+    };
     let mut text = spec.to_string();
     if !with_hosts {
         for h in hosts {
@@ -321,6 +327,12 @@ pub fn refusals(
                 d.downcast_ref::<bellc_core::resolve::ResolveError>(),
                 Some(bellc_core::resolve::ResolveError::NoHosts { .. })
             )
+        })
+        .filter(|d| {
+            let code = d.code().map(|c| c.to_string());
+            let at = d.labels().and_then(|mut l| l.next()).map(|l| l.offset());
+            !(code.as_deref() == Some("bell::lower::plaintext_secret_in_spec")
+                && at.is_some_and(|at| moved.contains(&at)))
         })
         .filter_map(|d| {
             let at = d.labels().and_then(|mut l| l.next()).map(|l| l.offset());

@@ -116,6 +116,15 @@ pub enum LowerError {
         help: String,
         file: FileId,
     },
+    #[error("a secret is written in the spec in the clear")]
+    #[diagnostic(code(bell::lower::plaintext_secret_in_spec), severity(Warning))]
+    PlaintextSecretInSpec {
+        #[label("whoever reads the repository reads this")]
+        span: SourceSpan,
+        #[help]
+        help: String,
+        file: FileId,
+    },
     #[error("cannot open the encrypted secret `{path}`: {reason}")]
     #[diagnostic(code(bell::lower::secret_unopened))]
     SecretUnopened {
@@ -233,6 +242,7 @@ impl LowerError {
             | InvalidValue { file, .. }
             | Unreadable { file, .. }
             | SecretUnopened { file, .. }
+            | PlaintextSecretInSpec { file, .. }
             | IncludeCycle { file, .. }
             | EmptyGlob { file, .. }
             | PlaintextSecrets { file, .. }

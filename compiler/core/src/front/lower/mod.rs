@@ -30,6 +30,7 @@ mod values;
 
 pub use error::LowerError;
 use resources::{merge_sysctl_into, push_resource};
+pub use secrets::{holds_no_secret, movable_secrets, move_out};
 use seen::SeenHosts;
 
 /// Reads and lowers the spec rooted at `path`. The spec is returned even when there are errors
@@ -217,7 +218,24 @@ impl Lowerer<'_> {
                 return;
             }
         };
-        self.sources.mask(file, &secrets::in_document(&doc, &text));
+        let written = secrets::in_document(&doc, &text);
+        self.sources.mask(file, &secrets::ranges(&written));
+        for secret in written {
+            self.diags.push(LowerError::PlaintextSecretInSpec {
+                span: secret.entry,
+                help: match secret.instead {
+                    Some((encrypted, line)) => format!(
+                        "encrypt it into the spec's tree: name it in secrets.kdl (`secret \"{encrypted}\"`), \
+                         run `bellc secrets edit {encrypted}` and paste it there, then write \
+                         `{line}` here"
+                    ),
+                    None => "keep it in an encrypted file of the spec's tree (`bellc secrets edit \
+                             secrets/NAME.age`), as a 0600 file's `content file=\"secrets/NAME.age\"`"
+                        .into(),
+                },
+                file,
+            });
+        }
         self.lower_doc(file, path, &doc);
     }
 
