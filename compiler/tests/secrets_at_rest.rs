@@ -499,7 +499,8 @@ printf '%s' "$NEW" >"$1"
             .args(["secrets", "edit", file])
             .current_dir(fx.path())
             .env("EDITOR", &editor)
-            .env_remove("VISUAL")
+            // Empty, as a shell profile may leave it: EDITOR's turn (git's rule).
+            .env("VISUAL", "")
             .env("REPO", fx.path())
             .env("LOG", &log)
             .env("NEW", new);

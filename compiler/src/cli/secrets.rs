@@ -120,10 +120,10 @@ fn edit_in(plain: &Path, before: &[u8]) -> Result<Vec<u8>, Failure> {
         .open(plain)
         .and_then(|mut f| f.write_all(before))
         .map_err(io)?;
-    let editor = std::env::var("VISUAL")
-        .ok()
-        .or_else(|| std::env::var("EDITOR").ok())
-        .filter(|e| !e.trim().is_empty())
+    // An empty VISUAL is no editor, as git has it: EDITOR's turn.
+    let set = |name: &str| std::env::var(name).ok().filter(|e| !e.trim().is_empty());
+    let editor = set("VISUAL")
+        .or_else(|| set("EDITOR"))
         .unwrap_or_else(|| "vi".into());
     // As git runs it: the editor is a command line of the user's own, the file its argument.
     let status = std::process::Command::new("sh")
