@@ -171,7 +171,7 @@ fn every_side_door_is_shut_on_a_fleet_with_tls_users_and_sealed_secrets() {
     assert_eq!(diff.code, 1, "{}", diff.stderr);
     assert!(
         diff.stdout
-            .contains("file /etc/app/token (secret content changed)"),
+            .contains("file /etc/app/token (secret content changed: keyed "),
         "{}",
         diff.stdout
     );

@@ -408,21 +408,77 @@ fn a_changed_secret_is_a_changed_bundle_and_never_its_value() {
             assert!(!run.stdout.contains(hash), "{}", run.stdout);
         }
     }
+    // The secret that changed is named, by the keyed digests of the build's seal key, on
+    // every host it changed on, with where the spec sets it.
     let diff = json(&bellc_in(
         &dir,
-        &["diff", "old", "new", "--values", "--json"],
+        &[
+            "diff",
+            "old",
+            "new",
+            "--values",
+            "--json",
+            "--spec",
+            "three-role.kdl",
+        ],
     ));
-    assert_eq!(diff["changes"], serde_json::json!([]));
-    assert_eq!(diff["bundle_only"].as_array().unwrap().len(), 12);
-    // What OUT keeps of the values holds no secret either.
-    for entry in std::fs::read_dir(dir.join("new/values")).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-        assert!(!text.contains("bellsalt"), "{text}");
-        assert!(
-            text.contains("\"user:ops.password\": \"\\\"<secret>\\\"\""),
-            "{text}"
-        );
-    }
+    let changes = diff["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{diff:#}");
+    assert_eq!(changes[0]["key"], "user:ops.password");
+    assert_eq!(changes[0]["hosts"].as_array().unwrap().len(), 12);
+    assert_eq!(changes[0]["set_at"][0]["at"], "three-role.kdl:15");
+    let named = |side: &str| -> String {
+        let shown = changes[0][side].as_str().unwrap();
+        let digest = shown
+            .strip_prefix("\"<secret ")
+            .and_then(|d| d.strip_suffix(">\""))
+            .unwrap_or_else(|| panic!("{shown}"));
+        assert!(digest.len() == 16 && digest.bytes().all(|b| b.is_ascii_hexdigit()));
+        digest.to_string()
+    };
+    assert_ne!(named("old"), named("new"));
+    assert_eq!(diff["bundle_only"], serde_json::json!([]));
+    // The digest is keyed: another seal key names the same hash otherwise.
+    let other = bellc_in(
+        &dir,
+        &[
+            &[
+                "build",
+                "three-role.kdl",
+                "-o",
+                "other",
+                "--seal-key",
+                "three-role.kdl",
+            ][..],
+            &EXAMPLE_KEY,
+        ]
+        .concat(),
+    );
+    assert_eq!(other.code, 0, "{}", other.stderr);
+    let keyed = |out: &str| -> BTreeSet<String> {
+        std::fs::read_dir(dir.join(out).join("values"))
+            .unwrap()
+            .map(|entry| {
+                let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+                assert!(!text.contains("bellsalt"), "{text}");
+                let line = text
+                    .lines()
+                    .find(|l| l.contains("user:ops.password"))
+                    .unwrap();
+                line.trim().to_string()
+            })
+            .collect()
+    };
+    assert_eq!(keyed("new").len(), 1, "one hash, one name");
+    assert!(keyed("new").iter().all(|l| l.contains(&named("new"))));
+    assert!(keyed("other").is_disjoint(&keyed("new")));
+    // The file-level diff names the sealed script by its keyed digests too.
+    let files = bellc_in(&dir, &["diff", "old", "new"]);
+    assert!(
+        files.stdout.contains("(secret content changed: keyed "),
+        "{}",
+        files.stdout
+    );
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! `OUT/values/<id>.json`: the values each bundle was rendered from (secrets as `"<secret>"`),
+//! `OUT/values/<id>.json`: the values each bundle was rendered from (secrets as `"<secret>"`, or
+//! by their keyed digest when sealed),
 //! for `bellc diff OLD NEW --values`. A bundle holds files, not values, and the spec that gave
 //! them is not in OUT (it may hold secrets in the clear), so a build keeps them beside the
 //! bundles. They are for review: no host reads them, and a bundle's id does not cover them.

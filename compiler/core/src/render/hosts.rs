@@ -121,7 +121,15 @@ pub fn render_fleet_streamed<'h, E: Send>(
         let rendered = renderer
             .render_host_ordered(&cx, order, &mut local)
             .map(|bundle| match &seal_key {
-                Some(key) => super::seal::seal_bundle(bundle, key),
+                Some(key) => {
+                    let mut bundle = super::seal::seal_bundle(bundle, key);
+                    if !bundle.sealed.is_empty() {
+                        let mut values = (*bundle.values).clone();
+                        super::values::name_sealed_secrets(&mut values, &host.model, key);
+                        bundle.values = std::sync::Arc::new(values);
+                    }
+                    bundle
+                }
                 None => bundle,
             });
         if rendered.as_ref().is_some_and(|b| !b.sealed.is_empty()) {

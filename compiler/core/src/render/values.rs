@@ -1,6 +1,7 @@
 //! The values a host's resolved configuration holds, one line each (`sysctl:vm.swappiness` →
 //! `10`, `user:ops.shell` → `"/bin/bash"`), as `explain`, `query` and the value diff show them:
-//! each written as a spec writes it, secrets as `"<secret>"`.
+//! each written as a spec writes it, secrets as `"<secret>"` (in a sealed bundle's values file,
+//! `"<secret KEYED-DIGEST>"`: [`name_sealed_secrets`]).
 //!
 //! A build keeps each bundle's values beside it (`OUT/values/<id>.json`), because a bundle
 //! holds files, not the values they came from: `bellc diff OLD NEW --values` compares two
@@ -242,24 +243,49 @@ pub fn field_text(r: &ResolvedResource, field: &str, value: &Value) -> String {
             string(&duration(*secs))
         }
         (Value::Str(v), Some(FieldType::IntOrStr)) => number_or_string(v),
-        (Value::Debconf(answers), _) => answers
-            .iter()
-            .map(|d| {
-                let value = if d.kind == "password" {
-                    SECRET
-                } else {
-                    &d.value
-                };
-                format!(
-                    "{} type={} value={}",
-                    string(&d.question),
-                    string(&d.kind),
-                    string(value)
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; "),
+        (Value::Debconf(answers), _) => debconf_text(answers, &|_| SECRET.to_string()),
         _ => scalar(value),
+    }
+}
+
+/// Debconf answers on one line, each password answer as `secret` shows it.
+fn debconf_text(answers: &[crate::spec::Debconf], secret: &dyn Fn(&str) -> String) -> String {
+    answers
+        .iter()
+        .map(|d| {
+            let value = match d.kind.as_str() {
+                "password" => secret(&d.value),
+                _ => d.value.clone(),
+            };
+            format!(
+                "{} type={} value={}",
+                string(&d.question),
+                string(&d.kind),
+                string(&value)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The values of a bundle whose secrets were sealed with `key`, each secret named by its keyed
+/// digest (`"<secret 3f2a9c0b1d4e5f60>"`; for a 0600 file, the start of the digest that names
+/// its sealed file): a review of two builds sees which secret changed (`bellc diff --values`),
+/// and a reader of OUT nothing a guess could be tested against, as with the bundle's names.
+pub fn name_sealed_secrets(values: &mut BundleValues, model: &Model, key: &bell_seal::SealKey) {
+    let named = |secret: &str| format!("<secret {}>", &key.digest(secret.as_bytes())[..16]);
+    for r in &model.resources {
+        let head = resource_key(r);
+        for (field, (value, _)) in &r.fields {
+            let shown = match value {
+                Value::Str(secret) if is_secret(r, field) => string(&named(secret)),
+                Value::Debconf(answers) if answers.iter().any(|d| d.kind == "password") => {
+                    debconf_text(answers, &named)
+                }
+                _ => continue,
+            };
+            values.values.insert(format!("{head}.{field}"), kept(shown));
+        }
     }
 }
 

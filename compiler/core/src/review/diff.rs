@@ -371,8 +371,8 @@ fn compare(
         let diff = if content_changed {
             if secret {
                 details.push(secret_change(
-                    fa.is_some_and(|f| f.sealed),
-                    fb.is_some_and(|f| f.sealed),
+                    fa.filter(|f| f.sealed).map(|f| f.sha256.as_str()),
+                    fb.filter(|f| f.sealed).map(|f| f.sha256.as_str()),
                 ));
                 None
             } else {
@@ -410,8 +410,8 @@ fn compare(
         let mut details = Vec::new();
         let diff = if secret {
             details.push(secret_change(
-                sa.is_some_and(|s| s.2),
-                sb.is_some_and(|s| s.2),
+                sa.filter(|s| s.2).map(|s| s.0.as_str()),
+                sb.filter(|s| s.2).map(|s| s.0.as_str()),
             ));
             None
         } else {
@@ -487,13 +487,18 @@ fn scripts(m: &Manifest) -> BTreeMap<String, (String, bool, bool)> {
     out
 }
 
-/// What a diff shows of a secret's change: that it changed, told by the digests that name it
-/// (keyed ones, when sealed), and nothing of the content: no size, no hash, on either side.
-fn secret_change(sealed_before: bool, sealed_after: bool) -> String {
+/// What a diff shows of a secret's change: that it changed, told by the digests that name it,
+/// and nothing of the content: no size, no hash. A sealed secret's keyed digest (`Some`) is
+/// shown, as the manifest shows it, so that a review can tell which secret changed to what it
+/// saw elsewhere (`bellc diff --values` names the value by the same key); a secret in the clear
+/// is named by its plain sha256, which would confirm a guess: not shown.
+fn secret_change(sealed_before: Option<&str>, sealed_after: Option<&str>) -> String {
+    let short = |d: &str| d.get(..16).unwrap_or(d).to_string();
     match (sealed_before, sealed_after) {
-        (false, true) => "secret content changed, and is now sealed to the host".to_string(),
-        (true, false) => "secret content changed, and is no longer sealed".to_string(),
-        _ => "secret content changed".to_string(),
+        (None, Some(_)) => "secret content changed, and is now sealed to the host".to_string(),
+        (Some(_), None) => "secret content changed, and is no longer sealed".to_string(),
+        (Some(a), Some(b)) => format!("secret content changed: keyed {} → {}", short(a), short(b)),
+        (None, None) => "secret content changed".to_string(),
     }
 }
 
