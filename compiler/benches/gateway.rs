@@ -226,15 +226,8 @@ fn pull_request(host: &str) -> Vec<u8> {
 fn report(host: &str, release: &str, i: usize, at: u64) -> bell_store::Report {
     use bell_store::{ResourceResult, State, Status};
     bell_store::Report {
-        format: bell_store::REPORT_FORMAT,
-        host: host.to_string(),
-        fleet: FLEET.to_string(),
-        command: "apply".to_string(),
-        result: State::Success,
         release: Some(release.to_string()),
         bundle: Some(format!("{:064x}", i % 7)),
-        started_at: at,
-        finished_at: at,
         resources: (0..30)
             .map(|r| ResourceResult {
                 key: format!("sysctl:net.core.key{r}"),
@@ -243,21 +236,9 @@ fn report(host: &str, release: &str, i: usize, at: u64) -> bell_store::Report {
                 output: None,
             })
             .collect(),
-        drift: Vec::new(),
-        error: None,
         signature: Some("verified: key 0123456789ABCDEF, sequence 1".to_string()),
         status: BTreeMap::from([("apply".to_string(), State::Success)]),
-        health: Vec::new(),
-        snapshots: Default::default(),
-        reboot_required: Vec::new(),
-        rebooting: None,
-        refused_release: None,
-        live: Vec::new(),
-        since: None,
-        attempts: None,
-        sequence: None,
-        signer: None,
-        proof: None,
+        ..bell_store::Report::new(host, FLEET, "apply", State::Success, at)
     }
 }
 

@@ -16,7 +16,7 @@ mod support;
 
 use bell_bundle::{Release, ReleaseHost};
 use bell_ops::fleet::rollout::{Controller, Event, Outcome};
-use bell_store::{Etcd, Report, State, Store, REPORT_FORMAT};
+use bell_store::{Etcd, Report, State, Store};
 use bellc_core::emit::signing;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -61,35 +61,14 @@ fn release(names: &[String], bundle: char, wave: usize) -> Release {
 fn report(host: &str, version: &str, bundle: &str) -> Report {
     let at = now();
     Report {
-        format: REPORT_FORMAT,
-        host: host.to_string(),
-        fleet: FLEET.to_string(),
-        command: "apply".to_string(),
-        result: State::Success,
         release: Some(version.to_string()),
         bundle: Some(bundle.to_string()),
-        started_at: at,
-        finished_at: at,
-        resources: Vec::new(),
-        drift: Vec::new(),
-        error: None,
-        signature: None,
         status: BTreeMap::from([
             ("apply".to_string(), State::Success),
             ("check".to_string(), State::Success),
             ("health".to_string(), State::Success),
         ]),
-        health: Vec::new(),
-        snapshots: Default::default(),
-        reboot_required: Vec::new(),
-        rebooting: None,
-        refused_release: None,
-        live: Vec::new(),
-        since: None,
-        attempts: None,
-        sequence: None,
-        signer: None,
-        proof: None,
+        ..Report::new(host, FLEET, "apply", State::Success, at)
     }
 }
 

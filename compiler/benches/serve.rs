@@ -19,7 +19,7 @@ mod support;
 
 use bell_bundle::{Release, ReleaseHost};
 use bell_ops::serve::{pages::Pages, Board, Out};
-use bell_store::{Report, ResourceResult, State, REPORT_FORMAT};
+use bell_store::{Report, ResourceResult, State};
 use bell_wire::etcd::Op;
 use bell_wire::server as http;
 use std::collections::BTreeMap;
@@ -46,20 +46,14 @@ fn bundle(i: usize) -> String {
 fn report(host: &str, i: usize, release: &str, at: u64) -> Report {
     let failed = i % 100 == 1;
     let behind = i % 50 == 2;
+    let result = if failed {
+        State::Failed
+    } else {
+        State::Success
+    };
     Report {
-        format: REPORT_FORMAT,
-        host: host.to_string(),
-        fleet: FLEET.to_string(),
-        command: "apply".to_string(),
-        result: if failed {
-            State::Failed
-        } else {
-            State::Success
-        },
         release: Some(release.to_string()),
         bundle: Some(if behind { "f".repeat(64) } else { bundle(i) }),
-        started_at: at,
-        finished_at: at,
         resources: (0..30)
             .map(|r| ResourceResult {
                 key: format!("sysctl:net.core.key{r}"),
@@ -72,28 +66,9 @@ fn report(host: &str, i: usize, release: &str, at: u64) -> Report {
                 output: None,
             })
             .collect(),
-        drift: Vec::new(),
-        error: None,
         signature: Some("verified: key 0123456789ABCDEF, sequence 1".to_string()),
-        status: BTreeMap::from([(
-            "apply".to_string(),
-            if failed {
-                State::Failed
-            } else {
-                State::Success
-            },
-        )]),
-        health: Vec::new(),
-        snapshots: Default::default(),
-        reboot_required: Vec::new(),
-        rebooting: None,
-        refused_release: None,
-        live: Vec::new(),
-        since: None,
-        attempts: None,
-        sequence: None,
-        signer: None,
-        proof: None,
+        status: BTreeMap::from([("apply".to_string(), result)]),
+        ..Report::new(host, FLEET, "apply", result, at)
     }
 }
 

@@ -13,7 +13,7 @@
 #[path = "support/mod.rs"]
 mod support;
 
-use bell_store::{prefetch, semaphore, Etcd, Lease, Report, State, Store, REPORT_FORMAT};
+use bell_store::{prefetch, semaphore, Etcd, Lease, Report, State, Store};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -29,15 +29,8 @@ const TIMER: u64 = 900;
 /// What a host that applied its bundle and changed nothing reports.
 fn report(host: &str, at: u64) -> Report {
     Report {
-        format: REPORT_FORMAT,
-        host: host.to_string(),
-        fleet: FLEET.to_string(),
-        command: "apply".to_string(),
-        result: State::Success,
         release: Some("a".repeat(64)),
         bundle: Some("b".repeat(64)),
-        started_at: at,
-        finished_at: at,
         resources: (0..30)
             .map(|i| bell_store::ResourceResult {
                 key: format!("sysctl:net.core.key{i}"),
@@ -46,25 +39,13 @@ fn report(host: &str, at: u64) -> Report {
                 output: None,
             })
             .collect(),
-        drift: Vec::new(),
-        error: None,
         signature: Some("verified: key 0123456789ABCDEF, sequence 1".to_string()),
         status: BTreeMap::from([
             ("apply".to_string(), State::Success),
             ("check".to_string(), State::Success),
             ("health".to_string(), State::Success),
         ]),
-        health: Vec::new(),
-        snapshots: Default::default(),
-        reboot_required: Vec::new(),
-        rebooting: None,
-        refused_release: None,
-        live: Vec::new(),
-        since: None,
-        attempts: None,
-        sequence: None,
-        signer: None,
-        proof: None,
+        ..Report::new(host, FLEET, "apply", State::Success, at)
     }
 }
 

@@ -62,31 +62,9 @@ fn release() -> Release {
 /// A report of `host`, signed by `signer` with `sequence` when there is one.
 fn report(host: &str, result: State, signer: Option<&SigningKey>, sequence: u64) -> Vec<u8> {
     let mut report = Report {
-        format: bell_store::REPORT_FORMAT,
-        host: host.into(),
-        fleet: "f".into(),
-        command: "apply".into(),
-        result,
-        release: None,
         bundle: Some("ab".repeat(32)),
-        started_at: sequence,
-        finished_at: sequence,
-        resources: Vec::new(),
-        drift: Vec::new(),
-        error: None,
-        signature: None,
         status: BTreeMap::from([("apply".to_string(), result)]),
-        health: Vec::new(),
-        snapshots: Default::default(),
-        reboot_required: Vec::new(),
-        rebooting: None,
-        refused_release: None,
-        live: Vec::new(),
-        since: None,
-        attempts: None,
-        sequence: None,
-        signer: None,
-        proof: None,
+        ..Report::new(host, "f", "apply", result, sequence)
     };
     if let Some(signer) = signer {
         bell_store::proof::sign(&mut report, signer, sequence);

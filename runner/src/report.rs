@@ -518,33 +518,12 @@ pub struct Between<'a> {
 impl Between<'_> {
     /// A report of `command` with nothing of a run in it.
     fn report(&self, command: &str, result: State) -> Report {
-        let now = state::now();
+        let (host, fleet) = (self.host, &self.manifest.fleet);
         Report {
-            format: REPORT_FORMAT,
-            host: self.host.to_string(),
-            fleet: self.manifest.fleet.clone(),
-            command: command.to_string(),
-            result,
             release: self.release.clone(),
             bundle: Some(self.generation.to_string()),
-            started_at: now,
-            finished_at: now,
-            resources: Vec::new(),
-            drift: Vec::new(),
-            error: None,
-            signature: None,
-            status: BTreeMap::new(),
-            health: Vec::new(),
-            reboot_required: Vec::new(),
-            rebooting: None,
-            refused_release: None,
-            live: Vec::new(),
             snapshots: self.manifest.snapshots.clone(),
-            since: None,
-            attempts: None,
-            sequence: None,
-            signer: None,
-            proof: None,
+            ..Report::new(host, fleet, command, result, state::now())
         }
     }
 }

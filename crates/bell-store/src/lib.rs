@@ -199,6 +199,38 @@ pub struct ProbeResult {
 }
 
 impl Report {
+    /// A report of `command` on `host` of `fleet` with `result`, at `at` (Unix seconds), and
+    /// nothing else said yet: what every writer of a report starts from and fills in.
+    pub fn new(host: &str, fleet: &str, command: &str, result: State, at: u64) -> Report {
+        Report {
+            format: REPORT_FORMAT,
+            host: host.to_string(),
+            fleet: fleet.to_string(),
+            command: command.to_string(),
+            result,
+            release: None,
+            bundle: None,
+            started_at: at,
+            finished_at: at,
+            resources: Vec::new(),
+            drift: Vec::new(),
+            error: None,
+            signature: None,
+            status: BTreeMap::new(),
+            health: Vec::new(),
+            reboot_required: Vec::new(),
+            rebooting: None,
+            refused_release: None,
+            live: Vec::new(),
+            snapshots: BTreeMap::new(),
+            since: None,
+            attempts: None,
+            sequence: None,
+            signer: None,
+            proof: None,
+        }
+    }
+
     /// A copy with only the resources `keep` takes, the others never copied (a reader that
     /// keeps thousands of reports keeps what went wrong, not the hundreds that went well).
     pub fn keeping_resources(&self, keep: impl Fn(&ResourceResult) -> bool) -> Report {

@@ -102,31 +102,9 @@ fn one_unreadable_key_spoils_only_its_own_host() {
 /// A report of `host` in fleet `f`, one category set: for the tests of every module.
 pub(crate) fn report(host: &str, command: &str, result: State) -> Report {
     Report {
-        format: REPORT_FORMAT,
-        host: host.into(),
-        fleet: "f".into(),
-        command: command.into(),
-        result,
-        release: None,
-        bundle: None,
-        started_at: 1,
         finished_at: 2,
-        resources: Vec::new(),
-        drift: Vec::new(),
-        error: None,
-        signature: None,
         status: BTreeMap::from([(command.to_string(), result)]),
-        health: Vec::new(),
-        reboot_required: Vec::new(),
-        rebooting: None,
-        refused_release: None,
-        live: Vec::new(),
-        snapshots: BTreeMap::new(),
-        since: None,
-        attempts: None,
-        sequence: None,
-        signer: None,
-        proof: None,
+        ..Report::new(host, "f", command, result, 1)
     }
 }
 

@@ -451,31 +451,10 @@ mod tests {
 
     fn report(result: State, health: State) -> Report {
         Report {
-            format: bell_store::REPORT_FORMAT,
-            host: "b".into(),
-            fleet: "f".into(),
-            command: "check".into(),
-            result,
-            release: None,
             bundle: Some("b1".into()),
-            started_at: 10,
             finished_at: 11,
-            resources: Vec::new(),
-            drift: Vec::new(),
-            error: None,
-            signature: None,
             status: BTreeMap::from([("health".to_string(), health)]),
-            health: Vec::new(),
-            snapshots: Default::default(),
-            reboot_required: Vec::new(),
-            rebooting: None,
-            refused_release: None,
-            live: Vec::new(),
-            since: None,
-            attempts: None,
-            sequence: None,
-            signer: None,
-            proof: None,
+            ..Report::new("b", "f", "check", result, 10)
         }
     }
 

@@ -38,31 +38,9 @@ fn release(hosts: &[(&str, &str)], waves: &[&[&str]]) -> Release {
 
 fn view(bundle: &str, result: bell_store::State, at: u64, alive: bool) -> HostView {
     let report = bell_store::Report {
-        format: bell_store::REPORT_FORMAT,
-        host: String::new(),
-        fleet: "f".into(),
-        command: "apply".into(),
-        result,
-        release: None,
         bundle: Some(bundle.repeat(64)),
-        started_at: at,
-        finished_at: at,
-        resources: Vec::new(),
-        drift: Vec::new(),
-        error: None,
-        signature: None,
         status: BTreeMap::from([("apply".to_string(), result)]),
-        health: Vec::new(),
-        snapshots: Default::default(),
-        reboot_required: Vec::new(),
-        rebooting: None,
-        refused_release: None,
-        live: Vec::new(),
-        since: None,
-        attempts: None,
-        sequence: None,
-        signer: None,
-        proof: None,
+        ..bell_store::Report::new("", "f", "apply", result, at)
     };
     let report = Arc::new(report);
     HostView {

@@ -28,31 +28,9 @@ fn a_host_that_needs_a_reboot_is_flagged_and_says_why() {
     let reason = "kernel-args:hugepages: hugepages=16 is not on the running kernel's \
                   command line";
     let report = Report {
-        format: bell_store::REPORT_FORMAT,
-        host: "h".into(),
-        fleet: "f".into(),
-        command: "apply".into(),
-        result: State::Success,
-        release: None,
         bundle: Some("b".repeat(64)),
-        started_at: 9,
-        finished_at: 9,
-        resources: Vec::new(),
-        drift: Vec::new(),
-        error: None,
-        signature: None,
-        status: Default::default(),
-        health: Vec::new(),
-        snapshots: Default::default(),
         reboot_required: vec![reason.to_string()],
-        rebooting: None,
-        refused_release: None,
-        live: Vec::new(),
-        since: None,
-        attempts: None,
-        sequence: None,
-        signer: None,
-        proof: None,
+        ..Report::new("h", "f", "apply", State::Success, 9)
     };
     let view = |report: &Report| bell_store::HostView {
         report: Some(std::sync::Arc::new(report.clone())),
@@ -109,15 +87,6 @@ fn a_failure_names_what_the_script_said_last() {
         output: output.map(str::to_string),
     };
     let report = Report {
-        format: bell_store::REPORT_FORMAT,
-        host: "h".into(),
-        fleet: "f".into(),
-        command: "apply".into(),
-        result: State::Failed,
-        release: None,
-        bundle: None,
-        started_at: 0,
-        finished_at: 0,
         resources: vec![
             result(
                 "exec:warm-cache",
@@ -130,21 +99,7 @@ fn a_failure_names_what_the_script_said_last() {
                 Some("bell: sysctl:vm.x: refused"),
             ),
         ],
-        drift: Vec::new(),
-        error: None,
-        signature: None,
-        status: Default::default(),
-        health: Vec::new(),
-        snapshots: Default::default(),
-        reboot_required: Vec::new(),
-        rebooting: None,
-        refused_release: None,
-        live: Vec::new(),
-        since: None,
-        attempts: None,
-        sequence: None,
-        signer: None,
-        proof: None,
+        ..Report::new("h", "f", "apply", State::Failed, 0)
     };
     assert_eq!(
         failure_detail(&report, "apply"),
