@@ -154,7 +154,13 @@ fn walk(dir: &Path, place: Place) -> Result<(), String> {
 }
 
 fn allowed_link(path: &Path, place: Place) -> Result<(), String> {
-    let target = fs::read_link(path).unwrap_or_default();
+    let target = match fs::read_link(path) {
+        Ok(target) => target,
+        // Gone since the listing (another bell-run's `.current.tmp` renamed over `current`):
+        // passed over, as a file that goes is.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(_) => Default::default(),
+    };
     // `.current.tmp` is `current` on its way (another bell-run switching generations while
     // this one walks before its lock): the same shape, and nothing reads through it (the
     // switch removes whatever is there first and renames the link over `current`).
