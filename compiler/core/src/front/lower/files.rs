@@ -303,14 +303,7 @@ impl Lowerer<'_> {
                 file,
             });
         }
-        let mut relative = None;
-        for (key, entry) in self.props(child) {
-            match key {
-                "file" => relative = self.string(file, "file", entry).map(|r| (r, entry.span())),
-                _ => self.unknown_prop(file, &name, entry, &["file"]),
-            }
-        }
-        let (relative, span) = relative?;
+        let (relative, span) = self.file_prop(file, &name, child)?;
         let keys_file = self.read_in_tree(
             file,
             span,
@@ -606,6 +599,24 @@ impl Lowerer<'_> {
             (Ok(p), Some(tree)) => p.starts_with(tree),
             _ => false,
         }
+    }
+
+    /// The `file=` of `child` (named `name`), its only property, and where it is written;
+    /// another property is a diagnostic.
+    pub(super) fn file_prop(
+        &mut self,
+        file: FileId,
+        name: &str,
+        child: &KdlNode,
+    ) -> Option<(String, SourceSpan)> {
+        let mut relative = None;
+        for (key, entry) in self.props(child) {
+            match key {
+                "file" => relative = self.string(file, "file", entry).map(|r| (r, entry.span())),
+                _ => self.unknown_prop(file, name, entry, &["file"]),
+            }
+        }
+        relative
     }
 
     /// Reads a file the spec names (`wanted.shown`, relative to the directory of `file`), when

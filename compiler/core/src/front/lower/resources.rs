@@ -446,14 +446,7 @@ impl Lowerer<'_> {
                 file,
             });
         }
-        let mut relative = None;
-        for (key, entry) in self.props(child) {
-            match key {
-                "file" => relative = self.string(file, "file", entry).map(|r| (r, entry.span())),
-                _ => self.unknown_prop(file, &name, entry, &["file"]),
-            }
-        }
-        let (relative, at) = relative?;
+        let (relative, at) = self.file_prop(file, &name, child)?;
         *span = self.span(file, at);
         let secret = self.open_secret(file, &relative, at)?;
         // Checked as a value written in the spec would be, without the value in the message
