@@ -34,6 +34,7 @@ mod explain_parses_back;
 mod field_of_reads_as_awk_did;
 mod file_script_in_temp_root;
 mod fleet_status;
+mod fleet_under_faults;
 mod fleetgen;
 mod follow;
 mod gateway;

@@ -231,13 +231,35 @@ fn spawn_member(
     dir: &Path,
     serving: Serving,
 ) -> Child {
+    let (mut command, log) = member_command(name, client, peer, cluster, dir, serving);
+    command
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start etcd")
+}
+
+/// The command that starts one member, and its log (opened for appending: a member started
+/// again after a kill writes on after its first life).
+fn member_command(
+    name: &str,
+    client: u16,
+    peer: u16,
+    cluster: &str,
+    dir: &Path,
+    serving: Serving,
+) -> (Command, std::fs::File) {
     let scheme = match serving {
         Serving::Plain => "http",
         _ => "https",
     };
     let client_url = format!("{scheme}://127.0.0.1:{client}");
     let peer_url = format!("http://127.0.0.1:{peer}");
-    let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("{name}.log")))
+        .expect("log");
     let mut command = Command::new("etcd");
     if let Serving::Tls(pki) | Serving::TlsWithClientCertificates(pki) = serving {
         command
@@ -265,11 +287,8 @@ fn spawn_member(
         .arg(format!("--listen-peer-urls={peer_url}"))
         .arg(format!("--initial-advertise-peer-urls={peer_url}"))
         .arg(format!("--initial-cluster={cluster}"))
-        .arg("--initial-cluster-state=new")
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start etcd")
+        .arg("--initial-cluster-state=new");
+    (command, log)
 }
 
 /// The database quota of a cluster that serves TLS with users (etcd's default is 2 GiB).
@@ -419,6 +438,11 @@ impl Drop for Etcd {
 /// killed on drop, and `kill` takes one down midway.
 pub struct EtcdCluster {
     members: Vec<Child>,
+    /// How each member is started again after `kill` (its arguments; the data directory
+    /// holds its state, so it rejoins as itself).
+    argv: Vec<Vec<std::ffi::OsString>>,
+    /// The member's log directory, for its log file.
+    logs: PathBuf,
     /// `HOST:PORT` of each member, in order.
     pub endpoints: Vec<String>,
     /// `etcd://` with every member's endpoint.
@@ -456,20 +480,23 @@ impl EtcdCluster {
                 .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
                 .collect::<Vec<_>>()
                 .join(",");
-            let mut members: Vec<Child> = ports
+            let argv: Vec<Vec<std::ffi::OsString>> = ports
                 .iter()
                 .enumerate()
                 .map(|(i, (client, peer))| {
-                    spawn_member(
+                    let (command, _) = member_command(
                         &format!("m{i}"),
                         *client,
                         *peer,
                         &cluster,
                         data.path(),
                         serving,
-                    )
+                    );
+                    command.get_args().map(|a| a.to_os_string()).collect()
                 })
                 .collect();
+            let logs = data.path().to_path_buf();
+            let mut members: Vec<Child> = (0..3).map(|i| respawn(&argv[i], &logs, i)).collect();
             let endpoints: Vec<String> = ports
                 .iter()
                 .map(|(client, _)| format!("127.0.0.1:{client}"))
@@ -488,6 +515,8 @@ impl EtcdCluster {
             });
             let cluster = EtcdCluster {
                 members,
+                argv,
+                logs,
                 endpoints,
                 url,
                 _data: data,
@@ -513,6 +542,37 @@ impl EtcdCluster {
         let _ = self.members[i].kill();
         let _ = self.members[i].wait();
     }
+
+    /// Starts member `i` again after [`EtcdCluster::kill`], on its data: it rejoins as itself.
+    #[allow(dead_code)]
+    pub fn restart(&mut self, i: usize) {
+        if let Ok(None) = self.members[i].try_wait() {
+            return;
+        }
+        self.members[i] = respawn(&self.argv[i], &self.logs, i);
+    }
+
+    /// The process id of member `i` (to pause it with SIGSTOP, as a network partition or a
+    /// stalled disk looks from outside).
+    #[allow(dead_code)]
+    pub fn pid(&self, i: usize) -> u32 {
+        self.members[i].id()
+    }
+}
+
+/// Starts member `i` with the arguments it was first started with, its log appended to.
+fn respawn(argv: &[std::ffi::OsString], logs: &Path, i: usize) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(logs.join(format!("m{i}.log")))
+        .expect("log");
+    Command::new("etcd")
+        .args(argv)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("start etcd")
 }
 
 impl Drop for EtcdCluster {
