@@ -21,6 +21,7 @@
 //! `BELL_FAULTS_SEED=N BELL_FAULTS_MINUTES=30 cargo nextest run -p bellc --run-ignored only
 //! a_long_run`.
 
+mod broken;
 mod checks;
 mod history;
 mod mirror;
@@ -78,8 +79,13 @@ fn seed(default: u64) -> u64 {
 /// names a host whose bundle has a file owned by a group its root lacks (its apply fails
 /// until the operator adds the group).
 fn spec(n: u32, broken: Option<&str>) -> String {
+    spec_of(&racked_hosts(), n, broken)
+}
+
+/// [`spec`] of other hosts (name, rack).
+fn spec_of(hosts: &[(String, &str)], n: u32, broken: Option<&str>) -> String {
     let mut spec = String::from("fleet \"f\" target=\"debian-12\"\n");
-    for (host, rack) in racked_hosts() {
+    for (host, rack) in hosts {
         spec.push_str(&format!("host \"{host}\" rack=\"{rack}\"\n"));
     }
     spec.push_str(&format!(
@@ -189,7 +195,14 @@ fn run(seed: u64, span: Duration, min_releases: u32) {
             fleet
                 .record
                 .event("faults over, last rollout ended: the fleet settles");
-            settle(&fleet, &fx, &served, &url, &hosts)
+            let how = Settle {
+                fx: &fx,
+                served: &served,
+                url: &url,
+                flags: pki.flags(),
+                bound: SETTLE,
+            };
+            settle(&fleet.record, &how, &hosts)
         }));
         stop.store(true, Ordering::Relaxed);
         match result {
@@ -205,7 +218,12 @@ fn run(seed: u64, span: Duration, min_releases: u32) {
     let runs = fleet.record.runs.lock().unwrap().clone();
     let endings = fleet.record.endings.lock().unwrap().clone();
     let etcd = fleet.etcd.lock().unwrap();
-    findings.extend(checks::budget(&semaphores(&etcd, &pki), SLOTS));
+    let versions = semaphores(&etcd.endpoints, Some(&pki));
+    assert!(
+        !versions.is_empty(),
+        "etcd's history holds no semaphore version"
+    );
+    findings.extend(checks::budget(&versions, SLOTS));
     archive.look(&served);
     let signed = archive.signed(&fx.path().join("ci.pub"));
     findings.extend(checks::releases(&runs, &signed));
@@ -224,21 +242,66 @@ fn run(seed: u64, span: Duration, min_releases: u32) {
         })
         .collect();
     findings.extend(checks::reports(&last, &stored));
-    let killed = runs
-        .iter()
-        .filter(|r| matches!(r.ended, Ended::Killed(_)))
-        .count();
-    eprintln!(
-        "fleet under faults: seed {seed}, {:.0} s of {} faults, {released} rollouts, {} runs of \
-         bell-run ({killed} killed), {} rollout endings",
-        span.as_secs_f64(),
-        schedule.len(),
-        runs.len(),
-        endings.len()
+    let summary = summary(seed, span, &schedule, &runs, &endings);
+    eprintln!("{summary}");
+    let file =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fleet-under-faults-{seed}.txt"));
+    let _ = std::fs::write(
+        &file,
+        format!("{summary}\nhistory:\n{}\n", fleet.record.lines().join("\n")),
     );
     if !findings.is_empty() {
         fail(seed, &schedule, &fleet.record, &findings);
     }
+}
+
+/// What was injected and what the fleet did meanwhile, for the README's figures.
+fn summary(
+    seed: u64,
+    span: Duration,
+    schedule: &[Window],
+    runs: &[Run],
+    endings: &[Ending],
+) -> String {
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    for window in schedule {
+        let kind = format!("{:?}", window.fault);
+        let kind = kind.split('(').next().unwrap_or_default().to_string();
+        *kinds.entry(kind).or_default() += 1;
+    }
+    let killed = runs
+        .iter()
+        .filter(|r| matches!(r.ended, Ended::Killed(_)))
+        .count();
+    // An apply: a run after which the host's generation or release is not what it was.
+    let mut last: BTreeMap<&str, (Option<&String>, Option<&String>)> = BTreeMap::new();
+    let mut applies = 0;
+    for run in runs {
+        let now = (run.after.generation.as_ref(), run.after.release.as_ref());
+        if last
+            .insert(&run.host, now)
+            .is_some_and(|before| before != now)
+        {
+            applies += 1;
+        }
+    }
+    let ended = |how: &str| endings.iter().filter(|e| e.how == how).count();
+    format!(
+        "fleet under faults: seed {seed}, {:.0} s of faults: {} windows ({}); {} rollouts \
+         ({} done, {} aborted); {} runs of bell-run, {applies} of them changing a host, \
+         {killed} killed",
+        span.as_secs_f64(),
+        schedule.len(),
+        kinds
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        endings.len(),
+        ended("done"),
+        ended("aborted"),
+        runs.len(),
+    )
 }
 
 /// Panics with the seed, the schedule and what broke, and writes the whole history to a file.
@@ -285,17 +348,10 @@ fn keep_pulling(
             let faults = fleet.hosts[i].lock().unwrap();
             (faults.kill, faults.clock)
         };
-        let mut command = Command::new(bin);
-        command
-            .args(["pull", "--source", &fleet.mirror.url, "--root"])
-            .arg(root)
-            .args(["--host", host, "--trust"])
-            .arg(dir.join("ci.pub"))
-            .args(["--fleet", "f", "--offline"]);
+        let mut command = pull_command(bin, &fleet.mirror.url, root, host, &dir.join("ci.pub"));
         let url = fleet.etcd.lock().unwrap().url.clone();
         command.args(["--store", &url, "--report", &url]);
         command.args(fleet.pki.flags());
-        command.env("NO_COLOR", "1");
         if let Some(offset) = clock {
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -344,6 +400,19 @@ fn keep_pulling(
         fleet.record.runs.lock().unwrap().push(run);
         std::thread::sleep(rng.millis(300, 700));
     }
+}
+
+/// `bell-run pull` of fleet `f` from `source` into an image root, trusting `trust`.
+fn pull_command(bin: &Path, source: &str, root: &Path, host: &str, trust: &Path) -> Command {
+    let mut command = Command::new(bin);
+    command
+        .args(["pull", "--source", source, "--root"])
+        .arg(root)
+        .args(["--host", host, "--trust"])
+        .arg(trust)
+        .args(["--fleet", "f", "--offline"])
+        .env("NO_COLOR", "1");
+    command
 }
 
 /// Applies the schedule: each window's fault at its start, undone at its end; then everything
@@ -675,15 +744,31 @@ fn bundles(release: &Path) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Waits (at most [`SETTLE`]) until `bellc status` says every host is `up-to-date`.
-fn settle(fleet: &Fleet, fx: &Fixture, served: &Path, url: &str, hosts: &[String]) -> Vec<Finding> {
+/// Where `bellc status` asks, and how long the fleet has to settle.
+struct Settle<'a> {
+    fx: &'a Fixture,
+    served: &'a Path,
+    url: &'a str,
+    /// The store's TLS options.
+    flags: Vec<String>,
+    bound: Duration,
+}
+
+/// Waits (at most the bound) until `bellc status` says every host is `up-to-date`.
+fn settle(record: &Record, how: &Settle, hosts: &[String]) -> Vec<Finding> {
+    let Settle {
+        fx,
+        served,
+        url,
+        flags,
+        bound,
+    } = how;
     let started = Instant::now();
     let mut args = vec![
         "status", "--store", url, "--fleet", "f", "--json", "--trust", "ci.pub", "--source",
     ];
     let served = served.to_str().unwrap();
     args.push(served);
-    let flags = fleet.pki.flags();
     args.extend(flags.iter().map(String::as_str));
     let mut behind: Vec<String>;
     loop {
@@ -694,27 +779,30 @@ fn settle(fleet: &Fleet, fx: &Fixture, served: &Path, url: &str, hosts: &[String
             .filter_map(|h| {
                 let row = status["hosts"]
                     .as_array()
-                    .and_then(|rows| rows.iter().find(|r| r["host"] == h.as_str()))?;
-                (row["state"] != "up-to-date")
-                    .then(|| format!("{h}: {} {}", row["state"], row["detail"]))
+                    .and_then(|rows| rows.iter().find(|r| r["host"] == h.as_str()));
+                match row {
+                    None => Some(format!("{h}: no row")),
+                    Some(row) => (row["state"] != "up-to-date")
+                        .then(|| format!("{h}: {} {}", row["state"], row["detail"])),
+                }
             })
             .collect();
         if status["hosts"].as_array().is_none() {
             behind = vec![format!("no status: {}", run.stderr)];
         }
         if behind.is_empty() {
-            fleet.record.event(format!(
+            record.event(format!(
                 "every host up-to-date {:.1} s after the faults",
                 started.elapsed().as_secs_f64()
             ));
             return Vec::new();
         }
-        if started.elapsed() > SETTLE {
+        if started.elapsed() > *bound {
             return vec![Finding {
                 check: "up-to-date",
                 what: format!(
                     "hosts not up-to-date {} s after the faults stopped",
-                    SETTLE.as_secs()
+                    bound.as_secs()
                 ),
                 history: behind,
             }];
@@ -724,18 +812,22 @@ fn settle(fleet: &Fleet, fx: &Fixture, served: &Path, url: &str, hosts: &[String
 }
 
 /// Every version of every group's semaphore, from etcd's history (`etcdctl watch --rev=1`).
-fn semaphores(etcd: &EtcdCluster, pki: &Pki) -> Vec<SemaphoreVersion> {
+fn semaphores(endpoints: &[String], tls: Option<&Pki>) -> Vec<SemaphoreVersion> {
     use base64::Engine as _;
-    let endpoints: Vec<String> = etcd
-        .endpoints
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let endpoints: Vec<String> = endpoints
         .iter()
-        .map(|e| format!("https://{e}"))
+        .map(|e| format!("{scheme}://{e}"))
         .collect();
-    let mut child = Command::new("etcdctl")
-        .arg(format!("--endpoints={}", endpoints.join(",")))
-        .arg(format!("--cacert={}", pki.path("ca.pem").display()))
-        .arg(format!("--cert={}", pki.path("client.pem").display()))
-        .arg(format!("--key={}", pki.path("client.key").display()))
+    let mut watch = Command::new("etcdctl");
+    watch.arg(format!("--endpoints={}", endpoints.join(",")));
+    if let Some(pki) = tls {
+        watch
+            .arg(format!("--cacert={}", pki.path("ca.pem").display()))
+            .arg(format!("--cert={}", pki.path("client.pem").display()))
+            .arg(format!("--key={}", pki.path("client.key").display()));
+    }
+    let mut child = watch
         .args([
             "watch",
             "--rev=1",
@@ -795,10 +887,6 @@ fn semaphores(etcd: &EtcdCluster, pki: &Pki) -> Vec<SemaphoreVersion> {
     }
     let _ = child.kill();
     let _ = child.wait();
-    assert!(
-        !versions.is_empty(),
-        "etcd's history holds no semaphore version"
-    );
     versions
 }
 
