@@ -141,7 +141,7 @@ fn each_checker_catches_the_break_it_is_for() {
     // The hosts' own slots, taken and given back with each pull, were all by the rules.
     assert_eq!(
         checks_of(&checks::budget(
-            &semaphores(&[etcd.endpoint.clone()], None),
+            &semaphores(std::slice::from_ref(&etcd.endpoint), None),
             2
         )),
         Vec::<&str>::new()
@@ -156,7 +156,7 @@ fn each_checker_catches_the_break_it_is_for() {
     client
         .put(&key, &serde_json::to_vec(&without_d1).unwrap())
         .unwrap();
-    let found = checks::budget(&semaphores(&[etcd.endpoint.clone()], None), 2);
+    let found = checks::budget(&semaphores(std::slice::from_ref(&etcd.endpoint), None), 2);
     assert_eq!(checks_of(&found), ["budget"], "{found:#?}");
     assert!(found[0].what.contains("changed 2 holders"), "{found:#?}");
 
