@@ -6,6 +6,7 @@
 
 mod common;
 
+mod a_refused_pull_finishes_an_interrupted_switch;
 mod accounts_checked_against_the_image;
 mod accounts_made_offline_as_useradd_makes_them;
 mod apparmor_check_reads_the_kernels_list;

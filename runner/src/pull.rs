@@ -79,6 +79,7 @@ pub struct Reboot {
 pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refusal> {
     let root = statedir::open_root(&opts.apply.root)?;
     let host = report::host_name(opts.host.as_deref(), &root.dir).map_err(Refusal::new)?;
+    finish_interrupted_switch(&root)?;
     let state = state::load(&root).map_err(Refusal::new)?;
     let keys = trusted_keys(&root, opts.trust.as_deref())?;
     // Shared with the apply, which reads the providers of its live files from it.
@@ -234,6 +235,27 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         slot,
         reboot,
     })
+}
+
+/// A switch of files that a killed run left halfway is finished (or undone, before its
+/// commit) first, whatever this pull then does: one refused because the mirror or the store
+/// is away must not leave the host on a mix of two generations until they are back. Nothing
+/// is locked or written when there is no journal, so that a refusal otherwise leaves the root
+/// as it was.
+fn finish_interrupted_switch(root: &Root) -> Result<(), Refusal> {
+    if crate::journal::load(root).map_err(Refusal::new)?.is_none() {
+        return Ok(());
+    }
+    let _lock = apply::lock(root)?;
+    let mut state = state::load(root).map_err(Refusal::new)?;
+    let done = crate::journal::recover(root, &mut state).map_err(|e| {
+        Refusal::new(format!("cannot finish the interrupted switch: {e}"))
+            .help("fix the cause and run `bell-run recover`")
+    })?;
+    if let Some(done) = done {
+        outln!("bell-run: {done}");
+    }
+    Ok(())
 }
 
 /// The release a pull takes, before it is fetched.

@@ -222,25 +222,9 @@ enum Serving<'a> {
     TlsWithClientCertificates(&'a Pki),
 }
 
-/// One etcd member on loopback: its client and peer URLs, data and log in `dir`.
-fn spawn_member(
-    name: &str,
-    client: u16,
-    peer: u16,
-    cluster: &str,
-    dir: &Path,
-    serving: Serving,
-) -> Child {
-    let (mut command, log) = member_command(name, client, peer, cluster, dir, serving);
-    command
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start etcd")
-}
-
-/// The command that starts one member, and its log (opened for appending: a member started
-/// again after a kill writes on after its first life).
+/// The command that starts one etcd member on loopback (its client and peer URLs, data in
+/// `dir`), and its log there (opened for appending: a member started again after a kill writes
+/// on after its first life).
 fn member_command(
     name: &str,
     client: u16,
@@ -368,14 +352,13 @@ impl Etcd {
             let data = tempfile::tempdir().expect("tempdir");
             let (client, peer) = (free_port(), free_port());
             let cluster = format!("bell-test=http://127.0.0.1:{peer}");
-            let mut child = [spawn_member(
-                "bell-test",
-                client,
-                peer,
-                &cluster,
-                data.path(),
-                serving,
-            )];
+            let (mut command, log) =
+                member_command("bell-test", client, peer, &cluster, data.path(), serving);
+            let mut child = [command
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .expect("start etcd")];
             let endpoint = format!("127.0.0.1:{client}");
             let (url, access) = match serving {
                 Serving::Plain => (format!("etcd://{endpoint}"), bell_store::Access::default()),
