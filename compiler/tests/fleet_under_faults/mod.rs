@@ -18,8 +18,8 @@
 //! history beside the test's build (`BELL_FAULTS_SEED=N` runs that schedule again).
 //!
 //! The short run is in the test command; the long one is on demand:
-//! `BELL_FAULTS_SEED=N BELL_FAULTS_MINUTES=30 cargo nextest run -p bellc --run-ignored only
-//! a_long_run`.
+//! `BELL_FAULTS_SEED=N BELL_FAULTS_MINUTES=30 cargo test -p bellc --test it a_long_run --
+//! --ignored --nocapture` (the README's "Faults" gives the figures of seed 2026).
 
 mod broken;
 mod checks;
