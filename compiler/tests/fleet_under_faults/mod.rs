@@ -529,7 +529,12 @@ fn resolve(fleet: &Fleet, member: Member) -> usize {
         return i;
     };
     let endpoints = fleet.etcd.lock().unwrap().endpoints.clone();
-    let out = etcdctl(fleet.pki, &endpoints, &["endpoint", "status", "-w", "json"]).stdout;
+    let out = etcdctl(&endpoints, Some(fleet.pki))
+        .args(["--dial-timeout=2s", "--command-timeout=3s"])
+        .args(["endpoint", "status", "-w", "json"])
+        .output()
+        .expect("etcdctl")
+        .stdout;
     let statuses: Vec<serde_json::Value> = serde_json::from_slice(&out).unwrap_or_default();
     statuses
         .iter()
@@ -539,19 +544,25 @@ fn resolve(fleet: &Fleet, member: Member) -> usize {
         .unwrap_or(0)
 }
 
-fn etcdctl(pki: &Pki, endpoints: &[String], args: &[&str]) -> std::process::Output {
-    let endpoints: Vec<String> = endpoints.iter().map(|e| format!("https://{e}")).collect();
-    Command::new("etcdctl")
+/// `etcdctl` against every member, with the client certificate of `tls` when the cluster
+/// speaks TLS.
+fn etcdctl(endpoints: &[String], tls: Option<&Pki>) -> Command {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let endpoints: Vec<String> = endpoints
+        .iter()
+        .map(|e| format!("{scheme}://{e}"))
+        .collect();
+    let mut command = Command::new("etcdctl");
+    command
         .arg(format!("--endpoints={}", endpoints.join(",")))
-        .arg(format!("--cacert={}", pki.path("ca.pem").display()))
-        .arg(format!("--cert={}", pki.path("client.pem").display()))
-        .arg(format!("--key={}", pki.path("client.key").display()))
-        .arg("--dial-timeout=2s")
-        .arg("--command-timeout=3s")
-        .args(args)
-        .env("ETCDCTL_API", "3")
-        .output()
-        .expect("etcdctl")
+        .env("ETCDCTL_API", "3");
+    if let Some(pki) = tls {
+        command
+            .arg(format!("--cacert={}", pki.path("ca.pem").display()))
+            .arg(format!("--cert={}", pki.path("client.pem").display()))
+            .arg(format!("--key={}", pki.path("client.key").display()));
+    }
+    command
 }
 
 /// The operator: builds each release, rolls it out, and answers each halt and refusal as a
@@ -814,20 +825,7 @@ fn settle(record: &Record, how: &Settle, hosts: &[String]) -> Vec<Finding> {
 /// Every version of every group's semaphore, from etcd's history (`etcdctl watch --rev=1`).
 fn semaphores(endpoints: &[String], tls: Option<&Pki>) -> Vec<SemaphoreVersion> {
     use base64::Engine as _;
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let endpoints: Vec<String> = endpoints
-        .iter()
-        .map(|e| format!("{scheme}://{e}"))
-        .collect();
-    let mut watch = Command::new("etcdctl");
-    watch.arg(format!("--endpoints={}", endpoints.join(",")));
-    if let Some(pki) = tls {
-        watch
-            .arg(format!("--cacert={}", pki.path("ca.pem").display()))
-            .arg(format!("--cert={}", pki.path("client.pem").display()))
-            .arg(format!("--key={}", pki.path("client.key").display()));
-    }
-    let mut child = watch
+    let mut child = etcdctl(endpoints, tls)
         .args([
             "watch",
             "--rev=1",
@@ -836,7 +834,6 @@ fn semaphores(endpoints: &[String], tls: Option<&Pki>) -> Vec<SemaphoreVersion> 
             "-w",
             "json",
         ])
-        .env("ETCDCTL_API", "3")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
