@@ -76,11 +76,17 @@ pub fn copy_over(from: &Path, to: &Path) {
 
 pub fn image_root() -> tempfile::TempDir {
     let root = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(root.path().join("etc")).unwrap();
-    for db in ["passwd", "group", "shadow", "gshadow"] {
-        std::fs::copy(Path::new("/etc").join(db), root.path().join("etc").join(db)).unwrap();
-    }
+    image_root_of(root.path());
     root
+}
+
+/// What an image root starts with: the machine's user and group databases (bell-run resolves
+/// owners in the root, never on the machine).
+pub fn image_root_of(root: &Path) {
+    std::fs::create_dir_all(root.join("etc")).unwrap();
+    for db in ["passwd", "group", "shadow", "gshadow"] {
+        std::fs::copy(Path::new("/etc").join(db), root.join("etc").join(db)).unwrap();
+    }
 }
 
 /// Where a test's offline script or probe leaves a mark: in its own root, the only place

@@ -11,6 +11,7 @@ use crate::common::fleet::{bell_run, Etcd, Nginx};
 use crate::common::pulling::{copy_over, image_root};
 use crate::common::Fixture;
 use std::collections::BTreeMap;
+use std::process::Command;
 use std::time::Duration;
 
 fn hosts() -> Vec<(String, &'static str)> {
@@ -56,7 +57,7 @@ fn each_checker_catches_the_break_it_is_for() {
         archive.look(&served);
         let root = roots[host].path();
         let started = record.now();
-        let out = super::pull_command(&bin, &nginx.url, root, host, &trust)
+        let out = super::pull_command(Command::new(&bin), &nginx.url, root, host, &trust)
             .args(extra)
             .output()
             .expect("bell-run pull");

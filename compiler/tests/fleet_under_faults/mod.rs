@@ -7,7 +7,7 @@
 //! overlapping windows: an etcd member (also the leader) killed and started again, or paused
 //! with SIGSTOP; the controller SIGKILLed wherever it is; the mirror down or trickling; a
 //! host's bell-run killed at one of its crash points or from outside; a host's clock ahead or
-//! behind.
+//! behind; a host's root (a small file system of its own) filled to the last byte.
 //!
 //! Everything is recorded (each run of each host and what its root held after it, each fault,
 //! each rollout's end), and after the faults stop and the fleet has settled, the checkers read
@@ -23,14 +23,16 @@
 
 mod broken;
 mod checks;
+mod disk;
 mod history;
 mod mirror;
 mod schedule;
 
 use crate::common::fleet::{bell_run, EtcdCluster, Nginx, Pki};
-use crate::common::pulling::{copy_over, image_root, racked_hosts, MARKS};
+use crate::common::pulling::{copy_over, image_root_of, racked_hosts, MARKS};
 use crate::common::Fixture;
 use checks::{Finding, SemaphoreVersion, Signed};
+use disk::Disks;
 use history::{Ended, Ending, Record, Run, Seen};
 use mirror::{Mirror, Mode};
 use schedule::{Fault, KillAt, Member, Rng, Window};
@@ -110,6 +112,8 @@ fn spec_of(hosts: &[(String, &str)], n: u32, broken: Option<&str>) -> String {
 struct HostFaults {
     kill: Option<KillAt>,
     clock: Option<i64>,
+    /// How many windows want the host's root full (two may overlap).
+    full: u32,
 }
 
 /// The fleet's parts a fault reaches.
@@ -120,6 +124,9 @@ struct Fleet<'a> {
     /// The running controller's pid.
     controller: Mutex<Option<u32>>,
     hosts: Vec<Mutex<HostFaults>>,
+    /// The hosts' roots, each on a file system of its own.
+    roots: Vec<PathBuf>,
+    disks: Disks,
     record: Record,
 }
 
@@ -140,7 +147,14 @@ fn run(seed: u64, span: Duration, min_releases: u32) {
     assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
     let url = etcd.url.clone();
     let hosts: Vec<String> = racked_hosts().into_iter().map(|(h, _)| h).collect();
-    let roots: Vec<tempfile::TempDir> = hosts.iter().map(|_| image_root()).collect();
+    let dirs: Vec<tempfile::TempDir> = hosts.iter().map(|_| tempfile::tempdir().unwrap()).collect();
+    let roots: Vec<PathBuf> = dirs.iter().map(|d| d.path().to_path_buf()).collect();
+    let Some(disks) = Disks::mount(&roots.iter().map(PathBuf::as_path).collect::<Vec<_>>()) else {
+        return;
+    };
+    for root in &roots {
+        image_root_of(&disks.view(root));
+    }
     let schedule = schedule::draw(seed, span, hosts.len());
     let fleet = Fleet {
         etcd: Mutex::new(etcd),
@@ -148,6 +162,8 @@ fn run(seed: u64, span: Duration, min_releases: u32) {
         mirror: Mirror::front(&nginx.url),
         controller: Mutex::new(None),
         hosts: hosts.iter().map(|_| Mutex::default()).collect(),
+        roots,
+        disks,
         record: Record::new(),
     };
     let stop = AtomicBool::new(false);
@@ -156,9 +172,9 @@ fn run(seed: u64, span: Duration, min_releases: u32) {
     let mut findings: Vec<Finding> = Vec::new();
     let mut released = 0;
     std::thread::scope(|scope| {
-        for (i, (host, root)) in hosts.iter().zip(&roots).enumerate() {
+        for (i, host) in hosts.iter().enumerate() {
             let (fleet, bin, stop, fx) = (&fleet, &bin, &stop, &fx);
-            scope.spawn(move || keep_pulling(fleet, i, host, root.path(), bin, fx.path(), stop));
+            scope.spawn(move || keep_pulling(fleet, i, host, bin, fx.path(), stop));
         }
         scope.spawn(|| {
             while !stop.load(Ordering::Relaxed) {
@@ -177,8 +193,8 @@ fn run(seed: u64, span: Duration, min_releases: u32) {
             url: &url,
             roots: hosts
                 .iter()
-                .zip(&roots)
-                .map(|(h, r)| (h.clone(), r.path().to_path_buf()))
+                .zip(&fleet.roots)
+                .map(|(h, r)| (h.clone(), fleet.disks.view(r)))
                 .collect(),
             rng: Rng::new(seed ^ 0x6f70),
         };
@@ -212,8 +228,8 @@ fn run(seed: u64, span: Duration, min_releases: u32) {
     });
     let last: BTreeMap<String, Seen> = hosts
         .iter()
-        .zip(&roots)
-        .map(|(h, r)| (h.clone(), Seen::of(r.path())))
+        .zip(&fleet.roots)
+        .map(|(h, r)| (h.clone(), Seen::of(&fleet.disks.view(r))))
         .collect();
     let runs = fleet.record.runs.lock().unwrap().clone();
     let endings = fleet.record.endings.lock().unwrap().clone();
@@ -331,16 +347,9 @@ fn fail(seed: u64, schedule: &[Window], record: &Record, findings: &[Finding]) -
 
 /// A host's timer: a pull every 300 to 700 ms, whatever the last one said, each under the
 /// faults the host has at that moment.
-fn keep_pulling(
-    fleet: &Fleet,
-    i: usize,
-    host: &str,
-    root: &Path,
-    bin: &Path,
-    dir: &Path,
-    stop: &AtomicBool,
-) {
-    let logs = root.join("..").join(format!("{host}-logs"));
+fn keep_pulling(fleet: &Fleet, i: usize, host: &str, bin: &Path, dir: &Path, stop: &AtomicBool) {
+    let root = &fleet.roots[i];
+    let logs = root.with_extension("logs");
     let _ = std::fs::create_dir_all(&logs);
     let mut rng = Rng::new(i as u64);
     while !stop.load(Ordering::Relaxed) {
@@ -348,7 +357,9 @@ fn keep_pulling(
             let faults = fleet.hosts[i].lock().unwrap();
             (faults.kill, faults.clock)
         };
-        let mut command = pull_command(bin, &fleet.mirror.url, root, host, &dir.join("ci.pub"));
+        let program = fleet.disks.enter(bin);
+        let trust = dir.join("ci.pub");
+        let mut command = pull_command(program, &fleet.mirror.url, root, host, &trust);
         let url = fleet.etcd.lock().unwrap().url.clone();
         command.args(["--store", &url, "--report", &url]);
         command.args(fleet.pki.flags());
@@ -395,16 +406,22 @@ fn keep_pulling(
             ended_at: fleet.record.now(),
             ended,
             said,
-            after: Seen::of(root),
+            after: Seen::of(&fleet.disks.view(root)),
         };
         fleet.record.runs.lock().unwrap().push(run);
         std::thread::sleep(rng.millis(300, 700));
     }
 }
 
-/// `bell-run pull` of fleet `f` from `source` into an image root, trusting `trust`.
-fn pull_command(bin: &Path, source: &str, root: &Path, host: &str, trust: &Path) -> Command {
-    let mut command = Command::new(bin);
+/// `bell-run pull` (`program`, perhaps entered into the roots' namespace) of fleet `f` from
+/// `source` into an image root, trusting `trust`.
+fn pull_command(
+    mut command: Command,
+    source: &str,
+    root: &Path,
+    host: &str,
+    trust: &Path,
+) -> Command {
     command
         .args(["pull", "--source", source, "--root"])
         .arg(root)
@@ -497,6 +514,20 @@ fn inject(fleet: &Fleet, schedule: &[Window]) {
                 }
                 format!("h{:02}'s clock right again", h + 1)
             }
+            (Fault::DiskFull(h), true) => {
+                fleet.hosts[h].lock().unwrap().full += 1;
+                let bytes = fleet.disks.fill(&fleet.roots[h]);
+                format!("h{:02}'s root full ({bytes} bytes more to fill it)", h + 1)
+            }
+            (Fault::DiskFull(h), false) => {
+                let mut faults = fleet.hosts[h].lock().unwrap();
+                faults.full -= 1;
+                if faults.full > 0 {
+                    continue;
+                }
+                fleet.disks.empty(&fleet.roots[h]);
+                format!("h{:02}'s root has room again", h + 1)
+            }
         };
         fleet.record.event(format!("fault: {what}"));
     }
@@ -506,8 +537,9 @@ fn inject(fleet: &Fleet, schedule: &[Window]) {
         signal(etcd.pid(m), "CONT");
     }
     fleet.mirror.set(Mode::Serving);
-    for host in &fleet.hosts {
+    for (host, root) in fleet.hosts.iter().zip(&fleet.roots) {
         *host.lock().unwrap() = HostFaults::default();
+        fleet.disks.empty(root);
     }
     drop(etcd);
     fleet.record.event("faults stopped");

@@ -82,6 +82,8 @@ pub enum Fault {
     HostKill(usize, KillAt),
     /// The host's clock (`BELL_RUN_NOW`) ahead (or behind) by this many seconds.
     HostClock(usize, i64),
+    /// The host's root's file system filled to its last byte.
+    DiskFull(usize),
 }
 
 impl Fault {
@@ -129,7 +131,7 @@ pub fn draw(seed: u64, span: Duration, hosts: usize) -> Vec<Window> {
         } else {
             Member::Index(rng.below(3) as usize)
         };
-        let fault = match rng.below(9) {
+        let fault = match rng.below(10) {
             0 => Fault::EtcdKill(member),
             1 => Fault::EtcdPause(member),
             2 => Fault::ControllerKill,
@@ -143,6 +145,7 @@ pub fn draw(seed: u64, span: Duration, hosts: usize) -> Vec<Window> {
                     KillAt::After(rng.millis(20, 1500))
                 },
             ),
+            9 => Fault::DiskFull(host),
             _ => {
                 let seconds = 30 + rng.below(3600) as i64;
                 Fault::HostClock(host, if rng.chance(50) { seconds } else { -seconds })
@@ -180,6 +183,9 @@ fn a_seed_draws_one_schedule() {
         "ControllerKill",
         "MirrorDown",
         "MirrorTrickle",
+        "HostKill",
+        "HostClock",
+        "DiskFull",
     ] {
         assert!(
             first
