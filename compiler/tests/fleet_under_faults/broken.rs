@@ -42,7 +42,11 @@ fn each_checker_catches_the_break_it_is_for() {
     };
     assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
     for n in 1..=3 {
-        std::fs::write(fx.path().join("bell.kdl"), spec_of(&hosts(), n, None)).unwrap();
+        std::fs::write(
+            fx.path().join("bell.kdl"),
+            spec_of(&hosts(), n, None, &BTreeMap::new()),
+        )
+        .unwrap();
         let out = format!("out{n}");
         let build = fx.bellc(&["build", "bell.kdl", "-o", &out, "--sign-key", "ci.key"]);
         assert_eq!(build.code, 0, "{}", build.stderr);
@@ -84,19 +88,19 @@ fn each_checker_catches_the_break_it_is_for() {
             .map(|(h, r)| (h.clone(), Seen::of(r.path())))
             .collect()
     };
-    let stored = || -> BTreeMap<String, Option<serde_json::Value>> {
+    let stored = || -> BTreeMap<String, Option<Vec<u8>>> {
         let client = etcd.client();
         names
             .iter()
             .map(|h| {
-                let report = client
-                    .get(&format!("/bell/f/running/{h}"))
-                    .unwrap()
-                    .and_then(|b| serde_json::from_slice(&b).ok());
-                (h.clone(), report)
+                (
+                    h.clone(),
+                    client.get(&format!("/bell/f/running/{h}")).unwrap(),
+                )
             })
             .collect()
     };
+    let unsigned = BTreeMap::new();
     let releases = || {
         let runs = record.runs.lock().unwrap().clone();
         checks::releases(&runs, &archive.signed(&trust))
@@ -125,7 +129,7 @@ fn each_checker_catches_the_break_it_is_for() {
     for found in [
         releases(),
         checks::generations(&runs, &last()),
-        checks::reports(&last(), &stored()),
+        checks::reports(&last(), &stored(), &unsigned),
         settle(&record, &how, &names),
     ] {
         assert!(found.is_empty(), "{found:#?}");
@@ -164,9 +168,37 @@ fn each_checker_catches_the_break_it_is_for() {
     // A lost report: d4 applies release 3 and its report never reaches the store.
     publish(3);
     pull("d4", &[]);
-    let found = checks::reports(&last(), &stored());
+    let found = checks::reports(&last(), &stored(), &unsigned);
     assert_eq!(checks_of(&found), ["reports"], "{found:#?}");
     assert!(found[0].what.starts_with("d4's last report"), "{found:#?}");
+    pull("d4", &through_the_store);
+    assert_eq!(
+        checks_of(&checks::reports(&last(), &stored(), &unsigned)),
+        Vec::<&str>::new()
+    );
+
+    // A report garbled in the store and left so (a pull that takes what the store holds for
+    // its own last report without reading it): d3's is junk.
+    let report_key = "/bell/f/running/d3";
+    let filed = client.get(report_key).unwrap().unwrap();
+    client.put(report_key, &filed[..filed.len() / 2]).unwrap();
+    let found = checks::reports(&last(), &stored(), &unsigned);
+    assert_eq!(checks_of(&found), ["reports"], "{found:#?}");
+    assert!(found[0].what.contains("is not one"), "{found:#?}");
+    pull("d3", &through_the_store);
+    assert_eq!(
+        checks_of(&checks::reports(&last(), &stored(), &unsigned)),
+        Vec::<&str>::new()
+    );
+    // A report that is not its host's: d3's unsigned one, where the fleet gives d3 a key.
+    let key = bell_store::proof::SigningKey::from_seed([7; 32]);
+    let given = BTreeMap::from([("d3".to_string(), key.identity().to_openssh())]);
+    let found = checks::reports(&last(), &stored(), &given);
+    assert_eq!(checks_of(&found), ["reports"], "{found:#?}");
+    assert!(
+        found[0].what.contains("not its own: Unsigned"),
+        "{found:#?}"
+    );
 
     // Hosts that do not come to the release the fleet serves: not up-to-date in time.
     let found = settle(&record, &how, &names);

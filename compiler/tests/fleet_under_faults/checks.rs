@@ -217,24 +217,52 @@ pub fn rollouts(endings: &[Ending], released: u32) -> Vec<Finding> {
     findings
 }
 
-/// No report was lost: each host's last report in the store says what its last run left (the
+/// No report was lost: each host's last report in the store (its bytes as stored) is its own
+/// (signed by the identity `identities` gives it, when the fleet gives it one: a report
+/// garbled or forged in the store was written over) and says what its last run left (the
 /// bundle, the release and the result its state records). A run that finds what the one
 /// before found writes nothing (the store stays quiet), so the report may be older than the
 /// last run, never different from it.
 pub fn reports(
     last: &BTreeMap<String, Seen>,
-    stored: &BTreeMap<String, Option<serde_json::Value>>,
+    stored: &BTreeMap<String, Option<Vec<u8>>>,
+    identities: &BTreeMap<String, String>,
 ) -> Vec<Finding> {
     let mut findings = Vec::new();
     for (host, seen) in last {
-        let Some(report) = stored.get(host).cloned().flatten() else {
+        let mut found = |what: String, history: Vec<String>| {
             findings.push(Finding {
                 check: "reports",
-                what: format!("{host} has no report in the store"),
-                history: Vec::new(),
-            });
+                what,
+                history,
+            })
+        };
+        let Some(raw) = stored.get(host).cloned().flatten() else {
+            found(format!("{host} has no report in the store"), Vec::new());
             continue;
         };
+        let shown = String::from_utf8_lossy(&raw).chars().take(300).collect();
+        let (Ok(report), Ok(typed)) = (
+            serde_json::from_slice::<serde_json::Value>(&raw),
+            serde_json::from_slice::<bell_store::Report>(&raw),
+        ) else {
+            found(
+                format!("{host}'s report in the store is not one"),
+                vec![shown],
+            );
+            continue;
+        };
+        if let Some(identity) = identities.get(host) {
+            let identity = bell_store::proof::Identity::parse(identity).expect("an identity");
+            let proof = bell_store::proof::check(&raw, &typed, host, Some(&identity));
+            if !matches!(proof, bell_store::proof::Proof::Signed { .. }) {
+                found(
+                    format!("{host}'s report in the store is not its own: {proof:?}"),
+                    vec![shown],
+                );
+                continue;
+            }
+        }
         let bundle = report["bundle"].as_str().map(str::to_string);
         let release = report["release"].as_str().map(str::to_string);
         let finished = report["finished_at"].as_u64().unwrap_or(0);
@@ -244,10 +272,9 @@ pub fn reports(
             None => "",
         };
         if bundle != seen.generation || release != seen.release || report["result"] != result {
-            findings.push(Finding {
-                check: "reports",
-                what: format!("{host}'s last report is not of its last apply"),
-                history: vec![
+            found(
+                format!("{host}'s last report is not of its last apply"),
+                vec![
                     format!(
                         "state: generation {:?} release {:?} applied at {:?}",
                         seen.generation, seen.release, seen.applied_at
@@ -258,7 +285,7 @@ pub fn reports(
                         report["result"]
                     ),
                 ],
-            });
+            );
         }
     }
     findings

@@ -7,7 +7,8 @@
 //! overlapping windows: an etcd member (also the leader) killed and started again, or paused
 //! with SIGSTOP; the controller SIGKILLed wherever it is; the mirror down or trickling; a
 //! host's bell-run killed at one of its crash points or from outside; a host's clock ahead or
-//! behind; a host's root (a small file system of its own) filled to the last byte.
+//! behind; a host's root (a small file system of its own) filled to the last byte; a host's
+//! report in the store garbled or forged (the hosts sign theirs, and only those count).
 //!
 //! Everything is recorded (each run of each host and what its root held after it, each fault,
 //! each rollout's end), and after the faults stop and the fleet has settled, the checkers read
@@ -35,7 +36,7 @@ use checks::{Finding, SemaphoreVersion, Signed};
 use disk::Disks;
 use history::{Ended, Ending, Record, Run, Seen};
 use mirror::{Mirror, Mode};
-use schedule::{Fault, KillAt, Member, Rng, Window};
+use schedule::{Fault, Garble, KillAt, Member, Rng, Window};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
@@ -80,15 +81,30 @@ fn seed(default: u64) -> u64 {
 /// Release `n` sets the motd, marks when it went live and when its probe passed; `broken`
 /// names a host whose bundle has a file owned by a group its root lacks (its apply fails
 /// until the operator adds the group).
-fn spec(n: u32, broken: Option<&str>) -> String {
-    spec_of(&racked_hosts(), n, broken)
+fn spec(n: u32, broken: Option<&str>, identities: &BTreeMap<String, String>) -> String {
+    spec_of(&racked_hosts(), n, broken, identities)
 }
 
-/// [`spec`] of other hosts (name, rack).
-fn spec_of(hosts: &[(String, &str)], n: u32, broken: Option<&str>) -> String {
-    let mut spec = String::from("fleet \"f\" target=\"debian-12\"\n");
+/// [`spec`] of other hosts (name, rack). Where `identities` gives the hosts theirs, only
+/// reports signed by them are believed (`identities="required"`).
+fn spec_of(
+    hosts: &[(String, &str)],
+    n: u32,
+    broken: Option<&str>,
+    identities: &BTreeMap<String, String>,
+) -> String {
+    let required = if identities.is_empty() {
+        ""
+    } else {
+        " identities=\"required\""
+    };
+    let mut spec = format!("fleet \"f\" target=\"debian-12\"{required}\n");
     for (host, rack) in hosts {
-        spec.push_str(&format!("host \"{host}\" rack=\"{rack}\"\n"));
+        let identity = identities
+            .get(host)
+            .map(|i| format!(" identity=\"{i}\""))
+            .unwrap_or_default();
+        spec.push_str(&format!("host \"{host}\" rack=\"{rack}\"{identity}\n"));
     }
     spec.push_str(&format!(
         "file \"/etc/motd\" {{\n    content \"release {n}\\n\"\n}}\n\
@@ -127,6 +143,10 @@ struct Fleet<'a> {
     /// The hosts' roots, each on a file system of its own.
     roots: Vec<PathBuf>,
     disks: Disks,
+    /// Each host's identity (`bell-run identity --init`), which signs its reports.
+    identities: BTreeMap<String, String>,
+    /// The directory the mirror serves.
+    served: PathBuf,
     record: Record,
 }
 
@@ -152,9 +172,22 @@ fn run(seed: u64, span: Duration, min_releases: u32) {
     let Some(disks) = Disks::mount(&roots.iter().map(PathBuf::as_path).collect::<Vec<_>>()) else {
         return;
     };
-    for root in &roots {
-        image_root_of(&disks.view(root));
-    }
+    let identities: BTreeMap<String, String> = hosts
+        .iter()
+        .zip(&roots)
+        .map(|(host, root)| {
+            image_root_of(&disks.view(root));
+            let out = disks
+                .enter(&bin)
+                .args(["identity", "--host", host, "--init", "--root"])
+                .arg(root)
+                .output()
+                .expect("bell-run identity");
+            assert!(out.status.success(), "{out:?}");
+            let identity = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            (host.clone(), identity)
+        })
+        .collect();
     let schedule = schedule::draw(seed, span, hosts.len());
     let fleet = Fleet {
         etcd: Mutex::new(etcd),
@@ -164,6 +197,8 @@ fn run(seed: u64, span: Duration, min_releases: u32) {
         hosts: hosts.iter().map(|_| Mutex::default()).collect(),
         roots,
         disks,
+        identities,
+        served: served.clone(),
         record: Record::new(),
     };
     let stop = AtomicBool::new(false);
@@ -249,15 +284,11 @@ fn run(seed: u64, span: Duration, min_releases: u32) {
     let stored = hosts
         .iter()
         .map(|h| {
-            let report = client
-                .get(&format!("/bell/f/running/{h}"))
-                .ok()
-                .flatten()
-                .and_then(|b| serde_json::from_slice(&b).ok());
+            let report = client.get(&format!("/bell/f/running/{h}")).ok().flatten();
             (h.clone(), report)
         })
         .collect();
-    findings.extend(checks::reports(&last, &stored));
+    findings.extend(checks::reports(&last, &stored, &fleet.identities));
     let summary = summary(seed, span, &schedule, &runs, &endings);
     eprintln!("{summary}");
     let file =
@@ -528,6 +559,8 @@ fn inject(fleet: &Fleet, schedule: &[Window]) {
                 fleet.disks.empty(&fleet.roots[h]);
                 format!("h{:02}'s root has room again", h + 1)
             }
+            (Fault::ReportGarbled(h, how), true) => garble(fleet, h, how),
+            (Fault::ReportGarbled(..), false) => continue,
         };
         fleet.record.event(format!("fault: {what}"));
     }
@@ -543,6 +576,41 @@ fn inject(fleet: &Fleet, schedule: &[Window]) {
     }
     drop(etcd);
     fleet.record.event("faults stopped");
+}
+
+/// Writes over host `h`'s report in the store: with half of it (junk to any reader), or with
+/// a forgery that says the host runs the release the mirror serves, healthy, under the
+/// host's own signature of another report. Neither may count as the host's word (the fleet's
+/// readers believe only reports the host's identity signed), and the host's next run must
+/// write its own over it (the reports checker reads each host's last report at the end).
+fn garble(fleet: &Fleet, h: usize, how: Garble) -> String {
+    let host = format!("h{:02}", h + 1);
+    let key = format!("/bell/f/running/{host}");
+    let client = fleet.etcd.lock().unwrap().client_tls(fleet.pki);
+    let filed = match client.get(&key) {
+        Ok(Some(filed)) => filed,
+        Ok(None) => return format!("{host} has no report to garble yet"),
+        Err(e) => return format!("{host}'s report not garbled: {e}"),
+    };
+    let garbled = match how {
+        Garble::Junk => filed[..filed.len() / 2].to_vec(),
+        Garble::Forged => {
+            let mut report: serde_json::Value = serde_json::from_slice(&filed).unwrap_or_default();
+            let release: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(fleet.served.join("release.json")).unwrap())
+                    .unwrap_or_default();
+            report["release"] = release["version"].clone();
+            report["bundle"] = release["hosts"][&host]["bundle"].clone();
+            report["result"] = "success".into();
+            report["error"] = serde_json::Value::Null;
+            report["refused_release"] = serde_json::Value::Null;
+            serde_json::to_vec(&report).unwrap()
+        }
+    };
+    match client.put(&key, &garbled) {
+        Ok(()) => format!("{host}'s report garbled ({how:?})"),
+        Err(e) => format!("{host}'s report not garbled: {e}"),
+    }
 }
 
 fn signal(pid: u32, name: &str) {
@@ -622,7 +690,8 @@ impl Operator<'_> {
         let hosts: Vec<String> = self.roots.keys().cloned().collect();
         let broken = (n > 1 && self.rng.chance(60))
             .then(|| hosts[self.rng.below(hosts.len() as u64) as usize].clone());
-        std::fs::write(self.fx.path().join("bell.kdl"), spec(n, broken.as_deref())).unwrap();
+        let spec = spec(n, broken.as_deref(), &self.fleet.identities);
+        std::fs::write(self.fx.path().join("bell.kdl"), spec).unwrap();
         let out = format!("out{n}");
         let build = self
             .fx

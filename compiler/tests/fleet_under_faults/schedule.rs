@@ -84,6 +84,17 @@ pub enum Fault {
     HostClock(usize, i64),
     /// The host's root's file system filled to its last byte.
     DiskFull(usize),
+    /// The host's report in the store written over (once, at the window's start).
+    ReportGarbled(usize, Garble),
+}
+
+/// How a report is garbled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Garble {
+    /// Cut in half: no reader can parse it.
+    Junk,
+    /// Changed after it was signed, to say the host is healthy on what the mirror serves.
+    Forged,
 }
 
 impl Fault {
@@ -131,7 +142,7 @@ pub fn draw(seed: u64, span: Duration, hosts: usize) -> Vec<Window> {
         } else {
             Member::Index(rng.below(3) as usize)
         };
-        let fault = match rng.below(10) {
+        let fault = match rng.below(11) {
             0 => Fault::EtcdKill(member),
             1 => Fault::EtcdPause(member),
             2 => Fault::ControllerKill,
@@ -146,6 +157,14 @@ pub fn draw(seed: u64, span: Duration, hosts: usize) -> Vec<Window> {
                 },
             ),
             9 => Fault::DiskFull(host),
+            10 => Fault::ReportGarbled(
+                host,
+                if rng.chance(50) {
+                    Garble::Junk
+                } else {
+                    Garble::Forged
+                },
+            ),
             _ => {
                 let seconds = 30 + rng.below(3600) as i64;
                 Fault::HostClock(host, if rng.chance(50) { seconds } else { -seconds })
@@ -186,6 +205,7 @@ fn a_seed_draws_one_schedule() {
         "HostKill",
         "HostClock",
         "DiskFull",
+        "ReportGarbled",
     ] {
         assert!(
             first
