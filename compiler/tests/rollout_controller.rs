@@ -303,6 +303,17 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
             assert_eq!(started[0]["resumed"], true);
             assert_eq!(started.len(), 2);
             assert!(motds().values().all(|m| m == "release 2"), "{:?}", motds());
+            // Resumed again once done (as after a controller killed when it had finished but
+            // not said so yet, which the fault run met): it says it is done, and does nothing.
+            let again = run(&["--resume"]);
+            assert_eq!(again.code, 0, "{}", again.stderr);
+            assert_eq!(
+                of_kind(&again.events, "done").len(),
+                1,
+                "{:?}",
+                again.events
+            );
+            assert!(of_kind(&again.events, "wave-started").is_empty());
             // Its history says it halted and was resumed, not only that it is done.
             let history = fx.bellc(&["rollout", "--history", "--store", &url, "--fleet", "f"]);
             let halt_line = history

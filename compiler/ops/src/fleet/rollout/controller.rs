@@ -75,6 +75,16 @@ impl Controller<'_> {
                 (r, progress)
             }
             Some(r) if resume && r.target == target.version && r.stage == Stage::Done => {
+                // A controller killed once it had finished, before it said so, leaves only
+                // this resume to say it: whoever follows the events learns the rollout ended.
+                let waves = existing.as_ref().map_or(&[][..], |p| &p.waves[..]);
+                watch(&Event::Done {
+                    release: r.target.clone(),
+                    waves: waves.len(),
+                    hosts: waves.iter().map(Vec::len).sum(),
+                    elapsed_ms: started.elapsed().as_millis() as u64,
+                    held: r.held.clone(),
+                });
                 return Ok(Outcome::Done {
                     release: r.target,
                     held: r.held,
