@@ -69,6 +69,7 @@ reboot method="kexec" timeout="10m" {
     before-reboot "kubectl drain --ignore-daemonsets \"$(hostname)\""
     after-boot "kubectl uncordon \"$(hostname)\""
 }
+confirm timeout="2m"
 "###;
 
 #[test]
@@ -112,6 +113,8 @@ fn every_kind_is_declared_and_rendered() {
                 Some(2),
                 "the bundle of `every_kind_renders` has no reboot hooks"
             );
+        } else if keyword == "confirm" {
+            assert_eq!(b.manifest.confirm.map(|c| c.timeout), Some(120));
         } else if !kind.is_setting() {
             assert!(
                 b.manifest.resources.iter().any(|r| r.kind == keyword),

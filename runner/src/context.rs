@@ -26,6 +26,8 @@ pub struct Refusal {
     pub partial: bool,
     /// `pull`: every slot of the host's rollout group is held; it waits, nothing changed.
     pub waiting: bool,
+    /// `pull`: the release was taken back on this host (not confirmed in time).
+    pub reverted: bool,
 }
 
 impl Refusal {
@@ -35,11 +37,17 @@ impl Refusal {
             help: None,
             partial: false,
             waiting: false,
+            reverted: false,
         }
     }
 
     pub(crate) fn partial(mut self) -> Refusal {
         self.partial = true;
+        self
+    }
+
+    pub(crate) fn reverted(mut self) -> Refusal {
+        self.reverted = true;
         self
     }
 

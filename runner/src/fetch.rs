@@ -184,6 +184,26 @@ impl Source {
         }
     }
 
+    /// The same source, its fetches bounded by `deadline` instead.
+    pub fn with_deadline(&self, deadline: Deadline) -> Source {
+        match self {
+            Source::Http {
+                host,
+                port,
+                path,
+                tls,
+                ..
+            } => Source::Http {
+                host: host.clone(),
+                port: *port,
+                path: path.clone(),
+                tls: tls.clone(),
+                deadline,
+            },
+            Source::Dir(dir) => Source::Dir(dir.clone()),
+        }
+    }
+
     /// The whole of `rel`, at most `max` bytes.
     pub fn get(&self, rel: &str, max: u64) -> Result<Vec<u8>, FetchError> {
         let mut bytes = Vec::new();

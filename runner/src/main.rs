@@ -57,6 +57,7 @@ mod budget;
 mod check;
 mod cli;
 mod confine;
+mod confirm;
 mod context;
 mod exec;
 mod failpoint;

@@ -15,7 +15,7 @@ use crate::fetch::{self, FetchError, Source};
 use crate::rebooting::{self, Decision};
 use crate::rootfs::{self, Root};
 use crate::trust::{self, TrustedKeys};
-use crate::{report, state, statedir};
+use crate::{confirm, report, state, statedir};
 use bell_bundle::{Expected, Manifest, Release};
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -65,6 +65,9 @@ pub struct Pulled {
     /// What happened to the host's slot of its rollout group, when there is a store.
     pub slot: Option<String>,
     pub reboot: Reboot,
+    /// Set when the apply was not confirmed in time and the host went back to the generation
+    /// before (`report` is that apply's): why.
+    pub reverted: Option<String>,
 }
 
 /// What the pull decided about a reboot the host needs.
@@ -80,6 +83,21 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     let root = statedir::open_root(&opts.apply.root)?;
     let host = report::host_name(opts.host.as_deref(), &root.dir).map_err(Refusal::new)?;
     finish_interrupted_switch(&root)?;
+    // An apply waiting for its confirmation is settled first: confirmed, or taken back (with
+    // no network at all: it is what the fleet being away calls for).
+    let before = state::load(&root).map_err(Refusal::new)?;
+    if let Some(confirming) = &before.confirming {
+        let fleet = fleet_of(opts, &root, &before)?;
+        let path = confirming.release.as_ref().map_or_else(
+            || bell_bundle::RELEASE_FILE.to_string(),
+            |v| format!("{}/{v}.json", bell_bundle::RELEASES_DIR),
+        );
+        let reach = |within| reach_fleet(opts, &fleet, &host, &path, within);
+        if let confirm::Ended::TimedOut(why) = confirm::wait(&root, confirming, &reach)? {
+            found.fleet = Some(fleet);
+            return go_back(opts, &root, confirming, &why);
+        }
+    }
     let state = state::load(&root).map_err(Refusal::new)?;
     let keys = trusted_keys(&root, opts.trust.as_deref())?;
     // Shared with the apply, which reads the providers of its live files from it.
@@ -119,6 +137,16 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
 
     let generation = state::generation_dir(&root, &id);
     let already_applied = state.generation.as_deref() == Some(id.as_str()) && generation.is_dir();
+    if let (Some(went_back), false) = (confirm::refused(&state, &release.version), already_applied)
+    {
+        return Err(Refusal::new(format!(
+            "release {} was taken back on this host: {}; it is not applied here again",
+            bell_bundle::short_id(&release.version),
+            went_back.reason
+        ))
+        .help("a newer release is applied: publish one with the fix (or the release before)")
+        .reverted());
+    }
     if let (Some(hold), false) = (&chosen.hold, already_applied) {
         // Held: it stays on what it runs. A hold only ever keeps a host where it is, so one
         // forged in the store delays the host and does nothing else.
@@ -200,6 +228,34 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
             return Err(refusal);
         }
     };
+    // A new generation whose bundle asks for it is kept only once the host reaches its fleet
+    // again with its probes passing.
+    let mut reverted = None;
+    if let (Some(confirm), false) = (report.manifest.confirm, already_applied) {
+        let confirming = state::Confirming {
+            generation: id.clone(),
+            release: Some(release.version.clone()),
+            deadline: state::now() + confirm.timeout,
+            back_to: state.generation.clone(),
+            back_to_release: state.release.clone(),
+        };
+        confirm::begin(&root, confirming.clone())?;
+        let fleet = release.fleet.clone();
+        let failing = report
+            .health
+            .iter()
+            .find(|p| !p.healthy)
+            .map(|p| p.name.clone());
+        let reach = |within| match &failing {
+            Some(probe) => Err(format!("its health probe `{probe}` fails")),
+            None => reach_fleet(opts, &fleet, &host, &chosen.path, within),
+        };
+        if let confirm::Ended::TimedOut(why) = confirm::wait(&root, &confirming, &reach)? {
+            let back = go_back(opts, &root, &confirming, &why)?;
+            reverted = back.reverted;
+            report = back.report;
+        }
+    }
     let after = AfterApply {
         root: &root,
         opts,
@@ -209,7 +265,11 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         back: back.as_ref(),
         boot,
     };
-    let (healthy, reboot) = after.settle_reboot(&mut report, &mut slot);
+    let (healthy, reboot) = match reverted {
+        // Gone back: as a failed apply, it keeps its slot and does not reboot.
+        Some(_) => (false, Reboot::default()),
+        None => after.settle_reboot(&mut report, &mut slot),
+    };
     let slot = after.settle_slot(healthy, &reboot, slot);
     if let Some(budget) = &budget {
         budget.remember(&root);
@@ -234,6 +294,74 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         report,
         slot,
         reboot,
+        reverted,
+    })
+}
+
+/// One try to reach the fleet as the next pull would, on new connections, within `within`:
+/// the host's desired release read from the store (when it pulls from one), and the release
+/// file `path` fetched from the mirror.
+fn reach_fleet(
+    opts: &PullOptions,
+    fleet: &str,
+    host: &str,
+    path: &str,
+    within: std::time::Duration,
+) -> Result<(), String> {
+    let deadline = bell_wire::Deadline::after(within, "the fleet did not answer in time");
+    if let Some(dest) = &opts.store {
+        bell_store::Store::open(dest, &opts.access)
+            .map(|s| s.with_limits(bell_wire::etcd::Limits::HOST.until(deadline)))
+            .and_then(|store| store.desired(fleet, host))
+            .map_err(|e| format!("cannot reach the store: {e}"))?;
+    }
+    opts.source
+        .with_deadline(deadline)
+        .get(path, rootfs::MAX_RECORD_BYTES)
+        .map_err(|e| format!("cannot reach the mirror: {e}"))?;
+    Ok(())
+}
+
+/// Applies the generation `confirming` replaced again, as `bell-run rollback` would, and
+/// remembers the release as taken back.
+fn go_back(
+    opts: &PullOptions,
+    root: &Root,
+    confirming: &state::Confirming,
+    why: &str,
+) -> Result<Pulled, Refusal> {
+    let short = bell_bundle::short_id(&confirming.generation);
+    let Some(back_to) = &confirming.back_to else {
+        // The first apply on this host: there is no generation to go back to, and giving the
+        // host back (`bell-run remove`) would also forget what it refuses.
+        confirm::reverted(root, confirming, why)?;
+        return Err(Refusal::new(format!(
+            "generation {short} was not confirmed in time ({why}), and it is the first this \
+             host applied: there is no generation to go back to, so it stays"
+        ))
+        .help("`bell-run remove` gives the host back as it was before bell")
+        .reverted());
+    };
+    let reason = format!(
+        "generation {short} was not confirmed in time ({why}): back on {}",
+        bell_bundle::short_id(back_to)
+    );
+    errln!("bell-run: {reason}");
+    let applying = apply::Options {
+        release: confirming.back_to_release.clone(),
+        ..opts.apply.clone()
+    };
+    let report = apply::apply(&state::generation_dir(root, back_to), &applying)
+        .map_err(|r| Refusal::new(format!("{reason}, but its apply failed: {}", r.message)))?;
+    confirm::reverted(root, confirming, &reason)?;
+    Ok(Pulled {
+        already_applied: false,
+        fetched: 0,
+        reused: 0,
+        report,
+        slot: None,
+        reboot: Reboot::default(),
+        reverted: Some(reason),
     })
 }
 

@@ -57,6 +57,7 @@ pub fn remove(opts: &Options) -> Result<Removal, Refusal> {
         batches: Vec::new(),
         snapshots: Default::default(),
         reboot: None,
+        confirm: None,
         live: Vec::new(),
         provides: Vec::new(),
         providers: Default::default(),

@@ -41,7 +41,41 @@ pub struct State {
     /// Applies, newest last.
     #[serde(default)]
     pub history: Vec<HistoryEntry>,
+    /// A live apply that is not confirmed yet (its bundle has `confirm`): until it is, the
+    /// host goes back to the generation before when its deadline passes, whoever runs next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirming: Option<Confirming>,
+    /// Releases the host went back from, newest last: never applied again here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reverted: Vec<Reverted>,
 }
+
+/// An apply waiting to be confirmed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confirming {
+    /// The generation applied and the release it was applied for.
+    pub generation: String,
+    pub release: Option<String>,
+    /// Unix seconds: confirmed by then, or taken back.
+    pub deadline: u64,
+    /// The generation it replaced, and its release: where the host goes back to (none: the
+    /// first apply on this host, which goes back to the host as it was before bell).
+    pub back_to: Option<String>,
+    pub back_to_release: Option<String>,
+}
+
+/// A release the host took back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reverted {
+    pub release: Option<String>,
+    pub generation: String,
+    /// Why it was not confirmed.
+    pub reason: String,
+    pub at: u64,
+}
+
+/// How many reverted releases a state remembers.
+pub const KEEP_REVERTED: usize = 16;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ManagedFile {

@@ -199,6 +199,7 @@ fn a_bundle_without_the_examples_resources_restores_the_root() {
         batches: Vec::new(),
         snapshots: Default::default(),
         reboot: None,
+        confirm: None,
         live: Vec::new(),
         provides: Vec::new(),
         providers: Default::default(),

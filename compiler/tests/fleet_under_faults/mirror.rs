@@ -15,6 +15,9 @@ pub enum Mode {
     Trickle = 2,
 }
 
+/// Whether the link is up, asked at each connection.
+type Gate = Arc<dyn Fn() -> bool + Send + Sync>;
+
 pub struct Mirror {
     /// `http://127.0.0.1:PORT/`, what the hosts are given as `--source`.
     pub url: String,
@@ -26,6 +29,12 @@ pub struct Mirror {
 impl Mirror {
     /// A proxy on a free loopback port in front of `upstream` (`http://127.0.0.1:PORT/`).
     pub fn front(upstream: &str) -> Mirror {
+        Mirror::gated(upstream, Arc::new(|| true))
+    }
+
+    /// [`Mirror::front`], that also drops every connection made while `gate` says the link is
+    /// down (asked as each is accepted, so that a change is in force from the next one).
+    pub fn gated(upstream: &str, gate: Gate) -> Mirror {
         let upstream = upstream
             .trim_start_matches("http://")
             .trim_end_matches('/')
@@ -41,7 +50,7 @@ impl Mirror {
                 while !stop.load(Ordering::Relaxed) {
                     match listener.accept() {
                         Ok((client, _)) => {
-                            if mode.load(Ordering::Relaxed) == Mode::Down as u8 {
+                            if mode.load(Ordering::Relaxed) == Mode::Down as u8 || !gate() {
                                 let _ = client.shutdown(Shutdown::Both);
                                 continue;
                             }

@@ -26,7 +26,7 @@ mod broken;
 mod checks;
 mod disk;
 mod history;
-mod mirror;
+pub(crate) mod mirror;
 mod schedule;
 
 use crate::common::fleet::{bell_run, EtcdCluster, Nginx, Pki};
@@ -718,6 +718,14 @@ impl Operator<'_> {
                 Some(how @ ("done" | "aborted")) => Some(how.to_string()),
                 _ => None,
             });
+            // An abort that a killed controller had finished before it said so is refused as
+            // one with nothing left to abort.
+            let (code, ended) = match (code, ended) {
+                (Some(_), None) if stderr.contains("is aborted already") => {
+                    (Some(0), Some("aborted".to_string()))
+                }
+                other => other,
+            };
             let halted: Vec<String> = events
                 .iter()
                 .filter(|e| e["event"] == "halted")

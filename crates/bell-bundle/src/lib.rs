@@ -26,6 +26,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 
 pub mod accept;
+pub mod confirm;
 mod exec;
 pub mod live;
 pub mod prometheus;
@@ -34,6 +35,7 @@ mod release;
 pub mod shown;
 pub mod trust;
 mod verify;
+pub use confirm::Confirm;
 pub use exec::{ExecPolicy, Offline, OnFailure, Rerun};
 pub use reboot::{Reboot, RebootMethod, RebootPolicy, Window};
 pub use release::*;
@@ -103,6 +105,11 @@ pub struct Manifest {
     /// reports that it needs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reboot: Option<Reboot>,
+    /// How long the host has, after a live apply of this bundle, to reach the fleet again and
+    /// pass its probes before it goes back by itself (`confirm` of the spec); absent: it keeps
+    /// what it applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<Confirm>,
     /// Files that follow which providers of a service are ready (`live` of the spec), by path.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub live: Vec<live::Live>,

@@ -69,6 +69,10 @@ pub enum State {
     Waiting,
     /// The configuration applied (or is in sync), but a health probe fails.
     Unhealthy,
+    /// `pull`: an apply the host could not confirm in time (it lost its store or mirror, or
+    /// its probes failed) was taken back; the host runs the generation before, and refuses
+    /// that release from now on.
+    Reverted,
 }
 
 impl State {
@@ -79,6 +83,7 @@ impl State {
             State::Drifted => "drifted",
             State::Waiting => "waiting",
             State::Unhealthy => "unhealthy",
+            State::Reverted => "reverted",
         }
     }
 
@@ -89,6 +94,7 @@ impl State {
             "drifted" => Some(State::Drifted),
             "waiting" => Some(State::Waiting),
             "unhealthy" => Some(State::Unhealthy),
+            "reverted" => Some(State::Reverted),
             _ => None,
         }
     }

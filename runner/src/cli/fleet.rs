@@ -106,6 +106,17 @@ fn pull_reporting(args: &Args, found: &mut crate::pull::Established) -> i32 {
     if let Ok(pulled) = &result {
         run.rebooting = pulled.reboot.plan.as_ref().map(|p| p.describe());
     }
+    // Gone back, or refusing a release it went back from: a state of its own, with why.
+    let reverted = match &result {
+        Ok(pulled) => pulled.reverted.clone(),
+        Err(refusal) => refusal.reverted.then(|| refusal.message.clone()),
+    };
+    if let Some(why) = reverted {
+        run.result = bell_store::State::Reverted;
+        run.status
+            .insert("apply".to_string(), bell_store::State::Reverted);
+        run.error = Some(why);
+    }
     if run.fleet.is_none() {
         run.fleet = found.fleet.clone();
     }
@@ -164,6 +175,9 @@ fn pull_reporting(args: &Args, found: &mut crate::pull::Established) -> i32 {
             );
         }
         print_report(&pulled.report);
+        if let Some(why) = &pulled.reverted {
+            outln!("reverted: {why}");
+        }
         if let Some(slot) = &pulled.slot {
             outln!("slot: {slot}");
         }
@@ -181,7 +195,10 @@ fn pull_reporting(args: &Args, found: &mut crate::pull::Established) -> i32 {
             );
         }
     }
-    applied_code(&pulled.report)
+    match pulled.reverted {
+        Some(_) => FAILURES,
+        None => applied_code(&pulled.report),
+    }
 }
 
 pub(super) fn cmd_install_timer(args: &Args) -> i32 {

@@ -445,6 +445,7 @@ impl BundleSpec {
                 .collect(),
             snapshots: self.snapshots.clone(),
             reboot: self.reboot.clone(),
+            confirm: None,
             live: Vec::new(),
             provides: Vec::new(),
             providers: Default::default(),

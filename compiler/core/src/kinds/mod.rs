@@ -22,6 +22,7 @@ use std::fmt;
 pub mod apparmor;
 mod apt;
 mod apt_source;
+mod confirm;
 mod ethtool;
 pub mod exec;
 mod file;
@@ -148,6 +149,7 @@ registry! {
     HEALTH => health::Health,
     REBOOT => reboot::Reboot,
     LIVE => live::Live,
+    CONFIRM => confirm::Confirm,
 }
 
 impl Kind {

@@ -16,6 +16,7 @@ pub struct BundleBuilder {
     batches: Vec<bell_bundle::Batch>,
     snapshots: bell_bundle::Snapshots,
     reboot: Option<bell_bundle::Reboot>,
+    confirm: Option<bell_bundle::Confirm>,
     live: Vec<bell_bundle::live::Live>,
     provides: Vec<String>,
     providers: BTreeMap<String, Vec<bell_bundle::live::Provider>>,
@@ -106,6 +107,7 @@ impl BundleBuilder {
             batches: Vec::new(),
             snapshots: BTreeMap::new(),
             reboot: None,
+            confirm: None,
             live: Vec::new(),
             provides: Vec::new(),
             providers: BTreeMap::new(),
@@ -182,6 +184,9 @@ impl BundleBuilder {
         }
         if let Some(reboot) = &part.reboot {
             self.reboot = Some(reboot.clone());
+        }
+        if let Some(confirm) = part.confirm {
+            self.confirm = Some(confirm);
         }
         self.live.extend(part.live.iter().cloned());
         self.provides.extend(part.provides.iter().cloned());
@@ -409,6 +414,11 @@ impl BundleBuilder {
         self.reboot = Some(reboot);
     }
 
+    /// How long the host has to confirm a live apply (the `confirm` setting).
+    pub fn set_confirm(&mut self, confirm: bell_bundle::Confirm) {
+        self.confirm = Some(confirm);
+    }
+
     /// Puts the resources in the model's apply order and gives each the dependencies the graph
     /// found. A resource a kind module adds that the graph does not know (a part of a larger
     /// resource) stays right after the last known resource added before it.
@@ -462,6 +472,7 @@ impl BundleBuilder {
             batches: self.batches,
             snapshots: self.snapshots,
             reboot: self.reboot,
+            confirm: self.confirm,
             live: {
                 let mut live = self.live;
                 live.sort_by(|a, b| a.path.cmp(&b.path));

@@ -237,7 +237,8 @@ pub(super) fn host_status(
     // keeps one per command (a check after a failed apply does not hide why it failed).
     let of = |command: &str| view.and_then(|v| v.by_command.get(command)).unwrap_or(r);
     for c in ["apply", "check"] {
-        if category(c) == Some(State::Failed) {
+        // A reverted apply is a failed one whose host put itself back.
+        if matches!(category(c), Some(State::Failed | State::Reverted)) {
             let why = failure_detail(of(c), c);
             row.failures.push(why.clone());
             reasons.push((Flag::Failed, why));
@@ -323,7 +324,7 @@ pub(super) fn host_status(
     let deciding = match row.state {
         HostState::Failed => ["apply", "check"]
             .into_iter()
-            .find(|c| category(c) == Some(State::Failed))
+            .find(|c| matches!(category(c), Some(State::Failed | State::Reverted)))
             .map(of),
         HostState::Unhealthy => Some(probed),
         HostState::Drifted => Some(of("check")),

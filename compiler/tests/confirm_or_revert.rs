@@ -1,0 +1,185 @@
+//! Confirm or revert, with a real etcd and nginx: an image-root host whose link to its store
+//! and its mirror goes through proxies that read a file of its root (`/etc/link`, as a host's
+//! network setup reads its own configuration), so that a release writing `down` there cuts
+//! the host off its fleet the way a bad route or firewall file would. Such a release is taken
+//! back within its `confirm` timeout: the host ends on the generation before with its files,
+//! reports `reverted`, and the next pull does not apply that release again while a newer one
+//! applies. A release that keeps the link is confirmed at once; a bell-run killed while it
+//! waits is taken back by the next.
+
+use crate::common::fleet::{bell_run, Etcd, Nginx};
+use crate::common::pulling::{copy_over, image_root};
+use crate::common::Fixture;
+use crate::fleet_under_faults::mirror::Mirror;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long the host has to reach its fleet again after an apply.
+const TIMEOUT: u64 = 6;
+
+fn spec(link: &str, motd: &str) -> String {
+    format!(
+        "fleet \"f\" target=\"debian-12\"\nhost \"h1\"\nconfirm timeout=\"{TIMEOUT}s\"\n\
+         file \"/etc/link\" {{\n    content \"{link}\\n\"\n}}\n\
+         file \"/etc/motd\" {{\n    content \"{motd}\\n\"\n}}\n"
+    )
+}
+
+/// The host's link to `upstream`: a proxy that reads `root/etc/link` at each connection.
+fn link(upstream: &str, root: &Path) -> Mirror {
+    let file = root.join("etc/link");
+    let up = move || !std::fs::read_to_string(&file).is_ok_and(|l| l.trim() == "down");
+    Mirror::gated(upstream, Arc::new(up))
+}
+
+fn state(root: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(root.join("var/lib/bell/state.json")).unwrap()).unwrap()
+}
+
+fn said(out: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn a_release_that_cuts_the_host_off_is_taken_back() {
+    let bin = bell_run();
+    let fx = Fixture::new();
+    let Some(etcd) = Etcd::start() else {
+        return;
+    };
+    let served = fx.path().join("served");
+    std::fs::create_dir_all(&served).unwrap();
+    let Some(nginx) = Nginx::serve(&served) else {
+        return;
+    };
+    assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
+    let root = image_root();
+    let root = root.path();
+    let store = link(&etcd.url.replace("etcd://", "http://"), root);
+    let store_url = store.url.replace("http://", "etcd://");
+    let store_url = store_url.trim_end_matches('/');
+    let mirror = link(&nginx.url, root);
+    let trust = fx.path().join("ci.pub");
+    let publish = |n: u32, link: &str, motd: &str| -> String {
+        std::fs::write(fx.path().join("bell.kdl"), spec(link, motd)).unwrap();
+        let out = format!("out{n}");
+        let build = fx.bellc(&["build", "bell.kdl", "-o", &out, "--sign-key", "ci.key"]);
+        assert_eq!(build.code, 0, "{}", build.stderr);
+        copy_over(&fx.path().join(&out), &served);
+        let run = fx.bellc(&["publish", "served", "--store", &etcd.url]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let release: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(served.join("release.json")).unwrap()).unwrap();
+        release["version"].as_str().unwrap().to_string()
+    };
+    let pull = || {
+        let mut command = Command::new(&bin);
+        command
+            .args(["pull", "--source", &mirror.url, "--store", store_url])
+            .args([
+                "--report",
+                store_url,
+                "--host",
+                "h1",
+                "--fleet",
+                "f",
+                "--offline",
+            ])
+            .arg("--trust")
+            .arg(&trust)
+            .arg("--root")
+            .arg(root)
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    };
+    let report = || -> serde_json::Value {
+        let bytes = etcd.client().get("/bell/f/running/h1").unwrap().unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    let motd = || std::fs::read_to_string(root.join("etc/motd")).unwrap();
+    // Release 1 keeps the link: confirmed at once, nothing left waiting.
+    let one = publish(1, "up", "one");
+    let out = pull().output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let first = state(root);
+    assert!(first["confirming"].is_null(), "{first}");
+    assert_eq!(report()["result"], "success");
+
+    // Release 2 cuts it: taken back when the timeout passes, with release 1's files.
+    let two = publish(2, "down", "two");
+    let started = Instant::now();
+    let out = pull().output().unwrap();
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(3), "{}", said(&out));
+    assert!(
+        took >= Duration::from_secs(TIMEOUT - 1) && took < Duration::from_secs(30),
+        "{took:?}"
+    );
+    assert!(
+        said(&out).contains("not confirmed in time"),
+        "{}",
+        said(&out)
+    );
+    assert_eq!(motd(), "one\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/link")).unwrap(),
+        "up\n"
+    );
+    let back = state(root);
+    assert_eq!(back["generation"], first["generation"], "{back}");
+    assert_eq!(back["release"], one.as_str());
+    assert_eq!(back["reverted"][0]["release"], two.as_str(), "{back}");
+    let filed = report();
+    assert_eq!(filed["result"], "reverted", "{filed}");
+    assert!(
+        filed["error"].as_str().unwrap().contains("cannot reach"),
+        "{filed}"
+    );
+
+    // The store still wants release 2: the next pull refuses it and changes nothing.
+    let out = pull().output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert!(
+        said(&out).contains("was taken back on this host"),
+        "{}",
+        said(&out)
+    );
+    assert_eq!(motd(), "one\n");
+    assert_eq!(report()["result"], "reverted");
+
+    // A newer release that keeps the link applies, and is confirmed.
+    publish(3, "up", "three");
+    let out = pull().output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_eq!(motd(), "three\n");
+    let three = state(root);
+    assert!(three["confirming"].is_null(), "{three}");
+
+    // A bell-run killed while it waits: the next one takes the release back, at the
+    // deadline the first one recorded.
+    publish(4, "down", "four");
+    let mut child = pull().spawn().unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    while state(root)["confirming"].is_null() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!state(root)["confirming"].is_null(), "never waited");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(motd(), "four\n");
+    let out = pull().output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", said(&out));
+    assert_eq!(motd(), "three\n");
+    let back = state(root);
+    assert_eq!(back["generation"], three["generation"], "{back}");
+    assert!(back["confirming"].is_null(), "{back}");
+    assert_eq!(report()["result"], "reverted");
+}
