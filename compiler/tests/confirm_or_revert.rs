@@ -7,9 +7,8 @@
 //! applies. A release that keeps the link is confirmed at once; a bell-run killed while it
 //! waits is taken back by the next.
 
-use crate::common::fleet::{bell_run, Etcd, Nginx};
-use crate::common::pulling::{copy_over, image_root};
-use crate::common::Fixture;
+use crate::common::fleet::{bell_run, Etcd};
+use crate::common::pulling::{copy_over, image_root, Mirrored};
 use crate::fleet_under_faults::mirror::Mirror;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -49,16 +48,13 @@ fn said(out: &Output) -> String {
 #[test]
 fn a_release_that_cuts_the_host_off_is_taken_back() {
     let bin = bell_run();
-    let fx = Fixture::new();
     let Some(etcd) = Etcd::start() else {
         return;
     };
-    let served = fx.path().join("served");
-    std::fs::create_dir_all(&served).unwrap();
-    let Some(nginx) = Nginx::serve(&served) else {
+    let Some(site) = Mirrored::start() else {
         return;
     };
-    assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
+    let (fx, served, nginx) = (&site.fx, &site.served, &site.nginx);
     let root = image_root();
     let root = root.path();
     let store = link(&etcd.url.replace("etcd://", "http://"), root);
@@ -67,11 +63,9 @@ fn a_release_that_cuts_the_host_off_is_taken_back() {
     let mirror = link(&nginx.url, root);
     let trust = fx.path().join("ci.pub");
     let publish = |n: u32, link: &str, motd: &str| -> String {
-        std::fs::write(fx.path().join("bell.kdl"), spec(link, motd)).unwrap();
         let out = format!("out{n}");
-        let build = fx.bellc(&["build", "bell.kdl", "-o", &out, "--sign-key", "ci.key"]);
-        assert_eq!(build.code, 0, "{}", build.stderr);
-        copy_over(&fx.path().join(&out), &served);
+        site.build(&spec(link, motd), &out);
+        copy_over(&fx.path().join(&out), served);
         let run = fx.bellc(&["publish", "served", "--store", &etcd.url]);
         assert_eq!(run.code, 0, "{}", run.stderr);
         let release: serde_json::Value =

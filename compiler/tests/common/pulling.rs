@@ -62,6 +62,35 @@ impl TwoReleases {
     }
 }
 
+/// Where a fleet test starts its releases: a fixture with the signing key `ci` (`ci.key`,
+/// `ci.pub`) and `served/`, which a real nginx serves.
+pub struct Mirrored {
+    pub fx: Fixture,
+    pub served: PathBuf,
+    pub nginx: super::fleet::Nginx,
+}
+
+impl Mirrored {
+    /// `None` where nginx cannot start here.
+    pub fn start() -> Option<Mirrored> {
+        let fx = Fixture::new();
+        let served = fx.path().join("served");
+        std::fs::create_dir_all(&served).unwrap();
+        let nginx = super::fleet::Nginx::serve(&served)?;
+        assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
+        Some(Mirrored { fx, served, nginx })
+    }
+
+    /// `spec` written as `bell.kdl` and built into `out`, signed with `ci`.
+    pub fn build(&self, spec: &str, out: &str) {
+        std::fs::write(self.fx.path().join("bell.kdl"), spec).unwrap();
+        let run = self
+            .fx
+            .bellc(&["build", "bell.kdl", "-o", out, "--sign-key", "ci.key"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    }
+}
+
 /// `cp -a FROM/. TO/`: build outputs copied one over another, as a mirror is filled.
 pub fn copy_over(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();

@@ -7,9 +7,8 @@
 use super::checks::{self, Finding};
 use super::history::{Ending, Record, Run, Seen};
 use super::{bundles, semaphores, settle, spec_of, Served, Settle};
-use crate::common::fleet::{bell_run, Etcd, Nginx};
-use crate::common::pulling::{copy_over, image_root};
-use crate::common::Fixture;
+use crate::common::fleet::{bell_run, Etcd};
+use crate::common::pulling::{copy_over, image_root, Mirrored};
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Duration;
@@ -31,25 +30,18 @@ fn checks_of(findings: &[Finding]) -> Vec<&'static str> {
 #[test]
 fn each_checker_catches_the_break_it_is_for() {
     let bin = bell_run();
-    let fx = Fixture::new();
     let Some(etcd) = Etcd::start() else {
         return;
     };
-    let served = fx.path().join("served");
-    std::fs::create_dir_all(&served).unwrap();
-    let Some(nginx) = Nginx::serve(&served) else {
+    let Some(site) = Mirrored::start() else {
         return;
     };
-    assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
+    let (fx, served, nginx) = (&site.fx, &site.served, &site.nginx);
     for n in 1..=3 {
-        std::fs::write(
-            fx.path().join("bell.kdl"),
-            spec_of(&hosts(), n, None, &BTreeMap::new()),
-        )
-        .unwrap();
-        let out = format!("out{n}");
-        let build = fx.bellc(&["build", "bell.kdl", "-o", &out, "--sign-key", "ci.key"]);
-        assert_eq!(build.code, 0, "{}", build.stderr);
+        site.build(
+            &spec_of(&hosts(), n, None, &BTreeMap::new()),
+            &format!("out{n}"),
+        );
     }
     let names: Vec<String> = hosts().into_iter().map(|(h, _)| h).collect();
     let roots: BTreeMap<String, tempfile::TempDir> =
@@ -58,7 +50,7 @@ fn each_checker_catches_the_break_it_is_for() {
     let archive = Served::default();
     let trust = fx.path().join("ci.pub");
     let pull = |host: &str, extra: &[&str]| {
-        archive.look(&served);
+        archive.look(served);
         let root = roots[host].path();
         let started = record.now();
         let out = super::pull_command(Command::new(&bin), &nginx.url, root, host, &trust)
@@ -78,7 +70,7 @@ fn each_checker_catches_the_break_it_is_for() {
     let report = ["--report", etcd.url.as_str()];
     let through_the_store = ["--store", etcd.url.as_str(), "--report", etcd.url.as_str()];
     let publish = |n: u32| {
-        copy_over(&fx.path().join(format!("out{n}")), &served);
+        copy_over(&fx.path().join(format!("out{n}")), served);
         let run = fx.bellc(&["publish", "served", "--store", &etcd.url]);
         assert_eq!(run.code, 0, "{}", run.stderr);
     };
@@ -106,8 +98,8 @@ fn each_checker_catches_the_break_it_is_for() {
         checks::releases(&runs, &archive.signed(&trust))
     };
     let how = Settle {
-        fx: &fx,
-        served: &served,
+        fx,
+        served,
         url: &etcd.url,
         flags: Vec::new(),
         bound: Duration::from_secs(3),
@@ -221,7 +213,7 @@ fn each_checker_catches_the_break_it_is_for() {
 
     // An older release taken: d2 pulls with no memory of the sequence it accepted (what a
     // pull that does not compare sequences amounts to) from a mirror rolled back to release 1.
-    copy_over(&fx.path().join("out1"), &served);
+    copy_over(&fx.path().join("out1"), served);
     std::fs::remove_file(
         roots["d2"]
             .path()

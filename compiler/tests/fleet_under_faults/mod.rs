@@ -29,8 +29,8 @@ mod history;
 pub(crate) mod mirror;
 mod schedule;
 
-use crate::common::fleet::{bell_run, EtcdCluster, Nginx, Pki};
-use crate::common::pulling::{copy_over, image_root_of, racked_hosts, MARKS};
+use crate::common::fleet::{bell_run, EtcdCluster, Pki};
+use crate::common::pulling::{copy_over, image_root_of, racked_hosts, Mirrored, MARKS};
 use crate::common::Fixture;
 use checks::{Finding, SemaphoreVersion, Signed};
 use disk::Disks;
@@ -152,19 +152,16 @@ struct Fleet<'a> {
 
 fn run(seed: u64, span: Duration, min_releases: u32) {
     let bin = bell_run();
-    let fx = Fixture::new();
     let Some(pki) = Pki::new() else {
         return;
     };
     let Some(etcd) = EtcdCluster::start_tls(&pki) else {
         return;
     };
-    let served = fx.path().join("served");
-    std::fs::create_dir_all(&served).unwrap();
-    let Some(nginx) = Nginx::serve(&served) else {
+    let Some(site) = Mirrored::start() else {
         return;
     };
-    assert_eq!(fx.bellc(&["keygen", "ci"]).code, 0);
+    let (fx, served, nginx) = (&site.fx, &site.served, &site.nginx);
     let url = etcd.url.clone();
     let hosts: Vec<String> = racked_hosts().into_iter().map(|(h, _)| h).collect();
     let dirs: Vec<tempfile::TempDir> = hosts.iter().map(|_| tempfile::tempdir().unwrap()).collect();
@@ -213,7 +210,7 @@ fn run(seed: u64, span: Duration, min_releases: u32) {
         }
         scope.spawn(|| {
             while !stop.load(Ordering::Relaxed) {
-                archive.look(&served);
+                archive.look(served);
                 std::thread::sleep(Duration::from_millis(50));
             }
         });
@@ -223,8 +220,8 @@ fn run(seed: u64, span: Duration, min_releases: u32) {
         });
         let operator = Operator {
             fleet: &fleet,
-            fx: &fx,
-            served: &served,
+            fx,
+            served,
             url: &url,
             roots: hosts
                 .iter()
@@ -247,8 +244,8 @@ fn run(seed: u64, span: Duration, min_releases: u32) {
                 .record
                 .event("faults over, last rollout ended: the fleet settles");
             let how = Settle {
-                fx: &fx,
-                served: &served,
+                fx,
+                served,
                 url: &url,
                 flags: pki.flags(),
                 bound: SETTLE,
@@ -275,7 +272,7 @@ fn run(seed: u64, span: Duration, min_releases: u32) {
         "etcd's history holds no semaphore version"
     );
     findings.extend(checks::budget(&versions, SLOTS));
-    archive.look(&served);
+    archive.look(served);
     let signed = archive.signed(&fx.path().join("ci.pub"));
     findings.extend(checks::releases(&runs, &signed));
     findings.extend(checks::generations(&runs, &last));
