@@ -327,10 +327,33 @@ fn a_release_moves_wave_by_wave_halts_resumes_and_aborts() {
                 history.stdout
             );
 
-            // Release 3: the controller dies in wave 2 and `--resume` goes on from there.
+            // Release 3: the first controller dies once it has signed its record, before the
+            // store heard of the rollout (its progress there still release 2's, done: the
+            // fault run met it); `--resume` begins it, dies in wave 2, and a third goes on
+            // from there.
             copy_over(&fx.path().join("out3"), &served);
             let puts_before = etcd_puts(&url, "/bell/f/current_version");
-            let args = with(&["--wave-timeout", "60s"]);
+            let died = Command::new(env!("CARGO_BIN_EXE_bellc"))
+                .arg("rollout")
+                .args(with(&["--wave-timeout", "60s"]))
+                .env("BELL_ROLLOUT_FAILPOINT", "record-saved")
+                .current_dir(fx.path())
+                .output()
+                .unwrap();
+            assert_eq!(died.status.code(), None, "it did not die: {died:?}");
+            assert!(etcd_get(&url, "/bell/f/rollout/progress").contains("\"done\""));
+            // Its lease lapses within ten seconds.
+            let store = bell_store::Etcd::parse(&url).unwrap();
+            let lease_deadline = Instant::now() + Duration::from_secs(30);
+            while store
+                .get(&bell_store::keys::controller_key("f"))
+                .unwrap()
+                .is_some()
+                && Instant::now() < lease_deadline
+            {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            let args = with(&["--resume", "--wave-timeout", "60s"]);
             let mut child = Command::new(env!("CARGO_BIN_EXE_bellc"))
                 .arg("rollout")
                 .args(&args)

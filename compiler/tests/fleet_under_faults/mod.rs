@@ -363,6 +363,13 @@ fn fail(seed: u64, schedule: &[Window], record: &Record, findings: &[Finding]) -
             text.push_str(&format!("    {line}\n"));
         }
     }
+    // CI keeps only what the test prints: the faults' and the operator's last steps (each with
+    // the last line the controller said) are the story of most failures.
+    let events = record.events.lock().unwrap().clone();
+    text.push_str("\nthe last faults and operator steps:\n");
+    for (at, what) in &events[events.len().saturating_sub(40)..] {
+        text.push_str(&format!("  {:7.1}s {what}\n", at.as_secs_f64()));
+    }
     let file =
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fleet-under-faults-{seed}.txt"));
     let whole = format!("{text}\nhistory:\n{}\n", record.lines().join("\n"));

@@ -379,6 +379,7 @@ impl Controller<'_> {
             held,
         };
         self.save_record(&record)?;
+        super::failpoint::hit("record-saved");
         let progress = Progress::of(&record);
         Ok((record, progress))
     }

@@ -739,6 +739,7 @@ fn now() -> u64 {
 }
 
 mod controller;
+mod failpoint;
 pub mod history;
 mod remedy;
 mod trusted;

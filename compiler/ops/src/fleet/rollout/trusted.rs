@@ -38,6 +38,11 @@ impl Controller<'_> {
                     ..p
                 })
             }
+            // A finished rollout's progress under the record of another: this rollout's
+            // controller died once it had signed its record and before it told the store. The
+            // progress is made again from the record, as when the store lost it (a writer of
+            // the store could as well delete it: this trusts it with nothing more).
+            Some(p) if p.phase.finished() && p.target != record.target => Ok(Progress::of(record)),
             Some(p) => Err(refused(
                 format!(
                     "the store's rollout progress is of release {} from {}, but OUT's signed \
