@@ -137,6 +137,29 @@ fn a_release_that_cuts_the_host_off_is_taken_back() {
         filed["error"].as_str().unwrap().contains("cannot reach"),
         "{filed}"
     );
+    // It names what it runs again, and the release it took back.
+    assert_eq!(filed["release"], one.as_str(), "{filed}");
+    assert_eq!(filed["bundle"], first["generation"], "{filed}");
+    assert_eq!(filed["refused_release"], two.as_str(), "{filed}");
+    // `bellc status`: a state of its own, naming the release, failing the default gate.
+    let status = || {
+        let args = ["status", "--store", &etcd.url, "--fleet", "f", "--json"];
+        let run = fx.bellc(&[&args[..], &["--trust", "ci.pub", "--source", "served"]].concat());
+        let value: serde_json::Value = serde_json::from_str(&run.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {} {}", run.stdout, run.stderr));
+        (run.code, value["hosts"][0].clone())
+    };
+    let (code, row) = status();
+    assert_eq!(code, 3, "{row}");
+    assert_eq!(row["state"], "reverted", "{row}");
+    assert_eq!(row["refused_release"], two.as_str(), "{row}");
+    let short = &two[..12];
+    let detail = row["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.starts_with(&format!("took back release {short}: "))
+            && detail.contains("not confirmed in time"),
+        "{row}"
+    );
 
     // The store still wants release 2: the next pull refuses it and changes nothing.
     let out = pull().output().unwrap();
@@ -148,6 +171,9 @@ fn a_release_that_cuts_the_host_off_is_taken_back() {
     );
     assert_eq!(motd(), "one\n");
     assert_eq!(report()["result"], "reverted");
+    let (_, row) = status();
+    assert_eq!(row["state"], "reverted", "{row}");
+    assert_eq!(row["refused_release"], two.as_str(), "{row}");
 
     // A newer release that keeps the link applies, and is confirmed.
     publish(3, "up", "three");

@@ -263,7 +263,7 @@ fn check_status(dest: &str) -> Fixture {
     );
     assert!(
         run.stdout.trim_end().ends_with(
-            "1 failed, 0 unhealthy, 2 unaccounted, 0 unreadable, 0 unverified, 1 drifted, 1 pending, 0 deferred, 0 held, 2 up-to-date, 1 unknown, 0 discovered"
+            "1 failed, 0 reverted, 0 unhealthy, 2 unaccounted, 0 unreadable, 0 unverified, 1 drifted, 1 pending, 0 deferred, 0 held, 2 up-to-date, 1 unknown, 0 discovered"
         ),
         "{}",
         run.stdout

@@ -189,7 +189,7 @@ fn a_host_whose_probe_fails_is_unhealthy_not_failed() {
     );
     assert!(
         status.stdout.trim_end().ends_with(
-            "0 failed, 1 unhealthy, 0 unaccounted, 0 unreadable, 0 unverified, 0 drifted, 0 pending, 0 deferred, 0 held, 2 up-to-date, 0 unknown, 0 discovered"
+            "0 failed, 0 reverted, 1 unhealthy, 0 unaccounted, 0 unreadable, 0 unverified, 0 drifted, 0 pending, 0 deferred, 0 held, 2 up-to-date, 0 unknown, 0 discovered"
         ),
         "{}",
         status.stdout

@@ -156,7 +156,7 @@ fn six_hosts_six_rows_that_hide_nothing() {
     assert_eq!(row("baked")["version"], v2.as_str());
     assert!(row("ok")["age_seconds"].as_u64().unwrap() < 600);
     let counts = json["counts"].as_object().unwrap();
-    assert_eq!(counts.len(), 13, "every state has a count: {json:#}");
+    assert_eq!(counts.len(), 14, "every state has a count: {json:#}");
     assert_eq!(counts["forged"], 0);
     assert_eq!(counts["unhealthy"], 0);
 

@@ -68,6 +68,8 @@ pub struct Pulled {
     /// Set when the apply was not confirmed in time and the host went back to the generation
     /// before (`report` is that apply's): why.
     pub reverted: Option<String>,
+    /// The release it took back then (the one this pull applied, or an earlier run's).
+    pub taken_back: Option<String>,
 }
 
 /// What the pull decided about a reboot the host needs.
@@ -230,7 +232,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     };
     // A new generation whose bundle asks for it is kept only once the host reaches its fleet
     // again with its probes passing.
-    let mut reverted = None;
+    let (mut reverted, mut taken_back) = (None, None);
     if let (Some(confirm), false) = (report.manifest.confirm, already_applied) {
         let confirming = state::Confirming {
             generation: id.clone(),
@@ -253,6 +255,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         if let confirm::Ended::TimedOut(why) = confirm::wait(&root, &confirming, &reach)? {
             let back = go_back(opts, &root, &confirming, &why)?;
             reverted = back.reverted;
+            taken_back = back.taken_back;
             report = back.report;
         }
     }
@@ -295,6 +298,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         slot,
         reboot,
         reverted,
+        taken_back,
     })
 }
 
@@ -362,6 +366,7 @@ fn go_back(
         slot: None,
         reboot: Reboot::default(),
         reverted: Some(reason),
+        taken_back: confirming.release.clone(),
     })
 }
 

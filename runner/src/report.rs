@@ -97,6 +97,9 @@ pub struct Run<'a> {
     pub health: Vec<ProbeResult>,
     /// Refused: nothing changed, so the report names the bundle and release still applied.
     pub refused: bool,
+    /// The release refused, when it is not the one the run was told (a confirmation that
+    /// timed out takes back the release of an earlier run).
+    pub refused_release: Option<String>,
     /// Why the host needs a reboot.
     pub reboot_required: Vec<String>,
     /// The reboot `pull` makes once this report is filed.
@@ -194,6 +197,7 @@ pub fn from_apply<'a>(root: &'a Path, started_at: u64, rep: &apply::Report) -> R
         signature: None,
         health: probes,
         refused: false,
+        refused_release: None,
         reboot_required: rep.reboot_required.clone(),
         rebooting: None,
         live: rep
@@ -251,6 +255,7 @@ pub fn from_check<'a>(root: &'a Path, started_at: u64, rep: &CheckReport) -> Run
         signature: None,
         health: probes,
         refused: false,
+        refused_release: None,
         reboot_required: rep.reboot_required.clone(),
         rebooting: None,
         live: Vec::new(),
@@ -303,6 +308,7 @@ pub fn from_refusal<'a>(
         signature: None,
         health: Vec::new(),
         refused: true,
+        refused_release: None,
         reboot_required: Vec::new(),
         rebooting: None,
         live: Vec::new(),
@@ -375,10 +381,10 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     health: run.health.clone(),
                     reboot_required: run.reboot_required.clone(),
                     rebooting: run.rebooting.clone(),
-                    refused_release: if run.refused {
-                        sinks.release.clone()
-                    } else {
-                        None
+                    refused_release: match (&run.refused_release, run.refused) {
+                        (Some(release), _) => Some(release.clone()),
+                        (None, true) => sinks.release.clone(),
+                        (None, false) => None,
                     },
                     live: run.live.clone(),
                     snapshots: applied

@@ -239,7 +239,7 @@ pub struct StatusRequest<'a> {
 
 /// `--fail-on`'s default; `unverified` joins it when no verified release is at hand and the
 /// fleet's hosts sign their reports.
-pub const DEFAULT_FAIL_ON: &str = "forged,failed,unhealthy,unaccounted,unreadable";
+pub const DEFAULT_FAIL_ON: &str = "forged,failed,reverted,unhealthy,unaccounted,unreadable";
 
 /// `bellc status` exits with this when a host is in a `--fail-on` state (or a gate fails): a
 /// code of its own, apart from spec errors (1) and unusable inputs (2).
@@ -696,7 +696,9 @@ fn detail_of(h: &status::HostStatus) -> String {
         (HostState::Deferred, "deferred", &h.deferred),
     ];
     for (state, name, items) in others {
-        if h.state != state && !items.is_empty() {
+        // A reverted host's failures are its revert, which its detail tells.
+        let told = state == HostState::Failed && h.state == HostState::Reverted;
+        if h.state != state && !told && !items.is_empty() {
             parts.push(format!("{name}: {}", items.join(", ")));
         }
     }
@@ -870,9 +872,10 @@ pub fn exec_status(args: &StatusArgs) -> Result<u8, Failure> {
         .filter(|s| !s.is_empty())
         .map(str::to_string)
         .collect();
-    const NAMES: [&str; 13] = [
+    const NAMES: [&str; 14] = [
         "forged",
         "failed",
+        "reverted",
         "unhealthy",
         "unaccounted",
         "unreadable",

@@ -112,6 +112,11 @@ fn pull_reporting(args: &Args, found: &mut crate::pull::Established) -> i32 {
         Err(refusal) => refusal.reverted.then(|| refusal.message.clone()),
     };
     if let Some(why) = reverted {
+        // The report names what the host runs again, and the release it took back.
+        if let Ok(pulled) = &result {
+            run.refused = true;
+            run.refused_release = pulled.taken_back.clone();
+        }
         run.result = bell_store::State::Reverted;
         run.status
             .insert("apply".to_string(), bell_store::State::Reverted);

@@ -14,9 +14,10 @@ use bell_bundle::prometheus::label_value;
 use std::fmt::Write;
 
 /// The states worth a page, each with a series of its own per host.
-const PROBLEMS: [HostState; 6] = [
+const PROBLEMS: [HostState; 7] = [
     HostState::Forged,
     HostState::Failed,
+    HostState::Reverted,
     HostState::Unhealthy,
     HostState::Unaccounted,
     HostState::Unreadable,

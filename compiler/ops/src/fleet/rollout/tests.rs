@@ -110,7 +110,7 @@ fn a_host_that_reboots_itself_converges_once_it_is_back() {
 
 #[test]
 fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
-    use bell_store::State::{Failed, Success};
+    use bell_store::State::{Failed, Reverted, Success};
     let wave = release(
         &[
             ("done", "2"),
@@ -124,6 +124,8 @@ fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
             ("refused", "2"),
             ("refused-earlier", "2"),
             ("refused-this", "2"),
+            ("reverted", "2"),
+            ("reverted-earlier", "2"),
         ],
         &[],
     );
@@ -132,7 +134,11 @@ fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
     // nothing and name the release they still run, `refused-earlier` and `refused-this` also
     // the one they refused (an earlier one, this one), `refused` not (an older bell-run).
     let of_release = |version: &str, error: Option<&str>, refused: Option<&str>| {
-        let mut v = view("1", Failed, 100, true);
+        let result = match error {
+            Some(e) if e.contains("not confirmed") => Reverted,
+            _ => Failed,
+        };
+        let mut v = view("1", result, 100, true);
         v.revisions.insert("apply".into(), 9);
         let report = Arc::make_mut(v.report.as_mut().unwrap());
         report.release = Some(version.to_string());
@@ -175,6 +181,23 @@ fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
             "refused-this".to_string(),
             of_release(&"1".repeat(64), Some("no group"), Some(&wave.version)),
         ),
+        // Took this wave's release back (its confirmation timed out): the wave failed.
+        (
+            "reverted".to_string(),
+            of_release(
+                &"1".repeat(64),
+                Some("generation 2 was not confirmed in time: back on 1"),
+                Some(&wave.version),
+            ),
+        ),
+        (
+            "reverted-earlier".to_string(),
+            of_release(
+                &"1".repeat(64),
+                Some("generation 3 was not confirmed in time: back on 1"),
+                Some(&"3".repeat(64)),
+            ),
+        ),
     ]);
     let hosts: Vec<String> = [
         "done",
@@ -189,6 +212,8 @@ fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
         "refused",
         "refused-earlier",
         "refused-this",
+        "reverted",
+        "reverted-earlier",
     ]
     .map(String::from)
     .to_vec();
@@ -214,7 +239,8 @@ fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
             ("new".into(), "failed".into()),
             ("fresh".into(), "failed".into()),
             ("refused".into(), "failed".into()),
-            ("refused-this".into(), "failed".into())
+            ("refused-this".into(), "failed".into()),
+            ("reverted".into(), "reverted".into())
         ]
     );
     assert_eq!(
@@ -227,6 +253,7 @@ fn a_failure_since_the_wave_began_halts_an_older_one_waits() {
             ("again".into(), "failed".into()),
             ("earlier".into(), "failed".into()),
             ("refused-earlier".into(), "failed".into()),
+            ("reverted-earlier".into(), "reverted".into()),
         ]
     );
     let earlier = judged.waiting.iter().find(|t| t.host == "earlier");

@@ -360,24 +360,28 @@ pub fn judge<V: std::borrow::Borrow<HostView> + Sync>(
         };
         match state {
             Some(HostState::Failed) if recent => judged.failed.push(trouble("failed")),
+            // It took the wave's release back (not confirmed in time): a failure of the wave.
+            Some(HostState::Reverted) if recent => judged.failed.push(trouble("reverted")),
             Some(HostState::Unhealthy) if recent => judged.failed.push(trouble("unhealthy")),
             // A host that fails the same way again files nothing new (a report that says
             // nothing new is not written), so this failure may be from before the wave or
             // the resume, or from a run since: told as such, it halts the wave at its time.
-            Some(HostState::Failed) if of_another => judged.waiting.push(Trouble {
-                detail: Some(format!(
-                    "a failure of release {}, from a run that began before release {} was \
+            Some(s @ (HostState::Failed | HostState::Reverted)) if of_another => {
+                judged.waiting.push(Trouble {
+                    detail: Some(format!(
+                        "a failure of release {}, from a run that began before release {} was \
                      published{}",
-                    tried.map_or("?", bell_bundle::short_id),
-                    bell_bundle::short_id(&release.version),
-                    detail
-                        .as_deref()
-                        .map(|d| format!(": {d}"))
-                        .unwrap_or_default()
-                )),
-                ..trouble("failed")
-            }),
-            Some(HostState::Failed) => judged.waiting.push(Trouble {
+                        tried.map_or("?", bell_bundle::short_id),
+                        bell_bundle::short_id(&release.version),
+                        detail
+                            .as_deref()
+                            .map(|d| format!(": {d}"))
+                            .unwrap_or_default()
+                    )),
+                    ..trouble(s.as_str())
+                })
+            }
+            Some(s @ (HostState::Failed | HostState::Reverted)) => judged.waiting.push(Trouble {
                 detail: Some(format!(
                     "the same failure as before the wave began (nothing new reported since){}",
                     detail
@@ -385,7 +389,7 @@ pub fn judge<V: std::borrow::Borrow<HostView> + Sync>(
                         .map(|d| format!(": {d}"))
                         .unwrap_or_default()
                 )),
-                ..trouble("failed")
+                ..trouble(s.as_str())
             }),
             Some(HostState::Unhealthy) => judged.waiting.push(trouble("unhealthy")),
             Some(HostState::Unreadable) => judged.waiting.push(trouble("unreadable")),

@@ -67,6 +67,7 @@ pub fn fleet_status<V: std::borrow::Borrow<HostView> + Sync>(
             waiting: Vec::new(),
             live: Vec::new(),
             detail: Some("not in the release".to_string()),
+            refused_release: None,
             forged: view.forged.clone(),
             unverified: None,
             throttled: None,
@@ -192,6 +193,7 @@ pub(super) fn host_status(
         live: Vec::new(),
         rebooting: None,
         detail: None,
+        refused_release: None,
         forged: view.map(|v| v.forged.clone()).unwrap_or_default(),
         unverified: view.and_then(|v| v.unverified.clone()),
         throttled: view.and_then(|v| v.throttled.clone()),
@@ -237,11 +239,27 @@ pub(super) fn host_status(
     // keeps one per command (a check after a failed apply does not hide why it failed).
     let of = |command: &str| view.and_then(|v| v.by_command.get(command)).unwrap_or(r);
     for c in ["apply", "check"] {
-        // A reverted apply is a failed one whose host put itself back.
-        if matches!(category(c), Some(State::Failed | State::Reverted)) {
-            let why = failure_detail(of(c), c);
-            row.failures.push(why.clone());
-            reasons.push((Flag::Failed, why));
+        match category(c) {
+            Some(State::Failed) => {
+                let why = failure_detail(of(c), c);
+                row.failures.push(why.clone());
+                reasons.push((Flag::Failed, why));
+            }
+            // A failure whose host put itself back: its own state, naming the release.
+            Some(State::Reverted) => {
+                let went_back = of(c);
+                let why = failure_detail(went_back, c);
+                row.refused_release = went_back.refused_release.clone();
+                let why = match &row.refused_release {
+                    Some(v) if !why.contains(bell_bundle::short_id(v)) => {
+                        format!("took back release {}: {why}", bell_bundle::short_id(v))
+                    }
+                    _ => why,
+                };
+                row.failures.push(why.clone());
+                reasons.push((Flag::Reverted, why));
+            }
+            _ => {}
         }
     }
     let probed = [r, of("apply"), of("check")]
@@ -322,7 +340,7 @@ pub(super) fn host_status(
     }
     let mut row = settle(row, reasons);
     let deciding = match row.state {
-        HostState::Failed => ["apply", "check"]
+        HostState::Failed | HostState::Reverted => ["apply", "check"]
             .into_iter()
             .find(|c| matches!(category(c), Some(State::Failed | State::Reverted)))
             .map(of),
@@ -344,6 +362,7 @@ pub(super) fn settle(mut row: HostStatus, reasons: Vec<(Flag, String)>) -> HostS
         row.state = match flag {
             Flag::Forged => HostState::Forged,
             Flag::Failed => HostState::Failed,
+            Flag::Reverted => HostState::Reverted,
             Flag::Unhealthy => HostState::Unhealthy,
             Flag::Stale => HostState::Unaccounted,
             Flag::Drifted => HostState::Drifted,

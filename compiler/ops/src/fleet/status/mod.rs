@@ -15,6 +15,9 @@ pub enum HostState {
     /// an old one put back): an attack on the fleet's store, worse than any failure.
     Forged,
     Failed,
+    /// It applied a release, did not reach its fleet again in the time `confirm` gives, and
+    /// put itself back on the generation before; it refuses that release from then on.
+    Reverted,
     /// Its configuration applied, but a health probe fails.
     Unhealthy,
     /// No report, or none recent enough: the host is not heard from.
@@ -42,9 +45,10 @@ pub enum HostState {
 
 impl HostState {
     /// Every state, most severe first: the order of the rows and of the counts.
-    pub const ALL: [HostState; 13] = [
+    pub const ALL: [HostState; 14] = [
         HostState::Forged,
         HostState::Failed,
+        HostState::Reverted,
         HostState::Unhealthy,
         HostState::Unaccounted,
         HostState::Unreadable,
@@ -62,6 +66,7 @@ impl HostState {
         match self {
             HostState::Forged => "forged",
             HostState::Failed => "failed",
+            HostState::Reverted => "reverted",
             HostState::Unhealthy => "unhealthy",
             HostState::Unaccounted => "unaccounted",
             HostState::Unreadable => "unreadable",
@@ -88,6 +93,8 @@ pub enum Flag {
     /// A report under its name is not its own: left out, its last verified report shown.
     Forged,
     Failed,
+    /// It took back a release it could not confirm (`confirm`), and refuses it.
+    Reverted,
     Unhealthy,
     /// Not heard from recently: its liveness lease lapsed, or (reports in a directory) its
     /// last report is older than the threshold.
@@ -115,9 +122,10 @@ pub enum Flag {
 }
 
 impl Flag {
-    pub const ALL: [Flag; 13] = [
+    pub const ALL: [Flag; 14] = [
         Flag::Forged,
         Flag::Failed,
+        Flag::Reverted,
         Flag::Unhealthy,
         Flag::Stale,
         Flag::Drifted,
@@ -135,6 +143,7 @@ impl Flag {
         match self {
             Flag::Forged => "forged",
             Flag::Failed => "failed",
+            Flag::Reverted => "reverted",
             Flag::Unhealthy => "unhealthy",
             Flag::Stale => "stale",
             Flag::Drifted => "drifted",
@@ -194,6 +203,10 @@ pub struct HostStatus {
     pub rebooting: Option<String>,
     /// Why the summary state: the failure, the drift, the age of the report.
     pub detail: Option<String>,
+    /// The release it took back (its confirmation timed out) and refuses, as its last report
+    /// says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused_release: Option<String>,
     /// Reports filed under its name that are not its own, each with where and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub forged: Vec<String>,
@@ -479,6 +492,7 @@ impl FleetStatus {
                     live: Vec::new(),
                     rebooting: None,
                     detail: Some(detail),
+                    refused_release: None,
                     forged: Vec::new(),
                     unverified: None,
                     throttled: None,

@@ -315,7 +315,7 @@ pub(super) fn host_commands(board: &Board, s: &Snapshot, h: &HostStatus) -> Vec<
         ));
     } else if matches!(
         h.state,
-        HostState::Failed | HostState::Unhealthy | HostState::Drifted
+        HostState::Failed | HostState::Reverted | HostState::Unhealthy | HostState::Drifted
     ) {
         commands.push(Command::new(
             "to keep it out of rollouts while you look",
