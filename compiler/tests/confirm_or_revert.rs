@@ -1,17 +1,21 @@
-//! Confirm or revert, with a real etcd and nginx: an image-root host whose link to its store
-//! and its mirror goes through proxies that read a file of its root (`/etc/link`, as a host's
-//! network setup reads its own configuration), so that a release writing `down` there cuts
-//! the host off its fleet the way a bad route or firewall file would. Such a release is taken
-//! back within its `confirm` timeout: the host ends on the generation before with its files,
-//! reports `reverted`, and the next pull does not apply that release again while a newer one
-//! applies. A release that keeps the link is confirmed at once; a bell-run killed while it
-//! waits is taken back by the next.
+//! Confirm or revert, with a real etcd and nginx: an image-root host in a network namespace of
+//! its own, which reaches its store and its mirror only over its link (a veth pair; the
+//! machine's end forwards to them). The namespace's network setup reads a file of the host's
+//! root (`/etc/link`, as a host's networking reads its configuration) and takes the host's end
+//! of the link down while it says `down`: a release writing that cuts the host off its fleet
+//! the way a bad route or interface file would. Such a release is taken back within its
+//! `confirm` timeout: the host ends on the generation before with its files, reports
+//! `reverted` once its link is back, and the next pull does not apply that release again while
+//! a newer one applies. A release that keeps the link is confirmed at once; a bell-run killed
+//! while it waits is taken back by the next.
 
 use crate::common::fleet::{bell_run, Etcd};
+use crate::common::netns::Netns;
 use crate::common::pulling::{copy_over, image_root, Mirrored};
 use crate::fleet_under_faults::mirror::Mirror;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,11 +30,56 @@ fn spec(link: &str, motd: &str) -> String {
     )
 }
 
-/// The host's link to `upstream`: a proxy that reads `root/etc/link` at each connection.
-fn link(upstream: &str, root: &Path) -> Mirror {
-    let file = root.join("etc/link");
-    let up = move || !std::fs::read_to_string(&file).is_ok_and(|l| l.trim() == "down");
-    Mirror::gated(upstream, Arc::new(up))
+/// `upstream` (on the machine's loopback) where the host reaches it: the machine's end of its
+/// link.
+fn over_the_link(netns: &Netns, upstream: &str) -> Mirror {
+    Mirror::on(&netns.outside_addr, upstream, Arc::new(|| true))
+}
+
+/// The host's network setup: its end of the link up or down as `root/etc/link` says, looked
+/// at every 50 ms; down at once, up three seconds after the file says so (as networking
+/// restarted takes a while: longer than the store client's own retries), so that the host's
+/// report of going back must wait for its link.
+struct Networking {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Networking {
+    fn start(netns: Arc<Netns>, root: PathBuf) -> Networking {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let (mut up, mut wanted_since) = (true, Instant::now());
+                while !stop.load(Ordering::Relaxed) {
+                    let want = !std::fs::read_to_string(root.join("etc/link"))
+                        .is_ok_and(|l| l.trim() == "down");
+                    if want == up {
+                        wanted_since = Instant::now();
+                    } else if !want || wanted_since.elapsed() > Duration::from_secs(3) {
+                        let how = if want { "up" } else { "down" };
+                        assert!(netns.ip(&["link", "set", &netns.inside, how]));
+                        up = want;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            })
+        };
+        Networking {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Networking {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 fn state(root: &Path) -> serde_json::Value {
@@ -55,12 +104,17 @@ fn a_release_that_cuts_the_host_off_is_taken_back() {
         return;
     };
     let (fx, served, nginx) = (&site.fx, &site.served, &site.nginx);
+    let Some(netns) = Netns::make() else {
+        return;
+    };
+    let netns = Arc::new(netns);
     let root = image_root();
     let root = root.path();
-    let store = link(&etcd.url.replace("etcd://", "http://"), root);
+    let _networking = Networking::start(Arc::clone(&netns), root.to_path_buf());
+    let store = over_the_link(&netns, &etcd.url.replace("etcd://", "http://"));
     let store_url = store.url.replace("http://", "etcd://");
     let store_url = store_url.trim_end_matches('/');
-    let mirror = link(&nginx.url, root);
+    let mirror = over_the_link(&netns, &nginx.url);
     let trust = fx.path().join("ci.pub");
     let publish = |n: u32, link: &str, motd: &str| -> String {
         let out = format!("out{n}");
@@ -73,7 +127,7 @@ fn a_release_that_cuts_the_host_off_is_taken_back() {
         release["version"].as_str().unwrap().to_string()
     };
     let pull = || {
-        let mut command = Command::new(&bin);
+        let mut command = netns.enter(&bin);
         command
             .args(["pull", "--source", &mirror.url, "--store", store_url])
             .args([
@@ -122,6 +176,8 @@ fn a_release_that_cuts_the_host_off_is_taken_back() {
         "{}",
         said(&out)
     );
+    // Its report waited for the link to come back.
+    assert!(!said(&out).contains("not filed"), "{}", said(&out));
     assert_eq!(motd(), "one\n");
     assert_eq!(
         std::fs::read_to_string(root.join("etc/link")).unwrap(),

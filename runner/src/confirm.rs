@@ -39,6 +39,16 @@ pub fn wait(
     confirming: &Confirming,
     reach: &dyn Fn(Duration) -> Result<(), String>,
 ) -> Result<Ended, Refusal> {
+    let settling = confirming.tries_from.saturating_sub(state::now());
+    if settling > 0 {
+        errln!(
+            "bell-run: generation {} applied; it must reach its fleet between {settling} s and \
+             {} s from now, or it is taken back",
+            bell_bundle::short_id(&confirming.generation),
+            confirming.deadline.saturating_sub(state::now())
+        );
+        std::thread::sleep(Duration::from_secs(settling));
+    }
     loop {
         let left = confirming.deadline.saturating_sub(state::now());
         let why = match reach(TRY_FOR.min(Duration::from_secs(left.max(1)))) {

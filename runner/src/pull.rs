@@ -238,6 +238,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
             generation: id.clone(),
             release: Some(release.version.clone()),
             deadline: state::now() + confirm.timeout,
+            tries_from: state::now() + confirm.timeout / 3,
             back_to: state.generation.clone(),
             back_to_release: state.release.clone(),
         };

@@ -16,6 +16,7 @@ use bell_store::{ProbeResult, Report, ResourceResult, State, Store, REPORT_FORMA
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// What the command line asked to be written after the run.
 pub struct Sinks {
@@ -411,7 +412,7 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     Some(root) => identity::next_sequence(root, finished_at),
                     None => Ok(finished_at),
                 };
-                let filed = Store::open(dest, &sinks.access)
+                let mut file = || Store::open(dest, &sinks.access)
                     .map(|store| {
                         let limits = bell_wire::etcd::Limits::HOST;
                         store.with_limits(match sinks.until {
@@ -438,6 +439,15 @@ pub fn emit(sinks: &Sinks, run: Run) {
                     let root = recorded.as_ref().map(|(root, _)| root);
                     keep_alive(&store, dest, &report, root, sinks)
                 });
+                // A host that went back files why once its network is back, which going back
+                // is for and which may take its networking a moment: tried again for a while.
+                let again = Duration::from_secs(if run.result == State::Reverted { 30 } else { 0 });
+                let until = bell_wire::Deadline::after(again, "").or_sooner(sinks.until);
+                let mut filed = file();
+                while filed.is_err() && !until.passed() {
+                    std::thread::sleep(Duration::from_millis(500));
+                    filed = file();
+                }
                 if let Err(e) = filed {
                     errln!("warning: the report was not filed: {e}");
                 }

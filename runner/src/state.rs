@@ -58,6 +58,11 @@ pub struct Confirming {
     pub release: Option<String>,
     /// Unix seconds: confirmed by then, or taken back.
     pub deadline: u64,
+    /// Unix seconds: no try counts before (a third of the timeout after the apply), so that
+    /// a change the system takes up a moment later (a network service restarted, a watched
+    /// file read again) is in force when the host tries.
+    #[serde(default)]
+    pub tries_from: u64,
     /// The generation it replaced, and its release: where the host goes back to (none: the
     /// first apply on this host, which goes back to the host as it was before bell).
     pub back_to: Option<String>,

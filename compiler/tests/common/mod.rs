@@ -10,6 +10,7 @@ pub mod alerting;
 pub mod enrolling;
 pub mod fleet;
 pub mod in_memory;
+pub mod netns;
 pub mod pulling;
 pub mod sealing;
 pub mod serving;

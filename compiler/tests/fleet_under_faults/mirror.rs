@@ -35,11 +35,17 @@ impl Mirror {
     /// [`Mirror::front`], that also drops every connection made while `gate` says the link is
     /// down (asked as each is accepted, so that a change is in force from the next one).
     pub fn gated(upstream: &str, gate: Gate) -> Mirror {
+        Mirror::on("127.0.0.1", upstream, gate)
+    }
+
+    /// [`Mirror::gated`] on a free port of `address` (one a host reaches over a link of its
+    /// own, say).
+    pub fn on(address: &str, upstream: &str, gate: Gate) -> Mirror {
         let upstream = upstream
             .trim_start_matches("http://")
             .trim_end_matches('/')
             .to_string();
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind the mirror's proxy");
+        let listener = TcpListener::bind(format!("{address}:0")).expect("bind the mirror's proxy");
         listener.set_nonblocking(true).expect("nonblocking");
         let url = format!("http://{}/", listener.local_addr().expect("address"));
         let mode = Arc::new(AtomicU8::new(Mode::Serving as u8));
