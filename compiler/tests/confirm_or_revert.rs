@@ -116,9 +116,9 @@ fn a_release_that_cuts_the_host_off_is_taken_back() {
     let store_url = store_url.trim_end_matches('/');
     let mirror = over_the_link(&netns, &nginx.url);
     let trust = fx.path().join("ci.pub");
-    let publish = |n: u32, link: &str, motd: &str| -> String {
+    let publish_with = |n: u32, link: &str, motd: &str, more: &str| -> String {
         let out = format!("out{n}");
-        site.build(&spec(link, motd), &out);
+        site.build(&format!("{}{more}", spec(link, motd)), &out);
         copy_over(&fx.path().join(&out), served);
         let run = fx.bellc(&["publish", "served", "--store", &etcd.url]);
         assert_eq!(run.code, 0, "{}", run.stderr);
@@ -126,6 +126,7 @@ fn a_release_that_cuts_the_host_off_is_taken_back() {
             serde_json::from_slice(&std::fs::read(served.join("release.json")).unwrap()).unwrap();
         release["version"].as_str().unwrap().to_string()
     };
+    let publish = |n: u32, link: &str, motd: &str| publish_with(n, link, motd, "");
     let pull = || {
         let mut command = netns.enter(&bin);
         command
@@ -258,4 +259,65 @@ fn a_release_that_cuts_the_host_off_is_taken_back() {
     assert_eq!(back["generation"], three["generation"], "{back}");
     assert!(back["confirming"].is_null(), "{back}");
     assert_eq!(report()["result"], "reverted");
+
+    // A release whose work takes effect at the next boot (a firmware update: an `exec` with
+    // `reboot=#true`) is confirmed in its boot, then again in the next, the one that runs it in
+    // full. Release 5's next boot reaches the fleet: confirmed for good.
+    let firmware = |n: u32| {
+        format!(
+            "exec \"firmware-{n}.sh\" reboot=#true rerun=\"once-successfully\" offline=\"root\" {{\n    \
+             script \"#!/bin/sh\\ntrue\\n\"\n}}\n"
+        )
+    };
+    let in_boot = |boot: &str| {
+        let mut command = pull();
+        command.env("BELL_RUN_BOOT_ID", boot);
+        command.output().unwrap()
+    };
+    publish_with(5, "up", "five", &firmware(5));
+    let out = in_boot("boot-1");
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let five = state(root);
+    assert_eq!(five["confirming"]["after_boot"], true, "{five}");
+    assert_eq!(five["confirming"]["reboots_from"], "boot-1", "{five}");
+    // Not rebooted yet: nothing to wait for.
+    let started = Instant::now();
+    let out = in_boot("boot-1");
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert!(
+        started.elapsed() < Duration::from_secs(TIMEOUT / 3),
+        "it waited in the same boot"
+    );
+    let out = in_boot("boot-2");
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert!(
+        said(&out).contains("running in a new boot"),
+        "{}",
+        said(&out)
+    );
+    assert!(state(root)["confirming"].is_null(), "{}", state(root));
+    assert_eq!(motd(), "five\n");
+
+    // Release 6's next boot comes up without its network (the firmware's doing: the test
+    // writes what the boot's networking reads): taken back there, to release 5.
+    let six = publish_with(6, "up", "six", &firmware(6));
+    let out = in_boot("boot-2");
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    assert_eq!(motd(), "six\n");
+    std::fs::write(root.join("etc/link"), "down\n").unwrap();
+    let started = Instant::now();
+    let out = in_boot("boot-3");
+    assert_eq!(out.status.code(), Some(3), "{}", said(&out));
+    assert!(
+        started.elapsed() >= Duration::from_secs(TIMEOUT - 1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(motd(), "five\n");
+    let back = state(root);
+    assert_eq!(back["generation"], five["generation"], "{back}");
+    assert!(back["confirming"].is_null(), "{back}");
+    let filed = report();
+    assert_eq!(filed["result"], "reverted", "{filed}");
+    assert_eq!(filed["refused_release"], six.as_str(), "{filed}");
 }

@@ -32,6 +32,41 @@ pub fn begin(root: &Root, confirming: Confirming) -> Result<(), Refusal> {
     edit(root, |state| state.confirming = Some(confirming))
 }
 
+/// The wait `state` holds that is due in this run: none while it waits for another boot than
+/// `boot`; in another boot, that boot's wait, begun now (and recorded). A wait left for a
+/// generation the host no longer runs (rolled back by hand) is dropped.
+pub fn due(root: &Root, state: &State, boot: Option<&str>) -> Result<Option<Confirming>, Refusal> {
+    let Some(waiting) = &state.confirming else {
+        return Ok(None);
+    };
+    let replace = |with: Option<Confirming>| {
+        edit(root, |s| {
+            if s.confirming.as_ref() == Some(waiting) {
+                s.confirming = with.clone();
+            }
+        })
+    };
+    if state.generation.as_deref() != Some(waiting.generation.as_str()) {
+        replace(None)?;
+        return Ok(None);
+    }
+    if !waiting.after_boot {
+        return Ok(Some(waiting.clone()));
+    }
+    if boot.is_none() || boot == waiting.reboots_from.as_deref() {
+        return Ok(None);
+    }
+    let now = waiting.in_this_boot(state::now());
+    errln!(
+        "bell-run: generation {} is running in a new boot: it must reach its fleet within {} s, \
+         or it is taken back",
+        bell_bundle::short_id(&waiting.generation),
+        waiting.timeout
+    );
+    replace(Some(now.clone()))?;
+    Ok(Some(now))
+}
+
 /// Tries `reach` until it succeeds or `confirming`'s deadline passes; confirmed, the state
 /// forgets the wait.
 pub fn wait(
@@ -55,7 +90,7 @@ pub fn wait(
             Ok(()) => {
                 edit(root, |state| {
                     if state.confirming.as_ref() == Some(confirming) {
-                        state.confirming = None;
+                        state.confirming = confirming.once_confirmed();
                     }
                 })?;
                 return Ok(Ended::Confirmed);

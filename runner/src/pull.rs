@@ -88,7 +88,7 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
     // An apply waiting for its confirmation is settled first: confirmed, or taken back (with
     // no network at all: it is what the fleet being away calls for).
     let before = state::load(&root).map_err(Refusal::new)?;
-    if let Some(confirming) = &before.confirming {
+    if let Some(confirming) = &confirm::due(&root, &before, state::boot_id().as_deref())? {
         let fleet = fleet_of(opts, &root, &before)?;
         let path = confirming.release.as_ref().map_or_else(
             || bell_bundle::RELEASE_FILE.to_string(),
@@ -241,6 +241,14 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
             tries_from: state::now() + confirm.timeout / 3,
             back_to: state.generation.clone(),
             back_to_release: state.release.clone(),
+            timeout: confirm.timeout,
+            // In force in full only after a reboot: confirmed again in the next boot.
+            reboots_from: if report.reboot_required.is_empty() {
+                None
+            } else {
+                state::boot_id()
+            },
+            after_boot: false,
         };
         confirm::begin(&root, confirming.clone())?;
         let fleet = release.fleet.clone();

@@ -67,6 +67,39 @@ pub struct Confirming {
     /// first apply on this host, which goes back to the host as it was before bell).
     pub back_to: Option<String>,
     pub back_to_release: Option<String>,
+    /// The confirmation's length in seconds, for the wait in the next boot.
+    #[serde(default)]
+    pub timeout: u64,
+    /// The boot this generation was applied in, when it needs a reboot to be in force (a
+    /// kernel argument, say): once confirmed in this boot, it must be confirmed again in the
+    /// next, the one that runs it in full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reboots_from: Option<String>,
+    /// Confirmed in boot `reboots_from`, waiting for the next: the wait begins at the first
+    /// run of another boot, with a deadline from then.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_boot: bool,
+}
+
+impl Confirming {
+    /// What the state keeps once this wait is confirmed: nothing, or the wait in the next boot.
+    pub fn once_confirmed(&self) -> Option<Confirming> {
+        (self.reboots_from.is_some() && !self.after_boot).then(|| Confirming {
+            after_boot: true,
+            ..self.clone()
+        })
+    }
+
+    /// The wait of the next boot, begun `now`.
+    pub fn in_this_boot(&self, now: u64) -> Confirming {
+        Confirming {
+            deadline: now + self.timeout,
+            tries_from: now + self.timeout / 3,
+            reboots_from: None,
+            after_boot: false,
+            ..self.clone()
+        }
+    }
 }
 
 /// A release the host took back.

@@ -10,7 +10,8 @@
 # with the window open it keeps the slot, runs `before-reboot`, reports, and kexecs into the
 # installed kernel with the new command line; on the next boot the enabled service pulls at
 # boot, finds the argument in /proc/cmdline, runs `after-boot` and the probe, reports up to date
-# and healthy, and frees the slot. Then `bell-run remove` takes bell off the host.
+# and healthy, and frees the slot. A release that cuts the host off its store under `confirm`
+# is taken back by the host itself (issue 97). Then `bell-run remove` takes bell off the host.
 # vm: reboots (.ci/vm runs it with run-in-vm.sh -R: it runs again after the kexec)
 set -euo pipefail
 
@@ -278,6 +279,39 @@ back=$(until_listed "e2e 127.0.0.1:8080")
 until_reloaded "e2e 127.0.0.1:8080"
 [ "$(systemctl show -P MainPID bell-test-lb.service)" = "$lb_pid" ] || fail "the unit was restarted, not reloaded"
 ok "bell-run-live.service took e2e out of the live file in ${out} s and back in ${back} s, reloading (not restarting) the unit each time"
+
+# Confirm or revert (issue 97): a release under `confirm timeout="15s"` whose unit takes the
+# host's loopback down, cutting it off its store (the etcd on 127.0.0.1). The pull applies it,
+# cannot reach the store, and when the timeout passes applies the generation before again (the
+# unit stopped: its ExecStop brings the link back), reports `reverted` naming the release it
+# took back, and fails the service; the next pull refuses that release and changes nothing.
+before=$(applied)
+cat >>"$work/fleet.kdl" <<'KDL'
+confirm timeout="15s"
+unit "bell-test-cut.service" enable=#true start=#true {
+    content "[Unit]\nDescription=Takes the host off its network\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/bin/sh -c 'ip link set lo down'\nExecStop=/bin/sh -c 'ip link set lo up'\n[Install]\nWantedBy=multi-user.target\n"
+}
+KDL
+cut=$(build)
+publish
+cut_release=$(sed -n 's/.*"version": *"\([0-9a-f]*\)".*/\1/p' "$mirror/release.json" | head -n 1)
+[ -n "$cut_release" ] || fail "no version in the cutting release"
+start=$(date +%s)
+run_service failure
+took=$(($(date +%s) - start))
+grep -q "was not confirmed in time" "$work/journal.out" \
+    || { cat "$work/journal.out"; fail "the pull does not say the generation was not confirmed"; }
+ip -o link show lo | grep -q "[<,]UP[,>]" || fail "the loopback is still down: $(ip -o link show lo)"
+[ "$(applied)" = "$before" ] || fail "the host runs $(applied), not the generation before ($before); the cut one was $cut"
+! systemctl is-active --quiet bell-test-cut.service || fail "the cutting unit is still active"
+row=$(host_row)
+case $row in *reverted*"took back release ${cut_release:0:12}"*) ;; *) fail "status after the revert: $row" ;; esac
+run_service failure
+grep -q "was taken back on this host" "$work/journal.out" \
+    || { cat "$work/journal.out"; fail "the next pull does not refuse the release taken back"; }
+[ "$(applied)" = "$before" ] || fail "the next pull applied $(applied)"
+ip -o link show lo | grep -q "[<,]UP[,>]" || fail "the next pull took the loopback down again"
+ok "a release that cut the host off its store was taken back in ${took} s (confirm 15s), reported reverted, and refused by the next pull"
 
 # `bell-run remove` takes bell off the live host: the file bell took over gets its original
 # back, the timer is stopped and its units go, and so does /var/lib/bell; a dry run before it
