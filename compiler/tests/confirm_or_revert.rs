@@ -320,4 +320,28 @@ fn a_release_that_cuts_the_host_off_is_taken_back() {
     let filed = report();
     assert_eq!(filed["result"], "reverted", "{filed}");
     assert_eq!(filed["refused_release"], six.as_str(), "{filed}");
+
+    // A change that breaks a health probe a moment after the apply: each try runs the probes
+    // again, so the fleet reached is not enough.
+    std::fs::write(root.join("etc/link"), "up\n").unwrap();
+    let probe =
+        "health \"ok\" offline=\"root\" {\n    run \"test ! -e \\\"$BELL_ROOT/sick\\\"\"\n}\n";
+    publish_with(7, "up", "seven", probe);
+    let child = pull().spawn().unwrap();
+    let until = Instant::now() + Duration::from_secs(20);
+    while state(root)["confirming"].is_null() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(root.join("sick"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", said(&out));
+    assert_eq!(motd(), "five\n");
+    let filed = report();
+    assert!(
+        filed["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("health probe `ok` fails"),
+        "{filed}"
+    );
 }

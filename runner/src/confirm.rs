@@ -7,7 +7,8 @@
 //! The deadline is in the state before the wait begins, so a bell-run killed while it waits,
 //! or a host that reboots into the new generation and never reaches its network, goes back all
 //! the same: the next run of bell-run (the timer's, the one at boot) settles the confirmation
-//! before anything else, and needs no network to go back.
+//! before anything else, and needs no network to go back. A generation that needs a reboot to
+//! be in force is confirmed again in the next boot ([`due`]).
 
 use crate::context::Refusal;
 use crate::rootfs::Root;

@@ -94,7 +94,10 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
             || bell_bundle::RELEASE_FILE.to_string(),
             |v| format!("{}/{v}.json", bell_bundle::RELEASES_DIR),
         );
-        let reach = |within| reach_fleet(opts, &fleet, &host, &path, within);
+        let reach = |within| {
+            probes_pass(opts, &root, &confirming.generation)?;
+            reach_fleet(opts, &fleet, &host, &path, within)
+        };
         if let confirm::Ended::TimedOut(why) = confirm::wait(&root, confirming, &reach)? {
             found.fleet = Some(fleet);
             return go_back(opts, &root, confirming, &why);
@@ -252,14 +255,9 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         };
         confirm::begin(&root, confirming.clone())?;
         let fleet = release.fleet.clone();
-        let failing = report
-            .health
-            .iter()
-            .find(|p| !p.healthy)
-            .map(|p| p.name.clone());
-        let reach = |within| match &failing {
-            Some(probe) => Err(format!("its health probe `{probe}` fails")),
-            None => reach_fleet(opts, &fleet, &host, &chosen.path, within),
+        let reach = |within| {
+            probes_pass(opts, &root, &id)?;
+            reach_fleet(opts, &fleet, &host, &chosen.path, within)
         };
         if let confirm::Ended::TimedOut(why) = confirm::wait(&root, &confirming, &reach)? {
             let back = go_back(opts, &root, &confirming, &why)?;
@@ -309,6 +307,37 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         reverted,
         taken_back,
     })
+}
+
+/// Every health probe of applied generation `generation`, run now (a confirmation's tries
+/// each run them again: what a change breaks a moment after its apply, or in the next boot,
+/// counts); why not, when one fails.
+fn probes_pass(opts: &PullOptions, root: &Root, generation: &str) -> Result<(), String> {
+    let dir = state::generation_dir(root, generation);
+    let manifest = rootfs::read_record(&dir.join(bell_bundle::MANIFEST_FILE))
+        .ok()
+        .flatten()
+        .and_then(|text| bell_bundle::Manifest::from_json(&text).ok())
+        .ok_or_else(|| {
+            format!(
+                "generation {} cannot be read",
+                bell_bundle::short_id(generation)
+            )
+        })?;
+    let ctx = crate::context::Ctx {
+        root,
+        offline: opts.apply.offline,
+        timeout: std::time::Duration::from_secs(opts.apply.script_timeout),
+        now: state::now(),
+        boot: state::boot_id(),
+        clock: None,
+        store: None,
+    };
+    let outcomes = crate::health::run_probes(&ctx, &manifest, &dir, generation);
+    match outcomes.iter().find(|o| !o.healthy && o.not_run.is_none()) {
+        Some(failing) => Err(format!("its health probe `{}` fails", failing.name)),
+        None => Ok(()),
+    }
 }
 
 /// One try to reach the fleet as the next pull would, on new connections, within `within`:
