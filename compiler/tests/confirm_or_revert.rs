@@ -7,7 +7,9 @@
 //! `confirm` timeout: the host ends on the generation before with its files, reports
 //! `reverted` once its link is back, and the next pull does not apply that release again while
 //! a newer one applies. A release that keeps the link is confirmed at once; a bell-run killed
-//! while it waits is taken back by the next.
+//! while it waits is taken back by the next. The controller's wave halts on the host that
+//! took its release back; a generation that needs a reboot is confirmed again in the next
+//! boot; each try runs the health probes again.
 
 use crate::common::fleet::{bell_run, Etcd};
 use crate::common::netns::Netns;
@@ -86,6 +88,12 @@ fn state(root: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(root.join("var/lib/bell/state.json")).unwrap()).unwrap()
 }
 
+/// The release the store names for the fleet.
+fn store_names(etcd: &Etcd) -> Option<String> {
+    let bytes = etcd.client().get("/bell/f/current_version").ok()??;
+    String::from_utf8(bytes).ok()
+}
+
 fn said(out: &Output) -> String {
     format!(
         "{}\n{}",
@@ -162,12 +170,54 @@ fn a_release_that_cuts_the_host_off_is_taken_back() {
     assert!(first["confirming"].is_null(), "{first}");
     assert_eq!(report()["result"], "success");
 
-    // Release 2 cuts it: taken back when the timeout passes, with release 1's files.
-    let two = publish(2, "down", "two");
+    // Release 2 cuts it, rolled out by the controller: taken back when the timeout passes,
+    // with release 1's files, and the wave halts on it.
+    site.build(&spec("down", "two"), "out2");
+    copy_over(&fx.path().join("out2"), served);
+    let rollout = |more: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_bellc"))
+            .args([
+                "rollout",
+                "served",
+                "--store",
+                &etcd.url,
+                "--sign-key",
+                "ci.key",
+            ])
+            .args(["--json", "--wave-timeout", "60s"])
+            .args(more)
+            .current_dir(fx.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let controller = rollout(&[]);
+    // The controller names the wave's release in the store before the host can take it.
+    let until = Instant::now() + Duration::from_secs(20);
+    while store_names(&etcd) == Some(one.clone()) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let started = Instant::now();
     let out = pull().output().unwrap();
     let took = started.elapsed();
     assert_eq!(out.status.code(), Some(3), "{}", said(&out));
+    let halted = controller.wait_with_output().unwrap();
+    assert_eq!(halted.status.code(), Some(1), "{}", said(&halted));
+    let events = String::from_utf8_lossy(&halted.stdout).to_string();
+    let halt: serde_json::Value = events
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|e| e["event"] == "halted")
+        .unwrap_or_else(|| panic!("no halt: {events}"));
+    assert_eq!(halt["hosts"][0]["host"], "h1", "{halt}");
+    assert_eq!(halt["hosts"][0]["state"], "reverted", "{halt}");
+    // The release the host took back is the wave's.
+    let two = state(root)["reverted"][0]["release"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(store_names(&etcd).as_deref(), Some(two.as_str()));
     assert!(
         took >= Duration::from_secs(TIMEOUT - 1) && took < Duration::from_secs(30),
         "{took:?}"
@@ -232,7 +282,18 @@ fn a_release_that_cuts_the_host_off_is_taken_back() {
     assert_eq!(row["state"], "reverted", "{row}");
     assert_eq!(row["refused_release"], two.as_str(), "{row}");
 
-    // A newer release that keeps the link applies, and is confirmed.
+    // The rollout is aborted (the host is on release 1's bundle already), and a newer release
+    // that keeps the link applies, and is confirmed.
+    let abort = rollout(&["--abort"]);
+    let until = Instant::now() + Duration::from_secs(30);
+    while store_names(&etcd) == Some(two.clone()) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = pull().output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    let aborted = abort.wait_with_output().unwrap();
+    assert_eq!(aborted.status.code(), Some(0), "{}", said(&aborted));
+    assert_eq!(motd(), "one\n");
     publish(3, "up", "three");
     let out = pull().output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
