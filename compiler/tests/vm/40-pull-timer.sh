@@ -304,7 +304,10 @@ grep -q "was not confirmed in time" "$work/journal.out" \
 ip -o link show lo | grep -q "[<,]UP[,>]" || fail "the loopback is still down: $(ip -o link show lo)"
 [ "$(applied)" = "$before" ] || fail "the host runs $(applied), not the generation before ($before); the cut one was $cut"
 ! systemctl is-active --quiet bell-test-cut.service || fail "the cutting unit is still active"
-row=$(host_row)
+rc=0
+"$bellc" status "$mirror" --store "$store" --all >"$work/status.out" 2>&1 || rc=$?
+[ "$rc" = 3 ] || { cat "$work/status.out"; fail "status exits $rc with a reverted host, not 3 (its --fail-on)"; }
+row=$(grep '^e2e ' "$work/status.out" || :)
 case $row in *reverted*"took back release ${cut_release:0:12}"*) ;; *) fail "status after the revert: $row" ;; esac
 run_service failure
 grep -q "was taken back on this host" "$work/journal.out" \
