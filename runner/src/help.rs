@@ -159,6 +159,11 @@ is open now), it keeps (or takes) its slot, runs `before-reboot`, files its repo
 pull of the next boot runs `after-boot` and the probes, and gives the slot back only when the
 reasons are gone and the host is healthy. Only a running system (ROOT /) reboots.
 
+A bundle with `confirm` keeps a new generation only once the host reaches its store and its
+mirror again with its probes passing (from a third of the timeout on, by the timeout; and
+again in the next boot when the generation needs one); else it applies the generation before
+again, reports `reverted` (exit 3) and refuses that release from then on.
+
 options:
   --source SRC       a build output served over http:// or https://, or a directory
   --source-ca FILE   the CA an https:// source's certificate is verified against
