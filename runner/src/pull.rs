@@ -94,10 +94,8 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
             || bell_bundle::RELEASE_FILE.to_string(),
             |v| format!("{}/{v}.json", bell_bundle::RELEASES_DIR),
         );
-        let reach = |within| {
-            probes_pass(opts, &root, &confirming.generation)?;
-            reach_fleet(opts, &fleet, &host, &path, within)
-        };
+        let generation = &confirming.generation;
+        let reach = |within| confirm_try(opts, &root, generation, &fleet, &host, &path, within);
         if let confirm::Ended::TimedOut(why) = confirm::wait(&root, confirming, &reach)? {
             found.fleet = Some(fleet);
             return go_back(opts, &root, confirming, &why);
@@ -240,25 +238,19 @@ pub fn pull(opts: &PullOptions, found: &mut Established) -> Result<Pulled, Refus
         let confirming = state::Confirming {
             generation: id.clone(),
             release: Some(release.version.clone()),
-            deadline: state::now() + confirm.timeout,
-            tries_from: state::now() + confirm.timeout / 3,
+            deadline: 0,
+            tries_from: 0,
             back_to: state.generation.clone(),
             back_to_release: state.release.clone(),
             timeout: confirm.timeout,
             // In force in full only after a reboot: confirmed again in the next boot.
-            reboots_from: if report.reboot_required.is_empty() {
-                None
-            } else {
-                state::boot_id()
-            },
+            reboots_from: boot.clone().filter(|_| !report.reboot_required.is_empty()),
             after_boot: false,
-        };
+        }
+        .timed_from(state::now());
         confirm::begin(&root, confirming.clone())?;
         let fleet = release.fleet.clone();
-        let reach = |within| {
-            probes_pass(opts, &root, &id)?;
-            reach_fleet(opts, &fleet, &host, &chosen.path, within)
-        };
+        let reach = |within| confirm_try(opts, &root, &id, &fleet, &host, &chosen.path, within);
         if let confirm::Ended::TimedOut(why) = confirm::wait(&root, &confirming, &reach)? {
             let back = go_back(opts, &root, &confirming, &why)?;
             reverted = back.reverted;
@@ -340,16 +332,20 @@ fn probes_pass(opts: &PullOptions, root: &Root, generation: &str) -> Result<(), 
     }
 }
 
-/// One try to reach the fleet as the next pull would, on new connections, within `within`:
-/// the host's desired release read from the store (when it pulls from one), and the release
-/// file `path` fetched from the mirror.
-fn reach_fleet(
+/// One try of the confirmation of `generation`: its health probes pass (run now), and the
+/// fleet is reached as the next pull would reach it, on new connections, within `within`: the
+/// host's desired release read from the store (when it pulls from one), and the release file
+/// `path` fetched from the mirror.
+fn confirm_try(
     opts: &PullOptions,
+    root: &Root,
+    generation: &str,
     fleet: &str,
     host: &str,
     path: &str,
     within: std::time::Duration,
 ) -> Result<(), String> {
+    probes_pass(opts, root, generation)?;
     let deadline = bell_wire::Deadline::after(within, "the fleet did not answer in time");
     if let Some(dest) = &opts.store {
         bell_store::Store::open(dest, &opts.access)

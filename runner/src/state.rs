@@ -90,15 +90,23 @@ impl Confirming {
         })
     }
 
-    /// The wait of the next boot, begun `now`.
-    pub fn in_this_boot(&self, now: u64) -> Confirming {
+    /// This wait timed from `now`: tries count from a third of its timeout on, until all of it.
+    pub fn timed_from(self, now: u64) -> Confirming {
         Confirming {
             deadline: now + self.timeout,
             tries_from: now + self.timeout / 3,
+            ..self
+        }
+    }
+
+    /// The wait of the next boot, begun `now`.
+    pub fn in_this_boot(&self, now: u64) -> Confirming {
+        Confirming {
             reboots_from: None,
             after_boot: false,
             ..self.clone()
         }
+        .timed_from(now)
     }
 }
 
