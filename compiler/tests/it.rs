@@ -106,6 +106,7 @@ mod services_provider_without_address;
 mod services_runtime_cycle;
 mod services_unmet_count;
 mod shared_file_drift_is_counted;
+mod shell_completions;
 mod signed_releases;
 mod snapshots_up_to_date;
 mod stage_imports;

@@ -515,6 +515,19 @@ pub enum Command {
     /// registered (`bell-run register`) and are not in the inventory yet.
     #[command(args_conflicts_with_subcommands = true)]
     Hosts(HostsArgs),
+    /// Print the completion script of a shell for bellc, from the same definitions that parse
+    /// its command line: `bellc completions bash > /etc/bash_completion.d/bellc` (the Debian
+    /// package installs bash's, zsh's and fish's).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages, from the same definitions that parse the command line: bellc.1 and
+    /// one page per command (bellc-rollout.1, bellc-store-roles.1, …) into DIR.
+    ManPages {
+        /// The directory to write them into (made when missing).
+        dir: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]

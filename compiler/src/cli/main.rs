@@ -35,6 +35,7 @@ mod gateway;
 mod hosts;
 mod import;
 mod keys;
+mod manual;
 mod operator;
 mod plan;
 mod query;
@@ -418,5 +419,10 @@ fn run(cli: &Cli, sources: &mut Sources, diags: &mut Diagnostics) -> Result<u8, 
             &hosts.selected()?,
         )?),
         Command::Hosts(args) => hosts::exec(cli, args, sources, diags),
+        Command::Completions { shell } => {
+            manual::completions(*shell);
+            Ok(0)
+        }
+        Command::ManPages { dir } => manual::man_pages(dir),
     }
 }
