@@ -8,6 +8,7 @@ use crate::context::{Ctx, Outcome, Refusal};
 use crate::help::{MARKERS, USAGE};
 use crate::plan::{Change, FileAction};
 use crate::{check, generations, journal, report, state, statedir};
+use bell_run::spec::Command;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -128,11 +129,28 @@ impl Args {
     }
 }
 
-fn parse(args: &[OsString]) -> Result<Args, String> {
+/// `args` of `command`: an option is taken only when the command's definition lists it
+/// (`bell_run::spec`), which is also what its help, man page and completions say.
+fn parse(command: &Command, args: &[OsString]) -> Result<Args, String> {
     let mut out = Args::default();
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         let text = arg.to_string_lossy();
+        if let Some(long) = text.strip_prefix("--") {
+            if command.flag(long).is_none() {
+                let elsewhere = bell_run::spec::COMMANDS
+                    .iter()
+                    .any(|c| c.flag(long).is_some());
+                return Err(if elsewhere {
+                    format!(
+                        "`{text}` is not an option of `bell-run {}` (`bell-run {} --help` lists its options)",
+                        command.name, command.name
+                    )
+                } else {
+                    format!("unknown option `{text}`")
+                });
+            }
+        }
         let mut value = |flag: &str| {
             iter.next()
                 .cloned()
@@ -267,7 +285,10 @@ pub fn main() -> i32 {
         outln!("bell-run {}", env!("CARGO_PKG_VERSION"));
         return OK;
     }
-    let mut args = match parse(&all[1..]) {
+    let Some(spec) = bell_run::spec::command(&command) else {
+        return usage(&format!("unknown command `{command}`"));
+    };
+    let mut args = match parse(spec, &all[1..]) {
         Ok(args) => args,
         Err(e) => return usage(&e),
     };
@@ -764,4 +785,56 @@ fn sign_for_gateway(out: &mut Args, make: bool) -> Result<(), String> {
         move |path, body| bell_store::gateway::authorization(&host, &key, path, body, state::now()),
     )));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+    use bell_run::spec::COMMANDS;
+
+    /// The definition and the parser agree on every option of every command: a switch is taken
+    /// alone, an option with a value takes the next argument (never left as a positional), and
+    /// none the definition lists is unknown to the parser.
+    #[test]
+    fn every_option_of_the_definition_is_parsed_as_it_says() {
+        let mut checked = 0;
+        for command in COMMANDS {
+            for flag in command.flags {
+                let name = format!("--{}", flag.long);
+                let alone = parse(command, &[name.clone().into()]);
+                match flag.value {
+                    None => assert!(alone.is_ok(), "{} {name}: {:?}", command.name, alone.err()),
+                    Some(_) => {
+                        assert_eq!(
+                            alone.err(),
+                            Some(format!("`{name}` needs a value")),
+                            "{} {name}",
+                            command.name
+                        );
+                        match parse(command, &[name.clone().into(), "/x".into()]) {
+                            Ok(args) => assert!(args.positional.is_empty(), "{name}"),
+                            Err(e) => assert!(!e.contains("unknown option"), "{name}: {e}"),
+                        }
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 120, "{checked}");
+    }
+
+    #[test]
+    fn an_option_of_another_command_is_named_as_such() {
+        let status = bell_run::spec::command("status").expect("status");
+        let err = parse(status, &["--source".into(), "x".into()]).err();
+        assert_eq!(
+            err.as_deref(),
+            Some(
+                "`--source` is not an option of `bell-run status` (`bell-run status --help` \
+                 lists its options)"
+            )
+        );
+        let err = parse(status, &["--bogus".into()]).err();
+        assert_eq!(err.as_deref(), Some("unknown option `--bogus`"));
+    }
 }
