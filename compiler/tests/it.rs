@@ -19,6 +19,7 @@ mod budget_under_load;
 mod build_time_clashes;
 mod confirm_or_revert;
 mod confirm_settings;
+mod debian_packages;
 mod default_account_stays_without_a_sudo_user_who_can_log_in;
 mod determinism;
 mod disruption_budget;

@@ -26,6 +26,9 @@ const REGISTER_OPTIONS: [&str; 9] = [
 ];
 
 const UNIT_DIR: &str = "/etc/systemd/system";
+/// Where the Debian package's units are: the package's files, which `remove` leaves to dpkg
+/// (it takes away only the links that enabled them).
+const PACKAGE_UNIT_DIR: &str = "/usr/lib/systemd/system";
 
 /// The pulling timer's options, by flag, in bell-run's directory.
 pub const PULL_RECORD: &str = "pull.json";
@@ -98,7 +101,7 @@ pub fn install(root: &Root, exe: &str, interval: &str, job: &Job) -> Result<Vec<
         ));
     }
     let service = match job {
-        Job::ApplyCurrent => SERVICE.replace("/usr/local/sbin/bell-run", exe),
+        Job::ApplyCurrent => SERVICE.replace("/usr/sbin/bell-run", exe),
         Job::Pull(options) => {
             let mut exec_start = format!("ExecStart={exe} pull");
             for (flag, value) in options {
@@ -225,8 +228,13 @@ fn live_service(exe: &str, job: &Job) -> Option<String> {
 }
 
 /// A shipped unit with its `ExecStart=` line replaced by `exec_start` (one line or several).
+/// What the packaged unit reads its options from (`EnvironmentFile=`) and its fixed bound go:
+/// the options are on the line, and `exec_start` brings the bound they call for.
 fn with_exec_start(unit: &str, exec_start: &str) -> String {
     unit.lines()
+        .filter(|line| {
+            !line.starts_with("EnvironmentFile=") && !line.starts_with("TimeoutStartSec=")
+        })
         .map(|line| {
             if line.starts_with("ExecStart=") {
                 exec_start
@@ -241,8 +249,14 @@ fn with_exec_start(unit: &str, exec_start: &str) -> String {
 /// release back); whether it was stopped, so that [`resume`] starts it again when the removal
 /// does not go through.
 pub fn pause(root: &Root, live: bool) -> bool {
-    live && root.host(&format!("{UNIT_DIR}/bell-run.timer")).exists()
-        && systemctl(&["stop", "bell-run.timer"])
+    live && has_timer(root) && systemctl(&["stop", "bell-run.timer"])
+}
+
+/// Whether the root has bell-run's timer: one install-timer wrote, or the Debian package's.
+fn has_timer(root: &Root) -> bool {
+    [UNIT_DIR, PACKAGE_UNIT_DIR]
+        .iter()
+        .any(|dir| root.host(&format!("{dir}/bell-run.timer")).exists())
 }
 
 pub fn resume() {
@@ -264,7 +278,7 @@ fn systemctl(args: &[&str]) -> bool {
 /// first and systemd reloaded after. The unit paths removed, as host paths.
 pub fn uninstall(root: &Root, live: bool) -> Result<Vec<String>, String> {
     let timer = format!("{UNIT_DIR}/bell-run.timer");
-    if live && root.host(&timer).exists() {
+    if live && has_timer(root) {
         // Best-effort: a timer never enabled is not loaded, which is fine.
         systemctl(&["disable", "--now", "bell-run.timer"]);
         systemctl(&["disable", "bell-run.service"]);
