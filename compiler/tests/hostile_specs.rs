@@ -371,6 +371,7 @@ file "/home/ops/.ssh/authorized_keys" {{ content "" }}
 file "/etc/sudoers.d/bell-ops" {{ content "ops ALL=(ALL) NOPASSWD: ALL" }}
 perm "/*" mode="0755"
 perm "/var/lib/*" mode="0755"
+file "/usr/sbin/bell-run" {{ content "" }}
 "#
     )));
     let lines: Vec<&String> = b.diagnostics.iter().collect();
@@ -397,6 +398,8 @@ perm "/var/lib/*" mode="0755"
     at(14, "warning[bell::perm::top_level_glob]");
     // `/var/lib/*` matches /var/lib/bell itself.
     at(15, "`/var/lib/*` is bell's own `/var/lib/bell`");
+    // Where the Debian package installs the runner.
+    at(16, "`/usr/sbin/bell-run` is bell's own");
 }
 
 // ---- the build output: `bellc build -o OUT` removes only what it wrote, and trusts OUT only

@@ -639,7 +639,8 @@ so a second rollback goes further back, as NixOS's does; `bell-run generations` 
         operand: None,
         description: "Takes bell off this host or image root: reverts every resource bell manages (in reverse
 order, as a bundle without them would), gives every file bell took over its original back and
-removes the files bell created, then removes bell-run's timer units and its own directory
+removes the files bell created, then disables bell-run's units (and removes those
+install-timer wrote; the Debian package's stay, dpkg's to remove) and removes its own directory
 (ROOT/var/lib/bell: state, logs, kept generations, originals). Accounts bell created are
 expired and locked by their revert, not deleted (a home may hold someone's work); they are
 named. When a revert fails, bell's state stays, so the removal can be run again.",
@@ -778,7 +779,9 @@ interleaves with a pull.",
         summary: "write systemd units that pull or re-apply periodically, for a custom layout",
         usage: "bell-run install-timer [--root DIR] [--exec PATH] [--interval SPAN] [--source SRC ...]",
         operand: None,
-        description: "Writes bell-run.service and bell-run.timer into ROOT/etc/systemd/system; enable them with
+        description: "The Debian package installs bell-run's units under /usr/lib/systemd/system, their options in
+/etc/default/bell-run; install-timer is for a layout of your own. It writes bell-run.service
+and bell-run.timer into ROOT/etc/systemd/system (which take precedence); enable them with
 `systemctl daemon-reload && systemctl enable --now bell-run.timer`. Every --interval (default
 15min, with a random delay of up to a minute) the service re-applies the current generation,
 which runs nothing unless something is due; with --source it runs `bell-run pull` with the

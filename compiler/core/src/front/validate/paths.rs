@@ -58,8 +58,14 @@ pub fn absolute_path(path: &str) -> Result<(), Invalid> {
 /// What bell itself keeps on a host: its state (bundles, the lock, backups, staged secrets),
 /// the key that signed releases are checked with, and the runner. A resource that wrote,
 /// mounted over or changed the mode of one of these could defeat the lock, forge what bell
-/// restores, or let anyone replace the runner.
-pub const BELL_OWN: &[&str] = &["/var/lib/bell", "/etc/bell", "/usr/local/sbin/bell-run"];
+/// restores, or let anyone replace the runner (where it is copied by hand, and where its Debian
+/// package installs it).
+pub const BELL_OWN: &[&str] = &[
+    "/var/lib/bell",
+    "/etc/bell",
+    "/usr/local/sbin/bell-run",
+    "/usr/sbin/bell-run",
+];
 
 /// The keys a host trusts releases from: of bell's own, the one file a spec may manage (as a
 /// `file`), so that a release signed by the old key can add the new one and a later release,
