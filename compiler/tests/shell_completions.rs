@@ -3,40 +3,8 @@
 
 use crate::common::Fixture;
 
-/// What bash offers for `words` with the cursor after the last one, using the completion
-/// `script` registers for bellc (`complete -F FUNCTION bellc`), as bash calls it: the command,
-/// the word being completed and the one before it.
 fn bash_completes(script: &str, words: &[&str]) -> Vec<String> {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let file = dir.path().join("bellc.bash");
-    std::fs::write(&file, script).expect("script written");
-    let line = words.join(" ");
-    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
-    let program = format!(
-        r#"set -u
-source "$1"
-spec=$(complete -p bellc) || exit 9
-function=${{spec##*-F }}; function=${{function%% *}}
-COMP_WORDS=({words}); COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
-COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}
-"$function" bellc "${{COMP_WORDS[COMP_CWORD]}}" "${{COMP_WORDS[COMP_CWORD-1]}}"
-printf '%s\n' "${{COMPREPLY[@]}}""#,
-        words = quoted.join(" "),
-    );
-    let out = std::process::Command::new("bash")
-        .args(["-c", &program, "bash"])
-        .arg(&file)
-        .output()
-        .expect("bash runs");
-    assert!(
-        out.status.success(),
-        "bash: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
+    bell_testkit::bash_completes(script.as_bytes(), words)
 }
 
 #[test]

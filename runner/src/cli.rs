@@ -799,7 +799,7 @@ mod tests {
     fn every_option_of_the_definition_is_parsed_as_it_says() {
         let mut checked = 0;
         for command in COMMANDS {
-            for flag in command.flags {
+            for flag in command.options() {
                 let name = format!("--{}", flag.long);
                 let alone = parse(command, &[name.clone().into()]);
                 match flag.value {

@@ -27,7 +27,8 @@ pub struct Command {
     pub operand: Option<&'static str>,
     /// What it does, in paragraphs.
     pub description: &'static str,
-    pub flags: &'static [Flag],
+    /// Its options, in the order help prints them, in groups that several commands share.
+    pub flags: &'static [&'static [Flag]],
     /// What its exit codes mean, when it says more than the table of all.
     pub exit: Option<&'static str>,
     /// Whether its output has the resource markers ([`MARKERS`]).
@@ -36,15 +37,20 @@ pub struct Command {
 
 impl Command {
     pub fn flag(&self, long: &str) -> Option<&'static Flag> {
-        self.flags.iter().find(|f| f.long == long)
+        self.options().find(|f| f.long == long)
+    }
+
+    /// Every option, in order.
+    pub fn options(&self) -> impl Iterator<Item = &'static Flag> {
+        self.flags.iter().flat_map(|group| group.iter())
     }
 
     /// `bell-run NAME --help`: the usage, what it does, its options, its exit codes.
     pub fn help(&self) -> String {
         let mut text = format!("usage: {}\n\n{}", self.usage, self.description);
-        if !self.flags.is_empty() {
+        if self.options().next().is_some() {
             text.push_str("\n\noptions:\n");
-            text.push_str(&options(self.flags));
+            text.push_str(&options(self.options()));
         }
         if let Some(exit) = self.exit {
             text.push_str("\n\nexit: ");
@@ -69,7 +75,7 @@ const WIDTH: usize = 95;
 
 /// The options, one per line (`  --root DIR         the root ...`), each help wrapped at
 /// [`WIDTH`] and indented to [`HELP_COLUMN`].
-fn options(flags: &[Flag]) -> String {
+fn options<'a>(flags: impl Iterator<Item = &'a Flag>) -> String {
     let mut lines: Vec<String> = Vec::new();
     for flag in flags {
         let head = match flag.value {
@@ -218,6 +224,47 @@ const STORE_PASSWORD_FILE: Flag = Flag {
     help: "the etcd user's password's file (0600, root's)",
 };
 
+const TIMINGS: Flag = Flag {
+    long: "timings",
+    value: None,
+    help: "say where the time went, by phase and by kind",
+};
+
+/// How an `etcds://` store (or the gateway) is reached: its CA, a client certificate, the
+/// etcd user.
+const STORE_ACCESS: &[Flag] = &[
+    STORE_CA,
+    STORE_CERT,
+    STORE_KEY,
+    STORE_USER,
+    STORE_PASSWORD_FILE,
+];
+
+/// What a filed report says besides the run: how long the host's alive key lasts, the host
+/// and the release; and the run's metrics file.
+const REPORTED: &[Flag] = &[ALIVE_TTL, HOST, RELEASE, METRICS];
+
+/// `--store` where the command needs no more said of it than that it is the fleet's.
+const FLEET_STORE: Flag = Flag {
+    long: "store",
+    value: Some("etcd://HOST:PORT[,HOST:PORT...]"),
+    help: "the fleet's store (etcds:// for TLS)",
+};
+
+/// `--gateway` where the command needs no more said of it than how it is used.
+const SIGNED_GATEWAY: Flag = Flag {
+    long: "gateway",
+    value: Some("https://HOST:PORT[,HOST:PORT...]"),
+    help: "the fleet's gateway instead of --store, each request signed with the host's identity",
+};
+
+/// `--root` of a command that only reads.
+const READ_ROOT: Flag = Flag {
+    long: "root",
+    value: Some("DIR"),
+    help: "the root to read (default /)",
+};
+
 const REPORT: Flag = Flag {
     long: "report",
     value: Some("DIR|etcd://HOST:PORT[,HOST:PORT...]"),
@@ -313,35 +360,26 @@ host or to an image root: verifies every file against the manifest, switches the
 at once, reverts what the applied bundle had and this one has not, runs each resource's apply
 script in dependency order, then the health probes. Nothing changes when it refuses.",
         flags: &[
-        ROOT,
-        Flag {
-            long: "offline",
-            value: None,
-            help: "run as on an image: start nothing, load nothing (BELL_OFFLINE=1)",
-        },
-        Flag {
-            long: "dry-run",
-            value: None,
-            help: "print the plan (every resource and file action) and change nothing",
-        },
-        JSON,
-        Flag {
-            long: "timings",
-            value: None,
-            help: "say where the time went, by phase and by kind",
-        },
-        IDENTITY,
-        TIMEOUT,
-        REPORT,
-        STORE_CA,
-        STORE_CERT,
-        STORE_KEY,
-        STORE_USER,
-        STORE_PASSWORD_FILE,
-        ALIVE_TTL,
-        HOST,
-        RELEASE,
-        METRICS,
+            &[
+                ROOT,
+                Flag {
+                    long: "offline",
+                    value: None,
+                    help: "run as on an image: start nothing, load nothing (BELL_OFFLINE=1)",
+                },
+                Flag {
+                    long: "dry-run",
+                    value: None,
+                    help: "print the plan (every resource and file action) and change nothing",
+                },
+                JSON,
+                TIMINGS,
+                IDENTITY,
+                TIMEOUT,
+                REPORT,
+            ],
+            STORE_ACCESS,
+            REPORTED,
         ],
         exit: Some("0 applied, 1 refused (nothing changed), 3 applied with failures, 4 applied but a
 health probe fails"),
@@ -356,25 +394,20 @@ health probe fails"),
 each resource's check script. Changes nothing; takes the lock, so it never reads a half-applied
 host. The next apply puts back what it finds (`*` drifted → put back).",
         flags: &[
-        ROOT,
-        Flag {
-            long: "offline",
-            value: None,
-            help: "check as on an image (live-only checks are skipped)",
-        },
-        JSON,
-        IDENTITY,
-        TIMEOUT,
-        REPORT,
-        STORE_CA,
-        STORE_CERT,
-        STORE_KEY,
-        STORE_USER,
-        STORE_PASSWORD_FILE,
-        ALIVE_TTL,
-        HOST,
-        RELEASE,
-        METRICS,
+            &[
+                ROOT,
+                Flag {
+                    long: "offline",
+                    value: None,
+                    help: "check as on an image (live-only checks are skipped)",
+                },
+                JSON,
+                IDENTITY,
+                TIMEOUT,
+                REPORT,
+            ],
+            STORE_ACCESS,
+            REPORTED,
         ],
         exit: Some("0 in sync, 1 nothing applied or a check could not tell, 2 drift found, 4 a health
 probe fails"),
@@ -402,33 +435,33 @@ mirror again with its probes passing (from a third of the timeout on, by the tim
 again in the next boot when the generation needs one); else it applies the generation before
 again, reports `reverted` (exit 3) and refuses that release from then on.",
         flags: &[
-        SOURCE,
-        SOURCE_CA,
-        ROOT,
-        TRUST,
-        STORE,
-        GATEWAY,
-        LOCK_PREFIX,
-        FLEET,
-        FETCH_TIMEOUT,
-        WAIT,
-        Flag {
-            long: "offline",
-            value: None,
-            help: "apply as on an image",
-        },
-        JSON,
-        IDENTITY,
-        TIMEOUT,
-        REPORT,
-        STORE_CA,
-        STORE_CERT,
-        STORE_KEY,
-        STORE_USER,
-        STORE_PASSWORD_FILE,
-        ALIVE_TTL,
-        HOST,
-        METRICS,
+            &[
+                SOURCE,
+                SOURCE_CA,
+                ROOT,
+                TRUST,
+                STORE,
+                GATEWAY,
+                LOCK_PREFIX,
+                FLEET,
+                FETCH_TIMEOUT,
+                WAIT,
+                Flag {
+                    long: "offline",
+                    value: None,
+                    help: "apply as on an image",
+                },
+                JSON,
+                IDENTITY,
+                TIMEOUT,
+                REPORT,
+            ],
+            STORE_ACCESS,
+            &[
+                ALIVE_TTL,
+                HOST,
+                METRICS,
+            ],
         ],
         exit: Some("0 applied, 1 refused (nothing changed), 3 applied with failures, 4 unhealthy, 10 waits
 for a slot of its rollout group"),
@@ -443,42 +476,34 @@ for a slot of its rollout group"),
 Changes nothing. --store or --gateway (with its --store-ca and --identity), --fleet and --host
 default to what the pulling timer was installed with.",
         flags: &[
-        Flag {
-            long: "store",
-            value: Some("etcd://HOST:PORT[,HOST:PORT...]"),
-            help: "the fleet's store (etcds:// for TLS)",
-        },
-        Flag {
-            long: "gateway",
-            value: Some("https://HOST:PORT[,HOST:PORT...]"),
-            help: "the fleet's gateway instead of --store, each request signed with the host's identity",
-        },
-        Flag {
-            long: "identity",
-            value: Some("FILE"),
-            help: "the host's key for --gateway (default: its SSH host key, else bell's own)",
-        },
-        STORE_CA,
-        STORE_CERT,
-        STORE_KEY,
-        STORE_USER,
-        STORE_PASSWORD_FILE,
-        HOST,
-        Flag {
-            long: "fleet",
-            value: Some("NAME"),
-            help: "the fleet this host belongs to",
-        },
-        Flag {
-            long: "root",
-            value: Some("DIR"),
-            help: "the root whose applied bundle is compared (default /)",
-        },
-        Flag {
-            long: "json",
-            value: None,
-            help: "one JSON answer on stdout",
-        },
+            &[
+                FLEET_STORE,
+                SIGNED_GATEWAY,
+                Flag {
+                    long: "identity",
+                    value: Some("FILE"),
+                    help: "the host's key for --gateway (default: its SSH host key, else bell's own)",
+                },
+            ],
+            STORE_ACCESS,
+            &[
+                HOST,
+                Flag {
+                    long: "fleet",
+                    value: Some("NAME"),
+                    help: "the fleet this host belongs to",
+                },
+                Flag {
+                    long: "root",
+                    value: Some("DIR"),
+                    help: "the root whose applied bundle is compared (default /)",
+                },
+                Flag {
+                    long: "json",
+                    value: None,
+                    help: "one JSON answer on stdout",
+                },
+            ],
         ],
         exit: Some("0 up to date, 1 refused, 10 a release this host has not applied is pending"),
         markers: false,
@@ -494,46 +519,40 @@ signed by its identity (made first when it has none), for an operator to accept 
 `bellc hosts accept`. Files again only when a fact or the identity changed. The facts are read
 from ROOT's sys, proc and etc/os-release, never through a link out of ROOT.",
         flags: &[
-        Flag {
-            long: "store",
-            value: Some("etcd://HOST:PORT[,HOST:PORT...]"),
-            help: "the fleet's store (etcds:// for TLS, with the options below as for `pull`)",
-        },
-        Flag {
-            long: "gateway",
-            value: Some("https://HOST:PORT[,HOST:PORT...]"),
-            help: "the fleet's gateway instead of --store, each request signed with the host's identity",
-        },
-        Flag {
-            long: "fleet",
-            value: Some("NAME"),
-            help: "the fleet it asks to join",
-        },
-        Flag {
-            long: "host",
-            value: Some("NAME"),
-            help: "the name it asks for (default: its host name)",
-        },
-        Flag {
-            long: "root",
-            value: Some("DIR"),
-            help: "the root whose facts are read (default /)",
-        },
-        Flag {
-            long: "json",
-            value: None,
-            help: "what was filed, as JSON on stdout",
-        },
-        Flag {
-            long: "identity",
-            value: Some("FILE"),
-            help: "the host's key (default: its SSH host key, else bell's own, made when it has none)",
-        },
-        STORE_CA,
-        STORE_CERT,
-        STORE_KEY,
-        STORE_USER,
-        STORE_PASSWORD_FILE,
+            &[
+                Flag {
+                    long: "store",
+                    value: Some("etcd://HOST:PORT[,HOST:PORT...]"),
+                    help: "the fleet's store (etcds:// for TLS, with the options below as for `pull`)",
+                },
+                SIGNED_GATEWAY,
+                Flag {
+                    long: "fleet",
+                    value: Some("NAME"),
+                    help: "the fleet it asks to join",
+                },
+                Flag {
+                    long: "host",
+                    value: Some("NAME"),
+                    help: "the name it asks for (default: its host name)",
+                },
+                Flag {
+                    long: "root",
+                    value: Some("DIR"),
+                    help: "the root whose facts are read (default /)",
+                },
+                Flag {
+                    long: "json",
+                    value: None,
+                    help: "what was filed, as JSON on stdout",
+                },
+                Flag {
+                    long: "identity",
+                    value: Some("FILE"),
+                    help: "the host's key (default: its SSH host key, else bell's own, made when it has none)",
+                },
+            ],
+            STORE_ACCESS,
         ],
         exit: Some("0 registered (or registered already), 1 refused"),
         markers: false,
@@ -546,16 +565,14 @@ from ROOT's sys, proc and etc/os-release, never through a link out of ROOT.",
         description: "The applied generation, when and how its apply ended, every resource's result, reverts and
 triggers still owed, and whether an interrupted file switch is pending. Changes nothing.",
         flags: &[
-        Flag {
-            long: "root",
-            value: Some("DIR"),
-            help: "the root to read (default /)",
-        },
-        Flag {
-            long: "json",
-            value: None,
-            help: "the state as JSON on stdout",
-        },
+            &[
+                READ_ROOT,
+                Flag {
+                    long: "json",
+                    value: None,
+                    help: "the state as JSON on stdout",
+                },
+            ],
         ],
         exit: None,
         markers: false,
@@ -570,16 +587,14 @@ their first apply: id, when last applied, how that ended, and the release it was
 them can be applied again with `bell-run rollback --to ID`. bell-run keeps the applied one and
 the last 5 others. Changes nothing.",
         flags: &[
-        Flag {
-            long: "root",
-            value: Some("DIR"),
-            help: "the root to read (default /)",
-        },
-        Flag {
-            long: "json",
-            value: None,
-            help: "the list as JSON on stdout (full ids, unix times)",
-        },
+            &[
+                READ_ROOT,
+                Flag {
+                    long: "json",
+                    value: None,
+                    help: "the list as JSON on stdout (full ids, unix times)",
+                },
+            ],
         ],
         exit: None,
         markers: false,
@@ -593,40 +608,31 @@ the last 5 others. Changes nothing.",
 `apply` would. Without --to it goes to the generation first applied before the applied one,
 so a second rollback goes further back, as NixOS's does; `bell-run generations` lists them.",
         flags: &[
-        Flag {
-            long: "to",
-            value: Some("GENERATION"),
-            help: "the generation: its bundle id, or the first characters of it",
-        },
-        ROOT,
-        Flag {
-            long: "offline",
-            value: None,
-            help: "apply as on an image",
-        },
-        Flag {
-            long: "dry-run",
-            value: None,
-            help: "print the plan and change nothing",
-        },
-        JSON,
-        Flag {
-            long: "timings",
-            value: None,
-            help: "say where the time went, by phase and by kind",
-        },
-        IDENTITY,
-        TIMEOUT,
-        REPORT,
-        STORE_CA,
-        STORE_CERT,
-        STORE_KEY,
-        STORE_USER,
-        STORE_PASSWORD_FILE,
-        ALIVE_TTL,
-        HOST,
-        RELEASE,
-        METRICS,
+            &[
+                Flag {
+                    long: "to",
+                    value: Some("GENERATION"),
+                    help: "the generation: its bundle id, or the first characters of it",
+                },
+                ROOT,
+                Flag {
+                    long: "offline",
+                    value: None,
+                    help: "apply as on an image",
+                },
+                Flag {
+                    long: "dry-run",
+                    value: None,
+                    help: "print the plan and change nothing",
+                },
+                JSON,
+                TIMINGS,
+                IDENTITY,
+                TIMEOUT,
+                REPORT,
+            ],
+            STORE_ACCESS,
+            REPORTED,
         ],
         exit: Some("as `apply`; 1 when there is no such generation (nothing changed)"),
         markers: true,
@@ -645,24 +651,26 @@ install-timer wrote; the Debian package's stay, dpkg's to remove) and removes it
 expired and locked by their revert, not deleted (a home may hold someone's work); they are
 named. When a revert fails, bell's state stays, so the removal can be run again.",
         flags: &[
-        Flag {
-            long: "yes",
-            value: None,
-            help: "do it",
-        },
-        Flag {
-            long: "dry-run",
-            value: None,
-            help: "print what would be reverted, restored and removed; change nothing",
-        },
-        ROOT,
-        Flag {
-            long: "offline",
-            value: None,
-            help: "revert as on an image",
-        },
-        JSON,
-        TIMEOUT,
+            &[
+                Flag {
+                    long: "yes",
+                    value: None,
+                    help: "do it",
+                },
+                Flag {
+                    long: "dry-run",
+                    value: None,
+                    help: "print what would be reverted, restored and removed; change nothing",
+                },
+                ROOT,
+                Flag {
+                    long: "offline",
+                    value: None,
+                    help: "revert as on an image",
+                },
+                JSON,
+                TIMEOUT,
+            ],
         ],
         exit: Some("0 removed (or planned), 1 refused (nothing changed), 3 a revert failed (bell stays),
 64 neither --yes nor --dry-run"),
@@ -676,11 +684,13 @@ named. When a revert fails, bell's state stays, so the removal can be run again.
         description: "Checks a bundle's integrity without a root: the manifest is canonical and its sha256 is the
 bundle id, and every file is listed with its size and sha256, with nothing else beside them.",
         flags: &[
-        Flag {
-            long: "json",
-            value: None,
-            help: "the result as JSON on stdout",
-        },
+            &[
+                Flag {
+                    long: "json",
+                    value: None,
+                    help: "the result as JSON on stdout",
+                },
+            ],
         ],
         exit: Some("0 verified, 1 refused"),
         markers: false,
@@ -695,22 +705,24 @@ of OpenSSH's format (`ssh-ed25519 AAAA… HOST`): the value of its host entry's 
 spec. The key is the SSH host key (/etc/ssh/ssh_host_ed25519_key) when there is one, else bell's own (/etc/bell/identity.key, 0600).
 Changes nothing unless --init is given.",
         flags: &[
-        ROOT,
-        Flag {
-            long: "init",
-            value: None,
-            help: "make bell's own key when the root has neither (once; never replaced)",
-        },
-        Flag {
-            long: "host",
-            value: Some("NAME"),
-            help: "the name to print after the key (default: ROOT/etc/hostname)",
-        },
-        Flag {
-            long: "json",
-            value: None,
-            help: "identity, fingerprint, host, key file and whether it was made now",
-        },
+            &[
+                ROOT,
+                Flag {
+                    long: "init",
+                    value: None,
+                    help: "make bell's own key when the root has neither (once; never replaced)",
+                },
+                Flag {
+                    long: "host",
+                    value: Some("NAME"),
+                    help: "the name to print after the key (default: ROOT/etc/hostname)",
+                },
+                Flag {
+                    long: "json",
+                    value: None,
+                    help: "identity, fingerprint, host, key file and whether it was made now",
+                },
+            ],
         ],
         exit: Some("0 printed, 1 refused (no key without --init; an unreadable or group-readable key)"),
         markers: false,
@@ -723,7 +735,9 @@ Changes nothing unless --init is given.",
         description: "Completes or undoes a file switch that a crash interrupted, and nothing else (`apply` does this
 by itself first).",
         flags: &[
-        ROOT,
+            &[
+                ROOT,
+            ],
         ],
         exit: Some("0 done (or nothing to do), 1 refused"),
         markers: false,
@@ -743,33 +757,23 @@ apply, which puts it in place and runs its reload. It follows the applied genera
 again each round, and takes the host's lock for each probe and each apply, so it never
 interleaves with a pull.",
         flags: &[
-        Flag {
-            long: "store",
-            value: Some("etcd://HOST:PORT[,HOST:PORT...]"),
-            help: "the fleet's store (etcds:// for TLS)",
-        },
-        Flag {
-            long: "gateway",
-            value: Some("https://HOST:PORT[,HOST:PORT...]"),
-            help: "the fleet's gateway instead of --store, each request signed with the host's identity",
-        },
-        ROOT,
-        Flag {
-            long: "host",
-            value: Some("NAME"),
-            help: "the host's name (default: the root's /etc/hostname)",
-        },
-        Flag {
-            long: "every",
-            value: Some("SECS"),
-            help: "how often it probes and reads without a gateway (default 2)",
-        },
-        IDENTITY,
-        STORE_CA,
-        STORE_CERT,
-        STORE_KEY,
-        STORE_USER,
-        STORE_PASSWORD_FILE,
+            &[
+                FLEET_STORE,
+                SIGNED_GATEWAY,
+                ROOT,
+                Flag {
+                    long: "host",
+                    value: Some("NAME"),
+                    help: "the host's name (default: the root's /etc/hostname)",
+                },
+                Flag {
+                    long: "every",
+                    value: Some("SECS"),
+                    help: "how often it probes and reads without a gateway (default 2)",
+                },
+                IDENTITY,
+            ],
+            STORE_ACCESS,
         ],
         exit: Some("runs until stopped; 1 when the store cannot be opened"),
         markers: false,
@@ -796,40 +800,40 @@ boot, before the pull, `bell-run register` with the pull's store options, so tha
 announces itself (`bellc hosts pending`) and a changed one files its facts again. `bell-run
 remove` takes them away.",
         flags: &[
-        Flag {
-            long: "root",
-            value: Some("DIR"),
-            help: "the root to write into (default /)",
-        },
-        Flag {
-            long: "exec",
-            value: Some("PATH"),
-            help: "bell-run's path on the host (default /usr/local/sbin/bell-run)",
-        },
-        Flag {
-            long: "interval",
-            value: Some("SPAN"),
-            help: "a systemd time span (default 15min)",
-        },
-        SOURCE,
-        SOURCE_CA,
-        TRUST,
-        STORE,
-        GATEWAY,
-        WAIT,
-        FLEET,
-        HOST,
-        REPORT,
-        STORE_CA,
-        STORE_CERT,
-        STORE_KEY,
-        STORE_USER,
-        STORE_PASSWORD_FILE,
-        ALIVE_TTL,
-        METRICS,
-        TIMEOUT,
-        FETCH_TIMEOUT,
-        LOCK_PREFIX,
+            &[
+                Flag {
+                    long: "root",
+                    value: Some("DIR"),
+                    help: "the root to write into (default /)",
+                },
+                Flag {
+                    long: "exec",
+                    value: Some("PATH"),
+                    help: "bell-run's path on the host (default /usr/local/sbin/bell-run)",
+                },
+                Flag {
+                    long: "interval",
+                    value: Some("SPAN"),
+                    help: "a systemd time span (default 15min)",
+                },
+                SOURCE,
+                SOURCE_CA,
+                TRUST,
+                STORE,
+                GATEWAY,
+                WAIT,
+                FLEET,
+                HOST,
+                REPORT,
+            ],
+            STORE_ACCESS,
+            &[
+                ALIVE_TTL,
+                METRICS,
+                TIMEOUT,
+                FETCH_TIMEOUT,
+                LOCK_PREFIX,
+            ],
         ],
         exit: Some("0 written, 1 refused, 64 a bad option"),
         markers: false,

@@ -142,6 +142,42 @@ pub fn assert_every_test_file_is_built(package: &str) {
     );
 }
 
+/// What bash offers on TAB after `words` (the cursor after the last one), through the function
+/// the completion `script` registers for the program `words[0]` (`complete -F FUNCTION
+/// PROGRAM`), called as bash calls it: with the program, the word being completed and the one
+/// before it.
+pub fn bash_completes(script: &[u8], words: &[&str]) -> Vec<String> {
+    use std::io::Write as _;
+    const PROGRAM: &str = r#"source /dev/stdin
+spec=$(complete -p "$1") || exit 9
+function=${spec##*-F }; function=${function%% *}
+COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}
+"$function" "$1" "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+printf '%s\n' "${COMPREPLY[@]}""#;
+    let mut child = Command::new("bash")
+        .args(["-c", PROGRAM, "bash"])
+        .args(words)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bash runs");
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(script).expect("the script reaches bash");
+    }
+    let out = child.wait_with_output().expect("bash ends");
+    assert!(
+        out.status.success(),
+        "bash: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

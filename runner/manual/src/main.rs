@@ -28,7 +28,7 @@ fn command(command: &Command) -> clap::Command {
     let mut out = clap::Command::new(command.name)
         .about(command.summary)
         .long_about(about);
-    for flag in command.flags {
+    for flag in command.options() {
         let mut arg = Arg::new(flag.long).long(flag.long).help(flag.help);
         arg = match flag.value {
             Some(value) => arg.value_name(value).action(ArgAction::Set),
@@ -167,7 +167,7 @@ mod tests {
                 text.contains(&roff(&format!("bell-run {}", command.name))),
                 "{page}"
             );
-            for flag in command.flags {
+            for flag in command.options() {
                 assert!(
                     text.contains(&roff(&format!("--{}", flag.long))),
                     "{page}: --{}",
@@ -190,36 +190,10 @@ mod tests {
         );
     }
 
-    /// What bash offers after `words`, through the function the script registers for bell-run.
     fn bash_completes(words: &[&str]) -> Vec<String> {
         let mut script = Vec::new();
         completions(clap_complete::Shell::Bash, &mut script).expect("a script");
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let file = dir.path().join("bell-run.bash");
-        std::fs::write(&file, &script).expect("written");
-        let program = format!(
-            "source \"$1\"; spec=$(complete -p bell-run) || exit 9
-function=${{spec##*-F }}; function=${{function%% *}}
-COMP_WORDS=({}); COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))
-COMP_LINE=\"${{COMP_WORDS[*]}}\"; COMP_POINT=${{#COMP_LINE}}
-\"$function\" bell-run \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"
-printf '%s\\n' \"${{COMPREPLY[@]}}\"",
-            words.join(" ")
-        );
-        let out = std::process::Command::new("bash")
-            .args(["-c", &program, "bash"])
-            .arg(&file)
-            .output()
-            .expect("bash runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_string)
-            .collect()
+        bell_testkit::bash_completes(&script, words)
     }
 
     #[test]
