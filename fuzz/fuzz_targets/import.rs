@@ -22,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
         retire: true,
         rules: Default::default(),
         all_labels: None,
+        secrets_moved: false,
     };
     if let Some(written) = bell_import::divingbell::import(&sources, &input, &mut diags) {
         let mut spec_sources = bellc_core::source::Sources::new();

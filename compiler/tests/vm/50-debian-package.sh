@@ -20,6 +20,10 @@ work=$(mktemp -d /root/bell-deb.XXXXXX)
 mirror=/srv/bell-fleet
 marker=/etc/bell-package-test
 
+# man-db rebuilds its index after every install and removal (slow under TCG); `man PAGE` finds
+# a page by its path without it.
+echo "man-db man-db/auto-update boolean false" | debconf-set-selections
+
 install_deb() {
     apt-get install -y -q "$1" >"$work/apt.out" 2>&1 \
         || { cat "$work/apt.out" >&2; fail "apt-get install $1 failed"; }
