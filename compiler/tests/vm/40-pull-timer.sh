@@ -181,8 +181,8 @@ fi
     || fail "the boot id did not change"
 grep -qw bell.test=1 /proc/cmdline || fail "the kexec'd kernel lacks bell.test=1: $(cat /proc/cmdline)"
 journalctl -b -u bell-run.service --no-pager -o cat >"$work/boot-journal.out"
-[ "$(systemctl show -P Result bell-run.service)" = success ] \
-    && [ -n "$(systemctl show -P ExecMainStartTimestamp bell-run.service)" ] \
+{ [ "$(systemctl show -P Result bell-run.service)" = success ] \
+    && [ -n "$(systemctl show -P ExecMainStartTimestamp bell-run.service)" ]; } \
     || { cat "$work/boot-journal.out"; fail "the pull at boot did not run or failed"; }
 grep -q "reboot: back from its reboot: the reasons are gone and it is healthy" "$work/boot-journal.out" \
     || { cat "$work/boot-journal.out"; fail "the pull at boot does not say the host is back"; }
@@ -342,7 +342,7 @@ systemctl is-active --quiet bell-run.timer || fail "a dry run stopped the timer"
 for f in bell-run.timer bell-run.service timers.target.wants/bell-run.timer \
     multi-user.target.wants/bell-run.service bell-run-live.service \
     multi-user.target.wants/bell-run-live.service; do
-    [ ! -e "/etc/systemd/system/$f" ] && [ ! -L "/etc/systemd/system/$f" ] \
+    { [ ! -e "/etc/systemd/system/$f" ] && [ ! -L "/etc/systemd/system/$f" ]; } \
         || fail "/etc/systemd/system/$f is still there"
 done
 [ ! -e /var/lib/bell ] || fail "/var/lib/bell is still there"
