@@ -79,7 +79,18 @@ for _ in $(seq 60); do
     sleep 1
 done
 [ -f "$marker" ] || { journalctl -u bell-run.service --no-pager -n 30; fail "the timer did not pull"; }
-journalctl -u bell-run.service --no-pager -o cat | grep -q "verified: key" \
+# The marker lands mid-run, before the run's output has reached the journal (journald reads the
+# service's stream on its own time): wait for the run to end and its lines to arrive.
+verified=no
+for _ in $(seq 30); do
+    if [ "$(systemctl show -P ActiveState bell-run.service)" != activating ] \
+        && journalctl -u bell-run.service --no-pager -o cat | grep -q "verified: key"; then
+        verified=yes
+        break
+    fi
+    sleep 1
+done
+[ "$verified" = yes ] \
     || { journalctl -u bell-run.service --no-pager -n 30; fail "the pull did not verify the release"; }
 [ -L /etc/systemd/system/timers.target.wants/bell-run.timer ] || fail "enable made no link"
 ok "systemctl enable --now bell-run.timer: the timer pulled and applied the signed release"
