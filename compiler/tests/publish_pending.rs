@@ -162,4 +162,23 @@ fn pending_takes_the_store_fleet_and_host_the_pulling_timer_was_given() {
         "{value}"
     );
     assert!(out.stderr.is_empty(), "{}", text(&out));
+
+    // A host with the Debian package and no install-timer: the options its units run with, in
+    // /etc/default/bell-run, are the ones `pending` asks with.
+    let packaged = tempfile::tempdir().unwrap();
+    let p = packaged.path().to_str().unwrap();
+    std::fs::create_dir_all(packaged.path().join("etc/default")).unwrap();
+    std::fs::write(
+        packaged.path().join("etc/default/bell-run"),
+        format!(
+            "# the host's pull\nBELL_RUN_PULL=\"--source /srv/bell --store {} --fleet lab --host b\"\n",
+            etcd.url
+        ),
+    )
+    .unwrap();
+    let out = run_bin(&bin, &["pending", "--root", p, "--json"], &[]);
+    assert_eq!(out.status.code(), Some(10), "{}", text(&out));
+    let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(value["host"], "b");
+    assert_eq!(value["pending"], true);
 }

@@ -474,7 +474,8 @@ for a slot of its rollout group"),
         operand: None,
         description: "Asks the fleet's store whether the published release wants another bundle on this host.
 Changes nothing. --store or --gateway (with its --store-ca and --identity), --fleet and --host
-default to what the pulling timer was installed with.",
+default to what the pulling timer was installed with (install-timer's record, or else
+BELL_RUN_PULL in the package's /etc/default/bell-run).",
         flags: &[
             &[
                 FLEET_STORE,

@@ -33,11 +33,62 @@ const PACKAGE_UNIT_DIR: &str = "/usr/lib/systemd/system";
 /// The pulling timer's options, by flag, in bell-run's directory.
 pub const PULL_RECORD: &str = "pull.json";
 
-/// The value the pulling timer was installed with for `flag` (`--fleet`), if any.
+/// Where the Debian package's units take their options (`BELL_RUN_PULL=…`), a conffile.
+pub const PACKAGE_DEFAULTS: &str = "/etc/default/bell-run";
+
+/// The value the pulling timer was given for `flag` (`--fleet`), if any: from the record
+/// `install-timer` leaves, or else from the package's `BELL_RUN_PULL` (a unit install-timer
+/// wrote under /etc/systemd/system is the one systemd runs, so its record speaks first).
 pub fn configured(root: &Root, flag: &str) -> Option<String> {
-    let text = crate::rootfs::read_record(&root.bell_dir().join(PULL_RECORD)).ok()??;
-    let map: std::collections::BTreeMap<String, String> = serde_json::from_str(&text).ok()?;
-    map.get(flag).cloned()
+    match crate::rootfs::read_record(&root.bell_dir().join(PULL_RECORD)) {
+        Ok(Some(text)) => {
+            let map: std::collections::BTreeMap<String, String> =
+                serde_json::from_str(&text).ok()?;
+            map.get(flag).cloned()
+        }
+        Ok(None) => package_pull_options(root)?
+            .into_iter()
+            .find(|(f, _)| f == flag)
+            .map(|(_, value)| value),
+        Err(_) => None,
+    }
+}
+
+/// The options with a value in the package's `BELL_RUN_PULL`, read as systemd reads an
+/// `EnvironmentFile=` (the last assignment counts, one pair of quotes around the value) and
+/// splits `$BELL_RUN_PULL` (at whitespace). `None` when the file is missing, is not a plain
+/// file inside the root, or sets no pull options.
+fn package_pull_options(root: &Root) -> Option<Vec<(String, String)>> {
+    root.check_contained(PACKAGE_DEFAULTS).ok()?;
+    let text = crate::rootfs::read_record(&root.host(PACKAGE_DEFAULTS)).ok()??;
+    let value = pull_assignment(&text)?;
+    let pull = bell_run::spec::command("pull")?;
+    let mut words = value.split_whitespace();
+    let mut options = Vec::new();
+    while let Some(word) = words.next() {
+        let Some(name) = word.strip_prefix("--") else {
+            continue;
+        };
+        if pull.flag(name).is_some_and(|f| f.value.is_some()) {
+            if let Some(value) = words.next() {
+                options.push((word.to_string(), value.to_string()));
+            }
+        }
+    }
+    Some(options)
+}
+
+/// The value of the last `BELL_RUN_PULL=` line, without the quotes around it.
+fn pull_assignment(text: &str) -> Option<&str> {
+    let value = text
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("BELL_RUN_PULL="))
+        .last()?
+        .trim();
+    let unquoted = ['"', '\'']
+        .iter()
+        .find_map(|q| value.strip_prefix(*q)?.strip_suffix(*q));
+    Some(unquoted.unwrap_or(value))
 }
 
 /// A systemd time span (`15min`, `1h 30min`, `900`) in seconds; `None` for one this does not
@@ -335,7 +386,68 @@ pub fn unit_argument(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{seconds, unit_argument};
+    use super::{configured, pull_assignment, seconds, unit_argument, PACKAGE_DEFAULTS};
+    use crate::rootfs::Root;
+
+    #[test]
+    fn the_packages_pull_options_are_read_as_systemd_reads_them() {
+        // The last assignment counts; one pair of quotes comes off; comments are not values.
+        let text = "# BELL_RUN_PULL=\"--fleet commented\"\nBELL_RUN_PULL=\"\"\n  BELL_RUN_PULL='--fleet lab'\n";
+        assert_eq!(pull_assignment(text), Some("--fleet lab"));
+        assert_eq!(pull_assignment("BELL_RUN_LIVE=--store x\n"), None);
+
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        assert_eq!(configured(&root, "--fleet"), None, "no file, no options");
+        let defaults = root.host(PACKAGE_DEFAULTS);
+        std::fs::create_dir_all(defaults.parent().unwrap()).unwrap();
+        std::fs::write(
+            &defaults,
+            "BELL_RUN_PULL=\"--source https://m/ --offline --store etcd://e:2379 --fleet lab --host\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            configured(&root, "--store").as_deref(),
+            Some("etcd://e:2379")
+        );
+        assert_eq!(configured(&root, "--fleet").as_deref(), Some("lab"));
+        // A flag whose value is missing, and a switch, give nothing.
+        assert_eq!(configured(&root, "--host"), None);
+        assert_eq!(configured(&root, "--offline"), None);
+
+        // install-timer's record speaks first: its unit is the one systemd runs.
+        std::fs::create_dir_all(root.bell_dir()).unwrap();
+        std::fs::write(
+            root.bell_dir().join(super::PULL_RECORD),
+            r#"{"--fleet":"recorded"}"#,
+        )
+        .unwrap();
+        assert_eq!(configured(&root, "--fleet").as_deref(), Some("recorded"));
+        assert_eq!(configured(&root, "--store"), None);
+    }
+
+    #[test]
+    fn the_packages_defaults_are_not_read_through_a_link_out_of_the_root() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(
+            outside.path().join("bell-run"),
+            "BELL_RUN_PULL=\"--fleet outside\"\n",
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("etc")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("etc/default")).unwrap();
+        let root = Root::open(dir.path()).unwrap();
+        assert_eq!(configured(&root, "--fleet"), None);
+        std::fs::remove_file(dir.path().join("etc/default")).unwrap();
+        std::fs::create_dir(dir.path().join("etc/default")).unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("bell-run"),
+            dir.path().join("etc/default/bell-run"),
+        )
+        .unwrap();
+        assert_eq!(configured(&root, "--fleet"), None);
+    }
 
     #[test]
     fn time_spans_are_read_as_systemd_reads_them_or_not_at_all() {

@@ -180,7 +180,12 @@ fi
 [ "$(cat /proc/sys/kernel/random/boot_id)" != "$(cat /var/tmp/bell-boot-1)" ] \
     || fail "the boot id did not change"
 grep -qw bell.test=1 /proc/cmdline || fail "the kexec'd kernel lacks bell.test=1: $(cat /proc/cmdline)"
-journalctl -b -u bell-run.service --no-pager -o cat >"$work/boot-journal.out"
+# journald takes a service's output on its own time: read until the run's last line is there.
+for _ in 1 2 3 4 5 6 7 8 9 10; do
+    journalctl -b -u bell-run.service --no-pager -o cat >"$work/boot-journal.out"
+    grep -q "reboot: back from its reboot" "$work/boot-journal.out" && break
+    sleep 0.5
+done
 { [ "$(systemctl show -P Result bell-run.service)" = success ] \
     && [ -n "$(systemctl show -P ExecMainStartTimestamp bell-run.service)" ]; } \
     || { cat "$work/boot-journal.out"; fail "the pull at boot did not run or failed"; }

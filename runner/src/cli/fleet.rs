@@ -491,7 +491,8 @@ pub(super) fn cmd_pending(args: &Args) -> i32 {
     let Some(dest) = args.store.clone().or_else(|| timer("--store")) else {
         return usage(
             "`pending` needs `--store etcd://HOST:PORT` or `--gateway https://HOST:PORT` (no \
-             pulling timer names one)",
+             pulling timer names one: neither install-timer's record nor BELL_RUN_PULL in \
+             /etc/default/bell-run)",
         );
     };
     let fleet_given = args.fleet.clone().or_else(|| timer("--fleet"));
