@@ -83,7 +83,7 @@ fn pull_assignment(text: &str) -> Option<&str> {
     let value = text
         .lines()
         .filter_map(|line| line.trim_start().strip_prefix("BELL_RUN_PULL="))
-        .last()?
+        .next_back()?
         .trim();
     let unquoted = ['"', '\'']
         .iter()
