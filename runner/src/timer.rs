@@ -91,6 +91,20 @@ fn pull_assignment(text: &str) -> Option<&str> {
     Some(unquoted.unwrap_or(value))
 }
 
+/// How long one pull may hold its unit (`TimeoutStartSec=`), from its fetch's bound and its
+/// scripts' timeout. A pull that hangs must not hold the unit (and so every later tick) for
+/// ever; what it may do is bounded piece by piece: its fetch, an apply (room for two scripts
+/// that run to their limit), the longest confirmation a release may ask for, and going back
+/// after it (another apply, and its report tried again for up to 30 s). systemd keeps no
+/// `EXTEND_TIMEOUT_USEC` across a `daemon-reload` (it counts again from the start), and an
+/// apply reloads it, so the whole of it is in the bound. Past it, systemd ends the run, and
+/// bell-run's journal finishes or undoes a cut-off apply on the next run, whose confirmation
+/// is settled at the deadline the state records.
+pub fn pull_limit(fetch_timeout: u64, script_timeout: u64) -> u64 {
+    let apply = 2 * script_timeout;
+    fetch_timeout + apply + bell_bundle::confirm::LONGEST + apply + 60
+}
+
 /// A systemd time span (`15min`, `1h 30min`, `900`) in seconds; `None` for one this does not
 /// read (`install-timer` then leaves the wait out rather than guess).
 pub fn seconds(span: &str) -> Option<u64> {
@@ -158,10 +172,6 @@ pub fn install(root: &Root, exe: &str, interval: &str, job: &Job) -> Result<Vec<
             for (flag, value) in options {
                 let _ = write!(exec_start, " {flag} {}", unit_argument(value));
             }
-            // A pull that hangs must not hold the unit (and so every later tick) for ever:
-            // its fetch is bounded by `--fetch-timeout`, its apply by the scripts' timeout;
-            // room for two scripts that run to their limit, then systemd ends it (bell-run's
-            // journal finishes or undoes a cut-off apply on the next run).
             let option = |flag: &str, default: u64| {
                 options
                     .iter()
@@ -169,10 +179,13 @@ pub fn install(root: &Root, exe: &str, interval: &str, job: &Job) -> Result<Vec<
                     .and_then(|(_, v)| v.parse::<u64>().ok())
                     .unwrap_or(default)
             };
-            let limit = option(
-                "--fetch-timeout",
-                crate::fetch::DEFAULT_FETCH_TIMEOUT.as_secs(),
-            ) + 2 * option("--timeout", crate::apply::DEFAULT_SCRIPT_TIMEOUT);
+            let limit = pull_limit(
+                option(
+                    "--fetch-timeout",
+                    crate::fetch::DEFAULT_FETCH_TIMEOUT.as_secs(),
+                ),
+                option("--timeout", crate::apply::DEFAULT_SCRIPT_TIMEOUT),
+            );
             // A run that waits at the gateway pulls again within its wait: the wait, and one
             // more pull begun at its end.
             let limit = match option("--wait", 0) {
@@ -386,7 +399,22 @@ pub fn unit_argument(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{configured, pull_assignment, seconds, unit_argument, PACKAGE_DEFAULTS};
+    use super::{
+        configured, pull_assignment, pull_limit, seconds, unit_argument, PACKAGE_DEFAULTS,
+        PULL_SERVICE,
+    };
+
+    #[test]
+    fn the_packaged_units_bound_is_the_one_install_timer_writes_for_the_defaults() {
+        let written = pull_limit(
+            crate::fetch::DEFAULT_FETCH_TIMEOUT.as_secs(),
+            crate::apply::DEFAULT_SCRIPT_TIMEOUT,
+        );
+        assert!(
+            PULL_SERVICE.contains(&format!("\nTimeoutStartSec={written}\n")),
+            "{PULL_SERVICE}"
+        );
+    }
     use crate::rootfs::Root;
 
     #[test]

@@ -45,6 +45,9 @@ build() {
 run_service() {
     local rc=0
     systemctl start bell-run.service || rc=$?
+    # The run's last lines may still be on their way to journald (it reads the service's stream
+    # on its own time): have it take in what was written before reading.
+    journalctl --sync 2>/dev/null || :
     journalctl -u bell-run.service --no-pager -o cat -n 30 | sed 's/^/  journal: /' >"$work/journal.out"
     if [ "$1" = success ]; then
         [ "$rc" = 0 ] || { cat "$work/journal.out"; fail "bell-run.service failed"; }

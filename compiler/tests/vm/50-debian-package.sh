@@ -83,6 +83,7 @@ done
 # service's stream on its own time): wait for the run to end and its lines to arrive.
 verified=no
 for _ in $(seq 30); do
+    journalctl --sync 2>/dev/null || :
     if [ "$(systemctl show -P ActiveState bell-run.service)" != activating ] \
         && journalctl -u bell-run.service --no-pager -o cat | grep -q "verified: key"; then
         verified=yes

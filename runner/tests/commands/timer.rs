@@ -308,8 +308,9 @@ fn install_timer_with_a_source_writes_a_pulling_service_with_every_argument_quot
         "web-1",
     ]);
     expect_code(&out, 0);
-    // A pull that hangs ends: the fetch's 300 s and two scripts' 900 s.
-    assert!(service.contains("\nTimeoutStartSec=2100\n"), "{service}");
+    // A pull that hangs ends: the fetch's 300 s, an apply's two scripts of 900 s, the longest
+    // confirmation (an hour) and going back after it (another apply, a minute to report).
+    assert!(service.contains("\nTimeoutStartSec=7560\n"), "{service}");
     // The first pull has no current generation: the service must not wait for one.
     assert!(!service.contains("ConditionPathExists"), "{service}");
     assert!(service.contains("After=network-online.target"));
