@@ -25,6 +25,31 @@ fn bash_completes_the_rollout_flags() {
 }
 
 #[test]
+fn fish_completes_the_rollout_flags_and_zsh_takes_the_script() {
+    let f = Fixture::new();
+    let fish = f.bellc(&["completions", "fish"]);
+    assert_eq!(fish.code, 0, "{}", fish.stderr);
+    let offered = bell_testkit::fish_completes(fish.stdout.as_bytes(), "bellc rollout --");
+    for flag in ["--resume", "--abort", "--pause", "--store", "--continue"] {
+        assert!(
+            offered.iter().any(|o| o == flag),
+            "{flag} not offered: {offered:?}"
+        );
+    }
+    assert!(!offered.iter().any(|o| o == "--out"), "{offered:?}");
+    let commands = bell_testkit::fish_completes(fish.stdout.as_bytes(), "bellc ro");
+    assert_eq!(commands, ["rollout"], "{commands:?}");
+    // zsh: compinit takes the script and completes bellc with its function (the function's
+    // own run needs a terminal; zsh has no `complete -C`).
+    let zsh = f.bellc(&["completions", "zsh"]);
+    assert_eq!(zsh.code, 0, "{}", zsh.stderr);
+    assert_eq!(
+        bell_testkit::zsh_registers(zsh.stdout.as_bytes(), "bellc"),
+        "_bellc"
+    );
+}
+
+#[test]
 fn every_shell_gets_a_script_and_a_wrong_one_is_a_usage_error() {
     let f = Fixture::new();
     for (shell, says) in [

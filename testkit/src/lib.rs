@@ -147,7 +147,6 @@ pub fn assert_every_test_file_is_built(package: &str) {
 /// PROGRAM`), called as bash calls it: with the program, the word being completed and the one
 /// before it.
 pub fn bash_completes(script: &[u8], words: &[&str]) -> Vec<String> {
-    use std::io::Write as _;
     const PROGRAM: &str = r#"source /dev/stdin
 spec=$(complete -p "$1") || exit 9
 function=${spec##*-F }; function=${function%% *}
@@ -155,27 +154,66 @@ COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
 COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}
 "$function" "$1" "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
 printf '%s\n' "${COMPREPLY[@]}""#;
-    let mut child = Command::new("bash")
-        .args(["-c", PROGRAM, "bash"])
-        .args(words)
+    let args: Vec<&str> = ["-c", PROGRAM, "bash"]
+        .into_iter()
+        .chain(words.iter().copied())
+        .collect();
+    run_shell("bash", &args, script)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// What fish offers on TAB at the end of `line` (`complete -C`, fish's own completion of a
+/// command line), once the completion `script` is sourced: each candidate without its
+/// description. (`source` without a file reads standard input: fish refuses `/dev/stdin` when it
+/// is a pipe.)
+pub fn fish_completes(script: &[u8], line: &str) -> Vec<String> {
+    let out = run_shell(
+        "fish",
+        &["--no-config", "-c", "source; complete -C $argv[1]", line],
+        script,
+    );
+    out.lines()
+        .map(|l| l.split('\t').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The completion function zsh's completion system (compinit) has for `program` once the
+/// completion `script` is sourced, as a user's `.zshrc` would: `_comps[program]`.
+pub fn zsh_registers(script: &[u8], program: &str) -> String {
+    // -D: no dump file written.
+    let program_text = format!(
+        "autoload -U compinit; compinit -u -D; source /dev/stdin; print -r -- ${{_comps[{program}]}}"
+    );
+    run_shell("zsh", &["-f", "-c", &program_text], script)
+        .trim()
+        .to_string()
+}
+
+/// Runs `shell` with `args`, `stdin` on its standard input; its standard output, once it
+/// succeeded.
+fn run_shell(shell: &str, args: &[&str], stdin: &[u8]) -> String {
+    use std::io::Write as _;
+    let mut child = Command::new(shell)
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("bash runs");
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(script).expect("the script reaches bash");
+        .unwrap_or_else(|e| panic!("{shell} runs (CI installs it): {e}"));
+    if let Some(mut input) = child.stdin.take() {
+        input
+            .write_all(stdin)
+            .expect("the script reaches the shell");
     }
-    let out = child.wait_with_output().expect("bash ends");
+    let out = child.wait_with_output().expect("the shell ends");
     assert!(
         out.status.success(),
-        "bash: {}",
+        "{shell}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[cfg(test)]

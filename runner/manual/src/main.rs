@@ -190,10 +190,28 @@ mod tests {
         );
     }
 
-    fn bash_completes(words: &[&str]) -> Vec<String> {
+    fn script(shell: clap_complete::Shell) -> Vec<u8> {
         let mut script = Vec::new();
-        completions(clap_complete::Shell::Bash, &mut script).expect("a script");
-        bell_testkit::bash_completes(&script, words)
+        completions(shell, &mut script).expect("a script");
+        script
+    }
+
+    fn bash_completes(words: &[&str]) -> Vec<String> {
+        bell_testkit::bash_completes(&script(clap_complete::Shell::Bash), words)
+    }
+
+    #[test]
+    fn fish_completes_a_commands_own_options_and_zsh_takes_the_script() {
+        let fish = script(clap_complete::Shell::Fish);
+        let offered = bell_testkit::fish_completes(&fish, "bell-run pull --");
+        for flag in ["--source", "--gateway", "--trust", "--wait"] {
+            assert!(offered.iter().any(|o| o == flag), "{flag}: {offered:?}");
+        }
+        assert!(!offered.iter().any(|o| o == "--yes"), "{offered:?}");
+        let commands = bell_testkit::fish_completes(&fish, "bell-run gen");
+        assert_eq!(commands, ["generations"], "{commands:?}");
+        let zsh = script(clap_complete::Shell::Zsh);
+        assert_eq!(bell_testkit::zsh_registers(&zsh, "bell-run"), "_bell-run");
     }
 
     #[test]
