@@ -342,7 +342,55 @@ pub struct Lock {
     _file: fs::File,
 }
 
+/// How long a run waits for `bell-run live` to let go of the host: its holds are a probe or a
+/// live file's render and reload, each bounded by its own timeout, and a pull that met one must
+/// not fail for it (a refused pull halts its rollout's wave).
+const LIVE_HOLD_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// What the lock file says of the live service's holds, after its pid.
+const LIVE_HOLDER: &str = "live";
+
+/// Takes the host's lock for a run (apply, pull, rollback, remove): refused at once while
+/// another run holds it, waited for while `bell-run live` does.
 pub fn lock(root: &Root) -> Result<Lock, Refusal> {
+    let waited_until = std::time::Instant::now() + LIVE_HOLD_WAIT;
+    loop {
+        match take_lock(root, None)? {
+            Ok(lock) => return Ok(lock),
+            Err(holder) => {
+                let mut words = holder.split_whitespace();
+                let pid = words.next().unwrap_or_default().to_string();
+                let live = words.next() == Some(LIVE_HOLDER);
+                if live && std::time::Instant::now() < waited_until {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    continue;
+                }
+                let who = match live {
+                    true => format!(
+                        "bell-run live (pid {pid}) has held {} for {} s",
+                        root.dir.display(),
+                        LIVE_HOLD_WAIT.as_secs()
+                    ),
+                    false => format!(
+                        "another bell-run (pid {pid}) is applying to {}",
+                        root.dir.display()
+                    ),
+                };
+                return Err(Refusal::new(who).help("wait for it to finish; nothing was changed"));
+            }
+        }
+    }
+}
+
+/// Takes the host's lock for `bell-run live`'s short holds, or `None` while anything holds it
+/// (the live service yields: it tries again on its next round).
+pub fn lock_for_live(root: &Root) -> Option<Lock> {
+    take_lock(root, Some(LIVE_HOLDER)).ok()?.ok()
+}
+
+/// One try at the lock: taken (the file then says our pid, and `kind` after it), or what the
+/// file says of its holder.
+fn take_lock(root: &Root, kind: Option<&str>) -> Result<Result<Lock, String>, Refusal> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
     let dir = root.bell_dir();
     if let Some(parent) = dir.parent() {
@@ -382,21 +430,16 @@ pub fn lock(root: &Root) -> Result<Lock, Refusal> {
             use std::io::{Seek, Write};
             let _ = file.set_len(0);
             let _ = file.seek(std::io::SeekFrom::Start(0));
-            let _ = writeln!(file, "{}", std::process::id());
-            Ok(Lock { _file: file })
+            let _ = match kind {
+                Some(kind) => writeln!(file, "{} {kind}", std::process::id()),
+                None => writeln!(file, "{}", std::process::id()),
+            };
+            Ok(Ok(Lock { _file: file }))
         }
-        Ok(false) => {
-            let holder = crate::rootfs::read_record(&path)
-                .ok()
-                .flatten()
-                .unwrap_or_default();
-            Err(Refusal::new(format!(
-                "another bell-run (pid {}) is applying to {}",
-                holder.trim(),
-                root.dir.display()
-            ))
-            .help("wait for it to finish; nothing was changed"))
-        }
+        Ok(false) => Ok(Err(crate::rootfs::read_record(&path)
+            .ok()
+            .flatten()
+            .unwrap_or_default())),
         Err(e) => Err(Refusal::new(format!("cannot lock {}: {e}", path.display()))),
     }
 }

@@ -180,7 +180,7 @@ impl Follower {
         of: &report::Between,
         bundle: &std::path::Path,
     ) {
-        let Ok(_lock) = apply::lock(ctx.root) else {
+        let Some(_lock) = apply::lock_for_live(ctx.root) else {
             return;
         };
         let outcomes: Vec<ProbeOutcome> =
@@ -295,7 +295,7 @@ fn apply_file(
     ready: &[String],
     judged: &BTreeMap<String, Readiness>,
 ) -> Option<Result<(), String>> {
-    let _lock = apply::lock(ctx.root).ok()?;
+    let _lock = apply::lock_for_live(ctx.root)?;
     let (_, out) = live::split(file, judged);
     let out: Vec<String> = out
         .iter()
